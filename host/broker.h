@@ -1,0 +1,118 @@
+/* broker: the seam between the host and a Redis-compatible server.
+ *
+ * The host speaks Redis commands (argv in, reply tree out) over named
+ * connections. Two implementations fill the ops table: broker_redis (hiredis on
+ * libuv, a real server) and, for the test harness, an in-memory broker on the
+ * virtual clock. Speaking commands rather than verbs keeps the subscription code
+ * identical on both and lets conformance tests compare replies directly.
+ *
+ * Rules every implementation keeps:
+ * - a command accepted by bk_command (return 0) completes exactly once: its
+ *   callback receives a reply, or reply == NULL with err set when the
+ *   connection failed or was closed;
+ * - a command refused by bk_command (return -1: not connected) never calls back;
+ * - a reply is owned by the broker and valid only during the callback;
+ * - commands on one connection are sent in order and pipelined: no call waits
+ *   for an earlier reply. */
+#ifndef LUASTREAM_BROKER_H
+#define LUASTREAM_BROKER_H
+
+#include <stddef.h>
+
+/* Reply types; the values equal hiredis' REDIS_REPLY_* so broker_redis can hand
+ * over hiredis replies without copying (checked by static asserts there). */
+enum bk_reply_type {
+  BK_STRING = 1,
+  BK_ARRAY = 2,
+  BK_INTEGER = 3,
+  BK_NIL = 4,
+  BK_STATUS = 5,
+  BK_ERROR = 6,
+};
+
+typedef struct bk_reply {
+  int type;                  /* enum bk_reply_type */
+  long long integer;         /* BK_INTEGER */
+  size_t len;                /* length of str */
+  char *str;                 /* BK_STRING, BK_STATUS, BK_ERROR */
+  size_t elements;           /* BK_ARRAY; 0 for an empty array */
+  struct bk_reply **element; /* BK_ARRAY */
+} bk_reply;
+
+typedef struct broker broker;
+typedef struct bk_conn bk_conn;
+
+/* reply: valid during the call only. err: NULL on a reply, else why it failed. */
+typedef void bk_reply_cb(void *data, const bk_reply *reply, const char *err);
+/* Called when a connection comes up (up = 1) or goes down (up = 0). */
+typedef void bk_state_cb(void *data, bk_conn *conn, int up);
+
+struct broker_ops {
+  bk_conn *(*conn_open)(broker *b, const char *name, bk_state_cb *state_cb, void *data);
+  int (*command)(bk_conn *c, int argc, const char **argv, const size_t *argvlen,
+                 bk_reply_cb *cb, void *data);
+  int (*connected)(bk_conn *c);
+  void (*conn_close)(bk_conn *c); /* pending callbacks fire with err "connection closed" */
+  void (*free)(broker *b);        /* all connections must be closed first */
+};
+
+struct broker {
+  const struct broker_ops *ops;
+  char name[512];                  /* what messages call this server: the redacted URL */
+};
+
+static inline bk_conn *bk_conn_open(broker *b, const char *name, bk_state_cb *cb, void *data) {
+  return b->ops->conn_open(b, name, cb, data);
+}
+static inline int bk_command(broker *b, bk_conn *c, int argc, const char **argv,
+                             const size_t *argvlen, bk_reply_cb *cb, void *data) {
+  return b->ops->command(c, argc, argv, argvlen, cb, data);
+}
+static inline int bk_connected(broker *b, bk_conn *c) { return b->ops->connected(c); }
+static inline void bk_conn_close(broker *b, bk_conn *c) { b->ops->conn_close(c); }
+static inline void broker_free(broker *b) { b->ops->free(b); }
+
+/* ---- reply helpers (broker.c) ---- */
+
+/* r is BK_ERROR whose first word is code ("BUSYGROUP", "NOGROUP"); a NULL code
+ * matches any error. A NULL r is not an error. */
+int bk_reply_is_error(const bk_reply *r, const char *code);
+/* Parses "x.y.z" into one comparable number (x*10000 + y*100 + z); -1 if not a
+ * version (anything else in the text, a missing part, y or z above 99). */
+long bk_version_parse(const char *text, size_t len);
+/* Finds the `redis_version:` line in an INFO reply; returns the parsed version
+ * or -1, and copies the text form into out ("" when the line is missing). */
+long bk_info_version(const bk_reply *info, char *out, size_t outlen);
+
+/* ---- argv builder: a small growable list of (pointer, length) pairs ---- */
+
+/* argv grows with realloc and is kept across bk_args_reset, so one builder can
+ * be reused command after command without allocating. Numbers live inside the
+ * struct: do not copy a bk_args that holds some (argv points into numbuf). */
+struct bk_args {
+  int argc;
+  int cap;
+  const char **argv;
+  size_t *argvlen;
+  char numbuf[8][24];   /* storage for numbers added with bk_args_num */
+  int nnum;
+};
+void bk_args_init(struct bk_args *a);
+void bk_args_reset(struct bk_args *a);
+void bk_args_free(struct bk_args *a);
+/* The string is borrowed: it must outlive the command call. */
+void bk_args_add(struct bk_args *a, const char *s, size_t len);
+void bk_args_str(struct bk_args *a, const char *s);
+/* At most 8 numbers per command (until bk_args_reset); a 9th aborts. */
+void bk_args_num(struct bk_args *a, long long n);
+
+/* Redis on libuv. `url` is parsed by url_parse and copied. Each connection
+ * connects at once, authenticates and selects the db before it reports up, and
+ * reconnects on its own with capped exponential backoff (100 ms doubling to
+ * 5 s, with jitter), logging once when it goes and once when it comes back.
+ * Returns NULL when out of memory. */
+struct uv_loop_s;
+struct redis_url;
+broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url);
+
+#endif

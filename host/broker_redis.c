@@ -1,0 +1,589 @@
+/* broker_redis: the broker seam on a real Redis server (hiredis 0.14 async on
+ * libuv). The only file in the project that includes hiredis.
+ *
+ * Each bk_conn owns at most one hiredis context at a time: the current
+ * connection attempt or the live connection. An attempt resolves the host name
+ * off the loop (uv_getaddrinfo; hiredis would block in getaddrinfo), connects
+ * without blocking, and pipelines AUTH, SELECT and PING; the connection counts
+ * as up when the last of those replies arrives, and only then are commands
+ * accepted. When an attempt fails or a live connection drops, the context is
+ * thrown away, pending commands complete with an error, and a uv_timer_t waits
+ * out a jittered, capped exponential backoff before the next attempt. The same
+ * timer bounds a connect or handshake that gets no answer.
+ *
+ * hiredis 0.14 rules this code leans on (async.c):
+ * - on teardown every pending reply callback runs with a NULL reply, and the
+ *   disconnect callback runs only if the socket had connected;
+ * - redisAsyncFree inside a reply callback only sets a flag; hiredis frees the
+ *   context when the callback returns, before control goes back to the loop.
+ *   The connect callback is NOT such a callback, so nothing here frees from it;
+ * - new commands are refused once the context is disconnecting or freeing.
+ * Replies are handed to callers without copying: bk_reply is laid out exactly
+ * like redisReply (checked below). */
+#include "broker.h"
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "log.h"
+#include "url.h"
+
+#define BACKOFF_MIN_MS 100  /* first wait after a failure */
+#define BACKOFF_MAX_MS 5000 /* the wait doubles up to this */
+/* An attempt that gets no answer this long (a black-holed address, a stuck
+ * server) is abandoned and retried like a refused one. */
+#define CONNECT_TIMEOUT_MS 5000
+
+#define container_of(ptr, type, field) ((type *)((char *)(ptr) - offsetof(type, field)))
+
+/* ---- bk_reply is redisReply ---- */
+
+_Static_assert(BK_STRING == REDIS_REPLY_STRING && BK_ARRAY == REDIS_REPLY_ARRAY &&
+                   BK_INTEGER == REDIS_REPLY_INTEGER && BK_NIL == REDIS_REPLY_NIL &&
+                   BK_STATUS == REDIS_REPLY_STATUS && BK_ERROR == REDIS_REPLY_ERROR,
+               "BK_* must equal REDIS_REPLY_*");
+_Static_assert(sizeof(bk_reply) == sizeof(redisReply), "bk_reply size differs from redisReply");
+#define SAME_FIELD(f, T)                                                                 \
+  _Static_assert(offsetof(bk_reply, f) == offsetof(redisReply, f) &&                     \
+                     _Generic(((redisReply *)0)->f, T: 1, default: 0),                   \
+                 "bk_reply." #f " differs from redisReply." #f)
+SAME_FIELD(type, int);
+SAME_FIELD(integer, long long);
+SAME_FIELD(len, size_t);
+SAME_FIELD(str, char *);
+SAME_FIELD(elements, size_t);
+SAME_FIELD(element, struct redisReply **);
+#undef SAME_FIELD
+
+/* ---- types ---- */
+
+struct rbroker {
+  broker base;          /* first: a broker * is an rbroker * */
+  uv_loop_t *loop;      /* borrowed */
+  struct redis_url url; /* a copy; holds the password */
+  int nopen;            /* connections opened and not yet closed */
+  uint64_t rng;         /* xorshift state for the backoff jitter */
+};
+
+struct rconn {
+  struct rbroker *b;     /* not used once closing: the broker may be freed first */
+  char name[64];         /* for log lines */
+  bk_state_cb *state_cb; /* NULL allowed */
+  void *data;
+  redisAsyncContext *ac; /* current attempt or live connection; NULL in between */
+  uv_timer_t timer;      /* backoff between attempts; timeout during one */
+  uv_getaddrinfo_t gai;  /* host name lookup while resolving */
+  int resolving;         /* gai is in flight; its callback is still due */
+  int handshake_left;    /* AUTH / SELECT / PING replies still awaited */
+  int step;              /* index in steps of the next handshake reply */
+  const char *steps[3];  /* the command each handshake reply answers */
+  int up;                /* handshake done: commands accepted */
+  int closing;           /* bk_conn_close was called */
+  int timer_closed;      /* the timer's close callback ran */
+  int attempts;          /* attempts since the connection was last up */
+  int failures;          /* failed attempts and drops since last up: the backoff step */
+  int in_outage;         /* an attempt failed since the connection was last up */
+  uint64_t outage_start; /* loop ms of the first failure of this outage */
+  int auth_failed;       /* this attempt failed on credentials */
+  int logged_lost;       /* this outage was logged */
+  int logged_auth;       /* ... and its credentials problem too */
+  char reason[192];      /* why we ended this attempt ourselves, "" if we did not */
+  char lost[224];        /* "connection lost: ..." for drained callbacks */
+};
+
+/* One accepted command, hiredis' privdata: lets a NULL reply carry an error. */
+struct rcmd {
+  struct rconn *c;
+  bk_reply_cb *cb;
+  void *data;
+};
+
+static void start_attempt(struct rconn *c);
+
+/* ---- libuv glue for hiredis ----
+ *
+ * Like hiredis' adapters/libuv.h, with one fix. On POLLERR (a refused connect,
+ * a reset connection) libuv stops the poll handle and calls back with
+ * UV_EBADF; the 0.14 adapter ignores such a call, so a refused connect hangs
+ * forever. Here hiredis gets to read or write anyway, finds the socket error
+ * itself and tears the context down. */
+
+struct rpoll {
+  uv_poll_t handle;
+  redisAsyncContext *ac; /* NULL once hiredis has cleaned up */
+  int events;            /* UV_READABLE | UV_WRITABLE wanted by hiredis */
+};
+
+static void rpoll_cb(uv_poll_t *h, int status, int events) {
+  struct rpoll *p = h->data;
+  if (status < 0) events = p->events;
+  /* Each call may free the context (p->ac becomes NULL); p lives on until
+   * its close callback. */
+  if (p->ac && (events & UV_READABLE)) redisAsyncHandleRead(p->ac);
+  if (p->ac && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
+}
+
+static void rpoll_set(struct rpoll *p, int events) {
+  p->events = events;
+  if (events)
+    uv_poll_start(&p->handle, events, rpoll_cb);
+  else
+    uv_poll_stop(&p->handle);
+}
+
+static void ev_add_read(void *d) { rpoll_set(d, ((struct rpoll *)d)->events | UV_READABLE); }
+static void ev_del_read(void *d) { rpoll_set(d, ((struct rpoll *)d)->events & ~UV_READABLE); }
+static void ev_add_write(void *d) { rpoll_set(d, ((struct rpoll *)d)->events | UV_WRITABLE); }
+static void ev_del_write(void *d) { rpoll_set(d, ((struct rpoll *)d)->events & ~UV_WRITABLE); }
+
+static void rpoll_closed(uv_handle_t *h) { free(h->data); }
+
+/* hiredis calls this while freeing the context, before it closes the fd. */
+static void ev_cleanup(void *d) {
+  struct rpoll *p = d;
+  p->ac = NULL;
+  uv_close((uv_handle_t *)&p->handle, rpoll_closed);
+}
+
+static int rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
+  struct rpoll *p = calloc(1, sizeof *p);
+  if (p == NULL) return -1;
+  if (uv_poll_init(loop, &p->handle, ac->c.fd) != 0) {
+    free(p); /* a failed init leaves nothing registered */
+    return -1;
+  }
+  p->handle.data = p;
+  p->ac = ac;
+  ac->ev.data = p;
+  ac->ev.addRead = ev_add_read;
+  ac->ev.delRead = ev_del_read;
+  ac->ev.addWrite = ev_add_write;
+  ac->ev.delWrite = ev_del_write;
+  ac->ev.cleanup = ev_cleanup;
+  return 0;
+}
+
+/* ---- up and down ---- */
+
+static uint64_t next_rand(struct rbroker *b) {
+  uint64_t x = b->rng;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return b->rng = x;
+}
+
+/* Logs a failed attempt: one warning when an outage starts, then one error
+ * if credentials turn out to be the problem (that needs a person), and the
+ * rest at debug. A server that stays down for an hour must not write a line
+ * every 5 seconds. */
+static void report(struct rconn *c, const char *why) {
+  char attempt[16];
+  snprintf(attempt, sizeof attempt, "%d", c->attempts);
+  if (c->auth_failed && !c->logged_auth) {
+    c->logged_auth = 1;
+    c->logged_lost = 1;
+    log_line(LOG_ERROR, NULL, "redis authentication failed", "redis", c->b->base.name,
+             "conn", c->name, "error", why, "hint", "check the credentials in the redis URL",
+             NULL);
+  } else if (!c->logged_lost) {
+    c->logged_lost = 1;
+    log_line(LOG_WARN, NULL, "redis connection lost", "redis", c->b->base.name, "conn",
+             c->name, "error", why, NULL);
+  } else {
+    log_line(LOG_DEBUG, NULL, "redis connect attempt failed", "redis", c->b->base.name,
+             "conn", c->name, "attempt", attempt, "error", why, NULL);
+  }
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void schedule_retry(struct rconn *c) {
+  int shift = c->failures > 0 ? c->failures - 1 : 0; /* 100 ms after the first failure */
+  uint64_t base = shift > 6 ? BACKOFF_MAX_MS : (uint64_t)BACKOFF_MIN_MS << shift;
+  if (base > BACKOFF_MAX_MS) base = BACKOFF_MAX_MS;
+  /* Half fixed, half random: hosts that lost the same server do not come
+   * back in lockstep, and the wait still grows. */
+  uint64_t delay = base / 2 + next_rand(c->b) % (base / 2 + 1);
+  uv_timer_start(&c->timer, on_timer, delay, 0);
+}
+
+/* An attempt failed or a live connection dropped; the context, if there was
+ * one, is gone or going. */
+static void went_down(struct rconn *c, const char *why) {
+  int was_up = c->up;
+  c->up = 0;
+  if (c->closing) return;
+  if (!c->in_outage) {
+    c->in_outage = 1;
+    c->outage_start = uv_now(c->b->loop);
+  }
+  c->failures++;
+  report(c, why);
+  if (was_up && c->state_cb) {
+    c->state_cb(c->data, (bk_conn *)c, 0);
+    if (c->closing) return; /* closed from the callback */
+  }
+  schedule_retry(c);
+}
+
+static void went_up(struct rconn *c) {
+  char attempts[16], down_ms[24];
+  int had_outage = c->in_outage;
+  uv_timer_stop(&c->timer); /* the handshake timeout */
+  c->up = 1;
+  snprintf(attempts, sizeof attempts, "%d", c->attempts);
+  snprintf(down_ms, sizeof down_ms, "%llu",
+           (unsigned long long)(uv_now(c->b->loop) - c->outage_start));
+  log_line(LOG_INFO, NULL, "redis connected", "redis", c->b->base.name, "conn", c->name,
+           "attempts", attempts, "down_ms", had_outage ? down_ms : NULL, NULL);
+  c->attempts = 0;
+  c->failures = 0;
+  c->in_outage = 0;
+  c->logged_lost = 0;
+  c->logged_auth = 0;
+  if (c->state_cb) c->state_cb(c->data, (bk_conn *)c, 1);
+}
+
+/* The context is freed or about to be (hiredis reported it, or we freed it).
+ * Called from several places for the same context; only the first counts. It
+ * never looks inside the context, which may already be gone. */
+static void ctx_gone(struct rconn *c, const char *why) {
+  if (c->ac == NULL) return;
+  c->ac = NULL;
+  if (c->closing) return;
+  uv_timer_stop(&c->timer);
+  went_down(c, why);
+}
+
+/* ---- hiredis callbacks ---- */
+
+static const char *ctx_error(struct rconn *c, const redisAsyncContext *ac) {
+  if (c->reason[0]) return c->reason;
+  if (ac->c.err) return ac->c.errstr;
+  return "disconnected";
+}
+
+/* Called on the first write event: status says whether connect(2) worked. */
+static void on_connect(const redisAsyncContext *ac, int status) {
+  struct rconn *c = ac->data;
+  if (status == REDIS_OK) return; /* up only once the handshake replies arrive */
+  ctx_gone(c, ctx_error(c, ac)); /* hiredis frees the context when we return */
+}
+
+/* Called while hiredis frees a context that had connected, after the pending
+ * callbacks ran. */
+static void on_disconnect(const redisAsyncContext *ac, int status) {
+  struct rconn *c = ac->data;
+  (void)status;
+  ctx_gone(c, ctx_error(c, ac));
+}
+
+static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
+  struct rconn *c = privdata;
+  redisReply *reply = r;
+  if (reply == NULL || c->closing) return; /* torn down: whoever did it reports why */
+  const char *step = c->steps[c->step++];
+  if (reply->type == REDIS_REPLY_ERROR) {
+    snprintf(c->reason, sizeof c->reason, "%s failed: %s", step, reply->str);
+    c->auth_failed = strcmp(step, "AUTH") == 0 || strncmp(reply->str, "NOAUTH", 6) == 0 ||
+                     strncmp(reply->str, "WRONGPASS", 9) == 0;
+    redisAsyncFree(ac); /* deferred by hiredis until this callback returns */
+    return;
+  }
+  if (--c->handshake_left == 0) went_up(c);
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
+  struct rcmd *k = privdata;
+  struct rconn *c = k->c;
+  const char *err = NULL;
+  if (r == NULL) {
+    if (c->closing) {
+      err = "connection closed";
+    } else {
+      snprintf(c->lost, sizeof c->lost, "connection lost: %s", ctx_error(c, ac));
+      err = c->lost;
+    }
+  }
+  if (k->cb) k->cb(k->data, (const bk_reply *)r, err);
+  free(k);
+}
+
+/* ---- attempts ---- */
+
+static int handshake_cmd(struct rconn *c, const char *step, int argc, const char **argv) {
+  size_t len[3];
+  for (int i = 0; i < argc; i++) len[i] = strlen(argv[i]);
+  if (redisAsyncCommandArgv(c->ac, on_handshake, c, argc, argv, len) != REDIS_OK) return -1;
+  c->steps[c->handshake_left++] = step;
+  return 0;
+}
+
+/* AUTH, SELECT and PING, pipelined. PING always goes last: the connection is
+ * up when it answers, which proves the server serves commands (not LOADING),
+ * makes the state callback run inside a reply callback (where closing the
+ * connection is safe), and gives hiredis a write that completes the connect. */
+static int send_handshake(struct rconn *c) {
+  const struct redis_url *u = &c->b->url;
+  char db[16];
+  snprintf(db, sizeof db, "%d", u->db);
+  /* AUTH user password (Redis 6 ACL) or AUTH password. */
+  const char *auth[3] = {"AUTH", u->user[0] ? u->user : u->password, u->password};
+  const char *select[2] = {"SELECT", db};
+  const char *ping[1] = {"PING"};
+  c->step = 0;
+  c->handshake_left = 0;
+  if (u->password[0]) {
+    if (handshake_cmd(c, "AUTH", u->user[0] ? 3 : 2, auth) != 0) return -1;
+  }
+  if (u->db) {
+    if (handshake_cmd(c, "SELECT", 2, select) != 0) return -1;
+  }
+  return handshake_cmd(c, "PING", 1, ping);
+}
+
+/* ip: a numeric address for TCP, NULL for the unix socket. */
+static void connect_now(struct rconn *c, const char *ip) {
+  const struct redis_url *u = &c->b->url;
+  char why[160];
+  redisAsyncContext *ac = ip ? redisAsyncConnect(ip, u->port) : redisAsyncConnectUnix(u->path);
+  if (ac == NULL) {
+    went_down(c, "out of memory");
+    return;
+  }
+  if (ac->err) {
+    /* Failed at once (a unix socket nobody listens on): hiredis hands back a
+     * context that only holds the error. */
+    snprintf(why, sizeof why, "%s", ac->errstr);
+    redisAsyncFree(ac);
+    went_down(c, why);
+    return;
+  }
+  if (rpoll_attach(ac, c->b->loop) != 0) {
+    redisAsyncFree(ac);
+    went_down(c, "cannot watch the socket");
+    return;
+  }
+  ac->data = c;
+  redisAsyncSetConnectCallback(ac, on_connect);
+  redisAsyncSetDisconnectCallback(ac, on_disconnect);
+  c->ac = ac;
+  if (send_handshake(c) != 0) {
+    snprintf(c->reason, sizeof c->reason, "out of memory");
+    redisAsyncFree(ac); /* not connected yet: no disconnect callback */
+    ctx_gone(c, c->reason);
+    return;
+  }
+  uv_timer_start(&c->timer, on_timer, CONNECT_TIMEOUT_MS, 0);
+}
+
+static void maybe_free(struct rconn *c);
+
+static void resolve_failed(struct rconn *c, int uv_err) {
+  char why[320];
+  snprintf(why, sizeof why, "cannot resolve %s: %s", c->b->url.host, uv_strerror(uv_err));
+  went_down(c, why);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+  struct rconn *c = container_of(req, struct rconn, gai);
+  char ip[64];
+  c->resolving = 0;
+  if (c->closing) {
+    uv_freeaddrinfo(res);
+    maybe_free(c);
+    return;
+  }
+  if (status < 0) {
+    resolve_failed(c, status);
+    return;
+  }
+  /* Prefer IPv4 as hiredis' own lookup does, so "localhost" reaches a server
+   * bound to 127.0.0.1 only. */
+  const struct addrinfo *pick = res;
+  for (const struct addrinfo *ai = res; ai; ai = ai->ai_next)
+    if (ai->ai_family == AF_INET) {
+      pick = ai;
+      break;
+    }
+  if (pick->ai_family == AF_INET)
+    uv_ip4_name((const struct sockaddr_in *)(const void *)pick->ai_addr, ip, sizeof ip);
+  else
+    uv_ip6_name((const struct sockaddr_in6 *)(const void *)pick->ai_addr, ip, sizeof ip);
+  uv_freeaddrinfo(res);
+  connect_now(c, ip);
+}
+
+static int is_ip_literal(const char *host) {
+  unsigned char buf[16];
+  return uv_inet_pton(AF_INET, host, buf) == 0 || uv_inet_pton(AF_INET6, host, buf) == 0;
+}
+
+static void start_attempt(struct rconn *c) {
+  const struct redis_url *u = &c->b->url;
+  char attempt[16];
+  c->attempts++;
+  c->reason[0] = '\0';
+  c->auth_failed = 0;
+  snprintf(attempt, sizeof attempt, "%d", c->attempts);
+  log_line(LOG_DEBUG, NULL, "redis connecting", "redis", c->b->base.name, "conn", c->name,
+           "attempt", attempt, NULL);
+  if (u->path[0]) {
+    connect_now(c, NULL);
+    return;
+  }
+  if (is_ip_literal(u->host)) {
+    connect_now(c, u->host);
+    return;
+  }
+  struct addrinfo hints;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int rc = uv_getaddrinfo(c->b->loop, &c->gai, on_resolved, u->host, NULL, &hints);
+  if (rc != 0) {
+    resolve_failed(c, rc);
+    return;
+  }
+  c->resolving = 1;
+}
+
+/* One timer, two jobs: while an attempt runs it is the timeout, otherwise
+ * the backoff before the next attempt. */
+static void on_timer(uv_timer_t *t) {
+  struct rconn *c = container_of(t, struct rconn, timer);
+  if (c->ac) {
+    snprintf(c->reason, sizeof c->reason, "no answer within %d ms", CONNECT_TIMEOUT_MS);
+    redisAsyncFree(c->ac); /* not inside a hiredis callback: frees now */
+    ctx_gone(c, c->reason); /* no-op if on_disconnect already reported it */
+    return;
+  }
+  start_attempt(c);
+}
+
+/* ---- broker_ops ---- */
+
+static void maybe_free(struct rconn *c) {
+  /* No context is left by now: a free that hiredis deferred inside one of its
+   * callbacks completes before control returns to the loop, and the loop runs
+   * close callbacks and lookups only after that. */
+  if (c->timer_closed && !c->resolving) free(c);
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+  struct rconn *c = container_of(h, struct rconn, timer);
+  c->timer_closed = 1;
+  maybe_free(c);
+}
+
+static bk_conn *rconn_open(broker *bb, const char *name, bk_state_cb *state_cb, void *data) {
+  struct rbroker *b = (struct rbroker *)bb;
+  struct rconn *c = calloc(1, sizeof *c);
+  if (c == NULL) return NULL;
+  c->b = b;
+  snprintf(c->name, sizeof c->name, "%s", name ? name : "");
+  c->state_cb = state_cb;
+  c->data = data;
+  uv_timer_init(b->loop, &c->timer);
+  b->nopen++;
+  start_attempt(c); /* never calls back synchronously: up needs a reply */
+  return (bk_conn *)c;
+}
+
+static int rconn_command(bk_conn *bc, int argc, const char **argv, const size_t *argvlen,
+                         bk_reply_cb *cb, void *data) {
+  struct rconn *c = (struct rconn *)bc;
+  if (!c->up || c->closing || c->ac == NULL) return -1;
+  struct rcmd *k = malloc(sizeof *k);
+  if (k == NULL) return -1;
+  k->c = c;
+  k->cb = cb;
+  k->data = data;
+  /* hiredis refuses while it tears the context down, e.g. when a callback
+   * that learned of the drop tries to send more. */
+  if (redisAsyncCommandArgv(c->ac, on_reply, k, argc, argv, argvlen) != REDIS_OK) {
+    free(k);
+    return -1;
+  }
+  return 0;
+}
+
+static int rconn_connected(bk_conn *bc) {
+  struct rconn *c = (struct rconn *)bc;
+  return c->up && !c->closing;
+}
+
+static void rconn_close(bk_conn *bc) {
+  struct rconn *c = (struct rconn *)bc;
+  if (c == NULL || c->closing) return;
+  c->closing = 1;
+  c->up = 0;
+  c->b->nopen--;
+  c->b = NULL; /* the broker may be freed before this conn's memory */
+  if (c->resolving) uv_cancel((uv_req_t *)&c->gai); /* its callback still runs */
+  if (c->ac) {
+    redisAsyncContext *ac = c->ac;
+    int deferred = (ac->c.flags & REDIS_IN_CALLBACK) != 0;
+    /* Pending callbacks run with "connection closed", now or, inside one of
+     * this context's callbacks, as soon as that callback returns; then
+     * on_disconnect clears c->ac. Without a deferral the context is gone
+     * when this returns, and a context that never connected gets no
+     * on_disconnect, so clear it here. */
+    redisAsyncFree(ac);
+    if (!deferred) c->ac = NULL;
+  }
+  uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+}
+
+static void rbroker_free(broker *bb) {
+  struct rbroker *b = (struct rbroker *)bb;
+  if (b == NULL) return;
+  if (b->nopen != 0) {
+    /* Open connections point at the broker: freeing it now would turn into
+     * a use-after-free on their next reconnect. */
+    log_line(LOG_ERROR, NULL, "broker freed with open connections", "redis", b->base.name,
+             NULL);
+    abort();
+  }
+  free(b);
+}
+
+static const struct broker_ops redis_ops = {
+    .conn_open = rconn_open,
+    .command = rconn_command,
+    .connected = rconn_connected,
+    .conn_close = rconn_close,
+    .free = rbroker_free,
+};
+
+broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {
+  if (loop == NULL || url == NULL) return NULL;
+  struct rbroker *b = calloc(1, sizeof *b);
+  if (b == NULL) return NULL;
+  b->base.ops = &redis_ops;
+  snprintf(b->base.name, sizeof b->base.name, "%s", url->redacted);
+  b->loop = loop;
+  b->url = *url;
+  b->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)b) | 1;
+
+  /* hiredis 0.14 writes with write(2): a server that vanished between two
+   * commands would kill the whole host with SIGPIPE. Ignored, the write fails
+   * with EPIPE and the connection is retried. A disposition the program chose
+   * itself is left alone. */
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;
+    sigaction(SIGPIPE, &sa, NULL);
+  }
+  return &b->base;
+}

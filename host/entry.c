@@ -1,0 +1,363 @@
+/* entry: one stream entry, and the parser that turns XREADGROUP replies into
+ * entries.
+ *
+ * Memory layout of one entry (a single malloc, freed with one free):
+ *
+ *   struct entry | const char *field[nfields] | size_t field_len[nfields] |
+ *   id bytes NUL | field 0 bytes NUL | field 1 bytes NUL | ...
+ *
+ * Each string keeps its length and a trailing NUL, so values are binary safe
+ * (an embedded NUL is kept, the length says where the value ends) and yet can
+ * be handed to C string functions when they are known to be text.
+ *
+ * The parser is strict on purpose: a reply of an unexpected shape means the
+ * server and the host disagree about the protocol, and guessing would risk
+ * acking or running the wrong thing. It names the first thing that is wrong
+ * and builds nothing. */
+#include "entry.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- allocation ---- */
+
+static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+/* *acc += n, false on overflow. */
+static bool size_add(size_t *acc, size_t n) {
+  if (n > SIZE_MAX - *acc) return false;
+  *acc += n;
+  return true;
+}
+
+/* Allocates an entry with room for nfields strings of `bytes` total bytes
+ * (string bytes plus their NULs, id included). The id and fields are then
+ * placed with put(). NULL when the size overflows or malloc fails. */
+static struct entry *entry_alloc(size_t nfields, size_t bytes) {
+  const size_t per_field = sizeof(const char *) + sizeof(size_t);
+  if (nfields > (SIZE_MAX / 2) / per_field) return NULL;
+  size_t off_field = align_up(sizeof(struct entry), _Alignof(const char *));
+  size_t off_len = align_up(off_field + nfields * sizeof(const char *), _Alignof(size_t));
+  size_t total = off_len + nfields * sizeof(size_t);
+  if (!size_add(&total, bytes)) return NULL;
+  char *base = malloc(total);
+  if (!base) return NULL;
+  struct entry *e = (struct entry *)(void *)base;
+  *e = (struct entry){0};
+  e->field = (const char **)(void *)(base + off_field);
+  e->field_len = (size_t *)(void *)(base + off_len);
+  e->nfields = nfields;
+  e->idle_ms = -1;
+  e->deliveries = -1;
+  return e;
+}
+
+/* Where the string bytes start: right after the length array. */
+static char *entry_bytes(struct entry *e) { return (char *)(e->field_len + e->nfields); }
+
+/* Copies len bytes and a NUL at *cursor; returns the copy. */
+static char *put(char **cursor, const char *s, size_t len) {
+  char *dst = *cursor;
+  if (len) memcpy(dst, s, len);
+  dst[len] = '\0';
+  *cursor = dst + len + 1;
+  return dst;
+}
+
+struct entry *entry_new(const char *id, size_t idlen, size_t nfields, const char *const *field,
+                        const size_t *field_len) {
+  /* Fields come in name/value pairs; an odd count would make entry_get read
+   * past the arrays. */
+  if (nfields % 2 != 0) return NULL;
+  size_t bytes = idlen;
+  if (!size_add(&bytes, 1)) return NULL;
+  for (size_t i = 0; i < nfields; i++)
+    if (!size_add(&bytes, field_len[i]) || !size_add(&bytes, 1)) return NULL;
+  struct entry *e = entry_alloc(nfields, bytes);
+  if (!e) return NULL;
+  char *cursor = entry_bytes(e);
+  e->id = put(&cursor, id, idlen);
+  for (size_t i = 0; i < nfields; i++) {
+    e->field[i] = put(&cursor, field[i], field_len[i]);
+    e->field_len[i] = field_len[i];
+  }
+  return e;
+}
+
+void entry_free(struct entry *e) { free(e); }
+
+const char *entry_get(const struct entry *e, const char *name, size_t *len) {
+  size_t namelen = strlen(name);
+  /* Walk backwards so the last occurrence of a duplicated name wins. */
+  for (size_t i = e->nfields; i >= 2; i -= 2) {
+    size_t k = i - 2;
+    if (e->field_len[k] == namelen && memcmp(e->field[k], name, namelen) == 0) {
+      if (len) *len = e->field_len[k + 1];
+      return e->field[k + 1];
+    }
+  }
+  return NULL;
+}
+
+/* ---- parsing XREADGROUP replies ---- */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static const char *type_name(const bk_reply *r) {
+  if (!r) return "missing";
+  switch (r->type) {
+  case BK_STRING: return "a string";
+  case BK_ARRAY: return r->elements && !r->element ? "an array with no element vector" : "an array";
+  case BK_INTEGER: return "an integer";
+  case BK_NIL: return "nil";
+  case BK_STATUS: return "a status";
+  case BK_ERROR: return "an error";
+  default: return "of an unknown type";
+  }
+}
+
+/* An array reply whose element vector can be indexed safely. */
+static bool is_array(const bk_reply *r) {
+  return r && r->type == BK_ARRAY && (r->elements == 0 || r->element);
+}
+
+static bool is_string(const bk_reply *r) {
+  return r && r->type == BK_STRING && (r->len == 0 || r->str);
+}
+
+/* A stream id as Redis writes it: "<ms>-<seq>", both decimal. Checked because
+ * the id goes back to the server verbatim in XACK and as a C string. */
+static bool valid_id(const char *s, size_t len) {
+  size_t i = 0, ms = 0, seq = 0;
+  for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) ms++;
+  if (ms == 0 || i == len || s[i] != '-') return false;
+  i++;
+  for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) seq++;
+  return seq > 0 && i == len;
+}
+
+/* Parses a signed decimal with no spaces or '+', as Redis prints integers. */
+static bool parse_i64(const char *s, size_t len, int64_t *out) {
+  size_t i = 0;
+  bool neg = false;
+  if (len > 0 && s[0] == '-') {
+    neg = true;
+    i = 1;
+  }
+  if (i == len) return false;
+  uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+  for (; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    unsigned d = (unsigned)(s[i] - '0');
+    if (v > (limit - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
+  return true;
+}
+
+/* The 3rd/4th element of a CLAIM entry: a RESP integer (8.4 GA) or a bulk
+ * string holding one (8.4 release candidates). */
+static bool claim_number(const bk_reply *r, int64_t *out) {
+  if (r && r->type == BK_INTEGER) {
+    *out = r->integer;
+    return true;
+  }
+  return is_string(r) && parse_i64(r->str, r->len, out);
+}
+
+/* Limits how much of an id or value a message quotes: ids are short, but a
+ * malformed reply could hold anything. */
+#define QUOTE_MAX 64
+#define QUOTE_LEN(len) ((len) > QUOTE_MAX ? QUOTE_MAX : (int)(len))
+/* printf's %.*s needs a valid pointer even for zero characters. */
+#define QUOTE_STR(r) ((r)->str ? (r)->str : "")
+
+static void claim_number_err(char *err, size_t errlen, size_t index, const bk_reply *id,
+                             const char *what, const bk_reply *r) {
+  if (is_string(r))
+    set_err(err, errlen, "entry %zu (%.*s): %s \"%.*s\" is not an integer in range", index,
+            QUOTE_LEN(id->len), id->str, what, QUOTE_LEN(r->len), QUOTE_STR(r));
+  else
+    set_err(err, errlen, "entry %zu (%.*s): %s is %s, expected an integer", index,
+            QUOTE_LEN(id->len), id->str, what, type_name(r));
+}
+
+/* Parses one `[id, fields]` or `[id, fields, idle, deliveries]` element. On
+ * success *out is the new entry, or NULL when the entry is deleted (nil
+ * fields). Returns -1 with err set otherwise. */
+static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char *err,
+                       size_t errlen) {
+  *out = NULL;
+  if (!is_array(r)) {
+    set_err(err, errlen, "entry %zu: is %s, expected an array", index, type_name(r));
+    return -1;
+  }
+  if (r->elements != 2 && r->elements != 4) {
+    set_err(err, errlen, "entry %zu: has %zu elements, expected 2 or 4 (with CLAIM)", index,
+            r->elements);
+    return -1;
+  }
+  const bk_reply *id = r->element[0], *fields = r->element[1];
+  if (!is_string(id)) {
+    set_err(err, errlen, "entry %zu: id is %s, expected a string", index, type_name(id));
+    return -1;
+  }
+  int idq = QUOTE_LEN(id->len);
+  if (!valid_id(id->str, id->len)) {
+    set_err(err, errlen, "entry %zu: id \"%.*s\" is not a stream id", index, idq, id->str);
+    return -1;
+  }
+
+  int64_t idle = -1, deliveries = -1;
+  if (r->elements == 4) {
+    const bk_reply *ri = r->element[2], *rd = r->element[3];
+    if (!claim_number(ri, &idle)) {
+      claim_number_err(err, errlen, index, id, "idle time", ri);
+      return -1;
+    }
+    if (!claim_number(rd, &deliveries)) {
+      claim_number_err(err, errlen, index, id, "delivery count", rd);
+      return -1;
+    }
+    /* The server computes idle as now minus the last delivery time, which a
+     * clock step backwards can make negative. The entry is still valid and
+     * already claimed for us, so rejecting the batch would strand it; 0 says
+     * "just delivered" and keeps -1 meaning "not read with CLAIM". */
+    if (idle < 0) idle = 0;
+    if (deliveries < 0) {
+      set_err(err, errlen, "entry %zu (%.*s): delivery count %" PRId64 " is negative", index, idq,
+              id->str, deliveries);
+      return -1;
+    }
+  }
+
+  if (fields && fields->type == BK_NIL) return 0; /* deleted from the stream, still pending */
+  if (!is_array(fields)) {
+    set_err(err, errlen, "entry %zu (%.*s): field list is %s, expected an array or nil", index,
+            idq, id->str, type_name(fields));
+    return -1;
+  }
+  if (fields->elements % 2 != 0) {
+    set_err(err, errlen, "entry %zu (%.*s): field list has an odd number of items (%zu)", index,
+            idq, id->str, fields->elements);
+    return -1;
+  }
+  size_t bytes = id->len;
+  if (!size_add(&bytes, 1)) goto oom;
+  for (size_t i = 0; i < fields->elements; i++) {
+    const bk_reply *f = fields->element[i];
+    if (!is_string(f)) {
+      set_err(err, errlen, "entry %zu (%.*s): %s %zu is %s, expected a string", index, idq,
+              id->str, i % 2 ? "value" : "field name", i / 2, type_name(f));
+      return -1;
+    }
+    if (!size_add(&bytes, f->len) || !size_add(&bytes, 1)) goto oom;
+  }
+
+  struct entry *e = entry_alloc(fields->elements, bytes);
+  if (!e) goto oom;
+  char *cursor = entry_bytes(e);
+  e->id = put(&cursor, id->str, id->len);
+  for (size_t i = 0; i < fields->elements; i++) {
+    const bk_reply *f = fields->element[i];
+    e->field[i] = put(&cursor, f->str, f->len);
+    e->field_len[i] = f->len;
+  }
+  e->idle_ms = idle;
+  e->deliveries = deliveries;
+  *out = e;
+  return 0;
+
+oom:
+  set_err(err, errlen, "out of memory");
+  return -1;
+}
+
+static void free_list(struct entry *e) {
+  while (e) {
+    struct entry *next = e->next;
+    entry_free(e);
+    e = next;
+  }
+}
+
+int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
+                     char *err, size_t errlen) {
+  struct entry *head = NULL, *tail = NULL;
+  size_t n = 0, ndeleted = 0;
+  *out = NULL;
+  if (count) *count = 0;
+  if (deleted) *deleted = 0;
+
+  /* Nil: nothing was served (no new entries, or a BLOCK timed out). */
+  if (r && r->type == BK_NIL) return 0;
+  if (r && r->type == BK_ERROR) {
+    set_err(err, errlen, "server replied with an error: %.*s",
+            r->len > 200 ? 200 : (int)r->len, QUOTE_STR(r));
+    return -1;
+  }
+  if (!is_array(r)) {
+    set_err(err, errlen, "reply is %s, expected an array or nil", type_name(r));
+    return -1;
+  }
+  if (r->elements == 0) return 0;
+  if (r->elements != 1) {
+    set_err(err, errlen, "reply has %zu streams, expected 1", r->elements);
+    return -1;
+  }
+  const bk_reply *stream = r->element[0];
+  if (!is_array(stream) || stream->elements != 2) {
+    if (is_array(stream))
+      set_err(err, errlen, "stream reply has %zu elements, expected 2 (key, entries)",
+              stream->elements);
+    else
+      set_err(err, errlen, "stream reply is %s, expected an array of key and entries",
+              type_name(stream));
+    return -1;
+  }
+  if (!is_string(stream->element[0])) {
+    set_err(err, errlen, "stream key is %s, expected a string", type_name(stream->element[0]));
+    return -1;
+  }
+  const bk_reply *entries = stream->element[1];
+  if (!is_array(entries)) {
+    set_err(err, errlen, "entry list is %s, expected an array", type_name(entries));
+    return -1;
+  }
+
+  /* An empty entry list is the 7.0 quirk `[[key, []]]` of a blocked read woken
+   * by entries deleted before it was served, or an empty history read: both
+   * mean "nothing to do" and fall through the loop. */
+  for (size_t i = 0; i < entries->elements; i++) {
+    struct entry *e;
+    if (parse_entry(entries->element[i], i, &e, err, errlen) < 0) {
+      free_list(head);
+      return -1;
+    }
+    if (!e) {
+      ndeleted++;
+      continue;
+    }
+    if (tail)
+      tail->next = e;
+    else
+      head = e;
+    tail = e;
+    n++;
+  }
+  *out = head;
+  if (count) *count = n;
+  if (deleted) *deleted = ndeleted;
+  return 0;
+}

@@ -1,0 +1,58 @@
+/* entry: one stream entry as the host carries it from a read to its outcome.
+ *
+ * An entry owns a single allocation holding its id and fields, so reading a
+ * batch costs one malloc per entry and freeing it one free. The field `data`
+ * is the body; every other field is a header. The parsers here do no I/O: they
+ * turn XREADGROUP / XAUTOCLAIM reply trees into entries and are tested on
+ * literal replies. */
+#ifndef LUASTREAM_ENTRY_H
+#define LUASTREAM_ENTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker.h"
+
+/* Header names luastream writes and reads (ls.*_HEADER on the Lua side). */
+#define HDR_DATA "data"
+#define HDR_PARTITION_KEY "partition-key"
+#define HDR_DELIVERY_COUNT "delivery-count"
+#define HDR_IDLE_MS "idle-ms"
+#define HDR_RETRY_GROUP "retry-group"
+#define HDR_ORIGINAL_ID "original-id"
+#define HDR_CONTENT_TYPE "content-type"
+
+struct entry {
+  struct entry *next;     /* queue link, owned by whoever holds the entry */
+  char *id;               /* "ms-seq", NUL-terminated */
+  size_t nfields;         /* number of field/value strings (2 per pair) */
+  const char **field;     /* field[2i] = name, field[2i+1] = value, NUL-terminated */
+  size_t *field_len;
+  int64_t idle_ms;        /* claimed entries: idle before this delivery; else -1 */
+  int64_t deliveries;     /* claimed entries: deliveries before this one; else -1 */
+  void *owner_data;       /* free for the subscription that holds the entry */
+};
+
+/* Copies id and fields (pairs of strings) into one allocation. NULL on OOM, on
+ * a size that overflows, or when nfields is odd. */
+struct entry *entry_new(const char *id, size_t idlen, size_t nfields, const char *const *field,
+                        const size_t *field_len);
+void entry_free(struct entry *e);
+
+/* Looks a field up by name; returns its value (and length) or NULL. The last
+ * occurrence wins, as with HGET-like readers of duplicate names. */
+const char *entry_get(const struct entry *e, const char *name, size_t *len);
+
+/* Parses the reply of `XREADGROUP ... STREAMS key id` for one stream into a
+ * list linked through `next`, in reply order. A nil reply is an empty list.
+ * Entries whose fields are nil (deleted but pending) are skipped and counted in
+ * *deleted. Four-element entries (CLAIM) fill idle_ms and deliveries, from
+ * integers or strings (a negative idle, from a server clock step, reads as 0).
+ * Returns 0, or -1 with a reason in err when the shape is not a stream read
+ * reply ("entry N" counts from 0) or on OOM ("out of memory"); on -1 *out is
+ * NULL, the counts are 0 and nothing is leaked. count, deleted and err may be
+ * NULL. */
+int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
+                     char *err, size_t errlen);
+
+#endif

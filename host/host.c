@@ -1,0 +1,282 @@
+/* host: loading a handler directory and running its subscriptions. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host.h"
+#include "log.h"
+#include "subscription.h"
+
+#define ERR_MAX 4096
+
+struct host {
+  broker *b;
+  lclock *clock;
+  struct rt_env env;        /* what handlers see: clock, broker, command connection */
+  bk_conn *cmd;
+  size_t n;
+  handler **handlers;       /* loaded, not yet handed to subscriptions */
+  subscription **subs;
+  size_t reading;           /* subscriptions that reported reading at least once */
+  bool ready_logged;
+  bool started;             /* subscriptions exist */
+  bool stopping;
+  size_t drained;
+  host_stopped_fn *stopped;
+  void *stopped_data;
+  ltimer *info_timer;       /* retries INFO until the server answers */
+  char version[32];
+};
+
+/* ---- the handler directory ---- */
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen) {
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    snprintf(err, errlen, "%s: cannot open handler directory: %s", dir, strerror(errno));
+    return -1;
+  }
+  size_t n = 0, cap = 8;
+  char **list = malloc(cap * sizeof *list);
+  struct dirent *de;
+  while (list && (de = readdir(d)) != NULL) {
+    size_t len = strlen(de->d_name);
+    if (len <= 4 || strcmp(de->d_name + len - 4, ".lua") != 0) continue;
+    if (de->d_name[0] == '_' || de->d_name[0] == '.') continue;
+    if (n + 2 > cap) {
+      char **grown = realloc(list, (cap *= 2) * sizeof *list);
+      if (grown == NULL) break;
+      list = grown;
+    }
+    size_t plen = strlen(dir) + len + 2;
+    if ((list[n] = malloc(plen)) == NULL) break;
+    snprintf(list[n++], plen, "%s/%s", dir, de->d_name);
+  }
+  closedir(d);
+  if (list == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  list[n] = NULL;
+  qsort(list, n, sizeof *list, by_name);
+  if (n == 0) {
+    snprintf(err, errlen, "%s: no handler files (*.lua) in this directory", dir);
+    host_free_paths(list);
+    return -1;
+  }
+  *paths = list;
+  return (int)n;
+}
+
+void host_free_paths(char **paths) {
+  if (paths == NULL) return;
+  for (char **p = paths; *p; p++) free(*p);
+  free(paths);
+}
+
+/* Loads every file; prints each problem. Returns the number of problems. */
+static int load_all(const char *dir, const struct rt_env *env, handler ***out, size_t *count) {
+  char err[ERR_MAX];
+  char **paths = NULL;
+  int n = host_list_dir(dir, &paths, err, sizeof err);
+  if (n < 0) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  handler **hs = calloc((size_t)n, sizeof *hs);
+  int problems = hs ? 0 : 1;
+  for (int i = 0; hs && i < n; i++) {
+    if (handler_load(paths[i], env, &hs[i], err, sizeof err) != 0) {
+      fprintf(stderr, "%s\n", err);
+      problems++;
+    }
+  }
+  host_free_paths(paths);
+  if (problems && hs) {
+    for (int i = 0; i < n; i++)
+      if (hs[i]) handler_release(hs[i]);
+    free(hs);
+    hs = NULL;
+  }
+  *out = hs;
+  *count = (size_t)n;
+  return problems;
+}
+
+int host_check(const char *dir) {
+  handler **hs = NULL;
+  size_t n = 0;
+  int problems = load_all(dir, NULL, &hs, &n);
+  for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
+  free(hs);
+  return problems;
+}
+
+/* ---- consumer names ---- */
+
+/* Generated names count up per process in load order; `consumer` in the file
+ * or --consumer wins. Two subscriptions of one stream and group must not share
+ * a consumer, so a repeated name gets the load index appended. */
+static int name_consumers(host *h, const char *override) {
+  int generated = 0;
+  for (size_t i = 0; i < h->n; i++) {
+    const struct handler_spec *s = handler_spec(h->handlers[i]);
+    char name[256];
+    if (s->consumer)
+      snprintf(name, sizeof name, "%s", s->consumer);
+    else if (override)
+      snprintf(name, sizeof name, "%s", override);
+    else
+      snprintf(name, sizeof name, "luastream-%d", generated++);
+    for (size_t j = 0; j < i; j++) {
+      const struct handler_spec *o = handler_spec(h->handlers[j]);
+      if (!strcmp(o->stream, s->stream) && !strcmp(o->group, s->group) &&
+          !strcmp(o->consumer, name)) {
+        size_t len = strlen(name);
+        snprintf(name + len, sizeof name - len, "-%zu", i);
+        break;
+      }
+    }
+    if (handler_bind(h->handlers[i], name) != 0) return -1;
+  }
+  return 0;
+}
+
+host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override) {
+  host *h = calloc(1, sizeof *h);
+  if (h == NULL) return NULL;
+  h->b = b;
+  h->clock = clock;
+  h->env.clock = clock;
+  h->env.broker = b;
+  if (load_all(dir, &h->env, &h->handlers, &h->n) != 0 ||
+      name_consumers(h, consumer_override) != 0) {
+    host_free(h);
+    return NULL;
+  }
+  return h;
+}
+
+/* ---- running ---- */
+
+static void sub_event(void *data, subscription *s, enum sub_event ev);
+
+static void start_subscriptions(host *h) {
+  h->subs = calloc(h->n, sizeof *h->subs);
+  if (h->subs == NULL) {
+    log_line(LOG_ERROR, NULL, "out of memory starting subscriptions", NULL);
+    return;
+  }
+  for (size_t i = 0; i < h->n; i++) {
+    h->subs[i] = sub_new(h->handlers[i], h->b, h->cmd, h->clock, sub_event, h);
+    if (h->subs[i] == NULL) {
+      log_line(LOG_ERROR, handler_spec(h->handlers[i])->name, "out of memory", NULL);
+      continue;
+    }
+    h->handlers[i] = NULL; /* the subscription owns it now */
+  }
+  h->started = true;
+  for (size_t i = 0; i < h->n; i++)
+    if (h->subs[i]) sub_start(h->subs[i]);
+}
+
+static void info_done(void *data, const bk_reply *r, const char *err) {
+  host *h = data;
+  if (h->stopping) return;
+  long v = r ? bk_info_version(r, h->version, sizeof h->version) : -1;
+  if (v < 0) {
+    log_line(LOG_ERROR, NULL, "cannot read the server version, retrying", "redis", h->b->name,
+             "error", r && r->type == BK_ERROR ? r->str : err ? err : "no redis_version in INFO",
+             NULL);
+    timer_start(h->info_timer, 1000);
+    return;
+  }
+  log_line(LOG_INFO, NULL, "connected", "redis", h->b->name, "version", h->version, NULL);
+  start_subscriptions(h);
+}
+
+static void ask_version(host *h) {
+  const char *argv[] = {"INFO", "server"};
+  size_t len[] = {4, 6};
+  if (bk_command(h->b, h->cmd, 2, argv, len, info_done, h) != 0) timer_start(h->info_timer, 1000);
+}
+
+static void info_retry(ltimer *t, void *data) {
+  (void)t;
+  ask_version(data);
+}
+
+static void cmd_state(void *data, bk_conn *c, int up) {
+  (void)c;
+  host *h = data;
+  if (up && !h->started && !h->stopping) ask_version(h);
+}
+
+static void finish_stop(host *h) {
+  if (h->cmd) {
+    bk_conn_close(h->b, h->cmd);
+    h->cmd = NULL;
+  }
+  log_line(LOG_INFO, NULL, "host stopped", NULL);
+  if (h->stopped) h->stopped(h->stopped_data);
+}
+
+static void sub_event(void *data, subscription *s, enum sub_event ev) {
+  (void)s;
+  host *h = data;
+  if (ev == SUB_EV_DRAINED) {
+    if (++h->drained == h->n) finish_stop(h);
+    return;
+  }
+  if (h->ready_logged || ++h->reading < h->n) return;
+  h->ready_logged = true;
+  char count[24];
+  snprintf(count, sizeof count, "%zu", h->n);
+  log_line(LOG_INFO, NULL, "host ready", "subscriptions", count, "redis", h->b->name, "version",
+           h->version, NULL);
+}
+
+void host_start(host *h) {
+  log_line(LOG_INFO, NULL, "connecting", "redis", h->b->name, NULL);
+  h->info_timer = timer_new(h->clock, info_retry, h);
+  h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
+  h->env.conn = h->cmd;
+}
+
+void host_stop(host *h, host_stopped_fn *stopped, void *data) {
+  if (h->stopping) return;
+  h->stopping = true;
+  h->stopped = stopped;
+  h->stopped_data = data;
+  if (h->info_timer) timer_stop(h->info_timer);
+  log_line(LOG_INFO, NULL, "stopping: finishing running handlers", NULL);
+  if (!h->started) return finish_stop(h); /* never got as far as the subscriptions */
+  /* Count the missing ones first: a subscription may drain inside sub_stop. */
+  for (size_t i = 0; i < h->n; i++)
+    if (h->subs[i] == NULL) h->drained++;
+  if (h->drained == h->n) return finish_stop(h);
+  for (size_t i = 0; i < h->n; i++)
+    if (h->subs[i]) sub_stop(h->subs[i]);
+}
+
+size_t host_subscriptions(const host *h) { return h->n; }
+
+void host_free(host *h) {
+  if (h == NULL) return;
+  for (size_t i = 0; i < h->n; i++) {
+    if (h->subs && h->subs[i]) sub_free(h->subs[i]);
+    if (h->handlers && h->handlers[i]) handler_release(h->handlers[i]);
+  }
+  if (h->cmd) bk_conn_close(h->b, h->cmd);
+  if (h->info_timer) timer_free(h->info_timer);
+  free(h->subs);
+  free(h->handlers);
+  free(h);
+}

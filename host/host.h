@@ -1,0 +1,46 @@
+/* host: a directory of handler files running as subscriptions on one broker.
+ *
+ * Loading is separate from running: host_load_dir validates every file first
+ * (what `luastream check` does), so a bad file stops the host before it joins
+ * any group. host_start then connects, reads the server version, names the
+ * consumers and starts one subscription per file; host_stop drains them. The
+ * host knows nothing of libuv: the broker and clock come in through their
+ * seams, so the test harness runs the same code on its in-memory broker. */
+#ifndef LUASTREAM_HOST_H
+#define LUASTREAM_HOST_H
+
+#include <stddef.h>
+
+#include "broker.h"
+#include "clock.h"
+#include "runtime.h"
+
+typedef struct host host;
+
+/* Handler files of dir: `*.lua` directly inside it, not starting with `_`
+ * (those are modules handlers may require), sorted by name. Returns the count
+ * and a NULL-terminated array in *paths (free with host_free_paths), or -1 with
+ * a reason in err. */
+int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen);
+void host_free_paths(char **paths);
+
+/* Called once host_stop has drained every subscription. */
+typedef void host_stopped_fn(void *data);
+
+/* Loads every handler of dir. Problems are written to stderr as
+ * `file:line: message` lines; returns -1 when there was any. */
+host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override);
+/* Connects, checks the server, starts every subscription. */
+void host_start(host *h);
+/* Stops reading, lets running handlers finish, flushes outcomes. */
+void host_stop(host *h, host_stopped_fn *stopped, void *data);
+/* Subscriptions, by load order; for tests and health. */
+size_t host_subscriptions(const host *h);
+void host_free(host *h);
+
+/* `luastream check`: loads and validates every handler of dir without
+ * connecting. Prints problems as `file:line: message`; returns their count
+ * (0 when all is well). */
+int host_check(const char *dir);
+
+#endif

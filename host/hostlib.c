@@ -1,0 +1,173 @@
+/* hostlib: luastream.core, the C primitives behind require "luastream".
+ *
+ * log writes through the host's log module; sleep and publish wait without
+ * blocking the loop: they record what the job waits for and yield, and a
+ * clock or broker callback resumes the coroutine (rt_job_resume). They may be
+ * called only from the job's own coroutine, which is checked, not assumed. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "log.h"
+#include "runtime_private.h"
+
+#ifndef LUASTREAM_VERSION
+#define LUASTREAM_VERSION "0.0.0"
+#endif
+
+static struct handler *self(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+
+/* The running job, or a Lua error when called at load time or from a
+ * coroutine the handler made itself. */
+static struct rt_job *current_job(lua_State *L, const char *what) {
+  struct rt_job *job = self(L)->current;
+  if (job == NULL || job->co != L)
+    luaL_error(L, "%s may only be called while handling an entry, from the handler's own coroutine",
+               what);
+  return job;
+}
+
+/* A growable byte buffer that starts on the stack. */
+struct sbuf {
+  char *p;
+  size_t len, cap;
+  char inl[1024];
+};
+
+static int sbuf_reserve(struct sbuf *b, size_t more) {
+  if (b->len + more + 1 <= b->cap) return 0;
+  size_t cap = (b->len + more + 1) * 2;
+  char *p = b->p == b->inl ? malloc(cap) : realloc(b->p, cap);
+  if (p == NULL) return -1;
+  if (b->p == b->inl) memcpy(p, b->inl, b->len);
+  b->p = p;
+  b->cap = cap;
+  return 0;
+}
+
+/* Appends ` key=value` with the value quoted as logfmt needs. */
+static int sbuf_add_field(struct sbuf *b, const char *k, size_t klen, const char *v, size_t vlen) {
+  size_t need = log_format_value(NULL, 0, v, vlen);
+  if (sbuf_reserve(b, klen + need + 2) != 0) return -1;
+  b->p[b->len++] = ' ';
+  memcpy(b->p + b->len, k, klen);
+  b->len += klen;
+  b->p[b->len++] = '=';
+  log_format_value(b->p + b->len, need + 1, v, vlen);
+  b->len += need;
+  return 0;
+}
+
+/* core.log(level, msg, {k1, v1, k2, v2, ...})  [-0, +0] */
+static int core_log(lua_State *L) {
+  int level = log_level_parse(luaL_checkstring(L, 1));
+  const char *msg = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  if (level < 0) return luaL_argerror(L, 1, "unknown log level");
+  if (level < (int)log_get_level()) return 0;
+  struct sbuf b = {.p = b.inl, .cap = sizeof b.inl};
+  size_t n = lua_objlen(L, 3);
+  int rc = 0;
+  for (size_t i = 1; i + 1 <= n && rc == 0; i += 2) {
+    lua_rawgeti(L, 3, (int)i);
+    lua_rawgeti(L, 3, (int)i + 1);
+    size_t klen = 0, vlen = 0;
+    const char *k = lua_tolstring(L, -2, &klen);
+    const char *v = lua_tolstring(L, -1, &vlen);
+    rc = sbuf_add_field(&b, k ? k : "?", k ? klen : 1, v ? v : "", v ? vlen : 0);
+    lua_pop(L, 2);
+  }
+  if (rc == 0) log_line_fields((enum log_level)level, self(L)->spec.name, msg, b.p, b.len);
+  if (b.p != b.inl) free(b.p);
+  if (rc != 0) return luaL_error(L, "ls.log: out of memory");
+  return 0;
+}
+
+static void sleep_done(ltimer *t, void *data) {
+  (void)t;
+  rt_job_resume(data, 0);
+}
+
+/* core.sleep(ms)  yields; resumes with no values */
+static int core_sleep(lua_State *L) {
+  lua_Number ms = luaL_checknumber(L, 1);
+  struct rt_job *job = current_job(L, "ls.sleep");
+  lclock *clock = job->h->env ? job->h->env->clock : NULL;
+  if (clock == NULL) return luaL_error(L, "ls.sleep: no clock in this host");
+  if (job->timer == NULL) job->timer = timer_new(clock, sleep_done, job);
+  if (job->timer == NULL) return luaL_error(L, "ls.sleep: out of memory");
+  job->op = OP_SLEEP;
+  timer_start(job->timer, ms > 0 ? (uint64_t)ms : 0);
+  return lua_yield(L, 0);
+}
+
+static void publish_done(void *data, const bk_reply *reply, const char *err) {
+  struct rt_job *job = data;
+  lua_State *co = job->co;
+  if (reply && reply->type == BK_STRING) {
+    lua_pushlstring(co, reply->str, reply->len);
+    rt_job_resume(job, 1);
+    return;
+  }
+  lua_pushnil(co);
+  if (reply && reply->type == BK_ERROR)
+    lua_pushlstring(co, reply->str, reply->len);
+  else
+    lua_pushstring(co, err ? err : "unexpected reply to XADD");
+  rt_job_resume(job, 2);
+}
+
+/* core.publish(stream, {f1, v1, ...}) -> id | nil, err  yields until XADD completes */
+static int core_publish(lua_State *L) {
+  size_t slen;
+  const char *stream = luaL_checklstring(L, 1, &slen);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  struct rt_job *job = current_job(L, "ctx:publish");
+  const struct rt_env *env = job->h->env;
+  if (env == NULL || env->broker == NULL) return luaL_error(L, "ctx:publish: no broker in this host");
+  size_t n = lua_objlen(L, 2);
+  if (n == 0 || n % 2) return luaL_argerror(L, 2, "fields must be name, value pairs");
+
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "XADD");
+  bk_args_add(&a, stream, slen);
+  bk_args_str(&a, "*");
+  for (size_t i = 1; i <= n; i++) {
+    lua_rawgeti(L, 2, (int)i);
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    lua_pop(L, 1); /* anchored by the table */
+    if (s == NULL) {
+      bk_args_free(&a);
+      return luaL_argerror(L, 2, "field names and values must be strings");
+    }
+    bk_args_add(&a, s, len);
+  }
+  int rc = bk_command(env->broker, env->conn, a.argc, a.argv, a.argvlen, publish_done, job);
+  bk_args_free(&a);
+  if (rc != 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "not connected to %s", env->broker->name);
+    return 2;
+  }
+  job->op = OP_PUBLISH;
+  return lua_yield(L, 0);
+}
+
+/* [-0, +1] the module table */
+int rt_open_core(lua_State *L, struct handler *h) {
+  static const luaL_Reg fns[] = {
+      {"log", core_log}, {"sleep", core_sleep}, {"publish", core_publish}, {NULL, NULL}};
+  lua_createtable(L, 0, 4);
+  for (const luaL_Reg *f = fns; f->name; f++) {
+    lua_pushlightuserdata(L, h);
+    lua_pushcclosure(L, f->func, 1);
+    lua_setfield(L, -2, f->name);
+  }
+  lua_pushliteral(L, LUASTREAM_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

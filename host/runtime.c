@@ -1,0 +1,388 @@
+/* runtime: handler files in Lua states, entries in coroutines.
+ *
+ * Loading: a fresh lua_State per file, luastream's Lua library on
+ * package.path, the file compiled as text only (no precompiled bytecode) and
+ * run under a protected call, its returned table checked by
+ * luastream.handler.validate. Running: one coroutine per entry, created from
+ * the handler's state and resumed only in run(); host functions that wait
+ * (hostlib.c) yield and resume through rt_job_resume. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "entry.h"
+#include "log.h"
+#include "runtime_private.h"
+
+#ifndef LUASTREAM_LUA_DIR
+#define LUASTREAM_LUA_DIR "lua"
+#endif
+
+/* ---- protected calls ---- */
+
+/* Message handler: appends a traceback to string errors.  [-1, +1] */
+static int traceback(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+/* Calls the function under nargs arguments with a traceback handler.
+ * [-(nargs+1), +nresults] on success, [-(nargs+1), +1] (the message) on error. */
+static int pcall_traced(lua_State *L, int nargs, int nresults) {
+  int base = lua_gettop(L) - nargs;
+  lua_pushcfunction(L, traceback);
+  lua_insert(L, base);
+  int rc = lua_pcall(L, nargs, nresults, base);
+  lua_remove(L, base);
+  return rc;
+}
+
+static int panic(lua_State *L) {
+  log_line(LOG_ERROR, NULL, "lua panic", "error", lua_tostring(L, -1), NULL);
+  abort();
+}
+
+/* ---- loading ---- */
+
+static char *dup_field(lua_State *L, int idx, const char *name) {
+  lua_getfield(L, idx, name);
+  char *s = lua_isstring(L, -1) ? strdup(lua_tostring(L, -1)) : NULL;
+  lua_pop(L, 1);
+  return s;
+}
+
+static lua_Number num_field(lua_State *L, int idx, const char *name, lua_Number dflt) {
+  lua_getfield(L, idx, name);
+  lua_Number n = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : dflt;
+  lua_pop(L, 1);
+  return n;
+}
+
+/* Copies the validated spec table at idx into h->spec.  [-0, +0] */
+static int read_spec(lua_State *L, int idx, struct handler *h) {
+  struct handler_spec *s = &h->spec;
+  s->stream = dup_field(L, idx, "stream");
+  s->group = dup_field(L, idx, "group");
+  s->consumer = dup_field(L, idx, "consumer");
+  s->start = dup_field(L, idx, "start");
+  s->start_at = dup_field(L, idx, "start_at");
+  s->reply_to = dup_field(L, idx, "reply_to");
+  char *read = dup_field(L, idx, "read");
+  s->read = read == NULL || strcmp(read, "new") == 0 ? READ_NEW
+            : strcmp(read, "claiming") == 0          ? READ_CLAIMING
+                                                     : READ_RECLAIM;
+  free(read);
+  s->min_idle_ms = (int64_t)num_field(L, idx, "min_idle", -1);
+  s->batch = (int)num_field(L, idx, "batch", 100);
+  s->workers = (int)num_field(L, idx, "workers", 1);
+  s->max_body = (size_t)num_field(L, idx, "max_body", 1048576);
+  lua_getfield(L, idx, "by_key");
+  s->by_key = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return s->stream && s->group && s->start ? 0 : -1;
+}
+
+static void set_lua_path(lua_State *L, const char *handler_path) {
+  const char *dir = getenv("LUASTREAM_LUA_DIR");
+  if (dir == NULL || *dir == '\0') dir = LUASTREAM_LUA_DIR;
+  /* The handler's own folder too, so a handler can require its siblings. */
+  const char *slash = strrchr(handler_path, '/');
+  int hdirlen = slash ? (int)(slash - handler_path) : 1;
+  const char *hdir = slash ? handler_path : ".";
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
+  lua_pushlstring(L, hdir, (size_t)hdirlen);
+  lua_pushliteral(L, "/?.lua;");
+  lua_pushvalue(L, -4);
+  lua_concat(L, 4);
+  lua_setfield(L, -3, "path");
+  lua_pop(L, 2);
+}
+
+static int preload_core(lua_State *L) {
+  struct handler *h = lua_touserdata(L, lua_upvalueindex(1));
+  return rt_open_core(L, h);
+}
+
+/* The load itself, run under lua_pcall.  [-1, +1] h -> validated spec table */
+static int load_protected(lua_State *L) {
+  struct handler *h = lua_touserdata(L, 1);
+  luaL_openlibs(L);
+  set_lua_path(L, h->spec.path);
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushlightuserdata(L, h);
+  lua_pushcclosure(L, preload_core, 1);
+  lua_setfield(L, -2, "luastream.core");
+  lua_pop(L, 2);
+
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "luastream.handler");
+  lua_call(L, 1, 1);                                   /* handler module */
+  lua_getfield(L, -1, "validate");                     /* module validate */
+  if (luaL_loadfilex(L, h->spec.path, "t") != 0) lua_error(L);
+  if (pcall_traced(L, 0, 1) != 0) {
+    /* First line only: `file:line: message`; the traceback points into us. */
+    const char *msg = lua_tostring(L, -1);
+    const char *nl = msg ? strchr(msg, '\n') : NULL;
+    if (nl) lua_pushlstring(L, msg, (size_t)(nl - msg));
+    lua_error(L);
+  }
+  lua_pushstring(L, h->spec.path);                     /* module validate value path */
+  lua_call(L, 2, 1);                                   /* module spec */
+  return 1;
+}
+
+static char *basename_noext(const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t n = strlen(base);
+  if (n > 4 && strcmp(base + n - 4, ".lua") == 0) n -= 4;
+  char *s = malloc(n + 1);
+  if (s) {
+    memcpy(s, base, n);
+    s[n] = '\0';
+  }
+  return s;
+}
+
+static void spec_free(struct handler_spec *s) {
+  free(s->path);
+  free(s->name);
+  free(s->stream);
+  free(s->group);
+  free(s->consumer);
+  free(s->start);
+  free(s->start_at);
+  free(s->reply_to);
+}
+
+static void handler_destroy(struct handler *h) {
+  if (h->L) lua_close(h->L);
+  spec_free(&h->spec);
+  free(h->scratch);
+  free(h->scratch_len);
+  free(h);
+}
+
+int handler_load(const char *path, const struct rt_env *env, handler **out, char *err,
+                 size_t errlen) {
+  struct handler *h = calloc(1, sizeof *h);
+  if (h == NULL) goto oom;
+  h->dispatch_ref = LUA_NOREF;
+  h->env = env;
+  h->spec.path = strdup(path);
+  h->spec.name = basename_noext(path);
+  h->L = luaL_newstate();
+  if (!h->spec.path || !h->spec.name || !h->L) goto oom;
+  lua_atpanic(h->L, panic);
+
+  /* A C function under pcall, so even setup errors come back as messages. */
+  lua_pushcfunction(h->L, load_protected);
+  lua_pushlightuserdata(h->L, h);
+  if (lua_pcall(h->L, 1, 1, 0) != 0) {
+    const char *msg = lua_tostring(h->L, -1);
+    snprintf(err, errlen, "%s", msg ? msg : "unknown error while loading");
+    handler_destroy(h);
+    return -1;
+  }
+  if (read_spec(h->L, lua_gettop(h->L), h) != 0) {
+    snprintf(err, errlen, "%s: out of memory", path);
+    handler_destroy(h);
+    return -1;
+  }
+  /* The spec table keeps `handle`; the registry keeps the spec for bind. */
+  lua_setfield(h->L, LUA_REGISTRYINDEX, "luastream.spec");
+  lua_settop(h->L, 0);
+  *out = h;
+  return 0;
+oom:
+  snprintf(err, errlen, "%s: out of memory", path);
+  if (h) handler_destroy(h);
+  return -1;
+}
+
+const struct handler_spec *handler_spec(const handler *h) { return &h->spec; }
+size_t handler_jobs(const handler *h) { return h->jobs; }
+
+int handler_bind(handler *h, const char *consumer) {
+  lua_State *L = h->L;
+  int top = lua_gettop(L);
+  free(h->spec.consumer);
+  h->spec.consumer = strdup(consumer);
+  if (h->spec.consumer == NULL) return -1;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "luastream.handler");
+  if (pcall_traced(L, 1, 1) != 0) goto error;
+  lua_getfield(L, -1, "dispatcher");
+  lua_getfield(L, LUA_REGISTRYINDEX, "luastream.spec");
+  lua_pushstring(L, consumer);
+  if (pcall_traced(L, 2, 1) != 0) goto error;
+  if (h->dispatch_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, h->dispatch_ref);
+  h->dispatch_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_settop(L, top);
+  return 0;
+error:
+  log_line(LOG_ERROR, h->spec.name, "cannot prepare handler", "error", lua_tostring(L, -1), NULL);
+  lua_settop(L, top);
+  return -1;
+}
+
+void handler_release(handler *h) {
+  h->released = true;
+  if (h->jobs == 0) handler_destroy(h);
+}
+
+/* ---- jobs ---- */
+
+static void job_free(struct rt_job *job) {
+  struct handler *h = job->h;
+  luaL_unref(h->L, LUA_REGISTRYINDEX, job->co_ref);
+  if (job->timer) timer_free(job->timer);
+  free(job);
+  h->jobs--;
+  if (h->released && h->jobs == 0) handler_destroy(h);
+}
+
+static void finish(struct rt_job *job, const struct rt_result *res) {
+  job->done(job->data, job->e, res);
+  job_free(job);
+}
+
+static int ensure_scratch(struct handler *h, size_t n) {
+  if (n <= h->scratch_cap) return 0;
+  size_t cap = n < 16 ? 16 : n * 2;
+  const char **f = realloc(h->scratch, cap * sizeof *f);
+  if (f) h->scratch = f;
+  size_t *l = realloc(h->scratch_len, cap * sizeof *l);
+  if (l) h->scratch_len = l;
+  if (!f || !l) return -1;
+  h->scratch_cap = cap;
+  return 0;
+}
+
+/* The dispatcher returned; its results are on co's stack:
+ *   "ack" | "retry" | "reply" stream fields | "invalid"/"error" reason message */
+static void finish_returned(struct rt_job *job) {
+  lua_State *co = job->co;
+  struct rt_result res = {.kind = RT_ACK};
+  const char *kind = lua_tostring(co, 1);
+  if (kind == NULL || strcmp(kind, "ack") == 0) {
+    res.kind = RT_ACK;
+  } else if (strcmp(kind, "retry") == 0) {
+    res.kind = RT_RETRY;
+  } else if (strcmp(kind, "reply") == 0) {
+    size_t n = lua_objlen(co, 3);
+    if (ensure_scratch(job->h, n) != 0) {
+      res = (struct rt_result){.kind = RT_ERROR, .reason = "handler-error", .text = "out of memory"};
+      res.text_len = strlen(res.text);
+    } else {
+      res.kind = RT_REPLY;
+      res.stream = lua_tostring(co, 2);
+      for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(co, 3, (int)i + 1);
+        job->h->scratch[i] = lua_tolstring(co, -1, &job->h->scratch_len[i]);
+        lua_pop(co, 1); /* still anchored by the fields table */
+      }
+      res.nfields = n;
+      res.field = job->h->scratch;
+      res.field_len = job->h->scratch_len;
+    }
+  } else {
+    res.kind = strcmp(kind, "invalid") == 0 ? RT_INVALID : RT_ERROR;
+    res.reason = lua_tostring(co, 2);
+    res.text = lua_tolstring(co, 3, &res.text_len);
+  }
+  finish(job, &res);
+}
+
+static void finish_failed(struct rt_job *job, const char *why) {
+  lua_State *L = job->h->L;
+  const char *msg = why ? why : lua_tostring(job->co, -1);
+  if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(job->co, -1));
+  luaL_traceback(L, job->co, msg, 0);
+  struct rt_result res = {.kind = RT_ERROR, .reason = "handler-error"};
+  res.text = lua_tolstring(L, -1, &res.text_len);
+  finish(job, &res);
+  lua_settop(L, 0);
+}
+
+/* The one place a job's coroutine is resumed. */
+static void run(struct rt_job *job, int nargs) {
+  struct handler *h = job->h;
+  h->current = job;
+  int rc = lua_resume(job->co, nargs);
+  h->current = NULL;
+  if (rc == LUA_YIELD) {
+    if (job->op != OP_NONE) return; /* waiting: a loop callback resumes it */
+    finish_failed(job, "coroutine.yield called in a handler: only ls.sleep and ctx:publish may wait");
+  } else if (rc == 0) {
+    finish_returned(job);
+  } else {
+    finish_failed(job, NULL);
+  }
+}
+
+void rt_job_resume(struct rt_job *job, int nargs) {
+  job->op = OP_NONE;
+  run(job, nargs);
+}
+
+int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
+  lua_State *L = h->L;
+  struct rt_job *job = calloc(1, sizeof *job);
+  if (job == NULL) return -1;
+  job->h = h;
+  job->e = e;
+  job->done = done;
+  job->data = data;
+  job->co = lua_newthread(L);
+  job->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  h->jobs++;
+
+  lua_State *co = job->co;
+  lua_rawgeti(co, LUA_REGISTRYINDEX, h->dispatch_ref);
+  lua_pushstring(co, e->id);
+  lua_createtable(co, (int)e->nfields, 0);
+  for (size_t i = 0; i < e->nfields; i++) {
+    lua_pushlstring(co, e->field[i], e->field_len[i]);
+    lua_rawseti(co, -2, (int)i + 1);
+  }
+  run(job, 2);
+  return 0;
+}
+
+/* ---- JSON check for the CLI ---- */
+
+bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen) {
+  lua_State *L = luaL_newstate();
+  if (L == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return false;
+  }
+  luaL_openlibs(L);
+  bool ok = false;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "cjson.safe");
+  if (lua_pcall(L, 1, 1, 0) != 0) {
+    snprintf(err, errlen, "cannot load cjson: %s", lua_tostring(L, -1));
+    goto done;
+  }
+  lua_getfield(L, -1, "decode");
+  lua_pushlstring(L, text, len);
+  if (lua_pcall(L, 1, 2, 0) != 0) {
+    snprintf(err, errlen, "%s", lua_tostring(L, -1));
+    goto done;
+  }
+  ok = !lua_isnil(L, -2) || lua_isnil(L, -1);
+  if (!ok) snprintf(err, errlen, "%s", lua_tostring(L, -1));
+done:
+  lua_close(L);
+  return ok;
+}

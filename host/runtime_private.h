@@ -1,0 +1,44 @@
+/* runtime_private.h: the structs runtime.c and hostlib.c share. Nothing else
+ * includes this file; the rest of the host sees only runtime.h. */
+#ifndef LUASTREAM_RUNTIME_PRIVATE_H
+#define LUASTREAM_RUNTIME_PRIVATE_H
+
+#include <lua.h>
+
+#include "runtime.h"
+
+enum rt_op { OP_NONE, OP_SLEEP, OP_PUBLISH };
+
+/* One entry running in its own coroutine. */
+struct rt_job {
+  struct handler *h;
+  lua_State *co;          /* the coroutine; anchored by co_ref */
+  int co_ref;             /* registry ref keeping co alive */
+  struct entry *e;        /* borrowed from the caller until done */
+  rt_done_fn *done;
+  void *data;
+  enum rt_op op;          /* what the coroutine waits for, OP_NONE while running */
+  ltimer *timer;          /* for ls.sleep, created on first use */
+};
+
+struct handler {
+  lua_State *L;
+  struct handler_spec spec;
+  const struct rt_env *env; /* owned by the host; NULL when only validating */
+  int dispatch_ref;       /* registry ref of the dispatch function, LUA_NOREF before bind */
+  size_t jobs;            /* running jobs */
+  bool released;          /* close the state when jobs reaches 0 */
+  struct rt_job *current; /* the job whose coroutine is running now, else NULL */
+  const char **scratch;   /* reply field pointers, reused across jobs */
+  size_t *scratch_len;
+  size_t scratch_cap;
+};
+
+/* Resumes job's coroutine with the nargs values on top of its stack (hostlib
+ * calls this when a wait completes). */
+void rt_job_resume(struct rt_job *job, int nargs);
+
+/* Opens luastream.core in L for handler h:  [-0, +1] pushes the module table. */
+int rt_open_core(lua_State *L, struct handler *h);
+
+#endif

@@ -1,0 +1,251 @@
+-- luastream.handler: the host's Lua half of one handler file (internal).
+--
+-- validate() turns what a handler file returned into a checked subscription
+-- spec, naming the file, line and field of every problem. dispatcher() builds
+-- the function each entry's coroutine runs: decode the entry, build ctx, call
+-- the user's handle, and turn its return value into an outcome the C side
+-- applies. Everything here is policy; the mechanism (reads, lanes, acks) is C.
+local ls = require "luastream"
+local core = require "luastream.core"
+local cjson = require "cjson.safe"
+
+local M = {}
+
+---------------------------------------------------------------- validation
+
+local function is_stream_id(s)
+  return s:match("^%d+$") or s:match("^%d+%-%d+$")
+end
+
+local function check_string(v) if type(v) ~= "string" or v == "" then return "must be a non-empty string" end end
+local function check_boolean(v) if type(v) ~= "boolean" then return "must be true or false" end end
+local function check_function(v) if type(v) ~= "function" then return "must be a function" end end
+local function check_count(v)
+  if type(v) ~= "number" or v < 1 or v ~= math.floor(v) or v > 1e9 then
+    return "must be a positive integer"
+  end
+end
+local function check_duration(v)
+  local _, why = ls.duration(v)
+  return why
+end
+local function check_start(v)
+  if type(v) ~= "string" then return "must be \"new\", \"beginning\" or a stream id" end
+  if v ~= "new" and v ~= "beginning" and not is_stream_id(v) then
+    return "must be \"new\", \"beginning\" or a stream id such as \"1700000000000-0\", got \"" .. v .. "\""
+  end
+end
+local function check_read(v)
+  if v ~= "new" and v ~= "claiming" and v ~= "reclaim" then
+    return "must be \"new\", \"claiming\" or \"reclaim\""
+  end
+end
+local function not_yet(v) return "is not supported by this version of luastream yet" end
+
+-- The fields a handler file may set, in the order problems are reported.
+local FIELDS = {
+  { "stream", check_string, required = true },
+  { "group", check_string, required = true },
+  { "handle", check_function, required = true },
+  { "read", check_read, default = "new" },
+  { "min_idle", check_duration },
+  { "start", check_start, default = "new" },
+  { "start_at", check_start },
+  { "consumer", check_string },
+  { "batch", check_count, default = 100 },
+  { "workers", check_count, default = 1 },
+  { "by_key", check_boolean, default = false },
+  { "reply_to", check_string },
+  { "max_body", check_count, default = 1048576 },
+  { "max_deliveries", not_yet },
+  { "dead_letter", not_yet },
+  { "claim_fallback", not_yet },
+}
+local KNOWN = {}
+for _, f in ipairs(FIELDS) do KNOWN[f[1]] = true end
+
+local function read_source(path)
+  local f = io.open(path, "r")
+  if not f then return "" end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+-- The line where `name =` first appears, else the line of the last `return`.
+local function line_of(source, name)
+  local n, fallback = 0, 1
+  for line in (source .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if name and line:find("%f[%w_]" .. name .. "%s*=") then return n end
+    if line:find("^%s*return%f[%W]") then fallback = n end
+  end
+  return fallback
+end
+
+-- validate(value, path) -> spec, or raises "path:line: message" lines.
+function M.validate(value, path)
+  local source = read_source(path)
+  local problems = {}
+  local function problem(field, msg)
+    problems[#problems + 1] = string.format("%s:%d: %s", path, line_of(source, field), msg)
+  end
+  if type(value) ~= "table" then
+    problem(nil, "a handler file must return a table with stream, group and handle, got " .. type(value))
+    error(table.concat(problems, "\n"), 0)
+  end
+  for k in pairs(value) do
+    if not KNOWN[k] then
+      problem(type(k) == "string" and k or nil, string.format("unknown field '%s'", tostring(k)))
+    end
+  end
+  local spec = {}
+  for _, f in ipairs(FIELDS) do
+    local name, check = f[1], f[2]
+    local v = value[name]
+    if v == nil then
+      if f.required then problem(nil, string.format("missing required field '%s'", name)) end
+      v = f.default
+    else
+      local why = check(v)
+      if why then problem(name, string.format("field '%s' %s", name, why)) end
+    end
+    spec[name] = v
+  end
+  if (spec.read == "claiming" or spec.read == "reclaim") then
+    if value.min_idle == nil then
+      problem("read", string.format("read = \"%s\" needs min_idle (ms or a string such as \"30s\"); it has no default", spec.read))
+    end
+    problem("read", string.format("read = \"%s\" is not supported by this version of luastream yet", spec.read))
+  end
+  if #problems > 0 then error(table.concat(problems, "\n"), 0) end
+  spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
+  return spec
+end
+
+---------------------------------------------------------------- dispatch
+
+local decode, encode = cjson.decode, cjson.encode
+local DATA, KEY_HEADER = "data", ls.PARTITION_KEY_HEADER
+
+-- Headers luastream itself writes: not part of a field-table message.
+local RESERVED = {
+  [KEY_HEADER] = true, [ls.DELIVERY_COUNT_HEADER] = true, [ls.IDLE_MS_HEADER] = true,
+  [ls.ORIGINAL_ID_HEADER] = true, [ls.RETRY_GROUP_HEADER] = true, [ls.CONTENT_TYPE_HEADER] = true,
+}
+
+-- Encodes body and options into the flat field list of a new entry.
+local function entry_fields(body, opts, fields)
+  local data, why = encode(body)
+  if not data then return nil, "cannot encode the message as JSON: " .. tostring(why) end
+  fields[#fields + 1] = DATA
+  fields[#fields + 1] = data
+  if opts ~= nil then
+    if type(opts) ~= "table" then return nil, "options must be a table" end
+    if opts.key ~= nil then
+      fields[#fields + 1] = KEY_HEADER
+      fields[#fields + 1] = tostring(opts.key)
+    end
+    if opts.headers ~= nil then
+      if type(opts.headers) ~= "table" then return nil, "options.headers must be a table" end
+      for k, v in pairs(opts.headers) do
+        fields[#fields + 1] = tostring(k)
+        fields[#fields + 1] = tostring(v)
+      end
+    end
+  end
+  return fields
+end
+
+local Ctx = {}
+Ctx.__index = Ctx
+
+-- ctx:publish(stream, msg [, {key =, headers =}]) -> id, or nil and an error.
+function Ctx:publish(stream, msg, opts)
+  if type(stream) ~= "string" or stream == "" then error("ctx:publish: stream must be a non-empty string", 2) end
+  local fields, why = entry_fields(msg, opts, {})
+  if not fields then error("ctx:publish: " .. why, 2) end
+  return core.publish(stream, fields)
+end
+
+local function describe(v)
+  if type(v) == "table" then
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = tostring(k) end
+    table.sort(keys)
+    return "a table with keys {" .. table.concat(keys, ", ") .. "}"
+  end
+  return type(v) .. " " .. tostring(v)
+end
+
+-- outcome(result, ctx, spec) -> "ack" | "retry" | "reply", stream, fields | "error", reason, message
+local function outcome(result, ctx, spec)
+  if result == nil then return "ack" end
+  if type(result) ~= "table" then
+    return "error", "bad-return", "handle returned " .. describe(result) ..
+      "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
+  end
+  if result.ack == true then return "ack" end
+  if result.retry == true then return "retry" end
+  if result.reply ~= nil then
+    if not spec.reply_to then
+      return "error", "bad-return", "handle returned ls.reply(...) but the handler has no reply_to stream"
+    end
+    local fields = { ls.ORIGINAL_ID_HEADER, ctx.id }
+    local key = ctx.headers[KEY_HEADER]
+    local opts = result.opts
+    if key ~= nil and not (opts and opts.key ~= nil) then
+      fields[3], fields[4] = KEY_HEADER, key
+    end
+    local ok, why = entry_fields(result.reply, opts, fields)
+    if not ok then return "error", "bad-return", "ls.reply: " .. why end
+    return "reply", spec.reply_to, fields
+  end
+  if result.retry_after ~= nil or result.reject ~= nil then
+    return "error", "bad-return", "retry_after and reject are not supported by this version of luastream yet"
+  end
+  return "error", "bad-return", "handle returned " .. describe(result) ..
+    "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
+end
+
+-- dispatcher(spec, consumer) -> function(id, fields) run in each entry's coroutine.
+function M.dispatcher(spec, consumer)
+  local handle, max_body = spec.handle, spec.max_body
+  local stream, group = spec.stream, spec.group
+  return function(id, fields)
+    local headers, raw, data = {}, {}, nil
+    for i = 1, #fields, 2 do
+      local k, v = fields[i], fields[i + 1]
+      raw[k] = v
+      if k == DATA then data = v else headers[k] = v end
+    end
+    local msg
+    if data ~= nil then
+      if #data > max_body then
+        return "invalid", "too-large", string.format("body is %d bytes, over max_body (%d)", #data, max_body)
+      end
+      local ct = headers[ls.CONTENT_TYPE_HEADER]
+      if ct == nil or ct:find("json", 1, true) then
+        local v, why = decode(data)
+        if v == nil and why then return "invalid", "decode-error", "body is not valid JSON: " .. why end
+        msg = v
+      else
+        msg = data
+      end
+    else
+      msg = {}
+      for k, v in pairs(headers) do
+        if not RESERVED[k] then msg[k] = v; data = true end
+      end
+      if not data then
+        return "invalid", "no-fields", "entry has no data field and no other field to deliver"
+      end
+    end
+    local ctx = setmetatable({
+      id = id, stream = stream, group = group, consumer = consumer, headers = headers, fields = raw,
+    }, Ctx)
+    return outcome(handle(msg, ctx), ctx, spec)
+  end
+end
+
+return M

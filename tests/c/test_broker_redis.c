@@ -1,0 +1,667 @@
+/* Integration tests for broker_redis.c against a private redis-server
+ * (redis_server.c): pipelining, reply shapes, AUTH and SELECT, unix sockets,
+ * state callbacks, a server that dies and comes back, closing with commands
+ * pending (also from inside callbacks), and a connect that gets refused or no
+ * answer. Every test ends with all handles closed, uv_loop_close succeeding
+ * and a leak check.
+ *
+ * Set TEST_LOG=1 to see the host's log lines on stderr. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "broker.h"
+#include "log.h"
+#include "redis_server.h"
+#include "task.h"
+#include "url.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+/* runner.c ends a passing test with _exit, which skips LeakSanitizer. */
+#define LEAK_CHECK() __lsan_do_leak_check()
+#else
+#define LEAK_CHECK() ((void)0)
+#endif
+
+static uv_loop_t loop;
+static uv_timer_t deadline; /* bounds every wait, so a hang fails with a line number */
+static int timed_out;
+static struct redis_server srv;
+
+/* ---- log capture ---- */
+
+static char logbuf[1 << 18];
+static size_t loglen;
+
+static void capture(void *data, enum log_level level, const char *line, size_t len) {
+  (void)data;
+  (void)level;
+  if (getenv("TEST_LOG")) fprintf(stderr, "%s", line);
+  if (loglen + len + 2 >= sizeof logbuf) return;
+  memcpy(logbuf + loglen, line, len + 1); /* with the newline */
+  loglen += len + 1;
+  logbuf[loglen] = '\0';
+}
+
+/* Lines holding both a and b (b may be NULL). */
+static int log_count(const char *a, const char *b) {
+  int n = 0;
+  for (const char *line = logbuf; *line;) {
+    const char *nl = strchr(line, '\n');
+    size_t len = (size_t)(nl - line);
+    char tmp[2048];
+    if (len >= sizeof tmp) len = sizeof tmp - 1;
+    memcpy(tmp, line, len);
+    tmp[len] = '\0';
+    if (strstr(tmp, a) && (b == NULL || strstr(tmp, b))) n++;
+    line = nl + 1;
+  }
+  return n;
+}
+
+/* ---- loop helpers ---- */
+
+static void on_deadline(uv_timer_t *t) {
+  (void)t;
+  timed_out = 1;
+}
+
+/* Runs the loop until *counter reaches want or ms pass; returns 0 or -1. */
+static int run_until(const int *counter, int want, int ms) {
+  timed_out = 0;
+  uv_timer_start(&deadline, on_deadline, (uint64_t)ms, 0);
+  while (*counter < want && !timed_out) uv_run(&loop, UV_RUN_ONCE);
+  uv_timer_stop(&deadline);
+  return *counter >= want ? 0 : -1;
+}
+
+static void run_for(int ms) {
+  static const int never = 0;
+  run_until(&never, 1, ms);
+}
+
+#define WAIT(counter, want, ms)                                                       \
+  do {                                                                                \
+    if (run_until(&(counter), (want), (ms)) != 0)                                     \
+      TEST_FAIL_("timed out after %d ms waiting for %s to reach %d (it is %d)", (ms), \
+                 #counter, (want), (counter));                                        \
+  } while (0)
+
+static void setup(const char *const *server_args) {
+  log_set_sink(capture, NULL);
+  log_set_level(LOG_DEBUG);
+  loglen = 0;
+  logbuf[0] = '\0';
+  ASSERT_OK(uv_loop_init(&loop));
+  uv_timer_init(&loop, &deadline);
+  if (server_args) ASSERT_OK(redis_server_start(&srv, server_args));
+}
+
+static const char *const no_args[] = {NULL};
+
+static void teardown(void) {
+  uv_close((uv_handle_t *)&deadline, NULL);
+  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT)); /* close callbacks; returns when nothing is left */
+  ASSERT_OK(uv_loop_close(&loop));
+  redis_server_stop(&srv);
+  log_set_sink(NULL, NULL);
+  LEAK_CHECK();
+}
+
+static broker *make_broker(const char *text) {
+  struct redis_url u;
+  char err[512];
+  if (url_parse(text, &u, err, sizeof err) != 0) TEST_FAIL_("%s", err);
+  broker *b = broker_redis_new(&loop, &u);
+  ASSERT_NOT_NULL(b);
+  return b;
+}
+
+/* ---- callbacks that record ---- */
+
+struct state {
+  int ups, downs;
+  int close_on_up, close_on_down; /* close the conn from inside the callback */
+  broker *b;
+};
+
+static void on_state(void *data, bk_conn *c, int up) {
+  struct state *s = data;
+  if (up)
+    s->ups++;
+  else
+    s->downs++;
+  if ((up && s->close_on_up) || (!up && s->close_on_down)) bk_conn_close(s->b, c);
+}
+
+/* What one command's callback saw. */
+struct call {
+  int calls;
+  int type; /* 0 when reply was NULL */
+  long long integer;
+  char str[256];
+  char err[256];
+  size_t elements;
+};
+
+static void on_call(void *data, const bk_reply *r, const char *err) {
+  struct call *c = data;
+  c->calls++;
+  c->type = r ? r->type : 0;
+  snprintf(c->err, sizeof c->err, "%s", err ? err : "");
+  if (r) {
+    ASSERT_NULL(err);
+    c->integer = r->integer;
+    c->elements = r->elements;
+    if (r->str) snprintf(c->str, sizeof c->str, "%.*s", (int)r->len, r->str);
+  } else {
+    ASSERT_NOT_NULL(err);
+  }
+}
+
+/* Sends a command given as strings ending with NULL. */
+static int cmdv(broker *b, bk_conn *c, bk_reply_cb *cb, void *data, ...) {
+  const char *argv[16];
+  size_t len[16];
+  int argc = 0;
+  va_list ap;
+  va_start(ap, data);
+  for (const char *s; (s = va_arg(ap, const char *)) != NULL && argc < 16; argc++) {
+    argv[argc] = s;
+    len[argc] = strlen(s);
+  }
+  va_end(ap);
+  return bk_command(b, c, argc, argv, len, cb, data);
+}
+
+static bk_conn *open_up(broker *b, const char *name, struct state *st) {
+  st->b = b;
+  bk_conn *c = bk_conn_open(b, name, on_state, st);
+  ASSERT_NOT_NULL(c);
+  WAIT(st->ups, 1, 5000);
+  ASSERT_INT_EQ(bk_connected(b, c), 1);
+  return c;
+}
+
+static void close_and_free(broker *b, bk_conn *c) {
+  bk_conn_close(b, c);
+  broker_free(b);
+}
+
+/* ---- tests ---- */
+
+/* Commands are refused before the connection is up; once up, 200 commands
+ * sent without waiting complete in order, each exactly once. */
+static int in_order_next, in_order_bad;
+static void on_incr(void *data, const bk_reply *r, const char *err) {
+  int idx = (int)(intptr_t)data;
+  if (err || r == NULL || r->type != BK_INTEGER || r->integer != idx + 1 || idx != in_order_next)
+    in_order_bad++;
+  in_order_next++;
+}
+
+TEST_IMPL(broker_redis_pipeline_in_order) {
+  struct state st = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  ASSERT_STR_EQ(b->name, srv.url);
+  st.b = b;
+  bk_conn *c = bk_conn_open(b, "main", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  struct call early = {0};
+  ASSERT_INT_EQ(cmdv(b, c, on_call, &early, "PING", NULL), -1); /* not up yet */
+  ASSERT_INT_EQ(bk_connected(b, c), 0);
+  ASSERT_INT_EQ(st.ups, 0); /* open never calls back synchronously */
+  WAIT(st.ups, 1, 5000);
+  ASSERT_INT_EQ(log_count("msg=\"redis connected\"", "conn=main attempts=1"), 1);
+  char want[200];
+  snprintf(want, sizeof want, "redis=%s", srv.url);
+  ASSERT_INT_EQ(log_count("msg=\"redis connected\"", want), 1);
+
+  const char *argv[] = {"INCR", "n"};
+  const size_t len[] = {4, 1};
+  for (int i = 0; i < 200; i++)
+    ASSERT_OK(bk_command(b, c, 2, argv, len, on_incr, (void *)(intptr_t)i));
+  WAIT(in_order_next, 200, 5000);
+  ASSERT_INT_EQ(in_order_bad, 0);
+  run_for(50);
+  ASSERT_INT_EQ(in_order_next, 200);
+  ASSERT_INT_EQ(early.calls, 0);
+
+  close_and_free(b, c);
+  ASSERT_INT_EQ(st.downs, 0); /* no state callback after close */
+  teardown();
+}
+
+/* MULTI/EXEC, error, nil, status and INFO replies reach callbacks as the
+ * server sent them. */
+static int shapes_done;
+static void on_exec(void *data, const bk_reply *r, const char *err) {
+  (void)data;
+  ASSERT_NULL(err);
+  ASSERT_INT_EQ(r->type, BK_ARRAY);
+  ASSERT_INT_EQ(r->elements, 3);
+  ASSERT_INT_EQ(r->element[0]->type, BK_STATUS);
+  ASSERT_MEM_EQ(r->element[0]->str, r->element[0]->len, "OK");
+  ASSERT_INT_EQ(r->element[1]->type, BK_INTEGER);
+  ASSERT_INT_EQ(r->element[1]->integer, 1);
+  ASSERT_INT_EQ(r->element[2]->type, BK_INTEGER);
+  ASSERT_INT_EQ(r->element[2]->integer, 2);
+  shapes_done++;
+}
+static void on_info(void *data, const bk_reply *r, const char *err) {
+  char v[32];
+  (void)data;
+  ASSERT_NULL(err);
+  ASSERT_INT_EQ(r->type, BK_STRING);
+  long version = bk_info_version(r, v, sizeof v);
+  if (version < 50000) TEST_FAIL_("INFO version %ld (\"%s\")", version, v);
+  ASSERT_INT_EQ(bk_version_parse(v, strlen(v)), version);
+  shapes_done++;
+}
+static void on_busygroup(void *data, const bk_reply *r, const char *err) {
+  (void)data;
+  ASSERT_NULL(err);
+  ASSERT_INT_EQ(bk_reply_is_error(r, "BUSYGROUP"), 1);
+  shapes_done++;
+}
+
+TEST_IMPL(broker_redis_reply_shapes) {
+  struct state st = {0};
+  struct call multi = {0}, set = {0}, queued = {0}, bad = {0}, nil = {0}, group = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "shapes", &st);
+
+  ASSERT_OK(cmdv(b, c, on_call, &multi, "MULTI", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &set, "SET", "k", "v", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &queued, "INCR", "n", NULL));
+  ASSERT_OK(cmdv(b, c, NULL, NULL, "INCR", "n", NULL)); /* no callback: fire and forget */
+  ASSERT_OK(cmdv(b, c, on_exec, NULL, "EXEC", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &bad, "INCR", "k", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &nil, "GET", "missing", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &group, "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", NULL));
+  ASSERT_OK(cmdv(b, c, on_busygroup, NULL, "XGROUP", "CREATE", "s", "g", "$", NULL));
+  ASSERT_OK(cmdv(b, c, on_info, NULL, "INFO", "server", NULL));
+  WAIT(shapes_done, 3, 5000);
+
+  ASSERT_INT_EQ(multi.type, BK_STATUS);
+  ASSERT_STR_EQ(multi.str, "OK");
+  ASSERT_INT_EQ(set.type, BK_STATUS);
+  ASSERT_STR_EQ(set.str, "QUEUED");
+  ASSERT_INT_EQ(queued.type, BK_STATUS);
+  ASSERT_INT_EQ(bad.calls, 1);
+  ASSERT_INT_EQ(bad.type, BK_ERROR);
+  ASSERT_STR_EQ(bad.str, "ERR value is not an integer or out of range");
+  ASSERT_STR_EQ(bad.err, ""); /* an error reply is a reply, not a failure */
+  ASSERT_INT_EQ(nil.type, BK_NIL);
+  ASSERT_INT_EQ(group.type, BK_STATUS);
+
+  close_and_free(b, c);
+  teardown();
+}
+
+/* Password only and user + password (percent-encoded in the URL); a missing
+ * or wrong password is logged once as an authentication failure, without the
+ * password, and retried. */
+TEST_IMPL(broker_redis_password_auth) {
+  static const char *const args[] = {"--requirepass", "s3c:r@t", NULL};
+  struct state st1 = {0}, st2 = {0}, st3 = {0}, st4 = {0};
+  struct call get = {0};
+  char url[256];
+  setup(args);
+
+  snprintf(url, sizeof url, "redis://:s3c%%3Ar%%40t@127.0.0.1:%d", srv.port);
+  broker *b1 = make_broker(url);
+  ASSERT_CONTAINS(b1->name, "redis://:***@127.0.0.1:");
+  bk_conn *c1 = open_up(b1, "pw", &st1);
+  ASSERT_OK(cmdv(b1, c1, on_call, &get, "SET", "k", "v", NULL));
+  WAIT(get.calls, 1, 5000);
+  ASSERT_STR_EQ(get.str, "OK");
+
+  snprintf(url, sizeof url, "redis://default:s3c%%3Ar%%40t@127.0.0.1:%d", srv.port);
+  broker *b2 = make_broker(url);
+  bk_conn *c2 = open_up(b2, "userpw", &st2);
+
+  broker *b3 = make_broker(srv.url);
+  st3.b = b3;
+  bk_conn *c3 = bk_conn_open(b3, "nopw", on_state, &st3);
+  snprintf(url, sizeof url, "redis://default:wrongpw@127.0.0.1:%d/2", srv.port);
+  broker *b4 = make_broker(url);
+  st4.b = b4;
+  bk_conn *c4 = bk_conn_open(b4, "badpw", on_state, &st4);
+
+  run_for(1500); /* several attempts each (100, 200, 400, 800 ms backoff) */
+  ASSERT_INT_EQ(st3.ups, 0);
+  ASSERT_INT_EQ(st4.ups, 0);
+  ASSERT_INT_EQ(bk_connected(b4, c4), 0);
+  ASSERT_INT_EQ(log_count("level=error msg=\"redis authentication failed\"", "conn=nopw"), 1);
+  ASSERT_INT_EQ(log_count("msg=\"redis authentication failed\"", "conn=badpw"), 1);
+  ASSERT_INT_EQ(log_count("authentication failed\" redis=redis://127.0.0.1:",
+                          "conn=nopw error=\"PING failed: NOAUTH"), 1);
+  ASSERT_INT_EQ(log_count("authentication failed\" redis=redis://default:***@127.0.0.1:",
+                          "conn=badpw error=\"AUTH failed: WRONGPASS"), 1);
+  ASSERT(log_count("msg=\"redis connect attempt failed\"", "conn=badpw") >= 2);
+  ASSERT_INT_EQ(log_count("msg=\"redis connection lost\"", NULL), 0);
+  ASSERT_INT_EQ(log_count("wrongpw", NULL), 0);
+  ASSERT_INT_EQ(log_count("s3c", NULL), 0);
+
+  close_and_free(b1, c1);
+  close_and_free(b2, c2);
+  close_and_free(b3, c3);
+  close_and_free(b4, c4);
+  teardown();
+}
+
+/* /db selects before the connection is up; unix sockets with ?db=N. */
+TEST_IMPL(broker_redis_select_and_unix) {
+  struct state st1 = {0}, st2 = {0}, st3 = {0};
+  struct call set = {0}, get3 = {0}, get0 = {0};
+  char url[256];
+  setup(no_args);
+
+  snprintf(url, sizeof url, "%s/3", srv.url);
+  broker *b1 = make_broker(url);
+  bk_conn *c1 = open_up(b1, "db3", &st1);
+  ASSERT_OK(cmdv(b1, c1, on_call, &set, "SET", "where", "db3", NULL));
+  WAIT(set.calls, 1, 5000);
+
+  snprintf(url, sizeof url, "unix://%s?db=3", srv.sock);
+  broker *b2 = make_broker(url);
+  bk_conn *c2 = open_up(b2, "unix3", &st2);
+  ASSERT_OK(cmdv(b2, c2, on_call, &get3, "GET", "where", NULL));
+
+  snprintf(url, sizeof url, "unix://%s", srv.sock);
+  broker *b3 = make_broker(url);
+  bk_conn *c3 = open_up(b3, "unix0", &st3);
+  ASSERT_OK(cmdv(b3, c3, on_call, &get0, "GET", "where", NULL));
+
+  WAIT(get3.calls, 1, 5000);
+  WAIT(get0.calls, 1, 5000);
+  ASSERT_INT_EQ(get3.type, BK_STRING);
+  ASSERT_STR_EQ(get3.str, "db3");
+  ASSERT_INT_EQ(get0.type, BK_NIL);
+
+  close_and_free(b1, c1);
+  close_and_free(b2, c2);
+  close_and_free(b3, c3);
+  teardown();
+}
+
+/* The server dies: pending commands fail with "connection lost", the state
+ * goes down, commands are refused, the failure is logged once however many
+ * attempts fail; the server comes back on the same port: the connection
+ * comes back by itself, logs how many attempts it took, and works. */
+TEST_IMPL(broker_redis_server_restart) {
+  struct state st = {0};
+  struct call blpop = {0}, ping = {0}, after = {0}, back = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "flaky", &st);
+
+  ASSERT_OK(cmdv(b, c, on_call, &blpop, "BLPOP", "nothing", "0", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &ping, "PING", NULL));
+  run_for(100); /* sent; the server is now blocked on our BLPOP */
+  ASSERT_INT_EQ(blpop.calls, 0);
+
+  redis_server_kill(&srv);
+  WAIT(ping.calls, 1, 5000);
+  ASSERT_INT_EQ(blpop.calls, 1);
+  ASSERT_INT_EQ(blpop.type, 0);
+  ASSERT(strncmp(blpop.err, "connection lost: ", 17) == 0);
+  ASSERT_STR_EQ(ping.err, blpop.err);
+  ASSERT_INT_EQ(st.downs, 1);
+  ASSERT_INT_EQ(bk_connected(b, c), 0);
+  ASSERT_INT_EQ(cmdv(b, c, on_call, &after, "PING", NULL), -1);
+
+  run_for(1000); /* refused attempts at ~100, 200, 400 ms ... */
+  ASSERT_INT_EQ(log_count("level=warn msg=\"redis connection lost\"",
+                          "conn=flaky error=\"Server closed the connection\""), 1);
+  ASSERT_INT_EQ(log_count("level=warn", NULL), 1);
+  ASSERT(log_count("msg=\"redis connect attempt failed\"", "conn=flaky") >= 2);
+  ASSERT_INT_EQ(st.downs, 1);
+  ASSERT_INT_EQ(st.ups, 1);
+
+  ASSERT_OK(redis_server_start(&srv, no_args));
+  WAIT(st.ups, 2, 8000);
+  ASSERT_INT_EQ(log_count("msg=\"redis connected\"", "conn=flaky"), 2);
+  ASSERT_INT_EQ(log_count("msg=\"redis connected\"", "attempts=1 "), 0); /* the reconnect took several */
+  ASSERT_INT_EQ(log_count("msg=\"redis connected\"", "down_ms="), 1);
+  ASSERT_OK(cmdv(b, c, on_call, &back, "PING", NULL));
+  WAIT(back.calls, 1, 5000);
+  ASSERT_STR_EQ(back.str, "PONG");
+  ASSERT_INT_EQ(after.calls, 0);
+  ASSERT_INT_EQ(blpop.calls, 1);
+
+  close_and_free(b, c);
+  teardown();
+}
+
+/* Closing with a BLOCK 0 XREADGROUP pending: its callback fires once, with
+ * "connection closed", and nothing fires afterwards. */
+TEST_IMPL(broker_redis_close_pending_xreadgroup) {
+  struct state st = {0};
+  struct call group = {0}, read = {0}, ping = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "reader", &st);
+  ASSERT_OK(cmdv(b, c, on_call, &group, "XGROUP", "CREATE", "orders", "g", "$", "MKSTREAM", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &read, "XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0",
+                 "STREAMS", "orders", ">", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &ping, "PING", NULL)); /* queued behind the read */
+  WAIT(group.calls, 1, 5000);
+  run_for(100);
+  ASSERT_INT_EQ(read.calls, 0);
+
+  bk_conn_close(b, c);
+  ASSERT_INT_EQ(read.calls, 1);
+  ASSERT_INT_EQ(read.type, 0);
+  ASSERT_STR_EQ(read.err, "connection closed");
+  ASSERT_INT_EQ(ping.calls, 1);
+  ASSERT_STR_EQ(ping.err, "connection closed");
+  broker_free(b);
+  run_for(100);
+  ASSERT_INT_EQ(read.calls, 1);
+  ASSERT_INT_EQ(ping.calls, 1);
+  ASSERT_INT_EQ(st.downs, 0);
+  teardown();
+}
+
+/* bk_conn_close from inside a reply callback of the same connection (hiredis
+ * defers the free): later pending callbacks fire once with "connection
+ * closed", commands sent from callbacks are refused. */
+struct closer {
+  broker *b;
+  bk_conn *c;
+  int calls;
+  int refused;
+};
+static void close_in_reply(void *data, const bk_reply *r, const char *err) {
+  struct closer *k = data;
+  k->calls++;
+  ASSERT_NULL(err);
+  ASSERT_NOT_NULL(r);
+  bk_conn_close(k->b, k->c);
+  bk_conn_close(k->b, k->c); /* twice is harmless */
+  struct call x = {0};
+  k->refused += cmdv(k->b, k->c, on_call, &x, "PING", NULL) == -1;
+  ASSERT_INT_EQ(bk_connected(k->b, k->c), 0);
+}
+static void send_in_closed(void *data, const bk_reply *r, const char *err) {
+  struct closer *k = data;
+  k->calls++;
+  ASSERT_NULL(r);
+  ASSERT_STR_EQ(err, "connection closed");
+  struct call x = {0};
+  k->refused += cmdv(k->b, k->c, on_call, &x, "PING", NULL) == -1;
+}
+
+TEST_IMPL(broker_redis_close_inside_callback) {
+  struct state st = {0};
+  struct closer first = {0}, second = {0}, third = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "selfclose", &st);
+  first.b = second.b = third.b = b;
+  first.c = second.c = third.c = c;
+  ASSERT_OK(cmdv(b, c, close_in_reply, &first, "PING", NULL));
+  ASSERT_OK(cmdv(b, c, send_in_closed, &second, "INCR", "x", NULL));
+  ASSERT_OK(cmdv(b, c, send_in_closed, &third, "BLPOP", "q", "0", NULL));
+  WAIT(third.calls, 1, 5000);
+  ASSERT_INT_EQ(first.calls, 1);
+  ASSERT_INT_EQ(second.calls, 1);
+  ASSERT_INT_EQ(first.refused + second.refused + third.refused, 3);
+  broker_free(b);
+  run_for(100);
+  ASSERT_INT_EQ(first.calls + second.calls + third.calls, 3);
+  ASSERT_INT_EQ(st.downs, 0);
+  teardown();
+}
+
+/* Closing from inside the state callback, going up and going down. */
+TEST_IMPL(broker_redis_close_inside_state_callback) {
+  struct state up = {0}, down = {0};
+  setup(no_args);
+  broker *b1 = make_broker(srv.url);
+  up.b = b1;
+  up.close_on_up = 1;
+  bk_conn_open(b1, "close-on-up", on_state, &up);
+  WAIT(up.ups, 1, 5000);
+  broker_free(b1); /* the conn was closed in the callback */
+
+  broker *b2 = make_broker(srv.url);
+  down.close_on_down = 1;
+  open_up(b2, "close-on-down", &down);
+  redis_server_kill(&srv);
+  WAIT(down.downs, 1, 5000);
+  broker_free(b2);
+  run_for(300); /* no reconnect attempt follows */
+  ASSERT_INT_EQ(log_count("msg=\"redis connecting\"", "conn=close-on-down"), 1);
+  ASSERT_INT_EQ(up.downs, 0);
+  ASSERT_INT_EQ(down.ups, 1);
+  teardown();
+}
+
+/* A port with nothing listening: the refusal is noticed (not a silent hang),
+ * logged once, retried, and the loop keeps running meanwhile. */
+static int ticks;
+static void on_tick(uv_timer_t *t) {
+  (void)t;
+  ticks++;
+}
+
+static int unused_port(void) {
+  struct sockaddr_in sa;
+  socklen_t len = sizeof sa;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_OK(bind(fd, (struct sockaddr *)&sa, sizeof sa));
+  ASSERT_OK(getsockname(fd, (struct sockaddr *)&sa, &len));
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+TEST_IMPL(broker_redis_refused_does_not_block) {
+  struct state st = {0};
+  uv_timer_t tick;
+  char url[128];
+  setup(NULL);
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", unused_port());
+  broker *b = make_broker(url);
+  uint64_t t0 = uv_hrtime();
+  st.b = b;
+  bk_conn *c = bk_conn_open(b, "nobody", on_state, &st);
+  ASSERT((uv_hrtime() - t0) / 1000000 < 100);
+  uv_timer_init(&loop, &tick);
+  uv_timer_start(&tick, on_tick, 10, 10);
+  run_for(800);
+  ASSERT(ticks >= 40);
+  ASSERT_INT_EQ(st.ups, 0);
+  ASSERT_INT_EQ(log_count("msg=\"redis connection lost\"", "error=\"Connection refused\""), 1);
+  ASSERT(log_count("msg=\"redis connecting\"", "conn=nobody") >= 3);
+  uv_close((uv_handle_t *)&tick, NULL);
+  close_and_free(b, c);
+  teardown();
+}
+
+/* A unix socket path that does not exist fails inside connect itself. */
+TEST_IMPL(broker_redis_unix_missing) {
+  struct state st = {0};
+  setup(NULL);
+  broker *b = make_broker("unix:///nonexistent/luastream-test.sock");
+  st.b = b;
+  bk_conn *c = bk_conn_open(b, "nosock", on_state, &st);
+  run_for(500);
+  ASSERT_INT_EQ(st.ups, 0);
+  ASSERT_INT_EQ(log_count("msg=\"redis connection lost\"", "conn=nosock"), 1);
+  ASSERT_INT_EQ(log_count("level=warn", "error=\"No such file or directory\""), 1);
+  close_and_free(b, c);
+  teardown();
+}
+
+/* A host name is resolved off the loop; closing during the lookup waits for
+ * it before freeing. */
+TEST_IMPL(broker_redis_hostname) {
+  struct state st = {0}, st2 = {0};
+  struct call ping = {0};
+  char url[128];
+  setup(no_args);
+  snprintf(url, sizeof url, "redis://localhost:%d", srv.port);
+  broker *b = make_broker(url);
+  bk_conn *c = open_up(b, "byname", &st);
+  ASSERT_OK(cmdv(b, c, on_call, &ping, "PING", NULL));
+  WAIT(ping.calls, 1, 5000);
+  ASSERT_STR_EQ(ping.str, "PONG");
+
+  st2.b = b;
+  bk_conn *c2 = bk_conn_open(b, "closed-resolving", on_state, &st2);
+  bk_conn_close(b, c2);
+  close_and_free(b, c);
+  run_for(200);
+  ASSERT_INT_EQ(st2.ups + st2.downs, 0);
+
+  broker *bad = make_broker("redis://no-such-host.invalid:6379");
+  struct state st3 = {0};
+  st3.b = bad;
+  bk_conn *c3 = bk_conn_open(bad, "badname", on_state, &st3);
+  for (int i = 0; i < 100 && log_count("msg=\"redis connection lost\"", "conn=badname") == 0; i++)
+    run_for(50);
+  ASSERT_INT_EQ(log_count("level=warn", "conn=badname error=\"cannot resolve no-such-host.invalid"), 1);
+  close_and_free(bad, c3);
+  teardown();
+}
+
+/* A server that accepts the TCP connection but never answers (here: a
+ * listening socket nobody accepts from) is given up after the connect timeout
+ * and retried. */
+TEST_IMPL(broker_redis_handshake_timeout) {
+  struct state st = {0};
+  struct sockaddr_in sa;
+  socklen_t len = sizeof sa;
+  char url[128];
+  setup(NULL);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_OK(bind(fd, (struct sockaddr *)&sa, sizeof sa));
+  ASSERT_OK(listen(fd, 16));
+  ASSERT_OK(getsockname(fd, (struct sockaddr *)&sa, &len));
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+  broker *b = make_broker(url);
+  st.b = b;
+  bk_conn *c = bk_conn_open(b, "silent", on_state, &st);
+  for (int i = 0; i < 140 && log_count("msg=\"redis connection lost\"", "conn=silent") == 0; i++)
+    run_for(50);
+  ASSERT_INT_EQ(log_count("error=\"no answer within 5000 ms\"", "conn=silent"), 1);
+  ASSERT_INT_EQ(st.ups + st.downs, 0);
+  close_and_free(b, c);
+  close(fd);
+  teardown();
+}

@@ -1,0 +1,164 @@
+-- The command line: --help and --version everywhere, publish, REDIS_URL,
+-- consumer names, and passwords that never show.
+local helper = require "tests.integration.helper"
+local cjson = require "cjson"
+
+local READY = 'msg="host ready"'
+
+local POST = [[
+local ls = require "luastream"
+
+return {
+  stream = "payments", group = "ledger", start = "beginning",
+  handle = function(payment, ctx)
+    ls.log.info("payment posted", { payment_id = payment.id })
+  end,
+}
+]]
+
+-- Logs which consumer handled the entry, for the consumer-name checks.
+local function named(group, extra)
+  return string.format([[
+local ls = require "luastream"
+
+return {
+  stream = "payments", group = %q, start = "beginning",%s
+  handle = function(payment, ctx)
+    ls.log.info("handled", { payment_id = payment.id, consumer = ctx.consumer, group = ctx.group })
+  end,
+}
+]], group, extra or "")
+end
+
+local function assert_no_secret(secret, ...)
+  for _, text in ipairs { ... } do
+    assert(not text:find(secret, 1, true), "the password appears in output:\n" .. text)
+  end
+end
+
+describe("luastream CLI", function()
+  after_each(helper.cleanup)
+
+  local OPTIONS = {
+    run = { "--redis", "--consumer", "--log-level" },
+    check = {},
+    publish = { "--redis", "--key", "--header" },
+  }
+  for _, command in ipairs { "run", "check", "publish" } do
+    it(command .. " --help and --version", function()
+      local code, stdout, stderr = helper.luastream(command, "--help")
+      assert.equal(0, code, stderr)
+      assert.matches("usage", stdout:lower(), 1, true)
+      assert.matches(command, stdout, 1, true)
+      for _, option in ipairs(OPTIONS[command]) do
+        assert.matches(option, stdout, 1, true)
+      end
+      code, stdout, stderr = helper.luastream(command, "--version")
+      assert.equal(0, code, stderr)
+      assert.matches("%d+%.%d+%.%d+", stdout)
+    end)
+  end
+
+  it("--help and --version without a command", function()
+    local code, stdout = helper.luastream("--help")
+    assert.equal(0, code)
+    for _, command in ipairs { "run", "check", "publish" } do
+      assert.matches(command, stdout, 1, true)
+    end
+    code, stdout = helper.luastream("--version")
+    assert.equal(0, code)
+    assert.matches("%d+%.%d+%.%d+", stdout)
+  end)
+
+  it("publish prints the new id; the entry holds data, partition-key and headers", function()
+    local srv = helper.redis_start()
+    local body = helper.payment(1, "acme", 500)
+    local code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "payments", body,
+      "--key", "acme", "--header", "source=cli-test", "--header", "trace-id=abc-123")
+    assert.equal(0, code, stderr)
+    local id = helper.trim(stdout)
+    assert.matches("^%d+%-%d+$", id)
+    local entries = srv:xrange("payments", id, id)
+    assert.equal(1, #entries)
+    local fields = entries[1].fields
+    assert.same(cjson.decode(body), cjson.decode(fields.data))
+    fields.data = nil
+    assert.same({ ["partition-key"] = "acme", source = "cli-test", ["trace-id"] = "abc-123" }, fields)
+  end)
+
+  it("publish reads REDIS_URL when --redis is not given", function()
+    local srv = helper.redis_start()
+    local code, stdout, stderr = helper.luastream("publish", "payments", '{"id":2}', { env = { REDIS_URL = srv.url } })
+    assert.equal(0, code, stderr)
+    assert.equal(helper.trim(stdout), srv:xrange("payments")[1].id)
+  end)
+
+  it("publish refuses a body that is not JSON and writes nothing", function()
+    local srv = helper.redis_start()
+    local code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "payments", "{not json")
+    assert.is_not.equal(0, code)
+    assert.equal("", helper.trim(stdout))
+    assert.is_true(#stderr > 0)
+    assert.equal(0, srv:call("EXISTS", "payments"))
+  end)
+
+  it("names consumers luastream-0, luastream-1 ... in file order unless the file names one", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({
+      ["a_first.lua"] = named("g-first"),
+      ["b_second.lua"] = named("g-second"),
+      ["c_custom.lua"] = named("g-custom", '\n  consumer = "custom-name",'),
+    })
+    local host = helper.host_start({}, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    srv:cli("XADD", "payments", "*", "data", helper.payment(1, "acme", 1))
+    host:wait_records({ msg = "handled" }, 3, 20, "the payment handled by all three groups")
+    local expected = { ["g-first"] = "luastream-0", ["g-second"] = "luastream-1", ["g-custom"] = "custom-name" }
+    for group, consumer in pairs(expected) do
+      assert.equal(consumer, host:records({ msg = "handled", group = group })[1].consumer)
+      assert.is_not_nil(srv:consumers("payments", group)[consumer], consumer .. " in XINFO CONSUMERS of " .. group)
+    end
+    assert.equal(0, host:stop())
+  end)
+
+  describe("with a password in the URL", function()
+    local SECRET, WRONG = "s3cret-Pw-4711", "wr0ng-Pw-0815"
+
+    it("publishes and runs without ever printing the password", function()
+      local srv = helper.redis_start({ requirepass = SECRET })
+      local code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "payments",
+        helper.payment(1, "acme", 500), "--key", "acme")
+      assert.equal(0, code, stderr)
+      assert_no_secret(SECRET, stdout, stderr)
+
+      local host = helper.host_start({}, {
+        server = srv, log_level = "debug", dir = helper.handlers_dir({ ["post.lua"] = POST }),
+      })
+      local ready = host:wait_log(READY, 20, { plain = true })
+      assert.matches("***", ready, 1, true)
+      host:wait_records({ msg = "payment posted" }, 1, 20, "the payment posted")
+      assert.equal(0, host:stop())
+      assert_no_secret(SECRET, host:log())
+    end)
+
+    it("fails on a wrong password without printing it, naming the server", function()
+      local srv = helper.redis_start({ requirepass = SECRET })
+      local url = "redis://:" .. WRONG .. "@127.0.0.1:" .. srv.port
+      local code, stdout, stderr = helper.luastream("publish", "--redis", url, "payments", '{"id":1}')
+      assert.is_not.equal(0, code)
+      assert_no_secret(WRONG, stdout, stderr)
+      assert.matches("127.0.0.1:" .. srv.port, stderr, 1, true)
+      assert.equal(0, srv:call("EXISTS", "payments"))
+
+      local host = helper.host_start({}, {
+        url = url, log_level = "debug", dir = helper.handlers_dir({ ["post.lua"] = POST }),
+      })
+      host:wait_records(function(r)
+        return r.level == "error" and r._line:find("127.0.0.1:" .. srv.port, 1, true) ~= nil
+      end, 1, 20, "an error naming the server")
+      host:stop()
+      assert_no_secret(WRONG, host:log())
+      assert.equal(0, host:count({ msg = "host ready" }))
+    end)
+  end)
+end)

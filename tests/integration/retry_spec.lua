@@ -1,0 +1,158 @@
+-- Retry on a `new` subscription: one MULTI/EXEC appends a copy of the entry
+-- (delivery-count + 1, retry-group) and acks the original; other groups of the
+-- stream ack the copy without handling it again.
+local helper = require "tests.integration.helper"
+local cjson = require "cjson"
+
+local READY = 'msg="host ready"'
+
+local RETRY_ONCE = [[
+local ls = require "luastream"
+
+return {
+  stream = "payments", group = "ledger",
+  handle = function(payment, ctx)
+    local count = ctx.headers[ls.DELIVERY_COUNT_HEADER]
+    ls.log.info("payment seen", { payment_id = payment.id, delivery_count = count or "none" })
+    if count == nil then return ls.retry() end
+    ls.log.info("payment posted", { payment_id = payment.id, delivery_count = count })
+    return ls.ack()
+  end,
+}
+]]
+
+-- true when args holds name, value as neighbours (a field of an XADD)
+local function has_field(args, name, value)
+  for i = 3, #args - 1 do
+    if args[i] == name and args[i + 1] == value then return true end
+  end
+  return false
+end
+
+-- Checks in MONITOR output that the copy's XADD and the original's XACK ran in
+-- one transaction of one connection: MULTI, XADD (copy), XACK (original), EXEC.
+local function assert_copied_in_one_transaction(commands, original_id, data)
+  local at
+  for i, c in ipairs(commands) do
+    if c.args[1]:upper() == "XADD" and c.args[2] == "payments" and has_field(c.args, "retry-group", "ledger")
+        and has_field(c.args, "data", data) then
+      at = i
+      break
+    end
+  end
+  assert(at, "no XADD of the copy of " .. original_id .. " in MONITOR output")
+  local client = commands[at].client
+  local multi
+  for i = at - 1, 1, -1 do
+    local c = commands[i]
+    if c.client == client then
+      local name = c.args[1]:upper()
+      if name == "EXEC" then break end
+      if name == "MULTI" then
+        multi = i
+        break
+      end
+    end
+  end
+  assert(multi, "the copy of " .. original_id .. " was appended outside MULTI: " .. commands[at].line)
+  local xack, exec
+  for i = at + 1, #commands do
+    local c = commands[i]
+    if c.client == client then
+      local name = c.args[1]:upper()
+      if name == "XACK" and c.args[2] == "payments" and c.args[3] == "ledger" then
+        for j = 4, #c.args do
+          if c.args[j] == original_id then xack = i end
+        end
+      elseif name == "EXEC" then
+        exec = i
+        break
+      elseif name == "MULTI" then
+        break
+      end
+    end
+  end
+  assert(xack, "no XACK of " .. original_id .. " between the copy's XADD and EXEC")
+  assert(exec, "no EXEC after the copy of " .. original_id)
+end
+
+describe("retry on a new subscription", function()
+  after_each(helper.cleanup)
+
+  it("appends a copy and acks the original in one transaction; other groups skip the copy", function()
+    local srv = helper.redis_start()
+    local monitor = srv:monitor()
+    local dir = helper.handlers_dir({
+      ["post_with_retry.lua"] = RETRY_ONCE,
+      ["screen_payment.lua"] = helper.read_file(helper.repo_root .. "/handlers/before-8.4/screen_payment.lua"),
+    })
+    local host = helper.host_start({}, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+
+    local N = 4
+    local originals = {} -- entry id -> {payment_id, data, key}
+    for id = 1, N do
+      local account = "acct-" .. id
+      local data = helper.payment(id, account, 100 * id)
+      local entry_id = srv:cli("XADD", "payments", "*", "data", data, "partition-key", account)
+      originals[entry_id] = { payment_id = id, data = data, key = account }
+    end
+
+    host:wait_records({ msg = "payment posted" }, N, 20, N .. " payments posted after their retry")
+    helper.wait_until(function()
+      local ids = srv:pending_ids("payments", "ledger")
+      return #ids == 0, #ids .. " pending"
+    end, 10, "group ledger to have nothing pending")
+    helper.wait_until(function()
+      local entries = srv:xrange("payments")
+      local fraud = srv:group("payments", "fraud")
+      return fraud and fraud.pending == 0 and fraud["last-delivered-id"] == entries[#entries].id,
+        fraud and cjson.encode(fraud)
+    end, 10, "group fraud to have read and acked every entry, copies included")
+    assert.equal(0, host:stop())
+    monitor:stop()
+
+    -- the stream: the originals plus one copy each
+    local entries = srv:xrange("payments")
+    assert.equal(2 * N, #entries)
+    local copies = 0
+    for _, e in ipairs(entries) do
+      if not originals[e.id] then
+        copies = copies + 1
+        local original_id
+        for oid, o in pairs(originals) do
+          if o.data == e.fields.data then original_id = oid end
+        end
+        assert(original_id, "an entry that is no copy of a payment: " .. cjson.encode(e.fields))
+        local o = originals[original_id]
+        assert.same({
+          data = o.data, ["partition-key"] = o.key, ["delivery-count"] = "1", ["retry-group"] = "ledger",
+        }, e.fields)
+        assert.is_true(helper.id_cmp(e.id, original_id) > 0)
+        assert_copied_in_one_transaction(monitor:commands(), original_id, o.data)
+      end
+    end
+    assert.equal(N, copies)
+    assert.same({}, (srv:pending_ids("payments", "ledger")))
+
+    -- the ledger handler saw each payment twice: first delivery, then the copy
+    for id = 1, N do
+      local seen = host:records({ msg = "payment seen", payment_id = id })
+      assert.equal(2, #seen, "deliveries of payment " .. id)
+      assert.equal("none", seen[1].delivery_count)
+      assert.equal("1", seen[2].delivery_count)
+    end
+
+    -- fraud screened the originals only
+    local replies = srv:xrange("payments.screened")
+    assert.equal(N, #replies)
+    local screened = {}
+    for _, r in ipairs(replies) do
+      local oid = r.fields["original-id"]
+      assert(originals[oid], "screened an entry that is not an original payment: " .. tostring(oid))
+      assert(not screened[oid], "screened twice: " .. oid)
+      screened[oid] = true
+    end
+    assert.same({}, (srv:pending_ids("payments", "fraud")))
+  end)
+end)
