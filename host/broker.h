@@ -52,7 +52,11 @@ struct broker_ops {
   int (*command)(bk_conn *c, int argc, const char **argv, const size_t *argvlen,
                  bk_reply_cb *cb, void *data);
   int (*connected)(bk_conn *c);
-  void (*conn_close)(bk_conn *c); /* pending callbacks fire with err "connection closed" */
+  /* Pending callbacks fire with err "connection closed", possibly before this
+   * returns (bk_command from them returns -1); the state callback does not
+   * fire again. Safe inside any callback of the same connection. c must not
+   * be used once this returns. */
+  void (*conn_close)(bk_conn *c);
   void (*free)(broker *b);        /* all connections must be closed first */
 };
 

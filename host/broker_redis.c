@@ -242,7 +242,9 @@ static void went_up(struct rconn *c) {
   snprintf(attempts, sizeof attempts, "%d", c->attempts);
   snprintf(down_ms, sizeof down_ms, "%llu",
            (unsigned long long)(uv_now(c->b->loop) - c->outage_start));
-  log_line(LOG_INFO, NULL, "redis connected", "redis", c->b->base.name, "conn", c->name,
+  /* A first connect at the first try is routine; a recovery is news. */
+  enum log_level level = had_outage || c->attempts > 1 ? LOG_INFO : LOG_DEBUG;
+  log_line(level, NULL, "redis connected", "redis", c->b->base.name, "conn", c->name,
            "attempts", attempts, "down_ms", had_outage ? down_ms : NULL, NULL);
   c->attempts = 0;
   c->failures = 0;

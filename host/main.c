@@ -294,6 +294,7 @@ static int cmd_publish(int argc, char **argv) {
   if (rc != 0) return rc > 0 ? 0 : 2;
   struct redis_url url;
   if (setup_url(&o, &url) != 0) return 2;
+  log_set_level(LOG_WARN); /* the id is the output; connection chatter is not */
   const char *stream = o.pos[0], *json = o.pos[1];
   char err[256];
   if (!rt_json_valid(json, strlen(json), err, sizeof err)) {

@@ -22,6 +22,7 @@
 /* sockaddr_un.sun_path holds 108 bytes including the NUL on Linux. */
 #define SOCKET_PATH_MAX 107
 
+__attribute__((format(printf, 4, 5)))
 static int fail(char *err, size_t errlen, const char *redacted, const char *fmt, ...) {
   char why[256];
   va_list ap;

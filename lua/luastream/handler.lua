@@ -191,14 +191,16 @@ local function outcome(result, ctx, spec)
     if not spec.reply_to then
       return "error", "bad-return", "handle returned ls.reply(...) but the handler has no reply_to stream"
     end
-    local fields = { ls.ORIGINAL_ID_HEADER, ctx.id }
-    local key = ctx.headers[KEY_HEADER]
     local opts = result.opts
+    local fields, why = entry_fields(result.reply, opts, {})
+    if not fields then return "error", "bad-return", "ls.reply: " .. why end
+    fields[#fields + 1] = ls.ORIGINAL_ID_HEADER
+    fields[#fields + 1] = ctx.id
+    local key = ctx.headers[KEY_HEADER]
     if key ~= nil and not (opts and opts.key ~= nil) then
-      fields[3], fields[4] = KEY_HEADER, key
+      fields[#fields + 1] = KEY_HEADER
+      fields[#fields + 1] = key
     end
-    local ok, why = entry_fields(result.reply, opts, fields)
-    if not ok then return "error", "bad-return", "ls.reply: " .. why end
     return "reply", spec.reply_to, fields
   end
   if result.retry_after ~= nil or result.reject ~= nil then

@@ -27,6 +27,31 @@
 
 #define MAX_ARGS 48
 #define READY_TIMEOUT_MS 10000
+#define MAX_SERVERS 8
+
+/* Servers with a directory, stopped at exit: a failing assertion exits the
+ * test without reaching its redis_server_stop. */
+static struct redis_server *live[MAX_SERVERS];
+
+static void stop_all(void) {
+  for (int i = 0; i < MAX_SERVERS; i++)
+    if (live[i]) redis_server_stop(live[i]);
+}
+
+static void track(struct redis_server *s, int on) {
+  static int registered;
+  if (!registered) registered = atexit(stop_all) == 0;
+  for (int i = 0; i < MAX_SERVERS; i++) {
+    if (on && live[i] == NULL) {
+      live[i] = s;
+      return;
+    }
+    if (!on && live[i] == s) {
+      live[i] = NULL;
+      return;
+    }
+  }
+}
 
 static int in_path(const char *name) {
   const char *path = getenv("PATH");
@@ -147,6 +172,7 @@ int redis_server_start(struct redis_server *s, const char *const *extra) {
       return -1;
     }
     snprintf(s->sock, sizeof s->sock, "%s/redis.sock", s->dir);
+    track(s, 1);
   }
   if (s->port == 0) {
     s->port = free_port();
@@ -211,4 +237,5 @@ void redis_server_stop(struct redis_server *s) {
   }
   rmdir(s->dir);
   s->dir[0] = '\0';
+  track(s, 0);
 }

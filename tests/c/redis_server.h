@@ -4,7 +4,9 @@
  * own temporary directory, keeps nothing on disk (--save "" --appendonly no),
  * and logs to <dir>/redis.log. It is killed with its test: the child asks the
  * kernel for SIGKILL when the test process dies (a test that times out
- * included).
+ * included), and a test that fails an assertion (exit) removes the directory
+ * on its way out. The struct must stay where it is while the server runs (a
+ * static, or a local of the test function).
  *
  *   struct redis_server s = {0};
  *   ASSERT_OK(redis_server_start(&s, NULL));        // s.port, s.sock are set

@@ -112,7 +112,7 @@ end
 
 local function tail(text, n)
   local lines = {}
-  for line in (text or ""):gmatch("[^\n]*") do lines[#lines + 1] = line end
+  for line in ((text or "") .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
   while #lines > 0 and lines[#lines] == "" do lines[#lines] = nil end
   local first = math.max(1, #lines - n + 1)
   return table.concat(lines, "\n", first)
@@ -772,12 +772,19 @@ function helper.payment(id, account, amount_cents)
   return string.format('{"id":%d,"account":"%s","amount_cents":%d}', id, account, amount_cents or 500)
 end
 
---- XADD commands for payments first..last over `accounts` accounts (acct-1 ...),
---- keyed by account; for Server:pipe.
+--- The account of payment `id` when payments go round-robin over `accounts`:
+--- a count (acct-1, acct-2, ...) or a list of names.
+function helper.account_of(id, accounts)
+  if type(accounts) == "table" then return accounts[(id - 1) % #accounts + 1] end
+  return "acct-" .. ((id - 1) % accounts + 1)
+end
+
+--- XADD commands for payments first..last round-robin over `accounts` (see
+--- account_of), keyed by account; for Server:pipe.
 function helper.payment_commands(first, last, accounts, stream)
   local cmds = {}
   for id = first, last do
-    local account = "acct-" .. ((id - 1) % accounts + 1)
+    local account = helper.account_of(id, accounts)
     cmds[#cmds + 1] = { "XADD", stream or "payments", "*", "data", helper.payment(id, account, 100 + id), "partition-key", account }
   end
   return cmds
