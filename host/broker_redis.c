@@ -85,6 +85,7 @@ struct rconn {
   int step;              /* index in steps of the next handshake reply */
   const char *steps[3];  /* the command each handshake reply answers */
   int up;                /* handshake done: commands accepted */
+  int ever_up;           /* it was up once: a failure now is a loss, not a first connect */
   int closing;           /* bk_conn_close was called */
   int timer_closed;      /* the timer's close callback ran */
   int attempts;          /* attempts since the connection was last up */
@@ -180,7 +181,7 @@ static uint64_t next_rand(struct rbroker *b) {
   return b->rng = x;
 }
 
-/* Logs a failed attempt: one warning when an outage starts, then one error
+/* Logs a failed attempt: one error when an outage starts, then one error
  * if credentials turn out to be the problem (that needs a person), and the
  * rest at debug. A server that stays down for an hour must not write a line
  * every 5 seconds. */
@@ -195,8 +196,8 @@ static void report(struct rconn *c, const char *why) {
              NULL);
   } else if (!c->logged_lost) {
     c->logged_lost = 1;
-    log_line(LOG_WARN, NULL, "redis connection lost", "redis", c->b->base.name, "conn",
-             c->name, "error", why, NULL);
+    log_line(LOG_ERROR, NULL, c->ever_up ? "redis connection lost, reconnecting" : "cannot connect to redis, retrying",
+             "redis", c->b->base.name, "conn", c->name, "error", why, NULL);
   } else {
     log_line(LOG_DEBUG, NULL, "redis connect attempt failed", "redis", c->b->base.name,
              "conn", c->name, "attempt", attempt, "error", why, NULL);
@@ -239,6 +240,7 @@ static void went_up(struct rconn *c) {
   int had_outage = c->in_outage;
   uv_timer_stop(&c->timer); /* the handshake timeout */
   c->up = 1;
+  c->ever_up = 1;
   snprintf(attempts, sizeof attempts, "%d", c->attempts);
   snprintf(down_ms, sizeof down_ms, "%llu",
            (unsigned long long)(uv_now(c->b->loop) - c->outage_start));

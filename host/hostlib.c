@@ -29,36 +29,7 @@ static struct rt_job *current_job(lua_State *L, const char *what) {
   return job;
 }
 
-/* A growable byte buffer that starts on the stack. */
-struct sbuf {
-  char *p;
-  size_t len, cap;
-  char inl[1024];
-};
-
-static int sbuf_reserve(struct sbuf *b, size_t more) {
-  if (b->len + more + 1 <= b->cap) return 0;
-  size_t cap = (b->len + more + 1) * 2;
-  char *p = b->p == b->inl ? malloc(cap) : realloc(b->p, cap);
-  if (p == NULL) return -1;
-  if (b->p == b->inl) memcpy(p, b->inl, b->len);
-  b->p = p;
-  b->cap = cap;
-  return 0;
-}
-
-/* Appends ` key=value` with the value quoted as logfmt needs. */
-static int sbuf_add_field(struct sbuf *b, const char *k, size_t klen, const char *v, size_t vlen) {
-  size_t need = log_format_value(NULL, 0, v, vlen);
-  if (sbuf_reserve(b, klen + need + 2) != 0) return -1;
-  b->p[b->len++] = ' ';
-  memcpy(b->p + b->len, k, klen);
-  b->len += klen;
-  b->p[b->len++] = '=';
-  log_format_value(b->p + b->len, need + 1, v, vlen);
-  b->len += need;
-  return 0;
-}
+#define LOG_PAIRS_STACK 32
 
 /* core.log(level, msg, {k1, v1, k2, v2, ...})  [-0, +0] */
 static int core_log(lua_State *L) {
@@ -67,21 +38,31 @@ static int core_log(lua_State *L) {
   luaL_checktype(L, 3, LUA_TTABLE);
   if (level < 0) return luaL_argerror(L, 1, "unknown log level");
   if (level < (int)log_get_level()) return 0;
-  struct sbuf b = {.p = b.inl, .cap = sizeof b.inl};
-  size_t n = lua_objlen(L, 3);
-  int rc = 0;
-  for (size_t i = 1; i + 1 <= n && rc == 0; i += 2) {
-    lua_rawgeti(L, 3, (int)i);
-    lua_rawgeti(L, 3, (int)i + 1);
-    size_t klen = 0, vlen = 0;
-    const char *k = lua_tolstring(L, -2, &klen);
-    const char *v = lua_tolstring(L, -1, &vlen);
-    rc = sbuf_add_field(&b, k ? k : "?", k ? klen : 1, v ? v : "", v ? vlen : 0);
-    lua_pop(L, 2);
+  size_t n = lua_objlen(L, 3) / 2;
+  const char *stack_kv[2 * LOG_PAIRS_STACK];
+  size_t stack_len[2 * LOG_PAIRS_STACK];
+  const char **kv = stack_kv;
+  size_t *kvlen = stack_len;
+  if (n > LOG_PAIRS_STACK) {
+    kv = malloc(2 * n * sizeof *kv);
+    kvlen = malloc(2 * n * sizeof *kvlen);
+    if (kv == NULL || kvlen == NULL) {
+      free(kv);
+      free(kvlen);
+      return luaL_error(L, "ls.log: out of memory");
+    }
   }
-  if (rc == 0) log_line_fields((enum log_level)level, self(L)->spec.name, msg, b.p, b.len);
-  if (b.p != b.inl) free(b.p);
-  if (rc != 0) return luaL_error(L, "ls.log: out of memory");
+  for (size_t i = 0; i < 2 * n; i++) {
+    lua_rawgeti(L, 3, (int)i + 1);
+    kv[i] = lua_tolstring(L, -1, &kvlen[i]);
+    if (kv[i] == NULL) kv[i] = "", kvlen[i] = 0;
+    lua_pop(L, 1); /* still anchored by the table */
+  }
+  log_line_pairs((enum log_level)level, self(L)->spec.name, msg, n, kv, kvlen);
+  if (kv != stack_kv) {
+    free(kv);
+    free(kvlen);
+  }
   return 0;
 }
 

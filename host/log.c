@@ -160,8 +160,7 @@ static void add_value(struct line *l, const char *s, size_t n) {
 }
 
 /* Appends " key=" with the characters a logfmt key cannot hold replaced. */
-static void add_key(struct line *l, const char *key) {
-  size_t n = strlen(key);
+static void add_key(struct line *l, const char *key, size_t n) {
   if (reserve(l, n + 3) != 0) return;
   char *p = l->p + l->len;
   *p++ = ' ';
@@ -246,7 +245,7 @@ void log_line(enum log_level level, const char *handler, const char *msg, ...) {
     if (key == NULL) break;
     const char *value = va_arg(ap, const char *);
     if (value == NULL) continue;
-    add_key(&l, key);
+    add_key(&l, key, strlen(key));
     add_value(&l, value, strlen(value));
   }
   va_end(ap);
@@ -254,21 +253,17 @@ void log_line(enum log_level level, const char *handler, const char *msg, ...) {
   errno = saved_errno;
 }
 
-void log_line_fields(enum log_level level, const char *handler, const char *msg,
-                     const char *fields, size_t fields_len) {
+void log_line_pairs(enum log_level level, const char *handler, const char *msg, size_t n,
+                    const char *const *kv, const size_t *kvlen) {
   if (level < min_level) return;
   int saved_errno = errno;
   char stack[LINE_STACK];
   struct line l = {stack, 0, sizeof stack, 0, 0};
 
   add_head(&l, level, handler, msg);
-  if (fields && fields_len) {
-    size_t start = l.len;
-    add_raw(&l, fields, fields_len);
-    /* The fields come formatted from Lua; a raw line break there would split
-     * the record, so it is flattened rather than trusted. */
-    for (size_t i = start; i < l.len; i++)
-      if (l.p[i] == '\n' || l.p[i] == '\r') l.p[i] = ' ';
+  for (size_t i = 0; i < n; i++) {
+    add_key(&l, kv[2 * i], kvlen[2 * i]);
+    add_value(&l, kv[2 * i + 1], kvlen[2 * i + 1]);
   }
   finish(&l, level);
   errno = saved_errno;

@@ -36,10 +36,11 @@ const char *log_level_name(enum log_level level);
  * longer ones (a traceback) go through one heap buffer. errno is preserved. */
 void log_line(enum log_level level, const char *handler, const char *msg, ...);
 
-/* Writes one line whose fields after msg are already formatted as logfmt
- * (` key=value` pairs, leading space included); used by the Lua side. */
-void log_line_fields(enum log_level level, const char *handler, const char *msg,
-                     const char *fields, size_t fields_len);
+/* Writes one line with n key/value pairs given as kv[2i], kv[2i+1] with their
+ * lengths (binary safe); used by the Lua side. Keys and values are cleaned
+ * and quoted as in log_line. */
+void log_line_pairs(enum log_level level, const char *handler, const char *msg, size_t n,
+                    const char *const *kv, const size_t *kvlen);
 
 /* Writes `s` (len bytes) at buf as a logfmt value, snprintf-style: quoted when
  * it is empty or holds a space, '=', '"', '\\' or a control character, with

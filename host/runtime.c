@@ -87,21 +87,22 @@ static int read_spec(lua_State *L, int idx, struct handler *h) {
   return s->stream && s->group && s->start ? 0 : -1;
 }
 
+/* Puts luastream's Lua library first on package.path, then the handler's own
+ * folder (when given) so a handler can require its siblings. */
 static void set_lua_path(lua_State *L, const char *handler_path) {
   const char *dir = getenv("LUASTREAM_LUA_DIR");
   if (dir == NULL || *dir == '\0') dir = LUASTREAM_LUA_DIR;
-  /* The handler's own folder too, so a handler can require its siblings. */
-  const char *slash = strrchr(handler_path, '/');
-  int hdirlen = slash ? (int)(slash - handler_path) : 1;
+  const char *slash = handler_path ? strrchr(handler_path, '/') : NULL;
+  int hlen = slash ? (int)(slash - handler_path) : 1;
   const char *hdir = slash ? handler_path : ".";
   lua_getglobal(L, "package");
-  lua_getfield(L, -1, "path");
-  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
-  lua_pushlstring(L, hdir, (size_t)hdirlen);
-  lua_pushliteral(L, "/?.lua;");
-  lua_pushvalue(L, -4);
-  lua_concat(L, 4);
-  lua_setfield(L, -3, "path");
+  lua_getfield(L, -1, "path");                       /* package oldpath */
+  if (handler_path)
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%.*s/?.lua;%s", dir, dir, hlen, hdir,
+                    lua_tostring(L, -1));
+  else
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
+  lua_setfield(L, -3, "path");                       /* package oldpath */
   lua_pop(L, 2);
 }
 
@@ -126,7 +127,13 @@ static int load_protected(lua_State *L) {
   lua_pushliteral(L, "luastream.handler");
   lua_call(L, 1, 1);                                   /* handler module */
   lua_getfield(L, -1, "validate");                     /* module validate */
-  if (luaL_loadfilex(L, h->spec.path, "t") != 0) lua_error(L);
+  if (luaL_loadfilex(L, h->spec.path, "t") != 0) {
+    const char *msg = lua_tostring(L, -1);
+    if (msg && strstr(msg, "wrong mode"))
+      luaL_error(L, "%s:1: precompiled bytecode is not accepted: a handler file must be Lua source",
+                 h->spec.path);
+    lua_error(L); /* syntax errors and unreadable files already name the file */
+  }
   if (pcall_traced(L, 0, 1) != 0) {
     /* First line only: `file:line: message`; the traceback points into us. */
     const char *msg = lua_tostring(L, -1);
@@ -309,8 +316,9 @@ static void finish_failed(struct rt_job *job, const char *why) {
   luaL_traceback(L, job->co, msg, 0);
   struct rt_result res = {.kind = RT_ERROR, .reason = "handler-error"};
   res.text = lua_tolstring(L, -1, &res.text_len);
-  finish(job, &res);
-  lua_settop(L, 0);
+  job->done(job->data, job->e, &res);
+  lua_settop(L, 0); /* before job_free, which may close the state */
+  job_free(job);
 }
 
 /* The one place a job's coroutine is resumed. */
@@ -367,11 +375,12 @@ bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen) {
     return false;
   }
   luaL_openlibs(L);
+  set_lua_path(L, NULL);
   bool ok = false;
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "cjson.safe");
+  lua_pushliteral(L, "luastream.json");
   if (lua_pcall(L, 1, 1, 0) != 0) {
-    snprintf(err, errlen, "cannot load cjson: %s", lua_tostring(L, -1));
+    snprintf(err, errlen, "cannot load the JSON module: %s", lua_tostring(L, -1));
     goto done;
   }
   lua_getfield(L, -1, "decode");

@@ -84,7 +84,7 @@ local function key_order(a, b)
   return a < b
 end
 
-local json_encode = require("cjson.safe").encode
+local json_encode = require("luastream.json").encode
 
 local function log_value(v)
   local t = type(v)

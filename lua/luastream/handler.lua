@@ -7,7 +7,7 @@
 -- applies. Everything here is policy; the mechanism (reads, lanes, acks) is C.
 local ls = require "luastream"
 local core = require "luastream.core"
-local cjson = require "cjson.safe"
+local json = require "luastream.json"
 
 local M = {}
 
@@ -72,12 +72,19 @@ local function read_source(path)
   return text
 end
 
--- The line where `name =` first appears, else the line of the last `return`.
+-- The line where `name =` or `["name"] =` first appears, else the line of the
+-- last `return`.
 local function line_of(source, name)
+  local bare, quoted
+  if name then
+    local escaped = name:gsub("%p", "%%%0")
+    bare = "%f[%w_]" .. escaped .. "%s*="
+    quoted = "%[%s*[\"']" .. escaped .. "[\"']%s*%]%s*="
+  end
   local n, fallback = 0, 1
   for line in (source .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
-    if name and line:find("%f[%w_]" .. name .. "%s*=") then return n end
+    if name and (line:find(bare) or line:find(quoted)) then return n end
     if line:find("^%s*return%f[%W]") then fallback = n end
   end
   return fallback
@@ -125,7 +132,7 @@ end
 
 ---------------------------------------------------------------- dispatch
 
-local decode, encode = cjson.decode, cjson.encode
+local decode, encode = json.decode, json.encode
 local DATA, KEY_HEADER = "data", ls.PARTITION_KEY_HEADER
 
 -- Headers luastream itself writes: not part of a field-table message.

@@ -354,7 +354,7 @@ TEST_IMPL(broker_redis_password_auth) {
   ASSERT_INT_EQ(log_count("authentication failed\" redis=redis://default:***@127.0.0.1:",
                           "conn=badpw error=\"AUTH failed: WRONGPASS"), 1);
   ASSERT(log_count("msg=\"redis connect attempt failed\"", "conn=badpw") >= 2);
-  ASSERT_INT_EQ(log_count("msg=\"redis connection lost\"", NULL), 0);
+  ASSERT_INT_EQ(log_count("msg=\"cannot connect to redis, retrying\"", NULL), 0);
   ASSERT_INT_EQ(log_count("wrongpw", NULL), 0);
   ASSERT_INT_EQ(log_count("s3c", NULL), 0);
 
@@ -427,9 +427,9 @@ TEST_IMPL(broker_redis_server_restart) {
   ASSERT_INT_EQ(cmdv(b, c, on_call, &after, "PING", NULL), -1);
 
   run_for(1000); /* refused attempts at ~100, 200, 400 ms ... */
-  ASSERT_INT_EQ(log_count("level=warn msg=\"redis connection lost\"",
+  ASSERT_INT_EQ(log_count("level=error msg=\"redis connection lost, reconnecting\"",
                           "conn=flaky error=\"Server closed the connection\""), 1);
-  ASSERT_INT_EQ(log_count("level=warn", NULL), 1);
+  ASSERT_INT_EQ(log_count("level=error", NULL), 1);
   ASSERT(log_count("msg=\"redis connect attempt failed\"", "conn=flaky") >= 2);
   ASSERT_INT_EQ(st.downs, 1);
   ASSERT_INT_EQ(st.ups, 1);
@@ -589,7 +589,7 @@ TEST_IMPL(broker_redis_refused_does_not_block) {
   run_for(800);
   ASSERT(ticks >= 40);
   ASSERT_INT_EQ(st.ups, 0);
-  ASSERT_INT_EQ(log_count("msg=\"redis connection lost\"", "error=\"Connection refused\""), 1);
+  ASSERT_INT_EQ(log_count("msg=\"cannot connect to redis, retrying\"", "error=\"Connection refused\""), 1);
   ASSERT(log_count("msg=\"redis connecting\"", "conn=nobody") >= 3);
   uv_close((uv_handle_t *)&tick, NULL);
   close_and_free(b, c);
@@ -605,8 +605,8 @@ TEST_IMPL(broker_redis_unix_missing) {
   bk_conn *c = bk_conn_open(b, "nosock", on_state, &st);
   run_for(500);
   ASSERT_INT_EQ(st.ups, 0);
-  ASSERT_INT_EQ(log_count("msg=\"redis connection lost\"", "conn=nosock"), 1);
-  ASSERT_INT_EQ(log_count("level=warn", "error=\"No such file or directory\""), 1);
+  ASSERT_INT_EQ(log_count("msg=\"cannot connect to redis, retrying\"", "conn=nosock"), 1);
+  ASSERT_INT_EQ(log_count("level=error", "error=\"No such file or directory\""), 1);
   close_and_free(b, c);
   teardown();
 }
@@ -636,10 +636,10 @@ TEST_IMPL(broker_redis_hostname) {
   struct state st3 = {0};
   st3.b = bad;
   bk_conn *c3 = bk_conn_open(bad, "badname", on_state, &st3);
-  for (int i = 0; i < 100 && log_count("msg=\"redis connection lost\"", "conn=badname") == 0; i++)
+  for (int i = 0; i < 100 && log_count("msg=\"cannot connect to redis, retrying\"", "conn=badname") == 0; i++)
     run_for(50);
   ASSERT_INT_EQ(
-      log_count("level=warn", "conn=badname error=\"cannot resolve no-such-host.invalid"), 1);
+      log_count("level=error", "conn=badname error=\"cannot resolve no-such-host.invalid"), 1);
   close_and_free(bad, c3);
   teardown();
 }
@@ -664,7 +664,7 @@ TEST_IMPL(broker_redis_handshake_timeout) {
   broker *b = make_broker(url);
   st.b = b;
   bk_conn *c = bk_conn_open(b, "silent", on_state, &st);
-  for (int i = 0; i < 140 && log_count("msg=\"redis connection lost\"", "conn=silent") == 0; i++)
+  for (int i = 0; i < 140 && log_count("msg=\"cannot connect to redis, retrying\"", "conn=silent") == 0; i++)
     run_for(50);
   ASSERT_INT_EQ(log_count("error=\"no answer within 5000 ms\"", "conn=silent"), 1);
   ASSERT_INT_EQ(st.ups + st.downs, 0);
@@ -690,7 +690,7 @@ TEST_IMPL(broker_redis_close_while_connecting) {
   close_and_free(b2, c2);
   run_for(200);
   ASSERT_INT_EQ(st1.ups + st1.downs + st2.ups + st2.downs, 0);
-  ASSERT_INT_EQ(log_count("level=warn", NULL), 0);
+  ASSERT_INT_EQ(log_count("level=warn", NULL) + log_count("level=error", NULL), 0);
   teardown();
 }
 

@@ -109,7 +109,9 @@ TEST_IMPL(log_level_filter) {
   ASSERT_INT_EQ(log_get_level(), LOG_WARN);
   log_line(LOG_DEBUG, NULL, "d", NULL);
   log_line(LOG_INFO, NULL, "i", NULL);
-  log_line_fields(LOG_INFO, NULL, "i", " a=1", 4);
+  const char *kv[] = {"a", "1"};
+  const size_t kvlen[] = {1, 1};
+  log_line_pairs(LOG_INFO, NULL, "i", 1, kv, kvlen);
   ASSERT_INT_EQ(cap_lines, 0);
   log_line(LOG_WARN, NULL, "w", NULL);
   log_line(LOG_ERROR, NULL, "e", NULL);
@@ -132,16 +134,15 @@ TEST_IMPL(log_level_names) {
   ASSERT_STR_EQ(log_level_name((enum log_level)9), "unknown");
 }
 
-TEST_IMPL(log_fields_preformatted) {
+TEST_IMPL(log_pairs) {
+  const char *kv[] = {"a", "1", "b", "x y", "k=v z", "line\nbreak", "bin", "a\0b"};
+  const size_t kvlen[] = {1, 1, 1, 3, 5, 10, 3, 3};
   cap_reset();
-  log_line_fields(LOG_INFO, "h", "from lua", " a=1 b=\"x y\"", 12);
-  ASSERT_STR_EQ(after_time(), "level=info handler=h msg=\"from lua\" a=1 b=\"x y\"\n");
-  /* A raw line break slipped in by the caller cannot split the record. */
+  log_line_pairs(LOG_INFO, "h", "from lua", 4, kv, kvlen);
+  ASSERT_STR_EQ(after_time(), "level=info handler=h msg=\"from lua\" a=1 b=\"x y\" "
+                              "k_v_z=\"line\\nbreak\" bin=\"a\\u0000b\"\n");
   cap_reset();
-  log_line_fields(LOG_INFO, NULL, "m", " a=1\nlevel=error", 16);
-  ASSERT_STR_EQ(after_time(), "level=info msg=m a=1 level=error\n");
-  cap_reset();
-  log_line_fields(LOG_INFO, NULL, "m", NULL, 0);
+  log_line_pairs(LOG_INFO, NULL, "m", 0, NULL, NULL);
   ASSERT_STR_EQ(after_time(), "level=info msg=m\n");
 }
 

@@ -85,7 +85,7 @@ describe("bad input", function()
     local failing = xadd(srv, "data", helper.payment(3, "boom", 500), "partition-key", "boom")
     xadd(srv, "data", helper.payment(4, "acme", 500), "partition-key", "acme")
 
-    local failed = host:wait_records({ msg = "handler failed" }, 1, 20, "the handler failure logged")[1]
+    local failed = host:wait_records({ msg = "handler failed, entry left pending" }, 1, 20, "the handler failure logged")[1]
     assert.equal("error", failed.level)
     assert.equal("post_small", failed.handler)
     assert.equal("payments", failed.stream)
@@ -101,7 +101,7 @@ describe("bad input", function()
       local list = srv:pending_ids("payments", "ledger")
       return #list == 1 and list[1] == failing, table.concat(list, ",")
     end, 10, "only the failed entry pending")
-    assert.equal(1, #host:records({ msg = "handler failed" }))
+    assert.equal(1, #host:records({ msg = "handler failed, entry left pending" }))
     assert.is_true(host:alive())
     assert.equal(0, host:stop())
   end)
