@@ -29,7 +29,12 @@ long bk_version_parse(const char *text, size_t len) {
     size_t start = i;
     while (i < len && text[i] >= '0' && text[i] <= '9') {
       part[k] = part[k] * 10 + (text[i] - '0');
-      if (part[k] > limit[k]) return -1;
+      /* A release candidate's patch ("8.3.224") saturates: it still sorts
+       * below the next minor release. */
+      if (part[k] > limit[k]) {
+        if (k < 2) return -1;
+        part[k] = limit[k];
+      }
       i++;
     }
     if (i == start) return -1; /* an empty component */

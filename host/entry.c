@@ -361,3 +361,41 @@ int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_
   if (deleted) *deleted = ndeleted;
   return 0;
 }
+
+int entry_parse_claimed(const bk_reply *r, char *cursor, size_t cursorlen, struct entry **out,
+                        size_t *count, const bk_reply **deleted, char *err, size_t errlen) {
+  *out = NULL;
+  if (count) *count = 0;
+  if (deleted) *deleted = NULL;
+  if (r && r->type == BK_ERROR) {
+    set_err(err, errlen, "server replied with an error: %.*s",
+            r->len > 200 ? 200 : (int)r->len, QUOTE_STR(r));
+    return -1;
+  }
+  if (!is_array(r) || r->elements != 3) {
+    set_err(err, errlen, "claim reply is %s, expected [cursor, streams, deleted ids]",
+            is_array(r) ? "an array of the wrong size" : type_name(r));
+    return -1;
+  }
+  const bk_reply *c = r->element[0], *gone = r->element[2];
+  if (!is_string(c) || c->len >= cursorlen) {
+    set_err(err, errlen, "claim reply cursor is %s, expected an id", type_name(c));
+    return -1;
+  }
+  if (!is_array(gone)) {
+    set_err(err, errlen, "claim reply deleted ids are %s, expected an array", type_name(gone));
+    return -1;
+  }
+  for (size_t i = 0; i < gone->elements; i++) {
+    if (!is_string(gone->element[i])) {
+      set_err(err, errlen, "deleted id %zu is %s, expected a string", i,
+              type_name(gone->element[i]));
+      return -1;
+    }
+  }
+  if (entry_parse_read(r->element[1], out, count, NULL, err, errlen) != 0) return -1;
+  memcpy(cursor, c->str, c->len);
+  cursor[c->len] = '\0';
+  if (deleted) *deleted = gone;
+  return 0;
+}

@@ -55,4 +55,13 @@ const char *entry_get(const struct entry *e, const char *name, size_t *len);
 int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
                      char *err, size_t errlen);
 
+/* Parses the reply of a claim script (scripts.h):
+ *   [cursor, [[key, entries]], [deleted ids]]
+ * entries as for entry_parse_read (4 elements each). The cursor text goes to
+ * cursor (cursorlen bytes with the NUL); *deleted points at the array of ids
+ * the server dropped from the pending list (part of r: valid while r is).
+ * Returns 0, or -1 with a reason in err; on -1 *out is NULL. */
+int entry_parse_claimed(const bk_reply *r, char *cursor, size_t cursorlen, struct entry **out,
+                        size_t *count, const bk_reply **deleted, char *err, size_t errlen);
+
 #endif

@@ -29,6 +29,8 @@ struct host {
   void *stopped_data;
   ltimer *info_timer;       /* retries INFO until the server answers */
   char version[32];
+  long version_num;         /* bk_version_parse of version */
+  bool failed;              /* stopped because it cannot run here (exit non-zero) */
 };
 
 /* ---- the handler directory ---- */
@@ -184,7 +186,37 @@ static void start_subscriptions(host *h) {
   }
   h->started = true;
   for (size_t i = 0; i < h->n; i++)
-    if (h->subs[i]) sub_start(h->subs[i]);
+    if (h->subs[i]) sub_start(h->subs[i], h->version_num);
+}
+
+static void finish_stop(host *h) {
+  if (h->cmd) {
+    bk_conn_close(h->b, h->cmd);
+    h->cmd = NULL;
+  }
+  log_line(LOG_INFO, NULL, "host stopped", NULL);
+  if (h->stopped) h->stopped(h->stopped_data);
+}
+
+/* The version gate: a claiming subscription needs XREADGROUP ... CLAIM (Redis
+ * 8.4) unless it asked for the script fallback. Says so in one line per
+ * subscription, before any group is joined. */
+static bool server_supports_all(host *h) {
+  bool ok = true;
+  for (size_t i = 0; i < h->n; i++) {
+    const struct handler_spec *s = handler_spec(h->handlers[i]);
+    if (s->read != READ_CLAIMING || s->claim_fallback || h->version_num >= SUB_CLAIM_VERSION)
+      continue;
+    const char *file = strrchr(s->path, '/');
+    file = file ? file + 1 : s->path;
+    fprintf(stderr,
+            "%s: read = \"claiming\" (stream %s, group %s) needs Redis 8.4 or later; %s runs %s; "
+            "on this server set claim_fallback = true, or read with read = \"new\" beside a "
+            "read = \"reclaim\" subscription (see handlers/before-8.4/)\n",
+            file, s->stream, s->group, h->b->name, h->version);
+    ok = false;
+  }
+  return ok;
 }
 
 static void info_done(void *data, const bk_reply *r, const char *err) {
@@ -198,7 +230,13 @@ static void info_done(void *data, const bk_reply *r, const char *err) {
     timer_start(h->info_timer, 1000);
     return;
   }
+  h->version_num = v;
   log_line(LOG_INFO, NULL, "connected", "redis", h->b->name, "version", h->version, NULL);
+  if (!server_supports_all(h)) {
+    h->failed = h->stopping = true;
+    finish_stop(h);
+    return;
+  }
   start_subscriptions(h);
 }
 
@@ -219,14 +257,6 @@ static void cmd_state(void *data, bk_conn *c, int up) {
   if (up && !h->started && !h->stopping) ask_version(h);
 }
 
-static void finish_stop(host *h) {
-  if (h->cmd) {
-    bk_conn_close(h->b, h->cmd);
-    h->cmd = NULL;
-  }
-  log_line(LOG_INFO, NULL, "host stopped", NULL);
-  if (h->stopped) h->stopped(h->stopped_data);
-}
 
 static void sub_event(void *data, subscription *s, enum sub_event ev) {
   (void)s;
@@ -243,18 +273,18 @@ static void sub_event(void *data, subscription *s, enum sub_event ev) {
            h->version, NULL);
 }
 
-void host_start(host *h) {
+void host_start(host *h, host_stopped_fn *stopped, void *data) {
+  h->stopped = stopped;
+  h->stopped_data = data;
   log_line(LOG_INFO, NULL, "connecting", "redis", h->b->name, NULL);
   h->info_timer = timer_new(h->clock, info_retry, h);
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
   h->env.conn = h->cmd;
 }
 
-void host_stop(host *h, host_stopped_fn *stopped, void *data) {
+void host_stop(host *h) {
   if (h->stopping) return;
   h->stopping = true;
-  h->stopped = stopped;
-  h->stopped_data = data;
   if (h->info_timer) timer_stop(h->info_timer);
   log_line(LOG_INFO, NULL, "stopping: finishing running handlers", NULL);
   if (!h->started) return finish_stop(h); /* never got as far as the subscriptions */
@@ -267,6 +297,7 @@ void host_stop(host *h, host_stopped_fn *stopped, void *data) {
 }
 
 size_t host_subscriptions(const host *h) { return h->n; }
+bool host_failed(const host *h) { return h->failed; }
 
 void host_free(host *h) {
   if (h == NULL) return;

@@ -9,6 +9,7 @@
 #ifndef LUASTREAM_HOST_H
 #define LUASTREAM_HOST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "broker.h"
@@ -24,18 +25,22 @@ typedef struct host host;
 int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen);
 void host_free_paths(char **paths);
 
-/* Called once host_stop has drained every subscription. */
+/* Called once the host has stopped: host_stop drained every subscription, or
+ * it cannot run on this server (host_failed). */
 typedef void host_stopped_fn(void *data);
 
 /* Loads every handler of dir. Problems are written to stderr as
  * `file:line: message` lines; returns -1 when there was any. */
 host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override);
 /* Connects, checks the server, starts every subscription. */
-void host_start(host *h);
+void host_start(host *h, host_stopped_fn *stopped, void *data);
 /* Stops reading, lets running handlers finish, flushes outcomes. */
-void host_stop(host *h, host_stopped_fn *stopped, void *data);
+void host_stop(host *h);
 /* Subscriptions, by load order; for tests and health. */
 size_t host_subscriptions(const host *h);
+/* True when the host stopped because it cannot run on this server (the
+ * version gate): the process should exit non-zero. */
+bool host_failed(const host *h);
 void host_free(host *h);
 
 /* `luastream check`: loads and validates every handler of dir without

@@ -194,7 +194,7 @@ static void on_signal(uv_signal_t *sig, int signum) {
   }
   log_line(LOG_INFO, NULL, "signal received", "signal", signum == SIGINT ? "SIGINT" : "SIGTERM",
            NULL);
-  host_stop(rs->host, host_stopped, rs);
+  host_stop(rs->host);
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -222,12 +222,13 @@ static int cmd_run(int argc, char **argv) {
   rs.sigterm.data = rs.sigint.data = &rs;
   uv_signal_start(&rs.sigterm, on_signal, SIGTERM);
   uv_signal_start(&rs.sigint, on_signal, SIGINT);
-  host_start(rs.host);
+  host_start(rs.host, host_stopped, &rs);
   uv_run(&loop, UV_RUN_DEFAULT);
+  int status = host_failed(rs.host) ? 1 : 0;
   host_free(rs.host);
   broker_free(b);
   clock->ops->free(clock);
-  return finish_loop(&loop) == 0 ? 0 : 1;
+  return finish_loop(&loop) == 0 ? status : 1;
 }
 
 /* ---- check ---- */

@@ -83,7 +83,9 @@ static int read_spec(lua_State *L, int idx, struct handler *h) {
   s->max_body = (size_t)num_field(L, idx, "max_body", 1048576);
   lua_getfield(L, idx, "by_key");
   s->by_key = lua_toboolean(L, -1);
-  lua_pop(L, 1);
+  lua_getfield(L, idx, "claim_fallback");
+  s->claim_fallback = lua_toboolean(L, -1);
+  lua_pop(L, 2);
   return s->stream && s->group && s->start ? 0 : -1;
 }
 
@@ -362,7 +364,9 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
     lua_pushlstring(co, e->field[i], e->field_len[i]);
     lua_rawseti(co, -2, (int)i + 1);
   }
-  run(job, 2);
+  lua_pushnumber(co, (lua_Number)e->deliveries);
+  lua_pushnumber(co, (lua_Number)e->idle_ms);
+  run(job, 4);
   return 0;
 }
 

@@ -34,6 +34,7 @@ struct handler_spec {
   char *reply_to;        /* NULL, or the stream replies go to */
   enum read_mode read;
   int64_t min_idle_ms;   /* -1 when not set */
+  bool claim_fallback;   /* claiming on servers before 8.4 through a script */
   int batch;             /* most entries one read asks for */
   int workers;           /* lanes */
   bool by_key;           /* per-key order on lanes */

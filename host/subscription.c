@@ -12,11 +12,16 @@
 #include "entry.h"
 #include "lanes.h"
 #include "log.h"
+#include "scripts.h"
 #include "subscription.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 #define BLOCK_MS 2000
+/* Bounds of recovery_wait_ms: how long a claiming read blocks and how often
+ * reclaim polls. */
+#define RECOVERY_WAIT_MAX_MS 1000
+#define RECOVERY_WAIT_MIN_MS 50
 #define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
 
 enum sub_state { SUB_IDLE, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
@@ -35,6 +40,10 @@ struct subscription {
   struct lanes lanes;
   bool read_pending;        /* an XREADGROUP is outstanding */
   bool dispatching;         /* inside dispatch(): jobs finishing at once must not recurse */
+  bool waiting;             /* retry_timer runs (backoff or reclaim poll): do not read before */
+  bool native_claim;        /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
+  bool block_next;          /* claim script found nothing: next read blocks on `>` */
+  char cursor[ID_MAX];      /* reclaim: where the next XAUTOCLAIM starts */
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
   uint64_t backoff_ms;
   unsigned writes_pending;  /* outcome commands sent and not answered */
@@ -82,6 +91,7 @@ static void maybe_drained(subscription *s) {
 static void retry_fire(ltimer *t, void *data) {
   (void)t;
   subscription *s = data;
+  s->waiting = false;
   if (s->state == SUB_CREATING)
     ensure_group(s);
   else if (s->state == SUB_READING)
@@ -91,7 +101,24 @@ static void retry_fire(ltimer *t, void *data) {
 static void backoff(subscription *s) {
   uint64_t ms = s->backoff_ms ? s->backoff_ms : BACKOFF_MIN_MS;
   s->backoff_ms = ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms * 2;
+  s->waiting = true;
   timer_start(s->retry_timer, ms);
+}
+
+/* How long a recovering subscription may go without looking for idle
+ * entries: half of min_idle, at most a second, so an abandoned entry is back
+ * within min_idle plus a second. */
+static uint64_t recovery_wait_ms(const subscription *s) {
+  uint64_t ms = (uint64_t)s->spec->min_idle_ms / 2;
+  if (ms > RECOVERY_WAIT_MAX_MS) ms = RECOVERY_WAIT_MAX_MS;
+  if (ms < RECOVERY_WAIT_MIN_MS) ms = RECOVERY_WAIT_MIN_MS;
+  return ms;
+}
+
+/* reclaim: nothing idle long enough yet; look again in a while. */
+static void poll_later(subscription *s) {
+  s->waiting = true;
+  timer_start(s->retry_timer, recovery_wait_ms(s));
 }
 
 /* ---- acks: coalesced, one XACK per loop turn ---- */
@@ -307,7 +334,9 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
     queue_ack(s, e->id);
     break;
   case RT_RETRY:
-    retry_copy(s, e);
+    /* A claimed entry stays pending under its own id: the next claiming or
+     * reclaim read takes it again once it has been idle min_idle. */
+    if (s->spec->read == READ_NEW) retry_copy(s, e);
     break;
   case RT_REPLY:
     publish_reply(s, e, res);
@@ -369,6 +398,35 @@ static void accept_entry(subscription *s, struct entry *e) {
   lanes_push(&s->lanes, e, key, klen);
 }
 
+static bool group_gone(const bk_reply *r) {
+  /* Plain replies start with the code; a script's error carries it inside.
+   * Reply strings are NUL-terminated. */
+  return r && r->type == BK_ERROR &&
+         (bk_reply_is_error(r, "UNBLOCKED") || strstr(r->str, "NOGROUP") != NULL);
+}
+
+static void log_deleted(subscription *s, const bk_reply *deleted) {
+  for (size_t i = 0; deleted && i < deleted->elements; i++)
+    sub_log(s, LOG_WARN, "pending entry no longer in the stream, dropped", "id",
+            deleted->element[i]->str, NULL, NULL);
+}
+
+/* Which command the next read sends. */
+enum read_kind { READ_PLAIN, READ_CLAIM_NATIVE, READ_CLAIM_SCRIPT, READ_RECLAIM_SCRIPT };
+
+static enum read_kind next_read_kind(const subscription *s) {
+  switch (s->spec->read) {
+  case READ_CLAIMING:
+    if (s->native_claim) return READ_CLAIM_NATIVE;
+    return s->block_next ? READ_PLAIN : READ_CLAIM_SCRIPT;
+  case READ_RECLAIM:
+    return READ_RECLAIM_SCRIPT;
+  case READ_NEW:
+    break;
+  }
+  return READ_PLAIN;
+}
+
 static void read_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->read_pending = false;
@@ -379,7 +437,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   char why[256];
   if (r == NULL || r->type == BK_ERROR) {
     reply_text(r, err, why, sizeof why);
-    if (r && (bk_reply_is_error(r, "NOGROUP") || bk_reply_is_error(r, "UNBLOCKED"))) {
+    if (group_gone(r)) {
       sub_log(s, LOG_ERROR, "group or stream disappeared, creating it again", "error", why, NULL,
               NULL);
       s->state = SUB_CREATING;
@@ -389,42 +447,85 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     backoff(s);
     return;
   }
+  enum read_kind kind = next_read_kind(s);
   struct entry *list = NULL;
-  size_t count = 0, deleted = 0;
-  if (entry_parse_read(r, &list, &count, &deleted, why, sizeof why) != 0) {
-    sub_log(s, LOG_ERROR, "unreadable reply to XREADGROUP, retrying", "error", why, NULL, NULL);
+  size_t count = 0;
+  const bk_reply *deleted = NULL;
+  char cursor[ID_MAX];
+  int rc = kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT
+               ? entry_parse_claimed(r, cursor, sizeof cursor, &list, &count, &deleted, why,
+                                     sizeof why)
+               : entry_parse_read(r, &list, &count, NULL, why, sizeof why);
+  if (rc != 0) {
+    sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);
     return;
   }
   s->backoff_ms = 0;
+  log_deleted(s, deleted);
+  if (kind == READ_CLAIM_SCRIPT) s->block_next = count == 0;
+  if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) s->block_next = false;
+  if (kind == READ_RECLAIM_SCRIPT) {
+    memcpy(s->cursor, cursor, sizeof cursor);
+    /* A full pass found nothing claimable: wait instead of spinning. */
+    if (count == 0 && strcmp(cursor, "0-0") == 0) poll_later(s);
+  }
   while (list) {
     struct entry *e = list;
     list = e->next;
     e->next = NULL;
+    if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) {
+      /* A claiming subscription's blocking `>` read: new entries, which the
+       * claiming read reports as idle 0, delivered 0 times before. */
+      e->deliveries = 0;
+      e->idle_ms = 0;
+    }
     accept_entry(s, e);
   }
   progress(s);
 }
 
+static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kind, long long count) {
+  if (kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT) {
+    bk_args_str(a, "EVAL");
+    bk_args_str(a, kind == READ_CLAIM_SCRIPT ? SCRIPT_CLAIM : SCRIPT_RECLAIM);
+    bk_args_str(a, "1");
+    bk_args_str(a, s->spec->stream);
+    bk_args_str(a, s->spec->group);
+    bk_args_str(a, s->spec->consumer);
+    bk_args_num(a, s->spec->min_idle_ms);
+    if (kind == READ_RECLAIM_SCRIPT) bk_args_str(a, s->cursor);
+    bk_args_num(a, count);
+    return;
+  }
+  bk_args_str(a, "XREADGROUP");
+  bk_args_str(a, "GROUP");
+  bk_args_str(a, s->spec->group);
+  bk_args_str(a, s->spec->consumer);
+  bk_args_str(a, "COUNT");
+  bk_args_num(a, count);
+  bk_args_str(a, "BLOCK");
+  /* Before 8.4 a blocked read does not wake when a pending entry turns
+   * claimable; on 8.4 how soon it wakes is not documented: cap both. */
+  bk_args_num(a, s->spec->read == READ_NEW ? BLOCK_MS : (long long)recovery_wait_ms(s));
+  if (kind == READ_CLAIM_NATIVE) {
+    bk_args_str(a, "CLAIM");
+    bk_args_num(a, s->spec->min_idle_ms);
+  }
+  bk_args_str(a, "STREAMS");
+  bk_args_str(a, s->spec->stream);
+  bk_args_str(a, ">");
+}
+
 static void read_next(subscription *s) {
-  if (s->state != SUB_READING || s->read_pending) return;
+  if (s->state != SUB_READING || s->read_pending || s->waiting) return;
   size_t in_flight = lanes_in_flight(&s->lanes);
   size_t batch = (size_t)s->spec->batch;
   if (in_flight > batch / 2) return; /* resumes when the lanes catch up */
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   struct bk_args a;
   bk_args_init(&a);
-  bk_args_str(&a, "XREADGROUP");
-  bk_args_str(&a, "GROUP");
-  bk_args_str(&a, s->spec->group);
-  bk_args_str(&a, s->spec->consumer);
-  bk_args_str(&a, "COUNT");
-  bk_args_num(&a, (long long)(batch - in_flight));
-  bk_args_str(&a, "BLOCK");
-  bk_args_num(&a, BLOCK_MS);
-  bk_args_str(&a, "STREAMS");
-  bk_args_str(&a, s->spec->stream);
-  bk_args_str(&a, ">");
+  add_read_args(s, &a, next_read_kind(s), (long long)(batch - in_flight));
   if (bk_command(s->b, s->reader, a.argc, a.argv, a.argvlen, read_done, s) == 0)
     s->read_pending = true;
   bk_args_free(&a);
@@ -441,7 +542,11 @@ static void reader_state(void *data, bk_conn *c, int up) {
 static void start_reading(subscription *s) {
   s->state = SUB_READING;
   s->backoff_ms = 0;
-  sub_log(s, LOG_INFO, "subscription reading", "read", "new", NULL, NULL);
+  static const char *const mode[] = {"new", "claiming", "reclaim"};
+  const char *how = s->spec->read != READ_CLAIMING ? NULL
+                    : s->native_claim             ? "XREADGROUP CLAIM"
+                                                  : "claim script (claim_fallback)";
+  sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
   read_next(s);
 }
@@ -530,7 +635,9 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
   return s;
 }
 
-void sub_start(subscription *s) {
+void sub_start(subscription *s, long server_version) {
+  s->native_claim = server_version >= SUB_CLAIM_VERSION;
+  strcpy(s->cursor, "0-0");
   char name[300];
   snprintf(name, sizeof name, "%s/read", s->spec->name);
   s->reader = bk_conn_open(s->b, name, reader_state, s);

@@ -5,7 +5,13 @@
  * connection of its own, so a blocking read never delays anyone's writes.
  * Entries go onto lanes; finished entries become outcomes written on the
  * shared command connection: acks coalesced into one XACK per loop turn,
- * retries as one MULTI/EXEC (copy + ack), replies as an XADD then an ack.
+ * replies as an XADD then an ack, and retries by read mode: on `new` one
+ * MULTI/EXEC (copy + ack); on claiming and reclaim nothing at all, since the
+ * entry stays pending and is claimed again after min_idle.
+ *
+ * Read modes: `new` reads `>`; `claiming` reads idle pending entries first,
+ * then new ones (XREADGROUP CLAIM on 8.4+, the claim script before); `reclaim`
+ * reads only idle pending entries (XAUTOCLAIM in a script), polled.
  * Reading pauses while the lanes hold more than half a batch. */
 #ifndef LUASTREAM_SUBSCRIPTION_H
 #define LUASTREAM_SUBSCRIPTION_H
@@ -28,8 +34,14 @@ typedef void sub_event_fn(void *data, subscription *s, enum sub_event ev);
  * shared connection for writes; the subscription opens its own for reads. */
 subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
                       sub_event_fn *on_event, void *data);
-/* Creates the group when missing and starts reading. */
-void sub_start(subscription *s);
+/* The first server version with XREADGROUP ... CLAIM (8.4.0, as packed by
+ * bk_version_parse). */
+#define SUB_CLAIM_VERSION 80400
+
+/* Creates the group when missing and starts reading. server_version (from
+ * bk_version_parse) decides how a claiming subscription reads: CLAIM on 8.4+,
+ * else the claim script (the host refuses that unless claim_fallback is set). */
+void sub_start(subscription *s, long server_version);
 /* Stops reading; running handlers finish and their outcomes are written, then
  * SUB_EV_DRAINED is sent. Entries read but not started stay pending in Redis. */
 void sub_stop(subscription *s);

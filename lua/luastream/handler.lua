@@ -57,9 +57,9 @@ local FIELDS = {
   { "by_key", check_boolean, default = false },
   { "reply_to", check_string },
   { "max_body", check_count, default = 1048576 },
+  { "claim_fallback", check_boolean, default = false },
   { "max_deliveries", not_yet },
   { "dead_letter", not_yet },
-  { "claim_fallback", not_yet },
 }
 local KNOWN = {}
 for _, f in ipairs(FIELDS) do KNOWN[f[1]] = true end
@@ -119,11 +119,12 @@ function M.validate(value, path)
     end
     spec[name] = v
   end
-  if (spec.read == "claiming" or spec.read == "reclaim") then
-    if value.min_idle == nil then
-      problem("read", string.format("read = \"%s\" needs min_idle (ms or a string such as \"30s\"); it has no default", spec.read))
-    end
-    problem("read", string.format("read = \"%s\" is not supported by this version of luastream yet", spec.read))
+  if (spec.read == "claiming" or spec.read == "reclaim") and value.min_idle == nil then
+    problem("read", string.format("read = \"%s\" needs min_idle: how long an entry stays pending before " ..
+      "it counts as abandoned (ms, or a string such as \"30s\"); it has no default", spec.read))
+  end
+  if value.claim_fallback ~= nil and spec.read ~= "claiming" then
+    problem("claim_fallback", "field 'claim_fallback' only applies to read = \"claiming\"")
   end
   if #problems > 0 then error(table.concat(problems, "\n"), 0) end
   spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
@@ -134,6 +135,7 @@ end
 
 local decode, encode = json.decode, json.encode
 local DATA, KEY_HEADER = "data", ls.PARTITION_KEY_HEADER
+local DELIVERY_COUNT_HEADER, IDLE_MS_HEADER = ls.DELIVERY_COUNT_HEADER, ls.IDLE_MS_HEADER
 
 -- Headers luastream itself writes: not part of a field-table message.
 local RESERVED = {
@@ -217,16 +219,23 @@ local function outcome(result, ctx, spec)
     "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
 end
 
--- dispatcher(spec, consumer) -> function(id, fields) run in each entry's coroutine.
+-- dispatcher(spec, consumer) -> function(id, fields, deliveries, idle_ms) run in
+-- each entry's coroutine. deliveries and idle_ms are -1 unless the entry was
+-- claimed (claiming and reclaim reads), when they become the delivery-count
+-- and idle-ms headers.
 function M.dispatcher(spec, consumer)
   local handle, max_body = spec.handle, spec.max_body
   local stream, group = spec.stream, spec.group
-  return function(id, fields)
+  return function(id, fields, deliveries, idle_ms)
     local headers, raw, data = {}, {}, nil
     for i = 1, #fields, 2 do
       local k, v = fields[i], fields[i + 1]
       raw[k] = v
       if k == DATA then data = v else headers[k] = v end
+    end
+    if deliveries >= 0 then
+      headers[DELIVERY_COUNT_HEADER] = string.format("%d", deliveries)
+      headers[IDLE_MS_HEADER] = string.format("%d", idle_ms)
     end
     local msg
     if data ~= nil then

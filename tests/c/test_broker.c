@@ -55,12 +55,15 @@ TEST_IMPL(broker_version_parse) {
   ASSERT_INT_EQ(bk_version_parse("6.2.14", 6), 60214);
   ASSERT_INT_EQ(bk_version_parse("255.255.255", 11), -1); /* would collide */
   ASSERT_INT_EQ(bk_version_parse("10.99.99", 8), 109999);
+  /* 8.4 release candidates report 8.3.2xx: below 8.4.0, above 8.3.x */
+  ASSERT_INT_EQ(bk_version_parse("8.3.224", 7), 80399);
+  ASSERT(bk_version_parse("8.3.224", 7) < bk_version_parse("8.4.0", 5));
   ASSERT(bk_version_parse("8.4.0", 5) > bk_version_parse("7.99.99", 7));
   /* len bounds the text: a version inside a longer buffer */
   ASSERT_INT_EQ(bk_version_parse("7.0.15\r\nredis_git_sha1", 6), 70015);
 
   const char *bad[] = {"", "7", "7.0", "7.0.", ".0.1", "7..1", "7.0.15.1", "v7.0.1",
-                       "7.0.1-rc1", "7.0.1 ", " 7.0.1", "7.100.0", "7.0.100", "a.b.c",
+                       "7.0.1-rc1", "7.0.1 ", " 7.0.1", "7.100.0", "a.b.c",
                        "garbage", "7,0,1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     if (bk_version_parse(bad[i], strlen(bad[i])) != -1)

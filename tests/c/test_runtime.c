@@ -398,31 +398,45 @@ TEST_IMPL(runtime_load_bytecode_refused) {
   LEAK_CHECK();
 }
 
-TEST_IMPL(runtime_load_read_claiming_refused) {
+TEST_IMPL(runtime_load_recovery_modes) {
   const char *path;
-  const char *e = load_err("claiming.lua",
+  handler *h = load_ok("claiming.lua",
+                       "return {\n"
+                       "  stream = \"s\", group = \"g\", handle = function() end,\n"
+                       "  min_idle = \"30s\", claim_fallback = true,\n"
+                       "  read = \"claiming\",\n"
+                       "}\n",
+                       NULL);
+  ASSERT_INT_EQ(handler_spec(h)->read, READ_CLAIMING);
+  ASSERT_INT_EQ(handler_spec(h)->min_idle_ms, 30000);
+  ASSERT(handler_spec(h)->claim_fallback);
+  handler_release(h);
+  h = load_ok("reclaim.lua",
+              "return { stream = \"s\", group = \"g\", handle = function() end,\n"
+              "  read = \"reclaim\", min_idle = 500 }\n",
+              NULL);
+  ASSERT_INT_EQ(handler_spec(h)->read, READ_RECLAIM);
+  ASSERT_INT_EQ(handler_spec(h)->min_idle_ms, 500);
+  ASSERT(!handler_spec(h)->claim_fallback);
+  handler_release(h);
+  /* min_idle has no default. */
+  const char *e = load_err("claiming2.lua",
                            "return {\n"
                            "  stream = \"s\", group = \"g\", handle = function() end,\n"
-                           "  min_idle = \"30s\",\n"
                            "  read = \"claiming\",\n"
                            "}\n",
                            &path);
-  ASSERT_STR_EQ(e, at(path, 4,
-                      "read = \"claiming\" is not supported by this version of luastream yet"));
-  /* Without min_idle both problems are reported. */
-  e = load_err("claiming2.lua",
+  ASSERT_STR_EQ(e, at(path, 3,
+                      "read = \"claiming\" needs min_idle: how long an entry stays pending before "
+                      "it counts as abandoned (ms, or a string such as \"30s\"); it has no default"));
+  /* claim_fallback means nothing on other read modes. */
+  e = load_err("fallback_on_new.lua",
                "return {\n"
                "  stream = \"s\", group = \"g\", handle = function() end,\n"
-               "  read = \"claiming\",\n"
+               "  claim_fallback = true,\n"
                "}\n",
                &path);
-  char want[2048];
-  snprintf(want, sizeof want, "%s\n%s",
-           at(path, 3,
-              "read = \"claiming\" needs min_idle (ms or a string such as \"30s\"); it has no "
-              "default"),
-           at(path, 3, "read = \"claiming\" is not supported by this version of luastream yet"));
-  ASSERT_STR_EQ(e, want);
+  ASSERT_STR_EQ(e, at(path, 3, "field 'claim_fallback' only applies to read = \"claiming\""));
   /* A reserved field is refused by name. */
   e = load_err("reserved.lua",
                "return {\n"
