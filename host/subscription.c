@@ -129,7 +129,7 @@ struct ack_batch {
   char (*ids)[ID_MAX];
 };
 
-static void queue_ack(subscription *s, const char *id);
+static void add_ack(subscription *s, const char *id);
 
 static void ack_done(void *data, const bk_reply *r, const char *err) {
   struct ack_batch *batch = data;
@@ -141,8 +141,11 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
     char count[24];
     snprintf(count, sizeof count, "%zu", batch->n);
     sub_log(s, LOG_WARN, "ack failed, will retry", "entries", count, "error", why);
-    /* Put them back: acked later, never dropped. */
-    for (size_t i = 0; i < batch->n; i++) queue_ack(s, batch->ids[i]);
+    /* Put them back: acked later, never dropped, and not at once: an error
+     * such as READONLY lasts until the server changes. */
+    for (size_t i = 0; i < batch->n; i++) add_ack(s, batch->ids[i]);
+    s->flush_armed = true;
+    timer_start(s->flush_timer, BACKOFF_MIN_MS);
   }
   free(batch->ids);
   free(batch);
@@ -183,7 +186,8 @@ later:
   timer_start(s->flush_timer, BACKOFF_MIN_MS);
 }
 
-static void queue_ack(subscription *s, const char *id) {
+/* Adds id to the next XACK. */
+static void add_ack(subscription *s, const char *id) {
   if (s->nacks == s->acks_cap) {
     size_t cap = s->acks_cap ? s->acks_cap * 2 : 64;
     void *p = realloc(s->acks, cap * sizeof *s->acks);
@@ -195,6 +199,11 @@ static void queue_ack(subscription *s, const char *id) {
     s->acks_cap = cap;
   }
   snprintf(s->acks[s->nacks++], ID_MAX, "%s", id);
+}
+
+/* Adds id to the XACK that goes out at the next loop turn. */
+static void queue_ack(subscription *s, const char *id) {
+  add_ack(s, id);
   if (!s->flush_armed) {
     s->flush_armed = true;
     timer_start(s->flush_timer, 0);
@@ -548,7 +557,7 @@ static void start_reading(subscription *s) {
                                                   : "claim script (claim_fallback)";
   sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
-  read_next(s);
+  progress(s); /* entries read before the group was lost run now */
 }
 
 static const char *start_id(const char *start) {
@@ -602,6 +611,9 @@ static void create_done(void *data, const bk_reply *r, const char *err) {
 
 static void ensure_group(subscription *s) {
   s->state = SUB_CREATING;
+  /* A group created again has a new pending list: scan it from the start. */
+  strcpy(s->cursor, "0-0");
+  s->block_next = false;
   const char *start = start_id(s->spec->start_at ? s->spec->start_at : s->spec->start);
   const char *argv[] = {"XGROUP", "CREATE", s->spec->stream, s->spec->group, start, "MKSTREAM"};
   size_t len[6];
@@ -637,7 +649,6 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
 
 void sub_start(subscription *s, long server_version) {
   s->native_claim = server_version >= SUB_CLAIM_VERSION;
-  strcpy(s->cursor, "0-0");
   char name[300];
   snprintf(name, sizeof name, "%s/read", s->spec->name);
   s->reader = bk_conn_open(s->b, name, reader_state, s);

@@ -1,0 +1,631 @@
+/* Tests for subscription.c: a real subscription, real handler files and the
+ * replay broker (replay_broker.h), which answers each command with a recorded
+ * reply. Redis 8.4 is not installed here, so the XREADGROUP ... CLAIM wire path
+ * is checked against recorded 8.4 replies (integers in GA, bulk strings in the
+ * release candidates).
+ *
+ * Time is real but only passes through the libuv loop each test owns: the
+ * longest wait is one 100 ms backoff or poll. Handlers log what they get
+ * (`msg=got`), captured through log_set_sink. */
+#include <stdbool.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "clock.h"
+#include "log.h"
+#include "replay_broker.h"
+#include "runtime.h"
+#include "scripts.h"
+#include "subscription.h"
+#include "task.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define LEAK_CHECK() __lsan_do_leak_check()
+#else
+#define LEAK_CHECK() ((void)0)
+#endif
+
+/* ---- handler files in a temporary folder ---- */
+
+static char tmpdir[64];
+static char path[256];
+
+static void tmp_cleanup(void) {
+  if (path[0]) unlink(path);
+  if (tmpdir[0]) rmdir(tmpdir);
+}
+
+/* A handler on stream payments, group ledger, with `opts` as more fields. It
+ * logs what it got, sleeps msg.sleep ms when asked, and retries when
+ * msg.retry, else acks. */
+static const char *write_handler(const char *name, const char *opts) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lssub.XXXXXX");
+  ASSERT_NOT_NULL(mkdtemp(tmpdir));
+  atexit(tmp_cleanup);
+  unsetenv("LUASTREAM_LUA_DIR"); /* the compiled-in lua/ folder */
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  FILE *f = fopen(path, "wb");
+  ASSERT_NOT_NULL(f);
+  fprintf(f,
+          "local ls = require \"luastream\"\n"
+          "return {\n"
+          "  stream = \"payments\", group = \"ledger\", %s,\n"
+          "  handle = function(msg, ctx)\n"
+          "    local h = ctx.headers\n"
+          "    ls.log.info(\"got\", { id = ctx.id, n = msg.n, deliveries = h[\"delivery-count\"],\n"
+          "                         idle = h[\"idle-ms\"], key = h[\"partition-key\"] })\n"
+          "    if msg.sleep then ls.sleep(msg.sleep) end\n"
+          "    if msg.retry then return ls.retry() end\n"
+          "    return ls.ack()\n"
+          "  end,\n"
+          "}\n",
+          opts);
+  ASSERT_OK(fclose(f));
+  return path;
+}
+
+/* ---- log capture ---- */
+
+static char logbuf[65536];
+static size_t log_len;
+
+static void log_capture(void *data, enum log_level level, const char *line, size_t len) {
+  (void)data, (void)level;
+  ASSERT(log_len + len + 2 < sizeof logbuf);
+  memcpy(logbuf + log_len, line, len + 1); /* with its newline */
+  log_len += len + 1;
+  logbuf[log_len] = '\0';
+}
+
+/* What the handler logged: the part after `msg=got ` of each of its lines. */
+static const char *got(void) {
+  static char out[8192];
+  char *o = out;
+  *o = '\0';
+  for (const char *p = logbuf; (p = strstr(p, " msg=got ")) != NULL;) {
+    p += strlen(" msg=got ");
+    const char *nl = strchr(p, '\n');
+    ASSERT((size_t)(o - out) + (size_t)(nl - p) + 2 < sizeof out);
+    memcpy(o, p, (size_t)(nl - p) + 1);
+    o += nl - p + 1;
+    *o = '\0';
+  }
+  return out;
+}
+
+/* ---- the fixture: one loop, one replay broker, one subscription ---- */
+
+#define READER "sub/read" /* the subscription's own connection: handler name + "/read" */
+
+static struct {
+  uv_loop_t loop;
+  lclock *clk;
+  replay_broker *rb;
+  broker *b;
+  bk_conn *cmd;
+  struct rt_env env;
+  subscription *s;
+  int reading, drained;
+  uint64_t reading_at[4];
+  size_t outstanding_at_drain;
+  char cmd_log_at_drain[4096];
+} F;
+
+static void on_event(void *data, subscription *s, enum sub_event ev) {
+  ASSERT(data == &F && s == F.s);
+  if (ev == SUB_EV_READING) {
+    ASSERT(F.reading < 4);
+    F.reading_at[F.reading++] = clock_now(F.clk);
+    return;
+  }
+  F.drained++;
+  F.outstanding_at_drain = replay_outstanding(F.rb);
+  snprintf(F.cmd_log_at_drain, sizeof F.cmd_log_at_drain, "%s", replay_log(F.rb, "cmd"));
+}
+
+/* Loads DIR/sub.lua with `opts` over a replay broker whose defaults create
+ * groups and ack; the test adds its recorded replies, then calls fx_run. */
+static void fx_init(const char *opts) {
+  memset(&F, 0, sizeof F);
+  log_len = 0;
+  logbuf[0] = '\0';
+  log_set_sink(log_capture, NULL);
+  ASSERT_OK(uv_loop_init(&F.loop));
+  F.clk = clock_uv_new(&F.loop);
+  ASSERT_NOT_NULL(F.clk);
+  F.rb = replay_new(F.clk);
+  F.b = replay_base(F.rb);
+  replay_alias(F.rb, SCRIPT_CLAIM, "<claim>");
+  replay_alias(F.rb, SCRIPT_RECLAIM, "<reclaim>");
+  replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
+  replay_default(F.rb, "XACK * * **", ":%n\r\n");
+  F.cmd = bk_conn_open(F.b, "cmd", NULL, NULL);
+  F.env = (struct rt_env){.clock = F.clk, .broker = F.b, .conn = F.cmd};
+
+  char err[4096];
+  handler *h = NULL;
+  if (handler_load(write_handler("sub.lua", opts), &F.env, &h, err, sizeof err) != 0)
+    TEST_FAIL_("handler_load: %s", err);
+  ASSERT_OK(handler_bind(h, "c-1"));
+  F.s = sub_new(h, F.b, F.cmd, F.clk, on_event, &F);
+  ASSERT_NOT_NULL(F.s);
+}
+
+/* Runs the loop until nothing is left to do but reads nobody answers. */
+static void settle(void) { ASSERT_OK(uv_run(&F.loop, UV_RUN_DEFAULT)); }
+
+static void fx_run(long server_version) {
+  ASSERT(!bk_connected(F.b, F.cmd)); /* connections come up from the loop */
+  ASSERT_OK(uv_run(&F.loop, UV_RUN_NOWAIT));
+  ASSERT(bk_connected(F.b, F.cmd));
+  sub_start(F.s, server_version);
+  settle();
+}
+
+/* Stops (unless the test did), checks the drain, and frees everything. */
+static void fx_finish(void) {
+  if (F.drained == 0) {
+    sub_stop(F.s);
+    settle();
+  }
+  ASSERT_INT_EQ(F.drained, 1);
+  ASSERT_INT_EQ(replay_unused(F.rb), 0); /* every recorded reply was asked for */
+  ASSERT(!sub_reading(F.s));
+  sub_free(F.s);
+  bk_conn_close(F.b, F.cmd);
+  broker_free(F.b);
+  F.clk->ops->free(F.clk);
+  ASSERT_OK(uv_run(&F.loop, UV_RUN_DEFAULT)); /* timer close callbacks */
+  ASSERT_OK(uv_loop_close(&F.loop));
+  log_set_sink(NULL, NULL);
+  LEAK_CHECK();
+}
+
+/* ---- recorded replies ---- */
+
+/* XREADGROUP ... CLAIM 30000 on Redis 8.4.0 GA: one entry claimed (idle
+ * 31000 ms, delivered once before), one claimed but deleted from the stream
+ * (nil fields), one new (0, 0). */
+static const char CLAIM_REPLY_INT[] =
+    "*1\r\n"
+    "*2\r\n$8\r\npayments\r\n"
+    "*3\r\n"
+    "*4\r\n$15\r\n1700000000000-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":1}\r\n:31000\r\n:1\r\n"
+    "*4\r\n$15\r\n1700000000001-0\r\n*-1\r\n:45000\r\n:2\r\n"
+    "*4\r\n$15\r\n1700000000002-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n:0\r\n:0\r\n";
+
+/* The same on an 8.4 release candidate: idle and count as bulk strings. */
+static const char CLAIM_REPLY_STR[] =
+    "*1\r\n"
+    "*2\r\n$8\r\npayments\r\n"
+    "*3\r\n"
+    "*4\r\n$15\r\n1700000000000-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":1}\r\n"
+    "$5\r\n31000\r\n$1\r\n1\r\n"
+    "*4\r\n$15\r\n1700000000001-0\r\n*-1\r\n$5\r\n45000\r\n$1\r\n2\r\n"
+    "*4\r\n$15\r\n1700000000002-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
+    "$1\r\n0\r\n$1\r\n0\r\n";
+
+#define CLAIMING "read = \"claiming\", min_idle = 30000, batch = 10"
+/* BLOCK is recovery_wait_ms: min_idle / 2, at most 1000. */
+#define CLAIM_READ(count)                                                                    \
+  "XREADGROUP GROUP ledger c-1 COUNT " count " BLOCK 1000 CLAIM 30000 STREAMS payments >"
+#define CREATE "XGROUP CREATE payments ledger $ MKSTREAM"
+
+/* ================================================================ replay broker */
+
+struct calls {
+  int n;
+  char what[4][64];
+};
+
+static void record(void *data, const bk_reply *r, const char *err) {
+  struct calls *c = data;
+  ASSERT(c->n < 4);
+  if (r && r->type == BK_INTEGER)
+    snprintf(c->what[c->n++], sizeof c->what[0], "%lld", r->integer);
+  else if (r)
+    snprintf(c->what[c->n++], sizeof c->what[0], "%.*s", (int)r->len, r->str);
+  else
+    snprintf(c->what[c->n++], sizeof c->what[0], "err %s", err);
+}
+
+static void count_up(void *data, bk_conn *c, int up) {
+  (void)c;
+  ASSERT_INT_EQ(up, 1);
+  (*(int *)data)++;
+}
+
+static int send_text(broker *b, bk_conn *c, const char *text, struct calls *out) {
+  const char *argv[8];
+  size_t len[8];
+  char buf[256];
+  int argc = 0;
+  snprintf(buf, sizeof buf, "%s", text);
+  for (char *save, *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+    argv[argc] = w;
+    len[argc++] = strlen(w);
+  }
+  return bk_command(b, c, argc, argv, len, record, out);
+}
+
+TEST_IMPL(replay_broker_async_ordered_exactly_once) {
+  uv_loop_t loop;
+  ASSERT_OK(uv_loop_init(&loop));
+  lclock *clk = clock_uv_new(&loop);
+  replay_broker *rb = replay_new(clk);
+  broker *b = replay_base(rb);
+  replay_expect(rb, "GET *", "$3\r\nbar\r\n");
+  replay_expect(rb, "PING", "+PONG\r\n");
+  replay_default(rb, "DEL **", ":%n\r\n");
+
+  int ups = 0;
+  bk_conn *a = bk_conn_open(b, "a", count_up, &ups);
+  struct calls ca = {0}, cb = {0};
+  ASSERT_INT_EQ(ups, 0);
+  ASSERT_INT_EQ(send_text(b, a, "PING", &ca), -1); /* not up yet: refused, never calls back */
+  ASSERT_OK(uv_run(&loop, UV_RUN_NOWAIT));
+  ASSERT_INT_EQ(ups, 1);
+
+  /* Nothing answers BLPOP: it holds back the PING behind it on `a`. */
+  ASSERT_OK(send_text(b, a, "BLPOP q 0", &ca));
+  ASSERT_OK(send_text(b, a, "PING", &ca));
+  bk_conn *c2 = bk_conn_open(b, "b", NULL, NULL);
+  ASSERT_OK(uv_run(&loop, UV_RUN_NOWAIT));
+  ASSERT_OK(send_text(b, c2, "GET foo", &cb));
+  ASSERT_OK(send_text(b, c2, "DEL x y z", &cb));
+  ASSERT_INT_EQ(cb.n, 0); /* never from inside bk_command */
+  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_INT_EQ(cb.n, 2);
+  ASSERT_STR_EQ(cb.what[0], "bar");
+  ASSERT_STR_EQ(cb.what[1], "3");
+  ASSERT_INT_EQ(ca.n, 0);
+  ASSERT_INT_EQ(replay_outstanding(rb), 2);
+
+  bk_conn_close(b, a); /* both fire now, once, in order */
+  ASSERT_INT_EQ(ca.n, 2);
+  ASSERT_STR_EQ(ca.what[0], "err connection closed");
+  ASSERT_STR_EQ(ca.what[1], "err connection closed");
+  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_INT_EQ(ca.n, 2);
+  ASSERT_INT_EQ(replay_outstanding(rb), 0);
+  ASSERT_INT_EQ(replay_unused(rb), 0);
+
+  ASSERT_STR_EQ(replay_log(rb, NULL), "a: BLPOP q 0\na: PING\nb: GET foo\nb: DEL x y z\n");
+  ASSERT_STR_EQ(replay_log(rb, "a"), "BLPOP q 0\nPING\n");
+  ASSERT_INT_EQ(replay_nsent(rb, "b"), 2);
+  ASSERT_STR_EQ(replay_sent(rb, "b", 1), "DEL x y z");
+  ASSERT_NULL(replay_sent(rb, "b", 2));
+
+  bk_conn_close(b, c2);
+  broker_free(b);
+  clk->ops->free(clk);
+  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_OK(uv_loop_close(&loop));
+  LEAK_CHECK();
+}
+
+/* ================================================================ claiming, 8.4 */
+
+static void claim_reply_handled(const char *reply) {
+  fx_init(CLAIMING);
+  replay_expect(F.rb, CLAIM_READ("10"), reply);
+  fx_run(80400);
+
+  ASSERT_CONTAINS(logbuf, "msg=\"subscription reading\"");
+  ASSERT_CONTAINS(logbuf, "read=claiming via=\"XREADGROUP CLAIM\"");
+  /* Claimed first, then new; the deleted entry never reaches the handler. */
+  ASSERT_STR_EQ(got(), "id=1700000000000-0 deliveries=1 idle=31000 n=1\n"
+                       "id=1700000000002-0 deliveries=0 idle=0 n=2\n");
+  /* The next read went out as soon as the first entry was done, while the
+   * second still sat in the lanes: COUNT is the batch minus entries in flight. */
+  ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("9") "\n");
+  /* Both handled entries in one XACK; the deleted one is not acked. */
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"),
+                CREATE "\nXACK payments ledger 1700000000000-0 1700000000002-0\n");
+  ASSERT_INT_EQ(replay_outstanding(F.rb), 1); /* the second read blocks */
+  ASSERT_NULL(strstr(logbuf, "level=error"));
+  fx_finish();
+}
+
+TEST_IMPL(sub_claim_native_integer_reply) { claim_reply_handled(CLAIM_REPLY_INT); }
+
+TEST_IMPL(sub_claim_native_string_reply) { claim_reply_handled(CLAIM_REPLY_STR); }
+
+TEST_IMPL(sub_claim_native_nil_reply_reads_again) {
+  fx_init(CLAIMING);
+  replay_expect(F.rb, CLAIM_READ("10"), "*-1\r\n"); /* BLOCK ran out, nothing claimable */
+  fx_run(80400);
+  ASSERT_STR_EQ(got(), "");
+  ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("10") "\n");
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\n");
+  ASSERT_NULL(strstr(logbuf, "level=warn"));
+  ASSERT_NULL(strstr(logbuf, "level=error"));
+  fx_finish();
+}
+
+TEST_IMPL(sub_claim_native_retry_writes_nothing) {
+  fx_init(CLAIMING);
+  replay_expect(F.rb, CLAIM_READ("10"),
+                "*1\r\n*2\r\n$8\r\npayments\r\n*2\r\n"
+                "*4\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$20\r\n{\"n\":1,\"retry\":true}\r\n"
+                ":31000\r\n:1\r\n"
+                "*4\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n:0\r\n:0\r\n");
+  fx_run(80400);
+  ASSERT_STR_EQ(got(), "id=1-0 deliveries=1 idle=31000 n=1\nid=2-0 deliveries=0 idle=0 n=2\n");
+  /* 1-0 stays pending under its own id: no copy, no transaction, no ack. */
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\nXACK payments ledger 2-0\n");
+  fx_finish();
+}
+
+/* ================================================================ claiming, script */
+
+TEST_IMPL(sub_claim_fallback_script) {
+  fx_init(CLAIMING ", claim_fallback = true");
+  /* One entry claimed (idle 45000, delivered 3 times before); 4-0 was no
+   * longer in the stream (XCLAIM dropped it). */
+  replay_expect(F.rb, "EVAL <claim> 1 payments ledger c-1 30000 10",
+                "*3\r\n$3\r\n0-0\r\n"
+                "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
+                "*4\r\n$3\r\n5-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":5}\r\n:45000\r\n:3\r\n"
+                "*1\r\n$3\r\n4-0\r\n");
+  /* Nothing claimable and nothing new: the next read blocks on `>`. */
+  replay_expect(F.rb, "EVAL <claim> 1 payments ledger c-1 30000 10",
+                "*3\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments >",
+                "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
+                "*2\r\n$3\r\n6-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":6}\r\n");
+  fx_run(70015);
+
+  ASSERT_CONTAINS(logbuf, "read=claiming via=\"claim script (claim_fallback)\"");
+  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"pending entry no longer in the stream, "
+                          "dropped\" stream=payments group=ledger consumer=c-1 id=4-0\n");
+  /* The plain read's entries count as new: 0 and 0, as CLAIM would say. */
+  ASSERT_STR_EQ(got(), "id=5-0 deliveries=3 idle=45000 n=5\nid=6-0 deliveries=0 idle=0 n=6\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "EVAL <claim> 1 payments ledger c-1 30000 10\n"
+                "EVAL <claim> 1 payments ledger c-1 30000 10\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments >\n"
+                "EVAL <claim> 1 payments ledger c-1 30000 10\n");
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"),
+                CREATE "\nXACK payments ledger 5-0\nXACK payments ledger 6-0\n");
+  fx_finish();
+}
+
+/* ================================================================ reclaim */
+
+TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
+  fx_init("read = \"reclaim\", min_idle = 200, batch = 10"); /* polls every 100 ms */
+  /* [cursor, [[key, entries]], [deleted]]: the 4th element is Redis's
+   * delivery count after the claim. */
+  replay_expect(F.rb, "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10",
+                "*3\r\n$3\r\n9-0\r\n"
+                "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
+                "*4\r\n$3\r\n3-0\r\n"
+                "*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
+                ":40000\r\n:2\r\n"
+                "*2\r\n$3\r\n4-0\r\n$3\r\n6-0\r\n");
+  /* The rest of the pending list, from 9-0: nothing idle enough. */
+  replay_expect(F.rb, "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10",
+                "*3\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
+  uv_update_time(&F.loop);
+  uint64_t start = uv_now(&F.loop);
+  fx_run(80400);
+
+  ASSERT_STR_EQ(got(), "id=3-0 deliveries=2 idle=40000 key=acct-7 n=3\n");
+  ASSERT_CONTAINS(logbuf, "msg=\"pending entry no longer in the stream, dropped\" "
+                          "stream=payments group=ledger consumer=c-1 id=4-0\n");
+  ASSERT_CONTAINS(logbuf, "msg=\"pending entry no longer in the stream, dropped\" "
+                          "stream=payments group=ledger consumer=c-1 id=6-0\n");
+  /* The cursor is carried; a full pass with nothing to claim waits a poll. */
+  ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n"
+                                          "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10\n"
+                                          "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n");
+  ASSERT(uv_now(&F.loop) - start >= 100);
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\nXACK payments ledger 3-0\n");
+  fx_finish();
+}
+
+/* ================================================================ new */
+
+TEST_IMPL(sub_new_retry_copy_and_other_groups_copy) {
+  fx_init("batch = 10");
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >",
+                "*1\r\n*2\r\n$8\r\npayments\r\n*4\r\n"
+                /* first delivery, retried */
+                "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n"
+                "$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
+                /* our own retry copy of 5-0, retried again */
+                "*2\r\n$3\r\n6-0\r\n*8\r\n$4\r\ndata\r\n$20\r\n{\"n\":6,\"retry\":true}\r\n"
+                "$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\nretry-group\r\n$6\r\nledger\r\n"
+                "$11\r\noriginal-id\r\n$3\r\n5-0\r\n"
+                /* group audit's retry copy: not for us */
+                "*2\r\n$3\r\n7-0\r\n*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n"
+                "$11\r\nretry-group\r\n$5\r\naudit\r\n"
+                "*2\r\n$3\r\n8-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":8}\r\n");
+  for (int i = 0; i < 2; i++) {
+    replay_expect(F.rb, "MULTI", "+OK\r\n");
+    replay_expect(F.rb, "XADD payments * **", "+QUEUED\r\n");
+  }
+  replay_expect(F.rb, "XACK payments ledger 5-0", "+QUEUED\r\n");
+  replay_expect(F.rb, "XACK payments ledger 6-0", "+QUEUED\r\n");
+  replay_expect(F.rb, "EXEC", "*2\r\n$4\r\n10-0\r\n:1\r\n");
+  replay_expect(F.rb, "EXEC", "*2\r\n$4\r\n11-0\r\n:1\r\n");
+  fx_run(80400);
+
+  ASSERT_STR_EQ(got(), "id=5-0 key=acct-7 n=5\nid=6-0 deliveries=2 n=6\nid=8-0 n=8\n");
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"),
+                CREATE "\n"
+                "MULTI\n"
+                "XADD payments * data {\"n\":5,\"retry\":true} partition-key acct-7 "
+                "delivery-count 1 retry-group ledger original-id 5-0\n"
+                "XACK payments ledger 5-0\n"
+                "EXEC\n"
+                "MULTI\n"
+                "XADD payments * data {\"n\":6,\"retry\":true} "
+                "delivery-count 3 retry-group ledger original-id 5-0\n"
+                "XACK payments ledger 6-0\n"
+                "EXEC\n"
+                "XACK payments ledger 7-0 8-0\n");
+  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 2);
+  ASSERT_NULL(strstr(logbuf, "level=error"));
+  fx_finish();
+}
+
+/* ================================================================ errors */
+
+TEST_IMPL(sub_nogroup_creates_group_again) {
+  fx_init(CLAIMING);
+  replay_expect(F.rb, CLAIM_READ("10"),
+                "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
+                "with GROUP option\r\n");
+  fx_run(80400);
+
+  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"group or stream disappeared, creating "
+                          "it again\"");
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\n" CREATE "\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("10") "\n");
+  ASSERT_INT_EQ(F.reading, 2);
+  ASSERT(F.reading_at[1] - F.reading_at[0] >= 100); /* after the first backoff */
+  fx_finish();
+}
+
+/* A script's error carries the code inside (7.0 appends the script). The new
+ * group has a new pending list: the scan starts again at 0-0. */
+TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
+  fx_init("read = \"reclaim\", min_idle = 200, batch = 10");
+  replay_expect(F.rb, "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10",
+                "*3\r\n$3\r\n9-0\r\n"
+                "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
+                "*4\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n:40000\r\n:2\r\n"
+                "*0\r\n");
+  replay_expect(F.rb, "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10",
+                "-NOGROUP No such key 'payments' or consumer group 'ledger' script: "
+                "0d1b4c0a4c3f8b9c2f1e6e4d7a5b3c2d1e0f9a8b, on @user_script:9.\r\n");
+  fx_run(80400);
+
+  ASSERT_CONTAINS(logbuf, "msg=\"group or stream disappeared, creating it again\"");
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\nXACK payments ledger 3-0\n" CREATE "\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n"
+                                          "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10\n"
+                                          "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n");
+  fx_finish();
+}
+
+/* ================================================================ stop */
+
+static size_t outstanding_before, outstanding_after;
+static int drained_in_stop = -1;
+
+/* Stops right after the first read was handled: its acks are queued, not yet
+ * flushed, and the next read blocks. */
+static void stop_after_first_read(void *data, const char *conn, const char *command) {
+  (void)data, (void)command;
+  if (strcmp(conn, READER) != 0 || drained_in_stop != -1) return;
+  outstanding_before = replay_outstanding(F.rb);
+  sub_stop(F.s);
+  drained_in_stop = F.drained;
+  outstanding_after = replay_outstanding(F.rb);
+}
+
+TEST_IMPL(sub_stop_cancels_read_and_flushes_acks) {
+  fx_init(CLAIMING);
+  replay_expect(F.rb, CLAIM_READ("10"), CLAIM_REPLY_INT);
+  replay_on_reply(F.rb, stop_after_first_read, NULL);
+  fx_run(80400);
+
+  ASSERT_INT_EQ(outstanding_before, 1); /* the blocking read */
+  ASSERT_INT_EQ(drained_in_stop, 0);    /* the acks were not written yet */
+  ASSERT_INT_EQ(outstanding_after, 1);  /* the read is gone; the XACK went out */
+  ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("9") "\n");
+  ASSERT_INT_EQ(F.drained, 1);
+  ASSERT_INT_EQ(F.outstanding_at_drain, 0); /* drained once the XACK was answered */
+  ASSERT_STR_EQ(F.cmd_log_at_drain,
+                CREATE "\nXACK payments ledger 1700000000000-0 1700000000002-0\n");
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), F.cmd_log_at_drain);
+  ASSERT_CONTAINS(logbuf, "msg=\"subscription stopped\"");
+  fx_finish();
+}
+
+TEST_IMPL(sub_stop_waits_for_running_handler) {
+  fx_init(CLAIMING);
+  replay_expect(F.rb, CLAIM_READ("10"),
+                "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
+                "*4\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
+                ":31000\r\n:1\r\n");
+  replay_on_reply(F.rb, stop_after_first_read, NULL);
+  fx_run(80400);
+
+  ASSERT_INT_EQ(outstanding_before, 1); /* the next read blocks while 1-0 sleeps */
+  ASSERT_INT_EQ(drained_in_stop, 0);    /* 1-0 still running */
+  ASSERT_INT_EQ(outstanding_after, 0);
+  ASSERT_INT_EQ(F.drained, 1);
+  ASSERT_INT_EQ(F.outstanding_at_drain, 0);
+  ASSERT_STR_EQ(F.cmd_log_at_drain, CREATE "\nXACK payments ledger 1-0\n");
+  fx_finish();
+}
+
+/* ================================================================ host bugs */
+
+static uint64_t xack_at[4];
+static int nxack;
+
+/* Times the failing XACK replies; the third attempt is answered normally. */
+static void time_xacks(void *data, const char *conn, const char *command) {
+  (void)data;
+  if (strcmp(conn, "cmd") != 0 || strncmp(command, "XACK ", 5) != 0) return;
+  ASSERT(nxack < 4);
+  xack_at[nxack++] = clock_now(F.clk);
+  if (nxack == 2) replay_expect(F.rb, "XACK payments ledger 1-0", ":1\r\n");
+}
+
+/* An XACK answered with an error (READONLY after a failover, NOGROUP after
+ * the group was deleted) keeps its ids and is sent again after a backoff,
+ * not at once on every loop turn for as long as the error lasts. */
+TEST_IMPL(sub_failed_ack_retried_after_backoff) {
+  fx_init(CLAIMING);
+  replay_expect(F.rb, CLAIM_READ("10"),
+                "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
+                "*4\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":1}\r\n:31000\r\n:1\r\n");
+  for (int i = 0; i < 2; i++)
+    replay_expect(F.rb, "XACK payments ledger 1-0",
+                  "-READONLY You can't write against a read only replica.\r\n");
+  /* time_xacks adds the third, successful answer once two have failed. */
+  replay_on_reply(F.rb, time_xacks, NULL);
+  fx_run(80400);
+
+  ASSERT_INT_EQ(nxack, 3);
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\nXACK payments ledger 1-0\n"
+                                         "XACK payments ledger 1-0\nXACK payments ledger 1-0\n");
+  ASSERT_CONTAINS(logbuf, "msg=\"ack failed, will retry\"");
+  if (xack_at[1] - xack_at[0] < 100)
+    TEST_FAIL_("failed XACK sent again after %llu ms; expected a backoff (>= 100 ms)",
+               (unsigned long long)(xack_at[1] - xack_at[0]));
+  fx_finish();
+}
+
+/* Entries read before a NOGROUP error still wait in the lanes while the
+ * group is created again; they run as soon as reading resumes, not after the
+ * next read's BLOCK. */
+TEST_IMPL(sub_entries_run_after_group_recreated) {
+  fx_init("batch = 10"); /* one worker */
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >",
+                "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
+                "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
+                "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
+                "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
+  /* Sent while 1-0 sleeps and 2-0, 3-0 wait for the worker. */
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 7 BLOCK 2000 STREAMS payments >",
+                "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
+                "with GROUP option\r\n");
+  fx_run(80400);
+
+  ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 7 BLOCK 2000 STREAMS payments >\n"
+                /* 2-0 ran at once; 3-0 still waits for the one worker */
+                "XREADGROUP GROUP ledger c-1 COUNT 9 BLOCK 2000 STREAMS payments >\n");
+  ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
+  fx_finish();
+}
