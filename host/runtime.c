@@ -99,12 +99,14 @@ static void set_lua_path(lua_State *L, const char *handler_path) {
   const char *hdir = slash ? handler_path : ".";
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "path");                       /* package oldpath */
-  if (handler_path)
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%.*s/?.lua;%s", dir, dir, hlen, hdir,
-                    lua_tostring(L, -1));
-  else
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
-  lua_setfield(L, -3, "path");                       /* package oldpath */
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
+  if (handler_path) {
+    lua_pushlstring(L, hdir, (size_t)hlen);          /* lua_pushfstring has no %.*s */
+    lua_pushliteral(L, "/?.lua;");
+  }
+  lua_pushvalue(L, -(handler_path ? 4 : 2));         /* package oldpath lib [hdir pat] oldpath */
+  lua_concat(L, handler_path ? 4 : 2);               /* package oldpath newpath */
+  lua_setfield(L, -3, "path");
   lua_pop(L, 2);
 }
 

@@ -609,6 +609,22 @@ TEST_IMPL(runtime_outcomes_ack_retry) {
   LEAK_CHECK();
 }
 
+/* A handler requires a module beside it (files starting with `_` are not
+ * handlers), and the standard package.path stays searchable after it. */
+TEST_IMPL(runtime_require_sibling_module) {
+  write_file("_rules.lua", "return { verdict = function() return { retry = true } end }\n");
+  handler *h = load_ok("uses_sibling.lua",
+                       "local rules = require \"_rules\"\n"
+                       "local cjson = require \"cjson\"\n"
+                       "return { stream = \"s\", group = \"g\",\n"
+                       "  handle = function() assert(cjson.encode({1}) == \"[1]\"); return rules.verdict() end }\n",
+                       NULL);
+  struct captured c = run_json(h, "1-1", "{}");
+  expect_plain(&c, RT_RETRY);
+  handler_release(h);
+  LEAK_CHECK();
+}
+
 TEST_IMPL(runtime_outcome_reply_fields) {
   handler *h = load_ok("modes.lua", MODES, NULL);
   struct entry *e = mk_entry("1700000000000-5", "data", "{\"mode\":\"reply\",\"v\":\"hi\"}",
