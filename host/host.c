@@ -31,6 +31,7 @@ struct host {
   char version[32];
   long version_num;         /* bk_version_parse of version */
   bool failed;              /* stopped because it cannot run here (exit non-zero) */
+  char *why_failed;         /* what the version gate said, one line per subscription */
 };
 
 /* ---- the handler directory ---- */
@@ -83,20 +84,24 @@ void host_free_paths(char **paths) {
   free(paths);
 }
 
-/* Loads every file; prints each problem. Returns the number of problems. */
-static int load_all(const char *dir, const struct rt_env *env, handler ***out, size_t *count) {
+/* Loads every file; writes each problem as a line to report. Returns the
+ * number of problems. */
+static int load_all(const char *dir, const struct rt_env *env, handler ***out, size_t *count,
+                    FILE *report) {
   char err[ERR_MAX];
   char **paths = NULL;
+  *out = NULL;
+  *count = 0;
   int n = host_list_dir(dir, &paths, err, sizeof err);
   if (n < 0) {
-    fprintf(stderr, "%s\n", err);
+    fprintf(report, "%s\n", err);
     return 1;
   }
   handler **hs = calloc((size_t)n, sizeof *hs);
   int problems = hs ? 0 : 1;
   for (int i = 0; hs && i < n; i++) {
     if (handler_load(paths[i], env, &hs[i], err, sizeof err) != 0) {
-      fprintf(stderr, "%s\n", err);
+      fprintf(report, "%s\n", err);
       problems++;
     }
   }
@@ -115,7 +120,7 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
 int host_check(const char *dir) {
   handler **hs = NULL;
   size_t n = 0;
-  int problems = load_all(dir, NULL, &hs, &n);
+  int problems = load_all(dir, NULL, &hs, &n, stderr);
   for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
   free(hs);
   return problems;
@@ -151,19 +156,31 @@ static int name_consumers(host *h, const char *override) {
   return 0;
 }
 
-host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override) {
+host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override,
+               char **problems) {
+  size_t len = 0;
+  *problems = NULL;
+  FILE *report = open_memstream(problems, &len);
   host *h = calloc(1, sizeof *h);
-  if (h == NULL) return NULL;
+  if (h == NULL || report == NULL) goto error;
   h->b = b;
   h->clock = clock;
   h->env.clock = clock;
   h->env.broker = b;
-  if (load_all(dir, &h->env, &h->handlers, &h->n) != 0 ||
-      name_consumers(h, consumer_override) != 0) {
-    host_free(h);
-    return NULL;
+  if (load_all(dir, &h->env, &h->handlers, &h->n, report) != 0) goto error;
+  if (name_consumers(h, consumer_override) != 0) {
+    fprintf(report, "%s: cannot prepare the handlers (see the log)\n", dir);
+    goto error;
   }
+  fclose(report);
+  free(*problems);
+  *problems = NULL;
   return h;
+error:
+  if (report) fclose(report); /* *problems holds the text now */
+  else *problems = strdup("out of memory\n");
+  host_free(h);
+  return NULL;
 }
 
 /* ---- running ---- */
@@ -202,21 +219,25 @@ static void finish_stop(host *h) {
  * 8.4) unless it asked for the script fallback. Says so in one line per
  * subscription, before any group is joined. */
 static bool server_supports_all(host *h) {
-  bool ok = true;
+  char line[1024];
   for (size_t i = 0; i < h->n; i++) {
     const struct handler_spec *s = handler_spec(h->handlers[i]);
     if (s->read != READ_CLAIMING || s->claim_fallback || h->version_num >= SUB_CLAIM_VERSION)
       continue;
     const char *file = strrchr(s->path, '/');
     file = file ? file + 1 : s->path;
-    fprintf(stderr,
-            "%s: read = \"claiming\" (stream %s, group %s) needs Redis 8.4 or later; %s runs %s; "
-            "on this server set claim_fallback = true, or read with read = \"new\" beside a "
-            "read = \"reclaim\" subscription (see handlers/before-8.4/)\n",
-            file, s->stream, s->group, h->b->name, h->version);
-    ok = false;
+    int n = snprintf(line, sizeof line,
+                     "%s: read = \"claiming\" (stream %s, group %s) needs Redis 8.4 or later; %s "
+                     "runs %s; on this server set claim_fallback = true, or read with read = "
+                     "\"new\" beside a read = \"reclaim\" subscription (see handlers/before-8.4/)\n",
+                     file, s->stream, s->group, h->b->name, h->version);
+    size_t old = h->why_failed ? strlen(h->why_failed) : 0;
+    char *grown = realloc(h->why_failed, old + (size_t)n + 1);
+    if (grown == NULL) break;
+    memcpy(grown + old, line, (size_t)n + 1);
+    h->why_failed = grown;
   }
-  return ok;
+  return h->why_failed == NULL;
 }
 
 static void info_done(void *data, const bk_reply *r, const char *err) {
@@ -297,7 +318,17 @@ void host_stop(host *h) {
 }
 
 size_t host_subscriptions(const host *h) { return h->n; }
-bool host_failed(const host *h) { return h->failed; }
+const char *host_failed(const host *h) {
+  return h->failed ? (h->why_failed ? h->why_failed : "out of memory\n") : NULL;
+}
+
+void host_on_delivery(host *h,
+                      void (*fn)(void *data, const struct handler_spec *spec,
+                                 const struct entry *e, const struct rt_result *res),
+                      void *data) {
+  h->env.on_delivery = fn;
+  h->env.on_delivery_data = data;
+}
 
 void host_free(host *h) {
   if (h == NULL) return;
@@ -309,5 +340,6 @@ void host_free(host *h) {
   if (h->info_timer) timer_free(h->info_timer);
   free(h->subs);
   free(h->handlers);
+  free(h->why_failed);
   free(h);
 }

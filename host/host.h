@@ -29,18 +29,25 @@ void host_free_paths(char **paths);
  * it cannot run on this server (host_failed). */
 typedef void host_stopped_fn(void *data);
 
-/* Loads every handler of dir. Problems are written to stderr as
- * `file:line: message` lines; returns -1 when there was any. */
-host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override);
+/* Loads every handler of dir. On success returns the host; on failure NULL
+ * and *problems holds `file:line: message` lines (free it). */
+host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override,
+               char **problems);
 /* Connects, checks the server, starts every subscription. */
 void host_start(host *h, host_stopped_fn *stopped, void *data);
 /* Stops reading, lets running handlers finish, flushes outcomes. */
 void host_stop(host *h);
 /* Subscriptions, by load order; for tests and health. */
 size_t host_subscriptions(const host *h);
-/* True when the host stopped because it cannot run on this server (the
- * version gate): the process should exit non-zero. */
-bool host_failed(const host *h);
+/* When the host stopped because it cannot run on this server (the version
+ * gate): why, as `file: ...` lines; else NULL. The process should exit
+ * non-zero. */
+const char *host_failed(const host *h);
+/* Tells fn of every finished delivery (see rt_env.on_delivery). */
+void host_on_delivery(host *h,
+                      void (*fn)(void *data, const struct handler_spec *spec,
+                                 const struct entry *e, const struct rt_result *res),
+                      void *data);
 void host_free(host *h);
 
 /* `luastream check`: loads and validates every handler of dir without

@@ -209,8 +209,11 @@ static int cmd_run(int argc, char **argv) {
   lclock *clock = clock_uv_new(&loop);
   broker *b = broker_redis_new(&loop, &url);
   struct run_state rs = {0};
-  rs.host = host_new(o.pos[0], b, clock, o.consumer);
+  char *problems = NULL;
+  rs.host = host_new(o.pos[0], b, clock, o.consumer, &problems);
   if (rs.host == NULL) {
+    if (problems) fputs(problems, stderr);
+    free(problems);
     log_line(LOG_ERROR, NULL, "handlers failed to load; not starting", "dir", o.pos[0], NULL);
     broker_free(b);
     clock->ops->free(clock);
@@ -224,7 +227,9 @@ static int cmd_run(int argc, char **argv) {
   uv_signal_start(&rs.sigint, on_signal, SIGINT);
   host_start(rs.host, host_stopped, &rs);
   uv_run(&loop, UV_RUN_DEFAULT);
-  int status = host_failed(rs.host) ? 1 : 0;
+  const char *why = host_failed(rs.host);
+  if (why) fputs(why, stderr);
+  int status = why ? 1 : 0;
   host_free(rs.host);
   broker_free(b);
   clock->ops->free(clock);

@@ -261,8 +261,14 @@ static void job_free(struct rt_job *job) {
   if (h->released && h->jobs == 0) handler_destroy(h);
 }
 
-static void finish(struct rt_job *job, const struct rt_result *res) {
+static void report(struct rt_job *job, const struct rt_result *res) {
+  const struct rt_env *env = job->h->env;
+  if (env && env->on_delivery) env->on_delivery(env->on_delivery_data, &job->h->spec, job->e, res);
   job->done(job->data, job->e, res);
+}
+
+static void finish(struct rt_job *job, const struct rt_result *res) {
+  report(job, res);
   job_free(job);
 }
 
@@ -320,7 +326,7 @@ static void finish_failed(struct rt_job *job, const char *why) {
   luaL_traceback(L, job->co, msg, 0);
   struct rt_result res = {.kind = RT_ERROR, .reason = "handler-error"};
   res.text = lua_tolstring(L, -1, &res.text_len);
-  job->done(job->data, job->e, &res);
+  report(job, &res);
   lua_settop(L, 0); /* before job_free, which may close the state */
   job_free(job);
 }

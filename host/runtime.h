@@ -19,6 +19,7 @@
 #include "clock.h"
 
 struct entry;
+struct rt_result;
 
 enum read_mode { READ_NEW, READ_CLAIMING, READ_RECLAIM };
 
@@ -47,6 +48,11 @@ struct rt_env {
   lclock *clock;
   broker *broker;
   bk_conn *conn;         /* for ctx:publish */
+  /* Optional: told of every finished delivery, before its outcome is applied
+   * (the test harness records them). Arguments valid during the call only. */
+  void (*on_delivery)(void *data, const struct handler_spec *spec, const struct entry *e,
+                      const struct rt_result *res);
+  void *on_delivery_data;
 };
 
 typedef struct handler handler;
