@@ -43,6 +43,21 @@ void timer_free(ltimer *t);
 struct uv_loop_s;
 lclock *clock_uv_new(struct uv_loop_s *loop);
 
+/* Virtual backend for the test harness: time moves only when told.
+ * now_ms starts at 0 and wall_ms is wall_start_ms + now_ms. Timers fire only
+ * inside clock_virtual_advance / clock_virtual_settle, in (due time, arming
+ * order) order, each with now_ms equal to its own due time. All timers must be
+ * freed before the clock. Returns NULL when out of memory. */
+lclock *clock_virtual_new(uint64_t wall_start_ms);
+/* Moves now forward by ms, firing every timer that falls due up to the new
+ * time, including timers armed by those callbacks within the window. Returns
+ * the new now_ms. */
+uint64_t clock_virtual_advance(lclock *c, uint64_t ms);
+/* Fires everything due at the current time (0-ms timers, again and again,
+ * until none is due). Aborts after a million firings: a 0-ms timer that keeps
+ * re-arming itself would otherwise hang the test. */
+void clock_virtual_settle(lclock *c);
+
 /* Every ltimer starts with this header so the generic helpers can dispatch. */
 struct ltimer {
   lclock *clock;

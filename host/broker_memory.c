@@ -1,0 +1,628 @@
+/* broker_memory: the broker seam on an in-memory Redis streams server, for the
+ * test harness. The host runs unmodified against it on a virtual clock.
+ *
+ * Each connection keeps a FIFO of the commands it was given. Nothing runs
+ * inside bk_command: it copies the argv, queues it and arms one 0-ms "pump"
+ * timer on the clock. The pump runs queued commands in global arrival order
+ * and fires each callback right after its command, so replies settle with
+ * clock_virtual_settle / clock_virtual_advance. A connection whose head command
+ * is a blocked XREADGROUP runs nothing else until that command is answered,
+ * as with a real server. A parked client is answered by a write to one of its
+ * keys (the keys XADD, DEL, FLUSHALL and XGROUP DESTROY signal, see memdb),
+ * by its BLOCK timer, or on 8.4 with CLAIM by a timer armed at the moment a
+ * pending entry turns claimable; the answer is stored on the command and
+ * delivered by the pump.
+ *
+ * This file owns connections, the command table (names, arities, which
+ * commands a script may call), MULTI/EXEC and blocking; the commands
+ * themselves are in memstream.c, memgroup.c and memread.c, EVAL in
+ * memscript.c. */
+#include <ctype.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "broker.h"
+#include "clock.h"
+#include "memreply.h"
+#include "memscript.h"
+#include "memstream.h"
+
+struct mcmd {
+  struct mcmd *next;
+  uint64_t seq;        /* arrival order across all connections */
+  int argc;
+  char **argv;         /* owned copies */
+  size_t *argvlen;
+  bk_reply_cb *cb;
+  void *data;
+  bk_reply *reply;     /* set once answered while parked; the pump delivers it */
+};
+
+struct mbroker;
+
+struct mconn {
+  struct mbroker *b;
+  struct mconn *next;      /* the broker's list, in open order */
+  char name[64];
+  bk_state_cb *state_cb;   /* NULL allowed */
+  void *data;
+  struct mcmd *head, *tail;
+  int reported;            /* what state_cb was last told: -1 nothing yet, 0 down, 1 up */
+  bool closed;
+  int busy;                /* inside one of its callbacks: freed only when it returns */
+  bool multi, dirty;       /* inside MULTI; a queueing error aborts the EXEC */
+  struct mcmd *mq_head, *mq_tail; /* commands queued by MULTI */
+  bool blocked;            /* head is a parked XREADGROUP */
+  uint64_t block_seq;      /* order in which clients blocked */
+  struct ms_block blk;
+  ltimer *timeout;         /* BLOCK ms */
+  ltimer *claim;           /* 8.4 CLAIM: a pending entry turns claimable */
+};
+
+struct mbroker {
+  broker base;             /* first: a broker * is an mbroker * */
+  lclock *clock;           /* borrowed */
+  uint64_t wall0, mono0;   /* wall time = wall0 + (now - mono0) */
+  struct memdb db;
+  memscript *script;
+  struct mconn *conns;
+  ltimer *pump;
+  bool pump_armed;
+  uint64_t seq, block_seq;
+  bool down;
+  int nopen;
+};
+
+static void arm_pump(struct mbroker *b);
+static void rearm_claims(struct mbroker *b);
+
+static uint64_t wall_now(struct mbroker *b) {
+  return b->wall0 + (clock_now(b->clock) - b->mono0);
+}
+
+/* ---- the command table ---- */
+
+enum { F_NOSCRIPT = 1 };
+
+struct subdef {
+  const char *name;
+  int arity;
+};
+
+struct cmddef {
+  const char *name;      /* lower case, as Redis names it in errors */
+  int arity;             /* Redis' rule: n exact, -n at least n */
+  ms_cmd_fn *fn;         /* NULL: handled here (MULTI, EXEC, DISCARD, EVAL) */
+  int flags;
+  const struct subdef *subs;
+};
+
+static bk_reply *cmd_ping(struct memdb *db, struct ms_call *c) {
+  (void)db;
+  if (c->argc > 2) return mr_err("ERR wrong number of arguments for 'ping' command");
+  return c->argc == 2 ? mr_bulk(c->argv[1], c->argvlen[1]) : mr_status("PONG");
+}
+
+static bk_reply *cmd_info(struct memdb *db, struct ms_call *c) {
+  char buf[256];
+  if (c->argc > 1 && !ms_arg_is(c, 1, "server") && !ms_arg_is(c, 1, "all") &&
+      !ms_arg_is(c, 1, "default") && !ms_arg_is(c, 1, "everything"))
+    return mr_bulk("", 0);
+  int n = snprintf(buf, sizeof buf,
+                   "# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\n"
+                   "os:luastream in-memory broker\r\n",
+                   db->version_text);
+  return mr_bulk(buf, (size_t)n);
+}
+
+static const struct subdef xgroup_subs[] = {
+    {"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5}, {"delconsumer", 5},
+    {NULL, 0}};
+static const struct subdef xinfo_subs[] = {
+    {"stream", -3}, {"groups", 3}, {"consumers", 4}, {NULL, 0}};
+
+static const struct cmddef commands[] = {
+    {"ping", -1, cmd_ping, 0, NULL},
+    {"info", -1, cmd_info, 0, NULL},
+    {"xadd", -5, ms_cmd_xadd, 0, NULL},
+    {"xlen", 2, ms_cmd_xlen, 0, NULL},
+    {"xrange", -4, ms_cmd_xrange, 0, NULL},
+    {"xrevrange", -4, ms_cmd_xrevrange, 0, NULL},
+    {"xdel", -3, ms_cmd_xdel, 0, NULL},
+    {"xtrim", -4, ms_cmd_xtrim, 0, NULL},
+    {"xgroup", -2, ms_cmd_xgroup, 0, xgroup_subs},
+    {"xreadgroup", -7, ms_cmd_xreadgroup, 0, NULL},
+    {"xack", -4, ms_cmd_xack, 0, NULL},
+    {"xpending", -3, ms_cmd_xpending, 0, NULL},
+    {"xclaim", -6, ms_cmd_xclaim, 0, NULL},
+    {"xautoclaim", -6, ms_cmd_xautoclaim, 0, NULL},
+    {"xinfo", -2, ms_cmd_xinfo, 0, xinfo_subs},
+    {"del", -2, ms_cmd_del, 0, NULL},
+    {"exists", -2, ms_cmd_exists, 0, NULL},
+    {"flushall", -1, ms_cmd_flushall, 0, NULL},
+    {"multi", 1, NULL, F_NOSCRIPT, NULL},
+    {"exec", 1, NULL, F_NOSCRIPT, NULL},
+    {"discard", 1, NULL, F_NOSCRIPT, NULL},
+    {"eval", -3, NULL, F_NOSCRIPT, NULL},
+};
+
+static bool word_is(const char *s, size_t len, const char *word) {
+  return strlen(word) == len && strncasecmp(s, word, len) == 0;
+}
+
+static const struct cmddef *lookup(const char *name, size_t len) {
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (word_is(name, len, commands[i].name)) return &commands[i];
+  return NULL;
+}
+
+static bool arity_ok(int arity, int argc) { return arity > 0 ? argc == arity : argc >= -arity; }
+
+/* The checks Redis makes before running (or queueing) a command: it exists,
+ * its arity, its subcommand. NULL when it passes. */
+static bk_reply *check(const struct cmddef *d, int argc, const char **argv, const size_t *len,
+                       bool script) {
+  if (d == NULL) {
+    if (script) return mr_err("ERR Unknown Redis command called from script");
+    char args[512];
+    size_t n = 0;
+    args[0] = '\0';
+    for (int i = 1; i < argc && n < 128; i++) {
+      size_t take = len[i] < 128 - n ? len[i] : 128 - n; /* Redis caps the list at 128 */
+      int w = snprintf(args + n, sizeof args - n, "'%.*s' ", (int)take, argv[i]);
+      if (w > 0) n += (size_t)w;
+    }
+    return mr_err("ERR unknown command '%.*s', with args beginning with: %s",
+                  (int)(len[0] < 128 ? len[0] : 128), argv[0], args);
+  }
+  if (!arity_ok(d->arity, argc))
+    return script ? mr_err("ERR Wrong number of args calling Redis command from script")
+                  : mr_err("ERR wrong number of arguments for '%s' command", d->name);
+  if (d->subs) {
+    const struct subdef *s = d->subs;
+    while (s->name && !word_is(argv[1], len[1], s->name)) s++;
+    char upper[16];
+    size_t k = 0;
+    for (; d->name[k] && k < sizeof upper - 1; k++) upper[k] = (char)toupper(d->name[k]);
+    upper[k] = '\0';
+    if (s->name == NULL)
+      return mr_err("ERR unknown subcommand '%.*s'. Try %s HELP.",
+                    (int)(len[1] < 128 ? len[1] : 128), argv[1], upper);
+    if (!arity_ok(s->arity, argc))
+      return script ? mr_err("ERR Wrong number of args calling Redis command from script")
+                    : mr_err("ERR wrong number of arguments for '%s|%s' command", d->name,
+                             s->name);
+  }
+  if (script && (d->flags & F_NOSCRIPT))
+    return mr_err("ERR This Redis command is not allowed from script");
+  return NULL;
+}
+
+/* ---- running commands ---- */
+
+static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_t *len,
+                     bool script, bool multi, struct ms_call *call);
+
+static bk_reply *script_call(void *ctx, int argc, const char **argv, const size_t *len) {
+  struct ms_call call;
+  return run(ctx, argc, argv, len, true, false, &call);
+}
+
+/* Runs one command (not MULTI, EXEC or DISCARD). NULL: it blocked, and
+ * call->block says how. */
+static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_t *len,
+                     bool script, bool multi, struct ms_call *call) {
+  const struct cmddef *d = lookup(argv[0], len[0]);
+  bk_reply *err = check(d, argc, argv, len, script);
+  if (err) return err;
+  if (d->fn == NULL) /* EVAL: MULTI, EXEC and DISCARD never get here */
+    return memscript_eval(b->script, argc, argv, len, script_call, b);
+  memset(call, 0, sizeof *call);
+  call->argc = argc;
+  call->argv = argv;
+  call->argvlen = len;
+  call->now = wall_now(b);
+  call->script = script;
+  call->multi = multi;
+  return d->fn(&b->db, call);
+}
+
+static void cmd_free(struct mcmd *m) {
+  for (int i = 0; i < m->argc; i++) free(m->argv[i]);
+  free(m->argv);
+  free(m->argvlen);
+  mr_free(m->reply);
+  free(m);
+}
+
+static struct ms_call head_call(struct mbroker *b, struct mconn *c) {
+  struct ms_call call;
+  memset(&call, 0, sizeof call);
+  call.argc = c->head->argc;
+  call.argv = (const char **)c->head->argv;
+  call.argvlen = c->head->argvlen;
+  call.now = wall_now(b);
+  return call;
+}
+
+/* Leaves MULTI, dropping what it queued (EXEC, DISCARD, close). */
+static void drop_multi(struct mconn *c) {
+  while (c->mq_head) {
+    struct mcmd *q = c->mq_head;
+    c->mq_head = q->next;
+    cmd_free(q);
+  }
+  c->mq_tail = NULL;
+  c->multi = c->dirty = false;
+}
+
+/* EXEC: the queued commands as one step; runtime errors are elements. */
+static bk_reply *exec_multi(struct mbroker *b, struct mconn *c) {
+  bk_reply *r;
+  if (c->dirty) {
+    r = mr_err("EXECABORT Transaction discarded because of previous errors.");
+  } else {
+    r = mr_arr();
+    for (struct mcmd *q = c->mq_head; q; q = q->next) {
+      struct ms_call call;
+      mr_push(r, run(b, q->argc, (const char **)q->argv, q->argvlen, false, true, &call));
+    }
+  }
+  drop_multi(c);
+  return r;
+}
+
+/* Runs c's head command. Sets head->reply, or parks c. */
+static void execute(struct mbroker *b, struct mconn *c) {
+  struct mcmd *h = c->head;
+  const char **argv = (const char **)h->argv;
+  const struct cmddef *d = lookup(argv[0], h->argvlen[0]);
+  bk_reply *r = check(d, h->argc, argv, h->argvlen, false);
+  bool is_multi = d && !strcmp(d->name, "multi"), is_exec = d && !strcmp(d->name, "exec"),
+       is_discard = d && !strcmp(d->name, "discard");
+  if (c->multi) {
+    if (r) {
+      c->dirty = true; /* EXEC will answer EXECABORT */
+    } else if (is_multi) {
+      r = mr_err("ERR MULTI calls can not be nested");
+    } else if (is_exec) {
+      r = exec_multi(b, c);
+    } else if (is_discard) {
+      drop_multi(c);
+      r = mr_status("OK");
+    } else {
+      /* The queue takes the argv; the command keeps its callback. */
+      struct mcmd *q = mr_alloc(sizeof *q);
+      q->argc = h->argc;
+      q->argv = h->argv;
+      q->argvlen = h->argvlen;
+      h->argc = 0;
+      h->argv = NULL;
+      h->argvlen = NULL;
+      if (c->mq_tail)
+        c->mq_tail->next = q;
+      else
+        c->mq_head = q;
+      c->mq_tail = q;
+      r = mr_status("QUEUED");
+    }
+  } else if (r == NULL && is_multi) {
+    c->multi = true;
+    r = mr_status("OK");
+  } else if (r == NULL && is_exec) {
+    r = mr_err("ERR EXEC without MULTI");
+  } else if (r == NULL && is_discard) {
+    r = mr_err("ERR DISCARD without MULTI");
+  } else if (r == NULL) {
+    struct ms_call call;
+    r = run(b, h->argc, argv, h->argvlen, false, false, &call);
+    if (r == NULL) { /* park */
+      c->blocked = true;
+      c->block_seq = ++b->block_seq;
+      c->blk = call.block;
+      if (c->blk.timeout_ms > 0) timer_start(c->timeout, (uint64_t)c->blk.timeout_ms);
+    }
+  }
+  h->reply = r;
+}
+
+/* ---- blocked clients ---- */
+
+static void answer(struct mconn *c, bk_reply *r) {
+  c->head->reply = r;
+  c->blocked = false;
+  timer_stop(c->timeout);
+  timer_stop(c->claim);
+  arm_pump(c->b);
+}
+
+/* Runs a parked command again (8.4 semantics); answers it if it served. */
+static void rerun(struct mbroker *b, struct mconn *c) {
+  struct ms_call call = head_call(b, c);
+  bk_reply *r = ms_cmd_xreadgroup(&b->db, &call);
+  if (r) answer(c, r);
+}
+
+static int waits_on(const struct mconn *c, const char *key, size_t len) {
+  for (int i = c->blk.first_key; i < c->blk.first_key + c->blk.nkeys; i++)
+    if (c->head->argvlen[i] == len && memcmp(c->head->argv[i], key, len) == 0) return i;
+  return -1;
+}
+
+/* Serves the clients parked on each signaled key, in the order they blocked. */
+static void serve_signals(struct mbroker *b) {
+  size_t len;
+  char *key;
+  while ((key = memdb_pop_signal(&b->db, &len)) != NULL) {
+    uint64_t after = 0;
+    for (;;) {
+      struct mconn *next = NULL;
+      for (struct mconn *c = b->conns; c; c = c->next)
+        if (!c->closed && c->blocked && c->block_seq > after && waits_on(c, key, len) >= 0 &&
+            (next == NULL || c->block_seq < next->block_seq))
+          next = c;
+      if (next == NULL) break;
+      after = next->block_seq;
+      if (MS_V72(&b->db)) {
+        rerun(b, next);
+      } else {
+        struct ms_call call = head_call(b, next);
+        bk_reply *r = ms_xreadgroup_wake70(&b->db, &call, waits_on(next, key, len));
+        if (r) answer(next, r);
+      }
+    }
+    free(key);
+  }
+  rearm_claims(b);
+}
+
+/* 8.4 CLAIM: each parked claiming client gets a timer at the moment its
+ * earliest pending entry turns claimable. Recomputed after every command,
+ * since any of them may have changed a PEL. */
+static void rearm_claims(struct mbroker *b) {
+  uint64_t now = wall_now(b);
+  for (struct mconn *c = b->conns; c; c = c->next) {
+    if (c->closed || !c->blocked || c->blk.claim_ms < 0) continue;
+    struct ms_call call = head_call(b, c);
+    int64_t due = ms_xreadgroup_claim_due(&b->db, &call, c->blk.claim_ms);
+    if (due < 0)
+      timer_stop(c->claim);
+    else
+      timer_start(c->claim, (uint64_t)due > now ? (uint64_t)due - now : 0);
+  }
+}
+
+static void on_claim_due(ltimer *t, void *data) {
+  (void)t;
+  struct mconn *c = data;
+  if (!c->blocked) return;
+  rerun(c->b, c);
+  rearm_claims(c->b);
+}
+
+static void on_block_timeout(ltimer *t, void *data) {
+  (void)t;
+  struct mconn *c = data;
+  if (c->blocked) answer(c, mr_nil());
+}
+
+/* ---- connections ---- */
+
+static void reap(struct mconn *c) {
+  if (!c->closed || c->busy) return;
+  struct mbroker *b = c->b;
+  for (struct mconn **p = &b->conns; *p; p = &(*p)->next)
+    if (*p == c) {
+      *p = c->next;
+      break;
+    }
+  free(c);
+}
+
+/* Completes every queued command with err (close, outage). */
+static void fail_all(struct mconn *c, const char *err) {
+  c->blocked = false;
+  timer_stop(c->timeout);
+  timer_stop(c->claim);
+  drop_multi(c);
+  while (c->head) {
+    struct mcmd *h = c->head;
+    c->head = h->next;
+    if (c->head == NULL) c->tail = NULL;
+    c->busy++;
+    if (h->cb) h->cb(h->data, NULL, err);
+    c->busy--;
+    cmd_free(h);
+  }
+}
+
+static void deliver(struct mconn *c) {
+  struct mcmd *h = c->head;
+  c->head = h->next;
+  if (c->head == NULL) c->tail = NULL;
+  c->busy++;
+  if (h->cb) h->cb(h->data, h->reply, NULL);
+  c->busy--;
+  cmd_free(h);
+  reap(c);
+}
+
+/* Tells the one connection whose state changed, if any. Returns 1 if it did. */
+static int report_state(struct mbroker *b) {
+  for (struct mconn *c = b->conns; c; c = c->next) {
+    int up = !b->down;
+    if (c->closed || c->reported == up) continue;
+    if (!up) fail_all(c, "connection lost: server down (broker_memory_set_down)");
+    c->reported = up;
+    c->busy++;
+    if (c->state_cb) c->state_cb(c->data, (bk_conn *)c, up);
+    c->busy--;
+    reap(c);
+    return 1;
+  }
+  return 0;
+}
+
+/* The 0-ms timer: state changes, then commands in arrival order. Commands
+ * queued by callbacks in this turn wait for the next one. */
+static void pump(ltimer *t, void *data) {
+  (void)t;
+  struct mbroker *b = data;
+  b->pump_armed = false;
+  uint64_t limit = b->seq;
+  while (report_state(b)) {
+  }
+  for (;;) {
+    struct mconn *next = NULL;
+    for (struct mconn *c = b->conns; c; c = c->next) {
+      struct mcmd *h = c->head;
+      if (c->closed || h == NULL) continue;
+      bool ready = h->reply != NULL || (!c->blocked && !b->down && h->seq <= limit);
+      if (ready && (next == NULL || h->seq < next->head->seq)) next = c;
+    }
+    if (next == NULL) break;
+    if (next->head->reply == NULL) {
+      execute(b, next);
+      serve_signals(b);
+      if (next->blocked) continue;
+    }
+    deliver(next);
+  }
+  for (struct mconn *c = b->conns; c; c = c->next)
+    if (!c->closed && c->head && !c->blocked && !b->down) arm_pump(b);
+}
+
+static void arm_pump(struct mbroker *b) {
+  if (b->pump_armed) return;
+  b->pump_armed = true;
+  timer_start(b->pump, 0);
+}
+
+/* ---- broker_ops ---- */
+
+static bk_conn *mem_open(broker *bb, const char *name, bk_state_cb *state_cb, void *data) {
+  struct mbroker *b = (struct mbroker *)bb;
+  struct mconn *c = calloc(1, sizeof *c);
+  if (c == NULL) return NULL;
+  c->timeout = timer_new(b->clock, on_block_timeout, c);
+  c->claim = timer_new(b->clock, on_claim_due, c);
+  if (c->timeout == NULL || c->claim == NULL) {
+    if (c->timeout) timer_free(c->timeout);
+    if (c->claim) timer_free(c->claim);
+    free(c);
+    return NULL;
+  }
+  c->b = b;
+  snprintf(c->name, sizeof c->name, "%s", name ? name : "");
+  c->state_cb = state_cb;
+  c->data = data;
+  c->reported = -1;
+  struct mconn **p = &b->conns;
+  while (*p) p = &(*p)->next;
+  *p = c;
+  b->nopen++;
+  arm_pump(b); /* "up" is reported from the pump, never from here */
+  return (bk_conn *)c;
+}
+
+static int mem_command(bk_conn *bc, int argc, const char **argv, const size_t *argvlen,
+                       bk_reply_cb *cb, void *data) {
+  struct mconn *c = (struct mconn *)bc;
+  struct mbroker *b = c->b;
+  if (c->closed || b->down || argc < 1) return -1;
+  struct mcmd *m = mr_alloc(sizeof *m);
+  m->seq = ++b->seq;
+  m->argc = argc;
+  m->argv = mr_alloc((size_t)argc * sizeof *m->argv);
+  m->argvlen = mr_alloc((size_t)argc * sizeof *m->argvlen);
+  for (int i = 0; i < argc; i++) {
+    m->argv[i] = mr_memdup(argv[i], argvlen[i]);
+    m->argvlen[i] = argvlen[i];
+  }
+  m->cb = cb;
+  m->data = data;
+  if (c->tail)
+    c->tail->next = m;
+  else
+    c->head = m;
+  c->tail = m;
+  arm_pump(b);
+  return 0;
+}
+
+static int mem_connected(bk_conn *bc) {
+  struct mconn *c = (struct mconn *)bc;
+  return !c->closed && !c->b->down;
+}
+
+static void mem_close(bk_conn *bc) {
+  struct mconn *c = (struct mconn *)bc;
+  if (c == NULL || c->closed) return;
+  c->closed = true;
+  c->b->nopen--;
+  c->busy++; /* callbacks below may not free c under us */
+  fail_all(c, "connection closed");
+  c->busy--;
+  timer_free(c->timeout);
+  timer_free(c->claim);
+  reap(c);
+}
+
+static void mem_free(broker *bb) {
+  struct mbroker *b = (struct mbroker *)bb;
+  if (b == NULL) return;
+  if (b->nopen != 0) {
+    fprintf(stderr, "broker_memory: freed with %d connections open\n", b->nopen);
+    abort();
+  }
+  while (b->conns) { /* closed inside their own callbacks and not reaped yet */
+    struct mconn *c = b->conns;
+    b->conns = c->next;
+    free(c);
+  }
+  timer_free(b->pump);
+  memscript_free(b->script);
+  memdb_free(&b->db);
+  free(b);
+}
+
+static const struct broker_ops memory_ops = {
+    .conn_open = mem_open,
+    .command = mem_command,
+    .connected = mem_connected,
+    .conn_close = mem_close,
+    .free = mem_free,
+};
+
+broker *broker_memory_new(lclock *clock, const char *version) {
+  struct mbroker *b = calloc(1, sizeof *b);
+  if (b == NULL) return NULL;
+  b->base.ops = &memory_ops;
+  snprintf(b->base.name, sizeof b->base.name, "memory");
+  b->clock = clock;
+  b->wall0 = clock_wall(clock);
+  b->mono0 = clock_now(clock);
+  b->pump = timer_new(clock, pump, b);
+  b->script = memscript_new();
+  if (b->pump == NULL || b->script == NULL) {
+    if (b->pump) timer_free(b->pump);
+    memscript_free(b->script);
+    free(b);
+    return NULL;
+  }
+  memdb_init(&b->db, version);
+  return &b->base;
+}
+
+void broker_memory_set_version(broker *bb, const char *version) {
+  memdb_set_version(&((struct mbroker *)bb)->db, version);
+}
+
+void broker_memory_set_down(broker *bb, bool down) {
+  struct mbroker *b = (struct mbroker *)bb;
+  b->down = down;
+  arm_pump(b); /* connections hear of it from the pump */
+}

@@ -1,0 +1,357 @@
+/* memscript: EVAL on an embedded LuaJIT state, the way Redis 7 runs scripts.
+ *
+ * One lua_State per broker, built once: the base, table, string, math and bit
+ * libraries, the `redis` table, and Redis 7's own error handler (written in
+ * Lua, it turns any error into {err=..., source=..., line=...} and is what
+ * gives errors their "script: ..., on @user_script:N." suffix). Each EVAL
+ * compiles the body under the chunk name "@user_script", sets KEYS and ARGV,
+ * and converts the result with Redis' RESP2 rules. The command callback and
+ * its context sit in two statics for the duration of one EVAL: scripts do not
+ * nest and the harness is single-threaded. */
+#include "memscript.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memreply.h"
+
+#define MAX_ARGS 1024 /* arguments of one redis.call */
+
+struct memscript {
+  lua_State *L;
+};
+
+static memscript_call_fn *cur_call; /* set during memscript_eval */
+static void *cur_ctx;
+static int cur_line;                /* the script line running, from a line hook */
+
+/* ---- SHA1 (the name Redis gives a script) ---- */
+
+static uint32_t rol(uint32_t v, int n) { return (v << n) | (v >> (32 - n)); }
+
+static void sha1_block(uint32_t h[5], const unsigned char *p) {
+  uint32_t w[80], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+  for (int i = 0; i < 16; i++)
+    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
+           p[4 * i + 3];
+  for (int i = 16; i < 80; i++) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+  for (int i = 0; i < 80; i++) {
+    uint32_t f, k;
+    if (i < 20) f = (b & c) | (~b & d), k = 0x5A827999;
+    else if (i < 40) f = b ^ c ^ d, k = 0x6ED9EBA1;
+    else if (i < 60) f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
+    else f = b ^ c ^ d, k = 0xCA62C1D6;
+    uint32_t t = rol(a, 5) + f + e + k + w[i];
+    e = d, d = c, c = rol(b, 30), b = a, a = t;
+  }
+  h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
+}
+
+static void sha1_hex(const char *s, size_t len, char out[41]) {
+  uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
+  unsigned char buf[128];
+  size_t i = 0;
+  for (; i + 64 <= len; i += 64) sha1_block(h, (const unsigned char *)s + i);
+  size_t rest = len - i;
+  memset(buf, 0, sizeof buf);
+  memcpy(buf, s + i, rest);
+  buf[rest] = 0x80;
+  size_t total = rest + 9 <= 64 ? 64 : 128;
+  uint64_t bits = (uint64_t)len * 8;
+  for (int k = 0; k < 8; k++) buf[total - 1 - k] = (unsigned char)(bits >> (8 * k));
+  sha1_block(h, buf);
+  if (total == 128) sha1_block(h, buf + 64);
+  for (int k = 0; k < 5; k++) snprintf(out + 8 * k, 9, "%08x", h[k]);
+}
+
+/* ---- replies to Lua (RESP2 rules) ---- */
+
+/* [-0, +1] */
+static void push_error_table(lua_State *L, const char *msg, size_t len) {
+  lua_newtable(L);
+  lua_pushlstring(L, msg, len);
+  lua_setfield(L, -2, "err");
+}
+
+/* [-0, +1] integer -> number, bulk -> string, nil -> false, status -> {ok=},
+ * error -> {err=}, array -> table. */
+static void push_reply(lua_State *L, const bk_reply *r) {
+  luaL_checkstack(L, 4, "reply nested too deeply");
+  switch (r->type) {
+  case BK_INTEGER:
+    lua_pushnumber(L, (lua_Number)r->integer);
+    break;
+  case BK_STRING:
+    lua_pushlstring(L, r->str, r->len);
+    break;
+  case BK_STATUS:
+    lua_newtable(L);
+    lua_pushlstring(L, r->str, r->len);
+    lua_setfield(L, -2, "ok");
+    break;
+  case BK_ERROR:
+    push_error_table(L, r->str, r->len);
+    break;
+  case BK_ARRAY:
+    lua_createtable(L, (int)r->elements, 0);
+    for (size_t i = 0; i < r->elements; i++) {
+      push_reply(L, r->element[i]);
+      lua_rawseti(L, -2, (int)i + 1);
+    }
+    break;
+  default:
+    lua_pushboolean(L, 0);
+    break;
+  }
+}
+
+/* ---- Lua to replies ---- */
+
+/* [-0, +0] The value at the top of the stack as a reply. */
+static bk_reply *to_reply(lua_State *L) {
+  switch (lua_type(L, -1)) {
+  case LUA_TSTRING: {
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    return mr_bulk(s, len);
+  }
+  case LUA_TBOOLEAN:
+    return lua_toboolean(L, -1) ? mr_int(1) : mr_nil();
+  case LUA_TNUMBER:
+    return mr_int((long long)lua_tonumber(L, -1));
+  case LUA_TTABLE:
+    break;
+  default:
+    return mr_nil();
+  }
+  luaL_checkstack(L, 4, "reply nested too deeply");
+  lua_getfield(L, -1, "err");
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    bk_reply *r = mr_err("%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return r;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "ok");
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    bk_reply *r = mr_status(lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return r;
+  }
+  lua_pop(L, 1);
+  bk_reply *a = mr_arr();
+  for (int j = 1;; j++) { /* up to the first nil */
+    lua_rawgeti(L, -1, j);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      break;
+    }
+    mr_push(a, to_reply(L));
+    lua_pop(L, 1);
+  }
+  return a;
+}
+
+/* ---- the redis table ---- */
+
+/* [-n, +1] redis.call / redis.pcall: raise says whether an error reply
+ * raises (call) or is returned as {err=...} (pcall). */
+static int generic_call(lua_State *L, int raise) {
+  int argc = lua_gettop(L);
+  const char *argv[MAX_ARGS];
+  size_t argvlen[MAX_ARGS];
+  char num[MAX_ARGS > 64 ? 64 : MAX_ARGS][32];
+  int nnum = 0;
+  const char *why = NULL;
+  if (argc == 0) why = "ERR Please specify at least one argument for this redis lib call";
+  if (argc > MAX_ARGS) why = "ERR Too many arguments for this redis lib call";
+  for (int i = 0; why == NULL && i < argc; i++) {
+    int t = lua_type(L, i + 1);
+    if (t == LUA_TNUMBER) {
+      if (nnum == (int)(sizeof num / sizeof num[0])) {
+        why = "ERR Too many number arguments for this redis lib call";
+        break;
+      }
+      /* Redis prints numbers in their shortest form: 10, not 10.0. */
+      lua_Number n = lua_tonumber(L, i + 1);
+      if (n == (lua_Number)(long long)n)
+        snprintf(num[nnum], sizeof num[nnum], "%lld", (long long)n);
+      else
+        snprintf(num[nnum], sizeof num[nnum], "%.17g", (double)n);
+      argv[i] = num[nnum];
+      argvlen[i] = strlen(num[nnum++]);
+    } else if (t == LUA_TSTRING) {
+      argv[i] = lua_tolstring(L, i + 1, &argvlen[i]);
+    } else {
+      why = "ERR Lua redis lib command arguments must be strings or integers";
+    }
+  }
+  if (why) {
+    push_error_table(L, why, strlen(why));
+    return raise ? lua_error(L) : 1;
+  }
+  bk_reply *r = cur_call(cur_ctx, argc, argv, argvlen);
+  int failed = r->type == BK_ERROR;
+  push_reply(L, r);
+  mr_free(r); /* before lua_error: it does not return */
+  if (failed && raise) return lua_error(L);
+  return 1;
+}
+
+static int l_call(lua_State *L) { return generic_call(L, 1); }
+static int l_pcall(lua_State *L) { return generic_call(L, 0); }
+
+static int l_reply(lua_State *L, const char *field) {
+  luaL_checkstring(L, 1);
+  lua_newtable(L);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, -2, field);
+  return 1;
+}
+
+static int l_status_reply(lua_State *L) { return l_reply(L, "ok"); }
+static int l_error_reply(lua_State *L) { return l_reply(L, "err"); }
+static int l_log(lua_State *L) {
+  (void)L;
+  return 0;
+}
+
+/* Redis 7.0's handler (script_lua.c), word for word in spirit: errors raised
+ * from a C function are attributed to the Lua line that called it. */
+static const char err_handler[] =
+    "local dbg = debug\n"
+    "debug = nil\n"
+    "function __redis__err__handler(err)\n"
+    "  local i = dbg.getinfo(2,'nSl')\n"
+    "  if i and i.what == 'C' then\n"
+    "    i = dbg.getinfo(3,'nSl')\n"
+    "  end\n"
+    "  if type(err) ~= 'table' then\n"
+    "    err = {err='ERR ' .. tostring(err)}\n"
+    "  end\n"
+    "  if i then\n"
+    "    err['source'] = i.source\n"
+    "    err['line'] = i.currentline\n"
+    "  end\n"
+    "  return err\n"
+    "end\n";
+
+memscript *memscript_new(void) {
+  memscript *m = calloc(1, sizeof *m);
+  if (m == NULL) return NULL;
+  lua_State *L = m->L = luaL_newstate();
+  if (L == NULL) {
+    free(m);
+    return NULL;
+  }
+  static const lua_CFunction libs[] = {luaopen_base, luaopen_table, luaopen_string,
+                                       luaopen_math, luaopen_bit, luaopen_debug};
+  for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+    lua_pushcfunction(L, libs[i]);
+    lua_call(L, 0, 0);
+  }
+  static const luaL_Reg redis[] = {{"call", l_call},
+                                   {"pcall", l_pcall},
+                                   {"status_reply", l_status_reply},
+                                   {"error_reply", l_error_reply},
+                                   {"log", l_log},
+                                   {NULL, NULL}};
+  lua_newtable(L);
+  luaL_register(L, NULL, redis);
+  static const char *const levels[] = {"LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"};
+  for (int i = 0; i < 4; i++) {
+    lua_pushinteger(L, i);
+    lua_setfield(L, -2, levels[i]);
+  }
+  lua_setglobal(L, "redis");
+  if (luaL_dostring(L, err_handler) != 0) {
+    lua_close(L);
+    free(m);
+    return NULL;
+  }
+  return m;
+}
+
+void memscript_free(memscript *m) {
+  if (m == NULL) return;
+  lua_close(m->L);
+  free(m);
+}
+
+/* [-0, +0] Sets global `name` to a table of argv[from .. from+n-1]. */
+static void set_list(lua_State *L, const char *name, const char **argv, const size_t *argvlen,
+                     int from, int n) {
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_pushlstring(L, argv[from + i], argvlen[from + i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setglobal(L, name);
+}
+
+/* LuaJIT drops the frame of a function that tail-calls a C function
+ * (`return redis.call(...)`), where Lua 5.1 keeps it, so the error handler
+ * cannot always find the script line: a line hook tracks it instead. */
+static void line_hook(lua_State *L, lua_Debug *ar) {
+  if (lua_getinfo(L, "S", ar) && strcmp(ar->source, "@user_script") == 0)
+    cur_line = ar->currentline;
+}
+
+/* [-0, +0] The error object at the top as Redis 7 replies it. */
+static bk_reply *error_reply(lua_State *L, const char *sha) {
+  if (!lua_istable(L, -1)) {
+    const char *msg = lua_tostring(L, -1);
+    return mr_err("ERR Error running script %s, %.100s", sha, msg ? msg : "execution failure");
+  }
+  lua_getfield(L, -1, "err");
+  const char *err = lua_tostring(L, -1);
+  bk_reply *r = cur_line > 0 ? mr_err("%s script: %s, on @user_script:%d.", err ? err : "ERR", sha,
+                                      cur_line)
+                             : mr_err("%s", err ? err : "ERR");
+  lua_pop(L, 1);
+  return r;
+}
+
+bk_reply *memscript_eval(memscript *m, int argc, const char **argv, const size_t *argvlen,
+                         memscript_call_fn *call, void *ctx) {
+  lua_State *L = m->L;
+  char nbuf[32], sha[41];
+  if (argvlen[2] == 0 || argvlen[2] >= sizeof nbuf)
+    return mr_err("ERR value is not an integer or out of range");
+  memcpy(nbuf, argv[2], argvlen[2]);
+  nbuf[argvlen[2]] = '\0';
+  char *end;
+  long long numkeys = strtoll(nbuf, &end, 10);
+  if (*end != '\0' || (nbuf[0] == '0' && nbuf[1]) || nbuf[0] == '+' || nbuf[0] == ' ')
+    return mr_err("ERR value is not an integer or out of range");
+  if (numkeys > argc - 3) return mr_err("ERR Number of keys can't be greater than number of args");
+  if (numkeys < 0) return mr_err("ERR Number of keys can't be negative");
+
+  sha1_hex(argv[1], argvlen[1], sha);
+  lua_settop(L, 0);
+  lua_getglobal(L, "__redis__err__handler");
+  if (luaL_loadbuffer(L, argv[1], argvlen[1], "@user_script") != 0) {
+    bk_reply *r = mr_err("ERR Error compiling script (new function): %s", lua_tostring(L, -1));
+    lua_settop(L, 0);
+    return r;
+  }
+  set_list(L, "KEYS", argv, argvlen, 3, (int)numkeys);
+  set_list(L, "ARGV", argv, argvlen, 3 + (int)numkeys, argc - 3 - (int)numkeys);
+  cur_call = call;
+  cur_ctx = ctx;
+  cur_line = 0;
+  lua_sethook(L, line_hook, LUA_MASKLINE, 0);
+  int rc = lua_pcall(L, 0, 1, 1);
+  lua_sethook(L, NULL, 0, 0);
+  cur_call = NULL;
+  cur_ctx = NULL;
+  bk_reply *r = rc == 0 ? to_reply(L) : error_reply(L, sha);
+  lua_settop(L, 0);
+  lua_gc(L, LUA_GCSTEP, 0);
+  return r;
+}

@@ -1,0 +1,418 @@
+/* testing: luastream_testing, the C half of require "luastream.testing".
+ *
+ * Runs the real host (host.c: subscriptions, lanes, runtime, outcomes) in the
+ * busted process on the in-memory broker and a virtual clock. Time moves only
+ * when a spec settles or advances it, and each call returns once every
+ * consequence (reads, handler runs, outcomes) has happened. Deliveries are
+ * recorded in C as they finish and turned into Lua tables only when a spec
+ * asks, in the state that asks, so no Lua value ever crosses between the
+ * handlers' states and busted's.
+ *
+ *   local core = require "luastream_testing"
+ *   local app = core.app(dir, {version = "8.4.0", consumer = "c"})  -- or raises
+ *   app:command("XADD", "s", "*", "data", "{}")  -> reply (nil, err on error)
+ *   app:settle()  app:advance(ms)  app:now()
+ *   app:deliveries([handler]) -> { {handler, id, fields = {k, v, ...}, deliveries, idle_ms,
+ *                                   outcome, reason, error}, ... }
+ *   app:logs() -> { line, ... }   app:stop() */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "clock.h"
+#include "entry.h"
+#include "host.h"
+#include "log.h"
+#include "runtime.h"
+
+#define APP_MT "luastream.testing.app"
+#define WALL_START_MS 1767225600000ULL /* 2026-01-01T00:00:00Z: stable ids */
+
+struct delivery {
+  char *handler, *id, *outcome, *reason, *error;
+  long long deliveries, idle_ms; /* claimed entries; else -1 */
+  size_t nfields;
+  char **field;          /* copies */
+  size_t *field_len;
+};
+
+struct app {
+  lclock *clock;
+  broker *b;
+  host *host;
+  bk_conn *conn;         /* the spec's own connection (publish, inspect) */
+  bool stopped;
+  struct delivery *deliveries;
+  size_t ndeliveries, cap;
+  size_t errors_seen;    /* handler errors already raised to the spec */
+  bool raise_errors;     /* a handler error fails the settle/advance that ran it */
+  char **logs;
+  size_t nlogs, logcap;
+  lua_State *waiting_L;  /* the state waiting in command(), for its reply */
+  int nresults;
+  bool replied;
+};
+
+static const char *outcome_name(enum rt_outcome k) {
+  static const char *const names[] = {"ack", "retry", "reply", "error", "invalid"};
+  return names[k];
+}
+
+static char *dupn(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) {
+    memcpy(d, s, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+static char *dups(const char *s) { return s ? dupn(s, strlen(s)) : NULL; }
+
+/* ---- recording ---- */
+
+static void record(void *data, const struct handler_spec *spec, const struct entry *e,
+                   const struct rt_result *res) {
+  struct app *a = data;
+  if (a->ndeliveries == a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 64;
+    struct delivery *d = realloc(a->deliveries, cap * sizeof *d);
+    if (d == NULL) abort(); /* a test harness out of memory has nothing better to do */
+    a->deliveries = d;
+    a->cap = cap;
+  }
+  struct delivery *d = &a->deliveries[a->ndeliveries++];
+  memset(d, 0, sizeof *d);
+  d->handler = dups(spec->name);
+  d->id = dups(e->id);
+  d->outcome = dups(outcome_name(res->kind));
+  d->reason = dups(res->reason);
+  d->error = res->text ? dupn(res->text, res->text_len) : NULL;
+  d->deliveries = e->deliveries;
+  d->idle_ms = e->idle_ms;
+  d->nfields = e->nfields;
+  d->field = calloc(e->nfields ? e->nfields : 1, sizeof *d->field);
+  d->field_len = calloc(e->nfields ? e->nfields : 1, sizeof *d->field_len);
+  for (size_t i = 0; i < e->nfields; i++) {
+    d->field[i] = dupn(e->field[i], e->field_len[i]);
+    d->field_len[i] = e->field_len[i];
+  }
+}
+
+static struct app *log_target; /* the app whose host is running; one at a time */
+
+static void capture_log(void *data, enum log_level level, const char *line, size_t len) {
+  (void)data, (void)level;
+  struct app *a = log_target;
+  if (a == NULL) return;
+  if (a->nlogs == a->logcap) {
+    size_t cap = a->logcap ? a->logcap * 2 : 64;
+    char **l = realloc(a->logs, cap * sizeof *l);
+    if (l == NULL) abort();
+    a->logs = l;
+    a->logcap = cap;
+  }
+  a->logs[a->nlogs++] = dupn(line, len);
+}
+
+/* ---- running the clock ---- */
+
+/* Raises the first handler error not yet raised, with its traceback. */
+static void raise_new_errors(lua_State *L, struct app *a) {
+  if (!a->raise_errors) return;
+  for (size_t i = a->errors_seen; i < a->ndeliveries; i++) {
+    struct delivery *d = &a->deliveries[i];
+    if (strcmp(d->outcome, "error") != 0) continue;
+    a->errors_seen = a->ndeliveries;
+    luaL_error(L, "handler %s failed on entry %s (%s):\n%s", d->handler, d->id, d->reason,
+               d->error ? d->error : "");
+  }
+  a->errors_seen = a->ndeliveries;
+}
+
+static struct app *check_app(lua_State *L) {
+  struct app *a = luaL_checkudata(L, 1, APP_MT);
+  if (a->stopped) luaL_error(L, "this app has been stopped");
+  return a;
+}
+
+static int app_settle(lua_State *L) {
+  struct app *a = check_app(L);
+  clock_virtual_settle(a->clock);
+  raise_new_errors(L, a);
+  return 0;
+}
+
+static int app_advance(lua_State *L) {
+  struct app *a = check_app(L);
+  lua_Number ms = luaL_checknumber(L, 2);
+  luaL_argcheck(L, ms >= 0, 2, "cannot move the clock back");
+  clock_virtual_settle(a->clock);
+  clock_virtual_advance(a->clock, (uint64_t)ms);
+  clock_virtual_settle(a->clock);
+  raise_new_errors(L, a);
+  return 0;
+}
+
+static int app_now(lua_State *L) {
+  struct app *a = check_app(L);
+  lua_pushnumber(L, (lua_Number)clock_now(a->clock));
+  return 1;
+}
+
+/* ---- commands ---- */
+
+/* [-0, +1] the reply as Lua: strings, numbers, arrays; nil for nil */
+static void push_reply(lua_State *L, const bk_reply *r) {
+  luaL_checkstack(L, 4, "reply too deep");
+  switch (r->type) {
+  case BK_STRING:
+  case BK_STATUS:
+  case BK_ERROR:
+    lua_pushlstring(L, r->str, r->len);
+    break;
+  case BK_INTEGER:
+    lua_pushnumber(L, (lua_Number)r->integer);
+    break;
+  case BK_ARRAY:
+    lua_createtable(L, (int)r->elements, 0);
+    for (size_t i = 0; i < r->elements; i++) {
+      if (r->element[i]->type == BK_NIL)
+        lua_pushboolean(L, 0); /* a hole would end the array */
+      else
+        push_reply(L, r->element[i]);
+      lua_rawseti(L, -2, (int)i + 1);
+    }
+    break;
+  default:
+    lua_pushnil(L);
+  }
+}
+
+static void command_done(void *data, const bk_reply *r, const char *err) {
+  struct app *a = data;
+  lua_State *L = a->waiting_L;
+  a->replied = true;
+  if (r && r->type != BK_ERROR) {
+    push_reply(L, r);
+    a->nresults = 1;
+  } else {
+    lua_pushnil(L);
+    if (r)
+      lua_pushlstring(L, r->str, r->len);
+    else
+      lua_pushstring(L, err ? err : "no reply");
+    a->nresults = 2;
+  }
+}
+
+/* app:command(name, arg...) -> reply | nil, error; runs the clock to the reply */
+static int app_command(lua_State *L) {
+  struct app *a = check_app(L);
+  int argc = lua_gettop(L) - 1;
+  luaL_argcheck(L, argc >= 1, 2, "a command name is needed");
+  struct bk_args args;
+  bk_args_init(&args);
+  for (int i = 2; i <= argc + 1; i++) {
+    size_t len;
+    const char *s = luaL_checklstring(L, i, &len);
+    bk_args_add(&args, s, len);
+  }
+  a->waiting_L = L;
+  a->replied = false;
+  int rc = bk_command(a->b, a->conn, args.argc, args.argv, args.argvlen, command_done, a);
+  bk_args_free(&args);
+  if (rc != 0) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "not connected");
+    return 2;
+  }
+  clock_virtual_settle(a->clock);
+  a->waiting_L = NULL;
+  if (!a->replied) return luaL_error(L, "the command got no reply (a blocking command?)");
+  raise_new_errors(L, a);
+  return a->nresults;
+}
+
+/* ---- what happened ---- */
+
+/* app:deliveries([handler]) */
+static int app_deliveries(lua_State *L) {
+  struct app *a = luaL_checkudata(L, 1, APP_MT);
+  const char *only = luaL_optstring(L, 2, NULL);
+  lua_newtable(L);
+  int n = 0;
+  for (size_t i = 0; i < a->ndeliveries; i++) {
+    struct delivery *d = &a->deliveries[i];
+    if (only && strcmp(only, d->handler) != 0) continue;
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, d->handler);
+    lua_setfield(L, -2, "handler");
+    lua_pushstring(L, d->id);
+    lua_setfield(L, -2, "id");
+    lua_pushstring(L, d->outcome);
+    lua_setfield(L, -2, "outcome");
+    if (d->reason) {
+      lua_pushstring(L, d->reason);
+      lua_setfield(L, -2, "reason");
+    }
+    if (d->error) {
+      lua_pushstring(L, d->error);
+      lua_setfield(L, -2, "error");
+    }
+    lua_pushnumber(L, (lua_Number)d->deliveries);
+    lua_setfield(L, -2, "deliveries");
+    lua_pushnumber(L, (lua_Number)d->idle_ms);
+    lua_setfield(L, -2, "idle_ms");
+    lua_createtable(L, (int)d->nfields, 0);
+    for (size_t f = 0; f < d->nfields; f++) {
+      lua_pushlstring(L, d->field[f], d->field_len[f]);
+      lua_rawseti(L, -2, (int)f + 1);
+    }
+    lua_setfield(L, -2, "fields");
+    lua_rawseti(L, -2, ++n);
+  }
+  return 1;
+}
+
+static int app_logs(lua_State *L) {
+  struct app *a = luaL_checkudata(L, 1, APP_MT);
+  lua_createtable(L, (int)a->nlogs, 0);
+  for (size_t i = 0; i < a->nlogs; i++) {
+    lua_pushstring(L, a->logs[i]);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  return 1;
+}
+
+/* ---- life cycle ---- */
+
+static void host_stopped(void *data) { ((struct app *)data)->stopped = true; }
+
+static void app_release(struct app *a) {
+  if (a->host) {
+    if (!a->stopped) {
+      host_stop(a->host);
+      clock_virtual_settle(a->clock);
+    }
+    host_free(a->host);
+    a->host = NULL;
+  }
+  if (a->conn) {
+    bk_conn_close(a->b, a->conn);
+    a->conn = NULL;
+  }
+  if (a->b) {
+    clock_virtual_settle(a->clock);
+    broker_free(a->b);
+    a->b = NULL;
+  }
+  if (a->clock) {
+    a->clock->ops->free(a->clock);
+    a->clock = NULL;
+  }
+  if (log_target == a) {
+    log_target = NULL;
+    log_set_sink(NULL, NULL);
+  }
+  a->stopped = true;
+}
+
+static int app_stop(lua_State *L) {
+  struct app *a = luaL_checkudata(L, 1, APP_MT);
+  app_release(a);
+  return 0;
+}
+
+static int app_gc(lua_State *L) {
+  struct app *a = luaL_checkudata(L, 1, APP_MT);
+  app_release(a);
+  for (size_t i = 0; i < a->ndeliveries; i++) {
+    struct delivery *d = &a->deliveries[i];
+    for (size_t f = 0; f < d->nfields; f++) free(d->field[f]);
+    free(d->field);
+    free(d->field_len);
+    free(d->handler);
+    free(d->id);
+    free(d->outcome);
+    free(d->reason);
+    free(d->error);
+  }
+  free(a->deliveries);
+  for (size_t i = 0; i < a->nlogs; i++) free(a->logs[i]);
+  free(a->logs);
+  return 0;
+}
+
+static const char *opt_string(lua_State *L, int idx, const char *name) {
+  if (lua_isnoneornil(L, idx)) return NULL;
+  lua_getfield(L, idx, name);
+  const char *s = lua_tostring(L, -1); /* anchored by the options table */
+  lua_pop(L, 1);
+  return s;
+}
+
+/* core.app(dir [, {version =, consumer =, handler_errors = "raise" | "record"}]) */
+static int core_app(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+  const char *version = opt_string(L, 2, "version");
+  const char *consumer = opt_string(L, 2, "consumer");
+  const char *errors = opt_string(L, 2, "handler_errors");
+  if (errors && strcmp(errors, "raise") && strcmp(errors, "record"))
+    return luaL_argerror(L, 2, "handler_errors must be \"raise\" or \"record\"");
+  if (version && bk_version_parse(version, strlen(version)) < 0)
+    return luaL_argerror(L, 2, "version must look like \"8.4.0\"");
+
+  struct app *a = lua_newuserdata(L, sizeof *a);
+  memset(a, 0, sizeof *a);
+  luaL_getmetatable(L, APP_MT);
+  lua_setmetatable(L, -2);
+  a->raise_errors = errors == NULL || strcmp(errors, "raise") == 0;
+  a->clock = clock_virtual_new(WALL_START_MS);
+  a->b = a->clock ? broker_memory_new(a->clock, version) : NULL;
+  if (a->b == NULL) return luaL_error(L, "out of memory");
+  if (log_target) app_release(log_target); /* one app at a time owns the log */
+  log_target = a;
+  log_set_sink(capture_log, NULL);
+
+  char *problems = NULL;
+  a->host = host_new(dir, a->b, a->clock, consumer, &problems);
+  if (a->host == NULL) {
+    lua_pushstring(L, problems ? problems : "cannot load the handlers");
+    free(problems);
+    app_release(a);
+    return lua_error(L);
+  }
+  host_on_delivery(a->host, record, a);
+  a->conn = bk_conn_open(a->b, "spec", NULL, NULL);
+  host_start(a->host, host_stopped, a);
+  clock_virtual_settle(a->clock);
+  const char *why = host_failed(a->host);
+  if (why) {
+    lua_pushstring(L, why);
+    app_release(a);
+    return lua_error(L);
+  }
+  return 1;
+}
+
+int luaopen_luastream_testing(lua_State *L) {
+  static const luaL_Reg methods[] = {
+      {"settle", app_settle},     {"advance", app_advance}, {"now", app_now},
+      {"command", app_command},   {"deliveries", app_deliveries},
+      {"logs", app_logs},         {"stop", app_stop},       {NULL, NULL}};
+  luaL_newmetatable(L, APP_MT);
+  lua_newtable(L);
+  luaL_register(L, NULL, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, app_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushcfunction(L, core_app);
+  lua_setfield(L, -2, "app");
+  return 1;
+}

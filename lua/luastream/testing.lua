@@ -1,0 +1,153 @@
+-- luastream.testing: test handlers with busted, without a Redis server and
+-- without waiting.
+--
+--   local testing = require "luastream.testing"
+--   local app = testing.app("handlers")          -- the host, in process, clock paused
+--   app:publish("payments", { id = 7, account = "migrating-acme", amount_cents = 500 }, { key = "migrating-acme" })
+--   app:advance("30s")                           -- time moves only when the spec says so
+--   assert.equal("1", app:received("post_payment")[2].headers[ls.DELIVERY_COUNT_HEADER])
+--
+-- The code under test is the code that ships: the same C host (subscriptions,
+-- lanes, runtime, outcomes) with the in-memory broker and a virtual clock
+-- plugged into its seams. See docs/testing.md.
+local cjson = require "cjson"
+
+local testing = {}
+
+-- The C module is built next to the binary (build/ or build-test/). A spec run
+-- from anywhere finds it through LUASTREAM_TESTING_LIB (the folder holding
+-- luastream_testing.so), LUA_CPATH, or the build folders of this checkout.
+local function load_core()
+  local ok, core = pcall(require, "luastream_testing")
+  if ok then return core end
+  local here = debug.getinfo(1, "S").source:match("^@(.*)/lua/luastream/testing%.lua$") or "."
+  local dirs = { os.getenv("LUASTREAM_TESTING_LIB"), here .. "/build-test", here .. "/build" }
+  for _, dir in pairs(dirs) do
+    local loader = package.loadlib(dir .. "/luastream_testing.so", "luaopen_luastream_testing")
+    if loader then return loader() end
+  end
+  error("luastream.testing: cannot find luastream_testing.so; build it (./dev build) or set " ..
+    "LUASTREAM_TESTING_LIB to the folder that holds it\n" .. tostring(core), 2)
+end
+local core = load_core()
+
+local UNIT_MS = { ms = 1, s = 1000, m = 60000, h = 3600000 }
+
+local function duration(v)
+  if type(v) == "number" and v >= 0 then return v end
+  if type(v) == "string" then
+    local n, unit = v:match("^%s*(%d+%.?%d*)%s*(%a*)%s*$")
+    local scale = UNIT_MS[unit == "" and "ms" or unit]
+    if n and scale then return tonumber(n) * scale end
+  end
+  error("a duration is a number of ms or a string such as \"250ms\", \"30s\", \"5m\": got " ..
+    tostring(v), 3)
+end
+
+-- Splits an entry's flat field list into its message and headers, the way
+-- the host does for a handler.
+local function decode(fields)
+  local headers, raw, data = {}, {}, nil
+  for i = 1, #fields, 2 do
+    local k, v = fields[i], fields[i + 1]
+    raw[k] = v
+    if k == "data" then data = v else headers[k] = v end
+  end
+  local message = raw
+  if data ~= nil then
+    local ok, v = pcall(cjson.decode, data)
+    message = ok and v or data
+  end
+  return message, headers, raw
+end
+
+local App = {}
+App.__index = App
+
+-- testing.app(dir [, {version = "8.4.0", consumer = NAME, handler_errors = "raise" | "record"}])
+-- starts every handler of dir on a fresh in-memory broker. A broker version
+-- below 8.4 makes claiming subscriptions meet the version gate (the error is
+-- raised here). With handler_errors = "raise" (the default) a handler that
+-- fails makes the settle or advance that ran it fail, with its traceback.
+function testing.app(dir, opts)
+  return setmetatable({ core = core.app(dir, opts) }, App)
+end
+
+-- Runs everything due now: reads, handlers, outcomes.
+function App:settle() self.core:settle() end
+
+-- Moves the clock by ms (or "30s") and lets every consequence settle.
+function App:advance(delay) self.core:advance(duration(delay)) end
+
+-- Milliseconds since the app started, on its clock.
+function App:now() return self.core:now() end
+
+function App:stop() self.core:stop() end
+
+-- A Redis command on the in-memory broker: the reply, or nil and the error.
+function App:command(...) return self.core:command(...) end
+
+-- publish(stream, msg [, {key = K, headers = {...}}]) -> id, then settles.
+function App:publish(stream, msg, opts)
+  opts = opts or {}
+  local args = { "XADD", stream, "*", "data", type(msg) == "string" and msg or cjson.encode(msg) }
+  if opts.key ~= nil then
+    args[#args + 1] = "partition-key"
+    args[#args + 1] = tostring(opts.key)
+  end
+  for k, v in pairs(opts.headers or {}) do
+    args[#args + 1] = tostring(k)
+    args[#args + 1] = tostring(v)
+  end
+  local id, err = self.core:command(unpack(args))
+  if not id then error("publish to " .. stream .. " failed: " .. tostring(err), 2) end
+  self.core:settle()
+  return id
+end
+
+-- Every delivery to the handler (file name without .lua), in order:
+-- { id, message, headers, fields, outcome = "ack" | "retry" | "reply" |
+--   "error" | "invalid", reason, error }. headers include delivery-count and
+-- idle-ms on claimed entries, as the handler saw them.
+function App:received(handler)
+  local out = {}
+  for i, d in ipairs(self.core:deliveries(handler)) do
+    local message, headers, raw = decode(d.fields)
+    if d.deliveries >= 0 then
+      headers["delivery-count"] = string.format("%d", d.deliveries)
+      headers["idle-ms"] = string.format("%d", d.idle_ms)
+    end
+    out[i] = { id = d.id, message = message, headers = headers, fields = raw, outcome = d.outcome,
+               reason = d.reason, error = d.error, handler = d.handler }
+  end
+  return out
+end
+
+-- The entries of a stream, oldest first: { id, message, headers, fields }.
+function App:entries(stream)
+  local reply = assert(self.core:command("XRANGE", stream, "-", "+"))
+  local out = {}
+  for i, e in ipairs(reply) do
+    local message, headers, raw = decode(e[2])
+    out[i] = { id = e[1], message = message, headers = headers, fields = raw }
+  end
+  return out
+end
+
+function App:xlen(stream) return assert(self.core:command("XLEN", stream)) end
+
+-- The pending entries of a group: { id, consumer, idle (ms), deliveries }.
+function App:pending(stream, group)
+  local reply, err = self.core:command("XPENDING", stream, group, "-", "+", "1000000")
+  if not reply then error(err, 2) end
+  local out = {}
+  for i, p in ipairs(reply) do
+    out[i] = { id = p[1], consumer = p[2], idle = p[3], deliveries = p[4] }
+  end
+  return out
+end
+
+-- The host's log lines so far (logfmt), oldest first.
+function App:logs() return self.core:logs() end
+
+return testing

@@ -1,0 +1,153 @@
+/* Tests for vclock.c, the virtual clock: timers fire only when time is moved,
+ * in (due, arming order) order, each at its own due time; timers armed by
+ * callbacks fire inside the same advance; settle runs 0-ms chains and stops a
+ * runaway one; stop, re-arm and free from inside the own callback. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "task.h"
+
+static lclock *clk;
+static char order[64];  /* one letter per firing */
+static uint64_t at[64]; /* now_ms at each firing */
+static int nfired;
+
+static void record(ltimer *t, void *data) {
+  (void)t;
+  order[nfired] = *(const char *)data;
+  at[nfired++] = clock_now(clk);
+}
+
+TEST_IMPL(vclock_fires_in_due_then_arming_order) {
+  clk = clock_virtual_new(1700000000000ULL);
+  ASSERT_NOT_NULL(clk);
+  static const char a = 'a', b = 'b', c = 'c', d = 'd';
+  ltimer *ta = timer_new(clk, record, (void *)&a), *tb = timer_new(clk, record, (void *)&b);
+  ltimer *tc = timer_new(clk, record, (void *)&c), *td = timer_new(clk, record, (void *)&d);
+  timer_start(ta, 30);
+  timer_start(tb, 10);
+  timer_start(tc, 20);
+  timer_start(td, 10); /* same due as b, armed later: fires after b */
+  ASSERT_INT_EQ(clock_now(clk), 0);
+  clock_virtual_settle(clk);
+  ASSERT_INT_EQ(nfired, 0); /* time stands still */
+  ASSERT_INT_EQ(clock_virtual_advance(clk, 25), 25);
+  ASSERT_INT_EQ(nfired, 3);
+  ASSERT_STR_EQ(order, "bdc");
+  ASSERT_INT_EQ(at[0], 10);
+  ASSERT_INT_EQ(at[1], 10);
+  ASSERT_INT_EQ(at[2], 20);
+  ASSERT_INT_EQ(clock_now(clk), 25);
+  ASSERT_INT_EQ(clock_wall(clk), 1700000000025ULL);
+  clock_virtual_advance(clk, 5);
+  ASSERT_STR_EQ(order, "bdca");
+  ASSERT_INT_EQ(at[3], 30);
+  timer_free(ta);
+  timer_free(tb);
+  timer_free(tc);
+  timer_free(td);
+  clk->ops->free(clk);
+}
+
+static ltimer *chained;
+
+static void arm_next(ltimer *t, void *data) {
+  (void)t;
+  record(t, data);
+  timer_start(chained, 5); /* due inside the same advance window */
+}
+
+TEST_IMPL(vclock_timers_armed_by_callbacks_fire_in_the_window) {
+  clk = clock_virtual_new(0);
+  static const char a = 'a', b = 'b', c = 'c';
+  ltimer *ta = timer_new(clk, arm_next, (void *)&a);
+  ltimer *tc = timer_new(clk, record, (void *)&c);
+  chained = timer_new(clk, record, (void *)&b);
+  timer_start(ta, 10);
+  timer_start(tc, 17);
+  clock_virtual_advance(clk, 16);
+  ASSERT_STR_EQ(order, "ab"); /* b at 15, before c at 17 */
+  ASSERT_INT_EQ(at[1], 15);
+  clock_virtual_advance(clk, 1);
+  ASSERT_STR_EQ(order, "abc");
+  ASSERT_INT_EQ(at[2], 17);
+  timer_free(ta);
+  timer_free(tc);
+  timer_free(chained);
+  clk->ops->free(clk);
+}
+
+static int zero_left;
+
+static void zero_chain(ltimer *t, void *data) {
+  record(t, data);
+  if (--zero_left > 0) timer_start(t, 0);
+}
+
+TEST_IMPL(vclock_settle_runs_zero_ms_chains_only) {
+  clk = clock_virtual_new(0);
+  static const char z = 'z', l = 'l';
+  ltimer *tz = timer_new(clk, zero_chain, (void *)&z), *tl = timer_new(clk, record, (void *)&l);
+  clock_virtual_advance(clk, 100);
+  zero_left = 3;
+  timer_start(tz, 0);
+  timer_start(tl, 1);
+  clock_virtual_settle(clk);
+  ASSERT_STR_EQ(order, "zzz");
+  ASSERT_INT_EQ(clock_now(clk), 100);
+  clock_virtual_advance(clk, 1);
+  ASSERT_STR_EQ(order, "zzzl");
+  timer_free(tz);
+  timer_free(tl);
+  clk->ops->free(clk);
+}
+
+static void rearm_forever(ltimer *t, void *data) {
+  (void)data;
+  timer_start(t, 0);
+}
+
+TEST_IMPL(vclock_settle_aborts_a_zero_ms_loop) {
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    close(2); /* the abort message is expected */
+    clk = clock_virtual_new(0);
+    ltimer *t = timer_new(clk, rearm_forever, NULL);
+    timer_start(t, 0);
+    clock_virtual_settle(clk);
+    _exit(0); /* not reached */
+  }
+  int status;
+  ASSERT_INT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT(WIFSIGNALED(status));
+  ASSERT_INT_EQ(WTERMSIG(status), SIGABRT);
+}
+
+static void free_self(ltimer *t, void *data) {
+  record(t, data);
+  timer_free(t); /* memory goes after the callback returns */
+}
+
+TEST_IMPL(vclock_stop_restart_and_free_inside_callback) {
+  clk = clock_virtual_new(0);
+  static const char f = 'f', s = 's', r = 'r';
+  ltimer *tf = timer_new(clk, free_self, (void *)&f);
+  ltimer *ts = timer_new(clk, record, (void *)&s);
+  ltimer *tr = timer_new(clk, record, (void *)&r);
+  timer_start(tf, 5);
+  timer_start(ts, 5);
+  timer_stop(ts);
+  timer_stop(ts); /* idempotent */
+  timer_start(tr, 1);
+  timer_start(tr, 8); /* re-arming moves it */
+  clock_virtual_advance(clk, 10);
+  ASSERT_STR_EQ(order, "fr");
+  ASSERT_INT_EQ(at[1], 8);
+  timer_free(ts);
+  timer_free(tr);
+  clk->ops->free(clk); /* LeakSanitizer: f's memory was released */
+}
