@@ -318,6 +318,9 @@ void host_stop(host *h) {
 }
 
 size_t host_subscriptions(const host *h) { return h->n; }
+subscription *host_subscription(const host *h, size_t i) {
+  return h->subs && i < h->n ? h->subs[i] : NULL;
+}
 const char *host_failed(const host *h) {
   return h->failed ? (h->why_failed ? h->why_failed : "out of memory\n") : NULL;
 }

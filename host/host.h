@@ -37,8 +37,11 @@ host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_o
 void host_start(host *h, host_stopped_fn *stopped, void *data);
 /* Stops reading, lets running handlers finish, flushes outcomes. */
 void host_stop(host *h);
-/* Subscriptions, by load order; for tests and health. */
+/* Subscriptions, by load order; for tests and health. host_subscription is
+ * NULL before the host has started them. */
 size_t host_subscriptions(const host *h);
+struct subscription;
+struct subscription *host_subscription(const host *h, size_t i);
 /* When the host stopped because it cannot run on this server (the version
  * gate): why, as `file: ...` lines; else NULL. The process should exit
  * non-zero. */

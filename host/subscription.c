@@ -44,6 +44,7 @@ struct subscription {
   bool native_claim;        /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
   bool block_next;          /* claim script found nothing: next read blocks on `>` */
   char cursor[ID_MAX];      /* reclaim: where the next XAUTOCLAIM starts */
+  char last_read[ID_MAX];   /* the newest id a read has brought, "" before any */
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
   uint64_t backoff_ms;
   unsigned writes_pending;  /* outcome commands sent and not answered */
@@ -483,6 +484,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     struct entry *e = list;
     list = e->next;
     e->next = NULL;
+    if (e->deliveries <= 0) snprintf(s->last_read, sizeof s->last_read, "%s", e->id);
     if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) {
       /* A claiming subscription's blocking `>` read: new entries, which the
        * claiming read reports as idle 0, delivered 0 times before. */
@@ -683,6 +685,13 @@ void sub_stop(subscription *s) {
 }
 
 bool sub_reading(const subscription *s) { return s->state == SUB_READING; }
+
+bool sub_idle(const subscription *s) {
+  return s->state == SUB_READING && lanes_in_flight(&s->lanes) == 0 && s->nacks == 0 &&
+         s->writes_pending == 0;
+}
+
+const char *sub_last_read(const subscription *s) { return s->last_read; }
 const struct handler_spec *sub_spec(const subscription *s) { return s->spec; }
 
 void sub_free(subscription *s) {

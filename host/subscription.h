@@ -46,6 +46,12 @@ void sub_start(subscription *s, long server_version);
  * SUB_EV_DRAINED is sent. Entries read but not started stay pending in Redis. */
 void sub_stop(subscription *s);
 bool sub_reading(const subscription *s);
+/* Reading, with nothing queued, running or unwritten. */
+bool sub_idle(const subscription *s);
+/* The id of the newest new (never delivered) entry a read brought, "" before
+ * any: with the group's last-delivered-id it tells whether a read is on its
+ * way (the test harness settles on real servers with it). */
+const char *sub_last_read(const subscription *s);
 const struct handler_spec *sub_spec(const subscription *s);
 /* Only after drained (or before start). */
 void sub_free(subscription *s);

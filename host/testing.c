@@ -10,6 +10,11 @@
  *
  *   local core = require "luastream_testing"
  *   local app = core.app(dir, {version = "8.4.0", consumer = "c"})  -- or raises
+ *   local app = core.app(dir, {redis = "redis://127.0.0.1:6379"})   -- a real server
+ *
+ * With a real server time is real: advance is refused, and settle runs the
+ * loop until the host is idle and every group it reads has been handed all of
+ * its stream.
  *   app:command("XADD", "s", "*", "data", "{}")  -> reply (nil, err on error)
  *   app:settle()  app:advance(ms)  app:now()
  *   app:deliveries([handler]) -> { {handler, id, fields = {k, v, ...}, deliveries, idle_ms,
@@ -19,6 +24,7 @@
 #include <lua.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "broker.h"
 #include "clock.h"
@@ -26,9 +32,12 @@
 #include "host.h"
 #include "log.h"
 #include "runtime.h"
+#include "subscription.h"
+#include "url.h"
 
 #define APP_MT "luastream.testing.app"
 #define WALL_START_MS 1767225600000ULL /* 2026-01-01T00:00:00Z: stable ids */
+#define REAL_WAIT_MS 10000             /* a real server must answer within this */
 
 struct delivery {
   char *handler, *id, *outcome, *reason, *error;
@@ -39,6 +48,7 @@ struct delivery {
 };
 
 struct app {
+  uv_loop_t *loop;       /* only with a real server (opts.redis); else NULL */
   lclock *clock;
   broker *b;
   host *host;
@@ -138,15 +148,133 @@ static struct app *check_app(lua_State *L) {
   return a;
 }
 
+/* ---- a real server: the libuv loop until something holds ---- */
+
+static void tick(uv_timer_t *t) { (void)t; }
+
+/* Runs the loop until done(a) or REAL_WAIT_MS pass; returns done(a). */
+static bool run_until(struct app *a, bool (*done)(struct app *)) {
+  uv_timer_t ticker; /* wakes the loop so the condition is looked at */
+  uv_timer_init(a->loop, &ticker);
+  uv_timer_start(&ticker, tick, 2, 2);
+  uint64_t deadline = uv_now(a->loop) + REAL_WAIT_MS;
+  bool ok;
+  while (!(ok = done(a)) && uv_now(a->loop) < deadline) uv_run(a->loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&ticker, NULL);
+  uv_run(a->loop, UV_RUN_NOWAIT);
+  return ok;
+}
+
+static bool got_reply(struct app *a) { return a->replied; }
+
+static void command_done(void *data, const bk_reply *r, const char *err);
+
+/* Sends a command on the spec's connection and waits for its reply, which is
+ * pushed on L (1 or 2 values, counted in a->nresults). Returns false when it
+ * could not be sent or got no reply. */
+static bool roundtrip(lua_State *L, struct app *a, struct bk_args *args) {
+  a->waiting_L = L;
+  a->replied = false;
+  if (bk_command(a->b, a->conn, args->argc, args->argv, args->argvlen, command_done, a) != 0)
+    return false;
+  if (a->loop)
+    run_until(a, got_reply);
+  else
+    clock_virtual_settle(a->clock);
+  a->waiting_L = NULL;
+  return a->replied;
+}
+
+/* The value of key in a flat [key, value, ...] reply, or NULL. */
+static const bk_reply *field_of(const bk_reply *r, const char *key) {
+  for (size_t i = 0; r && r->type == BK_ARRAY && i + 1 < r->elements; i += 2)
+    if (r->element[i]->type == BK_STRING && strcmp(r->element[i]->str, key) == 0)
+      return r->element[i + 1];
+  return NULL;
+}
+
+/* One XINFO question: the id under `key`, in the reply itself (XINFO
+ * STREAM) or in the element whose name is `group` (XINFO GROUPS). */
+struct info_query {
+  struct app *a;
+  const char *group;    /* NULL for XINFO STREAM */
+  const char *key;
+  char value[64];       /* "" when not found */
+};
+
+static void info_done(void *data, const bk_reply *r, const char *err) {
+  (void)err;
+  struct info_query *q = data;
+  q->a->replied = true;
+  const bk_reply *found = NULL;
+  if (q->group == NULL) {
+    found = field_of(r, q->key);
+  } else {
+    for (size_t i = 0; r && r->type == BK_ARRAY && i < r->elements && !found; i++) {
+      const bk_reply *name = field_of(r->element[i], "name");
+      if (name && name->type == BK_STRING && strcmp(name->str, q->group) == 0)
+        found = field_of(r->element[i], q->key);
+    }
+  }
+  if (found && found->type == BK_STRING) snprintf(q->value, sizeof q->value, "%s", found->str);
+}
+
+static void ask_info(struct app *a, struct info_query *q, const char *what, const char *stream) {
+  const char *argv[] = {"XINFO", what, stream};
+  size_t len[] = {5, strlen(what), strlen(stream)};
+  q->value[0] = '\0';
+  a->replied = false;
+  if (bk_command(a->b, a->conn, 3, argv, len, info_done, q) == 0) run_until(a, got_reply);
+}
+
+/* Has group been handed every entry of stream? Asked of the server. */
+static bool group_caught_up(struct app *a, const char *stream, const char *group) {
+  struct info_query delivered = {a, group, "last-delivered-id", ""};
+  struct info_query generated = {a, NULL, "last-generated-id", ""};
+  ask_info(a, &delivered, "GROUPS", stream);
+  ask_info(a, &generated, "STREAM", stream);
+  return delivered.value[0] && strcmp(delivered.value, generated.value) == 0;
+}
+
+static bool host_quiet(struct app *a) {
+  for (size_t i = 0; i < host_subscriptions(a->host); i++) {
+    subscription *s = host_subscription(a->host, i);
+    if (s == NULL || !sub_idle(s)) return false;
+  }
+  return true;
+}
+
+/* Quiet, and every group that reads new entries has been handed its whole
+ * stream; twice in a row, a round trip apart, so a read reply already on its
+ * way has time to land. */
+static void settle_real(lua_State *L, struct app *a) {
+  uint64_t deadline = uv_now(a->loop) + REAL_WAIT_MS;
+  int quiet_checks = 0;
+  while (quiet_checks < 2) {
+    if (uv_now(a->loop) > deadline) luaL_error(L, "the host did not settle within %d ms", REAL_WAIT_MS);
+    if (!run_until(a, host_quiet)) continue;
+    bool all = true;
+    for (size_t i = 0; all && i < host_subscriptions(a->host); i++) {
+      const struct handler_spec *spec = sub_spec(host_subscription(a->host, i));
+      if (spec->read != READ_RECLAIM) all = group_caught_up(a, spec->stream, spec->group);
+    }
+    quiet_checks = all && host_quiet(a) ? quiet_checks + 1 : 0;
+  }
+}
+
 static int app_settle(lua_State *L) {
   struct app *a = check_app(L);
-  clock_virtual_settle(a->clock);
+  if (a->loop)
+    settle_real(L, a);
+  else
+    clock_virtual_settle(a->clock);
   raise_new_errors(L, a);
   return 0;
 }
 
 static int app_advance(lua_State *L) {
   struct app *a = check_app(L);
+  if (a->loop) return luaL_error(L, "advance needs the in-memory broker: a real server's clock cannot be moved");
   lua_Number ms = luaL_checknumber(L, 2);
   luaL_argcheck(L, ms >= 0, 2, "cannot move the clock back");
   clock_virtual_settle(a->clock);
@@ -220,18 +348,9 @@ static int app_command(lua_State *L) {
     const char *s = luaL_checklstring(L, i, &len);
     bk_args_add(&args, s, len);
   }
-  a->waiting_L = L;
-  a->replied = false;
-  int rc = bk_command(a->b, a->conn, args.argc, args.argv, args.argvlen, command_done, a);
+  bool ok = roundtrip(L, a, &args);
   bk_args_free(&args);
-  if (rc != 0) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "not connected");
-    return 2;
-  }
-  clock_virtual_settle(a->clock);
-  a->waiting_L = NULL;
-  if (!a->replied) return luaL_error(L, "the command got no reply (a blocking command?)");
+  if (!ok) return luaL_error(L, "the command got no reply (not connected, or a blocking command)");
   raise_new_errors(L, a);
   return a->nresults;
 }
@@ -290,12 +409,25 @@ static int app_logs(lua_State *L) {
 /* ---- life cycle ---- */
 
 static void host_stopped(void *data) { ((struct app *)data)->stopped = true; }
+static bool is_stopped(struct app *a) { return a->stopped; }
+
+static bool host_ready(struct app *a) {
+  if (a->stopped) return true; /* the version gate said no */
+  for (size_t i = 0; i < host_subscriptions(a->host); i++) {
+    subscription *s = host_subscription(a->host, i);
+    if (s == NULL || !sub_reading(s)) return false;
+  }
+  return true;
+}
 
 static void app_release(struct app *a) {
   if (a->host) {
     if (!a->stopped) {
       host_stop(a->host);
-      clock_virtual_settle(a->clock);
+      if (a->loop)
+        run_until(a, is_stopped);
+      else
+        clock_virtual_settle(a->clock);
     }
     host_free(a->host);
     a->host = NULL;
@@ -305,13 +437,22 @@ static void app_release(struct app *a) {
     a->conn = NULL;
   }
   if (a->b) {
-    clock_virtual_settle(a->clock);
+    if (a->loop)
+      uv_run(a->loop, UV_RUN_NOWAIT);
+    else
+      clock_virtual_settle(a->clock);
     broker_free(a->b);
     a->b = NULL;
   }
   if (a->clock) {
     a->clock->ops->free(a->clock);
     a->clock = NULL;
+  }
+  if (a->loop) {
+    uv_run(a->loop, UV_RUN_DEFAULT); /* close callbacks */
+    uv_loop_close(a->loop);
+    free(a->loop);
+    a->loop = NULL;
   }
   if (log_target == a) {
     log_target = NULL;
@@ -358,6 +499,7 @@ static const char *opt_string(lua_State *L, int idx, const char *name) {
 static int core_app(lua_State *L) {
   const char *dir = luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+  const char *redis = opt_string(L, 2, "redis");
   const char *version = opt_string(L, 2, "version");
   const char *consumer = opt_string(L, 2, "consumer");
   const char *errors = opt_string(L, 2, "handler_errors");
@@ -371,8 +513,19 @@ static int core_app(lua_State *L) {
   luaL_getmetatable(L, APP_MT);
   lua_setmetatable(L, -2);
   a->raise_errors = errors == NULL || strcmp(errors, "raise") == 0;
-  a->clock = clock_virtual_new(WALL_START_MS);
-  a->b = a->clock ? broker_memory_new(a->clock, version) : NULL;
+  if (redis) {
+    struct redis_url url;
+    char err[512];
+    if (version) return luaL_argerror(L, 2, "version applies to the in-memory broker, not with redis");
+    if (url_parse(redis, &url, err, sizeof err) != 0) return luaL_error(L, "%s", err);
+    a->loop = malloc(sizeof *a->loop);
+    if (a->loop == NULL || uv_loop_init(a->loop) != 0) return luaL_error(L, "cannot start a loop");
+    a->clock = clock_uv_new(a->loop);
+    a->b = a->clock ? broker_redis_new(a->loop, &url) : NULL;
+  } else {
+    a->clock = clock_virtual_new(WALL_START_MS);
+    a->b = a->clock ? broker_memory_new(a->clock, version) : NULL;
+  }
   if (a->b == NULL) return luaL_error(L, "out of memory");
   if (log_target) app_release(log_target); /* one app at a time owns the log */
   log_target = a;
@@ -389,7 +542,14 @@ static int core_app(lua_State *L) {
   host_on_delivery(a->host, record, a);
   a->conn = bk_conn_open(a->b, "spec", NULL, NULL);
   host_start(a->host, host_stopped, a);
-  clock_virtual_settle(a->clock);
+  if (a->loop) {
+    if (!run_until(a, host_ready)) {
+      app_release(a);
+      return luaL_error(L, "the host did not start reading from %s within %d ms", redis, REAL_WAIT_MS);
+    }
+  } else {
+    clock_virtual_settle(a->clock);
+  }
   const char *why = host_failed(a->host);
   if (why) {
     lua_pushstring(L, why);

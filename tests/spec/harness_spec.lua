@@ -1,0 +1,42 @@
+-- What the harness itself promises a spec author.
+local testing = require "luastream.testing"
+
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+
+describe("luastream.testing", function()
+  it("fails the step that ran a failing handler, with the handler's traceback", function()
+    local app = testing.app(HERE .. "/failing")
+    local ok, err = pcall(app.publish, app, "payments", { id = 1 })
+    assert.is_false(ok)
+    assert.matches("handler fragile failed on entry %d+%-%d+ %(handler%-error%)", err)
+    assert.matches("fragile.lua:6: attempt to index field 'account'", err, 1, true)
+    assert.matches("stack traceback:", err, 1, true)
+    app:stop()
+  end)
+
+  it("records failures instead when asked, and the entry stays pending", function()
+    local app = testing.app(HERE .. "/failing", { handler_errors = "record" })
+    local id = app:publish("payments", { id = 1 })
+    local got = app:received("fragile")
+    assert.equal(1, #got)
+    assert.equal("error", got[1].outcome)
+    assert.equal(id, app:pending("payments", "ledger")[1].id)
+    app:stop()
+  end)
+
+  it("raises the load problems of a bad handler directory", function()
+    local ok, err = pcall(testing.app, HERE .. "/no-such-dir")
+    assert.is_false(ok)
+    assert.matches("no-such-dir: cannot open handler directory", err, 1, true)
+  end)
+
+  it("moves time only when told", function()
+    local app = testing.app(HERE .. "/lanes")
+    assert.equal(0, app:now())
+    app:settle()
+    assert.equal(0, app:now())
+    app:advance("1.5s")
+    assert.equal(1500, app:now())
+    app:stop()
+  end)
+end)
