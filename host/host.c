@@ -15,7 +15,7 @@
 struct host {
   broker *b;
   lclock *clock;
-  struct rt_env env;        /* what handlers see: clock, broker, command connection */
+  struct rt_env env;        /* what handlers see: the clock, the delivery hook */
   bk_conn *cmd;
   size_t n;
   handler **handlers;       /* loaded, not yet handed to subscriptions */
@@ -166,7 +166,6 @@ host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_o
   h->b = b;
   h->clock = clock;
   h->env.clock = clock;
-  h->env.broker = b;
   if (load_all(dir, &h->env, &h->handlers, &h->n, report) != 0) goto error;
   if (name_consumers(h, consumer_override) != 0) {
     fprintf(report, "%s: cannot prepare the handlers (see the log)\n", dir);
@@ -300,7 +299,6 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   log_line(LOG_INFO, NULL, "connecting", "redis", h->b->name, NULL);
   h->info_timer = timer_new(h->clock, info_retry, h);
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
-  h->env.conn = h->cmd;
 }
 
 void host_stop(host *h) {

@@ -1,15 +1,15 @@
 /* hostlib: luastream.core, the C primitives behind require "luastream".
  *
- * log writes through the host's log module; sleep and publish wait without
- * blocking the loop: they record what the job waits for and yield, and a
- * clock or broker callback resumes the coroutine (rt_job_resume). They may be
- * called only from the job's own coroutine, which is checked, not assumed. */
+ * log writes through the host's log module; sleep waits without blocking the
+ * loop: it records what the job waits for and yields, and a clock callback
+ * resumes the coroutine (rt_job_resume). It may be called only from the job's
+ * own coroutine, which is checked, not assumed. (ctx:publish needs no C: its
+ * entries are written with the outcome.) */
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
 #include "log.h"
 #include "runtime_private.h"
 
@@ -84,64 +84,10 @@ static int core_sleep(lua_State *L) {
   return lua_yield(L, 0);
 }
 
-static void publish_done(void *data, const bk_reply *reply, const char *err) {
-  struct rt_job *job = data;
-  lua_State *co = job->co;
-  if (reply && reply->type == BK_STRING) {
-    lua_pushlstring(co, reply->str, reply->len);
-    rt_job_resume(job, 1);
-    return;
-  }
-  lua_pushnil(co);
-  if (reply && reply->type == BK_ERROR)
-    lua_pushlstring(co, reply->str, reply->len);
-  else
-    lua_pushstring(co, err ? err : "unexpected reply to XADD");
-  rt_job_resume(job, 2);
-}
-
-/* core.publish(stream, {f1, v1, ...}) -> id | nil, err  yields until XADD completes */
-static int core_publish(lua_State *L) {
-  size_t slen;
-  const char *stream = luaL_checklstring(L, 1, &slen);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  struct rt_job *job = current_job(L, "ctx:publish");
-  const struct rt_env *env = job->h->env;
-  if (env == NULL || env->broker == NULL) return luaL_error(L, "ctx:publish: no broker in this host");
-  size_t n = lua_objlen(L, 2);
-  if (n == 0 || n % 2) return luaL_argerror(L, 2, "fields must be name, value pairs");
-
-  struct bk_args a;
-  bk_args_init(&a);
-  bk_args_str(&a, "XADD");
-  bk_args_add(&a, stream, slen);
-  bk_args_str(&a, "*");
-  for (size_t i = 1; i <= n; i++) {
-    lua_rawgeti(L, 2, (int)i);
-    size_t len;
-    const char *s = lua_tolstring(L, -1, &len);
-    lua_pop(L, 1); /* anchored by the table */
-    if (s == NULL) {
-      bk_args_free(&a);
-      return luaL_argerror(L, 2, "field names and values must be strings");
-    }
-    bk_args_add(&a, s, len);
-  }
-  int rc = bk_command(env->broker, env->conn, a.argc, a.argv, a.argvlen, publish_done, job);
-  bk_args_free(&a);
-  if (rc != 0) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "not connected to %s", env->broker->name);
-    return 2;
-  }
-  job->op = OP_PUBLISH;
-  return lua_yield(L, 0);
-}
-
 /* [-0, +1] the module table */
 int rt_open_core(lua_State *L, struct handler *h) {
   static const luaL_Reg fns[] = {
-      {"log", core_log}, {"sleep", core_sleep}, {"publish", core_publish}, {NULL, NULL}};
+      {"log", core_log}, {"sleep", core_sleep}, {NULL, NULL}};
   lua_createtable(L, 0, 4);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, h);

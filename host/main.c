@@ -3,19 +3,28 @@
  *   luastream run [--redis URL] [--consumer NAME] [--log-level LEVEL] DIR
  *   luastream check DIR
  *   luastream publish [--redis URL] STREAM JSON [--key K] [--header NAME=VALUE]...
+ *   luastream dead-letters list [--redis URL] STREAM [--count N]
+ *   luastream dead-letters replay [--redis URL] STREAM (--id ID... | --all)
  *
  * main builds the loop, clock and broker, hands them to the host and maps
- * signals: the first SIGTERM/SIGINT drains, a second one exits at once. */
+ * signals: the first SIGTERM/SIGINT drains, a second one exits at once. The
+ * other commands that talk to Redis are one-shot clients (struct client):
+ * connect, run a few commands, print, exit. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uv.h>
 
 #include "broker.h"
 #include "clock.h"
+#include "entry.h"
 #include "host.h"
 #include "log.h"
+#include "outcome.h"
 #include "runtime.h"
+#include "scripts.h"
 #include "url.h"
 
 #ifndef LUASTREAM_VERSION
@@ -23,8 +32,11 @@
 #endif
 
 #define DEFAULT_URL "redis://127.0.0.1:6379"
-#define PUBLISH_TIMEOUT_MS 10000
+#define CLIENT_TIMEOUT_MS 10000 /* one-shot clients: to connect, then for each reply */
 #define MAX_HEADERS 64
+#define MAX_IDS 1024
+#define LIST_COUNT 100      /* dead-letters list: entries shown by default */
+#define REPLAY_BATCH 500    /* dead-letters replay --all: entries per script call */
 
 static const char usage_main[] =
     "usage: luastream <command> [options]\n"
@@ -32,9 +44,12 @@ static const char usage_main[] =
     "Runs Redis Streams consumer groups with handlers written in Lua.\n"
     "\n"
     "commands:\n"
-    "  run       run the handlers of a directory\n"
-    "  check     load and validate the handlers of a directory without connecting\n"
-    "  publish   add one entry to a stream\n"
+    "  run            run the handlers of a directory\n"
+    "  check          load and validate the handlers of a directory without\n"
+    "                 connecting\n"
+    "  publish        add one entry to a stream\n"
+    "  dead-letters   list the dead letters of a stream (list), or put them back\n"
+    "                 on their source stream (replay)\n"
     "\n"
     "`luastream <command> --help` describes each command. REDIS_URL sets the\n"
     "default server (" DEFAULT_URL " when unset).\n";
@@ -68,19 +83,92 @@ static const char usage_publish[] =
     "  --key K                partition key (header partition-key)\n"
     "  --header NAME=VALUE    an extra header; repeatable\n";
 
+static const char usage_dead_letters[] =
+    "usage: luastream dead-letters list [--redis URL] STREAM [--count N]\n"
+    "       luastream dead-letters replay [--redis URL] STREAM (--id ID | --all)\n"
+    "\n"
+    "A handler with dead_letter = \"STREAM\" moves the entries it rejects, cannot\n"
+    "decode or gives up on (max_deliveries) to STREAM, each with where it came\n"
+    "from and why (the dead-letter-* fields).\n"
+    "\n"
+    "  list     prints the dead letters of STREAM, oldest first\n"
+    "  replay   puts dead letters back on their source stream as new entries\n"
+    "\n"
+    "`luastream dead-letters list --help` and `... replay --help` say more.\n";
+
+static const char usage_dl_list[] =
+    "usage: luastream dead-letters list [--redis URL] STREAM [--count N]\n"
+    "\n"
+    "Prints the dead letters of STREAM, oldest first: for each, its id, where it\n"
+    "came from (source stream, group, original id, handler), why (reason,\n"
+    "error), how often it was delivered, when it was dead-lettered (UTC), its\n"
+    "other headers and its body.\n"
+    "\n"
+    "  --redis URL   server (default: $REDIS_URL)\n"
+    "  --count N     show at most N entries (default 100)\n";
+
+static const char usage_dl_replay[] =
+    "usage: luastream dead-letters replay [--redis URL] STREAM (--id ID | --all)\n"
+    "\n"
+    "Puts dead letters of STREAM back on their source stream as new entries, with\n"
+    "their body and headers but without the dead-letter-* fields, so their\n"
+    "delivery count starts afresh, and addressed to the group that dead-lettered\n"
+    "them (retry-group): the stream's other groups skip them. Each entry is added\n"
+    "to its source and deleted from STREAM in one server-side script, so it is\n"
+    "never on both streams nor on neither. Prints `ID -> SOURCE NEW-ID` per entry\n"
+    "and a count.\n"
+    "\n"
+    "  --redis URL   server (default: $REDIS_URL)\n"
+    "  --id ID       the dead letter with this id; repeatable. Nothing is replayed\n"
+    "                if one of them is missing or not a dead letter.\n"
+    "  --all         every dead letter on STREAM when the command starts (in\n"
+    "                batches of 500; entries that are not dead letters stay)\n";
+
 struct options {
   const char *redis;
   const char *consumer;
   const char *log_level;
   const char *key;
+  const char *count;
   const char *headers[MAX_HEADERS];
   int nheaders;
+  const char *ids[MAX_IDS];
+  int nids;
+  bool all;
   const char *pos[3];   /* positional arguments */
   int npos;
 };
 
+/* Finds option `name` (nlen bytes): *slot for one with a value, *flag for
+ * one without; both NULL when luastream has no such option. Returns -1 when a
+ * repeatable option was given too often (reported). */
+static int option_slot(struct options *o, const char *name, size_t nlen, const char ***slot,
+                       bool **flag) {
+#define IS(lit) (nlen == sizeof lit - 1 && !strncmp(name, lit, nlen))
+  *slot = NULL;
+  *flag = NULL;
+  if (IS("redis")) *slot = &o->redis;
+  else if (IS("consumer")) *slot = &o->consumer;
+  else if (IS("log-level")) *slot = &o->log_level;
+  else if (IS("key")) *slot = &o->key;
+  else if (IS("count")) *slot = &o->count;
+  else if (IS("all")) *flag = &o->all;
+  else if (IS("header") || IS("id")) {
+    bool header = IS("header");
+    int *n = header ? &o->nheaders : &o->nids, max = header ? MAX_HEADERS : MAX_IDS;
+    if (*n == max) {
+      fprintf(stderr, "luastream: too many --%.*s options (at most %d)\n", (int)nlen, name, max);
+      return -1;
+    }
+    *slot = header ? &o->headers[(*n)++] : &o->ids[(*n)++];
+  }
+  return 0;
+#undef IS
+}
+
 /* Parses argv after the command name. Returns 0, 1 when help or version was
- * printed, -1 on a usage error (already reported). */
+ * printed, -1 on a usage error (already reported). An option is accepted when
+ * the command's usage text lists it ("--name " in usage). */
 static int parse(int argc, char **argv, const char *usage, int max_pos, struct options *o) {
   memset(o, 0, sizeof *o);
   for (int i = 0; i < argc; i++) {
@@ -96,25 +184,25 @@ static int parse(int argc, char **argv, const char *usage, int max_pos, struct o
     if (a[0] == '-' && a[1] == '-') {
       const char *name = a + 2, *eq = strchr(name, '=');
       size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-      const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-      const char **slot = NULL;
-      if (nlen == 5 && !strncmp(name, "redis", 5)) slot = &o->redis;
-      else if (nlen == 8 && !strncmp(name, "consumer", 8)) slot = &o->consumer;
-      else if (nlen == 9 && !strncmp(name, "log-level", 9)) slot = &o->log_level;
-      else if (nlen == 3 && !strncmp(name, "key", 3)) slot = &o->key;
-      else if (nlen == 6 && !strncmp(name, "header", 6)) {
-        if (o->nheaders == MAX_HEADERS) {
-          fprintf(stderr, "luastream: too many --header options (at most %d)\n", MAX_HEADERS);
-          return -1;
-        }
-        slot = &o->headers[o->nheaders++];
-      }
+      const char **slot;
+      bool *flag;
+      if (option_slot(o, name, nlen, &slot, &flag) != 0) return -1;
       char opt[32];
       snprintf(opt, sizeof opt, "--%.*s ", (int)nlen, name);
-      if (slot == NULL || strstr(usage, opt) == NULL) { /* not an option of this command */
+      if ((slot == NULL && flag == NULL) || strstr(usage, opt) == NULL) {
+        /* not an option of this command */
         fprintf(stderr, "luastream: unknown option %.*s\n\n%s", (int)(nlen + 2), a, usage);
         return -1;
       }
+      if (flag) {
+        if (eq) {
+          fprintf(stderr, "luastream: option --%.*s takes no value\n", (int)nlen, name);
+          return -1;
+        }
+        *flag = true;
+        continue;
+      }
+      const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
       if (value == NULL) {
         fprintf(stderr, "luastream: option --%.*s needs a value\n", (int)nlen, name);
         return -1;
@@ -251,48 +339,115 @@ static int cmd_check(int argc, char **argv) {
   return 0;
 }
 
-/* ---- publish ---- */
+/* ---- one-shot clients: connect, run a few commands, exit ---- */
 
-struct publish_state {
+struct client;
+/* Called once, when the connection is first up: sends the first command(s). */
+typedef void client_start_fn(struct client *c);
+
+struct client {
   broker *b;
   bk_conn *conn;
-  struct bk_args args;
-  ltimer *timeout;
-  int status;      /* exit code */
+  ltimer *timeout;          /* to connect, then for each reply */
+  client_start_fn *start;
+  void *data;               /* the command's own state */
+  bool started;             /* start has run */
+  bool finished;            /* client_done has run: replies still arriving are ignored */
+  int status;               /* the exit code */
 };
 
-static void publish_finish(struct publish_state *ps) {
-  timer_stop(ps->timeout);
-  if (ps->conn) bk_conn_close(ps->b, ps->conn);
-  ps->conn = NULL;
+/* Ends the session: the loop then runs out of work and client_run returns
+ * status. Safe inside any callback of the client. */
+static void client_done(struct client *c, int status) {
+  if (c->finished) return;
+  c->finished = true;
+  c->status = status;
+  timer_stop(c->timeout);
+  if (c->conn) {
+    bk_conn *conn = c->conn;
+    c->conn = NULL;
+    bk_conn_close(c->b, conn); /* pending callbacks fire now, and see finished */
+  }
 }
+
+/* Sends one command; cb gets the reply (data = the client). Commands on the
+ * connection go out and come back in order. Returns 0, or -1 when the
+ * connection is gone (reported; the session has ended with status 1). */
+static int client_send(struct client *c, const struct bk_args *a, bk_reply_cb *cb) {
+  if (c->finished) return -1;
+  if (bk_command(c->b, c->conn, a->argc, a->argv, a->argvlen, cb, c) != 0) {
+    fprintf(stderr, "luastream: lost the connection to %s\n", c->b->name);
+    client_done(c, 1);
+    return -1;
+  }
+  timer_start(c->timeout, CLIENT_TIMEOUT_MS);
+  return 0;
+}
+
+/* The error text of a failed reply: the server's message, or why no reply
+ * came. NULL when r is a reply of another type than an error. */
+static const char *client_error(const bk_reply *r, const char *err) {
+  if (r == NULL) return err ? err : "no reply";
+  return r->type == BK_ERROR ? r->str : NULL;
+}
+
+static void client_state(void *data, bk_conn *conn, int up) {
+  struct client *c = data;
+  if (!up || c->started || c->finished || conn != c->conn) return;
+  c->started = true;
+  c->start(c);
+}
+
+static void client_timeout(ltimer *t, void *data) {
+  (void)t;
+  struct client *c = data;
+  if (c->started)
+    fprintf(stderr, "luastream: no reply from %s within %d s\n", c->b->name,
+            CLIENT_TIMEOUT_MS / 1000);
+  else
+    fprintf(stderr, "luastream: cannot reach %s within %d s\n", c->b->name,
+            CLIENT_TIMEOUT_MS / 1000);
+  client_done(c, 1);
+}
+
+/* Connects to url, calls start once connected and runs until client_done.
+ * Returns the status client_done was given (1 on a timeout). */
+static int client_run(const struct redis_url *url, const char *name, client_start_fn *start,
+                      void *data) {
+  log_set_level(LOG_WARN); /* the output is the result; connection chatter is not */
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  lclock *clock = clock_uv_new(&loop);
+  struct client c = {.start = start, .data = data, .status = 1};
+  c.b = broker_redis_new(&loop, url);
+  c.timeout = timer_new(clock, client_timeout, &c);
+  timer_start(c.timeout, CLIENT_TIMEOUT_MS);
+  c.conn = bk_conn_open(c.b, name, client_state, &c);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  client_done(&c, c.status); /* the loop ended without it: nothing left to wait for */
+  timer_free(c.timeout);
+  broker_free(c.b);
+  clock->ops->free(clock);
+  finish_loop(&loop);
+  return c.status;
+}
+
+/* ---- publish ---- */
 
 static void publish_done(void *data, const bk_reply *r, const char *err) {
-  struct publish_state *ps = data;
+  struct client *c = data;
+  if (c->finished) return;
   if (r && r->type == BK_STRING) {
     printf("%.*s\n", (int)r->len, r->str);
-    ps->status = 0;
-  } else {
-    fprintf(stderr, "luastream: XADD on %s failed: %s\n", ps->b->name,
-            r && r->type == BK_ERROR ? r->str : err ? err : "unexpected reply");
+    client_done(c, 0);
+    return;
   }
-  publish_finish(ps);
+  const char *why = client_error(r, err);
+  fprintf(stderr, "luastream: XADD on %s failed: %s\n", c->b->name, why ? why : "unexpected reply");
+  client_done(c, 1);
 }
 
-static void publish_state_cb(void *data, bk_conn *c, int up) {
-  struct publish_state *ps = data;
-  if (!up || ps->conn != c) return;
-  if (bk_command(ps->b, c, ps->args.argc, ps->args.argv, ps->args.argvlen, publish_done, ps) != 0)
-    return; /* dropped again: the timeout reports it */
-}
-
-static void publish_timeout(ltimer *t, void *data) {
-  (void)t;
-  struct publish_state *ps = data;
-  fprintf(stderr, "luastream: cannot reach %s within %d s\n", ps->b->name,
-          PUBLISH_TIMEOUT_MS / 1000);
-  publish_finish(ps);
-}
+static void publish_start(struct client *c) { client_send(c, c->data, publish_done); }
 
 static int cmd_publish(int argc, char **argv) {
   struct options o;
@@ -300,49 +455,370 @@ static int cmd_publish(int argc, char **argv) {
   if (rc != 0) return rc > 0 ? 0 : 2;
   struct redis_url url;
   if (setup_url(&o, &url) != 0) return 2;
-  log_set_level(LOG_WARN); /* the id is the output; connection chatter is not */
   const char *stream = o.pos[0], *json = o.pos[1];
   char err[256];
   if (!rt_json_valid(json, strlen(json), err, sizeof err)) {
     fprintf(stderr, "luastream: the message is not valid JSON: %s\n", err);
     return 2;
   }
-  struct publish_state ps = {.status = 1};
-  bk_args_init(&ps.args);
-  bk_args_str(&ps.args, "XADD");
-  bk_args_str(&ps.args, stream);
-  bk_args_str(&ps.args, "*");
-  bk_args_str(&ps.args, "data");
-  bk_args_str(&ps.args, json);
+  struct bk_args args;
+  bk_args_init(&args);
+  bk_args_str(&args, "XADD");
+  bk_args_str(&args, stream);
+  bk_args_str(&args, "*");
+  bk_args_str(&args, "data");
+  bk_args_str(&args, json);
   if (o.key) {
-    bk_args_str(&ps.args, "partition-key");
-    bk_args_str(&ps.args, o.key);
+    bk_args_str(&args, "partition-key");
+    bk_args_str(&args, o.key);
   }
   for (int i = 0; i < o.nheaders; i++) {
     const char *eq = strchr(o.headers[i], '=');
     if (eq == NULL || eq == o.headers[i]) {
       fprintf(stderr, "luastream: --header needs NAME=VALUE, got \"%s\"\n", o.headers[i]);
-      bk_args_free(&ps.args);
+      bk_args_free(&args);
       return 2;
     }
-    bk_args_add(&ps.args, o.headers[i], (size_t)(eq - o.headers[i]));
-    bk_args_str(&ps.args, eq + 1);
+    bk_args_add(&args, o.headers[i], (size_t)(eq - o.headers[i]));
+    bk_args_str(&args, eq + 1);
   }
+  int status = client_run(&url, "publish", publish_start, &args);
+  bk_args_free(&args);
+  return status;
+}
 
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  lclock *clock = clock_uv_new(&loop);
-  ps.b = broker_redis_new(&loop, &url);
-  ps.timeout = timer_new(clock, publish_timeout, &ps);
-  timer_start(ps.timeout, PUBLISH_TIMEOUT_MS);
-  ps.conn = bk_conn_open(ps.b, "publish", publish_state_cb, &ps);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  timer_free(ps.timeout);
-  broker_free(ps.b);
-  clock->ops->free(clock);
-  bk_args_free(&ps.args);
-  finish_loop(&loop);
-  return ps.status;
+/* ---- dead-letters ---- */
+
+/* Writes n bytes of s for a person to read: control characters (but tab) as
+ * \xNN, and each line after the first indented by `indent` spaces. Trailing
+ * newlines are dropped. */
+static void put_text(const char *s, size_t n, int indent) {
+  while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r')) n--;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '\n')
+      printf("\n%*s", indent, "");
+    else if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+      printf("\\x%02x", ch);
+    else
+      putchar(ch);
+  }
+}
+
+#define LABEL_WIDTH 13 /* "original id" and two spaces */
+
+static void put_line(const char *label, const char *s, size_t n) {
+  printf("  %-*s", LABEL_WIDTH, label);
+  put_text(s, n, LABEL_WIDTH + 2);
+  putchar('\n');
+}
+
+/* dead-letter-time (Unix ms) as ISO-8601 UTC; false when it is not a number. */
+static bool iso_time(const char *s, size_t n, char *out, size_t outlen) {
+  char *end;
+  char buf[32];
+  if (n == 0 || n >= sizeof buf) return false;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  long long ms = strtoll(buf, &end, 10);
+  if (*end != '\0' || ms < 0) return false;
+  time_t secs = (time_t)(ms / 1000);
+  struct tm tm;
+  if (gmtime_r(&secs, &tm) == NULL) return false;
+  size_t len = strftime(out, outlen, "%Y-%m-%dT%H:%M:%S", &tm);
+  if (len == 0) return false;
+  snprintf(out + len, outlen - len, ".%03dZ", (int)(ms % 1000));
+  return true;
+}
+
+static const bk_reply *field_value(const bk_reply *fields, const char *name) {
+  size_t len = strlen(name);
+  for (size_t i = 0; i + 1 < fields->elements; i += 2) {
+    const bk_reply *k = fields->element[i];
+    if (k->type == BK_STRING && k->len == len && memcmp(k->str, name, len) == 0)
+      return fields->element[i + 1];
+  }
+  return NULL;
+}
+
+/* One entry of XRANGE as a block: its id, the provenance in a fixed order,
+ * the other headers, the body. */
+static void print_dead_letter(const bk_reply *e) {
+  static const struct {
+    const char *field, *label;
+  } provenance[] = {
+      {HDR_DL_STREAM, "source"},         {HDR_DL_GROUP, "group"},
+      {HDR_DL_ID, "original id"},        {HDR_DL_DELIVERIES, "deliveries"},
+      {HDR_DL_HANDLER, "handler"},       {HDR_DL_REASON, "reason"},
+      {HDR_DL_ERROR, "error"},           {HDR_DL_TIME, "time"},
+  };
+  const bk_reply *id = e->element[0], *fields = e->element[1];
+  printf("dead letter %.*s\n", (int)id->len, id->str);
+  if (field_value(fields, HDR_DL_STREAM) == NULL)
+    printf("  (no %s field: not a dead letter luastream wrote)\n", HDR_DL_STREAM);
+  for (size_t p = 0; p < sizeof provenance / sizeof provenance[0]; p++) {
+    const bk_reply *v = field_value(fields, provenance[p].field);
+    if (v == NULL || v->type != BK_STRING || v->len == 0) continue;
+    char when[48];
+    if (!strcmp(provenance[p].field, HDR_DL_TIME) && iso_time(v->str, v->len, when, sizeof when))
+      put_line("time", when, strlen(when));
+    else
+      put_line(provenance[p].label, v->str, v->len);
+  }
+  const bk_reply *data = NULL;
+  for (size_t i = 0; i + 1 < fields->elements; i += 2) {
+    const bk_reply *k = fields->element[i], *v = fields->element[i + 1];
+    if (k->len == strlen(HDR_DATA) && !memcmp(k->str, HDR_DATA, k->len)) {
+      data = v;
+      continue;
+    }
+    if (k->len >= 12 && !memcmp(k->str, "dead-letter-", 12)) continue;
+    printf("  %-*s", LABEL_WIDTH, "header");
+    put_text(k->str, k->len, LABEL_WIDTH + 2);
+    printf(": ");
+    put_text(v->str, v->len, LABEL_WIDTH + 2);
+    putchar('\n');
+  }
+  if (data) put_line("data", data->str, data->len);
+}
+
+/* An XRANGE reply: [[id, [field, value, ...]], ...]. */
+static bool is_range(const bk_reply *r) {
+  if (r == NULL || r->type != BK_ARRAY) return false;
+  for (size_t i = 0; i < r->elements; i++) {
+    const bk_reply *e = r->element[i];
+    if (e->type != BK_ARRAY || e->elements != 2 || e->element[0]->type != BK_STRING ||
+        e->element[1]->type != BK_ARRAY)
+      return false;
+    for (size_t j = 0; j < e->element[1]->elements; j++)
+      if (e->element[1]->element[j]->type != BK_STRING) return false;
+  }
+  return true;
+}
+
+struct dl_list {
+  const char *stream;
+  long long count;
+  long long total;          /* XLEN */
+};
+
+static void dl_list_range(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  struct dl_list *l = c->data;
+  if (c->finished) return;
+  const char *why = client_error(r, err);
+  if (why || !is_range(r)) {
+    fprintf(stderr, "luastream: cannot list %s on %s: %s\n", l->stream, c->b->name,
+            why ? why : "unexpected reply to XRANGE");
+    client_done(c, 1);
+    return;
+  }
+  for (size_t i = 0; i < r->elements; i++) {
+    if (i) putchar('\n');
+    print_dead_letter(r->element[i]);
+  }
+  if (r->elements) putchar('\n');
+  if (r->elements == 0)
+    printf("no dead letters on %s\n", l->stream);
+  else if ((long long)r->elements < l->total)
+    printf("%zu of %lld entries on %s shown, oldest first (--count N shows more)\n", r->elements,
+           l->total, l->stream);
+  else
+    printf("%zu dead letter%s on %s\n", r->elements, r->elements == 1 ? "" : "s", l->stream);
+  client_done(c, 0);
+}
+
+static void dl_list_len(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  struct dl_list *l = c->data;
+  if (c->finished) return;
+  if (r && r->type == BK_INTEGER) {
+    l->total = r->integer;
+    return; /* the XRANGE sent behind it prints */
+  }
+  const char *why = client_error(r, err);
+  fprintf(stderr, "luastream: cannot list %s on %s: %s\n", l->stream, c->b->name,
+          why ? why : "unexpected reply to XLEN");
+  client_done(c, 1);
+}
+
+static void dl_list_start(struct client *c) {
+  struct dl_list *l = c->data;
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "XLEN");
+  bk_args_str(&a, l->stream);
+  int rc = client_send(c, &a, dl_list_len);
+  bk_args_reset(&a);
+  bk_args_str(&a, "XRANGE");
+  bk_args_str(&a, l->stream);
+  bk_args_str(&a, "-");
+  bk_args_str(&a, "+");
+  bk_args_str(&a, "COUNT");
+  bk_args_num(&a, l->count);
+  if (rc == 0) client_send(c, &a, dl_list_range);
+  bk_args_free(&a);
+}
+
+static int cmd_dl_list(int argc, char **argv) {
+  struct options o;
+  int rc = parse(argc, argv, usage_dl_list, 1, &o);
+  if (rc != 0) return rc > 0 ? 0 : 2;
+  struct redis_url url;
+  if (setup_url(&o, &url) != 0) return 2;
+  struct dl_list l = {.stream = o.pos[0], .count = LIST_COUNT};
+  if (o.count) {
+    char *end;
+    l.count = strtoll(o.count, &end, 10);
+    if (*o.count == '\0' || *end != '\0' || l.count < 1 || l.count > 1000000000) {
+      fprintf(stderr, "luastream: --count must be a positive integer, got \"%s\"\n", o.count);
+      return 2;
+    }
+  }
+  return client_run(&url, "dead-letters", dl_list_start, &l);
+}
+
+struct dl_replay {
+  const char *stream;
+  const char *const *ids;   /* --id, or NULL for --all */
+  int nids;
+  char after[64], last[64]; /* --all: where the next batch starts and ends */
+  long long replayed;
+  long long skipped;
+};
+
+static void dl_replay_send(struct client *c);
+
+static bool is_string_reply(const bk_reply *r) { return r && r->type == BK_STRING; }
+
+static void dl_replay_done(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  struct dl_replay *rp = c->data;
+  if (c->finished) return;
+  const char *why = client_error(r, err);
+  bool ok = why == NULL && r->type == BK_ARRAY && r->elements == 4 &&
+            r->element[0]->type == BK_ARRAY && r->element[1]->type == BK_ARRAY &&
+            is_string_reply(r->element[2]) && is_string_reply(r->element[3]) &&
+            r->element[2]->len < sizeof rp->after && r->element[3]->len < sizeof rp->last;
+  for (size_t i = 0; ok && i < r->element[0]->elements; i++) {
+    const bk_reply *m = r->element[0]->element[i];
+    ok = m->type == BK_ARRAY && m->elements == 3 && is_string_reply(m->element[0]) &&
+         is_string_reply(m->element[1]) && is_string_reply(m->element[2]);
+  }
+  for (size_t i = 0; ok && i < r->element[1]->elements; i++) {
+    const bk_reply *sk = r->element[1]->element[i];
+    ok = sk->type == BK_ARRAY && sk->elements == 2 && is_string_reply(sk->element[0]) &&
+         is_string_reply(sk->element[1]);
+  }
+  if (!ok) {
+    if (why && !strncmp(why, "ERR ", 4)) why += 4;
+    fprintf(stderr, "luastream: replay from %s failed: %s\n", rp->stream,
+            why ? why : "unexpected reply to the replay script");
+    if (rp->replayed)
+      printf("replayed %lld dead letter%s from %s before the failure\n", rp->replayed,
+             rp->replayed == 1 ? "" : "s", rp->stream);
+    client_done(c, 1);
+    return;
+  }
+  const bk_reply *moved = r->element[0], *skipped = r->element[1];
+  for (size_t i = 0; i < moved->elements; i++) {
+    const bk_reply *m = moved->element[i];
+    printf("%.*s -> %.*s %.*s\n", (int)m->element[0]->len, m->element[0]->str,
+           (int)m->element[1]->len, m->element[1]->str, (int)m->element[2]->len,
+           m->element[2]->str);
+  }
+  for (size_t i = 0; i < skipped->elements; i++) {
+    const bk_reply *sk = skipped->element[i];
+    fprintf(stderr, "luastream: skipped: %.*s\n", (int)sk->element[1]->len, sk->element[1]->str);
+  }
+  rp->replayed += (long long)moved->elements;
+  rp->skipped += (long long)skipped->elements;
+  fflush(stdout);
+  if (r->element[2]->len > 0) { /* --all: another batch */
+    snprintf(rp->after, sizeof rp->after, "%.*s", (int)r->element[2]->len, r->element[2]->str);
+    snprintf(rp->last, sizeof rp->last, "%.*s", (int)r->element[3]->len, r->element[3]->str);
+    dl_replay_send(c);
+    return;
+  }
+  printf("replayed %lld dead letter%s from %s", rp->replayed, rp->replayed == 1 ? "" : "s",
+         rp->stream);
+  if (rp->skipped)
+    printf(" (%lld entr%s skipped, left on %s)", rp->skipped, rp->skipped == 1 ? "y" : "ies",
+           rp->stream);
+  putchar('\n');
+  client_done(c, 0);
+}
+
+static void dl_replay_send(struct client *c) {
+  struct dl_replay *rp = c->data;
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "EVAL");
+  bk_args_str(&a, SCRIPT_REPLAY);
+  bk_args_str(&a, "1");
+  bk_args_str(&a, rp->stream);
+  if (rp->ids) {
+    bk_args_str(&a, "ids");
+    for (int i = 0; i < rp->nids; i++) bk_args_str(&a, rp->ids[i]);
+  } else {
+    bk_args_str(&a, "all");
+    bk_args_str(&a, rp->after);
+    bk_args_str(&a, rp->last);
+    bk_args_num(&a, REPLAY_BATCH);
+  }
+  client_send(c, &a, dl_replay_done);
+  bk_args_free(&a);
+}
+
+/* "ms-seq", as XADD returns ids: the script looks each one up exactly. */
+static bool full_id(const char *s) {
+  size_t ms = strspn(s, "0123456789");
+  if (ms == 0 || ms > 20 || s[ms] != '-') return false;
+  size_t seq = strspn(s + ms + 1, "0123456789");
+  return seq > 0 && seq <= 20 && s[ms + 1 + seq] == '\0';
+}
+
+static int cmd_dl_replay(int argc, char **argv) {
+  struct options o;
+  int rc = parse(argc, argv, usage_dl_replay, 1, &o);
+  if (rc != 0) return rc > 0 ? 0 : 2;
+  if ((o.nids > 0) == o.all) {
+    fprintf(stderr, "luastream: replay needs either --id ID (repeatable) or --all\n\n%s",
+            usage_dl_replay);
+    return 2;
+  }
+  for (int i = 0; i < o.nids; i++) {
+    if (!full_id(o.ids[i])) {
+      fprintf(stderr, "luastream: --id needs an entry id such as 1700000000000-0, got \"%s\"\n",
+              o.ids[i]);
+      return 2;
+    }
+  }
+  struct redis_url url;
+  if (setup_url(&o, &url) != 0) return 2;
+  struct dl_replay rp = {.stream = o.pos[0], .ids = o.nids ? o.ids : NULL, .nids = o.nids};
+  strcpy(rp.after, "-");
+  strcpy(rp.last, "+");
+  return client_run(&url, "dead-letters", dl_replay_send, &rp);
+}
+
+static int cmd_dead_letters(int argc, char **argv) {
+  const char *sub = argc > 0 ? argv[0] : NULL;
+  if (sub && (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help"))) {
+    fputs(usage_dead_letters, stdout);
+    return 0;
+  }
+  if (sub && !strcmp(sub, "--version")) {
+    printf("luastream %s\n", LUASTREAM_VERSION);
+    return 0;
+  }
+  if (sub && !strcmp(sub, "list")) return cmd_dl_list(argc - 1, argv + 1);
+  if (sub && !strcmp(sub, "replay")) return cmd_dl_replay(argc - 1, argv + 1);
+  if (sub)
+    fprintf(stderr, "luastream: unknown dead-letters command \"%s\"\n\n%s", sub, usage_dead_letters);
+  else
+    fputs(usage_dead_letters, stderr);
+  return 2;
 }
 
 int main(int argc, char **argv) {
@@ -362,6 +838,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
   if (!strcmp(cmd, "check")) return cmd_check(argc - 2, argv + 2);
   if (!strcmp(cmd, "publish")) return cmd_publish(argc - 2, argv + 2);
+  if (!strcmp(cmd, "dead-letters")) return cmd_dead_letters(argc - 2, argv + 2);
   fprintf(stderr, "luastream: unknown command \"%s\"\n\n%s", cmd, usage_main);
   return 2;
 }

@@ -190,9 +190,20 @@ void ms_group_delivered(struct ms_stream *s, struct ms_group *g, msid id) {
 }
 
 /* -1 stands for nil. */
-static long long group_lag(const struct ms_stream *s, const struct ms_group *g, bool *valid) {
+static long long group_lag(const struct memdb *db, const struct ms_stream *s,
+                           const struct ms_group *g, bool *valid) {
   *valid = true;
-  if (s->entries_added == 0 || s->n == 0) return 0;
+  if (s->entries_added == 0) return 0;
+  if (MS_V80(db)) {
+    /* 8.0's fixes: an emptied stream lags 0, and a group behind the first
+     * entry, every tombstone being before it too, lags by the length. 7.0
+     * goes on to entries_added - entries_read, which leaves a lag on an
+     * empty stream and can be negative after ENTRIESREAD (checked live). */
+    msid first = ms_first_id(s);
+    if (s->n == 0) return 0;
+    if (ms_idcmp(g->last_id, first) < 0 && ms_idcmp(s->max_deleted, first) < 0)
+      return (long long)s->n;
+  }
   if (g->entries_read != -1 && !tombstones_after(s, g->last_id))
     return (long long)s->entries_added - g->entries_read;
   long long read = estimate_read(s, g->last_id);
@@ -571,7 +582,7 @@ static bk_reply *xinfo_groups(struct memdb *db, struct ms_call *c) {
   for (size_t i = 0; i < s->ngroups; i++) {
     struct ms_group *g = s->groups[i];
     bool valid;
-    long long lag = group_lag(s, g, &valid);
+    long long lag = group_lag(db, s, g, &valid);
     bk_reply *e = mr_arr();
     mr_push(e, mr_str("name"));
     mr_push(e, mr_bulk(g->name, g->len));

@@ -1,9 +1,10 @@
 /* memstream: the keyspace, stream IDs and entries of the in-memory server,
  * and the stream-level commands: XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM,
- * XINFO STREAM, DEL, EXISTS, FLUSHALL. Replies and error texts follow
+ * XINFO STREAM, and the keyspace ones: DEL, EXISTS, TYPE, FLUSHALL. Replies and error texts follow
  * redis-streams.md word for word; see memstream.h for the data model. */
 #include "memstream.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +13,7 @@
 
 #include "memreply.h"
 
-#define TRIM_NODE 100          /* entries per "node" for approximate (~) trimming */
-#define TRIM_DEFAULT_LIMIT 10000 /* 100 x stream-node-max-entries */
+#define TRIM_DEFAULT_LIMIT (100 * MS_NODE_ENTRIES) /* 100 x stream-node-max-entries */
 
 /* ---- keyspace ---- */
 
@@ -39,6 +39,7 @@ static void stream_free(struct ms_stream *s) {
   for (size_t i = 0; i < s->n; i++) entry_free(s->e[i]);
   for (size_t i = 0; i < s->ngroups; i++) ms_group_free(s->groups[i]);
   free(s->e);
+  free(s->nodes);
   free(s->groups);
   free(s->key);
   free(s);
@@ -46,14 +47,16 @@ static void stream_free(struct ms_stream *s) {
 
 void memdb_free(struct memdb *db) {
   for (size_t i = 0; i < db->nkeys; i++) stream_free(db->keys[i]);
+  while (db->nzsets) ms_zset_delete(db, db->zsets[0]->key, db->zsets[0]->keylen);
   for (size_t i = 0; i < db->nsig; i++) free(db->sig[i]);
   free(db->keys);
+  free(db->zsets);
   free(db->sig);
   free(db->siglen);
   memset(db, 0, sizeof *db);
 }
 
-static int bytecmp(const char *a, size_t alen, const char *b, size_t blen) {
+int ms_bytecmp(const char *a, size_t alen, const char *b, size_t blen) {
   int c = memcmp(a, b, alen < blen ? alen : blen);
   if (c) return c;
   return alen < blen ? -1 : alen > blen;
@@ -64,7 +67,7 @@ static size_t key_slot(struct memdb *db, const char *key, size_t len, int *found
   size_t lo = 0, hi = db->nkeys;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    int c = bytecmp(db->keys[mid]->key, db->keys[mid]->keylen, key, len);
+    int c = ms_bytecmp(db->keys[mid]->key, db->keys[mid]->keylen, key, len);
     if (c == 0) {
       *found = 1;
       return mid;
@@ -88,6 +91,10 @@ struct ms_stream *ms_create(struct memdb *db, const char *key, size_t len) {
   int found;
   size_t i = key_slot(db, key, len, &found);
   if (found) return db->keys[i];
+  if (ms_zset_lookup(db, key, len)) {
+    fprintf(stderr, "memstream: stream created over the sorted set '%.*s'\n", (int)len, key);
+    abort();
+  }
   struct ms_stream *s = mr_alloc(sizeof *s);
   s->key = mr_memdup(key, len);
   s->keylen = len;
@@ -112,9 +119,19 @@ static int delete_key(struct memdb *db, const char *key, size_t len) {
   return 1;
 }
 
+enum ms_type ms_key_type(struct memdb *db, const char *key, size_t len) {
+  if (ms_lookup(db, key, len)) return MS_STREAM;
+  return ms_zset_lookup(db, key, len) ? MS_ZSET : MS_NONE;
+}
+
+bk_reply *ms_check_type(struct memdb *db, const char *key, size_t len, enum ms_type want) {
+  enum ms_type t = ms_key_type(db, key, len);
+  return t == MS_NONE || t == want ? NULL : ms_err_wrongtype();
+}
+
 void ms_signal(struct memdb *db, const char *key, size_t len) {
   for (size_t i = 0; i < db->nsig; i++)
-    if (bytecmp(db->sig[i], db->siglen[i], key, len) == 0) return;
+    if (ms_bytecmp(db->sig[i], db->siglen[i], key, len) == 0) return;
   if (db->nsig == db->sigcap) {
     db->sigcap = db->sigcap ? db->sigcap * 2 : 8;
     db->sig = mr_realloc(db->sig, db->sigcap * sizeof *db->sig);
@@ -177,39 +194,51 @@ bool ms_parse_ll(const char *s, size_t len, long long *out) {
   return true;
 }
 
-static bool parse_u64(const char *s, size_t len, uint64_t *out) {
-  uint64_t v = 0;
-  if (len == 0) return false;
-  for (size_t i = 0; i < len; i++) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10) return false;
-    v = v * 10 + (uint64_t)(s[i] - '0');
+/* Redis' string2ull: its strict integer syntax first, then strtoull, so
+ * "01", "+3" and " 5" pass while "-5" does not (but " -5" wraps around, as
+ * strtoull has it). s is NUL-terminated. */
+static bool string2ull(const char *s, uint64_t *out) {
+  long long ll;
+  if (ms_parse_ll(s, strlen(s), &ll)) {
+    if (ll < 0) return false;
+    *out = (uint64_t)ll;
+    return true;
   }
+  errno = 0;
+  char *end = NULL;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno == EINVAL || errno == ERANGE || !(*s != '\0' && *end == '\0')) return false;
   *out = v;
   return true;
 }
 
+/* streamGenericParseIDOrReply, step by step: a C string of at most 127
+ * bytes (an embedded NUL ends it), split at the first '-'. */
 bool ms_parse_id(const char *s, size_t len, msid *out, uint64_t missing_seq, bool strict,
                  bool *seq_star) {
+  char buf[128];
   if (seq_star) *seq_star = false;
-  if (len == 1 && (s[0] == '-' || s[0] == '+')) {
+  if (len > sizeof buf - 1) return false;
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  if ((buf[0] == '-' || buf[0] == '+') && buf[1] == '\0') {
     if (strict) return false;
-    out->ms = out->seq = s[0] == '-' ? 0 : UINT64_MAX;
+    out->ms = out->seq = buf[0] == '-' ? 0 : UINT64_MAX;
     return true;
   }
-  const char *dash = memchr(s, '-', len);
+  char *dash = strchr(buf, '-');
+  if (dash) *dash = '\0';
+  if (!string2ull(buf, &out->ms)) return false;
   if (dash == NULL) {
     out->seq = missing_seq;
-    return parse_u64(s, len, &out->ms);
+    return true;
   }
-  size_t mslen = (size_t)(dash - s), seqlen = len - mslen - 1;
-  if (!parse_u64(s, mslen, &out->ms)) return false;
-  if (seq_star && seqlen == 1 && dash[1] == '*') {
+  if (seq_star && strcmp(dash + 1, "*") == 0) {
     out->seq = 0;
     *seq_star = true;
     return true;
   }
-  return parse_u64(dash + 1, seqlen, &out->seq);
+  return string2ull(dash + 1, &out->seq);
 }
 
 bool ms_parse_range_id(const char *s, size_t len, msid *out, bool *excl, uint64_t missing_seq) {
@@ -242,6 +271,9 @@ bool ms_id_decr(msid *id) {
 
 bk_reply *ms_err_syntax(void) { return mr_err("ERR syntax error"); }
 bk_reply *ms_err_int(void) { return mr_err("ERR value is not an integer or out of range"); }
+bk_reply *ms_err_wrongtype(void) {
+  return mr_err("WRONGTYPE Operation against a key holding the wrong kind of value");
+}
 bk_reply *ms_err_badid(void) {
   return mr_err("ERR Invalid stream ID specified as stream command argument");
 }
@@ -298,10 +330,40 @@ msid ms_last_valid_id(const struct ms_stream *s) {
   return s->n ? s->e[s->n - 1]->id : zero;
 }
 
+/* Drops the nodes left without a live entry (nodes and entries are both in
+ * id order). */
+static void prune_nodes(struct ms_stream *s) {
+  size_t kept = 0, i = 0;
+  for (size_t j = 0; j < s->nnodes; j++) {
+    while (i < s->n && s->e[i]->node < s->nodes[j].no) i++;
+    if (i < s->n && s->e[i]->node == s->nodes[j].no) s->nodes[kept++] = s->nodes[j];
+  }
+  s->nnodes = kept;
+}
+
 static void remove_entries(struct ms_stream *s, size_t from, size_t count) {
   for (size_t i = from; i < from + count; i++) entry_free(s->e[i]);
   memmove(s->e + from, s->e + from + count, (s->n - from - count) * sizeof *s->e);
   s->n -= count;
+  prune_nodes(s);
+}
+
+/* Appends e to the last node, or to a new one when there is none or it is
+ * full. */
+static void place_in_node(struct ms_stream *s, struct ms_entry *e) {
+  struct ms_node *tail = s->nnodes ? &s->nodes[s->nnodes - 1] : NULL;
+  if (tail == NULL || tail->fill >= MS_NODE_ENTRIES) {
+    if (s->nnodes == s->nodecap) {
+      s->nodecap = s->nodecap ? s->nodecap * 2 : 4;
+      s->nodes = mr_realloc(s->nodes, s->nodecap * sizeof *s->nodes);
+    }
+    tail = &s->nodes[s->nnodes++];
+    memset(tail, 0, sizeof *tail);
+    tail->no = ++s->node_seq;
+  }
+  tail->fill++;
+  tail->last = e->id;
+  e->node = tail->no;
 }
 
 /* ---- trimming (XADD and XTRIM) ---- */
@@ -406,20 +468,29 @@ done:
   return i;
 }
 
-/* Exact trimming removes entry by entry; `~` removes only whole "nodes" of
- * TRIM_NODE entries from the head, as Redis' radix tree of listpacks does, so
- * a small stream usually keeps everything. Returns the number removed. */
+/* Exact trimming removes entry by entry. `~` removes only whole nodes from
+ * the head (see ms_node), as Redis does: a node goes if the stream keeps
+ * MAXLEN entries without it, or if its last id is below MINID, and LIMIT
+ * stops before a node that would take the count past it. So a small stream
+ * usually keeps everything. Returns the number removed. */
 static long long trim(struct ms_stream *s, const struct trim_args *t) {
   size_t removable = 0;
-  if (t->strategy == 1) {
+  if (!t->approx && t->strategy == 1) {
     if ((long long)s->n > t->maxlen) removable = s->n - (size_t)t->maxlen;
-  } else {
+  } else if (!t->approx) {
     removable = ms_lower_bound(s, t->minid);
-  }
-  if (t->approx) removable -= removable % TRIM_NODE;
-  if (t->limit && removable > (size_t)t->limit) {
-    removable = (size_t)t->limit;
-    if (t->approx) removable -= removable % TRIM_NODE;
+  } else {
+    size_t i = 0;
+    for (size_t j = 0; j < s->nnodes; j++) {
+      size_t live = 0;
+      while (i + live < s->n && s->e[i + live]->node == s->nodes[j].no) live++;
+      if (t->limit && removable + live > (size_t)t->limit) break;
+      bool whole = t->strategy == 1 ? (long long)(s->n - removable - live) >= t->maxlen
+                                    : ms_idcmp(s->nodes[j].last, t->minid) < 0;
+      if (!whole) break;
+      removable += live;
+      i += live;
+    }
   }
   remove_entries(s, 0, removable);
   return (long long)removable;
@@ -437,6 +508,7 @@ bk_reply *ms_cmd_xadd(struct memdb *db, struct ms_call *c) {
   if (nvals < 2 || nvals % 2) return err_arity("xadd");
   if (t.id_given && !t.seq_star && t.id.ms == 0 && t.id.seq == 0)
     return mr_err("ERR The ID specified in XADD must be greater than 0-0");
+  if ((err = ms_check_type(db, c->argv[1], c->argvlen[1], MS_STREAM))) return err;
   struct ms_stream *s = ms_lookup(db, c->argv[1], c->argvlen[1]);
   if (s == NULL) {
     if (t.nomkstream) return mr_nil();
@@ -457,6 +529,11 @@ bk_reply *ms_cmd_xadd(struct memdb *db, struct ms_call *c) {
     id = t.id;
     if (t.seq_star) {
       if (id.ms == s->last_id.ms) {
+        /* 7.0.15 forgets errno on this path and so words it as a size
+         * problem (checked live); the 8.x source says "smaller". Which
+         * release between fixed it is not known. */
+        if (s->last_id.seq == UINT64_MAX && !MS_V80(db))
+          return mr_err("ERR Elements are too large to be stored");
         if (s->last_id.seq == UINT64_MAX) goto too_small;
         id.seq = s->last_id.seq + 1;
       } else {
@@ -479,6 +556,7 @@ bk_reply *ms_cmd_xadd(struct memdb *db, struct ms_call *c) {
     s->e = mr_realloc(s->e, s->cap * sizeof *s->e);
   }
   s->e[s->n++] = e;
+  place_in_node(s, e);
   s->last_id = id;
   s->entries_added++;
   if (t.strategy) trim(s, &t);
@@ -492,6 +570,8 @@ too_small: /* never on a new stream: any id but 0-0 is above its 0-0 */
 /* ---- XLEN, XRANGE, XREVRANGE, XDEL, XTRIM ---- */
 
 bk_reply *ms_cmd_xlen(struct memdb *db, struct ms_call *c) {
+  bk_reply *err = ms_check_type(db, c->argv[1], c->argvlen[1], MS_STREAM);
+  if (err) return err;
   struct ms_stream *s = ms_lookup(db, c->argv[1], c->argvlen[1]);
   return mr_int(s ? (long long)s->n : 0);
 }
@@ -514,10 +594,14 @@ static bk_reply *range(struct memdb *db, struct ms_call *c, bool rev) {
       return ms_err_syntax();
     }
   }
-  bk_reply *a = mr_arr();
-  if (count == 0) return a;
+  bk_reply *err = ms_check_type(db, c->argv[1], c->argvlen[1], MS_STREAM);
+  if (err) return err;
   struct ms_stream *s = ms_lookup(db, c->argv[1], c->argvlen[1]);
-  if (s == NULL) return a;
+  if (s == NULL) return mr_arr();
+  /* COUNT 0 on an existing key is a null array, not an empty one: every
+   * version so far (checked live on 7.0.15). */
+  if (count == 0) return mr_nil();
+  bk_reply *a = mr_arr();
   size_t lo = ms_lower_bound(s, start), hi = lo;
   while (hi < s->n && ms_idcmp(s->e[hi]->id, end) <= 0) hi++;
   for (size_t k = 0; k < hi - lo && (count < 0 || (long long)k < count); k++)
@@ -530,6 +614,8 @@ bk_reply *ms_cmd_xrevrange(struct memdb *db, struct ms_call *c) { return range(d
 
 /* XDEL key id...: never touches a PEL; records the highest deleted id. */
 bk_reply *ms_cmd_xdel(struct memdb *db, struct ms_call *c) {
+  bk_reply *err = ms_check_type(db, c->argv[1], c->argvlen[1], MS_STREAM);
+  if (err) return err;
   struct ms_stream *s = ms_lookup(db, c->argv[1], c->argvlen[1]);
   if (s == NULL) return mr_int(0);
   int n = c->argc - 2;
@@ -557,6 +643,7 @@ bk_reply *ms_cmd_xtrim(struct memdb *db, struct ms_call *c) {
   struct trim_args t;
   bk_reply *err = NULL;
   if (parse_trim(c, 2, false, &t, &err) < 0) return err;
+  if ((err = ms_check_type(db, c->argv[1], c->argvlen[1], MS_STREAM))) return err;
   struct ms_stream *s = ms_lookup(db, c->argv[1], c->argvlen[1]);
   return mr_int(s ? trim(s, &t) : 0);
 }
@@ -567,8 +654,9 @@ bk_reply *ms_xinfo_stream(struct memdb *db, struct ms_call *c) {
   if (c->argc > 3) return ms_err_syntax(); /* FULL is not emulated */
   struct ms_stream *s = ms_lookup(db, c->argv[2], c->argvlen[2]);
   if (s == NULL) return mr_err("ERR no such key");
-  /* The radix tree is emulated as one node per TRIM_NODE entries. */
-  long long nodes = (long long)((s->n + TRIM_NODE - 1) / TRIM_NODE);
+  /* radix-tree-keys is the number of nodes; radix-tree-nodes is right for
+   * up to one node (a server's count for more depends on its radix tree). */
+  long long nodes = (long long)s->nnodes;
   bk_reply *a = mr_arr();
   mr_push(a, mr_str("length"));
   mr_push(a, mr_int((long long)s->n));
@@ -593,23 +681,30 @@ bk_reply *ms_xinfo_stream(struct memdb *db, struct ms_call *c) {
   return a;
 }
 
-/* ---- DEL, EXISTS, FLUSHALL ---- */
+/* ---- DEL, EXISTS, TYPE, FLUSHALL ---- */
 
 bk_reply *ms_cmd_del(struct memdb *db, struct ms_call *c) {
   long long n = 0;
-  for (int i = 1; i < c->argc; i++) n += delete_key(db, c->argv[i], c->argvlen[i]);
+  for (int i = 1; i < c->argc; i++)
+    n += delete_key(db, c->argv[i], c->argvlen[i]) || ms_zset_delete(db, c->argv[i], c->argvlen[i]);
   return mr_int(n);
 }
 
 bk_reply *ms_cmd_exists(struct memdb *db, struct ms_call *c) {
   long long n = 0;
-  for (int i = 1; i < c->argc; i++) n += ms_lookup(db, c->argv[i], c->argvlen[i]) != NULL;
+  for (int i = 1; i < c->argc; i++) n += ms_key_type(db, c->argv[i], c->argvlen[i]) != MS_NONE;
   return mr_int(n);
+}
+
+bk_reply *ms_cmd_type(struct memdb *db, struct ms_call *c) {
+  static const char *const names[] = {"none", "stream", "zset"};
+  return mr_status(names[ms_key_type(db, c->argv[1], c->argvlen[1])]);
 }
 
 bk_reply *ms_cmd_flushall(struct memdb *db, struct ms_call *c) {
   if (c->argc > 2 || (c->argc == 2 && !ms_arg_is(c, 1, "ASYNC") && !ms_arg_is(c, 1, "SYNC")))
     return ms_err_syntax();
   while (db->nkeys) delete_key(db, db->keys[0]->key, db->keys[0]->keylen);
+  while (db->nzsets) ms_zset_delete(db, db->zsets[0]->key, db->zsets[0]->keylen);
   return mr_status("OK");
 }

@@ -1,16 +1,20 @@
-/* memstream: the data model and commands of the in-memory Redis streams
- * server behind broker_memory (see /work/shared/redis-streams.md, the spec).
+/* memstream: the data model and commands of the in-memory Redis server
+ * behind broker_memory (see /work/shared/redis-streams.md, the spec).
  *
- * A memdb is a keyspace that holds only streams. A stream keeps its entries in
- * an array sorted by ID, its groups sorted by name; a group keeps its PEL as an
- * array of NACKs sorted by ID (a consumer's own PEL is the NACKs it owns) and
- * its consumers sorted by name. Everything is O(n) and simple on purpose: this
- * serves tests, not traffic.
+ * A memdb is a keyspace of streams and sorted sets; one key name holds one
+ * type (streams in db->keys, sorted sets in db->zsets, never both), and a
+ * command on a key of the other type answers WRONGTYPE. A stream keeps its
+ * entries in an array sorted by ID, its groups sorted by name; a group keeps
+ * its PEL as an array of NACKs sorted by ID (a consumer's own PEL is the
+ * NACKs it owns) and its consumers sorted by name. A sorted set keeps its
+ * members in an array sorted by score, then by member bytes. Everything is
+ * O(n) and simple on purpose: this serves tests, not traffic.
  *
  * Commands are functions of (db, call) returning an owned reply tree
  * (memreply.h). The stream-level commands live in memstream.c, the consumer
- * group commands in memgroup.c, XREADGROUP in memread.c. Behaviour that differs
- * between Redis 7.0 and 8.4 follows db->version. */
+ * group commands in memgroup.c, XREADGROUP in memread.c, the sorted-set
+ * commands in memzset.c. Behaviour that differs between Redis 7.0 and 8.4
+ * follows db->version. */
 #ifndef LUASTREAM_MEMSTREAM_H
 #define LUASTREAM_MEMSTREAM_H
 
@@ -25,9 +29,23 @@ typedef struct {
 
 struct ms_entry {
   msid id;
+  uint64_t node; /* the ms_node it was appended to */
   size_t nvals;  /* field, value, field, value ...: always even */
   char **val;    /* NUL-terminated copies */
   size_t *vlen;
+};
+
+/* A node of the radix tree of listpacks a Redis stream lives in, as far as
+ * `~` trimming and XINFO STREAM can tell: XADD appends to the last node until
+ * it has taken MS_NODE_ENTRIES entries (deleted ones count), and a node goes
+ * when its last live entry goes. Redis also closes a node at 4 KB of
+ * listpack; that is not modelled, so with big entries the memory broker's
+ * nodes hold more than a server's. */
+#define MS_NODE_ENTRIES 100
+struct ms_node {
+  uint64_t no;   /* ms_entry.node of its entries */
+  msid last;     /* the last id appended to it, deleted or not */
+  size_t fill;   /* entries appended to it, deleted ones included */
 };
 
 struct ms_consumer {
@@ -60,6 +78,9 @@ struct ms_stream {
   size_t keylen;
   struct ms_entry **e;     /* sorted by id */
   size_t n, cap;
+  struct ms_node *nodes;   /* the nodes holding live entries, oldest first */
+  size_t nnodes, nodecap;
+  uint64_t node_seq;       /* the last node number given out */
   msid last_id;            /* highest id ever generated */
   msid max_deleted;        /* highest id removed by XDEL (not by trimming) */
   uint64_t entries_added;
@@ -67,9 +88,27 @@ struct ms_stream {
   size_t ngroups, gcap;
 };
 
+/* A sorted-set member: binary-safe bytes and a score (never NaN). */
+struct ms_zmember {
+  double score;
+  char *m;   /* NUL-terminated copy */
+  size_t len;
+};
+
+struct ms_zset {
+  char *key;
+  size_t keylen;
+  struct ms_zmember *v; /* sorted by score, then member (memcmp, shorter first) */
+  size_t n, cap;        /* n > 0: a set that empties is deleted */
+};
+
+enum ms_type { MS_NONE, MS_STREAM, MS_ZSET };
+
 struct memdb {
   struct ms_stream **keys; /* sorted by name */
   size_t nkeys, cap;
+  struct ms_zset **zsets;  /* sorted by name; no name is in both arrays */
+  size_t nzsets, zcap;
   long version;            /* bk_version_parse form: 80400 for 8.4.0 */
   char version_text[32];
   /* Keys whose blocked readers must look again (XADD, DEL, XGROUP DESTROY),
@@ -81,6 +120,7 @@ struct memdb {
 
 #define MS_V72(db) ((db)->version >= 70200)
 #define MS_V74(db) ((db)->version >= 70400)
+#define MS_V80(db) ((db)->version >= 80000)
 #define MS_V84(db) ((db)->version >= 80400)
 
 /* What an XREADGROUP that wants to block leaves in the call. */
@@ -117,6 +157,9 @@ ms_cmd_fn ms_cmd_xadd, ms_cmd_xlen, ms_cmd_xrange, ms_cmd_xrevrange, ms_cmd_xdel
 ms_cmd_fn ms_cmd_xgroup, ms_cmd_xack, ms_cmd_xpending, ms_cmd_xclaim, ms_cmd_xautoclaim,
     ms_cmd_xinfo;
 ms_cmd_fn ms_cmd_xreadgroup;
+ms_cmd_fn ms_cmd_type;
+ms_cmd_fn ms_cmd_zadd, ms_cmd_zrem, ms_cmd_zcard, ms_cmd_zscore, ms_cmd_zrange,
+    ms_cmd_zrangebyscore;
 
 /* XINFO STREAM (memstream.c; XINFO dispatches from memgroup.c). */
 bk_reply *ms_xinfo_stream(struct memdb *db, struct ms_call *c);
@@ -150,7 +193,17 @@ bk_reply *ms_reply_id(msid id);
 bk_reply *ms_reply_fields(const struct ms_entry *e);
 bk_reply *ms_reply_entry(const struct ms_entry *e); /* [id, [f, v, ...]] */
 
+/* memcmp order, a shorter string first on a common prefix. */
+int ms_bytecmp(const char *a, size_t alen, const char *b, size_t blen);
+
+/* What key holds: MS_NONE, MS_STREAM or MS_ZSET. */
+enum ms_type ms_key_type(struct memdb *db, const char *key, size_t len);
+/* NULL when key holds `want` or nothing, else the WRONGTYPE error. */
+bk_reply *ms_check_type(struct memdb *db, const char *key, size_t len, enum ms_type want);
+bk_reply *ms_err_wrongtype(void);
+
 struct ms_stream *ms_lookup(struct memdb *db, const char *key, size_t len);
+/* Aborts if key holds a sorted set: callers check the type first. */
 struct ms_stream *ms_create(struct memdb *db, const char *key, size_t len);
 void ms_signal(struct memdb *db, const char *key, size_t len);
 /* Index of the first entry whose id is >= id (s->n if none). */
@@ -158,6 +211,10 @@ size_t ms_lower_bound(const struct ms_stream *s, msid id);
 struct ms_entry *ms_find_entry(const struct ms_stream *s, msid id);
 msid ms_first_id(const struct ms_stream *s);     /* 0-0 when empty */
 msid ms_last_valid_id(const struct ms_stream *s); /* 0-0 when empty */
+
+/* The sorted-set keyspace (memzset.c). */
+struct ms_zset *ms_zset_lookup(struct memdb *db, const char *key, size_t len);
+int ms_zset_delete(struct memdb *db, const char *key, size_t len); /* 1 if it was there */
 
 /* Group internals shared by memgroup.c and memread.c (memgroup.c). */
 struct ms_group *ms_group_find(struct ms_stream *s, const char *name, size_t len);

@@ -72,6 +72,8 @@ static int read_spec(lua_State *L, int idx, struct handler *h) {
   s->start = dup_field(L, idx, "start");
   s->start_at = dup_field(L, idx, "start_at");
   s->reply_to = dup_field(L, idx, "reply_to");
+  s->dead_letter = dup_field(L, idx, "dead_letter");
+  s->max_deliveries = (int)num_field(L, idx, "max_deliveries", 0);
   char *read = dup_field(L, idx, "read");
   s->read = read == NULL || strcmp(read, "new") == 0 ? READ_NEW
             : strcmp(read, "claiming") == 0          ? READ_CLAIMING
@@ -172,6 +174,7 @@ static void spec_free(struct handler_spec *s) {
   free(s->start);
   free(s->start_at);
   free(s->reply_to);
+  free(s->dead_letter);
 }
 
 static void handler_destroy(struct handler *h) {
@@ -179,6 +182,7 @@ static void handler_destroy(struct handler *h) {
   spec_free(&h->spec);
   free(h->scratch);
   free(h->scratch_len);
+  free(h->scratch_writes);
   free(h);
 }
 
@@ -272,45 +276,81 @@ static void finish(struct rt_job *job, const struct rt_result *res) {
   job_free(job);
 }
 
-static int ensure_scratch(struct handler *h, size_t n) {
-  if (n <= h->scratch_cap) return 0;
-  size_t cap = n < 16 ? 16 : n * 2;
-  const char **f = realloc(h->scratch, cap * sizeof *f);
-  if (f) h->scratch = f;
-  size_t *l = realloc(h->scratch_len, cap * sizeof *l);
-  if (l) h->scratch_len = l;
-  if (!f || !l) return -1;
-  h->scratch_cap = cap;
+static int ensure_scratch(struct handler *h, size_t nfields, size_t nwrites) {
+  if (nfields > h->scratch_cap) {
+    size_t cap = nfields < 16 ? 16 : nfields * 2;
+    const char **f = realloc(h->scratch, cap * sizeof *f);
+    if (f) h->scratch = f;
+    size_t *l = realloc(h->scratch_len, cap * sizeof *l);
+    if (l) h->scratch_len = l;
+    if (!f || !l) return -1;
+    h->scratch_cap = cap;
+  }
+  if (nwrites > h->scratch_writes_cap) {
+    size_t cap = nwrites < 4 ? 4 : nwrites * 2;
+    struct rt_write *w = realloc(h->scratch_writes, cap * sizeof *w);
+    if (w == NULL) return -1;
+    h->scratch_writes = w;
+    h->scratch_writes_cap = cap;
+  }
   return 0;
 }
 
-/* The dispatcher returned; its results are on co's stack:
- *   "ack" | "retry" | "reply" stream fields | "invalid"/"error" reason message */
+/* Reads the writes table at idx ({ {stream, {f, v, ...}}, ... }) into the
+ * handler's scratch arrays; the strings stay anchored by the table. */
+static int read_writes(struct handler *h, lua_State *co, int idx, struct rt_result *res) {
+  if (!lua_istable(co, idx)) return 0;
+  size_t nwrites = lua_objlen(co, idx), nfields = 0;
+  for (size_t w = 1; w <= nwrites; w++) {
+    lua_rawgeti(co, idx, (int)w);
+    lua_rawgeti(co, -1, 2);
+    nfields += lua_objlen(co, -1);
+    lua_pop(co, 2);
+  }
+  if (ensure_scratch(h, nfields, nwrites) != 0) return -1;
+  size_t at = 0;
+  for (size_t w = 0; w < nwrites; w++) {
+    struct rt_write *out = &h->scratch_writes[w];
+    lua_rawgeti(co, idx, (int)w + 1);              /* ... write */
+    lua_rawgeti(co, -1, 1);
+    out->stream = lua_tostring(co, -1);
+    lua_pop(co, 1);
+    lua_rawgeti(co, -1, 2);                        /* ... write fields */
+    out->nfields = lua_objlen(co, -1);
+    out->field = h->scratch + at;
+    out->field_len = h->scratch_len + at;
+    for (size_t i = 0; i < out->nfields; i++, at++) {
+      lua_rawgeti(co, -1, (int)i + 1);
+      h->scratch[at] = lua_tolstring(co, -1, &h->scratch_len[at]);
+      lua_pop(co, 1);
+    }
+    lua_pop(co, 2);
+  }
+  res->nwrites = nwrites;
+  res->writes = h->scratch_writes;
+  return 0;
+}
+
+/* The dispatcher returned; its results are on co's stack (see outcome() in
+ * luastream/handler.lua): kind, then what that kind carries. */
 static void finish_returned(struct rt_job *job) {
   lua_State *co = job->co;
   struct rt_result res = {.kind = RT_ACK};
   const char *kind = lua_tostring(co, 1);
-  if (kind == NULL || strcmp(kind, "ack") == 0) {
-    res.kind = RT_ACK;
-  } else if (strcmp(kind, "retry") == 0) {
-    res.kind = RT_RETRY;
-  } else if (strcmp(kind, "reply") == 0) {
-    size_t n = lua_objlen(co, 3);
-    if (ensure_scratch(job->h, n) != 0) {
+  if (kind == NULL || strcmp(kind, "ack") == 0 || strcmp(kind, "reply") == 0) {
+    res.kind = kind && kind[0] == 'r' ? RT_REPLY : RT_ACK;
+    if (read_writes(job->h, co, 2, &res) != 0) {
       res = (struct rt_result){.kind = RT_ERROR, .reason = "handler-error", .text = "out of memory"};
       res.text_len = strlen(res.text);
-    } else {
-      res.kind = RT_REPLY;
-      res.stream = lua_tostring(co, 2);
-      for (size_t i = 0; i < n; i++) {
-        lua_rawgeti(co, 3, (int)i + 1);
-        job->h->scratch[i] = lua_tolstring(co, -1, &job->h->scratch_len[i]);
-        lua_pop(co, 1); /* still anchored by the fields table */
-      }
-      res.nfields = n;
-      res.field = job->h->scratch;
-      res.field_len = job->h->scratch_len;
     }
+  } else if (strcmp(kind, "retry") == 0) {
+    res.kind = RT_RETRY;
+  } else if (strcmp(kind, "retry_after") == 0) {
+    res.kind = RT_RETRY_AFTER;
+    res.delay_ms = (int64_t)lua_tonumber(co, 2);
+  } else if (strcmp(kind, "reject") == 0) {
+    res.kind = RT_REJECT;
+    res.text = lua_tolstring(co, 2, &res.text_len);
   } else {
     res.kind = strcmp(kind, "invalid") == 0 ? RT_INVALID : RT_ERROR;
     res.reason = lua_tostring(co, 2);
@@ -339,7 +379,7 @@ static void run(struct rt_job *job, int nargs) {
   h->current = NULL;
   if (rc == LUA_YIELD) {
     if (job->op != OP_NONE) return; /* waiting: a loop callback resumes it */
-    finish_failed(job, "coroutine.yield called in a handler: only ls.sleep and ctx:publish may wait");
+    finish_failed(job, "coroutine.yield called in a handler: only ls.sleep may wait");
   } else if (rc == 0) {
     finish_returned(job);
   } else {

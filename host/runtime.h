@@ -3,8 +3,8 @@
  * A handler file is loaded into a lua_State of its own, validated, and turned
  * into a `handler`: its subscription spec plus a dispatch function. Each entry
  * then runs in its own coroutine, created from that state and resumed in
- * exactly one place (run_job in runtime.c). Host functions that wait
- * (ls.sleep, ctx:publish) record a pending operation and yield; the loop
+ * exactly one place (run() in runtime.c). Host functions that wait
+ * (ls.sleep) record a pending operation and yield; the loop
  * callback resumes the coroutine. Every call into user code is protected: an
  * error comes back as an RT_ERROR result carrying the message and traceback,
  * never as a crash. */
@@ -40,14 +40,14 @@ struct handler_spec {
   int workers;           /* lanes */
   bool by_key;           /* per-key order on lanes */
   size_t max_body;       /* bytes; larger bodies are bad input */
+  int max_deliveries;    /* 0: no cap; else dead-letter when deliveries reach it */
+  char *dead_letter;     /* NULL, or the dead-letter stream */
 };
 
-/* What the host offers running handlers. Broker and clock may be NULL when a
- * handler is only loaded for validation (luastream check). */
+/* What the host offers running handlers. The clock may be NULL when a handler
+ * is only loaded for validation (luastream check). */
 struct rt_env {
-  lclock *clock;
-  broker *broker;
-  bk_conn *conn;         /* for ctx:publish */
+  lclock *clock;         /* for ls.sleep */
   /* Optional: told of every finished delivery, before its outcome is applied
    * (the test harness records them). Arguments valid during the call only. */
   void (*on_delivery)(void *data, const struct handler_spec *spec, const struct entry *e,
@@ -73,22 +73,31 @@ void handler_release(handler *h);
 size_t handler_jobs(const handler *h);
 
 enum rt_outcome {
-  RT_ACK,       /* done: acknowledge */
-  RT_RETRY,     /* deliver again (how depends on the read mode) */
-  RT_REPLY,     /* publish `fields` to `stream`, then acknowledge */
-  RT_ERROR,     /* the handler raised or returned a malformed value: leave pending */
-  RT_INVALID,   /* bad input, the handler was not called: leave pending */
+  RT_ACK,         /* done: acknowledge (with the writes, if any) */
+  RT_RETRY,       /* deliver again (how depends on the read mode) */
+  RT_REPLY,       /* the last write is the reply; acknowledge with the writes */
+  RT_ERROR,       /* the handler raised or returned a malformed value: leave pending */
+  RT_INVALID,     /* bad input, the handler was not called */
+  RT_RETRY_AFTER, /* deliver again after delay_ms */
+  RT_REJECT,      /* dead-letter now; text is the handler's reason */
+};
+
+/* An entry the handler asked to add (ctx:publish, a reply). */
+struct rt_write {
+  const char *stream;
+  size_t nfields;            /* field/value strings, 2 per pair */
+  const char **field;
+  const size_t *field_len;
 };
 
 struct rt_result {
   enum rt_outcome kind;
-  const char *text;          /* RT_ERROR/RT_INVALID: message (with traceback); else NULL */
+  const char *text;          /* RT_ERROR/RT_INVALID: message (with traceback); RT_REJECT: reason */
   size_t text_len;
   const char *reason;        /* RT_ERROR/RT_INVALID: short kind, e.g. "handler-error", "decode-error" */
-  const char *stream;        /* RT_REPLY: the stream to publish to */
-  size_t nfields;            /* RT_REPLY: fields of the reply entry */
-  const char **field;
-  const size_t *field_len;
+  int64_t delay_ms;          /* RT_RETRY_AFTER */
+  size_t nwrites;            /* RT_ACK, RT_REPLY: entries to add with the ack */
+  const struct rt_write *writes;
 };
 
 /* Called once per job, when the coroutine has finished. The result and its

@@ -7,7 +7,7 @@
 
 #include "runtime.h"
 
-enum rt_op { OP_NONE, OP_SLEEP, OP_PUBLISH };
+enum rt_op { OP_NONE, OP_SLEEP };
 
 /* One entry running in its own coroutine. */
 struct rt_job {
@@ -29,9 +29,11 @@ struct handler {
   size_t jobs;            /* running jobs */
   bool released;          /* close the state when jobs reaches 0 */
   struct rt_job *current; /* the job whose coroutine is running now, else NULL */
-  const char **scratch;   /* reply field pointers, reused across jobs */
+  const char **scratch;   /* write field pointers, reused across jobs */
   size_t *scratch_len;
   size_t scratch_cap;
+  struct rt_write *scratch_writes;
+  size_t scratch_writes_cap;
 };
 
 /* Resumes job's coroutine with the nargs values on top of its stack (hostlib

@@ -1,7 +1,8 @@
-/* scripts: server-side Lua scripts for reads Redis has no single command for.
+/* scripts: server-side Lua scripts for what Redis has no single command for.
  *
- * Both run atomically on the server (EVAL), so two hosts never claim the same
- * entry, and both answer in one shape (entry_parse_claimed in entry.h):
+ * The claim scripts run atomically on the server (EVAL), so two hosts never
+ * claim the same entry, and both answer in one shape (entry_parse_claimed in
+ * entry.h):
  *
  *   [cursor, [[stream, [[id, fields, idle_ms, deliveries], ...]]], [deleted ids]]
  *
@@ -19,5 +20,37 @@
 
 extern const char SCRIPT_CLAIM[];
 extern const char SCRIPT_RECLAIM[];
+
+/* SCRIPT_SWEEP moves the entries of a delay set (outcome.h) that are due back
+ * onto their stream, each as a new entry, and removes them from the set: in
+ * one step, so two hosts sweeping together never move one twice and a host
+ * that dies mid-sweep loses nothing. Replies with the number moved.
+ *   KEYS: delay set, stream   ARGV: now (Unix ms) count */
+extern const char SCRIPT_SWEEP[];
+
+/* SCRIPT_REPLAY puts dead letters (outcome.h) back on their source stream, the
+ * dead-letter-stream field of each, as new entries, and deletes them from the
+ * dead-letter stream: each XADD and its XDEL in the same script, so an entry
+ * is always on exactly one of the two streams. Every entry of a call is
+ * checked before anything is written, so a call that fails writes nothing.
+ * A replayed entry keeps its fields but the dead-letter-*, delivery-count and
+ * retry-group ones, so its delivery count starts afresh; it gets retry-group =
+ * the dead-letter-group (only that group handles it again; the stream's other
+ * groups, which handled the original, ack it unseen like a retry copy) and,
+ * unless it has one, original-id = the dead-letter-id.
+ *   KEYS: dead-letter stream
+ *   ARGV: "ids" id...                 those entries; an unknown id or an entry
+ *                                     without dead-letter-stream is an error
+ *     or  "all" after last count      up to count entries after `after` ("-"
+ *                                     for the start) up to `last` ("+": the
+ *                                     newest now); an entry that cannot be
+ *                                     replayed is skipped and left in place
+ *   Reply: [[[dead-letter id, source stream, new id], ...], [[skipped id,
+ *           why], ...], next, last]: "all" calls go on with after = next and
+ *           last = last until next is "" (always "" for "ids"). An error
+ *           reply names the stream and the entry.
+ * The source streams are not in KEYS: on a cluster the dead-letter stream and
+ * its sources need one hash slot (a hash tag such as {payments}.dead). */
+extern const char SCRIPT_REPLAY[];
 
 #endif

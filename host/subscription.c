@@ -12,6 +12,7 @@
 #include "entry.h"
 #include "lanes.h"
 #include "log.h"
+#include "outcome.h"
 #include "scripts.h"
 #include "subscription.h"
 
@@ -23,6 +24,8 @@
 #define RECOVERY_WAIT_MAX_MS 1000
 #define RECOVERY_WAIT_MIN_MS 50
 #define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
+#define SWEEP_MS 1000   /* how often the delay set is looked at */
+#define SWEEP_COUNT 100 /* most entries one sweep moves */
 
 enum sub_state { SUB_IDLE, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
@@ -52,6 +55,8 @@ struct subscription {
   char (*acks)[ID_MAX];     /* ids finished and not yet in an XACK */
   size_t nacks, acks_cap;
   ltimer *flush_timer;      /* flushes acks at the next loop turn */
+  ltimer *sweep_timer;      /* moves due entries of the delay set back */
+  char *delay_key;          /* the group's delay set (outcome_delay_key) */
   bool flush_armed;
 };
 
@@ -216,39 +221,35 @@ static void queue_ack(subscription *s, const char *id) {
 struct write_req {
   subscription *s;
   char id[ID_MAX];
-  const char *what; /* for the log: "retry", "reply" */
-  bool ack_after;   /* queue an ack when the write succeeded */
+  const char *what; /* for the log: "retry", "reply", "dead letter", ... */
 };
 
 static void write_done(void *data, const bk_reply *r, const char *err) {
   struct write_req *req = data;
   subscription *s = req->s;
   s->writes_pending--;
-  bool ok = r && r->type != BK_ERROR && r->type != BK_NIL;
-  /* EXEC: every queued command must have succeeded too. */
-  for (size_t i = 0; ok && r->type == BK_ARRAY && i < r->elements; i++)
-    if (r->element[i]->type == BK_ERROR) r = r->element[i], ok = false;
-  if (ok && req->ack_after) queue_ack(s, req->id);
-  if (!ok) {
+  const bk_reply *failed = r && (r->type == BK_ERROR || r->type == BK_NIL) ? r : NULL;
+  bool acked = false;
+  if (r && r->type == BK_ARRAY && r->elements) {
+    /* EXEC runs every queued command even after one fails (no rollback):
+     * the XACK, always last, says whether the entry is still pending. */
+    for (size_t i = 0; i < r->elements && !failed; i++)
+      if (r->element[i]->type == BK_ERROR) failed = r->element[i];
+    const bk_reply *last = r->element[r->elements - 1];
+    acked = last->type == BK_INTEGER && last->integer > 0;
+  }
+  if (failed || r == NULL) {
     char why[256];
-    reply_text(r, r && r->type == BK_NIL ? "transaction aborted" : err, why, sizeof why);
-    log_line(LOG_ERROR, s->spec->name, "outcome not written, entry left pending", "stream",
-             s->spec->stream, "group", s->spec->group, "id", req->id, "outcome", req->what,
-             "error", why, NULL);
+    reply_text(failed, failed && failed->type == BK_NIL ? "transaction aborted" : err, why,
+               sizeof why);
+    log_line(LOG_ERROR, s->spec->name,
+             acked ? "outcome partly written: entry acked, a write failed"
+                   : "outcome not written, entry left pending",
+             "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
+             req->what, "error", why, NULL);
   }
   free(req);
   maybe_drained(s);
-}
-
-static struct write_req *write_req_new(subscription *s, const struct entry *e, const char *what,
-                                       bool ack_after) {
-  struct write_req *req = malloc(sizeof *req);
-  if (req == NULL) return NULL;
-  req->s = s;
-  snprintf(req->id, sizeof req->id, "%s", e->id);
-  req->what = what;
-  req->ack_after = ack_after;
-  return req;
 }
 
 static void ignore_reply(void *data, const bk_reply *r, const char *err) {
@@ -258,113 +259,212 @@ static void ignore_reply(void *data, const bk_reply *r, const char *err) {
   maybe_drained(s);
 }
 
-/* Sends one command whose reply only matters through a later EXEC. */
-static int send_quiet(subscription *s, struct bk_args *a) {
-  if (bk_command(s->b, s->cmd, a->argc, a->argv, a->argvlen, ignore_reply, s) != 0) return -1;
-  s->writes_pending++;
-  return 0;
-}
-
-/* Retry on `new`: a copy addressed to our group carrying the delivery count,
- * and the ack of the original, in one MULTI/EXEC. */
-static void retry_copy(subscription *s, const struct entry *e) {
-  size_t clen = 0;
-  const char *count = entry_get(e, HDR_DELIVERY_COUNT, &clen);
-  char next[24];
-  snprintf(next, sizeof next, "%lld", (count ? strtoll(count, NULL, 10) : 0) + 1);
-  const char *orig = entry_get(e, HDR_ORIGINAL_ID, NULL);
-
-  struct write_req *req = write_req_new(s, e, "retry", false);
-  struct bk_args a;
-  bk_args_init(&a);
+/* Sends t: one command alone, several as MULTI ... EXEC (the EXEC reply says
+ * whether all of it was written). Frees t. */
+static void send_txn(subscription *s, const struct entry *e, const char *what, struct txn *t) {
+  struct write_req *req = malloc(sizeof *req);
+  bool multi = t->n > 1;
+  const char *exec = "EXEC", *multi_cmd = "MULTI";
+  size_t exec_len = 4, multi_len = 5;
   if (req == NULL) goto fail;
-  bk_args_str(&a, "MULTI");
-  if (send_quiet(s, &a) != 0) goto fail;
-  bk_args_reset(&a);
-  bk_args_str(&a, "XADD");
-  bk_args_str(&a, s->spec->stream);
-  bk_args_str(&a, "*");
-  for (size_t i = 0; i + 1 < e->nfields; i += 2) {
-    const char *f = e->field[i];
-    if (!strcmp(f, HDR_DELIVERY_COUNT) || !strcmp(f, HDR_RETRY_GROUP) || !strcmp(f, HDR_ORIGINAL_ID))
-      continue; /* rewritten below */
-    bk_args_add(&a, f, e->field_len[i]);
-    bk_args_add(&a, e->field[i + 1], e->field_len[i + 1]);
+  req->s = s;
+  snprintf(req->id, sizeof req->id, "%s", e->id);
+  req->what = what;
+  if (multi) {
+    if (bk_command(s->b, s->cmd, 1, &multi_cmd, &multi_len, ignore_reply, s) != 0) goto fail;
+    s->writes_pending++;
+    /* MULTI was accepted: the connection is up and the rest goes out with it. */
+    for (int i = 0; i < t->n; i++) {
+      bk_command(s->b, s->cmd, t->cmd[i].argc, t->cmd[i].argv, t->cmd[i].argvlen, ignore_reply, s);
+      s->writes_pending++;
+    }
+    bk_command(s->b, s->cmd, 1, &exec, &exec_len, write_done, req);
+  } else if (bk_command(s->b, s->cmd, t->cmd[0].argc, t->cmd[0].argv, t->cmd[0].argvlen,
+                        write_done, req) != 0) {
+    goto fail;
   }
-  bk_args_str(&a, HDR_DELIVERY_COUNT);
-  bk_args_str(&a, next);
-  bk_args_str(&a, HDR_RETRY_GROUP);
-  bk_args_str(&a, s->spec->group);
-  bk_args_str(&a, HDR_ORIGINAL_ID);
-  bk_args_str(&a, orig ? orig : e->id);
-  /* MULTI was accepted, so the connection is up and stays ours this turn. */
-  send_quiet(s, &a);
-  bk_args_reset(&a);
-  bk_args_str(&a, "XACK");
-  bk_args_str(&a, s->spec->stream);
-  bk_args_str(&a, s->spec->group);
-  bk_args_str(&a, e->id);
-  send_quiet(s, &a);
-  bk_args_reset(&a);
-  bk_args_str(&a, "EXEC");
-  bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, write_done, req);
   s->writes_pending++;
-  bk_args_free(&a);
+  txn_free(t);
   return;
 fail:
-  bk_args_free(&a);
   free(req);
-  sub_log(s, LOG_ERROR, "retry not written (not connected), entry left pending", "id", e->id,
-          NULL, NULL);
+  txn_free(t);
+  log_line(LOG_ERROR, s->spec->name, "outcome not written (not connected), entry left pending",
+           "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "outcome", what, NULL);
 }
 
-static void publish_reply(subscription *s, const struct entry *e, const struct rt_result *res) {
-  struct write_req *req = write_req_new(s, e, "reply", true);
-  struct bk_args a;
-  bk_args_init(&a);
-  bk_args_str(&a, "XADD");
-  bk_args_str(&a, res->stream);
-  bk_args_str(&a, "*");
-  for (size_t i = 0; i < res->nfields; i++) bk_args_add(&a, res->field[i], res->field_len[i]);
-  if (req && bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, write_done, req) == 0) {
-    s->writes_pending++;
-  } else {
-    free(req);
-    sub_log(s, LOG_ERROR, "reply not written (not connected), entry left pending", "id", e->id,
-            NULL, NULL);
+/* Deliveries of e before this one, whatever the read mode: the count a copy
+ * or a delayed entry carries in its header, plus what Redis counted for this
+ * id (accept_entry folded the header into e->deliveries for claimed reads). */
+static long long deliveries_before(const subscription *s, const struct entry *e) {
+  if (s->spec->read == READ_NEW) {
+    const char *carried = entry_get(e, HDR_DELIVERY_COUNT, NULL);
+    return carried ? strtoll(carried, NULL, 10) : 0;
   }
-  bk_args_free(&a);
+  /* claiming reports deliveries before this one; reclaim Redis's count after
+   * the claim, this one included. */
+  return s->spec->read == READ_RECLAIM ? e->deliveries - 1 : e->deliveries;
+}
+
+/* Dead-letters e: its copy on the dead-letter stream and its ack in one
+ * transaction. Without a dead-letter stream, a rejected entry is logged and
+ * acked, anything else logged and left pending: never lost silently. */
+static void dead_letter(subscription *s, const struct entry *e, const char *reason,
+                        const char *error, size_t error_len, long long deliveries) {
+  char count[24];
+  snprintf(count, sizeof count, "%lld", deliveries);
+  if (s->spec->dead_letter == NULL) {
+    bool reject = strcmp(reason, "rejected") == 0;
+    bool bad_input = !strcmp(reason, "decode-error") || !strcmp(reason, "too-large") ||
+                     !strcmp(reason, "no-fields");
+    log_line(LOG_ERROR, s->spec->name,
+             reject      ? "entry rejected, acked (no dead_letter stream)"
+             : bad_input ? "bad entry left pending"
+                         : "delivery limit reached, entry left pending (no dead_letter stream)",
+             "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "reason", reason,
+             "deliveries", count, "error", error, NULL);
+    if (reject) queue_ack(s, e->id);
+    return;
+  }
+  log_line(LOG_WARN, s->spec->name, "entry dead-lettered", "stream", s->spec->stream, "group",
+           s->spec->group, "id", e->id, "reason", reason, "deliveries", count, "dead_letter",
+           s->spec->dead_letter, NULL);
+  struct txn t;
+  txn_init(&t);
+  outcome_dead_letter(&t, s->spec, e, reason, error, error_len, deliveries, clock_wall(s->clock));
+  outcome_ack(&t, s->spec, e);
+  send_txn(s, e, "dead letter", &t);
+}
+
+/* Delivers e again after delay_ms, durably. A claimed entry that may wait
+ * pending (delay within min_idle) is re-stamped to turn claimable on time;
+ * anything else moves to the group's delay set with its ack, and a sweeper
+ * (any host's) puts it back on the stream when due. */
+static void delay(subscription *s, const struct entry *e, int64_t delay_ms, long long deliveries) {
+  struct txn t;
+  txn_init(&t);
+  if (s->spec->read != READ_NEW && delay_ms <= s->spec->min_idle_ms) {
+    outcome_restamp(&t, s->spec, e, delay_ms);
+  } else {
+    outcome_delay(&t, s->spec, e, deliveries, clock_wall(s->clock) + (uint64_t)delay_ms);
+    outcome_ack(&t, s->spec, e);
+  }
+  send_txn(s, e, "retry_after", &t);
+}
+
+/* A retry of either kind; past max_deliveries it becomes a dead letter. */
+static void retry(subscription *s, const struct entry *e, const struct rt_result *res) {
+  long long deliveries = deliveries_before(s, e) + 1; /* this one counts */
+  int cap = s->spec->max_deliveries;
+  if (cap && deliveries >= cap) {
+    char why[64];
+    snprintf(why, sizeof why, "retried on delivery %lld of %d", deliveries, cap);
+    dead_letter(s, e, "max-deliveries", why, strlen(why), deliveries);
+  } else if (res->kind == RT_RETRY_AFTER) {
+    delay(s, e, res->delay_ms, deliveries);
+  } else if (s->spec->read == READ_NEW) {
+    struct txn t;
+    txn_init(&t);
+    outcome_retry_copy(&t, s->spec, e, deliveries);
+    outcome_ack(&t, s->spec, e);
+    send_txn(s, e, "retry", &t);
+  }
+  /* claiming and reclaim: nothing to write, the entry stays pending and is
+   * claimed again once idle min_idle. */
 }
 
 static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   subscription *s = data;
   int lane = (int)(intptr_t)e->owner_data;
+  struct txn t;
   switch (res->kind) {
   case RT_ACK:
-    queue_ack(s, e->id);
+  case RT_REPLY:
+    if (res->nwrites == 0) {
+      queue_ack(s, e->id); /* coalesced with the others */
+      break;
+    }
+    txn_init(&t);
+    if (outcome_writes(&t, res) != 0) {
+      txn_free(&t);
+      log_line(LOG_ERROR, s->spec->name, "too many entries published by one delivery, left pending",
+               "stream", s->spec->stream, "group", s->spec->group, "id", e->id, NULL);
+      break;
+    }
+    outcome_ack(&t, s->spec, e);
+    send_txn(s, e, res->kind == RT_REPLY ? "reply" : "publish", &t);
     break;
   case RT_RETRY:
-    /* A claimed entry stays pending under its own id: the next claiming or
-     * reclaim read takes it again once it has been idle min_idle. */
-    if (s->spec->read == READ_NEW) retry_copy(s, e);
+  case RT_RETRY_AFTER:
+    retry(s, e, res);
     break;
-  case RT_REPLY:
-    publish_reply(s, e, res);
+  case RT_REJECT:
+    dead_letter(s, e, "rejected", res->text, res->text_len, deliveries_before(s, e) + 1);
     break;
-  case RT_ERROR:
+  case RT_ERROR: {
     log_line(LOG_ERROR, s->spec->name, "handler failed, entry left pending", "stream",
              s->spec->stream, "group", s->spec->group, "id", e->id, "reason", res->reason,
              "error", res->text, NULL);
+    /* The last delivery max_deliveries allows failed: dead-letter it now,
+     * with the error that ended it. */
+    long long deliveries = deliveries_before(s, e) + 1;
+    if (s->spec->max_deliveries && deliveries >= s->spec->max_deliveries)
+      dead_letter(s, e, "handler-error", res->text, res->text_len, deliveries);
     break;
-  case RT_INVALID:
-    log_line(LOG_ERROR, s->spec->name, "bad entry left pending", "stream", s->spec->stream,
-             "group", s->spec->group, "id", e->id, "reason", res->reason, "error", res->text,
-             NULL);
+  }
+  case RT_INVALID: /* the handler never saw it: logged (and dead-lettered) by dead_letter */
+    dead_letter(s, e, res->reason, res->text, res->text_len, deliveries_before(s, e) + 1);
     break;
   }
   entry_free(e);
   lanes_done(&s->lanes, lane);
   progress(s);
+}
+
+/* ---- the delay set ---- */
+
+static void sweep(ltimer *t, void *data);
+
+static void sweep_done(void *data, const bk_reply *r, const char *err) {
+  subscription *s = data;
+  s->writes_pending--;
+  if (r && r->type == BK_INTEGER) {
+    if (r->integer > 0) {
+      char moved[24];
+      snprintf(moved, sizeof moved, "%lld", r->integer);
+      sub_log(s, LOG_DEBUG, "delayed entries back on the stream", "entries", moved, NULL, NULL);
+    }
+    /* A full sweep may have left more that are due. */
+    if (s->state == SUB_READING) timer_start(s->sweep_timer, r->integer >= SWEEP_COUNT ? 0 : SWEEP_MS);
+  } else {
+    char why[256];
+    reply_text(r, err, why, sizeof why);
+    if (s->state == SUB_READING) {
+      sub_log(s, LOG_WARN, "sweeping the delay set failed, retrying", "error", why, NULL, NULL);
+      timer_start(s->sweep_timer, SWEEP_MS);
+    }
+  }
+  maybe_drained(s);
+}
+
+static void sweep(ltimer *t, void *data) {
+  (void)t;
+  subscription *s = data;
+  if (s->state != SUB_READING) return;
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "EVAL");
+  bk_args_str(&a, SCRIPT_SWEEP);
+  bk_args_str(&a, "2");
+  bk_args_str(&a, s->delay_key);
+  bk_args_str(&a, s->spec->stream);
+  bk_args_num(&a, (long long)clock_wall(s->clock));
+  bk_args_num(&a, SWEEP_COUNT);
+  if (bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, sweep_done, s) == 0)
+    s->writes_pending++;
+  else
+    timer_start(s->sweep_timer, SWEEP_MS);
+  bk_args_free(&a);
 }
 
 /* ---- running entries on lanes ---- */
@@ -400,6 +500,20 @@ static void accept_entry(subscription *s, struct entry *e) {
   if (group && (glen != strlen(s->spec->group) || memcmp(group, s->spec->group, glen) != 0)) {
     /* Another group's retry copy: not a new entry for us. */
     queue_ack(s, e->id);
+    entry_free(e);
+    return;
+  }
+  /* A copy or delayed entry carries its earlier deliveries; a claimed read
+   * counts only those of this id: together they are the entry's count. */
+  const char *carried = entry_get(e, HDR_DELIVERY_COUNT, NULL);
+  if (carried && e->deliveries >= 0) e->deliveries += strtoll(carried, NULL, 10);
+  long long before = deliveries_before(s, e);
+  if (s->spec->max_deliveries && before >= s->spec->max_deliveries) {
+    /* Delivered max_deliveries times without an ack (handlers that failed or
+     * killed the host each time): not handed to the handler again. */
+    char why[64];
+    snprintf(why, sizeof why, "delivered %lld times without an ack", before);
+    dead_letter(s, e, "max-deliveries", why, strlen(why), before);
     entry_free(e);
     return;
   }
@@ -559,6 +673,7 @@ static void start_reading(subscription *s) {
                                                   : "claim script (claim_fallback)";
   sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
+  timer_start(s->sweep_timer, 0);
   progress(s); /* entries read before the group was lost run now */
 }
 
@@ -641,7 +756,9 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
   s->data = data;
   s->retry_timer = timer_new(clock, retry_fire, s);
   s->flush_timer = timer_new(clock, flush_acks, s);
-  if (!s->retry_timer || !s->flush_timer ||
+  s->sweep_timer = timer_new(clock, sweep, s);
+  s->delay_key = outcome_delay_key(s->spec);
+  if (!s->retry_timer || !s->flush_timer || !s->sweep_timer || !s->delay_key ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
     sub_free(s);
     return NULL;
@@ -661,6 +778,7 @@ void sub_stop(subscription *s) {
   if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
   s->state = SUB_STOPPING;
   timer_stop(s->retry_timer);
+  timer_stop(s->sweep_timer);
   /* Entries read but not started stay pending: another consumer recovers them. */
   struct entry *left = lanes_drain_queued(&s->lanes);
   size_t n = 0;
@@ -699,6 +817,8 @@ void sub_free(subscription *s) {
   if (s->reader) bk_conn_close(s->b, s->reader);
   if (s->retry_timer) timer_free(s->retry_timer);
   if (s->flush_timer) timer_free(s->flush_timer);
+  if (s->sweep_timer) timer_free(s->sweep_timer);
+  free(s->delay_key);
   struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {
     struct entry *e = left;

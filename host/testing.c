@@ -66,7 +66,8 @@ struct app {
 };
 
 static const char *outcome_name(enum rt_outcome k) {
-  static const char *const names[] = {"ack", "retry", "reply", "error", "invalid"};
+  static const char *const names[] = {"ack",     "retry",       "reply", "error",
+                                      "invalid", "retry_after", "reject"};
   return names[k];
 }
 

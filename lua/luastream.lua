@@ -11,7 +11,7 @@
 local has_core, core = pcall(require, "luastream.core")
 if not has_core then
   local function outside() error("only available inside a running luastream host", 3) end
-  core = { version = "outside a host", log = outside, sleep = outside, publish = outside }
+  core = { version = "outside a host", log = outside, sleep = outside }
 end
 
 local ls = {}
@@ -40,29 +40,70 @@ function ls.reply(body, opts)
   return { reply = body, opts = opts }
 end
 
+-- retry_after(ms | "30s"): deliver again once the delay has passed. Durable:
+-- the entry waits in Redis (pending, or in the group's delay set), not in the
+-- host, so a host that stops meanwhile loses nothing.
+-- A bad delay is not raised here: `return ls.retry_after(x)` is a tail call,
+-- so no error position could name the handler's line. The host reports it
+-- as a bad return value instead, with the same words.
 function ls.retry_after(delay)
-  error("ls.retry_after is not yet supported by this version of luastream", 2)
+  return { retry_after = delay, outcome = "retry_after" } -- outcome: a nil delay is still one
 end
 
+-- reject(reason): dead-letter the entry now, whatever its delivery count.
 function ls.reject(reason)
-  error("ls.reject is not yet supported by this version of luastream", 2)
+  return { reject = reason == nil and "rejected" or tostring(reason) }
+end
+
+-- backoff{base = "1s", factor = 2, max = "5m", jitter = 0.2} -> function(ctx)
+-- giving the delay before the next delivery from the entry's delivery count:
+-- base * factor^(deliveries before this one), capped at max, then spread by
+-- +/- jitter (a fraction) so entries that failed together do not return
+-- together.   return ls.retry_after(backoff(ctx))
+function ls.backoff(opts)
+  opts = opts or {}
+  -- error(), not assert(): LuaJIT's assert names this file, not the caller's.
+  local base = ls.duration(opts.base or 1000)
+  if not base then error("ls.backoff: base must be a duration", 2) end
+  local max = ls.duration(opts.max or 300000)
+  if not max then error("ls.backoff: max must be a duration", 2) end
+  local factor, jitter = opts.factor or 2, opts.jitter or 0
+  if type(factor) ~= "number" or factor < 1 then error("ls.backoff: factor must be a number >= 1", 2) end
+  if type(jitter) ~= "number" or jitter < 0 or jitter >= 1 then
+    error("ls.backoff: jitter must be a fraction in [0, 1)", 2)
+  end
+  return function(ctx)
+    local n = tonumber(type(ctx) == "table" and ctx.headers[ls.DELIVERY_COUNT_HEADER] or ctx) or 0
+    local delay = math.min(max, base * factor ^ n)
+    if jitter > 0 then delay = delay * (1 + jitter * (2 * math.random() - 1)) end
+    return math.floor(math.min(max, delay))
+  end
 end
 
 ---------------------------------------------------------------- durations
 
 local UNIT_MS = { ms = 1, s = 1000, m = 60000, h = 3600000 }
+-- The longest duration: the host keeps milliseconds in 64-bit integers and
+-- adds them to the clock; 2^53 ms (285 000 years) is exact as a double too.
+local MAX_MS = 2 ^ 53
+local TOO_LONG = "must be at most 2^53 milliseconds"
 
 -- duration(v): milliseconds from a number of ms or a string such as "250ms",
 -- "30s", "5m", "1h". Returns nil and a reason when v is neither.
 function ls.duration(v)
   if type(v) == "number" then
+    if v > MAX_MS and v ~= math.huge then return nil, TOO_LONG end
     if v >= 0 and v == v and v ~= math.huge then return v end
     return nil, "must be a non-negative number of milliseconds"
   end
   if type(v) == "string" then
     local n, unit = v:match("^%s*(%d+%.?%d*)%s*(%a*)%s*$")
     local scale = UNIT_MS[unit == "" and "ms" or unit]
-    if n and scale then return tonumber(n) * scale end
+    if n and scale then
+      local ms = tonumber(n) * scale
+      if ms > MAX_MS then return nil, TOO_LONG end
+      return ms
+    end
     return nil, "must be milliseconds or a string like \"250ms\", \"30s\", \"5m\", \"1h\""
   end
   return nil, "must be a number of milliseconds or a duration string, got " .. type(v)

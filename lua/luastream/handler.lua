@@ -6,7 +6,6 @@
 -- the user's handle, and turn its return value into an outcome the C side
 -- applies. Everything here is policy; the mechanism (reads, lanes, acks) is C.
 local ls = require "luastream"
-local core = require "luastream.core"
 local json = require "luastream.json"
 
 local M = {}
@@ -40,7 +39,6 @@ local function check_read(v)
     return "must be \"new\", \"claiming\" or \"reclaim\""
   end
 end
-local function not_yet(v) return "is not supported by this version of luastream yet" end
 
 -- The fields a handler file may set, in the order problems are reported.
 local FIELDS = {
@@ -58,8 +56,8 @@ local FIELDS = {
   { "reply_to", check_string },
   { "max_body", check_count, default = 1048576 },
   { "claim_fallback", check_boolean, default = false },
-  { "max_deliveries", not_yet },
-  { "dead_letter", not_yet },
+  { "max_deliveries", check_count },
+  { "dead_letter", check_string },
 }
 local KNOWN = {}
 for _, f in ipairs(FIELDS) do KNOWN[f[1]] = true end
@@ -123,6 +121,10 @@ function M.validate(value, path)
     problem("read", string.format("read = \"%s\" needs min_idle: how long an entry stays pending before " ..
       "it counts as abandoned (ms, or a string such as \"30s\"); it has no default", spec.read))
   end
+  if spec.dead_letter ~= nil and spec.dead_letter == spec.stream then
+    problem("dead_letter", "field 'dead_letter' must name another stream than 'stream': " ..
+      "a dead letter would be read and dead-lettered again")
+  end
   if value.claim_fallback ~= nil and spec.read ~= "claiming" then
     problem("claim_fallback", "field 'claim_fallback' only applies to read = \"claiming\"")
   end
@@ -169,12 +171,20 @@ end
 local Ctx = {}
 Ctx.__index = Ctx
 
--- ctx:publish(stream, msg [, {key =, headers =}]) -> id, or nil and an error.
+-- ctx:publish(stream, msg [, {key =, headers =}]) -> true. The entry is
+-- written with the handled entry's ack, in one MULTI/EXEC: only when the
+-- handler acks (or replies), never without the ack, never the ack without it.
 function Ctx:publish(stream, msg, opts)
   if type(stream) ~= "string" or stream == "" then error("ctx:publish: stream must be a non-empty string", 2) end
   local fields, why = entry_fields(msg, opts, {})
   if not fields then error("ctx:publish: " .. why, 2) end
-  return core.publish(stream, fields)
+  local writes = rawget(self, "writes")
+  if not writes then
+    writes = {}
+    rawset(self, "writes", writes)
+  end
+  writes[#writes + 1] = { stream, fields }
+  return true
 end
 
 local function describe(v)
@@ -187,14 +197,19 @@ local function describe(v)
   return type(v) .. " " .. tostring(v)
 end
 
--- outcome(result, ctx, spec) -> "ack" | "retry" | "reply", stream, fields | "error", reason, message
+-- outcome(result, ctx, spec) -> what the host applies:
+--   "ack" [writes] | "reply" writes | "retry" | "retry_after" ms | "reject" reason
+--   | "error" reason message
+-- writes: { {stream, fields}, ... }: the handler's ctx:publish entries, and
+-- for "reply" the reply last; written together with the ack.
 local function outcome(result, ctx, spec)
-  if result == nil then return "ack" end
+  local writes = rawget(ctx, "writes")
+  if result == nil then return "ack", writes end
   if type(result) ~= "table" then
     return "error", "bad-return", "handle returned " .. describe(result) ..
       "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
   end
-  if result.ack == true then return "ack" end
+  if result.ack == true then return "ack", writes end
   if result.retry == true then return "retry" end
   if result.reply ~= nil then
     if not spec.reply_to then
@@ -210,11 +225,16 @@ local function outcome(result, ctx, spec)
       fields[#fields + 1] = KEY_HEADER
       fields[#fields + 1] = key
     end
-    return "reply", spec.reply_to, fields
+    writes = writes or {}
+    writes[#writes + 1] = { spec.reply_to, fields }
+    return "reply", writes
   end
-  if result.retry_after ~= nil or result.reject ~= nil then
-    return "error", "bad-return", "retry_after and reject are not supported by this version of luastream yet"
+  if result.retry_after ~= nil or result.outcome == "retry_after" then
+    local ms, why = ls.duration(result.retry_after)
+    if not ms then return "error", "bad-return", "ls.retry_after: delay " .. why end
+    return "retry_after", math.floor(ms)
   end
+  if result.reject ~= nil then return "reject", tostring(result.reject) end
   return "error", "bad-return", "handle returned " .. describe(result) ..
     "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
 end

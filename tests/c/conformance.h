@@ -72,7 +72,8 @@ char *cf_transcript(struct cf_side *side, const struct cf_step *steps, bool exac
  * environment prints every transcript. */
 void cf_expect_same(const char *scenario, const char *name_a, const char *a, const char *name_b,
                     const char *b);
-/* The same against a NULL-terminated list of expected lines. */
+/* The same against a NULL-terminated list of expected lines; an expected
+ * line ending in "..." matches any line that starts with the rest. */
 void cf_expect_lines(const char *scenario, const char *name, const char *got,
                      const char *const *want);
 

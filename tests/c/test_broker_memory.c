@@ -214,7 +214,7 @@ TEST_IMPL(broker_memory_xrange_xdel_xtrim) {
   CHECK("[[1-0,[f,1]],[2-0,[f,2]]]", "XRANGE", "r", "-", "+", "COUNT", "2");
   CHECK("[[5-0,[f,5]],[4-0,[f,4]]]", "XREVRANGE", "r", "+", "-", "COUNT", "2");
   CHECK("[[3-0,[f,3]],[4-0,[f,4]]]", "XRANGE", "r", "(2-0", "4");
-  CHECK("[]", "XRANGE", "r", "-", "+", "COUNT", "0");
+  CHECK("nil", "XRANGE", "r", "-", "+", "COUNT", "0");
   CHECK("[]", "XRANGE", "nokey", "-", "+");
   CHECK("-ERR Invalid stream ID specified as stream command argument", "XRANGE", "r", "(-", "+");
   CHECK("-ERR syntax error", "XRANGE", "r", "-", "+", "LIMIT");
@@ -760,6 +760,185 @@ TEST_IMPL(broker_memory_eval_reclaim_script) {
   CHECK("[2-0,[[s,[]]],[1-0]]", "EVAL", SCRIPT_RECLAIM, "1", "s", "g", "bob", "50", "0-0", "1");
   CHECK("[0-0,[[s,[[2-0,[f,2],:60,:3]]]],[]]", "EVAL", SCRIPT_RECLAIM, "1", "s", "g", "bob", "50",
         "2-0", "1");
+  teardown();
+}
+
+/* ---- sorted sets (memzset.c) ---- */
+
+#define WRONGTYPE "-WRONGTYPE Operation against a key holding the wrong kind of value"
+
+/* Sends argv with explicit lengths (binary-safe); returns the reply, owned. */
+static bk_reply *cmd_bin(int argc, const char **argv, const size_t *len) {
+  struct res x = {0};
+  ASSERT_OK(bk_command(b, conn, argc, argv, len, on_reply, &x));
+  clock_virtual_settle(clk);
+  ASSERT_INT_EQ(x.n, 1);
+  ASSERT_NOT_NULL(x.r);
+  return x.r;
+}
+
+static void check_bin(const char *expect, int argc, const char **argv, const size_t *len) {
+  bk_reply *r = cmd_bin(argc, argv, len);
+  ASSERT_STR_EQ(show(r), expect);
+  mr_free(r);
+}
+
+TEST_IMPL(broker_memory_zset_order_scores_ranges) {
+  setup("7.0.15");
+  CHECK(":4", "ZADD", "z", "2", "b", "1", "aa", "1", "a", "1", "ab");
+  CHECK(":0", "ZADD", "z", "1", "b"); /* a new score, not a new member */
+  CHECK("[a,aa,ab,b]", "ZRANGE", "z", "0", "-1");
+  /* Members are bytes: "a\0" after "a" (a prefix first), before "aa";
+   * 0xff after every ASCII byte (all six have score 1). */
+  check_bin(":2", 6, (const char *[]){"ZADD", "z", "1", "a\0", "1", "\xff"},
+            (const size_t[]){4, 1, 1, 2, 1, 1});
+  bk_reply *r = cmd_bin(4, (const char *[]){"ZRANGE", "z", "0", "-1"},
+                        (const size_t[]){6, 1, 1, 2});
+  ASSERT_INT_EQ(r->elements, 6);
+  ASSERT_MEM_EQ(r->element[0]->str, r->element[0]->len, "a");
+  ASSERT_INT_EQ(r->element[1]->len, 2);
+  ASSERT(memcmp(r->element[1]->str, "a\0", 2) == 0);
+  ASSERT_MEM_EQ(r->element[2]->str, r->element[2]->len, "aa");
+  ASSERT_MEM_EQ(r->element[4]->str, r->element[4]->len, "b");
+  ASSERT_MEM_EQ(r->element[5]->str, r->element[5]->len, "\xff");
+  mr_free(r);
+  check_bin("1", 3, (const char *[]){"ZSCORE", "z", "a\0"}, (const size_t[]){6, 1, 2});
+  check_bin("nil", 3, (const char *[]){"ZSCORE", "z", "a\0x"}, (const size_t[]){6, 1, 3});
+  check_bin(":2", 4, (const char *[]){"ZREM", "z", "a\0", "\xff"}, (const size_t[]){4, 1, 2, 1});
+  /* ranges */
+  CHECK("[a,aa]", "ZRANGEBYSCORE", "z", "1", "1", "LIMIT", "0", "2");
+  CHECK("[ab,b]", "ZRANGEBYSCORE", "z", "1", "(2", "LIMIT", "2", "5");
+  CHECK("[]", "ZRANGEBYSCORE", "z", "(1", "+inf");
+  CHECK("[]", "ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "-1", "5");
+  CHECK("[b,1,ab,1]", "ZRANGE", "z", "0", "1", "REV", "WITHSCORES");
+  CHECK("[ab,aa]", "ZRANGE", "z", "+inf", "-inf", "BYSCORE", "REV", "LIMIT", "1", "2");
+  CHECK("[aa,ab]", "ZRANGE", "z", "-3", "-2");
+  CHECK("-ERR BYLEX is not supported by the in-memory broker", "ZRANGE", "z", "-", "+", "BYLEX");
+  /* scores as 7.0 prints them, then as 7.2 and later do */
+  CHECK(":5", "ZADD", "n", "0.1", "x", "1767225601000", "t", "1e21", "e", "-inf", "m", "2.5", "h");
+  CHECK("0.10000000000000001", "ZSCORE", "n", "x");
+  CHECK("1767225601000", "ZSCORE", "n", "t");
+  CHECK("1e+21", "ZSCORE", "n", "e");
+  CHECK("[m,-inf,x,0.10000000000000001,h,2.5]", "ZRANGE", "n", "0", "2", "WITHSCORES");
+  broker_memory_set_version(b, "8.4.0");
+  CHECK("0.1", "ZSCORE", "n", "x");
+  CHECK("1767225601000", "ZSCORE", "n", "t");
+  CHECK("1e+21", "ZSCORE", "n", "e");
+  CHECK("6", "ZADD", "n", "INCR", "3.5", "h");
+  CHECK("0.30000000000000004", "ZADD", "n", "INCR", "0.2", "x");
+  /* NX, XX, GT, LT, CH */
+  CHECK(":1", "ZADD", "n", "NX", "7", "x", "7", "new");
+  CHECK(":0", "ZADD", "n", "XX", "8", "x", "8", "other");
+  CHECK(":2", "ZADD", "n", "GT", "CH", "1", "x", "9", "x", "9", "t2");
+  CHECK("9", "ZSCORE", "n", "x");
+  CHECK(":0", "ZADD", "n", "LT", "CH", "10", "x");
+  CHECK("nil", "ZSCORE", "n", "other");
+  CHECK("-ERR XX and NX options at the same time are not compatible", "ZADD", "n", "XX", "NX",
+        "1", "x");
+  CHECK("-ERR value is not a valid float", "ZADD", "n", "1", "x", "nan", "y");
+  CHECK("-ERR syntax error", "ZADD", "n", "1", "x", "2");
+  /* a set that empties is gone */
+  CHECK(":4", "ZREM", "z", "a", "aa", "ab", "b", "a");
+  CHECK(":0", "EXISTS", "z");
+  CHECK("+none", "TYPE", "z");
+  CHECK(":0", "ZCARD", "z");
+  CHECK("[]", "ZRANGE", "z", "0", "-1");
+  teardown();
+}
+
+TEST_IMPL(broker_memory_zset_one_key_one_type) {
+  setup(NULL);
+  CHECK(":1", "ZADD", "d", "1", "m");
+  CHECK("1-0", "XADD", "s", "1-0", "f", "v");
+  CHECK("+OK", "XGROUP", "CREATE", "s", "g", "0");
+  CHECK(WRONGTYPE, "XADD", "d", "*", "f", "v");
+  CHECK(WRONGTYPE, "XLEN", "d");
+  CHECK(WRONGTYPE, "XGROUP", "CREATE", "d", "g", "$", "MKSTREAM");
+  CHECK(WRONGTYPE, "XINFO", "STREAM", "d");
+  CHECK(WRONGTYPE, "XACK", "d", "g", "1-0");
+  /* answered at once, never parked */
+  CHECK(WRONGTYPE, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", "d", ">", ">");
+  CHECK("[]", "XPENDING", "s", "g", "-", "+", "10"); /* s was not read either */
+  CHECK(WRONGTYPE, "ZADD", "s", "1", "m");
+  CHECK(WRONGTYPE, "ZRANGEBYSCORE", "s", "-inf", "+inf");
+  CHECK(WRONGTYPE, "ZREM", "s", "m");
+  CHECK(WRONGTYPE, "ZSCORE", "s", "m");
+  CHECK(":1", "ZCARD", "d");
+  CHECK(":1", "XLEN", "s");
+  CHECK("+zset", "TYPE", "d");
+  CHECK("+stream", "TYPE", "s");
+  CHECK("[-WRONGTYPE Operation against a key holding the wrong kind of value,:1]", "EVAL",
+        "return {redis.pcall('XADD', 'd', '*', 'f', 'v'), redis.call('ZCARD', 'd')}", "0");
+  CHECK(":2", "EXISTS", "d", "s");
+  CHECK(":2", "DEL", "d", "s", "nokey");
+  CHECK("1-0", "XADD", "d", "1-0", "f", "v"); /* the names are free for either type again */
+  CHECK(":1", "ZADD", "s", "1", "m");
+  CHECK(":1", "ZADD", "t", "1", "m");
+  CHECK("+OK", "FLUSHALL");
+  CHECK(":0", "EXISTS", "d", "s", "t");
+  CHECK(":1", "ZADD", "t", "1", "m"); /* memdb_free frees what is left (LeakSanitizer) */
+  teardown();
+}
+
+/* A delay-set member as outcome.c's delay_member builds it: the netstrings
+ * ("<len>:<bytes>") of the id, then field, value, ... */
+static size_t netstrings(char *out, const char *const *s, const size_t *len, int n) {
+  size_t k = 0;
+  for (int i = 0; i < n; i++) {
+    k += (size_t)sprintf(out + k, "%zu:", len[i]);
+    memcpy(out + k, s[i], len[i]);
+    k += len[i];
+  }
+  return k;
+}
+
+/* SCRIPT_SWEEP on the memory broker: due members (score <= now, lowest
+ * first, at most count) go back onto the stream as new entries with their
+ * fields, bytes intact, and leave the set; the rest stay; the set goes when
+ * it empties. */
+TEST_IMPL(broker_memory_eval_sweep_script) {
+  setup(NULL);
+  char m1[256], m2[256], m3[256], now[32];
+  size_t l1 = netstrings(m1,
+                         (const char *[]){"1-0", "data", "a\0b", "delivery-count", "2",
+                                          "retry-group", "g", "original-id", "1-0"},
+                         (const size_t[]){3, 4, 3, 14, 1, 11, 1, 11, 3}, 9);
+  size_t l2 = netstrings(m2,
+                         (const char *[]){"2-0", "data", "x:1:", "delivery-count", "3",
+                                          "retry-group", "g", "original-id", "0-1"},
+                         (const size_t[]){3, 4, 4, 14, 1, 11, 1, 11, 3}, 9);
+  size_t l3 = netstrings(m3, (const char *[]){"3-0", "data", "later"},
+                         (const size_t[]){3, 4, 5}, 3);
+  CHECK("+OK", "MULTI");
+  const char *zadd[] = {"ZADD", "s:delayed:g", "999990", m1};
+  check_bin("+QUEUED", 4, zadd, (const size_t[]){4, 11, 6, l1});
+  zadd[2] = "1000000", zadd[3] = m2;
+  check_bin("+QUEUED", 4, zadd, (const size_t[]){4, 11, 7, l2});
+  zadd[2] = "1000500", zadd[3] = m3;
+  check_bin("+QUEUED", 4, zadd, (const size_t[]){4, 11, 7, l3});
+  CHECK("[:1,:1,:1]", "EXEC");
+
+  snprintf(now, sizeof now, "%llu", (unsigned long long)clock_wall(clk)); /* 1000000 */
+  CHECK(":1", "EVAL", SCRIPT_SWEEP, "2", "s:delayed:g", "s", now, "1"); /* the earliest */
+  CHECK(":1", "EVAL", SCRIPT_SWEEP, "2", "s:delayed:g", "s", now, "10"); /* due now: inclusive */
+  CHECK(":0", "EVAL", SCRIPT_SWEEP, "2", "s:delayed:g", "s", now, "10");
+  bk_reply *r = cmd_bin(4, (const char *[]){"XRANGE", "s", "-", "+"}, (const size_t[]){6, 1, 1, 1});
+  ASSERT_INT_EQ(r->elements, 2);
+  const bk_reply *f = r->element[0]->element[1];
+  ASSERT_MEM_EQ(r->element[0]->element[0]->str, r->element[0]->element[0]->len, "1000000-0");
+  ASSERT_INT_EQ(f->elements, 8);
+  ASSERT_INT_EQ(f->element[1]->len, 3);
+  ASSERT(memcmp(f->element[1]->str, "a\0b", 3) == 0);
+  ASSERT_STR_EQ(show(r->element[1]),
+                "[1000000-1,[data,x:1:,delivery-count,3,retry-group,g,original-id,0-1]]");
+  mr_free(r);
+  check_bin(":1", 2, (const char *[]){"ZCARD", "s:delayed:g"}, (const size_t[]){5, 11});
+
+  clock_virtual_advance(clk, 500);
+  snprintf(now, sizeof now, "%llu", (unsigned long long)clock_wall(clk));
+  CHECK(":1", "EVAL", SCRIPT_SWEEP, "2", "s:delayed:g", "s", now, "10");
+  CHECK(":0", "EXISTS", "s:delayed:g");
+  CHECK("[[1000500-0,[data,later]]]", "XRANGE", "s", "(1000000-1", "+");
   teardown();
 }
 

@@ -114,6 +114,17 @@ static struct entry *mk_entry(const char *id, ...) {
   return e;
 }
 
+#define MAX_WRITES 8
+#define MAX_FIELDS 16
+
+/* One entry the handler asked to add, copied out of the result. */
+struct cwrite {
+  char stream[128];
+  size_t nfields;
+  char field[MAX_FIELDS][512];
+  size_t field_len[MAX_FIELDS];
+};
+
 struct captured {
   int calls;
   struct entry *e;
@@ -122,10 +133,15 @@ struct captured {
   char text[8192];
   size_t text_len;
   char reason[64];
+  int64_t delay_ms;
+  /* RT_REPLY: the reply, i.e. the last write */
   char stream[128];
   size_t nfields;
-  char field[16][256];
-  size_t field_len[16];
+  char field[MAX_FIELDS][512];
+  size_t field_len[MAX_FIELDS];
+  /* every write, the reply included */
+  size_t nwrites;
+  struct cwrite writes[MAX_WRITES];
   int order; /* completion order across captures (1 = first) */
 };
 
@@ -135,6 +151,19 @@ static void copy_str(char *dst, size_t cap, const char *s, size_t len) {
   ASSERT(len < cap);
   memcpy(dst, s, len);
   dst[len] = '\0';
+}
+
+static void copy_write(struct cwrite *w, const struct rt_write *in) {
+  ASSERT_NOT_NULL(in->stream);
+  copy_str(w->stream, sizeof w->stream, in->stream, strlen(in->stream));
+  ASSERT(in->nfields <= MAX_FIELDS);
+  ASSERT_INT_EQ(in->nfields % 2, 0);
+  w->nfields = in->nfields;
+  for (size_t i = 0; i < in->nfields; i++) {
+    ASSERT_NOT_NULL(in->field[i]);
+    copy_str(w->field[i], sizeof w->field[i], in->field[i], in->field_len[i]);
+    w->field_len[i] = in->field_len[i];
+  }
 }
 
 static void on_done(void *data, struct entry *e, const struct rt_result *res) {
@@ -151,13 +180,22 @@ static void on_done(void *data, struct entry *e, const struct rt_result *res) {
   c->text_len = res->text_len;
   c->has_reason = res->reason != NULL;
   if (res->reason) copy_str(c->reason, sizeof c->reason, res->reason, strlen(res->reason));
-  c->has_stream = res->stream != NULL;
-  if (res->stream) copy_str(c->stream, sizeof c->stream, res->stream, strlen(res->stream));
-  c->nfields = res->nfields;
-  ASSERT(res->nfields <= 16);
-  for (size_t i = 0; i < res->nfields; i++) {
-    copy_str(c->field[i], sizeof c->field[i], res->field[i], res->field_len[i]);
-    c->field_len[i] = res->field_len[i];
+  c->delay_ms = res->delay_ms;
+  ASSERT(res->nwrites <= MAX_WRITES);
+  ASSERT(res->nwrites == 0 || res->writes != NULL);
+  c->nwrites = res->nwrites;
+  for (size_t w = 0; w < res->nwrites; w++) copy_write(&c->writes[w], &res->writes[w]);
+  /* Only acks and replies carry writes; a reply is the last of them. */
+  if (res->kind != RT_ACK && res->kind != RT_REPLY) ASSERT_INT_EQ(res->nwrites, 0);
+  c->has_stream = res->kind == RT_REPLY;
+  c->nfields = 0;
+  if (res->kind == RT_REPLY) {
+    ASSERT(res->nwrites >= 1);
+    const struct cwrite *last = &c->writes[res->nwrites - 1];
+    memcpy(c->stream, last->stream, sizeof c->stream);
+    c->nfields = last->nfields;
+    memcpy(c->field, last->field, sizeof c->field);
+    memcpy(c->field_len, last->field_len, sizeof c->field_len);
   }
 }
 
@@ -186,6 +224,8 @@ static void expect_plain(const struct captured *c, enum rt_outcome kind) {
   ASSERT(!c->has_reason);
   ASSERT(!c->has_stream);
   ASSERT_INT_EQ(c->nfields, 0);
+  ASSERT_INT_EQ(c->nwrites, 0);
+  ASSERT_INT_EQ(c->delay_ms, 0);
 }
 
 static void expect_fail(const struct captured *c, enum rt_outcome kind, const char *reason) {
@@ -195,12 +235,14 @@ static void expect_fail(const struct captured *c, enum rt_outcome kind, const ch
   ASSERT(c->has_text);
   ASSERT(!c->has_stream);
   ASSERT_INT_EQ(c->nfields, 0);
+  ASSERT_INT_EQ(c->nwrites, 0);
 }
 
 /* A reply whose only content is `data` = json, plus original-id = id. */
 static void expect_reply(const struct captured *c, const char *stream, const char *json,
                          const char *id) {
   ASSERT_INT_EQ(c->kind, RT_REPLY);
+  ASSERT_INT_EQ(c->nwrites, 1); /* the reply alone */
   ASSERT_STR_EQ(c->stream, stream);
   ASSERT(!c->has_reason);
   ASSERT(!c->has_text);
@@ -437,16 +479,6 @@ TEST_IMPL(runtime_load_recovery_modes) {
                "}\n",
                &path);
   ASSERT_STR_EQ(e, at(path, 3, "field 'claim_fallback' only applies to read = \"claiming\""));
-  /* A reserved field is refused by name. */
-  e = load_err("reserved.lua",
-               "return {\n"
-               "  stream = \"s\", group = \"g\", handle = function() end,\n"
-               "  max_deliveries = 5,\n"
-               "}\n",
-               &path);
-  ASSERT_STR_EQ(e, at(path, 3,
-                      "field 'max_deliveries' is not supported by this version of luastream "
-                      "yet"));
   LEAK_CHECK();
 }
 
@@ -523,6 +555,8 @@ TEST_IMPL(runtime_spec_defaults) {
   ASSERT_INT_EQ(s->workers, 1);
   ASSERT(s->by_key == false);
   ASSERT_INT_EQ(s->max_body, 1048576);
+  ASSERT_INT_EQ(s->max_deliveries, 0); /* no cap */
+  ASSERT_NULL(s->dead_letter);
   ASSERT_INT_EQ(handler_jobs(h), 0);
   ASSERT_OK(handler_bind(h, "luastream-0"));
   ASSERT_STR_EQ(handler_spec(h)->consumer, "luastream-0");
@@ -710,10 +744,10 @@ TEST_IMPL(runtime_outcome_handler_error) {
   ASSERT_CONTAINS(c.text, "(error object is a table value)");
   ASSERT_CONTAINS(c.text, "stack traceback");
 
-  /* Unsupported outcome helpers raise. */
+  /* The outcome helpers no longer raise (retry_after used to). */
   c = run_json(h, "4-3", "{\"mode\":\"later\"}");
-  expect_fail(&c, RT_ERROR, "handler-error");
-  ASSERT_CONTAINS(c.text, at(path, 13, "ls.retry_after is not yet supported"));
+  ASSERT_INT_EQ(c.kind, RT_RETRY_AFTER);
+  ASSERT_INT_EQ(c.delay_ms, 5);
 
   /* The state is still usable after errors. */
   c = run_json(h, "4-4", "{\"mode\":\"ack\"}");
@@ -884,7 +918,7 @@ TEST_IMPL(runtime_sleep_waits_on_the_clock) {
   ASSERT_OK(uv_loop_init(&loop));
   lclock *clk = clock_uv_new(&loop);
   ASSERT_NOT_NULL(clk);
-  struct rt_env env = {.clock = clk, .broker = NULL, .conn = NULL};
+  struct rt_env env = {.clock = clk};
   handler *h = load_ok("sleeper.lua", SLEEPER, &env);
 
   struct entry *e = mk_entry("10-1", "data", "{\"ms\":20}", NULL);
@@ -999,15 +1033,20 @@ TEST_IMPL(runtime_yield_and_misplaced_waits) {
                   "ls.sleep may only be called while handling an entry, from the handler's own "
                   "coroutine");
 
-  /* ctx:publish without a broker raises in the handler... */
+  /* ctx:publish does not wait: it buffers and returns true (returned
+   * as is, true is a bad return, and the publish is dropped with it)... */
   c = run_json(h, "12-3", "{\"mode\":\"publish\"}");
-  expect_fail(&c, RT_ERROR, "handler-error");
-  ASSERT_CONTAINS(c.text, "ctx:publish: no broker in this host");
-  /* ...which the handler may catch */
+  expect_fail(&c, RT_ERROR, "bad-return");
+  ASSERT_STR_EQ(c.text, "handle returned boolean true; expected ls.ack(), ls.retry(), "
+                        "ls.reply(...) or nothing");
+  /* ...and is written with the ack */
   c = run_json(h, "12-4", "{\"mode\":\"trypublish\"}");
-  ASSERT_INT_EQ(c.kind, RT_REPLY);
-  ASSERT_INT_EQ(c.nfields, 4);
-  ASSERT_CONTAINS(c.field[1], "ctx:publish: no broker in this host");
+  ASSERT_INT_EQ(c.kind, RT_ACK);
+  ASSERT_INT_EQ(c.nwrites, 1);
+  ASSERT_STR_EQ(c.writes[0].stream, "other");
+  ASSERT_INT_EQ(c.writes[0].nfields, 2);
+  ASSERT_STR_EQ(c.writes[0].field[0], "data");
+  ASSERT_STR_EQ(c.writes[0].field[1], "{\"a\":1}");
 
   /* nothing was left waiting on the loop */
   ASSERT_INT_EQ(handler_jobs(h), 0);
@@ -1022,9 +1061,10 @@ TEST_IMPL(runtime_sleep_without_clock) {
   struct captured c = run_json(h, "13-1", "{\"mode\":\"sleep\"}");
   expect_fail(&c, RT_ERROR, "handler-error");
   ASSERT_CONTAINS(c.text, "ls.sleep: no clock in this host");
-  c = run_json(h, "13-2", "{\"mode\":\"publish\"}");
-  expect_fail(&c, RT_ERROR, "handler-error");
-  ASSERT_CONTAINS(c.text, "ctx:publish: no broker in this host");
+  /* ctx:publish needs neither a clock nor a connection */
+  c = run_json(h, "13-2", "{\"mode\":\"trypublish\"}");
+  ASSERT_INT_EQ(c.kind, RT_ACK);
+  ASSERT_INT_EQ(c.nwrites, 1);
   handler_release(h);
   LEAK_CHECK();
 }
@@ -1053,141 +1093,507 @@ TEST_IMPL(runtime_sleep_at_load_time) {
 
 /* ============================================================ publish */
 
-/* A broker that records the one command it is given and completes it when the
- * test says so. */
-static struct fake_broker {
-  broker base;
-  bool refuse;
-  int calls;
-  int argc;
-  char argv[16][256];
-  bk_reply_cb *cb;
-  void *cb_data;
-} fake;
-
-static int fake_command(bk_conn *c, int argc, const char **argv, const size_t *argvlen,
-                        bk_reply_cb *cb, void *data) {
-  ASSERT(c == (bk_conn *)&fake);
-  fake.calls++;
-  if (fake.refuse) return -1;
-  ASSERT(argc <= 16);
-  fake.argc = argc;
-  for (int i = 0; i < argc; i++) copy_str(fake.argv[i], sizeof fake.argv[i], argv[i], argvlen[i]);
-  fake.cb = cb;
-  fake.cb_data = data;
-  return 0;
-}
-
-static const struct broker_ops fake_ops = {.command = fake_command};
-
-/* Completes the recorded command with a reply of type `type` (0: err only). */
-static void fake_complete(int type, const char *str) {
-  ASSERT_NOT_NULL(fake.cb);
-  bk_reply_cb *cb = fake.cb;
-  fake.cb = NULL;
-  if (type == 0) {
-    cb(fake.cb_data, NULL, str);
-    return;
-  }
-  bk_reply r = {.type = type, .str = (char *)str, .len = strlen(str)};
-  cb(fake.cb_data, &r, NULL);
-}
-
+/* ctx:publish buffers its entries in Lua; they come back as the result's
+ * writes, in call order, and the subscription writes them with the ack. */
 static const char PUBLISHER[] =
     "local ls = require \"luastream\"\n"
     "return { stream = \"s\", group = \"g\", reply_to = \"r\",\n"
     "  handle = function(msg, ctx)\n"
     "    if msg.bad == 1 then ctx:publish(\"\", {}) end\n"
     "    if msg.bad == 2 then ctx:publish(\"x\", function() end) end\n"
-    "    local id, e = ctx:publish(\"audit\", { n = msg.n }, { key = \"k1\", headers = { h = \"v\" } })\n"
-    "    return ls.reply(tostring(id) .. \"|\" .. tostring(e))\n"
+    "    if msg.bad == 3 then ctx:publish(\"x\", {}, 5) end\n"
+    "    if msg.bad == 4 then ctx:publish(\"x\", {}, { headers = 5 }) end\n"
+    "    if msg.bad == 5 then ctx:publish(nil, {}) end\n"
+    "    local ok = ctx:publish(\"audit\", { n = msg.n }, { key = \"k1\", headers = { h = \"v\" } })\n"
+    "    local caught = pcall(ctx.publish, ctx, \"\", {})\n"
+    "    if msg.sleep then ls.sleep(msg.sleep) end\n"
+    "    ctx:publish(\"audit2\", \"plain\")\n"
+    "    ctx:publish(\"audit3\", { 1, 2 }, { key = 7 })\n"
+    "    local out = msg.out\n"
+    "    if out == \"reply\" then return ls.reply({ ok, caught }) end\n"
+    "    if out == \"retry\" then return ls.retry() end\n"
+    "    if out == \"raise\" then error(\"late failure\") end\n"
+    "    if out == \"reject\" then return ls.reject(\"nope\") end\n"
+    "    if out == \"after\" then return ls.retry_after(\"2s\") end\n"
+    "    if out == \"bad\" then return 42 end\n"
+    "    if out == \"none\" then return end\n"
+    "    return ls.ack()\n"
     "  end }\n";
 
-/* Starts a publishing job on {"n":n} and checks the XADD it sent. */
-static void start_publish(handler *h, struct entry **e, struct captured *c, const char *id) {
-  memset(c, 0, sizeof *c);
-  memset(fake.argv, 0, sizeof fake.argv);
-  fake.calls = 0;
-  *e = mk_entry(id, "data", "{\"n\":1}", NULL);
-  ASSERT_OK(handler_run(h, *e, on_done, c));
-  ASSERT_INT_EQ(fake.calls, 1);
+/* The three entries PUBLISHER publishes on {"n":1}, in call order. */
+static void expect_published(const struct captured *c) {
+  const struct cwrite *w = &c->writes[0];
+  ASSERT_STR_EQ(w->stream, "audit");
+  ASSERT_INT_EQ(w->nfields, 6);
+  ASSERT_STR_EQ(w->field[0], "data");
+  ASSERT_STR_EQ(w->field[1], "{\"n\":1}");
+  ASSERT_INT_EQ(w->field_len[1], 7);
+  ASSERT_STR_EQ(w->field[2], "partition-key");
+  ASSERT_STR_EQ(w->field[3], "k1");
+  ASSERT_STR_EQ(w->field[4], "h");
+  ASSERT_STR_EQ(w->field[5], "v");
+  w = &c->writes[1];
+  ASSERT_STR_EQ(w->stream, "audit2");
+  ASSERT_INT_EQ(w->nfields, 2);
+  ASSERT_STR_EQ(w->field[0], "data");
+  ASSERT_STR_EQ(w->field[1], "\"plain\"");
+  w = &c->writes[2];
+  ASSERT_STR_EQ(w->stream, "audit3");
+  ASSERT_INT_EQ(w->nfields, 4);
+  ASSERT_STR_EQ(w->field[1], "[1,2]");
+  ASSERT_STR_EQ(w->field[2], "partition-key");
+  ASSERT_STR_EQ(w->field[3], "7"); /* keys are strings */
 }
 
-TEST_IMPL(runtime_publish_through_broker) {
-  memset(&fake, 0, sizeof fake);
-  fake.base.ops = &fake_ops;
-  snprintf(fake.base.name, sizeof fake.base.name, "redis://fake:6379");
-  struct rt_env env = {.clock = NULL, .broker = &fake.base, .conn = (bk_conn *)&fake};
-  handler *h = load_ok("publisher.lua", PUBLISHER, &env);
-  struct entry *e;
-  struct captured c;
+static struct captured run_out(handler *h, const char *id, const char *out) {
+  char json[64];
+  snprintf(json, sizeof json, "{\"n\":1,\"out\":\"%s\"}", out);
+  return run_json(h, id, json);
+}
 
-  /* success: the job waits for the reply and gets the new id */
-  start_publish(h, &e, &c, "20-1");
-  ASSERT_INT_EQ(c.calls, 0);
-  ASSERT_INT_EQ(handler_jobs(h), 1);
-  ASSERT_INT_EQ(fake.argc, 9);
-  ASSERT_STR_EQ(fake.argv[0], "XADD");
-  ASSERT_STR_EQ(fake.argv[1], "audit");
-  ASSERT_STR_EQ(fake.argv[2], "*");
-  ASSERT_STR_EQ(fake.argv[3], "data");
-  ASSERT_STR_EQ(fake.argv[4], "{\"n\":1}");
-  ASSERT_STR_EQ(fake.argv[5], "partition-key");
-  ASSERT_STR_EQ(fake.argv[6], "k1");
-  ASSERT_STR_EQ(fake.argv[7], "h");
-  ASSERT_STR_EQ(fake.argv[8], "v");
-  fake_complete(BK_STRING, "1700000000000-0");
-  ASSERT_INT_EQ(c.calls, 1);
-  expect_reply(&c, "r", "\"1700000000000-0|nil\"", "20-1");
-  entry_free(e);
-
-  /* an error reply: nil and the server's message */
-  start_publish(h, &e, &c, "20-2");
-  fake_complete(BK_ERROR, "ERR no such thing");
-  expect_reply(&c, "r", "\"nil|ERR no such thing\"", "20-2");
-  entry_free(e);
-
-  /* the connection failed: nil and the broker's reason */
-  start_publish(h, &e, &c, "20-3");
-  fake_complete(0, "connection closed");
-  expect_reply(&c, "r", "\"nil|connection closed\"", "20-3");
-  entry_free(e);
-
-  /* an unexpected reply type */
-  start_publish(h, &e, &c, "20-4");
-  fake_complete(BK_STATUS, "OK");
-  expect_reply(&c, "r", "\"nil|unexpected reply to XADD\"", "20-4");
-  entry_free(e);
-
-  /* refused (not connected): no wait, nil and which server */
-  fake.refuse = true;
-  start_publish(h, &e, &c, "20-5");
-  ASSERT_INT_EQ(c.calls, 1);
-  expect_reply(&c, "r", "\"nil|not connected to redis:\\/\\/fake:6379\"", "20-5");
-  entry_free(e);
-  fake.refuse = false;
-
-  /* bad arguments raise before anything is sent */
-  fake.calls = 0;
-  e = mk_entry("20-6", "data", "{\"bad\":1}", NULL);
-  c = run_sync(h, e);
-  expect_fail(&c, RT_ERROR, "handler-error");
-  ASSERT_CONTAINS(c.text, "ctx:publish: stream must be a non-empty string");
-  entry_free(e);
-  e = mk_entry("20-7", "data", "{\"bad\":2}", NULL);
-  c = run_sync(h, e);
-  expect_fail(&c, RT_ERROR, "handler-error");
-  ASSERT_CONTAINS(c.text, "ctx:publish: cannot encode the message as JSON");
-  entry_free(e);
-  ASSERT_INT_EQ(fake.calls, 0);
-
-  /* released while the publish is in flight: completes on the open state */
-  start_publish(h, &e, &c, "20-8");
+TEST_IMPL(runtime_publish_buffered_with_ack) {
+  handler *h = load_ok("publisher.lua", PUBLISHER, NULL); /* no clock, no connection */
+  struct captured c = run_out(h, "20-1", "ack");
+  ASSERT_INT_EQ(c.kind, RT_ACK);
+  ASSERT(!c.has_text && !c.has_reason);
+  ASSERT_INT_EQ(c.nwrites, 3); /* the failed (caught) publish added nothing */
+  expect_published(&c);
+  /* returning nothing acks too, with the writes */
+  c = run_out(h, "20-2", "none");
+  ASSERT_INT_EQ(c.kind, RT_ACK);
+  ASSERT_INT_EQ(c.nwrites, 3);
+  expect_published(&c);
+  /* each entry has its own ctx: nothing carried over to the next one */
+  c = run_json(h, "20-3", "{\"n\":2}");
+  ASSERT_INT_EQ(c.nwrites, 3);
+  ASSERT_STR_EQ(c.writes[0].field[1], "{\"n\":2}");
   handler_release(h);
-  fake_complete(BK_STRING, "1700000000000-1");
-  ASSERT_INT_EQ(c.calls, 1);
-  expect_reply(&c, "r", "\"1700000000000-1|nil\"", "20-8");
+  LEAK_CHECK();
+}
+
+TEST_IMPL(runtime_publish_then_reply_last) {
+  handler *h = load_ok("publisher.lua", PUBLISHER, NULL);
+  struct entry *e = mk_entry("21-1", "data", "{\"n\":1,\"out\":\"reply\"}", "partition-key",
+                             "acct-1", NULL);
+  struct captured c = run_sync(h, e);
+  ASSERT_INT_EQ(c.kind, RT_REPLY);
+  ASSERT_INT_EQ(c.nwrites, 4);
+  expect_published(&c);
+  /* the reply is the last write; ctx:publish returned true */
+  ASSERT_STR_EQ(c.stream, "r");
+  ASSERT_STR_EQ(c.writes[3].stream, "r");
+  ASSERT_INT_EQ(c.nfields, 6);
+  ASSERT_STR_EQ(c.field[0], "data");
+  ASSERT_STR_EQ(c.field[1], "[true,false]");
+  ASSERT_STR_EQ(c.field[2], "original-id");
+  ASSERT_STR_EQ(c.field[3], "21-1");
+  ASSERT_STR_EQ(c.field[4], "partition-key");
+  ASSERT_STR_EQ(c.field[5], "acct-1");
   entry_free(e);
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+TEST_IMPL(runtime_publish_dropped_without_ack) {
+  handler *h = load_ok("publisher.lua", PUBLISHER, NULL);
+  /* on_done checks that none of these carries writes */
+  struct captured c = run_out(h, "22-1", "retry");
+  expect_plain(&c, RT_RETRY);
+  c = run_out(h, "22-2", "raise");
+  expect_fail(&c, RT_ERROR, "handler-error");
+  ASSERT_CONTAINS(c.text, "late failure");
+  c = run_out(h, "22-3", "reject");
+  ASSERT_INT_EQ(c.kind, RT_REJECT);
+  ASSERT_STR_EQ(c.text, "nope");
+  ASSERT_INT_EQ(c.nwrites, 0);
+  c = run_out(h, "22-4", "after");
+  ASSERT_INT_EQ(c.kind, RT_RETRY_AFTER);
+  ASSERT_INT_EQ(c.delay_ms, 2000);
+  ASSERT_INT_EQ(c.nwrites, 0);
+  c = run_out(h, "22-5", "bad");
+  expect_fail(&c, RT_ERROR, "bad-return");
+  /* and the next ack still has exactly its own */
+  c = run_out(h, "22-6", "ack");
+  ASSERT_INT_EQ(c.nwrites, 3);
+  expect_published(&c);
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+TEST_IMPL(runtime_publish_bad_arguments) {
+  const char *path = write_file("publisher.lua", PUBLISHER);
+  handler *h = NULL;
+  ASSERT_OK(handler_load(path, NULL, &h, err, sizeof err));
+  ASSERT_OK(handler_bind(h, "c-1"));
+  struct captured c = run_json(h, "23-1", "{\"bad\":1}");
+  expect_fail(&c, RT_ERROR, "handler-error");
+  /* raised at the caller's line */
+  ASSERT(strncmp(c.text, at(path, 4, "ctx:publish: stream must be a non-empty string"),
+                 strlen(at(path, 4, "ctx:publish: stream must be a non-empty string"))) == 0);
+  c = run_json(h, "23-2", "{\"bad\":2}");
+  expect_fail(&c, RT_ERROR, "handler-error");
+  ASSERT_CONTAINS(c.text, at(path, 5, "ctx:publish: cannot encode the message as JSON"));
+  c = run_json(h, "23-3", "{\"bad\":3}");
+  expect_fail(&c, RT_ERROR, "handler-error");
+  ASSERT_CONTAINS(c.text, at(path, 6, "ctx:publish: options must be a table"));
+  c = run_json(h, "23-4", "{\"bad\":4}");
+  expect_fail(&c, RT_ERROR, "handler-error");
+  ASSERT_CONTAINS(c.text, at(path, 7, "ctx:publish: options.headers must be a table"));
+  c = run_json(h, "23-5", "{\"bad\":5}");
+  expect_fail(&c, RT_ERROR, "handler-error");
+  ASSERT_CONTAINS(c.text, at(path, 8, "ctx:publish: stream must be a non-empty string"));
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+/* Publishes on both sides of a wait stay with their entry, also when two
+ * entries wait at the same time. */
+TEST_IMPL(runtime_publish_across_sleep) {
+  uv_loop_t loop;
+  ASSERT_OK(uv_loop_init(&loop));
+  lclock *clk = clock_uv_new(&loop);
+  struct rt_env env = {.clock = clk};
+  handler *h = load_ok("publisher.lua", PUBLISHER, &env);
+  struct entry *e1 = mk_entry("24-1", "data", "{\"n\":1,\"sleep\":20,\"out\":\"reply\"}", NULL);
+  struct entry *e2 = mk_entry("24-2", "data", "{\"n\":1,\"sleep\":5}", NULL);
+  struct captured a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  ASSERT_OK(handler_run(h, e1, on_done, &a));
+  ASSERT_OK(handler_run(h, e2, on_done, &b));
+  ASSERT_INT_EQ(a.calls + b.calls, 0);
+  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_INT_EQ(a.calls, 1);
+  ASSERT_INT_EQ(b.calls, 1);
+  ASSERT_INT_EQ(a.kind, RT_REPLY);
+  ASSERT_INT_EQ(a.nwrites, 4);
+  expect_published(&a);
+  ASSERT_STR_EQ(a.field[3], "24-1");
+  ASSERT_INT_EQ(b.kind, RT_ACK);
+  ASSERT_INT_EQ(b.nwrites, 3);
+  expect_published(&b);
+  entry_free(e1);
+  entry_free(e2);
+  handler_release(h);
+  loop_finish(&loop, clk);
+  LEAK_CHECK();
+}
+
+/* ============================================================ retry_after, reject */
+
+static const char LATER[] =
+    "local ls = require \"luastream\"\n"                                          /* 1 */
+    "return { stream = \"s\", group = \"g\",\n"                                   /* 2 */
+    "  handle = function(msg)\n"                                                  /* 3 */
+    "    local m = msg.mode\n"                                                    /* 4 */
+    "    if m == \"helper\" then return ls.retry_after(msg.delay) end\n"          /* 5 */
+    "    if m == \"raw\" then return { retry_after = msg.delay } end\n"           /* 6 */
+    "    if m == \"reject\" then return ls.reject(msg.reason) end\n"              /* 7 */
+    "    if m == \"rawreject\" then return { reject = msg.reason } end\n"         /* 8 */
+    "    if m == \"noreason\" then return ls.reject() end\n"                      /* 9 */
+    "    if m == \"local\" then local r = ls.retry_after(msg.delay); return r end\n" /* 10 */
+    "  end }\n";
+
+/* {"mode": mode, "delay": delay_json}; no delay when delay_json is NULL. */
+static struct captured run_later(handler *h, const char *mode, const char *delay_json) {
+  char json[1024];
+  if (delay_json)
+    snprintf(json, sizeof json, "{\"mode\":\"%s\",\"delay\":%s}", mode, delay_json);
+  else
+    snprintf(json, sizeof json, "{\"mode\":\"%s\"}", mode);
+  return run_json(h, "30-1", json);
+}
+
+static void expect_after(const struct captured *c, int64_t ms) {
+  ASSERT_INT_EQ(c->kind, RT_RETRY_AFTER);
+  ASSERT_INT_EQ(c->delay_ms, ms);
+  ASSERT(!c->has_text && !c->has_reason && !c->has_stream);
+  ASSERT_INT_EQ(c->nwrites, 0);
+}
+
+TEST_IMPL(runtime_retry_after) {
+  const char *path = write_file("later.lua", LATER);
+  handler *h = NULL;
+  ASSERT_OK(handler_load(path, NULL, &h, err, sizeof err));
+  ASSERT_OK(handler_bind(h, "c-1"));
+  struct captured c = run_later(h, "helper", "1500");
+  expect_after(&c, 1500);
+  c = run_later(h, "helper", "\"30s\"");
+  expect_after(&c, 30000);
+  c = run_later(h, "helper", "\"250ms\"");
+  expect_after(&c, 250);
+  c = run_later(h, "helper", "\"5m\"");
+  expect_after(&c, 300000);
+  c = run_later(h, "helper", "\"1h\"");
+  expect_after(&c, 3600000);
+  c = run_later(h, "helper", "\"1.5s\"");
+  expect_after(&c, 1500);
+  c = run_later(h, "helper", "12.7"); /* whole milliseconds */
+  expect_after(&c, 12);
+  c = run_later(h, "helper", "0");
+  expect_after(&c, 0);
+
+  /* a bad delay is a bad return value, however ls.retry_after was called */
+  const char *how[] = {"helper", "local"};
+  for (size_t m = 0; m < 2; m++) {
+    c = run_later(h, how[m], "\"soon\"");
+    expect_fail(&c, RT_ERROR, "bad-return");
+    ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be milliseconds or a string like "
+                          "\"250ms\", \"30s\", \"5m\", \"1h\"");
+  }
+  c = run_later(h, "helper", "-1");
+  expect_fail(&c, RT_ERROR, "bad-return");
+  ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be a non-negative number of milliseconds");
+  c = run_later(h, "helper", NULL);
+  expect_fail(&c, RT_ERROR, "bad-return");
+  ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be a number of milliseconds or a duration "
+                        "string, got nil");
+
+  /* the plain table works the same, a bad one is a bad return */
+  c = run_later(h, "raw", "100");
+  expect_after(&c, 100);
+  c = run_later(h, "raw", "\"2s\"");
+  expect_after(&c, 2000);
+  c = run_later(h, "raw", "\"never\"");
+  expect_fail(&c, RT_ERROR, "bad-return");
+  ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be milliseconds or a string like \"250ms\", "
+                        "\"30s\", \"5m\", \"1h\"");
+  c = run_later(h, "raw", "-5");
+  expect_fail(&c, RT_ERROR, "bad-return");
+  ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be a non-negative number of milliseconds");
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+/* `return ls.retry_after(x)` is a tail call: no error position could name
+ * the handler's line, so a bad delay is a bad return value (named for
+ * ls.retry_after), never an error pointing into luastream's own files. */
+TEST_IMPL(runtime_retry_after_bad_delay_is_a_bad_return) {
+  handler *h = load_ok("later.lua", LATER, NULL);
+  struct captured c = run_later(h, "helper", "\"soon\"");
+  expect_fail(&c, RT_ERROR, "bad-return");
+  ASSERT_NULL(strstr(c.text, "luastream/handler.lua:"));
+  ASSERT_CONTAINS(c.text, "ls.retry_after: delay must be milliseconds");
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+/* Fixed (luastream.lua ls.duration): a delay past what a 64-bit count of
+ * milliseconds holds reached the host, which converts it to int64_t
+ * (undefined for such a double: INT64_MIN on x86) and adds it to the clock:
+ * ls.retry_after(1e300) became a delay-set entry due at once, or a signed
+ * overflow in the XCLAIM IDLE re-stamp. Durations are now capped at 2^53 ms. */
+TEST_IMPL(runtime_retry_after_huge_delay) {
+  handler *h = load_ok("later.lua", LATER, NULL);
+  char digits[400];
+  memset(digits, '9', sizeof digits - 1);
+  digits[sizeof digits - 1] = '\0';
+  char big[512];
+  snprintf(big, sizeof big, "\"%sh\"", digits); /* tonumber() of it is inf */
+  const char *delays[] = {"1e300", "\"99999999999999999999999h\"", big, "9007199254740994"};
+  const char *modes[] = {"helper", "raw"};
+  for (size_t m = 0; m < 2; m++)
+    for (size_t i = 0; i < 4; i++) {
+      struct captured c = run_later(h, modes[m], delays[i]);
+      if (c.kind == RT_RETRY_AFTER)
+        TEST_FAIL_("%s(%.40s) gave RT_RETRY_AFTER with delay_ms %lld", modes[m], delays[i],
+                   (long long)c.delay_ms);
+      expect_fail(&c, RT_ERROR, "bad-return");
+      ASSERT_CONTAINS(c.text, "ls.retry_after: delay must be at most 2^53 milliseconds");
+    }
+  /* 2^53 itself is accepted */
+  struct captured c = run_later(h, "raw", "9007199254740992");
+  expect_after(&c, (int64_t)1 << 53);
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+TEST_IMPL(runtime_reject) {
+  handler *h = load_ok("later.lua", LATER, NULL);
+  struct captured c = run_json(h, "31-1", "{\"mode\":\"reject\",\"reason\":\"card expired\"}");
+  ASSERT_INT_EQ(c.kind, RT_REJECT);
+  ASSERT(c.has_text);
+  ASSERT_STR_EQ(c.text, "card expired");
+  ASSERT_INT_EQ(c.text_len, 12);
+  ASSERT(!c.has_reason && !c.has_stream);
+  ASSERT_INT_EQ(c.nwrites, 0);
+  c = run_json(h, "31-2", "{\"mode\":\"noreason\"}");
+  ASSERT_INT_EQ(c.kind, RT_REJECT);
+  ASSERT_STR_EQ(c.text, "rejected");
+  c = run_json(h, "31-3", "{\"mode\":\"reject\",\"reason\":42}");
+  ASSERT_INT_EQ(c.kind, RT_REJECT);
+  ASSERT_STR_EQ(c.text, "42");
+  c = run_json(h, "31-4", "{\"mode\":\"rawreject\",\"reason\":\"by hand\"}");
+  ASSERT_INT_EQ(c.kind, RT_REJECT);
+  ASSERT_STR_EQ(c.text, "by hand");
+  ASSERT(!c.has_reason);
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+/* ============================================================ backoff */
+
+static const char BACKOFF[] =
+    "local ls = require \"luastream\"\n"
+    "local b = ls.backoff{ base = \"1s\", factor = 2, max = \"5m\" }\n"
+    "local d = ls.backoff()\n"
+    "local j = ls.backoff{ base = 100, factor = 3, max = 1000, jitter = 0.5 }\n"
+    "local flat = ls.backoff{ base = \"250ms\", factor = 1 }\n"
+    "local function bad(opts)\n"
+    "  local ok, e = pcall(ls.backoff, opts)\n"
+    "  return ok and \"no error\" or tostring(e)\n"
+    "end\n"
+    "local function spread(n)\n"
+    "  local lo, hi, int = math.huge, -1, true\n"
+    "  for _ = 1, 500 do\n"
+    "    local v = j(n)\n"
+    "    lo, hi = math.min(lo, v), math.max(hi, v)\n"
+    "    if v ~= math.floor(v) then int = false end\n"
+    "  end\n"
+    "  return lo, hi, int\n"
+    "end\n"
+    "return { stream = \"s\", group = \"g\", reply_to = \"r\",\n"
+    "  handle = function(msg, ctx)\n"
+    "    if msg.mode == \"ctx\" then return ls.reply(b(ctx)) end\n"
+    "    if msg.mode == \"values\" then\n"
+    "      return ls.reply({ b(0), b(1), b(3), b(8), b(9), b(100), d(0), d(2), d(20), b(\"3\"),\n"
+    "        flat(0), flat(7) })\n"
+    "    end\n"
+    "    if msg.mode == \"jitter\" then\n"
+    "      local lo0, hi0, int0 = spread(0)\n"
+    "      local lo5, hi5, int5 = spread(5)\n"
+    "      return ls.reply({ lo0 >= 50 and hi0 <= 150, lo0 < 90 and hi0 > 110, int0 and int5,\n"
+    "        lo5 >= 500 and hi5 == 1000, lo5 < 900 })\n"
+    "    end\n"
+    "    return ls.reply({ bad({ factor = 0.5 }), bad({ jitter = 1 }), bad({ jitter = -0.1 }),\n"
+    "      bad({ base = \"soon\" }), bad({ max = {} }), bad({ factor = \"2\" }) })\n"
+    "  end }\n";
+
+TEST_IMPL(runtime_backoff_values) {
+  handler *h = load_ok("backoff.lua", BACKOFF, NULL);
+  /* base * factor^n capped at max; defaults 1s, 2, 5m, no jitter; a count
+   * given as a string is read as a number */
+  struct captured c = run_json(h, "32-1", "{\"mode\":\"values\"}");
+  expect_reply(&c, "r",
+               "[1000,2000,8000,256000,300000,300000,1000,4000,300000,8000,250,250]", "32-1");
+  /* jitter: within +/- the fraction, whole milliseconds, never above max */
+  c = run_json(h, "32-2", "{\"mode\":\"jitter\"}");
+  expect_reply(&c, "r", "[true,true,true,true,true]", "32-2");
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+TEST_IMPL(runtime_backoff_reads_delivery_count) {
+  handler *h = load_ok("backoff.lua", BACKOFF, NULL);
+  /* a retry copy's header */
+  struct entry *e = mk_entry("33-1", "data", "{\"mode\":\"ctx\"}", "delivery-count", "2", NULL);
+  struct captured c = run_sync(h, e);
+  ASSERT_STR_EQ(c.field[1], "4000");
+  entry_free(e);
+  /* a claimed entry's count (delivered 3 times before) */
+  e = mk_entry("33-2", "data", "{\"mode\":\"ctx\"}", NULL);
+  e->deliveries = 3;
+  e->idle_ms = 40000;
+  c = run_sync(h, e);
+  ASSERT_STR_EQ(c.field[1], "8000");
+  entry_free(e);
+  /* never delivered before: base */
+  c = run_json(h, "33-3", "{\"mode\":\"ctx\"}");
+  ASSERT_STR_EQ(c.field[1], "1000");
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+TEST_IMPL(runtime_backoff_bad_options) {
+  handler *h = load_ok("backoff.lua", BACKOFF, NULL);
+  struct captured c = run_json(h, "34-1", "{\"mode\":\"bad\"}");
+  ASSERT_INT_EQ(c.kind, RT_REPLY);
+  ASSERT_CONTAINS(c.field[1], "\"ls.backoff: factor must be a number >= 1\",");
+  ASSERT_CONTAINS(c.field[1], ",\"ls.backoff: jitter must be a fraction in [0, 1)\","
+                              "\"ls.backoff: jitter must be a fraction in [0, 1)\",");
+  ASSERT_CONTAINS(c.field[1], ",\"ls.backoff: base must be a duration\",");
+  ASSERT_CONTAINS(c.field[1], ",\"ls.backoff: max must be a duration\",");
+  ASSERT_CONTAINS(c.field[1], ",\"ls.backoff: factor must be a number >= 1\"]");
+  ASSERT_NULL(strstr(c.field[1], "no error"));
+  handler_release(h);
+  /* Raised at the caller's line, for every option. (base and max used
+   * assert(), which in LuaJIT names luastream.lua's own line instead.) */
+  const char *opts[] = {"base = \"soon\"", "max = {}", "factor = 0"};
+  const char *msgs[] = {"ls.backoff: base must be a duration", "ls.backoff: max must be a duration",
+                        "ls.backoff: factor must be a number >= 1"};
+  for (int i = 0; i < 3; i++) {
+    char text[256];
+    snprintf(text, sizeof text,
+             "local ls = require \"luastream\"\n"
+             "local b = ls.backoff{ %s }\n"
+             "return { stream = \"s\", group = \"g\", handle = function() end }\n",
+             opts[i]);
+    const char *path;
+    const char *e = load_err("badbackoff.lua", text, &path);
+    ASSERT_STR_EQ(e, at(path, 2, msgs[i]));
+  }
+  LEAK_CHECK();
+}
+
+/* ============================================================ dead letters: spec */
+
+TEST_IMPL(runtime_load_max_deliveries_dead_letter) {
+  handler *h = load_ok("capped.lua",
+                       "return { stream = \"payments\", group = \"ledger\", handle = function() end,\n"
+                       "  max_deliveries = 3, dead_letter = \"payments.dead\" }\n",
+                       NULL);
+  ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 3);
+  ASSERT_STR_EQ(handler_spec(h)->dead_letter, "payments.dead");
+  handler_release(h);
+  /* either without the other */
+  h = load_ok("capped2.lua",
+              "return { stream = \"s\", group = \"g\", handle = function() end, max_deliveries = 1 }\n",
+              NULL);
+  ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 1);
+  ASSERT_NULL(handler_spec(h)->dead_letter);
+  handler_release(h);
+  h = load_ok("capped3.lua",
+              "return { stream = \"s\", group = \"g\", handle = function() end, dead_letter = \"d\" }\n",
+              NULL);
+  ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 0);
+  ASSERT_STR_EQ(handler_spec(h)->dead_letter, "d");
+  handler_release(h);
+
+  const char *bad[] = {"0", "-1", "2.5", "\"3\"", "true", "1e10"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[256], name[32];
+    snprintf(name, sizeof name, "badmax%zu.lua", i);
+    snprintf(text, sizeof text,
+             "return {\n"
+             "  stream = \"s\", group = \"g\", handle = function() end,\n"
+             "  max_deliveries = %s,\n"
+             "}\n",
+             bad[i]);
+    const char *path;
+    const char *e = load_err(name, text, &path);
+    ASSERT_STR_EQ(e, at(path, 3, "field 'max_deliveries' must be a positive integer"));
+  }
+  const char *path;
+  const char *e = load_err("baddl.lua",
+                           "return {\n"
+                           "  stream = \"s\", group = \"g\", handle = function() end,\n"
+                           "  max_deliveries = 5,\n"
+                           "  dead_letter = 5,\n"
+                           "}\n",
+                           &path);
+  ASSERT_STR_EQ(e, at(path, 4, "field 'dead_letter' must be a non-empty string"));
+  e = load_err("baddl2.lua",
+               "return {\n"
+               "  stream = \"s\", group = \"g\", handle = function() end,\n"
+               "  dead_letter = \"\",\n"
+               "  max_deliveries = 0,\n"
+               "}\n",
+               &path);
+  char want[1024];
+  snprintf(want, sizeof want, "%s\n%s",
+           at(path, 4, "field 'max_deliveries' must be a positive integer"),
+           at(path, 3, "field 'dead_letter' must be a non-empty string"));
+  ASSERT_STR_EQ(e, want);
   LEAK_CHECK();
 }
 

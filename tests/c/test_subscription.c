@@ -4,9 +4,14 @@
  * is checked against recorded 8.4 replies (integers in GA, bulk strings in the
  * release candidates).
  *
- * Time is real but only passes through the libuv loop each test owns: the
- * longest wait is one 100 ms backoff or poll. Handlers log what they get
- * (`msg=got`), captured through log_set_sink. */
+ * Time is virtual (clock_virtual_new): it moves only in settle() and
+ * advance(), so waits cost nothing and times in commands (dead-letter-time,
+ * delay-set scores, the sweeper's now) are exact: wall = WALL0 + now.
+ * Handlers log what they get (`msg=got`), captured through log_set_sink.
+ *
+ * Every subscription sweeps its delay set on the command connection at start
+ * and every second after (answered ":0" by default); cmd_log() leaves those
+ * EVALs out, the sweeper tests look at them. */
 #include <stdbool.h>
 #include <unistd.h>
 #include <uv.h>
@@ -37,8 +42,10 @@ static void tmp_cleanup(void) {
 }
 
 /* A handler on stream payments, group ledger, with `opts` as more fields. It
- * logs what it got, sleeps msg.sleep ms when asked, and retries when
- * msg.retry, else acks. */
+ * logs what it got, sleeps msg.sleep ms when asked, publishes {n = msg.n}
+ * (key "k<n>") to msg.publish, then: raises msg.fail, rejects with
+ * msg.reject, retries after msg.after, retries when msg.retry, replies {n =
+ * msg.n} when msg.reply, else acks. */
 static const char *write_handler(const char *name, const char *opts) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/lssub.XXXXXX");
   ASSERT_NOT_NULL(mkdtemp(tmpdir));
@@ -56,7 +63,12 @@ static const char *write_handler(const char *name, const char *opts) {
           "    ls.log.info(\"got\", { id = ctx.id, n = msg.n, deliveries = h[\"delivery-count\"],\n"
           "                         idle = h[\"idle-ms\"], key = h[\"partition-key\"] })\n"
           "    if msg.sleep then ls.sleep(msg.sleep) end\n"
+          "    if msg.publish then ctx:publish(msg.publish, { n = msg.n }, { key = \"k\" .. msg.n }) end\n"
+          "    if msg.fail then error(msg.fail, 0) end\n"
+          "    if msg.reject then return ls.reject(msg.reject) end\n"
+          "    if msg.after then return ls.retry_after(msg.after) end\n"
           "    if msg.retry then return ls.retry() end\n"
+          "    if msg.reply then return ls.reply({ n = msg.n }) end\n"
           "    return ls.ack()\n"
           "  end,\n"
           "}\n",
@@ -97,9 +109,12 @@ static const char *got(void) {
 /* ---- the fixture: one loop, one replay broker, one subscription ---- */
 
 #define READER "sub/read" /* the subscription's own connection: handler name + "/read" */
+#define WALL0 1700000000000ULL /* wall_ms when virtual now is 0 */
+/* How far settle() moves time: past any backoff or poll a test waits for,
+ * short of the sweeper's second. */
+#define SETTLE_MS 900
 
 static struct {
-  uv_loop_t loop;
   lclock *clk;
   replay_broker *rb;
   broker *b;
@@ -109,8 +124,30 @@ static struct {
   int reading, drained;
   uint64_t reading_at[4];
   size_t outstanding_at_drain;
-  char cmd_log_at_drain[4096];
+  char cmd_log_at_drain[8192];
 } F;
+
+/* log without the lines starting with "EVAL <sweep> " (one of 4 rotating buffers). */
+static const char *without_sweeps(const char *log) {
+  static char buf[4][16384];
+  static int next;
+  char *out = buf[next++ % 4], *o = out;
+  for (const char *p = log; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
+    if (strncmp(p, "EVAL <sweep> ", 13) != 0) {
+      ASSERT((size_t)(o - out) + n < sizeof buf[0]);
+      memcpy(o, p, n);
+      o += n;
+    }
+    p += n;
+  }
+  *o = '\0';
+  return out;
+}
+
+/* The command connection's commands, one a line, without the sweeper's. */
+static const char *cmd_log(void);
 
 static void on_event(void *data, subscription *s, enum sub_event ev) {
   ASSERT(data == &F && s == F.s);
@@ -121,8 +158,10 @@ static void on_event(void *data, subscription *s, enum sub_event ev) {
   }
   F.drained++;
   F.outstanding_at_drain = replay_outstanding(F.rb);
-  snprintf(F.cmd_log_at_drain, sizeof F.cmd_log_at_drain, "%s", replay_log(F.rb, "cmd"));
+  snprintf(F.cmd_log_at_drain, sizeof F.cmd_log_at_drain, "%s", cmd_log());
 }
+
+static const char *cmd_log(void) { return without_sweeps(replay_log(F.rb, "cmd")); }
 
 /* Loads DIR/sub.lua with `opts` over a replay broker whose defaults create
  * groups and ack; the test adds its recorded replies, then calls fx_run. */
@@ -131,17 +170,18 @@ static void fx_init(const char *opts) {
   log_len = 0;
   logbuf[0] = '\0';
   log_set_sink(log_capture, NULL);
-  ASSERT_OK(uv_loop_init(&F.loop));
-  F.clk = clock_uv_new(&F.loop);
+  F.clk = clock_virtual_new(WALL0);
   ASSERT_NOT_NULL(F.clk);
   F.rb = replay_new(F.clk);
   F.b = replay_base(F.rb);
   replay_alias(F.rb, SCRIPT_CLAIM, "<claim>");
   replay_alias(F.rb, SCRIPT_RECLAIM, "<reclaim>");
+  replay_alias(F.rb, SCRIPT_SWEEP, "<sweep>");
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
+  replay_default(F.rb, "EVAL <sweep> **", ":0\r\n"); /* nothing due */
   F.cmd = bk_conn_open(F.b, "cmd", NULL, NULL);
-  F.env = (struct rt_env){.clock = F.clk, .broker = F.b, .conn = F.cmd};
+  F.env = (struct rt_env){.clock = F.clk};
 
   char err[4096];
   handler *h = NULL;
@@ -152,12 +192,13 @@ static void fx_init(const char *opts) {
   ASSERT_NOT_NULL(F.s);
 }
 
-/* Runs the loop until nothing is left to do but reads nobody answers. */
-static void settle(void) { ASSERT_OK(uv_run(&F.loop, UV_RUN_DEFAULT)); }
+/* Moves time by SETTLE_MS: everything due by then runs, and what is left is
+ * reads nobody answers and the next sweep. */
+static void settle(void) { clock_virtual_advance(F.clk, SETTLE_MS); }
 
 static void fx_run(long server_version) {
-  ASSERT(!bk_connected(F.b, F.cmd)); /* connections come up from the loop */
-  ASSERT_OK(uv_run(&F.loop, UV_RUN_NOWAIT));
+  ASSERT(!bk_connected(F.b, F.cmd)); /* connections come up from the clock */
+  clock_virtual_settle(F.clk);
   ASSERT(bk_connected(F.b, F.cmd));
   sub_start(F.s, server_version);
   settle();
@@ -175,9 +216,7 @@ static void fx_finish(void) {
   sub_free(F.s);
   bk_conn_close(F.b, F.cmd);
   broker_free(F.b);
-  F.clk->ops->free(F.clk);
-  ASSERT_OK(uv_run(&F.loop, UV_RUN_DEFAULT)); /* timer close callbacks */
-  ASSERT_OK(uv_loop_close(&F.loop));
+  F.clk->ops->free(F.clk); /* every timer freed by now */
   log_set_sink(NULL, NULL);
   LEAK_CHECK();
 }
@@ -321,7 +360,7 @@ static void claim_reply_handled(const char *reply) {
    * second still sat in the lanes: COUNT is the batch minus entries in flight. */
   ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("9") "\n");
   /* Both handled entries in one XACK; the deleted one is not acked. */
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"),
+  ASSERT_STR_EQ(cmd_log(),
                 CREATE "\nXACK payments ledger 1700000000000-0 1700000000002-0\n");
   ASSERT_INT_EQ(replay_outstanding(F.rb), 1); /* the second read blocks */
   ASSERT_NULL(strstr(logbuf, "level=error"));
@@ -338,7 +377,7 @@ TEST_IMPL(sub_claim_native_nil_reply_reads_again) {
   fx_run(80400);
   ASSERT_STR_EQ(got(), "");
   ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("10") "\n");
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n");
   ASSERT_NULL(strstr(logbuf, "level=warn"));
   ASSERT_NULL(strstr(logbuf, "level=error"));
   fx_finish();
@@ -354,7 +393,7 @@ TEST_IMPL(sub_claim_native_retry_writes_nothing) {
   fx_run(80400);
   ASSERT_STR_EQ(got(), "id=1-0 deliveries=1 idle=31000 n=1\nid=2-0 deliveries=0 idle=0 n=2\n");
   /* 1-0 stays pending under its own id: no copy, no transaction, no ack. */
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\nXACK payments ledger 2-0\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 2-0\n");
   fx_finish();
 }
 
@@ -387,7 +426,7 @@ TEST_IMPL(sub_claim_fallback_script) {
                 "EVAL <claim> 1 payments ledger c-1 30000 10\n"
                 "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments >\n"
                 "EVAL <claim> 1 payments ledger c-1 30000 10\n");
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"),
+  ASSERT_STR_EQ(cmd_log(),
                 CREATE "\nXACK payments ledger 5-0\nXACK payments ledger 6-0\n");
   fx_finish();
 }
@@ -408,8 +447,7 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
   /* The rest of the pending list, from 9-0: nothing idle enough. */
   replay_expect(F.rb, "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10",
                 "*3\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
-  uv_update_time(&F.loop);
-  uint64_t start = uv_now(&F.loop);
+  uint64_t start = clock_now(F.clk);
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), "id=3-0 deliveries=2 idle=40000 key=acct-7 n=3\n");
@@ -421,8 +459,8 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
   ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n"
                                           "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10\n"
                                           "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n");
-  ASSERT(uv_now(&F.loop) - start >= 100);
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\nXACK payments ledger 3-0\n");
+  ASSERT(clock_now(F.clk) - start >= 100);
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n");
   fx_finish();
 }
 
@@ -454,7 +492,7 @@ TEST_IMPL(sub_new_retry_copy_and_other_groups_copy) {
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), "id=5-0 key=acct-7 n=5\nid=6-0 deliveries=2 n=6\nid=8-0 n=8\n");
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"),
+  ASSERT_STR_EQ(cmd_log(),
                 CREATE "\n"
                 "MULTI\n"
                 "XADD payments * data {\"n\":5,\"retry\":true} partition-key acct-7 "
@@ -483,7 +521,7 @@ TEST_IMPL(sub_nogroup_creates_group_again) {
 
   ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"group or stream disappeared, creating "
                           "it again\"");
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\n" CREATE "\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n" CREATE "\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("10") "\n");
   ASSERT_INT_EQ(F.reading, 2);
   ASSERT(F.reading_at[1] - F.reading_at[0] >= 100); /* after the first backoff */
@@ -505,7 +543,7 @@ TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
   fx_run(80400);
 
   ASSERT_CONTAINS(logbuf, "msg=\"group or stream disappeared, creating it again\"");
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\nXACK payments ledger 3-0\n" CREATE "\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n" CREATE "\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n"
                                           "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10\n"
                                           "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n");
@@ -534,15 +572,16 @@ TEST_IMPL(sub_stop_cancels_read_and_flushes_acks) {
   replay_on_reply(F.rb, stop_after_first_read, NULL);
   fx_run(80400);
 
-  ASSERT_INT_EQ(outstanding_before, 1); /* the blocking read */
+  /* The first sweep went out with the first read and is not answered yet. */
+  ASSERT_INT_EQ(outstanding_before, 2); /* the blocking read, the sweep */
   ASSERT_INT_EQ(drained_in_stop, 0);    /* the acks were not written yet */
-  ASSERT_INT_EQ(outstanding_after, 1);  /* the read is gone; the XACK went out */
+  ASSERT_INT_EQ(outstanding_after, 2);  /* the read is gone; the XACK went out */
   ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("9") "\n");
   ASSERT_INT_EQ(F.drained, 1);
   ASSERT_INT_EQ(F.outstanding_at_drain, 0); /* drained once the XACK was answered */
   ASSERT_STR_EQ(F.cmd_log_at_drain,
                 CREATE "\nXACK payments ledger 1700000000000-0 1700000000002-0\n");
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), F.cmd_log_at_drain);
+  ASSERT_STR_EQ(cmd_log(), F.cmd_log_at_drain);
   ASSERT_CONTAINS(logbuf, "msg=\"subscription stopped\"");
   fx_finish();
 }
@@ -556,9 +595,10 @@ TEST_IMPL(sub_stop_waits_for_running_handler) {
   replay_on_reply(F.rb, stop_after_first_read, NULL);
   fx_run(80400);
 
-  ASSERT_INT_EQ(outstanding_before, 1); /* the next read blocks while 1-0 sleeps */
+  /* the next read blocks while 1-0 sleeps; the first sweep is not answered yet */
+  ASSERT_INT_EQ(outstanding_before, 2);
   ASSERT_INT_EQ(drained_in_stop, 0);    /* 1-0 still running */
-  ASSERT_INT_EQ(outstanding_after, 0);
+  ASSERT_INT_EQ(outstanding_after, 1);  /* the sweep */
   ASSERT_INT_EQ(F.drained, 1);
   ASSERT_INT_EQ(F.outstanding_at_drain, 0);
   ASSERT_STR_EQ(F.cmd_log_at_drain, CREATE "\nXACK payments ledger 1-0\n");
@@ -595,7 +635,7 @@ TEST_IMPL(sub_failed_ack_retried_after_backoff) {
   fx_run(80400);
 
   ASSERT_INT_EQ(nxack, 3);
-  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\nXACK payments ledger 1-0\n"
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0\n"
                                          "XACK payments ledger 1-0\nXACK payments ledger 1-0\n");
   ASSERT_CONTAINS(logbuf, "msg=\"ack failed, will retry\"");
   if (xack_at[1] - xack_at[0] < 100)
@@ -627,5 +667,494 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
                 /* 2-0 ran at once; 3-0 still waits for the one worker */
                 "XREADGROUP GROUP ledger c-1 COUNT 9 BLOCK 2000 STREAMS payments >\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
+  fx_finish();
+}
+
+/* ================================================================ outcomes in transactions */
+
+/* One entry of a recorded read reply: fields NULL-terminated; idle and
+ * deliveries only for claiming reads. */
+struct ent {
+  const char *id;
+  const char *f[12];
+  long long idle, deliveries;
+};
+
+/* The RESP of a read of `payments` with these entries (4 elements each when
+ * claim: the CLAIM reply). Valid until the test ends. */
+static const char *read_resp(bool claim, const struct ent *e, size_t n) {
+  static char bufs[4][8192];
+  static int next;
+  char *out = bufs[next++ % 4], *o = out, *end = out + sizeof bufs[0];
+  o += snprintf(o, (size_t)(end - o), "*1\r\n*2\r\n$8\r\npayments\r\n*%zu\r\n", n);
+  for (size_t i = 0; i < n; i++) {
+    size_t nf = 0;
+    while (e[i].f[nf]) nf++;
+    o += snprintf(o, (size_t)(end - o), "*%d\r\n$%zu\r\n%s\r\n*%zu\r\n", claim ? 4 : 2,
+                  strlen(e[i].id), e[i].id, nf);
+    for (size_t k = 0; k < nf; k++)
+      o += snprintf(o, (size_t)(end - o), "$%zu\r\n%s\r\n", strlen(e[i].f[k]), e[i].f[k]);
+    if (claim)
+      o += snprintf(o, (size_t)(end - o), ":%lld\r\n:%lld\r\n", e[i].idle, e[i].deliveries);
+    ASSERT(o < end);
+  }
+  return out;
+}
+
+/* An entry of a `new` read, of a claiming read (idle, deliveries before). */
+#define NE(id, ...) {id, {__VA_ARGS__}, 0, 0}
+#define CE(id, idle, deliveries, ...) {id, {__VA_ARGS__}, idle, deliveries}
+#define NEW_READ "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >"
+/* The entries given, and how many: read_resp(claim, ENTS(NE(...), ...)). */
+#define ENTS(...)                                                                            \
+  (const struct ent[]){__VA_ARGS__},                                                         \
+      sizeof((const struct ent[]){__VA_ARGS__}) / sizeof(struct ent)
+
+/* Redis's answers to one MULTI ... EXEC queueing commands that match the
+ * patterns (NULL-terminated): +OK, +QUEUED each, EXEC's array. */
+static void expect_txn(const char *const *patterns) {
+  char exec[256];
+  size_t n = 0;
+  replay_expect(F.rb, "MULTI", "+OK\r\n");
+  for (; patterns[n]; n++) replay_expect(F.rb, patterns[n], "+QUEUED\r\n");
+  char *o = exec + snprintf(exec, sizeof exec, "*%zu\r\n", n);
+  for (size_t i = 0; i < n; i++) o += snprintf(o, sizeof exec - (size_t)(o - exec), ":1\r\n");
+  replay_expect(F.rb, "EXEC", exec);
+}
+#define TXN(...) expect_txn((const char *const[]){__VA_ARGS__, NULL})
+
+/* The i-th command on the command connection, sweeps left out (a command may
+ * hold newlines: an error text with its traceback). */
+static const char *cmd_sent(size_t i) {
+  for (size_t k = 0; k < replay_nsent(F.rb, "cmd"); k++) {
+    const char *c = replay_sent(F.rb, "cmd", k);
+    if (strncmp(c, "EVAL <sweep> ", 13) == 0) continue;
+    if (i-- == 0) return c;
+  }
+  return NULL;
+}
+
+/* A MULTI ... EXEC must reach the server in one piece: nothing (a sweep)
+ * between its commands on the connection. */
+static void expect_contiguous(const char *block) {
+  ASSERT_CONTAINS(replay_log(F.rb, "cmd"), block);
+}
+
+#define DL_HEAD(id, deliveries)                                                               \
+  " dead-letter-stream payments dead-letter-group ledger dead-letter-id " id                \
+  " dead-letter-deliveries " deliveries " dead-letter-handler sub.lua dead-letter-reason "
+#define DL_TIME " dead-letter-time 1700000000000"
+
+TEST_IMPL(sub_publish_written_with_ack_in_one_txn) {
+  fx_init("batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"publish\":\"audit\"}"),
+                                      NE("2-0", "data", "{\"n\":2}"),
+                                      NE("3-0", "data", "{\"n\":3}"))));
+  TXN("XADD audit * **", "XACK payments ledger 1-0");
+  fx_run(80400);
+
+  ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
+  /* The publish and its ack in one transaction; the plain acks coalesced. */
+  const char *txn = "MULTI\n"
+                    "XADD audit * data {\"n\":1} partition-key k1\n"
+                    "XACK payments ledger 1-0\n"
+                    "EXEC\n";
+  char want[1024];
+  snprintf(want, sizeof want, CREATE "\n%sXACK payments ledger 2-0 3-0\n", txn);
+  ASSERT_STR_EQ(cmd_log(), want);
+  expect_contiguous(txn);
+  ASSERT_NULL(strstr(logbuf, "level=error"));
+  fx_finish();
+}
+
+TEST_IMPL(sub_reply_written_with_ack_in_one_txn) {
+  fx_init("reply_to = \"payments.replies\", batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reply\":true}", "partition-key",
+                                               "acct-1"),
+                                      NE("2-0", "data",
+                                         "{\"n\":2,\"reply\":true,\"publish\":\"audit\"}"))));
+  TXN("XADD payments.replies * **", "XACK payments ledger 1-0");
+  TXN("XADD audit * **", "XADD payments.replies * **", "XACK payments ledger 2-0");
+  fx_run(80400);
+
+  const char *one = "MULTI\n"
+                    "XADD payments.replies * data {\"n\":1} original-id 1-0 partition-key acct-1\n"
+                    "XACK payments ledger 1-0\n"
+                    "EXEC\n";
+  /* ctx:publish entries first, the reply last, then the ack */
+  const char *two = "MULTI\n"
+                    "XADD audit * data {\"n\":2} partition-key k2\n"
+                    "XADD payments.replies * data {\"n\":2} original-id 2-0\n"
+                    "XACK payments ledger 2-0\n"
+                    "EXEC\n";
+  char want[1024];
+  snprintf(want, sizeof want, CREATE "\n%s%s", one, two);
+  ASSERT_STR_EQ(cmd_log(), want);
+  expect_contiguous(one);
+  expect_contiguous(two);
+  ASSERT_NULL(strstr(logbuf, "level=error"));
+  fx_finish();
+}
+
+TEST_IMPL(sub_reject_dead_lettered) {
+  fx_init("dead_letter = \"payments.dead\", batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"card expired\"}",
+                                               "partition-key", "acct-1"))));
+  TXN("XADD payments.dead * **", "XACK payments ledger 1-0");
+  fx_run(80400);
+
+  /* The original fields, then the provenance. */
+  const char *txn = "MULTI\n"
+                    "XADD payments.dead * data {\"n\":1,\"reject\":\"card expired\"} "
+                    "partition-key acct-1" DL_HEAD("1-0", "1") "rejected dead-letter-error "
+                    "card expired" DL_TIME "\n"
+                    "XACK payments ledger 1-0\n"
+                    "EXEC\n";
+  char want[1024];
+  snprintf(want, sizeof want, CREATE "\n%s", txn);
+  ASSERT_STR_EQ(cmd_log(), want);
+  expect_contiguous(txn);
+  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
+                          "group=ledger id=1-0 reason=rejected deliveries=1 "
+                          "dead_letter=payments.dead\n");
+  ASSERT_NULL(strstr(logbuf, "level=error"));
+  fx_finish();
+}
+
+TEST_IMPL(sub_reject_without_dead_letter_logged_and_acked) {
+  fx_init("batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"nope\"}"),
+                                      NE("2-0", "data", "{\"n\":2}"))));
+  fx_run(80400);
+  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"entry rejected, acked (no dead_letter "
+                          "stream)\" stream=payments group=ledger id=1-0 reason=rejected "
+                          "deliveries=1 error=nope\n");
+  /* acked with the others: nothing else to write */
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0\n");
+  fx_finish();
+}
+
+#define CAPPED CLAIMING ", max_deliveries = 3, dead_letter = \"payments.dead\""
+
+TEST_IMPL(sub_max_deliveries_claimed_dead_lettered_unhandled) {
+  fx_init(CAPPED);
+  replay_expect(F.rb, CLAIM_READ("10"),
+                read_resp(true, ENTS(CE("1-0", 31000, 3, "data", "{\"n\":1}"),
+                                     CE("2-0", 31000, 2, "data", "{\"n\":2}"),
+                                     CE("3-0", 0, 0, "data", "{\"n\":3}"))));
+  TXN("XADD payments.dead * **", "XACK payments ledger 1-0");
+  fx_run(80400);
+
+  /* 1-0 was delivered 3 times before: the handler never sees it again */
+  ASSERT_STR_EQ(got(), "id=2-0 deliveries=2 idle=31000 n=2\nid=3-0 deliveries=0 idle=0 n=3\n");
+  const char *txn = "MULTI\n"
+                    "XADD payments.dead * data {\"n\":1}" DL_HEAD("1-0", "3")
+                    "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME "\n"
+                    "XACK payments ledger 1-0\n"
+                    "EXEC\n";
+  char want[1024];
+  snprintf(want, sizeof want, CREATE "\n%sXACK payments ledger 2-0 3-0\n", txn);
+  ASSERT_STR_EQ(cmd_log(), want);
+  expect_contiguous(txn);
+  fx_finish();
+}
+
+/* Without a dead-letter stream the capped entry is logged and left pending:
+ * never lost silently, never handled again. */
+TEST_IMPL(sub_max_deliveries_without_dead_letter_left_pending) {
+  fx_init(CLAIMING ", max_deliveries = 3");
+  replay_expect(F.rb, CLAIM_READ("10"),
+                read_resp(true, ENTS(CE("1-0", 31000, 3, "data", "{\"n\":1}"),
+                                     CE("3-0", 0, 0, "data", "{\"n\":3}"))));
+  fx_run(80400);
+  ASSERT_STR_EQ(got(), "id=3-0 deliveries=0 idle=0 n=3\n");
+  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"delivery limit reached, entry left pending "
+                          "(no dead_letter stream)\" stream=payments group=ledger id=1-0 "
+                          "reason=max-deliveries deliveries=3 error=\"delivered 3 times without "
+                          "an ack\"\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n");
+  fx_finish();
+}
+
+/* On `new` the count travels in the copies' delivery-count header. */
+TEST_IMPL(sub_max_deliveries_new_copies) {
+  fx_init("max_deliveries = 3, dead_letter = \"payments.dead\", batch = 10");
+  replay_expect(
+      F.rb, NEW_READ,
+      read_resp(false,
+                ENTS(NE("6-0", "data", "{\"n\":6,\"retry\":true}", "delivery-count", "2",
+                              "retry-group", "ledger", "original-id", "5-0"),
+                     NE("7-0", "data", "{\"n\":7,\"retry\":true}", "delivery-count", "1",
+                              "retry-group", "ledger", "original-id", "4-0"),
+                     NE("8-0", "data", "{\"n\":8}", "delivery-count", "3", "retry-group", "ledger",
+                              "original-id", "3-0"))));
+  TXN("XADD payments.dead * **", "XACK payments ledger 8-0");
+  TXN("XADD payments.dead * **", "XACK payments ledger 6-0");
+  TXN("XADD payments * **", "XACK payments ledger 7-0");
+  fx_run(80400);
+
+  /* 8-0 reached the cap before: dead-lettered as it was read, unhandled */
+  ASSERT_STR_EQ(got(), "id=6-0 deliveries=2 n=6\nid=7-0 deliveries=1 n=7\n");
+  const char *dl8 = "MULTI\n"
+                    "XADD payments.dead * data {\"n\":8} delivery-count 3 retry-group ledger "
+                    "original-id 3-0" DL_HEAD("8-0", "3") "max-deliveries dead-letter-error "
+                    "delivered 3 times without an ack" DL_TIME "\n"
+                    "XACK payments ledger 8-0\n"
+                    "EXEC\n";
+  /* 6-0's retry was its third delivery: dead-lettered instead of copied */
+  const char *dl6 = "MULTI\n"
+                    "XADD payments.dead * data {\"n\":6,\"retry\":true} delivery-count 2 "
+                    "retry-group ledger original-id 5-0" DL_HEAD("6-0", "3") "max-deliveries "
+                    "dead-letter-error retried on delivery 3 of 3" DL_TIME "\n"
+                    "XACK payments ledger 6-0\n"
+                    "EXEC\n";
+  /* 7-0's second: copied with the count */
+  const char *copy7 = "MULTI\n"
+                      "XADD payments * data {\"n\":7,\"retry\":true} delivery-count 2 "
+                      "retry-group ledger original-id 4-0\n"
+                      "XACK payments ledger 7-0\n"
+                      "EXEC\n";
+  char want[2048];
+  snprintf(want, sizeof want, CREATE "\n%s%s%s", dl8, dl6, copy7);
+  ASSERT_STR_EQ(cmd_log(), want);
+  expect_contiguous(dl8);
+  expect_contiguous(dl6);
+  expect_contiguous(copy7);
+  fx_finish();
+}
+
+TEST_IMPL(sub_handler_error_on_last_delivery_dead_lettered) {
+  fx_init(CAPPED);
+  replay_expect(F.rb, CLAIM_READ("10"),
+                read_resp(true, ENTS(CE("1-0", 31000, 2, "data", "{\"n\":1,\"fail\":\"boom\"}"),
+                                     CE("2-0", 31000, 1, "data", "{\"n\":2,\"fail\":\"boom\"}"))));
+  TXN("XADD payments.dead * **", "XACK payments ledger 1-0");
+  fx_run(80400);
+
+  ASSERT_CONTAINS(logbuf, "msg=\"handler failed, entry left pending\" stream=payments "
+                          "group=ledger id=1-0 reason=handler-error error=\"boom");
+  ASSERT_CONTAINS(logbuf, "msg=\"handler failed, entry left pending\" stream=payments "
+                          "group=ledger id=2-0 reason=handler-error error=\"boom");
+  ASSERT_CONTAINS(logbuf, "msg=\"entry dead-lettered\" stream=payments group=ledger id=1-0 "
+                          "reason=handler-error deliveries=3");
+  ASSERT_STR_EQ(cmd_sent(0), CREATE);
+  ASSERT_STR_EQ(cmd_sent(1), "MULTI");
+  /* the error that ended it, traceback included */
+  const char *xadd = cmd_sent(2);
+  const char *head = "XADD payments.dead * data {\"n\":1,\"fail\":\"boom\"}" DL_HEAD("1-0", "3")
+      "handler-error dead-letter-error boom\nstack traceback:\n";
+  if (strncmp(xadd, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", xadd);
+  ASSERT(strlen(xadd) > strlen(DL_TIME));
+  ASSERT_STR_EQ(xadd + strlen(xadd) - strlen(DL_TIME), DL_TIME);
+  ASSERT_STR_EQ(cmd_sent(3), "XACK payments ledger 1-0");
+  ASSERT_STR_EQ(cmd_sent(4), "EXEC");
+  ASSERT_NULL(cmd_sent(5)); /* 2-0 (second delivery) stays pending */
+  fx_finish();
+}
+
+TEST_IMPL(sub_bad_input_dead_lettered) {
+  fx_init("dead_letter = \"payments.dead\", max_body = 10, batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{nope"),
+                                      NE("2-0", "data", "\"0123456789\""))));
+  TXN("XADD payments.dead * **", "XACK payments ledger 1-0");
+  TXN("XADD payments.dead * **", "XACK payments ledger 2-0");
+  fx_run(80400);
+
+  ASSERT_STR_EQ(got(), ""); /* the handler saw neither */
+  ASSERT_STR_EQ(cmd_sent(1), "MULTI");
+  const char *head = "XADD payments.dead * data {nope" DL_HEAD("1-0", "1")
+      "decode-error dead-letter-error body is not valid JSON: ";
+  if (strncmp(cmd_sent(2), head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", cmd_sent(2));
+  ASSERT_CONTAINS(cmd_sent(2), DL_TIME);
+  ASSERT_STR_EQ(cmd_sent(3), "XACK payments ledger 1-0");
+  ASSERT_STR_EQ(cmd_sent(4), "EXEC");
+  ASSERT_STR_EQ(cmd_sent(5), "MULTI");
+  ASSERT_STR_EQ(cmd_sent(6), "XADD payments.dead * data \"0123456789\"" DL_HEAD("2-0", "1")
+                             "too-large dead-letter-error body is 12 bytes, over max_body (10)"
+                             DL_TIME);
+  ASSERT_STR_EQ(cmd_sent(7), "XACK payments ledger 2-0");
+  ASSERT_STR_EQ(cmd_sent(8), "EXEC");
+  ASSERT_NULL(cmd_sent(9));
+  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
+                          "group=ledger id=1-0 reason=decode-error");
+  fx_finish();
+}
+
+TEST_IMPL(sub_bad_input_without_dead_letter_left_pending) {
+  fx_init("batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{nope"), NE("2-0", "data", "{\"n\":2}"))));
+  fx_run(80400);
+  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"bad entry left pending\" "
+                          "stream=payments group=ledger id=1-0 reason=decode-error");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 2-0\n");
+  fx_finish();
+}
+
+/* ================================================================ retry_after */
+
+TEST_IMPL(sub_retry_after_claiming) {
+  fx_init(CLAIMING); /* min_idle 30000 */
+  replay_expect(F.rb, CLAIM_READ("10"),
+                read_resp(true, ENTS(CE("1-0", 31000, 1, "data", "{\"n\":1,\"after\":5000}"),
+                                     CE("2-0", 30000, 1, "data", "{\"n\":2,\"after\":\"30s\"}"),
+                                     CE("3-0", 0, 0, "data", "{\"n\":3,\"after\":\"1m\"}"))));
+  replay_expect(F.rb, "XCLAIM payments ledger c-1 0 1-0 IDLE 25000 JUSTID", "*1\r\n$3\r\n1-0\r\n");
+  replay_expect(F.rb, "XCLAIM payments ledger c-1 0 2-0 IDLE 0 JUSTID", "*1\r\n$3\r\n2-0\r\n");
+  TXN("ZADD payments:delayed:ledger **", "XACK payments ledger 3-0");
+  fx_run(80400);
+
+  /* Within min_idle: left pending, re-stamped to turn claimable after the
+   * delay (idle min_idle - delay), not acked. Longer: the delay set. */
+  const char *txn = "MULTI\n"
+                    "ZADD payments:delayed:ledger 1700000060000 "
+                    "3:3-04:data20:{\"n\":3,\"after\":\"1m\"}14:delivery-count1:1"
+                    "11:retry-group6:ledger11:original-id3:3-0\n"
+                    "XACK payments ledger 3-0\n"
+                    "EXEC\n";
+  char want[1024];
+  snprintf(want, sizeof want,
+           CREATE "\n"
+                  "XCLAIM payments ledger c-1 0 1-0 IDLE 25000 JUSTID\n"
+                  "XCLAIM payments ledger c-1 0 2-0 IDLE 0 JUSTID\n%s",
+           txn);
+  ASSERT_STR_EQ(cmd_log(), want);
+  expect_contiguous(txn);
+  ASSERT_NULL(strstr(logbuf, "level=error"));
+  fx_finish();
+}
+
+TEST_IMPL(sub_retry_after_new_moves_to_delay_set) {
+  fx_init("batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("5-0", "data", "{\"n\":5,\"after\":2500}", "partition-key",
+                                               "acct-7"),
+                                      NE("6-0", "data", "{\"n\":6,\"after\":\"1m\"}",
+                                               "delivery-count", "2", "partition-key", "acct-7",
+                                               "retry-group", "ledger", "original-id", "5-0"))));
+  TXN("ZADD payments:delayed:ledger **", "XACK payments ledger 5-0");
+  TXN("ZADD payments:delayed:ledger **", "XACK payments ledger 6-0");
+  fx_run(80400);
+
+  /* due = wall + delay; the member: netstrings of the id, the fields, then
+   * delivery-count (this delivery included), retry-group, original-id */
+  const char *five = "MULTI\n"
+                     "ZADD payments:delayed:ledger 1700000002500 "
+                     "3:5-04:data20:{\"n\":5,\"after\":2500}13:partition-key6:acct-7"
+                     "14:delivery-count1:111:retry-group6:ledger11:original-id3:5-0\n"
+                     "XACK payments ledger 5-0\n"
+                     "EXEC\n";
+  /* a copy's old headers are rewritten, its original id kept */
+  const char *six = "MULTI\n"
+                    "ZADD payments:delayed:ledger 1700000060000 "
+                    "3:6-04:data20:{\"n\":6,\"after\":\"1m\"}13:partition-key6:acct-7"
+                    "14:delivery-count1:311:retry-group6:ledger11:original-id3:5-0\n"
+                    "XACK payments ledger 6-0\n"
+                    "EXEC\n";
+  char want[2048];
+  snprintf(want, sizeof want, CREATE "\n%s%s", five, six);
+  ASSERT_STR_EQ(cmd_log(), want);
+  expect_contiguous(five);
+  expect_contiguous(six);
+  ASSERT_NULL(strstr(logbuf, "level=error"));
+  fx_finish();
+}
+
+/* ================================================================ the sweeper */
+
+#define SWEEP(now) "EVAL <sweep> 2 payments:delayed:ledger payments " now " 100"
+
+static size_t nsweeps(void) {
+  size_t n = 0;
+  for (size_t k = 0; k < replay_nsent(F.rb, "cmd"); k++)
+    n += strncmp(replay_sent(F.rb, "cmd", k), "EVAL <sweep> ", 13) == 0;
+  return n;
+}
+
+TEST_IMPL(sub_sweeper_runs_every_second) {
+  fx_init("batch = 10");
+  log_set_level(LOG_DEBUG);
+  replay_expect(F.rb, SWEEP("1700000002000"), ":100\r\n"); /* a full sweep */
+  replay_expect(F.rb, SWEEP("1700000003000"), "-ERR something broke\r\n");
+  fx_run(80400);
+
+  /* at start, right after the group exists */
+  ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\n" SWEEP("1700000000000") "\n");
+  ASSERT_INT_EQ(clock_now(F.clk), 900);
+  clock_virtual_advance(F.clk, 100); /* 1000: a second later */
+  ASSERT_INT_EQ(nsweeps(), 2);
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 2), SWEEP("1700000001000"));
+  clock_virtual_advance(F.clk, 999);
+  ASSERT_INT_EQ(nsweeps(), 2);
+  /* 2000: it moved 100, the most one sweep moves: at once again */
+  clock_virtual_advance(F.clk, 1);
+  ASSERT_INT_EQ(nsweeps(), 4);
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 3), SWEEP("1700000002000"));
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 4), SWEEP("1700000002000"));
+  ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the stream\" "
+                          "stream=payments group=ledger consumer=c-1 entries=100\n");
+  /* 3000: an error is logged and the sweep tried again a second later */
+  clock_virtual_advance(F.clk, 1000);
+  ASSERT_INT_EQ(nsweeps(), 5);
+  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"sweeping the delay set failed, "
+                          "retrying\" stream=payments group=ledger consumer=c-1 "
+                          "error=\"ERR something broke\"\n");
+  clock_virtual_advance(F.clk, 1000);
+  ASSERT_INT_EQ(nsweeps(), 6);
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 6), SWEEP("1700000004000"));
+  /* stopped: no more */
+  sub_stop(F.s);
+  clock_virtual_advance(F.clk, 5000);
+  ASSERT_INT_EQ(nsweeps(), 6);
+  ASSERT_INT_EQ(F.drained, 1);
+  fx_finish();
+}
+
+/* ================================================================ failed transactions */
+
+/* EXEC refused (a command was refused while queueing): nothing was written,
+ * the entry is still pending, and the log says so. */
+TEST_IMPL(sub_txn_aborted_logged) {
+  fx_init("dead_letter = \"payments.dead\", batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"no\"}"))));
+  replay_expect(F.rb, "MULTI", "+OK\r\n");
+  replay_expect(F.rb, "XADD payments.dead * **", "+QUEUED\r\n");
+  replay_expect(F.rb, "XACK payments ledger 1-0", "+QUEUED\r\n");
+  replay_expect(F.rb, "EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n");
+  fx_run(80400);
+  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"outcome not written, entry left "
+                          "pending\" stream=payments group=ledger id=1-0 outcome=\"dead letter\" "
+                          "error=\"EXECABORT Transaction discarded because of previous "
+                          "errors.\"\n");
+  fx_finish();
+}
+
+/* MULTI/EXEC does not roll back: when a queued write fails as it runs (the
+ * dead-letter stream holds another type: WRONGTYPE), the XACK after it still
+ * runs. The log must say the entry was acked and what failed, not that it
+ * was left pending. */
+TEST_IMPL(sub_txn_partial_failure_reported_as_acked) {
+  fx_init("dead_letter = \"payments.dead\", batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"no\"}"))));
+  replay_expect(F.rb, "MULTI", "+OK\r\n");
+  replay_expect(F.rb, "XADD payments.dead * **", "+QUEUED\r\n");
+  replay_expect(F.rb, "XACK payments ledger 1-0", "+QUEUED\r\n");
+  /* what Redis answers when payments.dead is, say, a hash */
+  replay_expect(F.rb, "EXEC",
+                "*2\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+                ":1\r\n");
+  fx_run(80400);
+  ASSERT_CONTAINS(logbuf, "WRONGTYPE");
+  /* the XACK ran (":1"): the entry is not pending */
+  ASSERT_CONTAINS(logbuf, "msg=\"outcome partly written: entry acked, a write failed\"");
+  if (strstr(logbuf, "entry left pending"))
+    TEST_FAIL_("an acked entry whose dead letter failed is logged as left pending:\n%s", logbuf);
   fx_finish();
 }

@@ -1,0 +1,186 @@
+/* outcome: builders of the commands behind each outcome (see outcome.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "entry.h"
+#include "outcome.h"
+
+void txn_init(struct txn *t) {
+  memset(t, 0, sizeof *t);
+  for (int i = 0; i < TXN_MAX; i++) bk_args_init(&t->cmd[i]);
+}
+
+void txn_free(struct txn *t) {
+  for (int i = 0; i < TXN_MAX; i++) bk_args_free(&t->cmd[i]);
+  for (int i = 0; i < t->nowned; i++) free(t->owned[i]);
+  t->n = t->nowned = 0;
+}
+
+static struct bk_args *next(struct txn *t) {
+  if (t->n == TXN_MAX) abort(); /* builders add a bounded number: a programming error */
+  return &t->cmd[t->n++];
+}
+
+/* Keeps s (malloc'd) until txn_free and returns it. */
+static const char *own(struct txn *t, char *s) {
+  if (s == NULL || t->nowned == (int)(sizeof t->owned / sizeof t->owned[0])) abort();
+  t->owned[t->nowned++] = s;
+  return s;
+}
+
+static const char *own_printf(struct txn *t, const char *fmt, long long n) {
+  char *s = malloc(24);
+  if (s) snprintf(s, 24, fmt, n);
+  return own(t, s);
+}
+
+static bool is(const char *name, size_t len, const char *header) {
+  return len == strlen(header) && memcmp(name, header, len) == 0;
+}
+
+void outcome_ack(struct txn *t, const struct handler_spec *spec, const struct entry *e) {
+  struct bk_args *a = next(t);
+  bk_args_str(a, "XACK");
+  bk_args_str(a, spec->stream);
+  bk_args_str(a, spec->group);
+  bk_args_str(a, e->id);
+}
+
+int outcome_writes(struct txn *t, const struct rt_result *res) {
+  if (res->nwrites + 2 > (size_t)(TXN_MAX - t->n)) return -1;
+  for (size_t w = 0; w < res->nwrites; w++) {
+    const struct rt_write *wr = &res->writes[w];
+    struct bk_args *a = next(t);
+    bk_args_str(a, "XADD");
+    bk_args_str(a, wr->stream);
+    bk_args_str(a, "*");
+    for (size_t i = 0; i < wr->nfields; i++) bk_args_add(a, wr->field[i], wr->field_len[i]);
+  }
+  return 0;
+}
+
+/* The fields of e that travel with it, without the headers a copy rewrites. */
+static void add_fields(struct bk_args *a, const struct entry *e, const char *const *skip) {
+  for (size_t i = 0; i + 1 < e->nfields; i += 2) {
+    bool skipped = false;
+    for (const char *const *h = skip; *h && !skipped; h++)
+      skipped = is(e->field[i], e->field_len[i], *h);
+    if (skipped) continue;
+    bk_args_add(a, e->field[i], e->field_len[i]);
+    bk_args_add(a, e->field[i + 1], e->field_len[i + 1]);
+  }
+}
+
+static const char *const COPY_HEADERS[] = {HDR_DELIVERY_COUNT, HDR_RETRY_GROUP, HDR_ORIGINAL_ID,
+                                           NULL};
+
+void outcome_retry_copy(struct txn *t, const struct handler_spec *spec, const struct entry *e,
+                        long long deliveries) {
+  const char *orig = entry_get(e, HDR_ORIGINAL_ID, NULL);
+  struct bk_args *a = next(t);
+  bk_args_str(a, "XADD");
+  bk_args_str(a, spec->stream);
+  bk_args_str(a, "*");
+  add_fields(a, e, COPY_HEADERS);
+  bk_args_str(a, HDR_DELIVERY_COUNT);
+  bk_args_str(a, own_printf(t, "%lld", deliveries));
+  bk_args_str(a, HDR_RETRY_GROUP);
+  bk_args_str(a, spec->group);
+  bk_args_str(a, HDR_ORIGINAL_ID);
+  bk_args_str(a, orig ? orig : e->id);
+}
+
+void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
+                         const char *reason, const char *error, size_t error_len,
+                         long long deliveries, uint64_t wall_ms) {
+  static const char *const provenance[] = {HDR_DL_STREAM,  HDR_DL_GROUP,   HDR_DL_ID,
+                                           HDR_DL_DELIVERIES, HDR_DL_HANDLER, HDR_DL_REASON,
+                                           HDR_DL_ERROR,   HDR_DL_TIME,    NULL};
+  const char *file = strrchr(spec->path, '/');
+  struct bk_args *a = next(t);
+  bk_args_str(a, "XADD");
+  bk_args_str(a, spec->dead_letter);
+  bk_args_str(a, "*");
+  add_fields(a, e, provenance); /* a replayed dead letter gets fresh provenance */
+  bk_args_str(a, HDR_DL_STREAM);
+  bk_args_str(a, spec->stream);
+  bk_args_str(a, HDR_DL_GROUP);
+  bk_args_str(a, spec->group);
+  bk_args_str(a, HDR_DL_ID);
+  bk_args_str(a, e->id);
+  bk_args_str(a, HDR_DL_DELIVERIES);
+  bk_args_str(a, own_printf(t, "%lld", deliveries));
+  bk_args_str(a, HDR_DL_HANDLER);
+  bk_args_str(a, file ? file + 1 : spec->path);
+  bk_args_str(a, HDR_DL_REASON);
+  bk_args_str(a, reason);
+  bk_args_str(a, HDR_DL_ERROR);
+  bk_args_add(a, error ? error : "", error ? error_len : 0);
+  bk_args_str(a, HDR_DL_TIME);
+  bk_args_str(a, own_printf(t, "%lld", (long long)wall_ms));
+}
+
+/* The delay-set member: netstrings ("<len>:<bytes>") of the entry's id, then
+ * its fields with delivery-count, retry-group and original-id rewritten. The
+ * id keeps members unique; the sweep script (scripts.h) decodes the rest. */
+static char *delay_member(const struct handler_spec *spec, const struct entry *e,
+                          const char *deliveries, size_t *len_out) {
+  const char *orig = entry_get(e, HDR_ORIGINAL_ID, NULL);
+  const char *extra[6] = {HDR_DELIVERY_COUNT, deliveries, HDR_RETRY_GROUP, spec->group,
+                          HDR_ORIGINAL_ID,    orig ? orig : e->id};
+  size_t cap = strlen(e->id) + 24;
+  for (size_t i = 0; i < e->nfields; i++) cap += e->field_len[i] + 24;
+  for (int i = 0; i < 6; i++) cap += strlen(extra[i]) + 24;
+  char *m = malloc(cap), *p = m;
+  if (m == NULL) return NULL;
+#define PUT(s, n) (p += sprintf(p, "%zu:", (size_t)(n)), memcpy(p, (s), (n)), p += (n))
+  PUT(e->id, strlen(e->id));
+  for (size_t i = 0; i + 1 < e->nfields; i += 2) {
+    bool skipped = false;
+    for (const char *const *h = COPY_HEADERS; *h && !skipped; h++)
+      skipped = is(e->field[i], e->field_len[i], *h);
+    if (skipped) continue;
+    PUT(e->field[i], e->field_len[i]);
+    PUT(e->field[i + 1], e->field_len[i + 1]);
+  }
+  for (int i = 0; i < 6; i++) PUT(extra[i], strlen(extra[i]));
+#undef PUT
+  *len_out = (size_t)(p - m);
+  return m;
+}
+
+char *outcome_delay_key(const struct handler_spec *spec) {
+  size_t n = strlen(spec->stream) + strlen(spec->group) + sizeof ":delayed:";
+  char *k = malloc(n);
+  if (k) snprintf(k, n, "%s:delayed:%s", spec->stream, spec->group);
+  return k;
+}
+
+void outcome_delay(struct txn *t, const struct handler_spec *spec, const struct entry *e,
+                   long long deliveries, uint64_t due_wall_ms) {
+  size_t len = 0;
+  const char *member = own(t, delay_member(spec, e, own_printf(t, "%lld", deliveries), &len));
+  struct bk_args *a = next(t);
+  bk_args_str(a, "ZADD");
+  bk_args_str(a, own(t, outcome_delay_key(spec)));
+  bk_args_str(a, own_printf(t, "%lld", (long long)due_wall_ms));
+  bk_args_add(a, member, len);
+}
+
+void outcome_restamp(struct txn *t, const struct handler_spec *spec, const struct entry *e,
+                     int64_t delay_ms) {
+  /* Idle min_idle - delay now means claimable in delay ms. JUSTID: the
+   * delivery that asked for the delay has been counted already. */
+  int64_t idle = spec->min_idle_ms - delay_ms;
+  struct bk_args *a = next(t);
+  bk_args_str(a, "XCLAIM");
+  bk_args_str(a, spec->stream);
+  bk_args_str(a, spec->group);
+  bk_args_str(a, spec->consumer);
+  bk_args_str(a, "0");
+  bk_args_str(a, e->id);
+  bk_args_str(a, "IDLE");
+  bk_args_str(a, own_printf(t, "%lld", (long long)(idle > 0 ? idle : 0)));
+  bk_args_str(a, "JUSTID");
+}

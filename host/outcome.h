@@ -1,0 +1,67 @@
+/* outcome: the Redis commands that carry out one finished delivery.
+ *
+ * Builders only, no I/O: each appends commands to a txn, which the
+ * subscription sends as one MULTI/EXEC, so an outcome is all written or not
+ * at all (an entry is never acked without its reply, its dead letter or its
+ * delayed copy, nor those written without the ack). The strings a builder
+ * makes (numbers, the delay-set member, header values) are owned by the txn.
+ *
+ * Headers written here: a retry copy or a delayed entry carries
+ * delivery-count (deliveries so far), retry-group (the group it is for) and
+ * original-id; a dead letter carries the original fields plus the
+ * dead-letter-* provenance headers below. */
+#ifndef LUASTREAM_OUTCOME_H
+#define LUASTREAM_OUTCOME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker.h"
+#include "runtime.h"
+
+struct entry;
+
+#define HDR_DL_STREAM "dead-letter-stream"
+#define HDR_DL_GROUP "dead-letter-group"
+#define HDR_DL_ID "dead-letter-id"
+#define HDR_DL_DELIVERIES "dead-letter-deliveries"
+#define HDR_DL_HANDLER "dead-letter-handler"
+#define HDR_DL_REASON "dead-letter-reason"
+#define HDR_DL_ERROR "dead-letter-error"
+#define HDR_DL_TIME "dead-letter-time"
+
+#define TXN_MAX 32 /* commands in one transaction */
+
+struct txn {
+  int n;
+  struct bk_args cmd[TXN_MAX];
+  char *owned[TXN_MAX * 2]; /* strings the builders made */
+  int nowned;
+};
+
+void txn_init(struct txn *t);
+void txn_free(struct txn *t);
+
+/* XACK of e. */
+void outcome_ack(struct txn *t, const struct handler_spec *spec, const struct entry *e);
+/* One XADD per write of res (ctx:publish entries, the reply). Returns -1 when
+ * there are more than fit in one transaction. */
+int outcome_writes(struct txn *t, const struct rt_result *res);
+/* XADD of a copy of e for `new` reads: delivery-count = deliveries so far. */
+void outcome_retry_copy(struct txn *t, const struct handler_spec *spec, const struct entry *e,
+                        long long deliveries);
+/* XADD of e to spec->dead_letter with its provenance. */
+void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
+                         const char *reason, const char *error, size_t error_len,
+                         long long deliveries, uint64_t wall_ms);
+/* ZADD of e to the group's delay set, due at due_wall_ms (Unix ms). */
+void outcome_delay(struct txn *t, const struct handler_spec *spec, const struct entry *e,
+                   long long deliveries, uint64_t due_wall_ms);
+/* XCLAIM ... IDLE: e (still pending) becomes claimable after delay_ms. */
+void outcome_restamp(struct txn *t, const struct handler_spec *spec, const struct entry *e,
+                     int64_t delay_ms);
+
+/* The delay set of a stream and group: "<stream>:delayed:<group>". */
+char *outcome_delay_key(const struct handler_spec *spec);
+
+#endif
