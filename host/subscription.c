@@ -1,79 +1,32 @@
-/* subscription: group creation, the `new` read loop, and outcomes.
+/* subscription: group creation, the read loops of the three modes,
+ * dispatching entries onto lanes, and the life cycle (see subscription.h).
+ * What happens once a handler has decided is in subscription_outcomes.c.
  *
- * State lives in struct subscription; every broker callback carries the
- * subscription (or a small request struct) and fires exactly once, also on
- * teardown, so counting outstanding requests is enough to know when a stopping
- * subscription has drained. */
+ * Every broker callback carries the subscription (or a small request struct)
+ * and fires exactly once, also on teardown, so counting outstanding requests
+ * is enough to know when a stopping subscription has drained. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "entry.h"
-#include "lanes.h"
-#include "log.h"
 #include "outcome.h"
 #include "scripts.h"
-#include "subscription.h"
-
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
-#define BLOCK_MS 2000
-/* Bounds of recovery_wait_ms: how long a claiming read blocks and how often
- * reclaim polls. */
-#define RECOVERY_WAIT_MAX_MS 1000
-#define RECOVERY_WAIT_MIN_MS 50
-#define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
-#define SWEEP_MS 1000   /* how often the delay set is looked at */
-#define SWEEP_COUNT 100 /* most entries one sweep moves */
-
-enum sub_state { SUB_IDLE, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
-
-struct subscription {
-  handler *h;
-  const struct handler_spec *spec;
-  broker *b;
-  bk_conn *cmd;             /* shared: outcomes and group commands */
-  bk_conn *reader;          /* ours: blocking reads */
-  lclock *clock;
-  sub_event_fn *on_event;
-  void *data;
-
-  enum sub_state state;
-  struct lanes lanes;
-  bool read_pending;        /* an XREADGROUP is outstanding */
-  bool dispatching;         /* inside dispatch(): jobs finishing at once must not recurse */
-  bool waiting;             /* retry_timer runs (backoff or reclaim poll): do not read before */
-  bool native_claim;        /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
-  bool block_next;          /* claim script found nothing: next read blocks on `>` */
-  char cursor[ID_MAX];      /* reclaim: where the next XAUTOCLAIM starts */
-  char last_read[ID_MAX];   /* the newest id a read has brought, "" before any */
-  ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
-  uint64_t backoff_ms;
-  unsigned writes_pending;  /* outcome commands sent and not answered */
-
-  char (*acks)[ID_MAX];     /* ids finished and not yet in an XACK */
-  size_t nacks, acks_cap;
-  ltimer *flush_timer;      /* flushes acks at the next loop turn */
-  ltimer *sweep_timer;      /* moves due entries of the delay set back */
-  char *delay_key;          /* the group's delay set (outcome_delay_key) */
-  bool flush_armed;
-};
+#include "subscription_private.h"
 
 static void read_next(subscription *s);
 static void dispatch(subscription *s);
 static void ensure_group(subscription *s);
-static void progress(subscription *s);
 
 /* ---- logging ---- */
 
-static void sub_log(subscription *s, enum log_level level, const char *msg, const char *k1,
+void sub__log(subscription *s, enum log_level level, const char *msg, const char *k1,
                     const char *v1, const char *k2, const char *v2) {
   log_line(level, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
            "consumer", s->spec->consumer, k1, v1, k2, v2, NULL);
 }
 
-static void reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
+void sub__reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
   if (r == NULL)
     snprintf(buf, len, "%s", err ? err : "no reply");
   else if (r->type == BK_ERROR)
@@ -84,11 +37,11 @@ static void reply_text(const bk_reply *r, const char *err, char *buf, size_t len
 
 /* ---- drain bookkeeping ---- */
 
-static void maybe_drained(subscription *s) {
+void sub__maybe_drained(subscription *s) {
   if (s->state != SUB_STOPPING) return;
   if (s->lanes.running || s->nacks || s->writes_pending || s->read_pending) return;
   s->state = SUB_DRAINED;
-  sub_log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
+  sub__log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
   s->on_event(s->data, s, SUB_EV_DRAINED);
 }
 
@@ -127,346 +80,6 @@ static void poll_later(subscription *s) {
   timer_start(s->retry_timer, recovery_wait_ms(s));
 }
 
-/* ---- acks: coalesced, one XACK per loop turn ---- */
-
-struct ack_batch {
-  subscription *s;
-  size_t n;
-  char (*ids)[ID_MAX];
-};
-
-static void add_ack(subscription *s, const char *id);
-
-static void ack_done(void *data, const bk_reply *r, const char *err) {
-  struct ack_batch *batch = data;
-  subscription *s = batch->s;
-  s->writes_pending--;
-  if (r == NULL || r->type != BK_INTEGER) {
-    char why[256];
-    reply_text(r, err, why, sizeof why);
-    char count[24];
-    snprintf(count, sizeof count, "%zu", batch->n);
-    sub_log(s, LOG_WARN, "ack failed, will retry", "entries", count, "error", why);
-    /* Put them back: acked later, never dropped, and not at once: an error
-     * such as READONLY lasts until the server changes. */
-    for (size_t i = 0; i < batch->n; i++) add_ack(s, batch->ids[i]);
-    s->flush_armed = true;
-    timer_start(s->flush_timer, BACKOFF_MIN_MS);
-  }
-  free(batch->ids);
-  free(batch);
-  maybe_drained(s);
-}
-
-static void flush_acks(ltimer *t, void *data) {
-  (void)t;
-  subscription *s = data;
-  s->flush_armed = false;
-  if (s->nacks == 0) return;
-  if (!bk_connected(s->b, s->cmd)) { /* keep them; try again shortly */
-    s->flush_armed = true;
-    timer_start(s->flush_timer, BACKOFF_MIN_MS);
-    return;
-  }
-  struct ack_batch *batch = malloc(sizeof *batch);
-  struct bk_args a;
-  bk_args_init(&a);
-  if (batch == NULL) goto later;
-  batch->s = s;
-  batch->n = s->nacks;
-  batch->ids = s->acks;
-  bk_args_str(&a, "XACK");
-  bk_args_str(&a, s->spec->stream);
-  bk_args_str(&a, s->spec->group);
-  for (size_t i = 0; i < batch->n; i++) bk_args_str(&a, batch->ids[i]);
-  if (bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, ack_done, batch) != 0) goto later;
-  bk_args_free(&a);
-  s->writes_pending++;
-  s->acks = NULL; /* the batch owns them now */
-  s->nacks = s->acks_cap = 0;
-  return;
-later:
-  bk_args_free(&a);
-  free(batch);
-  s->flush_armed = true;
-  timer_start(s->flush_timer, BACKOFF_MIN_MS);
-}
-
-/* Adds id to the next XACK. */
-static void add_ack(subscription *s, const char *id) {
-  if (s->nacks == s->acks_cap) {
-    size_t cap = s->acks_cap ? s->acks_cap * 2 : 64;
-    void *p = realloc(s->acks, cap * sizeof *s->acks);
-    if (p == NULL) {
-      sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", id, NULL, NULL);
-      return;
-    }
-    s->acks = p;
-    s->acks_cap = cap;
-  }
-  snprintf(s->acks[s->nacks++], ID_MAX, "%s", id);
-}
-
-/* Adds id to the XACK that goes out at the next loop turn. */
-static void queue_ack(subscription *s, const char *id) {
-  add_ack(s, id);
-  if (!s->flush_armed) {
-    s->flush_armed = true;
-    timer_start(s->flush_timer, 0);
-  }
-}
-
-/* ---- outcomes ---- */
-
-struct write_req {
-  subscription *s;
-  char id[ID_MAX];
-  const char *what; /* for the log: "retry", "reply", "dead letter", ... */
-};
-
-static void write_done(void *data, const bk_reply *r, const char *err) {
-  struct write_req *req = data;
-  subscription *s = req->s;
-  s->writes_pending--;
-  const bk_reply *failed = r && (r->type == BK_ERROR || r->type == BK_NIL) ? r : NULL;
-  bool acked = false;
-  if (r && r->type == BK_ARRAY && r->elements) {
-    /* EXEC runs every queued command even after one fails (no rollback):
-     * the XACK, always last, says whether the entry is still pending. */
-    for (size_t i = 0; i < r->elements && !failed; i++)
-      if (r->element[i]->type == BK_ERROR) failed = r->element[i];
-    const bk_reply *last = r->element[r->elements - 1];
-    acked = last->type == BK_INTEGER && last->integer > 0;
-  }
-  if (failed || r == NULL) {
-    char why[256];
-    reply_text(failed, failed && failed->type == BK_NIL ? "transaction aborted" : err, why,
-               sizeof why);
-    log_line(LOG_ERROR, s->spec->name,
-             acked ? "outcome partly written: entry acked, a write failed"
-                   : "outcome not written, entry left pending",
-             "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
-             req->what, "error", why, NULL);
-  }
-  free(req);
-  maybe_drained(s);
-}
-
-static void ignore_reply(void *data, const bk_reply *r, const char *err) {
-  (void)r, (void)err;
-  subscription *s = data;
-  s->writes_pending--;
-  maybe_drained(s);
-}
-
-/* Sends t: one command alone, several as MULTI ... EXEC (the EXEC reply says
- * whether all of it was written). Frees t. */
-static void send_txn(subscription *s, const struct entry *e, const char *what, struct txn *t) {
-  struct write_req *req = malloc(sizeof *req);
-  bool multi = t->n > 1;
-  const char *exec = "EXEC", *multi_cmd = "MULTI";
-  size_t exec_len = 4, multi_len = 5;
-  if (req == NULL) goto fail;
-  req->s = s;
-  snprintf(req->id, sizeof req->id, "%s", e->id);
-  req->what = what;
-  if (multi) {
-    if (bk_command(s->b, s->cmd, 1, &multi_cmd, &multi_len, ignore_reply, s) != 0) goto fail;
-    s->writes_pending++;
-    /* MULTI was accepted: the connection is up and the rest goes out with it. */
-    for (int i = 0; i < t->n; i++) {
-      bk_command(s->b, s->cmd, t->cmd[i].argc, t->cmd[i].argv, t->cmd[i].argvlen, ignore_reply, s);
-      s->writes_pending++;
-    }
-    bk_command(s->b, s->cmd, 1, &exec, &exec_len, write_done, req);
-  } else if (bk_command(s->b, s->cmd, t->cmd[0].argc, t->cmd[0].argv, t->cmd[0].argvlen,
-                        write_done, req) != 0) {
-    goto fail;
-  }
-  s->writes_pending++;
-  txn_free(t);
-  return;
-fail:
-  free(req);
-  txn_free(t);
-  log_line(LOG_ERROR, s->spec->name, "outcome not written (not connected), entry left pending",
-           "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "outcome", what, NULL);
-}
-
-/* Deliveries of e before this one, whatever the read mode: the count a copy
- * or a delayed entry carries in its header, plus what Redis counted for this
- * id (accept_entry folded the header into e->deliveries for claimed reads). */
-static long long deliveries_before(const subscription *s, const struct entry *e) {
-  if (s->spec->read == READ_NEW) {
-    const char *carried = entry_get(e, HDR_DELIVERY_COUNT, NULL);
-    return carried ? strtoll(carried, NULL, 10) : 0;
-  }
-  /* claiming reports deliveries before this one; reclaim Redis's count after
-   * the claim, this one included. */
-  return s->spec->read == READ_RECLAIM ? e->deliveries - 1 : e->deliveries;
-}
-
-/* Dead-letters e: its copy on the dead-letter stream and its ack in one
- * transaction. Without a dead-letter stream, a rejected entry is logged and
- * acked, anything else logged and left pending: never lost silently. */
-static void dead_letter(subscription *s, const struct entry *e, const char *reason,
-                        const char *error, size_t error_len, long long deliveries) {
-  char count[24];
-  snprintf(count, sizeof count, "%lld", deliveries);
-  if (s->spec->dead_letter == NULL) {
-    bool reject = strcmp(reason, "rejected") == 0;
-    bool bad_input = !strcmp(reason, "decode-error") || !strcmp(reason, "too-large") ||
-                     !strcmp(reason, "no-fields");
-    log_line(LOG_ERROR, s->spec->name,
-             reject      ? "entry rejected, acked (no dead_letter stream)"
-             : bad_input ? "bad entry left pending"
-                         : "delivery limit reached, entry left pending (no dead_letter stream)",
-             "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "reason", reason,
-             "deliveries", count, "error", error, NULL);
-    if (reject) queue_ack(s, e->id);
-    return;
-  }
-  log_line(LOG_WARN, s->spec->name, "entry dead-lettered", "stream", s->spec->stream, "group",
-           s->spec->group, "id", e->id, "reason", reason, "deliveries", count, "dead_letter",
-           s->spec->dead_letter, NULL);
-  struct txn t;
-  txn_init(&t);
-  outcome_dead_letter(&t, s->spec, e, reason, error, error_len, deliveries, clock_wall(s->clock));
-  outcome_ack(&t, s->spec, e);
-  send_txn(s, e, "dead letter", &t);
-}
-
-/* Delivers e again after delay_ms, durably. A claimed entry that may wait
- * pending (delay within min_idle) is re-stamped to turn claimable on time;
- * anything else moves to the group's delay set with its ack, and a sweeper
- * (any host's) puts it back on the stream when due. */
-static void delay(subscription *s, const struct entry *e, int64_t delay_ms, long long deliveries) {
-  struct txn t;
-  txn_init(&t);
-  if (s->spec->read != READ_NEW && delay_ms <= s->spec->min_idle_ms) {
-    outcome_restamp(&t, s->spec, e, delay_ms);
-  } else {
-    outcome_delay(&t, s->spec, e, deliveries, clock_wall(s->clock) + (uint64_t)delay_ms);
-    outcome_ack(&t, s->spec, e);
-  }
-  send_txn(s, e, "retry_after", &t);
-}
-
-/* A retry of either kind; past max_deliveries it becomes a dead letter. */
-static void retry(subscription *s, const struct entry *e, const struct rt_result *res) {
-  long long deliveries = deliveries_before(s, e) + 1; /* this one counts */
-  int cap = s->spec->max_deliveries;
-  if (cap && deliveries >= cap) {
-    char why[64];
-    snprintf(why, sizeof why, "retried on delivery %lld of %d", deliveries, cap);
-    dead_letter(s, e, "max-deliveries", why, strlen(why), deliveries);
-  } else if (res->kind == RT_RETRY_AFTER) {
-    delay(s, e, res->delay_ms, deliveries);
-  } else if (s->spec->read == READ_NEW) {
-    struct txn t;
-    txn_init(&t);
-    outcome_retry_copy(&t, s->spec, e, deliveries);
-    outcome_ack(&t, s->spec, e);
-    send_txn(s, e, "retry", &t);
-  }
-  /* claiming and reclaim: nothing to write, the entry stays pending and is
-   * claimed again once idle min_idle. */
-}
-
-static void job_done(void *data, struct entry *e, const struct rt_result *res) {
-  subscription *s = data;
-  int lane = (int)(intptr_t)e->owner_data;
-  struct txn t;
-  switch (res->kind) {
-  case RT_ACK:
-  case RT_REPLY:
-    if (res->nwrites == 0) {
-      queue_ack(s, e->id); /* coalesced with the others */
-      break;
-    }
-    txn_init(&t);
-    if (outcome_writes(&t, res) != 0) {
-      txn_free(&t);
-      log_line(LOG_ERROR, s->spec->name, "too many entries published by one delivery, left pending",
-               "stream", s->spec->stream, "group", s->spec->group, "id", e->id, NULL);
-      break;
-    }
-    outcome_ack(&t, s->spec, e);
-    send_txn(s, e, res->kind == RT_REPLY ? "reply" : "publish", &t);
-    break;
-  case RT_RETRY:
-  case RT_RETRY_AFTER:
-    retry(s, e, res);
-    break;
-  case RT_REJECT:
-    dead_letter(s, e, "rejected", res->text, res->text_len, deliveries_before(s, e) + 1);
-    break;
-  case RT_ERROR: {
-    log_line(LOG_ERROR, s->spec->name, "handler failed, entry left pending", "stream",
-             s->spec->stream, "group", s->spec->group, "id", e->id, "reason", res->reason,
-             "error", res->text, NULL);
-    /* The last delivery max_deliveries allows failed: dead-letter it now,
-     * with the error that ended it. */
-    long long deliveries = deliveries_before(s, e) + 1;
-    if (s->spec->max_deliveries && deliveries >= s->spec->max_deliveries)
-      dead_letter(s, e, "handler-error", res->text, res->text_len, deliveries);
-    break;
-  }
-  case RT_INVALID: /* the handler never saw it: logged (and dead-lettered) by dead_letter */
-    dead_letter(s, e, res->reason, res->text, res->text_len, deliveries_before(s, e) + 1);
-    break;
-  }
-  entry_free(e);
-  lanes_done(&s->lanes, lane);
-  progress(s);
-}
-
-/* ---- the delay set ---- */
-
-static void sweep(ltimer *t, void *data);
-
-static void sweep_done(void *data, const bk_reply *r, const char *err) {
-  subscription *s = data;
-  s->writes_pending--;
-  if (r && r->type == BK_INTEGER) {
-    if (r->integer > 0) {
-      char moved[24];
-      snprintf(moved, sizeof moved, "%lld", r->integer);
-      sub_log(s, LOG_DEBUG, "delayed entries back on the stream", "entries", moved, NULL, NULL);
-    }
-    /* A full sweep may have left more that are due. */
-    if (s->state == SUB_READING) timer_start(s->sweep_timer, r->integer >= SWEEP_COUNT ? 0 : SWEEP_MS);
-  } else {
-    char why[256];
-    reply_text(r, err, why, sizeof why);
-    if (s->state == SUB_READING) {
-      sub_log(s, LOG_WARN, "sweeping the delay set failed, retrying", "error", why, NULL, NULL);
-      timer_start(s->sweep_timer, SWEEP_MS);
-    }
-  }
-  maybe_drained(s);
-}
-
-static void sweep(ltimer *t, void *data) {
-  (void)t;
-  subscription *s = data;
-  if (s->state != SUB_READING) return;
-  struct bk_args a;
-  bk_args_init(&a);
-  bk_args_str(&a, "EVAL");
-  bk_args_str(&a, SCRIPT_SWEEP);
-  bk_args_str(&a, "2");
-  bk_args_str(&a, s->delay_key);
-  bk_args_str(&a, s->spec->stream);
-  bk_args_num(&a, (long long)clock_wall(s->clock));
-  bk_args_num(&a, SWEEP_COUNT);
-  if (bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, sweep_done, s) == 0)
-    s->writes_pending++;
-  else
-    timer_start(s->sweep_timer, SWEEP_MS);
-  bk_args_free(&a);
-}
-
 /* ---- running entries on lanes ---- */
 
 static void dispatch(subscription *s) {
@@ -476,8 +89,8 @@ static void dispatch(subscription *s) {
   int lane;
   while (s->state == SUB_READING && (e = lanes_pop(&s->lanes, &lane)) != NULL) {
     e->owner_data = (void *)(intptr_t)lane;
-    if (handler_run(s->h, e, job_done, s) != 0) {
-      sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+    if (handler_run(s->h, e, sub__job_done, s) != 0) {
+      sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
       entry_free(e);
       lanes_done(&s->lanes, lane);
     }
@@ -486,10 +99,10 @@ static void dispatch(subscription *s) {
 }
 
 /* Called after every job (through the lanes) and every read. */
-static void progress(subscription *s) {
+void sub__progress(subscription *s) {
   dispatch(s);
   read_next(s);
-  maybe_drained(s);
+  sub__maybe_drained(s);
 }
 
 /* ---- reading ---- */
@@ -499,7 +112,7 @@ static void accept_entry(subscription *s, struct entry *e) {
   const char *group = entry_get(e, HDR_RETRY_GROUP, &glen);
   if (group && (glen != strlen(s->spec->group) || memcmp(group, s->spec->group, glen) != 0)) {
     /* Another group's retry copy: not a new entry for us. */
-    queue_ack(s, e->id);
+    sub__queue_ack(s, e->id);
     entry_free(e);
     return;
   }
@@ -507,13 +120,13 @@ static void accept_entry(subscription *s, struct entry *e) {
    * counts only those of this id: together they are the entry's count. */
   const char *carried = entry_get(e, HDR_DELIVERY_COUNT, NULL);
   if (carried && e->deliveries >= 0) e->deliveries += strtoll(carried, NULL, 10);
-  long long before = deliveries_before(s, e);
+  long long before = sub__deliveries_before(s, e);
   if (s->spec->max_deliveries && before >= s->spec->max_deliveries) {
     /* Delivered max_deliveries times without an ack (handlers that failed or
      * killed the host each time): not handed to the handler again. */
     char why[64];
     snprintf(why, sizeof why, "delivered %lld times without an ack", before);
-    dead_letter(s, e, "max-deliveries", why, strlen(why), before);
+    sub__dead_letter(s, e, "max-deliveries", why, strlen(why), before);
     entry_free(e);
     return;
   }
@@ -531,7 +144,7 @@ static bool group_gone(const bk_reply *r) {
 
 static void log_deleted(subscription *s, const bk_reply *deleted) {
   for (size_t i = 0; deleted && i < deleted->elements; i++)
-    sub_log(s, LOG_WARN, "pending entry no longer in the stream, dropped", "id",
+    sub__log(s, LOG_WARN, "pending entry no longer in the stream, dropped", "id",
             deleted->element[i]->str, NULL, NULL);
 }
 
@@ -555,18 +168,18 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->read_pending = false;
   if (s->state != SUB_READING) {
-    maybe_drained(s);
+    sub__maybe_drained(s);
     return;
   }
   char why[256];
   if (r == NULL || r->type == BK_ERROR) {
-    reply_text(r, err, why, sizeof why);
+    sub__reply_text(r, err, why, sizeof why);
     if (group_gone(r)) {
-      sub_log(s, LOG_ERROR, "group or stream disappeared, creating it again", "error", why, NULL,
+      sub__log(s, LOG_ERROR, "group or stream disappeared, creating it again", "error", why, NULL,
               NULL);
       s->state = SUB_CREATING;
     } else {
-      sub_log(s, LOG_WARN, "read failed, retrying", "error", why, NULL, NULL);
+      sub__log(s, LOG_WARN, "read failed, retrying", "error", why, NULL, NULL);
     }
     backoff(s);
     return;
@@ -581,7 +194,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
                                      sizeof why)
                : entry_parse_read(r, &list, &count, NULL, why, sizeof why);
   if (rc != 0) {
-    sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
+    sub__log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);
     return;
   }
@@ -607,7 +220,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     }
     accept_entry(s, e);
   }
-  progress(s);
+  sub__progress(s);
 }
 
 static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kind, long long count) {
@@ -671,10 +284,10 @@ static void start_reading(subscription *s) {
   const char *how = s->spec->read != READ_CLAIMING ? NULL
                     : s->native_claim             ? "XREADGROUP CLAIM"
                                                   : "claim script (claim_fallback)";
-  sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
+  sub__log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
   timer_start(s->sweep_timer, 0);
-  progress(s); /* entries read before the group was lost run now */
+  sub__progress(s); /* entries read before the group was lost run now */
 }
 
 static const char *start_id(const char *start) {
@@ -686,14 +299,14 @@ static const char *start_id(const char *start) {
 static void setid_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
-  if (s->state != SUB_CREATING) return maybe_drained(s);
+  if (s->state != SUB_CREATING) return sub__maybe_drained(s);
   if (r && r->type == BK_STATUS) {
-    sub_log(s, LOG_INFO, "group cursor moved", "start_at", s->spec->start_at, NULL, NULL);
+    sub__log(s, LOG_INFO, "group cursor moved", "start_at", s->spec->start_at, NULL, NULL);
     return start_reading(s);
   }
   char why[256];
-  reply_text(r, err, why, sizeof why);
-  sub_log(s, LOG_ERROR, "cannot move the group cursor (start_at), retrying", "error", why, NULL,
+  sub__reply_text(r, err, why, sizeof why);
+  sub__log(s, LOG_ERROR, "cannot move the group cursor (start_at), retrying", "error", why, NULL,
           NULL);
   backoff(s);
 }
@@ -712,17 +325,17 @@ static void move_cursor(subscription *s) {
 static void create_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
-  if (s->state != SUB_CREATING) return maybe_drained(s);
+  if (s->state != SUB_CREATING) return sub__maybe_drained(s);
   bool created = r && r->type == BK_STATUS;
   if (created || (r && bk_reply_is_error(r, "BUSYGROUP"))) {
-    if (created) sub_log(s, LOG_INFO, "group created", "start", s->spec->start, NULL, NULL);
+    if (created) sub__log(s, LOG_INFO, "group created", "start", s->spec->start, NULL, NULL);
     /* start_at moves an existing group only: a new one already starts there. */
     if (!created && s->spec->start_at) return move_cursor(s);
     return start_reading(s);
   }
   char why[256];
-  reply_text(r, err, why, sizeof why);
-  sub_log(s, LOG_ERROR, "cannot create the group, retrying", "error", why, NULL, NULL);
+  sub__reply_text(r, err, why, sizeof why);
+  sub__log(s, LOG_ERROR, "cannot create the group, retrying", "error", why, NULL, NULL);
   backoff(s);
 }
 
@@ -755,8 +368,8 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
   s->on_event = on_event;
   s->data = data;
   s->retry_timer = timer_new(clock, retry_fire, s);
-  s->flush_timer = timer_new(clock, flush_acks, s);
-  s->sweep_timer = timer_new(clock, sweep, s);
+  s->flush_timer = timer_new(clock, sub__flush_acks, s);
+  s->sweep_timer = timer_new(clock, sub__sweep, s);
   s->delay_key = outcome_delay_key(s->spec);
   if (!s->retry_timer || !s->flush_timer || !s->sweep_timer || !s->delay_key ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
@@ -791,15 +404,15 @@ void sub_stop(subscription *s) {
   if (n) {
     char count[24];
     snprintf(count, sizeof count, "%zu", n);
-    sub_log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
+    sub__log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
   }
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
     s->reader = NULL;
   }
   /* Acks still queued go out now rather than at the next turn. */
-  if (s->nacks) flush_acks(s->flush_timer, s);
-  maybe_drained(s);
+  if (s->nacks) sub__flush_acks(s->flush_timer, s);
+  sub__maybe_drained(s);
 }
 
 bool sub_reading(const subscription *s) { return s->state == SUB_READING; }

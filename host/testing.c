@@ -11,6 +11,7 @@
  *   local core = require "luastream_testing"
  *   local app = core.app(dir, {version = "8.4.0", consumer = "c"})  -- or raises
  *   local app = core.app(dir, {redis = "redis://127.0.0.1:6379"})   -- a real server
+ *   local other = core.app(dir, {with = app})  -- a second host on the same broker and clock
  *
  * With a real server time is real: advance is refused, and settle runs the
  * loop until the host is idle and every group it reads has been handed all of
@@ -47,8 +48,21 @@ struct delivery {
   size_t *field_len;
 };
 
-struct app {
+/* What the hosts of one spec share: the broker, its clock, and the log. A
+ * second host joins with opts.with (two hosts on one broker); the world goes
+ * when its last app does. */
+struct world {
   uv_loop_t *loop;       /* only with a real server (opts.redis); else NULL */
+  lclock *clock;
+  broker *b;
+  int apps;              /* apps using it */
+  char **logs;           /* every line its hosts logged */
+  size_t nlogs, logcap;
+};
+
+struct app {
+  struct world *w;
+  uv_loop_t *loop;       /* w's, borrowed, for brevity */
   lclock *clock;
   broker *b;
   host *host;
@@ -58,8 +72,6 @@ struct app {
   size_t ndeliveries, cap;
   size_t errors_seen;    /* handler errors already raised to the spec */
   bool raise_errors;     /* a handler error fails the settle/advance that ran it */
-  char **logs;
-  size_t nlogs, logcap;
   lua_State *waiting_L;  /* the state waiting in command(), for its reply */
   int nresults;
   bool replied;
@@ -112,20 +124,45 @@ static void record(void *data, const struct handler_spec *spec, const struct ent
   }
 }
 
-static struct app *log_target; /* the app whose host is running; one at a time */
+/* The newest world records the log; an older one still running does not. */
+static struct world *log_world;
 
 static void capture_log(void *data, enum log_level level, const char *line, size_t len) {
   (void)data, (void)level;
-  struct app *a = log_target;
-  if (a == NULL) return;
-  if (a->nlogs == a->logcap) {
-    size_t cap = a->logcap ? a->logcap * 2 : 64;
-    char **l = realloc(a->logs, cap * sizeof *l);
+  struct world *w = log_world;
+  if (w == NULL) return;
+  if (w->nlogs == w->logcap) {
+    size_t cap = w->logcap ? w->logcap * 2 : 64;
+    char **l = realloc(w->logs, cap * sizeof *l);
     if (l == NULL) abort();
-    a->logs = l;
-    a->logcap = cap;
+    w->logs = l;
+    w->logcap = cap;
   }
-  a->logs[a->nlogs++] = dupn(line, len);
+  w->logs[w->nlogs++] = dupn(line, len);
+}
+
+static void world_unref(struct world *w) {
+  if (--w->apps > 0) return;
+  if (w->b) {
+    if (w->loop)
+      uv_run(w->loop, UV_RUN_NOWAIT);
+    else
+      clock_virtual_settle(w->clock);
+    broker_free(w->b);
+  }
+  if (w->clock) w->clock->ops->free(w->clock);
+  if (w->loop) {
+    uv_run(w->loop, UV_RUN_DEFAULT); /* close callbacks */
+    uv_loop_close(w->loop);
+    free(w->loop);
+  }
+  if (log_world == w) {
+    log_world = NULL;
+    log_set_sink(NULL, NULL);
+  }
+  for (size_t i = 0; i < w->nlogs; i++) free(w->logs[i]);
+  free(w->logs);
+  free(w);
 }
 
 /* ---- running the clock ---- */
@@ -397,11 +434,12 @@ static int app_deliveries(lua_State *L) {
   return 1;
 }
 
+/* The lines of every host of the app's world. */
 static int app_logs(lua_State *L) {
   struct app *a = luaL_checkudata(L, 1, APP_MT);
-  lua_createtable(L, (int)a->nlogs, 0);
-  for (size_t i = 0; i < a->nlogs; i++) {
-    lua_pushstring(L, a->logs[i]);
+  lua_createtable(L, (int)a->w->nlogs, 0);
+  for (size_t i = 0; i < a->w->nlogs; i++) {
+    lua_pushstring(L, a->w->logs[i]);
     lua_rawseti(L, -2, (int)i + 1);
   }
   return 1;
@@ -437,29 +475,7 @@ static void app_release(struct app *a) {
     bk_conn_close(a->b, a->conn);
     a->conn = NULL;
   }
-  if (a->b) {
-    if (a->loop)
-      uv_run(a->loop, UV_RUN_NOWAIT);
-    else
-      clock_virtual_settle(a->clock);
-    broker_free(a->b);
-    a->b = NULL;
-  }
-  if (a->clock) {
-    a->clock->ops->free(a->clock);
-    a->clock = NULL;
-  }
-  if (a->loop) {
-    uv_run(a->loop, UV_RUN_DEFAULT); /* close callbacks */
-    uv_loop_close(a->loop);
-    free(a->loop);
-    a->loop = NULL;
-  }
-  if (log_target == a) {
-    log_target = NULL;
-    log_set_sink(NULL, NULL);
-  }
-  a->stopped = true;
+  a->stopped = true; /* the world stays until collected: its log can still be read */
 }
 
 static int app_stop(lua_State *L) {
@@ -471,6 +487,8 @@ static int app_stop(lua_State *L) {
 static int app_gc(lua_State *L) {
   struct app *a = luaL_checkudata(L, 1, APP_MT);
   app_release(a);
+  if (a->w) world_unref(a->w);
+  a->w = NULL;
   for (size_t i = 0; i < a->ndeliveries; i++) {
     struct delivery *d = &a->deliveries[i];
     for (size_t f = 0; f < d->nfields; f++) free(d->field[f]);
@@ -483,8 +501,6 @@ static int app_gc(lua_State *L) {
     free(d->error);
   }
   free(a->deliveries);
-  for (size_t i = 0; i < a->nlogs; i++) free(a->logs[i]);
-  free(a->logs);
   return 0;
 }
 
@@ -496,7 +512,8 @@ static const char *opt_string(lua_State *L, int idx, const char *name) {
   return s;
 }
 
-/* core.app(dir [, {version =, consumer =, handler_errors = "raise" | "record"}]) */
+/* core.app(dir [, {version =, consumer =, handler_errors = "raise" | "record",
+ *                  redis = URL, with = app}]) */
 static int core_app(lua_State *L) {
   const char *dir = luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
@@ -504,6 +521,15 @@ static int core_app(lua_State *L) {
   const char *version = opt_string(L, 2, "version");
   const char *consumer = opt_string(L, 2, "consumer");
   const char *errors = opt_string(L, 2, "handler_errors");
+  struct app *with = NULL;
+  if (!lua_isnoneornil(L, 2)) {
+    lua_getfield(L, 2, "with");
+    if (!lua_isnil(L, -1)) {
+      with = luaL_testudata(L, -1, APP_MT);
+      if (with == NULL || with->w == NULL) return luaL_argerror(L, 2, "with must be a running app");
+    }
+    lua_pop(L, 1);
+  }
   if (errors && strcmp(errors, "raise") && strcmp(errors, "record"))
     return luaL_argerror(L, 2, "handler_errors must be \"raise\" or \"record\"");
   if (version && bk_version_parse(version, strlen(version)) < 0)
@@ -514,23 +540,34 @@ static int core_app(lua_State *L) {
   luaL_getmetatable(L, APP_MT);
   lua_setmetatable(L, -2);
   a->raise_errors = errors == NULL || strcmp(errors, "raise") == 0;
-  if (redis) {
-    struct redis_url url;
-    char err[512];
-    if (version) return luaL_argerror(L, 2, "version applies to the in-memory broker, not with redis");
-    if (url_parse(redis, &url, err, sizeof err) != 0) return luaL_error(L, "%s", err);
-    a->loop = malloc(sizeof *a->loop);
-    if (a->loop == NULL || uv_loop_init(a->loop) != 0) return luaL_error(L, "cannot start a loop");
-    a->clock = clock_uv_new(a->loop);
-    a->b = a->clock ? broker_redis_new(a->loop, &url) : NULL;
+  if (with) {
+    if (redis || version) return luaL_argerror(L, 2, "with shares another app's broker: no redis or version");
+    a->w = with->w;
+    a->w->apps++;
   } else {
-    a->clock = clock_virtual_new(WALL_START_MS);
-    a->b = a->clock ? broker_memory_new(a->clock, version) : NULL;
+    a->w = calloc(1, sizeof *a->w);
+    if (a->w == NULL) return luaL_error(L, "out of memory");
+    a->w->apps = 1;
+    if (redis) {
+      struct redis_url url;
+      char err[512];
+      if (version) return luaL_argerror(L, 2, "version applies to the in-memory broker, not with redis");
+      if (url_parse(redis, &url, err, sizeof err) != 0) return luaL_error(L, "%s", err);
+      a->w->loop = malloc(sizeof *a->w->loop);
+      if (a->w->loop == NULL || uv_loop_init(a->w->loop) != 0) return luaL_error(L, "cannot start a loop");
+      a->w->clock = clock_uv_new(a->w->loop);
+      a->w->b = a->w->clock ? broker_redis_new(a->w->loop, &url) : NULL;
+    } else {
+      a->w->clock = clock_virtual_new(WALL_START_MS);
+      a->w->b = a->w->clock ? broker_memory_new(a->w->clock, version) : NULL;
+    }
+    if (a->w->b == NULL) return luaL_error(L, "out of memory");
+    log_world = a->w;
+    log_set_sink(capture_log, NULL);
   }
-  if (a->b == NULL) return luaL_error(L, "out of memory");
-  if (log_target) app_release(log_target); /* one app at a time owns the log */
-  log_target = a;
-  log_set_sink(capture_log, NULL);
+  a->loop = a->w->loop;
+  a->clock = a->w->clock;
+  a->b = a->w->b;
 
   char *problems = NULL;
   a->host = host_new(dir, a->b, a->clock, consumer, &problems);

@@ -64,12 +64,20 @@ end
 local App = {}
 App.__index = App
 
--- testing.app(dir [, {version = "8.4.0", consumer = NAME, handler_errors = "raise" | "record"}])
+-- testing.app(dir [, {version = "8.4.0", consumer = NAME, handler_errors = "raise" | "record",
+--                     with = other_app, redis = URL}])
 -- starts every handler of dir on a fresh in-memory broker. A broker version
 -- below 8.4 makes claiming subscriptions meet the version gate (the error is
 -- raised here). With handler_errors = "raise" (the default) a handler that
 -- fails makes the settle or advance that ran it fail, with its traceback.
+-- with = another app starts a second host on that app's broker and clock.
 function testing.app(dir, opts)
+  if opts and opts.with then -- the C side wants the other app's core
+    local copy = {}
+    for k, v in pairs(opts) do copy[k] = v end
+    copy.with = opts.with.core
+    opts = copy
+  end
   return setmetatable({ core = core.app(dir, opts) }, App)
 end
 

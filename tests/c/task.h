@@ -65,6 +65,22 @@ void task_register(const char *name, void (*fn)(void));
                  h_ ? h_ : "(null)");                                        \
   } while (0)
 
+/* LeakSanitizer checks every test process at exit (runner.c); LEAK_CHECK()
+ * checks at that point of a test, before teardown that could hide a leak. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#if defined(TEST_ASAN)
+#include <sanitizer/lsan_interface.h>
+#define LEAK_CHECK() __lsan_do_leak_check()
+#else
+#define LEAK_CHECK() ((void)0)
+#endif
+
 #define ASSERT_NULL(a) ASSERT((a) == NULL)
 #define ASSERT_NOT_NULL(a) ASSERT((a) != NULL)
 

@@ -19,21 +19,6 @@
 #include "task.h"
 #include "url.h"
 
-/* runner.c ends a passing test with _exit, which skips LeakSanitizer's exit
- * check: run it by hand (GCC and clang announce ASan differently). */
-#if defined(__SANITIZE_ADDRESS__)
-#define TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEST_ASAN 1
-#endif
-#endif
-#if defined(TEST_ASAN)
-#include <sanitizer/lsan_interface.h>
-#define LEAK_CHECK() __lsan_do_leak_check()
-#else
-#define LEAK_CHECK() ((void)0)
-#endif
 
 static uv_loop_t loop;
 static uv_timer_t deadline; /* bounds every wait, so a hang fails with a line number */

@@ -12,22 +12,6 @@
 #include "entry.h"
 #include "task.h"
 
-/* The test runner ends each test with _exit, which skips LeakSanitizer's exit
- * check; asking for a check explicitly makes "leaks nothing" part of the test
- * in sanitizer builds. */
-#if defined(__SANITIZE_ADDRESS__)
-#define HAVE_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HAVE_LSAN 1
-#endif
-#endif
-#ifdef HAVE_LSAN
-#include <sanitizer/lsan_interface.h>
-#define ASSERT_NO_LEAKS() ASSERT_INT_EQ(__lsan_do_recoverable_leak_check(), 0)
-#else
-#define ASSERT_NO_LEAKS() ((void)0)
-#endif
 
 /* ---- a tiny bk_reply builder ---- */
 
@@ -133,7 +117,7 @@ static void parse_fails(bk_reply *r, const char *reason) {
   ASSERT_INT_EQ(count, 0);
   ASSERT_INT_EQ(deleted, 0);
   ASSERT_STR_EQ(err, reason);
-  ASSERT_NO_LEAKS(); /* whatever was built before the bad part is gone */
+  LEAK_CHECK(); /* whatever was built before the bad part is gone */
 }
 
 /* ---- entry_new / entry_get ---- */
@@ -163,7 +147,7 @@ TEST_IMPL(entry_new_copies_into_one_block) {
   for (size_t i = 0; i < 4; i++) ASSERT(e->field[i] > lo && e->field[i] <= hi);
   entry_free(e);
   entry_free(NULL);
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }
 
 TEST_IMPL(entry_new_edge_cases) {
@@ -186,7 +170,7 @@ TEST_IMPL(entry_new_edge_cases) {
   size_t huge[] = {SIZE_MAX - 2, 1};
   ASSERT_NULL(entry_new("1-0", 3, 2, field, huge));
   ASSERT_NULL(entry_new("1-0", SIZE_MAX, 0, NULL, NULL));
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }
 
 TEST_IMPL(entry_get_last_duplicate_wins) {
@@ -229,7 +213,7 @@ TEST_IMPL(entry_binary_safe_values) {
   ASSERT_INT_EQ(n, 3);
   ASSERT(memcmp(v, "\0\xff\0", 4) == 0);
   free_all(e);
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }
 
 /* ---- entry_parse_read: well-formed replies ---- */
@@ -255,7 +239,7 @@ TEST_IMPL(entry_parse_new_read) {
   ASSERT_INT_EQ(e->deliveries, -1);
   ASSERT_NULL(e->next);
   free_all(list);
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }
 
 TEST_IMPL(entry_parse_claim_integers) {
@@ -272,7 +256,7 @@ TEST_IMPL(entry_parse_claim_integers) {
   ASSERT_INT_EQ(list->next->idle_ms, 0);
   ASSERT_INT_EQ(list->next->deliveries, 0);
   free_all(list);
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }
 
 TEST_IMPL(entry_parse_claim_strings) {
@@ -298,7 +282,7 @@ TEST_IMPL(entry_parse_claim_strings) {
   ASSERT_INT_EQ(list->next->idle_ms, 0);
   ASSERT_INT_EQ(list->next->deliveries, 3);
   free_all(list);
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }
 
 TEST_IMPL(entry_parse_empty_replies) {
@@ -314,7 +298,7 @@ TEST_IMPL(entry_parse_empty_replies) {
   ASSERT_OK(entry_parse_read(r, &out, NULL, NULL, NULL, 0));
   ASSERT_NULL(out);
   rfree(r);
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }
 
 TEST_IMPL(entry_parse_skips_deleted) {
@@ -331,7 +315,7 @@ TEST_IMPL(entry_parse_skips_deleted) {
 
   /* Only deleted entries: an empty list, all counted. */
   ASSERT_NULL(parse_ok(READ(A(1, A(2, S("2-0"), NIL()))), 0, 1));
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }
 
 /* ---- entry_parse_read: malformed replies ---- */
@@ -415,7 +399,7 @@ TEST_IMPL(entry_parse_out_of_memory) {
   ASSERT_INT_EQ(count, 0);
   r->element[0]->element[1]->element[1]->element[1]->element[1]->len = 1;
   rfree(r);
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }
 
 TEST_IMPL(entry_parse_error_text_is_bounded) {
@@ -438,5 +422,5 @@ TEST_IMPL(entry_parse_error_text_is_bounded) {
   ASSERT(strlen(big) < 120);
   ASSERT_CONTAINS(big, "is not a stream id");
   rfree(r);
-  ASSERT_NO_LEAKS();
+  LEAK_CHECK();
 }

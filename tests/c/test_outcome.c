@@ -11,12 +11,6 @@
 #include "runtime.h"
 #include "task.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#define LEAK_CHECK() __lsan_do_leak_check()
-#else
-#define LEAK_CHECK() ((void)0)
-#endif
 
 /* ---- fixtures ---- */
 

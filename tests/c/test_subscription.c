@@ -24,12 +24,6 @@
 #include "subscription.h"
 #include "task.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#define LEAK_CHECK() __lsan_do_leak_check()
-#else
-#define LEAK_CHECK() ((void)0)
-#endif
 
 /* ---- handler files in a temporary folder ---- */
 

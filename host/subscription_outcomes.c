@@ -1,0 +1,351 @@
+/* subscription_outcomes.c: what a subscription writes once a handler has
+ * decided (see subscription.h): acks coalesced into one XACK per loop turn;
+ * writes, replies, retry copies, dead letters and delays each sent with the
+ * entry's ack as one MULTI/EXEC (the commands come from outcome.c); and the
+ * sweeper that moves due entries of the group's delay set back onto the
+ * stream. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outcome.h"
+#include "scripts.h"
+#include "subscription_private.h"
+
+/* ---- acks: coalesced, one XACK per loop turn ---- */
+
+struct ack_batch {
+  subscription *s;
+  size_t n;
+  char (*ids)[ID_MAX];
+};
+
+static void add_ack(subscription *s, const char *id);
+
+static void ack_done(void *data, const bk_reply *r, const char *err) {
+  struct ack_batch *batch = data;
+  subscription *s = batch->s;
+  s->writes_pending--;
+  if (r == NULL || r->type != BK_INTEGER) {
+    char why[256];
+    sub__reply_text(r, err, why, sizeof why);
+    char count[24];
+    snprintf(count, sizeof count, "%zu", batch->n);
+    sub__log(s, LOG_WARN, "ack failed, will retry", "entries", count, "error", why);
+    /* Put them back: acked later, never dropped, and not at once: an error
+     * such as READONLY lasts until the server changes. */
+    for (size_t i = 0; i < batch->n; i++) add_ack(s, batch->ids[i]);
+    s->flush_armed = true;
+    timer_start(s->flush_timer, BACKOFF_MIN_MS);
+  }
+  free(batch->ids);
+  free(batch);
+  sub__maybe_drained(s);
+}
+
+void sub__flush_acks(ltimer *t, void *data) {
+  (void)t;
+  subscription *s = data;
+  s->flush_armed = false;
+  if (s->nacks == 0) return;
+  if (!bk_connected(s->b, s->cmd)) { /* keep them; try again shortly */
+    s->flush_armed = true;
+    timer_start(s->flush_timer, BACKOFF_MIN_MS);
+    return;
+  }
+  struct ack_batch *batch = malloc(sizeof *batch);
+  struct bk_args a;
+  bk_args_init(&a);
+  if (batch == NULL) goto later;
+  batch->s = s;
+  batch->n = s->nacks;
+  batch->ids = s->acks;
+  bk_args_str(&a, "XACK");
+  bk_args_str(&a, s->spec->stream);
+  bk_args_str(&a, s->spec->group);
+  for (size_t i = 0; i < batch->n; i++) bk_args_str(&a, batch->ids[i]);
+  if (bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, ack_done, batch) != 0) goto later;
+  bk_args_free(&a);
+  s->writes_pending++;
+  s->acks = NULL; /* the batch owns them now */
+  s->nacks = s->acks_cap = 0;
+  return;
+later:
+  bk_args_free(&a);
+  free(batch);
+  s->flush_armed = true;
+  timer_start(s->flush_timer, BACKOFF_MIN_MS);
+}
+
+/* Adds id to the next XACK. */
+static void add_ack(subscription *s, const char *id) {
+  if (s->nacks == s->acks_cap) {
+    size_t cap = s->acks_cap ? s->acks_cap * 2 : 64;
+    void *p = realloc(s->acks, cap * sizeof *s->acks);
+    if (p == NULL) {
+      sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", id, NULL, NULL);
+      return;
+    }
+    s->acks = p;
+    s->acks_cap = cap;
+  }
+  snprintf(s->acks[s->nacks++], ID_MAX, "%s", id);
+}
+
+/* Adds id to the XACK that goes out at the next loop turn. */
+void sub__queue_ack(subscription *s, const char *id) {
+  add_ack(s, id);
+  if (!s->flush_armed) {
+    s->flush_armed = true;
+    timer_start(s->flush_timer, 0);
+  }
+}
+
+/* ---- outcomes ---- */
+
+struct write_req {
+  subscription *s;
+  char id[ID_MAX];
+  const char *what; /* for the log: "retry", "reply", "dead letter", ... */
+};
+
+static void write_done(void *data, const bk_reply *r, const char *err) {
+  struct write_req *req = data;
+  subscription *s = req->s;
+  s->writes_pending--;
+  const bk_reply *failed = r && (r->type == BK_ERROR || r->type == BK_NIL) ? r : NULL;
+  bool acked = false;
+  if (r && r->type == BK_ARRAY && r->elements) {
+    /* EXEC runs every queued command even after one fails (no rollback):
+     * the XACK, always last, says whether the entry is still pending. */
+    for (size_t i = 0; i < r->elements && !failed; i++)
+      if (r->element[i]->type == BK_ERROR) failed = r->element[i];
+    const bk_reply *last = r->element[r->elements - 1];
+    acked = last->type == BK_INTEGER && last->integer > 0;
+  }
+  if (failed || r == NULL) {
+    char why[256];
+    sub__reply_text(failed, failed && failed->type == BK_NIL ? "transaction aborted" : err, why,
+               sizeof why);
+    log_line(LOG_ERROR, s->spec->name,
+             acked ? "outcome partly written: entry acked, a write failed"
+                   : "outcome not written, entry left pending",
+             "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
+             req->what, "error", why, NULL);
+  }
+  free(req);
+  sub__maybe_drained(s);
+}
+
+static void ignore_reply(void *data, const bk_reply *r, const char *err) {
+  (void)r, (void)err;
+  subscription *s = data;
+  s->writes_pending--;
+  sub__maybe_drained(s);
+}
+
+/* Sends t: one command alone, several as MULTI ... EXEC (the EXEC reply says
+ * whether all of it was written). Frees t. */
+static void send_txn(subscription *s, const struct entry *e, const char *what, struct txn *t) {
+  struct write_req *req = malloc(sizeof *req);
+  bool multi = t->n > 1;
+  const char *exec = "EXEC", *multi_cmd = "MULTI";
+  size_t exec_len = 4, multi_len = 5;
+  if (req == NULL) goto fail;
+  req->s = s;
+  snprintf(req->id, sizeof req->id, "%s", e->id);
+  req->what = what;
+  if (multi) {
+    if (bk_command(s->b, s->cmd, 1, &multi_cmd, &multi_len, ignore_reply, s) != 0) goto fail;
+    s->writes_pending++;
+    /* MULTI was accepted: the connection is up and the rest goes out with it. */
+    for (int i = 0; i < t->n; i++) {
+      bk_command(s->b, s->cmd, t->cmd[i].argc, t->cmd[i].argv, t->cmd[i].argvlen, ignore_reply, s);
+      s->writes_pending++;
+    }
+    bk_command(s->b, s->cmd, 1, &exec, &exec_len, write_done, req);
+  } else if (bk_command(s->b, s->cmd, t->cmd[0].argc, t->cmd[0].argv, t->cmd[0].argvlen,
+                        write_done, req) != 0) {
+    goto fail;
+  }
+  s->writes_pending++;
+  txn_free(t);
+  return;
+fail:
+  free(req);
+  txn_free(t);
+  log_line(LOG_ERROR, s->spec->name, "outcome not written (not connected), entry left pending",
+           "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "outcome", what, NULL);
+}
+
+/* Deliveries of e before this one, whatever the read mode: the count a copy
+ * or a delayed entry carries in its header, plus what Redis counted for this
+ * id (accept_entry folded the header into e->deliveries for claimed reads). */
+long long sub__deliveries_before(const subscription *s, const struct entry *e) {
+  if (s->spec->read == READ_NEW) {
+    const char *carried = entry_get(e, HDR_DELIVERY_COUNT, NULL);
+    return carried ? strtoll(carried, NULL, 10) : 0;
+  }
+  /* claiming reports deliveries before this one; reclaim Redis's count after
+   * the claim, this one included. */
+  return s->spec->read == READ_RECLAIM ? e->deliveries - 1 : e->deliveries;
+}
+
+/* Dead-letters e: its copy on the dead-letter stream and its ack in one
+ * transaction. Without a dead-letter stream, a rejected entry is logged and
+ * acked, anything else logged and left pending: never lost silently. */
+void sub__dead_letter(subscription *s, const struct entry *e, const char *reason,
+                        const char *error, size_t error_len, long long deliveries) {
+  char count[24];
+  snprintf(count, sizeof count, "%lld", deliveries);
+  if (s->spec->dead_letter == NULL) {
+    bool reject = strcmp(reason, "rejected") == 0;
+    bool bad_input = !strcmp(reason, "decode-error") || !strcmp(reason, "too-large") ||
+                     !strcmp(reason, "no-fields");
+    log_line(LOG_ERROR, s->spec->name,
+             reject      ? "entry rejected, acked (no dead_letter stream)"
+             : bad_input ? "bad entry left pending"
+                         : "delivery limit reached, entry left pending (no dead_letter stream)",
+             "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "reason", reason,
+             "deliveries", count, "error", error, NULL);
+    if (reject) sub__queue_ack(s, e->id);
+    return;
+  }
+  log_line(LOG_WARN, s->spec->name, "entry dead-lettered", "stream", s->spec->stream, "group",
+           s->spec->group, "id", e->id, "reason", reason, "deliveries", count, "dead_letter",
+           s->spec->dead_letter, NULL);
+  struct txn t;
+  txn_init(&t);
+  outcome_dead_letter(&t, s->spec, e, reason, error, error_len, deliveries, clock_wall(s->clock));
+  outcome_ack(&t, s->spec, e);
+  send_txn(s, e, "dead letter", &t);
+}
+
+/* Delivers e again after delay_ms, durably. A claimed entry that may wait
+ * pending (delay within min_idle) is re-stamped to turn claimable on time;
+ * anything else moves to the group's delay set with its ack, and a sweeper
+ * (any host's) puts it back on the stream when due. */
+static void delay(subscription *s, const struct entry *e, int64_t delay_ms, long long deliveries) {
+  struct txn t;
+  txn_init(&t);
+  if (s->spec->read != READ_NEW && delay_ms <= s->spec->min_idle_ms) {
+    outcome_restamp(&t, s->spec, e, delay_ms);
+  } else {
+    outcome_delay(&t, s->spec, e, deliveries, clock_wall(s->clock) + (uint64_t)delay_ms);
+    outcome_ack(&t, s->spec, e);
+  }
+  send_txn(s, e, "retry_after", &t);
+}
+
+/* A retry of either kind; past max_deliveries it becomes a dead letter. */
+static void retry(subscription *s, const struct entry *e, const struct rt_result *res) {
+  long long deliveries = sub__deliveries_before(s, e) + 1; /* this one counts */
+  int cap = s->spec->max_deliveries;
+  if (cap && deliveries >= cap) {
+    char why[64];
+    snprintf(why, sizeof why, "retried on delivery %lld of %d", deliveries, cap);
+    sub__dead_letter(s, e, "max-deliveries", why, strlen(why), deliveries);
+  } else if (res->kind == RT_RETRY_AFTER) {
+    delay(s, e, res->delay_ms, deliveries);
+  } else if (s->spec->read == READ_NEW) {
+    struct txn t;
+    txn_init(&t);
+    outcome_retry_copy(&t, s->spec, e, deliveries);
+    outcome_ack(&t, s->spec, e);
+    send_txn(s, e, "retry", &t);
+  }
+  /* claiming and reclaim: nothing to write, the entry stays pending and is
+   * claimed again once idle min_idle. */
+}
+
+void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
+  subscription *s = data;
+  int lane = (int)(intptr_t)e->owner_data;
+  struct txn t;
+  switch (res->kind) {
+  case RT_ACK:
+  case RT_REPLY:
+    if (res->nwrites == 0) {
+      sub__queue_ack(s, e->id); /* coalesced with the others */
+      break;
+    }
+    txn_init(&t);
+    if (outcome_writes(&t, res) != 0) {
+      txn_free(&t);
+      log_line(LOG_ERROR, s->spec->name, "too many entries published by one delivery, left pending",
+               "stream", s->spec->stream, "group", s->spec->group, "id", e->id, NULL);
+      break;
+    }
+    outcome_ack(&t, s->spec, e);
+    send_txn(s, e, res->kind == RT_REPLY ? "reply" : "publish", &t);
+    break;
+  case RT_RETRY:
+  case RT_RETRY_AFTER:
+    retry(s, e, res);
+    break;
+  case RT_REJECT:
+    sub__dead_letter(s, e, "rejected", res->text, res->text_len, sub__deliveries_before(s, e) + 1);
+    break;
+  case RT_ERROR: {
+    log_line(LOG_ERROR, s->spec->name, "handler failed, entry left pending", "stream",
+             s->spec->stream, "group", s->spec->group, "id", e->id, "reason", res->reason,
+             "error", res->text, NULL);
+    /* The last delivery max_deliveries allows failed: dead-letter it now,
+     * with the error that ended it. */
+    long long deliveries = sub__deliveries_before(s, e) + 1;
+    if (s->spec->max_deliveries && deliveries >= s->spec->max_deliveries)
+      sub__dead_letter(s, e, "handler-error", res->text, res->text_len, deliveries);
+    break;
+  }
+  case RT_INVALID: /* the handler never saw it: logged (and dead-lettered) by dead_letter */
+    sub__dead_letter(s, e, res->reason, res->text, res->text_len, sub__deliveries_before(s, e) + 1);
+    break;
+  }
+  entry_free(e);
+  lanes_done(&s->lanes, lane);
+  sub__progress(s);
+}
+
+/* ---- the delay set ---- */
+
+static void sweep_done(void *data, const bk_reply *r, const char *err) {
+  subscription *s = data;
+  s->writes_pending--;
+  if (r && r->type == BK_INTEGER) {
+    if (r->integer > 0) {
+      char moved[24];
+      snprintf(moved, sizeof moved, "%lld", r->integer);
+      sub__log(s, LOG_DEBUG, "delayed entries back on the stream", "entries", moved, NULL, NULL);
+    }
+    /* A full sub__sweep may have left more that are due. */
+    if (s->state == SUB_READING) timer_start(s->sweep_timer, r->integer >= SWEEP_COUNT ? 0 : SWEEP_MS);
+  } else {
+    char why[256];
+    sub__reply_text(r, err, why, sizeof why);
+    if (s->state == SUB_READING) {
+      sub__log(s, LOG_WARN, "sweeping the delay set failed, retrying", "error", why, NULL, NULL);
+      timer_start(s->sweep_timer, SWEEP_MS);
+    }
+  }
+  sub__maybe_drained(s);
+}
+
+void sub__sweep(ltimer *t, void *data) {
+  (void)t;
+  subscription *s = data;
+  if (s->state != SUB_READING) return;
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "EVAL");
+  bk_args_str(&a, SCRIPT_SWEEP);
+  bk_args_str(&a, "2");
+  bk_args_str(&a, s->delay_key);
+  bk_args_str(&a, s->spec->stream);
+  bk_args_num(&a, (long long)clock_wall(s->clock));
+  bk_args_num(&a, SWEEP_COUNT);
+  if (bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, sweep_done, s) == 0)
+    s->writes_pending++;
+  else
+    timer_start(s->sweep_timer, SWEEP_MS);
+  bk_args_free(&a);
+}

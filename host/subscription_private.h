@@ -1,0 +1,85 @@
+/* subscription_private.h: the state a subscription's two files share:
+ * subscription.c (group creation, the read loops, dispatching onto lanes,
+ * life cycle) and subscription_outcomes.c (applying what handlers decided:
+ * coalesced acks, transactions, dead letters, delays, the delay-set sweeper).
+ * Nothing else includes it. Cross-file functions are named sub__*. */
+#ifndef LUASTREAM_SUBSCRIPTION_PRIVATE_H
+#define LUASTREAM_SUBSCRIPTION_PRIVATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "entry.h"
+#include "lanes.h"
+#include "log.h"
+#include "subscription.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define BLOCK_MS 2000
+/* Bounds of recovery_wait_ms: how long a claiming read blocks and how often
+ * reclaim polls. */
+#define RECOVERY_WAIT_MAX_MS 1000
+#define RECOVERY_WAIT_MIN_MS 50
+#define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
+#define SWEEP_MS 1000   /* how often the delay set is looked at */
+#define SWEEP_COUNT 100 /* most entries one sweep moves */
+
+enum sub_state { SUB_IDLE, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
+
+struct subscription {
+  handler *h;
+  const struct handler_spec *spec;
+  broker *b;
+  bk_conn *cmd;             /* shared: outcomes and group commands */
+  bk_conn *reader;          /* ours: blocking reads */
+  lclock *clock;
+  sub_event_fn *on_event;
+  void *data;
+
+  enum sub_state state;
+  struct lanes lanes;
+  bool read_pending;        /* an XREADGROUP is outstanding */
+  bool dispatching;         /* inside dispatch(): jobs finishing at once must not recurse */
+  bool waiting;             /* retry_timer runs (backoff or reclaim poll): do not read before */
+  bool native_claim;        /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
+  bool block_next;          /* claim script found nothing: next read blocks on `>` */
+  char cursor[ID_MAX];      /* reclaim: where the next XAUTOCLAIM starts */
+  char last_read[ID_MAX];   /* the newest id a read has brought, "" before any */
+  ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
+  uint64_t backoff_ms;
+  unsigned writes_pending;  /* outcome commands sent and not answered */
+
+  char (*acks)[ID_MAX];     /* ids finished and not yet in an XACK */
+  size_t nacks, acks_cap;
+  ltimer *flush_timer;      /* flushes acks at the next loop turn */
+  ltimer *sweep_timer;      /* moves due entries of the delay set back */
+  char *delay_key;          /* the group's delay set (outcome_delay_key) */
+  bool flush_armed;
+};
+
+/* subscription.c */
+void sub__log(subscription *s, enum log_level level, const char *msg, const char *k1,
+              const char *v1, const char *k2, const char *v2);
+/* The error text of a failed command: the reply's, or err. */
+void sub__reply_text(const bk_reply *r, const char *err, char *buf, size_t len);
+/* Sends SUB_EV_DRAINED once a stopping subscription has nothing left. */
+void sub__maybe_drained(subscription *s);
+/* Runs what may run now and reads more when the lanes have room. */
+void sub__progress(subscription *s);
+
+/* subscription_outcomes.c */
+/* rt_done_fn of every job: applies the outcome, frees e, frees its lane. */
+void sub__job_done(void *data, struct entry *e, const struct rt_result *res);
+/* Adds id to the XACK that goes out at the next loop turn. */
+void sub__queue_ack(subscription *s, const char *id);
+/* Timer callbacks: send the queued acks; move due delayed entries back. */
+void sub__flush_acks(ltimer *t, void *data);
+void sub__sweep(ltimer *t, void *data);
+/* Deliveries of e before this one, whatever the read mode. */
+long long sub__deliveries_before(const subscription *s, const struct entry *e);
+/* Sets e aside on the dead-letter stream (see the function's comment). */
+void sub__dead_letter(subscription *s, const struct entry *e, const char *reason,
+                      const char *error, size_t error_len, long long deliveries);
+
+#endif
