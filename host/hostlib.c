@@ -54,9 +54,15 @@ static int core_log(lua_State *L) {
   }
   for (size_t i = 0; i < 2 * n; i++) {
     lua_rawgeti(L, 3, (int)i + 1);
-    kv[i] = lua_tolstring(L, -1, &kvlen[i]);
-    if (kv[i] == NULL) kv[i] = "", kvlen[i] = 0;
-    lua_pop(L, 1); /* still anchored by the table */
+    /* Only a string stays anchored by the table once popped: a number would
+     * be converted in the popped slot. luastream.lua passes strings. */
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      kv[i] = lua_tolstring(L, -1, &kvlen[i]);
+    } else {
+      kv[i] = "?";
+      kvlen[i] = 1;
+    }
+    lua_pop(L, 1);
   }
   log_line_pairs((enum log_level)level, self(L)->spec.name, msg, n, kv, kvlen);
   if (kv != stack_kv) {

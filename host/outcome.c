@@ -60,13 +60,17 @@ int outcome_writes(struct txn *t, const struct rt_result *res) {
   return 0;
 }
 
+/* Is field i of e one of the names in skip (NULL-terminated)? */
+static bool skipped(const struct entry *e, size_t i, const char *const *skip) {
+  for (const char *const *h = skip; *h; h++)
+    if (is(e->field[i], e->field_len[i], *h)) return true;
+  return false;
+}
+
 /* The fields of e that travel with it, without the headers a copy rewrites. */
 static void add_fields(struct bk_args *a, const struct entry *e, const char *const *skip) {
   for (size_t i = 0; i + 1 < e->nfields; i += 2) {
-    bool skipped = false;
-    for (const char *const *h = skip; *h && !skipped; h++)
-      skipped = is(e->field[i], e->field_len[i], *h);
-    if (skipped) continue;
+    if (skipped(e, i, skip)) continue;
     bk_args_add(a, e->field[i], e->field_len[i]);
     bk_args_add(a, e->field[i + 1], e->field_len[i + 1]);
   }
@@ -137,10 +141,7 @@ static char *delay_member(const struct handler_spec *spec, const struct entry *e
 #define PUT(s, n) (p += sprintf(p, "%zu:", (size_t)(n)), memcpy(p, (s), (n)), p += (n))
   PUT(e->id, strlen(e->id));
   for (size_t i = 0; i + 1 < e->nfields; i += 2) {
-    bool skipped = false;
-    for (const char *const *h = COPY_HEADERS; *h && !skipped; h++)
-      skipped = is(e->field[i], e->field_len[i], *h);
-    if (skipped) continue;
+    if (skipped(e, i, COPY_HEADERS)) continue;
     PUT(e->field[i], e->field_len[i]);
     PUT(e->field[i + 1], e->field_len[i + 1]);
   }

@@ -46,7 +46,14 @@ const char SCRIPT_RECLAIM[] =
     "local out = {}\n"
     "for _, e in ipairs(r[2]) do\n"
     "  local p = before[e[1]]\n"
-    "  out[#out + 1] = {e[1], e[2], p and p[3] or min_idle, p and p[4] + 1 or 1}\n"
+    /* Turned idle between the two calls (7.0 reads the clock per call):
+     * its count after the claim, from the pending list itself. */
+    "  local count = p and p[4] + 1\n"
+    "  if not count then\n"
+    "    local now = redis.call('XPENDING', key, group, e[1], e[1], 1)[1]\n"
+    "    count = now and now[4] or 1\n"
+    "  end\n"
+    "  out[#out + 1] = {e[1], e[2], p and p[3] or min_idle, count}\n"
     "end\n"
     "return {r[1], {{key, out}}, r[3]}\n";
 

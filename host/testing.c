@@ -72,7 +72,6 @@ struct app {
   size_t ndeliveries, cap;
   size_t errors_seen;    /* handler errors already raised to the spec */
   bool raise_errors;     /* a handler error fails the settle/advance that ran it */
-  lua_State *waiting_L;  /* the state waiting in command(), for its reply */
   int nresults;
   bool replied;
 };
@@ -207,20 +206,43 @@ static bool got_reply(struct app *a) { return a->replied; }
 
 static void command_done(void *data, const bk_reply *r, const char *err);
 
-/* Sends a command on the spec's connection and waits for its reply, which is
- * pushed on L (1 or 2 values, counted in a->nresults). Returns false when it
- * could not be sent or got no reply. */
-static bool roundtrip(lua_State *L, struct app *a, struct bk_args *args) {
-  a->waiting_L = L;
+/* A command the spec waits for. On the heap: a reply that comes after the
+ * waiter gave up (a blocking command, a slow server) finds `a` NULL and is
+ * dropped instead of landing on a stack that has moved on. */
+struct waiter {
+  struct app *a;             /* NULL once abandoned */
+  lua_State *L;              /* command(): where the reply is pushed */
+  struct info_query *q;      /* group_caught_up(): where the value goes */
+};
+
+/* Sends argv on the spec's connection and runs the clock or loop until the
+ * reply came. Returns false when it could not be sent or got no reply. */
+static bool wait_reply(struct app *a, struct waiter *w, int argc, const char **argv,
+                       const size_t *argvlen, bk_reply_cb *cb) {
   a->replied = false;
-  if (bk_command(a->b, a->conn, args->argc, args->argv, args->argvlen, command_done, a) != 0)
+  if (bk_command(a->b, a->conn, argc, argv, argvlen, cb, w) != 0) {
+    free(w);
     return false;
+  }
   if (a->loop)
     run_until(a, got_reply);
   else
     clock_virtual_settle(a->clock);
-  a->waiting_L = NULL;
-  return a->replied;
+  if (!a->replied) {
+    w->a = NULL; /* the callback frees it when (if) the reply comes */
+    return false;
+  }
+  free(w);
+  return true;
+}
+
+/* Pushes the reply of args on L (1 or 2 values, counted in a->nresults). */
+static bool roundtrip(lua_State *L, struct app *a, struct bk_args *args) {
+  struct waiter *w = calloc(1, sizeof *w);
+  if (w == NULL) return false;
+  w->a = a;
+  w->L = L;
+  return wait_reply(a, w, args->argc, args->argv, args->argvlen, command_done);
 }
 
 /* The value of key in a flat [key, value, ...] reply, or NULL. */
@@ -234,7 +256,6 @@ static const bk_reply *field_of(const bk_reply *r, const char *key) {
 /* One XINFO question: the id under `key`, in the reply itself (XINFO
  * STREAM) or in the element whose name is `group` (XINFO GROUPS). */
 struct info_query {
-  struct app *a;
   const char *group;    /* NULL for XINFO STREAM */
   const char *key;
   char value[64];       /* "" when not found */
@@ -242,8 +263,13 @@ struct info_query {
 
 static void info_done(void *data, const bk_reply *r, const char *err) {
   (void)err;
-  struct info_query *q = data;
-  q->a->replied = true;
+  struct waiter *w = data;
+  if (w->a == NULL) {
+    free(w);
+    return;
+  }
+  struct info_query *q = w->q;
+  w->a->replied = true;
   const bk_reply *found = NULL;
   if (q->group == NULL) {
     found = field_of(r, q->key);
@@ -261,14 +287,17 @@ static void ask_info(struct app *a, struct info_query *q, const char *what, cons
   const char *argv[] = {"XINFO", what, stream};
   size_t len[] = {5, strlen(what), strlen(stream)};
   q->value[0] = '\0';
-  a->replied = false;
-  if (bk_command(a->b, a->conn, 3, argv, len, info_done, q) == 0) run_until(a, got_reply);
+  struct waiter *w = calloc(1, sizeof *w);
+  if (w == NULL) return;
+  w->a = a;
+  w->q = q;
+  wait_reply(a, w, 3, argv, len, info_done);
 }
 
 /* Has group been handed every entry of stream? Asked of the server. */
 static bool group_caught_up(struct app *a, const char *stream, const char *group) {
-  struct info_query delivered = {a, group, "last-delivered-id", ""};
-  struct info_query generated = {a, NULL, "last-generated-id", ""};
+  struct info_query delivered = {group, "last-delivered-id", ""};
+  struct info_query generated = {NULL, "last-generated-id", ""};
   ask_info(a, &delivered, "GROUPS", stream);
   ask_info(a, &generated, "STREAM", stream);
   return delivered.value[0] && strcmp(delivered.value, generated.value) == 0;
@@ -358,8 +387,13 @@ static void push_reply(lua_State *L, const bk_reply *r) {
 }
 
 static void command_done(void *data, const bk_reply *r, const char *err) {
-  struct app *a = data;
-  lua_State *L = a->waiting_L;
+  struct waiter *w = data;
+  struct app *a = w->a;
+  if (a == NULL) {
+    free(w);
+    return;
+  }
+  lua_State *L = w->L;
   a->replied = true;
   if (r && r->type != BK_ERROR) {
     push_reply(L, r);

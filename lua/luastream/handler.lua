@@ -117,9 +117,17 @@ function M.validate(value, path)
     end
     spec[name] = v
   end
+  if spec.min_idle ~= nil and check_duration(spec.min_idle) == nil and ls.duration(spec.min_idle) < 1 then
+    problem("min_idle", "field 'min_idle' must be at least 1 ms: with 0 every read claims back " ..
+      "what is still running")
+  end
   if (spec.read == "claiming" or spec.read == "reclaim") and value.min_idle == nil then
     problem("read", string.format("read = \"%s\" needs min_idle: how long an entry stays pending before " ..
       "it counts as abandoned (ms, or a string such as \"30s\"); it has no default", spec.read))
+  end
+  if spec.reply_to ~= nil and spec.reply_to == spec.stream then
+    problem("reply_to", "field 'reply_to' must name another stream than 'stream': " ..
+      "the group would read its own replies")
   end
   if spec.dead_letter ~= nil and spec.dead_letter == spec.stream then
     problem("dead_letter", "field 'dead_letter' must name another stream than 'stream': " ..
@@ -171,6 +179,10 @@ end
 local Ctx = {}
 Ctx.__index = Ctx
 
+-- ctx:publish entries waiting for the outcome, by ctx: out of the handler's
+-- reach, so what reaches the host is always { {stream, {strings}}, ... }.
+local pending_writes = setmetatable({}, { __mode = "k" })
+
 -- ctx:publish(stream, msg [, {key =, headers =}]) -> true. The entry is
 -- written with the handled entry's ack, in one MULTI/EXEC: only when the
 -- handler acks (or replies), never without the ack, never the ack without it.
@@ -178,10 +190,10 @@ function Ctx:publish(stream, msg, opts)
   if type(stream) ~= "string" or stream == "" then error("ctx:publish: stream must be a non-empty string", 2) end
   local fields, why = entry_fields(msg, opts, {})
   if not fields then error("ctx:publish: " .. why, 2) end
-  local writes = rawget(self, "writes")
+  local writes = pending_writes[self]
   if not writes then
     writes = {}
-    rawset(self, "writes", writes)
+    pending_writes[self] = writes
   end
   writes[#writes + 1] = { stream, fields }
   return true
@@ -202,8 +214,8 @@ end
 --   | "error" reason message
 -- writes: { {stream, fields}, ... }: the handler's ctx:publish entries, and
 -- for "reply" the reply last; written together with the ack.
-local function outcome(result, ctx, spec)
-  local writes = rawget(ctx, "writes")
+local function outcome(result, ctx, spec, id, raw_key)
+  local writes = pending_writes[ctx]
   if result == nil then return "ack", writes end
   if type(result) ~= "table" then
     return "error", "bad-return", "handle returned " .. describe(result) ..
@@ -218,9 +230,10 @@ local function outcome(result, ctx, spec)
     local opts = result.opts
     local fields, why = entry_fields(result.reply, opts, {})
     if not fields then return "error", "bad-return", "ls.reply: " .. why end
+    -- From what the host delivered, not from ctx, which the handler may change.
     fields[#fields + 1] = ls.ORIGINAL_ID_HEADER
-    fields[#fields + 1] = ctx.id
-    local key = ctx.headers[KEY_HEADER]
+    fields[#fields + 1] = id
+    local key = raw_key
     if key ~= nil and not (opts and opts.key ~= nil) then
       fields[#fields + 1] = KEY_HEADER
       fields[#fields + 1] = key
@@ -282,7 +295,7 @@ function M.dispatcher(spec, consumer)
     local ctx = setmetatable({
       id = id, stream = stream, group = group, consumer = consumer, headers = headers, fields = raw,
     }, Ctx)
-    return outcome(handle(msg, ctx), ctx, spec)
+    return outcome(handle(msg, ctx), ctx, spec, id, raw[KEY_HEADER])
   end
 end
 

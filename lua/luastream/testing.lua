@@ -10,7 +10,6 @@
 -- The code under test is the code that ships: the same C host (subscriptions,
 -- lanes, runtime, outcomes) with the in-memory broker and a virtual clock
 -- plugged into its seams. See docs/testing.md.
-local cjson = require "cjson"
 
 local testing = {}
 
@@ -31,17 +30,13 @@ local function load_core()
 end
 local core = load_core()
 
-local UNIT_MS = { ms = 1, s = 1000, m = 60000, h = 3600000 }
+local ls = require "luastream"           -- ls.duration, outside a host
+local json = require "luastream.json"    -- the codec the host decodes with
 
 local function duration(v)
-  if type(v) == "number" and v >= 0 then return v end
-  if type(v) == "string" then
-    local n, unit = v:match("^%s*(%d+%.?%d*)%s*(%a*)%s*$")
-    local scale = UNIT_MS[unit == "" and "ms" or unit]
-    if n and scale then return tonumber(n) * scale end
-  end
-  error("a duration is a number of ms or a string such as \"250ms\", \"30s\", \"5m\": got " ..
-    tostring(v), 3)
+  local ms, why = ls.duration(v)
+  if not ms then error("a duration " .. why .. ": got " .. tostring(v), 3) end
+  return ms
 end
 
 -- Splits an entry's flat field list into its message and headers, the way
@@ -55,8 +50,8 @@ local function decode(fields)
   end
   local message = raw
   if data ~= nil then
-    local ok, v = pcall(cjson.decode, data)
-    message = ok and v or data
+    local v = json.decode(data)
+    if v == nil then message = data else message = v end
   end
   return message, headers, raw
 end
@@ -98,7 +93,7 @@ function App:command(...) return self.core:command(...) end
 -- publish(stream, msg [, {key = K, headers = {...}}]) -> id, then settles.
 function App:publish(stream, msg, opts)
   opts = opts or {}
-  local args = { "XADD", stream, "*", "data", type(msg) == "string" and msg or cjson.encode(msg) }
+  local args = { "XADD", stream, "*", "data", type(msg) == "string" and msg or assert(json.encode(msg)) }
   if opts.key ~= nil then
     args[#args + 1] = "partition-key"
     args[#args + 1] = tostring(opts.key)
