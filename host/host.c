@@ -24,7 +24,9 @@ struct host {
   bool ready_logged;
   bool started;             /* subscriptions exist */
   bool stopping;
+  bool at_deadline;         /* inside deadline_fire: it finishes the stop itself */
   size_t drained;
+  ltimer *deadline_timer;   /* host_stop_within: when running handlers are given up */
   host_stopped_fn *stopped;
   void *stopped_data;
   ltimer *info_timer;       /* retries INFO until the server answers */
@@ -206,6 +208,7 @@ static void start_subscriptions(host *h) {
 }
 
 static void finish_stop(host *h) {
+  if (h->deadline_timer) timer_stop(h->deadline_timer);
   if (h->cmd) {
     bk_conn_close(h->b, h->cmd);
     h->cmd = NULL;
@@ -282,7 +285,7 @@ static void sub_event(void *data, subscription *s, enum sub_event ev) {
   (void)s;
   host *h = data;
   if (ev == SUB_EV_DRAINED) {
-    if (++h->drained == h->n) finish_stop(h);
+    if (++h->drained == h->n && !h->at_deadline) finish_stop(h);
     return;
   }
   if (h->ready_logged || ++h->reading < h->n) return;
@@ -301,18 +304,88 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
 }
 
-void host_stop(host *h) {
+/* The shutdown deadline: every subscription still stopping drops its running
+ * handlers (sub_abandon); then the command connection goes, which ends the
+ * writes still unanswered, so the last subscriptions drain and the host
+ * stops. Drained events during this are counted but finish_stop waits until
+ * the log line has been written, so it comes before "host stopped". */
+static void deadline_fire(ltimer *t, void *data) {
+  (void)t;
+  host *h = data;
+  size_t unfinished = 0, unacked = 0;
+  h->at_deadline = true;
+  for (size_t i = 0; i < h->n; i++) {
+    size_t acks = 0;
+    if (h->subs[i]) unfinished += sub_abandon(h->subs[i], &acks);
+    unacked += acks;
+  }
+  char running[24], acks[24];
+  snprintf(running, sizeof running, "%zu", unfinished);
+  snprintf(acks, sizeof acks, "%zu", unacked);
+  log_line(LOG_WARN, NULL, "shutdown deadline reached", "unfinished", running, "unacked",
+           unacked ? acks : NULL, NULL);
+  h->at_deadline = false;
+  if (h->drained == h->n) return finish_stop(h);
+  bk_conn *cmd = h->cmd;
+  h->cmd = NULL; /* finish_stop may run inside bk_conn_close */
+  if (cmd) bk_conn_close(h->b, cmd);
+}
+
+static void stop(host *h, bool deadline, uint64_t timeout_ms) {
   if (h->stopping) return;
   h->stopping = true;
   if (h->info_timer) timer_stop(h->info_timer);
-  log_line(LOG_INFO, NULL, "stopping: finishing running handlers", NULL);
+  char timeout[32];
+  snprintf(timeout, sizeof timeout, "%llums", (unsigned long long)timeout_ms);
+  log_line(LOG_INFO, NULL, "stopping: finishing running handlers", "timeout",
+           deadline ? timeout : NULL, NULL);
   if (!h->started) return finish_stop(h); /* never got as far as the subscriptions */
+  if (deadline) {
+    h->deadline_timer = timer_new(h->clock, deadline_fire, h);
+    if (h->deadline_timer) timer_start(h->deadline_timer, timeout_ms);
+    else log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
+  }
   /* Count the missing ones first: a subscription may drain inside sub_stop. */
   for (size_t i = 0; i < h->n; i++)
     if (h->subs[i] == NULL) h->drained++;
   if (h->drained == h->n) return finish_stop(h);
   for (size_t i = 0; i < h->n; i++)
     if (h->subs[i]) sub_stop(h->subs[i]);
+}
+
+void host_stop(host *h) { stop(h, false, 0); }
+void host_stop_within(host *h, uint64_t timeout_ms) { stop(h, true, timeout_ms); }
+
+bool host_is_ready(const host *h, char *why, size_t len) {
+  if (h->failed) {
+    snprintf(why, len, "cannot run on this server (see the log)");
+    return false;
+  }
+  if (h->stopping) {
+    snprintf(why, len, "stopping");
+    return false;
+  }
+  if (h->cmd == NULL || !bk_connected(h->b, h->cmd)) {
+    snprintf(why, len, "redis unreachable (%s)", h->b->name);
+    return false;
+  }
+  if (!h->started) {
+    snprintf(why, len, "starting: reading the server version");
+    return false;
+  }
+  char reason[200];
+  for (size_t i = 0; i < h->n; i++) {
+    const subscription *s = h->subs[i];
+    if (s == NULL) {
+      snprintf(why, len, "subscription %zu: not running (out of memory)", i);
+      return false;
+    }
+    if (!sub_healthy(s, reason, sizeof reason)) {
+      snprintf(why, len, "subscription %s: %s", sub_spec(s)->name, reason);
+      return false;
+    }
+  }
+  return true;
 }
 
 size_t host_subscriptions(const host *h) { return h->n; }
@@ -339,6 +412,7 @@ void host_free(host *h) {
   }
   if (h->cmd) bk_conn_close(h->b, h->cmd);
   if (h->info_timer) timer_free(h->info_timer);
+  if (h->deadline_timer) timer_free(h->deadline_timer);
   free(h->subs);
   free(h->handlers);
   free(h->why_failed);

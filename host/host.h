@@ -3,7 +3,8 @@
  * Loading is separate from running: host_load_dir validates every file first
  * (what `luastream check` does), so a bad file stops the host before it joins
  * any group. host_start then connects, reads the server version, names the
- * consumers and starts one subscription per file; host_stop drains them. The
+ * consumers and starts one subscription per file; host_stop drains them
+ * (host_stop_within gives up on running handlers at a deadline). The
  * host knows nothing of libuv: the broker and clock come in through their
  * seams, so the test harness runs the same code on its in-memory broker. */
 #ifndef LUASTREAM_HOST_H
@@ -11,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "broker.h"
 #include "clock.h"
@@ -35,8 +37,23 @@ host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_o
                char **problems);
 /* Connects, checks the server, starts every subscription. */
 void host_start(host *h, host_stopped_fn *stopped, void *data);
-/* Stops reading, lets running handlers finish, flushes outcomes. */
+/* Stops reading, lets running handlers finish, flushes outcomes; then
+ * closes the command connection and calls the stopped callback. Waits as long
+ * as that takes. */
 void host_stop(host *h);
+/* host_stop with a deadline timeout_ms from now (on the host's clock). At the
+ * deadline, handlers still running are abandoned without writing anything, so
+ * their entries stay pending for another host's claiming or reclaim read;
+ * acks that could not be sent yet are dropped (delivered again); the log says
+ * `msg="shutdown deadline reached" unfinished=N` (and unacked=M when some);
+ * the command connection is closed, ending writes still unanswered; and the
+ * host stops as usual. Calling it again (or host_stop) changes nothing. */
+void host_stop_within(host *h, uint64_t timeout_ms);
+/* Readiness, for /readyz: true when the command connection is up, every
+ * subscription reads and none is stuck (sub_healthy); else false with one
+ * line in why, e.g. "redis unreachable (redis://127.0.0.1:6379)" or
+ * "subscription post_payment: creating group". */
+bool host_is_ready(const host *h, char *why, size_t len);
 /* Subscriptions, by load order; for tests and health. host_subscription is
  * NULL before the host has started them. */
 size_t host_subscriptions(const host *h);

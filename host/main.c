@@ -1,13 +1,16 @@
 /* luastream: the command line.
  *
- *   luastream run [--redis URL] [--consumer NAME] [--log-level LEVEL] DIR
+ *   luastream run [--redis URL] [--consumer NAME] [--log-level LEVEL]
+ *                 [--shutdown-timeout DURATION] [--http ADDR:PORT] DIR
  *   luastream check DIR
  *   luastream publish [--redis URL] STREAM JSON [--key K] [--header NAME=VALUE]...
  *   luastream dead-letters list [--redis URL] STREAM [--count N]
  *   luastream dead-letters replay [--redis URL] STREAM (--id ID... | --all)
  *
  * main builds the loop, clock and broker, hands them to the host and maps
- * signals: the first SIGTERM/SIGINT drains, a second one exits at once. The
+ * signals: the first SIGTERM/SIGINT drains (within --shutdown-timeout), a
+ * second one exits at once. With --http it also serves /healthz and /readyz
+ * (health.c) from the host's readiness. The
  * other commands that talk to Redis are one-shot clients (struct client):
  * connect, run a few commands, print, exit. */
 #include <stdbool.h>
@@ -15,11 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "broker.h"
 #include "clock.h"
 #include "entry.h"
+#include "health.h"
 #include "host.h"
 #include "log.h"
 #include "outcome.h"
@@ -37,6 +42,7 @@
 #define MAX_IDS 1024
 #define LIST_COUNT 100      /* dead-letters list: entries shown by default */
 #define REPLAY_BATCH 500    /* dead-letters replay --all: entries per script call */
+#define SHUTDOWN_TIMEOUT_MS 30000 /* run: --shutdown-timeout default */
 
 static const char usage_main[] =
     "usage: luastream <command> [options]\n"
@@ -55,17 +61,29 @@ static const char usage_main[] =
     "default server (" DEFAULT_URL " when unset).\n";
 
 static const char usage_run[] =
-    "usage: luastream run [--redis URL] [--consumer NAME] [--log-level LEVEL] DIR\n"
+    "usage: luastream run [--redis URL] [--consumer NAME] [--log-level LEVEL]\n"
+    "                     [--shutdown-timeout DURATION] [--http ADDR:PORT] DIR\n"
     "\n"
     "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
     "groups, reads, calls the handlers and applies their outcomes. SIGTERM or\n"
-    "SIGINT stops reading, lets running handlers finish and flushes acks.\n"
+    "SIGINT stops reading, lets running handlers finish, flushes acks and\n"
+    "exits 0; handlers still running at the shutdown timeout are abandoned\n"
+    "(their entries stay pending for another host) and the exit is still 0.\n"
+    "A second signal exits at once (status 1).\n"
     "\n"
     "  --redis URL        redis://[[user]:password@]host[:port][/db] or\n"
     "                     unix:///path/to/socket[?db=N] (default: $REDIS_URL)\n"
     "  --consumer NAME    consumer name for handlers that do not set one\n"
     "                     (default: luastream-0, luastream-1, ... in load order)\n"
-    "  --log-level LEVEL  debug, info (default), warn or error\n";
+    "  --log-level LEVEL  debug, info (default), warn or error\n"
+    "  --shutdown-timeout DURATION\n"
+    "                     how long running handlers may take to finish after\n"
+    "                     the first signal: seconds (30, the default), or with a\n"
+    "                     unit: 500ms, 10s, 2m\n"
+    "  --http ADDR:PORT   serve GET /healthz (200 while running) and GET /readyz\n"
+    "                     (200 when connected and every subscription reads, else\n"
+    "                     503 and why) on ADDR:PORT, e.g. 127.0.0.1:8080;\n"
+    "                     port 0 picks a free port (logged)\n";
 
 static const char usage_check[] =
     "usage: luastream check DIR\n"
@@ -128,6 +146,8 @@ struct options {
   const char *redis;
   const char *consumer;
   const char *log_level;
+  const char *shutdown_timeout;
+  const char *http;
   const char *key;
   const char *count;
   const char *headers[MAX_HEADERS];
@@ -150,6 +170,8 @@ static int option_slot(struct options *o, const char *name, size_t nlen, const c
   if (IS("redis")) *slot = &o->redis;
   else if (IS("consumer")) *slot = &o->consumer;
   else if (IS("log-level")) *slot = &o->log_level;
+  else if (IS("shutdown-timeout")) *slot = &o->shutdown_timeout;
+  else if (IS("http")) *slot = &o->http;
   else if (IS("key")) *slot = &o->key;
   else if (IS("count")) *slot = &o->count;
   else if (IS("all")) *flag = &o->all;
@@ -187,7 +209,7 @@ static int parse(int argc, char **argv, const char *usage, int max_pos, struct o
       const char **slot;
       bool *flag;
       if (option_slot(o, name, nlen, &slot, &flag) != 0) return -1;
-      char opt[32];
+      char opt[40];
       snprintf(opt, sizeof opt, "--%.*s ", (int)nlen, name);
       if ((slot == NULL && flag == NULL) || strstr(usage, opt) == NULL) {
         /* not an option of this command */
@@ -260,10 +282,25 @@ static int finish_loop(uv_loop_t *loop) {
 
 /* ---- run ---- */
 
+/* "30" (seconds), "30s", "500ms" or "2m" as ms; -1 when it is none of these. */
+static int parse_duration(const char *text, uint64_t *ms) {
+  size_t digits = strspn(text, "0123456789");
+  if (digits == 0 || digits > 9) return -1;
+  uint64_t n = strtoull(text, NULL, 10);
+  const char *unit = text + digits;
+  if (!strcmp(unit, "") || !strcmp(unit, "s")) *ms = n * 1000;
+  else if (!strcmp(unit, "ms")) *ms = n;
+  else if (!strcmp(unit, "m")) *ms = n * 60000;
+  else return -1;
+  return 0;
+}
+
 struct run_state {
   host *host;
+  health *health;           /* --http, else NULL */
   uv_signal_t sigterm, sigint;
   int signals;
+  uint64_t shutdown_ms;     /* --shutdown-timeout */
 };
 
 static void close_signals(struct run_state *rs) {
@@ -271,18 +308,31 @@ static void close_signals(struct run_state *rs) {
   uv_close((uv_handle_t *)&rs->sigint, NULL);
 }
 
-static void host_stopped(void *data) { close_signals(data); }
+/* The host has stopped: nothing may keep the loop running any more. */
+static void host_stopped(void *data) {
+  struct run_state *rs = data;
+  close_signals(rs);
+  health_close(rs->health);
+  rs->health = NULL;
+}
+
+static bool run_ready(void *data, char *why, size_t len) {
+  return host_is_ready(((struct run_state *)data)->host, why, len);
+}
 
 static void on_signal(uv_signal_t *sig, int signum) {
   struct run_state *rs = sig->data;
   if (++rs->signals > 1) {
     log_line(LOG_WARN, NULL, "second signal: exiting now", "signal",
              signum == SIGINT ? "SIGINT" : "SIGTERM", NULL);
-    exit(1);
+    /* At once: no atexit handlers (a leak check would report the Lua states
+     * still open) and nothing left to flush, the log being written whole
+     * with write(). Entries not acked stay pending in Redis. */
+    _exit(1);
   }
   log_line(LOG_INFO, NULL, "signal received", "signal", signum == SIGINT ? "SIGINT" : "SIGTERM",
            NULL);
-  host_stop(rs->host);
+  host_stop_within(rs->host, rs->shutdown_ms);
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -291,18 +341,41 @@ static int cmd_run(int argc, char **argv) {
   if (rc != 0) return rc > 0 ? 0 : 2;
   struct redis_url url;
   if (setup_url(&o, &url) != 0 || setup_log(&o) != 0) return 2;
+  uint64_t shutdown_ms = SHUTDOWN_TIMEOUT_MS;
+  if (o.shutdown_timeout && parse_duration(o.shutdown_timeout, &shutdown_ms) != 0) {
+    fprintf(stderr,
+            "luastream: --shutdown-timeout needs seconds or a duration such as 30, 10s or "
+            "500ms, got \"%s\"\n",
+            o.shutdown_timeout);
+    return 2;
+  }
+  char err[512];
+  char host_part[256];
+  int port;
+  if (o.http && health_parse_addr(o.http, host_part, sizeof host_part, &port, err, sizeof err)) {
+    fprintf(stderr, "luastream: %s\n", err);
+    return 2;
+  }
 
   uv_loop_t loop;
   uv_loop_init(&loop);
   lclock *clock = clock_uv_new(&loop);
   broker *b = broker_redis_new(&loop, &url);
-  struct run_state rs = {0};
+  struct run_state rs = {.shutdown_ms = shutdown_ms};
   char *problems = NULL;
   rs.host = host_new(o.pos[0], b, clock, o.consumer, &problems);
   if (rs.host == NULL) {
     if (problems) fputs(problems, stderr);
     free(problems);
     log_line(LOG_ERROR, NULL, "handlers failed to load; not starting", "dir", o.pos[0], NULL);
+    broker_free(b);
+    clock->ops->free(clock);
+    finish_loop(&loop);
+    return 1;
+  }
+  if (o.http && (rs.health = health_start(&loop, o.http, run_ready, &rs, err, sizeof err)) == NULL) {
+    fprintf(stderr, "luastream: %s\n", err);
+    host_free(rs.host);
     broker_free(b);
     clock->ops->free(clock);
     finish_loop(&loop);

@@ -249,15 +249,48 @@ error:
   return -1;
 }
 
+/* Takes job off its handler's list of running jobs. */
+static void job_unlink(struct rt_job *job) {
+  struct handler *h = job->h;
+  if (job->prev) job->prev->next = job->next;
+  else h->running = job->next;
+  if (job->next) job->next->prev = job->prev;
+  job->prev = job->next = NULL;
+}
+
 void handler_release(handler *h) {
   h->released = true;
   if (h->jobs == 0) handler_destroy(h);
+}
+
+size_t handler_abandon(handler *h, rt_abandon_fn *abandoned) {
+  size_t n = 0;
+  /* From a loop callback only: a running coroutine cannot be dropped under
+   * its own feet, and run() would touch the job after it returns. */
+  if (h->current) return 0;
+  while (h->running) {
+    struct rt_job *job = h->running;
+    struct entry *e = job->e;
+    void *data = job->data;
+    job_unlink(job);
+    /* Unanchored, the suspended coroutine is garbage; lua_close frees it at
+     * the latest. Its timer goes now, so ls.sleep never resumes it. */
+    luaL_unref(h->L, LUA_REGISTRYINDEX, job->co_ref);
+    if (job->timer) timer_free(job->timer);
+    free(job);
+    h->jobs--;
+    n++;
+    if (abandoned) abandoned(data, e);
+  }
+  if (h->released) handler_destroy(h);
+  return n;
 }
 
 /* ---- jobs ---- */
 
 static void job_free(struct rt_job *job) {
   struct handler *h = job->h;
+  job_unlink(job);
   luaL_unref(h->L, LUA_REGISTRYINDEX, job->co_ref);
   if (job->timer) timer_free(job->timer);
   free(job);
@@ -403,6 +436,9 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
   job->co = lua_newthread(L);
   job->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   h->jobs++;
+  job->next = h->running;
+  if (h->running) h->running->prev = job;
+  h->running = job;
 
   lua_State *co = job->co;
   lua_rawgeti(co, LUA_REGISTRYINDEX, h->dispatch_ref);

@@ -71,6 +71,18 @@ int handler_bind(handler *h, const char *consumer);
 void handler_release(handler *h);
 /* Jobs currently running (started and not finished). */
 size_t handler_jobs(const handler *h);
+/* Hands an abandoned job's entry back to its owner: data is the job's done
+ * data (as given to handler_run), e its entry. */
+typedef void rt_abandon_fn(void *data, struct entry *e);
+/* Gives up on every running job (the shutdown deadline): each coroutine is
+ * dropped where it waits, its timer freed, and abandoned (may be NULL) gets
+ * the entry back; done is never called for these jobs, so nothing is written
+ * for them and their entries stay pending wherever they came from. The Lua
+ * state frees the coroutines when it closes. The handler stays usable (and
+ * must still be released) unless handler_release was already called, in which
+ * case it is closed now. Not from inside a job. Returns how many jobs were
+ * dropped. */
+size_t handler_abandon(handler *h, rt_abandon_fn *abandoned);
 
 enum rt_outcome {
   RT_ACK,         /* done: acknowledge (with the writes, if any) */

@@ -19,6 +19,7 @@ struct rt_job {
   void *data;
   enum rt_op op;          /* what the coroutine waits for, OP_NONE while running */
   ltimer *timer;          /* for ls.sleep, created on first use */
+  struct rt_job *prev, *next; /* the handler's running jobs, for handler_abandon */
 };
 
 struct handler {
@@ -27,6 +28,7 @@ struct handler {
   const struct rt_env *env; /* owned by the host; NULL when only validating */
   int dispatch_ref;       /* registry ref of the dispatch function, LUA_NOREF before bind */
   size_t jobs;            /* running jobs */
+  struct rt_job *running; /* those jobs, linked through prev/next */
   bool released;          /* close the state when jobs reaches 0 */
   struct rt_job *current; /* the job whose coroutine is running now, else NULL */
   const char **scratch;   /* write field pointers, reused across jobs */

@@ -173,6 +173,10 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   }
   char why[256];
   if (r == NULL || r->type == BK_ERROR) {
+    if (!s->read_failing) {
+      s->read_failing = true;
+      s->failing_since_ms = clock_now(s->clock);
+    }
     sub__reply_text(r, err, why, sizeof why);
     if (group_gone(r)) {
       sub__log(s, LOG_ERROR, "group or stream disappeared, creating it again", "error", why, NULL,
@@ -199,6 +203,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     return;
   }
   s->backoff_ms = 0;
+  s->read_failing = false;
   log_deleted(s, deleted);
   if (kind == READ_CLAIM_SCRIPT) s->block_next = count == 0;
   if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) s->block_next = false;
@@ -264,14 +269,19 @@ static void read_next(subscription *s) {
   struct bk_args a;
   bk_args_init(&a);
   add_read_args(s, &a, next_read_kind(s), (long long)(batch - in_flight));
-  if (bk_command(s->b, s->reader, a.argc, a.argv, a.argvlen, read_done, s) == 0)
+  if (bk_command(s->b, s->reader, a.argc, a.argv, a.argvlen, read_done, s) == 0) {
     s->read_pending = true;
+    s->read_sent_ms = clock_now(s->clock);
+  }
   bk_args_free(&a);
 }
 
 static void reader_state(void *data, bk_conn *c, int up) {
   (void)c;
   subscription *s = data;
+  /* Reads that failed because the connection went are not the server
+   * refusing them: readiness starts counting afresh. */
+  if (up) s->read_failing = false;
   if (up) read_next(s);
 }
 
@@ -415,7 +425,78 @@ void sub_stop(subscription *s) {
   sub__maybe_drained(s);
 }
 
+/* rt_abandon_fn: an entry whose handler was dropped at the deadline. It was
+ * never acked, so it stays pending in Redis. */
+static void drop_job(void *data, struct entry *e) {
+  subscription *s = data;
+  int lane = (int)(intptr_t)e->owner_data;
+  entry_free(e);
+  lanes_done(&s->lanes, lane);
+}
+
+size_t sub_abandon(subscription *s, size_t *unacked) {
+  *unacked = 0;
+  if (s->state != SUB_STOPPING) return 0;
+  s->abandoned = true;
+  /* Acks that could not go out yet (the server away): writing them now
+   * would mean waiting for it, which the deadline forbids. */
+  timer_stop(s->flush_timer);
+  s->flush_armed = false;
+  *unacked = s->nacks;
+  s->nacks = 0;
+  size_t n = handler_abandon(s->h, drop_job);
+  if (n || *unacked) {
+    char running[24], acks[24];
+    snprintf(running, sizeof running, "%zu", n);
+    snprintf(acks, sizeof acks, "%zu", *unacked);
+    sub__log(s, LOG_WARN, "shutdown deadline: handlers abandoned, entries stay pending",
+             "unfinished", running, "unacked", *unacked ? acks : NULL);
+  }
+  sub__maybe_drained(s);
+  return n;
+}
+
 bool sub_reading(const subscription *s) { return s->state == SUB_READING; }
+
+/* How long the current read may wait on the server: BLOCK, or the recovery
+ * wait a claiming read blocks for and reclaim polls at. */
+static uint64_t read_wait_ms(const subscription *s) {
+  return s->spec->read == READ_NEW ? BLOCK_MS : recovery_wait_ms(s);
+}
+
+bool sub_healthy(const subscription *s, char *why, size_t len) {
+  switch (s->state) {
+  case SUB_IDLE:
+    snprintf(why, len, "not started");
+    return false;
+  case SUB_CREATING:
+    snprintf(why, len, "creating group");
+    return false;
+  case SUB_STOPPING:
+  case SUB_DRAINED:
+    snprintf(why, len, "stopping");
+    return false;
+  case SUB_READING:
+    break;
+  }
+  if (s->reader == NULL || !bk_connected(s->b, s->reader)) {
+    snprintf(why, len, "read connection down");
+    return false;
+  }
+  uint64_t limit = STUCK_FACTOR * read_wait_ms(s), now = clock_now(s->clock);
+  if (limit < STUCK_MIN_MS) limit = STUCK_MIN_MS;
+  if (s->read_pending && now - s->read_sent_ms > limit) {
+    snprintf(why, len, "stuck: a read unanswered for %llu ms",
+             (unsigned long long)(now - s->read_sent_ms));
+    return false;
+  }
+  if (s->read_failing && now - s->failing_since_ms > limit) {
+    snprintf(why, len, "stuck: reads failing for %llu ms",
+             (unsigned long long)(now - s->failing_since_ms));
+    return false;
+  }
+  return true;
+}
 
 bool sub_idle(const subscription *s) {
   return s->state == SUB_READING && lanes_in_flight(&s->lanes) == 0 && s->nacks == 0 &&

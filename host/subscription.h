@@ -45,7 +45,24 @@ void sub_start(subscription *s, long server_version);
 /* Stops reading; running handlers finish and their outcomes are written, then
  * SUB_EV_DRAINED is sent. Entries read but not started stay pending in Redis. */
 void sub_stop(subscription *s);
+/* The shutdown deadline passed while s was stopping: its running handlers
+ * are dropped where they wait (handler_abandon) and nothing is written for
+ * them, so their entries stay pending for another consumer's claiming or
+ * reclaim read; acks queued and not yet sent are dropped too (those entries
+ * were handled and will be delivered again). Later replies to writes already
+ * sent are only logged. SUB_EV_DRAINED follows once no write is outstanding
+ * (closing the command connection ends them). Returns the number of running
+ * entries dropped; *unacked gets the number of acks dropped. Does nothing
+ * (returns 0) unless s is stopping. */
+size_t sub_abandon(subscription *s, size_t *unacked);
 bool sub_reading(const subscription *s);
+/* Readiness: true when s is reading and not stuck; else false with a short
+ * reason in why ("creating group", "read connection down", ...). Stuck: a
+ * read has been outstanding, or reads have kept failing on a connected
+ * reader, for more than 3 times the read's wait (2 s BLOCK for `new`, the
+ * recovery wait for claiming and reclaim) and at least a second. Lanes full
+ * of slow handlers are not stuck: reading pauses on purpose then. */
+bool sub_healthy(const subscription *s, char *why, size_t len);
 /* Reading, with nothing queued, running or unwritten. */
 bool sub_idle(const subscription *s);
 /* The id of the newest new (never delivered) entry a read brought, "" before

@@ -26,7 +26,16 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
   struct ack_batch *batch = data;
   subscription *s = batch->s;
   s->writes_pending--;
-  if (r == NULL || r->type != BK_INTEGER) {
+  if ((r == NULL || r->type != BK_INTEGER) && s->abandoned) {
+    /* Past the shutdown deadline nothing is retried: the entries stay
+     * pending (handled, to be delivered again elsewhere). */
+    char why[256];
+    sub__reply_text(r, err, why, sizeof why);
+    char count[24];
+    snprintf(count, sizeof count, "%zu", batch->n);
+    sub__log(s, LOG_WARN, "shutdown deadline: ack unconfirmed, entries may stay pending",
+             "entries", count, "error", why);
+  } else if (r == NULL || r->type != BK_INTEGER) {
     char why[256];
     sub__reply_text(r, err, why, sizeof why);
     char count[24];
@@ -47,7 +56,7 @@ void sub__flush_acks(ltimer *t, void *data) {
   (void)t;
   subscription *s = data;
   s->flush_armed = false;
-  if (s->nacks == 0) return;
+  if (s->nacks == 0 || s->abandoned) return;
   if (!bk_connected(s->b, s->cmd)) { /* keep them; try again shortly */
     s->flush_armed = true;
     timer_start(s->flush_timer, BACKOFF_MIN_MS);
@@ -94,6 +103,7 @@ static void add_ack(subscription *s, const char *id) {
 
 /* Adds id to the XACK that goes out at the next loop turn. */
 void sub__queue_ack(subscription *s, const char *id) {
+  if (s->abandoned) return; /* nothing is written past the deadline: it stays pending */
   add_ack(s, id);
   if (!s->flush_armed) {
     s->flush_armed = true;
@@ -128,8 +138,9 @@ static void write_done(void *data, const bk_reply *r, const char *err) {
     sub__reply_text(failed, failed && failed->type == BK_NIL ? "transaction aborted" : err, why,
                sizeof why);
     log_line(LOG_ERROR, s->spec->name,
-             acked ? "outcome partly written: entry acked, a write failed"
-                   : "outcome not written, entry left pending",
+             acked          ? "outcome partly written: entry acked, a write failed"
+             : s->abandoned ? "shutdown deadline: outcome unconfirmed, entry may stay pending"
+                            : "outcome not written, entry left pending",
              "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
              req->what, "error", why, NULL);
   }

@@ -24,6 +24,11 @@
 #define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
 #define SWEEP_MS 1000   /* how often the delay set is looked at */
 #define SWEEP_COUNT 100 /* most entries one sweep moves */
+/* Readiness (sub_healthy): a read outstanding, or reads failing on a live
+ * connection, for STUCK_FACTOR times the read's own wait (BLOCK_MS, or
+ * recovery_wait_ms) and at least STUCK_MIN_MS, means the subscription is stuck. */
+#define STUCK_FACTOR 3
+#define STUCK_MIN_MS 1000
 
 enum sub_state { SUB_IDLE, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
@@ -44,6 +49,10 @@ struct subscription {
   bool waiting;             /* retry_timer runs (backoff or reclaim poll): do not read before */
   bool native_claim;        /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
   bool block_next;          /* claim script found nothing: next read blocks on `>` */
+  bool abandoned;           /* shutdown deadline: running jobs dropped, nothing more written */
+  bool read_failing;        /* the last read failed; failing_since_ms says since when */
+  uint64_t read_sent_ms;    /* when the outstanding read went out (read_pending) */
+  uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
   char cursor[ID_MAX];      /* reclaim: where the next XAUTOCLAIM starts */
   char last_read[ID_MAX];   /* the newest id a read has brought, "" before any */
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */

@@ -1,0 +1,143 @@
+-- --shutdown-timeout: after SIGTERM, handlers that finish in time are acked;
+-- those still running at the deadline are abandoned without a write, so their
+-- entries stay pending, the log says how many, and the host exits 0 at the
+-- deadline. Another host's reclaim subscription then takes them over. A
+-- second signal exits at once.
+local helper = require "tests.integration.helper"
+local cjson = require "cjson"
+
+local READY = 'msg="host ready"'
+
+-- Odd payments take 300 ms, even ones far longer than any timeout here.
+local SLOW_EVEN = [[
+local ls = require "luastream"
+
+return {
+  stream = "payments", group = "ledger",
+  workers = 4,
+  handle = function(payment, ctx)
+    ls.log.info("payment started", { payment_id = payment.id })
+    ls.sleep(payment.id % 2 == 1 and 300 or 60000)
+    ls.log.info("payment posted", { payment_id = payment.id })
+  end,
+}
+]]
+
+-- The other host: picks up what stayed pending for 500 ms.
+local RECOVER = [[
+local ls = require "luastream"
+
+return {
+  stream = "payments", group = "ledger",
+  read = "reclaim", min_idle = 500,
+  handle = function(payment, ctx)
+    ls.log.info("payment recovered", { payment_id = payment.id })
+  end,
+}
+]]
+
+local function ids_of(records)
+  local set, n = {}, 0
+  for _, rec in ipairs(records) do
+    set[rec.payment_id] = (set[rec.payment_id] or 0) + 1
+    n = n + 1
+  end
+  return set, n
+end
+
+-- payment id (string) -> stream entry id
+local function entry_ids(srv)
+  local out = {}
+  for _, e in ipairs(srv:xrange("payments")) do out[tostring(cjson.decode(e.fields.data).id)] = e.id end
+  return out
+end
+
+describe("the shutdown deadline", function()
+  after_each(helper.cleanup)
+
+  it("abandons handlers still running at --shutdown-timeout, exits 0, leaves their entries pending for another host", function()
+    local srv = helper.redis_start()
+    local a = helper.host_start({ "--consumer", "host-a", "--shutdown-timeout", "1" },
+      { server = srv, dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW_EVEN }) })
+    a:wait_log(READY, 20, { plain = true })
+    srv:pipe(helper.payment_commands(1, 4, 4))
+    a:wait_records({ msg = "payment started" }, 4, 20, "four handlers asleep")
+
+    local t0 = helper.now()
+    a:signal("TERM")
+    assert.equal(0, a:wait_exit(10))
+    local took = helper.now() - t0
+    assert(took >= 0.9, string.format("the host stopped after %.2f s, before the 1 s deadline", took))
+    assert(took < 3, string.format("the host took %.2f s to stop with --shutdown-timeout 1", took))
+
+    local deadline = a:records({ msg = "shutdown deadline reached" })
+    assert.equal(1, #deadline, "one deadline line")
+    assert.equal("2", deadline[1].unfinished)
+    assert.equal(nil, deadline[1].unacked)
+    assert.equal(1, a:count({ msg = "host stopped" }))
+
+    -- the odd ones finished in time and were acked; the even ones were not
+    local posted = ids_of(a:records({ msg = "payment posted" }))
+    assert.same({ ["1"] = 1, ["3"] = 1 }, posted)
+    local ids = entry_ids(srv)
+    local _, pending = srv:pending_ids("payments", "ledger")
+    assert.is_nil(pending[ids["1"]], "payment 1 was handled but is still pending")
+    assert.is_nil(pending[ids["3"]], "payment 3 was handled but is still pending")
+    assert.truthy(pending[ids["2"]], "payment 2 was abandoned but is not pending")
+    assert.truthy(pending[ids["4"]], "payment 4 was abandoned but is not pending")
+    assert.equal("host-a", pending[ids["2"]][2])
+
+    -- another host's reclaim read takes them over, each once
+    local b = helper.host_start({ "--consumer", "host-b" },
+      { server = srv, dir = helper.handlers_dir({ ["recover_payment.lua"] = RECOVER }) })
+    b:wait_records({ msg = "payment recovered" }, 2, 20, "the abandoned payments recovered")
+    helper.wait_until(function()
+      local left = srv:pending_ids("payments", "ledger")
+      return #left == 0, #left .. " pending"
+    end, 10, "the recovered payments acked")
+    assert.same({ ["2"] = 1, ["4"] = 1 }, (ids_of(b:records({ msg = "payment recovered" }))))
+    assert.equal(0, b:stop())
+  end)
+
+  it("exits without waiting when everything finished before the deadline", function()
+    local srv = helper.redis_start()
+    local a = helper.host_start({ "--shutdown-timeout", "500ms" },
+      { server = srv, dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW_EVEN }) })
+    a:wait_log(READY, 20, { plain = true })
+    srv:pipe(helper.payment_commands(1, 1, 1))
+    a:wait_records({ msg = "payment started" }, 1, 20, "the handler asleep")
+    local t0 = helper.now()
+    a:signal("TERM")
+    assert.equal(0, a:wait_exit(10))
+    assert(helper.now() - t0 < 0.5 + 0.4, "the host waited for the deadline with nothing running")
+    assert.equal(1, a:count({ msg = "stopping: finishing running handlers", timeout = "500ms" }))
+    assert.equal(0, a:count({ msg = "shutdown deadline reached" }))
+    assert.equal(1, a:count({ msg = "payment posted" }))
+    assert.same({}, (srv:pending_ids("payments", "ledger")))
+  end)
+
+  it("exits at once, status 1, on a second signal", function()
+    local srv = helper.redis_start()
+    local a = helper.host_start({}, { server = srv, dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW_EVEN }) })
+    a:wait_log(READY, 20, { plain = true })
+    srv:pipe(helper.payment_commands(2, 2, 1))
+    a:wait_records({ msg = "payment started" }, 1, 20, "the handler asleep")
+    a:signal("TERM")
+    a:wait_log("stopping: finishing running handlers", 10, { plain = true })
+    local t0 = helper.now()
+    a:signal("INT")
+    assert.equal(1, a:wait_exit(5))
+    assert(helper.now() - t0 < 2, "the second signal did not stop the host at once")
+    assert.equal(1, a:count({ msg = "second signal: exiting now", signal = "SIGINT" }))
+    assert.equal(1, #(srv:pending_ids("payments", "ledger")), "the unfinished entry stays pending")
+  end)
+
+  it("refuses a --shutdown-timeout that is not a duration", function()
+    local dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW_EVEN })
+    for _, bad in ipairs { "soon", "-1", "1.5", "10h", "" } do
+      local code, _, err = helper.luastream("run", "--shutdown-timeout", bad, dir, { timeout = 10 })
+      assert.equal(2, code, "--shutdown-timeout " .. bad)
+      assert.truthy(err:find("--shutdown-timeout needs", 1, true), err)
+    end
+  end)
+end)
