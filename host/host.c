@@ -20,7 +20,6 @@ struct host {
   size_t n;
   handler **handlers;       /* loaded, not yet handed to subscriptions */
   subscription **subs;
-  size_t reading;           /* subscriptions that reported reading at least once */
   bool ready_logged;
   bool started;             /* subscriptions exist */
   bool stopping;
@@ -288,7 +287,11 @@ static void sub_event(void *data, subscription *s, enum sub_event ev) {
     if (++h->drained == h->n && !h->at_deadline) finish_stop(h);
     return;
   }
-  if (h->ready_logged || ++h->reading < h->n) return;
+  if (h->ready_logged) return;
+  /* Ready once every subscription reads (a group created again reports
+   * reading again: count subscriptions, not events). */
+  for (size_t i = 0; i < h->n; i++)
+    if (h->subs[i] == NULL || !sub_reading(h->subs[i])) return;
   h->ready_logged = true;
   char count[24];
   snprintf(count, sizeof count, "%zu", h->n);
@@ -340,17 +343,19 @@ static void stop(host *h, bool deadline, uint64_t timeout_ms) {
   log_line(LOG_INFO, NULL, "stopping: finishing running handlers", "timeout",
            deadline ? timeout : NULL, NULL);
   if (!h->started) return finish_stop(h); /* never got as far as the subscriptions */
-  if (deadline) {
-    h->deadline_timer = timer_new(h->clock, deadline_fire, h);
-    if (h->deadline_timer) timer_start(h->deadline_timer, timeout_ms);
-    else log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
-  }
   /* Count the missing ones first: a subscription may drain inside sub_stop. */
   for (size_t i = 0; i < h->n; i++)
     if (h->subs[i] == NULL) h->drained++;
   if (h->drained == h->n) return finish_stop(h);
   for (size_t i = 0; i < h->n; i++)
     if (h->subs[i]) sub_stop(h->subs[i]);
+  /* Armed after sub_stop, so the acks it flushed go out before even a zero
+   * deadline fires. */
+  if (deadline && h->drained < h->n) {
+    h->deadline_timer = timer_new(h->clock, deadline_fire, h);
+    if (h->deadline_timer) timer_start(h->deadline_timer, timeout_ms);
+    else log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
+  }
 }
 
 void host_stop(host *h) { stop(h, false, 0); }

@@ -91,6 +91,7 @@ static void dispatch(subscription *s) {
     e->owner_data = (void *)(intptr_t)lane;
     if (handler_run(s->h, e, sub__job_done, s) != 0) {
       sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+      sub__held_remove(s, e->id);
       entry_free(e);
       lanes_done(&s->lanes, lane);
     }
@@ -107,7 +108,48 @@ void sub__progress(subscription *s) {
 
 /* ---- reading ---- */
 
+/* ---- entries held here: in a lane or a handler (claiming and reclaim) ---- */
+
+static bool held_has(const subscription *s, const char *id) {
+  for (size_t i = 0; i < s->nheld; i++)
+    if (strcmp(s->held[i], id) == 0) return true;
+  return false;
+}
+
+static bool held_add(subscription *s, const char *id) {
+  if (s->nheld == s->held_cap) {
+    size_t cap = s->held_cap ? s->held_cap * 2 : 64;
+    void *p = realloc(s->held, cap * sizeof *s->held);
+    if (p == NULL) return false;
+    s->held = p;
+    s->held_cap = cap;
+  }
+  snprintf(s->held[s->nheld++], ID_MAX, "%s", id);
+  return true;
+}
+
+void sub__held_remove(subscription *s, const char *id) {
+  for (size_t i = 0; i < s->nheld; i++) {
+    if (strcmp(s->held[i], id) != 0) continue;
+    memcpy(s->held[i], s->held[--s->nheld], ID_MAX);
+    return;
+  }
+}
+
 static void accept_entry(subscription *s, struct entry *e) {
+  if (s->spec->read != READ_NEW) {
+    if (held_has(s, e->id)) {
+      /* Claimed back while this host still holds it: it aged past min_idle
+       * waiting in a lane or running. It is not abandoned; it runs once. */
+      entry_free(e);
+      return;
+    }
+    if (!held_add(s, e->id)) {
+      sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+      entry_free(e);
+      return;
+    }
+  }
   size_t glen;
   const char *group = entry_get(e, HDR_RETRY_GROUP, &glen);
   if (group && (glen != strlen(s->spec->group) || memcmp(group, s->spec->group, glen) != 0)) {
@@ -118,8 +160,7 @@ static void accept_entry(subscription *s, struct entry *e) {
   }
   /* A copy or delayed entry carries its earlier deliveries; a claimed read
    * counts only those of this id: together they are the entry's count. */
-  const char *carried = entry_get(e, HDR_DELIVERY_COUNT, NULL);
-  if (carried && e->deliveries >= 0) e->deliveries += strtoll(carried, NULL, 10);
+  if (e->deliveries >= 0) e->deliveries += sub__carried_deliveries(e);
   long long before = sub__deliveries_before(s, e);
   if (s->spec->max_deliveries && before >= s->spec->max_deliveries) {
     /* Delivered max_deliveries times without an ack (handlers that failed or
@@ -127,6 +168,7 @@ static void accept_entry(subscription *s, struct entry *e) {
     char why[64];
     snprintf(why, sizeof why, "delivered %lld times without an ack", before);
     sub__dead_letter(s, e, "max-deliveries", why, strlen(why), before);
+    sub__held_remove(s, e->id);
     entry_free(e);
     return;
   }
@@ -265,6 +307,9 @@ static void read_next(subscription *s) {
   size_t in_flight = lanes_in_flight(&s->lanes);
   size_t batch = (size_t)s->spec->batch;
   if (in_flight > batch / 2) return; /* resumes when the lanes catch up */
+  /* A read that claims waits until what finished here is written: an entry
+   * handled in about min_idle would otherwise come back before its ack. */
+  if (s->spec->read != READ_NEW && (s->nacks || s->writes_pending)) return;
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   struct bk_args a;
   bk_args_init(&a);
@@ -289,6 +334,7 @@ static void reader_state(void *data, bk_conn *c, int up) {
 
 static void start_reading(subscription *s) {
   s->state = SUB_READING;
+  s->started = true;
   s->backoff_ms = 0;
   static const char *const mode[] = {"new", "claiming", "reclaim"};
   const char *how = s->spec->read != READ_CLAIMING ? NULL
@@ -304,6 +350,13 @@ static const char *start_id(const char *start) {
   if (strcmp(start, "new") == 0) return "$";
   if (strcmp(start, "beginning") == 0) return "0";
   return start;
+}
+
+/* Where a group created now starts: start_at applies at start-up only; a
+ * group lost and created again mid-run starts at `start`, so another host
+ * that finds it existing does not rewind it. */
+static const char *creation_start(const subscription *s) {
+  return s->spec->start_at && !s->started ? s->spec->start_at : s->spec->start;
 }
 
 static void setid_done(void *data, const bk_reply *r, const char *err) {
@@ -338,9 +391,10 @@ static void create_done(void *data, const bk_reply *r, const char *err) {
   if (s->state != SUB_CREATING) return sub__maybe_drained(s);
   bool created = r && r->type == BK_STATUS;
   if (created || (r && bk_reply_is_error(r, "BUSYGROUP"))) {
-    if (created) sub__log(s, LOG_INFO, "group created", "start", s->spec->start, NULL, NULL);
-    /* start_at moves an existing group only: a new one already starts there. */
-    if (!created && s->spec->start_at) return move_cursor(s);
+    if (created) sub__log(s, LOG_INFO, "group created", "start", creation_start(s), NULL, NULL);
+    /* start_at moves an existing group, at start-up only: a new one already
+     * starts there. */
+    if (!created && s->spec->start_at && !s->started) return move_cursor(s);
     return start_reading(s);
   }
   char why[256];
@@ -354,7 +408,7 @@ static void ensure_group(subscription *s) {
   /* A group created again has a new pending list: scan it from the start. */
   strcpy(s->cursor, "0-0");
   s->block_next = false;
-  const char *start = start_id(s->spec->start_at ? s->spec->start_at : s->spec->start);
+  const char *start = start_id(creation_start(s));
   const char *argv[] = {"XGROUP", "CREATE", s->spec->stream, s->spec->group, start, "MKSTREAM"};
   size_t len[6];
   for (int i = 0; i < 6; i++) len[i] = strlen(argv[i]);
@@ -521,6 +575,7 @@ void sub_free(subscription *s) {
   }
   lanes_free(&s->lanes);
   free(s->acks);
+  free(s->held);
   handler_release(s->h);
   free(s);
 }

@@ -49,7 +49,7 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
   }
   free(batch->ids);
   free(batch);
-  sub__maybe_drained(s);
+  sub__progress(s); /* a claiming read may have waited for these acks */
 }
 
 void sub__flush_acks(ltimer *t, void *data) {
@@ -145,7 +145,7 @@ static void write_done(void *data, const bk_reply *r, const char *err) {
              req->what, "error", why, NULL);
   }
   free(req);
-  sub__maybe_drained(s);
+  sub__progress(s); /* a claiming read may have waited for this write */
 }
 
 static void ignore_reply(void *data, const bk_reply *r, const char *err) {
@@ -192,11 +192,20 @@ fail:
 /* Deliveries of e before this one, whatever the read mode: the count a copy
  * or a delayed entry carries in its header, plus what Redis counted for this
  * id (accept_entry folded the header into e->deliveries for claimed reads). */
-long long sub__deliveries_before(const subscription *s, const struct entry *e) {
-  if (s->spec->read == READ_NEW) {
-    const char *carried = entry_get(e, HDR_DELIVERY_COUNT, NULL);
-    return carried ? strtoll(carried, NULL, 10) : 0;
+long long sub__carried_deliveries(const struct entry *e) {
+  size_t len = 0;
+  const char *v = entry_get(e, HDR_DELIVERY_COUNT, &len);
+  long long n = 0;
+  if (v == NULL || len == 0 || len > 10) return 0;
+  for (size_t i = 0; i < len; i++) {
+    if (v[i] < '0' || v[i] > '9') return 0;
+    n = n * 10 + (v[i] - '0');
   }
+  return n > 1000000000 ? 1000000000 : n;
+}
+
+long long sub__deliveries_before(const subscription *s, const struct entry *e) {
+  if (s->spec->read == READ_NEW) return sub__carried_deliveries(e);
   /* claiming reports deliveries before this one; reclaim Redis's count after
    * the claim, this one included. */
   return s->spec->read == READ_RECLAIM ? e->deliveries - 1 : e->deliveries;
@@ -312,6 +321,7 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
     sub__dead_letter(s, e, res->reason, res->text, res->text_len, sub__deliveries_before(s, e) + 1);
     break;
   }
+  sub__held_remove(s, e->id);
   entry_free(e);
   lanes_done(&s->lanes, lane);
   sub__progress(s);
@@ -338,7 +348,7 @@ static void sweep_done(void *data, const bk_reply *r, const char *err) {
       timer_start(s->sweep_timer, SWEEP_MS);
     }
   }
-  sub__maybe_drained(s);
+  sub__progress(s); /* a claiming read may have waited for this sweep */
 }
 
 void sub__sweep(ltimer *t, void *data) {

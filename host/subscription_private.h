@@ -54,6 +54,12 @@ struct subscription {
   uint64_t read_sent_ms;    /* when the outstanding read went out (read_pending) */
   uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
   char cursor[ID_MAX];      /* reclaim: where the next XAUTOCLAIM starts */
+  bool started;             /* has read once: start_at is spent */
+  /* claiming and reclaim: ids in a lane or a handler here. A claiming read
+   * also returns this consumer's own entries once idle min_idle, and an
+   * entry waiting behind others ages as if abandoned: it must still run once. */
+  char (*held)[ID_MAX];
+  size_t nheld, held_cap;
   char last_read[ID_MAX];   /* the newest id a read has brought, "" before any */
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
   uint64_t backoff_ms;
@@ -76,6 +82,8 @@ void sub__reply_text(const bk_reply *r, const char *err, char *buf, size_t len);
 void sub__maybe_drained(subscription *s);
 /* Runs what may run now and reads more when the lanes have room. */
 void sub__progress(subscription *s);
+/* The entry with this id is no longer held here (see struct subscription). */
+void sub__held_remove(subscription *s, const char *id);
 
 /* subscription_outcomes.c */
 /* rt_done_fn of every job: applies the outcome, frees e, frees its lane. */
@@ -85,6 +93,9 @@ void sub__queue_ack(subscription *s, const char *id);
 /* Timer callbacks: send the queued acks; move due delayed entries back. */
 void sub__flush_acks(ltimer *t, void *data);
 void sub__sweep(ltimer *t, void *data);
+/* The delivery-count header a copy or delayed entry carries: 0 when absent
+ * or not a count (any producer can write headers), at most 1e9. */
+long long sub__carried_deliveries(const struct entry *e);
 /* Deliveries of e before this one, whatever the read mode. */
 long long sub__deliveries_before(const subscription *s, const struct entry *e);
 /* Sets e aside on the dead-letter stream (see the function's comment). */

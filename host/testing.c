@@ -496,11 +496,16 @@ static bool host_ready(struct app *a) {
 static void app_release(struct app *a) {
   if (a->host) {
     if (!a->stopped) {
-      host_stop(a->host);
-      if (a->loop)
+      /* As at a shutdown deadline: handlers still waiting on the clock
+       * (which does not move by itself here) are abandoned, their entries
+       * left pending; everything finished is written first. */
+      if (a->loop) {
+        host_stop_within(a->host, REAL_WAIT_MS);
         run_until(a, is_stopped);
-      else
+      } else {
+        host_stop_within(a->host, 0);
         clock_virtual_settle(a->clock);
+      }
     }
     host_free(a->host);
     a->host = NULL;

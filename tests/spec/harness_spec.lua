@@ -39,4 +39,20 @@ describe("luastream.testing", function()
     assert.equal(1500, app:now())
     app:stop()
   end)
+
+  it("never runs an entry twice when a claiming read takes back one still waiting in a lane", function()
+    -- ten entries on one lane of 300 ms each: the last ones wait longer than
+    -- min_idle (1 s), so the claiming read returns them while they are queued
+    local app = testing.app(HERE .. "/slow_claiming")
+    for i = 1, 10 do app:publish("s", { n = i }) end
+    for _ = 1, 40 do app:advance(100) end
+    local seen = {}
+    for _, d in ipairs(app:received("slow")) do
+      assert.is_nil(seen[d.id], "delivered twice: " .. d.id)
+      seen[d.id] = true
+    end
+    assert.equal(10, #app:received("slow"))
+    assert.equal(0, #app:pending("s", "g"))
+    app:stop()
+  end)
 end)
