@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Reply types; the values equal hiredis' REDIS_REPLY_* so broker_redis can hand
  * over hiredis replies without copying (checked by static asserts there). */
@@ -119,6 +120,9 @@ void bk_args_num(struct bk_args *a, long long n);
 struct uv_loop_s;
 struct redis_url;
 broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url);
+/* A command unanswered for ms (plus its BLOCK time) drops and remakes its
+ * connection; pending commands fail with "connection lost". Default 10 s. */
+void broker_redis_set_command_timeout(broker *b, uint64_t ms);
 
 /* The in-memory Redis streams server of the test harness (broker_memory.c
  * and the mem*.c files behind it), speaking the commands the host sends with

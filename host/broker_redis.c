@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <uv.h>
 
 #include "log.h"
@@ -40,6 +41,10 @@
 /* An attempt that gets no answer this long (a black-holed address, a stuck
  * server) is abandoned and retried like a refused one. */
 #define CONNECT_TIMEOUT_MS 5000
+/* A command unanswered this long (plus its own BLOCK time) means the server
+ * or the path to it hangs: the connection is dropped and made again, and the
+ * command fails with "connection lost" (hiredis 0.14 has no timeouts). */
+#define COMMAND_TIMEOUT_MS 10000
 
 #define container_of(ptr, type, field) ((type *)((char *)(ptr) - offsetof(type, field)))
 
@@ -69,6 +74,7 @@ struct rbroker {
   uv_loop_t *loop;      /* borrowed */
   struct redis_url url; /* a copy; holds the password */
   int nopen;            /* connections opened and not yet closed */
+  uint64_t command_timeout_ms;
   uint64_t rng;         /* xorshift state for the backoff jitter */
 };
 
@@ -88,6 +94,9 @@ struct rconn {
   int ever_up;           /* it was up once: a failure now is a loss, not a first connect */
   int closing;           /* bk_conn_close was called */
   int timer_closed;      /* the timer's close callback ran */
+  uv_timer_t watchdog;   /* fires when the oldest unanswered command is overdue */
+  int watchdog_closed;   /* its close callback ran */
+  struct rcmd *oldest, *newest; /* unanswered commands, in send order */
   int attempts;          /* attempts since the connection was last up */
   int failures;          /* failed attempts and drops since last up: the backoff step */
   int in_outage;         /* an attempt failed since the connection was last up */
@@ -104,6 +113,8 @@ struct rcmd {
   struct rconn *c;
   bk_reply_cb *cb;
   void *data;
+  struct rcmd *prev, *next; /* in c's list of unanswered commands */
+  uint64_t deadline;        /* loop ms after which it is overdue */
 };
 
 static void start_attempt(struct rconn *c);
@@ -305,9 +316,52 @@ static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
   if (--c->handshake_left == 0) went_up(c);
 }
 
+/* ---- command timeouts ---- */
+
+static void on_watchdog(uv_timer_t *t);
+
+/* Arms the watchdog for the oldest unanswered command, or stops it. */
+static void watch(struct rconn *c) {
+  if (c->closing) return;
+  if (c->oldest == NULL) {
+    uv_timer_stop(&c->watchdog);
+    return;
+  }
+  uint64_t now = uv_now(c->b->loop);
+  uv_timer_start(&c->watchdog, on_watchdog,
+                 c->oldest->deadline > now ? c->oldest->deadline - now : 0, 0);
+}
+
+static void on_watchdog(uv_timer_t *t) {
+  struct rconn *c = container_of(t, struct rconn, watchdog);
+  if (c->oldest == NULL || c->ac == NULL) return;
+  if (uv_now(c->b->loop) < c->oldest->deadline) return watch(c);
+  snprintf(c->reason, sizeof c->reason, "no reply to a command within %llu ms",
+           (unsigned long long)c->b->command_timeout_ms);
+  redisAsyncFree(c->ac); /* not inside a hiredis callback: pending callbacks run now */
+  ctx_gone(c, c->reason);
+}
+
+/* BLOCK ms in argv: how long the server may rightly take to answer. */
+static uint64_t block_ms(int argc, const char **argv, const size_t *argvlen) {
+  for (int i = 0; i + 1 < argc; i++)
+    if (argvlen[i] == 5 && strncasecmp(argv[i], "BLOCK", 5) == 0)
+      return strtoull(argv[i + 1], NULL, 10);
+  return 0;
+}
+
+static void unlink_cmd(struct rconn *c, struct rcmd *k) {
+  if (k->prev) k->prev->next = k->next;
+  else c->oldest = k->next;
+  if (k->next) k->next->prev = k->prev;
+  else c->newest = k->prev;
+}
+
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
   struct rcmd *k = privdata;
   struct rconn *c = k->c;
+  unlink_cmd(c, k);
+  if (c->oldest == NULL || k->prev == NULL) watch(c);
   const char *err = NULL;
   if (r == NULL) {
     if (c->closing) {
@@ -479,12 +533,18 @@ static void maybe_free(struct rconn *c) {
   /* No context is left by now: a free that hiredis deferred inside one of its
    * callbacks completes before control returns to the loop, and the loop runs
    * close callbacks and lookups only after that. */
-  if (c->timer_closed && !c->resolving) free(c);
+  if (c->timer_closed && c->watchdog_closed && !c->resolving) free(c);
 }
 
 static void on_timer_closed(uv_handle_t *h) {
   struct rconn *c = container_of(h, struct rconn, timer);
   c->timer_closed = 1;
+  maybe_free(c);
+}
+
+static void on_watchdog_closed(uv_handle_t *h) {
+  struct rconn *c = container_of(h, struct rconn, watchdog);
+  c->watchdog_closed = 1;
   maybe_free(c);
 }
 
@@ -497,6 +557,7 @@ static bk_conn *rconn_open(broker *bb, const char *name, bk_state_cb *state_cb, 
   c->state_cb = state_cb;
   c->data = data;
   uv_timer_init(b->loop, &c->timer);
+  uv_timer_init(b->loop, &c->watchdog);
   b->nopen++;
   start_attempt(c); /* never calls back synchronously: up needs a reply */
   return (bk_conn *)c;
@@ -517,6 +578,13 @@ static int rconn_command(bk_conn *bc, int argc, const char **argv, const size_t 
     free(k);
     return -1;
   }
+  k->deadline = uv_now(c->b->loop) + c->b->command_timeout_ms + block_ms(argc, argv, argvlen);
+  k->next = NULL;
+  k->prev = c->newest;
+  if (c->newest) c->newest->next = k;
+  else c->oldest = k;
+  c->newest = k;
+  if (k->prev == NULL) watch(c);
   return 0;
 }
 
@@ -545,6 +613,7 @@ static void rconn_close(bk_conn *bc) {
     if (!deferred) c->ac = NULL;
   }
   uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+  uv_close((uv_handle_t *)&c->watchdog, on_watchdog_closed);
 }
 
 static void rbroker_free(broker *bb) {
@@ -558,6 +627,10 @@ static void rbroker_free(broker *bb) {
     abort();
   }
   free(b);
+}
+
+void broker_redis_set_command_timeout(broker *bb, uint64_t ms) {
+  ((struct rbroker *)bb)->command_timeout_ms = ms;
 }
 
 static const struct broker_ops redis_ops = {
@@ -577,6 +650,7 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {
   b->loop = loop;
   b->url = *url;
   b->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)b) | 1;
+  b->command_timeout_ms = COMMAND_TIMEOUT_MS;
 
   /* hiredis 0.14 writes with write(2): a server that vanished between two
    * commands would kill the whole host with SIGPIPE. Ignored, the write fails

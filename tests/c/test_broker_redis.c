@@ -8,6 +8,7 @@
  * Set TEST_LOG=1 to see the host's log lines on stderr. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -744,6 +745,52 @@ TEST_IMPL(broker_redis_ipv6) {
   ASSERT_OK(cmdv(b, c, on_call, &ping, "PING", NULL));
   WAIT(ping.calls, 1, 5000);
   ASSERT_STR_EQ(ping.str, "PONG");
+  close_and_free(b, c);
+  teardown();
+}
+
+/* A server that stops answering (SIGSTOP: the socket stays open, nothing
+ * comes back) fails the command after the command timeout, drops the
+ * connection and makes it again once the server answers. A blocking read is
+ * given its BLOCK time on top. */
+TEST_IMPL(broker_redis_command_timeout) {
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  broker_redis_set_command_timeout(b, 300);
+  struct state st = {0};
+  bk_conn *c = open_up(b, "hung", &st);
+
+  struct call quick = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &quick, "PING", NULL));
+  WAIT(quick.calls, 1, 2000);
+  ASSERT_STR_EQ(quick.str, "PONG");
+
+  /* BLOCK 500 + 300 ms: still within its time after 600 ms */
+  struct call blocked = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &blocked, "XREAD", "BLOCK", "500", "STREAMS", "nothing", "$", NULL));
+  run_for(400);
+  ASSERT_INT_EQ(blocked.calls, 0); /* past the command timeout, within BLOCK + it */
+  WAIT(blocked.calls, 1, 2000);
+  ASSERT_INT_EQ(blocked.type, BK_NIL); /* the server's own timeout: nil */
+
+  ASSERT_OK(kill(srv.pid, SIGSTOP));
+  struct call hung = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &hung, "PING", NULL));
+  run_for(150);
+  ASSERT_INT_EQ(hung.calls, 0); /* not yet overdue */
+  WAIT(hung.calls, 1, 2000);
+  ASSERT_INT_EQ(hung.type, 0);
+  ASSERT_STR_EQ(hung.err, "connection lost: no reply to a command within 300 ms");
+  ASSERT_INT_EQ(st.downs, 1);
+  ASSERT_INT_EQ(log_count("msg=\"redis connection lost, reconnecting\"",
+                          "error=\"no reply to a command within 300 ms\""), 1);
+
+  ASSERT_OK(kill(srv.pid, SIGCONT));
+  WAIT(st.ups, 2, 5000);
+  struct call again = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &again, "PING", NULL));
+  WAIT(again.calls, 1, 2000);
+  ASSERT_STR_EQ(again.str, "PONG");
   close_and_free(b, c);
   teardown();
 }
