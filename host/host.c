@@ -11,21 +11,43 @@
 #include "subscription.h"
 
 #define ERR_MAX 4096
+#define RELOAD_DEBOUNCE_MS 200 /* host_reload_soon: quiet time before a reload */
+
+/* One handler file and what runs it. A reload restart stops `sub` (it becomes
+ * `old`) and starts `next` once old has drained; a removed file's slot goes
+ * once its subscription has drained. Invariant: sub and old are never both
+ * set. */
+struct slot {
+  char *path;               /* the handler file, as listed */
+  handler *loaded;          /* before start: loaded and bound, not yet running */
+  subscription *sub;        /* running */
+  subscription *old;        /* stopping (restart or removal); freed once drained */
+  handler *next;            /* restart: bound, starts once old has drained */
+  char *consumer;           /* the consumer name bound last */
+  bool generated;           /* that name was generated: a restart keeps it */
+  bool removed;             /* the file is gone */
+  char failed[RT_VERSION_LEN]; /* content that failed to load (reported once); "" none */
+};
 
 struct host {
+  char *dir;                /* the handler directory */
+  char *consumer_override;  /* --consumer, or NULL */
+  int generated;            /* consumer names generated so far */
   broker *b;
   lclock *clock;
   struct rt_env env;        /* what handlers see: the clock, the delivery hook */
   bk_conn *cmd;
-  size_t n;
-  handler **handlers;       /* loaded, not yet handed to subscriptions */
-  subscription **subs;
+  struct slot *slots;       /* by load order; files added later at the end */
+  size_t nslots, slots_cap;
+  size_t undrained;         /* subscriptions created and not drained yet */
   bool ready_logged;
   bool started;             /* subscriptions exist */
   bool stopping;
   bool at_deadline;         /* inside deadline_fire: it finishes the stop itself */
-  size_t drained;
+  bool reload_wanted;       /* a reload asked for before the start: runs after it */
   ltimer *deadline_timer;   /* host_stop_within: when running handlers are given up */
+  ltimer *reap_timer;       /* frees drained subscriptions, starts their successors */
+  ltimer *reload_timer;     /* host_reload_soon */
   host_stopped_fn *stopped;
   void *stopped_data;
   ltimer *info_timer;       /* retries INFO until the server answers */
@@ -41,7 +63,8 @@ static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen) {
+/* host_list_dir; an empty directory is an error only when !allow_empty. */
+static int list_dir(const char *dir, bool allow_empty, char ***paths, char *err, size_t errlen) {
   DIR *d = opendir(dir);
   if (d == NULL) {
     snprintf(err, errlen, "%s: cannot open handler directory: %s", dir, strerror(errno));
@@ -70,13 +93,17 @@ int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen) {
   }
   list[n] = NULL;
   qsort(list, n, sizeof *list, by_name);
-  if (n == 0) {
+  if (n == 0 && !allow_empty) {
     snprintf(err, errlen, "%s: no handler files (*.lua) in this directory", dir);
     host_free_paths(list);
     return -1;
   }
   *paths = list;
   return (int)n;
+}
+
+int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen) {
+  return list_dir(dir, false, paths, err, errlen);
 }
 
 void host_free_paths(char **paths) {
@@ -127,33 +154,104 @@ int host_check(const char *dir) {
   return problems;
 }
 
+/* ---- slots ---- */
+
+/* The handler a slot runs or is about to run, or NULL. */
+static handler *slot_handler(const struct slot *sl) {
+  if (sl->next) return sl->next;
+  if (sl->loaded) return sl->loaded;
+  return NULL;
+}
+
+/* The spec of what the slot runs (or will run once restarted), or NULL. */
+static const struct handler_spec *slot_spec(const struct slot *sl) {
+  handler *hd = slot_handler(sl);
+  if (hd) return handler_spec(hd);
+  return sl->sub ? sub_spec(sl->sub) : NULL;
+}
+
+static const char *slot_version(const struct slot *sl) {
+  handler *hd = slot_handler(sl);
+  if (hd) return handler_version(hd);
+  return sl->sub ? sub_version(sl->sub) : NULL;
+}
+
+/* basename without .lua, for log lines about a file without a handler */
+static const char *slot_name(const struct slot *sl, char *buf, size_t len) {
+  const char *base = strrchr(sl->path, '/');
+  base = base ? base + 1 : sl->path;
+  size_t n = strlen(base);
+  if (n > 4 && strcmp(base + n - 4, ".lua") == 0) n -= 4;
+  snprintf(buf, len, "%.*s", (int)n, base);
+  return buf;
+}
+
+static struct slot *slot_add(host *h, const char *path) {
+  if (h->nslots == h->slots_cap) {
+    size_t cap = h->slots_cap ? h->slots_cap * 2 : 8;
+    struct slot *grown = realloc(h->slots, cap * sizeof *grown);
+    if (grown == NULL) return NULL;
+    h->slots = grown;
+    h->slots_cap = cap;
+  }
+  struct slot *sl = &h->slots[h->nslots];
+  memset(sl, 0, sizeof *sl);
+  if ((sl->path = strdup(path)) == NULL) return NULL;
+  h->nslots++;
+  return sl;
+}
+
+/* Only once nothing runs in it. */
+static void slot_delete(host *h, size_t i) {
+  struct slot *sl = &h->slots[i];
+  free(sl->path);
+  free(sl->consumer);
+  memmove(sl, sl + 1, (h->nslots - i - 1) * sizeof *sl);
+  h->nslots--;
+}
+
+static struct slot *slot_find(host *h, const char *path) {
+  for (size_t i = 0; i < h->nslots; i++)
+    if (strcmp(h->slots[i].path, path) == 0) return &h->slots[i];
+  return NULL;
+}
+
 /* ---- consumer names ---- */
 
 /* Generated names count up per process in load order; `consumer` in the file
- * or --consumer wins. Two subscriptions of one stream and group must not share
- * a consumer, so a repeated name gets the load index appended. */
-static int name_consumers(host *h, const char *override) {
-  int generated = 0;
-  for (size_t i = 0; i < h->n; i++) {
-    const struct handler_spec *s = handler_spec(h->handlers[i]);
-    char name[256];
-    if (s->consumer)
-      snprintf(name, sizeof name, "%s", s->consumer);
-    else if (override)
-      snprintf(name, sizeof name, "%s", override);
-    else
-      snprintf(name, sizeof name, "luastream-%d", generated++);
-    for (size_t j = 0; j < i; j++) {
-      const struct handler_spec *o = handler_spec(h->handlers[j]);
-      if (!strcmp(o->stream, s->stream) && !strcmp(o->group, s->group) &&
-          !strcmp(o->consumer, name)) {
-        size_t len = strlen(name);
-        snprintf(name + len, sizeof name - len, "-%zu", i);
-        break;
-      }
+ * or --consumer wins; a restarted subscription keeps its generated name. Two
+ * subscriptions of one stream and group must not share a consumer, so a
+ * repeated name gets the slot index appended. Binds hd to the name and
+ * remembers it in the slot. */
+static int bind_consumer(host *h, struct slot *sl, handler *hd) {
+  const struct handler_spec *s = handler_spec(hd);
+  size_t self = (size_t)(sl - h->slots);
+  char name[256];
+  bool generated = false;
+  if (s->consumer)
+    snprintf(name, sizeof name, "%s", s->consumer);
+  else if (h->consumer_override)
+    snprintf(name, sizeof name, "%s", h->consumer_override);
+  else if (sl->generated && sl->consumer)
+    snprintf(name, sizeof name, "%s", sl->consumer), generated = true;
+  else
+    snprintf(name, sizeof name, "luastream-%d", h->generated++), generated = true;
+  for (size_t j = 0; j < h->nslots; j++) {
+    const struct handler_spec *o = slot_spec(&h->slots[j]);
+    if (j == self || o == NULL || o->consumer == NULL || h->slots[j].removed) continue;
+    if (!strcmp(o->stream, s->stream) && !strcmp(o->group, s->group) &&
+        !strcmp(o->consumer, name)) {
+      size_t len = strlen(name);
+      snprintf(name + len, sizeof name - len, "-%zu", self);
+      break;
     }
-    if (handler_bind(h->handlers[i], name) != 0) return -1;
   }
+  if (handler_bind(hd, name) != 0) return -1;
+  char *copy = strdup(name);
+  if (copy == NULL) return -1;
+  free(sl->consumer);
+  sl->consumer = copy;
+  sl->generated = generated;
   return 0;
 }
 
@@ -163,20 +261,39 @@ host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_o
   *problems = NULL;
   FILE *report = open_memstream(problems, &len);
   host *h = calloc(1, sizeof *h);
+  handler **hs = NULL;
+  size_t n = 0;
   if (h == NULL || report == NULL) goto error;
   h->b = b;
   h->clock = clock;
   h->env.clock = clock;
-  if (load_all(dir, &h->env, &h->handlers, &h->n, report) != 0) goto error;
-  if (name_consumers(h, consumer_override) != 0) {
-    fprintf(report, "%s: cannot prepare the handlers (see the log)\n", dir);
-    goto error;
+  h->dir = strdup(dir);
+  h->consumer_override = consumer_override ? strdup(consumer_override) : NULL;
+  if (h->dir == NULL || (consumer_override && h->consumer_override == NULL)) goto oom;
+  if (load_all(dir, &h->env, &hs, &n, report) != 0) goto error;
+  for (size_t i = 0; i < n; i++) {
+    struct slot *sl = slot_add(h, handler_spec(hs[i])->path);
+    if (sl == NULL) goto oom;
+    sl->loaded = hs[i];
+    hs[i] = NULL;
   }
+  for (size_t i = 0; i < h->nslots; i++) {
+    if (bind_consumer(h, &h->slots[i], h->slots[i].loaded) != 0) {
+      fprintf(report, "%s: cannot prepare the handlers (see the log)\n", dir);
+      goto error;
+    }
+  }
+  free(hs);
   fclose(report);
   free(*problems);
   *problems = NULL;
   return h;
+oom:
+  fprintf(report, "out of memory\n");
 error:
+  for (size_t i = 0; hs && i < n; i++)
+    if (hs[i]) handler_release(hs[i]);
+  free(hs);
   if (report) fclose(report); /* *problems holds the text now */
   else *problems = strdup("out of memory\n");
   host_free(h);
@@ -187,23 +304,30 @@ error:
 
 static void sub_event(void *data, subscription *s, enum sub_event ev);
 
-static void start_subscriptions(host *h) {
-  h->subs = calloc(h->n, sizeof *h->subs);
-  if (h->subs == NULL) {
-    log_line(LOG_ERROR, NULL, "out of memory starting subscriptions", NULL);
+/* Starts a subscription for hd in sl (hd is the subscription's from here on,
+ * also when that fails). keep_cursor: it takes over from an earlier one. */
+static void start_slot(host *h, struct slot *sl, handler *hd, bool keep_cursor) {
+  const char *name = handler_spec(hd)->name;
+  log_line(LOG_INFO, name, "handler loaded", "version", handler_version(hd), NULL);
+  subscription *s = sub_new(hd, h->b, h->cmd, h->clock, sub_event, h);
+  if (s == NULL) { /* sub_new released hd */
+    log_line(LOG_ERROR, NULL, "out of memory: subscription not started", "file", sl->path, NULL);
     return;
   }
-  for (size_t i = 0; i < h->n; i++) {
-    h->subs[i] = sub_new(h->handlers[i], h->b, h->cmd, h->clock, sub_event, h);
-    if (h->subs[i] == NULL) {
-      log_line(LOG_ERROR, handler_spec(h->handlers[i])->name, "out of memory", NULL);
-      continue;
-    }
-    h->handlers[i] = NULL; /* the subscription owns it now */
-  }
+  sl->sub = s;
+  h->undrained++;
+  if (keep_cursor) sub_keep_cursor(s);
+  sub_start(s, h->version_num);
+}
+
+static void start_subscriptions(host *h) {
   h->started = true;
-  for (size_t i = 0; i < h->n; i++)
-    if (h->subs[i]) sub_start(h->subs[i], h->version_num);
+  for (size_t i = 0; i < h->nslots; i++) {
+    handler *hd = h->slots[i].loaded;
+    h->slots[i].loaded = NULL;
+    if (hd) start_slot(h, &h->slots[i], hd, false);
+  }
+  if (h->reload_wanted) host_reload(h, false);
 }
 
 static void finish_stop(host *h) {
@@ -216,15 +340,19 @@ static void finish_stop(host *h) {
   if (h->stopped) h->stopped(h->stopped_data);
 }
 
+/* The version gate for one spec: true when it cannot run on this server. */
+static bool needs_claim(const host *h, const struct handler_spec *s) {
+  return s->read == READ_CLAIMING && !s->claim_fallback && h->version_num < SUB_CLAIM_VERSION;
+}
+
 /* The version gate: a claiming subscription needs XREADGROUP ... CLAIM (Redis
  * 8.4) unless it asked for the script fallback. Says so in one line per
  * subscription, before any group is joined. */
 static bool server_supports_all(host *h) {
   char line[1024];
-  for (size_t i = 0; i < h->n; i++) {
-    const struct handler_spec *s = handler_spec(h->handlers[i]);
-    if (s->read != READ_CLAIMING || s->claim_fallback || h->version_num >= SUB_CLAIM_VERSION)
-      continue;
+  for (size_t i = 0; i < h->nslots; i++) {
+    const struct handler_spec *s = slot_spec(&h->slots[i]);
+    if (s == NULL || !needs_claim(h, s)) continue;
     const char *file = strrchr(s->path, '/');
     file = file ? file + 1 : s->path;
     int n = snprintf(line, sizeof line,
@@ -279,24 +407,238 @@ static void cmd_state(void *data, bk_conn *c, int up) {
   if (up && !h->started && !h->stopping) ask_version(h);
 }
 
-
 static void sub_event(void *data, subscription *s, enum sub_event ev) {
   (void)s;
   host *h = data;
   if (ev == SUB_EV_DRAINED) {
-    if (++h->drained == h->n && !h->at_deadline) finish_stop(h);
+    h->undrained--;
+    if (h->stopping) {
+      if (h->undrained == 0 && !h->at_deadline) finish_stop(h);
+    } else {
+      /* A reload stopped it: freed, and its successor started, outside the
+       * subscription's own callback. */
+      timer_start(h->reap_timer, 0);
+    }
     return;
   }
   if (h->ready_logged) return;
   /* Ready once every subscription reads (a group created again reports
    * reading again: count subscriptions, not events). */
-  for (size_t i = 0; i < h->n; i++)
-    if (h->subs[i] == NULL || !sub_reading(h->subs[i])) return;
+  for (size_t i = 0; i < h->nslots; i++) {
+    const struct slot *sl = &h->slots[i];
+    if (sl->sub ? !sub_reading(sl->sub) : sl->next != NULL) return;
+  }
   h->ready_logged = true;
   char count[24];
-  snprintf(count, sizeof count, "%zu", h->n);
+  snprintf(count, sizeof count, "%zu", h->nslots);
   log_line(LOG_INFO, NULL, "host ready", "subscriptions", count, "redis", h->b->name, "version",
            h->version, NULL);
+}
+
+/* ---- hot reload ---- */
+
+static bool same_str(const char *a, const char *b) {
+  return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The subscription fields that differ between a and b, comma-separated into
+ * buf ("" when none: only `handle` may have changed). */
+static const char *changed_fields(const struct handler_spec *a, const struct handler_spec *b,
+                                  char *buf, size_t len) {
+  struct {
+    const char *name;
+    bool same;
+  } f[] = {
+      {"stream", same_str(a->stream, b->stream)},
+      {"group", same_str(a->group, b->group)},
+      {"read", a->read == b->read},
+      {"min_idle", a->min_idle_ms == b->min_idle_ms},
+      {"consumer", same_str(a->consumer, b->consumer)},
+      {"start", same_str(a->start, b->start)},
+      {"workers", a->workers == b->workers},
+      {"by_key", a->by_key == b->by_key},
+      {"batch", a->batch == b->batch},
+      {"claim_fallback", a->claim_fallback == b->claim_fallback},
+      {"reply_to", same_str(a->reply_to, b->reply_to)},
+      {"dead_letter", same_str(a->dead_letter, b->dead_letter)},
+      {"max_deliveries", a->max_deliveries == b->max_deliveries},
+      {"max_body", a->max_body == b->max_body},
+  };
+  size_t at = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+    if (f[i].same) continue;
+    int n = snprintf(buf + at, len - at, "%s%s", at ? "," : "", f[i].name);
+    if (n < 0 || (size_t)n >= len - at) break;
+    at += (size_t)n;
+  }
+  return buf;
+}
+
+/* Drained subscriptions of reloads: freed; a restart's successor starts; a
+ * removed file's slot goes. */
+static void reap(ltimer *t, void *data) {
+  (void)t;
+  host *h = data;
+  if (h->stopping) return; /* host_free frees them */
+  for (size_t i = 0; i < h->nslots;) {
+    struct slot *sl = &h->slots[i];
+    if (sl->old && sub_drained(sl->old)) {
+      sub_free(sl->old);
+      sl->old = NULL;
+      if (sl->next) {
+        handler *hd = sl->next;
+        sl->next = NULL;
+        start_slot(h, sl, hd, true);
+      }
+    }
+    if (sl->removed && !sl->old && !sl->sub && !sl->next) {
+      slot_delete(h, i);
+      continue;
+    }
+    i++;
+  }
+}
+
+/* A handler file that is no longer in the directory. */
+static void file_gone(host *h, size_t i) {
+  struct slot *sl = &h->slots[i];
+  char name[256];
+  sl->removed = true;
+  sl->failed[0] = '\0';
+  if (sl->next) {
+    handler_release(sl->next);
+    sl->next = NULL;
+  }
+  if (sl->sub) {
+    log_line(LOG_INFO, slot_name(sl, name, sizeof name),
+             "handler file removed, stopping its subscription", "version", sub_version(sl->sub),
+             NULL);
+    sl->old = sl->sub;
+    sl->sub = NULL;
+    sub_stop(sl->old); /* may drain at once: reap frees it */
+  } else if (!sl->old) {
+    slot_delete(h, i);
+  }
+}
+
+/* A handler file that is in the directory: loaded again when it changed. */
+static void file_seen(host *h, const char *path, bool force) {
+  char now[RT_VERSION_LEN], err[ERR_MAX], name[256], versions[2 * RT_VERSION_LEN + 4];
+  struct slot *sl = slot_find(h, path);
+  if (handler_file_version(path, now) != 0) return; /* gone again: the next reload sees it */
+  if (sl && sl->removed) sl->removed = false;       /* back while its old one drains */
+  const char *cur = sl ? slot_version(sl) : NULL;
+  if (!force && cur && strcmp(cur, now) == 0) {
+    if (sl) sl->failed[0] = '\0'; /* back to what runs: a later failure is news */
+    return;
+  }
+  if (!force && sl && strcmp(sl->failed, now) == 0) return; /* reported already */
+  if (sl == NULL && (sl = slot_add(h, path)) == NULL) {
+    log_line(LOG_ERROR, NULL, "out of memory: handler file not loaded", "file", path, NULL);
+    return;
+  }
+  slot_name(sl, name, sizeof name);
+  handler *hd = NULL;
+  if (handler_load(path, &h->env, &hd, err, sizeof err) != 0) {
+    snprintf(sl->failed, sizeof sl->failed, "%s", now);
+    log_line(LOG_ERROR, name,
+             cur ? "handler reload failed, the running version stays"
+                 : "handler reload failed, not started",
+             "version", cur, "error", err, NULL);
+    return;
+  }
+  const struct handler_spec *ns = handler_spec(hd);
+  if (needs_claim(h, ns)) {
+    snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
+    snprintf(err, sizeof err,
+             "%s: read = \"claiming\" needs Redis 8.4 or later (this server runs %s); set "
+             "claim_fallback = true",
+             path, h->version);
+    log_line(LOG_ERROR, name,
+             cur ? "handler reload failed, the running version stays"
+                 : "handler reload failed, not started",
+             "version", cur, "error", err, NULL);
+    handler_release(hd);
+    return;
+  }
+  if (bind_consumer(h, sl, hd) != 0) {
+    snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
+    handler_release(hd);
+    return;
+  }
+  sl->failed[0] = '\0';
+  snprintf(versions, sizeof versions, "%s->%s", cur ? cur : "", handler_version(hd));
+  const struct handler_spec *cs = slot_spec(sl);
+  char changed[256] = "";
+  if (cs) changed_fields(cs, ns, changed, sizeof changed);
+  if (cs && changed[0] == '\0') { /* only `handle` (or nothing) changed: swap in place */
+    log_line(LOG_INFO, name, "handler reloaded", "version", versions, NULL);
+    if (sl->next) {
+      handler_release(sl->next);
+      sl->next = hd;
+    } else {
+      sub_swap_handler(sl->sub, hd);
+    }
+    return;
+  }
+  if (sl->sub) { /* subscription fields changed: stop, drain, start anew */
+    log_line(LOG_INFO, name, "handler reloaded, restarting its subscription", "version", versions,
+             "changed", changed, NULL);
+    sl->next = hd;
+    sl->old = sl->sub;
+    sl->sub = NULL;
+    sub_stop(sl->old); /* may drain at once: reap starts next */
+    return;
+  }
+  if (sl->next || sl->old) { /* a restart or removal still draining: next waits for it */
+    log_line(LOG_INFO, name,
+             sl->next ? "handler reloaded, restarting its subscription"
+                      : "handler added, starting once its old subscription has drained",
+             "version", versions, "changed", changed[0] ? changed : NULL, NULL);
+    if (sl->next) handler_release(sl->next);
+    sl->next = hd;
+    return;
+  }
+  log_line(LOG_INFO, name, "handler added", "version", handler_version(hd), NULL);
+  start_slot(h, sl, hd, false);
+}
+
+void host_reload(host *h, bool force) {
+  if (h->stopping || h->failed) return;
+  if (!h->started) { /* the server's version is not known yet */
+    h->reload_wanted = true;
+    return;
+  }
+  h->reload_wanted = false;
+  if (h->reload_timer) timer_stop(h->reload_timer);
+  char err[ERR_MAX];
+  char **paths = NULL;
+  int n = list_dir(h->dir, true, &paths, err, sizeof err);
+  if (n < 0) {
+    log_line(LOG_ERROR, NULL, "reload failed: cannot list the handler directory", "error", err,
+             NULL);
+    return;
+  }
+  for (int i = 0; i < n; i++) file_seen(h, paths[i], force);
+  for (size_t i = h->nslots; i-- > 0;) {
+    struct slot *sl = &h->slots[i];
+    if (sl->removed) continue;
+    bool present = false;
+    for (int j = 0; j < n && !present; j++) present = strcmp(paths[j], sl->path) == 0;
+    if (!present) file_gone(h, i);
+  }
+  host_free_paths(paths);
+}
+
+static void reload_fire(ltimer *t, void *data) {
+  (void)t;
+  host_reload(data, false);
+}
+
+void host_reload_soon(host *h) {
+  if (h->stopping || h->reload_timer == NULL) return;
+  timer_start(h->reload_timer, RELOAD_DEBOUNCE_MS);
 }
 
 void host_start(host *h, host_stopped_fn *stopped, void *data) {
@@ -304,6 +646,8 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   h->stopped_data = data;
   log_line(LOG_INFO, NULL, "connecting", "redis", h->b->name, NULL);
   h->info_timer = timer_new(h->clock, info_retry, h);
+  h->reap_timer = timer_new(h->clock, reap, h);
+  h->reload_timer = timer_new(h->clock, reload_fire, h);
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
 }
 
@@ -317,10 +661,13 @@ static void deadline_fire(ltimer *t, void *data) {
   host *h = data;
   size_t unfinished = 0, unacked = 0;
   h->at_deadline = true;
-  for (size_t i = 0; i < h->n; i++) {
-    size_t acks = 0;
-    if (h->subs[i]) unfinished += sub_abandon(h->subs[i], &acks);
-    unacked += acks;
+  for (size_t i = 0; i < h->nslots; i++) {
+    subscription *subs[2] = {h->slots[i].sub, h->slots[i].old};
+    for (int k = 0; k < 2; k++) {
+      size_t acks = 0;
+      if (subs[k]) unfinished += sub_abandon(subs[k], &acks);
+      unacked += acks;
+    }
   }
   char running[24], acks[24];
   snprintf(running, sizeof running, "%zu", unfinished);
@@ -328,7 +675,7 @@ static void deadline_fire(ltimer *t, void *data) {
   log_line(LOG_WARN, NULL, "shutdown deadline reached", "unfinished", running, "unacked",
            unacked ? acks : NULL, NULL);
   h->at_deadline = false;
-  if (h->drained == h->n) return finish_stop(h);
+  if (h->undrained == 0) return finish_stop(h);
   bk_conn *cmd = h->cmd;
   h->cmd = NULL; /* finish_stop may run inside bk_conn_close */
   if (cmd) bk_conn_close(h->b, cmd);
@@ -338,20 +685,23 @@ static void stop(host *h, bool deadline, uint64_t timeout_ms) {
   if (h->stopping) return;
   h->stopping = true;
   if (h->info_timer) timer_stop(h->info_timer);
+  if (h->reload_timer) timer_stop(h->reload_timer);
   char timeout[32];
   snprintf(timeout, sizeof timeout, "%llums", (unsigned long long)timeout_ms);
   log_line(LOG_INFO, NULL, "stopping: finishing running handlers", "timeout",
            deadline ? timeout : NULL, NULL);
   if (!h->started) return finish_stop(h); /* never got as far as the subscriptions */
-  /* Count the missing ones first: a subscription may drain inside sub_stop. */
-  for (size_t i = 0; i < h->n; i++)
-    if (h->subs[i] == NULL) h->drained++;
-  if (h->drained == h->n) return finish_stop(h);
-  for (size_t i = 0; i < h->n; i++)
-    if (h->subs[i]) sub_stop(h->subs[i]);
+  for (size_t i = 0; i < h->nslots; i++) { /* restarts waiting for a drain never start */
+    if (h->slots[i].next) handler_release(h->slots[i].next);
+    h->slots[i].next = NULL;
+  }
+  if (h->undrained == 0) return finish_stop(h);
+  /* A subscription may drain inside sub_stop; the last one finishes the stop. */
+  for (size_t i = 0; i < h->nslots; i++)
+    if (h->slots[i].sub) sub_stop(h->slots[i].sub);
   /* Armed after sub_stop, so the acks it flushed go out before even a zero
    * deadline fires. */
-  if (deadline && h->drained < h->n) {
+  if (deadline && h->undrained > 0) {
     h->deadline_timer = timer_new(h->clock, deadline_fire, h);
     if (h->deadline_timer) timer_start(h->deadline_timer, timeout_ms);
     else log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
@@ -378,25 +728,38 @@ bool host_is_ready(const host *h, char *why, size_t len) {
     snprintf(why, len, "starting: reading the server version");
     return false;
   }
-  char reason[200];
-  for (size_t i = 0; i < h->n; i++) {
-    const subscription *s = h->subs[i];
-    if (s == NULL) {
-      snprintf(why, len, "subscription %zu: not running (out of memory)", i);
+  char reason[200], name[256];
+  for (size_t i = 0; i < h->nslots; i++) {
+    const struct slot *sl = &h->slots[i];
+    if (sl->next) {
+      snprintf(why, len, "subscription %s: restarting (hot reload)", slot_name(sl, name, sizeof name));
       return false;
     }
-    if (!sub_healthy(s, reason, sizeof reason)) {
-      snprintf(why, len, "subscription %s: %s", sub_spec(s)->name, reason);
+    if (sl->sub && !sub_healthy(sl->sub, reason, sizeof reason)) {
+      snprintf(why, len, "subscription %s: %s", sub_spec(sl->sub)->name, reason);
       return false;
     }
   }
   return true;
 }
 
-size_t host_subscriptions(const host *h) { return h->n; }
-subscription *host_subscription(const host *h, size_t i) {
-  return h->subs && i < h->n ? h->subs[i] : NULL;
+/* Running subscriptions first, then those a reload is stopping. */
+size_t host_subscriptions(const host *h) {
+  if (!h->started) return h->nslots;
+  size_t n = 0;
+  for (size_t i = 0; i < h->nslots; i++) n += (h->slots[i].sub != NULL) + (h->slots[i].old != NULL);
+  return n;
 }
+
+subscription *host_subscription(const host *h, size_t i) {
+  if (!h->started) return NULL;
+  for (size_t k = 0; k < h->nslots; k++)
+    if (h->slots[k].sub && i-- == 0) return h->slots[k].sub;
+  for (size_t k = 0; k < h->nslots; k++)
+    if (h->slots[k].old && i-- == 0) return h->slots[k].old;
+  return NULL;
+}
+
 const char *host_failed(const host *h) {
   return h->failed ? (h->why_failed ? h->why_failed : "out of memory\n") : NULL;
 }
@@ -411,15 +774,23 @@ void host_on_delivery(host *h,
 
 void host_free(host *h) {
   if (h == NULL) return;
-  for (size_t i = 0; i < h->n; i++) {
-    if (h->subs && h->subs[i]) sub_free(h->subs[i]);
-    if (h->handlers && h->handlers[i]) handler_release(h->handlers[i]);
+  for (size_t i = 0; i < h->nslots; i++) {
+    struct slot *sl = &h->slots[i];
+    if (sl->sub) sub_free(sl->sub);
+    if (sl->old) sub_free(sl->old);
+    if (sl->loaded) handler_release(sl->loaded);
+    if (sl->next) handler_release(sl->next);
+    free(sl->path);
+    free(sl->consumer);
   }
   if (h->cmd) bk_conn_close(h->b, h->cmd);
   if (h->info_timer) timer_free(h->info_timer);
   if (h->deadline_timer) timer_free(h->deadline_timer);
-  free(h->subs);
-  free(h->handlers);
+  if (h->reap_timer) timer_free(h->reap_timer);
+  if (h->reload_timer) timer_free(h->reload_timer);
+  free(h->slots);
+  free(h->dir);
+  free(h->consumer_override);
   free(h->why_failed);
   free(h);
 }

@@ -49,13 +49,28 @@ void host_stop(host *h);
  * the command connection is closed, ending writes still unanswered; and the
  * host stops as usual. Calling it again (or host_stop) changes nothing. */
 void host_stop_within(host *h, uint64_t timeout_ms);
+/* Hot reload: looks at the handler directory again. A file whose content
+ * changed (force: every file) is loaded into a fresh state and validated as at
+ * start-up; only then does its subscription switch. A change to `handle` only
+ * swaps the handler in place (entries running finish on the old one); a change
+ * to a subscription field (stream, group, read, ...) stops that subscription,
+ * drains it and starts a new one; a new file starts a subscription; a removed
+ * file's subscription is stopped and drained. A file that fails to load keeps
+ * the running version and is reported once per content (`msg="handler reload
+ * failed"` with `file:line: message`). Before the host has started, the
+ * reload waits for the start; while stopping it does nothing. */
+void host_reload(host *h, bool force);
+/* host_reload(h, false) once the directory has been quiet for 200 ms on the
+ * host's clock (each call restarts the wait): for file-change events. */
+void host_reload_soon(host *h);
 /* Readiness, for /readyz: true when the command connection is up, every
  * subscription reads and none is stuck (sub_healthy); else false with one
  * line in why, e.g. "redis unreachable (redis://127.0.0.1:6379)" or
  * "subscription post_payment: creating group". */
 bool host_is_ready(const host *h, char *why, size_t len);
-/* Subscriptions, by load order; for tests and health. host_subscription is
- * NULL before the host has started them. */
+/* Subscriptions: the running ones by load order, then those a reload is
+ * stopping; for tests and health. Before the host has started them, one per
+ * handler file and host_subscription is NULL. */
 size_t host_subscriptions(const host *h);
 struct subscription;
 struct subscription *host_subscription(const host *h, size_t i);

@@ -43,9 +43,9 @@ static int core_log(lua_State *L) {
   size_t stack_len[2 * LOG_PAIRS_STACK];
   const char **kv = stack_kv;
   size_t *kvlen = stack_len;
-  if (n > LOG_PAIRS_STACK) {
-    kv = malloc(2 * n * sizeof *kv);
-    kvlen = malloc(2 * n * sizeof *kvlen);
+  if (n + 1 > LOG_PAIRS_STACK) { /* one more: version= */
+    kv = malloc(2 * (n + 1) * sizeof *kv);
+    kvlen = malloc(2 * (n + 1) * sizeof *kvlen);
     if (kv == NULL || kvlen == NULL) {
       free(kv);
       free(kvlen);
@@ -64,7 +64,12 @@ static int core_log(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  log_line_pairs((enum log_level)level, self(L)->spec.name, msg, n, kv, kvlen);
+  /* The script version of the generation that logs, last. */
+  kv[2 * n] = "version";
+  kvlen[2 * n] = 7;
+  kv[2 * n + 1] = self(L)->version;
+  kvlen[2 * n + 1] = strlen(self(L)->version);
+  log_line_pairs((enum log_level)level, self(L)->spec.name, msg, n + 1, kv, kvlen);
   if (kv != stack_kv) {
     free(kv);
     free(kvlen);

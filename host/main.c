@@ -1,7 +1,7 @@
 /* luastream: the command line.
  *
  *   luastream run [--redis URL] [--consumer NAME] [--log-level LEVEL]
- *                 [--shutdown-timeout DURATION] [--http ADDR:PORT] DIR
+ *                 [--shutdown-timeout DURATION] [--http ADDR:PORT] [--no-reload] DIR
  *   luastream check DIR
  *   luastream publish [--redis URL] STREAM JSON [--key K] [--header NAME=VALUE]...
  *   luastream dead-letters list [--redis URL] STREAM [--count N]
@@ -10,7 +10,9 @@
  * main builds the loop, clock and broker, hands them to the host and maps
  * signals: the first SIGTERM/SIGINT drains (within --shutdown-timeout), a
  * second one exits at once. With --http it also serves /healthz and /readyz
- * (health.c) from the host's readiness. The
+ * (health.c) from the host's readiness. Hot reload: a uv_fs_event on DIR
+ * (unless --no-reload) asks the host to reload after 200 ms of quiet
+ * (host_reload_soon); SIGHUP reloads every handler file at once. The
  * other commands that talk to Redis are one-shot clients (struct client):
  * connect, run a few commands, print, exit. */
 #include <stdbool.h>
@@ -62,10 +64,14 @@ static const char usage_main[] =
 
 static const char usage_run[] =
     "usage: luastream run [--redis URL] [--consumer NAME] [--log-level LEVEL]\n"
-    "                     [--shutdown-timeout DURATION] [--http ADDR:PORT] DIR\n"
+    "                     [--shutdown-timeout DURATION] [--http ADDR:PORT]\n"
+    "                     [--no-reload] DIR\n"
     "\n"
     "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
-    "groups, reads, calls the handlers and applies their outcomes. SIGTERM or\n"
+    "groups, reads, calls the handlers and applies their outcomes. Edited,\n"
+    "added and removed handler files are picked up while running (hot reload:\n"
+    "a file that fails to load keeps the running version); SIGHUP reloads\n"
+    "every handler file. SIGTERM or\n"
     "SIGINT stops reading, lets running handlers finish, flushes acks and\n"
     "exits 0; handlers still running at the shutdown timeout are abandoned\n"
     "(their entries stay pending for another host) and the exit is still 0.\n"
@@ -83,7 +89,8 @@ static const char usage_run[] =
     "  --http ADDR:PORT   serve GET /healthz (200 while running) and GET /readyz\n"
     "                     (200 when connected and every subscription reads, else\n"
     "                     503 and why) on ADDR:PORT, e.g. 127.0.0.1:8080;\n"
-    "                     port 0 picks a free port (logged)\n";
+    "                     port 0 picks a free port (logged)\n"
+    "  --no-reload        do not watch DIR for changes (SIGHUP still reloads)\n";
 
 static const char usage_check[] =
     "usage: luastream check DIR\n"
@@ -155,6 +162,7 @@ struct options {
   const char *ids[MAX_IDS];
   int nids;
   bool all;
+  bool no_reload;
   const char *pos[3];   /* positional arguments */
   int npos;
 };
@@ -175,6 +183,7 @@ static int option_slot(struct options *o, const char *name, size_t nlen, const c
   else if (IS("key")) *slot = &o->key;
   else if (IS("count")) *slot = &o->count;
   else if (IS("all")) *flag = &o->all;
+  else if (IS("no-reload")) *flag = &o->no_reload;
   else if (IS("header") || IS("id")) {
     bool header = IS("header");
     int *n = header ? &o->nheaders : &o->nids, max = header ? MAX_HEADERS : MAX_IDS;
@@ -298,7 +307,9 @@ static int parse_duration(const char *text, uint64_t *ms) {
 struct run_state {
   host *host;
   health *health;           /* --http, else NULL */
-  uv_signal_t sigterm, sigint;
+  uv_signal_t sigterm, sigint, sighup;
+  uv_fs_event_t watch;      /* DIR, unless --no-reload */
+  bool watching;
   int signals;
   uint64_t shutdown_ms;     /* --shutdown-timeout */
 };
@@ -306,6 +317,29 @@ struct run_state {
 static void close_signals(struct run_state *rs) {
   uv_close((uv_handle_t *)&rs->sigterm, NULL);
   uv_close((uv_handle_t *)&rs->sigint, NULL);
+  uv_close((uv_handle_t *)&rs->sighup, NULL);
+  if (rs->watching) uv_close((uv_handle_t *)&rs->watch, NULL);
+  rs->watching = false;
+}
+
+/* Something changed in DIR: reload once it has been quiet a while (editors
+ * write a file in several steps). */
+static void on_dir_change(uv_fs_event_t *w, const char *file, int events, int status) {
+  (void)file, (void)events;
+  struct run_state *rs = w->data;
+  if (status < 0) {
+    log_line(LOG_WARN, NULL, "watching the handler directory failed", "error", uv_strerror(status),
+             NULL);
+    return;
+  }
+  host_reload_soon(rs->host);
+}
+
+static void on_sighup(uv_signal_t *sig, int signum) {
+  (void)signum;
+  struct run_state *rs = sig->data;
+  log_line(LOG_INFO, NULL, "signal received: reloading every handler", "signal", "SIGHUP", NULL);
+  host_reload(rs->host, true);
 }
 
 /* The host has stopped: nothing may keep the loop running any more. */
@@ -386,6 +420,18 @@ static int cmd_run(int argc, char **argv) {
   rs.sigterm.data = rs.sigint.data = &rs;
   uv_signal_start(&rs.sigterm, on_signal, SIGTERM);
   uv_signal_start(&rs.sigint, on_signal, SIGINT);
+  uv_signal_init(&loop, &rs.sighup);
+  rs.sighup.data = &rs;
+  uv_signal_start(&rs.sighup, on_sighup, SIGHUP);
+  if (!o.no_reload) {
+    uv_fs_event_init(&loop, &rs.watch);
+    rs.watch.data = &rs;
+    int wrc = uv_fs_event_start(&rs.watch, on_dir_change, o.pos[0], 0);
+    rs.watching = true;
+    if (wrc < 0)
+      log_line(LOG_WARN, NULL, "cannot watch the handler directory: reload with SIGHUP", "dir",
+               o.pos[0], "error", uv_strerror(wrc), NULL);
+  }
   host_start(rs.host, host_stopped, &rs);
   uv_run(&loop, UV_RUN_DEFAULT);
   const char *why = host_failed(rs.host);

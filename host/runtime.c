@@ -8,7 +8,9 @@
  * (hostlib.c) yield and resume through rt_job_resume. */
 #include <lauxlib.h>
 #include <lua.h>
+#include <errno.h>
 #include <lualib.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,9 +119,72 @@ static int preload_core(lua_State *L) {
   return rt_open_core(L, h);
 }
 
-/* The load itself, run under lua_pcall.  [-1, +1] h -> validated spec table */
+/* ---- versions ---- */
+
+/* The file's bytes: a NUL-terminated heap copy in *buf, its length in *len.
+ * Returns 0, or -1 with errno set. */
+static int read_file(const char *path, char **buf, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return -1;
+  size_t cap = 4096, n = 0;
+  char *b = malloc(cap);
+  while (b) {
+    n += fread(b + n, 1, cap - n - 1, f);
+    if (n < cap - 1) break;
+    char *grown = realloc(b, cap *= 2);
+    if (grown == NULL) {
+      free(b);
+      b = NULL;
+      errno = ENOMEM;
+    }
+    b = grown;
+  }
+  int failed = b == NULL || ferror(f);
+  int saved = errno;
+  fclose(f);
+  if (failed) {
+    free(b);
+    errno = saved ? saved : EIO;
+    return -1;
+  }
+  b[n] = '\0';
+  *buf = b;
+  *len = n;
+  return 0;
+}
+
+/* FNV-1a 64 of the bytes, its first 8 hex digits into out. */
+static void version_of(const char *buf, size_t len, char *out) {
+  uint64_t hash = 14695981039346656037ULL;
+  for (size_t i = 0; i < len; i++) {
+    hash ^= (unsigned char)buf[i];
+    hash *= 1099511628211ULL;
+  }
+  snprintf(out, RT_VERSION_LEN, "%08llx", (unsigned long long)(hash >> 32));
+}
+
+int handler_file_version(const char *path, char *out) {
+  char *buf;
+  size_t len;
+  if (read_file(path, &buf, &len) != 0) return -1;
+  version_of(buf, len, out);
+  free(buf);
+  return 0;
+}
+
+const char *handler_version(const handler *h) { return h->version; }
+
+/* The file's source, read once: what is compiled is what is hashed. */
+struct source {
+  const char *buf;
+  size_t len;
+};
+
+/* The load itself, run under lua_pcall.  [-2, +1] h source -> validated spec table */
 static int load_protected(lua_State *L) {
   struct handler *h = lua_touserdata(L, 1);
+  const struct source *src = lua_touserdata(L, 2);
+  lua_settop(L, 0);
   luaL_openlibs(L);
   set_lua_path(L, h->spec.path);
   lua_getglobal(L, "package");
@@ -133,7 +198,10 @@ static int load_protected(lua_State *L) {
   lua_pushliteral(L, "luastream.handler");
   lua_call(L, 1, 1);                                   /* handler module */
   lua_getfield(L, -1, "validate");                     /* module validate */
-  if (luaL_loadfilex(L, h->spec.path, "t") != 0) {
+  lua_pushfstring(L, "@%s", h->spec.path);
+  int rc = luaL_loadbufferx(L, src->buf, src->len, lua_tostring(L, -1), "t");
+  lua_remove(L, -2);                                   /* module validate chunk|message */
+  if (rc != 0) {
     const char *msg = lua_tostring(L, -1);
     if (msg && strstr(msg, "wrong mode"))
       luaL_error(L, "%s:1: precompiled bytecode is not accepted: a handler file must be Lua source",
@@ -178,6 +246,9 @@ static void spec_free(struct handler_spec *s) {
 }
 
 static void handler_destroy(struct handler *h) {
+  /* Out of the generation chain (handler_replace). */
+  if (h->newer) h->newer->older = h->older;
+  if (h->older) h->older->newer = h->newer;
   if (h->L) lua_close(h->L);
   spec_free(&h->spec);
   free(h->scratch);
@@ -198,10 +269,22 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   if (!h->spec.path || !h->spec.name || !h->L) goto oom;
   lua_atpanic(h->L, panic);
 
+  struct source src;
+  char *buf = NULL;
+  if (read_file(path, &buf, &src.len) != 0) {
+    snprintf(err, errlen, "%s:1: cannot read the handler file: %s", path, strerror(errno));
+    handler_destroy(h);
+    return -1;
+  }
+  src.buf = buf;
+  version_of(buf, src.len, h->version);
   /* A C function under pcall, so even setup errors come back as messages. */
   lua_pushcfunction(h->L, load_protected);
   lua_pushlightuserdata(h->L, h);
-  if (lua_pcall(h->L, 1, 1, 0) != 0) {
+  lua_pushlightuserdata(h->L, &src);
+  int rc = lua_pcall(h->L, 2, 1, 0);
+  free(buf);
+  if (rc != 0) {
     const char *msg = lua_tostring(h->L, -1);
     snprintf(err, errlen, "%s", msg ? msg : "unknown error while loading");
     handler_destroy(h);
@@ -212,7 +295,10 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
     handler_destroy(h);
     return -1;
   }
-  /* The spec table keeps `handle`; the registry keeps the spec for bind. */
+  /* The spec table keeps `handle`; the registry keeps the spec for bind.
+   * The dispatcher reads the version from it (the handler-version header). */
+  lua_pushstring(h->L, h->version);
+  lua_setfield(h->L, -2, "version");
   lua_setfield(h->L, LUA_REGISTRYINDEX, "luastream.spec");
   lua_settop(h->L, 0);
   *out = h;
@@ -263,7 +349,25 @@ void handler_release(handler *h) {
   if (h->jobs == 0) handler_destroy(h);
 }
 
+void handler_replace(handler *old, handler *next) {
+  next->older = old;
+  old->newer = next;
+  handler_release(old); /* may close it now, which unlinks it again */
+}
+
+static size_t abandon_jobs(handler *h, rt_abandon_fn *abandoned);
+
 size_t handler_abandon(handler *h, rt_abandon_fn *abandoned) {
+  size_t n = 0;
+  /* Older generations first: each is released, so it closes once dropped. */
+  for (struct handler *g = h->older, *next; g; g = next) {
+    next = g->older;
+    n += abandon_jobs(g, abandoned);
+  }
+  return n + abandon_jobs(h, abandoned);
+}
+
+static size_t abandon_jobs(handler *h, rt_abandon_fn *abandoned) {
   size_t n = 0;
   /* From a loop callback only: a running coroutine cannot be dropped under
    * its own feet, and run() would touch the job after it returns. */
@@ -300,8 +404,10 @@ static void job_free(struct rt_job *job) {
 
 static void report(struct rt_job *job, const struct rt_result *res) {
   const struct rt_env *env = job->h->env;
-  if (env && env->on_delivery) env->on_delivery(env->on_delivery_data, &job->h->spec, job->e, res);
-  job->done(job->data, job->e, res);
+  struct rt_result r = *res;
+  r.version = job->h->version;
+  if (env && env->on_delivery) env->on_delivery(env->on_delivery_data, &job->h->spec, job->e, &r);
+  job->done(job->data, job->e, &r);
 }
 
 static void finish(struct rt_job *job, const struct rt_result *res) {

@@ -57,6 +57,10 @@ struct rt_env {
 
 typedef struct handler handler;
 
+/* A script version: the first 8 hex digits of the FNV-1a 64-bit hash of the
+ * file's bytes, NUL-terminated. */
+#define RT_VERSION_LEN 9
+
 /* Loads and validates one handler file. On success returns 0 and *out. On
  * failure returns -1 with `file:line: message` lines in err (truncated to
  * errlen). env is borrowed and must outlive the handler; the host may fill it
@@ -69,6 +73,16 @@ const struct handler_spec *handler_spec(const handler *h);
 int handler_bind(handler *h, const char *consumer);
 /* Closes the state once no job runs on it; the handler must not be used after. */
 void handler_release(handler *h);
+/* The script version of the file as it was loaded (see RT_VERSION_LEN). */
+const char *handler_version(const handler *h);
+/* The version the file at path has now, into out (RT_VERSION_LEN bytes).
+ * Returns 0, or -1 when it cannot be read. */
+int handler_file_version(const char *path, char *out);
+/* Hot reload: next (loaded and bound) takes over from old. old is released:
+ * its state closes when its last running job ends, and until then
+ * handler_abandon(next) also drops old's jobs (the shutdown deadline). old
+ * must not be used after. */
+void handler_replace(handler *old, handler *next);
 /* Jobs currently running (started and not finished). */
 size_t handler_jobs(const handler *h);
 /* Hands an abandoned job's entry back to its owner: data is the job's done
@@ -110,6 +124,7 @@ struct rt_result {
   int64_t delay_ms;          /* RT_RETRY_AFTER */
   size_t nwrites;            /* RT_ACK, RT_REPLY: entries to add with the ack */
   const struct rt_write *writes;
+  const char *version;       /* the version of the handler that ran the entry */
 };
 
 /* Called once per job, when the coroutine has finished. The result and its

@@ -36,6 +36,9 @@ struct handler {
   size_t scratch_cap;
   struct rt_write *scratch_writes;
   size_t scratch_writes_cap;
+  char version[RT_VERSION_LEN]; /* short content hash of the file (handler_version) */
+  struct handler *older;  /* generations this one replaced that still run jobs */
+  struct handler *newer;  /* the generation that replaced this one, NULL for the newest */
 };
 
 /* Resumes job's coroutine with the nargs values on top of its stack (hostlib

@@ -167,7 +167,7 @@ static void accept_entry(subscription *s, struct entry *e) {
      * killed the host each time): not handed to the handler again. */
     char why[64];
     snprintf(why, sizeof why, "delivered %lld times without an ack", before);
-    sub__dead_letter(s, e, "max-deliveries", why, strlen(why), before);
+    sub__dead_letter(s, e, "max-deliveries", why, strlen(why), before, handler_version(s->h));
     sub__held_remove(s, e->id);
     entry_free(e);
     return;
@@ -511,6 +511,17 @@ size_t sub_abandon(subscription *s, size_t *unacked) {
 }
 
 bool sub_reading(const subscription *s) { return s->state == SUB_READING; }
+bool sub_drained(const subscription *s) { return s->state == SUB_DRAINED; }
+
+void sub_keep_cursor(subscription *s) { s->started = true; }
+
+void sub_swap_handler(subscription *s, handler *h) {
+  handler_replace(s->h, h);
+  s->h = h;
+  s->spec = handler_spec(h);
+}
+
+const char *sub_version(const subscription *s) { return handler_version(s->h); }
 
 /* How long the current read may wait on the server: BLOCK, or the recovery
  * wait a claiming read blocks for and reclaim polls at. */

@@ -56,6 +56,20 @@ void sub_stop(subscription *s);
  * (returns 0) unless s is stopping. */
 size_t sub_abandon(subscription *s, size_t *unacked);
 bool sub_reading(const subscription *s);
+/* Stopped: SUB_EV_DRAINED has been sent (sub_free may follow, from a loop
+ * callback other than the event's). */
+bool sub_drained(const subscription *s);
+/* Before sub_start: this subscription takes over from an earlier one of the
+ * same file (a hot reload restart), so start_at does not move the cursor of a
+ * group that exists again: it applied when the host started. */
+void sub_keep_cursor(subscription *s);
+/* Hot reload in place: entries dispatched from now on run h (loaded, bound to
+ * the same consumer, same subscription fields); entries running finish on the
+ * handler they started on, whose state closes after the last one
+ * (handler_replace). h is owned by the subscription from here on. */
+void sub_swap_handler(subscription *s, handler *h);
+/* The script version of the handler new entries run on. */
+const char *sub_version(const subscription *s);
 /* Readiness: true when s is reading and not stuck; else false with a short
  * reason in why ("creating group", "read connection down", ...). Stuck: a
  * read has been outstanding, or reads have kept failing on a connected

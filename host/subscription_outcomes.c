@@ -215,7 +215,8 @@ long long sub__deliveries_before(const subscription *s, const struct entry *e) {
  * transaction. Without a dead-letter stream, a rejected entry is logged and
  * acked, anything else logged and left pending: never lost silently. */
 void sub__dead_letter(subscription *s, const struct entry *e, const char *reason,
-                        const char *error, size_t error_len, long long deliveries) {
+                      const char *error, size_t error_len, long long deliveries,
+                      const char *version) {
   char count[24];
   snprintf(count, sizeof count, "%lld", deliveries);
   if (s->spec->dead_letter == NULL) {
@@ -227,13 +228,13 @@ void sub__dead_letter(subscription *s, const struct entry *e, const char *reason
              : bad_input ? "bad entry left pending"
                          : "delivery limit reached, entry left pending (no dead_letter stream)",
              "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "reason", reason,
-             "deliveries", count, "error", error, NULL);
+             "deliveries", count, "version", version, "error", error, NULL);
     if (reject) sub__queue_ack(s, e->id);
     return;
   }
   log_line(LOG_WARN, s->spec->name, "entry dead-lettered", "stream", s->spec->stream, "group",
            s->spec->group, "id", e->id, "reason", reason, "deliveries", count, "dead_letter",
-           s->spec->dead_letter, NULL);
+           s->spec->dead_letter, "version", version, NULL);
   struct txn t;
   txn_init(&t);
   outcome_dead_letter(&t, s->spec, e, reason, error, error_len, deliveries, clock_wall(s->clock));
@@ -264,7 +265,7 @@ static void retry(subscription *s, const struct entry *e, const struct rt_result
   if (cap && deliveries >= cap) {
     char why[64];
     snprintf(why, sizeof why, "retried on delivery %lld of %d", deliveries, cap);
-    sub__dead_letter(s, e, "max-deliveries", why, strlen(why), deliveries);
+    sub__dead_letter(s, e, "max-deliveries", why, strlen(why), deliveries, res->version);
   } else if (res->kind == RT_RETRY_AFTER) {
     delay(s, e, res->delay_ms, deliveries);
   } else if (s->spec->read == READ_NEW) {
@@ -304,21 +305,23 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
     retry(s, e, res);
     break;
   case RT_REJECT:
-    sub__dead_letter(s, e, "rejected", res->text, res->text_len, sub__deliveries_before(s, e) + 1);
+    sub__dead_letter(s, e, "rejected", res->text, res->text_len, sub__deliveries_before(s, e) + 1,
+                     res->version);
     break;
   case RT_ERROR: {
     log_line(LOG_ERROR, s->spec->name, "handler failed, entry left pending", "stream",
              s->spec->stream, "group", s->spec->group, "id", e->id, "reason", res->reason,
-             "error", res->text, NULL);
+             "version", res->version, "error", res->text, NULL);
     /* The last delivery max_deliveries allows failed: dead-letter it now,
      * with the error that ended it. */
     long long deliveries = sub__deliveries_before(s, e) + 1;
     if (s->spec->max_deliveries && deliveries >= s->spec->max_deliveries)
-      sub__dead_letter(s, e, "handler-error", res->text, res->text_len, deliveries);
+      sub__dead_letter(s, e, "handler-error", res->text, res->text_len, deliveries, res->version);
     break;
   }
   case RT_INVALID: /* the handler never saw it: logged (and dead-lettered) by dead_letter */
-    sub__dead_letter(s, e, res->reason, res->text, res->text_len, sub__deliveries_before(s, e) + 1);
+    sub__dead_letter(s, e, res->reason, res->text, res->text_len, sub__deliveries_before(s, e) + 1,
+                     res->version);
     break;
   }
   sub__held_remove(s, e->id);

@@ -100,6 +100,7 @@ long long sub__carried_deliveries(const struct entry *e);
 long long sub__deliveries_before(const subscription *s, const struct entry *e);
 /* Sets e aside on the dead-letter stream (see the function's comment). */
 void sub__dead_letter(subscription *s, const struct entry *e, const char *reason,
-                      const char *error, size_t error_len, long long deliveries);
+                      const char *error, size_t error_len, long long deliveries,
+                      const char *version);
 
 #endif

@@ -19,8 +19,9 @@
  *   app:command("XADD", "s", "*", "data", "{}")  -> reply (nil, err on error)
  *   app:settle()  app:advance(ms)  app:now()
  *   app:deliveries([handler]) -> { {handler, id, fields = {k, v, ...}, deliveries, idle_ms,
- *                                   outcome, reason, error}, ... }
- *   app:logs() -> { line, ... }   app:stop() */
+ *                                   outcome, reason, error, version}, ... }
+ *   app:logs() -> { line, ... }   app:stop()
+ *   app:reload([force])  app:reload_soon()   -- hot reload (host_reload, host_reload_soon) */
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdlib.h>
@@ -41,7 +42,7 @@
 #define REAL_WAIT_MS 10000             /* a real server must answer within this */
 
 struct delivery {
-  char *handler, *id, *outcome, *reason, *error;
+  char *handler, *id, *outcome, *reason, *error, *version;
   long long deliveries, idle_ms; /* claimed entries; else -1 */
   size_t nfields;
   char **field;          /* copies */
@@ -112,6 +113,7 @@ static void record(void *data, const struct handler_spec *spec, const struct ent
   d->outcome = dups(outcome_name(res->kind));
   d->reason = dups(res->reason);
   d->error = res->text ? dupn(res->text, res->text_len) : NULL;
+  d->version = dups(res->version);
   d->deliveries = e->deliveries;
   d->idle_ms = e->idle_ms;
   d->nfields = e->nfields;
@@ -351,6 +353,27 @@ static int app_advance(lua_State *L) {
   return 0;
 }
 
+/* app:reload([force]): what a changed handler directory or SIGHUP does
+ * (host_reload), then everything due settles. */
+static int app_reload(lua_State *L) {
+  struct app *a = check_app(L);
+  host_reload(a->host, lua_toboolean(L, 2));
+  if (a->loop)
+    uv_run(a->loop, UV_RUN_NOWAIT);
+  else
+    clock_virtual_settle(a->clock);
+  raise_new_errors(L, a);
+  return 0;
+}
+
+/* app:reload_soon(): what a file event does (host_reload_soon: after 200 ms
+ * of quiet on the clock); nothing settles. */
+static int app_reload_soon(lua_State *L) {
+  struct app *a = check_app(L);
+  host_reload_soon(a->host);
+  return 0;
+}
+
 static int app_now(lua_State *L) {
   struct app *a = check_app(L);
   lua_pushnumber(L, (lua_Number)clock_now(a->clock));
@@ -453,6 +476,10 @@ static int app_deliveries(lua_State *L) {
       lua_pushstring(L, d->error);
       lua_setfield(L, -2, "error");
     }
+    if (d->version) {
+      lua_pushstring(L, d->version);
+      lua_setfield(L, -2, "version");
+    }
     lua_pushnumber(L, (lua_Number)d->deliveries);
     lua_setfield(L, -2, "deliveries");
     lua_pushnumber(L, (lua_Number)d->idle_ms);
@@ -538,6 +565,7 @@ static int app_gc(lua_State *L) {
     free(d->outcome);
     free(d->reason);
     free(d->error);
+    free(d->version);
   }
   free(a->deliveries);
   return 0;
@@ -640,7 +668,8 @@ int luaopen_luastream_testing(lua_State *L) {
   static const luaL_Reg methods[] = {
       {"settle", app_settle},     {"advance", app_advance}, {"now", app_now},
       {"command", app_command},   {"deliveries", app_deliveries},
-      {"logs", app_logs},         {"stop", app_stop},       {NULL, NULL}};
+      {"logs", app_logs},         {"stop", app_stop},       {"reload", app_reload},
+      {"reload_soon", app_reload_soon}, {NULL, NULL}};
   luaL_newmetatable(L, APP_MT);
   lua_newtable(L);
   luaL_register(L, NULL, methods);

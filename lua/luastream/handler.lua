@@ -238,6 +238,10 @@ local function outcome(result, ctx, spec, id, raw_key)
       fields[#fields + 1] = KEY_HEADER
       fields[#fields + 1] = key
     end
+    if spec.version then -- the script version that replied (hot reload)
+      fields[#fields + 1] = "handler-version"
+      fields[#fields + 1] = spec.version
+    end
     writes = writes or {}
     writes[#writes + 1] = { spec.reply_to, fields }
     return "reply", writes

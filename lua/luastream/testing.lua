@@ -87,6 +87,15 @@ function App:now() return self.core:now() end
 
 function App:stop() self.core:stop() end
 
+-- Hot reload, as when the handler directory changes (or on SIGHUP): files
+-- whose content changed (force: every file) are loaded again, added files
+-- start, removed ones stop; then everything due settles.
+function App:reload(force) self.core:reload(force and true or false) end
+
+-- What a file event does: a reload once the directory has been quiet for
+-- 200 ms on the app's clock (advance to see it).
+function App:reload_soon() self.core:reload_soon() end
+
 -- A Redis command on the in-memory broker: the reply, or nil and the error.
 function App:command(...) return self.core:command(...) end
 
@@ -110,7 +119,8 @@ end
 
 -- Every delivery to the handler (file name without .lua), in order:
 -- { id, message, headers, fields, outcome = "ack" | "retry" | "reply" |
---   "error" | "invalid", reason, error }. headers include delivery-count and
+--   "error" | "invalid", reason, error, version }: version is the script
+-- version (content hash) that handled it. headers include delivery-count and
 -- idle-ms on claimed entries, as the handler saw them.
 function App:received(handler)
   local out = {}
@@ -121,7 +131,7 @@ function App:received(handler)
       headers["idle-ms"] = string.format("%d", d.idle_ms)
     end
     out[i] = { id = d.id, message = message, headers = headers, fields = raw, outcome = d.outcome,
-               reason = d.reason, error = d.error, handler = d.handler }
+               reason = d.reason, error = d.error, handler = d.handler, version = d.version }
   end
   return out
 end

@@ -50,7 +50,8 @@ describe("handler context and logs", function()
 
     -- fields: `id`/`*_id` first, then alphabetical
     local posted = host:wait_log('msg="payment posted"', 20, { plain = true })
-    assert.matches(' level=info handler=fmt msg="payment posted" payment_id=7 account=acme note="two words"$', posted)
+    -- then the script version the host adds (hot reload)
+    assert.matches(' level=info handler=fmt msg="payment posted" payment_id=7 account=acme note="two words" version=%x+$', posted)
 
     local ctx = host:wait_records({ msg = "context" }, 1, 20, "the context line")[1]
     assert.equal("warn", ctx.level)
