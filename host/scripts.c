@@ -148,3 +148,14 @@ const char SCRIPT_REPLAY[] =
     "  moved[#moved + 1] = {item[1], item[2], new_id}\n"
     "end\n"
     "return {moved, skipped, next_after, last}\n";
+
+const char SCRIPT_REDO[] =
+    "local stream, group, id = KEYS[1], ARGV[1], ARGV[2]\n"
+    "if #redis.call('XPENDING', stream, group, id, id, 1) == 0 then return 0 end\n"
+    "local i = 3\n"
+    "while i <= #ARGV do\n"
+    "  local n = tonumber(ARGV[i])\n"
+    "  redis.call(unpack(ARGV, i + 1, i + n))\n"
+    "  i = i + n + 1\n"
+    "end\n"
+    "return 1\n";

@@ -28,6 +28,13 @@ extern const char SCRIPT_RECLAIM[];
  *   KEYS: delay set, stream   ARGV: now (Unix ms) count */
 extern const char SCRIPT_SWEEP[];
 
+/* SCRIPT_REDO writes an outcome again after its transaction's reply was
+ * lost with the connection: only if the entry is still pending (else the
+ * transaction ran and acked it), and then all of it in one step. Replies 1
+ * when it wrote, 0 when there was nothing to do.
+ *   KEYS: stream   ARGV: group id, then per command: argc arg...  */
+extern const char SCRIPT_REDO[];
+
 /* SCRIPT_REPLAY puts dead letters (outcome.h) back on their source stream, the
  * dead-letter-stream field of each, as new entries, and deletes them from the
  * dead-letter stream: each XADD and its XDEL in the same script, so an entry

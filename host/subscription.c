@@ -40,6 +40,7 @@ void sub__reply_text(const bk_reply *r, const char *err, char *buf, size_t len) 
 void sub__maybe_drained(subscription *s) {
   if (s->state != SUB_STOPPING) return;
   if (s->lanes.running || s->nacks || s->writes_pending || s->read_pending) return;
+  if (s->redo && !s->abandoned) return; /* cut-off outcomes still to write */
   s->state = SUB_DRAINED;
   sub__log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
   s->on_event(s->data, s, SUB_EV_DRAINED);
@@ -191,7 +192,7 @@ static void log_deleted(subscription *s, const bk_reply *deleted) {
 }
 
 /* Which command the next read sends. */
-enum read_kind { READ_PLAIN, READ_CLAIM_NATIVE, READ_CLAIM_SCRIPT, READ_RECLAIM_SCRIPT };
+enum read_kind { READ_PLAIN, READ_OWN, READ_CLAIM_NATIVE, READ_CLAIM_SCRIPT, READ_RECLAIM_SCRIPT };
 
 static enum read_kind next_read_kind(const subscription *s) {
   switch (s->spec->read) {
@@ -201,9 +202,17 @@ static enum read_kind next_read_kind(const subscription *s) {
   case READ_RECLAIM:
     return READ_RECLAIM_SCRIPT;
   case READ_NEW:
+    if (s->recover) return READ_OWN;
     break;
   }
   return READ_PLAIN;
+}
+
+/* Starts reading this consumer's own pending entries from the beginning. */
+static void recover_own(subscription *s) {
+  if (s->spec->read != READ_NEW) return;
+  s->recover = true;
+  strcpy(s->own_cursor, "0-0");
 }
 
 static void read_done(void *data, const bk_reply *r, const char *err) {
@@ -249,6 +258,16 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   log_deleted(s, deleted);
   if (kind == READ_CLAIM_SCRIPT) s->block_next = count == 0;
   if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) s->block_next = false;
+  if (kind == READ_OWN) {
+    if (count == 0) {
+      s->recover = false; /* the own pending list is read: on to `>` */
+    } else {
+      char n[24];
+      snprintf(n, sizeof n, "%zu", count);
+      sub__log(s, LOG_INFO, "entries delivered here earlier and never acked, handled now",
+               "entries", n, NULL, NULL);
+    }
+  }
   if (kind == READ_RECLAIM_SCRIPT) {
     memcpy(s->cursor, cursor, sizeof cursor);
     /* A full pass found nothing claimable: wait instead of spinning. */
@@ -258,7 +277,8 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     struct entry *e = list;
     list = e->next;
     e->next = NULL;
-    if (e->deliveries <= 0) snprintf(s->last_read, sizeof s->last_read, "%s", e->id);
+    if (kind == READ_OWN) snprintf(s->own_cursor, sizeof s->own_cursor, "%s", e->id);
+    else if (e->deliveries <= 0) snprintf(s->last_read, sizeof s->last_read, "%s", e->id);
     if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) {
       /* A claiming subscription's blocking `>` read: new entries, which the
        * claiming read reports as idle 0, delivered 0 times before. */
@@ -289,6 +309,12 @@ static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kin
   bk_args_str(a, s->spec->consumer);
   bk_args_str(a, "COUNT");
   bk_args_num(a, count);
+  if (kind == READ_OWN) { /* history: answered at once, never blocks */
+    bk_args_str(a, "STREAMS");
+    bk_args_str(a, s->spec->stream);
+    bk_args_str(a, s->own_cursor);
+    return;
+  }
   bk_args_str(a, "BLOCK");
   /* Before 8.4 a blocked read does not wake when a pending entry turns
    * claimable; on 8.4 how soon it wakes is not documented: cap both. */
@@ -309,11 +335,15 @@ static void read_next(subscription *s) {
   if (in_flight > batch / 2) return; /* resumes when the lanes catch up */
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
-  if (s->spec->read != READ_NEW && (s->nacks || s->writes_pending)) return;
+  if (s->spec->read != READ_NEW && (s->nacks || s->writes_pending || s->redo)) return;
+  enum read_kind kind = next_read_kind(s);
+  /* The own pending list holds what runs here too: read it only once all
+   * of that is finished and written. */
+  if (kind == READ_OWN && (in_flight || s->nacks || s->writes_pending || s->redo)) return;
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   struct bk_args a;
   bk_args_init(&a);
-  add_read_args(s, &a, next_read_kind(s), (long long)(batch - in_flight));
+  add_read_args(s, &a, kind, (long long)(batch - in_flight));
   if (bk_command(s->b, s->reader, a.argc, a.argv, a.argvlen, read_done, s) == 0) {
     s->read_pending = true;
     s->read_sent_ms = clock_now(s->clock);
@@ -327,6 +357,8 @@ static void reader_state(void *data, bk_conn *c, int up) {
   /* Reads that failed because the connection went are not the server
    * refusing them: readiness starts counting afresh. */
   if (up) s->read_failing = false;
+  if (up && s->was_down) recover_own(s); /* a read reply may have been lost */
+  s->was_down = !up;
   if (up) read_next(s);
 }
 
@@ -334,6 +366,7 @@ static void reader_state(void *data, bk_conn *c, int up) {
 
 static void start_reading(subscription *s) {
   s->state = SUB_READING;
+  if (!s->started) recover_own(s); /* a host back under the same name */
   s->started = true;
   s->backoff_ms = 0;
   static const char *const mode[] = {"new", "claiming", "reclaim"};
@@ -475,7 +508,7 @@ void sub_stop(subscription *s) {
     s->reader = NULL;
   }
   /* Acks still queued go out now rather than at the next turn. */
-  if (s->nacks) sub__flush_acks(s->flush_timer, s);
+  if (s->nacks || s->redo) sub__flush_acks(s->flush_timer, s);
   sub__maybe_drained(s);
 }
 
@@ -585,6 +618,7 @@ void sub_free(subscription *s) {
     entry_free(e);
   }
   lanes_free(&s->lanes);
+  sub__redo_free(s);
   free(s->acks);
   free(s->held);
   handler_release(s->h);

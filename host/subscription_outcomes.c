@@ -12,6 +12,85 @@
 #include "scripts.h"
 #include "subscription_private.h"
 
+/* ---- outcomes cut off by a lost connection ---- */
+
+/* An outcome's transaction as one SCRIPT_REDO call, copied into a single
+ * allocation so it outlives the entry and the handler it came from. */
+struct redo {
+  struct redo *next;
+  char id[ID_MAX];
+  const char *what;      /* static text */
+  int argc;
+  const char **argv;
+  size_t *argvlen;
+};
+
+static struct redo *redo_new(subscription *s, const char *id, const char *what,
+                             const struct txn *t) {
+  char counts[TXN_MAX][12];
+  int argc = 6;
+  size_t bytes = strlen(s->spec->stream) + strlen(s->spec->group) + strlen(id) + 3;
+  for (int i = 0; i < t->n; i++) {
+    snprintf(counts[i], sizeof counts[i], "%d", t->cmd[i].argc);
+    argc += 1 + t->cmd[i].argc;
+    bytes += strlen(counts[i]) + 1;
+    for (int k = 0; k < t->cmd[i].argc; k++) bytes += t->cmd[i].argvlen[k] + 1;
+  }
+  struct redo *r = malloc(sizeof *r + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+  if (r == NULL) return NULL;
+  r->next = NULL;
+  snprintf(r->id, sizeof r->id, "%s", id);
+  r->what = what;
+  r->argc = 0;
+  r->argv = (const char **)(r + 1);
+  r->argvlen = (size_t *)(r->argv + argc);
+  char *p = (char *)(r->argvlen + argc);
+#define ARG(str, n)                                                                  \
+  do {                                                                               \
+    size_t n_ = (n);                                                                 \
+    memcpy(p, (str), n_);                                                            \
+    p[n_] = '\0';                                                                    \
+    r->argv[r->argc] = p;                                                            \
+    r->argvlen[r->argc++] = n_;                                                      \
+    p += n_ + 1;                                                                     \
+  } while (0)
+  r->argv[r->argc] = "EVAL", r->argvlen[r->argc++] = 4;
+  r->argv[r->argc] = SCRIPT_REDO, r->argvlen[r->argc++] = strlen(SCRIPT_REDO);
+  r->argv[r->argc] = "1", r->argvlen[r->argc++] = 1;
+  ARG(s->spec->stream, strlen(s->spec->stream));
+  ARG(s->spec->group, strlen(s->spec->group));
+  ARG(id, strlen(id));
+  for (int i = 0; i < t->n; i++) {
+    ARG(counts[i], strlen(counts[i]));
+    for (int k = 0; k < t->cmd[i].argc; k++) ARG(t->cmd[i].argv[k], t->cmd[i].argvlen[k]);
+  }
+#undef ARG
+  return r;
+}
+
+/* Keeps r to send again once the command connection is back. */
+static void redo_later(subscription *s, struct redo *r) {
+  r->next = NULL;
+  if (s->redo == NULL) s->redo_tail = &s->redo;
+  *s->redo_tail = r;
+  s->redo_tail = &r->next;
+  if (!s->flush_armed) {
+    s->flush_armed = true;
+    timer_start(s->flush_timer, BACKOFF_MIN_MS);
+  }
+}
+
+void sub__redo_free(subscription *s) {
+  while (s->redo) {
+    struct redo *r = s->redo;
+    s->redo = r->next;
+    free(r);
+  }
+}
+
+static void send_redo(subscription *s, struct redo *r);
+
+
 /* ---- acks: coalesced, one XACK per loop turn ---- */
 
 struct ack_batch {
@@ -56,12 +135,21 @@ void sub__flush_acks(ltimer *t, void *data) {
   (void)t;
   subscription *s = data;
   s->flush_armed = false;
-  if (s->nacks == 0 || s->abandoned) return;
+  if ((s->nacks == 0 && s->redo == NULL) || s->abandoned) return;
   if (!bk_connected(s->b, s->cmd)) { /* keep them; try again shortly */
     s->flush_armed = true;
     timer_start(s->flush_timer, BACKOFF_MIN_MS);
     return;
   }
+  /* Cut-off outcomes first, in the order they were made. */
+  struct redo *redo = s->redo;
+  s->redo = NULL;
+  while (redo) {
+    struct redo *next = redo->next;
+    send_redo(s, redo);
+    redo = next;
+  }
+  if (s->nacks == 0) return;
   struct ack_batch *batch = malloc(sizeof *batch);
   struct bk_args a;
   bk_args_init(&a);
@@ -116,13 +204,65 @@ void sub__queue_ack(subscription *s, const char *id) {
 struct write_req {
   subscription *s;
   char id[ID_MAX];
-  const char *what; /* for the log: "retry", "reply", "dead letter", ... */
+  const char *what;  /* for the log: "retry", "reply", "dead letter", ... */
+  struct redo *redo; /* the same outcome, ready to send again */
 };
+
+static void redo_done(void *data, const bk_reply *r, const char *err) {
+  struct write_req *req = data;
+  subscription *s = req->s;
+  s->writes_pending--;
+  if (r == NULL && !s->abandoned) {
+    redo_later(s, req->redo); /* lost again: once more when it is back */
+    req->redo = NULL;
+  } else if (r && r->type == BK_INTEGER) {
+    log_line(LOG_INFO, s->spec->name,
+             r->integer ? "outcome written after reconnecting"
+                        : "outcome had been written before the connection dropped",
+             "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
+             req->what, NULL);
+  } else {
+    char why[256];
+    sub__reply_text(r, err, why, sizeof why);
+    log_line(LOG_ERROR, s->spec->name, "outcome not written, entry left pending", "stream",
+             s->spec->stream, "group", s->spec->group, "id", req->id, "outcome", req->what,
+             "error", why, NULL);
+  }
+  free(req->redo);
+  free(req);
+  sub__progress(s);
+}
+
+static void send_redo(subscription *s, struct redo *r) {
+  struct write_req *req = malloc(sizeof *req);
+  if (req && bk_command(s->b, s->cmd, r->argc, r->argv, r->argvlen, redo_done, req) == 0) {
+    req->s = s;
+    snprintf(req->id, sizeof req->id, "%s", r->id);
+    req->what = r->what;
+    req->redo = r;
+    s->writes_pending++;
+    return;
+  }
+  free(req);
+  redo_later(s, r);
+}
 
 static void write_done(void *data, const bk_reply *r, const char *err) {
   struct write_req *req = data;
   subscription *s = req->s;
   s->writes_pending--;
+  if (r == NULL && req->redo && !s->abandoned) {
+    /* Cut off: whether EXEC ran is unknown. SCRIPT_REDO finds out (is the
+     * entry still pending?) and writes it all again only if it did not. */
+    log_line(LOG_WARN, s->spec->name, "outcome unconfirmed (connection lost), written again once back",
+             "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
+             req->what, "error", err, NULL);
+    redo_later(s, req->redo);
+    free(req);
+    sub__progress(s);
+    return;
+  }
+  free(req->redo);
   const bk_reply *failed = r && (r->type == BK_ERROR || r->type == BK_NIL) ? r : NULL;
   bool acked = false;
   if (r && r->type == BK_ARRAY && r->elements) {
@@ -159,6 +299,7 @@ static void ignore_reply(void *data, const bk_reply *r, const char *err) {
  * whether all of it was written). Frees t. */
 static void send_txn(subscription *s, const struct entry *e, const char *what, struct txn *t) {
   struct write_req *req = malloc(sizeof *req);
+  struct redo *redo = redo_new(s, e->id, what, t);
   bool multi = t->n > 1;
   const char *exec = "EXEC", *multi_cmd = "MULTI";
   size_t exec_len = 4, multi_len = 5;
@@ -166,6 +307,7 @@ static void send_txn(subscription *s, const struct entry *e, const char *what, s
   req->s = s;
   snprintf(req->id, sizeof req->id, "%s", e->id);
   req->what = what;
+  req->redo = redo;
   if (multi) {
     if (bk_command(s->b, s->cmd, 1, &multi_cmd, &multi_len, ignore_reply, s) != 0) goto fail;
     s->writes_pending++;
@@ -185,7 +327,13 @@ static void send_txn(subscription *s, const struct entry *e, const char *what, s
 fail:
   free(req);
   txn_free(t);
-  log_line(LOG_ERROR, s->spec->name, "outcome not written (not connected), entry left pending",
+  if (redo) { /* not connected now: written once the connection is back */
+    log_line(LOG_WARN, s->spec->name, "outcome waits for the connection", "stream",
+             s->spec->stream, "group", s->spec->group, "id", e->id, "outcome", what, NULL);
+    redo_later(s, redo);
+    return;
+  }
+  log_line(LOG_ERROR, s->spec->name, "outcome not written (out of memory), entry left pending",
            "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "outcome", what, NULL);
 }
 

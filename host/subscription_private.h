@@ -55,6 +55,13 @@ struct subscription {
   uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
   char cursor[ID_MAX];      /* reclaim: where the next XAUTOCLAIM starts */
   bool started;             /* has read once: start_at is spent */
+  /* `new`: read this consumer's own pending entries before `>` again: at
+   * start-up (a host back under the same name) and after the read
+   * connection was lost (a read reply lost with it left entries delivered
+   * but never seen). Done only with nothing in flight, so nothing runs twice. */
+  bool recover;
+  bool was_down;            /* the read connection went down since it was up */
+  char own_cursor[ID_MAX];  /* the history read goes on after this id */
   /* claiming and reclaim: ids in a lane or a handler here. A claiming read
    * also returns this consumer's own entries once idle min_idle, and an
    * entry waiting behind others ages as if abandoned: it must still run once. */
@@ -65,6 +72,7 @@ struct subscription {
   uint64_t backoff_ms;
   unsigned writes_pending;  /* outcome commands sent and not answered */
 
+  struct redo *redo, **redo_tail; /* outcomes cut off by a lost connection, to send again */
   char (*acks)[ID_MAX];     /* ids finished and not yet in an XACK */
   size_t nacks, acks_cap;
   ltimer *flush_timer;      /* flushes acks at the next loop turn */
@@ -86,6 +94,9 @@ void sub__progress(subscription *s);
 void sub__held_remove(subscription *s, const char *id);
 
 /* subscription_outcomes.c */
+struct redo;
+/* Frees the outcomes still waiting to be written again (sub_free). */
+void sub__redo_free(subscription *s);
 /* rt_done_fn of every job: applies the outcome, frees e, frees its lane. */
 void sub__job_done(void *data, struct entry *e, const struct rt_result *res);
 /* Adds id to the XACK that goes out at the next loop turn. */

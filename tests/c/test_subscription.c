@@ -142,6 +142,8 @@ static struct {
   char cmd_log_at_drain[8192];
 } F;
 
+#define OWN_READ "XREADGROUP GROUP ledger c-1 COUNT * STREAMS payments 0-0"
+
 /* log without the lines starting with "EVAL <sweep> " (one of 4 rotating buffers). */
 static const char *without_sweeps(const char *log) {
   static char buf[4][16384];
@@ -195,6 +197,9 @@ static void fx_init(const char *opts) {
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
   replay_default(F.rb, "EVAL <sweep> **", ":0\r\n"); /* nothing due */
+  /* `new` reads its own pending list first (a host back under its name):
+   * empty unless a test says otherwise. */
+  replay_default(F.rb, OWN_READ, "*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n");
   F.cmd = bk_conn_open(F.b, "cmd", NULL, NULL);
   F.env = (struct rt_env){.clock = F.clk};
 
@@ -520,7 +525,7 @@ TEST_IMPL(sub_new_retry_copy_and_other_groups_copy) {
                 "XACK payments ledger 6-0\n"
                 "EXEC\n"
                 "XACK payments ledger 7-0 8-0\n");
-  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 2);
+  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 3); /* own pending list, the batch, the next read */
   ASSERT_NULL(strstr(logbuf, "level=error"));
   fx_finish();
 }
@@ -678,6 +683,7 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
 
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0\n"
                 "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >\n"
                 "XREADGROUP GROUP ledger c-1 COUNT 7 BLOCK 2000 STREAMS payments >\n"
                 /* 2-0 ran at once; 3-0 still waits for the one worker */
@@ -1179,5 +1185,25 @@ TEST_IMPL(sub_txn_partial_failure_reported_as_acked) {
   ASSERT_CONTAINS(logbuf, "msg=\"outcome partly written: entry acked, a write failed\"");
   if (strstr(logbuf, "entry left pending"))
     TEST_FAIL_("an acked entry whose dead letter failed is logged as left pending:\n%s", logbuf);
+  fx_finish();
+}
+
+/* `new` reads its own pending list before `>`: entries delivered to this
+ * consumer earlier (a host back under the same name, a read reply lost with
+ * the connection) are handled and acked, page by page, then `>` goes on. */
+TEST_IMPL(sub_new_reads_own_pending_list_first) {
+  fx_init("batch = 10");
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0",
+                read_resp(false, ENTS(NE("3-0", "data", "{\"n\":3}"), NE("4-0", "data", "{\"n\":4}"))));
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 4-0",
+                "*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n");
+  fx_run(80400);
+  ASSERT_STR_EQ(got(), "id=3-0 n=3\nid=4-0 n=4\n");
+  ASSERT_CONTAINS(logbuf, "msg=\"entries delivered here earlier and never acked, handled now\"");
+  /* the next page waited for the acks of the first; then `>` */
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 4-0\n" NEW_READ "\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0 4-0\n");
   fx_finish();
 }
