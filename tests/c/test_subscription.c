@@ -22,6 +22,7 @@
 #include "runtime.h"
 #include "scripts.h"
 #include "subscription.h"
+#include "logtext.h"
 #include "task.h"
 
 
@@ -76,31 +77,13 @@ static const char *write_handler(const char *name, const char *opts) {
 static char logbuf[65536];
 static size_t log_len;
 
-/* The script version every handler line and host delivery line carries
- * (version=xxxxxxxx, hot reload) is taken out of the captured text, so the
- * expected lines below stay readable; the last one is kept here. */
+/* The last script version strip_versions took out of a captured line. */
 static char last_version[16];
-
-static size_t strip_versions(char *dst, const char *line, size_t len) {
-  size_t o = 0;
-  for (size_t i = 0; i < len;) {
-    if (len - i >= 17 && memcmp(line + i, " version=", 9) == 0 &&
-        strspn(line + i + 9, "0123456789abcdef") >= 8 &&
-        (len - i == 17 || line[i + 17] == ' ')) {
-      memcpy(last_version, line + i + 9, 8);
-      last_version[8] = '\0';
-      i += 17;
-      continue;
-    }
-    dst[o++] = line[i++];
-  }
-  return o;
-}
 
 static void log_capture(void *data, enum log_level level, const char *line, size_t len) {
   (void)data, (void)level;
   ASSERT(log_len + len + 2 < sizeof logbuf);
-  log_len += strip_versions(logbuf + log_len, line, len);
+  log_len += strip_versions(logbuf + log_len, line, len, last_version);
   logbuf[log_len++] = '\n';
   logbuf[log_len] = '\0';
 }
