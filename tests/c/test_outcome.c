@@ -9,6 +9,7 @@
 #include "entry.h"
 #include "outcome.h"
 #include "runtime.h"
+#include "fixtures.h"
 #include "task.h"
 
 
@@ -30,25 +31,6 @@ static struct handler_spec spec(void) {
       .max_deliveries = 3,
       .dead_letter = (char *)"payments.dead",
   };
-}
-
-/* entry_new(id, "name", "value", ..., NULL) */
-static struct entry *mk_entry(const char *id, ...) {
-  const char *field[32];
-  size_t len[32];
-  size_t n = 0;
-  va_list ap;
-  va_start(ap, id);
-  for (const char *s; (s = va_arg(ap, const char *)) != NULL;) {
-    ASSERT(n < 32);
-    field[n] = s;
-    len[n] = strlen(s);
-    n++;
-  }
-  va_end(ap);
-  struct entry *e = entry_new(id, strlen(id), n, field, len);
-  ASSERT_NOT_NULL(e);
-  return e;
 }
 
 /* Command i of t as its words joined by single spaces; bytes outside

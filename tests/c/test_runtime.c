@@ -14,7 +14,7 @@
 #include "entry.h"
 #include "log.h"
 #include "runtime.h"
-#include "logtext.h"
+#include "fixtures.h"
 #include "task.h"
 
 
@@ -89,25 +89,6 @@ static const char *at(const char *path, int line, const char *msg) {
 }
 
 /* ---- entries and results ---- */
-
-/* entry_new(id, "name", "value", ..., NULL) */
-static struct entry *mk_entry(const char *id, ...) {
-  const char *field[32];
-  size_t len[32];
-  size_t n = 0;
-  va_list ap;
-  va_start(ap, id);
-  for (const char *s; (s = va_arg(ap, const char *)) != NULL;) {
-    ASSERT(n < 32);
-    field[n] = s;
-    len[n] = strlen(s);
-    n++;
-  }
-  va_end(ap);
-  struct entry *e = entry_new(id, strlen(id), n, field, len);
-  ASSERT_NOT_NULL(e);
-  return e;
-}
 
 #define MAX_WRITES 8
 #define MAX_FIELDS 16

@@ -22,7 +22,7 @@
 #include "runtime.h"
 #include "scripts.h"
 #include "subscription.h"
-#include "logtext.h"
+#include "fixtures.h"
 #include "task.h"
 
 

@@ -1,8 +1,14 @@
-/* logtext: helpers for tests that compare captured log lines. */
-#ifndef LUASTREAM_TEST_LOGTEXT_H
-#define LUASTREAM_TEST_LOGTEXT_H
+/* fixtures: what several C tests build or compare the same way. */
+#ifndef LUASTREAM_TEST_FIXTURES_H
+#define LUASTREAM_TEST_FIXTURES_H
 
 #include <stddef.h>
+
+struct entry;
+
+/* mk_entry(id, "name", "value", ..., NULL): an entry (free with entry_free);
+ * at most 32 strings. */
+struct entry *mk_entry(const char *id, ...);
 
 /* Copies line (len bytes) to dst without its ` version=xxxxxxxx` fields (the
  * script version every handler line and host delivery line carries), so
