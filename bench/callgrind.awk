@@ -1,0 +1,86 @@
+# callgrind.awk: figures from one callgrind profile, for bench/instructions.
+#
+#   callgrind_annotate --tree=caller --threshold=100 FILE | awk -f callgrind.awk
+#
+# Prints `key value` lines:
+#   total N                      instructions collected (PROGRAM TOTALS)
+#   server N                     instructions of the simulated Redis: every call
+#                                from outside into the in-memory server's command
+#                                code (mem{stream,group,read,script,zset}.c and
+#                                broker_memory.c's run/check/lookup/exec_multi),
+#                                with all it calls (reply building included)
+#   alloc.host N                 malloc/calloc/realloc calls made by anything but
+#                                the in-memory broker (luastream's C code, cjson,
+#                                libc helpers they call)
+#   alloc.broker N               the same calls made by the in-memory broker
+#                                (server and its client half: argv copies, replies)
+#   alloc.lua N                  LuaJIT's own allocator (lj_alloc_malloc/realloc):
+#                                GC objects, not C allocations
+#   allocby CALLER N             malloc-family calls per caller
+# A caller line of --tree=caller reads `COST (PCT)  < FILE:FN (Nx) [OBJ]`, the
+# function's own line `COST (PCT)  *  FILE:FN [OBJ]`.
+
+function strip_rec(name) { sub(/'[0-9]+$/, "", name); return name }
+
+function is_server(name) {
+  name = strip_rec(name)
+  if (name ~ /host\/mem(stream|group|read|script|zset)\.c:/) return 1
+  if (name ~ /host\/broker_memory\.c:(run|check|lookup|exec_multi|stream_keys_typed|cmd_ping|cmd_info|word_is|arity_ok|script_call)$/) return 1
+  return 0
+}
+
+function is_broker(name) { return strip_rec(name) ~ /host\/(broker_memory|mem[a-z]*)\.c:/ }
+
+function num(s) { gsub(/,/, "", s); return s + 0 }
+
+# "  1,234 ( 5.6%)  < file:fn (12x) [obj]" -> caller name, count, cost
+/^ *[0-9,]+ +\( *[0-9.]+%\) +< / {
+  cost = $1
+  line = $0
+  sub(/^[^<]*< /, "", line)
+  cnt = line
+  sub(/^.* \(/, "", cnt)
+  sub(/x\).*$/, "", cnt)
+  name = line
+  sub(/ \([0-9,]+x\).*$/, "", name)
+  caller[n] = name
+  ccount[n] = num(cnt)
+  ccost[n] = num(cost)
+  n++
+  next
+}
+
+/^ *[0-9,]+ +\( *[0-9.]+%\) +\* / {
+  cost = $1
+  line = $0
+  sub(/^[^*]*\*  /, "", line)
+
+  sub(/ \[[^]]*\]$/, "", line)
+  callee = line
+  base = strip_rec(callee)
+  if (is_server(callee)) {
+    for (i = 0; i < n; i++) if (!is_server(caller[i])) server += ccost[i]
+  }
+  if (base ~ /malloc\.c:(malloc|calloc|realloc)$/) {
+    for (i = 0; i < n; i++) {
+      if (caller[i] ~ /malloc\.c:/) continue # libc's own (realloc calling malloc)
+      if (is_broker(caller[i])) abroker += ccount[i]
+      else ahost += ccount[i]
+      allocby[strip_rec(caller[i])] += ccount[i]
+    }
+  }
+  if (base ~ /:lj_alloc_(malloc|realloc)$/) {
+    for (i = 0; i < n; i++) alua += ccount[i]
+  }
+  n = 0
+  next
+}
+
+/PROGRAM TOTALS/ { total = num($1) }
+
+/^$/ { n = 0 }
+
+END {
+  printf "total %d\nserver %d\nalloc.host %d\nalloc.broker %d\nalloc.lua %d\n", total, server, ahost, abroker, alua
+  for (c in allocby) printf "allocby %s %d\n", c, allocby[c]
+}
