@@ -51,7 +51,12 @@ describe("hot reload", function()
     while n < N do
       srv:pipe(entries(n + 1, n + CHUNK))
       n = n + CHUNK
-      if n == N / 2 then replace(dir .. "/count.lua", counter("two")) end
+      if n == N / 2 then
+        replace(dir .. "/count.lua", counter("two"))
+        -- the second half is published once the switch is made: a fast
+        -- host would otherwise finish all of it within the 200 ms debounce
+        host:wait_records({ msg = "handler reloaded" }, 1, 10, "the edit picked up")
+      end
       helper.wait_until(function() return #handled(host) >= n - 2 * CHUNK end, 30, "the host to keep up")
     end
     host:wait_records({ msg = "handled" }, N, 60, "every entry handled")
