@@ -125,7 +125,7 @@ static bool held_add(subscription *s, const char *id) {
     s->held = p;
     s->held_cap = cap;
   }
-  snprintf(s->held[s->nheld++], ID_MAX, "%s", id);
+  sub__copy_id(s->held[s->nheld++], id);
   return true;
 }
 
@@ -277,8 +277,8 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     struct entry *e = list;
     list = e->next;
     e->next = NULL;
-    if (kind == READ_OWN) snprintf(s->own_cursor, sizeof s->own_cursor, "%s", e->id);
-    else if (e->deliveries <= 0) snprintf(s->last_read, sizeof s->last_read, "%s", e->id);
+    if (kind == READ_OWN) sub__copy_id(s->own_cursor, e->id);
+    else if (e->deliveries <= 0) sub__copy_id(s->last_read, e->id);
     if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) {
       /* A claiming subscription's blocking `>` read: new entries, which the
        * claiming read reports as idle 0, delivered 0 times before. */

@@ -186,7 +186,7 @@ static void add_ack(subscription *s, const char *id) {
     s->acks = p;
     s->acks_cap = cap;
   }
-  snprintf(s->acks[s->nacks++], ID_MAX, "%s", id);
+  sub__copy_id(s->acks[s->nacks++], id);
 }
 
 /* Adds id to the XACK that goes out at the next loop turn. */

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "entry.h"
 #include "lanes.h"
@@ -80,6 +81,15 @@ struct subscription {
   char *delay_key;          /* the group's delay set (outcome_delay_key) */
   bool flush_armed;
 };
+
+/* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
+ * ID_MAX) into dst: a plain copy, as this runs for every entry. */
+static inline void sub__copy_id(char dst[ID_MAX], const char *id) {
+  size_t n = strlen(id);
+  if (n >= ID_MAX) n = ID_MAX - 1;
+  memcpy(dst, id, n);
+  dst[n] = '\0';
+}
 
 /* subscription.c */
 void sub__log(subscription *s, enum log_level level, const char *msg, const char *k1,
