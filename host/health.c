@@ -341,7 +341,6 @@ health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *
   return hs;
 }
 
-int health_port(const health *hs) { return hs->port; }
 
 void health_close(health *hs) {
   if (hs == NULL || hs->closing) return;

@@ -60,8 +60,6 @@ struct uv_loop_s;
  * the address is bad or cannot be bound. */
 health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *ready, void *data,
                      char *err, size_t errlen);
-/* The bound port. */
-int health_port(const health *hs);
 /* Stops listening and closes every connection, answered or not. The memory
  * goes in the close callbacks: the loop must run once more. hs must not be
  * used after. */

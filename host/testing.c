@@ -63,9 +63,6 @@ struct world {
 
 struct app {
   struct world *w;
-  uv_loop_t *loop;       /* w's, borrowed, for brevity */
-  lclock *clock;
-  broker *b;
   host *host;
   bk_conn *conn;         /* the spec's own connection (publish, inspect) */
   bool stopped;
@@ -194,13 +191,13 @@ static void tick(uv_timer_t *t) { (void)t; }
 /* Runs the loop until done(a) or REAL_WAIT_MS pass; returns done(a). */
 static bool run_until(struct app *a, bool (*done)(struct app *)) {
   uv_timer_t ticker; /* wakes the loop so the condition is looked at */
-  uv_timer_init(a->loop, &ticker);
+  uv_timer_init(a->w->loop, &ticker);
   uv_timer_start(&ticker, tick, 2, 2);
-  uint64_t deadline = uv_now(a->loop) + REAL_WAIT_MS;
+  uint64_t deadline = uv_now(a->w->loop) + REAL_WAIT_MS;
   bool ok;
-  while (!(ok = done(a)) && uv_now(a->loop) < deadline) uv_run(a->loop, UV_RUN_ONCE);
+  while (!(ok = done(a)) && uv_now(a->w->loop) < deadline) uv_run(a->w->loop, UV_RUN_ONCE);
   uv_close((uv_handle_t *)&ticker, NULL);
-  uv_run(a->loop, UV_RUN_NOWAIT);
+  uv_run(a->w->loop, UV_RUN_NOWAIT);
   return ok;
 }
 
@@ -222,14 +219,14 @@ struct waiter {
 static bool wait_reply(struct app *a, struct waiter *w, int argc, const char **argv,
                        const size_t *argvlen, bk_reply_cb *cb) {
   a->replied = false;
-  if (bk_command(a->b, a->conn, argc, argv, argvlen, cb, w) != 0) {
+  if (bk_command(a->w->b, a->conn, argc, argv, argvlen, cb, w) != 0) {
     free(w);
     return false;
   }
-  if (a->loop)
+  if (a->w->loop)
     run_until(a, got_reply);
   else
-    clock_virtual_settle(a->clock);
+    clock_virtual_settle(a->w->clock);
   if (!a->replied) {
     w->a = NULL; /* the callback frees it when (if) the reply comes */
     return false;
@@ -317,10 +314,10 @@ static bool host_quiet(struct app *a) {
  * stream; twice in a row, a round trip apart, so a read reply already on its
  * way has time to land. */
 static void settle_real(lua_State *L, struct app *a) {
-  uint64_t deadline = uv_now(a->loop) + REAL_WAIT_MS;
+  uint64_t deadline = uv_now(a->w->loop) + REAL_WAIT_MS;
   int quiet_checks = 0;
   while (quiet_checks < 2) {
-    if (uv_now(a->loop) > deadline) luaL_error(L, "the host did not settle within %d ms", REAL_WAIT_MS);
+    if (uv_now(a->w->loop) > deadline) luaL_error(L, "the host did not settle within %d ms", REAL_WAIT_MS);
     if (!run_until(a, host_quiet)) continue;
     bool all = true;
     for (size_t i = 0; all && i < host_subscriptions(a->host); i++) {
@@ -333,22 +330,22 @@ static void settle_real(lua_State *L, struct app *a) {
 
 static int app_settle(lua_State *L) {
   struct app *a = check_app(L);
-  if (a->loop)
+  if (a->w->loop)
     settle_real(L, a);
   else
-    clock_virtual_settle(a->clock);
+    clock_virtual_settle(a->w->clock);
   raise_new_errors(L, a);
   return 0;
 }
 
 static int app_advance(lua_State *L) {
   struct app *a = check_app(L);
-  if (a->loop) return luaL_error(L, "advance needs the in-memory broker: a real server's clock cannot be moved");
+  if (a->w->loop) return luaL_error(L, "advance needs the in-memory broker: a real server's clock cannot be moved");
   lua_Number ms = luaL_checknumber(L, 2);
   luaL_argcheck(L, ms >= 0, 2, "cannot move the clock back");
-  clock_virtual_settle(a->clock);
-  clock_virtual_advance(a->clock, (uint64_t)ms);
-  clock_virtual_settle(a->clock);
+  clock_virtual_settle(a->w->clock);
+  clock_virtual_advance(a->w->clock, (uint64_t)ms);
+  clock_virtual_settle(a->w->clock);
   raise_new_errors(L, a);
   return 0;
 }
@@ -358,10 +355,10 @@ static int app_advance(lua_State *L) {
 static int app_reload(lua_State *L) {
   struct app *a = check_app(L);
   host_reload(a->host, lua_toboolean(L, 2));
-  if (a->loop)
-    uv_run(a->loop, UV_RUN_NOWAIT);
+  if (a->w->loop)
+    uv_run(a->w->loop, UV_RUN_NOWAIT);
   else
-    clock_virtual_settle(a->clock);
+    clock_virtual_settle(a->w->clock);
   raise_new_errors(L, a);
   return 0;
 }
@@ -376,7 +373,7 @@ static int app_reload_soon(lua_State *L) {
 
 static int app_now(lua_State *L) {
   struct app *a = check_app(L);
-  lua_pushnumber(L, (lua_Number)clock_now(a->clock));
+  lua_pushnumber(L, (lua_Number)clock_now(a->w->clock));
   return 1;
 }
 
@@ -526,19 +523,19 @@ static void app_release(struct app *a) {
       /* As at a shutdown deadline: handlers still waiting on the clock
        * (which does not move by itself here) are abandoned, their entries
        * left pending; everything finished is written first. */
-      if (a->loop) {
+      if (a->w->loop) {
         host_stop_within(a->host, REAL_WAIT_MS);
         run_until(a, is_stopped);
       } else {
         host_stop_within(a->host, 0);
-        clock_virtual_settle(a->clock);
+        clock_virtual_settle(a->w->clock);
       }
     }
     host_free(a->host);
     a->host = NULL;
   }
   if (a->conn) {
-    bk_conn_close(a->b, a->conn);
+    bk_conn_close(a->w->b, a->conn);
     a->conn = NULL;
   }
   a->stopped = true; /* the world stays until collected: its log can still be read */
@@ -632,12 +629,9 @@ static int core_app(lua_State *L) {
     log_world = a->w;
     log_set_sink(capture_log, NULL);
   }
-  a->loop = a->w->loop;
-  a->clock = a->w->clock;
-  a->b = a->w->b;
 
   char *problems = NULL;
-  a->host = host_new(dir, a->b, a->clock, consumer, &problems);
+  a->host = host_new(dir, a->w->b, a->w->clock, consumer, &problems);
   if (a->host == NULL) {
     lua_pushstring(L, problems ? problems : "cannot load the handlers");
     free(problems);
@@ -645,15 +639,15 @@ static int core_app(lua_State *L) {
     return lua_error(L);
   }
   host_on_delivery(a->host, record, a);
-  a->conn = bk_conn_open(a->b, "spec", NULL, NULL);
+  a->conn = bk_conn_open(a->w->b, "spec", NULL, NULL);
   host_start(a->host, host_stopped, a);
-  if (a->loop) {
+  if (a->w->loop) {
     if (!run_until(a, host_ready)) {
       app_release(a);
       return luaL_error(L, "the host did not start reading from %s within %d ms", redis, REAL_WAIT_MS);
     }
   } else {
-    clock_virtual_settle(a->clock);
+    clock_virtual_settle(a->w->clock);
   }
   const char *why = host_failed(a->host);
   if (why) {
