@@ -54,6 +54,12 @@ struct broker_ops {
   int (*command)(bk_conn *c, int argc, const char **argv, const size_t *argvlen,
                  bk_reply_cb *cb, void *data);
   int (*connected)(bk_conn *c);
+  /* Writes what bk_command queued on c now rather than when the loop next
+   * turns (hiredis writes only then): a read sent before a batch runs then
+   * reaches the server while the batch runs. Best effort: what cannot be
+   * written now goes at the next turn, a write error is reported as usual
+   * from the loop, never from here. Safe inside any callback. */
+  void (*flush)(bk_conn *c);
   /* Pending callbacks fire with err "connection closed", possibly before this
    * returns (bk_command from them returns -1); the state callback does not
    * fire again. Safe inside any callback of the same connection. c must not
@@ -75,6 +81,7 @@ static inline int bk_command(broker *b, bk_conn *c, int argc, const char **argv,
   return b->ops->command(c, argc, argv, argvlen, cb, data);
 }
 static inline int bk_connected(broker *b, bk_conn *c) { return b->ops->connected(c); }
+static inline void bk_flush(broker *b, bk_conn *c) { b->ops->flush(c); }
 static inline void bk_conn_close(broker *b, bk_conn *c) { b->ops->conn_close(c); }
 static inline void broker_free(broker *b) { b->ops->free(b); }
 

@@ -603,6 +603,9 @@ static int mem_connected(bk_conn *bc) {
   return !c->closed && !c->b->down;
 }
 
+/* Commands run from the pump: nothing waits to be written. */
+static void mem_flush(bk_conn *bc) { (void)bc; }
+
 static void mem_close(bk_conn *bc) {
   struct mconn *c = (struct mconn *)bc;
   if (c == NULL || c->closed) return;
@@ -638,6 +641,7 @@ static const struct broker_ops memory_ops = {
     .conn_open = mem_open,
     .command = mem_command,
     .connected = mem_connected,
+    .flush = mem_flush,
     .conn_close = mem_close,
     .free = mem_free,
 };

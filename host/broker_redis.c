@@ -593,6 +593,26 @@ static int rconn_connected(bk_conn *bc) {
   return c->up && !c->closing;
 }
 
+/* Not redisAsyncHandleWrite: the host flushes from inside reply callbacks,
+ * where a write error would make it free the context under the callback
+ * (hiredis 0.14; later versions assert that it is not called there). A
+ * failed redisBufferWrite leaves the error in the context and the write event
+ * armed: the loop's next redisAsyncHandleWrite finds it and tears the
+ * connection down as for any other error. */
+static void rconn_flush(bk_conn *bc) {
+  struct rconn *c = (struct rconn *)bc;
+  if (!c->up || c->closing || c->ac == NULL) return;
+  redisAsyncContext *ac = c->ac;
+  if (!(ac->c.flags & REDIS_CONNECTED) || (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) ||
+      ac->c.err)
+    return;
+  int done = 0;
+  /* All written: the write event hiredis armed would only wake the loop
+   * for nothing. */
+  if (redisBufferWrite(&ac->c, &done) == REDIS_OK && done && ac->ev.delWrite)
+    ac->ev.delWrite(ac->ev.data);
+}
+
 static void rconn_close(bk_conn *bc) {
   struct rconn *c = (struct rconn *)bc;
   if (c == NULL || c->closing) return;
@@ -637,6 +657,7 @@ static const struct broker_ops redis_ops = {
     .conn_open = rconn_open,
     .command = rconn_command,
     .connected = rconn_connected,
+    .flush = rconn_flush,
     .conn_close = rconn_close,
     .free = rbroker_free,
 };

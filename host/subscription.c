@@ -208,6 +208,14 @@ static enum read_kind next_read_kind(const subscription *s) {
   return READ_PLAIN;
 }
 
+/* Whether this read may go out while the last batch still runs (read-ahead):
+ * only a `new` subscription's read of `>`. Reads that claim wait for the
+ * acks of what ran here (see read_next), and the own pending list is read
+ * with nothing in flight. */
+static bool reads_ahead(const subscription *s, enum read_kind kind) {
+  return kind == READ_PLAIN && s->spec->read == READ_NEW;
+}
+
 /* Starts reading this consumer's own pending entries from the beginning. */
 static void recover_own(subscription *s) {
   if (s->spec->read != READ_NEW) return;
@@ -287,6 +295,9 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     }
     accept_entry(s, e);
   }
+  /* Read ahead: the next read goes out, and leaves at once, before this
+   * batch runs, so the server answers it while the handlers work. */
+  if (reads_ahead(s, kind)) read_next(s);
   sub__progress(s);
 }
 
@@ -332,21 +343,28 @@ static void read_next(subscription *s) {
   if (s->state != SUB_READING || s->read_pending || s->waiting) return;
   size_t in_flight = lanes_in_flight(&s->lanes);
   size_t batch = (size_t)s->spec->batch;
-  if (in_flight > batch / 2) return; /* resumes when the lanes catch up */
+  enum read_kind kind = next_read_kind(s);
+  bool ahead = reads_ahead(s, kind);
+  /* Ahead: a batch more while at most one is in flight, so at most
+   * 2 x batch are held here. Otherwise the lanes fill up to one batch
+   * and are read again once half empty. */
+  if (in_flight > (ahead ? batch : batch / 2)) return; /* resumes when the lanes catch up */
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
   if (s->spec->read != READ_NEW && (s->nacks || s->writes_pending || s->redo)) return;
-  enum read_kind kind = next_read_kind(s);
   /* The own pending list holds what runs here too: read it only once all
    * of that is finished and written. */
   if (kind == READ_OWN && (in_flight || s->nacks || s->writes_pending || s->redo)) return;
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   struct bk_args a;
   bk_args_init(&a);
-  add_read_args(s, &a, kind, (long long)(batch - in_flight));
+  add_read_args(s, &a, kind, (long long)(ahead ? batch : batch - in_flight));
   if (bk_command(s->b, s->reader, a.argc, a.argv, a.argvlen, read_done, s) == 0) {
     s->read_pending = true;
     s->read_sent_ms = clock_now(s->clock);
+    /* hiredis writes only when the loop turns, which may be after a whole
+     * batch of handlers: the read leaves now instead. */
+    bk_flush(s->b, s->reader);
   }
   bk_args_free(&a);
 }

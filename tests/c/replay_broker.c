@@ -268,6 +268,9 @@ static int rp_command(bk_conn *c, int argc, const char **argv, const size_t *arg
 
 static int rp_connected(bk_conn *c) { return c->up && !c->closing; }
 
+/* A command is recorded as sent by rp_command already. */
+static void rp_flush(bk_conn *c) { (void)c; }
+
 static void rp_conn_close(bk_conn *c) {
   if (c->closing) return;
   c->closing = true;
@@ -329,6 +332,7 @@ static const struct broker_ops replay_ops = {
     .conn_open = rp_conn_open,
     .command = rp_command,
     .connected = rp_connected,
+    .flush = rp_flush,
     .conn_close = rp_conn_close,
     .free = rp_free,
 };

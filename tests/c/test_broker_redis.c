@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <hiredis/hiredis.h>
 #include <uv.h>
 
 #include "broker.h"
@@ -791,6 +792,116 @@ TEST_IMPL(broker_redis_command_timeout) {
   ASSERT_OK(cmdv(b, c, on_call, &again, "PING", NULL));
   WAIT(again.calls, 1, 2000);
   ASSERT_STR_EQ(again.str, "PONG");
+  close_and_free(b, c);
+  teardown();
+}
+
+/* bk_flush writes what is queued now, without the loop turning (hiredis alone
+ * writes only when it turns), also from inside a reply callback of the same
+ * connection; the replies still come once each. A second client, blocking,
+ * watches the server. */
+static int peer_sees(redisContext *peer, const char *key, int ms) {
+  uint64_t end = uv_hrtime() + (uint64_t)ms * 1000000;
+  do {
+    redisReply *r = redisCommand(peer, "EXISTS %s", key);
+    ASSERT_NOT_NULL(r);
+    long long n = r->integer;
+    freeReplyObject(r);
+    if (n == 1) return 1;
+    uv_sleep(2);
+  } while (uv_hrtime() < end);
+  return 0;
+}
+
+struct flusher {
+  broker *b;
+  bk_conn *c;
+  redisContext *peer;
+  int calls, seen;
+  struct call set;
+};
+static void flush_in_reply(void *data, const bk_reply *r, const char *err) {
+  struct flusher *f = data;
+  (void)r, (void)err;
+  f->calls++;
+  ASSERT_OK(cmdv(f->b, f->c, on_call, &f->set, "SET", "inside", "1", NULL));
+  bk_flush(f->b, f->c);
+  f->seen = peer_sees(f->peer, "inside", 2000);
+}
+
+TEST_IMPL(broker_redis_flush_writes_now) {
+  struct state st = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "flush", &st);
+  redisContext *peer = redisConnect("127.0.0.1", srv.port);
+  ASSERT(peer && !peer->err);
+
+  struct call set = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &set, "SET", "outside", "1", NULL));
+  ASSERT_INT_EQ(peer_sees(peer, "outside", 100), 0); /* queued, not written */
+  bk_flush(b, c);
+  ASSERT_INT_EQ(peer_sees(peer, "outside", 2000), 1);
+  WAIT(set.calls, 1, 5000);
+  ASSERT_STR_EQ(set.str, "OK");
+
+  struct flusher f = {.b = b, .c = c, .peer = peer};
+  ASSERT_OK(cmdv(b, c, flush_in_reply, &f, "PING", NULL));
+  WAIT(f.calls, 1, 5000);
+  ASSERT_INT_EQ(f.seen, 1);
+  WAIT(f.set.calls, 1, 5000);
+  ASSERT_STR_EQ(f.set.str, "OK");
+  bk_flush(b, c); /* nothing queued */
+  run_for(50);
+  ASSERT_INT_EQ(set.calls + f.calls + f.set.calls, 3);
+
+  bk_conn *later = bk_conn_open(b, "later", NULL, NULL);
+  bk_flush(b, later); /* not up yet: nothing to write */
+  bk_conn_close(b, later);
+  redisFree(peer);
+  close_and_free(b, c);
+  ASSERT_INT_EQ(st.downs, 0);
+  teardown();
+}
+
+/* A write that fails inside a reply callback (the server is gone) does not
+ * tear the connection down under the callback: the loop does, after it, as
+ * for any lost connection. */
+struct dead_flusher {
+  broker *b;
+  bk_conn *c;
+  int calls;
+  struct call sets[2];
+};
+static void kill_and_flush(void *data, const bk_reply *r, const char *err) {
+  struct dead_flusher *f = data;
+  (void)r, (void)err;
+  f->calls++;
+  redis_server_kill(&srv);
+  for (int i = 0; i < 2; i++) { /* the second write meets the reset */
+    ASSERT_OK(cmdv(f->b, f->c, on_call, &f->sets[i], "SET", "k", "v", NULL));
+    bk_flush(f->b, f->c);
+    uv_sleep(50);
+  }
+  ASSERT_INT_EQ(f->sets[0].calls + f->sets[1].calls, 0); /* not from inside */
+}
+
+TEST_IMPL(broker_redis_flush_error_inside_callback) {
+  struct state st = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "doomed", &st);
+  struct dead_flusher f = {.b = b, .c = c};
+  ASSERT_OK(cmdv(b, c, kill_and_flush, &f, "PING", NULL));
+  WAIT(f.calls, 1, 5000);
+  WAIT(f.sets[1].calls, 1, 5000);
+  for (int i = 0; i < 2; i++) {
+    ASSERT_INT_EQ(f.sets[i].calls, 1);
+    ASSERT_INT_EQ(f.sets[i].type, 0);
+    if (strncmp(f.sets[i].err, "connection lost: ", 17) != 0)
+      TEST_FAIL_("sets[%d] failed with \"%s\"", i, f.sets[i].err);
+  }
+  WAIT(st.downs, 1, 5000);
   close_and_free(b, c);
   teardown();
 }

@@ -80,8 +80,18 @@ static size_t log_len;
 /* The last script version strip_versions took out of a captured line. */
 static char last_version[16];
 
+/* How many commands the subscription's read connection had sent when the
+ * handler logged `got`, for each of its first 8 lines (read-ahead tests). */
+static replay_broker *reads_rb;
+static size_t reads_at_got[8];
+static int ngot;
+
+#define READER "sub/read" /* the subscription's own connection: handler name + "/read" */
+
 static void log_capture(void *data, enum log_level level, const char *line, size_t len) {
   (void)data, (void)level;
+  if (reads_rb && ngot < 8 && strstr(line, " msg=got "))
+    reads_at_got[ngot++] = replay_nsent(reads_rb, READER);
   ASSERT(log_len + len + 2 < sizeof logbuf);
   log_len += strip_versions(logbuf + log_len, line, len, last_version);
   logbuf[log_len++] = '\n';
@@ -106,7 +116,6 @@ static const char *got(void) {
 
 /* ---- the fixture: one loop, one replay broker, one subscription ---- */
 
-#define READER "sub/read" /* the subscription's own connection: handler name + "/read" */
 #define WALL0 1700000000000ULL /* wall_ms when virtual now is 0 */
 /* How far settle() moves time: past any backoff or poll a test waits for,
  * short of the sweeper's second. */
@@ -174,6 +183,8 @@ static void fx_init(const char *opts) {
   ASSERT_NOT_NULL(F.clk);
   F.rb = replay_new(F.clk);
   F.b = replay_base(F.rb);
+  reads_rb = F.rb;
+  ngot = 0;
   replay_alias(F.rb, SCRIPT_CLAIM, "<claim>");
   replay_alias(F.rb, SCRIPT_RECLAIM, "<reclaim>");
   replay_alias(F.rb, SCRIPT_SWEEP, "<sweep>");
@@ -220,6 +231,7 @@ static void fx_finish(void) {
   bk_conn_close(F.b, F.cmd);
   broker_free(F.b);
   F.clk->ops->free(F.clk); /* every timer freed by now */
+  reads_rb = NULL;
   log_set_sink(NULL, NULL);
   LEAK_CHECK();
 }
@@ -658,8 +670,8 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
                 "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
                 "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
                 "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
-  /* Sent while 1-0 sleeps and 2-0, 3-0 wait for the worker. */
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 7 BLOCK 2000 STREAMS payments >",
+  /* Read ahead, before 1-0 runs: a whole batch. */
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >",
                 "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
                 "with GROUP option\r\n");
   fx_run(80400);
@@ -668,9 +680,9 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
   ASSERT_STR_EQ(replay_log(F.rb, READER),
                 "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0\n"
                 "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 7 BLOCK 2000 STREAMS payments >\n"
-                /* 2-0 ran at once; 3-0 still waits for the one worker */
-                "XREADGROUP GROUP ledger c-1 COUNT 9 BLOCK 2000 STREAMS payments >\n");
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >\n"
+                /* the group is back: a batch more, whatever still waits */
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
   fx_finish();
 }
@@ -1188,5 +1200,61 @@ TEST_IMPL(sub_new_reads_own_pending_list_first) {
                 "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0\n"
                 "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 4-0\n" NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0 4-0\n");
+  fx_finish();
+}
+
+/* ================================================================ read-ahead */
+
+/* A `new` subscription sends its next read of `>` before it runs the batch
+ * just read, asking for a whole batch: the server answers it while the
+ * handlers work. */
+TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
+  fx_init("batch = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1}"),
+                                      NE("2-0", "data", "{\"n\":2}"),
+                                      NE("3-0", "data", "{\"n\":3}"))));
+  /* The read ahead: nobody answers, it stays blocked. */
+  fx_run(80400);
+
+  ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
+  /* When the first entry's handler ran, the read after its batch was out. */
+  ASSERT_INT_EQ(ngot, 3);
+  ASSERT_INT_EQ(reads_at_got[0], 3);
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0\n"
+                NEW_READ "\n"
+                NEW_READ "\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0 3-0\n");
+  fx_finish();
+}
+
+/* Reading ahead holds at most 2 x batch entries: the next batch is asked for
+ * only while at most one batch is in the lanes. */
+TEST_IMPL(sub_new_holds_at_most_two_batches) {
+  fx_init("batch = 4"); /* one worker: the entries run one after another */
+#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments >"
+#define SLOW(id, n) NE(id, "data", "{\"n\":" #n ",\"sleep\":1000}")
+  replay_expect(F.rb, READ4,
+                read_resp(false, ENTS(SLOW("1-0", 1), SLOW("2-0", 2), SLOW("3-0", 3),
+                                      SLOW("4-0", 4))));
+  replay_expect(F.rb, READ4,
+                read_resp(false, ENTS(SLOW("5-0", 5), SLOW("6-0", 6), SLOW("7-0", 7),
+                                      SLOW("8-0", 8))));
+#undef SLOW
+  fx_run(80400); /* 1-0 runs until 1000 ms */
+  /* 8 held, 2 x batch: no third read. */
+  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 3);
+  clock_virtual_advance(F.clk, 2200);
+  /* 1-0 .. 3-0 finished: 5 held, still more than a batch. */
+  ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\nid=4-0 n=4\n");
+  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 3);
+  clock_virtual_advance(F.clk, 1000);
+  /* 4-0 finished: 4 held, so a batch more may come. */
+  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 4);
+  ASSERT_STR_EQ(replay_sent(F.rb, READER, 3), READ4);
+#undef READ4
+  sub_stop(F.s); /* 5-0 runs on; 6-0 .. 8-0 stay pending */
+  clock_virtual_advance(F.clk, 2000);
   fx_finish();
 }
