@@ -1,0 +1,559 @@
+/* json_decode: a JSON decoder that pushes the Lua value as it reads the bytes.
+ *
+ * It reproduces lua-cjson 2.1.0's decoder (cjson.safe, decode_invalid_numbers
+ * off) rule for rule, because handlers and their specs were written against
+ * it: whitespace is space, tab, CR and LF only; strings may hold raw control
+ * bytes and any non-UTF-8 bytes (cjson checks neither) but no NUL; numbers are
+ * what strtod reads after cjson's own refusals (a leading '+', leading zeros,
+ * hex, inf and nan), so "-.5", "1." and "1e999" (inf) are numbers; tables are
+ * created empty and filled in document order, as cjson does, so they come out
+ * the same shape and pairs() order. Error messages are cjson's, down to its
+ * token names ("Expected comma or array end but found T_STRING at character
+ * 9"): they are what users have seen in logs and dead letters so far.
+ *
+ * The parse is iterative, not recursive: open containers live on the Lua
+ * stack (a table, and for an object the key being filled) and their kind and
+ * next array index in a small array of ints, so 1000 levels of nesting cost
+ * no C recursion. Only the error path scans a token twice (to name it the way
+ * cjson does). */
+#include "json_decode.h"
+
+#include <float.h>
+#include <locale.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+/* Escaped strings whose decoded bytes fit here are built on the C stack;
+ * longer ones go through a luaL_Buffer. */
+#define UNESCAPE_BUF 256
+/* Numbers strtod must read are copied here to be NUL-terminated; longer ones
+ * (hundreds of digits: never seen outside of tests) become a Lua string. */
+#define NUMBER_BUF 64
+/* Free Lua stack slots made sure of at the start and at every '{' or '[':
+ * the container's table and key, a value, and room for the pieces a
+ * luaL_Buffer keeps on the stack (a long escaped string, a long number in a
+ * locale whose decimal point is not '.'). The stack grows by at most 2 slots
+ * per level, so each check covers everything until the next level opens. */
+#define STACK_NEED LUA_MINSTACK
+
+struct decoder {
+  lua_State *L;
+  const char *text, *end; /* the input: [text, end) */
+  char *err;
+  size_t errlen;
+};
+
+/* ---- character classes ---- */
+
+enum {
+  WS = 1,       /* JSON's whitespace */
+  STR_STOP = 2, /* ends a run of plain string bytes */
+  INT_STOP = 4, /* after digits, makes them more than a plain integer (or hex) */
+};
+
+static const unsigned char cls[256] = {
+  [' '] = WS, ['\t'] = WS, ['\n'] = WS, ['\r'] = WS,
+  ['"'] = STR_STOP, ['\\'] = STR_STOP, ['\0'] = STR_STOP,
+  ['.'] = INT_STOP, ['e'] = INT_STOP, ['E'] = INT_STOP, ['x'] = INT_STOP, ['X'] = INT_STOP,
+};
+
+/* The single-character escapes; 'u' is handled on its own. */
+static const char unescape_char[256] = {
+  ['"'] = '"', ['\\'] = '\\', ['/'] = '/', ['b'] = '\b',
+  ['f'] = '\f', ['n'] = '\n', ['r'] = '\r', ['t'] = '\t',
+};
+
+static inline const char *skip_ws(const char *p, const char *end) {
+  while (p < end && (cls[(unsigned char)*p] & WS)) p++;
+  return p;
+}
+
+static inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Skips the bytes of a string up to its first '"', '\\' or NUL, or to near
+ * the end of the input: 8 bytes at a time, with the classic "has a zero byte"
+ * test on w, w ^ '"' and w ^ '\\' in every byte. Its lowest set bit is exact
+ * (only bits above a match can be false), so on a little-endian machine it
+ * also says which byte stopped the run. The caller finishes byte by byte. */
+static inline const char *skip_plain(const char *q, const char *end) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+  while (end - q >= 8) {
+    uint64_t w, x, y;
+    memcpy(&w, q, 8);
+    x = w ^ (ones * '"');
+    y = w ^ (ones * '\\');
+    uint64_t hit = (((w - ones) & ~w) | ((x - ones) & ~x) | ((y - ones) & ~y)) & highs;
+    if (hit) return q + (__builtin_ctzll(hit) >> 3);
+    q += 8;
+  }
+#else
+  (void)end;
+#endif
+  return q;
+}
+
+static bool literal(const char *p, const char *end, const char *word, size_t n) {
+  return (size_t)(end - p) >= n && memcmp(p, word, n) == 0;
+}
+
+/* ---- errors ---- */
+
+static int fail(struct decoder *d, const char *expected, const char *found, const char *at) {
+  if (d->errlen)
+    snprintf(d->err, d->errlen, "Expected %s but found %s at character %zu", expected, found,
+             (size_t)(at - d->text) + 1);
+  return -1;
+}
+
+static const char *check_string(const char *p, const char *end, const char **close,
+                                size_t *outlen, const char **why);
+static const char *scan_number(lua_State *L, const char *p, const char *end, double *value);
+
+/* Reports that the token at p (whitespace skipped) is not what the context
+ * wanted, naming it as cjson's tokenizer would: by its type, or by what is
+ * wrong with it, at the position cjson gives (inside a bad string, the
+ * offending byte or escape). */
+static int fail_token(struct decoder *d, const char *expected, const char *p) {
+  const char *end = d->end, *found = "invalid token", *at = p, *why;
+  if (p == end || *p == '\0') return fail(d, expected, "T_END", p);
+  switch (*p) {
+  case '{': found = "T_OBJ_BEGIN"; break;
+  case '}': found = "T_OBJ_END"; break;
+  case '[': found = "T_ARR_BEGIN"; break;
+  case ']': found = "T_ARR_END"; break;
+  case ',': found = "T_COMMA"; break;
+  case ':': found = "T_COLON"; break;
+  case '"': {
+    const char *bad = check_string(p, end, NULL, NULL, &why);
+    found = bad ? why : "T_STRING";
+    if (bad) at = bad;
+    break;
+  }
+  case 't': if (literal(p, end, "true", 4)) found = "T_BOOLEAN"; break;
+  case 'f': if (literal(p, end, "false", 5)) found = "T_BOOLEAN"; break;
+  case 'n': if (literal(p, end, "null", 4)) found = "T_NULL"; break;
+  default:
+    if (*p == '-' || is_digit(*p))
+      found = scan_number(NULL, p, end, NULL) ? "T_NUMBER" : "invalid number";
+  }
+  return fail(d, expected, found, at);
+}
+
+/* ---- strings ---- */
+
+static int hex4(const char *p) {
+  int v = 0;
+  for (int i = 0; i < 4; i++) {
+    int c = (unsigned char)p[i], h;
+    if (c >= '0' && c <= '9') {
+      h = c - '0';
+    } else {
+      c |= 0x20;
+      if (c < 'a' || c > 'f') return -1;
+      h = c - 'a' + 10;
+    }
+    v = v << 4 | h;
+  }
+  return v;
+}
+
+/* The \uXXXX escape at p (the backslash), with its low half when it is a high
+ * surrogate: returns the bytes it spans (6 or 12) and the code point, or 0
+ * when cjson refuses it (bad hex, a lone or reversed surrogate). */
+static int unicode_escape(const char *p, const char *end, uint32_t *cp) {
+  if (end - p < 6) return 0;
+  int hi = hex4(p + 2);
+  if (hi < 0) return 0;
+  if ((hi & 0xF800) != 0xD800) {
+    *cp = (uint32_t)hi;
+    return 6;
+  }
+  if (hi & 0x400) return 0; /* a low surrogate first */
+  if (end - p < 12 || p[6] != '\\' || p[7] != 'u') return 0;
+  int lo = hex4(p + 8);
+  if (lo < 0 || (lo & 0xFC00) != 0xDC00) return 0;
+  *cp = ((((uint32_t)hi & 0x3FF) << 10) | ((uint32_t)lo & 0x3FF)) + 0x10000;
+  return 12;
+}
+
+static size_t utf8_len(uint32_t cp) {
+  return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+}
+
+static size_t utf8_encode(uint32_t cp, char *out) {
+  size_t n = utf8_len(cp);
+  switch (n) {
+  case 1: out[0] = (char)cp; break;
+  case 2:
+    out[0] = (char)(0xC0 | cp >> 6);
+    out[1] = (char)(0x80 | (cp & 0x3F));
+    break;
+  case 3:
+    out[0] = (char)(0xE0 | cp >> 12);
+    out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+    out[2] = (char)(0x80 | (cp & 0x3F));
+    break;
+  default:
+    out[0] = (char)(0xF0 | cp >> 18);
+    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+  }
+  return n;
+}
+
+/* Checks the string whose opening quote is at p. Returns NULL if cjson takes
+ * it, with its closing quote in *close and its decoded length in *outlen (both
+ * optional); else where cjson reports the problem, and *why names it. A NUL
+ * ends the string early, as the end of the input does: cjson reads C strings. */
+static const char *check_string(const char *p, const char *end, const char **close,
+                                size_t *outlen, const char **why) {
+  size_t n = 0;
+  for (p++;;) {
+    if (p == end || *p == '\0') {
+      *why = "unexpected end of string";
+      return p;
+    }
+    if (*p == '"') break;
+    if (*p != '\\') {
+      n++;
+      p++;
+    } else if (p + 1 < end && p[1] == 'u') {
+      uint32_t cp;
+      int span = unicode_escape(p, end, &cp);
+      if (!span) {
+        *why = "invalid unicode escape code";
+        return p;
+      }
+      n += utf8_len(cp);
+      p += span;
+    } else if (p + 1 < end && unescape_char[(unsigned char)p[1]]) {
+      n++;
+      p += 2;
+    } else {
+      *why = "invalid escape code";
+      return p;
+    }
+  }
+  if (close) *close = p;
+  if (outlen) *outlen = n;
+  return NULL;
+}
+
+struct unescaped {
+  char buf[UNESCAPE_BUF];
+  size_t n;
+  luaL_Buffer *lb; /* NULL while buf is used */
+};
+
+static void put(struct unescaped *u, const char *s, size_t n) {
+  if (u->lb) {
+    luaL_addlstring(u->lb, s, n);
+  } else {
+    memcpy(u->buf + u->n, s, n);
+    u->n += n;
+  }
+}
+
+/* The slow path of push_string: a string with escapes (or a bad one). */
+static int push_escaped(struct decoder *d, const char **pp, const char *expected) {
+  const char *close, *why;
+  size_t outlen;
+  const char *bad = check_string(*pp, d->end, &close, &outlen, &why);
+  if (bad) return fail(d, expected, why, bad);
+
+  struct unescaped u = {.n = 0, .lb = NULL};
+  luaL_Buffer lb;
+  if (outlen > sizeof u.buf) {
+    luaL_buffinit(d->L, &lb);
+    u.lb = &lb;
+  }
+  const char *p = *pp + 1, *run = p;
+  while (p < close) {
+    if (*p != '\\') {
+      p++;
+      continue;
+    }
+    put(&u, run, (size_t)(p - run));
+    if (p[1] == 'u') {
+      uint32_t cp;
+      char utf8[4];
+      p += unicode_escape(p, close, &cp);
+      put(&u, utf8, utf8_encode(cp, utf8));
+    } else {
+      put(&u, &unescape_char[(unsigned char)p[1]], 1);
+      p += 2;
+    }
+    run = p;
+  }
+  put(&u, run, (size_t)(p - run));
+  if (u.lb)
+    luaL_pushresult(u.lb);
+  else
+    lua_pushlstring(d->L, u.buf, u.n);
+  *pp = close + 1;
+  return 0;
+}
+
+/* Pushes the string whose opening quote is at *pp and moves *pp past its
+ * closing quote. Strings without escapes (nearly all) are pushed in place.
+ * [-0, +1 on success] */
+static inline int push_string(struct decoder *d, const char **pp, const char *expected) {
+  const char *start = *pp + 1, *q = start, *end = d->end;
+  q = skip_plain(q, end);
+  while (q < end && !(cls[(unsigned char)*q] & STR_STOP)) q++;
+  if (q < end && *q == '"') {
+    lua_pushlstring(d->L, start, (size_t)(q - start));
+    *pp = q + 1;
+    return 0;
+  }
+  return push_escaped(d, pp, expected);
+}
+
+/* ---- numbers ---- */
+
+/* Powers of ten a double holds exactly. */
+static const double pow10_exact[] = {
+  1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+
+/* strtod on [p, stop) in the C locale's notation. Handlers never set a locale,
+ * but a C module might; cjson copes the same way (fpconv.c). [-0, +0] */
+static double strtod_span(lua_State *L, const char *p, const char *stop) {
+  size_t n = (size_t)(stop - p);
+  char dp = localeconv()->decimal_point[0];
+  if (n < NUMBER_BUF) {
+    char buf[NUMBER_BUF];
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    if (dp != '.') {
+      char *dot = memchr(buf, '.', n);
+      if (dot) *dot = dp;
+    }
+    return strtod(buf, NULL);
+  }
+  lua_pushlstring(L, p, n); /* for its terminating NUL */
+  if (dp != '.') {
+    char dps[2] = {dp, '\0'};
+    luaL_gsub(L, lua_tostring(L, -1), ".", dps);
+  }
+  double v = strtod(lua_tostring(L, -1), NULL);
+  lua_settop(L, dp != '.' ? -3 : -2);
+  return v;
+}
+
+/* Scans the number at p (a '-' or a digit) as cjson does: its refusals first,
+ * then the longest prefix strtod reads: -? (digits (. digits?)? | . digits)
+ * ([eE] [+-]? digits)?, the exponent only when it has digits. Returns its end,
+ * or NULL for "invalid number". With value, also converts it: exactly, when
+ * at most 15 significant digits and a power of ten up to 22 make it one
+ * correctly rounded operation on exact doubles (Clinger's fast path), else
+ * through strtod, so the result is always the one strtod gives. */
+static const char *scan_number(lua_State *L, const char *p, const char *end, double *value) {
+  const char *start = p;
+  bool neg = *p == '-';
+  if (neg) p++;
+  /* cjson refuses hex and leading zeros before strtod could read them. */
+  if (p < end && *p == '0' && p + 1 < end && ((p[1] | 0x20) == 'x' || is_digit(p[1])))
+    return NULL;
+
+  uint64_t m = 0;    /* the significant digits, while there are at most 15 */
+  int sig = 0;       /* significant digits seen */
+  int digits = 0;    /* all mantissa digits seen */
+  long e10 = 0;      /* the power of ten m is to be scaled by */
+  for (; p < end && is_digit(*p); p++, digits++) {
+    if (m == 0 && *p == '0') continue;
+    if (++sig <= 15) m = m * 10 + (uint64_t)(*p - '0');
+  }
+  if (p < end && *p == '.') {
+    for (p++; p < end && is_digit(*p); p++, digits++) {
+      e10--;
+      if (m == 0 && *p == '0') continue;
+      if (++sig <= 15) m = m * 10 + (uint64_t)(*p - '0');
+    }
+  }
+  if (digits == 0) return NULL; /* "-", "-.", "-x", "-inf"... */
+  if (p < end && (*p | 0x20) == 'e') {
+    const char *q = p + 1;
+    bool eneg = false;
+    if (q < end && (*q == '+' || *q == '-')) eneg = *q++ == '-';
+    if (q < end && is_digit(*q)) {
+      long x = 0;
+      for (; q < end && is_digit(*q); q++)
+        if (x < 100000) x = x * 10 + (*q - '0'); /* beyond: inf or 0 either way */
+      e10 += eneg ? -x : x;
+      p = q;
+    }
+  }
+  if (!value) return p;
+
+  double v;
+  if (m == 0) {
+    v = 0.0;
+  } else if (sig <= 15 && e10 >= -22 && e10 <= 22 && (FLT_EVAL_METHOD == 0 || e10 == 0)) {
+    v = e10 < 0 ? (double)m / pow10_exact[-e10] : (double)m * pow10_exact[e10];
+  } else {
+    *value = strtod_span(L, start, p);
+    return p;
+  }
+  *value = neg ? -v : v;
+  return p;
+}
+
+/* ---- the parser ---- */
+
+int json_decode_push(lua_State *L, const char *text, size_t len, char *err, size_t errlen) {
+  struct decoder d = {L, text, text + len, err, errlen};
+  const char *p = text, *end = text + len;
+  const int base = lua_gettop(L);
+  /* Per open container (1..depth): 0 for an object, else the array's next
+   * index. The Lua stack holds the container's table and, for an object
+   * being filled, the key of the value being read. */
+  int next[JSON_DECODE_MAX_DEPTH + 1];
+  int depth = 0;
+
+  /* cjson's check, kept for its message: a NUL in the first two bytes. */
+  if (len >= 2 && (text[0] == '\0' || text[1] == '\0')) {
+    if (errlen) snprintf(err, errlen, "JSON parser does not support UTF-16 or UTF-32");
+    return -1;
+  }
+  if (!lua_checkstack(L, STACK_NEED)) {
+    if (errlen) snprintf(err, errlen, "no Lua stack left to decode JSON");
+    return -1;
+  }
+
+value: /* a value is next: push it */
+  p = skip_ws(p, end);
+  if (p == end) goto unexpected_value;
+  switch (*p) {
+  case '"':
+    if (push_string(&d, &p, "value") != 0) goto failed;
+    break;
+  case '{':
+  case '[':
+    if (++depth > JSON_DECODE_MAX_DEPTH || !lua_checkstack(L, STACK_NEED)) {
+      if (errlen)
+        snprintf(err, errlen, "Found too many nested data structures (%d) at character %zu",
+                 depth, (size_t)(p - text) + 1);
+      goto failed;
+    }
+    lua_newtable(L);
+    next[depth] = *p++ == '{' ? 0 : 1;
+    p = skip_ws(p, end);
+    if (p < end && *p == (next[depth] ? ']' : '}')) {
+      p++;
+      depth--;
+      break;
+    }
+    if (next[depth]) goto value;
+    goto key;
+  case 't':
+    if (!literal(p, end, "true", 4)) goto unexpected_value;
+    lua_pushboolean(L, 1);
+    p += 4;
+    break;
+  case 'f':
+    if (!literal(p, end, "false", 5)) goto unexpected_value;
+    lua_pushboolean(L, 0);
+    p += 5;
+    break;
+  case 'n':
+    if (!literal(p, end, "null", 4)) goto unexpected_value;
+    lua_pushlightuserdata(L, NULL); /* cjson.null */
+    p += 4;
+    break;
+  default: {
+    double v;
+    const char *q = p + (*p == '-'), *digits = q;
+    if (q == p && !is_digit(*p)) goto unexpected_value;
+    /* Plain integers of up to 15 digits (nearly all numbers in bodies) are
+     * read here; the rest, and what looks like one, by scan_number. */
+    uint64_t m = 0;
+    const char *stop = end - q > 16 ? q + 16 : end;
+    for (unsigned dv; q < stop && (dv = (unsigned char)*q - '0') < 10; q++) m = m * 10 + dv;
+    if (q > digits && q - digits <= 15 && (*digits != '0' || q - digits == 1) &&
+        (q == end || !(cls[(unsigned char)*q] & INT_STOP))) {
+      lua_pushnumber(L, digits > p ? -(double)m : (double)m);
+      p = q;
+      break;
+    }
+    if (!(q = scan_number(L, p, end, &v))) {
+      fail(&d, "value", "invalid number", p);
+      goto failed;
+    }
+    lua_pushnumber(L, v);
+    p = q;
+  }
+  }
+
+  /* A value is on top: store it in its container; a closing bracket makes
+   * that container the value to store in the one around it. */
+  while (depth > 0) {
+    p = skip_ws(p, end);
+    if (next[depth] == 0) { /* table key value */
+      lua_rawset(L, -3);
+      if (p < end && *p == ',') {
+        p++;
+        goto key;
+      }
+      if (p < end && *p == '}') {
+        p++;
+        depth--;
+        continue;
+      }
+      fail_token(&d, "comma or object end", p);
+      goto failed;
+    }
+    lua_rawseti(L, -2, next[depth]++); /* table value */
+    if (p < end && *p == ',') {
+      p++;
+      goto value;
+    }
+    if (p < end && *p == ']') {
+      p++;
+      depth--;
+      continue;
+    }
+    fail_token(&d, "comma or array end", p);
+    goto failed;
+  }
+
+  p = skip_ws(p, end);
+  if (p != end) {
+    /* cjson stops at a NUL and accepts; here it is garbage like any other. */
+    if (*p == '\0')
+      fail(&d, "the end", "invalid token", p);
+    else
+      fail_token(&d, "the end", p);
+    goto failed;
+  }
+  return 0;
+
+key: /* in an object, after '{' or ',': a key and its colon are next */
+  p = skip_ws(p, end);
+  if (p == end || *p != '"') {
+    fail_token(&d, "object key string", p);
+    goto failed;
+  }
+  if (push_string(&d, &p, "object key string") != 0) goto failed;
+  p = skip_ws(p, end);
+  if (p == end || *p != ':') {
+    fail_token(&d, "colon", p);
+    goto failed;
+  }
+  p++;
+  goto value;
+
+unexpected_value:
+  fail_token(&d, "value", p);
+failed:
+  lua_settop(L, base);
+  return -1;
+}

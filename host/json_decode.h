@@ -1,0 +1,32 @@
+/* json_decode: decodes an entry body (JSON) straight into a Lua value.
+ *
+ * The same values and the same accept/reject decisions as lua-cjson 2.1.0
+ * (cjson.safe with decode_invalid_numbers(false), what handlers used before),
+ * the same error messages, and the same tables down to their insertion order
+ * (so pairs() visits keys in the same order) - without cjson's temporary
+ * malloc'd buffer: the input is read in place and values are pushed as they
+ * are parsed. One deliberate difference: a NUL byte after the value is
+ * trailing garbage here, where cjson stops reading at it and accepts. */
+#ifndef LUASTREAM_JSON_DECODE_H
+#define LUASTREAM_JSON_DECODE_H
+
+#include <stddef.h>
+
+#include <lua.h>
+
+/* Containers nested deeper than this are refused (cjson's decode_max_depth). */
+#define JSON_DECODE_MAX_DEPTH 1000
+
+/* Decodes text[0..len) (need not be NUL-terminated) and pushes the value:
+ * objects become tables, arrays sequences from 1 (no metatable), null the
+ * light userdata NULL (cjson.null), numbers doubles. Returns 0 with exactly one
+ * value pushed, or -1 with the stack as it was and a message in err such as
+ * "Expected value but found invalid token at character 1" (positions count
+ * bytes from 1, as cjson's do).
+ *
+ * Raises no Lua error of its own, but the Lua API it calls does when memory
+ * runs out: call it where errors are caught (from a lua_CFunction, or under
+ * lua_pcall). Allocates nothing but the Lua values it pushes. */
+int json_decode_push(lua_State *L, const char *text, size_t len, char *err, size_t errlen);
+
+#endif
