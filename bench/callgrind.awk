@@ -9,6 +9,11 @@
 #                                code (mem{stream,group,read,script,zset}.c and
 #                                broker_memory.c's run/check/lookup/exec_multi),
 #                                with all it calls (reply building included)
+#   client N                     instructions of the broker seam's client half:
+#                                mem_command copying a command in and cmd_free
+#                                freeing it with its reply tree, the work a
+#                                Redis client library (hiredis) does for the
+#                                host on a real server
 #   alloc.host N                 malloc/calloc/realloc calls made by anything but
 #                                the in-memory broker (luastream's C code, cjson,
 #                                libc helpers they call)
@@ -28,6 +33,8 @@ function is_server(name) {
   if (name ~ /host\/broker_memory\.c:(run|check|lookup|exec_multi|stream_keys_typed|cmd_ping|cmd_info|word_is|arity_ok|script_call)$/) return 1
   return 0
 }
+
+function is_client(name) { return strip_rec(name) ~ /host\/broker_memory\.c:(mem_command|cmd_free)$/ }
 
 function is_broker(name) { return strip_rec(name) ~ /host\/(broker_memory|mem[a-z]*)\.c:/ }
 
@@ -61,6 +68,9 @@ function num(s) { gsub(/,/, "", s); return s + 0 }
   if (is_server(callee)) {
     for (i = 0; i < n; i++) if (!is_server(caller[i])) server += ccost[i]
   }
+  if (is_client(callee)) {
+    for (i = 0; i < n; i++) if (!is_server(caller[i]) && !is_client(caller[i])) client += ccost[i]
+  }
   if (base ~ /malloc\.c:(malloc|calloc|realloc)$/) {
     for (i = 0; i < n; i++) {
       if (caller[i] ~ /malloc\.c:/) continue # libc's own (realloc calling malloc)
@@ -81,6 +91,6 @@ function num(s) { gsub(/,/, "", s); return s + 0 }
 /^$/ { n = 0 }
 
 END {
-  printf "total %d\nserver %d\nalloc.host %d\nalloc.broker %d\nalloc.lua %d\n", total, server, ahost, abroker, alua
+  printf "total %d\nserver %d\nclient %d\nalloc.host %d\nalloc.broker %d\nalloc.lua %d\n", total, server, client, ahost, abroker, alua
   for (c in allocby) printf "allocby %s %d\n", c, allocby[c]
 }

@@ -13,7 +13,10 @@
  * The parser is strict on purpose: a reply of an unexpected shape means the
  * server and the host disagree about the protocol, and guessing would risk
  * acking or running the wrong thing. It names the first thing that is wrong
- * and builds nothing. */
+ * and builds nothing.
+ *
+ * Freed entries of common sizes are kept for the next read (the pool below):
+ * a host in steady state reads, runs and acks without calling malloc. */
 #include "entry.h"
 
 #include <inttypes.h>
@@ -34,6 +37,36 @@ static bool size_add(size_t *acc, size_t n) {
   return true;
 }
 
+/* ---- the pool: freed blocks by size class (256, 512, 1024, 2048 bytes) ---- */
+
+#define POOL_CLASSES 4
+#define POOL_MIN_SHIFT 8
+#define POOL_KEEP 4096 /* blocks kept per class: a few batches' worth */
+#define UNPOOLED 0xff
+
+static struct {
+  struct entry *head; /* linked through next */
+  size_t n;
+} pool[POOL_CLASSES];
+
+/* The class of a block of total bytes, UNPOOLED when larger than the largest. */
+static unsigned size_class(size_t total) {
+  for (unsigned c = 0; c < POOL_CLASSES; c++)
+    if (total <= (size_t)1 << (POOL_MIN_SHIFT + c)) return c;
+  return UNPOOLED;
+}
+
+void entry_pool_trim(void) {
+  for (unsigned c = 0; c < POOL_CLASSES; c++) {
+    while (pool[c].head) {
+      struct entry *e = pool[c].head;
+      pool[c].head = e->next;
+      free(e);
+    }
+    pool[c].n = 0;
+  }
+}
+
 /* Allocates an entry with room for nfields strings of `bytes` total bytes
  * (string bytes plus their NULs, id included). The id and fields are then
  * placed with put(). NULL when the size overflows or malloc fails. */
@@ -44,10 +77,19 @@ static struct entry *entry_alloc(size_t nfields, size_t bytes) {
   size_t off_len = align_up(off_field + nfields * sizeof(const char *), _Alignof(size_t));
   size_t total = off_len + nfields * sizeof(size_t);
   if (!size_add(&total, bytes)) return NULL;
-  char *base = malloc(total);
-  if (!base) return NULL;
+  unsigned c = size_class(total);
+  char *base;
+  if (c != UNPOOLED && pool[c].head) {
+    base = (char *)pool[c].head;
+    pool[c].head = pool[c].head->next;
+    pool[c].n--;
+  } else {
+    base = malloc(c == UNPOOLED ? total : (size_t)1 << (POOL_MIN_SHIFT + c));
+    if (!base) return NULL;
+  }
   struct entry *e = (struct entry *)(void *)base;
   *e = (struct entry){0};
+  e->size_class = (unsigned char)c;
   e->field = (const char **)(void *)(base + off_field);
   e->field_len = (size_t *)(void *)(base + off_len);
   e->nfields = nfields;
@@ -88,7 +130,17 @@ struct entry *entry_new(const char *id, size_t idlen, size_t nfields, const char
   return e;
 }
 
-void entry_free(struct entry *e) { free(e); }
+void entry_free(struct entry *e) {
+  if (e == NULL) return;
+  unsigned c = e->size_class;
+  if (c == UNPOOLED || pool[c].n == POOL_KEEP) {
+    free(e);
+    return;
+  }
+  e->next = pool[c].head;
+  pool[c].head = e;
+  pool[c].n++;
+}
 
 const char *entry_get(const struct entry *e, const char *name, size_t *len) {
   size_t namelen = strlen(name);

@@ -1,7 +1,8 @@
 /* entry: one stream entry as the host carries it from a read to its outcome.
  *
  * An entry owns a single allocation holding its id and fields, so reading a
- * batch costs one malloc per entry and freeing it one free. The field `data`
+ * batch costs at most one malloc per entry (none once the pool is warm) and
+ * freeing it one free. The field `data`
  * is the body; every other field is a header. The parsers here do no I/O: they
  * turn XREADGROUP / XAUTOCLAIM reply trees into entries and are tested on
  * literal replies. */
@@ -31,13 +32,18 @@ struct entry {
   int64_t idle_ms;        /* claimed entries: idle before this delivery; else -1 */
   int64_t deliveries;     /* claimed entries: deliveries before this one; else -1 */
   void *owner_data;       /* free for the subscription that holds the entry */
+  unsigned char size_class; /* the pool's (entry.c) */
 };
 
 /* Copies id and fields (pairs of strings) into one allocation. NULL on OOM, on
  * a size that overflows, or when nfields is odd. */
 struct entry *entry_new(const char *id, size_t idlen, size_t nfields, const char *const *field,
                         const size_t *field_len);
+/* Frees e (NULL is fine). Blocks of common sizes go to a pool that later
+ * entries are cut from; the pool is the process's, for its one loop thread. */
 void entry_free(struct entry *e);
+/* Frees the pooled blocks (at exit, so that nothing is left allocated). */
+void entry_pool_trim(void);
 
 /* Looks a field up by name; returns its value (and length) or NULL. The last
  * occurrence wins, as with HGET-like readers of duplicate names. */

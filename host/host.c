@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "entry.h"
 #include "host.h"
 #include "log.h"
 #include "subscription.h"
@@ -793,4 +794,5 @@ void host_free(host *h) {
   free(h->consumer_override);
   free(h->why_failed);
   free(h);
+  entry_pool_trim();
 }

@@ -3,13 +3,15 @@
  * log writes through the host's log module; sleep waits without blocking the
  * loop: it records what the job waits for and yields, and a clock callback
  * resumes the coroutine (rt_job_resume). It may be called only from the job's
- * own coroutine, which is checked, not assumed. (ctx:publish needs no C: its
- * entries are written with the outcome.) */
+ * own coroutine, which is checked, not assumed. entry hands the running
+ * entry's id and fields to ctx. (ctx:publish needs no
+ * C: its entries are written with the outcome.) */
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "entry.h"
 #include "log.h"
 #include "runtime_private.h"
 
@@ -95,10 +97,34 @@ static int core_sleep(lua_State *L) {
   return lua_yield(L, 0);
 }
 
+/* core.entry(seq [, fields]) -> id [, {name, value, ...}, deliveries, idle_ms]
+ * of the entry that job seq runs (deliveries and idle_ms are -1 unless it was
+ * claimed): what ctx.id, ctx.headers and ctx.fields are built from when
+ * first read. The entry is the host's until the job ends, so only the
+ * running job may ask for its own. */
+static int core_entry(lua_State *L) {
+  lua_Number seq = luaL_checknumber(L, 1);
+  struct rt_job *job = self(L)->current;
+  if (job == NULL || job->seq != seq)
+    return luaL_error(L, "ctx.id, ctx.headers and ctx.fields can be read only while the handler "
+                         "runs (first read them before it returns)");
+  const struct entry *e = job->e;
+  lua_pushstring(L, e->id);
+  if (!lua_toboolean(L, 2)) return 1;
+  lua_createtable(L, (int)e->nfields, 0);
+  for (size_t i = 0; i < e->nfields; i++) {
+    lua_pushlstring(L, e->field[i], e->field_len[i]);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  lua_pushnumber(L, (lua_Number)e->deliveries);
+  lua_pushnumber(L, (lua_Number)e->idle_ms);
+  return 4;
+}
+
 /* [-0, +1] the module table */
 int rt_open_core(lua_State *L, struct handler *h) {
   static const luaL_Reg fns[] = {
-      {"log", core_log}, {"sleep", core_sleep}, {NULL, NULL}};
+      {"log", core_log}, {"sleep", core_sleep}, {"entry", core_entry}, {NULL, NULL}};
   lua_createtable(L, 0, 4);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, h);

@@ -5,9 +5,9 @@
  * it: whitespace is space, tab, CR and LF only; strings may hold raw control
  * bytes and any non-UTF-8 bytes (cjson checks neither) but no NUL; numbers are
  * what strtod reads after cjson's own refusals (a leading '+', leading zeros,
- * hex, inf and nan), so "-.5", "1." and "1e999" (inf) are numbers; tables are
- * created empty and filled in document order, as cjson does, so they come out
- * the same shape and pairs() order. Error messages are cjson's, down to its
+ * hex, inf and nan), so "-.5", "1." and "1e999" (inf) are numbers; tables
+ * are filled in document order (their pairs() order is Lua's, as with any
+ * table, and may differ from cjson's). Error messages are cjson's, down to its
  * token names ("Expected comma or array end but found T_STRING at character
  * 9"): they are what users have seen in logs and dead letters so far.
  *
@@ -28,6 +28,8 @@
 
 #include <lauxlib.h>
 
+/* Slots a new table starts with (objects: hash, arrays: array part). */
+#define PRESIZE 4
 /* Escaped strings whose decoded bytes fit here are built on the C stack;
  * longer ones go through a luaL_Buffer. */
 #define UNESCAPE_BUF 256
@@ -444,7 +446,10 @@ value: /* a value is next: push it */
                  depth, (size_t)(p - text) + 1);
       goto failed;
     }
-    lua_newtable(L);
+    /* Room for a few keys or items from the start: a payment-sized object
+     * is filled without the hash part growing three times on the way. */
+    if (*p == '{') lua_createtable(L, 0, PRESIZE);
+    else lua_createtable(L, PRESIZE, 0);
     next[depth] = *p++ == '{' ? 0 : 1;
     p = skip_ws(p, end);
     if (p < end && *p == (next[depth] ? ']' : '}')) {

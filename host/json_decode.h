@@ -1,12 +1,13 @@
 /* json_decode: decodes an entry body (JSON) straight into a Lua value.
  *
  * The same values and the same accept/reject decisions as lua-cjson 2.1.0
- * (cjson.safe with decode_invalid_numbers(false), what handlers used before),
- * the same error messages, and the same tables down to their insertion order
- * (so pairs() visits keys in the same order) - without cjson's temporary
- * malloc'd buffer: the input is read in place and values are pushed as they
- * are parsed. One deliberate difference: a NUL byte after the value is
- * trailing garbage here, where cjson stops reading at it and accepts. */
+ * (cjson.safe with decode_invalid_numbers(false), what handlers used before)
+ * and the same error messages, without cjson's temporary malloc'd buffer: the
+ * input is read in place and values are pushed as they are parsed. Tables
+ * start with room for a few keys, so pairs() may visit keys in another order
+ * than in cjson's (Lua promises no order). One deliberate difference: a NUL
+ * byte after the value is trailing garbage here, where cjson stops reading at
+ * it and accepts. */
 #ifndef LUASTREAM_JSON_DECODE_H
 #define LUASTREAM_JSON_DECODE_H
 

@@ -3,9 +3,11 @@
  * Loading: a fresh lua_State per file, luastream's Lua library on
  * package.path, the file compiled as text only (no precompiled bytecode) and
  * run under a protected call, its returned table checked by
- * luastream.handler.validate. Running: one coroutine per entry, created from
- * the handler's state and resumed only in run(); host functions that wait
- * (hostlib.c) yield and resume through rt_job_resume. */
+ * luastream.handler.validate. Running: one job per entry, each with a
+ * coroutine of the handler's state resumed only in run(); finished jobs are
+ * kept with their coroutines for the next entries, so a steady stream of
+ * entries allocates no C memory and no new coroutines. Host functions that
+ * wait (hostlib.c) yield and resume through rt_job_resume. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <errno.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "entry.h"
+#include "json_decode.h"
 #include "log.h"
 #include "runtime_private.h"
 
@@ -245,10 +248,17 @@ static void spec_free(struct handler_spec *s) {
   free(s->dead_letter);
 }
 
+static void job_destroy(struct handler *h, struct rt_job *job);
+
 static void handler_destroy(struct handler *h) {
   /* Out of the generation chain (handler_replace). */
   if (h->newer) h->newer->older = h->older;
   if (h->older) h->older->newer = h->newer;
+  while (h->idle) {
+    struct rt_job *job = h->idle;
+    h->idle = job->next;
+    job_destroy(h, job);
+  }
   if (h->L) lua_close(h->L);
   spec_free(&h->spec);
   free(h->scratch);
@@ -379,9 +389,7 @@ static size_t abandon_jobs(handler *h, rt_abandon_fn *abandoned) {
     job_unlink(job);
     /* Unanchored, the suspended coroutine is garbage; lua_close frees it at
      * the latest. Its timer goes now, so ls.sleep never resumes it. */
-    luaL_unref(h->L, LUA_REGISTRYINDEX, job->co_ref);
-    if (job->timer) timer_free(job->timer);
-    free(job);
+    job_destroy(h, job);
     h->jobs--;
     n++;
     if (abandoned) abandoned(data, e);
@@ -392,13 +400,44 @@ static size_t abandon_jobs(handler *h, rt_abandon_fn *abandoned) {
 
 /* ---- jobs ---- */
 
-static void job_free(struct rt_job *job) {
-  struct handler *h = job->h;
-  job_unlink(job);
-  luaL_unref(h->L, LUA_REGISTRYINDEX, job->co_ref);
+static void job_destroy(struct handler *h, struct rt_job *job) {
+  luaL_unref(h->L, LUA_REGISTRYINDEX, job->co_ref); /* the coroutine is garbage now */
   if (job->timer) timer_free(job->timer);
   free(job);
+}
+
+/* A job for the next entry: an idle one, else a new one with a new coroutine. */
+static struct rt_job *job_get(struct handler *h) {
+  struct rt_job *job = h->idle;
+  if (job) {
+    h->idle = job->next;
+    job->next = NULL;
+    return job;
+  }
+  job = calloc(1, sizeof *job);
+  if (job == NULL) return NULL;
+  job->h = h;
+  job->co = lua_newthread(h->L);
+  job->co_ref = luaL_ref(h->L, LUA_REGISTRYINDEX);
+  return job;
+}
+
+/* The job's entry is done with. A coroutine that returned can run the next
+ * entry (reusable); one that raised or was left suspended cannot. */
+static void job_end(struct rt_job *job, bool reusable) {
+  struct handler *h = job->h;
+  job_unlink(job);
   h->jobs--;
+  if (reusable && !h->released) {
+    lua_settop(job->co, 0);
+    job->e = NULL;
+    job->done = NULL;
+    job->data = NULL;
+    job->next = h->idle;
+    h->idle = job;
+  } else {
+    job_destroy(h, job);
+  }
   if (h->released && h->jobs == 0) handler_destroy(h);
 }
 
@@ -408,11 +447,6 @@ static void report(struct rt_job *job, const struct rt_result *res) {
   r.version = job->h->version;
   if (env && env->on_delivery) env->on_delivery(env->on_delivery_data, &job->h->spec, job->e, &r);
   job->done(job->data, job->e, &r);
-}
-
-static void finish(struct rt_job *job, const struct rt_result *res) {
-  report(job, res);
-  job_free(job);
 }
 
 static int ensure_scratch(struct handler *h, size_t nfields, size_t nwrites) {
@@ -495,7 +529,8 @@ static void finish_returned(struct rt_job *job) {
     res.reason = lua_tostring(co, 2);
     res.text = lua_tolstring(co, 3, &res.text_len);
   }
-  finish(job, &res);
+  report(job, &res);
+  job_end(job, true);
 }
 
 static void finish_failed(struct rt_job *job, const char *why) {
@@ -506,8 +541,8 @@ static void finish_failed(struct rt_job *job, const char *why) {
   struct rt_result res = {.kind = RT_ERROR, .reason = "handler-error"};
   res.text = lua_tolstring(L, -1, &res.text_len);
   report(job, &res);
-  lua_settop(L, 0); /* before job_free, which may close the state */
-  job_free(job);
+  lua_settop(L, 0); /* before job_end, which may close the state */
+  job_end(job, false);
 }
 
 /* The one place a job's coroutine is resumed. */
@@ -531,16 +566,66 @@ void rt_job_resume(struct rt_job *job, int nargs) {
   run(job, nargs);
 }
 
+/* The field name at e->field[i] is name (len bytes). */
+static bool field_is(const struct entry *e, size_t i, const char *name, size_t len) {
+  return e->field_len[i] == len && memcmp(e->field[i], name, len) == 0;
+}
+
+static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
+  for (size_t i = 0; i + wlen <= len; i++)
+    if (memcmp(s + i, word, wlen) == 0) return true;
+  return false;
+}
+
+#define LIT(s) s, sizeof(s) - 1
+
+/* Pushes onto co the message the handler gets (see dispatcher() in
+ * luastream/handler.lua): the decoded JSON body, the text of a body whose
+ * content-type is not JSON, or nil for an entry without a `data` field.
+ * Bad input is decided here, before any Lua runs: returns -1 with *bad
+ * filled in (its text in why) and nothing pushed. */
+static int push_message(const struct handler *h, lua_State *co, const struct entry *e,
+                        struct rt_result *bad, char *why, size_t whylen) {
+  const char *body = NULL, *type = NULL;
+  size_t body_len = 0, type_len = 0;
+  for (size_t i = 0; i + 1 < e->nfields; i += 2) { /* the last of a duplicated name wins */
+    if (field_is(e, i, LIT(HDR_DATA))) {
+      body = e->field[i + 1];
+      body_len = e->field_len[i + 1];
+    } else if (field_is(e, i, LIT(HDR_CONTENT_TYPE))) {
+      type = e->field[i + 1];
+      type_len = e->field_len[i + 1];
+    }
+  }
+  *bad = (struct rt_result){.kind = RT_INVALID, .text = why};
+  if (body == NULL) {
+    lua_pushnil(co);
+    return 0;
+  }
+  if (body_len > h->spec.max_body) {
+    bad->reason = "too-large";
+    snprintf(why, whylen, "body is %zu bytes, over max_body (%zu)", body_len, h->spec.max_body);
+  } else if (type != NULL && !contains(type, type_len, LIT("json"))) {
+    lua_pushlstring(co, body, body_len);
+    return 0;
+  } else {
+    char err[160];
+    if (json_decode_push(co, body, body_len, err, sizeof err) == 0) return 0;
+    bad->reason = "decode-error";
+    snprintf(why, whylen, "body is not valid JSON: %s", err);
+  }
+  bad->text_len = strlen(why);
+  return -1;
+}
+
 int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
-  lua_State *L = h->L;
-  struct rt_job *job = calloc(1, sizeof *job);
+  struct rt_job *job = job_get(h);
   if (job == NULL) return -1;
-  job->h = h;
   job->e = e;
   job->done = done;
   job->data = data;
-  job->co = lua_newthread(L);
-  job->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  job->op = OP_NONE;
+  job->seq = ++h->last_seq;
   h->jobs++;
   job->next = h->running;
   if (h->running) h->running->prev = job;
@@ -548,15 +633,16 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
 
   lua_State *co = job->co;
   lua_rawgeti(co, LUA_REGISTRYINDEX, h->dispatch_ref);
-  lua_pushstring(co, e->id);
-  lua_createtable(co, (int)e->nfields, 0);
-  for (size_t i = 0; i < e->nfields; i++) {
-    lua_pushlstring(co, e->field[i], e->field_len[i]);
-    lua_rawseti(co, -2, (int)i + 1);
+  struct rt_result bad;
+  char why[256];
+  if (push_message(h, co, e, &bad, why, sizeof why) != 0) {
+    lua_settop(co, 0);
+    report(job, &bad);
+    job_end(job, true);
+    return 0;
   }
-  lua_pushnumber(co, (lua_Number)e->deliveries);
-  lua_pushnumber(co, (lua_Number)e->idle_ms);
-  run(job, 4);
+  lua_pushnumber(co, job->seq);
+  run(job, 2);
   return 0;
 }
 
@@ -568,24 +654,7 @@ bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen) {
     snprintf(err, errlen, "out of memory");
     return false;
   }
-  luaL_openlibs(L);
-  set_lua_path(L, NULL);
-  bool ok = false;
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "luastream.json");
-  if (lua_pcall(L, 1, 1, 0) != 0) {
-    snprintf(err, errlen, "cannot load the JSON module: %s", lua_tostring(L, -1));
-    goto done;
-  }
-  lua_getfield(L, -1, "decode");
-  lua_pushlstring(L, text, len);
-  if (lua_pcall(L, 1, 2, 0) != 0) {
-    snprintf(err, errlen, "%s", lua_tostring(L, -1));
-    goto done;
-  }
-  ok = !lua_isnil(L, -2) || lua_isnil(L, -1);
-  if (!ok) snprintf(err, errlen, "%s", lua_tostring(L, -1));
-done:
+  bool ok = json_decode_push(L, text, len, err, errlen) == 0;
   lua_close(L);
   return ok;
 }

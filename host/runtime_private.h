@@ -9,11 +9,14 @@
 
 enum rt_op { OP_NONE, OP_SLEEP };
 
-/* One entry running in its own coroutine. */
+/* One entry running in its own coroutine. A job whose handler returned goes
+ * back to its handler's idle list with its coroutine (which ended cleanly and
+ * can run the next entry) and its timer: the next entry allocates nothing. */
 struct rt_job {
   struct handler *h;
   lua_State *co;          /* the coroutine; anchored by co_ref */
   int co_ref;             /* registry ref keeping co alive */
+  double seq;             /* which delivery this is (core.entry checks it) */
   struct entry *e;        /* borrowed from the caller until done */
   rt_done_fn *done;
   void *data;
@@ -31,6 +34,8 @@ struct handler {
   struct rt_job *running; /* those jobs, linked through prev/next */
   bool released;          /* close the state when jobs reaches 0 */
   struct rt_job *current; /* the job whose coroutine is running now, else NULL */
+  struct rt_job *idle;    /* finished jobs kept for reuse, linked through next */
+  double last_seq;        /* the seq of the newest job */
   const char **scratch;   /* write field pointers, reused across jobs */
   size_t *scratch_len;
   size_t scratch_cap;

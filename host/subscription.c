@@ -356,17 +356,16 @@ static void read_next(subscription *s) {
    * of that is finished and written. */
   if (kind == READ_OWN && (in_flight || s->nacks || s->writes_pending || s->redo)) return;
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
-  struct bk_args a;
-  bk_args_init(&a);
-  add_read_args(s, &a, kind, (long long)(ahead ? batch : batch - in_flight));
-  if (bk_command(s->b, s->reader, a.argc, a.argv, a.argvlen, read_done, s) == 0) {
+  struct bk_args *a = &s->args;
+  bk_args_reset(a);
+  add_read_args(s, a, kind, (long long)(ahead ? batch : batch - in_flight));
+  if (bk_command(s->b, s->reader, a->argc, a->argv, a->argvlen, read_done, s) == 0) {
     s->read_pending = true;
     s->read_sent_ms = clock_now(s->clock);
     /* hiredis writes only when the loop turns, which may be after a whole
      * batch of handlers: the read leaves now instead. */
     bk_flush(s->b, s->reader);
   }
-  bk_args_free(&a);
 }
 
 static void reader_state(void *data, bk_conn *c, int up) {
@@ -475,6 +474,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
                       sub_event_fn *on_event, void *data) {
   subscription *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
+  bk_args_init(&s->args);
   s->h = h;
   s->spec = handler_spec(h);
   s->b = b;
@@ -637,7 +637,9 @@ void sub_free(subscription *s) {
   }
   lanes_free(&s->lanes);
   sub__redo_free(s);
+  sub__ack_batches_free(s);
   free(s->acks);
+  bk_args_free(&s->args);
   free(s->held);
   handler_release(s->h);
   free(s);

@@ -93,11 +93,24 @@ static void send_redo(subscription *s, struct redo *r);
 
 /* ---- acks: coalesced, one XACK per loop turn ---- */
 
+/* One XACK in flight. Answered batches wait in s->spare_batches with their
+ * id arrays, which the next flush swaps with the queued ones: acking
+ * allocates nothing once warm. */
 struct ack_batch {
   subscription *s;
-  size_t n;
+  size_t n, cap;
   char (*ids)[ID_MAX];
+  struct ack_batch *next;
 };
+
+void sub__ack_batches_free(subscription *s) {
+  while (s->spare_batches) {
+    struct ack_batch *b = s->spare_batches;
+    s->spare_batches = b->next;
+    free(b->ids);
+    free(b);
+  }
+}
 
 static void add_ack(subscription *s, const char *id);
 
@@ -126,8 +139,9 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
     s->flush_armed = true;
     timer_start(s->flush_timer, BACKOFF_MIN_MS);
   }
-  free(batch->ids);
-  free(batch);
+  batch->n = 0;
+  batch->next = s->spare_batches;
+  s->spare_batches = batch;
   sub__progress(s); /* a claiming read may have waited for these acks */
 }
 
@@ -150,26 +164,34 @@ void sub__flush_acks(ltimer *t, void *data) {
     redo = next;
   }
   if (s->nacks == 0) return;
-  struct ack_batch *batch = malloc(sizeof *batch);
-  struct bk_args a;
-  bk_args_init(&a);
-  if (batch == NULL) goto later;
+  struct ack_batch *batch = s->spare_batches;
+  if (batch) s->spare_batches = batch->next;
+  else if ((batch = calloc(1, sizeof *batch)) == NULL) goto later;
   batch->s = s;
-  batch->n = s->nacks;
-  batch->ids = s->acks;
-  bk_args_str(&a, "XACK");
-  bk_args_str(&a, s->spec->stream);
-  bk_args_str(&a, s->spec->group);
-  for (size_t i = 0; i < batch->n; i++) bk_args_str(&a, batch->ids[i]);
-  if (bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, ack_done, batch) != 0) goto later;
-  bk_args_free(&a);
+  struct bk_args *a = &s->args;
+  bk_args_reset(a);
+  bk_args_str(a, "XACK");
+  bk_args_str(a, s->spec->stream);
+  bk_args_str(a, s->spec->group);
+  for (size_t i = 0; i < s->nacks; i++) bk_args_str(a, s->acks[i]);
+  if (bk_command(s->b, s->cmd, a->argc, a->argv, a->argvlen, ack_done, batch) != 0) {
+    batch->next = s->spare_batches;
+    s->spare_batches = batch;
+    goto later;
+  }
   s->writes_pending++;
-  s->acks = NULL; /* the batch owns them now */
-  s->nacks = s->acks_cap = 0;
+  /* The batch keeps the ids sent (ack_done may queue them again); the
+   * subscription takes the batch's old array for the next ones. */
+  char(*ids)[ID_MAX] = batch->ids;
+  size_t cap = batch->cap;
+  batch->ids = s->acks;
+  batch->cap = s->acks_cap;
+  batch->n = s->nacks;
+  s->acks = ids;
+  s->acks_cap = cap;
+  s->nacks = 0;
   return;
 later:
-  bk_args_free(&a);
-  free(batch);
   s->flush_armed = true;
   timer_start(s->flush_timer, BACKOFF_MIN_MS);
 }
@@ -506,18 +528,17 @@ void sub__sweep(ltimer *t, void *data) {
   (void)t;
   subscription *s = data;
   if (s->state != SUB_READING) return;
-  struct bk_args a;
-  bk_args_init(&a);
-  bk_args_str(&a, "EVAL");
-  bk_args_str(&a, SCRIPT_SWEEP);
-  bk_args_str(&a, "2");
-  bk_args_str(&a, s->delay_key);
-  bk_args_str(&a, s->spec->stream);
-  bk_args_num(&a, (long long)clock_wall(s->clock));
-  bk_args_num(&a, SWEEP_COUNT);
-  if (bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, sweep_done, s) == 0)
+  struct bk_args *a = &s->args;
+  bk_args_reset(a);
+  bk_args_str(a, "EVAL");
+  bk_args_str(a, SCRIPT_SWEEP);
+  bk_args_str(a, "2");
+  bk_args_str(a, s->delay_key);
+  bk_args_str(a, s->spec->stream);
+  bk_args_num(a, (long long)clock_wall(s->clock));
+  bk_args_num(a, SWEEP_COUNT);
+  if (bk_command(s->b, s->cmd, a->argc, a->argv, a->argvlen, sweep_done, s) == 0)
     s->writes_pending++;
   else
     timer_start(s->sweep_timer, SWEEP_MS);
-  bk_args_free(&a);
 }

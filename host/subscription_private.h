@@ -76,6 +76,8 @@ struct subscription {
   struct redo *redo, **redo_tail; /* outcomes cut off by a lost connection, to send again */
   char (*acks)[ID_MAX];     /* ids finished and not yet in an XACK */
   size_t nacks, acks_cap;
+  struct ack_batch *spare_batches; /* answered XACK batches, kept with their arrays */
+  struct bk_args args;      /* builds the commands sent from here, reused */
   ltimer *flush_timer;      /* flushes acks at the next loop turn */
   ltimer *sweep_timer;      /* moves due entries of the delay set back */
   char *delay_key;          /* the group's delay set (outcome_delay_key) */
@@ -105,6 +107,9 @@ void sub__held_remove(subscription *s, const char *id);
 
 /* subscription_outcomes.c */
 struct redo;
+struct ack_batch;
+/* Frees the spare ack batches (sub_free). */
+void sub__ack_batches_free(subscription *s);
 /* Frees the outcomes still waiting to be written again (sub_free). */
 void sub__redo_free(subscription *s);
 /* rt_done_fn of every job: applies the outcome, frees e, frees its lane. */

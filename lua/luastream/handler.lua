@@ -2,9 +2,9 @@
 --
 -- validate() turns what a handler file returned into a checked subscription
 -- spec, naming the file, line and field of every problem. dispatcher() builds
--- the function each entry's coroutine runs: decode the entry, build ctx, call
--- the user's handle, and turn its return value into an outcome the C side
--- applies. Everything here is policy; the mechanism (reads, lanes, acks) is C.
+-- the function each entry's coroutine runs: build ctx around the message the
+-- host decoded, call the user's handle, and turn its return value into an
+-- outcome the C side applies. Everything here is policy; the mechanism (reads, lanes, acks) is C.
 local ls = require "luastream"
 local json = require "luastream.json"
 
@@ -143,7 +143,8 @@ end
 
 ---------------------------------------------------------------- dispatch
 
-local decode, encode = json.decode, json.encode
+local core = require "luastream.core"
+local encode = json.encode
 local DATA, KEY_HEADER = "data", ls.PARTITION_KEY_HEADER
 local DELIVERY_COUNT_HEADER, IDLE_MS_HEADER = ls.DELIVERY_COUNT_HEADER, ls.IDLE_MS_HEADER
 
@@ -152,6 +153,11 @@ local RESERVED = {
   [KEY_HEADER] = true, [ls.DELIVERY_COUNT_HEADER] = true, [ls.IDLE_MS_HEADER] = true,
   [ls.ORIGINAL_ID_HEADER] = true, [ls.RETRY_GROUP_HEADER] = true, [ls.CONTENT_TYPE_HEADER] = true,
 }
+
+-- Private ctx keys: the job's sequence number (what core.entry asks the
+-- host for) and the fields as delivered (what a reply's key comes from,
+-- whatever the handler does to ctx.fields).
+local SEQ, RAW = {}, {}
 
 -- Encodes body and options into the flat field list of a new entry.
 local function entry_fields(body, opts, fields)
@@ -176,9 +182,6 @@ local function entry_fields(body, opts, fields)
   return fields
 end
 
-local Ctx = {}
-Ctx.__index = Ctx
-
 -- ctx:publish entries waiting for the outcome, by ctx: out of the handler's
 -- reach, so what reaches the host is always { {stream, {strings}}, ... }.
 local pending_writes = setmetatable({}, { __mode = "k" })
@@ -186,7 +189,7 @@ local pending_writes = setmetatable({}, { __mode = "k" })
 -- ctx:publish(stream, msg [, {key =, headers =}]) -> true. The entry is
 -- written with the handled entry's ack, in one MULTI/EXEC: only when the
 -- handler acks (or replies), never without the ack, never the ack without it.
-function Ctx:publish(stream, msg, opts)
+local function publish(self, stream, msg, opts)
   if type(stream) ~= "string" or stream == "" then error("ctx:publish: stream must be a non-empty string", 2) end
   local fields, why = entry_fields(msg, opts, {})
   if not fields then error("ctx:publish: " .. why, 2) end
@@ -197,6 +200,28 @@ function Ctx:publish(stream, msg, opts)
   end
   writes[#writes + 1] = { stream, fields }
   return true
+end
+
+-- ctx.id, ctx.headers and ctx.fields come from the entry the host holds,
+-- built on first use (most handlers read few of them) and kept in ctx from
+-- then on. fields = every field as delivered, headers = all but `data`, plus
+-- delivery-count and idle-ms for a claimed entry.
+local function materialise(ctx)
+  local _, fields, deliveries, idle_ms = core.entry(rawget(ctx, SEQ), true)
+  local headers, raw = {}, {}
+  for i = 1, #fields, 2 do
+    local k, v = fields[i], fields[i + 1]
+    raw[k] = v
+    if k ~= DATA then headers[k] = v end
+  end
+  if deliveries >= 0 then
+    headers[DELIVERY_COUNT_HEADER] = string.format("%d", deliveries)
+    headers[IDLE_MS_HEADER] = string.format("%d", idle_ms)
+  end
+  rawset(ctx, "headers", headers)
+  rawset(ctx, "fields", raw)
+  rawset(ctx, RAW, raw)
+  return headers, raw
 end
 
 local function describe(v)
@@ -214,7 +239,7 @@ end
 --   | "error" reason message
 -- writes: { {stream, fields}, ... }: the handler's ctx:publish entries, and
 -- for "reply" the reply last; written together with the ack.
-local function outcome(result, ctx, spec, id, raw_key)
+local function outcome(result, ctx, spec)
   local writes = pending_writes[ctx]
   if result == nil then return "ack", writes end
   if type(result) ~= "table" then
@@ -232,8 +257,13 @@ local function outcome(result, ctx, spec, id, raw_key)
     if not fields then return "error", "bad-return", "ls.reply: " .. why end
     -- From what the host delivered, not from ctx, which the handler may change.
     fields[#fields + 1] = ls.ORIGINAL_ID_HEADER
-    fields[#fields + 1] = id
-    local key = raw_key
+    fields[#fields + 1] = core.entry(rawget(ctx, SEQ))
+    local raw = rawget(ctx, RAW)
+    if raw == nil then
+      local _
+      _, raw = materialise(ctx)
+    end
+    local key = raw[KEY_HEADER]
     if key ~= nil and not (opts and opts.key ~= nil) then
       fields[#fields + 1] = KEY_HEADER
       fields[#fields + 1] = key
@@ -256,50 +286,46 @@ local function outcome(result, ctx, spec, id, raw_key)
     "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
 end
 
--- dispatcher(spec, consumer) -> function(id, fields, deliveries, idle_ms) run in
--- each entry's coroutine. deliveries and idle_ms are -1 unless the entry was
--- claimed (claiming and reclaim reads), when they become the delivery-count
--- and idle-ms headers.
+-- The message of an entry without a `data` field: its other fields, but for
+-- the headers luastream writes. nil when nothing is left.
+local function message_from_fields(ctx)
+  local msg, any = {}, false
+  for k, v in pairs(ctx.headers) do
+    if not RESERVED[k] then msg[k] = v; any = true end
+  end
+  return any and msg or nil
+end
+
+-- dispatcher(spec, consumer) -> function(msg, seq) run in each entry's
+-- coroutine. The host has checked and decoded the body already (runtime.c):
+-- msg is the decoded JSON, the text of a body of another content-type, or
+-- nil for an entry without a `data` field. seq names the job for core.entry.
 function M.dispatcher(spec, consumer)
-  local handle, max_body = spec.handle, spec.max_body
-  local stream, group = spec.stream, spec.group
-  return function(id, fields, deliveries, idle_ms)
-    local headers, raw, data = {}, {}, nil
-    for i = 1, #fields, 2 do
-      local k, v = fields[i], fields[i + 1]
-      raw[k] = v
-      if k == DATA then data = v else headers[k] = v end
-    end
-    if deliveries >= 0 then
-      headers[DELIVERY_COUNT_HEADER] = string.format("%d", deliveries)
-      headers[IDLE_MS_HEADER] = string.format("%d", idle_ms)
-    end
-    local msg
-    if data ~= nil then
-      if #data > max_body then
-        return "invalid", "too-large", string.format("body is %d bytes, over max_body (%d)", #data, max_body)
+  local handle = spec.handle
+  local members = { stream = spec.stream, group = spec.group, consumer = consumer, publish = publish }
+  local Ctx = {
+    __index = function(ctx, k)
+      if k == "id" then
+        local id = core.entry(rawget(ctx, SEQ))
+        rawset(ctx, "id", id)
+        return id
       end
-      local ct = headers[ls.CONTENT_TYPE_HEADER]
-      if ct == nil or ct:find("json", 1, true) then
-        local v, why = decode(data)
-        if v == nil and why then return "invalid", "decode-error", "body is not valid JSON: " .. why end
-        msg = v
-      else
-        msg = data
+      if k == "headers" or k == "fields" then
+        local headers, raw = materialise(ctx)
+        return k == "headers" and headers or raw
       end
-    else
-      msg = {}
-      for k, v in pairs(headers) do
-        if not RESERVED[k] then msg[k] = v; data = true end
-      end
-      if not data then
+      return members[k]
+    end,
+  }
+  return function(msg, seq)
+    local ctx = setmetatable({ [SEQ] = seq }, Ctx)
+    if msg == nil then
+      msg = message_from_fields(ctx)
+      if msg == nil then
         return "invalid", "no-fields", "entry has no data field and no other field to deliver"
       end
     end
-    local ctx = setmetatable({
-      id = id, stream = stream, group = group, consumer = consumer, headers = headers, fields = raw,
-    }, Ctx)
-    return outcome(handle(msg, ctx), ctx, spec, id, raw[KEY_HEADER])
+    return outcome(handle(msg, ctx), ctx, spec)
   end
 end
 

@@ -876,6 +876,64 @@ TEST_IMPL(runtime_ctx_fields) {
   LEAK_CHECK();
 }
 
+/* ctx.id, ctx.headers and ctx.fields are built from the host's entry when
+ * first read: a ctx kept past its handler keeps what was read and refuses
+ * the rest, instead of reading an entry that is gone. */
+static const char KEEPER[] =
+    "local ls = require 'luastream'\n"
+    "local kept\n"
+    "return { stream = 'orders', group = 'billing', reply_to = 'out',\n"
+    "  handle = function(msg, ctx)\n"
+    "    if msg.step == 'keep' then kept = ctx; local _ = ctx.id; return ls.ack() end\n"
+    "    local ok, why = pcall(function() return kept.headers end)\n"
+    "    return ls.reply(table.concat({ kept.id, tostring(ok),\n"
+    "      tostring(why):match('can be read only while the handler runs') or tostring(why),\n"
+    "      ctx.id, ctx.headers.tag }, '|'))\n"
+    "  end }\n";
+
+TEST_IMPL(runtime_ctx_read_after_return) {
+  handler *h = load_ok("keeper.lua", KEEPER, NULL);
+  struct entry *e = mk_entry("1-1", "data", "{\"step\":\"keep\"}", "tag", "first", NULL);
+  struct captured c = run_sync(h, e);
+  ASSERT_INT_EQ(c.kind, RT_ACK);
+  entry_free(e);
+  e = mk_entry("2-1", "data", "{\"step\":\"look\"}", "tag", "second", NULL);
+  c = run_sync(h, e);
+  expect_reply(&c, "out", "\"1-1|false|can be read only while the handler runs|2-1|second\"", "2-1");
+  entry_free(e);
+  handler_release(h);
+  LEAK_CHECK();
+}
+
+/* A coroutine whose handler returned runs the next entry; one whose handler
+ * raised is not used again. */
+static const char COROUTINES[] =
+    "local ls = require 'luastream'\n"
+    "local seen, n = {}, 0\n"
+    "return { stream = 'orders', group = 'billing', reply_to = 'out',\n"
+    "  handle = function(msg)\n"
+    "    local co = coroutine.running()\n"
+    "    if not seen[co] then n = n + 1; seen[co] = true end\n"
+    "    if msg.fail then error('boom') end\n"
+    "    return ls.reply(n)\n"
+    "  end }\n";
+
+TEST_IMPL(runtime_coroutines_reused_after_return) {
+  handler *h = load_ok("coroutines.lua", COROUTINES, NULL);
+  struct captured c = run_json(h, "1-1", "{}");
+  expect_reply(&c, "out", "1", "1-1");
+  c = run_json(h, "2-1", "{}");
+  expect_reply(&c, "out", "1", "2-1"); /* the same coroutine */
+  c = run_json(h, "3-1", "{\"fail\":true}");
+  ASSERT_INT_EQ(c.kind, RT_ERROR);
+  c = run_json(h, "4-1", "{}");
+  expect_reply(&c, "out", "2", "4-1"); /* a new one after the error */
+  c = run_json(h, "5-1", "{}");
+  expect_reply(&c, "out", "2", "5-1");
+  handler_release(h);
+  LEAK_CHECK();
+}
+
 /* ============================================================ waiting */
 
 static const char SLEEPER[] =
