@@ -154,10 +154,8 @@ local RESERVED = {
   [ls.ORIGINAL_ID_HEADER] = true, [ls.RETRY_GROUP_HEADER] = true, [ls.CONTENT_TYPE_HEADER] = true,
 }
 
--- Private ctx keys: the job's sequence number (what core.entry asks the
--- host for) and the fields as delivered (what a reply's key comes from,
--- whatever the handler does to ctx.fields).
-local SEQ, RAW = {}, {}
+-- Private ctx key: the job's sequence number (what core.entry asks the host for).
+local SEQ = {}
 
 -- Encodes body and options into the flat field list of a new entry.
 local function entry_fields(body, opts, fields)
@@ -220,7 +218,6 @@ local function materialise(ctx)
   end
   rawset(ctx, "headers", headers)
   rawset(ctx, "fields", raw)
-  rawset(ctx, RAW, raw)
   return headers, raw
 end
 
@@ -239,8 +236,19 @@ end
 --   | "error" reason message
 -- writes: { {stream, fields}, ... }: the handler's ctx:publish entries, and
 -- for "reply" the reply last; written together with the ack.
-local function outcome(result, ctx, spec)
-  local writes = pending_writes[ctx]
+-- The partition key of entry seq as delivered, whatever the handler did to ctx.
+local function delivered_key(seq)
+  local _, fields = core.entry(seq, true)
+  local key
+  for i = 1, #fields, 2 do
+    if fields[i] == KEY_HEADER then key = fields[i + 1] end
+  end
+  return key
+end
+
+-- ctx is nil for a handle that takes no ctx (see dispatcher).
+local function outcome(result, ctx, spec, seq)
+  local writes = ctx and pending_writes[ctx]
   if result == nil then return "ack", writes end
   if type(result) ~= "table" then
     return "error", "bad-return", "handle returned " .. describe(result) ..
@@ -257,13 +265,8 @@ local function outcome(result, ctx, spec)
     if not fields then return "error", "bad-return", "ls.reply: " .. why end
     -- From what the host delivered, not from ctx, which the handler may change.
     fields[#fields + 1] = ls.ORIGINAL_ID_HEADER
-    fields[#fields + 1] = core.entry(rawget(ctx, SEQ))
-    local raw = rawget(ctx, RAW)
-    if raw == nil then
-      local _
-      _, raw = materialise(ctx)
-    end
-    local key = raw[KEY_HEADER]
+    fields[#fields + 1] = core.entry(seq)
+    local key = delivered_key(seq)
     if key ~= nil and not (opts and opts.key ~= nil) then
       fields[#fields + 1] = KEY_HEADER
       fields[#fields + 1] = key
@@ -300,8 +303,12 @@ end
 -- coroutine. The host has checked and decoded the body already (runtime.c):
 -- msg is the decoded JSON, the text of a body of another content-type, or
 -- nil for an entry without a `data` field. seq names the job for core.entry.
+-- A handle declared without a ctx parameter (`function(msg)`) gets none:
+-- nothing could read it, so it is not built.
 function M.dispatcher(spec, consumer)
   local handle = spec.handle
+  local params = debug.getinfo(handle, "u")
+  local wants_ctx = params.isvararg or params.nparams >= 2
   local members = { stream = spec.stream, group = spec.group, consumer = consumer, publish = publish }
   local Ctx = {
     __index = function(ctx, k)
@@ -318,6 +325,7 @@ function M.dispatcher(spec, consumer)
     end,
   }
   return function(msg, seq)
+    if msg ~= nil and not wants_ctx then return outcome(handle(msg), nil, spec, seq) end
     local ctx = setmetatable({ [SEQ] = seq }, Ctx)
     if msg == nil then
       msg = message_from_fields(ctx)
@@ -325,7 +333,7 @@ function M.dispatcher(spec, consumer)
         return "invalid", "no-fields", "entry has no data field and no other field to deliver"
       end
     end
-    return outcome(handle(msg, ctx), ctx, spec)
+    return outcome(handle(msg, ctx), ctx, spec, seq)
   end
 end
 

@@ -934,6 +934,24 @@ TEST_IMPL(runtime_coroutines_reused_after_return) {
   LEAK_CHECK();
 }
 
+/* A handle declared with one parameter gets no ctx built; a vararg one may
+ * read it, so it gets one. */
+static const char VARARG[] =
+    "local ls = require 'luastream'\n"
+    "return { stream = 'orders', group = 'billing', reply_to = 'out',\n"
+    "  handle = function(...)\n"
+    "    local msg, ctx = ...\n"
+    "    return ls.reply(select('#', ...) .. '|' .. ctx.id .. '|' .. msg.n)\n"
+    "  end }\n";
+
+TEST_IMPL(runtime_vararg_handle_gets_ctx) {
+  handler *h = load_ok("vararg.lua", VARARG, NULL);
+  struct captured c = run_json(h, "7-1", "{\"n\":3}");
+  expect_reply(&c, "out", "\"2|7-1|3\"", "7-1");
+  handler_release(h);
+  LEAK_CHECK();
+}
+
 /* ============================================================ waiting */
 
 static const char SLEEPER[] =
