@@ -1,7 +1,7 @@
 /* loadgen: publishes the benchmark's payments and times how long a consumer
  * takes to handle them.
  *
- *   loadgen run --port P --stream S --group G --count N [--blocked K]
+ *   loadgen run --port P --stream S --group G --count N [--blocked K] [--backlog]
  *               [--redis-pid PID] [--consumer-pid PID]... [--pipeline K] [--timeout SEC]
  *   loadgen pace --port P --stream S --group G --count N --rate R --out PREFIX
  *   loadgen publish PORT STREAM N FIRST   publishes payments FIRST.. FIRST+N-1, pipelined
@@ -18,7 +18,12 @@
  * elapsed_s runs from the first XADD to the poll that saw the group done;
  * rate = n / elapsed_s; the CPU figures are shares of one core over that time
  * (utime + stime of /proc/PID/stat; consumer_cpu sums every --consumer-pid);
- * machine_busy is the share of all cores busy (/proc/stat). Exit status 1 when
+ * machine_busy is the share of all cores busy (/proc/stat). With --backlog the
+ * N entries are already in the stream (loadgen publish) and nothing is
+ * published: the clock starts when the group's entries-read first moves (the
+ * consumers have started) and rate counts the entries read from then on, so
+ * start-up is left out and the consumers drain as fast as they and the server
+ * can. Exit status 1 when
  * the group is not done within --timeout seconds (default 600) or a consumer
  * process has gone.
  *
@@ -186,7 +191,7 @@ static void wait_blocked(redisContext *c, long want, double timeout) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: loadgen run --port P --stream S --group G --count N [--blocked K]\n"
+          "usage: loadgen run --port P --stream S --group G --count N [--blocked K] [--backlog]\n"
           "                   [--redis-pid PID] [--consumer-pid PID]... [--pipeline K] [--timeout SEC]\n"
           "       loadgen pace --port P --stream S --group G --count N --rate R --out PREFIX\n"
           "       loadgen publish PORT STREAM N FIRST\n"
@@ -197,8 +202,13 @@ static void usage(void) {
 static int cmd_run(int argc, char **argv) {
   long redis_pid = 0, consumer_pid[MAX_PIDS], nconsumers = 0, blocked = 1;
   double timeout = 600;
+  bool backlog = false;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--backlog")) {
+      backlog = true;
+      continue;
+    }
     if (v == NULL) usage();
     if (!strcmp(a, "--port")) port = atoi(v);
     else if (!strcmp(a, "--stream")) stream = v;
@@ -214,7 +224,17 @@ static int cmd_run(int argc, char **argv) {
   }
   if (port <= 0 || !stream || !group || count < 1 || pipeline_depth < 1) usage();
   redisContext *c = connect_redis();
-  wait_blocked(c, blocked, 30);
+  long long read = 0, pending = 0, read0 = 0;
+  if (backlog) { /* wait for the first read instead of a blocked consumer */
+    double deadline = now_s() + 30;
+    while (!group_state(c, &read0, &pending) || read0 == 0) {
+      if (now_s() > deadline) die("waiting for the consumer", "nothing read from the backlog");
+      struct timespec nap = {0, 200000};
+      nanosleep(&nap, NULL);
+    }
+  } else {
+    wait_blocked(c, blocked, 30);
+  }
 
   double redis0 = redis_pid ? proc_cpu(redis_pid) : 0, cons0 = 0, busy0, total0;
   for (long i = 0; i < nconsumers; i++) cons0 += proc_cpu(consumer_pid[i]);
@@ -222,9 +242,9 @@ static int cmd_run(int argc, char **argv) {
   machine_cpu(&busy0, &total0);
   double t0 = now_s();
   pthread_t publisher;
-  if (pthread_create(&publisher, NULL, publish, NULL) != 0) die("pthread_create", strerror(errno));
+  if (!backlog && pthread_create(&publisher, NULL, publish, NULL) != 0)
+    die("pthread_create", strerror(errno));
 
-  long long read = 0, pending = 0;
   double t1;
   for (;;) {
     t1 = now_s();
@@ -248,11 +268,12 @@ static int cmd_run(int argc, char **argv) {
   for (long i = 0; i < nconsumers; i++) cons1 += proc_cpu(consumer_pid[i]);
   double self1 = proc_cpu((long)getpid());
   machine_cpu(&busy1, &total1);
-  pthread_join(publisher, NULL);
+  if (!backlog) pthread_join(publisher, NULL);
   double elapsed = t1 - t0;
+  long measured = count - (long)read0;
   printf("n=%ld elapsed_s=%.3f rate=%.0f publish_s=%.3f redis_cpu=%.3f consumer_cpu=%.3f "
          "loadgen_cpu=%.3f machine_busy=%.3f\n",
-         count, elapsed, (double)count / elapsed, publish_s,
+         measured, elapsed, (double)measured / elapsed, publish_s,
          redis_pid ? (redis1 - redis0) / elapsed : -1, nconsumers ? (cons1 - cons0) / elapsed : -1,
          (self1 - self0) / elapsed, total1 > total0 ? (busy1 - busy0) / (total1 - total0) : -1);
   redisFree(c);
