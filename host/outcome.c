@@ -11,6 +11,12 @@ void txn_init(struct txn *t) {
   for (int i = 0; i < TXN_MAX; i++) bk_args_init(&t->cmd[i]);
 }
 
+void txn_reset(struct txn *t) {
+  for (int i = 0; i < t->n; i++) bk_args_reset(&t->cmd[i]);
+  for (int i = 0; i < t->nowned; i++) free(t->owned[i]);
+  t->n = t->nowned = 0;
+}
+
 void txn_free(struct txn *t) {
   for (int i = 0; i < TXN_MAX; i++) bk_args_free(&t->cmd[i]);
   for (int i = 0; i < t->nowned; i++) free(t->owned[i]);

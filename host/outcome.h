@@ -40,6 +40,8 @@ struct txn {
 };
 
 void txn_init(struct txn *t);
+/* Empties t for the next transaction, keeping the builders' memory. */
+void txn_reset(struct txn *t);
 void txn_free(struct txn *t);
 
 /* XACK of e. */

@@ -475,6 +475,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
   subscription *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   bk_args_init(&s->args);
+  txn_init(&s->txn);
   s->h = h;
   s->spec = handler_spec(h);
   s->b = b;
@@ -640,6 +641,7 @@ void sub_free(subscription *s) {
   sub__ack_batches_free(s);
   free(s->acks);
   bk_args_free(&s->args);
+  txn_free(&s->txn);
   free(s->held);
   handler_release(s->h);
   free(s);

@@ -14,16 +14,50 @@
 
 /* ---- outcomes cut off by a lost connection ---- */
 
-/* An outcome's transaction as one SCRIPT_REDO call, copied into a single
- * allocation so it outlives the entry and the handler it came from. */
+/* An outcome in flight: its transaction also as one SCRIPT_REDO call, copied
+ * into a single block so it outlives the entry and the handler it came from,
+ * ready to send again when the connection is cut before the reply. Answered
+ * blocks wait in s->spare_redo for the next outcomes of their size. */
 struct redo {
   struct redo *next;
+  subscription *s;
   char id[ID_MAX];
-  const char *what;      /* static text */
+  const char *what;      /* for the log: "retry", "reply", "dead letter", ... (static) */
+  size_t cap;            /* bytes after the struct */
   int argc;
   const char **argv;
   size_t *argvlen;
 };
+
+#define REDO_SPARE_MAX 256 /* answered blocks kept: about a batch of replies */
+#define REDO_MIN_CAP 1024
+
+/* A block with room for cap bytes after the struct: a spare one if the
+ * newest spare is big enough. */
+static struct redo *redo_alloc(subscription *s, size_t cap) {
+  struct redo *r = s->spare_redo;
+  if (r) {
+    s->spare_redo = r->next;
+    s->nspare_redo--;
+    if (r->cap >= cap) return r;
+    free(r);
+  }
+  if (cap < REDO_MIN_CAP) cap = REDO_MIN_CAP;
+  r = malloc(sizeof *r + cap);
+  if (r) r->cap = cap;
+  return r;
+}
+
+/* r was answered (or given up): keep it for later outcomes. */
+static void redo_release(subscription *s, struct redo *r) {
+  if (s->nspare_redo == REDO_SPARE_MAX) {
+    free(r);
+    return;
+  }
+  r->next = s->spare_redo;
+  s->spare_redo = r;
+  s->nspare_redo++;
+}
 
 static struct redo *redo_new(subscription *s, const char *id, const char *what,
                              const struct txn *t) {
@@ -36,10 +70,11 @@ static struct redo *redo_new(subscription *s, const char *id, const char *what,
     bytes += strlen(counts[i]) + 1;
     for (int k = 0; k < t->cmd[i].argc; k++) bytes += t->cmd[i].argvlen[k] + 1;
   }
-  struct redo *r = malloc(sizeof *r + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+  struct redo *r = redo_alloc(s, (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
   if (r == NULL) return NULL;
   r->next = NULL;
-  snprintf(r->id, sizeof r->id, "%s", id);
+  r->s = s;
+  sub__copy_id(r->id, id);
   r->what = what;
   r->argc = 0;
   r->argv = (const char **)(r + 1);
@@ -81,11 +116,16 @@ static void redo_later(subscription *s, struct redo *r) {
 }
 
 void sub__redo_free(subscription *s) {
-  while (s->redo) {
-    struct redo *r = s->redo;
-    s->redo = r->next;
-    free(r);
+  struct redo *lists[] = {s->redo, s->spare_redo};
+  for (int i = 0; i < 2; i++) {
+    while (lists[i]) {
+      struct redo *r = lists[i];
+      lists[i] = r->next;
+      free(r);
+    }
   }
+  s->redo = s->spare_redo = NULL;
+  s->nspare_redo = 0;
 }
 
 static void send_redo(subscription *s, struct redo *r);
@@ -223,21 +263,16 @@ void sub__queue_ack(subscription *s, const char *id) {
 
 /* ---- outcomes ---- */
 
-struct write_req {
-  subscription *s;
-  char id[ID_MAX];
-  const char *what;  /* for the log: "retry", "reply", "dead letter", ... */
-  struct redo *redo; /* the same outcome, ready to send again */
-};
-
 static void redo_done(void *data, const bk_reply *r, const char *err) {
-  struct write_req *req = data;
+  struct redo *req = data;
   subscription *s = req->s;
   s->writes_pending--;
   if (r == NULL && !s->abandoned) {
-    redo_later(s, req->redo); /* lost again: once more when it is back */
-    req->redo = NULL;
-  } else if (r && r->type == BK_INTEGER) {
+    redo_later(s, req); /* lost again: once more when it is back */
+    sub__progress(s);
+    return;
+  }
+  if (r && r->type == BK_INTEGER) {
     log_line(LOG_INFO, s->spec->name,
              r->integer ? "outcome written after reconnecting"
                         : "outcome had been written before the connection dropped",
@@ -250,41 +285,31 @@ static void redo_done(void *data, const bk_reply *r, const char *err) {
              s->spec->stream, "group", s->spec->group, "id", req->id, "outcome", req->what,
              "error", why, NULL);
   }
-  free(req->redo);
-  free(req);
+  redo_release(s, req);
   sub__progress(s);
 }
 
 static void send_redo(subscription *s, struct redo *r) {
-  struct write_req *req = malloc(sizeof *req);
-  if (req && bk_command(s->b, s->cmd, r->argc, r->argv, r->argvlen, redo_done, req) == 0) {
-    req->s = s;
-    snprintf(req->id, sizeof req->id, "%s", r->id);
-    req->what = r->what;
-    req->redo = r;
+  if (bk_command(s->b, s->cmd, r->argc, r->argv, r->argvlen, redo_done, r) == 0)
     s->writes_pending++;
-    return;
-  }
-  free(req);
-  redo_later(s, r);
+  else
+    redo_later(s, r);
 }
 
 static void write_done(void *data, const bk_reply *r, const char *err) {
-  struct write_req *req = data;
+  struct redo *req = data;
   subscription *s = req->s;
   s->writes_pending--;
-  if (r == NULL && req->redo && !s->abandoned) {
+  if (r == NULL && !s->abandoned) {
     /* Cut off: whether EXEC ran is unknown. SCRIPT_REDO finds out (is the
      * entry still pending?) and writes it all again only if it did not. */
     log_line(LOG_WARN, s->spec->name, "outcome unconfirmed (connection lost), written again once back",
              "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
              req->what, "error", err, NULL);
-    redo_later(s, req->redo);
-    free(req);
+    redo_later(s, req);
     sub__progress(s);
     return;
   }
-  free(req->redo);
   const bk_reply *failed = r && (r->type == BK_ERROR || r->type == BK_NIL) ? r : NULL;
   bool acked = false;
   if (r && r->type == BK_ARRAY && r->elements) {
@@ -306,7 +331,7 @@ static void write_done(void *data, const bk_reply *r, const char *err) {
              "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
              req->what, "error", why, NULL);
   }
-  free(req);
+  redo_release(s, req);
   sub__progress(s); /* a claiming read may have waited for this write */
 }
 
@@ -318,20 +343,20 @@ static void ignore_reply(void *data, const bk_reply *r, const char *err) {
 }
 
 /* Sends t: one command alone, several as MULTI ... EXEC (the EXEC reply says
- * whether all of it was written). Frees t. */
+ * whether all of it was written). t is the subscription's, reset at its next
+ * use (txn_begin). */
 static void send_txn(subscription *s, const struct entry *e, const char *what, struct txn *t) {
-  struct write_req *req = malloc(sizeof *req);
-  struct redo *redo = redo_new(s, e->id, what, t);
-  bool multi = t->n > 1;
+  struct redo *req = redo_new(s, e->id, what, t);
   const char *exec = "EXEC", *multi_cmd = "MULTI";
   size_t exec_len = 4, multi_len = 5;
-  if (req == NULL) goto fail;
-  req->s = s;
-  snprintf(req->id, sizeof req->id, "%s", e->id);
-  req->what = what;
-  req->redo = redo;
-  if (multi) {
-    if (bk_command(s->b, s->cmd, 1, &multi_cmd, &multi_len, ignore_reply, s) != 0) goto fail;
+  if (req == NULL) {
+    log_line(LOG_ERROR, s->spec->name, "outcome not written (out of memory), entry left pending",
+             "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "outcome", what,
+             NULL);
+    return;
+  }
+  if (t->n > 1) {
+    if (bk_command(s->b, s->cmd, 1, &multi_cmd, &multi_len, ignore_reply, s) != 0) goto later;
     s->writes_pending++;
     /* MULTI was accepted: the connection is up and the rest goes out with it. */
     for (int i = 0; i < t->n; i++) {
@@ -341,22 +366,20 @@ static void send_txn(subscription *s, const struct entry *e, const char *what, s
     bk_command(s->b, s->cmd, 1, &exec, &exec_len, write_done, req);
   } else if (bk_command(s->b, s->cmd, t->cmd[0].argc, t->cmd[0].argv, t->cmd[0].argvlen,
                         write_done, req) != 0) {
-    goto fail;
+    goto later;
   }
   s->writes_pending++;
-  txn_free(t);
   return;
-fail:
-  free(req);
-  txn_free(t);
-  if (redo) { /* not connected now: written once the connection is back */
-    log_line(LOG_WARN, s->spec->name, "outcome waits for the connection", "stream",
-             s->spec->stream, "group", s->spec->group, "id", e->id, "outcome", what, NULL);
-    redo_later(s, redo);
-    return;
-  }
-  log_line(LOG_ERROR, s->spec->name, "outcome not written (out of memory), entry left pending",
-           "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "outcome", what, NULL);
+later: /* not connected now: written once the connection is back */
+  log_line(LOG_WARN, s->spec->name, "outcome waits for the connection", "stream",
+           s->spec->stream, "group", s->spec->group, "id", e->id, "outcome", what, NULL);
+  redo_later(s, req);
+}
+
+/* The subscription's transaction builder, emptied for the next outcome. */
+static struct txn *txn_begin(subscription *s) {
+  txn_reset(&s->txn);
+  return &s->txn;
 }
 
 /* Deliveries of e before this one, whatever the read mode: the count a copy
@@ -405,11 +428,10 @@ void sub__dead_letter(subscription *s, const struct entry *e, const char *reason
   log_line(LOG_WARN, s->spec->name, "entry dead-lettered", "stream", s->spec->stream, "group",
            s->spec->group, "id", e->id, "reason", reason, "deliveries", count, "dead_letter",
            s->spec->dead_letter, "version", version, NULL);
-  struct txn t;
-  txn_init(&t);
-  outcome_dead_letter(&t, s->spec, e, reason, error, error_len, deliveries, clock_wall(s->clock));
-  outcome_ack(&t, s->spec, e);
-  send_txn(s, e, "dead letter", &t);
+  struct txn *t = txn_begin(s);
+  outcome_dead_letter(t, s->spec, e, reason, error, error_len, deliveries, clock_wall(s->clock));
+  outcome_ack(t, s->spec, e);
+  send_txn(s, e, "dead letter", t);
 }
 
 /* Delivers e again after delay_ms, durably. A claimed entry that may wait
@@ -417,15 +439,14 @@ void sub__dead_letter(subscription *s, const struct entry *e, const char *reason
  * anything else moves to the group's delay set with its ack, and a sweeper
  * (any host's) puts it back on the stream when due. */
 static void delay(subscription *s, const struct entry *e, int64_t delay_ms, long long deliveries) {
-  struct txn t;
-  txn_init(&t);
+  struct txn *t = txn_begin(s);
   if (s->spec->read != READ_NEW && delay_ms <= s->spec->min_idle_ms) {
-    outcome_restamp(&t, s->spec, e, delay_ms);
+    outcome_restamp(t, s->spec, e, delay_ms);
   } else {
-    outcome_delay(&t, s->spec, e, deliveries, clock_wall(s->clock) + (uint64_t)delay_ms);
-    outcome_ack(&t, s->spec, e);
+    outcome_delay(t, s->spec, e, deliveries, clock_wall(s->clock) + (uint64_t)delay_ms);
+    outcome_ack(t, s->spec, e);
   }
-  send_txn(s, e, "retry_after", &t);
+  send_txn(s, e, "retry_after", t);
 }
 
 /* A retry of either kind; past max_deliveries it becomes a dead letter. */
@@ -439,11 +460,10 @@ static void retry(subscription *s, const struct entry *e, const struct rt_result
   } else if (res->kind == RT_RETRY_AFTER) {
     delay(s, e, res->delay_ms, deliveries);
   } else if (s->spec->read == READ_NEW) {
-    struct txn t;
-    txn_init(&t);
-    outcome_retry_copy(&t, s->spec, e, deliveries);
-    outcome_ack(&t, s->spec, e);
-    send_txn(s, e, "retry", &t);
+    struct txn *t = txn_begin(s);
+    outcome_retry_copy(t, s->spec, e, deliveries);
+    outcome_ack(t, s->spec, e);
+    send_txn(s, e, "retry", t);
   }
   /* claiming and reclaim: nothing to write, the entry stays pending and is
    * claimed again once idle min_idle. */
@@ -452,7 +472,7 @@ static void retry(subscription *s, const struct entry *e, const struct rt_result
 void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
   subscription *s = data;
   int lane = (int)(intptr_t)e->owner_data;
-  struct txn t;
+  struct txn *t;
   switch (res->kind) {
   case RT_ACK:
   case RT_REPLY:
@@ -460,15 +480,14 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
       sub__queue_ack(s, e->id); /* coalesced with the others */
       break;
     }
-    txn_init(&t);
-    if (outcome_writes(&t, res) != 0) {
-      txn_free(&t);
+    t = txn_begin(s);
+    if (outcome_writes(t, res) != 0) {
       log_line(LOG_ERROR, s->spec->name, "too many entries published by one delivery, left pending",
                "stream", s->spec->stream, "group", s->spec->group, "id", e->id, NULL);
       break;
     }
-    outcome_ack(&t, s->spec, e);
-    send_txn(s, e, res->kind == RT_REPLY ? "reply" : "publish", &t);
+    outcome_ack(t, s->spec, e);
+    send_txn(s, e, res->kind == RT_REPLY ? "reply" : "publish", t);
     break;
   case RT_RETRY:
   case RT_RETRY_AFTER:

@@ -13,6 +13,7 @@
 #include "entry.h"
 #include "lanes.h"
 #include "log.h"
+#include "outcome.h"
 #include "subscription.h"
 
 #define BACKOFF_MIN_MS 100
@@ -74,6 +75,9 @@ struct subscription {
   unsigned writes_pending;  /* outcome commands sent and not answered */
 
   struct redo *redo, **redo_tail; /* outcomes cut off by a lost connection, to send again */
+  struct redo *spare_redo;  /* answered outcome blocks, kept for reuse */
+  size_t nspare_redo;
+  struct txn txn;           /* builds each outcome's transaction, reused */
   char (*acks)[ID_MAX];     /* ids finished and not yet in an XACK */
   size_t nacks, acks_cap;
   struct ack_batch *spare_batches; /* answered XACK batches, kept with their arrays */
@@ -110,7 +114,8 @@ struct redo;
 struct ack_batch;
 /* Frees the spare ack batches (sub_free). */
 void sub__ack_batches_free(subscription *s);
-/* Frees the outcomes still waiting to be written again (sub_free). */
+/* Frees the outcomes still waiting to be written again and the spare
+ * blocks (sub_free). */
 void sub__redo_free(subscription *s);
 /* rt_done_fn of every job: applies the outcome, frees e, frees its lane. */
 void sub__job_done(void *data, struct entry *e, const struct rt_result *res);
