@@ -34,6 +34,7 @@
 #include <uv.h>
 
 #include "log.h"
+#include "reply_arena.h"
 #include "url.h"
 
 #define BACKOFF_MIN_MS 100  /* first wait after a failure */
@@ -131,6 +132,9 @@ struct rpoll {
   uv_poll_t handle;
   redisAsyncContext *ac; /* NULL once hiredis has cleaned up */
   int events;            /* UV_READABLE | UV_WRITABLE wanted by hiredis */
+  /* The context's replies (NULL: hiredis' own malloc per object). Freed
+   * with p, after hiredis has freed the reader that uses it. */
+  struct reply_arena *arena;
 };
 
 static void rpoll_cb(uv_poll_t *h, int status, int events) {
@@ -155,7 +159,11 @@ static void ev_del_read(void *d) { rpoll_set(d, ((struct rpoll *)d)->events & ~U
 static void ev_add_write(void *d) { rpoll_set(d, ((struct rpoll *)d)->events | UV_WRITABLE); }
 static void ev_del_write(void *d) { rpoll_set(d, ((struct rpoll *)d)->events & ~UV_WRITABLE); }
 
-static void rpoll_closed(uv_handle_t *h) { free(h->data); }
+static void rpoll_closed(uv_handle_t *h) {
+  struct rpoll *p = h->data;
+  reply_arena_free(p->arena);
+  free(p);
+}
 
 /* hiredis calls this while freeing the context, before it closes the fd. */
 static void ev_cleanup(void *d) {
@@ -173,6 +181,8 @@ static int rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
   }
   p->handle.data = p;
   p->ac = ac;
+  p->arena = reply_arena_new();
+  if (p->arena) reply_arena_attach(p->arena, ac->c.reader); /* no reply read yet */
   ac->ev.data = p;
   ac->ev.addRead = ev_add_read;
   ac->ev.delRead = ev_del_read;
