@@ -4,7 +4,8 @@
 -- spec, naming the file, line and field of every problem. dispatcher() builds
 -- the function each entry's coroutine runs: build ctx around the message the
 -- host decoded, call the user's handle, and turn its return value into an
--- outcome the C side applies. Everything here is policy; the mechanism (reads, lanes, acks) is C.
+-- outcome the C side applies. Everything here is policy; the mechanism
+-- (reads, decoding, lanes, acks) is C.
 local ls = require "luastream"
 local json = require "luastream.json"
 
@@ -231,11 +232,6 @@ local function describe(v)
   return type(v) .. " " .. tostring(v)
 end
 
--- outcome(result, ctx, spec) -> what the host applies:
---   "ack" [writes] | "reply" writes | "retry" | "retry_after" ms | "reject" reason
---   | "error" reason message
--- writes: { {stream, fields}, ... }: the handler's ctx:publish entries, and
--- for "reply" the reply last; written together with the ack.
 -- The partition key of entry seq as delivered, whatever the handler did to ctx.
 local function delivered_key(seq)
   local _, fields = core.entry(seq, true)
@@ -246,7 +242,12 @@ local function delivered_key(seq)
   return key
 end
 
--- ctx is nil for a handle that takes no ctx (see dispatcher).
+-- outcome(result, ctx, spec, seq) -> what the host applies:
+--   "ack" [writes] | "reply" writes | "retry" | "retry_after" ms | "reject" reason
+--   | "error" reason message
+-- writes: { {stream, fields}, ... }: the handler's ctx:publish entries, and
+-- for "reply" the reply last; written together with the ack. ctx is nil for
+-- a handle that takes no ctx (see dispatcher).
 local function outcome(result, ctx, spec, seq)
   local writes = ctx and pending_writes[ctx]
   if result == nil then return "ack", writes end
