@@ -31,7 +31,7 @@ end
 local core = load_core()
 
 local ls = require "luastream"           -- ls.duration, outside a host
-local json = require "luastream.json"    -- the codec the host decodes with
+local json = require "luastream.json"    -- the encoder ctx:publish uses
 
 local function duration(v)
   local ms, why = ls.duration(v)
@@ -50,7 +50,7 @@ local function decode(fields)
   end
   local message = raw
   if data ~= nil then
-    local v = json.decode(data)
+    local v = core.json_decode(data)        -- the host's own decoder
     if v == nil then message = data else message = v end
   end
   return message, headers, raw
