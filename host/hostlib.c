@@ -3,15 +3,17 @@
  * log writes through the host's log module; sleep waits without blocking the
  * loop: it records what the job waits for and yields, and a clock callback
  * resumes the coroutine (rt_job_resume). It may be called only from the job's
- * own coroutine, which is checked, not assumed. entry hands the running
- * entry's id and fields to ctx. (ctx:publish needs no
+ * own coroutine, which is checked, not assumed. message decodes the running
+ * entry's body, entry hands its id and fields to ctx. (ctx:publish needs no
  * C: its entries are written with the outcome.) */
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "entry.h"
+#include "json_decode.h"
 #include "log.h"
 #include "runtime_private.h"
 
@@ -121,10 +123,65 @@ static int core_entry(lua_State *L) {
   return 4;
 }
 
+/* The field name at e->field[i] is name (len bytes). */
+static bool field_is(const struct entry *e, size_t i, const char *name, size_t len) {
+  return e->field_len[i] == len && memcmp(e->field[i], name, len) == 0;
+}
+
+static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
+  for (size_t i = 0; i + wlen <= len; i++)
+    if (memcmp(s + i, word, wlen) == 0) return true;
+  return false;
+}
+
+#define LIT(s) s, sizeof(s) - 1
+
+/* core.message(seq) -> the message of the entry job seq runs (see
+ * dispatcher() in luastream/handler.lua): the decoded JSON body, or the text
+ * of a body whose content-type is not JSON; nil for an entry without a `data`
+ * field; nil, reason, text for bad input (a body over max_body, not JSON).
+ * The dispatcher calls it first thing, so decoding runs inside the job's
+ * coroutine: an error there (out of memory) fails this entry, not the host. */
+static int core_message(lua_State *L) {
+  struct handler *h = self(L);
+  lua_Number seq = luaL_checknumber(L, 1);
+  struct rt_job *job = h->current;
+  if (job == NULL || job->seq != seq) return luaL_error(L, "core.message: not the running job");
+  const struct entry *e = job->e;
+  const char *body = NULL, *type = NULL;
+  size_t body_len = 0, type_len = 0;
+  for (size_t i = 0; i + 1 < e->nfields; i += 2) { /* the last of a duplicated name wins */
+    if (field_is(e, i, LIT(HDR_DATA))) {
+      body = e->field[i + 1];
+      body_len = e->field_len[i + 1];
+    } else if (field_is(e, i, LIT(HDR_CONTENT_TYPE))) {
+      type = e->field[i + 1];
+      type_len = e->field_len[i + 1];
+    }
+  }
+  if (body == NULL) return 0;
+  if (body_len > h->spec.max_body) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "too-large");
+    lua_pushfstring(L, "body is %d bytes, over max_body (%d)", (int)body_len, (int)h->spec.max_body);
+    return 3;
+  }
+  if (type != NULL && !contains(type, type_len, LIT("json"))) {
+    lua_pushlstring(L, body, body_len);
+    return 1;
+  }
+  char err[160];
+  if (json_decode_push(L, body, body_len, err, sizeof err) == 0) return 1;
+  lua_pushnil(L);
+  lua_pushliteral(L, "decode-error");
+  lua_pushfstring(L, "body is not valid JSON: %s", err);
+  return 3;
+}
+
 /* [-0, +1] the module table */
 int rt_open_core(lua_State *L, struct handler *h) {
   static const luaL_Reg fns[] = {
-      {"log", core_log}, {"sleep", core_sleep}, {"entry", core_entry}, {NULL, NULL}};
+      {"log", core_log}, {"sleep", core_sleep}, {"entry", core_entry}, {"message", core_message}, {NULL, NULL}};
   lua_createtable(L, 0, 4);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, h);

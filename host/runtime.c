@@ -429,6 +429,10 @@ static void job_end(struct rt_job *job, bool reusable) {
   job_unlink(job);
   h->jobs--;
   if (reusable && !h->released) {
+    /* A wait the handler caught (ls.sleep under a C boundary raises after
+     * arming the timer) must not fire on the idle job. */
+    if (job->timer) timer_stop(job->timer);
+    job->op = OP_NONE;
     lua_settop(job->co, 0);
     job->e = NULL;
     job->done = NULL;
@@ -566,58 +570,6 @@ void rt_job_resume(struct rt_job *job, int nargs) {
   run(job, nargs);
 }
 
-/* The field name at e->field[i] is name (len bytes). */
-static bool field_is(const struct entry *e, size_t i, const char *name, size_t len) {
-  return e->field_len[i] == len && memcmp(e->field[i], name, len) == 0;
-}
-
-static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
-  for (size_t i = 0; i + wlen <= len; i++)
-    if (memcmp(s + i, word, wlen) == 0) return true;
-  return false;
-}
-
-#define LIT(s) s, sizeof(s) - 1
-
-/* Pushes onto co the message the handler gets (see dispatcher() in
- * luastream/handler.lua): the decoded JSON body, the text of a body whose
- * content-type is not JSON, or nil for an entry without a `data` field.
- * Bad input is decided here, before any Lua runs: returns -1 with *bad
- * filled in (its text in why) and nothing pushed. */
-static int push_message(const struct handler *h, lua_State *co, const struct entry *e,
-                        struct rt_result *bad, char *why, size_t whylen) {
-  const char *body = NULL, *type = NULL;
-  size_t body_len = 0, type_len = 0;
-  for (size_t i = 0; i + 1 < e->nfields; i += 2) { /* the last of a duplicated name wins */
-    if (field_is(e, i, LIT(HDR_DATA))) {
-      body = e->field[i + 1];
-      body_len = e->field_len[i + 1];
-    } else if (field_is(e, i, LIT(HDR_CONTENT_TYPE))) {
-      type = e->field[i + 1];
-      type_len = e->field_len[i + 1];
-    }
-  }
-  *bad = (struct rt_result){.kind = RT_INVALID, .text = why};
-  if (body == NULL) {
-    lua_pushnil(co);
-    return 0;
-  }
-  if (body_len > h->spec.max_body) {
-    bad->reason = "too-large";
-    snprintf(why, whylen, "body is %zu bytes, over max_body (%zu)", body_len, h->spec.max_body);
-  } else if (type != NULL && !contains(type, type_len, LIT("json"))) {
-    lua_pushlstring(co, body, body_len);
-    return 0;
-  } else {
-    char err[160];
-    if (json_decode_push(co, body, body_len, err, sizeof err) == 0) return 0;
-    bad->reason = "decode-error";
-    snprintf(why, whylen, "body is not valid JSON: %s", err);
-  }
-  bad->text_len = strlen(why);
-  return -1;
-}
-
 int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
   struct rt_job *job = job_get(h);
   if (job == NULL) return -1;
@@ -633,16 +585,8 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
 
   lua_State *co = job->co;
   lua_rawgeti(co, LUA_REGISTRYINDEX, h->dispatch_ref);
-  struct rt_result bad;
-  char why[256];
-  if (push_message(h, co, e, &bad, why, sizeof why) != 0) {
-    lua_settop(co, 0);
-    report(job, &bad);
-    job_end(job, true);
-    return 0;
-  }
   lua_pushnumber(co, job->seq);
-  run(job, 2);
+  run(job, 1);
   return 0;
 }
 

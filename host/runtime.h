@@ -4,7 +4,8 @@
  * into a `handler`: its subscription spec plus a dispatch function. Each entry
  * then runs in a coroutine of that state (one whose entry returned is reused),
  * resumed in exactly one place (run() in runtime.c). The body is checked and
- * decoded in C (json_decode.h) before any Lua runs. Host functions that wait
+ * decoded in C (core.message in hostlib.c, json_decode.h), inside the
+ * coroutine, before the handler runs. Host functions that wait
  * (ls.sleep) record a pending operation and yield; the loop
  * callback resumes the coroutine. Every call into user code is protected: an
  * error comes back as an RT_ERROR result carrying the message and traceback,

@@ -31,6 +31,7 @@ struct redo {
 
 #define REDO_SPARE_MAX 256 /* answered blocks kept: about a batch of replies */
 #define REDO_MIN_CAP 1024
+#define REDO_KEEP_MAX (64u << 10) /* larger blocks (big bodies) are not kept */
 
 /* A block with room for cap bytes after the struct: a spare one if the
  * newest spare is big enough. */
@@ -50,7 +51,7 @@ static struct redo *redo_alloc(subscription *s, size_t cap) {
 
 /* r was answered (or given up): keep it for later outcomes. */
 static void redo_release(subscription *s, struct redo *r) {
-  if (s->nspare_redo == REDO_SPARE_MAX) {
+  if (s->nspare_redo == REDO_SPARE_MAX || r->cap > REDO_KEEP_MAX) {
     free(r);
     return;
   }

@@ -217,8 +217,9 @@ local function materialise(ctx)
     headers[DELIVERY_COUNT_HEADER] = string.format("%d", deliveries)
     headers[IDLE_MS_HEADER] = string.format("%d", idle_ms)
   end
-  rawset(ctx, "headers", headers)
-  rawset(ctx, "fields", raw)
+  -- What the handler set itself stays.
+  if rawget(ctx, "headers") == nil then rawset(ctx, "headers", headers) end
+  if rawget(ctx, "fields") == nil then rawset(ctx, "fields", raw) end
   return headers, raw
 end
 
@@ -300,10 +301,11 @@ local function message_from_fields(ctx)
   return any and msg or nil
 end
 
--- dispatcher(spec, consumer) -> function(msg, seq) run in each entry's
--- coroutine. The host has checked and decoded the body already (runtime.c):
--- msg is the decoded JSON, the text of a body of another content-type, or
--- nil for an entry without a `data` field. seq names the job for core.entry.
+-- dispatcher(spec, consumer) -> function(seq) run in each entry's coroutine;
+-- seq names the job for core.message and core.entry. core.message decodes
+-- the body in C: the decoded JSON, the text of a body of another
+-- content-type, nil for an entry without a `data` field, or nil, reason,
+-- text for bad input.
 -- A handle declared without a ctx parameter (`function(msg)`) gets none:
 -- nothing could read it, so it is not built.
 function M.dispatcher(spec, consumer)
@@ -325,7 +327,9 @@ function M.dispatcher(spec, consumer)
       return members[k]
     end,
   }
-  return function(msg, seq)
+  return function(seq)
+    local msg, reason, text = core.message(seq)
+    if reason then return "invalid", reason, text end
     if msg ~= nil and not wants_ctx then return outcome(handle(msg), nil, spec, seq) end
     local ctx = setmetatable({ [SEQ] = seq }, Ctx)
     if msg == nil then

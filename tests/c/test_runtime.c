@@ -969,6 +969,35 @@ static const char SLEEPER[] =
     "    return ls.ack()\n"
     "  end }\n";
 
+/* ls.sleep where it cannot yield (under a C function) raises after arming
+ * its timer; a handler that catches that and returns leaves its coroutine
+ * to the next entry, and the timer must not fire on it. */
+static const char CAUGHT_SLEEP[] =
+    "local ls = require \"luastream\"\n"
+    "return { stream = \"s\", group = \"g\", reply_to = \"r\",\n"
+    "  handle = function(msg)\n"
+    "    local ok, why = pcall(string.gsub, \"x\", \"x\", function() ls.sleep(5) end)\n"
+    "    return ls.reply(tostring(ok) .. \"|\" .. tostring(why):match(\"yield across\"))\n"
+    "  end }\n";
+
+TEST_IMPL(runtime_caught_sleep_leaves_no_timer) {
+  uv_loop_t loop;
+  ASSERT_OK(uv_loop_init(&loop));
+  lclock *clk = clock_uv_new(&loop);
+  ASSERT_NOT_NULL(clk);
+  struct rt_env env = {.clock = clk};
+  handler *h = load_ok("caught_sleep.lua", CAUGHT_SLEEP, &env);
+  struct captured c = run_json(h, "1-1", "{}");
+  expect_reply(&c, "r", "\"false|yield across\"", "1-1");
+  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT)); /* nothing armed: returns at once, no resume */
+  ASSERT_INT_EQ(handler_jobs(h), 0);
+  c = run_json(h, "1-2", "{}"); /* the same coroutine, still fine */
+  expect_reply(&c, "r", "\"false|yield across\"", "1-2");
+  handler_release(h);
+  loop_finish(&loop, clk);
+  LEAK_CHECK();
+}
+
 TEST_IMPL(runtime_sleep_waits_on_the_clock) {
   uv_loop_t loop;
   ASSERT_OK(uv_loop_init(&loop));
