@@ -99,18 +99,23 @@ static int core_sleep(lua_State *L) {
   return lua_yield(L, 0);
 }
 
-/* core.entry(seq [, fields]) -> id [, {name, value, ...}, deliveries, idle_ms]
- * of the entry that job seq runs (deliveries and idle_ms are -1 unless it was
- * claimed): what ctx.id, ctx.headers and ctx.fields are built from when
- * first read. The entry is the host's until the job ends, so only the
- * running job may ask for its own. */
-static int core_entry(lua_State *L) {
+/* The job numbered seq (argument 1), which must be the running one: the
+ * entry a job reads is the host's until the job ends.  Raises otherwise. */
+static struct rt_job *job_by_seq(lua_State *L) {
   lua_Number seq = luaL_checknumber(L, 1);
   struct rt_job *job = self(L)->current;
   if (job == NULL || job->seq != seq)
-    return luaL_error(L, "ctx.id, ctx.headers and ctx.fields can be read only while the handler "
-                         "runs (first read them before it returns)");
-  const struct entry *e = job->e;
+    luaL_error(L, "ctx.id, ctx.headers and ctx.fields can be read only while the handler "
+                  "runs (first read them before it returns)");
+  return job;
+}
+
+/* core.entry(seq [, fields]) -> id [, {name, value, ...}, deliveries, idle_ms]
+ * of the entry that job seq runs (deliveries and idle_ms are -1 unless it was
+ * claimed): what ctx.id, ctx.headers and ctx.fields are built from when
+ * first read. */
+static int core_entry(lua_State *L) {
+  const struct entry *e = job_by_seq(L)->e;
   lua_pushstring(L, e->id);
   if (!lua_toboolean(L, 2)) return 1;
   lua_createtable(L, (int)e->nfields, 0);
@@ -134,8 +139,6 @@ static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
   return false;
 }
 
-#define LIT(s) s, sizeof(s) - 1
-
 /* core.message(seq) -> the message of the entry job seq runs (see
  * dispatcher() in luastream/handler.lua): the decoded JSON body, or the text
  * of a body whose content-type is not JSON; nil for an entry without a `data`
@@ -143,18 +146,17 @@ static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
  * The dispatcher calls it first thing, so decoding runs inside the job's
  * coroutine: an error there (out of memory) fails this entry, not the host. */
 static int core_message(lua_State *L) {
-  struct handler *h = self(L);
-  lua_Number seq = luaL_checknumber(L, 1);
-  struct rt_job *job = h->current;
-  if (job == NULL || job->seq != seq) return luaL_error(L, "core.message: not the running job");
-  const struct entry *e = job->e;
+  const struct handler *h = self(L);
+  const struct entry *e = job_by_seq(L)->e;
   const char *body = NULL, *type = NULL;
   size_t body_len = 0, type_len = 0;
-  for (size_t i = 0; i + 1 < e->nfields; i += 2) { /* the last of a duplicated name wins */
-    if (field_is(e, i, LIT(HDR_DATA))) {
+  /* One pass for both (entry_get would walk the fields twice); the last of
+   * a duplicated name wins, as there. */
+  for (size_t i = 0; i + 1 < e->nfields; i += 2) {
+    if (field_is(e, i, HDR_DATA, sizeof HDR_DATA - 1)) {
       body = e->field[i + 1];
       body_len = e->field_len[i + 1];
-    } else if (field_is(e, i, LIT(HDR_CONTENT_TYPE))) {
+    } else if (field_is(e, i, HDR_CONTENT_TYPE, sizeof HDR_CONTENT_TYPE - 1)) {
       type = e->field[i + 1];
       type_len = e->field_len[i + 1];
     }
@@ -166,7 +168,7 @@ static int core_message(lua_State *L) {
     lua_pushfstring(L, "body is %d bytes, over max_body (%d)", (int)body_len, (int)h->spec.max_body);
     return 3;
   }
-  if (type != NULL && !contains(type, type_len, LIT("json"))) {
+  if (type != NULL && !contains(type, type_len, "json", 4)) {
     lua_pushlstring(L, body, body_len);
     return 1;
   }

@@ -576,7 +576,6 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
   job->e = e;
   job->done = done;
   job->data = data;
-  job->op = OP_NONE;
   job->seq = ++h->last_seq;
   h->jobs++;
   job->next = h->running;
