@@ -1,18 +1,2 @@
--- payments_b: one of bench/memory's two subscriptions: 8 lanes by key, up to
--- 500 entries in flight, each handler waiting 20 ms (ls.sleep) before its ack.
-local ls = require "luastream"
-
-local total = 0
-
-return {
-  stream = (os.getenv("BENCH_STREAM") or "bench") .. "-b",
-  group = os.getenv("BENCH_GROUP") or "bench",
-  batch = 500,
-  workers = 8,
-  by_key = true,
-  handle = function(payment)
-    ls.sleep(20)
-    total = total + payment.amount_cents
-    return ls.ack()
-  end,
-}
+-- payments_b: one of bench/memory's two subscriptions (_payments.lua).
+return require("_payments")("b")
