@@ -17,11 +17,13 @@
 #                                bench/instructions adds it from the inclusive
 #                                listing)
 #   alloc.host N                 malloc/calloc/realloc calls made by anything but
-#                                the in-memory broker (luastream's C code, cjson,
-#                                libc helpers they call)
+#                                the in-memory broker and the Lua states' pools
+#                                (luastream's C code, cjson, libc helpers they call)
 #   alloc.broker N               the same calls made by the in-memory broker
 #                                (server and its client half: argv copies, replies)
-#   alloc.lua N                  LuaJIT's own allocator (lj_alloc_malloc/realloc):
+#   alloc.lua N                  blocks the Lua states take from their pools
+#                                (lua_memory.c's take; LuaJIT's own allocator,
+#                                lj_alloc_malloc/realloc, for other states):
 #                                GC objects, not C allocations
 #   allocby CALLER N             malloc-family calls per caller
 # A caller line of --tree=caller reads `COST (PCT)  < FILE:FN (Nx) [OBJ]`, the
@@ -76,12 +78,13 @@ function num(s) { gsub(/,/, "", s); return s + 0 }
   if (base ~ /malloc\.c:(malloc|calloc|realloc)$/) {
     for (i = 0; i < n; i++) {
       if (caller[i] ~ /malloc\.c:/) continue # libc's own (realloc calling malloc)
+      if (caller[i] ~ /host\/lua_memory\.c:/) continue # a Lua state's pool: alloc.lua
       if (is_broker(caller[i])) abroker += ccount[i]
       else ahost += ccount[i]
       allocby[strip_rec(caller[i])] += ccount[i]
     }
   }
-  if (base ~ /:lj_alloc_(malloc|realloc)$/) {
+  if (base ~ /:lj_alloc_(malloc|realloc)$/ || base ~ /host\/lua_memory\.c:take$/) {
     for (i = 0; i < n; i++) alua += ccount[i]
   }
   n = 0

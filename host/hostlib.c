@@ -173,7 +173,7 @@ static int core_message(lua_State *L) {
     return 1;
   }
   char err[160];
-  if (json_decode_push(L, body, body_len, err, sizeof err) == 0) return 1;
+  if (json_decode_push(L, h->shapes, body, body_len, err, sizeof err) == 0) return 1;
   lua_pushnil(L);
   lua_pushliteral(L, "decode-error");
   lua_pushfstring(L, "body is not valid JSON: %s", err);

@@ -411,24 +411,50 @@ static const char *scan_number(lua_State *L, const char *p, const char *end, dou
 
 /* ---- the parser ---- */
 
-int json_decode_push(lua_State *L, const char *text, size_t len, char *err, size_t errlen) {
-  struct decoder d = {L, text, text + len, err, errlen};
-  const char *p = text, *end = text + len;
-  const int base = lua_gettop(L);
+/* Pushes the number at *pp and moves *pp past it. [-0, +1 on success] */
+static inline int push_number(struct decoder *d, const char **pp) {
+  const char *p = *pp, *end = d->end;
+  const char *q = p + (*p == '-'), *digits = q;
+  if (q == p && !is_digit(*p)) return fail_token(d, "value", p);
+  /* Plain integers of up to 15 digits (nearly all numbers in bodies) are
+   * read here; the rest, and what looks like one, by scan_number. */
+  uint64_t m = 0;
+  const char *stop = end - q > 16 ? q + 16 : end;
+  for (unsigned dv; q < stop && (dv = (unsigned char)*q - '0') < 10; q++) m = m * 10 + dv;
+  if (q > digits && q - digits <= 15 && (*digits != '0' || q - digits == 1) &&
+      (q == end || !(cls[(unsigned char)*q] & INT_STOP))) {
+    lua_pushnumber(d->L, digits > p ? -(double)m : (double)m);
+    *pp = q;
+    return 0;
+  }
+  double v;
+  if (!(q = scan_number(d->L, p, end, &v))) return fail(d, "value", "invalid number", p);
+  lua_pushnumber(d->L, v);
+  *pp = q;
+  return 0;
+}
+
+/* Where parse() starts: at the top, or inside the outermost object that
+ * decode_flat() handed over (its table on the stack; at a key, or with the
+ * key pushed, at its value). */
+enum start { AT_TOP, AT_KEY, AT_VALUE };
+
+/* The general parser. On failure the stack is cut back to base. */
+static int parse(struct decoder *d, const char *p, int base, enum start start) {
+  lua_State *L = d->L;
+  const char *text = d->text, *end = d->end;
+  char *err = d->err;
+  size_t errlen = d->errlen;
   /* Per open container (1..depth): 0 for an object, else the array's next
    * index. The Lua stack holds the container's table and, for an object
    * being filled, the key of the value being read. */
   int next[JSON_DECODE_MAX_DEPTH + 1];
   int depth = 0;
 
-  /* cjson's check, kept for its message: a NUL in the first two bytes. */
-  if (len >= 2 && (text[0] == '\0' || text[1] == '\0')) {
-    if (errlen) snprintf(err, errlen, "JSON parser does not support UTF-16 or UTF-32");
-    return -1;
-  }
-  if (!lua_checkstack(L, STACK_NEED)) {
-    if (errlen) snprintf(err, errlen, "no Lua stack left to decode JSON");
-    return -1;
+  if (start != AT_TOP) {
+    depth = 1;
+    next[1] = 0;
+    if (start == AT_KEY) goto key;
   }
 
 value: /* a value is next: push it */
@@ -436,7 +462,7 @@ value: /* a value is next: push it */
   if (p == end) goto unexpected_value;
   switch (*p) {
   case '"':
-    if (push_string(&d, &p, "value") != 0) goto failed;
+    if (push_string(d, &p, "value") != 0) goto failed;
     break;
   case '{':
   case '[':
@@ -474,28 +500,8 @@ value: /* a value is next: push it */
     lua_pushlightuserdata(L, NULL); /* cjson.null */
     p += 4;
     break;
-  default: {
-    double v;
-    const char *q = p + (*p == '-'), *digits = q;
-    if (q == p && !is_digit(*p)) goto unexpected_value;
-    /* Plain integers of up to 15 digits (nearly all numbers in bodies) are
-     * read here; the rest, and what looks like one, by scan_number. */
-    uint64_t m = 0;
-    const char *stop = end - q > 16 ? q + 16 : end;
-    for (unsigned dv; q < stop && (dv = (unsigned char)*q - '0') < 10; q++) m = m * 10 + dv;
-    if (q > digits && q - digits <= 15 && (*digits != '0' || q - digits == 1) &&
-        (q == end || !(cls[(unsigned char)*q] & INT_STOP))) {
-      lua_pushnumber(L, digits > p ? -(double)m : (double)m);
-      p = q;
-      break;
-    }
-    if (!(q = scan_number(L, p, end, &v))) {
-      fail(&d, "value", "invalid number", p);
-      goto failed;
-    }
-    lua_pushnumber(L, v);
-    p = q;
-  }
+  default:
+    if (push_number(d, &p) != 0) goto failed;
   }
 
   /* A value is on top: store it in its container; a closing bracket makes
@@ -513,7 +519,7 @@ value: /* a value is next: push it */
         depth--;
         continue;
       }
-      fail_token(&d, "comma or object end", p);
+      fail_token(d, "comma or object end", p);
       goto failed;
     }
     lua_rawseti(L, -2, next[depth]++); /* table value */
@@ -526,7 +532,7 @@ value: /* a value is next: push it */
       depth--;
       continue;
     }
-    fail_token(&d, "comma or array end", p);
+    fail_token(d, "comma or array end", p);
     goto failed;
   }
 
@@ -534,9 +540,9 @@ value: /* a value is next: push it */
   if (p != end) {
     /* cjson stops at a NUL and accepts; here it is garbage like any other. */
     if (*p == '\0')
-      fail(&d, "the end", "invalid token", p);
+      fail(d, "the end", "invalid token", p);
     else
-      fail_token(&d, "the end", p);
+      fail_token(d, "the end", p);
     goto failed;
   }
   return 0;
@@ -544,21 +550,141 @@ value: /* a value is next: push it */
 key: /* in an object, after '{' or ',': a key and its colon are next */
   p = skip_ws(p, end);
   if (p == end || *p != '"') {
-    fail_token(&d, "object key string", p);
+    fail_token(d, "object key string", p);
     goto failed;
   }
-  if (push_string(&d, &p, "object key string") != 0) goto failed;
+  if (push_string(d, &p, "object key string") != 0) goto failed;
   p = skip_ws(p, end);
   if (p == end || *p != ':') {
-    fail_token(&d, "colon", p);
+    fail_token(d, "colon", p);
     goto failed;
   }
   p++;
   goto value;
 
 unexpected_value:
-  fail_token(&d, "value", p);
+  fail_token(d, "value", p);
 failed:
   lua_settop(L, base);
   return -1;
+}
+
+/* Moves the n values above the slot base + 1 into a new table in that slot,
+ * under their keys, in order (a repeated key: the last wins, as in parse()).
+ * [-n, +0] */
+static void to_table(lua_State *L, int base, const struct json_key *keys, int n) {
+  lua_createtable(L, 0, n > PRESIZE ? n : PRESIZE);
+  for (int i = 0; i < n; i++) {
+    lua_pushlstring(L, keys[i].s, keys[i].len);
+    lua_pushvalue(L, base + 2 + i);
+    lua_rawset(L, -3);
+  }
+  lua_replace(L, base + 1);
+  lua_settop(L, base + 1);
+}
+
+/* The usual body, an object of plain keys (no escapes) and scalar values:
+ * its values are pushed in order above a slot for the table and its keys
+ * noted, then the shape's constructor (json_shapes.h) makes the table, or,
+ * for a shape not compiled yet, to_table. A nested value, an escaped key or
+ * more keys than a shape holds hands the object over to parse() half way,
+ * the values so far moved into the table; anything invalid makes parse()
+ * start again from the top, for its error message. p is at the '{'. */
+static int decode_flat(struct decoder *d, json_shapes *shapes, const char *p) {
+  lua_State *L = d->L;
+  const char *end = d->end;
+  const int base = lua_gettop(L);
+  struct json_key keys[JSON_SHAPE_MAX_KEYS];
+  int n = 0;
+
+  p = skip_ws(p + 1, end);
+  if (p == end || *p != '"') return parse(d, d->text, base, AT_TOP); /* {} and the invalid */
+  lua_pushnil(L); /* the table's slot */
+  for (;;) {
+    /* p is at a key's opening quote */
+    const char *k = p + 1, *q = skip_plain(k, end);
+    while (q < end && !(cls[(unsigned char)*q] & STR_STOP)) q++;
+    if (q == end || *q != '"') {
+      if (q < end && *q == '\\') goto key_to_parse;
+      goto restart;
+    }
+    if (n == JSON_SHAPE_MAX_KEYS) goto key_to_parse;
+    keys[n] = (struct json_key){k, (size_t)(q - k)};
+    p = skip_ws(q + 1, end);
+    if (p == end || *p != ':') goto restart;
+    p = skip_ws(p + 1, end);
+    if (p == end) goto restart;
+    switch (*p) {
+    case '"':
+      if (push_string(d, &p, "value") != 0) goto restart;
+      break;
+    case '{':
+    case '[':
+      goto value_to_parse;
+    case 't':
+      if (!literal(p, end, "true", 4)) goto restart;
+      lua_pushboolean(L, 1);
+      p += 4;
+      break;
+    case 'f':
+      if (!literal(p, end, "false", 5)) goto restart;
+      lua_pushboolean(L, 0);
+      p += 5;
+      break;
+    case 'n':
+      if (!literal(p, end, "null", 4)) goto restart;
+      lua_pushlightuserdata(L, NULL); /* cjson.null */
+      p += 4;
+      break;
+    default:
+      if (push_number(d, &p) != 0) goto restart;
+    }
+    n++;
+    p = skip_ws(p, end);
+    if (p < end && *p == ',') {
+      p = skip_ws(p + 1, end);
+      if (p == end || *p != '"') goto restart;
+      continue;
+    }
+    if (p < end && *p == '}') break;
+    goto restart;
+  }
+  if (skip_ws(p + 1, end) != end) goto restart;
+  if (json_shapes_push(shapes, L, keys, n)) {
+    lua_replace(L, base + 1);
+    lua_call(L, n, 1);
+  } else {
+    to_table(L, base, keys, n);
+  }
+  return 0;
+
+value_to_parse: /* keys[n] is the key of the value at p */
+  to_table(L, base, keys, n);
+  lua_pushlstring(L, keys[n].s, keys[n].len);
+  return parse(d, p, base, AT_VALUE);
+key_to_parse: /* p is at the opening quote of a key */
+  to_table(L, base, keys, n);
+  return parse(d, p, base, AT_KEY);
+restart:
+  lua_settop(L, base);
+  return parse(d, d->text, base, AT_TOP);
+}
+
+int json_decode_push(lua_State *L, json_shapes *shapes, const char *text, size_t len, char *err,
+                     size_t errlen) {
+  struct decoder d = {L, text, text + len, err, errlen};
+  /* cjson's check, kept for its message: a NUL in the first two bytes. */
+  if (len >= 2 && (text[0] == '\0' || text[1] == '\0')) {
+    if (errlen) snprintf(err, errlen, "JSON parser does not support UTF-16 or UTF-32");
+    return -1;
+  }
+  /* The flat path holds a value per key on the stack, then hands over to
+   * parse() with room for its own needs. */
+  if (!lua_checkstack(L, (shapes ? JSON_SHAPE_MAX_KEYS + 2 : 0) + STACK_NEED)) {
+    if (errlen) snprintf(err, errlen, "no Lua stack left to decode JSON");
+    return -1;
+  }
+  const char *p = skip_ws(text, d.end);
+  if (shapes && p < d.end && *p == '{') return decode_flat(&d, shapes, p);
+  return parse(&d, text, lua_gettop(L), AT_TOP);
 }

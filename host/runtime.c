@@ -19,6 +19,7 @@
 
 #include "entry.h"
 #include "json_decode.h"
+#include "lua_memory.h"
 #include "log.h"
 #include "runtime_private.h"
 
@@ -259,7 +260,8 @@ static void handler_destroy(struct handler *h) {
     h->idle = job->next;
     job_destroy(h, job);
   }
-  if (h->L) lua_close(h->L);
+  if (h->L) lua_memory_close(h->L);
+  json_shapes_free(h->shapes); /* after the state that holds its constructors */
   spec_free(&h->spec);
   free(h->scratch);
   free(h->scratch_len);
@@ -275,8 +277,9 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   h->env = env;
   h->spec.path = strdup(path);
   h->spec.name = basename_noext(path);
-  h->L = luaL_newstate();
-  if (!h->spec.path || !h->spec.name || !h->L) goto oom;
+  h->L = lua_memory_newstate();
+  h->shapes = json_shapes_new();
+  if (!h->spec.path || !h->spec.name || !h->L || !h->shapes) goto oom;
   lua_atpanic(h->L, panic);
 
   struct source src;
@@ -597,7 +600,7 @@ bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen) {
     snprintf(err, errlen, "out of memory");
     return false;
   }
-  bool ok = json_decode_push(L, text, len, err, errlen) == 0;
+  bool ok = json_decode_push(L, NULL, text, len, err, errlen) == 0;
   lua_close(L);
   return ok;
 }

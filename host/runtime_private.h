@@ -5,6 +5,7 @@
 
 #include <lua.h>
 
+#include "json_shapes.h"
 #include "runtime.h"
 
 enum rt_op { OP_NONE, OP_SLEEP };
@@ -27,6 +28,7 @@ struct rt_job {
 
 struct handler {
   lua_State *L;
+  json_shapes *shapes;    /* constructors for the body shapes seen (core.message) */
   struct handler_spec spec;
   const struct rt_env *env; /* owned by the host; NULL when only validating */
   int dispatch_ref;       /* registry ref of the dispatch function, LUA_NOREF before bind */

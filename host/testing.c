@@ -665,7 +665,7 @@ static int core_json_decode(lua_State *L) {
   size_t len;
   const char *text = luaL_checklstring(L, 1, &len);
   char err[160];
-  if (json_decode_push(L, text, len, err, sizeof err) == 0) return 1;
+  if (json_decode_push(L, NULL, text, len, err, sizeof err) == 0) return 1;
   lua_pushnil(L);
   lua_pushstring(L, err);
   return 2;
