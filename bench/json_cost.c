@@ -16,7 +16,8 @@
  *   valgrind --tool=callgrind --toggle-collect=measured build-bench/bench/json_cost ours 10000
  *   valgrind --tool=callgrind --toggle-collect=measured build-bench/bench/json_cost ours 20000
  *
- * (on commit of json_decode.c: cjson 5,909, cjson-str 6,010, ours 3,282). */
+ * (on commit of json_decode.c: cjson 5,909, cjson-str 6,010, ours 3,282; with
+ * json_shapes.c, in a state on LuaJIT's allocator: ours 2,659, shaped 2,232). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

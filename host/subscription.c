@@ -162,7 +162,7 @@ static void accept_entry(subscription *s, struct entry *e) {
   /* A copy or delayed entry carries its earlier deliveries; a claimed read
    * counts only those of this id: together they are the entry's count. */
   if (e->deliveries >= 0) e->deliveries += sub__carried_deliveries(e);
-  long long before = sub__deliveries_before(s, e);
+  long long before = s->spec->max_deliveries ? sub__deliveries_before(s, e) : 0;
   if (s->spec->max_deliveries && before >= s->spec->max_deliveries) {
     /* Delivered max_deliveries times without an ack (handlers that failed or
      * killed the host each time): not handed to the handler again. */
