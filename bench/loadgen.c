@@ -55,6 +55,7 @@
 static int port;
 static const char *stream, *group;
 static long count, pipeline_depth = 1000;
+static long per_call = 1; /* payments per command: 1 = XADD, more = EVALSHA of xadd_script */
 static double publish_s = -1;
 static long publish_from = 1; /* the first payment's number */
 
@@ -119,29 +120,71 @@ static long long info_field(const char *info, const char *name) {
 
 /* ---- publishing ---- */
 
+/* K payments in one call: the server parses and answers one command instead
+ * of K, so that it has more of its time for the consumers. */
+static const char xadd_script[] =
+    "for i = 1, #ARGV, 2 do "
+    "redis.call('XADD', KEYS[1], '*', 'data', ARGV[i], 'partition-key', ARGV[i + 1]) "
+    "end return #ARGV / 2";
+
 static void *publish(void *arg) {
   (void)arg;
   redisContext *c = connect_redis();
-  char body[96], key[16];
+  char sha[41] = "";
+  if (per_call > 1) {
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", xadd_script);
+    if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40) die("SCRIPT LOAD", r ? r->str : c->errstr);
+    memcpy(sha, r->str, 40);
+    freeReplyObject(r);
+  }
+  /* one call's arguments: XADD's 7, or EVALSHA sha 1 stream and a pair per payment */
+  size_t cap = 4 + 2 * (size_t)per_call;
+  const char **argv = calloc(cap, sizeof *argv);
+  size_t *argvlen = calloc(cap, sizeof *argvlen);
+  char (*body)[96] = calloc((size_t)per_call, sizeof *body);
+  char (*key)[16] = calloc((size_t)per_call, sizeof *key);
+  if (!argv || !argvlen || !body || !key) die("publish", "out of memory");
   double t0 = now_s();
-  for (long i = 0; i < count; i += pipeline_depth) {
-    long end = i + pipeline_depth < count ? i + pipeline_depth : count;
-    for (long k = i; k < end; k++) {
-      int keylen;
-      int len = payment_format(publish_from + k, body, sizeof body, key, sizeof key, &keylen);
-      const char *argv[] = {"XADD", stream, "*", "data", body, "partition-key", key};
-      size_t argvlen[] = {4, strlen(stream), 1, 4, (size_t)len, 13, (size_t)keylen};
-      redisAppendCommandArgv(c, 7, argv, argvlen);
+  long calls_per_round = (pipeline_depth + per_call - 1) / per_call;
+  for (long i = 0; i < count;) {
+    long calls = 0;
+    for (; calls < calls_per_round && i < count; calls++) {
+      long k = per_call < count - i ? per_call : count - i;
+      int argc = 0;
+      if (per_call > 1) {
+        argv[argc] = "EVALSHA", argvlen[argc++] = 7;
+        argv[argc] = sha, argvlen[argc++] = 40;
+        argv[argc] = "1", argvlen[argc++] = 1;
+        argv[argc] = stream, argvlen[argc++] = strlen(stream);
+      } else {
+        argv[argc] = "XADD", argvlen[argc++] = 4;
+        argv[argc] = stream, argvlen[argc++] = strlen(stream);
+        argv[argc] = "*", argvlen[argc++] = 1;
+      }
+      for (long j = 0; j < k; j++, i++) {
+        int keylen;
+        int len = payment_format(publish_from + i, body[j], sizeof body[j], key[j], sizeof key[j], &keylen);
+        if (per_call == 1) argv[argc] = "data", argvlen[argc++] = 4;
+        argv[argc] = body[j], argvlen[argc++] = (size_t)len;
+        if (per_call == 1) argv[argc] = "partition-key", argvlen[argc++] = 13;
+        argv[argc] = key[j], argvlen[argc++] = (size_t)keylen;
+      }
+      redisAppendCommandArgv(c, argc, argv, argvlen);
     }
-    for (long k = i; k < end; k++) {
+    for (long n = 0; n < calls; n++) {
       void *r;
       if (redisGetReply(c, &r) != REDIS_OK) die("XADD", c->errstr);
       redisReply *reply = r;
-      if (reply->type != REDIS_REPLY_STRING) die("XADD", reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+      if (reply->type != (per_call > 1 ? REDIS_REPLY_INTEGER : REDIS_REPLY_STRING))
+        die(per_call > 1 ? "EVALSHA" : "XADD", reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
       freeReplyObject(reply);
     }
   }
   publish_s = now_s() - t0;
+  free(argv);
+  free(argvlen);
+  free(body);
+  free(key);
   redisFree(c);
   return NULL;
 }
@@ -192,7 +235,8 @@ static void wait_blocked(redisContext *c, long want, double timeout) {
 static void usage(void) {
   fprintf(stderr,
           "usage: loadgen run --port P --stream S --group G --count N [--blocked K] [--backlog]\n"
-          "                   [--redis-pid PID] [--consumer-pid PID]... [--pipeline K] [--timeout SEC]\n"
+          "                   [--redis-pid PID] [--consumer-pid PID]... [--pipeline K] [--per-call K]\n"
+          "                   [--timeout SEC]\n"
           "       loadgen pace --port P --stream S --group G --count N --rate R --out PREFIX\n"
           "       loadgen publish PORT STREAM N FIRST\n"
           "       loadgen payload I\n");
@@ -218,11 +262,12 @@ static int cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--redis-pid")) redis_pid = atol(v);
     else if (!strcmp(a, "--consumer-pid") && nconsumers < MAX_PIDS) consumer_pid[nconsumers++] = atol(v);
     else if (!strcmp(a, "--pipeline")) pipeline_depth = atol(v);
+    else if (!strcmp(a, "--per-call")) per_call = atol(v);
     else if (!strcmp(a, "--timeout")) timeout = atof(v);
     else usage();
     i++;
   }
-  if (port <= 0 || !stream || !group || count < 1 || pipeline_depth < 1) usage();
+  if (port <= 0 || !stream || !group || count < 1 || pipeline_depth < 1 || per_call < 1) usage();
   redisContext *c = connect_redis();
   long long read = 0, pending = 0, read0 = 0;
   if (backlog) { /* wait for the first read instead of a blocked consumer */
