@@ -138,7 +138,7 @@ static void *publish(void *arg) {
     freeReplyObject(r);
   }
   /* one call's arguments: XADD's 7, or EVALSHA sha 1 stream and a pair per payment */
-  size_t cap = 4 + 2 * (size_t)per_call;
+  size_t cap = per_call > 1 ? 4 + 2 * (size_t)per_call : 7;
   const char **argv = calloc(cap, sizeof *argv);
   size_t *argvlen = calloc(cap, sizeof *argvlen);
   char (*body)[96] = calloc((size_t)per_call, sizeof *body);

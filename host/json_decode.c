@@ -15,7 +15,8 @@
  * stack (a table, and for an object the key being filled) and their kind and
  * next array index in a small array of ints, so 1000 levels of nesting cost
  * no C recursion. Only the error path scans a token twice (to name it the way
- * cjson does). */
+ * cjson does), and an invalid object that decode_flat() began is parsed again
+ * from the start by parse(), for its message. */
 #include "json_decode.h"
 
 #include <float.h>
@@ -679,8 +680,9 @@ int json_decode_push(lua_State *L, json_shapes *shapes, const char *text, size_t
     return -1;
   }
   /* The flat path holds a value per key on the stack, then hands over to
-   * parse() with room for its own needs. */
-  if (!lua_checkstack(L, (shapes ? JSON_SHAPE_MAX_KEYS + 2 : 0) + STACK_NEED)) {
+   * parse() with room for its own needs; without that room, parse() alone. */
+  if (shapes && !lua_checkstack(L, JSON_SHAPE_MAX_KEYS + 2 + STACK_NEED)) shapes = NULL;
+  if (!lua_checkstack(L, STACK_NEED)) {
     if (errlen) snprintf(err, errlen, "no Lua stack left to decode JSON");
     return -1;
   }

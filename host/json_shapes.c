@@ -12,22 +12,29 @@
 
 struct shape {
   unsigned char *keys; /* each key as its length (2 bytes, native order) and its bytes */
-  size_t size, cap;
+  size_t cap;
   int nkeys;           /* 0: a free slot */
   int ref;             /* the constructor in the registry; LUA_NOREF until compiled */
   uint64_t used;       /* shapes->decodes when last matched */
 };
 
+/* The compile budget: a flat object decoded earns one credit, a compile
+ * costs JSON_SHAPES_COMPILE_EVERY, and at most JSON_SHAPES compiles' worth
+ * is saved up. */
+#define CREDIT_MAX (JSON_SHAPES * JSON_SHAPES_COMPILE_EVERY)
+
 struct json_shapes {
   struct shape slot[JSON_SHAPES];
-  int last; /* the slot matched last, tried first */
-  uint64_t decodes, compiles;
+  int last;       /* the slot matched last, tried first */
+  uint64_t decodes;
+  unsigned credit; /* see CREDIT_MAX */
 };
 
 json_shapes *json_shapes_new(void) {
   json_shapes *shapes = calloc(1, sizeof *shapes);
   if (shapes == NULL) return NULL;
   for (int i = 0; i < JSON_SHAPES; i++) shapes->slot[i].ref = LUA_NOREF;
+  shapes->credit = CREDIT_MAX;
   return shapes;
 }
 
@@ -63,9 +70,15 @@ static struct shape *victim(json_shapes *shapes) {
   return best;
 }
 
-/* Takes sh for this shape, uncompiled. false when out of memory. */
+/* Takes sh for this shape, uncompiled. false when out of memory. The slot
+ * is emptied first: luaL_unref may raise (memory), and must not leave the
+ * old constructor behind new keys. */
 static bool remember(lua_State *L, struct shape *sh, const struct json_key *keys, int nkeys,
                      size_t size) {
+  int old = sh->ref;
+  sh->ref = LUA_NOREF;
+  sh->nkeys = 0;
+  if (old != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, old);
   if (size > sh->cap) {
     unsigned char *k = realloc(sh->keys, size);
     if (k == NULL) return false;
@@ -79,9 +92,6 @@ static bool remember(lua_State *L, struct shape *sh, const struct json_key *keys
     memcpy(k + sizeof len, keys[i].s, len);
     k += sizeof len + len;
   }
-  if (sh->ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, sh->ref);
-  sh->ref = LUA_NOREF;
-  sh->size = size;
   sh->nkeys = nkeys;
   return true;
 }
@@ -115,6 +125,7 @@ static int compile(lua_State *L, const struct json_key *keys, int nkeys) {
 int json_shapes_push(json_shapes *shapes, lua_State *L, const struct json_key *keys, int nkeys) {
   if (nkeys <= 0 || nkeys > JSON_SHAPE_MAX_KEYS) return 0;
   shapes->decodes++;
+  if (shapes->credit < CREDIT_MAX) shapes->credit++;
   struct shape *sh = &shapes->slot[shapes->last];
   if (!matches(sh, keys, nkeys)) {
     sh = NULL;
@@ -134,10 +145,8 @@ int json_shapes_push(json_shapes *shapes, lua_State *L, const struct json_key *k
   }
   sh->used = shapes->decodes;
   if (sh->ref == LUA_NOREF) {
-    if (shapes->compiles >= JSON_SHAPES &&
-        shapes->compiles * JSON_SHAPES_COMPILE_EVERY > shapes->decodes)
-      return 0;
-    shapes->compiles++;
+    if (shapes->credit < JSON_SHAPES_COMPILE_EVERY) return 0;
+    shapes->credit -= JSON_SHAPES_COMPILE_EVERY;
     if ((sh->ref = compile(L, keys, nkeys)) == LUA_NOREF) return 0;
   }
   lua_rawgeti(L, LUA_REGISTRYINDEX, sh->ref);

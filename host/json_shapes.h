@@ -11,8 +11,9 @@
  * A shape is compiled the second time it is seen, so one-off shapes (maps
  * keyed by ids) cost a copy of their keys and no compile; a state keeps
  * JSON_SHAPES of them, the least recently used replaced, uncompiled ones
- * first, and compiles at most one new shape per JSON_SHAPES_COMPILE_EVERY
- * decodes once it has compiled JSON_SHAPES. The constructors live in the
+ * first. Compiles are budgeted: one per JSON_SHAPES_COMPILE_EVERY flat
+ * objects decoded, with at most JSON_SHAPES of them saved up for a burst, so
+ * shapes that keep changing cost a compile per 64 messages at worst. The constructors live in the
  * state's registry: a json_shapes belongs to one Lua state (any of its
  * threads) and is freed after that state is closed. */
 #ifndef LUASTREAM_JSON_SHAPES_H

@@ -1,6 +1,7 @@
 /* lua_memory: the allocator of the handlers' Lua states (see lua_memory.h). */
 #include "lua_memory.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,14 +73,17 @@ lua_State *lua_memory_newstate(void) {
   struct pool *pool = calloc(1, sizeof *pool);
   if (pool == NULL) return NULL;
   lua_State *L = lua_newstate(pool_alloc, pool);
-  if (L == NULL) free(pool);
-  return L;
+  if (L) return L;
+  /* A LuaJIT that takes no allocator (x86-64 without GC64): its own. */
+  free(pool);
+  return luaL_newstate();
 }
 
 void lua_memory_close(lua_State *L) {
   void *ud;
-  lua_getallocf(L, &ud);
+  bool pooled = lua_getallocf(L, &ud) == pool_alloc;
   lua_close(L);
+  if (!pooled) return;
   struct pool *pool = ud;
   for (size_t c = 0; c < CLASSES; c++) {
     while (pool->free[c]) {

@@ -18,11 +18,12 @@
 /* Bytes of free small blocks a state keeps; the rest are freed. */
 #define LUA_MEMORY_KEEP (1024 * 1024)
 
-/* A new Lua state (as luaL_newstate, but no panic function) on a new pool.
- * NULL when out of memory. */
+/* A new Lua state (as luaL_newstate, but no panic function) on a new pool;
+ * on LuaJIT's own allocator when this LuaJIT takes none (x86-64 builds
+ * without GC64). NULL when out of memory. */
 lua_State *lua_memory_newstate(void);
 
-/* Closes L and frees its pool. L must come from lua_memory_newstate. */
+/* Closes L (from lua_memory_newstate) and frees its pool. */
 void lua_memory_close(lua_State *L);
 
 #endif

@@ -13,6 +13,7 @@
 #include <locale.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -552,6 +553,34 @@ TEST_IMPL(json_decode_shapes_hand_over_to_the_parser) {
   shaped_as(L, big, "local k, x = next(v) assert(#k == 1025 and x == 1)");
   shaped_as(L, big, "local k, x = next(v) assert(#k == 1025 and x == 1)");
   ASSERT_INT_EQ(json_shapes_compiled(shapes), compiled);
+  close_state(L);
+}
+
+TEST_IMPL(json_decode_shapes_compile_the_largest_shape) {
+  lua_State *L = new_state();
+  /* JSON_SHAPE_MAX_KEYS keys of JSON_SHAPE_MAX_KEY_BYTES bytes together, all
+   * but one byte of each 0xff: the longest constructor source. */
+  enum { KEYLEN = JSON_SHAPE_MAX_KEY_BYTES / JSON_SHAPE_MAX_KEYS };
+  static char text[JSON_SHAPE_MAX_KEYS * (KEYLEN + 8) + 8];
+  size_t at = 0;
+  text[at++] = '{';
+  for (int i = 0; i < JSON_SHAPE_MAX_KEYS; i++) {
+    if (i) text[at++] = ',';
+    text[at++] = '"';
+    memset(text + at, 0xff, KEYLEN - 1);
+    at += KEYLEN - 1;
+    text[at++] = (char)('0' + i);
+    at += (size_t)sprintf(text + at, "\":%d", i);
+  }
+  text[at++] = '}';
+  text[at] = '\0';
+  const char *want = "local n = 0 for k, x in pairs(v) do n = n + 1"
+                     " assert(#k == 32 and k:byte(32) == 48 + x and k:byte(1) == 255) end"
+                     " assert(n == 32)";
+  int compiled = json_shapes_compiled(shapes);
+  shaped_as(L, text, want);
+  shaped_as(L, text, want);
+  ASSERT_INT_EQ(json_shapes_compiled(shapes), compiled + 1);
   close_state(L);
 }
 
