@@ -13,9 +13,9 @@
  * JSON_SHAPES of them, the least recently used replaced, uncompiled ones
  * first. Compiles are budgeted: one per JSON_SHAPES_COMPILE_EVERY flat
  * objects decoded, with at most JSON_SHAPES of them saved up for a burst, so
- * shapes that keep changing cost a compile per 64 messages at worst. The constructors live in the
- * state's registry: a json_shapes belongs to one Lua state (any of its
- * threads) and is freed after that state is closed. */
+ * shapes that keep changing cost a compile per 64 messages at worst. The
+ * constructors live in the state's registry: a json_shapes belongs to one
+ * Lua state (any of its threads) and is freed after that state is closed. */
 #ifndef LUASTREAM_JSON_SHAPES_H
 #define LUASTREAM_JSON_SHAPES_H
 
