@@ -128,6 +128,22 @@ static int core_entry(lua_State *L) {
   return 4;
 }
 
+/* core.field(seq, name) -> the value of the entry's field name (the last of
+ * a duplicated name), or nil: one header without building them all. */
+static int core_field(lua_State *L) {
+  const struct entry *e = job_by_seq(L)->e;
+  size_t len;
+  const char *name = luaL_checklstring(L, 2, &len);
+  for (size_t i = e->nfields; i >= 2; i -= 2) {
+    if (e->field_len[i - 2] == len && memcmp(e->field[i - 2], name, len) == 0) {
+      lua_pushlstring(L, e->field[i - 1], e->field_len[i - 1]);
+      return 1;
+    }
+  }
+  lua_pushnil(L);
+  return 1;
+}
+
 /* The field name at e->field[i] is name (len bytes). */
 static bool field_is(const struct entry *e, size_t i, const char *name, size_t len) {
   return e->field_len[i] == len && memcmp(e->field[i], name, len) == 0;
@@ -182,9 +198,10 @@ static int core_message(lua_State *L) {
 
 /* [-0, +1] the module table */
 int rt_open_core(lua_State *L, struct handler *h) {
-  static const luaL_Reg fns[] = {
-      {"log", core_log}, {"sleep", core_sleep}, {"entry", core_entry}, {"message", core_message}, {NULL, NULL}};
-  lua_createtable(L, 0, 4);
+  static const luaL_Reg fns[] = {{"log", core_log},     {"sleep", core_sleep},
+                                 {"entry", core_entry}, {"field", core_field},
+                                 {"message", core_message}, {NULL, NULL}};
+  lua_createtable(L, 0, 6);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, h);
     lua_pushcclosure(L, f->func, 1);

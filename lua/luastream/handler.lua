@@ -233,15 +233,6 @@ local function describe(v)
   return type(v) .. " " .. tostring(v)
 end
 
--- The partition key of entry seq as delivered, whatever the handler did to ctx.
-local function delivered_key(seq)
-  local _, fields = core.entry(seq, true)
-  local key
-  for i = 1, #fields, 2 do
-    if fields[i] == KEY_HEADER then key = fields[i + 1] end
-  end
-  return key
-end
 
 -- outcome(result, ctx, spec, seq) -> what the host applies:
 --   "ack" [writes] | "reply" writes | "retry" | "retry_after" ms | "reject" reason
@@ -268,7 +259,8 @@ local function outcome(result, ctx, spec, seq)
     -- From what the host delivered, not from ctx, which the handler may change.
     fields[#fields + 1] = ls.ORIGINAL_ID_HEADER
     fields[#fields + 1] = core.entry(seq)
-    local key = delivered_key(seq)
+    -- The partition key as delivered, whatever the handler did to ctx.
+    local key = core.field(seq, KEY_HEADER)
     if key ~= nil and not (opts and opts.key ~= nil) then
       fields[#fields + 1] = KEY_HEADER
       fields[#fields + 1] = key

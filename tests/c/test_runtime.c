@@ -657,6 +657,15 @@ TEST_IMPL(runtime_outcome_reply_fields) {
   ASSERT_INT_EQ(c.field_len[1], 13);
   entry_free(e);
 
+  /* A duplicated partition-key: the last one, as everywhere else. */
+  e = mk_entry("1700000000000-8", "partition-key", "first", "data",
+               "{\"mode\":\"reply\",\"v\":\"hi\"}", "partition-key", "last", NULL);
+  c = run_sync(h, e);
+  ASSERT_INT_EQ(c.kind, RT_REPLY);
+  ASSERT_STR_EQ(c.field[4], "partition-key");
+  ASSERT_STR_EQ(c.field[5], "last");
+  entry_free(e);
+
   /* No partition-key on the entry: none on the reply. */
   c = run_json(h, "1700000000000-6", "{\"mode\":\"reply\",\"v\":\"yo\"}");
   expect_reply(&c, "answers", "{\"echo\":\"yo\"}", "1700000000000-6");
