@@ -8,6 +8,7 @@
 -- (reads, decoding, lanes, acks) is C.
 local ls = require "luastream"
 local json = require "luastream.json"
+local table_new = require "table.new"
 
 local M = {}
 
@@ -254,7 +255,8 @@ local function outcome(result, ctx, spec, seq)
       return "error", "bad-return", "handle returned ls.reply(...) but the handler has no reply_to stream"
     end
     local opts = result.opts
-    local fields, why = entry_fields(result.reply, opts, {})
+    -- Room for the body, the original id, the key and the version: no rehash.
+    local fields, why = entry_fields(result.reply, opts, table_new(8, 0))
     if not fields then return "error", "bad-return", "ls.reply: " .. why end
     -- From what the host delivered, not from ctx, which the handler may change.
     fields[#fields + 1] = ls.ORIGINAL_ID_HEADER
@@ -269,8 +271,8 @@ local function outcome(result, ctx, spec, seq)
       fields[#fields + 1] = "handler-version"
       fields[#fields + 1] = spec.version
     end
-    writes = writes or {}
-    writes[#writes + 1] = { spec.reply_to, fields }
+    local write = { spec.reply_to, fields }
+    if writes then writes[#writes + 1] = write else writes = { write } end
     return "reply", writes
   end
   if result.retry_after ~= nil or result.outcome == "retry_after" then
