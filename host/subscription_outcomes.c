@@ -60,15 +60,29 @@ static void redo_release(subscription *s, struct redo *r) {
   s->nspare_redo++;
 }
 
+/* n (>= 0) in decimal into buf (12 bytes), NUL-terminated; its length. */
+static size_t format_count(char *buf, int n) {
+  char rev[12];
+  size_t len = 0;
+  do rev[len++] = (char)('0' + n % 10);
+  while ((n /= 10) > 0);
+  for (size_t i = 0; i < len; i++) buf[i] = rev[len - 1 - i];
+  buf[len] = '\0';
+  return len;
+}
+
 static struct redo *redo_new(subscription *s, const char *id, const char *what,
                              const struct txn *t) {
+  static size_t script_len;
+  if (script_len == 0) script_len = strlen(SCRIPT_REDO);
   char counts[TXN_MAX][12];
+  size_t count_len[TXN_MAX];
   int argc = 6;
   size_t bytes = strlen(s->spec->stream) + strlen(s->spec->group) + strlen(id) + 3;
   for (int i = 0; i < t->n; i++) {
-    snprintf(counts[i], sizeof counts[i], "%d", t->cmd[i].argc);
+    count_len[i] = format_count(counts[i], t->cmd[i].argc);
     argc += 1 + t->cmd[i].argc;
-    bytes += strlen(counts[i]) + 1;
+    bytes += count_len[i] + 1;
     for (int k = 0; k < t->cmd[i].argc; k++) bytes += t->cmd[i].argvlen[k] + 1;
   }
   struct redo *r = redo_alloc(s, (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
@@ -91,13 +105,13 @@ static struct redo *redo_new(subscription *s, const char *id, const char *what,
     p += n_ + 1;                                                                     \
   } while (0)
   r->argv[r->argc] = "EVAL", r->argvlen[r->argc++] = 4;
-  r->argv[r->argc] = SCRIPT_REDO, r->argvlen[r->argc++] = strlen(SCRIPT_REDO);
+  r->argv[r->argc] = SCRIPT_REDO, r->argvlen[r->argc++] = script_len;
   r->argv[r->argc] = "1", r->argvlen[r->argc++] = 1;
   ARG(s->spec->stream, strlen(s->spec->stream));
   ARG(s->spec->group, strlen(s->spec->group));
   ARG(id, strlen(id));
   for (int i = 0; i < t->n; i++) {
-    ARG(counts[i], strlen(counts[i]));
+    ARG(counts[i], count_len[i]);
     for (int k = 0; k < t->cmd[i].argc; k++) ARG(t->cmd[i].argv[k], t->cmd[i].argvlen[k]);
   }
 #undef ARG
