@@ -573,10 +573,13 @@ static bk_conn *rconn_open(broker *bb, const char *name, bk_state_cb *state_cb, 
   return (bk_conn *)c;
 }
 
+/* Up, not closing, with a context to write to. */
+static bool rconn_usable(const struct rconn *c) { return c->up && !c->closing && c->ac != NULL; }
+
 static int rconn_command(bk_conn *bc, int argc, const char **argv, const size_t *argvlen,
                          bk_reply_cb *cb, void *data) {
   struct rconn *c = (struct rconn *)bc;
-  if (!c->up || c->closing || c->ac == NULL) return -1;
+  if (!rconn_usable(c)) return -1;
   struct rcmd *k = malloc(sizeof *k);
   if (k == NULL) return -1;
   k->c = c;
@@ -611,7 +614,7 @@ static int rconn_connected(bk_conn *bc) {
  * connection down as for any other error. */
 static void rconn_flush(bk_conn *bc) {
   struct rconn *c = (struct rconn *)bc;
-  if (!c->up || c->closing || c->ac == NULL) return;
+  if (!rconn_usable(c)) return;
   redisAsyncContext *ac = c->ac;
   if (!(ac->c.flags & REDIS_CONNECTED) || (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) ||
       ac->c.err)
