@@ -58,20 +58,29 @@ const char SCRIPT_RECLAIM[] =
     "return {r[1], {{key, out}}, r[3]}\n";
 
 const char SCRIPT_SWEEP[] =
-    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))\n"
-    "for _, member in ipairs(due) do\n"
+    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0,\n"
+    "                       tonumber(ARGV[2]))\n"
+    "local unreadable = 0\n"
+    "for k = 1, #due, 2 do\n"
+    "  local member = due[k]\n"
     /* netstrings: the original id, then field, value, ... */
     "  local parts, i = {}, 1\n"
     "  while i <= #member do\n"
-    "    local colon = string.find(member, ':', i, true)\n"
-    "    local n = tonumber(string.sub(member, i, colon - 1))\n"
+    "    local _, colon, digits = string.find(member, '^(%d+):', i)\n"
+    "    local n = digits and tonumber(digits)\n"
+    "    if not n or colon + n > #member then parts = nil break end\n"
     "    parts[#parts + 1] = string.sub(member, colon + 1, colon + n)\n"
     "    i = colon + n + 1\n"
     "  end\n"
-    "  redis.call('XADD', KEYS[2], '*', unpack(parts, 2))\n"
+    "  if parts and #parts >= 3 and #parts % 2 == 1 then\n"
+    "    redis.call('XADD', KEYS[2], '*', unpack(parts, 2))\n"
+    "  else\n"
+    "    redis.call('ZADD', KEYS[3], due[k + 1], member)\n"
+    "    unreadable = unreadable + 1\n"
+    "  end\n"
     "  redis.call('ZREM', KEYS[1], member)\n"
     "end\n"
-    "return #due\n";
+    "return {#due / 2, unreadable}\n";
 
 const char SCRIPT_REPLAY[] =
     "local dl = KEYS[1]\n"

@@ -24,8 +24,11 @@ extern const char SCRIPT_RECLAIM[];
 /* SCRIPT_SWEEP moves the entries of a delay set (outcome.h) that are due back
  * onto their stream, each as a new entry, and removes them from the set: in
  * one step, so two hosts sweeping together never move one twice and a host
- * that dies mid-sweep loses nothing. Replies with the number moved.
- *   KEYS: delay set, stream   ARGV: now (Unix ms) count */
+ * that dies mid-sweep loses nothing. A member that is not an id and field
+ * pairs in netstrings (written by hand, or damaged) cannot become an entry:
+ * it moves, with its score, to the third key, so that it never stops the
+ * members due after it. Replies [due members taken, of which unreadable].
+ *   KEYS: delay set, stream, unreadable members   ARGV: now (Unix ms) count */
 extern const char SCRIPT_SWEEP[];
 
 /* SCRIPT_REDO writes an outcome again after its transaction's reply was

@@ -487,7 +487,12 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
   s->flush_timer = timer_new(clock, sub__flush_acks, s);
   s->sweep_timer = timer_new(clock, sub__sweep, s);
   s->delay_key = outcome_delay_key(s->spec);
-  if (!s->retry_timer || !s->flush_timer || !s->sweep_timer || !s->delay_key ||
+  if (s->delay_key) {
+    size_t n = strlen(s->delay_key) + sizeof UNREADABLE_SUFFIX;
+    if ((s->unreadable_key = malloc(n)) != NULL)
+      snprintf(s->unreadable_key, n, "%s" UNREADABLE_SUFFIX, s->delay_key);
+  }
+  if (!s->retry_timer || !s->flush_timer || !s->sweep_timer || !s->unreadable_key ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
     sub_free(s);
     return NULL;
@@ -630,6 +635,7 @@ void sub_free(subscription *s) {
   if (s->flush_timer) timer_free(s->flush_timer);
   if (s->sweep_timer) timer_free(s->sweep_timer);
   free(s->delay_key);
+  free(s->unreadable_key);
   struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {
     struct entry *e = left;

@@ -539,14 +539,23 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
 static void sweep_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
-  if (r && r->type == BK_INTEGER) {
-    if (r->integer > 0) {
-      char moved[24];
-      snprintf(moved, sizeof moved, "%lld", r->integer);
-      sub__log(s, LOG_DEBUG, "delayed entries back on the stream", "entries", moved, NULL, NULL);
+  if (r && r->type == BK_ARRAY && r->elements == 2 && r->element[0]->type == BK_INTEGER &&
+      r->element[1]->type == BK_INTEGER) {
+    long long taken = r->element[0]->integer, unreadable = r->element[1]->integer;
+    char n[24];
+    if (taken > unreadable) {
+      snprintf(n, sizeof n, "%lld", taken - unreadable);
+      sub__log(s, LOG_DEBUG, "delayed entries back on the stream", "entries", n, NULL, NULL);
+    }
+    if (unreadable > 0) {
+      snprintf(n, sizeof n, "%lld", unreadable);
+      log_line(LOG_ERROR, s->spec->name,
+               "unreadable members of the delay set moved aside, not delivered", "stream",
+               s->spec->stream, "group", s->spec->group, "members", n, "moved_to",
+               s->unreadable_key, NULL);
     }
     /* A full sub__sweep may have left more that are due. */
-    if (s->state == SUB_READING) timer_start(s->sweep_timer, r->integer >= SWEEP_COUNT ? 0 : SWEEP_MS);
+    if (s->state == SUB_READING) timer_start(s->sweep_timer, taken >= SWEEP_COUNT ? 0 : SWEEP_MS);
   } else {
     char why[256];
     sub__reply_text(r, err, why, sizeof why);
@@ -566,9 +575,10 @@ void sub__sweep(ltimer *t, void *data) {
   bk_args_reset(a);
   bk_args_str(a, "EVAL");
   bk_args_str(a, SCRIPT_SWEEP);
-  bk_args_str(a, "2");
+  bk_args_str(a, "3");
   bk_args_str(a, s->delay_key);
   bk_args_str(a, s->spec->stream);
+  bk_args_str(a, s->unreadable_key);
   bk_args_num(a, (long long)clock_wall(s->clock));
   bk_args_num(a, SWEEP_COUNT);
   if (bk_command(s->b, s->cmd, a->argc, a->argv, a->argvlen, sweep_done, s) == 0)

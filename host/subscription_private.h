@@ -26,6 +26,8 @@
 #define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
 #define SWEEP_MS 1000   /* how often the delay set is looked at */
 #define SWEEP_COUNT 100 /* most entries one sweep moves */
+/* Appended to the delay set's key: where the sweep puts members it cannot read. */
+#define UNREADABLE_SUFFIX ":unreadable"
 /* Readiness (sub_healthy): a read outstanding, or reads failing on a live
  * connection, for STUCK_FACTOR times the read's own wait (BLOCK_MS, or
  * recovery_wait_ms) and at least STUCK_MIN_MS, means the subscription is stuck. */
@@ -85,6 +87,7 @@ struct subscription {
   ltimer *flush_timer;      /* flushes acks at the next loop turn */
   ltimer *sweep_timer;      /* moves due entries of the delay set back */
   char *delay_key;          /* the group's delay set (outcome_delay_key) */
+  char *unreadable_key;     /* where the sweep puts members it cannot read (SCRIPT_SWEEP) */
   bool flush_armed;
 };
 

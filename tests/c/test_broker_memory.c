@@ -895,7 +895,8 @@ static size_t netstrings(char *out, const char *const *s, const size_t *len, int
 /* SCRIPT_SWEEP on the memory broker: due members (score <= now, lowest
  * first, at most count) go back onto the stream as new entries with their
  * fields, bytes intact, and leave the set; the rest stay; the set goes when
- * it empties. */
+ * it empties. A member that is not netstrings of an id and field pairs goes
+ * to the third key with its score, and the members after it still move. */
 TEST_IMPL(broker_memory_eval_sweep_script) {
   setup(NULL);
   char m1[256], m2[256], m3[256], now[32];
@@ -919,9 +920,9 @@ TEST_IMPL(broker_memory_eval_sweep_script) {
   CHECK("[:1,:1,:1]", "EXEC");
 
   snprintf(now, sizeof now, "%llu", (unsigned long long)clock_wall(clk)); /* 1000000 */
-  CHECK(":1", "EVAL", SCRIPT_SWEEP, "2", "s:delayed:g", "s", now, "1"); /* the earliest */
-  CHECK(":1", "EVAL", SCRIPT_SWEEP, "2", "s:delayed:g", "s", now, "10"); /* due now: inclusive */
-  CHECK(":0", "EVAL", SCRIPT_SWEEP, "2", "s:delayed:g", "s", now, "10");
+  CHECK("[:1,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "1"); /* the earliest */
+  CHECK("[:1,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10"); /* due now: inclusive */
+  CHECK("[:0,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10");
   bk_reply *r = cmd_bin(4, (const char *[]){"XRANGE", "s", "-", "+"}, (const size_t[]){6, 1, 1, 1});
   ASSERT_INT_EQ(r->elements, 2);
   const bk_reply *f = r->element[0]->element[1];
@@ -934,11 +935,18 @@ TEST_IMPL(broker_memory_eval_sweep_script) {
   mr_free(r);
   check_bin(":1", 2, (const char *[]){"ZCARD", "s:delayed:g"}, (const size_t[]){5, 11});
 
+  /* Unreadable members, due first: set aside; the readable one still moves. */
+  CHECK(":1", "ZADD", "s:delayed:g", "1000100", "3:4-0");          /* an id, no field */
+  CHECK(":1", "ZADD", "s:delayed:g", "1000200", "3:5-04:data");    /* a field, no value */
+  CHECK(":1", "ZADD", "s:delayed:g", "1000300", "3:6-09:toolong"); /* past the end */
+  CHECK(":1", "ZADD", "s:delayed:g", "1000400", "x:6-0");          /* no length */
   clock_virtual_advance(clk, 500);
   snprintf(now, sizeof now, "%llu", (unsigned long long)clock_wall(clk));
-  CHECK(":1", "EVAL", SCRIPT_SWEEP, "2", "s:delayed:g", "s", now, "10");
+  CHECK("[:5,:4]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10");
   CHECK(":0", "EXISTS", "s:delayed:g");
   CHECK("[[1000500-0,[data,later]]]", "XRANGE", "s", "(1000000-1", "+");
+  CHECK("[3:4-0,1000100,3:5-04:data,1000200,3:6-09:toolong,1000300,x:6-0,1000400]", "ZRANGE",
+        "s:bad", "0", "-1", "WITHSCORES");
   teardown();
 }
 

@@ -1109,8 +1109,9 @@ TEST_IMPL(conformance_7_0_wrongtype) { CONFORM(wrongtype); }
  * (score <= now, lowest first, ties by member bytes, at most count) back onto
  * the stream as new entries with those fields, and removes it from the set;
  * what is not due stays; the set goes when it empties. The last steps: a
- * sweep of the wrong keys, and a member with no fields, which fails the
- * sweep (the XADD has no field) and, being due, every sweep after it. */
+ * sweep of the wrong keys, and members that are not netstrings of an id and
+ * field pairs, which go to the third key with their scores while a
+ * readable member due after them still moves. */
 #define DELAYED_5 "3:5-04:data1:a13:partition-key2:k114:delivery-count1:2" \
                   "11:retry-group7:billing11:original-id3:5-0"
 #define DELAYED_6 "3:6-04:data6:x:12:y14:delivery-count1:311:retry-group7:billing" \
@@ -1120,6 +1121,7 @@ TEST_IMPL(conformance_7_0_wrongtype) { CONFORM(wrongtype); }
 #define DELAYED_8 "3:8-04:data5:later14:delivery-count1:211:retry-group7:billing" \
                   "11:original-id3:8-0"
 #define DSET "orders:delayed:billing"
+#define DBAD "orders:delayed:billing:unreadable"
 static const struct cf_step sweep[] = {
     C("XADD", "orders", "5-0", "data", "a", "partition-key", "k1"),
     C("XADD", "orders", "6-0", "data", "x:12:y", "original-id", "4-0"),
@@ -1141,20 +1143,27 @@ static const struct cf_step sweep[] = {
     C("ZCARD", DSET),
     C("ZSCORE", DSET, DELAYED_6),
     C("ZRANGEBYSCORE", DSET, "-inf", "1767225601000", "LIMIT", "0", "10"),
-    C("EVAL", SCRIPT_SWEEP, "2", DSET, "orders", "1767225601000", "2"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225601000", "2"),
     C("ZRANGE", DSET, "0", "-1", "WITHSCORES"),
-    C("EVAL", SCRIPT_SWEEP, "2", DSET, "orders", "1767225601000", "100"),
-    C("EVAL", SCRIPT_SWEEP, "2", DSET, "orders", "1767225601000", "100"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225601000", "100"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225601000", "100"),
     C("ZRANGE", DSET, "0", "-1", "WITHSCORES"),
     C("XRANGE", "orders", "(8-0", "+"),
     C("XREADGROUP", "GROUP", "billing", "w", "STREAMS", "orders", ">"),
-    C("EVAL", SCRIPT_SWEEP, "2", DSET, "orders", "1767225602000", "100"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225602000", "100"),
     C("EXISTS", DSET),
     C("XLEN", "orders"),
-    C("EVAL", SCRIPT_SWEEP, "2", DSET, "orders", "1767225602000", "100"),
-    C("EVAL", SCRIPT_SWEEP, "2", "orders", DSET, "1767225602000", "100"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225602000", "100"),
+    C("EVAL", SCRIPT_SWEEP, "3", "orders", DSET, DBAD, "1767225602000", "100"),
     C("ZADD", DSET, "1", "3:9-0"),
-    C("EVAL", SCRIPT_SWEEP, "2", DSET, "orders", "1767225602000", "100"),
+    C("ZADD", DSET, "2", "3:9-14:data"),
+    C("ZADD", DSET, "3", "3:9-24:data9:too long"),
+    C("ZADD", DSET, "4", "-1:x"),
+    C("ZADD", DSET, "5", "3:9-34:data2:ok"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225602000", "100"),
+    C("ZRANGE", DBAD, "0", "-1", "WITHSCORES"),
+    C("EXISTS", DSET),
+    C("XLEN", "orders"),
     END};
 
 TEST_IMPL(conformance_7_0_delay_set_sweep) { CONFORM(sweep); }

@@ -439,6 +439,35 @@ return {
     assert.equal(0, host:stop())
   end)
 
+  it("an unreadable member of the delay set moves aside and holds up none due after it", function()
+    local srv = helper.redis_start()
+    -- due long ago: an id with no field (not what luastream writes), then a
+    -- readable member for the group
+    local body = '{"id":7}'
+    local good = "3:9-14:data" .. #body .. ":" .. body .. "11:retry-group6:ledger"
+    srv:cli("ZADD", "payments:delayed:ledger", "1", "3:9-0", "2", good)
+    local host = start_host(srv, {
+      ["sweeping.lua"] = [[
+local ls = require "luastream"
+return {
+  stream = "payments", group = "ledger",
+  handle = function(payment) ls.log.info("got", { payment_id = payment.id }) end,
+}
+]],
+    })
+    local got = host:wait_records({ msg = "got" }, 1, 10, "the readable member back on the stream")[1]
+    assert.equal("7", got.payment_id)
+    local moved = host:wait_records({ msg = "unreadable members of the delay set moved aside, not delivered" },
+      1, 10, "the unreadable member reported")[1]
+    assert.equal("error", moved.level)
+    assert.equal("1", moved.members)
+    assert.equal("payments:delayed:ledger:unreadable", moved.moved_to)
+    assert.same({ { "3:9-0", 1 } },
+      srv:call("ZRANGE", "payments:delayed:ledger:unreadable", "0", "-1", "WITHSCORES"))
+    assert.equal("0", srv:cli("EXISTS", "payments:delayed:ledger"))
+    assert.equal(0, host:stop())
+  end)
+
   it("on claiming within min_idle: the entry stays pending under its id and comes back after the delay", function()
     local srv = helper.redis_start()
     local host = start_host(srv, {
