@@ -128,6 +128,11 @@ static int core_entry(lua_State *L) {
   return 4;
 }
 
+/* The field name at e->field[i] is name (len bytes). */
+static bool field_is(const struct entry *e, size_t i, const char *name, size_t len) {
+  return e->field_len[i] == len && memcmp(e->field[i], name, len) == 0;
+}
+
 /* core.field(seq, name) -> the value of the entry's field name (the last of
  * a duplicated name), or nil: one header without building them all. */
 static int core_field(lua_State *L) {
@@ -135,18 +140,13 @@ static int core_field(lua_State *L) {
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   for (size_t i = e->nfields; i >= 2; i -= 2) {
-    if (e->field_len[i - 2] == len && memcmp(e->field[i - 2], name, len) == 0) {
+    if (field_is(e, i - 2, name, len)) {
       lua_pushlstring(L, e->field[i - 1], e->field_len[i - 1]);
       return 1;
     }
   }
   lua_pushnil(L);
   return 1;
-}
-
-/* The field name at e->field[i] is name (len bytes). */
-static bool field_is(const struct entry *e, size_t i, const char *name, size_t len) {
-  return e->field_len[i] == len && memcmp(e->field[i], name, len) == 0;
 }
 
 static bool contains(const char *s, size_t len, const char *word, size_t wlen) {

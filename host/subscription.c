@@ -492,8 +492,8 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
     if ((s->unreadable_key = malloc(n)) != NULL)
       snprintf(s->unreadable_key, n, "%s" UNREADABLE_SUFFIX, s->delay_key);
   }
-  if (!s->retry_timer || !s->flush_timer || !s->sweep_timer || !s->unreadable_key ||
-      lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
+  if (!s->retry_timer || !s->flush_timer || !s->sweep_timer || !s->delay_key ||
+      !s->unreadable_key || lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
     sub_free(s);
     return NULL;
   }

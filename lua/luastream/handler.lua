@@ -234,7 +234,6 @@ local function describe(v)
   return type(v) .. " " .. tostring(v)
 end
 
-
 -- outcome(result, ctx, spec, seq) -> what the host applies:
 --   "ack" [writes] | "reply" writes | "retry" | "retry_after" ms | "reject" reason
 --   | "error" reason message
