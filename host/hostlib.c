@@ -9,6 +9,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,6 +197,34 @@ static int core_message(lua_State *L) {
   return 3;
 }
 
+/* For luastream.handler, through the FFI (core.flat_fn): reads the body of
+ * entry seq into rec when it is a flat object whose shape has a constructor
+ * (json_shapes_ready) and returns 1; else returns 0 and the dispatcher asks
+ * core.message, which decides everything else (no body, another
+ * content-type, over max_body, not JSON, nested, escaped, a new shape). A
+ * C function called through the FFI must not call Lua: this one reads. */
+int luastream_flat(struct handler *h, double seq, struct json_flat *rec);
+int luastream_flat(struct handler *h, double seq, struct json_flat *rec) {
+  struct rt_job *job = h->current;
+  if (job == NULL || job->seq != seq) return 0;
+  const struct entry *e = job->e;
+  const char *body = NULL;
+  size_t body_len = 0;
+  for (size_t i = 0; i + 1 < e->nfields; i += 2) {
+    if (field_is(e, i, HDR_CONTENT_TYPE, sizeof HDR_CONTENT_TYPE - 1)) return 0;
+    if (field_is(e, i, HDR_DATA, sizeof HDR_DATA - 1)) {
+      body = e->field[i + 1];
+      body_len = e->field_len[i + 1];
+    }
+  }
+  if (body == NULL || body_len > h->spec.max_body || !json_scan_flat(body, body_len, rec))
+    return 0;
+  rec->slot = json_shapes_ready(h->shapes, rec->key, rec->n, &rec->gen);
+  if (rec->slot < 0) return 0;
+  h->flat_reads++;
+  return 1;
+}
+
 /* [-0, +1] the module table */
 int rt_open_core(lua_State *L, struct handler *h) {
   static const luaL_Reg fns[] = {{"log", core_log},     {"sleep", core_sleep},
@@ -209,5 +238,11 @@ int rt_open_core(lua_State *L, struct handler *h) {
   }
   lua_pushliteral(L, LUASTREAM_VERSION);
   lua_setfield(L, -2, "version");
+  lua_pushlightuserdata(L, (void *)(uintptr_t)luastream_flat);
+  lua_setfield(L, -2, "flat_fn");
+  lua_pushlightuserdata(L, h);
+  lua_setfield(L, -2, "handler_ptr");
+  lua_pushnumber(L, (lua_Number)sizeof(struct json_flat));
+  lua_setfield(L, -2, "flat_size");
   return 1;
 }

@@ -690,3 +690,83 @@ int json_decode_push(lua_State *L, json_shapes *shapes, const char *text, size_t
   if (shapes && p < d.end && *p == '{') return decode_flat(&d, shapes, p);
   return parse(&d, text, lua_gettop(L), AT_TOP);
 }
+
+int json_scan_flat(const char *text, size_t len, struct json_flat *rec) {
+  const char *p = text, *end = text + len;
+  int n = 0;
+  if (len >= 2 && (text[0] == '\0' || text[1] == '\0')) return 0;
+  p = skip_ws(p, end);
+  if (p == end || *p != '{') return 0;
+  p = skip_ws(p + 1, end);
+  if (p == end || *p != '"') return 0;
+  for (;;) {
+    /* p is at a key's opening quote */
+    const char *k = p + 1, *q = skip_plain(k, end);
+    while (q < end && !(cls[(unsigned char)*q] & STR_STOP)) q++;
+    if (q == end || *q != '"' || n == JSON_SHAPE_MAX_KEYS) return 0;
+    rec->key[n] = (struct json_key){k, (size_t)(q - k)};
+    p = skip_ws(q + 1, end);
+    if (p == end || *p != ':') return 0;
+    p = skip_ws(p + 1, end);
+    if (p == end) return 0;
+    switch (*p) {
+    case '"': {
+      const char *v = p + 1, *w = skip_plain(v, end);
+      while (w < end && !(cls[(unsigned char)*w] & STR_STOP)) w++;
+      if (w == end || *w != '"') return 0; /* an escape: the C API path unescapes */
+      rec->type[n] = JSON_FLAT_STRING;
+      rec->str[n] = v;
+      rec->len[n] = (size_t)(w - v);
+      p = w + 1;
+      break;
+    }
+    case 't':
+      if (!literal(p, end, "true", 4)) return 0;
+      rec->type[n] = JSON_FLAT_TRUE;
+      p += 4;
+      break;
+    case 'f':
+      if (!literal(p, end, "false", 5)) return 0;
+      rec->type[n] = JSON_FLAT_FALSE;
+      p += 5;
+      break;
+    case 'n':
+      if (!literal(p, end, "null", 4)) return 0;
+      rec->type[n] = JSON_FLAT_NULL;
+      p += 4;
+      break;
+    default: {
+      const char *q2 = p + (*p == '-'), *digits = q2;
+      if (q2 == end || !is_digit(*q2)) return 0;
+      /* Plain integers as push_number reads them; the rest through
+       * scan_number, which needs a Lua state only for numbers of NUMBER_BUF
+       * characters or more: those take the C API path. */
+      uint64_t m = 0;
+      const char *stop = end - q2 > 16 ? q2 + 16 : end;
+      for (unsigned dv; q2 < stop && (dv = (unsigned char)*q2 - '0') < 10; q2++) m = m * 10 + dv;
+      if (q2 - digits <= 15 && (*digits != '0' || q2 - digits == 1) &&
+          (q2 == end || !(cls[(unsigned char)*q2] & INT_STOP))) {
+        rec->num[n] = digits > p ? -(double)m : (double)m;
+      } else {
+        q2 = scan_number(NULL, p, end, NULL);
+        if (q2 == NULL || q2 - p >= NUMBER_BUF) return 0;
+        scan_number(NULL, p, end, &rec->num[n]);
+      }
+      rec->type[n] = JSON_FLAT_NUMBER;
+      p = q2;
+    }
+    }
+    n++;
+    p = skip_ws(p, end);
+    if (p < end && *p == ',') {
+      p = skip_ws(p + 1, end);
+      if (p == end || *p != '"') return 0;
+      continue;
+    }
+    if (p < end && *p == '}') break;
+    return 0;
+  }
+  if (skip_ws(p + 1, end) != end) return 0;
+  rec->n = n;
+  return 1;
+}

@@ -12,6 +12,7 @@
 #define LUASTREAM_JSON_DECODE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <lua.h>
 
@@ -37,5 +38,27 @@
  * shapes, a copy of a new shape's keys and its constructor). */
 int json_decode_push(lua_State *L, json_shapes *shapes, const char *text, size_t len, char *err,
                      size_t errlen);
+
+/* A flat object read without Lua: its keys and values point into the text.
+ * luastream.handler reads it through the FFI (see luastream_flat in
+ * hostlib.c); the Lua declaration there must match this one. */
+enum { JSON_FLAT_NUMBER = 1, JSON_FLAT_STRING, JSON_FLAT_TRUE, JSON_FLAT_FALSE, JSON_FLAT_NULL };
+struct json_flat {
+  int32_t slot, n;     /* set by luastream_flat / json_scan_flat */
+  uint32_t gen, pad;
+  uint8_t type[JSON_SHAPE_MAX_KEYS];
+  double num[JSON_SHAPE_MAX_KEYS];
+  const char *str[JSON_SHAPE_MAX_KEYS]; /* strings: their bytes in the text */
+  size_t len[JSON_SHAPE_MAX_KEYS];
+  struct json_key key[JSON_SHAPE_MAX_KEYS];
+};
+
+/* Reads text as json_decode_push would when it is an object of at most
+ * JSON_SHAPE_MAX_KEYS plain keys whose values are strings without escapes,
+ * numbers (shorter than 64 characters), true, false or null: returns 1 with
+ * rec's keys and values (in document order), else 0 and rec undefined. It
+ * accepts nothing json_decode_push refuses, and the values are the ones it
+ * would push. Touches no Lua state. */
+int json_scan_flat(const char *text, size_t len, struct json_flat *rec);
 
 #endif

@@ -16,6 +16,7 @@ struct shape {
   int nkeys;           /* 0: a free slot */
   int ref;             /* the constructor in the registry; LUA_NOREF until compiled */
   uint64_t used;       /* shapes->decodes when last matched */
+  unsigned gen;        /* counts the constructors compiled into this slot */
 };
 
 /* The compile budget: a flat object decoded earns one credit, a compile
@@ -54,6 +55,17 @@ static bool matches(const struct shape *sh, const struct json_key *keys, int nke
     k += sizeof len + len;
   }
   return true;
+}
+
+/* The slot holding this shape (the last one matched first), or NULL. */
+static struct shape *find(json_shapes *shapes, const struct json_key *keys, int nkeys) {
+  if (matches(&shapes->slot[shapes->last], keys, nkeys)) return &shapes->slot[shapes->last];
+  for (int i = 0; i < JSON_SHAPES; i++)
+    if (matches(&shapes->slot[i], keys, nkeys)) {
+      shapes->last = i;
+      return &shapes->slot[i];
+    }
+  return NULL;
 }
 
 /* The slot a new shape takes: a free one, else the least recently used of
@@ -126,15 +138,7 @@ int json_shapes_push(json_shapes *shapes, lua_State *L, const struct json_key *k
   if (nkeys <= 0 || nkeys > JSON_SHAPE_MAX_KEYS) return 0;
   shapes->decodes++;
   if (shapes->credit < CREDIT_MAX) shapes->credit++;
-  struct shape *sh = &shapes->slot[shapes->last];
-  if (!matches(sh, keys, nkeys)) {
-    sh = NULL;
-    for (int i = 0; i < JSON_SHAPES && sh == NULL; i++)
-      if (matches(&shapes->slot[i], keys, nkeys)) {
-        sh = &shapes->slot[i];
-        shapes->last = i;
-      }
-  }
+  struct shape *sh = find(shapes, keys, nkeys);
   if (sh == NULL) { /* first sighting: remembered, not compiled */
     size_t bytes = 0;
     for (int i = 0; i < nkeys; i++) bytes += keys[i].len;
@@ -148,6 +152,7 @@ int json_shapes_push(json_shapes *shapes, lua_State *L, const struct json_key *k
     if (shapes->credit < JSON_SHAPES_COMPILE_EVERY) return 0;
     shapes->credit -= JSON_SHAPES_COMPILE_EVERY;
     if ((sh->ref = compile(L, keys, nkeys)) == LUA_NOREF) return 0;
+    sh->gen++;
   }
   lua_rawgeti(L, LUA_REGISTRYINDEX, sh->ref);
   return 1;
@@ -157,4 +162,13 @@ int json_shapes_compiled(const json_shapes *shapes) {
   int n = 0;
   for (int i = 0; i < JSON_SHAPES; i++) n += shapes->slot[i].ref != LUA_NOREF;
   return n;
+}
+
+int json_shapes_ready(json_shapes *shapes, const struct json_key *keys, int nkeys, unsigned *gen) {
+  if (nkeys <= 0 || nkeys > JSON_SHAPE_MAX_KEYS) return -1;
+  struct shape *sh = find(shapes, keys, nkeys);
+  if (sh == NULL || sh->ref == LUA_NOREF) return -1;
+  sh->used = ++shapes->decodes;
+  *gen = sh->gen;
+  return (int)(sh - shapes->slot);
 }

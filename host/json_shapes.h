@@ -47,6 +47,13 @@ void json_shapes_free(json_shapes *shapes);
  * plain way. Raises only on memory errors of the Lua API. [-0, +0|1] */
 int json_shapes_push(json_shapes *shapes, lua_State *L, const struct json_key *keys, int nkeys);
 
+/* The slot of a shape that has a constructor (json_shapes_push compiled one),
+ * with that constructor's generation in *gen (a slot compiles anew when it
+ * takes another shape); -1 for any other shape. Remembers nothing: bodies
+ * read through luastream_flat (hostlib.c) build their tables in Lua, with a
+ * constructor of their own per slot and generation. */
+int json_shapes_ready(json_shapes *shapes, const struct json_key *keys, int nkeys, unsigned *gen);
+
 /* How many shapes have a constructor now. */
 int json_shapes_compiled(const json_shapes *shapes);
 

@@ -324,6 +324,7 @@ oom:
 
 const struct handler_spec *handler_spec(const handler *h) { return &h->spec; }
 size_t handler_jobs(const handler *h) { return h->jobs; }
+size_t handler_flat_reads(const handler *h) { return h->flat_reads; }
 
 int handler_bind(handler *h, const char *consumer) {
   lua_State *L = h->L;

@@ -85,6 +85,9 @@ int handler_file_version(const char *path, char *out);
  * handler_abandon(next) also drops old's jobs (the shutdown deadline). old
  * must not be used after. */
 void handler_replace(handler *old, handler *next);
+/* Entries whose body the dispatcher read through the FFI (a flat object of a
+ * known shape) rather than through core.message. */
+size_t handler_flat_reads(const handler *h);
 /* Jobs currently running (started and not finished). */
 size_t handler_jobs(const handler *h);
 /* Hands an abandoned job's entry back to its owner: data is the job's done

@@ -29,6 +29,7 @@ struct rt_job {
 struct handler {
   lua_State *L;
   json_shapes *shapes;    /* constructors for the body shapes seen (core.message) */
+  size_t flat_reads;      /* bodies read through luastream_flat (hostlib.c) */
   struct handler_spec spec;
   const struct rt_env *env; /* owned by the host; NULL when only validating */
   int dispatch_ref;       /* registry ref of the dispatch function, LUA_NOREF before bind */

@@ -9,6 +9,7 @@
 local ls = require "luastream"
 local json = require "luastream.json"
 local table_new = require "table.new"
+local ffi = require "ffi"
 
 local M = {}
 
@@ -294,6 +295,63 @@ local function message_from_fields(ctx)
   return any and msg or nil
 end
 
+-- The message of entry seq through the FFI, when the host has read its body
+-- as a flat object of a known shape (luastream_flat, host/hostlib.c): built
+-- by a constructor compiled here per shape, so that LuaJIT runs the body's
+-- values into the table, and the table into the handler, in one trace.
+-- Anything else (and any host whose struct json_flat differs from the one
+-- declared here) goes to core.message.
+ffi.cdef [[
+struct luastream_json_key { const char *s; size_t len; };
+struct luastream_json_flat {
+  int32_t slot, n;
+  uint32_t gen, pad;
+  uint8_t type[32];
+  double num[32];
+  const char *str[32];
+  size_t len[32];
+  struct luastream_json_key key[32];
+};
+]]
+local FLAT_NUMBER, FLAT_STRING, FLAT_TRUE, FLAT_FALSE = 1, 2, 3, 4
+local ffi_string, null = ffi.string, json.null
+
+local function flat_value(r, i)
+  local t = r.type[i]
+  if t == FLAT_NUMBER then return r.num[i] end
+  if t == FLAT_STRING then return ffi_string(r.str[i], r.len[i]) end
+  if t == FLAT_TRUE then return true end
+  if t == FLAT_FALSE then return false end
+  return null
+end
+
+-- function(r) return { ["key 1"] = V(r, 0), ... } end, keys in decimal escapes.
+local function flat_constructor(r)
+  local fields = {}
+  for i = 0, r.n - 1 do
+    local key = ffi.string(r.key[i].s, r.key[i].len):gsub(".", function(c) return "\\" .. c:byte() end)
+    fields[#fields + 1] = '["' .. key .. '"] = V(r, ' .. i .. ')'
+  end
+  local chunk = "local V = ... return function(r) return { " .. table.concat(fields, ", ") .. " } end"
+  return assert(loadstring(chunk, "=(flat message)"))(flat_value)
+end
+
+local function flat_reader()
+  if ffi.sizeof("struct luastream_json_flat") ~= core.flat_size then return nil end
+  local read = ffi.cast("int (*)(void *, double, struct luastream_json_flat *)", core.flat_fn)
+  local handler = ffi.cast("void *", core.handler_ptr)
+  local r = ffi.new("struct luastream_json_flat")
+  local made, gens = {}, {}
+  return function(seq)
+    if read(handler, seq, r) == 0 then return core.message(seq) end
+    local slot = r.slot
+    if gens[slot] ~= r.gen then
+      made[slot], gens[slot] = flat_constructor(r), r.gen
+    end
+    return made[slot](r)
+  end
+end
+
 -- dispatcher(spec, consumer) -> function(seq) run in each entry's coroutine;
 -- seq names the job for core.message and core.entry. core.message decodes
 -- the body in C: the decoded JSON, the text of a body of another
@@ -320,8 +378,9 @@ function M.dispatcher(spec, consumer)
       return members[k]
     end,
   }
+  local message = flat_reader() or core.message
   return function(seq)
-    local msg, reason, text = core.message(seq)
+    local msg, reason, text = message(seq)
     if reason then return "invalid", reason, text end
     if msg ~= nil and not wants_ctx then return outcome(handle(msg), nil, spec, seq) end
     local ctx = setmetatable({ [SEQ] = seq }, Ctx)

@@ -81,9 +81,27 @@ static void assert_same(lua_State *L, int a, int b, const char *what) {
   lua_pop(L, 1);
 }
 
+/* The table json_scan_flat's record stands for, pushed. */
+static void push_flat(lua_State *L, const struct json_flat *rec) {
+  lua_newtable(L);
+  for (int i = 0; i < rec->n; i++) {
+    lua_pushlstring(L, rec->key[i].s, rec->key[i].len);
+    switch (rec->type[i]) {
+    case JSON_FLAT_NUMBER: lua_pushnumber(L, rec->num[i]); break;
+    case JSON_FLAT_STRING: lua_pushlstring(L, rec->str[i], rec->len[i]); break;
+    case JSON_FLAT_TRUE: lua_pushboolean(L, 1); break;
+    case JSON_FLAT_FALSE: lua_pushboolean(L, 0); break;
+    case JSON_FLAT_NULL: lua_pushlightuserdata(L, NULL); break;
+    default: TEST_FAIL_("json_scan_flat: value %d has type %d", i, rec->type[i]);
+    }
+    lua_rawset(L, -3);
+  }
+}
+
 /* json_decode_push on an exact-size heap copy of text[0..len); checks that
- * the stack grew by one value on success and not at all on failure, and that
- * decoding with the shape cache, twice, gives the same. */
+ * the stack grew by one value on success and not at all on failure, that
+ * decoding with the shape cache, twice, gives the same, and that what
+ * json_scan_flat accepts json_decode_push decodes to the same table. */
 static int decode(lua_State *L, const char *text, size_t len) {
   char *copy = malloc(len ? len : 1);
   ASSERT_NOT_NULL(copy);
@@ -105,6 +123,13 @@ static int decode(lua_State *L, const char *text, size_t len) {
       assert_same(L, top + 1, top + 2, "with shapes");
       lua_pop(L, 1);
     }
+  }
+  struct json_flat rec;
+  if (json_scan_flat(copy, len, &rec)) {
+    if (rc != 0) TEST_FAIL_("json_scan_flat accepts %.*s, json_decode_push refuses: %s", (int)len, text, err);
+    push_flat(L, &rec);
+    assert_same(L, top + 1, top + 2, "json_scan_flat");
+    lua_pop(L, 1);
   }
   free(copy);
   return rc;
@@ -519,6 +544,37 @@ TEST_IMPL(json_decode_shapes_compile_on_the_second_sighting) {
   shaped_as(L, "{\"a\":1,\"b\":2,\"a\":3}", "assert(v.a == 3 and v.b == 2)");
   shaped_as(L, "{\"a\":1,\"b\":2,\"a\":3}", "assert(v.a == 3 and v.b == 2)");
   ASSERT_INT_EQ(json_shapes_compiled(shapes), 3);
+  close_state(L);
+}
+
+/* json_shapes_ready names a shape's slot once it has a constructor, not
+ * before, and not after the slot went to another shape. */
+TEST_IMPL(json_decode_shapes_ready_once_compiled) {
+  lua_State *L = new_state();
+  const char *text = "{\"id\":1,\"name\":\"x\"}";
+  struct json_flat rec;
+  unsigned gen = 0;
+  ASSERT_INT_EQ(json_scan_flat(text, strlen(text), &rec), 1);
+  ASSERT_INT_EQ(rec.n, 2);
+  ASSERT_INT_EQ(json_shapes_ready(shapes, rec.key, rec.n, &gen), -1);
+  shaped_as(L, text, "assert(v.id == 1)");
+  ASSERT_INT_EQ(json_shapes_ready(shapes, rec.key, rec.n, &gen), -1); /* seen once */
+  shaped_as(L, text, "assert(v.id == 1)");
+  int slot = json_shapes_ready(shapes, rec.key, rec.n, &gen);
+  ASSERT(slot >= 0 && slot < JSON_SHAPES);
+  /* every other slot taken and compiled, then one more shape: the least
+   * recently used goes, which json_shapes_ready has just kept from being ours */
+  char buf[128], prefix[8];
+  for (int i = 0; i < JSON_SHAPES; i++) {
+    snprintf(prefix, sizeof prefix, "s%d_", i);
+    shaped_as(L, object_of(buf, sizeof buf, prefix, 1), "assert(next(v))");
+    shaped_as(L, object_of(buf, sizeof buf, prefix, 1), "assert(next(v))");
+  }
+  ASSERT_INT_EQ(json_shapes_ready(shapes, rec.key, rec.n, &gen), -1); /* evicted */
+  shaped_as(L, text, "assert(v.id == 1)");
+  shaped_as(L, text, "assert(v.id == 1)");
+  for (int i = 0; i < JSON_SHAPES * JSON_SHAPES_COMPILE_EVERY; i++) shaped_as(L, text, "assert(v.id == 1)");
+  ASSERT(json_shapes_ready(shapes, rec.key, rec.n, &gen) >= 0);
   close_state(L);
 }
 
