@@ -200,11 +200,10 @@ static int core_message(lua_State *L) {
 /* For luastream.handler, through the FFI (core.flat_fn): reads the body of
  * entry seq into rec when it is a flat object whose shape has a constructor
  * (json_shapes_ready) and returns 1; else returns 0 and the dispatcher asks
- * core.message, which decides everything else (no body, another
- * content-type, over max_body, not JSON, nested, escaped, a new shape). A
- * C function called through the FFI must not call Lua: this one reads. */
-int luastream_flat(struct handler *h, double seq, struct json_flat *rec);
-int luastream_flat(struct handler *h, double seq, struct json_flat *rec) {
+ * core.message, which decides everything else (no body, a content-type field
+ * of any value, over max_body, not JSON, nested, escaped, a new shape). A C
+ * function called through the FFI must not call Lua: this one only reads. */
+static int luastream_flat(struct handler *h, double seq, struct json_flat *rec) {
   struct rt_job *job = h->current;
   if (job == NULL || job->seq != seq) return 0;
   const struct entry *e = job->e;

@@ -16,7 +16,7 @@ struct shape {
   int nkeys;           /* 0: a free slot */
   int ref;             /* the constructor in the registry; LUA_NOREF until compiled */
   uint64_t used;       /* shapes->decodes when last matched */
-  unsigned gen;        /* counts the constructors compiled into this slot */
+  uint32_t gen;        /* counts the constructors compiled into this slot */
 };
 
 /* The compile budget: a flat object decoded earns one credit, a compile
@@ -164,7 +164,7 @@ int json_shapes_compiled(const json_shapes *shapes) {
   return n;
 }
 
-int json_shapes_ready(json_shapes *shapes, const struct json_key *keys, int nkeys, unsigned *gen) {
+int json_shapes_ready(json_shapes *shapes, const struct json_key *keys, int nkeys, uint32_t *gen) {
   if (nkeys <= 0 || nkeys > JSON_SHAPE_MAX_KEYS) return -1;
   struct shape *sh = find(shapes, keys, nkeys);
   if (sh == NULL || sh->ref == LUA_NOREF) return -1;

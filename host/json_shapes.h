@@ -20,6 +20,7 @@
 #define LUASTREAM_JSON_SHAPES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <lua.h>
 
@@ -49,10 +50,11 @@ int json_shapes_push(json_shapes *shapes, lua_State *L, const struct json_key *k
 
 /* The slot of a shape that has a constructor (json_shapes_push compiled one),
  * with that constructor's generation in *gen (a slot compiles anew when it
- * takes another shape); -1 for any other shape. Remembers nothing: bodies
- * read through luastream_flat (hostlib.c) build their tables in Lua, with a
- * constructor of their own per slot and generation. */
-int json_shapes_ready(json_shapes *shapes, const struct json_key *keys, int nkeys, unsigned *gen);
+ * takes another shape); -1 for any other shape. Learns no new shape, but
+ * counts as a use (least recently used shapes go first): bodies read through
+ * luastream_flat (hostlib.c) build their tables in Lua, with a constructor of
+ * their own per slot and generation. Touches no Lua state. */
+int json_shapes_ready(json_shapes *shapes, const struct json_key *keys, int nkeys, uint32_t *gen);
 
 /* How many shapes have a constructor now. */
 int json_shapes_compiled(const json_shapes *shapes);

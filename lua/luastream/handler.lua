@@ -300,7 +300,8 @@ end
 -- by a constructor compiled here per shape, so that LuaJIT runs the body's
 -- values into the table, and the table into the handler, in one trace.
 -- Anything else (and any host whose struct json_flat differs from the one
--- declared here) goes to core.message.
+-- declared here) goes to core.message. With the JIT off (jit.off() in a
+-- handler file) the record is read interpreted: correct, slower.
 ffi.cdef [[
 struct luastream_json_key { const char *s; size_t len; };
 struct luastream_json_flat {

@@ -553,7 +553,7 @@ TEST_IMPL(json_decode_shapes_ready_once_compiled) {
   lua_State *L = new_state();
   const char *text = "{\"id\":1,\"name\":\"x\"}";
   struct json_flat rec;
-  unsigned gen = 0;
+  uint32_t gen = 0, gen2 = 0;
   ASSERT_INT_EQ(json_scan_flat(text, strlen(text), &rec), 1);
   ASSERT_INT_EQ(rec.n, 2);
   ASSERT_INT_EQ(json_shapes_ready(shapes, rec.key, rec.n, &gen), -1);
@@ -562,8 +562,8 @@ TEST_IMPL(json_decode_shapes_ready_once_compiled) {
   shaped_as(L, text, "assert(v.id == 1)");
   int slot = json_shapes_ready(shapes, rec.key, rec.n, &gen);
   ASSERT(slot >= 0 && slot < JSON_SHAPES);
-  /* every other slot taken and compiled, then one more shape: the least
-   * recently used goes, which json_shapes_ready has just kept from being ours */
+  /* every slot taken and compiled by other shapes: ours, the least recently
+   * used, goes */
   char buf[128], prefix[8];
   for (int i = 0; i < JSON_SHAPES; i++) {
     snprintf(prefix, sizeof prefix, "s%d_", i);
@@ -574,7 +574,10 @@ TEST_IMPL(json_decode_shapes_ready_once_compiled) {
   shaped_as(L, text, "assert(v.id == 1)");
   shaped_as(L, text, "assert(v.id == 1)");
   for (int i = 0; i < JSON_SHAPES * JSON_SHAPES_COMPILE_EVERY; i++) shaped_as(L, text, "assert(v.id == 1)");
-  ASSERT(json_shapes_ready(shapes, rec.key, rec.n, &gen) >= 0);
+  int slot2 = json_shapes_ready(shapes, rec.key, rec.n, &gen2);
+  ASSERT(slot2 >= 0);
+  /* compiled again: back in its old slot, its constructor is another one */
+  if (slot2 == slot) ASSERT(gen2 != gen);
   close_state(L);
 }
 
@@ -744,6 +747,17 @@ static void compare(struct differ *df, const char *text, size_t len) {
     }
   }
   lua_settop(L, top);
+}
+
+/* {"a":VALUE}: the value as the member of a flat object (json_scan_flat's
+ * numbers), compared the same way. */
+static void compare_in_object(struct differ *df, const char *value, size_t len) {
+  char buf[160];
+  if (len + 7 > sizeof buf) return;
+  memcpy(buf, "{\"a\":", 5);
+  memcpy(buf + 5, value, len);
+  buf[5 + len] = '}';
+  compare(df, buf, len + 6);
 }
 
 /* xorshift64*: the same sequence on every run and machine. */
@@ -949,6 +963,7 @@ TEST_IMPL(json_decode_matches_cjson) {
     for (size_t k = 0; k < n; k++) buf[k] = chars[rnd(sizeof chars - 1)];
     if (rnd(2)) buf[0] = (char)('1' + rnd(9));
     compare(&df, buf, n);
+    compare_in_object(&df, buf, n);
   }
   /* Numbers around the fast path's limits: 14 to 17 significant digits
    * scaled by up to 10^25 either way. */
@@ -962,6 +977,14 @@ TEST_IMPL(json_decode_matches_cjson) {
                      point < nd ? "." : "", (int)(nd - point), digits + point);
     if (rnd(2)) n += snprintf(buf + n, sizeof buf - (size_t)n, "e%d", (int)rnd(51) - 25);
     compare(&df, buf, (size_t)n);
+    compare_in_object(&df, buf, (size_t)n);
+  }
+  /* Numbers around the length the scanner leaves to the general parser. */
+  for (int digits = 60; digits <= 90; digits++) {
+    char buf[128];
+    memset(buf, '7', (size_t)digits);
+    buf[1] = '.';
+    compare_in_object(&df, buf, (size_t)digits);
   }
   free(t.p);
   fprintf(stderr, "  json_decode_matches_cjson: %d inputs, %d accepted by both, %d differences\n",

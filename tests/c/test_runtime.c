@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "entry.h"
 #include "log.h"
+#include "json_shapes.h"
 #include "runtime.h"
 #include "fixtures.h"
 #include "task.h"
@@ -684,6 +685,36 @@ TEST_IMPL(runtime_flat_bodies_read_through_the_ffi) {
   described_as(h, "{\"a\":1,\"b\":[],\"c\":true,\"d\":null,\"e\":2}",
                "a=1:number b=#0:table c=true:boolean d=null:userdata e=2:number");
   ASSERT_INT_EQ(handler_flat_reads(h), 3);
+
+  char json[64], want[64];
+  /* Hot enough for the JIT: values of every kind taking turns in each place. */
+  const char *kinds[] = {"7", "\"seven\"", "true", "null", "-7.5"};
+  const char *shown[] = {"7:number", "seven:string", "true:boolean", "null:userdata", "-7.5:number"};
+  size_t before = handler_flat_reads(h);
+  for (int i = 0; i < 400; i++) {
+    snprintf(json, sizeof json, "{\"x\":%s,\"y\":%s}", kinds[i % 5], kinds[(i / 5) % 5]);
+    snprintf(want, sizeof want, "x=%s y=%s", shown[i % 5], shown[(i / 5) % 5]);
+    described_as(h, json, want);
+  }
+  ASSERT(handler_flat_reads(h) >= before + 398);
+
+  /* Keys of any bytes but an escape, and a repeated key (the last wins). */
+  const char *odd = "{\"]]=\":1,\"\x01\":2,\"\xff\":3,\"\":4,\"a\":5,\"a\":6}";
+  before = handler_flat_reads(h);
+  for (int i = 0; i < 3; i++) described_as(h, odd, "=4:number \x01=2:number ]]==1:number a=6:number \xff=3:number");
+  ASSERT_INT_EQ(handler_flat_reads(h), before + 1);
+
+  /* More shapes of one size than a handler keeps, in turn: each slot's
+   * constructor is made again when the slot takes another shape. */
+  for (int round = 0; round < 3; round++) {
+    for (int k = 0; k < JSON_SHAPES + 2; k++) {
+      snprintf(json, sizeof json, "{\"k%d\":%d}", k, round);
+      snprintf(want, sizeof want, "k%d=%d:number", k, round);
+      for (int i = 0; i < 3; i++) described_as(h, json, want);
+    }
+  }
+  ASSERT(handler_flat_reads(h) > before + 1);
+
   handler_release(h);
   LEAK_CHECK();
 }
