@@ -15,8 +15,8 @@
  * stack (a table, and for an object the key being filled) and their kind and
  * next array index in a small array of ints, so 1000 levels of nesting cost
  * no C recursion. Only the error path scans a token twice (to name it the way
- * cjson does), and an invalid object that decode_flat() began is parsed again
- * from the start by parse(), for its message. */
+ * cjson does), and a body json_scan_flat() gives up on is parsed again from
+ * the start by parse(). */
 #include "json_decode.h"
 
 #include <float.h>
@@ -412,38 +412,33 @@ static const char *scan_number(lua_State *L, const char *p, const char *end, dou
 
 /* ---- the parser ---- */
 
-/* Pushes the number at *pp and moves *pp past it. [-0, +1 on success] */
-static inline int push_number(struct decoder *d, const char **pp) {
-  const char *p = *pp, *end = d->end;
+/* Reads the number at p (a '-' or a digit) into *v and returns its end, or
+ * NULL when cjson refuses it. Plain integers of up to 15 digits (nearly all
+ * numbers in bodies) are read here; the rest, and what looks like one, by
+ * scan_number. Without a Lua state (L NULL, json_scan_flat) numbers of
+ * NUMBER_BUF characters or more, which strtod_span reads through a Lua
+ * string, are refused too. */
+static inline const char *read_number(lua_State *L, const char *p, const char *end, double *v) {
   const char *q = p + (*p == '-'), *digits = q;
-  if (q == p && !is_digit(*p)) return fail_token(d, "value", p);
-  /* Plain integers of up to 15 digits (nearly all numbers in bodies) are
-   * read here; the rest, and what looks like one, by scan_number. */
   uint64_t m = 0;
   const char *stop = end - q > 16 ? q + 16 : end;
   for (unsigned dv; q < stop && (dv = (unsigned char)*q - '0') < 10; q++) m = m * 10 + dv;
   if (q > digits && q - digits <= 15 && (*digits != '0' || q - digits == 1) &&
       (q == end || !(cls[(unsigned char)*q] & INT_STOP))) {
-    lua_pushnumber(d->L, digits > p ? -(double)m : (double)m);
-    *pp = q;
-    return 0;
+    *v = digits > p ? -(double)m : (double)m;
+    return q;
   }
-  double v;
-  if (!(q = scan_number(d->L, p, end, &v))) return fail(d, "value", "invalid number", p);
-  lua_pushnumber(d->L, v);
-  *pp = q;
-  return 0;
+  if (L == NULL) {
+    q = scan_number(NULL, p, end, NULL);
+    if (q == NULL || q - p >= NUMBER_BUF) return NULL;
+  }
+  return scan_number(L, p, end, v);
 }
 
-/* Where parse() starts: at the top, or inside the outermost object that
- * decode_flat() handed over (its table on the stack; at a key, or with the
- * key pushed, at its value). */
-enum start { AT_TOP, AT_KEY, AT_VALUE };
-
 /* The general parser. On failure the stack is cut back to base. */
-static int parse(struct decoder *d, const char *p, int base, enum start start) {
+static int parse(struct decoder *d, int base) {
   lua_State *L = d->L;
-  const char *text = d->text, *end = d->end;
+  const char *p = d->text, *text = d->text, *end = d->end;
   char *err = d->err;
   size_t errlen = d->errlen;
   /* Per open container (1..depth): 0 for an object, else the array's next
@@ -451,12 +446,6 @@ static int parse(struct decoder *d, const char *p, int base, enum start start) {
    * being filled, the key of the value being read. */
   int next[JSON_DECODE_MAX_DEPTH + 1];
   int depth = 0;
-
-  if (start != AT_TOP) {
-    depth = 1;
-    next[1] = 0;
-    if (start == AT_KEY) goto key;
-  }
 
 value: /* a value is next: push it */
   p = skip_ws(p, end);
@@ -501,8 +490,17 @@ value: /* a value is next: push it */
     lua_pushlightuserdata(L, NULL); /* cjson.null */
     p += 4;
     break;
-  default:
-    if (push_number(d, &p) != 0) goto failed;
+  default: {
+    double v;
+    const char *q;
+    if (*p != '-' && !is_digit(*p)) goto unexpected_value;
+    if (!(q = read_number(L, p, end, &v))) {
+      fail(d, "value", "invalid number", p);
+      goto failed;
+    }
+    lua_pushnumber(L, v);
+    p = q;
+  }
   }
 
   /* A value is on top: store it in its container; a closing bracket makes
@@ -570,105 +568,40 @@ failed:
   return -1;
 }
 
-/* Moves the n values above the slot base + 1 into a new table in that slot,
- * under their keys, in order (a repeated key: the last wins, as in parse()).
- * [-n, +0] */
-static void to_table(lua_State *L, int base, const struct json_key *keys, int n) {
-  lua_createtable(L, 0, n > PRESIZE ? n : PRESIZE);
-  for (int i = 0; i < n; i++) {
-    lua_pushlstring(L, keys[i].s, keys[i].len);
+/* The usual body, a flat object json_scan_flat reads: its values are pushed
+ * in order above a slot for the table, then the shape's constructor
+ * (json_shapes.h) makes the table, or, for a shape not compiled yet, they are
+ * stored under their keys in document order (a repeated key: the last wins,
+ * as in parse()). Anything else, invalid input included, is parse()'s. */
+static int decode_flat(struct decoder *d, json_shapes *shapes) {
+  lua_State *L = d->L;
+  const int base = lua_gettop(L);
+  struct json_flat rec;
+  if (!json_scan_flat(d->text, (size_t)(d->end - d->text), &rec)) return parse(d, base);
+  lua_pushnil(L); /* the table's slot */
+  for (int i = 0; i < rec.n; i++) {
+    switch (rec.type[i]) {
+    case JSON_FLAT_NUMBER: lua_pushnumber(L, rec.num[i]); break;
+    case JSON_FLAT_STRING: lua_pushlstring(L, rec.str[i], rec.len[i]); break;
+    case JSON_FLAT_TRUE: lua_pushboolean(L, 1); break;
+    case JSON_FLAT_FALSE: lua_pushboolean(L, 0); break;
+    default: lua_pushlightuserdata(L, NULL); /* cjson.null */
+    }
+  }
+  if (json_shapes_push(shapes, L, rec.key, rec.n)) {
+    lua_replace(L, base + 1);
+    lua_call(L, rec.n, 1);
+    return 0;
+  }
+  lua_createtable(L, 0, rec.n > PRESIZE ? rec.n : PRESIZE);
+  for (int i = 0; i < rec.n; i++) {
+    lua_pushlstring(L, rec.key[i].s, rec.key[i].len);
     lua_pushvalue(L, base + 2 + i);
     lua_rawset(L, -3);
   }
   lua_replace(L, base + 1);
   lua_settop(L, base + 1);
-}
-
-/* The usual body, an object of plain keys (no escapes) and scalar values:
- * its values are pushed in order above a slot for the table and its keys
- * noted, then the shape's constructor (json_shapes.h) makes the table, or,
- * for a shape not compiled yet, to_table. A nested value, an escaped key or
- * more keys than a shape holds hands the object over to parse() half way,
- * the values so far moved into the table; anything invalid makes parse()
- * start again from the top, for its error message. p is at the '{'. */
-static int decode_flat(struct decoder *d, json_shapes *shapes, const char *p) {
-  lua_State *L = d->L;
-  const char *end = d->end;
-  const int base = lua_gettop(L);
-  struct json_key keys[JSON_SHAPE_MAX_KEYS];
-  int n = 0;
-
-  p = skip_ws(p + 1, end);
-  if (p == end || *p != '"') return parse(d, d->text, base, AT_TOP); /* {} and the invalid */
-  lua_pushnil(L); /* the table's slot */
-  for (;;) {
-    /* p is at a key's opening quote */
-    const char *k = p + 1, *q = skip_plain(k, end);
-    while (q < end && !(cls[(unsigned char)*q] & STR_STOP)) q++;
-    if (q == end || *q != '"') {
-      if (q < end && *q == '\\') goto key_to_parse;
-      goto restart;
-    }
-    if (n == JSON_SHAPE_MAX_KEYS) goto key_to_parse;
-    keys[n] = (struct json_key){k, (size_t)(q - k)};
-    p = skip_ws(q + 1, end);
-    if (p == end || *p != ':') goto restart;
-    p = skip_ws(p + 1, end);
-    if (p == end) goto restart;
-    switch (*p) {
-    case '"':
-      if (push_string(d, &p, "value") != 0) goto restart;
-      break;
-    case '{':
-    case '[':
-      goto value_to_parse;
-    case 't':
-      if (!literal(p, end, "true", 4)) goto restart;
-      lua_pushboolean(L, 1);
-      p += 4;
-      break;
-    case 'f':
-      if (!literal(p, end, "false", 5)) goto restart;
-      lua_pushboolean(L, 0);
-      p += 5;
-      break;
-    case 'n':
-      if (!literal(p, end, "null", 4)) goto restart;
-      lua_pushlightuserdata(L, NULL); /* cjson.null */
-      p += 4;
-      break;
-    default:
-      if (push_number(d, &p) != 0) goto restart;
-    }
-    n++;
-    p = skip_ws(p, end);
-    if (p < end && *p == ',') {
-      p = skip_ws(p + 1, end);
-      if (p == end || *p != '"') goto restart;
-      continue;
-    }
-    if (p < end && *p == '}') break;
-    goto restart;
-  }
-  if (skip_ws(p + 1, end) != end) goto restart;
-  if (json_shapes_push(shapes, L, keys, n)) {
-    lua_replace(L, base + 1);
-    lua_call(L, n, 1);
-  } else {
-    to_table(L, base, keys, n);
-  }
   return 0;
-
-value_to_parse: /* keys[n] is the key of the value at p */
-  to_table(L, base, keys, n);
-  lua_pushlstring(L, keys[n].s, keys[n].len);
-  return parse(d, p, base, AT_VALUE);
-key_to_parse: /* p is at the opening quote of a key */
-  to_table(L, base, keys, n);
-  return parse(d, p, base, AT_KEY);
-restart:
-  lua_settop(L, base);
-  return parse(d, d->text, base, AT_TOP);
 }
 
 int json_decode_push(lua_State *L, json_shapes *shapes, const char *text, size_t len, char *err,
@@ -679,16 +612,14 @@ int json_decode_push(lua_State *L, json_shapes *shapes, const char *text, size_t
     if (errlen) snprintf(err, errlen, "JSON parser does not support UTF-16 or UTF-32");
     return -1;
   }
-  /* The flat path holds a value per key on the stack, then hands over to
-   * parse() with room for its own needs; without that room, parse() alone. */
-  if (shapes && !lua_checkstack(L, JSON_SHAPE_MAX_KEYS + 2 + STACK_NEED)) shapes = NULL;
+  /* The flat path holds a value per key on the stack and the table; without
+   * that room, parse() alone. */
+  if (shapes && !lua_checkstack(L, JSON_SHAPE_MAX_KEYS + 4)) shapes = NULL;
   if (!lua_checkstack(L, STACK_NEED)) {
     if (errlen) snprintf(err, errlen, "no Lua stack left to decode JSON");
     return -1;
   }
-  const char *p = skip_ws(text, d.end);
-  if (shapes && p < d.end && *p == '{') return decode_flat(&d, shapes, p);
-  return parse(&d, text, lua_gettop(L), AT_TOP);
+  return shapes ? decode_flat(&d, shapes) : parse(&d, lua_gettop(L));
 }
 
 int json_scan_flat(const char *text, size_t len, struct json_flat *rec) {
@@ -736,22 +667,8 @@ int json_scan_flat(const char *text, size_t len, struct json_flat *rec) {
       p += 4;
       break;
     default: {
-      const char *q2 = p + (*p == '-'), *digits = q2;
-      if (q2 == end || !is_digit(*q2)) return 0;
-      /* Plain integers as push_number reads them; the rest through
-       * scan_number, which needs a Lua state only for numbers of NUMBER_BUF
-       * characters or more: those take the C API path. */
-      uint64_t m = 0;
-      const char *stop = end - q2 > 16 ? q2 + 16 : end;
-      for (unsigned dv; q2 < stop && (dv = (unsigned char)*q2 - '0') < 10; q2++) m = m * 10 + dv;
-      if (q2 - digits <= 15 && (*digits != '0' || q2 - digits == 1) &&
-          (q2 == end || !(cls[(unsigned char)*q2] & INT_STOP))) {
-        rec->num[n] = digits > p ? -(double)m : (double)m;
-      } else {
-        q2 = scan_number(NULL, p, end, NULL);
-        if (q2 == NULL || q2 - p >= NUMBER_BUF) return 0;
-        scan_number(NULL, p, end, &rec->num[n]);
-      }
+      const char *q2;
+      if ((*p != '-' && !is_digit(*p)) || !(q2 = read_number(NULL, p, end, &rec->num[n]))) return 0;
       rec->type[n] = JSON_FLAT_NUMBER;
       p = q2;
     }

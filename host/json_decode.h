@@ -28,9 +28,9 @@
  * "Expected value but found invalid token at character 1" (positions count
  * bytes from 1, as cjson's do).
  *
- * With shapes (NULL for none), a top-level object of plain keys and scalar
- * values is built by the constructor compiled for its keys (json_shapes.h):
- * the same table, made for about half the instructions.
+ * With shapes (NULL for none), a top-level object json_scan_flat reads is
+ * built by the constructor compiled for its keys (json_shapes.h): the same
+ * table, made for about half the instructions.
  *
  * Raises no Lua error of its own, but the Lua API it calls does when memory
  * runs out: call it where errors are caught (from a lua_CFunction, or under
@@ -62,8 +62,7 @@ _Static_assert(offsetof(struct json_flat, type) == 16 && offsetof(struct json_fl
 
 /* Reads text as json_decode_push would when it is an object of at most
  * JSON_SHAPE_MAX_KEYS plain keys whose values are strings without escapes,
- * numbers that start with a digit or a minus and a digit and are shorter
- * than 64 characters, true, false or null: returns 1 with
+ * numbers shorter than 64 characters, true, false or null: returns 1 with
  * rec's keys and values (in document order), else 0 and rec undefined. It
  * accepts nothing json_decode_push refuses, and the values are the ones it
  * would push. Touches no Lua state. */
