@@ -486,14 +486,15 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
   s->retry_timer = timer_new(clock, retry_fire, s);
   s->flush_timer = timer_new(clock, sub__flush_acks, s);
   s->sweep_timer = timer_new(clock, sub__sweep, s);
+  s->retry_log_timer = timer_new(clock, sub__log_retries, s);
   s->delay_key = outcome_delay_key(s->spec);
   if (s->delay_key) {
     size_t n = strlen(s->delay_key) + sizeof UNREADABLE_SUFFIX;
     if ((s->unreadable_key = malloc(n)) != NULL)
       snprintf(s->unreadable_key, n, "%s" UNREADABLE_SUFFIX, s->delay_key);
   }
-  if (!s->retry_timer || !s->flush_timer || !s->sweep_timer || !s->delay_key ||
-      !s->unreadable_key || lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
+  if (!s->retry_timer || !s->flush_timer || !s->sweep_timer || !s->retry_log_timer ||
+      !s->delay_key || !s->unreadable_key || lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
     sub_free(s);
     return NULL;
   }
@@ -513,6 +514,8 @@ void sub_stop(subscription *s) {
   s->state = SUB_STOPPING;
   timer_stop(s->retry_timer);
   timer_stop(s->sweep_timer);
+  timer_stop(s->retry_log_timer);
+  sub__log_retries(s->retry_log_timer, s); /* the count so far, not lost with the timer */
   /* Entries read but not started stay pending: another consumer recovers them. */
   struct entry *left = lanes_drain_queued(&s->lanes);
   size_t n = 0;
@@ -634,6 +637,7 @@ void sub_free(subscription *s) {
   if (s->retry_timer) timer_free(s->retry_timer);
   if (s->flush_timer) timer_free(s->flush_timer);
   if (s->sweep_timer) timer_free(s->sweep_timer);
+  if (s->retry_log_timer) timer_free(s->retry_log_timer);
   free(s->delay_key);
   free(s->unreadable_key);
   struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;

@@ -464,6 +464,40 @@ static void delay(subscription *s, const struct entry *e, int64_t delay_ms, long
   send_txn(s, e, "retry_after", t);
 }
 
+/* ---- retries, logged per interval ---- */
+
+/* The first retry after a quiet interval is logged with its id; the ones
+ * that follow within RETRY_LOG_MS are counted and logged as one line when it
+ * ends, so a handler that always retries shows in the log without a line per
+ * delivery. */
+void sub__log_retries(ltimer *t, void *data) {
+  subscription *s = data;
+  if (s->retries_unlogged == 0) {
+    s->retry_log_armed = false; /* quiet: the next retry is logged at once */
+    return;
+  }
+  char count[24], total[24];
+  snprintf(count, sizeof count, "%llu", (unsigned long long)s->retries_unlogged);
+  snprintf(total, sizeof total, "%llu", (unsigned long long)s->retries_total);
+  sub__log(s, LOG_INFO, "entries retried", "count", count, "total", total);
+  s->retries_unlogged = 0;
+  if (s->state == SUB_READING) timer_start(t, RETRY_LOG_MS);
+  else s->retry_log_armed = false;
+}
+
+static void count_retry(subscription *s, const struct entry *e, long long deliveries) {
+  s->retries_total++;
+  if (s->retry_log_armed) {
+    s->retries_unlogged++;
+    return;
+  }
+  char n[24];
+  snprintf(n, sizeof n, "%lld", deliveries);
+  sub__log(s, LOG_INFO, "entry retried", "id", e->id, "deliveries", n);
+  s->retry_log_armed = true;
+  timer_start(s->retry_log_timer, RETRY_LOG_MS);
+}
+
 /* A retry of either kind; past max_deliveries it becomes a dead letter. */
 static void retry(subscription *s, const struct entry *e, const struct rt_result *res) {
   long long deliveries = sub__deliveries_before(s, e) + 1; /* this one counts */
@@ -472,7 +506,10 @@ static void retry(subscription *s, const struct entry *e, const struct rt_result
     char why[64];
     snprintf(why, sizeof why, "retried on delivery %lld of %d", deliveries, cap);
     sub__dead_letter(s, e, "max-deliveries", why, strlen(why), deliveries, res->version);
-  } else if (res->kind == RT_RETRY_AFTER) {
+    return;
+  }
+  count_retry(s, e, deliveries);
+  if (res->kind == RT_RETRY_AFTER) {
     delay(s, e, res->delay_ms, deliveries);
   } else if (s->spec->read == READ_NEW) {
     struct txn *t = txn_begin(s);

@@ -25,6 +25,7 @@
 #define RECOVERY_WAIT_MIN_MS 50
 #define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
 #define SWEEP_MS 1000   /* how often the delay set is looked at */
+#define RETRY_LOG_MS 10000 /* retries after the first are logged as a count this often */
 #define SWEEP_COUNT 100 /* most entries one sweep moves */
 /* Appended to the delay set's key: where the sweep puts members it cannot read. */
 #define UNREADABLE_SUFFIX ":unreadable"
@@ -89,6 +90,10 @@ struct subscription {
   char *delay_key;          /* the group's delay set (outcome_delay_key) */
   char *unreadable_key;     /* where the sweep puts members it cannot read (SCRIPT_SWEEP) */
   bool flush_armed;
+  ltimer *retry_log_timer;  /* ends the interval whose retries are counted (sub__log_retries) */
+  bool retry_log_armed;
+  uint64_t retries_unlogged; /* retries in this interval not logged yet */
+  uint64_t retries_total;    /* retries since the subscription started */
 };
 
 /* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
@@ -126,6 +131,8 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res);
 void sub__queue_ack(subscription *s, const char *id);
 /* Timer callbacks: send the queued acks; move due delayed entries back. */
 void sub__flush_acks(ltimer *t, void *data);
+/* Logs how many entries were retried in the interval that ends (see there). */
+void sub__log_retries(ltimer *t, void *data);
 void sub__sweep(ltimer *t, void *data);
 /* The delivery-count header a copy or delayed entry carries: 0 when absent
  * or not a count (any producer can write headers), at most 1e9. */

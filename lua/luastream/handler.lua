@@ -13,6 +13,12 @@ local ffi = require "ffi"
 
 local M = {}
 
+-- Every subscription caps deliveries unless its file says max_deliveries =
+-- false: an entry whose handler always retries cannot spin for ever.
+M.DEFAULT_MAX_DELIVERIES = 10
+M.MAX_WORKERS = 1024
+M.MAX_BATCH = 10000
+
 ---------------------------------------------------------------- validation
 
 local function is_stream_id(s)
@@ -26,6 +32,20 @@ local function check_count(v)
   if type(v) ~= "number" or v < 1 or v ~= math.floor(v) or v > 1e9 then
     return "must be a positive integer"
   end
+end
+-- A count with an upper bound the host can afford (each lane holds a Lua
+-- coroutine and its stack; a batch is read into memory at once).
+local function check_count_upto(max)
+  return function(v)
+    local why = check_count(v)
+    if why then return why end
+    if v > max then return string.format("must be at most %d, got %d", max, v) end
+  end
+end
+-- max_deliveries: a positive integer, or false for no cap at all.
+local function check_cap(v)
+  if v == false then return end
+  if check_count(v) then return "must be a positive integer, or false for no cap" end
 end
 local function check_duration(v)
   local _, why = ls.duration(v)
@@ -53,13 +73,13 @@ local FIELDS = {
   { "start", check_start, default = "new" },
   { "start_at", check_start },
   { "consumer", check_string },
-  { "batch", check_count, default = 100 },
-  { "workers", check_count, default = 1 },
+  { "batch", check_count_upto(M.MAX_BATCH), default = 100 },
+  { "workers", check_count_upto(M.MAX_WORKERS), default = 1 },
   { "by_key", check_boolean, default = false },
   { "reply_to", check_string },
   { "max_body", check_count, default = 1048576 },
   { "claim_fallback", check_boolean, default = false },
-  { "max_deliveries", check_count },
+  { "max_deliveries", check_cap, default = M.DEFAULT_MAX_DELIVERIES },
   { "dead_letter", check_string },
 }
 local KNOWN = {}
@@ -141,6 +161,7 @@ function M.validate(value, path)
   end
   if #problems > 0 then error(table.concat(problems, "\n"), 0) end
   spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
+  if spec.max_deliveries == false then spec.max_deliveries = nil end -- no cap
   return spec
 end
 

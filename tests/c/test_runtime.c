@@ -536,7 +536,7 @@ TEST_IMPL(runtime_spec_defaults) {
   ASSERT_INT_EQ(s->workers, 1);
   ASSERT(s->by_key == false);
   ASSERT_INT_EQ(s->max_body, 1048576);
-  ASSERT_INT_EQ(s->max_deliveries, 0); /* no cap */
+  ASSERT_INT_EQ(s->max_deliveries, 10); /* the default cap */
   ASSERT_NULL(s->dead_letter);
   ASSERT_INT_EQ(handler_jobs(h), 0);
   ASSERT_OK(handler_bind(h, "luastream-0"));
@@ -1729,8 +1729,13 @@ TEST_IMPL(runtime_load_max_deliveries_dead_letter) {
   h = load_ok("capped3.lua",
               "return { stream = \"s\", group = \"g\", handle = function() end, dead_letter = \"d\" }\n",
               NULL);
-  ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 0);
+  ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 10); /* the default cap */
   ASSERT_STR_EQ(handler_spec(h)->dead_letter, "d");
+  handler_release(h);
+  h = load_ok("uncapped.lua",
+              "return { stream = \"s\", group = \"g\", handle = function() end, max_deliveries = false }\n",
+              NULL);
+  ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 0); /* no cap */
   handler_release(h);
 
   const char *bad[] = {"0", "-1", "2.5", "\"3\"", "true", "1e10"};

@@ -38,20 +38,45 @@ local CASES = {
     field = "workers",
     src = 'return {\n  stream = "payments", group = "bad",\n  workers = "eight",\n  handle = function() end,\n}\n',
   },
+  {
+    what = "more lanes than the host allows",
+    file = "too_many_workers.lua",
+    field = "workers",
+    says = "must be at most 1024, got 100000000",
+    src = 'return {\n  stream = "payments", group = "bad",\n  workers = 100000000,\n  handle = function() end,\n}\n',
+  },
+  {
+    what = "a batch larger than the host reads at once",
+    file = "huge_batch.lua",
+    field = "batch",
+    says = "must be at most 10000, got 1000000",
+    src = 'return {\n  stream = "payments", group = "bad",\n  batch = 1000000,\n  handle = function() end,\n}\n',
+  },
+  {
+    what = "a delivery cap of 0",
+    file = "zero_cap.lua",
+    field = "max_deliveries",
+    says = "must be a positive integer, or false for no cap",
+    src = 'return {\n  stream = "payments", group = "bad",\n  max_deliveries = 0,\n  handle = function() end,\n}\n',
+  },
 }
 
 -- The stderr line that reports `case`: `<file>:<line>:` and its field name.
 local function problem_line(stderr, case)
   local pattern = case.file:gsub("%.", "%%.") .. ":%d+:"
   for line in stderr:gmatch("[^\n]+") do
-    if line:find(pattern) and (not case.field or line:find(case.field, 1, true)) then return line end
+    if line:find(pattern) and (not case.field or line:find(case.field, 1, true)) and
+        (not case.says or line:find(case.says, 1, true)) then
+      return line
+    end
   end
   return nil
 end
 
 local function assert_reported(stderr, case)
-  assert(problem_line(stderr, case), string.format("no `%s:LINE:` line%s for %s on stderr:\n%s",
-    case.file, case.field and (" naming " .. case.field) or "", case.what, stderr))
+  assert(problem_line(stderr, case), string.format("no `%s:LINE:` line%s%s for %s on stderr:\n%s",
+    case.file, case.field and (" naming " .. case.field) or "", case.says and (" saying " .. case.says) or "",
+    case.what, stderr))
 end
 
 describe("bad handler files", function()

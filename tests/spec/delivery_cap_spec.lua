@@ -1,0 +1,116 @@
+-- The default delivery cap and how retries are logged
+-- (docs/retries-delays-dead-letters.md#counting-deliveries-max_deliveries), on
+-- the in-memory broker with the virtual clock.
+local testing = require "luastream.testing"
+
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local DEFAULT_CAP = 10 -- max_deliveries when a handler file sets none (documented)
+
+local apps = {}
+local function start(folder, opts)
+  local app = testing.app(HERE .. "/" .. folder, opts)
+  apps[#apps + 1] = app
+  return app
+end
+
+-- The records of app's log whose msg is msg, as tables of their key=value pairs
+-- (values here are plain words and numbers, never quoted).
+local function records(app, msg)
+  local out = {}
+  for _, line in ipairs(app:logs()) do
+    if line:find('msg="' .. msg .. '"', 1, true) then
+      local rec = {}
+      for k, v in line:gmatch("([%w_]+)=([^%s\"]+)") do rec[k] = v end
+      out[#out + 1] = rec
+    end
+  end
+  return out
+end
+
+-- Entries of a stream, 0 when it does not exist.
+local function xlen(app, key) return assert(app:command("XLEN", key)) end
+
+-- Every copy a `new` retry wrote, wherever the host keeps them: the stream
+-- itself or the group's retry stream.
+local function stream_entries(app)
+  return xlen(app, "payments") + xlen(app, "payments:retry:ledger")
+end
+
+describe("the delivery cap", function()
+  after_each(function()
+    for _, app in ipairs(apps) do app:stop() end
+    apps = {}
+  end)
+
+  it("stops a `new` handler that always retries after the default number of deliveries", function()
+    local app = start("retry_uncapped_new")
+    local body = { id = 1, account = "acme", note = string.rep("x", 10000) }
+    local id = app:publish("payments", body, { key = "acme" })
+    app:advance("1m")
+    local got = app:received("retry_payment")
+    assert.equal(DEFAULT_CAP, #got)
+    assert.equal(id, got[1].id)
+    -- Memory stays bounded: the original and one copy per retry, no more.
+    assert.equal(DEFAULT_CAP, stream_entries(app))
+    -- Without a dead_letter stream the last copy stays pending, logged once.
+    local limit = records(app, "delivery limit reached, entry left pending (no dead_letter stream)")
+    assert.equal(1, #limit)
+    assert.equal(tostring(DEFAULT_CAP), limit[1].deliveries)
+    app:advance("10m")
+    assert.equal(DEFAULT_CAP, #app:received("retry_payment"))
+    assert.equal(DEFAULT_CAP, stream_entries(app))
+  end)
+
+  it("is turned off by max_deliveries = false", function()
+    local app = start("retry_uncapped_claiming")
+    app:publish("payments", { id = 1, account = "acme" })
+    for _ = 1, 2 * DEFAULT_CAP do app:advance("1s") end
+    assert.is_true(#app:received("retry_payment") > DEFAULT_CAP)
+    assert.equal(0, #records(app, "delivery limit reached, entry left pending (no dead_letter stream)"))
+    assert.equal(1, #app:pending("payments", "ledger"))
+  end)
+end)
+
+describe("retries", function()
+  after_each(function()
+    for _, app in ipairs(apps) do app:stop() end
+    apps = {}
+  end)
+
+  it("are logged once with the id, then as one count per 10 s, not a line per delivery", function()
+    local app = start("retry_uncapped_claiming")
+    local id = app:publish("payments", { id = 1, account = "acme" })
+    local first = records(app, "entry retried")
+    assert.equal(1, #first)
+    assert.equal(id, first[1].id)
+    assert.equal("1", first[1].deliveries)
+    assert.equal("ledger", first[1].group)
+
+    for _ = 1, 9 do app:advance("1s") end -- 9 more deliveries within the interval
+    assert.equal(10, #app:received("retry_payment"))
+    assert.equal(1, #records(app, "entry retried"))
+    assert.equal(0, #records(app, "entries retried"))
+
+    app:advance("1s") -- the interval ends (and an 11th delivery starts the next)
+    local counts = records(app, "entries retried")
+    assert.equal(1, #counts)
+    assert.equal("9", counts[1].count)
+    assert.equal("10", counts[1].total)
+    app:advance("10s")
+    counts = records(app, "entries retried")
+    assert.equal(2, #counts)
+    assert.equal("10", counts[2].count)
+    assert.equal("20", counts[2].total)
+  end)
+
+  it("are counted up to a stop: the count of an unfinished interval is logged then", function()
+    local app = start("retry_uncapped_claiming")
+    app:publish("payments", { id = 1, account = "acme" })
+    app:advance("1s")
+    app:advance("1s")
+    app:stop()
+    local counts = records(app, "entries retried")
+    assert.equal(1, #counts)
+    assert.equal("2", counts[1].count)
+  end)
+end)
