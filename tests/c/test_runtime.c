@@ -1750,7 +1750,7 @@ TEST_IMPL(runtime_load_max_deliveries_dead_letter) {
              bad[i]);
     const char *path;
     const char *e = load_err(name, text, &path);
-    ASSERT_STR_EQ(e, at(path, 3, "field 'max_deliveries' must be a positive integer"));
+    ASSERT_STR_EQ(e, at(path, 3, "field 'max_deliveries' must be a positive integer, or false for no cap"));
   }
   const char *path;
   const char *e = load_err("baddl.lua",
@@ -1770,7 +1770,7 @@ TEST_IMPL(runtime_load_max_deliveries_dead_letter) {
                &path);
   char want[1024];
   snprintf(want, sizeof want, "%s\n%s",
-           at(path, 4, "field 'max_deliveries' must be a positive integer"),
+           at(path, 4, "field 'max_deliveries' must be a positive integer, or false for no cap"),
            at(path, 3, "field 'dead_letter' must be a non-empty string"));
   ASSERT_STR_EQ(e, want);
   LEAK_CHECK();
