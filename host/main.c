@@ -29,6 +29,7 @@
 #include "health.h"
 #include "host.h"
 #include "log.h"
+#include "log_writer.h"
 #include "outcome.h"
 #include "runtime.h"
 #include "scripts.h"
@@ -45,6 +46,8 @@
 #define LIST_COUNT 100      /* dead-letters list: entries shown by default */
 #define REPLAY_BATCH 500    /* dead-letters replay --all: entries per script call */
 #define SHUTDOWN_TIMEOUT_MS 30000 /* run: --shutdown-timeout default */
+#define LOG_DRAIN_MS 5000       /* run: how long the buffered log may take at exit */
+#define LOG_DRAIN_EXIT_MS 200   /* the same after a second signal */
 
 static const char usage_main[] =
     "usage: luastream <command> [options]\n"
@@ -360,8 +363,9 @@ static void on_signal(uv_signal_t *sig, int signum) {
     log_line(LOG_WARN, NULL, "second signal: exiting now", "signal",
              signum == SIGINT ? "SIGINT" : "SIGTERM", NULL);
     /* At once: no atexit handlers (a leak check would report the Lua states
-     * still open) and nothing left to flush, the log being written whole
-     * with write(). Entries not acked stay pending in Redis. */
+     * still open), only a moment for the log lines still buffered. Entries
+     * not acked stay pending in Redis. */
+    log_writer_stop(LOG_DRAIN_EXIT_MS);
     _exit(1);
   }
   log_line(LOG_INFO, NULL, "signal received", "signal", signum == SIGINT ? "SIGINT" : "SIGTERM",
@@ -954,7 +958,14 @@ int main(int argc, char **argv) {
     printf("luastream %s\n", LUASTREAM_VERSION);
     return 0;
   }
-  if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(cmd, "run")) {
+    /* A stalled reader of stderr must not stop the host: the log is written
+     * by a thread of its own, given a few seconds at the end. */
+    log_writer_start();
+    int status = cmd_run(argc - 2, argv + 2);
+    log_writer_stop(LOG_DRAIN_MS);
+    return status;
+  }
   if (!strcmp(cmd, "check")) return cmd_check(argc - 2, argv + 2);
   if (!strcmp(cmd, "publish")) return cmd_publish(argc - 2, argv + 2);
   if (!strcmp(cmd, "dead-letters")) return cmd_dead_letters(argc - 2, argv + 2);
