@@ -16,20 +16,6 @@ return {
 }
 ]]
 
--- Logs which consumer handled the entry, for the consumer-name checks.
-local function named(group, extra)
-  return string.format([[
-local ls = require "luastream"
-
-return {
-  stream = "payments", group = %q, start = "beginning",%s
-  handle = function(payment, ctx)
-    ls.log.info("handled", { payment_id = payment.id, consumer = ctx.consumer, group = ctx.group })
-  end,
-}
-]], group, extra or "")
-end
-
 local function assert_no_secret(secret, ...)
   for _, text in ipairs { ... } do
     assert(not text:find(secret, 1, true), "the password appears in output:\n" .. text)
