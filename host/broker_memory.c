@@ -15,7 +15,8 @@
  *
  * This file owns connections, the command table (names, arities, which
  * commands a script may call), MULTI/EXEC and blocking; the commands
- * themselves are in memstream.c, memgroup.c, memread.c and memzset.c, EVAL
+ * themselves are in memstream.c, memgroup.c, memread.c, memzset.c and
+ * memstring.c, EVAL
  * in memscript.c. */
 #include <ctype.h>
 #include <stdbool.h>
@@ -152,6 +153,10 @@ static const struct cmddef commands[] = {
     {"zscore", 3, ms_cmd_zscore, 0, NULL, 0},
     {"zrange", -4, ms_cmd_zrange, 0, NULL, 0},
     {"zrangebyscore", -4, ms_cmd_zrangebyscore, 0, NULL, 0},
+    {"get", 2, ms_cmd_get, 0, NULL, 0},
+    {"set", -3, ms_cmd_set, 0, NULL, 0},
+    {"pexpire", 3, ms_cmd_pexpire, 0, NULL, 0},
+    {"pttl", 2, ms_cmd_pttl, 0, NULL, 0},
     {"del", -2, ms_cmd_del, 0, NULL, 0},
     {"exists", -2, ms_cmd_exists, 0, NULL, 0},
     {"type", 2, ms_cmd_type, 0, NULL, 0},
@@ -264,6 +269,7 @@ static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_
   if (err) return err;
   if (d->fn == NULL) /* EVAL: MULTI, EXEC and DISCARD never get here */
     return memscript_eval(b->script, argc, argv, len, script_call, b);
+  memstring_expire(&b->db, wall_now(b)); /* keys whose time ran out are gone */
   if ((err = stream_keys_typed(&b->db, d, argc, argv, len))) return err;
   memset(call, 0, sizeof *call);
   call->argc = argc;

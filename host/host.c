@@ -1,6 +1,7 @@
 /* host: loading a handler directory and running its subscriptions. */
 #include <dirent.h>
 #include <errno.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "entry.h"
 #include "host.h"
+#include "lease.h"
 #include "log.h"
 #include "subscription.h"
 
@@ -25,7 +27,7 @@ struct slot {
   subscription *old;        /* stopping (restart or removal); freed once drained */
   handler *next;            /* restart: bound, starts once old has drained */
   char *consumer;           /* the consumer name bound last */
-  bool generated;           /* that name was generated: a restart keeps it */
+  bool initial;             /* started with the host: a refused lease fails the host */
   bool removed;             /* the file is gone */
   char failed[RT_VERSION_LEN]; /* content that failed to load (reported once); "" none */
 };
@@ -33,7 +35,9 @@ struct slot {
 struct host {
   char *dir;                /* the handler directory */
   char *consumer_override;  /* --consumer, or NULL */
-  int generated;            /* consumer names generated so far */
+  int instance;             /* --instance, or -1 */
+  char hostname[256];       /* the machine, in generated consumer names */
+  char identity[LEASE_IDENTITY_MAX]; /* this host's lease value */
   broker *b;
   lclock *clock;
   struct rt_env env;        /* what handlers see: the clock, the delivery hook */
@@ -113,6 +117,24 @@ void host_free_paths(char **paths) {
   free(paths);
 }
 
+/* Two handler files reading one stream as one group split its entries
+ * between them, unless they are the new + reclaim pair (one reads new
+ * entries, the other only recovers idle pending ones). True, with why, when
+ * a and b would. */
+static bool split_group(const struct handler_spec *a, const struct handler_spec *b, char *why,
+                        size_t len) {
+  if (strcmp(a->stream, b->stream) != 0 || strcmp(a->group, b->group) != 0) return false;
+  bool pair = (a->read == READ_NEW && b->read == READ_RECLAIM) ||
+              (a->read == READ_RECLAIM && b->read == READ_NEW);
+  if (pair) return false;
+  snprintf(why, len,
+           "%s and %s both read stream %s as group %s: they would split its entries between "
+           "them; use one file per group, or the pair of one read = \"new\" file and one read = "
+           "\"reclaim\" file (see docs/consumer-groups-and-crash-recovery.md)",
+           a->path, b->path, a->stream, a->group);
+  return true;
+}
+
 /* Loads every file; writes each problem as a line to report. Returns the
  * number of problems. */
 static int load_all(const char *dir, const struct rt_env *env, handler ***out, size_t *count,
@@ -134,6 +156,12 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
       problems++;
     }
   }
+  for (int i = 0; hs && i < n; i++)
+    for (int j = i + 1; hs[i] && j < n; j++)
+      if (hs[j] && split_group(handler_spec(hs[i]), handler_spec(hs[j]), err, sizeof err)) {
+        fprintf(report, "%s: %s\n", handler_spec(hs[j])->path, err);
+        problems++;
+      }
   host_free_paths(paths);
   if (problems && hs) {
     for (int i = 0; i < n; i++)
@@ -219,31 +247,28 @@ static struct slot *slot_find(host *h, const char *path) {
 
 /* ---- consumer names ---- */
 
-/* Generated names count up per process in load order; `consumer` in the file
- * or --consumer wins; a restarted subscription keeps its generated name. Two
- * subscriptions of one stream and group must not share a consumer, so a
- * repeated name gets the slot index appended. Binds hd to the name and
- * remembers it in the slot. */
+/* Binds hd to its consumer name (struct host_names in host.h) and remembers
+ * it in the slot. A name another subscription of the same stream and group
+ * uses already gets -<handler> appended, so the two stay distinct. */
 static int bind_consumer(host *h, struct slot *sl, handler *hd) {
   const struct handler_spec *s = handler_spec(hd);
   size_t self = (size_t)(sl - h->slots);
-  char name[256];
-  bool generated = false;
+  char name[512];
   if (s->consumer)
     snprintf(name, sizeof name, "%s", s->consumer);
   else if (h->consumer_override)
     snprintf(name, sizeof name, "%s", h->consumer_override);
-  else if (sl->generated && sl->consumer)
-    snprintf(name, sizeof name, "%s", sl->consumer), generated = true;
+  else if (h->instance >= 0)
+    snprintf(name, sizeof name, "%s-%s-%d", h->hostname, s->name, h->instance);
   else
-    snprintf(name, sizeof name, "luastream-%d", h->generated++), generated = true;
+    snprintf(name, sizeof name, "%s-%s", h->hostname, s->name);
   for (size_t j = 0; j < h->nslots; j++) {
     const struct handler_spec *o = slot_spec(&h->slots[j]);
     if (j == self || o == NULL || o->consumer == NULL || h->slots[j].removed) continue;
     if (!strcmp(o->stream, s->stream) && !strcmp(o->group, s->group) &&
         !strcmp(o->consumer, name)) {
       size_t len = strlen(name);
-      snprintf(name + len, sizeof name - len, "-%zu", self);
+      snprintf(name + len, sizeof name - len, "-%s", s->name);
       break;
     }
   }
@@ -252,12 +277,12 @@ static int bind_consumer(host *h, struct slot *sl, handler *hd) {
   if (copy == NULL) return -1;
   free(sl->consumer);
   sl->consumer = copy;
-  sl->generated = generated;
   return 0;
 }
 
-host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override,
+host *host_new(const char *dir, broker *b, lclock *clock, const struct host_names *names,
                char **problems) {
+  const char *consumer_override = names ? names->consumer : NULL;
   size_t len = 0;
   *problems = NULL;
   FILE *report = open_memstream(problems, &len);
@@ -271,6 +296,12 @@ host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_o
   h->dir = strdup(dir);
   h->consumer_override = consumer_override ? strdup(consumer_override) : NULL;
   if (h->dir == NULL || (consumer_override && h->consumer_override == NULL)) goto oom;
+  h->instance = names ? names->instance : -1;
+  if (names && names->hostname)
+    snprintf(h->hostname, sizeof h->hostname, "%s", names->hostname);
+  else if (gethostname(h->hostname, sizeof h->hostname - 1) != 0 || h->hostname[0] == '\0')
+    snprintf(h->hostname, sizeof h->hostname, "localhost");
+  if (lease_identity(h->hostname, h->identity, sizeof h->identity) != 0) goto oom;
   if (load_all(dir, &h->env, &hs, &n, report) != 0) goto error;
   for (size_t i = 0; i < n; i++) {
     struct slot *sl = slot_add(h, handler_spec(hs[i])->path);
@@ -278,10 +309,15 @@ host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_o
     sl->loaded = hs[i];
     hs[i] = NULL;
   }
-  for (size_t i = 0; i < h->nslots; i++) {
-    if (bind_consumer(h, &h->slots[i], h->slots[i].loaded) != 0) {
-      fprintf(report, "%s: cannot prepare the handlers (see the log)\n", dir);
-      goto error;
+  /* A new + reclaim pair sharing a name: the reclaim one is bound second,
+   * so it is the one that gets -<handler>, whatever the file order. */
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < h->nslots; i++) {
+      if ((handler_spec(h->slots[i].loaded)->read == READ_RECLAIM) != (pass == 1)) continue;
+      if (bind_consumer(h, &h->slots[i], h->slots[i].loaded) != 0) {
+        fprintf(report, "%s: cannot prepare the handlers (see the log)\n", dir);
+        goto error;
+      }
     }
   }
   free(hs);
@@ -310,7 +346,7 @@ static void sub_event(void *data, subscription *s, enum sub_event ev);
 static void start_slot(host *h, struct slot *sl, handler *hd, bool keep_cursor) {
   const char *name = handler_spec(hd)->name;
   log_line(LOG_INFO, name, "handler loaded", "version", handler_version(hd), NULL);
-  subscription *s = sub_new(hd, h->b, h->cmd, h->clock, sub_event, h);
+  subscription *s = sub_new(hd, h->b, h->cmd, h->clock, h->identity, sub_event, h);
   if (s == NULL) { /* sub_new released hd */
     log_line(LOG_ERROR, NULL, "out of memory: subscription not started", "file", sl->path, NULL);
     return;
@@ -326,6 +362,7 @@ static void start_subscriptions(host *h) {
   for (size_t i = 0; i < h->nslots; i++) {
     handler *hd = h->slots[i].loaded;
     h->slots[i].loaded = NULL;
+    h->slots[i].initial = true;
     if (hd) start_slot(h, &h->slots[i], hd, false);
   }
   if (h->reload_wanted) host_reload(h, false);
@@ -339,6 +376,16 @@ static void finish_stop(host *h) {
   }
   log_line(LOG_INFO, NULL, "host stopped", NULL);
   if (h->stopped) h->stopped(h->stopped_data);
+}
+
+/* Appends a line to why_failed (host_failed). */
+static int add_failure(host *h, const char *line) {
+  size_t old = h->why_failed ? strlen(h->why_failed) : 0, n = strlen(line);
+  char *grown = realloc(h->why_failed, old + n + 1);
+  if (grown == NULL) return -1;
+  memcpy(grown + old, line, n + 1);
+  h->why_failed = grown;
+  return 0;
 }
 
 /* The version gate for one spec: true when it cannot run on this server. */
@@ -361,11 +408,8 @@ static bool server_supports_all(host *h) {
                      "runs %s; on this server set claim_fallback = true, or read with read = "
                      "\"new\" beside a read = \"reclaim\" subscription (see handlers/before-8.4/)\n",
                      file, s->stream, s->group, h->b->name, h->version);
-    size_t old = h->why_failed ? strlen(h->why_failed) : 0;
-    char *grown = realloc(h->why_failed, old + (size_t)n + 1);
-    if (grown == NULL) break;
-    memcpy(grown + old, line, (size_t)n + 1);
-    h->why_failed = grown;
+    (void)n;
+    if (add_failure(h, line) != 0) break;
   }
   return h->why_failed == NULL;
 }
@@ -408,9 +452,45 @@ static void cmd_state(void *data, bk_conn *c, int up) {
   if (up && !h->started && !h->stopping) ask_version(h);
 }
 
+/* A subscription's consumer name is held by another live process (refused),
+ * or went to one while it ran (lost); the subscription logged the details
+ * and stops. A file added or changed by a hot reload: only it does not
+ * start. Otherwise the host stops and fails (exit non-zero): a host that
+ * silently runs without some of its handlers is worse than one that a
+ * supervisor restarts, and at start-up the operator must choose another
+ * name. */
+static void name_taken(host *h, subscription *s, bool lost) {
+  struct slot *sl = NULL;
+  for (size_t i = 0; i < h->nslots && sl == NULL; i++)
+    if (h->slots[i].sub == s || h->slots[i].old == s) sl = &h->slots[i];
+  const struct handler_spec *sp = sub_spec(s);
+  if (!lost && sl && !sl->initial) {
+    log_line(LOG_ERROR, sp->name, "handler reload failed, not started", "error",
+             "its consumer name is in use by a live process (see the line before)", "consumer",
+             sp->consumer, NULL);
+    snprintf(sl->failed, sizeof sl->failed, "%s", sub_version(s));
+    if (sl->sub == s) { /* freed by reap once drained */
+      sl->old = s;
+      sl->sub = NULL;
+    }
+    return;
+  }
+  char line[2048];
+  snprintf(line, sizeof line,
+           lost ? "%s: the consumer lease of %s (stream %s, group %s) went to another process "
+                  "while running; stopped\n"
+                : "%s: consumer %s (stream %s, group %s) is in use by a live process (see the "
+                  "log for which); give each process its own name with --instance N or "
+                  "--consumer NAME\n",
+           sp->path, sp->consumer, sp->stream, sp->group);
+  add_failure(h, line);
+  h->failed = true;
+  host_stop(h);
+}
+
 static void sub_event(void *data, subscription *s, enum sub_event ev) {
-  (void)s;
   host *h = data;
+  if (ev == SUB_EV_REFUSED || ev == SUB_EV_LOST) return name_taken(h, s, ev == SUB_EV_LOST);
   if (ev == SUB_EV_DRAINED) {
     h->undrained--;
     if (h->stopping) {
@@ -490,6 +570,7 @@ static void reap(ltimer *t, void *data) {
       if (sl->next) {
         handler *hd = sl->next;
         sl->next = NULL;
+        sl->initial = false;
         start_slot(h, sl, hd, true);
       }
     }
@@ -563,6 +644,19 @@ static void file_seen(host *h, const char *path, bool force) {
     handler_release(hd);
     return;
   }
+  for (size_t j = 0; j < h->nslots; j++) {
+    const struct handler_spec *o = slot_spec(&h->slots[j]);
+    if (&h->slots[j] == sl || o == NULL || h->slots[j].removed) continue;
+    if (split_group(o, ns, err, sizeof err)) {
+      snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
+      log_line(LOG_ERROR, name,
+               cur ? "handler reload failed, the running version stays"
+                   : "handler reload failed, not started",
+               "version", cur, "error", err, NULL);
+      handler_release(hd);
+      return;
+    }
+  }
   if (bind_consumer(h, sl, hd) != 0) {
     snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
     handler_release(hd);
@@ -602,6 +696,7 @@ static void file_seen(host *h, const char *path, bool force) {
     return;
   }
   log_line(LOG_INFO, name, "handler added", "version", handler_version(hd), NULL);
+  sl->initial = false;
   start_slot(h, sl, hd, false);
 }
 
@@ -714,7 +809,8 @@ void host_stop_within(host *h, uint64_t timeout_ms) { stop(h, true, timeout_ms);
 
 bool host_is_ready(const host *h, char *why, size_t len) {
   if (h->failed) {
-    snprintf(why, len, "cannot run on this server (see the log)");
+    snprintf(why, len, "stopped: %.*s", h->why_failed ? (int)strcspn(h->why_failed, "\n") : 11,
+             h->why_failed ? h->why_failed : "see the log");
     return false;
   }
   if (h->stopping) {

@@ -31,9 +31,25 @@ void host_free_paths(char **paths);
  * it cannot run on this server (host_failed). */
 typedef void host_stopped_fn(void *data);
 
+/* How consumer names are made. A handler's consumer is its file's `consumer`
+ * field, else `consumer` here, else <hostname>-<handler>[-<instance>]
+ * (handler: the file name without .lua), so a name never depends on the
+ * other files of the directory and stays the same when the same instance
+ * starts again. Two subscriptions of one stream and group that would share
+ * a name: the `reclaim` one (else the one loaded later) gets -<handler>
+ * appended. */
+struct host_names {
+  const char *consumer; /* --consumer NAME, or NULL */
+  int instance;         /* --instance N (>= 0), or -1 */
+  const char *hostname; /* NULL: gethostname() */
+};
+
 /* Loads every handler of dir. On success returns the host; on failure NULL
- * and *problems holds `file:line: message` lines (free it). */
-host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override,
+ * and *problems holds `file:line: message` lines (free it). names may be
+ * NULL (generated names, no instance). Each subscription holds a lease on
+ * its consumer name while it runs (lease.h): a name held by another live
+ * process stops the host at start-up (host_failed says why). */
+host *host_new(const char *dir, broker *b, lclock *clock, const struct host_names *names,
                char **problems);
 /* Connects, checks the server, starts every subscription. */
 void host_start(host *h, host_stopped_fn *stopped, void *data);
@@ -75,8 +91,10 @@ size_t host_subscriptions(const host *h);
 struct subscription;
 struct subscription *host_subscription(const host *h, size_t i);
 /* When the host stopped because it cannot run on this server (the version
- * gate): why, as `file: ...` lines; else NULL. The process should exit
- * non-zero. */
+ * gate), because a consumer name of a handler loaded at start-up is held by
+ * another live process, or because a running subscription lost its
+ * consumer lease: why, as `file: ...` lines; else NULL. The process should
+ * exit non-zero. */
 const char *host_failed(const host *h);
 /* Tells fn of every finished delivery (see rt_env.on_delivery). */
 void host_on_delivery(host *h,
@@ -87,7 +105,9 @@ void host_free(host *h);
 
 /* `luastream check`: loads and validates every handler of dir without
  * connecting. Prints problems as `file:line: message`; returns their count
- * (0 when all is well). */
+ * (0 when all is well). Two files reading one stream as one group are a
+ * problem (they would split its entries) unless one reads `new` and the
+ * other `reclaim`. */
 int host_check(const char *dir);
 
 #endif

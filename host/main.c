@@ -66,9 +66,9 @@ static const char usage_main[] =
     "default server (" DEFAULT_URL " when unset).\n";
 
 static const char usage_run[] =
-    "usage: luastream run [--redis URL] [--consumer NAME] [--log-level LEVEL]\n"
-    "                     [--shutdown-timeout DURATION] [--http ADDR:PORT]\n"
-    "                     [--no-reload] DIR\n"
+    "usage: luastream run [--redis URL] [--instance N | --consumer NAME]\n"
+    "                     [--log-level LEVEL] [--shutdown-timeout DURATION]\n"
+    "                     [--http ADDR:PORT] [--no-reload] DIR\n"
     "\n"
     "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
     "groups, reads, calls the handlers and applies their outcomes. Edited,\n"
@@ -82,8 +82,15 @@ static const char usage_run[] =
     "\n"
     "  --redis URL        redis://[[user]:password@]host[:port][/db] or\n"
     "                     unix:///path/to/socket[?db=N] (default: $REDIS_URL)\n"
+    "  --instance N       this process's number on this machine, for running\n"
+    "                     several (one per core): consumer names become\n"
+    "                     HOSTNAME-HANDLER-N (default: $LUASTREAM_INSTANCE; without\n"
+    "                     it HOSTNAME-HANDLER, HANDLER being the file name\n"
+    "                     without .lua)\n"
     "  --consumer NAME    consumer name for handlers that do not set one\n"
-    "                     (default: luastream-0, luastream-1, ... in load order)\n"
+    "                     (instead of the generated names). A name is held by one\n"
+    "                     live process at a time: a second process with the same\n"
+    "                     name in a group refuses to start\n"
     "  --log-level LEVEL  debug, info (default), warn or error\n"
     "  --shutdown-timeout DURATION\n"
     "                     how long running handlers may take to finish after\n"
@@ -155,6 +162,7 @@ static const char usage_dl_replay[] =
 struct options {
   const char *redis;
   const char *consumer;
+  const char *instance;
   const char *log_level;
   const char *shutdown_timeout;
   const char *http;
@@ -180,6 +188,7 @@ static int option_slot(struct options *o, const char *name, size_t nlen, const c
   *flag = NULL;
   if (IS("redis")) *slot = &o->redis;
   else if (IS("consumer")) *slot = &o->consumer;
+  else if (IS("instance")) *slot = &o->instance;
   else if (IS("log-level")) *slot = &o->log_level;
   else if (IS("shutdown-timeout")) *slot = &o->shutdown_timeout;
   else if (IS("http")) *slot = &o->http;
@@ -373,12 +382,39 @@ static void on_signal(uv_signal_t *sig, int signum) {
   host_stop_within(rs->host, rs->shutdown_ms);
 }
 
+#define INSTANCE_MAX 999999
+
+/* --instance N / LUASTREAM_INSTANCE: digits only, 0 .. INSTANCE_MAX. */
+static int parse_instance(const char *text, int *out) {
+  if (*text == '\0' || strlen(text) > 6) return -1;
+  for (const char *p = text; *p; p++)
+    if (*p < '0' || *p > '9') return -1;
+  *out = atoi(text);
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
   struct options o;
   int rc = parse(argc, argv, usage_run, 1, &o);
   if (rc != 0) return rc > 0 ? 0 : 2;
   struct redis_url url;
   if (setup_url(&o, &url) != 0 || setup_log(&o) != 0) return 2;
+  int instance = -1;
+  if (o.consumer && o.consumer[0] == '\0') {
+    fprintf(stderr, "luastream: --consumer needs a non-empty name\n");
+    return 2;
+  }
+  if (o.consumer && o.instance) {
+    fprintf(stderr, "luastream: --instance numbers generated consumer names; with --consumer NAME "
+                    "give each process its own NAME instead\n");
+    return 2;
+  }
+  const char *inst = o.instance ? o.instance : o.consumer ? NULL : getenv("LUASTREAM_INSTANCE");
+  if (inst && parse_instance(inst, &instance) != 0) {
+    fprintf(stderr, "luastream: %s needs a number from 0 to %d, got \"%s\"\n",
+            o.instance ? "--instance" : "LUASTREAM_INSTANCE", INSTANCE_MAX, inst);
+    return 2;
+  }
   uint64_t shutdown_ms = SHUTDOWN_TIMEOUT_MS;
   if (o.shutdown_timeout && parse_duration(o.shutdown_timeout, &shutdown_ms) != 0) {
     fprintf(stderr,
@@ -401,7 +437,8 @@ static int cmd_run(int argc, char **argv) {
   broker *b = broker_redis_new(&loop, &url);
   struct run_state rs = {.shutdown_ms = shutdown_ms};
   char *problems = NULL;
-  rs.host = host_new(o.pos[0], b, clock, o.consumer, &problems);
+  struct host_names names = {.consumer = o.consumer, .instance = instance};
+  rs.host = host_new(o.pos[0], b, clock, &names, &problems);
   if (rs.host == NULL) {
     if (problems) fputs(problems, stderr);
     free(problems);

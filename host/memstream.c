@@ -48,6 +48,7 @@ static void stream_free(struct ms_stream *s) {
 void memdb_free(struct memdb *db) {
   for (size_t i = 0; i < db->nkeys; i++) stream_free(db->keys[i]);
   while (db->nzsets) ms_zset_delete(db, db->zsets[0]->key, db->zsets[0]->keylen);
+  memstring_free_all(db);
   for (size_t i = 0; i < db->nsig; i++) free(db->sig[i]);
   free(db->keys);
   free(db->zsets);
@@ -121,6 +122,7 @@ static int delete_key(struct memdb *db, const char *key, size_t len) {
 
 enum ms_type ms_key_type(struct memdb *db, const char *key, size_t len) {
   if (ms_lookup(db, key, len)) return MS_STREAM;
+  if (ms_string_lookup(db, key, len)) return MS_STRING;
   return ms_zset_lookup(db, key, len) ? MS_ZSET : MS_NONE;
 }
 
@@ -686,7 +688,8 @@ bk_reply *ms_xinfo_stream(struct memdb *db, struct ms_call *c) {
 bk_reply *ms_cmd_del(struct memdb *db, struct ms_call *c) {
   long long n = 0;
   for (int i = 1; i < c->argc; i++)
-    n += delete_key(db, c->argv[i], c->argvlen[i]) || ms_zset_delete(db, c->argv[i], c->argvlen[i]);
+    n += delete_key(db, c->argv[i], c->argvlen[i]) || ms_zset_delete(db, c->argv[i], c->argvlen[i]) ||
+         ms_string_delete(db, c->argv[i], c->argvlen[i]);
   return mr_int(n);
 }
 
@@ -697,7 +700,7 @@ bk_reply *ms_cmd_exists(struct memdb *db, struct ms_call *c) {
 }
 
 bk_reply *ms_cmd_type(struct memdb *db, struct ms_call *c) {
-  static const char *const names[] = {"none", "stream", "zset"};
+  static const char *const names[] = {"none", "stream", "zset", "string"};
   return mr_status(names[ms_key_type(db, c->argv[1], c->argvlen[1])]);
 }
 
@@ -706,5 +709,6 @@ bk_reply *ms_cmd_flushall(struct memdb *db, struct ms_call *c) {
     return ms_err_syntax();
   while (db->nkeys) delete_key(db, db->keys[0]->key, db->keys[0]->keylen);
   while (db->nzsets) ms_zset_delete(db, db->zsets[0]->key, db->zsets[0]->keylen);
+  memstring_free_all(db);
   return mr_status("OK");
 }

@@ -1,8 +1,9 @@
 /* memstream: the data model and commands of the in-memory Redis server
  * behind broker_memory (see /work/shared/redis-streams.md, the spec).
  *
- * A memdb is a keyspace of streams and sorted sets; one key name holds one
- * type (streams in db->keys, sorted sets in db->zsets, never both), and a
+ * A memdb is a keyspace of streams, sorted sets and strings; one key name
+ * holds one type (streams in db->keys, sorted sets in db->zsets, strings in
+ * db->strs, never two of them), and a
  * command on a key of the other type answers WRONGTYPE. A stream keeps its
  * entries in an array sorted by ID, its groups sorted by name; a group keeps
  * its PEL as an array of NACKs sorted by ID (a consumer's own PEL is the
@@ -102,13 +103,24 @@ struct ms_zset {
   size_t n, cap;        /* n > 0: a set that empties is deleted */
 };
 
-enum ms_type { MS_NONE, MS_STREAM, MS_ZSET };
+/* A string key (memstring.c): the only type that can expire here. */
+struct ms_string {
+  char *key;
+  size_t keylen;
+  char *val;
+  size_t vlen;
+  uint64_t expire_at; /* Unix ms; 0: never */
+};
+
+enum ms_type { MS_NONE, MS_STREAM, MS_ZSET, MS_STRING };
 
 struct memdb {
   struct ms_stream **keys; /* sorted by name */
   size_t nkeys, cap;
-  struct ms_zset **zsets;  /* sorted by name; no name is in both arrays */
+  struct ms_zset **zsets;  /* sorted by name; no name is in two arrays */
   size_t nzsets, zcap;
+  struct ms_string **strs; /* sorted by name */
+  size_t nstrs, strcap;
   long version;            /* bk_version_parse form: 80400 for 8.4.0 */
   char version_text[32];
   /* Keys whose blocked readers must look again (XADD, DEL, XGROUP DESTROY),
@@ -158,6 +170,7 @@ ms_cmd_fn ms_cmd_xgroup, ms_cmd_xack, ms_cmd_xpending, ms_cmd_xclaim, ms_cmd_xau
     ms_cmd_xinfo;
 ms_cmd_fn ms_cmd_xreadgroup;
 ms_cmd_fn ms_cmd_type;
+ms_cmd_fn ms_cmd_get, ms_cmd_set, ms_cmd_pexpire, ms_cmd_pttl;
 ms_cmd_fn ms_cmd_zadd, ms_cmd_zrem, ms_cmd_zcard, ms_cmd_zscore, ms_cmd_zrange,
     ms_cmd_zrangebyscore;
 
@@ -196,7 +209,7 @@ bk_reply *ms_reply_entry(const struct ms_entry *e); /* [id, [f, v, ...]] */
 /* memcmp order, a shorter string first on a common prefix. */
 int ms_bytecmp(const char *a, size_t alen, const char *b, size_t blen);
 
-/* What key holds: MS_NONE, MS_STREAM or MS_ZSET. */
+/* What key holds: MS_NONE, MS_STREAM, MS_ZSET or MS_STRING. */
 enum ms_type ms_key_type(struct memdb *db, const char *key, size_t len);
 /* NULL when key holds `want` or nothing, else the WRONGTYPE error. */
 bk_reply *ms_check_type(struct memdb *db, const char *key, size_t len, enum ms_type want);
@@ -215,6 +228,13 @@ msid ms_last_valid_id(const struct ms_stream *s); /* 0-0 when empty */
 /* The sorted-set keyspace (memzset.c). */
 struct ms_zset *ms_zset_lookup(struct memdb *db, const char *key, size_t len);
 int ms_zset_delete(struct memdb *db, const char *key, size_t len); /* 1 if it was there */
+
+/* The string keyspace (memstring.c). */
+struct ms_string *ms_string_lookup(struct memdb *db, const char *key, size_t len);
+int ms_string_delete(struct memdb *db, const char *key, size_t len); /* 1 if it was there */
+/* Removes the keys whose time to live has run out at `now` (Unix ms). */
+void memstring_expire(struct memdb *db, uint64_t now);
+void memstring_free_all(struct memdb *db);
 
 /* Group internals shared by memgroup.c and memread.c (memgroup.c). */
 struct ms_group *ms_group_find(struct ms_stream *s, const char *name, size_t len);

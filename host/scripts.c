@@ -168,3 +168,31 @@ const char SCRIPT_REDO[] =
     "  i = i + n + 1\n"
     "end\n"
     "return 1\n";
+
+const char SCRIPT_LEASE[] =
+    "local key, op, value, ttl = KEYS[1], ARGV[1], ARGV[2], ARGV[3]\n"
+    "local cur = redis.call('GET', key)\n"
+    "if op == 'drop' then\n"
+    "  if cur == value then redis.call('DEL', key) return {1} end\n"
+    "  return {0, cur or '', -2}\n"
+    "end\n"
+    "if cur == value and op == 'renew' then redis.call('PEXPIRE', key, ttl) return {1} end\n"
+    "if not cur or cur == value or (op == 'steal' and cur == ARGV[4]) then\n"
+    "  redis.call('SET', key, value, 'PX', ttl)\n"
+    "  if op == 'renew' then return {2} end\n"
+    "  return {1}\n"
+    "end\n"
+    "return {0, cur, redis.call('PTTL', key)}\n";
+
+const char SCRIPT_PRUNE[] =
+    "local stream, group, idle, prefix = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
+    "local removed = {}\n"
+    "for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do\n"
+    "  local f = {}\n"
+    "  for i = 1, #c, 2 do f[c[i]] = c[i + 1] end\n"
+    "  if f.pending == 0 and f.idle >= idle and redis.call('EXISTS', prefix .. f.name) == 0 then\n"
+    "    redis.call('XGROUP', 'DELCONSUMER', stream, group, f.name)\n"
+    "    removed[#removed + 1] = f.name\n"
+    "  end\n"
+    "end\n"
+    "return removed\n";

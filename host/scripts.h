@@ -63,4 +63,27 @@ extern const char SCRIPT_REDO[];
  * its sources need one hash slot (a hash tag such as {payments}.dead). */
 extern const char SCRIPT_REPLAY[];
 
+/* SCRIPT_LEASE: the consumer lease (lease.h), a string key whose value names
+ * the holding process, with a time to live. One step per call, so two
+ * processes never both think they hold it.
+ *   KEYS: lease key   ARGV: op value ttl_ms [old value]
+ *   op "take":  set it to value (PX ttl) when free or already value's
+ *   op "steal": the same, also when it holds `old value` (a holder known dead)
+ *   op "renew": extend it when it holds value; take it when it is gone
+ *   op "drop":  delete it when it holds value
+ * Reply: {1} done ({2} for a renew that found the key gone and took it
+ * again), or {0, holder, pttl}: another value holds it (pttl: ms left, -1
+ * when it never expires). */
+extern const char SCRIPT_LEASE[];
+
+/* SCRIPT_PRUNE removes the consumers of a group that have nothing pending,
+ * have been idle (XINFO CONSUMERS `idle`) at least idle_ms and hold no live
+ * lease (the key prefix .. name does not exist): the check and XGROUP
+ * DELCONSUMER in one step, so no entry delivered in between is dropped with
+ * its consumer. Replies the names removed.
+ *   KEYS: stream   ARGV: group idle_ms lease-key-prefix
+ * The lease keys are not in KEYS: on a cluster they share the stream's hash
+ * slot through their {stream} hash tag. */
+extern const char SCRIPT_PRUNE[];
+
 #endif

@@ -37,10 +37,25 @@ void sub__reply_text(const bk_reply *r, const char *err, char *buf, size_t len) 
 
 /* ---- drain bookkeeping ---- */
 
+static void lease_given_back(void *data) {
+  subscription *s = data;
+  s->writes_pending--;
+  s->lease_released = true;
+  sub__maybe_drained(s);
+}
+
 void sub__maybe_drained(subscription *s) {
   if (s->state != SUB_STOPPING) return;
   if (s->lanes.running || s->nacks || s->writes_pending || s->read_pending) return;
   if (s->redo && !s->abandoned) return; /* cut-off outcomes still to write */
+  if (s->lease && !s->lease_released) { /* the name is free once all is written */
+    if (!s->lease_releasing) {
+      s->lease_releasing = true;
+      s->writes_pending++;
+      lease_release(s->lease, lease_given_back, s);
+    }
+    return;
+  }
   s->state = SUB_DRAINED;
   sub__log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
   s->on_event(s->data, s, SUB_EV_DRAINED);
@@ -379,6 +394,85 @@ static void reader_state(void *data, bk_conn *c, int up) {
   if (up) read_next(s);
 }
 
+/* ---- idle consumers ---- */
+
+static void prune_done(void *data, const bk_reply *r, const char *err) {
+  subscription *s = data;
+  s->writes_pending--;
+  if (s->state == SUB_READING) timer_start(s->prune_timer, PRUNE_EVERY_MS);
+  if (r && r->type == BK_ARRAY) {
+    for (size_t i = 0; i < r->elements; i++)
+      if (r->element[i]->type == BK_STRING)
+        log_line(LOG_INFO, s->spec->name, "idle consumer removed from the group", "stream",
+                 s->spec->stream, "group", s->spec->group, "removed", r->element[i]->str, NULL);
+  } else {
+    char why[256];
+    sub__reply_text(r, err, why, sizeof why);
+    sub__log(s, LOG_WARN, "cannot remove idle consumers, trying again later", "error", why, NULL,
+             NULL);
+  }
+  sub__maybe_drained(s);
+}
+
+static void prune(ltimer *t, void *data) {
+  (void)t;
+  subscription *s = data;
+  if (s->state != SUB_READING) return;
+  char idle[24];
+  snprintf(idle, sizeof idle, "%llu", (unsigned long long)PRUNE_IDLE_MS);
+  const char *argv[] = {"EVAL", SCRIPT_PRUNE, "1", s->spec->stream, s->spec->group, idle,
+                        s->lease_prefix};
+  size_t len[7];
+  for (int i = 0; i < 7; i++) len[i] = strlen(argv[i]);
+  if (bk_command(s->b, s->cmd, 7, argv, len, prune_done, s) == 0)
+    s->writes_pending++;
+  else
+    timer_start(s->prune_timer, PRUNE_EVERY_MS);
+}
+
+/* ---- the consumer lease ---- */
+
+static void on_lease(void *data, enum lease_event ev, const char *holder, long long wait_ms) {
+  subscription *s = data;
+  const char *key = lease_key_of(s->lease);
+  char wait[32];
+  switch (ev) {
+  case LEASE_TAKEN:
+    if (s->state != SUB_LEASING) return;
+    sub__log(s, LOG_DEBUG, "consumer lease taken", "lease", key, NULL, NULL);
+    return ensure_group(s);
+  case LEASE_TAKEOVER:
+    sub__log(s, LOG_WARN, "consumer lease taken over from a process that is gone", "holder",
+             holder, "lease", key);
+    return;
+  case LEASE_RETAKEN:
+    sub__log(s, LOG_WARN, "consumer lease had expired (paused or Redis unreachable); taken again",
+             "lease", key, NULL, NULL);
+    return;
+  case LEASE_WAITING:
+    snprintf(wait, sizeof wait, "%lldms", wait_ms);
+    sub__log(s, LOG_WARN,
+             "consumer name held by another process: waiting for its lease to expire in case it "
+             "crashed",
+             "holder", holder, "wait", wait);
+    return;
+  case LEASE_REFUSED:
+  case LEASE_LOST:
+    if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
+    log_line(LOG_ERROR, s->spec->name,
+             ev == LEASE_REFUSED ? "consumer name in use by a live process"
+                                 : "consumer lease lost to another process: stopped reading",
+             "stream", s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer,
+             "holder", holder, "lease", key, "hint",
+             "give each process its own name: --instance N (one number per process on a machine) "
+             "or --consumer NAME",
+             NULL);
+    s->on_event(s->data, s, ev == LEASE_REFUSED ? SUB_EV_REFUSED : SUB_EV_LOST);
+    sub_stop(s);
+    return;
+  }
+}
+
 /* ---- group creation ---- */
 
 static void start_reading(subscription *s) {
@@ -393,6 +487,10 @@ static void start_reading(subscription *s) {
   sub__log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
   timer_start(s->sweep_timer, 0);
+  if (s->prune_timer && !s->pruned) {
+    s->pruned = true;
+    timer_start(s->prune_timer, 0);
+  }
   sub__progress(s); /* entries read before the group was lost run now */
 }
 
@@ -470,7 +568,7 @@ static void ensure_group(subscription *s) {
 
 /* ---- life cycle ---- */
 
-subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
+subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,
                       sub_event_fn *on_event, void *data) {
   subscription *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
@@ -493,8 +591,16 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
     if ((s->unreadable_key = malloc(n)) != NULL)
       snprintf(s->unreadable_key, n, "%s" UNREADABLE_SUFFIX, s->delay_key);
   }
-  if (!s->retry_timer || !s->flush_timer || !s->sweep_timer || !s->retry_log_timer ||
-      !s->delay_key || !s->unreadable_key || lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
+  bool leased_ok = true;
+  if (identity) {
+    s->identity = strdup(identity);
+    s->prune_timer = timer_new(clock, prune, s);
+    s->lease_prefix = lease_key(s->spec->stream, s->spec->group, "");
+    leased_ok = s->identity && s->prune_timer && s->lease_prefix;
+  }
+  if (!leased_ok || !s->retry_timer || !s->flush_timer || !s->sweep_timer ||
+      !s->retry_log_timer || !s->delay_key || !s->unreadable_key ||
+      lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
     sub_free(s);
     return NULL;
   }
@@ -506,7 +612,16 @@ void sub_start(subscription *s, long server_version) {
   char name[300];
   snprintf(name, sizeof name, "%s/read", s->spec->name);
   s->reader = bk_conn_open(s->b, name, reader_state, s);
-  ensure_group(s);
+  if (s->identity == NULL) return ensure_group(s);
+  s->lease = lease_new(s->b, s->cmd, s->clock, s->spec->stream, s->spec->group, s->spec->consumer,
+                       s->identity, on_lease, s);
+  if (s->lease == NULL) {
+    sub__log(s, LOG_ERROR, "out of memory: subscription not started", NULL, NULL, NULL, NULL);
+    s->on_event(s->data, s, SUB_EV_REFUSED);
+    return sub_stop(s);
+  }
+  s->state = SUB_LEASING;
+  lease_take(s->lease);
 }
 
 void sub_stop(subscription *s) {
@@ -516,6 +631,7 @@ void sub_stop(subscription *s) {
   timer_stop(s->sweep_timer);
   timer_stop(s->retry_log_timer);
   sub__log_retries(s->retry_log_timer, s); /* the count so far, not lost with the timer */
+  if (s->prune_timer) timer_stop(s->prune_timer);
   /* Entries read but not started stay pending: another consumer recovers them. */
   struct entry *left = lanes_drain_queued(&s->lanes);
   size_t n = 0;
@@ -594,6 +710,9 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
   case SUB_IDLE:
     snprintf(why, len, "not started");
     return false;
+  case SUB_LEASING:
+    snprintf(why, len, "waiting for the consumer name's lease");
+    return false;
   case SUB_CREATING:
     snprintf(why, len, "creating group");
     return false;
@@ -638,6 +757,10 @@ void sub_free(subscription *s) {
   if (s->flush_timer) timer_free(s->flush_timer);
   if (s->sweep_timer) timer_free(s->sweep_timer);
   if (s->retry_log_timer) timer_free(s->retry_log_timer);
+  if (s->prune_timer) timer_free(s->prune_timer);
+  lease_free(s->lease);
+  free(s->identity);
+  free(s->lease_prefix);
   free(s->delay_key);
   free(s->unreadable_key);
   struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;

@@ -27,18 +27,27 @@ typedef struct subscription subscription;
 enum sub_event {
   SUB_EV_READING, /* the group exists and the read loop runs (again) */
   SUB_EV_DRAINED, /* stopped: nothing left running or unwritten; sent once */
+  SUB_EV_REFUSED, /* the consumer name is held by a live process: stopping */
+  SUB_EV_LOST,    /* the consumer lease went to another process: stopping */
 };
 typedef void sub_event_fn(void *data, subscription *s, enum sub_event ev);
 
 /* h is owned by the subscription from here on (released with it). cmd is the
- * shared connection for writes; the subscription opens its own for reads. */
-subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
+ * shared connection for writes; the subscription opens its own for reads.
+ * identity: this process's lease value (lease_identity, copied); NULL runs
+ * without a lease. */
+subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,
                       sub_event_fn *on_event, void *data);
 /* The first server version with XREADGROUP ... CLAIM (8.4.0, as packed by
  * bk_version_parse). */
 #define SUB_CLAIM_VERSION 80400
 
-/* Creates the group when missing and starts reading. server_version (from
+/* Takes the consumer lease (lease.h: waits for a crashed holder's to expire;
+ * SUB_EV_REFUSED and a stop when a live process holds it), creates the group
+ * when missing and starts reading; the lease is renewed while it runs (lost:
+ * SUB_EV_LOST and a stop) and given back once drained. While reading, the
+ * group's consumers with nothing pending, idle for PRUNE_IDLE_MS (24 h) and
+ * without a live lease are removed, at start and every hour. server_version (from
  * bk_version_parse) decides how a claiming subscription reads: CLAIM on 8.4+,
  * else the claim script (the host refuses that unless claim_fallback is set). */
 void sub_start(subscription *s, long server_version);

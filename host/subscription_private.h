@@ -12,6 +12,7 @@
 
 #include "entry.h"
 #include "lanes.h"
+#include "lease.h"
 #include "log.h"
 #include "outcome.h"
 #include "subscription.h"
@@ -35,7 +36,12 @@
 #define STUCK_FACTOR 3
 #define STUCK_MIN_MS 1000
 
-enum sub_state { SUB_IDLE, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
+/* Idle consumers (nothing pending, unseen this long, no live lease) are
+ * removed from the group (SCRIPT_PRUNE) at start and every PRUNE_EVERY_MS. */
+#define PRUNE_IDLE_MS (24ULL * 3600 * 1000)
+#define PRUNE_EVERY_MS (3600ULL * 1000)
+
+enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
 struct subscription {
   handler *h;
@@ -94,6 +100,13 @@ struct subscription {
   bool retry_log_armed;
   uint64_t retries_unlogged; /* retries in this interval not logged yet */
   uint64_t retries_total;    /* retries since the subscription started */
+  lease *lease;             /* the consumer name, held while this runs; NULL without */
+  char *identity;           /* this process's lease value (lease_identity) */
+  bool lease_releasing;     /* drain: lease_release sent */
+  bool lease_released;      /* drain: lease_release answered */
+  ltimer *prune_timer;      /* removes the group's idle consumers (with a lease only) */
+  bool pruned;              /* the first prune has been armed */
+  char *lease_prefix;       /* LEASE_PREFIX {stream}:group: (SCRIPT_PRUNE) */
 };
 
 /* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than

@@ -577,7 +577,8 @@ static const char *opt_string(lua_State *L, int idx, const char *name) {
   return s;
 }
 
-/* core.app(dir [, {version =, consumer =, handler_errors = "raise" | "record",
+/* core.app(dir [, {version =, consumer =, instance =, hostname =,
+ *                  handler_errors = "raise" | "record",
  *                  redis = URL, with = app}]) */
 static int core_app(lua_State *L) {
   const char *dir = luaL_checkstring(L, 1);
@@ -585,6 +586,13 @@ static int core_app(lua_State *L) {
   const char *redis = opt_string(L, 2, "redis");
   const char *version = opt_string(L, 2, "version");
   const char *consumer = opt_string(L, 2, "consumer");
+  const char *hostname = opt_string(L, 2, "hostname");
+  int instance = -1;
+  if (!lua_isnoneornil(L, 2)) {
+    lua_getfield(L, 2, "instance");
+    if (!lua_isnil(L, -1)) instance = (int)luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+  }
   const char *errors = opt_string(L, 2, "handler_errors");
   struct app *with = NULL;
   if (!lua_isnoneornil(L, 2)) {
@@ -632,7 +640,8 @@ static int core_app(lua_State *L) {
   }
 
   char *problems = NULL;
-  a->host = host_new(dir, a->w->b, a->w->clock, consumer, &problems);
+  struct host_names names = {.consumer = consumer, .instance = instance, .hostname = hostname};
+  a->host = host_new(dir, a->w->b, a->w->clock, &names, &problems);
   if (a->host == NULL) {
     lua_pushstring(L, problems ? problems : "cannot load the handlers");
     free(problems);

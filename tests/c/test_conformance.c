@@ -726,6 +726,101 @@ static const struct cf_step seen_time[] = {
 
 TEST_IMPL(conformance_7_0_seen_time) { CONFORM(seen_time); }
 
+/* String keys with a time to live, as the consumer leases use them: SET with
+ * NX/XX/PX/EX, GET, PEXPIRE, PTTL of a key without one and of no key, expiry
+ * seen by GET, EXISTS and TYPE (one real wait of 300 ms), and the type rules
+ * against streams. */
+static const struct cf_step strings[] = {
+    C("SET", "k", "v1", "NX", "PX", "200"),
+    C("SET", "k", "v2", "NX", "PX", "200"),
+    C("GET", "k"),
+    C("SET", "k", "v3", "XX"),
+    C("PTTL", "k"),
+    C("PEXPIRE", "k", "200"),
+    C("PEXPIRE", "nokey", "200"),
+    C("PTTL", "nokey"),
+    C("SET", "x", "1", "EX", "0"),
+    C("SET", "x", "1", "NX", "XX"),
+    C("SET", "x", "1", "PX", "ten"),
+    C("SET", "x", "1", "XX"),
+    C("SET", "gone", "soon", "PX", "100"),
+    C("EXISTS", "k", "gone"),
+    C("TYPE", "k"),
+    ADV(300),
+    C("GET", "k"),
+    C("EXISTS", "k", "gone"),
+    C("TYPE", "k"),
+    C("XADD", "s", "1-0", "f", "v"),
+    C("GET", "s"),
+    C("SET", "t", "v"),
+    C("XADD", "t", "1-0", "f", "v"),
+    C("XLEN", "t"),
+    C("TYPE", "t"),
+    C("SET", "s", "now a string"),
+    C("TYPE", "s"),
+    C("DEL", "s", "t"),
+    END};
+
+TEST_IMPL(conformance_7_0_strings) { CONFORM(strings); }
+
+#define LEASE_KEY "luastream:consumer:{s}:g:c"
+/* SCRIPT_LEASE: take, take again by the holder, refused while held without a
+ * time to live (so the transcript is exact), steal only from the value named,
+ * renew by the holder, renew after the key expired (taken again), refused
+ * renew and drop, drop by the holder; a key of another type is an error. */
+static const struct cf_step lease_script[] = {
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "take", "A", "60000"),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "take", "A", "60000"),
+    C("GET", LEASE_KEY),
+    C("SET", LEASE_KEY, "B"),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "take", "A", "60000"),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "steal", "A", "60000", "Z"),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "renew", "A", "60000"),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "drop", "A", "60000"),
+    C("GET", LEASE_KEY),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "steal", "A", "100", "B"),
+    C("GET", LEASE_KEY),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "renew", "A", "100"),
+    ADV(300),
+    C("EXISTS", LEASE_KEY),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "renew", "A", "60000"),
+    C("GET", LEASE_KEY),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "drop", "A", "60000"),
+    C("EXISTS", LEASE_KEY),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "drop", "A", "60000"),
+    C("XADD", LEASE_KEY, "1-0", "f", "v"),
+    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "take", "A", "60000"),
+    END};
+
+TEST_IMPL(conformance_7_0_lease_script) { CONFORM(lease_script); }
+
+/* SCRIPT_PRUNE: of four consumers, the one with pending entries stays, the
+ * one holding a lease stays, one too recently seen stays (threshold 1 s after
+ * a real wait of 1.1 s, then a read refreshes it), and only the idle one with
+ * nothing pending goes; its pending list (empty) and the others' are intact.
+ * A missing group or stream is the script's error. */
+static const struct cf_step prune_script[] = {
+    C("XADD", "s", "1-0", "f", "1"),
+    C("XADD", "s", "2-0", "f", "2"),
+    C("XGROUP", "CREATE", "s", "g", "0"),
+    C("XREADGROUP", "GROUP", "g", "busy", "COUNT", "1", "STREAMS", "s", ">"),
+    C("XGROUP", "CREATECONSUMER", "s", "g", "leased"),
+    C("XGROUP", "CREATECONSUMER", "s", "g", "idle"),
+    C("XGROUP", "CREATECONSUMER", "s", "g", "fresh"),
+    C("SET", "luastream:consumer:{s}:g:leased", "token", "PX", "60000"),
+    ADV(1100),
+    C("XREADGROUP", "GROUP", "g", "fresh", "COUNT", "1", "STREAMS", "s", ">"),
+    C("XACK", "s", "g", "2-0"),
+    C("EVAL", SCRIPT_PRUNE, "1", "s", "g", "1000", "luastream:consumer:{s}:g:"),
+    C("XINFO", "CONSUMERS", "s", "g"),
+    C("XPENDING", "s", "g"),
+    C("EVAL", SCRIPT_PRUNE, "1", "s", "g", "1000", "luastream:consumer:{s}:g:"),
+    C("EVAL", SCRIPT_PRUNE, "1", "s", "nog", "1000", "luastream:consumer:{s}:nog:"),
+    C("EVAL", SCRIPT_PRUNE, "1", "nos", "g", "1000", "luastream:consumer:{nos}:g:"),
+    END};
+
+TEST_IMPL(conformance_7_0_prune_script) { CONFORM(prune_script); }
+
 /* More blocking on 7.0: COUNT on wake, at most 1000 entries without COUNT,
  * a timeout after another reader took the entries, a SETID while blocked,
  * another group destroyed, history streams never block. */

@@ -202,7 +202,7 @@ static void fx_init(const char *opts) {
   if (handler_load(write_handler("sub.lua", opts), &F.env, &h, err, sizeof err) != 0)
     TEST_FAIL_("handler_load: %s", err);
   ASSERT_OK(handler_bind(h, "c-1"));
-  F.s = sub_new(h, F.b, F.cmd, F.clk, on_event, &F);
+  F.s = sub_new(h, F.b, F.cmd, F.clk, NULL, on_event, &F);
   ASSERT_NOT_NULL(F.s);
 }
 

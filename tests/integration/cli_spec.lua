@@ -1,5 +1,5 @@
 -- The command line: --help and --version everywhere, publish, REDIS_URL,
--- consumer names, and passwords that never show.
+-- and passwords that never show (consumer names: consumers_spec.lua).
 local helper = require "tests.integration.helper"
 local cjson = require "cjson"
 
@@ -16,20 +16,6 @@ return {
 }
 ]]
 
--- Logs which consumer handled the entry, for the consumer-name checks.
-local function named(group, extra)
-  return string.format([[
-local ls = require "luastream"
-
-return {
-  stream = "payments", group = %q, start = "beginning",%s
-  handle = function(payment, ctx)
-    ls.log.info("handled", { payment_id = payment.id, consumer = ctx.consumer, group = ctx.group })
-  end,
-}
-]], group, extra or "")
-end
-
 local function assert_no_secret(secret, ...)
   for _, text in ipairs { ... } do
     assert(not text:find(secret, 1, true), "the password appears in output:\n" .. text)
@@ -40,7 +26,7 @@ describe("luastream CLI", function()
   after_each(helper.cleanup)
 
   local OPTIONS = {
-    run = { "--redis", "--consumer", "--log-level" },
+    run = { "--redis", "--instance", "--consumer", "--log-level" },
     check = {},
     publish = { "--redis", "--key", "--header" },
   }
@@ -100,25 +86,6 @@ describe("luastream CLI", function()
     assert.equal("", helper.trim(stdout))
     assert.is_true(#stderr > 0)
     assert.equal(0, srv:call("EXISTS", "payments"))
-  end)
-
-  it("names consumers luastream-0, luastream-1 ... in file order unless the file names one", function()
-    local srv = helper.redis_start()
-    local dir = helper.handlers_dir({
-      ["a_first.lua"] = named("g-first"),
-      ["b_second.lua"] = named("g-second"),
-      ["c_custom.lua"] = named("g-custom", '\n  consumer = "custom-name",'),
-    })
-    local host = helper.host_start({}, { server = srv, dir = dir })
-    host:wait_log(READY, 20, { plain = true })
-    srv:cli("XADD", "payments", "*", "data", helper.payment(1, "acme", 1))
-    host:wait_records({ msg = "handled" }, 3, 20, "the payment handled by all three groups")
-    local expected = { ["g-first"] = "luastream-0", ["g-second"] = "luastream-1", ["g-custom"] = "custom-name" }
-    for group, consumer in pairs(expected) do
-      assert.equal(consumer, host:records({ msg = "handled", group = group })[1].consumer)
-      assert.is_not_nil(srv:consumers("payments", group)[consumer], consumer .. " in XINFO CONSUMERS of " .. group)
-    end
-    assert.equal(0, host:stop())
   end)
 
   describe("with a password in the URL", function()

@@ -1,0 +1,282 @@
+/* lease: a consumer name held by one live process (see lease.h). */
+#include "lease.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "scripts.h"
+
+enum lease_state { L_IDLE, L_TAKING, L_WAITING, L_HELD, L_LOST, L_RELEASED };
+
+struct lease {
+  broker *b;
+  bk_conn *cmd;
+  lclock *clock;
+  lease_fn *fn;
+  void *data;
+  char *key;
+  char identity[LEASE_IDENTITY_MAX];
+  enum lease_state state;
+  ltimer *timer;            /* renewal, or the next try while waiting */
+  uint64_t wait_until;      /* waiting: refused if still held then */
+  bool in_flight;           /* a script call is outstanding */
+  void (*done)(void *);     /* lease_release's callback */
+  void *done_data;
+};
+
+/* ---- identity ---- */
+
+/* This machine and pid namespace: the boot id and the namespace's inode, so
+ * a pid is compared only where it means the same process. */
+static void machine_id(char *out, size_t len) {
+  char boot[64] = "";
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (fgets(boot, sizeof boot, f) == NULL) boot[0] = '\0';
+    fclose(f);
+  }
+  boot[strcspn(boot, "\n")] = '\0';
+  struct stat st;
+  unsigned long long ns = stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+  snprintf(out, len, "%s/%llu", boot[0] ? boot : "unknown", ns);
+}
+
+int lease_identity(const char *hostname, char *out, size_t len) {
+  unsigned char r[16];
+  size_t got = 0;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, r, sizeof r);
+    got = n > 0 ? (size_t)n : 0;
+    close(fd);
+  }
+  if (got < sizeof r) { /* no urandom: time and pid still differ between processes */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long v = (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 20) ^
+                           ((unsigned long long)getpid() << 40);
+    for (size_t i = 0; i < sizeof r; i++) r[i] = (unsigned char)(v >> ((i % 8) * 8)) ^ (unsigned char)i;
+  }
+  char token[33], machine[128];
+  for (size_t i = 0; i < sizeof r; i++) snprintf(token + 2 * i, 3, "%02x", r[i]);
+  machine_id(machine, sizeof machine);
+  int n = snprintf(out, len, "%s %ld %s %s", token, (long)getpid(), machine, hostname);
+  return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* Splits a lease value; false when it is not one of ours. */
+static bool parse_value(const char *v, long *pid, char *machine, size_t mlen, const char **host) {
+  const char *p = strchr(v, ' ');
+  if (p == NULL) return false;
+  char *end;
+  *pid = strtol(p + 1, &end, 10);
+  if (end == p + 1 || *end != ' ') return false;
+  const char *m = end + 1, *h = strchr(m, ' ');
+  if (h == NULL || (size_t)(h - m) >= mlen) return false;
+  memcpy(machine, m, (size_t)(h - m));
+  machine[h - m] = '\0';
+  *host = h + 1;
+  return true;
+}
+
+void lease_holder_text(const char *value, char *out, size_t len) {
+  long pid;
+  char machine[128];
+  const char *host;
+  if (parse_value(value, &pid, machine, sizeof machine, &host))
+    snprintf(out, len, "%s pid %ld", host, pid);
+  else
+    snprintf(out, len, "\"%.200s\" (not written by luastream)", value);
+}
+
+/* The holder is a process of this machine that no longer exists. */
+static bool holder_gone(const char *value, const char *mine) {
+  long pid, my_pid;
+  char machine[128], my_machine[128];
+  const char *host, *my_host;
+  if (!parse_value(value, &pid, machine, sizeof machine, &host)) return false;
+  if (!parse_value(mine, &my_pid, my_machine, sizeof my_machine, &my_host)) return false;
+  if (strcmp(machine, my_machine) != 0 || strncmp(machine, "unknown/", 8) == 0) return false;
+  if (pid <= 0 || pid == my_pid) return false;
+  return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+char *lease_key(const char *stream, const char *group, const char *consumer) {
+  size_t n = sizeof LEASE_PREFIX + strlen(stream) + strlen(group) + strlen(consumer) + 8;
+  char *k = malloc(n);
+  if (k) snprintf(k, n, LEASE_PREFIX "{%s}:%s:%s", stream, group, consumer);
+  return k;
+}
+
+/* ---- the script calls ---- */
+
+static void fire(ltimer *t, void *data);
+
+static int call(lease *l, const char *op, const char *old, bk_reply_cb *cb) {
+  char ttl[24];
+  snprintf(ttl, sizeof ttl, "%d", LEASE_TTL_MS);
+  const char *argv[] = {"EVAL", SCRIPT_LEASE, "1", l->key, op, l->identity, ttl, old};
+  int argc = old ? 8 : 7;
+  size_t len[8];
+  for (int i = 0; i < argc; i++) len[i] = strlen(argv[i]);
+  if (bk_command(l->b, l->cmd, argc, argv, len, cb, l) != 0) return -1;
+  l->in_flight = true;
+  return 0;
+}
+
+/* {1}/{2}: done; {0, holder, pttl}: held by holder. -1: not an answer. */
+static int answer(const bk_reply *r, const char **holder, long long *pttl) {
+  if (r == NULL || r->type != BK_ARRAY || r->elements < 1 || r->element[0]->type != BK_INTEGER)
+    return -1;
+  long long code = r->element[0]->integer;
+  if (code != 0) return (int)code;
+  if (r->elements < 3 || r->element[1]->type != BK_STRING || r->element[2]->type != BK_INTEGER)
+    return -1;
+  *holder = r->element[1]->str;
+  *pttl = r->element[2]->integer;
+  return 0;
+}
+
+static void report(lease *l, enum lease_event ev, const char *value, long long wait_ms) {
+  char holder[300] = "";
+  if (value) lease_holder_text(value, holder, sizeof holder);
+  l->fn(l->data, ev, value ? holder : NULL, wait_ms);
+}
+
+static void taken(lease *l) {
+  l->state = L_HELD;
+  timer_start(l->timer, LEASE_TTL_MS / 3);
+  report(l, LEASE_TAKEN, NULL, 0);
+}
+
+static void take_done(void *data, const bk_reply *r, const char *err) {
+  (void)err;
+  lease *l = data;
+  l->in_flight = false;
+  if (l->state != L_TAKING && l->state != L_WAITING) return;
+  const char *holder = NULL;
+  long long pttl = 0;
+  int code = answer(r, &holder, &pttl);
+  if (code > 0) return taken(l);
+  if (code < 0) { /* no answer (connection down, an error): try again */
+    timer_start(l->timer, LEASE_POLL_MS);
+    return;
+  }
+  if (holder_gone(holder, l->identity)) { /* its process is gone: take it over now */
+    if (call(l, "steal", holder, take_done) == 0) { /* the argv is copied */
+      report(l, LEASE_TAKEOVER, holder, 0);
+      return;
+    }
+  }
+  uint64_t now = clock_now(l->clock);
+  if (l->state == L_TAKING) {
+    if (pttl < 0) { /* never expires: nobody will give it back */
+      l->state = L_IDLE;
+      return report(l, LEASE_REFUSED, holder, 0);
+    }
+    l->state = L_WAITING;
+    l->wait_until = now + (uint64_t)pttl + LEASE_MARGIN_MS;
+    report(l, LEASE_WAITING, holder, pttl + LEASE_MARGIN_MS);
+  } else if (now >= l->wait_until) { /* still held after its time to live: renewed */
+    l->state = L_IDLE;
+    return report(l, LEASE_REFUSED, holder, 0);
+  }
+  uint64_t left = l->wait_until - now;
+  timer_start(l->timer, left < LEASE_POLL_MS ? left : LEASE_POLL_MS);
+}
+
+static void renew_done(void *data, const bk_reply *r, const char *err) {
+  (void)err;
+  lease *l = data;
+  l->in_flight = false;
+  if (l->state != L_HELD) return;
+  const char *holder = NULL;
+  long long pttl = 0;
+  int code = answer(r, &holder, &pttl);
+  if (code == 0) {
+    l->state = L_LOST;
+    timer_stop(l->timer);
+    return report(l, LEASE_LOST, holder, 0);
+  }
+  if (code == 2) report(l, LEASE_RETAKEN, NULL, 0);
+  timer_start(l->timer, LEASE_TTL_MS / 3);
+}
+
+static void fire(ltimer *t, void *data) {
+  (void)t;
+  lease *l = data;
+  if (l->in_flight) return timer_start(l->timer, LEASE_POLL_MS);
+  if (l->state == L_HELD) {
+    if (call(l, "renew", NULL, renew_done) != 0) timer_start(l->timer, LEASE_POLL_MS);
+  } else if (l->state == L_TAKING || l->state == L_WAITING) {
+    if (call(l, "take", NULL, take_done) != 0) timer_start(l->timer, LEASE_POLL_MS);
+  }
+}
+
+/* ---- life cycle ---- */
+
+lease *lease_new(broker *b, bk_conn *cmd, lclock *clock, const char *stream, const char *group,
+                 const char *consumer, const char *identity, lease_fn *fn, void *data) {
+  lease *l = calloc(1, sizeof *l);
+  if (l == NULL) return NULL;
+  l->b = b;
+  l->cmd = cmd;
+  l->clock = clock;
+  l->fn = fn;
+  l->data = data;
+  snprintf(l->identity, sizeof l->identity, "%s", identity);
+  l->key = lease_key(stream, group, consumer);
+  l->timer = timer_new(clock, fire, l);
+  if (l->key == NULL || l->timer == NULL) {
+    lease_free(l);
+    return NULL;
+  }
+  return l;
+}
+
+void lease_take(lease *l) {
+  l->state = L_TAKING;
+  fire(l->timer, l);
+}
+
+static void drop_done(void *data, const bk_reply *r, const char *err) {
+  (void)r;
+  (void)err;
+  lease *l = data;
+  l->in_flight = false;
+  void (*done)(void *) = l->done;
+  l->done = NULL;
+  if (done) done(l->done_data);
+}
+
+void lease_release(lease *l, void (*done)(void *data), void *data) {
+  bool held = l->state == L_HELD;
+  l->state = L_RELEASED;
+  timer_stop(l->timer);
+  /* A renewal or take still outstanding may have set the key: drop it too
+   * (the script deletes only this process's value). */
+  if ((held || l->in_flight) && call(l, "drop", NULL, drop_done) == 0) {
+    l->done = done;
+    l->done_data = data;
+    return;
+  }
+  done(data);
+}
+
+int lease_held(const lease *l) { return l->state == L_HELD; }
+const char *lease_key_of(const lease *l) { return l->key; }
+
+void lease_free(lease *l) {
+  if (l == NULL) return;
+  if (l->timer) timer_free(l->timer);
+  free(l->key);
+  free(l);
+}

@@ -1,0 +1,72 @@
+/* lease: one consumer name of one group held by one live process.
+ *
+ * The key luastream:consumer:{<stream>}:<group>:<consumer> holds the
+ * process's identity (lease_identity: a random token, the pid, the machine
+ * and the hostname) with a time to live of LEASE_TTL_MS; the running host
+ * renews it every LEASE_TTL_MS / 3 and deletes it on a clean stop, each step
+ * comparing the value in one script (SCRIPT_LEASE), so no process ever
+ * extends or deletes another's.
+ *
+ * Taking it: a free key (or one this process holds) is taken at once. A key
+ * held by a process on this machine that no longer exists (same machine and
+ * pid namespace, no such pid) is taken over at once. Otherwise the holder
+ * may have crashed and stopped renewing: the lease waits (LEASE_WAITING,
+ * logged by the caller) for the key's remaining time to live and a margin,
+ * polling; if the key is still held then, it is being renewed by a live
+ * process and the lease is refused (LEASE_REFUSED with the holder).
+ *
+ * Renewal that finds another value (the key expired during a long pause and
+ * another process took the name) reports LEASE_LOST once and stops
+ * renewing; one that finds the key gone takes it again (logged). Commands
+ * that fail (connection down) are retried at the next renewal. */
+#ifndef LUASTREAM_LEASE_H
+#define LUASTREAM_LEASE_H
+
+#include <stddef.h>
+
+#include "broker.h"
+#include "clock.h"
+
+#define LEASE_TTL_MS 15000
+#define LEASE_MARGIN_MS 1000 /* waited past a holder's time to live */
+#define LEASE_POLL_MS 1000   /* while waiting: how often the key is tried */
+#define LEASE_PREFIX "luastream:consumer:"
+#define LEASE_IDENTITY_MAX 512
+
+typedef struct lease lease;
+
+enum lease_event {
+  LEASE_TAKEN,   /* held: reading may start */
+  LEASE_WAITING, /* held by another process that may have crashed: waiting */
+  LEASE_REFUSED, /* held by a live process */
+  LEASE_LOST,    /* another process holds it now: stop reading */
+  LEASE_TAKEOVER, /* the holder's process is gone (this machine): taking it over */
+  LEASE_RETAKEN, /* a renewal found the key gone (expired) and took it again */
+};
+/* holder: who holds it ("host pid N"), for WAITING, REFUSED, LOST and TAKEOVER;
+ * wait_ms: LEASE_WAITING's longest wait. */
+typedef void lease_fn(void *data, enum lease_event ev, const char *holder, long long wait_ms);
+
+/* This process's identity as a lease value: "<token> <pid> <machine>
+ * <hostname>", the token random per call. -1 when it cannot be made. */
+int lease_identity(const char *hostname, char *out, size_t len);
+/* "host pid N" of a lease value, for messages. */
+void lease_holder_text(const char *value, char *out, size_t len);
+/* The key of a consumer's lease (malloc'd): LEASE_PREFIX {stream}:group:consumer. */
+char *lease_key(const char *stream, const char *group, const char *consumer);
+
+/* identity is copied. Commands go on cmd (shared). NULL when out of memory. */
+lease *lease_new(broker *b, bk_conn *cmd, lclock *clock, const char *stream, const char *group,
+                 const char *consumer, const char *identity, lease_fn *fn, void *data);
+/* Takes the lease (events follow through fn) and keeps renewing it. */
+void lease_take(lease *l);
+/* Stops renewing and deletes the key if this process holds it; done is
+ * called once that is answered (or at once when nothing is to be sent). */
+void lease_release(lease *l, void (*done)(void *data), void *data);
+/* Held: taken and not lost or released. */
+int lease_held(const lease *l);
+const char *lease_key_of(const lease *l);
+/* Only with no release outstanding. */
+void lease_free(lease *l);
+
+#endif

@@ -1,0 +1,238 @@
+-- Consumer names: <hostname>-<handler>[-<instance>] by default, whatever the
+-- other files of the directory; one live process per name and group (the
+-- lease); handler files that would split a group's traffic are refused.
+local helper = require "tests.integration.helper"
+
+local READY = 'msg="host ready"'
+
+local function hostname()
+  local p = assert(io.popen("hostname"))
+  local name = helper.trim(p:read("*a"))
+  p:close()
+  return name
+end
+
+-- Logs which consumer handled the entry; payments with id <= hold wait for
+-- the file `gate` before they finish.
+local function named(group, opts)
+  opts = opts or {}
+  return string.format([[
+local ls = require "luastream"
+
+return {
+  stream = "payments", group = %q, start = "beginning",%s
+  handle = function(payment, ctx)
+    ls.log.info("handled", { payment_id = payment.id, consumer = ctx.consumer, group = ctx.group })
+    if payment.id <= %d then
+      while not io.open(%q) do ls.sleep(20) end
+    end
+    ls.log.info("finished", { payment_id = payment.id, consumer = ctx.consumer, group = ctx.group })
+  end,
+}
+]], group, opts.extra or "", opts.hold or 0, opts.gate or "/nonexistent")
+end
+
+local function handled_by(host, group)
+  local recs = host:records({ msg = "handled", group = group })
+  return recs[1] and recs[1].consumer
+end
+
+describe("consumer names", function()
+  after_each(helper.cleanup)
+
+  it("are <hostname>-<handler>, with -N for --instance N or LUASTREAM_INSTANCE; a file's own name wins", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({
+      ["a_first.lua"] = named("g-first"),
+      ["b_second.lua"] = named("g-second"),
+      ["c_custom.lua"] = named("g-custom", { extra = '\n  consumer = "custom-name",' }),
+    })
+    local me = hostname()
+    local runs = {
+      { args = {}, env = {}, suffix = "" },
+      { args = { "--instance", "3" }, env = {}, suffix = "-3" },
+      { args = {}, env = { LUASTREAM_INSTANCE = "7" }, suffix = "-7" },
+    }
+    for i, run in ipairs(runs) do
+      local host = helper.host_start(run.args, { server = srv, dir = dir, env = run.env })
+      host:wait_log(READY, 20, { plain = true })
+      srv:cli("XADD", "payments", "*", "data", helper.payment(100 + i, "acme", 1))
+      host:wait_records({ msg = "finished" }, 3, 20, "the payment handled by all three groups")
+      local expected = {
+        ["g-first"] = me .. "-a_first" .. run.suffix,
+        ["g-second"] = me .. "-b_second" .. run.suffix,
+        ["g-custom"] = "custom-name",
+      }
+      for group, consumer in pairs(expected) do
+        assert.equal(consumer, handled_by(host, group))
+        assert.is_not_nil(srv:consumers("payments", group)[consumer], consumer .. " in XINFO CONSUMERS of " .. group)
+      end
+      assert.equal(0, host:stop())
+    end
+  end)
+
+  it("--consumer NAME names every file without its own name; --consumer \"\" and a bad --instance are errors", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["a_first.lua"] = named("g-first"), ["b_second.lua"] = named("g-second") })
+    local host = helper.host_start({ "--consumer", "worker-a" }, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    srv:cli("XADD", "payments", "*", "data", helper.payment(1, "acme", 1))
+    host:wait_records({ msg = "finished" }, 2, 20, "both groups")
+    assert.equal("worker-a", handled_by(host, "g-first"))
+    assert.equal("worker-a", handled_by(host, "g-second"))
+    assert.equal(0, host:stop())
+
+    for _, bad in ipairs {
+      { { "--consumer", "" }, "--consumer" },
+      { { "--instance", "x" }, "--instance" },
+      { { "--instance", "-1" }, "--instance" },
+      { { "--consumer", "a", "--instance", "1" }, "--instance" },
+    } do
+      local argv = { helper.bin(), "run", "--redis", srv.url }
+      for _, a in ipairs(bad[1]) do argv[#argv + 1] = a end
+      argv[#argv + 1] = dir
+      local code, _, stderr = helper.run(argv)
+      assert.equal(2, code, stderr)
+      assert.matches(bad[2], stderr, 1, true)
+    end
+    local code, _, stderr = helper.run({ helper.bin(), "run", "--redis", srv.url, dir },
+      { env = { LUASTREAM_INSTANCE = "one" } })
+    assert.equal(2, code, stderr)
+    assert.matches("LUASTREAM_INSTANCE", stderr, 1, true)
+  end)
+
+  it("stay the same when an unrelated file is added: pending entries are handled after a restart", function()
+    local srv = helper.redis_start()
+    local gate = helper.tmpdir("gate") .. "/go"
+    local dir = helper.handlers_dir({ ["post.lua"] = named("ledger", { hold = 4, gate = gate }) })
+    local a = helper.host_start({}, { server = srv, dir = dir })
+    a:wait_log(READY, 20, { plain = true })
+    for id = 1, 4 do helper.publish(srv, "payments", helper.payment(id, "acme")) end
+    a:wait_records({ msg = "handled" }, 1, 20, "the first payment running")
+    local first = handled_by(a, "ledger")
+    a:signal("KILL")
+    a:wait_exit(10)
+    local _, pending = srv:pending_ids("payments", "ledger")
+    assert.is_true(next(pending) ~= nil, "entries left pending by the killed host")
+
+    -- an unrelated handler file that sorts first
+    helper.write_file(dir .. "/a_audit.lua", named("audit"))
+    helper.write_file(gate, "")
+    local b = helper.host_start({}, { server = srv, dir = dir })
+    b:wait_log(READY, 20, { plain = true })
+    helper.wait_until(function()
+      local n = srv:group("payments", "ledger").pending
+      return n == 0, n .. " pending"
+    end, 20, "the killed host's pending entries handled by its successor")
+    assert.equal(first, handled_by(b, "ledger"))
+    assert.equal(0, b:stop())
+  end)
+end)
+
+describe("two processes with one consumer name", function()
+  after_each(helper.cleanup)
+
+  it("never run together: the second is refused, naming the group, the name, the holder and what to pass", function()
+    local srv = helper.redis_start()
+    local gate = helper.tmpdir("gate") .. "/go"
+    local dir = helper.handlers_dir({ ["post.lua"] = named("ledger", { hold = 4, gate = gate }) })
+    local a = helper.host_start({}, { server = srv, dir = dir })
+    a:wait_log(READY, 20, { plain = true })
+    for id = 1, 4 do helper.publish(srv, "payments", helper.payment(id, "acme")) end
+    a:wait_records({ msg = "handled" }, 1, 20, "the first payment running")
+
+    local b = helper.host_start({}, { server = srv, dir = dir })
+    local name = hostname() .. "-post"
+    b:wait_log("waiting", 20, { plain = true })
+    local code = b:wait_exit(40)
+    assert.is_not.equal(0, code)
+    local refused = b:records({ msg = "consumer name in use by a live process" })[1]
+    assert.is_not_nil(refused, b:log())
+    assert.equal("payments", refused.stream)
+    assert.equal("ledger", refused.group)
+    assert.equal(name, refused.consumer)
+    assert.matches("pid " .. a.pid, refused.holder, 1, true)
+    assert.matches("--instance N", refused.hint, 1, true)
+    assert.matches("--consumer NAME", refused.hint, 1, true)
+    assert.equal(0, b:count({ msg = "handled" }), "the second process ran nothing")
+    assert.equal(0, b:count({ msg = "host ready" }))
+    assert.is_true(a:alive())
+
+    -- with another instance number it runs beside the first
+    local c = helper.host_start({ "--instance", "2" }, { server = srv, dir = dir })
+    c:wait_log(READY, 20, { plain = true })
+    assert.is_not_nil(srv:consumers("payments", "ledger")[name .. "-2"])
+    assert.equal(0, c:count({ msg = "handled" }), "the first one's entries are not run again")
+    assert.equal(0, c:stop())
+
+    helper.write_file(gate, "")
+    a:wait_records({ msg = "finished" }, 4, 20, "the first process finishing its payments")
+    assert.equal(4, a:count({ msg = "handled" }))
+    assert.equal(0, a:stop())
+    assert.equal(0, srv:call("EXISTS", "luastream:consumer:{payments}:ledger:" .. name), "the lease is given back on a clean stop")
+  end)
+
+  it("a killed predecessor on the same machine is taken over at once", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["post.lua"] = named("ledger") })
+    local a = helper.host_start({}, { server = srv, dir = dir })
+    a:wait_log(READY, 20, { plain = true })
+    local key = "luastream:consumer:{payments}:ledger:" .. hostname() .. "-post"
+    assert.equal(1, srv:call("EXISTS", key))
+    a:signal("KILL")
+    a:wait_exit(10)
+    local started = helper.now()
+    local b = helper.host_start({}, { server = srv, dir = dir })
+    b:wait_log(READY, 20, { plain = true })
+    assert.is_true(helper.now() - started < 5, "taken over without waiting for the lease to expire")
+    assert.equal(1, b:count({ msg = "consumer lease taken over from a process that is gone" }))
+    assert.equal(0, b:stop())
+  end)
+end)
+
+describe("two handler files on one stream and group", function()
+  after_each(helper.cleanup)
+
+  local function file(read, extra)
+    return string.format([[
+return {
+  stream = "payments", group = "ledger", read = %q,%s
+  handle = function() end,
+}
+]], read, extra or "")
+  end
+
+  it("are refused by check and run, naming both files, the stream and the group", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["one.lua"] = file("new"), ["two.lua"] = file("new") })
+    for _, argv in ipairs { { "check", dir }, { "run", "--redis", srv.url, dir } } do
+      local code, _, stderr = helper.luastream(unpack(argv))
+      assert.equal(1, code, stderr)
+      assert.matches("one.lua", stderr, 1, true)
+      assert.matches("two.lua", stderr, 1, true)
+      assert.matches("stream payments", stderr, 1, true)
+      assert.matches("group ledger", stderr, 1, true)
+    end
+    assert.equal(0, srv:call("EXISTS", "payments"), "run joined no group")
+  end)
+
+  it("are accepted as the new + reclaim pair", function()
+    local dir = helper.handlers_dir({ ["one.lua"] = file("new"),
+      ["two.lua"] = file("reclaim", " min_idle = 1000,") })
+    local code, _, stderr = helper.luastream("check", dir)
+    assert.equal(0, code, stderr)
+  end)
+
+  it("added while running: the new file does not start, and the log says why", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["one.lua"] = file("new") })
+    local host = helper.host_start({}, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    helper.write_file(dir .. "/two.lua", file("new"))
+    local line = host:wait_log("handler reload failed, not started", 20, { plain = true })
+    assert.matches("one.lua", line, 1, true)
+    assert.matches("group ledger", line, 1, true)
+    assert.equal(1, #srv:call("XINFO", "CONSUMERS", "payments", "ledger"))
+    assert.equal(0, host:stop())
+  end)
+end)

@@ -1,0 +1,188 @@
+-- Consumer leases and idle-consumer removal on the in-memory broker and the
+-- virtual clock (docs/consumer-groups-and-crash-recovery.md): a name held
+-- by a live host is refused after one time to live; a crashed holder's
+-- lease expires and is taken; renewal keeps a lease alive indefinitely; a
+-- lease taken by another process stops the subscription; idle consumers
+-- without pending entries or a lease are removed after 24 h.
+local testing = require "luastream.testing"
+
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local DIR = HERE .. "/consumers"
+local KEY = "luastream:consumer:{payments}:ledger:box-post"
+
+local function logfmt(line)
+  local rec, i, n = {}, 1, #line
+  while true do
+    local _, e, key = line:find("^%s*([^%s=]+)=", i)
+    if not e then return rec end
+    i = e + 1
+    if line:sub(i, i) == '"' then
+      local buf, j = {}, i + 1
+      while j <= n and line:sub(j, j) ~= '"' do
+        local c = line:sub(j, j)
+        if c == "\\" then
+          local esc = line:sub(j + 1, j + 1)
+          if esc == "u" then
+            buf[#buf + 1] = string.char(tonumber(line:sub(j + 2, j + 5), 16))
+            j = j + 6
+          else
+            buf[#buf + 1] = UNESCAPE[esc] or esc
+            j = j + 2
+          end
+        else
+          buf[#buf + 1] = c
+          j = j + 1
+        end
+      end
+      rec[key] = table.concat(buf)
+      i = j + 1
+    else
+      local v = line:match("^%S*", i)
+      rec[key] = v
+      i = i + #v
+    end
+  end
+end
+
+local function records(app, msg)
+  local out = {}
+  for _, line in ipairs(app:logs()) do
+    local rec = logfmt(line)
+    if rec.msg == msg then out[#out + 1] = rec end
+  end
+  return out
+end
+
+local apps = {}
+local function start(opts)
+  opts = opts or {}
+  opts.hostname = opts.hostname or "box"
+  local app = testing.app(DIR, opts)
+  apps[#apps + 1] = app
+  return app
+end
+
+local function consumers(app)
+  local out = {}
+  for _, c in ipairs(assert(app:command("XINFO", "CONSUMERS", "payments", "ledger"))) do
+    out[c[2]] = { pending = c[4], idle = c[6] }
+  end
+  return out
+end
+
+describe("consumer leases", function()
+  after_each(function()
+    for _, app in ipairs(apps) do pcall(app.stop, app) end
+    apps = {}
+  end)
+
+  it("are held with a time to live and renewed every ttl/3 while the host runs", function()
+    local probe = start({ hostname = "probe" })
+    local app = start({ with = probe })
+    local value = assert(probe:command("GET", KEY))
+    assert.matches(" box$", value)
+    local ttl = probe:command("PTTL", KEY)
+    assert.is_true(ttl > 14000 and ttl <= 15000, "ttl " .. ttl)
+    app:advance("5s")
+    ttl = probe:command("PTTL", KEY)
+    assert.is_true(ttl > 14000, "renewed after 5 s: " .. ttl)
+    app:advance("10m")
+    assert.equal(value, probe:command("GET", KEY), "still this host's after 10 minutes")
+    app:stop()
+    assert.equal(0, probe:command("EXISTS", KEY), "given back on a clean stop")
+  end)
+
+  it("refuse a second host with the same name once the first has renewed past one ttl", function()
+    local first = start()
+    local second = start({ with = first })
+    local waiting = records(second, "consumer name held by another process: waiting for its lease to expire in case it crashed")
+    assert.equal(1, #waiting)
+    assert.matches("box pid %d+", waiting[1].holder)
+    first:publish("payments", { id = 1 })
+    assert.equal(1, #records(first, "handled"), "handled once, by the first")
+    local ok = pcall(second.advance, second, "17s") -- the second host fails and stops
+    local refused = records(first, "consumer name in use by a live process")
+    assert.equal(1, #refused)
+    assert.equal("payments", refused[1].stream)
+    assert.equal("ledger", refused[1].group)
+    assert.equal("box-post", refused[1].consumer)
+    assert.matches("--instance N", refused[1].hint, 1, true)
+    first:publish("payments", { id = 2 })
+    assert.equal(2, #records(first, "handled"), "the first runs on, alone")
+    assert.is_not_nil(ok)
+  end)
+
+  it("let a successor take a crashed holder's name once its lease expires", function()
+    local probe = start({ hostname = "probe" })
+    local first = start({ with = probe })
+    local holder = probe:command("GET", KEY)
+    first:stop()
+    -- a crash: the lease stays as it was, and nobody renews it
+    probe:command("SET", KEY, holder, "PX", "15000")
+    local second = start({ with = probe })
+    assert.equal(1, #records(probe, "consumer name held by another process: waiting for its lease to expire in case it crashed"))
+    second:advance("14s")
+    assert.equal(0, #records(probe, "consumer name in use by a live process"))
+    second:advance("2s")
+    local now = probe:command("GET", KEY)
+    assert.is_not_nil(now)
+    assert.not_equal(holder, now, "taken by the successor")
+    assert.equal(0, #records(probe, "consumer name in use by a live process"))
+    second:publish("payments", { id = 2 })
+    local handled = records(probe, "handled")
+    assert.equal(1, #handled)
+    assert.equal("box-post", handled[#handled].consumer)
+  end)
+
+  it("stop the subscription when another process takes the name while it runs", function()
+    local probe = start({ hostname = "probe" })
+    local app = start({ with = probe })
+    probe:command("SET", KEY, "intruder 1 other/1 elsewhere", "PX", "60000")
+    pcall(app.advance, app, "6s")
+    local lost = records(probe, "consumer lease lost to another process: stopped reading")
+    assert.equal(1, #lost)
+    assert.equal("elsewhere pid 1", lost[1].holder)
+    probe:publish("payments", { id = 3 })
+    for _, r in ipairs(records(probe, "handled")) do assert.equal("probe-post", r.consumer) end
+    assert.equal("intruder 1 other/1 elsewhere", probe:command("GET", KEY), "the other's lease untouched")
+  end)
+
+  it("--instance numbers the names so hosts run side by side", function()
+    local one = start({ instance = 1 })
+    local two = start({ instance = 2, with = one })
+    one:publish("payments", { id = 1 })
+    one:publish("payments", { id = 2 })
+    two:settle()
+    local c = consumers(one)
+    assert.is_not_nil(c["box-post-1"])
+    assert.is_not_nil(c["box-post-2"])
+    assert.equal(2, #records(one, "handled"))
+    assert.equal(0, #records(two, "consumer name in use by a live process"))
+  end)
+end)
+
+describe("idle consumers", function()
+  after_each(function()
+    for _, app in ipairs(apps) do pcall(app.stop, app) end
+    apps = {}
+  end)
+
+  it("are removed after 24 h idle with nothing pending and no lease; the others stay", function()
+    local app = start()
+    app:publish("payments", { id = 1 })
+    app:command("XGROUP", "CREATECONSUMER", "payments", "ledger", "old-host-post")
+    -- an entry pending under a consumer whose host crashed long ago
+    app:command("XGROUP", "SETID", "payments", "ledger", "0")
+    app:command("XREADGROUP", "GROUP", "ledger", "crashed-host-post", "COUNT", "1", "STREAMS", "payments", ">")
+    app:advance("23h")
+    assert.is_not_nil(consumers(app)["old-host-post"], "not yet: idle 23 h")
+    app:advance("1h")
+    local c = consumers(app)
+    assert.is_nil(c["old-host-post"], "idle 24 h, nothing pending: removed")
+    assert.is_not_nil(c["crashed-host-post"], "kept: it has a pending entry")
+    assert.is_not_nil(c["box-post"], "kept: this host's own (leased)")
+    local removed = records(app, "idle consumer removed from the group")
+    assert.equal(1, #removed)
+    assert.equal("old-host-post", removed[1].removed)
+  end)
+end)
