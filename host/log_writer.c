@@ -1,13 +1,17 @@
 /* log_writer: the log written to stderr by a thread of its own (see
  * log_writer.h).
  *
- * Two buffers: the loop appends to `fill` under the lock; the thread swaps it
- * with its empty `out`, lets go of the lock and writes `out` line by line.
- * The loop never waits for stderr, only for the lock, which the thread holds
- * for a swap. */
+ * While stderr keeps up, a line is written at once by the thread that logs it
+ * (the lines before a crash are not lost). Once stderr has no room, lines
+ * wait: the loop appends to `fill` under the lock; the thread swaps it with
+ * its empty `out`, lets go of the lock and writes `out` line by line. The
+ * loop never waits for stderr, only for the lock, which the thread holds for
+ * a swap. */
 #include "log_writer.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -44,11 +48,7 @@ static void write_lines(const char *p, size_t len) {
     const char *q = p;
     size_t left = n;
     while (left > 0) {
-      /* Only here may log_writer_stop cancel the thread (see there). */
-      int state;
-      pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &state);
       ssize_t k = write(STDERR_FILENO, q, left);
-      pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
       if (k < 0) {
         if (errno == EINTR) continue;
         return; /* stderr is gone: nowhere to write the rest */
@@ -73,7 +73,10 @@ static void *writer_main(void *arg) {
     w.fill = t;
     w.writing = true;
     pthread_mutex_unlock(&w.lock);
+    /* Only while writing may log_writer_stop cancel the thread (see there). */
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
     write_lines(w.out.p, w.out.len);
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     pthread_mutex_lock(&w.lock);
     w.out.len = 0;
     w.writing = false;
@@ -96,10 +99,24 @@ static void report_dropped(uint64_t lost) {
   log_line(LOG_WARN, NULL, "log lines dropped: stderr was not taking them", "dropped", n, NULL);
 }
 
+/* stderr takes a line of n bytes now without blocking: a pipe (or a
+ * terminal) with room, or a file. */
+static bool writable_now(size_t n) {
+  struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
+  return n <= PIPE_BUF && poll(&p, 1, 0) == 1 && (p.revents & POLLOUT);
+}
+
 static void sink(void *data, enum log_level level, const char *line, size_t len) {
   (void)data;
   (void)level;
   pthread_mutex_lock(&w.lock);
+  /* Nothing waiting and room on stderr: written here and now, so the lines
+   * just before a crash are not lost in the buffer. */
+  if (w.fill.len == 0 && !w.writing && !w.unreported && writable_now(len + 1)) {
+    write_lines(line, len + 1);
+    pthread_mutex_unlock(&w.lock);
+    return;
+  }
   uint64_t lost = w.unreported;
   bool ok = append(line, len + 1); /* with its newline */
   if (!ok) w.dropped++, w.unreported++;

@@ -2,9 +2,10 @@
  *
  * A reader of stderr that stops reading (a full pipe, a paused terminal, a
  * stuck log shipper) would otherwise block the event loop inside write().
- * The writer takes each finished line into a bounded buffer and returns at
- * once; its thread writes the lines in order, each with one write() as the
- * default sink does (so lines up to PIPE_BUF stay whole on a shared pipe).
+ * A line that stderr can take at once is written at once; otherwise the
+ * writer takes it into a bounded buffer and returns; its thread writes the
+ * lines in order, each with one write() as the default sink does (so lines
+ * up to PIPE_BUF stay whole on a shared pipe).
  * When the buffer is full a line is dropped and counted, and once there is
  * room again a warning says how many were lost. */
 #ifndef LUASTREAM_LOG_WRITER_H

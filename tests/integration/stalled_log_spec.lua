@@ -69,15 +69,19 @@ describe("a stalled log reader", function()
     -- and with the next line that fits, how many were dropped.
     local got = seen
     proc:kill("TERM")
+    local ended, code, signal
     helper.wait_until(function()
       got = got .. drain(fd)
-      return proc:poll() ~= nil
+      ended, code, signal = proc:poll()
+      return ended
     end, 20, "the host to stop")
     got = got .. drain(fd)
     C.close(fd)
+    assert.equal(0, code)
     local dropped = tonumber(got:match('msg="log lines dropped: stderr was not taking them" dropped=(%d+)'))
     local posted = select(2, got:gsub('msg="payment posted"', ""))
-    assert(dropped, "no dropped-lines warning in:\n" .. got:gsub("x+", "x..."):sub(-3000))
+    assert(dropped, string.format("exit %s signal %s, no dropped-lines warning in:\n%s", tostring(code),
+      tostring(signal), (got:gsub("x+", "x...")):sub(-3000)))
     assert.is_true(posted > 0 and posted < 300)
     assert.is_true(posted + dropped >= 300)
     assert.is_truthy(got:find('msg="host stopped"', 1, true))
