@@ -356,14 +356,16 @@ static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kin
 
 static void read_next(subscription *s) {
   if (s->state != SUB_READING || s->read_pending || s->waiting) return;
-  size_t in_flight = lanes_in_flight(&s->lanes);
+  /* Held here: on lanes, running, or finished with an outcome not yet
+   * written (plain acks aside: one small XACK per loop turn). */
+  size_t in_flight = lanes_in_flight(&s->lanes) + s->outcomes_unwritten;
   size_t batch = (size_t)s->spec->batch;
   enum read_kind kind = next_read_kind(s);
   bool ahead = reads_ahead(s, kind);
-  /* Ahead: a batch more while at most one is in flight, so at most
-   * 2 x batch are held here. Otherwise the lanes fill up to one batch
-   * and are read again once half empty. */
-  if (in_flight > (ahead ? batch : batch / 2)) return; /* resumes when the lanes catch up */
+  /* Ahead: a batch more while at most one is held, so at most 2 x batch
+   * are held here. Otherwise the lanes fill up to one batch and are read
+   * again once half empty. Resumes when the lanes or the writes catch up. */
+  if (in_flight > (ahead ? batch : batch / 2)) return;
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
   if (s->spec->read != READ_NEW && (s->nacks || s->writes_pending || s->redo)) return;

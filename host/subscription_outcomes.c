@@ -51,6 +51,7 @@ static struct redo *redo_alloc(subscription *s, size_t cap) {
 
 /* r was answered (or given up): keep it for later outcomes. */
 static void redo_release(subscription *s, struct redo *r) {
+  s->outcomes_unwritten--;
   if (s->nspare_redo == REDO_SPARE_MAX || r->cap > REDO_KEEP_MAX) {
     free(r);
     return;
@@ -87,6 +88,7 @@ static struct redo *redo_new(subscription *s, const char *id, const char *what,
   }
   struct redo *r = redo_alloc(s, (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
   if (r == NULL) return NULL;
+  s->outcomes_unwritten++;
   r->next = NULL;
   r->s = s;
   sub__copy_id(r->id, id);

@@ -82,6 +82,11 @@ struct subscription {
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
   uint64_t backoff_ms;
   unsigned writes_pending;  /* outcome commands sent and not answered */
+  /* Entries whose handler returned an outcome other than a plain ack (reply,
+   * publish, retry copy, delay, dead letter) that is not written yet: sent
+   * and unanswered, or waiting for the connection. They count toward the
+   * entries held here, so reading waits for writing. */
+  size_t outcomes_unwritten;
 
   struct redo *redo, **redo_tail; /* outcomes cut off by a lost connection, to send again */
   struct redo *spare_redo;  /* answered outcome blocks, kept for reuse */

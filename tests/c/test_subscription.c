@@ -1281,3 +1281,39 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
   clock_virtual_advance(F.clk, 2000);
   fx_finish();
 }
+
+/* Entries whose outcome is not written yet count toward the 2 x batch held:
+ * with every reply unanswered (nothing answers MULTI), reading stops after
+ * two batches instead of reading the whole backlog into memory. */
+TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
+  fx_init("reply_to = \"payments.replies\", batch = 4");
+#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments >"
+#define REPLY(id, n) NE(id, "data", "{\"n\":" #n ",\"reply\":true}")
+  replay_expect(F.rb, READ4,
+                read_resp(false, ENTS(REPLY("1-0", 1), REPLY("2-0", 2), REPLY("3-0", 3),
+                                      REPLY("4-0", 4))));
+  replay_expect(F.rb, READ4,
+                read_resp(false, ENTS(REPLY("5-0", 5), REPLY("6-0", 6), REPLY("7-0", 7),
+                                      REPLY("8-0", 8))));
+#undef REPLY
+#undef READ4
+  fx_run(80400);
+  ASSERT_INT_EQ(ngot, 8); /* every handler ran and returned its reply */
+  /* 8 replies unwritten, 2 x batch: the own-list read and two batches, no third. */
+  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 3);
+  clock_virtual_advance(F.clk, 5000);
+  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 3);
+
+  sub_stop(F.s);
+  size_t unacked;
+  ASSERT_INT_EQ(sub_abandon(F.s, &unacked), 0);
+  bk_conn_close(F.b, F.cmd); /* the replies' commands end with "connection closed" */
+  settle();
+  ASSERT_INT_EQ(F.drained, 1);
+  sub_free(F.s);
+  broker_free(F.b);
+  F.clk->ops->free(F.clk);
+  reads_rb = NULL;
+  log_set_sink(NULL, NULL);
+  LEAK_CHECK();
+}
