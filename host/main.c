@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -673,6 +674,23 @@ static void publish_done(void *data, const bk_reply *r, const char *err) {
 
 static void publish_start(struct client *c) { client_send(c, c->data, publish_done); }
 
+/* A header luastream writes itself, or the body: a producer who sets one
+ * would forge what luastream records (a delivery count, a dead letter's
+ * origin) or lose the body. NULL when name is free to use, else why not. */
+static const char *reserved_header(const char *name, size_t len) {
+  static const char *const own[] = {HDR_DATA,        HDR_DELIVERY_COUNT, HDR_IDLE_MS,
+                                    HDR_RETRY_GROUP, HDR_ORIGINAL_ID,    "handler-version"};
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+    if (strlen(own[i]) == len && strncasecmp(name, own[i], len) == 0)
+      return i == 0 ? "the body's field: the JSON argument is the body"
+                    : "luastream writes it itself";
+  if (strlen(HDR_PARTITION_KEY) == len && strncasecmp(name, HDR_PARTITION_KEY, len) == 0)
+    return "set it with --key";
+  if (len >= 12 && strncasecmp(name, "dead-letter-", 12) == 0)
+    return "luastream writes the dead-letter-* headers itself";
+  return NULL;
+}
+
 static int cmd_publish(int argc, char **argv) {
   struct options o;
   int rc = parse(argc, argv, usage_publish, 2, &o);
@@ -700,6 +718,13 @@ static int cmd_publish(int argc, char **argv) {
     const char *eq = strchr(o.headers[i], '=');
     if (eq == NULL || eq == o.headers[i]) {
       fprintf(stderr, "luastream: --header needs NAME=VALUE, got \"%s\"\n", o.headers[i]);
+      bk_args_free(&args);
+      return 2;
+    }
+    const char *why = reserved_header(o.headers[i], (size_t)(eq - o.headers[i]));
+    if (why) {
+      fprintf(stderr, "luastream: --header %.*s: a reserved header name (%s)\n",
+              (int)(eq - o.headers[i]), o.headers[i], why);
       bk_args_free(&args);
       return 2;
     }
@@ -820,6 +845,39 @@ static bool is_range(const bk_reply *r) {
   return true;
 }
 
+/* TYPE's answer for a dead-letter stream: true when it is one; else says
+ * why not (missing, another type) and ends the session with status 1. */
+static bool dl_stream_exists(struct client *c, const char *stream, const bk_reply *r,
+                             const char *err) {
+  const char *why = client_error(r, err);
+  if (why == NULL && (r->type == BK_STATUS || r->type == BK_STRING)) {
+    if (r->len == 6 && !memcmp(r->str, "stream", 6)) return true;
+    if (r->len == 4 && !memcmp(r->str, "none", 4))
+      fprintf(stderr, "luastream: stream %s does not exist on %s (check the name: a handler's "
+                      "dead_letter stream is made by its first dead letter)\n",
+              stream, c->b->name);
+    else
+      fprintf(stderr, "luastream: %s on %s is a %.*s, not a stream\n", stream, c->b->name,
+              (int)r->len, r->str);
+  } else {
+    fprintf(stderr, "luastream: cannot read %s on %s: %s\n", stream, c->b->name,
+            why ? why : "unexpected reply to TYPE");
+  }
+  client_done(c, 1);
+  return false;
+}
+
+/* TYPE stream, answered by cb. */
+static int dl_send_type(struct client *c, const char *stream, bk_reply_cb *cb) {
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "TYPE");
+  bk_args_str(&a, stream);
+  int rc = client_send(c, &a, cb);
+  bk_args_free(&a);
+  return rc;
+}
+
 struct dl_list {
   const char *stream;
   long long count;
@@ -866,13 +924,20 @@ static void dl_list_len(void *data, const bk_reply *r, const char *err) {
   client_done(c, 1);
 }
 
+static void dl_list_type(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  if (c->finished) return;
+  dl_stream_exists(c, ((struct dl_list *)c->data)->stream, r, err); /* XLEN and XRANGE follow */
+}
+
 static void dl_list_start(struct client *c) {
   struct dl_list *l = c->data;
   struct bk_args a;
   bk_args_init(&a);
   bk_args_str(&a, "XLEN");
   bk_args_str(&a, l->stream);
-  int rc = client_send(c, &a, dl_list_len);
+  int rc = dl_send_type(c, l->stream, dl_list_type);
+  if (rc == 0) rc = client_send(c, &a, dl_list_len);
   bk_args_reset(&a);
   bk_args_str(&a, "XRANGE");
   bk_args_str(&a, l->stream);
@@ -994,6 +1059,16 @@ static void dl_replay_send(struct client *c) {
   bk_args_free(&a);
 }
 
+static void dl_replay_type(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  if (c->finished) return;
+  if (dl_stream_exists(c, ((struct dl_replay *)c->data)->stream, r, err)) dl_replay_send(c);
+}
+
+static void dl_replay_start(struct client *c) {
+  dl_send_type(c, ((struct dl_replay *)c->data)->stream, dl_replay_type);
+}
+
 /* "ms-seq", as XADD returns ids: the script looks each one up exactly. */
 static bool full_id(const char *s) {
   size_t ms = strspn(s, "0123456789");
@@ -1023,7 +1098,7 @@ static int cmd_dl_replay(int argc, char **argv) {
   struct dl_replay rp = {.stream = o.pos[0], .ids = o.nids ? o.ids : NULL, .nids = o.nids};
   strcpy(rp.after, "-");
   strcpy(rp.last, "+");
-  return client_run(&url, "dead-letters", dl_replay_send, &rp);
+  return client_run(&url, "dead-letters", dl_replay_start, &rp);
 }
 
 static int cmd_dead_letters(int argc, char **argv) {
