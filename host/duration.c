@@ -43,17 +43,21 @@ int duration_parse(const char *text, size_t len, double *ms, char *why, size_t w
   size_t numlen = i - num;
   while (i < end && blank(text[i])) i++;
   size_t unitlen = end - i;
-  if (digits == 0 || numlen > 40) goto malformed;
+  if (digits == 0) goto malformed;
+  /* Enough digits for any text that can be in range; the rest of a long
+   * fraction cannot matter. */
   char number[48];
-  memcpy(number, text + num, numlen);
-  number[numlen] = '\0';
+  size_t keep = numlen < sizeof number - 1 ? numlen : sizeof number - 1;
+  memcpy(number, text + num, keep);
+  number[keep] = '\0';
   if (unitlen == 0) {
     snprintf(why, whylen, "has no unit: add one, e.g. \"%sms\" or \"%ss\"", number, number);
     return -1;
   }
   for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
     if (strlen(units[u].name) == unitlen && memcmp(units[u].name, text + i, unitlen) == 0) {
-      double v = strtod(number, NULL) * units[u].ms;
+      /* 17 integer digits are at least 10^16 ms, past 2^53 in any unit. */
+      double v = digits > 16 ? HUGE_VAL : strtod(number, NULL) * units[u].ms;
       if (v > DURATION_MAX_MS) return too_long(why, whylen);
       *ms = v;
       return 0;

@@ -310,7 +310,9 @@ static int bind_addr(health *hs, const char *host, int port, char *err, size_t e
   if (rc == 0) rc = uv_listen((uv_stream_t *)&hs->listener, 64, on_connection);
   freeaddrinfo(res);
   if (rc != 0) {
-    snprintf(err, errlen, "--http: cannot listen on %s port %d: %s", host, port, uv_strerror(rc));
+    snprintf(err, errlen, strchr(host, ':') ? "--http: cannot listen on [%s]:%d: %s"
+                                            : "--http: cannot listen on %s:%d: %s",
+             host, port, uv_strerror(rc));
     return -1;
   }
   return 0;
