@@ -49,6 +49,21 @@ typedef void bk_reply_cb(void *data, const bk_reply *reply, const char *err);
 /* Called when a connection comes up (up = 1) or goes down (up = 0). */
 typedef void bk_state_cb(void *data, bk_conn *conn, int up);
 
+/* Why a connection is not up. */
+enum bk_fault {
+  BK_FAULT_NONE = 0, /* up, or no attempt has failed since it was last up */
+  BK_FAULT_DOWN,     /* unreachable, refused, timed out, dropped, busy loading:
+                        trying again may work by itself */
+  BK_FAULT_DENIED,   /* the server refused the credentials or the rights
+                        (WRONGPASS, NOAUTH, NOPERM, a db it does not have):
+                        trying again cannot work until someone changes the
+                        server or the configuration */
+};
+/* Called after every failed attempt to connect and when a live connection
+ * drops, with what the connection's bk_conn_fault now says; why is valid
+ * during the call only. Runs after the state callback of a drop. */
+typedef void bk_fault_cb(void *data, bk_conn *conn, enum bk_fault fault, const char *why);
+
 struct broker_ops {
   bk_conn *(*conn_open)(broker *b, const char *name, bk_state_cb *state_cb, void *data);
   int (*command)(bk_conn *c, int argc, const char **argv, const size_t *argvlen,
@@ -66,6 +81,13 @@ struct broker_ops {
    * be used once this returns. */
   void (*conn_close)(bk_conn *c);
   void (*free)(broker *b);        /* all connections must be closed first */
+  /* Optional (NULL: never a fault). The last failure since c was last up:
+   * its kind, and why in why (len bytes, "" for BK_FAULT_NONE), e.g.
+   * "authentication failed: WRONGPASS invalid username-password pair ...". */
+  enum bk_fault (*fault)(bk_conn *c, char *why, size_t len);
+  /* Optional (NULL: faults are never reported). Sets c's fault callback; it
+   * gets the data given to conn_open. Safe to close c from the callback. */
+  void (*on_fault)(bk_conn *c, bk_fault_cb *cb);
 };
 
 struct broker {
@@ -84,6 +106,13 @@ static inline int bk_connected(broker *b, bk_conn *c) { return b->ops->connected
 static inline void bk_flush(broker *b, bk_conn *c) { b->ops->flush(c); }
 static inline void bk_conn_close(broker *b, bk_conn *c) { b->ops->conn_close(c); }
 static inline void broker_free(broker *b) { b->ops->free(b); }
+static inline enum bk_fault bk_conn_fault(broker *b, bk_conn *c, char *why, size_t len) {
+  if (len) why[0] = '\0';
+  return b->ops->fault ? b->ops->fault(c, why, len) : BK_FAULT_NONE;
+}
+static inline void bk_conn_on_fault(broker *b, bk_conn *c, bk_fault_cb *cb) {
+  if (b->ops->on_fault) b->ops->on_fault(c, cb);
+}
 
 /* ---- reply helpers (broker.c) ---- */
 
@@ -122,7 +151,8 @@ void bk_args_num(struct bk_args *a, long long n);
 /* Redis on libuv. `url` is parsed by url_parse and copied. Each connection
  * connects at once, authenticates and selects the db before it reports up, and
  * reconnects on its own with capped exponential backoff (100 ms doubling to
- * 5 s, with jitter), logging once when it goes and once when it comes back.
+ * 5 s, with jitter), logging once when it goes and once when it comes back;
+ * a refusal (BK_FAULT_DENIED) is logged at every attempt: it needs a person.
  * Returns NULL when out of memory. */
 struct uv_loop_s;
 struct redis_url;

@@ -49,6 +49,7 @@ struct mconn {
   struct mconn *next;      /* the broker's list, in open order */
   char name[64];
   bk_state_cb *state_cb;   /* NULL allowed */
+  bk_fault_cb *fault_cb;   /* NULL allowed */
   void *data;
   struct mcmd *head, *tail;
   int reported;            /* what state_cb was last told: -1 nothing yet, 0 down, 1 up */
@@ -501,15 +502,18 @@ static void deliver(struct mconn *c) {
   reap(c);
 }
 
+#define MEM_DOWN "server down (broker_memory_set_down)"
+
 /* Tells the one connection whose state changed, if any. Returns 1 if it did. */
 static int report_state(struct mbroker *b) {
   for (struct mconn *c = b->conns; c; c = c->next) {
     int up = !b->down;
     if (c->closed || c->reported == up) continue;
-    if (!up) fail_all(c, "connection lost: server down (broker_memory_set_down)");
+    if (!up) fail_all(c, "connection lost: " MEM_DOWN);
     c->reported = up;
     c->busy++;
     if (c->state_cb) c->state_cb(c->data, (bk_conn *)c, up);
+    if (!up && c->fault_cb && !c->closed) c->fault_cb(c->data, (bk_conn *)c, BK_FAULT_DOWN, MEM_DOWN);
     c->busy--;
     reap(c);
     return 1;
@@ -643,6 +647,17 @@ static void mem_free(broker *bb) {
   free(b);
 }
 
+/* Only an outage fails a connection here: the in-memory server asks for no
+ * credentials. */
+static enum bk_fault mem_fault(bk_conn *bc, char *why, size_t len) {
+  struct mconn *c = (struct mconn *)bc;
+  if (c->closed || !c->b->down) return BK_FAULT_NONE;
+  if (len) snprintf(why, len, "%s", MEM_DOWN);
+  return BK_FAULT_DOWN;
+}
+
+static void mem_on_fault(bk_conn *bc, bk_fault_cb *cb) { ((struct mconn *)bc)->fault_cb = cb; }
+
 static const struct broker_ops memory_ops = {
     .conn_open = mem_open,
     .command = mem_command,
@@ -650,6 +665,8 @@ static const struct broker_ops memory_ops = {
     .flush = mem_flush,
     .conn_close = mem_close,
     .free = mem_free,
+    .fault = mem_fault,
+    .on_fault = mem_on_fault,
 };
 
 broker *broker_memory_new(lclock *clock, const char *version) {

@@ -83,6 +83,7 @@ struct rconn {
   struct rbroker *b;     /* not used once closing: the broker may be freed first */
   char name[64];         /* for log lines */
   bk_state_cb *state_cb; /* NULL allowed */
+  bk_fault_cb *fault_cb; /* NULL allowed */
   void *data;
   redisAsyncContext *ac; /* current attempt or live connection; NULL in between */
   uv_timer_t timer;      /* backoff between attempts; timeout during one */
@@ -102,9 +103,11 @@ struct rconn {
   int failures;          /* failed attempts and drops since last up: the backoff step */
   int in_outage;         /* an attempt failed since the connection was last up */
   uint64_t outage_start; /* loop ms of the first failure of this outage */
-  int auth_failed;       /* this attempt failed on credentials */
+  const char *denied;    /* this attempt was refused (BK_FAULT_DENIED): the log message */
+  const char *hint;      /* ... and what to do about it */
   int logged_lost;       /* this outage was logged */
-  int logged_auth;       /* ... and its credentials problem too */
+  enum bk_fault fault;   /* the last failure since last up */
+  char fault_why[256];   /* ... and why */
   char reason[192];      /* why we ended this attempt ourselves, "" if we did not */
   char lost[224];        /* "connection lost: ..." for drained callbacks */
 };
@@ -202,19 +205,17 @@ static uint64_t next_rand(struct rbroker *b) {
   return b->rng = x;
 }
 
-/* Logs a failed attempt: one error when an outage starts, then one error
- * if credentials turn out to be the problem (that needs a person), and the
- * rest at debug. A server that stays down for an hour must not write a line
- * every 5 seconds. */
+/* Logs a failed attempt: one error when an outage starts and the rest at
+ * debug (a server that stays down for an hour must not write a line every 5
+ * seconds), but a refusal at every attempt: that needs a person, and the
+ * backoff already spaces the lines out. */
 static void report(struct rconn *c, const char *why) {
   char attempt[16];
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
-  if (c->auth_failed && !c->logged_auth) {
-    c->logged_auth = 1;
+  if (c->denied) {
     c->logged_lost = 1;
-    log_line(LOG_ERROR, NULL, "redis authentication failed", "redis", c->b->base.name,
-             "conn", c->name, "error", why, "hint", "check the credentials in the redis URL",
-             NULL);
+    log_line(LOG_ERROR, NULL, c->denied, "redis", c->b->base.name, "conn", c->name, "attempt",
+             attempt, "error", why, "hint", c->hint, NULL);
   } else if (!c->logged_lost) {
     c->logged_lost = 1;
     log_line(LOG_ERROR, NULL, c->ever_up ? "redis connection lost, reconnecting" : "cannot connect to redis, retrying",
@@ -249,9 +250,17 @@ static void went_down(struct rconn *c, const char *why) {
   }
   c->failures++;
   report(c, why);
+  c->fault = c->denied ? BK_FAULT_DENIED : BK_FAULT_DOWN;
+  if (!c->denied) snprintf(c->fault_why, sizeof c->fault_why, "%s", why);
   if (was_up && c->state_cb) {
     c->state_cb(c->data, (bk_conn *)c, 0);
     if (c->closing) return; /* closed from the callback */
+  }
+  if (c->fault_cb) {
+    char copy[sizeof c->fault_why];
+    snprintf(copy, sizeof copy, "%s", c->fault_why);
+    c->fault_cb(c->data, (bk_conn *)c, c->fault, copy);
+    if (c->closing) return;
   }
   schedule_retry(c);
 }
@@ -273,7 +282,8 @@ static void went_up(struct rconn *c) {
   c->failures = 0;
   c->in_outage = 0;
   c->logged_lost = 0;
-  c->logged_auth = 0;
+  c->fault = BK_FAULT_NONE;
+  c->fault_why[0] = '\0';
   if (c->state_cb) c->state_cb(c->data, (bk_conn *)c, 1);
 }
 
@@ -311,6 +321,36 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
   ctx_gone(c, ctx_error(c, ac));
 }
 
+static bool starts(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* A handshake step answered with an error: is it a refusal that only a
+ * person can lift? Sets c->denied, c->hint and c->fault_why if so. A busy
+ * server (LOADING, BUSY, MASTERDOWN, too many clients) is not one. */
+static void classify_refusal(struct rconn *c, const char *step, const char *err) {
+  c->denied = NULL;
+  if (strstr(err, "max number of clients") != NULL) return;
+  const char *what;
+  if (starts(err, "WRONGPASS") || starts(err, "NOAUTH") ||
+      (!strcmp(step, "AUTH") && starts(err, "ERR"))) {
+    c->denied = "redis authentication failed";
+    c->hint = "check the user and password of the redis URL";
+    what = "authentication failed";
+  } else if (starts(err, "NOPERM")) {
+    c->denied = "redis permission denied";
+    c->hint = "grant the user this command (ACL SETUSER) or use another user";
+    what = "permission denied";
+  } else if (!strcmp(step, "SELECT") && starts(err, "ERR")) {
+    c->denied = "redis refused the database";
+    c->hint = "check the db number of the redis URL";
+    what = "SELECT failed";
+  } else {
+    return;
+  }
+  snprintf(c->fault_why, sizeof c->fault_why, "%s: %s", what, err);
+}
+
 static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
   struct rconn *c = privdata;
   redisReply *reply = r;
@@ -318,8 +358,7 @@ static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
   const char *step = c->steps[c->step++];
   if (reply->type == REDIS_REPLY_ERROR) {
     snprintf(c->reason, sizeof c->reason, "%s failed: %s", step, reply->str);
-    c->auth_failed = strcmp(step, "AUTH") == 0 || strncmp(reply->str, "NOAUTH", 6) == 0 ||
-                     strncmp(reply->str, "WRONGPASS", 9) == 0;
+    classify_refusal(c, step, reply->str);
     redisAsyncFree(ac); /* deferred by hiredis until this callback returns */
     return;
   }
@@ -500,7 +539,7 @@ static void start_attempt(struct rconn *c) {
   char attempt[16];
   c->attempts++;
   c->reason[0] = '\0';
-  c->auth_failed = 0;
+  c->denied = NULL;
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
   log_line(LOG_DEBUG, NULL, "redis connecting", "redis", c->b->base.name, "conn", c->name,
            "attempt", attempt, NULL);
@@ -626,6 +665,14 @@ static void rconn_flush(bk_conn *bc) {
     ac->ev.delWrite(ac->ev.data);
 }
 
+static enum bk_fault rconn_fault(bk_conn *bc, char *why, size_t len) {
+  struct rconn *c = (struct rconn *)bc;
+  if (len) snprintf(why, len, "%s", c->fault == BK_FAULT_NONE ? "" : c->fault_why);
+  return c->fault;
+}
+
+static void rconn_on_fault(bk_conn *bc, bk_fault_cb *cb) { ((struct rconn *)bc)->fault_cb = cb; }
+
 static void rconn_close(bk_conn *bc) {
   struct rconn *c = (struct rconn *)bc;
   if (c == NULL || c->closing) return;
@@ -673,6 +720,8 @@ static const struct broker_ops redis_ops = {
     .flush = rconn_flush,
     .conn_close = rconn_close,
     .free = rbroker_free,
+    .fault = rconn_fault,
+    .on_fault = rconn_on_fault,
 };
 
 broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {

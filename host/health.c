@@ -11,10 +11,13 @@
 #include "health.h"
 
 #include <netdb.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "log.h"
@@ -278,15 +281,27 @@ static void server_close_handles(health *hs) {
   uv_close((uv_handle_t *)&hs->listener, server_handle_closed);
 }
 
-/* Binds the first address host:port resolves to. */
+/* Can this machine make IPv6 sockets at all? (A kernel without IPv6, or a
+ * container with it switched off, cannot.) */
+static bool ipv6_available(void) {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+/* Binds the first address host:port resolves to. No host (":8080") means
+ * every interface, IPv4 and IPv6: one dual-stack socket on "::" (libuv turns
+ * IPV6_V6ONLY off unless asked), or 0.0.0.0 where IPv6 is unavailable. */
 static int bind_addr(health *hs, const char *host, int port, char *err, size_t errlen) {
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                            .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *res = NULL;
   char service[8];
   snprintf(service, sizeof service, "%d", port);
+  if (host[0] == '\0') host = ipv6_available() ? "::" : "0.0.0.0";
   /* Called once, before the loop runs: a blocking lookup is fine here. */
-  int rc = getaddrinfo(host[0] ? host : NULL, service, &hints, &res);
+  int rc = getaddrinfo(host, service, &hints, &res);
   if (rc != 0) {
     snprintf(err, errlen, "--http: cannot resolve \"%s\": %s", host, gai_strerror(rc));
     return -1;
@@ -295,8 +310,9 @@ static int bind_addr(health *hs, const char *host, int port, char *err, size_t e
   if (rc == 0) rc = uv_listen((uv_stream_t *)&hs->listener, 64, on_connection);
   freeaddrinfo(res);
   if (rc != 0) {
-    snprintf(err, errlen, "--http: cannot listen on %s:%d: %s", host[0] ? host : "*", port,
-             uv_strerror(rc));
+    snprintf(err, errlen, strchr(host, ':') ? "--http: cannot listen on [%s]:%d: %s"
+                                            : "--http: cannot listen on %s:%d: %s",
+             host, port, uv_strerror(rc));
     return -1;
   }
   return 0;

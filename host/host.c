@@ -46,6 +46,7 @@ struct host {
   size_t nslots, slots_cap;
   size_t undrained;         /* subscriptions created and not drained yet */
   bool ready_logged;
+  bool connected;           /* the command connection has been up once */
   bool started;             /* subscriptions exist */
   bool stopping;
   bool at_deadline;         /* inside deadline_fire: it finishes the stop itself */
@@ -414,9 +415,29 @@ static bool server_supports_all(host *h) {
   return h->why_failed == NULL;
 }
 
+/* At start-up, before the server was ever reached: the server refused the
+ * credentials or a right that every run needs. Waiting cannot help, so the
+ * host stops and exits non-zero, saying what to fix. */
+static void fail_start(host *h, const char *why) {
+  log_line(LOG_ERROR, NULL, "redis refused luastream: not starting", "redis", h->b->name,
+           "error", why, NULL);
+  char line[768];
+  int n = snprintf(line, sizeof line, "luastream: cannot start: %s refused: %s\n", h->b->name, why);
+  free(h->why_failed);
+  h->why_failed = n > 0 ? strdup(line) : NULL;
+  h->failed = h->stopping = true;
+  finish_stop(h);
+}
+
 static void info_done(void *data, const bk_reply *r, const char *err) {
   host *h = data;
   if (h->stopping) return;
+  if (!h->started && bk_reply_is_error(r, "NOPERM")) {
+    char why[512];
+    snprintf(why, sizeof why, "permission denied: INFO server: %s", r->str);
+    fail_start(h, why);
+    return;
+  }
   long v = r ? bk_info_version(r, h->version, sizeof h->version) : -1;
   if (v < 0) {
     log_line(LOG_ERROR, NULL, "cannot read the server version, retrying", "redis", h->b->name,
@@ -449,6 +470,7 @@ static void info_retry(ltimer *t, void *data) {
 static void cmd_state(void *data, bk_conn *c, int up) {
   (void)c;
   host *h = data;
+  if (up) h->connected = true;
   if (up && !h->started && !h->stopping) ask_version(h);
 }
 
@@ -486,6 +508,14 @@ static void name_taken(host *h, subscription *s, bool lost) {
   add_failure(h, line);
   h->failed = true;
   host_stop(h);
+}
+
+/* A refusal before the first connect ends the start-up; later the broker
+ * keeps trying (and logging) and /readyz says why. */
+static void cmd_fault(void *data, bk_conn *c, enum bk_fault fault, const char *why) {
+  (void)c;
+  host *h = data;
+  if (fault == BK_FAULT_DENIED && !h->connected && !h->stopping) fail_start(h, why);
 }
 
 static void sub_event(void *data, subscription *s, enum sub_event ev) {
@@ -745,6 +775,7 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   h->reap_timer = timer_new(h->clock, reap, h);
   h->reload_timer = timer_new(h->clock, reload_fire, h);
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
+  if (h->cmd) bk_conn_on_fault(h->b, h->cmd, cmd_fault);
 }
 
 /* The shutdown deadline: every subscription still stopping drops its running
@@ -818,7 +849,11 @@ bool host_is_ready(const host *h, char *why, size_t len) {
     return false;
   }
   if (h->cmd == NULL || !bk_connected(h->b, h->cmd)) {
-    snprintf(why, len, "redis unreachable (%s)", h->b->name);
+    char fault[256];
+    if (h->cmd && bk_conn_fault(h->b, h->cmd, fault, sizeof fault) == BK_FAULT_DENIED)
+      snprintf(why, len, "redis %s (%s)", fault, h->b->name);
+    else
+      snprintf(why, len, "redis unreachable (%s)", h->b->name);
     return false;
   }
   if (!h->started) {

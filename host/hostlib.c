@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "duration.h"
 #include "entry.h"
 #include "json_decode.h"
 #include "log.h"
@@ -229,12 +230,14 @@ int rt_open_core(lua_State *L, struct handler *h) {
   static const luaL_Reg fns[] = {{"log", core_log},     {"sleep", core_sleep},
                                  {"entry", core_entry}, {"field", core_field},
                                  {"message", core_message}, {NULL, NULL}};
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 10);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, h);
     lua_pushcclosure(L, f->func, 1);
     lua_setfield(L, -2, f->name);
   }
+  lua_pushcfunction(L, duration_lua);
+  lua_setfield(L, -2, "duration");
   lua_pushliteral(L, LUASTREAM_VERSION);
   lua_setfield(L, -2, "version");
   lua_pushlightuserdata(L, (void *)(uintptr_t)luastream_flat);

@@ -1,11 +1,11 @@
 /* luastream: the command line.
  *
- *   luastream run [--redis URL] [--consumer NAME] [--log-level LEVEL]
+ *   luastream run [--redis URL | --redis-file PATH] [--consumer NAME] [--log-level LEVEL]
  *                 [--shutdown-timeout DURATION] [--http ADDR:PORT] [--no-reload] DIR
  *   luastream check DIR
- *   luastream publish [--redis URL] STREAM JSON [--key K] [--header NAME=VALUE]...
- *   luastream dead-letters list [--redis URL] STREAM [--count N]
- *   luastream dead-letters replay [--redis URL] STREAM (--id ID... | --all)
+ *   luastream publish [--redis URL | --redis-file PATH] STREAM JSON [--key K] [--header NAME=VALUE]...
+ *   luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]
+ *   luastream dead-letters replay [--redis URL | --redis-file PATH] STREAM (--id ID... | --all)
  *
  * main builds the loop, clock and broker, hands them to the host and maps
  * signals: the first SIGTERM/SIGINT drains (within --shutdown-timeout), a
@@ -15,16 +15,20 @@
  * (host_reload_soon); SIGHUP reloads every handler file at once. The
  * other commands that talk to Redis are one-shot clients (struct client):
  * connect, run a few commands, print, exit. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "broker.h"
 #include "clock.h"
+#include "duration.h"
 #include "entry.h"
 #include "health.h"
 #include "host.h"
@@ -62,13 +66,17 @@ static const char usage_main[] =
     "  dead-letters   list the dead letters of a stream (list), or put them back\n"
     "                 on their source stream (replay)\n"
     "\n"
-    "`luastream <command> --help` describes each command. REDIS_URL sets the\n"
-    "default server (" DEFAULT_URL " when unset).\n";
+    "`luastream <command> --help` describes each command. The server comes from\n"
+    "--redis URL, --redis-file PATH or REDIS_URL (" DEFAULT_URL " when none is\n"
+    "given). A password in --redis is visible to every user of the machine (ps):\n"
+    "put the URL in a file only you can read and pass --redis-file, or set\n"
+    "REDIS_URL.\n";
 
 static const char usage_run[] =
-    "usage: luastream run [--redis URL] [--instance N | --consumer NAME]\n"
-    "                     [--log-level LEVEL] [--shutdown-timeout DURATION]\n"
-    "                     [--http ADDR:PORT] [--no-reload] DIR\n"
+    "usage: luastream run [--redis URL | --redis-file PATH]\n"
+    "                     [--instance N | --consumer NAME] [--log-level LEVEL]\n"
+    "                     [--shutdown-timeout DURATION] [--http ADDR:PORT]\n"
+    "                     [--no-reload] DIR\n"
     "\n"
     "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
     "groups, reads, calls the handlers and applies their outcomes. Edited,\n"
@@ -81,7 +89,10 @@ static const char usage_run[] =
     "A second signal exits at once (status 1).\n"
     "\n"
     "  --redis URL        redis://[[user]:password@]host[:port][/db] or\n"
-    "                     unix:///path/to/socket[?db=N] (default: $REDIS_URL)\n"
+    "                     unix:///path/to/socket[?db=N] (default: $REDIS_URL);\n"
+    "                     a password here shows in ps: prefer --redis-file\n"
+    "  --redis-file PATH  read the URL from the first line of PATH (keep it\n"
+    "                     readable by this user only)\n"
     "  --instance N       this process's number on this machine, for running\n"
     "                     several (one per core): consumer names become\n"
     "                     HOSTNAME-HANDLER-N (default: $LUASTREAM_INSTANCE; without\n"
@@ -94,8 +105,8 @@ static const char usage_run[] =
     "  --log-level LEVEL  debug, info (default), warn or error\n"
     "  --shutdown-timeout DURATION\n"
     "                     how long running handlers may take to finish after\n"
-    "                     the first signal: seconds (30, the default), or with a\n"
-    "                     unit: 500ms, 10s, 2m\n"
+    "                     the first signal, with a unit: 500ms, 30s (the\n"
+    "                     default), 2m, 1h\n"
     "  --http ADDR:PORT   serve GET /healthz (200 while running) and GET /readyz\n"
     "                     (200 when connected and every subscription reads, else\n"
     "                     503 and why) on ADDR:PORT, e.g. 127.0.0.1:8080;\n"
@@ -109,18 +120,21 @@ static const char usage_check[] =
     "Prints `file:line: message` for each problem and exits 1 if there is any.\n";
 
 static const char usage_publish[] =
-    "usage: luastream publish [--redis URL] STREAM JSON [--key K] [--header NAME=VALUE]...\n"
+    "usage: luastream publish [--redis URL | --redis-file PATH] STREAM JSON [--key K]\n"
+    "                         [--header NAME=VALUE]...\n"
     "\n"
     "Adds one entry to STREAM with JSON as its body (field `data`) and prints the\n"
     "new entry id.\n"
     "\n"
     "  --redis URL            server (default: $REDIS_URL)\n"
+    "  --redis-file PATH      read the server's URL from the first line of PATH\n"
     "  --key K                partition key (header partition-key)\n"
     "  --header NAME=VALUE    an extra header; repeatable\n";
 
 static const char usage_dead_letters[] =
-    "usage: luastream dead-letters list [--redis URL] STREAM [--count N]\n"
-    "       luastream dead-letters replay [--redis URL] STREAM (--id ID | --all)\n"
+    "usage: luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]\n"
+    "       luastream dead-letters replay [--redis URL | --redis-file PATH] STREAM\n"
+    "                                     (--id ID | --all)\n"
     "\n"
     "A handler with dead_letter = \"STREAM\" moves the entries it rejects, cannot\n"
     "decode or gives up on (max_deliveries) to STREAM, each with where it came\n"
@@ -132,7 +146,7 @@ static const char usage_dead_letters[] =
     "`luastream dead-letters list --help` and `... replay --help` say more.\n";
 
 static const char usage_dl_list[] =
-    "usage: luastream dead-letters list [--redis URL] STREAM [--count N]\n"
+    "usage: luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]\n"
     "\n"
     "Prints the dead letters of STREAM, oldest first: for each, its id, where it\n"
     "came from (source stream, group, original id, handler), why (reason,\n"
@@ -140,10 +154,13 @@ static const char usage_dl_list[] =
     "other headers and its body.\n"
     "\n"
     "  --redis URL   server (default: $REDIS_URL)\n"
+    "  --redis-file PATH\n"
+    "                read the server's URL from the first line of PATH\n"
     "  --count N     show at most N entries (default 100)\n";
 
 static const char usage_dl_replay[] =
-    "usage: luastream dead-letters replay [--redis URL] STREAM (--id ID | --all)\n"
+    "usage: luastream dead-letters replay [--redis URL | --redis-file PATH] STREAM\n"
+    "                                     (--id ID | --all)\n"
     "\n"
     "Puts dead letters of STREAM back on their source stream as new entries, with\n"
     "their body and headers but without the dead-letter-* fields, so their\n"
@@ -154,6 +171,8 @@ static const char usage_dl_replay[] =
     "and a count.\n"
     "\n"
     "  --redis URL   server (default: $REDIS_URL)\n"
+    "  --redis-file PATH\n"
+    "                read the server's URL from the first line of PATH\n"
     "  --id ID       the dead letter with this id; repeatable. Nothing is replayed\n"
     "                if one of them is missing or not a dead letter.\n"
     "  --all         every dead letter on STREAM when the command starts (in\n"
@@ -161,6 +180,7 @@ static const char usage_dl_replay[] =
 
 struct options {
   const char *redis;
+  const char *redis_file;
   const char *consumer;
   const char *instance;
   const char *log_level;
@@ -187,6 +207,7 @@ static int option_slot(struct options *o, const char *name, size_t nlen, const c
   *slot = NULL;
   *flag = NULL;
   if (IS("redis")) *slot = &o->redis;
+  else if (IS("redis-file")) *slot = &o->redis_file;
   else if (IS("consumer")) *slot = &o->consumer;
   else if (IS("instance")) *slot = &o->instance;
   else if (IS("log-level")) *slot = &o->log_level;
@@ -266,14 +287,82 @@ static int parse(int argc, char **argv, const char *usage, int max_pos, struct o
   return 0;
 }
 
-static int setup_url(const struct options *o, struct redis_url *url) {
-  const char *text = o->redis ? o->redis : getenv("REDIS_URL");
-  if (text == NULL || *text == '\0') text = DEFAULT_URL;
-  char err[512];
-  if (url_parse(text, url, err, sizeof err) != 0) {
-    fprintf(stderr, "luastream: %s\n", err);
+/* The first line of path, trailing blanks and line end stripped, into buf.
+ * Returns 0, or -1 (reported). Warns when others may read the file. */
+static int read_url_file(const char *path, char *buf, size_t len) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    fprintf(stderr, "luastream: --redis-file %s: cannot read it: %s\n", path, strerror(errno));
     return -1;
   }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)))
+    fprintf(stderr,
+            "luastream: warning: --redis-file %s can be read by %s (mode %03o): "
+            "chmod 600 it\n",
+            path, (st.st_mode & S_IROTH) ? "every user" : "its group",
+            (unsigned)(st.st_mode & 0777));
+  bool got = fgets(buf, (int)len, f) != NULL;
+  bool error = ferror(f) != 0;
+  fclose(f);
+  if (error) {
+    fprintf(stderr, "luastream: --redis-file %s: cannot read it\n", path);
+    return -1;
+  }
+  size_t n = got ? strlen(buf) : 0;
+  if (n == len - 1 && buf[n - 1] != '\n') {
+    fprintf(stderr, "luastream: --redis-file %s: the first line is longer than %zu bytes\n", path,
+            len - 2);
+    return -1;
+  }
+  while (n > 0 && strchr(" \t\r\n", buf[n - 1])) buf[--n] = '\0';
+  if (n == 0) {
+    fprintf(stderr,
+            "luastream: --redis-file %s: the first line is empty: write the URL there, "
+            "e.g. redis://:PASSWORD@127.0.0.1:6379\n",
+            path);
+    return -1;
+  }
+  return 0;
+}
+
+/* The server: --redis, --redis-file, $REDIS_URL or the default. An empty
+ * value is an error, never a silent default. */
+static int setup_url(const struct options *o, struct redis_url *url) {
+  char file[URL_TEXT_MAX + 2], from[64 + 1024];
+  const char *text = DEFAULT_URL;
+  snprintf(from, sizeof from, "the default server");
+  if (o->redis && o->redis_file) {
+    fprintf(stderr, "luastream: give --redis or --redis-file, not both\n");
+    return -1;
+  }
+  if (o->redis) {
+    text = o->redis;
+    snprintf(from, sizeof from, "--redis");
+  } else if (o->redis_file) {
+    if (read_url_file(o->redis_file, file, sizeof file) != 0) return -1;
+    text = file;
+    snprintf(from, sizeof from, "--redis-file %s", o->redis_file);
+  } else if (getenv("REDIS_URL")) {
+    text = getenv("REDIS_URL");
+    snprintf(from, sizeof from, "REDIS_URL");
+  }
+  if (text[0] == '\0') {
+    fprintf(stderr,
+            "luastream: %s is empty: give a URL such as redis://127.0.0.1:6379%s\n", from,
+            strcmp(from, "REDIS_URL") ? "" : ", or unset it for " DEFAULT_URL);
+    return -1;
+  }
+  char err[512];
+  int rc = url_parse(text, url, err, sizeof err);
+  memset(file, 0, sizeof file); /* held a password, maybe */
+  if (rc != 0) {
+    fprintf(stderr, "luastream: %s: %s\n", from, err);
+    return -1;
+  }
+  if (o->redis && url->password[0])
+    fprintf(stderr, "luastream: warning: the password in --redis can be seen by every user of "
+                    "this machine (ps): use --redis-file PATH or REDIS_URL instead\n");
   return 0;
 }
 
@@ -303,17 +392,22 @@ static int finish_loop(uv_loop_t *loop) {
 
 /* ---- run ---- */
 
-/* "30" (seconds), "30s", "500ms" or "2m" as ms; -1 when it is none of these. */
-static int parse_duration(const char *text, uint64_t *ms) {
+/* --NAME TEXT as a duration in ms (duration.h: text needs a unit); reports
+ * and returns -1 when it is not one. */
+static int option_duration(const char *name, const char *text, uint64_t *ms) {
+  char why[160];
+  double v;
+  if (duration_parse(text, strlen(text), &v, why, sizeof why) == 0) {
+    *ms = (uint64_t)v;
+    return 0;
+  }
   size_t digits = strspn(text, "0123456789");
-  if (digits == 0 || digits > 9) return -1;
-  uint64_t n = strtoull(text, NULL, 10);
-  const char *unit = text + digits;
-  if (!strcmp(unit, "") || !strcmp(unit, "s")) *ms = n * 1000;
-  else if (!strcmp(unit, "ms")) *ms = n;
-  else if (!strcmp(unit, "m")) *ms = n * 60000;
-  else return -1;
-  return 0;
+  if (digits > 0 && text[digits] == '\0')
+    fprintf(stderr, "luastream: --%s %s: add a unit, e.g. %ss (or %sms, %sm, %sh)\n", name, text,
+            text, text, text, text);
+  else
+    fprintf(stderr, "luastream: --%s \"%s\" %s\n", name, text, why);
+  return -1;
 }
 
 struct run_state {
@@ -416,13 +510,8 @@ static int cmd_run(int argc, char **argv) {
     return 2;
   }
   uint64_t shutdown_ms = SHUTDOWN_TIMEOUT_MS;
-  if (o.shutdown_timeout && parse_duration(o.shutdown_timeout, &shutdown_ms) != 0) {
-    fprintf(stderr,
-            "luastream: --shutdown-timeout needs seconds or a duration such as 30, 10s or "
-            "500ms, got \"%s\"\n",
-            o.shutdown_timeout);
+  if (o.shutdown_timeout && option_duration("shutdown-timeout", o.shutdown_timeout, &shutdown_ms))
     return 2;
-  }
   char err[512];
   char host_part[256];
   int port;
@@ -558,6 +647,16 @@ static void client_state(void *data, bk_conn *conn, int up) {
   c->start(c);
 }
 
+/* A one-shot command does not wait for a server that refused it or is not
+ * there: the first failed attempt ends it (a person is waiting). */
+static void client_fault(void *data, bk_conn *conn, enum bk_fault fault, const char *why) {
+  struct client *c = data;
+  if (c->started || c->finished || conn != c->conn || fault == BK_FAULT_NONE) return;
+  fprintf(stderr, "luastream: cannot %s %s: %s\n",
+          fault == BK_FAULT_DENIED ? "use" : "reach", c->b->name, why);
+  client_done(c, 1);
+}
+
 static void client_timeout(ltimer *t, void *data) {
   (void)t;
   struct client *c = data;
@@ -570,11 +669,17 @@ static void client_timeout(ltimer *t, void *data) {
   client_done(c, 1);
 }
 
+static void drop_log_line(void *data, enum log_level level, const char *line, size_t len) {
+  (void)data, (void)level, (void)line, (void)len;
+}
+
 /* Connects to url, calls start once connected and runs until client_done.
  * Returns the status client_done was given (1 on a timeout). */
 static int client_run(const struct redis_url *url, const char *name, client_start_fn *start,
                       void *data) {
-  log_set_level(LOG_WARN); /* the output is the result; connection chatter is not */
+  /* The output is the result, and every failure is said once on stderr by
+   * the command itself; the broker's log lines would say it again. */
+  log_set_sink(drop_log_line, NULL);
   uv_loop_t loop;
   uv_loop_init(&loop);
   lclock *clock = clock_uv_new(&loop);
@@ -583,6 +688,7 @@ static int client_run(const struct redis_url *url, const char *name, client_star
   c.timeout = timer_new(clock, client_timeout, &c);
   timer_start(c.timeout, CLIENT_TIMEOUT_MS);
   c.conn = bk_conn_open(c.b, name, client_state, &c);
+  if (c.conn) bk_conn_on_fault(c.b, c.conn, client_fault);
   uv_run(&loop, UV_RUN_DEFAULT);
   client_done(&c, c.status); /* the loop ended without it: nothing left to wait for */
   timer_free(c.timeout);
@@ -608,6 +714,23 @@ static void publish_done(void *data, const bk_reply *r, const char *err) {
 }
 
 static void publish_start(struct client *c) { client_send(c, c->data, publish_done); }
+
+/* A header luastream writes itself, or the body: a producer who sets one
+ * would forge what luastream records (a delivery count, a dead letter's
+ * origin) or lose the body. NULL when name is free to use, else why not. */
+static const char *reserved_header(const char *name, size_t len) {
+  static const char *const own[] = {HDR_DATA,        HDR_DELIVERY_COUNT, HDR_IDLE_MS,
+                                    HDR_RETRY_GROUP, HDR_ORIGINAL_ID,    "handler-version"};
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+    if (strlen(own[i]) == len && strncasecmp(name, own[i], len) == 0)
+      return i == 0 ? "the body's field: the JSON argument is the body"
+                    : "luastream writes it itself";
+  if (strlen(HDR_PARTITION_KEY) == len && strncasecmp(name, HDR_PARTITION_KEY, len) == 0)
+    return "set it with --key";
+  if (len >= 12 && strncasecmp(name, "dead-letter-", 12) == 0)
+    return "luastream writes the dead-letter-* headers itself";
+  return NULL;
+}
 
 static int cmd_publish(int argc, char **argv) {
   struct options o;
@@ -636,6 +759,13 @@ static int cmd_publish(int argc, char **argv) {
     const char *eq = strchr(o.headers[i], '=');
     if (eq == NULL || eq == o.headers[i]) {
       fprintf(stderr, "luastream: --header needs NAME=VALUE, got \"%s\"\n", o.headers[i]);
+      bk_args_free(&args);
+      return 2;
+    }
+    const char *why = reserved_header(o.headers[i], (size_t)(eq - o.headers[i]));
+    if (why) {
+      fprintf(stderr, "luastream: --header %.*s: a reserved header name (%s)\n",
+              (int)(eq - o.headers[i]), o.headers[i], why);
       bk_args_free(&args);
       return 2;
     }
@@ -756,6 +886,39 @@ static bool is_range(const bk_reply *r) {
   return true;
 }
 
+/* TYPE's answer for a dead-letter stream: true when it is one; else says
+ * why not (missing, another type) and ends the session with status 1. */
+static bool dl_stream_exists(struct client *c, const char *stream, const bk_reply *r,
+                             const char *err) {
+  const char *why = client_error(r, err);
+  if (why == NULL && (r->type == BK_STATUS || r->type == BK_STRING)) {
+    if (r->len == 6 && !memcmp(r->str, "stream", 6)) return true;
+    if (r->len == 4 && !memcmp(r->str, "none", 4))
+      fprintf(stderr, "luastream: stream %s does not exist on %s (check the name: a handler's "
+                      "dead_letter stream is made by its first dead letter)\n",
+              stream, c->b->name);
+    else
+      fprintf(stderr, "luastream: %s on %s is a %.*s, not a stream\n", stream, c->b->name,
+              (int)r->len, r->str);
+  } else {
+    fprintf(stderr, "luastream: cannot read %s on %s: %s\n", stream, c->b->name,
+            why ? why : "unexpected reply to TYPE");
+  }
+  client_done(c, 1);
+  return false;
+}
+
+/* TYPE stream, answered by cb. */
+static int dl_send_type(struct client *c, const char *stream, bk_reply_cb *cb) {
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "TYPE");
+  bk_args_str(&a, stream);
+  int rc = client_send(c, &a, cb);
+  bk_args_free(&a);
+  return rc;
+}
+
 struct dl_list {
   const char *stream;
   long long count;
@@ -802,13 +965,20 @@ static void dl_list_len(void *data, const bk_reply *r, const char *err) {
   client_done(c, 1);
 }
 
+static void dl_list_type(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  if (c->finished) return;
+  dl_stream_exists(c, ((struct dl_list *)c->data)->stream, r, err); /* XLEN and XRANGE follow */
+}
+
 static void dl_list_start(struct client *c) {
   struct dl_list *l = c->data;
   struct bk_args a;
   bk_args_init(&a);
   bk_args_str(&a, "XLEN");
   bk_args_str(&a, l->stream);
-  int rc = client_send(c, &a, dl_list_len);
+  int rc = dl_send_type(c, l->stream, dl_list_type);
+  if (rc == 0) rc = client_send(c, &a, dl_list_len);
   bk_args_reset(&a);
   bk_args_str(&a, "XRANGE");
   bk_args_str(&a, l->stream);
@@ -930,6 +1100,16 @@ static void dl_replay_send(struct client *c) {
   bk_args_free(&a);
 }
 
+static void dl_replay_type(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  if (c->finished) return;
+  if (dl_stream_exists(c, ((struct dl_replay *)c->data)->stream, r, err)) dl_replay_send(c);
+}
+
+static void dl_replay_start(struct client *c) {
+  dl_send_type(c, ((struct dl_replay *)c->data)->stream, dl_replay_type);
+}
+
 /* "ms-seq", as XADD returns ids: the script looks each one up exactly. */
 static bool full_id(const char *s) {
   size_t ms = strspn(s, "0123456789");
@@ -959,7 +1139,7 @@ static int cmd_dl_replay(int argc, char **argv) {
   struct dl_replay rp = {.stream = o.pos[0], .ids = o.nids ? o.ids : NULL, .nids = o.nids};
   strcpy(rp.after, "-");
   strcpy(rp.last, "+");
-  return client_run(&url, "dead-letters", dl_replay_send, &rp);
+  return client_run(&url, "dead-letters", dl_replay_start, &rp);
 }
 
 static int cmd_dead_letters(int argc, char **argv) {

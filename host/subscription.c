@@ -726,7 +726,11 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
     break;
   }
   if (s->reader == NULL || !bk_connected(s->b, s->reader)) {
-    snprintf(why, len, "read connection down");
+    char fault[256];
+    if (s->reader && bk_conn_fault(s->b, s->reader, fault, sizeof fault) == BK_FAULT_DENIED)
+      snprintf(why, len, "read connection down: redis %s", fault);
+    else
+      snprintf(why, len, "read connection down");
     return false;
   }
   uint64_t limit = STUCK_FACTOR * read_wait_ms(s), now = clock_now(s->clock);

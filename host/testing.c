@@ -30,6 +30,7 @@
 
 #include "broker.h"
 #include "clock.h"
+#include "duration.h"
 #include "entry.h"
 #include "host.h"
 #include "json_decode.h"
@@ -698,5 +699,7 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_setfield(L, -2, "app");
   lua_pushcfunction(L, core_json_decode);
   lua_setfield(L, -2, "json_decode");
+  lua_pushcfunction(L, duration_lua);
+  lua_setfield(L, -2, "duration");
   return 1;
 }

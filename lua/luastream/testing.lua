@@ -29,6 +29,7 @@ local function load_core()
     "LUASTREAM_TESTING_LIB to the folder that holds it\n" .. tostring(core), 2)
 end
 local core = load_core()
+package.loaded.luastream_testing = core -- ls.duration's parser, however it was found
 
 local ls = require "luastream"           -- ls.duration, outside a host
 local json = require "luastream.json"    -- the encoder ctx:publish uses

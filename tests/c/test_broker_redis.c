@@ -122,6 +122,7 @@ struct state {
   int ups, downs;
   int close_on_up, close_on_down; /* close the conn from inside the callback */
   broker *b;
+  struct faults *faults;            /* on_fault's tally */
 };
 
 static void on_state(void *data, bk_conn *c, int up) {
@@ -301,8 +302,8 @@ TEST_IMPL(broker_redis_reply_shapes) {
 }
 
 /* Password only and user + password (percent-encoded in the URL); a missing
- * or wrong password is logged once as an authentication failure, without the
- * password, and retried. */
+ * or wrong password is an authentication failure (BK_FAULT_DENIED), logged
+ * at every attempt without the password, and retried. */
 TEST_IMPL(broker_redis_password_auth) {
   static const char *const args[] = {"--requirepass", "s3c:r@t", NULL};
   struct state st1 = {0}, st2 = {0}, st3 = {0}, st4 = {0};
@@ -334,13 +335,21 @@ TEST_IMPL(broker_redis_password_auth) {
   ASSERT_INT_EQ(st3.ups, 0);
   ASSERT_INT_EQ(st4.ups, 0);
   ASSERT_INT_EQ(bk_connected(b4, c4), 0);
-  ASSERT_INT_EQ(log_count("level=error msg=\"redis authentication failed\"", "conn=nopw"), 1);
-  ASSERT_INT_EQ(log_count("msg=\"redis authentication failed\"", "conn=badpw"), 1);
-  ASSERT_INT_EQ(log_count("authentication failed\" redis=redis://127.0.0.1:",
-                          "conn=nopw error=\"PING failed: NOAUTH"), 1);
-  ASSERT_INT_EQ(log_count("authentication failed\" redis=redis://default:***@127.0.0.1:",
-                          "conn=badpw error=\"AUTH failed: WRONGPASS"), 1);
-  ASSERT(log_count("msg=\"redis connect attempt failed\"", "conn=badpw") >= 2);
+  ASSERT(log_count("level=error msg=\"redis authentication failed\"", "conn=nopw") >= 3);
+  ASSERT(log_count("msg=\"redis authentication failed\"", "conn=badpw") >= 3);
+  ASSERT(log_count("authentication failed\" redis=redis://127.0.0.1:",
+                   "conn=nopw attempt=2 error=\"PING failed: NOAUTH") == 1);
+  ASSERT(log_count("authentication failed\" redis=redis://default:***@127.0.0.1:",
+                   "conn=badpw attempt=2 error=\"AUTH failed: WRONGPASS") == 1);
+  ASSERT_INT_EQ(log_count("msg=\"redis connect attempt failed\"", "conn=badpw"), 0);
+  char why[256];
+  ASSERT_INT_EQ(bk_conn_fault(b4, c4, why, sizeof why), BK_FAULT_DENIED);
+  ASSERT_STR_EQ(why, "authentication failed: WRONGPASS invalid username-password pair or user is "
+                     "disabled.");
+  ASSERT_INT_EQ(bk_conn_fault(b3, c3, why, sizeof why), BK_FAULT_DENIED);
+  ASSERT_STR_EQ(why, "authentication failed: NOAUTH Authentication required.");
+  ASSERT_INT_EQ(bk_conn_fault(b1, c1, why, sizeof why), BK_FAULT_NONE);
+  ASSERT_STR_EQ(why, "");
   ASSERT_INT_EQ(log_count("msg=\"cannot connect to redis, retrying\"", NULL), 0);
   ASSERT_INT_EQ(log_count("wrongpw", NULL), 0);
   ASSERT_INT_EQ(log_count("s3c", NULL), 0);
@@ -560,6 +569,22 @@ static int unused_port(void) {
   return ntohs(sa.sin_port);
 }
 
+struct faults {
+  int calls;
+  enum bk_fault last;
+  char why[128];
+};
+
+static void on_fault(void *data, bk_conn *c, enum bk_fault fault, const char *why) {
+  (void)c;
+  struct faults *f = ((struct state *)data)->faults;
+  f->calls++;
+  f->last = fault;
+  snprintf(f->why, sizeof f->why, "%s", why);
+}
+
+/* A refused connect does not block the loop; every failed attempt reaches
+ * the fault callback as BK_FAULT_DOWN (it may work later by itself). */
 TEST_IMPL(broker_redis_refused_does_not_block) {
   struct state st = {0};
   uv_timer_t tick;
@@ -569,7 +594,10 @@ TEST_IMPL(broker_redis_refused_does_not_block) {
   broker *b = make_broker(url);
   uint64_t t0 = uv_hrtime();
   st.b = b;
+  struct faults f = {0};
+  st.faults = &f;
   bk_conn *c = bk_conn_open(b, "nobody", on_state, &st);
+  bk_conn_on_fault(b, c, on_fault);
   ASSERT((uv_hrtime() - t0) / 1000000 < 100);
   uv_timer_init(&loop, &tick);
   uv_timer_start(&tick, on_tick, 10, 10);
@@ -578,6 +606,12 @@ TEST_IMPL(broker_redis_refused_does_not_block) {
   ASSERT_INT_EQ(st.ups, 0);
   ASSERT_INT_EQ(log_count("msg=\"cannot connect to redis, retrying\"", "error=\"Connection refused\""), 1);
   ASSERT(log_count("msg=\"redis connecting\"", "conn=nobody") >= 3);
+  ASSERT(f.calls >= 3);
+  ASSERT_INT_EQ(f.last, BK_FAULT_DOWN);
+  ASSERT_STR_EQ(f.why, "Connection refused");
+  char why[128];
+  ASSERT_INT_EQ(bk_conn_fault(b, c, why, sizeof why), BK_FAULT_DOWN);
+  ASSERT_STR_EQ(why, "Connection refused");
   uv_close((uv_handle_t *)&tick, NULL);
   close_and_free(b, c);
   teardown();

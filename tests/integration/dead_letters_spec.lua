@@ -746,9 +746,13 @@ describe("luastream dead-letters", function()
     assert.equal(stored[1].id, blocks[1].id)
     assert.matches("1 of 2 entries on payments.dead shown", out, 1, true)
 
+    srv:cli("XGROUP", "CREATE", "nothing.dead", "g", "$", "MKSTREAM") -- an empty stream
     code, out = helper.luastream("dead-letters", "list", "--redis", srv.url, "nothing.dead")
     assert.equal(0, code)
     assert.matches("no dead letters on nothing.dead", out, 1, true)
+    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "missing.dead")
+    assert.equal(1, code, out)
+    assert.matches("stream missing.dead does not exist", err, 1, true)
     code, _, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments.dead", "--count", "0")
     assert.equal(2, code)
     assert.matches("--count", err, 1, true)

@@ -57,7 +57,7 @@ describe("the shutdown deadline", function()
 
   it("abandons handlers still running at --shutdown-timeout, exits 0, leaves their entries pending for another host", function()
     local srv = helper.redis_start()
-    local a = helper.host_start({ "--consumer", "host-a", "--shutdown-timeout", "1" },
+    local a = helper.host_start({ "--consumer", "host-a", "--shutdown-timeout", "1s" },
       { server = srv, dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW_EVEN }) })
     a:wait_log(READY, 20, { plain = true })
     srv:pipe(helper.payment_commands(1, 4, 4))
@@ -68,7 +68,7 @@ describe("the shutdown deadline", function()
     assert.equal(0, a:wait_exit(10))
     local took = helper.now() - t0
     assert(took >= 0.9, string.format("the host stopped after %.2f s, before the 1 s deadline", took))
-    assert(took < 3, string.format("the host took %.2f s to stop with --shutdown-timeout 1", took))
+    assert(took < 3, string.format("the host took %.2f s to stop with --shutdown-timeout 1s", took))
 
     local deadline = a:records({ msg = "shutdown deadline reached" })
     assert.equal(1, #deadline, "one deadline line")
@@ -134,10 +134,15 @@ describe("the shutdown deadline", function()
 
   it("refuses a --shutdown-timeout that is not a duration", function()
     local dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW_EVEN })
-    for _, bad in ipairs { "soon", "-1", "1.5", "10h", "" } do
+    for _, bad in ipairs { "soon", "-1", "1.5", "10x", "" } do
       local code, _, err = helper.luastream("run", "--shutdown-timeout", bad, dir, { timeout = 10 })
       assert.equal(2, code, "--shutdown-timeout " .. bad)
-      assert.truthy(err:find("--shutdown-timeout needs", 1, true), err)
+      assert.truthy(err:find("luastream: --shutdown-timeout ", 1, true), err)
+      assert.truthy(err:find("must be a duration such as", 1, true) or err:find("has no unit", 1, true), err)
     end
+    -- a bare number has no unit: seconds or milliseconds would be a guess
+    local code, _, err = helper.luastream("run", "--shutdown-timeout", "30", dir, { timeout = 10 })
+    assert.equal(2, code)
+    assert.truthy(err:find("--shutdown-timeout 30: add a unit, e.g. 30s", 1, true), err)
   end)
 end)

@@ -40,6 +40,28 @@ describe("luastream.testing", function()
     app:stop()
   end)
 
+  it("reads durations by the host's one rule: a number is ms, text needs a unit", function()
+    local ls = require "luastream"
+    assert.equal(30000, ls.duration(30000))
+    assert.equal(30000, ls.duration("30s"))
+    assert.equal(3600000, ls.duration("1h"))
+    assert.equal(1500, ls.duration(" 1.5 s "))
+    local ms, why = ls.duration("30000")
+    assert.is_nil(ms)
+    assert.equal('has no unit: add one, e.g. "30000ms" or "30000s"', why)
+    assert.is_nil((ls.duration("30x")))
+    assert.is_nil((ls.duration(-1)))
+    assert.is_nil((ls.duration("1e400h")))
+    assert.has_error(function() ls.backoff { base = "1000" } end)
+    local app = testing.app(HERE .. "/lanes")
+    app:advance("1h")
+    assert.equal(3600000, app:now())
+    local ok, err = pcall(app.advance, app, "30")
+    assert.is_false(ok)
+    assert.matches('a duration has no unit: add one, e.g. "30ms" or "30s"', err, 1, true)
+    app:stop()
+  end)
+
   it("never runs an entry twice when a claiming read takes back one still waiting in a lane", function()
     -- ten entries on one lane of 300 ms each: the last ones wait longer than
     -- min_idle (1 s), so the claiming read returns them while they are queued
