@@ -31,10 +31,12 @@ void host_free_paths(char **paths);
  * it cannot run on this server (host_failed). */
 typedef void host_stopped_fn(void *data);
 
-/* Loads every handler of dir. On success returns the host; on failure NULL
- * and *problems holds `file:line: message` lines (free it). */
+/* Loads every handler of dir, each within load_timeout_ms (0: the default,
+ * RT_LOAD_TIMEOUT_MS; also for every later reload). On success returns the
+ * host; on failure NULL and *problems holds `file:line: message` lines (free
+ * it). */
 host *host_new(const char *dir, broker *b, lclock *clock, const char *consumer_override,
-               char **problems);
+               uint64_t load_timeout_ms, char **problems);
 /* Connects, checks the server, starts every subscription. */
 void host_start(host *h, host_stopped_fn *stopped, void *data);
 /* Stops reading, lets running handlers finish, flushes outcomes; then
@@ -55,7 +57,9 @@ void host_stop_within(host *h, uint64_t timeout_ms);
  * swaps the handler in place (entries running finish on the old one); a change
  * to a subscription field (stream, group, read, ...) stops that subscription,
  * drains it and starts a new one; a new file starts a subscription; a removed
- * file's subscription is stopped and drained. A file that fails to load keeps
+ * file's subscription is stopped and drained; a directory that no longer
+ * exists counts as empty (its subscriptions stop until it is back). A file
+ * that fails to load keeps
  * the running version and is reported once per content (`msg="handler reload
  * failed"` with `file:line: message`). Before the host has started, the
  * reload waits for the start; while stopping it does nothing. */
@@ -63,10 +67,11 @@ void host_reload(host *h, bool force);
 /* host_reload(h, false) once the directory has been quiet for 200 ms on the
  * host's clock (each call restarts the wait): for file-change events. */
 void host_reload_soon(host *h);
-/* Readiness, for /readyz: true when the command connection is up, every
- * subscription reads and none is stuck (sub_healthy); else false with one
- * line in why, e.g. "redis unreachable (redis://127.0.0.1:6379)" or
- * "subscription post_payment: creating group". */
+/* Readiness, for /readyz: true when the command connection is up, at least
+ * one subscription runs, every subscription reads and none is stuck
+ * (sub_healthy); else false with one line in why, e.g. "redis unreachable
+ * (redis://127.0.0.1:6379)", "subscription post_payment: creating group" or
+ * "no handlers running". */
 bool host_is_ready(const host *h, char *why, size_t len);
 /* Subscriptions: the running ones by load order, then those a reload is
  * stopping; for tests and health. Before the host has started them, one per
@@ -86,8 +91,9 @@ void host_on_delivery(host *h,
 void host_free(host *h);
 
 /* `luastream check`: loads and validates every handler of dir without
- * connecting. Prints problems as `file:line: message`; returns their count
- * (0 when all is well). */
-int host_check(const char *dir);
+ * connecting, each within load_timeout_ms (0: RT_LOAD_TIMEOUT_MS). Prints
+ * problems as `file:line: message`; returns their count (0 when all is
+ * well). */
+int host_check(const char *dir, uint64_t load_timeout_ms);
 
 #endif

@@ -632,7 +632,7 @@ static int core_app(lua_State *L) {
   }
 
   char *problems = NULL;
-  a->host = host_new(dir, a->w->b, a->w->clock, consumer, &problems);
+  a->host = host_new(dir, a->w->b, a->w->clock, consumer, 0, &problems);
   if (a->host == NULL) {
     lua_pushstring(L, problems ? problems : "cannot load the handlers");
     free(problems);
