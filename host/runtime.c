@@ -314,6 +314,10 @@ static int load_protected(lua_State *L) {
                  h->spec.path);
     lua_error(L); /* syntax errors and unreadable files already name the file */
   }
+  /* From here on the file's code runs (its chunk, then any metamethod
+   * validate meets): under the deadline. luastream's own modules, loaded
+   * above, are spared the hook's cost. */
+  lua_sethook(L, load_hook, LUA_MASKCOUNT, LOAD_HOOK_COUNT);
   if (pcall_traced(L, 0, 1) != 0) {
     /* First line only: `file:line: message`; the traceback points into us. */
     const char *msg = lua_tostring(L, -1);
@@ -398,7 +402,6 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
                              .deadline_ns = now_ns() + limit_ms * 1000000u};
   loading = &guard;
   h->loading = true;
-  lua_sethook(h->L, load_hook, LUA_MASKCOUNT, LOAD_HOOK_COUNT);
   watchdog_enter(h->spec.name, path, NULL, NULL, NULL);
   /* A C function under pcall, so even setup errors come back as messages. */
   lua_pushcfunction(h->L, load_protected);
