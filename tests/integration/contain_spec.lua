@@ -182,17 +182,17 @@ local ls = require "luastream"
 return {
   stream = "s", group = "g",
   handle = function(msg)
-    ls.sleep(1500) -- longer than the watchdog: waiting is not stalling
+    ls.sleep(2000) -- longer than the watchdog: waiting is not stalling
     ls.log.info("handled", { n = msg.n })
   end,
 }
 ]] })
-    local host = helper.host_start({ "--watchdog", "500ms" }, { server = srv, dir = dir })
+    local host = helper.host_start({ "--watchdog", "1s" }, { server = srv, dir = dir })
     host:wait_log(READY, 20, { plain = true })
     entry(srv, 1)
     host:wait_records({ msg = "handled", n = 1 }, 1, 10)
     -- idle longer than the watchdog too
-    pcall(helper.wait_until, function() return false end, 1.2)
+    pcall(helper.wait_until, function() return false end, 1.5)
     assert.is_true(host:alive())
     assert.equal(0, host:stop(10))
   end)
