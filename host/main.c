@@ -354,6 +354,7 @@ struct run_state {
   const char *dir;
   uv_fs_event_t watch;      /* DIR, unless --no-reload */
   uv_fs_poll_t dir_poll;    /* DIR itself: gone, back or replaced */
+  bool dir_missing;         /* the last stat of DIR failed */
   bool watching;
   uv_timer_t beat;          /* feeds the watchdog, unless --watchdog off */
   bool beating;
@@ -389,23 +390,30 @@ static void on_dir_change(uv_fs_event_t *w, const char *file, int events, int st
 
 /* (Re)starts the uv_fs_event on DIR: after the directory was deleted and
  * made again (or replaced by a rename), the old watch follows the old inode
- * and never fires again. */
-static void watch_dir(struct run_state *rs, bool again) {
+ * and never fires again. loudly: say so in the log. */
+static void watch_dir(struct run_state *rs, bool again, bool loudly) {
   if (again) uv_fs_event_stop(&rs->watch);
   int rc = uv_fs_event_start(&rs->watch, on_dir_change, rs->dir, 0);
   if (rc < 0)
     log_line(LOG_WARN, NULL, "cannot watch the handler directory: reload with SIGHUP", "dir",
              rs->dir, "error", uv_strerror(rc), NULL);
-  else if (again)
+  else if (loudly)
     log_line(LOG_INFO, NULL, "watching the handler directory again", "dir", rs->dir, NULL);
 }
 
 /* DIR's own stat changed: it went (the reload stops its subscriptions), came
- * back or was replaced (watched anew), or its entries changed. */
+ * back, was replaced, or its entries changed. A new directory can reuse the
+ * old one's inode number, so the watch is made anew on every change (cheap,
+ * and the reload that follows sees whatever happened in between). */
 static void on_dir_stat(uv_fs_poll_t *p, int status, const uv_stat_t *prev, const uv_stat_t *curr) {
   struct run_state *rs = p->data;
-  if (status == 0 && (prev->st_ino != curr->st_ino || prev->st_dev != curr->st_dev))
-    watch_dir(rs, true);
+  if (status < 0) {
+    rs->dir_missing = true;
+  } else {
+    bool other = rs->dir_missing || prev->st_ino != curr->st_ino || prev->st_dev != curr->st_dev;
+    rs->dir_missing = false;
+    watch_dir(rs, true, other);
+  }
   host_reload_soon(rs->host);
 }
 
@@ -519,7 +527,7 @@ static int cmd_run(int argc, char **argv) {
     uv_fs_poll_init(&loop, &rs.dir_poll);
     rs.watch.data = rs.dir_poll.data = &rs;
     rs.watching = true;
-    watch_dir(&rs, false);
+    watch_dir(&rs, false, false);
     uv_fs_poll_start(&rs.dir_poll, on_dir_stat, o.pos[0], DIR_POLL_MS);
   }
   if (watchdog_ms > 0) {
