@@ -59,6 +59,7 @@ struct host {
   ltimer *info_timer;       /* retries INFO until the server answers */
   char version[32];
   long version_num;         /* bk_version_parse of version */
+  bool dir_gone;            /* the last reload found no handler directory */
   bool failed;              /* stopped because it cannot run here (exit non-zero) */
   char *why_failed;         /* what the version gate said, one line per subscription */
 };
@@ -69,12 +70,14 @@ static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* host_list_dir; an empty directory is an error only when !allow_empty. */
+/* host_list_dir; an empty directory is an error only when !allow_empty.
+ * Returns -2 (with err) when the directory does not exist. */
 static int list_dir(const char *dir, bool allow_empty, char ***paths, char *err, size_t errlen) {
   DIR *d = opendir(dir);
   if (d == NULL) {
+    int gone = errno == ENOENT || errno == ENOTDIR;
     snprintf(err, errlen, "%s: cannot open handler directory: %s", dir, strerror(errno));
-    return -1;
+    return gone ? -2 : -1;
   }
   size_t n = 0, cap = 8;
   char **list = malloc(cap * sizeof *list);
@@ -109,7 +112,8 @@ static int list_dir(const char *dir, bool allow_empty, char ***paths, char *err,
 }
 
 int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen) {
-  return list_dir(dir, false, paths, err, errlen);
+  int n = list_dir(dir, false, paths, err, errlen);
+  return n < 0 ? -1 : n;
 }
 
 void host_free_paths(char **paths) {
@@ -175,10 +179,11 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
   return problems;
 }
 
-int host_check(const char *dir) {
+int host_check(const char *dir, uint64_t load_timeout_ms) {
   handler **hs = NULL;
   size_t n = 0;
-  int problems = load_all(dir, NULL, &hs, &n, stderr);
+  struct rt_env env = {.load_timeout_ms = load_timeout_ms}; /* no clock: nothing runs */
+  int problems = load_all(dir, &env, &hs, &n, stderr);
   for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
   free(hs);
   return problems;
@@ -282,7 +287,7 @@ static int bind_consumer(host *h, struct slot *sl, handler *hd) {
 }
 
 host *host_new(const char *dir, broker *b, lclock *clock, const struct host_names *names,
-               char **problems) {
+               uint64_t load_timeout_ms, char **problems) {
   const char *consumer_override = names ? names->consumer : NULL;
   size_t len = 0;
   *problems = NULL;
@@ -294,6 +299,7 @@ host *host_new(const char *dir, broker *b, lclock *clock, const struct host_name
   h->b = b;
   h->clock = clock;
   h->env.clock = clock;
+  h->env.load_timeout_ms = load_timeout_ms;
   h->dir = strdup(dir);
   h->consumer_override = consumer_override ? strdup(consumer_override) : NULL;
   if (h->dir == NULL || (consumer_override && h->consumer_override == NULL)) goto oom;
@@ -741,10 +747,22 @@ void host_reload(host *h, bool force) {
   char err[ERR_MAX];
   char **paths = NULL;
   int n = list_dir(h->dir, true, &paths, err, sizeof err);
-  if (n < 0) {
+  if (n == -2) {
+    /* Gone (a deploy replacing it): so are its files. Their subscriptions
+     * stop; the directory is looked for again at the next reload. */
+    if (!h->dir_gone)
+      log_line(LOG_WARN, NULL, "handler directory is gone: stopping its subscriptions until it is back",
+               "dir", h->dir, NULL);
+    h->dir_gone = true;
+    n = 0;
+    paths = NULL;
+  } else if (n < 0) {
     log_line(LOG_ERROR, NULL, "reload failed: cannot list the handler directory", "error", err,
              NULL);
     return;
+  } else if (h->dir_gone) {
+    h->dir_gone = false;
+    log_line(LOG_INFO, NULL, "handler directory is back", "dir", h->dir, NULL);
   }
   for (int i = 0; i < n; i++) file_seen(h, paths[i], force);
   for (size_t i = h->nslots; i-- > 0;) {
@@ -861,8 +879,10 @@ bool host_is_ready(const host *h, char *why, size_t len) {
     return false;
   }
   char reason[200], name[256];
+  size_t running = 0;
   for (size_t i = 0; i < h->nslots; i++) {
     const struct slot *sl = &h->slots[i];
+    running += sl->sub != NULL;
     if (sl->next) {
       snprintf(why, len, "subscription %s: restarting (hot reload)", slot_name(sl, name, sizeof name));
       return false;
@@ -871,6 +891,10 @@ bool host_is_ready(const host *h, char *why, size_t len) {
       snprintf(why, len, "subscription %s: %s", sub_spec(sl->sub)->name, reason);
       return false;
     }
+  }
+  if (running == 0) { /* every file removed, or the directory gone */
+    snprintf(why, len, "no handlers running");
+    return false;
   }
   return true;
 }

@@ -44,13 +44,14 @@ struct host_names {
   const char *hostname; /* NULL: gethostname() */
 };
 
-/* Loads every handler of dir. On success returns the host; on failure NULL
- * and *problems holds `file:line: message` lines (free it). names may be
- * NULL (generated names, no instance). Each subscription holds a lease on
+/* Loads every handler of dir, each within load_timeout_ms (0: the default,
+ * RT_LOAD_TIMEOUT_MS; also for every later reload). On success returns the
+ * host; on failure NULL and *problems holds `file:line: message` lines (free
+ * it). names may be NULL (generated names, no instance). Each subscription holds a lease on
  * its consumer name while it runs (lease.h): a name held by another live
  * process stops the host at start-up (host_failed says why). */
 host *host_new(const char *dir, broker *b, lclock *clock, const struct host_names *names,
-               char **problems);
+               uint64_t load_timeout_ms, char **problems);
 /* Connects, checks the server, starts every subscription. */
 void host_start(host *h, host_stopped_fn *stopped, void *data);
 /* Stops reading, lets running handlers finish, flushes outcomes; then
@@ -71,7 +72,9 @@ void host_stop_within(host *h, uint64_t timeout_ms);
  * swaps the handler in place (entries running finish on the old one); a change
  * to a subscription field (stream, group, read, ...) stops that subscription,
  * drains it and starts a new one; a new file starts a subscription; a removed
- * file's subscription is stopped and drained. A file that fails to load keeps
+ * file's subscription is stopped and drained; a directory that no longer
+ * exists counts as empty (its subscriptions stop until it is back). A file
+ * that fails to load keeps
  * the running version and is reported once per content (`msg="handler reload
  * failed"` with `file:line: message`). Before the host has started, the
  * reload waits for the start; while stopping it does nothing. */
@@ -79,10 +82,11 @@ void host_reload(host *h, bool force);
 /* host_reload(h, false) once the directory has been quiet for 200 ms on the
  * host's clock (each call restarts the wait): for file-change events. */
 void host_reload_soon(host *h);
-/* Readiness, for /readyz: true when the command connection is up, every
- * subscription reads and none is stuck (sub_healthy); else false with one
- * line in why, e.g. "redis unreachable (redis://127.0.0.1:6379)" or
- * "subscription post_payment: creating group". */
+/* Readiness, for /readyz: true when the command connection is up, at least
+ * one subscription runs, every subscription reads and none is stuck
+ * (sub_healthy); else false with one line in why, e.g. "redis unreachable
+ * (redis://127.0.0.1:6379)", "subscription post_payment: creating group" or
+ * "no handlers running". */
 bool host_is_ready(const host *h, char *why, size_t len);
 /* Subscriptions: the running ones by load order, then those a reload is
  * stopping; for tests and health. Before the host has started them, one per
@@ -104,10 +108,10 @@ void host_on_delivery(host *h,
 void host_free(host *h);
 
 /* `luastream check`: loads and validates every handler of dir without
- * connecting. Prints problems as `file:line: message`; returns their count
- * (0 when all is well). Two files reading one stream as one group are a
- * problem (they would split its entries) unless one reads `new` and the
- * other `reclaim`. */
-int host_check(const char *dir);
+ * connecting, each within load_timeout_ms (0: RT_LOAD_TIMEOUT_MS). Prints
+ * problems as `file:line: message`; returns their count (0 when all is
+ * well). Two files reading one stream as one group are a problem (they
+ * would split its entries) unless one reads `new` and the other `reclaim`. */
+int host_check(const char *dir, uint64_t load_timeout_ms);
 
 #endif

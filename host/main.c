@@ -1,8 +1,9 @@
 /* luastream: the command line.
  *
- *   luastream run [--redis URL | --redis-file PATH] [--consumer NAME] [--log-level LEVEL]
- *                 [--shutdown-timeout DURATION] [--http ADDR:PORT] [--no-reload] DIR
- *   luastream check DIR
+ *   luastream run [--redis URL | --redis-file PATH] [--instance N | --consumer NAME]
+ *                 [--log-level LEVEL] [--shutdown-timeout DURATION] [--http ADDR:PORT]
+ *                 [--no-reload] [--load-timeout DURATION] [--watchdog DURATION|off] DIR
+ *   luastream check [--load-timeout DURATION] DIR
  *   luastream publish [--redis URL | --redis-file PATH] STREAM JSON [--key K] [--header NAME=VALUE]...
  *   luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]
  *   luastream dead-letters replay [--redis URL | --redis-file PATH] STREAM (--id ID... | --all)
@@ -12,7 +13,11 @@
  * second one exits at once. With --http it also serves /healthz and /readyz
  * (health.c) from the host's readiness. Hot reload: a uv_fs_event on DIR
  * (unless --no-reload) asks the host to reload after 200 ms of quiet
- * (host_reload_soon); SIGHUP reloads every handler file at once. The
+ * (host_reload_soon), and a uv_fs_poll on DIR notices when the directory
+ * itself goes or is replaced (a deploy), reloads and watches the new one;
+ * SIGHUP reloads every handler file at once. --watchdog starts a thread
+ * (watchdog.c) that ends the process with status 70 when the loop stops
+ * turning, fed by a timer of the loop and by every handler resume. The
  * other commands that talk to Redis are one-shot clients (struct client):
  * connect, run a few commands, print, exit. */
 #include <errno.h>
@@ -38,6 +43,7 @@
 #include "runtime.h"
 #include "scripts.h"
 #include "url.h"
+#include "watchdog.h"
 
 #ifndef LUASTREAM_VERSION
 #define LUASTREAM_VERSION "0.0.0"
@@ -52,6 +58,8 @@
 #define SHUTDOWN_TIMEOUT_MS 30000 /* run: --shutdown-timeout default */
 #define LOG_DRAIN_MS 5000       /* run: how long the buffered log may take at exit */
 #define LOG_DRAIN_EXIT_MS 200   /* the same after a second signal */
+#define WATCHDOG_MS 30000         /* run: --watchdog default */
+#define DIR_POLL_MS 1000          /* run: how often DIR itself is looked at */
 
 static const char usage_main[] =
     "usage: luastream <command> [options]\n"
@@ -76,7 +84,8 @@ static const char usage_run[] =
     "usage: luastream run [--redis URL | --redis-file PATH]\n"
     "                     [--instance N | --consumer NAME] [--log-level LEVEL]\n"
     "                     [--shutdown-timeout DURATION] [--http ADDR:PORT]\n"
-    "                     [--no-reload] DIR\n"
+    "                     [--no-reload] [--load-timeout DURATION]\n"
+    "                     [--watchdog DURATION|off] DIR\n"
     "\n"
     "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
     "groups, reads, calls the handlers and applies their outcomes. Edited,\n"
@@ -108,16 +117,33 @@ static const char usage_run[] =
     "                     the first signal, with a unit: 500ms, 30s (the\n"
     "                     default), 2m, 1h\n"
     "  --http ADDR:PORT   serve GET /healthz (200 while running) and GET /readyz\n"
-    "                     (200 when connected and every subscription reads, else\n"
-    "                     503 and why) on ADDR:PORT, e.g. 127.0.0.1:8080;\n"
+    "                     (200 when connected and every subscription reads, at\n"
+    "                     least one, else 503 and why) on ADDR:PORT, e.g.\n"
+    "                     127.0.0.1:8080;\n"
     "                     port 0 picks a free port (logged)\n"
-    "  --no-reload        do not watch DIR for changes (SIGHUP still reloads)\n";
+    "  --no-reload        do not watch DIR for changes (SIGHUP still reloads)\n"
+    "  --load-timeout DURATION\n"
+    "                     how long a handler file may run when it is loaded\n"
+    "                     (at start-up and on reload; default 5s): longer is\n"
+    "                     a load error naming the file\n"
+    "  --watchdog DURATION|off\n"
+    "                     when the event loop has not turned for this long (a\n"
+    "                     handler that never yields), log which handler and\n"
+    "                     entry were running and exit with status 70 (default\n"
+    "                     30s; keep it above --load-timeout; off disables)\n"
+    "\n"
+    "Handler files are code: they run with this process's rights and\n"
+    "environment (docs/handlers.md says what is contained).\n";
 
 static const char usage_check[] =
-    "usage: luastream check DIR\n"
+    "usage: luastream check [--load-timeout DURATION] DIR\n"
     "\n"
     "Loads and validates every handler file of DIR without connecting to Redis.\n"
-    "Prints `file:line: message` for each problem and exits 1 if there is any.\n";
+    "Prints `file:line: message` for each problem and exits 1 if there is any.\n"
+    "Loading runs each file's top-level code (with the rights of this process):\n"
+    "check only what you would run.\n"
+    "\n"
+    "  --load-timeout DURATION  how long one file may run at load (default 5s)\n";
 
 static const char usage_publish[] =
     "usage: luastream publish [--redis URL | --redis-file PATH] STREAM JSON [--key K]\n"
@@ -186,6 +212,8 @@ struct options {
   const char *log_level;
   const char *shutdown_timeout;
   const char *http;
+  const char *load_timeout;
+  const char *watchdog;
   const char *key;
   const char *count;
   const char *headers[MAX_HEADERS];
@@ -213,6 +241,8 @@ static int option_slot(struct options *o, const char *name, size_t nlen, const c
   else if (IS("log-level")) *slot = &o->log_level;
   else if (IS("shutdown-timeout")) *slot = &o->shutdown_timeout;
   else if (IS("http")) *slot = &o->http;
+  else if (IS("load-timeout")) *slot = &o->load_timeout;
+  else if (IS("watchdog")) *slot = &o->watchdog;
   else if (IS("key")) *slot = &o->key;
   else if (IS("count")) *slot = &o->count;
   else if (IS("all")) *flag = &o->all;
@@ -410,12 +440,29 @@ static int option_duration(const char *name, const char *text, uint64_t *ms) {
   return -1;
 }
 
+/* --load-timeout: a duration above 0 into *ms (unchanged when not given);
+ * -1 when it is not one (reported). */
+static int parse_load_timeout(const char *text, uint64_t *ms) {
+  if (text == NULL) return 0;
+  if (option_duration("load-timeout", text, ms) != 0) return -1;
+  if (*ms == 0) {
+    fprintf(stderr, "luastream: --load-timeout needs a duration above 0 such as 5s or 500ms\n");
+    return -1;
+  }
+  return 0;
+}
+
 struct run_state {
   host *host;
   health *health;           /* --http, else NULL */
   uv_signal_t sigterm, sigint, sighup;
+  const char *dir;
   uv_fs_event_t watch;      /* DIR, unless --no-reload */
+  uv_fs_poll_t dir_poll;    /* DIR itself: gone, back or replaced */
+  bool dir_missing;         /* the last stat of DIR failed */
   bool watching;
+  uv_timer_t beat;          /* feeds the watchdog, unless --watchdog off */
+  bool beating;
   int signals;
   uint64_t shutdown_ms;     /* --shutdown-timeout */
 };
@@ -424,8 +471,13 @@ static void close_signals(struct run_state *rs) {
   uv_close((uv_handle_t *)&rs->sigterm, NULL);
   uv_close((uv_handle_t *)&rs->sigint, NULL);
   uv_close((uv_handle_t *)&rs->sighup, NULL);
-  if (rs->watching) uv_close((uv_handle_t *)&rs->watch, NULL);
+  if (rs->watching) {
+    uv_close((uv_handle_t *)&rs->watch, NULL);
+    uv_close((uv_handle_t *)&rs->dir_poll, NULL);
+  }
   rs->watching = false;
+  if (rs->beating) uv_close((uv_handle_t *)&rs->beat, NULL);
+  rs->beating = false;
 }
 
 /* Something changed in DIR: reload once it has been quiet a while (editors
@@ -441,6 +493,40 @@ static void on_dir_change(uv_fs_event_t *w, const char *file, int events, int st
   host_reload_soon(rs->host);
 }
 
+/* (Re)starts the uv_fs_event on DIR: after the directory was deleted and
+ * made again (or replaced by a rename), the old watch follows the old inode
+ * and never fires again. loudly: say so in the log. */
+static void watch_dir(struct run_state *rs, bool again, bool loudly) {
+  if (again) uv_fs_event_stop(&rs->watch);
+  int rc = uv_fs_event_start(&rs->watch, on_dir_change, rs->dir, 0);
+  if (rc < 0)
+    log_line(LOG_WARN, NULL, "cannot watch the handler directory: reload with SIGHUP", "dir",
+             rs->dir, "error", uv_strerror(rc), NULL);
+  else if (loudly)
+    log_line(LOG_INFO, NULL, "watching the handler directory again", "dir", rs->dir, NULL);
+}
+
+/* DIR's own stat changed: it went (the reload stops its subscriptions), came
+ * back, was replaced, or its entries changed. A new directory can reuse the
+ * old one's inode number, so the watch is made anew on every change (cheap,
+ * and the reload that follows sees whatever happened in between). */
+static void on_dir_stat(uv_fs_poll_t *p, int status, const uv_stat_t *prev, const uv_stat_t *curr) {
+  struct run_state *rs = p->data;
+  if (status < 0) {
+    rs->dir_missing = true;
+  } else {
+    bool other = rs->dir_missing || prev->st_ino != curr->st_ino || prev->st_dev != curr->st_dev;
+    rs->dir_missing = false;
+    watch_dir(rs, true, other);
+  }
+  host_reload_soon(rs->host);
+}
+
+static void on_beat(uv_timer_t *t) {
+  (void)t;
+  watchdog_beat();
+}
+
 static void on_sighup(uv_signal_t *sig, int signum) {
   (void)signum;
   struct run_state *rs = sig->data;
@@ -451,6 +537,7 @@ static void on_sighup(uv_signal_t *sig, int signum) {
 /* The host has stopped: nothing may keep the loop running any more. */
 static void host_stopped(void *data) {
   struct run_state *rs = data;
+  watchdog_stop(); /* before its timer goes: nothing feeds it from here on */
   close_signals(rs);
   health_close(rs->health);
   rs->health = NULL;
@@ -512,6 +599,12 @@ static int cmd_run(int argc, char **argv) {
   uint64_t shutdown_ms = SHUTDOWN_TIMEOUT_MS;
   if (o.shutdown_timeout && option_duration("shutdown-timeout", o.shutdown_timeout, &shutdown_ms))
     return 2;
+  uint64_t load_ms = RT_LOAD_TIMEOUT_MS, watchdog_ms = WATCHDOG_MS;
+  if (parse_load_timeout(o.load_timeout, &load_ms) != 0) return 2;
+  if (o.watchdog && (strcmp(o.watchdog, "off") == 0 || strcmp(o.watchdog, "0") == 0))
+    watchdog_ms = 0;
+  else if (o.watchdog && option_duration("watchdog", o.watchdog, &watchdog_ms))
+    return 2;
   char err[512];
   char host_part[256];
   int port;
@@ -524,10 +617,10 @@ static int cmd_run(int argc, char **argv) {
   uv_loop_init(&loop);
   lclock *clock = clock_uv_new(&loop);
   broker *b = broker_redis_new(&loop, &url);
-  struct run_state rs = {.shutdown_ms = shutdown_ms};
+  struct run_state rs = {.shutdown_ms = shutdown_ms, .dir = o.pos[0]};
   char *problems = NULL;
   struct host_names names = {.consumer = o.consumer, .instance = instance};
-  rs.host = host_new(o.pos[0], b, clock, &names, &problems);
+  rs.host = host_new(o.pos[0], b, clock, &names, load_ms, &problems);
   if (rs.host == NULL) {
     if (problems) fputs(problems, stderr);
     free(problems);
@@ -555,15 +648,29 @@ static int cmd_run(int argc, char **argv) {
   uv_signal_start(&rs.sighup, on_sighup, SIGHUP);
   if (!o.no_reload) {
     uv_fs_event_init(&loop, &rs.watch);
-    rs.watch.data = &rs;
-    int wrc = uv_fs_event_start(&rs.watch, on_dir_change, o.pos[0], 0);
+    uv_fs_poll_init(&loop, &rs.dir_poll);
+    rs.watch.data = rs.dir_poll.data = &rs;
     rs.watching = true;
-    if (wrc < 0)
-      log_line(LOG_WARN, NULL, "cannot watch the handler directory: reload with SIGHUP", "dir",
-               o.pos[0], "error", uv_strerror(wrc), NULL);
+    watch_dir(&rs, false, false);
+    uv_fs_poll_start(&rs.dir_poll, on_dir_stat, o.pos[0], DIR_POLL_MS);
+  }
+  if (watchdog_ms > 0) {
+    if (watchdog_start(watchdog_ms, err, sizeof err) != 0) {
+      log_line(LOG_ERROR, NULL, "running without a watchdog", "error", err, NULL);
+    } else {
+      /* Unreferenced: it feeds the watchdog but keeps no loop alive. */
+      uv_timer_init(&loop, &rs.beat);
+      uv_timer_start(&rs.beat, on_beat, watchdog_interval_ms(), watchdog_interval_ms());
+      uv_unref((uv_handle_t *)&rs.beat);
+      rs.beating = true;
+      if (watchdog_ms <= load_ms)
+        log_line(LOG_WARN, NULL, "--watchdog is not above --load-timeout: a slow reload ends the process",
+                 NULL);
+    }
   }
   host_start(rs.host, host_stopped, &rs);
   uv_run(&loop, UV_RUN_DEFAULT);
+  watchdog_stop();
   const char *why = host_failed(rs.host);
   if (why) fputs(why, stderr);
   int status = why ? 1 : 0;
@@ -579,7 +686,9 @@ static int cmd_check(int argc, char **argv) {
   struct options o;
   int rc = parse(argc, argv, usage_check, 1, &o);
   if (rc != 0) return rc > 0 ? 0 : 2;
-  int problems = host_check(o.pos[0]);
+  uint64_t load_ms = RT_LOAD_TIMEOUT_MS;
+  if (parse_load_timeout(o.load_timeout, &load_ms) != 0) return 2;
+  int problems = host_check(o.pos[0], load_ms);
   if (problems) {
     fprintf(stderr, "%s: %d handler file%s with problems\n", o.pos[0], problems, problems == 1 ? "" : "s");
     return 1;

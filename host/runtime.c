@@ -3,7 +3,11 @@
  * Loading: a fresh lua_State per file, luastream's Lua library on
  * package.path, the file compiled as text only (no precompiled bytecode) and
  * run under a protected call, its returned table checked by
- * luastream.handler.validate. Running: one job per entry, each with a
+ * luastream.handler.validate. A handler file is code with the host's rights, so
+ * loading contains what it can: os.exit raises an error (at load and in
+ * handlers), and the load runs with the JIT off under a count hook that ends
+ * it at a deadline (LuaJIT checks hooks only outside compiled traces).
+ * Running: one job per entry, each with a
  * coroutine of the handler's state resumed only in run(); finished jobs are
  * kept with their coroutines for the next entries, so a steady stream of
  * entries allocates no C memory and no new coroutines. Host functions that
@@ -11,17 +15,20 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <errno.h>
+#include <luajit.h>
 #include <lualib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "entry.h"
 #include "json_decode.h"
 #include "lua_memory.h"
 #include "log.h"
 #include "runtime_private.h"
+#include "watchdog.h"
 
 #ifndef LUASTREAM_LUA_DIR
 #define LUASTREAM_LUA_DIR "lua"
@@ -123,6 +130,97 @@ static int preload_core(lua_State *L) {
   return rt_open_core(L, h);
 }
 
+/* ---- containment ---- */
+
+/* os.exit, for handler states: the host's exit is not the handler's to take. */
+static int no_exit(lua_State *L) {
+  return luaL_error(L, "os.exit is not available to handlers: return an outcome or raise an error");
+}
+
+/* The load under way (loads run one at a time, on the loop thread): what the
+ * count hook checks. */
+struct load_guard {
+  const char *path;
+  uint64_t deadline_ns;   /* CLOCK_MONOTONIC */
+  uint64_t limit_ms;
+  bool expired;
+};
+static struct load_guard *loading;
+
+#define LOAD_HOOK_COUNT 1000 /* instructions between two looks at the clock */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The innermost line of the handler file itself on L's stack, else 1. */
+static int file_line(lua_State *L, const char *path) {
+  lua_Debug ar;
+  for (int level = 0; level < 64 && lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sl", &ar)) break;
+    if (ar.source[0] == '@' && strcmp(ar.source + 1, path) == 0 && ar.currentline > 0)
+      return ar.currentline;
+  }
+  return 1;
+}
+
+/* Count hook of a load: past the deadline, every instruction raises, so a
+ * pcall in the file cannot swallow the error and go on. */
+static void load_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  struct load_guard *g = loading;
+  if (g == NULL) return;
+  if (!g->expired) {
+    if (now_ns() < g->deadline_ns) return;
+    g->expired = true;
+    lua_sethook(L, load_hook, LUA_MASKCOUNT, 1);
+  }
+  char limit[24]; /* lua_pushfstring has no %llu */
+  snprintf(limit, sizeof limit, "%llu", (unsigned long long)g->limit_ms);
+  /* Not luaL_error: the position is the file's, not the hooked function's caller. */
+  lua_pushfstring(L, "%s:%d: still running after %sms at load (--load-timeout): a handler "
+                     "file's top level must return its table promptly; loops belong in handle",
+                  g->path, file_line(L, g->path), limit);
+  lua_error(L);
+}
+
+/* jit.on() / jit.off() without arguments switch the whole engine: during the
+ * load (JIT off for the hook's sake) the file's choice is recorded and
+ * applied once the load is over; any other call goes through. */
+static int jit_engine(lua_State *L) {
+  struct handler *h = lua_touserdata(L, lua_upvalueindex(2));
+  if (lua_gettop(L) == 0 && h->loading) {
+    h->jit_off = !lua_toboolean(L, lua_upvalueindex(3));
+    return 0;
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+/* os.exit out; jit.on and jit.off wrapped (jit_engine).  [-0, +0] */
+static void contain(lua_State *L, struct handler *h) {
+  lua_getglobal(L, "os");
+  lua_pushcfunction(L, no_exit);
+  lua_setfield(L, -2, "exit");
+  lua_pop(L, 1);
+  lua_getglobal(L, "jit");
+  if (lua_istable(L, -1)) {
+    static const char *const names[] = {"off", "on"};
+    for (int on = 0; on < 2; on++) {
+      lua_getfield(L, -1, names[on]);
+      lua_pushlightuserdata(L, h);
+      lua_pushboolean(L, on);
+      lua_pushcclosure(L, jit_engine, 3);
+      lua_setfield(L, -2, names[on]);
+    }
+  }
+  lua_pop(L, 1);
+}
+
 /* ---- versions ---- */
 
 /* The file's bytes: a NUL-terminated heap copy in *buf, its length in *len.
@@ -190,6 +288,10 @@ static int load_protected(lua_State *L) {
   const struct source *src = lua_touserdata(L, 2);
   lua_settop(L, 0);
   luaL_openlibs(L);
+  /* JIT off (luaopen_jit has just turned it on): a loop compiled to a trace
+   * would never see the hook. */
+  luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+  contain(L, h);
   set_lua_path(L, h->spec.path);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
@@ -212,6 +314,10 @@ static int load_protected(lua_State *L) {
                  h->spec.path);
     lua_error(L); /* syntax errors and unreadable files already name the file */
   }
+  /* From here on the file's code runs (its chunk, then any metamethod
+   * validate meets): under the deadline. luastream's own modules, loaded
+   * above, are spared the hook's cost. */
+  lua_sethook(L, load_hook, LUA_MASKCOUNT, LOAD_HOOK_COUNT);
   if (pcall_traced(L, 0, 1) != 0) {
     /* First line only: `file:line: message`; the traceback points into us. */
     const char *msg = lua_tostring(L, -1);
@@ -291,12 +397,24 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   }
   src.buf = buf;
   version_of(buf, src.len, h->version);
+  uint64_t limit_ms = env && env->load_timeout_ms ? env->load_timeout_ms : RT_LOAD_TIMEOUT_MS;
+  struct load_guard guard = {.path = path, .limit_ms = limit_ms,
+                             .deadline_ns = now_ns() + limit_ms * 1000000u};
+  loading = &guard;
+  h->loading = true;
+  watchdog_enter(h->spec.name, path, NULL, NULL, NULL);
   /* A C function under pcall, so even setup errors come back as messages. */
   lua_pushcfunction(h->L, load_protected);
   lua_pushlightuserdata(h->L, h);
   lua_pushlightuserdata(h->L, &src);
   int rc = lua_pcall(h->L, 2, 1, 0);
+  watchdog_leave();
+  lua_sethook(h->L, NULL, 0, 0);
+  h->loading = false;
+  loading = NULL;
   free(buf);
+  if (rc == 0)
+    luaJIT_setmode(h->L, 0, LUAJIT_MODE_ENGINE | (h->jit_off ? LUAJIT_MODE_OFF : LUAJIT_MODE_ON));
   if (rc != 0) {
     const char *msg = lua_tostring(h->L, -1);
     snprintf(err, errlen, "%s", msg ? msg : "unknown error while loading");
@@ -557,7 +675,10 @@ static void finish_failed(struct rt_job *job, const char *why) {
 static void run(struct rt_job *job, int nargs) {
   struct handler *h = job->h;
   h->current = job;
+  watchdog_enter(h->spec.name, h->spec.path, h->spec.stream, h->spec.group,
+                 job->e ? job->e->id : NULL);
   int rc = lua_resume(job->co, nargs);
+  watchdog_leave();
   h->current = NULL;
   if (rc == LUA_YIELD) {
     if (job->op != OP_NONE) return; /* waiting: a loop callback resumes it */

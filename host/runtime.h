@@ -55,7 +55,12 @@ struct rt_env {
   void (*on_delivery)(void *data, const struct handler_spec *spec, const struct entry *e,
                       const struct rt_result *res);
   void *on_delivery_data;
+  uint64_t load_timeout_ms; /* how long a file may run at load; 0: RT_LOAD_TIMEOUT_MS */
 };
+
+/* The default limit on loading one handler file (its top level and the
+ * validation of what it returns). */
+#define RT_LOAD_TIMEOUT_MS 5000
 
 typedef struct handler handler;
 
@@ -65,7 +70,10 @@ typedef struct handler handler;
 
 /* Loads and validates one handler file. On success returns 0 and *out. On
  * failure returns -1 with `file:line: message` lines in err (truncated to
- * errlen). env is borrowed and must outlive the handler; the host may fill it
+ * errlen). The file runs with os.exit replaced by a function that raises, and
+ * with the JIT off under a deadline (env->load_timeout_ms): past it, the load
+ * fails with `file:line: still running after Nms at load`. A single long C
+ * call (a huge string operation) is not interrupted. env is borrowed and must outlive the handler; the host may fill it
  * in after loading (a connection opened later). The handler's consumer name is
  * fixed later by handler_bind. */
 int handler_load(const char *path, const struct rt_env *env, handler **out, char *err,

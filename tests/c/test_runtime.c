@@ -301,6 +301,87 @@ TEST_IMPL(runtime_load_runtime_error) {
   LEAK_CHECK();
 }
 
+TEST_IMPL(runtime_load_os_exit_raises) {
+  const char *path;
+  const char *e = load_err("quits.lua",
+                           "local ls = require \"luastream\"\n"
+                           "os.exit(0)\n"
+                           "return { stream = \"s\", group = \"g\", handle = function() end }\n",
+                           &path);
+  ASSERT_STR_EQ(e, at(path, 2, "os.exit is not available to handlers: return an outcome or raise "
+                               "an error"));
+  LEAK_CHECK();
+}
+
+/* Loads text with a load limit of ms and expects it to be stopped there. */
+static void expect_load_stopped(const char *name, const char *text, int line, uint64_t ms) {
+  const char *path = write_file(name, text);
+  struct rt_env env = {.load_timeout_ms = ms};
+  handler *h = NULL;
+  ASSERT_INT_EQ(handler_load(path, &env, &h, err, sizeof err), -1);
+  char want[64];
+  snprintf(want, sizeof want, "still running after %llums at load", (unsigned long long)ms);
+  /* file:line: first (coroutine.wrap adds the line of its call), then the
+   * message from the line that ran. */
+  if (strncmp(err, at(path, line, ""), strlen(at(path, line, ""))) != 0 || !strstr(err, want))
+    TEST_FAIL_("%s: got \"%s\"", name, err);
+  ASSERT_NULL(h);
+}
+
+TEST_IMPL(runtime_load_time_limit) {
+  /* A hot loop (a trace, were the JIT on), one that swallows errors, one in a
+   * coroutine, one in a metamethod validate triggers. */
+  expect_load_stopped("spin.lua", "local n = 0\nwhile true do n = n + 1 end\n", 2, 100);
+  expect_load_stopped("swallow.lua",
+                      "local n = 0\n"
+                      "while true do pcall(function() while true do n = n + 1 end end) end\n",
+                      2, 100);
+  expect_load_stopped("co.lua",
+                      "local co = coroutine.wrap(function()\n"
+                      "  while true do end\n"
+                      "end)\n"
+                      "co()\n",
+                      4, 100);
+  expect_load_stopped("meta.lua",
+                      "return setmetatable({}, { __index = function()\n"
+                      "  while true do end\n"
+                      "end })\n",
+                      2, 100);
+  LEAK_CHECK();
+}
+
+/* handle raises `jit=<jit.status()>` so the test can read it. */
+TEST_IMPL(runtime_jit_on_after_load_unless_turned_off) {
+  static const char body[] =
+      "return { stream = \"s\", group = \"g\",\n"
+      "  handle = function() error(\"jit=\" .. tostring((jit.status()))) end }\n";
+  char off[512];
+  snprintf(off, sizeof off, "jit.off()\n%s", body);
+  const char *srcs[][2] = {{"on.lua", body}, {"off.lua", off}};
+  for (int i = 0; i < 2; i++) {
+    handler *h = load_ok(srcs[i][0], srcs[i][1], NULL);
+    struct captured c = run_json(h, "1-1", "{}");
+    expect_fail(&c, RT_ERROR, "handler-error");
+    ASSERT_CONTAINS(c.text, i == 0 ? "jit=true" : "jit=false");
+    handler_release(h);
+  }
+  LEAK_CHECK();
+}
+
+TEST_IMPL(runtime_handler_os_exit_is_an_error) {
+  handler *h = load_ok("quits.lua",
+                       "return { stream = \"s\", group = \"g\",\n"
+                       "  handle = function() os.exit(3) end }\n",
+                       NULL);
+  struct captured c = run_json(h, "1-1", "{}");
+  expect_fail(&c, RT_ERROR, "handler-error");
+  ASSERT_CONTAINS(c.text, "quits.lua:2: os.exit is not available to handlers");
+  c = run_json(h, "1-2", "{}"); /* and again: the state goes on */
+  expect_fail(&c, RT_ERROR, "handler-error");
+  handler_release(h);
+  LEAK_CHECK();
+}
+
 TEST_IMPL(runtime_load_missing_handle) {
   const char *path;
   const char *e = load_err("nohandle.lua",
