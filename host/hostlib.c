@@ -160,7 +160,8 @@ static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
 /* core.message(seq) -> the message of the entry job seq runs (see
  * dispatcher() in luastream/handler.lua): the decoded JSON body, or the text
  * of a body whose content-type is not JSON; nil for an entry without a `data`
- * field; nil, reason, text for bad input (a body over max_body, not JSON).
+ * field; nil, reason, text for bad input (two `data` fields, a body over
+ * max_body, not JSON, a number out of range).
  * The dispatcher calls it first thing, so decoding runs inside the job's
  * coroutine: an error there (out of memory) fails this entry, not the host. */
 static int core_message(lua_State *L) {
@@ -168,10 +169,13 @@ static int core_message(lua_State *L) {
   const struct entry *e = job_by_seq(L)->e;
   const char *body = NULL, *type = NULL;
   size_t body_len = 0, type_len = 0;
-  /* One pass for both (entry_get would walk the fields twice); the last of
-   * a duplicated name wins, as there. */
+  int bodies = 0;
+  /* One pass for both (entry_get would walk the fields twice); the last
+   * content-type wins, as there. Two bodies are bad input: which one the
+   * producer meant cannot be known (Redis keeps both). */
   for (size_t i = 0; i + 1 < e->nfields; i += 2) {
     if (field_is(e, i, HDR_DATA, sizeof HDR_DATA - 1)) {
+      bodies++;
       body = e->field[i + 1];
       body_len = e->field_len[i + 1];
     } else if (field_is(e, i, HDR_CONTENT_TYPE, sizeof HDR_CONTENT_TYPE - 1)) {
@@ -180,6 +184,12 @@ static int core_message(lua_State *L) {
     }
   }
   if (body == NULL) return 0;
+  if (bodies > 1) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "duplicate-data");
+    lua_pushfstring(L, "entry has %d data fields: which one is the body cannot be known", bodies);
+    return 3;
+  }
   if (body_len > h->spec.max_body) {
     lua_pushnil(L);
     lua_pushliteral(L, "too-large");
@@ -191,18 +201,25 @@ static int core_message(lua_State *L) {
     return 1;
   }
   char err[160];
-  if (json_decode_push(L, h->shapes, body, body_len, err, sizeof err) == 0) return 1;
+  int rc = json_decode_push(L, h->shapes, body, body_len, err, sizeof err);
+  if (rc == 0) return 1;
   lua_pushnil(L);
-  lua_pushliteral(L, "decode-error");
-  lua_pushfstring(L, "body is not valid JSON: %s", err);
+  if (rc == JSON_DECODE_RANGE) {
+    lua_pushliteral(L, "number-out-of-range");
+    lua_pushfstring(L, "body has a number no double can hold: %s", err);
+  } else {
+    lua_pushliteral(L, "decode-error");
+    lua_pushfstring(L, "body is not valid JSON: %s", err);
+  }
   return 3;
 }
 
 /* For luastream.handler, through the FFI (core.flat_fn): reads the body of
  * entry seq into rec when it is a flat object whose shape has a constructor
  * (json_shapes_ready) and returns 1; else returns 0 and the dispatcher asks
- * core.message, which decides everything else (no body, a content-type field
- * of any value, over max_body, not JSON, nested, escaped, a new shape). A C
+ * core.message, which decides everything else (no body, two bodies, a
+ * content-type field of any value, over max_body, not JSON, a number out of
+ * range, nested, escaped, a new shape). A C
  * function called through the FFI must not call Lua: this one only reads. */
 static int luastream_flat(struct handler *h, double seq, struct json_flat *rec) {
   struct rt_job *job = h->current;
@@ -213,6 +230,7 @@ static int luastream_flat(struct handler *h, double seq, struct json_flat *rec) 
   for (size_t i = 0; i + 1 < e->nfields; i += 2) {
     if (field_is(e, i, HDR_CONTENT_TYPE, sizeof HDR_CONTENT_TYPE - 1)) return 0;
     if (field_is(e, i, HDR_DATA, sizeof HDR_DATA - 1)) {
+      if (body != NULL) return 0;
       body = e->field[i + 1];
       body_len = e->field_len[i + 1];
     }

@@ -5,11 +5,17 @@
  * it: whitespace is space, tab, CR and LF only; strings may hold raw control
  * bytes and any non-UTF-8 bytes (cjson checks neither) but no NUL; numbers are
  * what strtod reads after cjson's own refusals (a leading '+', leading zeros,
- * hex, inf and nan), so "-.5", "1." and "1e999" (inf) are numbers; tables
+ * hex, inf and nan), so "-.5" and "1." are numbers; tables
  * are filled in document order (their pairs() order is Lua's, as with any
  * table, and may differ from cjson's). Error messages are cjson's, down to its
  * token names ("Expected comma or array end but found T_STRING at character
  * 9"): they are what users have seen in logs and dead letters so far.
+ *
+ * Two deliberate differences, both about numbers a double cannot hold (cjson
+ * changes them without a word): an integer literal (no fraction, no
+ * exponent) above 2^53 in magnitude becomes a string of its exact digits,
+ * and a number beyond the largest double ("1e400", inf in cjson) is refused
+ * (JSON_DECODE_RANGE).
  *
  * The parse is iterative, not recursive: open containers live on the Lua
  * stack (a table, and for an object the key being filled) and their kind and
@@ -21,6 +27,7 @@
 
 #include <float.h>
 #include <locale.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -116,7 +123,14 @@ static int fail(struct decoder *d, const char *expected, const char *found, cons
 
 static const char *check_string(const char *p, const char *end, const char **close,
                                 size_t *outlen, const char **why);
-static const char *scan_number(lua_State *L, const char *p, const char *end, double *value);
+enum number_kind {
+  NUM_DOUBLE,       /* a double: exact, or the nearest one (fractions, exponents) */
+  NUM_BIG_INTEGER,  /* an integer literal above 2^53 in magnitude: kept as its digits */
+  NUM_OUT_OF_RANGE, /* beyond the largest double: refused (JSON_DECODE_RANGE) */
+};
+
+static const char *scan_number(lua_State *L, const char *p, const char *end, double *value,
+                               enum number_kind *kind);
 
 /* Reports that the token at p (whitespace skipped) is not what the context
  * wanted, naming it as cjson's tokenizer would: by its type, or by what is
@@ -143,7 +157,7 @@ static int fail_token(struct decoder *d, const char *expected, const char *p) {
   case 'n': if (literal(p, end, "null", 4)) found = "T_NULL"; break;
   default:
     if (*p == '-' || is_digit(*p))
-      found = scan_number(NULL, p, end, NULL) ? "T_NUMBER" : "invalid number";
+      found = scan_number(NULL, p, end, NULL, NULL) ? "T_NUMBER" : "invalid number";
   }
   return fail(d, expected, found, at);
 }
@@ -352,14 +366,25 @@ static double strtod_span(lua_State *L, const char *p, const char *stop) {
   return v;
 }
 
+/* 2^53: integers up to this magnitude are exact in a double, and so is
+ * every integer a handler computes from them. */
+#define EXACT_INT_MAX 9007199254740992ULL
+
 /* Scans the number at p (a '-' or a digit) as cjson does: its refusals first,
  * then the longest prefix strtod reads: -? (digits (. digits?)? | . digits)
  * ([eE] [+-]? digits)?, the exponent only when it has digits. Returns its end,
- * or NULL for "invalid number". With value, also converts it: exactly, when
- * at most 15 significant digits and a power of ten up to 22 make it one
- * correctly rounded operation on exact doubles (Clinger's fast path), else
- * through strtod, so the result is always the one strtod gives. */
-static const char *scan_number(lua_State *L, const char *p, const char *end, double *value) {
+ * or NULL for "invalid number". With value (and kind), also converts it:
+ * exactly, when at most 15 significant digits and a power of ten up to 22
+ * make it one correctly rounded operation on exact doubles (Clinger's fast
+ * path), else through strtod, so the result is always the one strtod gives.
+ * Two kinds are not converted, so that no number changes without a word: an
+ * integer literal (no fraction, no exponent) above 2^53 in magnitude, which
+ * a double would round (NUM_BIG_INTEGER: the caller keeps its text), and a
+ * number beyond the largest double (NUM_OUT_OF_RANGE). Without a Lua state
+ * (json_scan_flat), a number strtod must read from NUMBER_BUF characters or
+ * more is refused too (strtod_span copies it into a Lua string). */
+static const char *scan_number(lua_State *L, const char *p, const char *end, double *value,
+                               enum number_kind *kind) {
   const char *start = p;
   bool neg = *p == '-';
   if (neg) p++;
@@ -368,14 +393,18 @@ static const char *scan_number(lua_State *L, const char *p, const char *end, dou
     return NULL;
 
   uint64_t m = 0;    /* the significant digits, while there are at most 15 */
+  uint64_t whole = 0; /* the integer part, while it has at most 19 digits */
   int sig = 0;       /* significant digits seen */
   int digits = 0;    /* all mantissa digits seen */
   long e10 = 0;      /* the power of ten m is to be scaled by */
+  bool integer = true; /* no fraction and no exponent */
   for (; p < end && is_digit(*p); p++, digits++) {
+    if (digits < 19) whole = whole * 10 + (uint64_t)(*p - '0');
     if (m == 0 && *p == '0') continue;
     if (++sig <= 15) m = m * 10 + (uint64_t)(*p - '0');
   }
   if (p < end && *p == '.') {
+    integer = false;
     for (p++; p < end && is_digit(*p); p++, digits++) {
       e10--;
       if (m == 0 && *p == '0') continue;
@@ -393,9 +422,16 @@ static const char *scan_number(lua_State *L, const char *p, const char *end, dou
         if (x < 100000) x = x * 10 + (*q - '0'); /* beyond: inf or 0 either way */
       e10 += eneg ? -x : x;
       p = q;
+      integer = false;
     }
   }
   if (!value) return p;
+  /* Leading zeros are refused above, so digits is the integer's length. */
+  if (integer && (digits > 16 || (digits == 16 && whole > EXACT_INT_MAX))) {
+    *kind = NUM_BIG_INTEGER;
+    return p;
+  }
+  *kind = NUM_DOUBLE;
 
   double v;
   if (m == 0) {
@@ -403,7 +439,11 @@ static const char *scan_number(lua_State *L, const char *p, const char *end, dou
   } else if (sig <= 15 && e10 >= -22 && e10 <= 22 && (FLT_EVAL_METHOD == 0 || e10 == 0)) {
     v = e10 < 0 ? (double)m / pow10_exact[-e10] : (double)m * pow10_exact[e10];
   } else {
-    *value = strtod_span(L, start, p);
+    if (L == NULL && p - start >= NUMBER_BUF) return NULL;
+    /* strtod gives +-HUGE_VAL (inf) only for a finite literal too large. */
+    v = strtod_span(L, start, p);
+    if (isinf(v)) *kind = NUM_OUT_OF_RANGE;
+    *value = v;
     return p;
   }
   *value = neg ? -v : v;
@@ -412,13 +452,13 @@ static const char *scan_number(lua_State *L, const char *p, const char *end, dou
 
 /* ---- the parser ---- */
 
-/* Reads the number at p (a '-' or a digit) into *v and returns its end, or
- * NULL when cjson refuses it. Plain integers of up to 15 digits (nearly all
- * numbers in bodies) are read here; the rest, and what looks like one, by
- * scan_number. Without a Lua state (L NULL, json_scan_flat) numbers of
- * NUMBER_BUF characters or more, which strtod_span reads through a Lua
- * string, are refused too. */
-static inline const char *read_number(lua_State *L, const char *p, const char *end, double *v) {
+/* Reads the number at p (a '-' or a digit) into *v and its kind, and returns
+ * its end, or NULL when cjson refuses it. Plain integers of up to 15 digits
+ * (nearly all numbers in bodies) are read here; the rest, and what looks like
+ * one, by scan_number (see there for the kinds, and what json_scan_flat, with
+ * L NULL, gives up on). */
+static inline const char *read_number(lua_State *L, const char *p, const char *end, double *v,
+                                      enum number_kind *kind) {
   const char *q = p + (*p == '-'), *digits = q;
   uint64_t m = 0;
   const char *stop = end - q > 16 ? q + 16 : end;
@@ -426,13 +466,10 @@ static inline const char *read_number(lua_State *L, const char *p, const char *e
   if (q > digits && q - digits <= 15 && (*digits != '0' || q - digits == 1) &&
       (q == end || !(cls[(unsigned char)*q] & INT_STOP))) {
     *v = digits > p ? -(double)m : (double)m;
+    *kind = NUM_DOUBLE;
     return q;
   }
-  if (L == NULL) {
-    q = scan_number(NULL, p, end, NULL);
-    if (q == NULL || q - p >= NUMBER_BUF) return NULL;
-  }
-  return scan_number(L, p, end, v);
+  return scan_number(L, p, end, v, kind);
 }
 
 /* The general parser. On failure the stack is cut back to base. */
@@ -446,6 +483,7 @@ static int parse(struct decoder *d, int base) {
    * being filled, the key of the value being read. */
   int next[JSON_DECODE_MAX_DEPTH + 1];
   int depth = 0;
+  int rc = -1; /* what failing returns */
 
 value: /* a value is next: push it */
   p = skip_ws(p, end);
@@ -493,12 +531,23 @@ value: /* a value is next: push it */
   default: {
     double v;
     const char *q;
+    enum number_kind kind;
     if (*p != '-' && !is_digit(*p)) goto unexpected_value;
-    if (!(q = read_number(L, p, end, &v))) {
+    if (!(q = read_number(L, p, end, &v, &kind))) {
       fail(d, "value", "invalid number", p);
       goto failed;
     }
-    lua_pushnumber(L, v);
+    if (kind == NUM_BIG_INTEGER) {
+      lua_pushlstring(L, p, (size_t)(q - p));
+    } else if (kind == NUM_OUT_OF_RANGE) {
+      if (errlen)
+        snprintf(err, errlen, "Number out of range at character %zu: %.*s%s", (size_t)(p - text) + 1,
+                 q - p > 40 ? 40 : (int)(q - p), p, q - p > 40 ? "..." : "");
+      rc = JSON_DECODE_RANGE;
+      goto failed;
+    } else {
+      lua_pushnumber(L, v);
+    }
     p = q;
   }
   }
@@ -565,7 +614,7 @@ unexpected_value:
   fail_token(d, "value", p);
 failed:
   lua_settop(L, base);
-  return -1;
+  return rc;
 }
 
 /* The usual body, a flat object json_scan_flat reads: its values are pushed
@@ -668,8 +717,17 @@ int json_scan_flat(const char *text, size_t len, struct json_flat *rec) {
       break;
     default: {
       const char *q2;
-      if ((*p != '-' && !is_digit(*p)) || !(q2 = read_number(NULL, p, end, &rec->num[n]))) return 0;
-      rec->type[n] = JSON_FLAT_NUMBER;
+      enum number_kind kind;
+      if ((*p != '-' && !is_digit(*p)) || !(q2 = read_number(NULL, p, end, &rec->num[n], &kind)) ||
+          kind == NUM_OUT_OF_RANGE)
+        return 0;
+      if (kind == NUM_BIG_INTEGER) { /* its digits, as parse() pushes them */
+        rec->type[n] = JSON_FLAT_STRING;
+        rec->str[n] = p;
+        rec->len[n] = (size_t)(q2 - p);
+      } else {
+        rec->type[n] = JSON_FLAT_NUMBER;
+      }
       p = q2;
     }
     }

@@ -20,13 +20,19 @@
 
 /* Containers nested deeper than this are refused (cjson's decode_max_depth). */
 #define JSON_DECODE_MAX_DEPTH 1000
+/* json_decode_push's result for valid JSON with a number out of range. */
+#define JSON_DECODE_RANGE (-2)
 
 /* Decodes text[0..len) (need not be NUL-terminated) and pushes the value:
  * objects become tables, arrays sequences from 1 (no metatable), null the
- * light userdata NULL (cjson.null), numbers doubles. Returns 0 with exactly one
- * value pushed, or -1 with the stack as it was and a message in err such as
- * "Expected value but found invalid token at character 1" (positions count
- * bytes from 1, as cjson's do).
+ * light userdata NULL (cjson.null), numbers doubles, except an integer
+ * literal (no fraction, no exponent) above 2^53 in magnitude, which a double
+ * would round: it becomes a string of its exact digits ("12345678901234567").
+ * Returns 0 with exactly one value pushed, or with the stack as it was and a
+ * message in err: -1 for invalid JSON, such as "Expected value but found
+ * invalid token at character 1" (positions count bytes from 1, as cjson's
+ * do), JSON_DECODE_RANGE for a number beyond the largest double ("Number out
+ * of range at character 7: 1e400"), which cjson would make inf.
  *
  * With shapes (NULL for none), a top-level object json_scan_flat reads is
  * built by the constructor compiled for its keys (json_shapes.h): the same
@@ -62,7 +68,9 @@ _Static_assert(offsetof(struct json_flat, type) == 16 && offsetof(struct json_fl
 
 /* Reads text as json_decode_push would when it is an object of at most
  * JSON_SHAPE_MAX_KEYS plain keys whose values are strings without escapes,
- * numbers shorter than 64 characters, true, false or null: returns 1 with
+ * numbers shorter than 64 characters (and integer literals of any length
+ * above 2^53, typed JSON_FLAT_STRING with their digits, as json_decode_push
+ * pushes them), true, false or null: returns 1 with
  * rec's keys and values (in document order), else 0 and rec undefined. It
  * accepts nothing json_decode_push refuses, and the values are the ones it
  * would push. Touches no Lua state. */

@@ -25,6 +25,7 @@
 
 #include "entry.h"
 #include "json_decode.h"
+#include "json_encode.h"
 #include "lua_memory.h"
 #include "log.h"
 #include "runtime_private.h"
@@ -298,6 +299,8 @@ static int load_protected(lua_State *L) {
   lua_pushlightuserdata(L, h);
   lua_pushcclosure(L, preload_core, 1);
   lua_setfield(L, -2, "luastream.core");
+  lua_pushcfunction(L, luaopen_luastream_json_encode);
+  lua_setfield(L, -2, "luastream.json_encode");
   lua_pop(L, 2);
 
   lua_getglobal(L, "require");

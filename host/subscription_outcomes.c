@@ -432,7 +432,8 @@ void sub__dead_letter(subscription *s, const struct entry *e, const char *reason
   if (s->spec->dead_letter == NULL) {
     bool reject = strcmp(reason, "rejected") == 0;
     bool bad_input = !strcmp(reason, "decode-error") || !strcmp(reason, "too-large") ||
-                     !strcmp(reason, "no-fields");
+                     !strcmp(reason, "no-fields") || !strcmp(reason, "number-out-of-range") ||
+                     !strcmp(reason, "duplicate-data");
     log_line(LOG_ERROR, s->spec->name,
              reject      ? "entry rejected, acked (no dead_letter stream)"
              : bad_input ? "bad entry left pending"

@@ -34,6 +34,7 @@
 #include "entry.h"
 #include "host.h"
 #include "json_decode.h"
+#include "json_encode.h"
 #include "log.h"
 #include "runtime.h"
 #include "subscription.h"
@@ -670,7 +671,8 @@ static int core_app(lua_State *L) {
 }
 
 /* core.json_decode(text) -> value, or nil and the message: the host's own
- * decoder (json_decode.h), for specs that look at what a handler got. */
+ * decoder (json_decode.h), for specs that look at what a handler got. A
+ * number out of range is refused like invalid JSON here. */
 static int core_json_decode(lua_State *L) {
   size_t len;
   const char *text = luaL_checklstring(L, 1, &len);
@@ -701,5 +703,13 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_setfield(L, -2, "json_decode");
   lua_pushcfunction(L, duration_lua);
   lua_setfield(L, -2, "duration");
+  /* luastream.json's encoder in the spec's own state, as in a host's. */
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  if (lua_istable(L, -1)) {
+    lua_pushcfunction(L, luaopen_luastream_json_encode);
+    lua_setfield(L, -2, "luastream.json_encode");
+  }
+  lua_pop(L, 2);
   return 1;
 }

@@ -132,8 +132,8 @@ local json_encode = require("luastream.json").encode
 
 local function log_value(v)
   local t = type(v)
-  if t == "number" and v == math.floor(v) and math.abs(v) < 2^53 then
-    return string.format("%d", v)
+  if t == "number" then -- as in a reply: digits that read back the same
+    return json_encode(v) or tostring(v)
   elseif t == "table" then
     return json_encode(v) or tostring(v)
   end
