@@ -766,7 +766,7 @@ TEST_IMPL(broker_memory_eval_claim_script_two_keys) {
   struct res x = {0};
   SEND(conn, &x, "EVAL", SCRIPT_CLAIM, "2", "s", "s:retry:g", "g", "bob", "50", "2");
   clock_virtual_settle(clk);
-  ASSERT_STR_EQ(show(x.r), "[[0-0,0-0],[[s,[[1-0,[f,1],:100,:1],[2-0,[f,2],:100,:1]]],"
+  ASSERT_STR_EQ(show(x.r), "[[0-0,0-0],[[s,[[1-0,[f,1],:200,:1],[2-0,[f,2],:200,:1]]],"
                            "[s:retry:g,[[5-0,[f,5],:100,:1],[6-0,[f,6],:0,:0]]]],[]]");
   char cursor[2][48], why[128];
   struct entry *list = NULL;
@@ -786,10 +786,10 @@ TEST_IMPL(broker_memory_eval_claim_script_two_keys) {
   mr_free(x.r);
   /* reclaim: one XAUTOCLAIM per key from its own cursor */
   clock_virtual_advance(clk, 100);
-  CHECK("[[2-0,0-0],[[s,[[1-0,[f,1],:100,:2]]],[s:retry:g,[[5-0,[f,5],:100,:2]]]],[]]", "EVAL",
+  CHECK("[[2-0,6-0],[[s,[[1-0,[f,1],:100,:3]]],[s:retry:g,[[5-0,[f,5],:100,:3]]]],[]]", "EVAL",
         SCRIPT_RECLAIM, "2", "s", "s:retry:g", "g", "carol", "50", "1", "0-0", "0-0");
-  CHECK("[[0-0,0-0],[[s,[[2-0,[f,2],:100,:2]]]],[]]", "EVAL", SCRIPT_RECLAIM, "2", "s",
-        "s:retry:g", "g", "carol", "50", "1", "2-0", "0-0");
+  CHECK("[[0-0,0-0],[[s,[[2-0,[f,2],:100,:3]]],[s:retry:g,[[6-0,[f,6],:100,:2]]]],[]]", "EVAL",
+        SCRIPT_RECLAIM, "2", "s", "s:retry:g", "g", "carol", "50", "1", "2-0", "0-0");
   teardown();
 }
 
