@@ -412,6 +412,34 @@ TEST_IMPL(sub_claim_native_retry_writes_nothing) {
   fx_finish();
 }
 
+/* 8.4 with two keys (redis-streams.md §7.1): one [key, entries] pair per
+ * stream served, in argument order, each claimed entry then new ones, all
+ * with 4 elements. The same id on both keys is two entries; each is acked on
+ * its own key, and a delayed entry's re-stamp goes to the key it came from.
+ * An entry on the retry stream adds the deliveries its header carries. */
+TEST_IMPL(sub_claim_native_two_streams) {
+  fx_init(CLAIMING);
+  replay_expect(F.rb, CLAIM_READ("10"),
+                "*2\r\n"
+                "*2\r\n$8\r\npayments\r\n*2\r\n"
+                "*4\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":1}\r\n:31000\r\n:1\r\n"
+                "*4\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n:0\r\n:0\r\n"
+                "*2\r\n$21\r\npayments:retry:ledger\r\n*2\r\n"
+                "*4\r\n$3\r\n1-0\r\n*6\r\n$4\r\ndata\r\n$19\r\n{\"n\":3,\"after\":100}\r\n"
+                "$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\noriginal-id\r\n$3\r\n0-5\r\n"
+                ":40000\r\n:1\r\n"
+                "*4\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":4}\r\n:0\r\n:0\r\n");
+  replay_expect(F.rb, "XCLAIM payments:retry:ledger **", "*1\r\n$3\r\n1-0\r\n");
+  fx_run(80400);
+  ASSERT_STR_EQ(got(), "id=1-0 deliveries=1 idle=31000 n=1\nid=2-0 deliveries=0 idle=0 n=2\n"
+                       "id=1-0 deliveries=3 idle=40000 n=3\nid=2-0 deliveries=0 idle=0 n=4\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n"
+                           "XCLAIM payments:retry:ledger ledger c-1 0 1-0 IDLE 29900 JUSTID\n"
+                           "XACK payments ledger 1-0 2-0\n"
+                           "XACK payments:retry:ledger ledger 2-0\n");
+  fx_finish();
+}
+
 /* ================================================================ claiming, script */
 
 TEST_IMPL(sub_claim_fallback_script) {
