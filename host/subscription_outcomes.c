@@ -2,8 +2,8 @@
  * decided (see subscription.h): acks coalesced into one XACK per loop turn;
  * writes, replies, retry copies, dead letters and delays each sent with the
  * entry's ack as one MULTI/EXEC (the commands come from outcome.c); and the
- * sweeper that moves due entries of the group's delay set back onto the
- * stream. */
+ * sweeper that moves due entries of the group's delay set onto the group's
+ * retry stream. Acks and re-stamps go to the key the entry was read from. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,7 +465,7 @@ void sub__dead_letter(subscription *s, const struct entry *e, const char *reason
 /* Delivers e again after delay_ms, durably. A claimed entry that may wait
  * pending (delay within min_idle) is re-stamped to turn claimable on time;
  * anything else moves to the group's delay set with its ack, and a sweeper
- * (any host's) puts it back on the stream when due. */
+ * (any host's) puts it on the group's retry stream when due. */
 static void delay(subscription *s, const struct entry *e, int64_t delay_ms, long long deliveries) {
   struct txn *t = txn_begin(s);
   if (s->spec->read != READ_NEW && delay_ms <= s->spec->min_idle_ms) {

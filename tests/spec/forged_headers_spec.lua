@@ -65,4 +65,44 @@ describe("forged luastream headers on the shared stream", function()
     assert.equal(0, app:xlen("payments:retry:fraud"))
     assert.same({}, app:pending("payments:retry:ledger", "ledger"))
   end)
+
+  it("claiming and reclaim recover entries left pending on the retry stream", function()
+    -- claiming: a host dies while its handler runs an entry of the retry
+    -- stream; the next host claims it there after min_idle
+    local first = testing.app(HERE .. "/hang_forever", { consumer = "host-1" })
+    local RETRY = "payments:retry:ledger"
+    local id = assert(first:command("XADD", RETRY, "*", "data", '{"id":1}', "delivery-count", "1",
+      "original-id", "7-0"))
+    first:settle()
+    assert.equal("host-1", first:pending(RETRY, "ledger")[1].consumer, "read from the retry stream")
+    first:stop()
+    app = testing.app(HERE .. "/hang_forever", { consumer = "host-2", with = first })
+    app:advance("31s")
+    local started
+    for _, line in ipairs(app:logs()) do
+      if line:find('msg="handler started"', 1, true) and line:find("consumer=host-2", 1, true) then
+        started = line
+      end
+    end
+    assert(started, "host-2 never started the entry")
+    assert.truthy(started:find("entry_id=" .. id, 1, true))
+    -- Redis's count before this claim (1) plus the count the copy carried (1)
+    assert.truthy(started:find("delivery_count=2", 1, true), started)
+    assert.equal("host-2", app:pending(RETRY, "ledger")[1].consumer)
+    app:stop()
+
+    -- reclaim: the `new` handler fails on the copy, reclaim takes it over
+    app = testing.app(HERE .. "/delay_on_reclaim", { handler_errors = "record" })
+    id = assert(app:command("XADD", RETRY, "*", "data", '{"id":2,"delay":"1m"}',
+      "delivery-count", "1", "original-id", "8-0"))
+    app:settle()
+    assert.equal("error", app:received("post_new_payment")[1].outcome)
+    app:advance("31s")
+    local reclaimed = app:received("defer_reclaimed_payment")
+    assert.equal(1, #reclaimed)
+    assert.equal(id, reclaimed[1].id)
+    assert.equal("3", reclaimed[1].headers["delivery-count"]) -- Redis's 2 (after the claim) + 1 carried
+    assert.equal("ack", reclaimed[1].outcome)
+    assert.same({}, app:pending(RETRY, "ledger"))
+  end)
 end)
