@@ -762,13 +762,35 @@ static void dl_list_len(void *data, const bk_reply *r, const char *err) {
   client_done(c, 1);
 }
 
+/* TYPE of the dead-letter stream, before the XLEN and XRANGE sent behind it:
+ * a stream that does not exist is not an empty list of dead letters. */
+static void dl_list_type(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  struct dl_list *l = c->data;
+  if (c->finished) return;
+  const char *why = client_error(r, err);
+  if (why == NULL && r->type == BK_STATUS && strcmp(r->str, "stream") == 0) return;
+  if (why == NULL && r->type == BK_STATUS && strcmp(r->str, "none") == 0)
+    fprintf(stderr, "luastream: there is no stream %s on %s\n", l->stream, c->b->name);
+  else if (why == NULL && r->type == BK_STATUS)
+    fprintf(stderr, "luastream: %s on %s is a %s, not a stream\n", l->stream, c->b->name, r->str);
+  else
+    fprintf(stderr, "luastream: cannot list %s on %s: %s\n", l->stream, c->b->name,
+            why ? why : "unexpected reply to TYPE");
+  client_done(c, 1);
+}
+
 static void dl_list_start(struct client *c) {
   struct dl_list *l = c->data;
   struct bk_args a;
   bk_args_init(&a);
+  bk_args_str(&a, "TYPE");
+  bk_args_str(&a, l->stream);
+  int rc = client_send(c, &a, dl_list_type);
+  bk_args_reset(&a);
   bk_args_str(&a, "XLEN");
   bk_args_str(&a, l->stream);
-  int rc = client_send(c, &a, dl_list_len);
+  if (rc == 0) rc = client_send(c, &a, dl_list_len);
   bk_args_reset(&a);
   bk_args_str(&a, "XRANGE");
   bk_args_str(&a, l->stream);
