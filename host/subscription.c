@@ -347,7 +347,9 @@ static void read_next(subscription *s) {
   bool ahead = reads_ahead(s, kind);
   /* Ahead: a batch more while at most one is in flight, so at most
    * 2 x batch are held here. Otherwise the lanes fill up to one batch
-   * and are read again once half empty. */
+   * and are read again once half empty. COUNT is per key: a read that
+   * also finds entries on the retry stream may bring up to one batch more
+   * from there. */
   if (in_flight > (ahead ? batch : batch / 2)) return; /* resumes when the lanes catch up */
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
