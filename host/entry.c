@@ -155,6 +155,11 @@ const char *entry_get(const struct entry *e, const char *name, size_t *len) {
   return NULL;
 }
 
+const char *entry_source_id(const struct entry *e) {
+  const char *orig = e->key == ENTRY_KEY_RETRY ? entry_get(e, HDR_ORIGINAL_ID, NULL) : NULL;
+  return orig && *orig ? orig : e->id;
+}
+
 /* ---- parsing XREADGROUP replies ---- */
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) {
@@ -344,8 +349,40 @@ static void free_list(struct entry *e) {
   }
 }
 
-int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
-                     char *err, size_t errlen) {
+/* Appends the entries of one [key, entries] pair to the list (tagged key). */
+static int parse_stream(const bk_reply *stream, unsigned char key, struct entry **head,
+                        struct entry **tail, size_t *n, size_t *ndeleted, char *err,
+                        size_t errlen) {
+  const bk_reply *entries = stream->element[1];
+  if (!is_array(entries)) {
+    set_err(err, errlen, "entry list is %s, expected an array", type_name(entries));
+    return -1;
+  }
+  /* An empty entry list is the 7.0 quirk `[[key, []]]` of a blocked read woken
+   * by entries deleted before it was served, or an empty history read: both
+   * mean "nothing to do" and fall through the loop. */
+  for (size_t i = 0; i < entries->elements; i++) {
+    struct entry *e;
+    if (parse_entry(entries->element[i], i, &e, err, errlen) < 0) return -1;
+    if (!e) {
+      (*ndeleted)++;
+      continue;
+    }
+    e->key = key;
+    if (*tail)
+      (*tail)->next = e;
+    else
+      *head = e;
+    *tail = e;
+    (*n)++;
+  }
+  return 0;
+}
+
+/* keys NULL: exactly one stream, whatever its key (entry_parse_read). */
+static int parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
+                         struct entry **out, size_t *count, size_t *deleted, char *err,
+                         size_t errlen) {
   struct entry *head = NULL, *tail = NULL;
   size_t n = 0, ndeleted = 0;
   *out = NULL;
@@ -364,58 +401,70 @@ int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_
     return -1;
   }
   if (r->elements == 0) return 0;
-  if (r->elements != 1) {
-    set_err(err, errlen, "reply has %zu streams, expected 1", r->elements);
+  size_t most = keys ? nkeys : 1;
+  if (r->elements > most) {
+    set_err(err, errlen, "reply has %zu streams, expected at most %zu", r->elements, most);
     return -1;
   }
-  const bk_reply *stream = r->element[0];
-  if (!is_array(stream) || stream->elements != 2) {
-    if (is_array(stream))
-      set_err(err, errlen, "stream reply has %zu elements, expected 2 (key, entries)",
-              stream->elements);
-    else
-      set_err(err, errlen, "stream reply is %s, expected an array of key and entries",
-              type_name(stream));
-    return -1;
-  }
-  if (!is_string(stream->element[0])) {
-    set_err(err, errlen, "stream key is %s, expected a string", type_name(stream->element[0]));
-    return -1;
-  }
-  const bk_reply *entries = stream->element[1];
-  if (!is_array(entries)) {
-    set_err(err, errlen, "entry list is %s, expected an array", type_name(entries));
-    return -1;
-  }
-
-  /* An empty entry list is the 7.0 quirk `[[key, []]]` of a blocked read woken
-   * by entries deleted before it was served, or an empty history read: both
-   * mean "nothing to do" and fall through the loop. */
-  for (size_t i = 0; i < entries->elements; i++) {
-    struct entry *e;
-    if (parse_entry(entries->element[i], i, &e, err, errlen) < 0) {
-      free_list(head);
-      return -1;
+  unsigned seen = 0; /* keys served so far, one bit each */
+  for (size_t s = 0; s < r->elements; s++) {
+    const bk_reply *stream = r->element[s];
+    if (!is_array(stream) || stream->elements != 2) {
+      if (is_array(stream))
+        set_err(err, errlen, "stream reply has %zu elements, expected 2 (key, entries)",
+                stream->elements);
+      else
+        set_err(err, errlen, "stream reply is %s, expected an array of key and entries",
+                type_name(stream));
+      goto fail;
     }
-    if (!e) {
-      ndeleted++;
-      continue;
+    const bk_reply *name = stream->element[0];
+    if (!is_string(name)) {
+      set_err(err, errlen, "stream key is %s, expected a string", type_name(name));
+      goto fail;
     }
-    if (tail)
-      tail->next = e;
-    else
-      head = e;
-    tail = e;
-    n++;
+    size_t k = 0;
+    if (keys) {
+      while (k < nkeys && (strlen(keys[k]) != name->len || memcmp(keys[k], name->str, name->len)))
+        k++;
+      if (k == nkeys || (seen & (1u << k))) {
+        set_err(err, errlen, "stream \"%.*s\" %s", QUOTE_LEN(name->len), QUOTE_STR(name),
+                k == nkeys ? "was not read" : "is in the reply twice");
+        goto fail;
+      }
+      seen |= 1u << k;
+    }
+    if (parse_stream(stream, (unsigned char)k, &head, &tail, &n, &ndeleted, err, errlen) != 0)
+      goto fail;
   }
   *out = head;
   if (count) *count = n;
   if (deleted) *deleted = ndeleted;
   return 0;
+fail:
+  free_list(head);
+  return -1;
 }
 
-int entry_parse_claimed(const bk_reply *r, char *cursor, size_t cursorlen, struct entry **out,
-                        size_t *count, const bk_reply **deleted, char *err, size_t errlen) {
+int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
+                     char *err, size_t errlen) {
+  return parse_streams(r, NULL, 0, out, count, deleted, err, errlen);
+}
+
+int entry_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
+                        struct entry **out, size_t *count, size_t *deleted, char *err,
+                        size_t errlen) {
+  if (nkeys == 0 || nkeys > 8) {
+    set_err(err, errlen, "between 1 and 8 keys can be read, not %zu", nkeys);
+    *out = NULL;
+    return -1;
+  }
+  return parse_streams(r, keys, nkeys, out, count, deleted, err, errlen);
+}
+
+int entry_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
+                        size_t cursorlen, struct entry **out, size_t *count,
+                        const bk_reply **deleted, char *err, size_t errlen) {
   *out = NULL;
   if (count) *count = 0;
   if (deleted) *deleted = NULL;
@@ -425,29 +474,40 @@ int entry_parse_claimed(const bk_reply *r, char *cursor, size_t cursorlen, struc
     return -1;
   }
   if (!is_array(r) || r->elements != 3) {
-    set_err(err, errlen, "claim reply is %s, expected [cursor, streams, deleted ids]",
+    set_err(err, errlen, "claim reply is %s, expected [cursors, streams, deleted]",
             is_array(r) ? "an array of the wrong size" : type_name(r));
     return -1;
   }
   const bk_reply *c = r->element[0], *gone = r->element[2];
-  if (!is_string(c) || c->len >= cursorlen) {
-    set_err(err, errlen, "claim reply cursor is %s, expected an id", type_name(c));
+  if (!is_array(c) || c->elements != nkeys) {
+    set_err(err, errlen, "claim reply cursors are %s, expected %zu ids", type_name(c), nkeys);
     return -1;
+  }
+  for (size_t i = 0; i < nkeys; i++) {
+    if (!is_string(c->element[i]) || c->element[i]->len >= cursorlen) {
+      set_err(err, errlen, "claim reply cursor %zu is %s, expected an id", i,
+              type_name(c->element[i]));
+      return -1;
+    }
   }
   if (!is_array(gone)) {
     set_err(err, errlen, "claim reply deleted ids are %s, expected an array", type_name(gone));
     return -1;
   }
   for (size_t i = 0; i < gone->elements; i++) {
-    if (!is_string(gone->element[i])) {
-      set_err(err, errlen, "deleted id %zu is %s, expected a string", i,
-              type_name(gone->element[i]));
+    const bk_reply *g = gone->element[i];
+    if (!is_array(g) || g->elements != 2 || !is_string(g->element[0]) ||
+        !is_string(g->element[1])) {
+      set_err(err, errlen, "deleted id %zu is %s, expected [key, id]", i, type_name(g));
       return -1;
     }
   }
-  if (entry_parse_read(r->element[1], out, count, NULL, err, errlen) != 0) return -1;
-  memcpy(cursor, c->str, c->len);
-  cursor[c->len] = '\0';
+  if (entry_parse_streams(r->element[1], keys, nkeys, out, count, NULL, err, errlen) != 0)
+    return -1;
+  for (size_t i = 0; i < nkeys; i++) {
+    memcpy(cursor + i * cursorlen, c->element[i]->str, c->element[i]->len);
+    cursor[i * cursorlen + c->element[i]->len] = '\0';
+  }
   if (deleted) *deleted = gone;
   return 0;
 }

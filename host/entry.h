@@ -33,7 +33,16 @@ struct entry {
   int64_t deliveries;     /* claimed entries: deliveries before this one; else -1 */
   void *owner_data;       /* free for the subscription that holds the entry */
   unsigned char size_class; /* the pool's (entry.c) */
+  unsigned char key;      /* which of the keys read it came from (entry_parse_streams): 0 first */
 };
+
+/* A subscription reads two keys (subscription_private.h): key 0 is the
+ * shared stream, key 1 the group's retry stream, which only luastream
+ * writes. The entry's id on the source stream: its original-id header when
+ * it came from the retry stream, else its own id. A producer's original-id
+ * on the shared stream is data, never believed. */
+#define ENTRY_KEY_RETRY 1
+const char *entry_source_id(const struct entry *e);
 
 /* Copies id and fields (pairs of strings) into one allocation. NULL on OOM, on
  * a size that overflows, or when nfields is odd. */
@@ -61,13 +70,25 @@ const char *entry_get(const struct entry *e, const char *name, size_t *len);
 int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
                      char *err, size_t errlen);
 
-/* Parses the reply of a claim script (scripts.h):
- *   [cursor, [[key, entries]], [deleted ids]]
- * entries as for entry_parse_read (4 elements each). The cursor text goes to
- * cursor (cursorlen bytes with the NUL); *deleted points at the array of ids
- * the server dropped from the pending list (part of r: valid while r is).
+/* Parses the reply of `XREADGROUP ... STREAMS k1 k2 ... id1 id2 ...` read
+ * from the nkeys keys in keys: one [key, entries] pair per stream served, in
+ * any order, each key at most once. Every entry's `key` is the index in keys
+ * of the stream it came from; the list holds the streams one after the
+ * other, each in reply order. A key not in keys is a reply of the wrong
+ * shape. Otherwise as entry_parse_read. */
+int entry_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
+                        struct entry **out, size_t *count, size_t *deleted, char *err,
+                        size_t errlen);
+
+/* Parses the reply of a claim script (scripts.h) over the nkeys keys in keys:
+ *   [[cursor per key], [[key, entries], ...], [[key, deleted id], ...]]
+ * entries as for entry_parse_streams (4 elements each). Cursor i goes to
+ * cursor + i * cursorlen (cursorlen bytes with the NUL); *deleted points at
+ * the pairs of key and id the server dropped from the pending list (part of
+ * r: valid while r is; each element an array of two strings).
  * Returns 0, or -1 with a reason in err; on -1 *out is NULL. */
-int entry_parse_claimed(const bk_reply *r, char *cursor, size_t cursorlen, struct entry **out,
-                        size_t *count, const bk_reply **deleted, char *err, size_t errlen);
+int entry_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
+                        size_t cursorlen, struct entry **out, size_t *count,
+                        const bk_reply **deleted, char *err, size_t errlen);
 
 #endif

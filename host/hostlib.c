@@ -151,6 +151,14 @@ static int core_field(lua_State *L) {
   return 1;
 }
 
+/* core.source_id(seq) -> the id on the source stream of the entry job seq
+ * runs (entry_source_id): what a reply's original-id names, also when the
+ * entry is a retry copy or a delayed entry read from the retry stream. */
+static int core_source_id(lua_State *L) {
+  lua_pushstring(L, entry_source_id(job_by_seq(L)->e));
+  return 1;
+}
+
 static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
   for (size_t i = 0; i + wlen <= len; i++)
     if (memcmp(s + i, word, wlen) == 0) return true;
@@ -247,8 +255,9 @@ static int luastream_flat(struct handler *h, double seq, struct json_flat *rec) 
 int rt_open_core(lua_State *L, struct handler *h) {
   static const luaL_Reg fns[] = {{"log", core_log},     {"sleep", core_sleep},
                                  {"entry", core_entry}, {"field", core_field},
-                                 {"message", core_message}, {NULL, NULL}};
-  lua_createtable(L, 0, 10);
+                                 {"message", core_message}, {"source_id", core_source_id},
+                                 {NULL, NULL}};
+  lua_createtable(L, 0, 11);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, h);
     lua_pushcclosure(L, f->func, 1);

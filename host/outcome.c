@@ -45,10 +45,11 @@ static bool is(const char *name, size_t len, const char *header) {
   return len == strlen(header) && memcmp(name, header, len) == 0;
 }
 
-void outcome_ack(struct txn *t, const struct handler_spec *spec, const struct entry *e) {
+void outcome_ack(struct txn *t, const struct handler_spec *spec, const char *key,
+                 const struct entry *e) {
   struct bk_args *a = next(t);
   bk_args_str(a, "XACK");
-  bk_args_str(a, spec->stream);
+  bk_args_str(a, key);
   bk_args_str(a, spec->group);
   bk_args_str(a, e->id);
 }
@@ -85,25 +86,22 @@ static void add_fields(struct bk_args *a, const struct entry *e, const char *con
 static const char *const COPY_HEADERS[] = {HDR_DELIVERY_COUNT, HDR_RETRY_GROUP, HDR_ORIGINAL_ID,
                                            NULL};
 
-void outcome_retry_copy(struct txn *t, const struct handler_spec *spec, const struct entry *e,
-                        long long deliveries) {
-  const char *orig = entry_get(e, HDR_ORIGINAL_ID, NULL);
+void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry *e,
+                        long long deliveries, const char *original_id) {
   struct bk_args *a = next(t);
   bk_args_str(a, "XADD");
-  bk_args_str(a, spec->stream);
+  bk_args_str(a, retry_key);
   bk_args_str(a, "*");
   add_fields(a, e, COPY_HEADERS);
   bk_args_str(a, HDR_DELIVERY_COUNT);
   bk_args_str(a, own_printf(t, "%lld", deliveries));
-  bk_args_str(a, HDR_RETRY_GROUP);
-  bk_args_str(a, spec->group);
   bk_args_str(a, HDR_ORIGINAL_ID);
-  bk_args_str(a, orig ? orig : e->id);
+  bk_args_str(a, original_id);
 }
 
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
-                         const char *reason, const char *error, size_t error_len,
-                         long long deliveries, uint64_t wall_ms) {
+                         const char *original_id, const char *reason, const char *error,
+                         size_t error_len, long long deliveries, uint64_t wall_ms) {
   static const char *const provenance[] = {HDR_DL_STREAM,  HDR_DL_GROUP,   HDR_DL_ID,
                                            HDR_DL_DELIVERIES, HDR_DL_HANDLER, HDR_DL_REASON,
                                            HDR_DL_ERROR,   HDR_DL_TIME,    NULL};
@@ -118,7 +116,7 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
   bk_args_str(a, HDR_DL_GROUP);
   bk_args_str(a, spec->group);
   bk_args_str(a, HDR_DL_ID);
-  bk_args_str(a, e->id);
+  bk_args_str(a, original_id);
   bk_args_str(a, HDR_DL_DELIVERIES);
   bk_args_str(a, own_printf(t, "%lld", deliveries));
   bk_args_str(a, HDR_DL_HANDLER);
@@ -132,16 +130,15 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
 }
 
 /* The delay-set member: netstrings ("<len>:<bytes>") of the entry's id, then
- * its fields with delivery-count, retry-group and original-id rewritten. The
- * id keeps members unique; the sweep script (scripts.h) decodes the rest. */
-static char *delay_member(const struct handler_spec *spec, const struct entry *e,
-                          const char *deliveries, size_t *len_out) {
-  const char *orig = entry_get(e, HDR_ORIGINAL_ID, NULL);
-  const char *extra[6] = {HDR_DELIVERY_COUNT, deliveries, HDR_RETRY_GROUP, spec->group,
-                          HDR_ORIGINAL_ID,    orig ? orig : e->id};
+ * its fields with delivery-count and original-id rewritten (retry-group
+ * dropped). The id keeps members unique; the sweep script (scripts.h)
+ * decodes the rest. */
+static char *delay_member(const struct entry *e, const char *deliveries, const char *original_id,
+                          size_t *len_out) {
+  const char *extra[4] = {HDR_DELIVERY_COUNT, deliveries, HDR_ORIGINAL_ID, original_id};
   size_t cap = strlen(e->id) + 24;
   for (size_t i = 0; i < e->nfields; i++) cap += e->field_len[i] + 24;
-  for (int i = 0; i < 6; i++) cap += strlen(extra[i]) + 24;
+  for (int i = 0; i < 4; i++) cap += strlen(extra[i]) + 24;
   char *m = malloc(cap), *p = m;
   if (m == NULL) return NULL;
 #define PUT(s, n) (p += sprintf(p, "%zu:", (size_t)(n)), memcpy(p, (s), (n)), p += (n))
@@ -151,10 +148,17 @@ static char *delay_member(const struct handler_spec *spec, const struct entry *e
     PUT(e->field[i], e->field_len[i]);
     PUT(e->field[i + 1], e->field_len[i + 1]);
   }
-  for (int i = 0; i < 6; i++) PUT(extra[i], strlen(extra[i]));
+  for (int i = 0; i < 4; i++) PUT(extra[i], strlen(extra[i]));
 #undef PUT
   *len_out = (size_t)(p - m);
   return m;
+}
+
+char *outcome_retry_key(const struct handler_spec *spec) {
+  size_t n = strlen(spec->stream) + strlen(spec->group) + sizeof ":retry:";
+  char *k = malloc(n);
+  if (k) snprintf(k, n, "%s:retry:%s", spec->stream, spec->group);
+  return k;
 }
 
 char *outcome_delay_key(const struct handler_spec *spec) {
@@ -165,9 +169,10 @@ char *outcome_delay_key(const struct handler_spec *spec) {
 }
 
 void outcome_delay(struct txn *t, const struct handler_spec *spec, const struct entry *e,
-                   long long deliveries, uint64_t due_wall_ms) {
+                   long long deliveries, const char *original_id, uint64_t due_wall_ms) {
   size_t len = 0;
-  const char *member = own(t, delay_member(spec, e, own_printf(t, "%lld", deliveries), &len));
+  const char *member =
+      own(t, delay_member(e, own_printf(t, "%lld", deliveries), original_id, &len));
   struct bk_args *a = next(t);
   bk_args_str(a, "ZADD");
   bk_args_str(a, own(t, outcome_delay_key(spec)));
@@ -175,14 +180,14 @@ void outcome_delay(struct txn *t, const struct handler_spec *spec, const struct 
   bk_args_add(a, member, len);
 }
 
-void outcome_restamp(struct txn *t, const struct handler_spec *spec, const struct entry *e,
-                     int64_t delay_ms) {
+void outcome_restamp(struct txn *t, const struct handler_spec *spec, const char *key,
+                     const struct entry *e, int64_t delay_ms) {
   /* Idle min_idle - delay now means claimable in delay ms. JUSTID: the
    * delivery that asked for the delay has been counted already. */
   int64_t idle = spec->min_idle_ms - delay_ms;
   struct bk_args *a = next(t);
   bk_args_str(a, "XCLAIM");
-  bk_args_str(a, spec->stream);
+  bk_args_str(a, key);
   bk_args_str(a, spec->group);
   bk_args_str(a, spec->consumer);
   bk_args_str(a, "0");

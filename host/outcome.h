@@ -6,10 +6,17 @@
  * delayed copy, nor those written without the ack). The strings a builder
  * makes (numbers, the delay-set member, header values) are owned by the txn.
  *
- * Headers written here: a retry copy or a delayed entry carries
- * delivery-count (deliveries so far), retry-group (the group it is for) and
- * original-id; a dead letter carries the original fields plus the
- * dead-letter-* provenance headers below. */
+ * Where they go: a retry copy, a delayed entry once due (the sweep,
+ * scripts.h) and a replayed dead letter go to the group's own retry stream
+ * "<stream>:retry:<group>", never to the shared stream: only luastream
+ * writes there, so only there are its headers trusted. A retry copy or a
+ * delayed entry carries delivery-count (deliveries so far) and original-id
+ * (the entry's id on the source stream); a dead letter carries the original
+ * fields plus the dead-letter-* provenance headers below, dead-letter-stream
+ * naming the source stream and dead-letter-id the id there.
+ *
+ * The builders that act on one delivered entry take the key it was read
+ * from (its stream or its retry stream): acks and re-stamps go there. */
 #ifndef LUASTREAM_OUTCOME_H
 #define LUASTREAM_OUTCOME_H
 
@@ -44,25 +51,30 @@ void txn_init(struct txn *t);
 void txn_reset(struct txn *t);
 void txn_free(struct txn *t);
 
-/* XACK of e. */
-void outcome_ack(struct txn *t, const struct handler_spec *spec, const struct entry *e);
+/* XACK of e, read from key. */
+void outcome_ack(struct txn *t, const struct handler_spec *spec, const char *key,
+                 const struct entry *e);
 /* One XADD per write of res (ctx:publish entries, the reply). Returns -1 when
  * there are more than fit in one transaction. */
 int outcome_writes(struct txn *t, const struct rt_result *res);
-/* XADD of a copy of e for `new` reads: delivery-count = deliveries so far. */
-void outcome_retry_copy(struct txn *t, const struct handler_spec *spec, const struct entry *e,
-                        long long deliveries);
-/* XADD of e to spec->dead_letter with its provenance. */
+/* XADD to retry_key of a copy of e for `new` reads: delivery-count =
+ * deliveries so far, original-id = original_id (the id on the source stream). */
+void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry *e,
+                        long long deliveries, const char *original_id);
+/* XADD of e to spec->dead_letter with its provenance (dead-letter-id =
+ * original_id). */
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
-                         const char *reason, const char *error, size_t error_len,
-                         long long deliveries, uint64_t wall_ms);
+                         const char *original_id, const char *reason, const char *error,
+                         size_t error_len, long long deliveries, uint64_t wall_ms);
 /* ZADD of e to the group's delay set, due at due_wall_ms (Unix ms). */
 void outcome_delay(struct txn *t, const struct handler_spec *spec, const struct entry *e,
-                   long long deliveries, uint64_t due_wall_ms);
-/* XCLAIM ... IDLE: e (still pending) becomes claimable after delay_ms. */
-void outcome_restamp(struct txn *t, const struct handler_spec *spec, const struct entry *e,
-                     int64_t delay_ms);
+                   long long deliveries, const char *original_id, uint64_t due_wall_ms);
+/* XCLAIM ... IDLE on key: e (still pending) becomes claimable after delay_ms. */
+void outcome_restamp(struct txn *t, const struct handler_spec *spec, const char *key,
+                     const struct entry *e, int64_t delay_ms);
 
+/* The retry stream of a stream and group: "<stream>:retry:<group>". */
+char *outcome_retry_key(const struct handler_spec *spec);
 /* The delay set of a stream and group: "<stream>:delayed:<group>". */
 char *outcome_delay_key(const struct handler_spec *spec);
 

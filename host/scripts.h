@@ -1,34 +1,42 @@
 /* scripts: server-side Lua scripts for what Redis has no single command for.
  *
  * The claim scripts run atomically on the server (EVAL), so two hosts never
- * claim the same entry, and both answer in one shape (entry_parse_claimed in
+ * claim the same entry. They read every key in KEYS (a subscription passes
+ * its stream and its retry stream, outcome.h), each key on its own with
+ * COUNT per key, and both answer in one shape (entry_parse_claimed in
  * entry.h):
  *
- *   [cursor, [[stream, [[id, fields, idle_ms, deliveries], ...]]], [deleted ids]]
+ *   [[cursor per key], [[key, [[id, fields, idle_ms, deliveries], ...]], ...],
+ *    [[key, deleted id], ...]]
  *
- * SCRIPT_CLAIM gives Redis 8.4's claiming read to older servers: pending
- * entries idle at least min_idle (any consumer, longest idle first) claimed
- * with XCLAIM, then new entries with `>`, sharing COUNT. deliveries is the
- * count before this delivery (0 for new entries), as the 8.4 CLAIM reply says.
- *   KEYS: stream   ARGV: group consumer min_idle count
+ * with a [key, entries] pair only for the keys that gave entries.
  *
- * SCRIPT_RECLAIM is XAUTOCLAIM plus what it does not report: each entry's
- * idle time before the claim and its delivery count after it.
- *   KEYS: stream   ARGV: group consumer min_idle cursor count */
+ * SCRIPT_CLAIM gives Redis 8.4's claiming read to older servers: per key,
+ * pending entries idle at least min_idle (any consumer, longest idle first)
+ * claimed with XCLAIM, then new entries with `>`, sharing COUNT. deliveries
+ * is the count before this delivery (0 for new entries), as the 8.4 CLAIM
+ * reply says. The cursors are all "0-0".
+ *   KEYS: stream...   ARGV: group consumer min_idle count
+ *
+ * SCRIPT_RECLAIM is XAUTOCLAIM over several keys (one call per key, from the
+ * key's own cursor) plus what it does not report: each entry's idle time
+ * before the claim and its delivery count after it.
+ *   KEYS: stream...   ARGV: group consumer min_idle count cursor-per-key... */
 #ifndef LUASTREAM_SCRIPTS_H
 #define LUASTREAM_SCRIPTS_H
 
 extern const char SCRIPT_CLAIM[];
 extern const char SCRIPT_RECLAIM[];
 
-/* SCRIPT_SWEEP moves the entries of a delay set (outcome.h) that are due back
- * onto their stream, each as a new entry, and removes them from the set: in
- * one step, so two hosts sweeping together never move one twice and a host
- * that dies mid-sweep loses nothing. A member that is not an id and field
- * pairs in netstrings (written by hand, or damaged) cannot become an entry:
- * it moves, with its score, to the third key, so that it never stops the
- * members due after it. Replies [due members taken, of which unreadable].
- *   KEYS: delay set, stream, unreadable members   ARGV: now (Unix ms) count */
+/* SCRIPT_SWEEP moves the entries of a delay set (outcome.h) that are due
+ * onto the group's retry stream, each as a new entry, and removes them from
+ * the set: in one step, so two hosts sweeping together never move one twice
+ * and a host that dies mid-sweep loses nothing. A member that is not an id
+ * and field pairs in netstrings (written by hand, or damaged) cannot become
+ * an entry: it moves, with its score, to the third key, so that it never
+ * stops the members due after it. Replies [due members taken, of which
+ * unreadable].
+ *   KEYS: delay set, retry stream, unreadable members   ARGV: now (Unix ms) count */
 extern const char SCRIPT_SWEEP[];
 
 /* SCRIPT_REDO writes an outcome again after its transaction's reply was
@@ -38,29 +46,31 @@ extern const char SCRIPT_SWEEP[];
  *   KEYS: stream   ARGV: group id, then per command: argc arg...  */
 extern const char SCRIPT_REDO[];
 
-/* SCRIPT_REPLAY puts dead letters (outcome.h) back on their source stream, the
- * dead-letter-stream field of each, as new entries, and deletes them from the
- * dead-letter stream: each XADD and its XDEL in the same script, so an entry
- * is always on exactly one of the two streams. Every entry of a call is
- * checked before anything is written, so a call that fails writes nothing.
- * A replayed entry keeps its fields but the dead-letter-*, delivery-count and
- * retry-group ones, so its delivery count starts afresh; it gets retry-group =
- * the dead-letter-group (only that group handles it again; the stream's other
- * groups, which handled the original, ack it unseen like a retry copy) and,
- * unless it has one, original-id = the dead-letter-id.
- *   KEYS: dead-letter stream
+/* SCRIPT_REPLAY puts dead letters (outcome.h) back where only the group that
+ * gave up on them reads them: the retry stream of the dead-letter-stream and
+ * dead-letter-group recorded in each (`<stream>:retry:<group>`), as new
+ * entries, and deletes them from the dead-letter stream: each XADD and its
+ * XDEL in the same script, so an entry is always on exactly one of the two
+ * streams. Nothing is ever written to a source stream. Every entry of a call
+ * is checked before anything is written, so a call that fails writes
+ * nothing. An entry without all of dead-letter-stream, dead-letter-group and
+ * dead-letter-id is not a dead letter luastream wrote and is refused (named).
+ * A replayed entry keeps its fields but luastream's own (dead-letter-*,
+ * delivery-count, retry-group, original-id), so its delivery count starts
+ * afresh, and gets original-id = the dead-letter-id.
+ *   KEYS: dead-letter stream (an error when it does not exist)
  *   ARGV: "ids" id...                 those entries; an unknown id or an entry
- *                                     without dead-letter-stream is an error
+ *                                     that is not a dead letter is an error
  *     or  "all" after last count      up to count entries after `after` ("-"
  *                                     for the start) up to `last` ("+": the
  *                                     newest now); an entry that cannot be
  *                                     replayed is skipped and left in place
- *   Reply: [[[dead-letter id, source stream, new id], ...], [[skipped id,
+ *   Reply: [[[dead-letter id, retry stream, new id], ...], [[skipped id,
  *           why], ...], next, last]: "all" calls go on with after = next and
  *           last = last until next is "" (always "" for "ids"). An error
  *           reply names the stream and the entry.
- * The source streams are not in KEYS: on a cluster the dead-letter stream and
- * its sources need one hash slot (a hash tag such as {payments}.dead). */
+ * The retry streams are not in KEYS: on a cluster the dead-letter stream and
+ * the streams it names need one hash slot (a hash tag such as {payments}.dead). */
 extern const char SCRIPT_REPLAY[];
 
 /* SCRIPT_LEASE: the consumer lease (lease.h), a string key whose value names

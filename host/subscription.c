@@ -107,7 +107,7 @@ static void dispatch(subscription *s) {
     e->owner_data = (void *)(intptr_t)lane;
     if (handler_run(s->h, e, sub__job_done, s) != 0) {
       sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-      sub__held_remove(s, e->id);
+      sub__held_remove(s, e);
       entry_free(e);
       lanes_done(&s->lanes, lane);
     }
@@ -126,13 +126,13 @@ void sub__progress(subscription *s) {
 
 /* ---- entries held here: in a lane or a handler (claiming and reclaim) ---- */
 
-static bool held_has(const subscription *s, const char *id) {
+static bool held_has(const subscription *s, const struct entry *e) {
   for (size_t i = 0; i < s->nheld; i++)
-    if (strcmp(s->held[i], id) == 0) return true;
+    if (s->held[i].key == e->key && strcmp(s->held[i].id, e->id) == 0) return true;
   return false;
 }
 
-static bool held_add(subscription *s, const char *id) {
+static bool held_add(subscription *s, const struct entry *e) {
   if (s->nheld == s->held_cap) {
     size_t cap = s->held_cap ? s->held_cap * 2 : 64;
     void *p = realloc(s->held, cap * sizeof *s->held);
@@ -140,42 +140,37 @@ static bool held_add(subscription *s, const char *id) {
     s->held = p;
     s->held_cap = cap;
   }
-  sub__copy_id(s->held[s->nheld++], id);
+  s->held[s->nheld].key = e->key;
+  sub__copy_id(s->held[s->nheld++].id, e->id);
   return true;
 }
 
-void sub__held_remove(subscription *s, const char *id) {
+void sub__held_remove(subscription *s, const struct entry *e) {
   for (size_t i = 0; i < s->nheld; i++) {
-    if (strcmp(s->held[i], id) != 0) continue;
-    memcpy(s->held[i], s->held[--s->nheld], ID_MAX);
+    if (s->held[i].key != e->key || strcmp(s->held[i].id, e->id) != 0) continue;
+    s->held[i] = s->held[--s->nheld];
     return;
   }
 }
 
 static void accept_entry(subscription *s, struct entry *e) {
   if (s->spec->read != READ_NEW) {
-    if (held_has(s, e->id)) {
+    if (held_has(s, e)) {
       /* Claimed back while this host still holds it: it aged past min_idle
        * waiting in a lane or running. It is not abandoned; it runs once. */
       entry_free(e);
       return;
     }
-    if (!held_add(s, e->id)) {
+    if (!held_add(s, e)) {
       sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
       entry_free(e);
       return;
     }
   }
-  size_t glen;
-  const char *group = entry_get(e, HDR_RETRY_GROUP, &glen);
-  if (group && (glen != strlen(s->spec->group) || memcmp(group, s->spec->group, glen) != 0)) {
-    /* Another group's retry copy: not a new entry for us. */
-    sub__queue_ack(s, e->id);
-    entry_free(e);
-    return;
-  }
-  /* A copy or delayed entry carries its earlier deliveries; a claimed read
-   * counts only those of this id: together they are the entry's count. */
+  /* A copy or delayed entry on the retry stream carries its earlier
+   * deliveries; a claimed read counts only those of this id: together they
+   * are the entry's count. On the shared stream luastream's header names are
+   * a producer's data and change nothing here (sub__carried_deliveries). */
   if (e->deliveries >= 0) e->deliveries += sub__carried_deliveries(e);
   long long before = s->spec->max_deliveries ? sub__deliveries_before(s, e) : 0;
   if (s->spec->max_deliveries && before >= s->spec->max_deliveries) {
@@ -184,7 +179,7 @@ static void accept_entry(subscription *s, struct entry *e) {
     char why[64];
     snprintf(why, sizeof why, "delivered %lld times without an ack", before);
     sub__dead_letter(s, e, "max-deliveries", why, strlen(why), before, handler_version(s->h));
-    sub__held_remove(s, e->id);
+    sub__held_remove(s, e);
     entry_free(e);
     return;
   }
@@ -202,8 +197,9 @@ static bool group_gone(const bk_reply *r) {
 
 static void log_deleted(subscription *s, const bk_reply *deleted) {
   for (size_t i = 0; deleted && i < deleted->elements; i++)
-    sub__log(s, LOG_WARN, "pending entry no longer in the stream, dropped", "id",
-            deleted->element[i]->str, NULL, NULL);
+    log_line(LOG_WARN, s->spec->name, "pending entry no longer in the stream, dropped", "stream",
+             deleted->element[i]->element[0]->str, "group", s->spec->group, "consumer",
+             s->spec->consumer, "id", deleted->element[i]->element[1]->str, NULL);
 }
 
 /* Which command the next read sends. */
@@ -235,7 +231,7 @@ static bool reads_ahead(const subscription *s, enum read_kind kind) {
 static void recover_own(subscription *s) {
   if (s->spec->read != READ_NEW) return;
   s->recover = true;
-  strcpy(s->own_cursor, "0-0");
+  for (int k = 0; k < NKEYS; k++) strcpy(s->own_cursor[k], "0-0");
 }
 
 static void read_done(void *data, const bk_reply *r, const char *err) {
@@ -266,11 +262,12 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   struct entry *list = NULL;
   size_t count = 0;
   const bk_reply *deleted = NULL;
-  char cursor[ID_MAX];
+  char cursor[NKEYS][ID_MAX];
+  const char *keys[NKEYS] = {s->spec->stream, s->retry_key};
   int rc = kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT
-               ? entry_parse_claimed(r, cursor, sizeof cursor, &list, &count, &deleted, why,
-                                     sizeof why)
-               : entry_parse_read(r, &list, &count, NULL, why, sizeof why);
+               ? entry_parse_claimed(r, keys, NKEYS, cursor[0], ID_MAX, &list, &count, &deleted,
+                                     why, sizeof why)
+               : entry_parse_streams(r, keys, NKEYS, &list, &count, NULL, why, sizeof why);
   if (rc != 0) {
     sub__log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);
@@ -293,15 +290,17 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   }
   if (kind == READ_RECLAIM_SCRIPT) {
     memcpy(s->cursor, cursor, sizeof cursor);
-    /* A full pass found nothing claimable: wait instead of spinning. */
-    if (count == 0 && strcmp(cursor, "0-0") == 0) poll_later(s);
+    /* A full pass of both keys found nothing claimable: wait instead of spinning. */
+    if (count == 0 && strcmp(cursor[KEY_STREAM], "0-0") == 0 &&
+        strcmp(cursor[KEY_RETRY], "0-0") == 0)
+      poll_later(s);
   }
   while (list) {
     struct entry *e = list;
     list = e->next;
     e->next = NULL;
-    if (kind == READ_OWN) sub__copy_id(s->own_cursor, e->id);
-    else if (e->deliveries <= 0) sub__copy_id(s->last_read, e->id);
+    if (kind == READ_OWN) sub__copy_id(s->own_cursor[e->key], e->id);
+    else if (e->deliveries <= 0 && e->key == KEY_STREAM) sub__copy_id(s->last_read, e->id);
     if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) {
       /* A claiming subscription's blocking `>` read: new entries, which the
        * claiming read reports as idle 0, delivered 0 times before. */
@@ -320,13 +319,15 @@ static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kin
   if (kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT) {
     bk_args_str(a, "EVAL");
     bk_args_str(a, kind == READ_CLAIM_SCRIPT ? SCRIPT_CLAIM : SCRIPT_RECLAIM);
-    bk_args_str(a, "1");
+    bk_args_str(a, "2");
     bk_args_str(a, s->spec->stream);
+    bk_args_str(a, s->retry_key);
     bk_args_str(a, s->spec->group);
     bk_args_str(a, s->spec->consumer);
     bk_args_num(a, s->spec->min_idle_ms);
-    if (kind == READ_RECLAIM_SCRIPT) bk_args_str(a, s->cursor);
     bk_args_num(a, count);
+    if (kind == READ_RECLAIM_SCRIPT)
+      for (int k = 0; k < NKEYS; k++) bk_args_str(a, s->cursor[k]);
     return;
   }
   bk_args_str(a, "XREADGROUP");
@@ -335,23 +336,22 @@ static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kin
   bk_args_str(a, s->spec->consumer);
   bk_args_str(a, "COUNT");
   bk_args_num(a, count);
-  if (kind == READ_OWN) { /* history: answered at once, never blocks */
-    bk_args_str(a, "STREAMS");
-    bk_args_str(a, s->spec->stream);
-    bk_args_str(a, s->own_cursor);
-    return;
+  if (kind != READ_OWN) { /* history is answered at once, never blocks */
+    bk_args_str(a, "BLOCK");
+    /* Before 8.4 a blocked read does not wake when a pending entry turns
+     * claimable; on 8.4 how soon it wakes is not documented: cap both. */
+    bk_args_num(a, s->spec->read == READ_NEW ? BLOCK_MS : (long long)recovery_wait_ms(s));
   }
-  bk_args_str(a, "BLOCK");
-  /* Before 8.4 a blocked read does not wake when a pending entry turns
-   * claimable; on 8.4 how soon it wakes is not documented: cap both. */
-  bk_args_num(a, s->spec->read == READ_NEW ? BLOCK_MS : (long long)recovery_wait_ms(s));
   if (kind == READ_CLAIM_NATIVE) {
     bk_args_str(a, "CLAIM");
     bk_args_num(a, s->spec->min_idle_ms);
   }
+  /* Both keys in one read, COUNT per key: the stream and the retry stream. */
   bk_args_str(a, "STREAMS");
   bk_args_str(a, s->spec->stream);
-  bk_args_str(a, ">");
+  bk_args_str(a, s->retry_key);
+  bk_args_str(a, kind == READ_OWN ? s->own_cursor[KEY_STREAM] : ">");
+  bk_args_str(a, kind == READ_OWN ? s->own_cursor[KEY_RETRY] : ">");
 }
 
 static void read_next(subscription *s) {
@@ -364,7 +364,9 @@ static void read_next(subscription *s) {
   bool ahead = reads_ahead(s, kind);
   /* Ahead: a batch more while at most one is held, so at most 2 x batch
    * are held here. Otherwise the lanes fill up to one batch and are read
-   * again once half empty. Resumes when the lanes or the writes catch up. */
+   * again once half empty. Resumes when the lanes or the writes catch up.
+   * COUNT is per key: a read that also finds entries on the retry stream
+   * may bring up to one batch more from there. */
   if (in_flight > (ahead ? batch : batch / 2)) return;
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
@@ -535,37 +537,73 @@ static void move_cursor(subscription *s) {
     backoff(s);
 }
 
-static void create_done(void *data, const bk_reply *r, const char *err) {
+/* The stream's XGROUP CREATE: its verdict waits for the retry stream's,
+ * which the same connection answers next (create_retry_done decides). */
+static void create_stream_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
   if (s->state != SUB_CREATING) return sub__maybe_drained(s);
-  bool created = r && r->type == BK_STATUS;
-  if (created || (r && bk_reply_is_error(r, "BUSYGROUP"))) {
-    if (created) sub__log(s, LOG_INFO, "group created", "start", creation_start(s), NULL, NULL);
-    /* start_at moves an existing group, at start-up only: a new one already
-     * starts there. */
-    if (!created && s->spec->start_at && !s->started) return move_cursor(s);
-    return start_reading(s);
+  s->stream_created = r && r->type == BK_STATUS;
+  s->stream_create_failed = !s->stream_created && !(r && bk_reply_is_error(r, "BUSYGROUP"));
+  if (s->stream_create_failed) sub__reply_text(r, err, s->create_error, sizeof s->create_error);
+  if (s->create_alone) { /* the retry stream's could not be sent: try both again */
+    if (!s->stream_create_failed)
+      snprintf(s->create_error, sizeof s->create_error, "not connected");
+    sub__log(s, LOG_ERROR, "cannot create the group on the retry stream, retrying", "retry_stream",
+             s->retry_key, "error", s->create_error);
+    backoff(s);
   }
-  char why[256];
-  sub__reply_text(r, err, why, sizeof why);
-  sub__log(s, LOG_ERROR, "cannot create the group, retrying", "error", why, NULL, NULL);
-  backoff(s);
 }
 
+static void create_retry_done(void *data, const bk_reply *r, const char *err) {
+  subscription *s = data;
+  s->writes_pending--;
+  if (s->state != SUB_CREATING) return sub__maybe_drained(s);
+  if (!(r && (r->type == BK_STATUS || bk_reply_is_error(r, "BUSYGROUP")))) {
+    char why[256];
+    sub__reply_text(r, err, why, sizeof why);
+    sub__log(s, LOG_ERROR, "cannot create the group on the retry stream, retrying", "retry_stream",
+             s->retry_key, "error", why);
+    return backoff(s);
+  }
+  if (r->type == BK_STATUS)
+    sub__log(s, LOG_INFO, "group created on the retry stream", "retry_stream", s->retry_key, NULL,
+             NULL);
+  if (s->stream_create_failed) {
+    sub__log(s, LOG_ERROR, "cannot create the group, retrying", "error", s->create_error, NULL,
+             NULL);
+    return backoff(s);
+  }
+  bool created = s->stream_created;
+  if (created) sub__log(s, LOG_INFO, "group created", "start", creation_start(s), NULL, NULL);
+  /* start_at moves an existing group, at start-up only: a new one already
+   * starts there. */
+  if (!created && s->spec->start_at && !s->started) return move_cursor(s);
+  start_reading(s);
+}
+
+/* Creates the group on the stream (at its start) and on the retry stream
+ * (from the beginning: everything there was written for this group), each
+ * with MKSTREAM; BUSYGROUP means it exists and keeps its cursor. */
 static void ensure_group(subscription *s) {
   s->state = SUB_CREATING;
   /* A group created again has a new pending list: scan it from the start. */
-  strcpy(s->cursor, "0-0");
+  for (int k = 0; k < NKEYS; k++) strcpy(s->cursor[k], "0-0");
   s->block_next = false;
+  s->create_alone = false;
   const char *start = start_id(creation_start(s));
   const char *argv[] = {"XGROUP", "CREATE", s->spec->stream, s->spec->group, start, "MKSTREAM"};
   size_t len[6];
   for (int i = 0; i < 6; i++) len[i] = strlen(argv[i]);
-  if (bk_command(s->b, s->cmd, 6, argv, len, create_done, s) == 0)
+  if (bk_command(s->b, s->cmd, 6, argv, len, create_stream_done, s) != 0) return backoff(s);
+  s->writes_pending++;
+  argv[2] = s->retry_key;
+  argv[4] = "0";
+  for (int i = 0; i < 6; i++) len[i] = strlen(argv[i]);
+  if (bk_command(s->b, s->cmd, 6, argv, len, create_retry_done, s) == 0)
     s->writes_pending++;
   else
-    backoff(s);
+    s->create_alone = true;
 }
 
 /* ---- life cycle ---- */
@@ -587,6 +625,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   s->flush_timer = timer_new(clock, sub__flush_acks, s);
   s->sweep_timer = timer_new(clock, sub__sweep, s);
   s->retry_log_timer = timer_new(clock, sub__log_retries, s);
+  s->retry_key = outcome_retry_key(s->spec);
   s->delay_key = outcome_delay_key(s->spec);
   if (s->delay_key) {
     size_t n = strlen(s->delay_key) + sizeof UNREADABLE_SUFFIX;
@@ -601,7 +640,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
     leased_ok = s->identity && s->prune_timer && s->lease_prefix;
   }
   if (!leased_ok || !s->retry_timer || !s->flush_timer || !s->sweep_timer ||
-      !s->retry_log_timer || !s->delay_key || !s->unreadable_key ||
+      !s->retry_log_timer || !s->retry_key || !s->delay_key || !s->unreadable_key ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
     sub_free(s);
     return NULL;
@@ -676,6 +715,7 @@ size_t sub_abandon(subscription *s, size_t *unacked) {
   s->flush_armed = false;
   *unacked = s->nacks;
   s->nacks = 0;
+  for (int k = 0; k < NKEYS; k++) s->acks[k].n = 0;
   size_t n = handler_abandon(s->h, drop_job);
   if (n || *unacked) {
     char running[24], acks[24];
@@ -767,6 +807,7 @@ void sub_free(subscription *s) {
   lease_free(s->lease);
   free(s->identity);
   free(s->lease_prefix);
+  free(s->retry_key);
   free(s->delay_key);
   free(s->unreadable_key);
   struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;
@@ -778,7 +819,7 @@ void sub_free(subscription *s) {
   lanes_free(&s->lanes);
   sub__redo_free(s);
   sub__ack_batches_free(s);
-  free(s->acks);
+  for (int k = 0; k < NKEYS; k++) free(s->acks[k].ids);
   bk_args_free(&s->args);
   txn_free(&s->txn);
   free(s->held);

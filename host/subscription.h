@@ -6,12 +6,17 @@
  * Entries go onto lanes; finished entries become outcomes written on the
  * shared command connection: acks coalesced into one XACK per loop turn,
  * replies as an XADD then an ack, and retries by read mode: on `new` one
- * MULTI/EXEC (copy + ack); on claiming and reclaim nothing at all, since the
- * entry stays pending and is claimed again after min_idle.
+ * MULTI/EXEC (copy to the retry stream + ack); on claiming and reclaim
+ * nothing at all, since the entry stays pending and is claimed again after
+ * min_idle.
+ *
+ * Every read covers two keys (the group is created on both): the stream and
+ * the group's retry stream "<stream>:retry:<group>" (outcome.h), where only
+ * luastream writes and so the only key whose luastream headers are believed.
  *
  * Read modes: `new` reads `>`; `claiming` reads idle pending entries first,
  * then new ones (XREADGROUP CLAIM on 8.4+, the claim script before); `reclaim`
- * reads only idle pending entries (XAUTOCLAIM in a script), polled.
+ * reads only idle pending entries (XAUTOCLAIM per key in a script), polled.
  * Reading pauses while the lanes hold more than half a batch. */
 #ifndef LUASTREAM_SUBSCRIPTION_H
 #define LUASTREAM_SUBSCRIPTION_H

@@ -2,8 +2,8 @@
  * decided (see subscription.h): acks coalesced into one XACK per loop turn;
  * writes, replies, retry copies, dead letters and delays each sent with the
  * entry's ack as one MULTI/EXEC (the commands come from outcome.c); and the
- * sweeper that moves due entries of the group's delay set back onto the
- * stream. */
+ * sweeper that moves due entries of the group's delay set onto the group's
+ * retry stream. Acks and re-stamps go to the key the entry was read from. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,14 +72,14 @@ static size_t format_count(char *buf, int n) {
   return len;
 }
 
-static struct redo *redo_new(subscription *s, const char *id, const char *what,
+static struct redo *redo_new(subscription *s, const char *key, const char *id, const char *what,
                              const struct txn *t) {
   static size_t script_len;
   if (script_len == 0) script_len = strlen(SCRIPT_REDO);
   char counts[TXN_MAX][12];
   size_t count_len[TXN_MAX];
   int argc = 6;
-  size_t bytes = strlen(s->spec->stream) + strlen(s->spec->group) + strlen(id) + 3;
+  size_t bytes = strlen(key) + strlen(s->spec->group) + strlen(id) + 3;
   for (int i = 0; i < t->n; i++) {
     count_len[i] = format_count(counts[i], t->cmd[i].argc);
     argc += 1 + t->cmd[i].argc;
@@ -109,7 +109,7 @@ static struct redo *redo_new(subscription *s, const char *id, const char *what,
   r->argv[r->argc] = "EVAL", r->argvlen[r->argc++] = 4;
   r->argv[r->argc] = SCRIPT_REDO, r->argvlen[r->argc++] = script_len;
   r->argv[r->argc] = "1", r->argvlen[r->argc++] = 1;
-  ARG(s->spec->stream, strlen(s->spec->stream));
+  ARG(key, strlen(key)); /* where the entry is pending */
   ARG(s->spec->group, strlen(s->spec->group));
   ARG(id, strlen(id));
   for (int i = 0; i < t->n; i++) {
@@ -155,6 +155,7 @@ static void send_redo(subscription *s, struct redo *r);
  * allocates nothing once warm. */
 struct ack_batch {
   subscription *s;
+  unsigned char key;   /* KEY_STREAM or KEY_RETRY: one XACK per key */
   size_t n, cap;
   char (*ids)[ID_MAX];
   struct ack_batch *next;
@@ -169,7 +170,7 @@ void sub__ack_batches_free(subscription *s) {
   }
 }
 
-static void add_ack(subscription *s, const char *id);
+static void add_ack(subscription *s, unsigned char key, const char *id);
 
 static void ack_done(void *data, const bk_reply *r, const char *err) {
   struct ack_batch *batch = data;
@@ -192,7 +193,7 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
     sub__log(s, LOG_WARN, "ack failed, will retry", "entries", count, "error", why);
     /* Put them back: acked later, never dropped, and not at once: an error
      * such as READONLY lasts until the server changes. */
-    for (size_t i = 0; i < batch->n; i++) add_ack(s, batch->ids[i]);
+    for (size_t i = 0; i < batch->n; i++) add_ack(s, batch->key, batch->ids[i]);
     s->flush_armed = true;
     timer_start(s->flush_timer, BACKOFF_MIN_MS);
   }
@@ -200,6 +201,40 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
   batch->next = s->spare_batches;
   s->spare_batches = batch;
   sub__progress(s); /* a claiming read may have waited for these acks */
+}
+
+/* One XACK of the ids queued for key k; -1 when it cannot go out now. */
+static int send_acks(subscription *s, unsigned char k) {
+  struct ack_queue *q = &s->acks[k];
+  struct ack_batch *batch = s->spare_batches;
+  if (batch) s->spare_batches = batch->next;
+  else if ((batch = calloc(1, sizeof *batch)) == NULL) return -1;
+  batch->s = s;
+  batch->key = k;
+  struct bk_args *a = &s->args;
+  bk_args_reset(a);
+  bk_args_str(a, "XACK");
+  bk_args_str(a, k == KEY_RETRY ? s->retry_key : s->spec->stream);
+  bk_args_str(a, s->spec->group);
+  for (size_t i = 0; i < q->n; i++) bk_args_str(a, q->ids[i]);
+  if (bk_command(s->b, s->cmd, a->argc, a->argv, a->argvlen, ack_done, batch) != 0) {
+    batch->next = s->spare_batches;
+    s->spare_batches = batch;
+    return -1;
+  }
+  s->writes_pending++;
+  /* The batch keeps the ids sent (ack_done may queue them again); the
+   * queue takes the batch's old array for the next ones. */
+  char(*ids)[ID_MAX] = batch->ids;
+  size_t cap = batch->cap;
+  batch->ids = q->ids;
+  batch->cap = q->cap;
+  batch->n = q->n;
+  q->ids = ids;
+  q->cap = cap;
+  s->nacks -= q->n;
+  q->n = 0;
+  return 0;
 }
 
 void sub__flush_acks(ltimer *t, void *data) {
@@ -220,58 +255,34 @@ void sub__flush_acks(ltimer *t, void *data) {
     send_redo(s, redo);
     redo = next;
   }
-  if (s->nacks == 0) return;
-  struct ack_batch *batch = s->spare_batches;
-  if (batch) s->spare_batches = batch->next;
-  else if ((batch = calloc(1, sizeof *batch)) == NULL) goto later;
-  batch->s = s;
-  struct bk_args *a = &s->args;
-  bk_args_reset(a);
-  bk_args_str(a, "XACK");
-  bk_args_str(a, s->spec->stream);
-  bk_args_str(a, s->spec->group);
-  for (size_t i = 0; i < s->nacks; i++) bk_args_str(a, s->acks[i]);
-  if (bk_command(s->b, s->cmd, a->argc, a->argv, a->argvlen, ack_done, batch) != 0) {
-    batch->next = s->spare_batches;
-    s->spare_batches = batch;
-    goto later;
-  }
-  s->writes_pending++;
-  /* The batch keeps the ids sent (ack_done may queue them again); the
-   * subscription takes the batch's old array for the next ones. */
-  char(*ids)[ID_MAX] = batch->ids;
-  size_t cap = batch->cap;
-  batch->ids = s->acks;
-  batch->cap = s->acks_cap;
-  batch->n = s->nacks;
-  s->acks = ids;
-  s->acks_cap = cap;
-  s->nacks = 0;
-  return;
-later:
-  s->flush_armed = true;
-  timer_start(s->flush_timer, BACKOFF_MIN_MS);
+  for (unsigned char k = 0; k < NKEYS; k++)
+    if (s->acks[k].n && send_acks(s, k) != 0) {
+      s->flush_armed = true;
+      timer_start(s->flush_timer, BACKOFF_MIN_MS);
+      return;
+    }
 }
 
-/* Adds id to the next XACK. */
-static void add_ack(subscription *s, const char *id) {
-  if (s->nacks == s->acks_cap) {
-    size_t cap = s->acks_cap ? s->acks_cap * 2 : 64;
-    void *p = realloc(s->acks, cap * sizeof *s->acks);
+/* Adds id (read from key) to the next XACK of that key. */
+static void add_ack(subscription *s, unsigned char key, const char *id) {
+  struct ack_queue *q = &s->acks[key];
+  if (q->n == q->cap) {
+    size_t cap = q->cap ? q->cap * 2 : 64;
+    void *p = realloc(q->ids, cap * sizeof *q->ids);
     if (p == NULL) {
       sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", id, NULL, NULL);
       return;
     }
-    s->acks = p;
-    s->acks_cap = cap;
+    q->ids = p;
+    q->cap = cap;
   }
-  sub__copy_id(s->acks[s->nacks++], id);
+  sub__copy_id(q->ids[q->n++], id);
+  s->nacks++;
 }
 
-/* Adds id to the XACK that goes out at the next loop turn. */
-void sub__queue_ack(subscription *s, const char *id) {
+void sub__queue_ack(subscription *s, const struct entry *e) {
   if (s->abandoned) return; /* nothing is written past the deadline: it stays pending */
-  add_ack(s, id);
+  add_ack(s, e->key, e->id);
   if (!s->flush_armed) {
     s->flush_armed = true;
     timer_start(s->flush_timer, 0);
@@ -363,7 +374,7 @@ static void ignore_reply(void *data, const bk_reply *r, const char *err) {
  * whether all of it was written). t is the subscription's, reset at its next
  * use (txn_begin). */
 static void send_txn(subscription *s, const struct entry *e, const char *what, struct txn *t) {
-  struct redo *req = redo_new(s, e->id, what, t);
+  struct redo *req = redo_new(s, sub__key(s, e), e->id, what, t);
   const char *exec = "EXEC", *multi_cmd = "MULTI";
   size_t exec_len = 4, multi_len = 5;
   if (req == NULL) {
@@ -403,6 +414,7 @@ static struct txn *txn_begin(subscription *s) {
  * or a delayed entry carries in its header, plus what Redis counted for this
  * id (accept_entry folded the header into e->deliveries for claimed reads). */
 long long sub__carried_deliveries(const struct entry *e) {
+  if (e->key != KEY_RETRY) return 0; /* a producer's header: data, not a count */
   size_t len = 0;
   const char *v = entry_get(e, HDR_DELIVERY_COUNT, &len);
   long long n = 0;
@@ -440,29 +452,31 @@ void sub__dead_letter(subscription *s, const struct entry *e, const char *reason
                          : "delivery limit reached, entry left pending (no dead_letter stream)",
              "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "reason", reason,
              "deliveries", count, "version", version, "error", error, NULL);
-    if (reject) sub__queue_ack(s, e->id);
+    if (reject) sub__queue_ack(s, e);
     return;
   }
   log_line(LOG_WARN, s->spec->name, "entry dead-lettered", "stream", s->spec->stream, "group",
            s->spec->group, "id", e->id, "reason", reason, "deliveries", count, "dead_letter",
            s->spec->dead_letter, "version", version, NULL);
   struct txn *t = txn_begin(s);
-  outcome_dead_letter(t, s->spec, e, reason, error, error_len, deliveries, clock_wall(s->clock));
-  outcome_ack(t, s->spec, e);
+  outcome_dead_letter(t, s->spec, e, sub__original_id(e), reason, error, error_len, deliveries,
+                      clock_wall(s->clock));
+  outcome_ack(t, s->spec, sub__key(s, e), e);
   send_txn(s, e, "dead letter", t);
 }
 
 /* Delivers e again after delay_ms, durably. A claimed entry that may wait
  * pending (delay within min_idle) is re-stamped to turn claimable on time;
  * anything else moves to the group's delay set with its ack, and a sweeper
- * (any host's) puts it back on the stream when due. */
+ * (any host's) puts it on the group's retry stream when due. */
 static void delay(subscription *s, const struct entry *e, int64_t delay_ms, long long deliveries) {
   struct txn *t = txn_begin(s);
   if (s->spec->read != READ_NEW && delay_ms <= s->spec->min_idle_ms) {
-    outcome_restamp(t, s->spec, e, delay_ms);
+    outcome_restamp(t, s->spec, sub__key(s, e), e, delay_ms);
   } else {
-    outcome_delay(t, s->spec, e, deliveries, clock_wall(s->clock) + (uint64_t)delay_ms);
-    outcome_ack(t, s->spec, e);
+    outcome_delay(t, s->spec, e, deliveries, sub__original_id(e),
+                  clock_wall(s->clock) + (uint64_t)delay_ms);
+    outcome_ack(t, s->spec, sub__key(s, e), e);
   }
   send_txn(s, e, "retry_after", t);
 }
@@ -516,8 +530,8 @@ static void retry(subscription *s, const struct entry *e, const struct rt_result
     delay(s, e, res->delay_ms, deliveries);
   } else if (s->spec->read == READ_NEW) {
     struct txn *t = txn_begin(s);
-    outcome_retry_copy(t, s->spec, e, deliveries);
-    outcome_ack(t, s->spec, e);
+    outcome_retry_copy(t, s->retry_key, e, deliveries, sub__original_id(e));
+    outcome_ack(t, s->spec, sub__key(s, e), e);
     send_txn(s, e, "retry", t);
   }
   /* claiming and reclaim: nothing to write, the entry stays pending and is
@@ -532,7 +546,7 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
   case RT_ACK:
   case RT_REPLY:
     if (res->nwrites == 0) {
-      sub__queue_ack(s, e->id); /* coalesced with the others */
+      sub__queue_ack(s, e); /* coalesced with the others */
       break;
     }
     t = txn_begin(s);
@@ -541,7 +555,7 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
                "stream", s->spec->stream, "group", s->spec->group, "id", e->id, NULL);
       break;
     }
-    outcome_ack(t, s->spec, e);
+    outcome_ack(t, s->spec, sub__key(s, e), e);
     send_txn(s, e, res->kind == RT_REPLY ? "reply" : "publish", t);
     break;
   case RT_RETRY:
@@ -568,7 +582,7 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
                      res->version);
     break;
   }
-  sub__held_remove(s, e->id);
+  sub__held_remove(s, e);
   entry_free(e);
   lanes_done(&s->lanes, lane);
   sub__progress(s);
@@ -585,7 +599,7 @@ static void sweep_done(void *data, const bk_reply *r, const char *err) {
     char n[24];
     if (taken > unreadable) {
       snprintf(n, sizeof n, "%lld", taken - unreadable);
-      sub__log(s, LOG_DEBUG, "delayed entries back on the stream", "entries", n, NULL, NULL);
+      sub__log(s, LOG_DEBUG, "delayed entries back on the retry stream", "entries", n, NULL, NULL);
     }
     if (unreadable > 0) {
       snprintf(n, sizeof n, "%lld", unreadable);
@@ -617,7 +631,7 @@ void sub__sweep(ltimer *t, void *data) {
   bk_args_str(a, SCRIPT_SWEEP);
   bk_args_str(a, "3");
   bk_args_str(a, s->delay_key);
-  bk_args_str(a, s->spec->stream);
+  bk_args_str(a, s->retry_key); /* due entries come back for this group only */
   bk_args_str(a, s->unreadable_key);
   bk_args_num(a, (long long)clock_wall(s->clock));
   bk_args_num(a, SWEEP_COUNT);

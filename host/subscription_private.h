@@ -43,6 +43,24 @@
 
 enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
+/* The two keys every read covers (struct entry's key says which one an
+ * entry came from): the shared stream, and the group's retry stream
+ * (outcome_retry_key), which only luastream writes and so the only key whose
+ * luastream headers (delivery-count, original-id) are believed. */
+enum { KEY_STREAM = 0, KEY_RETRY = ENTRY_KEY_RETRY, NKEYS = 2 };
+
+/* An id and the key it was read from. */
+struct keyed_id {
+  char id[ID_MAX];
+  unsigned char key;
+};
+
+/* Ids finished and not yet in an XACK, for one key. */
+struct ack_queue {
+  char (*ids)[ID_MAX];
+  size_t n, cap;
+};
+
 struct subscription {
   handler *h;
   const struct handler_spec *spec;
@@ -64,7 +82,7 @@ struct subscription {
   bool read_failing;        /* the last read failed; failing_since_ms says since when */
   uint64_t read_sent_ms;    /* when the outstanding read went out (read_pending) */
   uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
-  char cursor[ID_MAX];      /* reclaim: where the next XAUTOCLAIM starts */
+  char cursor[NKEYS][ID_MAX]; /* reclaim: where the next XAUTOCLAIM of each key starts */
   bool started;             /* has read once: start_at is spent */
   /* `new`: read this consumer's own pending entries before `>` again: at
    * start-up (a host back under the same name) and after the read
@@ -72,13 +90,13 @@ struct subscription {
    * but never seen). Done only with nothing in flight, so nothing runs twice. */
   bool recover;
   bool was_down;            /* the read connection went down since it was up */
-  char own_cursor[ID_MAX];  /* the history read goes on after this id */
+  char own_cursor[NKEYS][ID_MAX]; /* the history read of each key goes on after this id */
   /* claiming and reclaim: ids in a lane or a handler here. A claiming read
    * also returns this consumer's own entries once idle min_idle, and an
    * entry waiting behind others ages as if abandoned: it must still run once. */
-  char (*held)[ID_MAX];
+  struct keyed_id *held;
   size_t nheld, held_cap;
-  char last_read[ID_MAX];   /* the newest id a read has brought, "" before any */
+  char last_read[ID_MAX];   /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
   uint64_t backoff_ms;
   unsigned writes_pending;  /* outcome commands sent and not answered */
@@ -92,13 +110,18 @@ struct subscription {
   struct redo *spare_redo;  /* answered outcome blocks, kept for reuse */
   size_t nspare_redo;
   struct txn txn;           /* builds each outcome's transaction, reused */
-  char (*acks)[ID_MAX];     /* ids finished and not yet in an XACK */
-  size_t nacks, acks_cap;
+  struct ack_queue acks[NKEYS]; /* ids finished and not yet in an XACK, per key */
+  size_t nacks;             /* of both keys */
   struct ack_batch *spare_batches; /* answered XACK batches, kept with their arrays */
   struct bk_args args;      /* builds the commands sent from here, reused */
   ltimer *flush_timer;      /* flushes acks at the next loop turn */
   ltimer *sweep_timer;      /* moves due entries of the delay set back */
+  char *retry_key;          /* the group's retry stream (outcome_retry_key) */
   char *delay_key;          /* the group's delay set (outcome_delay_key) */
+  /* Group creation: the stream's XGROUP CREATE answered before the retry
+   * stream's (one connection, replies in order); its verdict waits here. */
+  bool stream_created, stream_create_failed, create_alone;
+  char create_error[256];
   char *unreadable_key;     /* where the sweep puts members it cannot read (SCRIPT_SWEEP) */
   bool flush_armed;
   ltimer *retry_log_timer;  /* ends the interval whose retries are counted (sub__log_retries) */
@@ -123,6 +146,14 @@ static inline void sub__copy_id(char dst[ID_MAX], const char *id) {
   dst[n] = '\0';
 }
 
+/* The key an entry was read from. */
+static inline const char *sub__key(const subscription *s, const struct entry *e) {
+  return e->key == KEY_RETRY ? s->retry_key : s->spec->stream;
+}
+
+/* The entry's id on the source stream (entry_source_id). */
+static inline const char *sub__original_id(const struct entry *e) { return entry_source_id(e); }
+
 /* subscription.c */
 void sub__log(subscription *s, enum log_level level, const char *msg, const char *k1,
               const char *v1, const char *k2, const char *v2);
@@ -132,8 +163,8 @@ void sub__reply_text(const bk_reply *r, const char *err, char *buf, size_t len);
 void sub__maybe_drained(subscription *s);
 /* Runs what may run now and reads more when the lanes have room. */
 void sub__progress(subscription *s);
-/* The entry with this id is no longer held here (see struct subscription). */
-void sub__held_remove(subscription *s, const char *id);
+/* The entry is no longer held here (see struct subscription). */
+void sub__held_remove(subscription *s, const struct entry *e);
 
 /* subscription_outcomes.c */
 struct redo;
@@ -145,15 +176,16 @@ void sub__ack_batches_free(subscription *s);
 void sub__redo_free(subscription *s);
 /* rt_done_fn of every job: applies the outcome, frees e, frees its lane. */
 void sub__job_done(void *data, struct entry *e, const struct rt_result *res);
-/* Adds id to the XACK that goes out at the next loop turn. */
-void sub__queue_ack(subscription *s, const char *id);
+/* Adds e's id to the XACK of its key that goes out at the next loop turn. */
+void sub__queue_ack(subscription *s, const struct entry *e);
 /* Timer callbacks: send the queued acks; move due delayed entries back. */
 void sub__flush_acks(ltimer *t, void *data);
 /* Logs how many entries were retried in the interval that ends (see there). */
 void sub__log_retries(ltimer *t, void *data);
 void sub__sweep(ltimer *t, void *data);
-/* The delivery-count header a copy or delayed entry carries: 0 when absent
- * or not a count (any producer can write headers), at most 1e9. */
+/* The delivery-count header a copy or delayed entry carries: 0 when e was
+ * not read from the retry stream (on the shared stream any producer can
+ * write it), when absent or not a count; at most 1e9. */
 long long sub__carried_deliveries(const struct entry *e);
 /* Deliveries of e before this one, whatever the read mode. */
 long long sub__deliveries_before(const subscription *s, const struct entry *e);

@@ -279,9 +279,10 @@ local function outcome(result, ctx, spec, seq)
     -- Room for the body, the original id, the key and the version: no rehash.
     local fields, why = entry_fields(result.reply, opts, table_new(8, 0))
     if not fields then return "error", "bad-return", "ls.reply: " .. why end
-    -- From what the host delivered, not from ctx, which the handler may change.
+    -- From what the host delivered, not from ctx, which the handler may change:
+    -- the id on the source stream, also for a copy read from the retry stream.
     fields[#fields + 1] = ls.ORIGINAL_ID_HEADER
-    fields[#fields + 1] = core.entry(seq)
+    fields[#fields + 1] = core.source_id(seq)
     -- The partition key as delivered, whatever the handler did to ctx.
     local key = core.field(seq, KEY_HEADER)
     if key ~= nil and not (opts and opts.key ~= nil) then

@@ -722,7 +722,7 @@ static void claim_script_setup(void) {
 TEST_IMPL(broker_memory_eval_claim_script) {
   setup("7.0.15");
   claim_script_setup();
-  CHECK("[0-0,[[s,[[1-0,[f,1],:100,:1],[2-0,[f,2],:100,:1],[3-0,[f,3],:0,:0]]]],[]]", "EVAL",
+  CHECK("[[0-0],[[s,[[1-0,[f,1],:100,:1],[2-0,[f,2],:100,:1],[3-0,[f,3],:0,:0]]]],[]]", "EVAL",
         SCRIPT_CLAIM, "1", "s", "g", "bob", "50", "10");
   CHECK("[[1-0,bob,:0,:2],[2-0,bob,:0,:2],[3-0,bob,:0,:1]]", "XPENDING", "s", "g", "-", "+", "10");
   clock_virtual_advance(clk, 100);
@@ -730,12 +730,14 @@ TEST_IMPL(broker_memory_eval_claim_script) {
   struct res x = {0};
   SEND(conn, &x, "EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol", "50", "2");
   clock_virtual_settle(clk);
-  ASSERT_STR_EQ(show(x.r), "[0-0,[[s,[[1-0,[f,1],:100,:2]]]],[2-0]]");
+  ASSERT_STR_EQ(show(x.r), "[[0-0],[[s,[[1-0,[f,1],:100,:2]]]],[[s,2-0]]]");
   char cursor[48], why[128];
   struct entry *list = NULL;
   size_t n = 0;
   const bk_reply *deleted = NULL;
-  ASSERT_OK(entry_parse_claimed(x.r, cursor, sizeof cursor, &list, &n, &deleted, why, sizeof why));
+  const char *keys[] = {"s"};
+  ASSERT_OK(entry_parse_claimed(x.r, keys, 1, cursor, sizeof cursor, &list, &n, &deleted, why,
+                                sizeof why));
   ASSERT_STR_EQ(cursor, "0-0");
   ASSERT_INT_EQ(n, 1);
   ASSERT_INT_EQ(list->idle_ms, 100);
@@ -744,22 +746,63 @@ TEST_IMPL(broker_memory_eval_claim_script) {
   entry_free(list);
   mr_free(x.r);
   /* 3-0 (bob's) is still idle */
-  CHECK("[0-0,[[s,[[3-0,[f,3],:100,:1]]]],[]]", "EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol", "50",
-        "2");
-  CHECK("[0-0,[[s,[]]],[]]", "EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol", "50", "2");
+  CHECK("[[0-0],[[s,[[3-0,[f,3],:100,:1]]]],[]]", "EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol",
+        "50", "2");
+  CHECK("[[0-0],[],[]]", "EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol", "50", "2");
+  teardown();
+}
+
+/* A subscription's two keys, the stream and its retry stream: each key on
+ * its own (COUNT per key), entries tagged with their key when parsed. */
+TEST_IMPL(broker_memory_eval_claim_script_two_keys) {
+  setup("7.0.15");
+  claim_script_setup(); /* s: 1-0, 2-0 pending (alice, idle 100), 3-0 new */
+  CHECK("5-0", "XADD", "s:retry:g", "5-0", "f", "5");
+  CHECK("+OK", "XGROUP", "CREATE", "s:retry:g", "g", "0");
+  CHECK("[[s:retry:g,[[5-0,[f,5]]]]]", "XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s:retry:g",
+        ">");
+  CHECK("6-0", "XADD", "s:retry:g", "6-0", "f", "6");
+  clock_virtual_advance(clk, 100);
+  struct res x = {0};
+  SEND(conn, &x, "EVAL", SCRIPT_CLAIM, "2", "s", "s:retry:g", "g", "bob", "50", "2");
+  clock_virtual_settle(clk);
+  ASSERT_STR_EQ(show(x.r), "[[0-0,0-0],[[s,[[1-0,[f,1],:200,:1],[2-0,[f,2],:200,:1]]],"
+                           "[s:retry:g,[[5-0,[f,5],:100,:1],[6-0,[f,6],:0,:0]]]],[]]");
+  char cursor[2][48], why[128];
+  struct entry *list = NULL;
+  size_t n = 0;
+  const bk_reply *deleted = NULL;
+  const char *keys[] = {"s", "s:retry:g"};
+  ASSERT_OK(entry_parse_claimed(x.r, keys, 2, cursor[0], sizeof cursor[0], &list, &n, &deleted,
+                                why, sizeof why));
+  ASSERT_INT_EQ(n, 4);
+  int want_key[] = {0, 0, 1, 1};
+  int i = 0;
+  for (struct entry *e = list, *next; e; e = next, i++) {
+    next = e->next;
+    ASSERT_INT_EQ(e->key, want_key[i]);
+    entry_free(e);
+  }
+  mr_free(x.r);
+  /* reclaim: one XAUTOCLAIM per key from its own cursor */
+  clock_virtual_advance(clk, 100);
+  CHECK("[[2-0,6-0],[[s,[[1-0,[f,1],:100,:3]]],[s:retry:g,[[5-0,[f,5],:100,:3]]]],[]]", "EVAL",
+        SCRIPT_RECLAIM, "2", "s", "s:retry:g", "g", "carol", "50", "1", "0-0", "0-0");
+  CHECK("[[0-0,0-0],[[s,[[2-0,[f,2],:100,:3]]],[s:retry:g,[[6-0,[f,6],:100,:2]]]],[]]", "EVAL",
+        SCRIPT_RECLAIM, "2", "s", "s:retry:g", "g", "carol", "50", "1", "2-0", "0-0");
   teardown();
 }
 
 TEST_IMPL(broker_memory_eval_reclaim_script) {
   setup("7.0.15");
   claim_script_setup();
-  CHECK("[0-0,[[s,[[1-0,[f,1],:100,:2],[2-0,[f,2],:100,:2]]]],[]]", "EVAL", SCRIPT_RECLAIM, "1",
-        "s", "g", "bob", "50", "0-0", "10");
+  CHECK("[[0-0],[[s,[[1-0,[f,1],:100,:2],[2-0,[f,2],:100,:2]]]],[]]", "EVAL", SCRIPT_RECLAIM, "1",
+        "s", "g", "bob", "50", "10", "0-0");
   CHECK(":1", "XDEL", "s", "1-0");
   clock_virtual_advance(clk, 60);
-  CHECK("[2-0,[[s,[]]],[1-0]]", "EVAL", SCRIPT_RECLAIM, "1", "s", "g", "bob", "50", "0-0", "1");
-  CHECK("[0-0,[[s,[[2-0,[f,2],:60,:3]]]],[]]", "EVAL", SCRIPT_RECLAIM, "1", "s", "g", "bob", "50",
-        "2-0", "1");
+  CHECK("[[2-0],[],[[s,1-0]]]", "EVAL", SCRIPT_RECLAIM, "1", "s", "g", "bob", "50", "1", "0-0");
+  CHECK("[[0-0],[[s,[[2-0,[f,2],:60,:3]]]],[]]", "EVAL", SCRIPT_RECLAIM, "1", "s", "g", "bob",
+        "50", "1", "2-0");
   teardown();
 }
 

@@ -515,6 +515,53 @@ static const struct cf_step multi[] = {
 
 TEST_IMPL(conformance_7_0_multi_exec) { CONFORM(multi); }
 
+/* A subscription's reads over its stream and its group's retry stream
+ * (subscription.c): the group created on both with MKSTREAM (the retry
+ * stream at 0), `> >` with COUNT per key, the own-pending history read with
+ * an id per key, a read blocked on both keys woken by an XADD to the retry
+ * stream alone (7.0 serves that stream only), XACK per key, and the claim
+ * scripts over two keys (cursor per key, deleted ids with their key). */
+static const struct cf_step retry_stream[] = {
+    C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
+    C("XGROUP", "CREATE", "s:retry:g", "g", "0", "MKSTREAM"),
+    C("XGROUP", "CREATE", "s:retry:g", "g", "0", "MKSTREAM"),
+    C("XADD", "s", "1-0", "f", "1"),
+    C("XADD", "s", "2-0", "f", "2"),
+    C("XADD", "s:retry:g", "1-0", "f", "r1", "delivery-count", "1", "original-id", "0-1"),
+    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "BLOCK", "100", "STREAMS", "s", "s:retry:g",
+      ">", ">"),
+    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s", "s:retry:g", "0-0", "0-0"),
+    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s", "s:retry:g", "1-0", "0-0"),
+    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s", "s:retry:g", "1-0", "1-0"),
+    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "BLOCK", "100", "STREAMS", "s", "s:retry:g",
+      ">", ">"),
+    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s", "s:retry:g", ">", ">"),
+    S1("XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "BLOCK", "0", "STREAMS", "s", "s:retry:g",
+       ">", ">"),
+    B1,
+    C("XADD", "s:retry:g", "2-0", "f", "r2"),
+    W1,
+    C("XACK", "s", "g", "1-0", "2-0"),
+    C("XACK", "s:retry:g", "g", "1-0"),
+    C("XPENDING", "s", "g", "-", "+", "10"),
+    C("XPENDING", "s:retry:g", "g", "-", "+", "10"),
+    /* claim scripts over both keys: idle set with XCLAIM IDLE */
+    C("XADD", "s", "3-0", "f", "3"),
+    C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
+    C("XCLAIM", "s", "g", "c", "0", "3-0", "IDLE", "30000", "JUSTID"),
+    C("XCLAIM", "s:retry:g", "g", "c", "0", "2-0", "IDLE", "30000", "JUSTID"),
+    C("XADD", "s:retry:g", "3-0", "f", "r3"),
+    C("EVAL", SCRIPT_CLAIM, "2", "s", "s:retry:g", "g", "d", "10000", "5"),
+    C("XCLAIM", "s", "g", "d", "0", "3-0", "IDLE", "30000", "JUSTID"),
+    C("XCLAIM", "s:retry:g", "g", "d", "0", "2-0", "3-0", "IDLE", "30000", "JUSTID"),
+    C("XDEL", "s:retry:g", "2-0"),
+    C("EVAL", SCRIPT_RECLAIM, "2", "s", "s:retry:g", "g", "e", "10000", "1", "0-0", "0-0"),
+    C("EVAL", SCRIPT_RECLAIM, "2", "s", "s:retry:g", "g", "e", "10000", "1", "0-0", "0-0"),
+    C("XPENDING", "s:retry:g", "g", "-", "+", "10"),
+    END};
+
+TEST_IMPL(conformance_7_0_retry_stream) { CONFORM(retry_stream); }
+
 /* EVAL: the host's two scripts on idle entries set up with XCLAIM IDLE,
  * conversions, and errors worded as Redis 7 words them. */
 static const struct cf_step eval_scripts[] = {
@@ -540,11 +587,11 @@ static const struct cf_step eval_scripts[] = {
     /* reclaim: XAUTOCLAIM plus idle before and deliveries after */
     C("XCLAIM", "s", "g", "carol", "0", "1-0", "3-0", "4-0", "5-0", "IDLE", "25000", "JUSTID"),
     C("XDEL", "s", "3-0"),
-    C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "0-0", "2"),
-    C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "4-0", "2"),
-    C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "0-0", "2"),
+    C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "2", "0-0"),
+    C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "2", "4-0"),
+    C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "2", "0-0"),
     C("XPENDING", "s", "g", "-", "+", "10"),
-    C("EVAL", SCRIPT_RECLAIM, "1", "s", "nog", "dave", "20000", "0-0", "2"),
+    C("EVAL", SCRIPT_RECLAIM, "1", "s", "nog", "dave", "20000", "2", "0-0"),
     /* conversions and errors */
     C("EVAL", "return {1, 'a', {ok='fine'}, false, 3.9, {err='My Error'}, nil, 'after'}", "0"),
     C("EVAL", "return KEYS[1] .. ARGV[2]", "1", "k", "x", "y"),

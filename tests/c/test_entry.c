@@ -331,7 +331,7 @@ TEST_IMPL(entry_parse_rejects_bad_top_level) {
   parse_fails(NULL, "reply is missing, expected an array or nil");
   parse_fails(ERR("NOGROUP No such key 's' or consumer group 'g'"),
               "server replied with an error: NOGROUP No such key 's' or consumer group 'g'");
-  parse_fails(A(2, A(2, S("s"), A(0)), A(2, S("t"), A(0))), "reply has 2 streams, expected 1");
+  parse_fails(A(2, A(2, S("s"), A(0)), A(2, S("t"), A(0))), "reply has 2 streams, expected at most 1");
   parse_fails(A(1, S("s")), "stream reply is a string, expected an array of key and entries");
   parse_fails(A(1, A(3, S("s"), A(0), A(0))),
               "stream reply has 3 elements, expected 2 (key, entries)");

@@ -64,7 +64,7 @@ TEST_IMPL(outcome_ack_argv) {
   struct txn t;
   txn_init(&t);
   ASSERT_INT_EQ(t.n, 0);
-  outcome_ack(&t, &s, e);
+  outcome_ack(&t, &s, s.stream, e);
   ASSERT_INT_EQ(t.n, 1);
   ASSERT_INT_EQ(t.cmd[0].argc, 4);
   ASSERT_STR_EQ(cmd(&t, 0), "XACK payments ledger 1700000000000-3");
@@ -90,7 +90,7 @@ TEST_IMPL(outcome_writes_argv) {
   struct txn t;
   txn_init(&t);
   ASSERT_OK(outcome_writes(&t, &res));
-  outcome_ack(&t, &s, e);
+  outcome_ack(&t, &s, s.stream, e);
   ASSERT_INT_EQ(t.n, 4);
   ASSERT_STR_EQ(cmd(&t, 0), "XADD audit * data {\"n\":1} partition-key k1");
   ASSERT_STR_EQ(cmd(&t, 1), "XADD audit2 * data a\\x00b");
@@ -135,28 +135,33 @@ TEST_IMPL(outcome_writes_too_many) {
 TEST_IMPL(outcome_retry_copy_headers) {
   struct handler_spec s = spec();
   s.read = READ_NEW;
-  /* a first delivery: original-id is its own id */
+  char *retry = outcome_retry_key(&s);
+  ASSERT_STR_EQ(retry, "payments:retry:ledger");
+  /* a first delivery: original-id is its own id; the copy goes to the
+   * group's retry stream, never to the shared stream */
   struct entry *e = mk_entry("5-0", "data", "{\"n\":5}", "partition-key", "acct-7", NULL);
   struct txn t;
   txn_init(&t);
-  outcome_retry_copy(&t, &s, e, 1);
+  outcome_retry_copy(&t, retry, e, 1, "5-0");
   ASSERT_INT_EQ(t.n, 1);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments * data {\"n\":5} partition-key acct-7 "
-                            "delivery-count 1 retry-group ledger original-id 5-0");
+  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments:retry:ledger * data {\"n\":5} partition-key acct-7 "
+                            "delivery-count 1 original-id 5-0");
   txn_free(&t);
   entry_free(e);
 
-  /* a copy: its copy headers are rewritten wherever they were, its
-   * original-id kept, the other fields in their order */
+  /* luastream's header names are rewritten wherever they were (retry-group
+   * dropped): original-id is what the caller says, the other fields keep
+   * their order */
   e = mk_entry("9-0", "delivery-count", "2", "data", "{\"n\":5}", "retry-group", "ledger",
-               "x-trace", "t1", "original-id", "5-0", "partition-key", "acct-7", NULL);
+               "x-trace", "t1", "original-id", "4-0", "partition-key", "acct-7", NULL);
   txn_init(&t);
-  outcome_retry_copy(&t, &s, e, 3);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments * data {\"n\":5} x-trace t1 partition-key acct-7 "
-                            "delivery-count 3 retry-group ledger original-id 5-0");
+  outcome_retry_copy(&t, retry, e, 3, "5-0");
+  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments:retry:ledger * data {\"n\":5} x-trace t1 "
+                            "partition-key acct-7 delivery-count 3 original-id 5-0");
   ASSERT_INT_EQ(t.nowned, 1); /* the count */
   txn_free(&t);
   entry_free(e);
+  free(retry);
   LEAK_CHECK();
 }
 
@@ -172,8 +177,8 @@ TEST_IMPL(outcome_dead_letter_argv) {
   struct entry *e = mk_entry("7-0", "data", "{\"n\":7}", "partition-key", "acct-1", NULL);
   struct txn t;
   txn_init(&t);
-  outcome_dead_letter(&t, &s, e, "rejected", "card expired", 12, 2, 1700000000123ULL);
-  outcome_ack(&t, &s, e);
+  outcome_dead_letter(&t, &s, e, "7-0", "rejected", "card expired", 12, 2, 1700000000123ULL);
+  outcome_ack(&t, &s, s.stream, e);
   ASSERT_INT_EQ(t.n, 2);
   ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
                                 PROV("7-0", "2", "rejected", "card expired"));
@@ -183,11 +188,11 @@ TEST_IMPL(outcome_dead_letter_argv) {
 
   /* error_len counts, not the NUL; no error: an empty value */
   txn_init(&t);
-  outcome_dead_letter(&t, &s, e, "handler-error", "boom\nstack traceback", 4, 3,
+  outcome_dead_letter(&t, &s, e, "7-0", "handler-error", "boom\nstack traceback", 4, 3,
                       1700000000123ULL);
   ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
                                 PROV("7-0", "3", "handler-error", "boom"));
-  outcome_dead_letter(&t, &s, e, "max-deliveries", NULL, 99, 3, 1700000000123ULL);
+  outcome_dead_letter(&t, &s, e, "7-0", "max-deliveries", NULL, 99, 3, 1700000000123ULL);
   ASSERT_INT_EQ(t.cmd[1].argvlen[3 + 4 + 13], 0);
   ASSERT_STR_EQ(cmd(&t, 1), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
                                 PROV("7-0", "3", "max-deliveries", ""));
@@ -196,7 +201,7 @@ TEST_IMPL(outcome_dead_letter_argv) {
   /* a handler path without a folder names itself */
   s.path = (char *)"local.lua";
   txn_init(&t);
-  outcome_dead_letter(&t, &s, e, "rejected", "x", 1, 1, 0);
+  outcome_dead_letter(&t, &s, e, "7-0", "rejected", "x", 1, 1, 0);
   ASSERT_CONTAINS(cmd(&t, 0), " dead-letter-handler local.lua ");
   ASSERT_CONTAINS(cmd(&t, 0), " dead-letter-time 0");
   txn_free(&t);
@@ -215,10 +220,11 @@ TEST_IMPL(outcome_dead_letter_replaces_old_provenance) {
       "dead-letter-time", "1", "original-id", "7-0", "retry-group", "ledger", NULL);
   struct txn t;
   txn_init(&t);
-  outcome_dead_letter(&t, &s, e, "max-deliveries", "again", 5, 3, 1700000000123ULL);
+  /* dead-letter-id is the id on the source stream the caller names */
+  outcome_dead_letter(&t, &s, e, "7-0", "max-deliveries", "again", 5, 3, 1700000000123ULL);
   ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1 "
                             "original-id 7-0 retry-group ledger"
-                                PROV("20-0", "3", "max-deliveries", "again"));
+                                PROV("7-0", "3", "max-deliveries", "again"));
   txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
@@ -244,25 +250,25 @@ TEST_IMPL(outcome_delay_member) {
   struct entry *e = mk_entry("5-0", "data", "{\"n\":5}", "partition-key", "acct-7", NULL);
   struct txn t;
   txn_init(&t);
-  outcome_delay(&t, &s, e, 1, 1700000002500ULL);
-  outcome_ack(&t, &s, e);
+  outcome_delay(&t, &s, e, 1, "5-0", 1700000002500ULL);
+  outcome_ack(&t, &s, s.stream, e);
   ASSERT_INT_EQ(t.n, 2);
   ASSERT_INT_EQ(t.cmd[0].argc, 4);
-  /* netstrings: the id, the fields, delivery-count, retry-group, original-id */
+  /* netstrings: the id, the fields, delivery-count, original-id */
   ASSERT_STR_EQ(cmd(&t, 0), "ZADD payments:delayed:ledger 1700000002500 "
                             "3:5-04:data7:{\"n\":5}13:partition-key6:acct-7"
-                            "14:delivery-count1:111:retry-group6:ledger11:original-id3:5-0");
+                            "14:delivery-count1:111:original-id3:5-0");
   ASSERT_STR_EQ(cmd(&t, 1), "XACK payments ledger 5-0");
   txn_free(&t);
   entry_free(e);
 
-  /* a copy: its copy headers rewritten (count, group) or kept (original id) */
+  /* luastream's header names rewritten (count, original id) or dropped (group) */
   e = mk_entry("9-0", "data", "{}", "delivery-count", "4", "retry-group", "other",
-               "original-id", "5-0", NULL);
+               "original-id", "4-0", NULL);
   txn_init(&t);
-  outcome_delay(&t, &s, e, 12, 1ULL);
+  outcome_delay(&t, &s, e, 12, "5-0", 1ULL);
   ASSERT_STR_EQ(cmd(&t, 0), "ZADD payments:delayed:ledger 1 3:9-04:data2:{}"
-                            "14:delivery-count2:1211:retry-group6:ledger11:original-id3:5-0");
+                            "14:delivery-count2:1211:original-id3:5-0");
   txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
@@ -280,7 +286,7 @@ TEST_IMPL(outcome_delay_member_binary) {
   ASSERT_NOT_NULL(e);
   struct txn t;
   txn_init(&t);
-  outcome_delay(&t, &s, e, 1, 5);
+  outcome_delay(&t, &s, e, 1, "1-1", 5);
   const struct bk_args *a = &t.cmd[0];
   char want[1200];
   int n = snprintf(want, sizeof want, "3:1-14:data6:12:a");
@@ -289,7 +295,7 @@ TEST_IMPL(outcome_delay_member_binary) {
   memset(want + n, 'x', 1000);
   n += 1000;
   n += snprintf(want + n, sizeof want - (size_t)n,
-                "14:delivery-count1:111:retry-group6:ledger11:original-id3:1-1");
+                "14:delivery-count1:111:original-id3:1-1");
   ASSERT_INT_EQ(a->argvlen[3], n);
   ASSERT(memcmp(a->argv[3], want, (size_t)n) == 0);
   txn_free(&t);
@@ -304,10 +310,10 @@ TEST_IMPL(outcome_restamp_argv) {
   struct entry *e = mk_entry("3-0", "data", "{}", NULL);
   struct txn t;
   txn_init(&t);
-  outcome_restamp(&t, &s, e, 5000);
-  outcome_restamp(&t, &s, e, 30000);
-  outcome_restamp(&t, &s, e, 0);
-  outcome_restamp(&t, &s, e, 45000); /* longer than min_idle: at least claimable now */
+  outcome_restamp(&t, &s, s.stream, e, 5000);
+  outcome_restamp(&t, &s, s.stream, e, 30000);
+  outcome_restamp(&t, &s, s.stream, e, 0);
+  outcome_restamp(&t, &s, s.stream, e, 45000); /* longer than min_idle: at least claimable now */
   ASSERT_INT_EQ(t.n, 4);
   ASSERT_STR_EQ(cmd(&t, 0), "XCLAIM payments ledger c-1 0 3-0 IDLE 25000 JUSTID");
   ASSERT_STR_EQ(cmd(&t, 1), "XCLAIM payments ledger c-1 0 3-0 IDLE 0 JUSTID");
@@ -334,11 +340,11 @@ TEST_IMPL(outcome_txn_free_reuse) {
   txn_init(&t);
   for (int round = 0; round < 3; round++) {
     ASSERT_OK(outcome_writes(&t, &res));
-    outcome_retry_copy(&t, &s, e, 2);
-    outcome_dead_letter(&t, &s, e, "rejected", "r", 1, 2, 7);
-    outcome_delay(&t, &s, e, 2, 9);
-    outcome_restamp(&t, &s, e, 10);
-    outcome_ack(&t, &s, e);
+    outcome_retry_copy(&t, "payments:retry:ledger", e, 2, "2-0");
+    outcome_dead_letter(&t, &s, e, "2-0", "rejected", "r", 1, 2, 7);
+    outcome_delay(&t, &s, e, 2, "2-0", 9);
+    outcome_restamp(&t, &s, s.stream, e, 10);
+    outcome_ack(&t, &s, s.stream, e);
     ASSERT_INT_EQ(t.n, 6);
     ASSERT_STR_EQ(cmd(&t, 5), "XACK payments ledger 4-0");
     txn_free(&t);

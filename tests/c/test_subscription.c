@@ -134,7 +134,7 @@ static struct {
   char cmd_log_at_drain[8192];
 } F;
 
-#define OWN_READ "XREADGROUP GROUP ledger c-1 COUNT * STREAMS payments 0-0"
+#define OWN_READ "XREADGROUP GROUP ledger c-1 COUNT * STREAMS payments payments:retry:ledger 0-0 0-0"
 
 /* log without the lines starting with "EVAL <sweep> " (one of 4 rotating buffers). */
 static const char *without_sweeps(const char *log) {
@@ -263,8 +263,8 @@ static const char CLAIM_REPLY_STR[] =
 #define CLAIMING "read = \"claiming\", min_idle = 30000, batch = 10"
 /* BLOCK is recovery_wait_ms: min_idle / 2, at most 1000. */
 #define CLAIM_READ(count)                                                                    \
-  "XREADGROUP GROUP ledger c-1 COUNT " count " BLOCK 1000 CLAIM 30000 STREAMS payments >"
-#define CREATE "XGROUP CREATE payments ledger $ MKSTREAM"
+  "XREADGROUP GROUP ledger c-1 COUNT " count " BLOCK 1000 CLAIM 30000 STREAMS payments payments:retry:ledger > >"
+#define CREATE "XGROUP CREATE payments ledger $ MKSTREAM\nXGROUP CREATE payments:retry:ledger ledger 0 MKSTREAM"
 
 /* ================================================================ replay broker */
 
@@ -412,21 +412,49 @@ TEST_IMPL(sub_claim_native_retry_writes_nothing) {
   fx_finish();
 }
 
+/* 8.4 with two keys (redis-streams.md §7.1): one [key, entries] pair per
+ * stream served, in argument order, each claimed entry then new ones, all
+ * with 4 elements. The same id on both keys is two entries; each is acked on
+ * its own key, and a delayed entry's re-stamp goes to the key it came from.
+ * An entry on the retry stream adds the deliveries its header carries. */
+TEST_IMPL(sub_claim_native_two_streams) {
+  fx_init(CLAIMING);
+  replay_expect(F.rb, CLAIM_READ("10"),
+                "*2\r\n"
+                "*2\r\n$8\r\npayments\r\n*2\r\n"
+                "*4\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":1}\r\n:31000\r\n:1\r\n"
+                "*4\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n:0\r\n:0\r\n"
+                "*2\r\n$21\r\npayments:retry:ledger\r\n*2\r\n"
+                "*4\r\n$3\r\n1-0\r\n*6\r\n$4\r\ndata\r\n$19\r\n{\"n\":3,\"after\":100}\r\n"
+                "$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\noriginal-id\r\n$3\r\n0-5\r\n"
+                ":40000\r\n:1\r\n"
+                "*4\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":4}\r\n:0\r\n:0\r\n");
+  replay_expect(F.rb, "XCLAIM payments:retry:ledger **", "*1\r\n$3\r\n1-0\r\n");
+  fx_run(80400);
+  ASSERT_STR_EQ(got(), "id=1-0 deliveries=1 idle=31000 n=1\nid=2-0 deliveries=0 idle=0 n=2\n"
+                       "id=1-0 deliveries=3 idle=40000 n=3\nid=2-0 deliveries=0 idle=0 n=4\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n"
+                           "XCLAIM payments:retry:ledger ledger c-1 0 1-0 IDLE 29900 JUSTID\n"
+                           "XACK payments ledger 1-0 2-0\n"
+                           "XACK payments:retry:ledger ledger 2-0\n");
+  fx_finish();
+}
+
 /* ================================================================ claiming, script */
 
 TEST_IMPL(sub_claim_fallback_script) {
   fx_init(CLAIMING ", claim_fallback = true");
   /* One entry claimed (idle 45000, delivered 3 times before); 4-0 was no
    * longer in the stream (XCLAIM dropped it). */
-  replay_expect(F.rb, "EVAL <claim> 1 payments ledger c-1 30000 10",
-                "*3\r\n$3\r\n0-0\r\n"
+  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10",
+                "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n5-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":5}\r\n:45000\r\n:3\r\n"
-                "*1\r\n$3\r\n4-0\r\n");
+                "*1\r\n*2\r\n$8\r\npayments\r\n$3\r\n4-0\r\n");
   /* Nothing claimable and nothing new: the next read blocks on `>`. */
-  replay_expect(F.rb, "EVAL <claim> 1 payments ledger c-1 30000 10",
-                "*3\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments >",
+  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10",
+                "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >",
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*2\r\n$3\r\n6-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":6}\r\n");
   fx_run(70015);
@@ -437,10 +465,10 @@ TEST_IMPL(sub_claim_fallback_script) {
   /* The plain read's entries count as new: 0 and 0, as CLAIM would say. */
   ASSERT_STR_EQ(got(), "id=5-0 deliveries=3 idle=45000 n=5\nid=6-0 deliveries=0 idle=0 n=6\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <claim> 1 payments ledger c-1 30000 10\n"
-                "EVAL <claim> 1 payments ledger c-1 30000 10\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments >\n"
-                "EVAL <claim> 1 payments ledger c-1 30000 10\n");
+                "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
+                "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
+                "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n");
   ASSERT_STR_EQ(cmd_log(),
                 CREATE "\nXACK payments ledger 5-0\nXACK payments ledger 6-0\n");
   fx_finish();
@@ -452,16 +480,16 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
   fx_init("read = \"reclaim\", min_idle = 200, batch = 10"); /* polls every 100 ms */
   /* [cursor, [[key, entries]], [deleted]]: the 4th element is Redis's
    * delivery count after the claim. */
-  replay_expect(F.rb, "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10",
-                "*3\r\n$3\r\n9-0\r\n"
+  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0",
+                "*3\r\n*2\r\n$3\r\n9-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n3-0\r\n"
                 "*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
                 ":40000\r\n:2\r\n"
-                "*2\r\n$3\r\n4-0\r\n$3\r\n6-0\r\n");
+                "*2\r\n*2\r\n$8\r\npayments\r\n$3\r\n4-0\r\n*2\r\n$8\r\npayments\r\n$3\r\n6-0\r\n");
   /* The rest of the pending list, from 9-0: nothing idle enough. */
-  replay_expect(F.rb, "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10",
-                "*3\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
+  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0",
+                "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
   uint64_t start = clock_now(F.clk);
   fx_run(80400);
 
@@ -471,9 +499,9 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
   ASSERT_CONTAINS(logbuf, "msg=\"pending entry no longer in the stream, dropped\" "
                           "stream=payments group=ledger consumer=c-1 id=6-0\n");
   /* The cursor is carried; a full pass with nothing to claim waits a poll. */
-  ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n"
-                                          "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10\n"
-                                          "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
+                                          "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
+                                          "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
   ASSERT(clock_now(F.clk) - start >= 100);
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n");
   fx_finish();
@@ -481,47 +509,49 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
 
 /* ================================================================ new */
 
-TEST_IMPL(sub_new_retry_copy_and_other_groups_copy) {
-  fx_init("batch = 10");
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >",
-                "*1\r\n*2\r\n$8\r\npayments\r\n*4\r\n"
-                /* first delivery, retried */
-                "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n"
-                "$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
-                /* our own retry copy of 5-0, retried again */
-                "*2\r\n$3\r\n6-0\r\n*8\r\n$4\r\ndata\r\n$20\r\n{\"n\":6,\"retry\":true}\r\n"
-                "$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\nretry-group\r\n$6\r\nledger\r\n"
-                "$11\r\noriginal-id\r\n$3\r\n5-0\r\n"
-                /* group audit's retry copy: not for us */
-                "*2\r\n$3\r\n7-0\r\n*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n"
-                "$11\r\nretry-group\r\n$5\r\naudit\r\n"
-                "*2\r\n$3\r\n8-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":8}\r\n");
+/* Both keys in one read: a retry copy goes to the group's retry stream, an
+ * entry read from there is acked there and copied there again, and on the
+ * shared stream luastream's header names written by a producer are data: a
+ * forged retry-group (another group's, or ours) skips nothing, a forged
+ * delivery-count counts nothing (max_deliveries) and a forged original-id is
+ * not carried into the copy. */
+TEST_IMPL(sub_new_retry_copy_to_retry_stream_forged_headers_ignored) {
+  fx_init("batch = 10, max_deliveries = 5, dead_letter = \"payments.dead\"");
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >",
+                "*2\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
+                "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
+                "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
+                "*2\r\n$3\r\n8-0\r\n*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":8}\r\n$11\r\nretry-group\r\n$6\r\nledger\r\n"
+                "*2\r\n$21\r\npayments:retry:ledger\r\n*1\r\n*2\r\n$3\r\n6-0\r\n*6\r\n$4\r\ndata\r\n$20\r\n{\"n\":6,\"retry\":true}\r\n$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\noriginal-id\r\n$3\r\n5-0\r\n");
   for (int i = 0; i < 2; i++) {
     replay_expect(F.rb, "MULTI", "+OK\r\n");
-    replay_expect(F.rb, "XADD payments * **", "+QUEUED\r\n");
+    replay_expect(F.rb, "XADD payments:retry:ledger * **", "+QUEUED\r\n");
   }
   replay_expect(F.rb, "XACK payments ledger 5-0", "+QUEUED\r\n");
-  replay_expect(F.rb, "XACK payments ledger 6-0", "+QUEUED\r\n");
+  replay_expect(F.rb, "XACK payments:retry:ledger ledger 6-0", "+QUEUED\r\n");
   replay_expect(F.rb, "EXEC", "*2\r\n$4\r\n10-0\r\n:1\r\n");
   replay_expect(F.rb, "EXEC", "*2\r\n$4\r\n11-0\r\n:1\r\n");
   fx_run(80400);
 
-  ASSERT_STR_EQ(got(), "id=5-0 key=acct-7 n=5\nid=6-0 deliveries=2 n=6\nid=8-0 n=8\n");
+  /* every entry handled, the forged headers handed over as data */
+  ASSERT_STR_EQ(got(), "id=5-0 key=acct-7 n=5\nid=7-0 deliveries=999 n=7\nid=8-0 n=8\n"
+                       "id=6-0 deliveries=2 n=6\n");
   ASSERT_STR_EQ(cmd_log(),
                 CREATE "\n"
                 "MULTI\n"
-                "XADD payments * data {\"n\":5,\"retry\":true} partition-key acct-7 "
-                "delivery-count 1 retry-group ledger original-id 5-0\n"
+                "XADD payments:retry:ledger * data {\"n\":5,\"retry\":true} partition-key acct-7 "
+                "delivery-count 1 original-id 5-0\n"
                 "XACK payments ledger 5-0\n"
                 "EXEC\n"
                 "MULTI\n"
-                "XADD payments * data {\"n\":6,\"retry\":true} "
-                "delivery-count 3 retry-group ledger original-id 5-0\n"
-                "XACK payments ledger 6-0\n"
+                "XADD payments:retry:ledger * data {\"n\":6,\"retry\":true} "
+                "delivery-count 3 original-id 5-0\n"
+                "XACK payments:retry:ledger ledger 6-0\n"
                 "EXEC\n"
                 "XACK payments ledger 7-0 8-0\n");
   ASSERT_INT_EQ(replay_nsent(F.rb, READER), 3); /* own pending list, the batch, the next read */
   ASSERT_NULL(strstr(logbuf, "level=error"));
+  ASSERT_NULL(strstr(logbuf, "dead-lettered"));
   fx_finish();
 }
 
@@ -547,21 +577,21 @@ TEST_IMPL(sub_nogroup_creates_group_again) {
  * group has a new pending list: the scan starts again at 0-0. */
 TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
   fx_init("read = \"reclaim\", min_idle = 200, batch = 10");
-  replay_expect(F.rb, "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10",
-                "*3\r\n$3\r\n9-0\r\n"
+  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0",
+                "*3\r\n*2\r\n$3\r\n9-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n:40000\r\n:2\r\n"
                 "*0\r\n");
-  replay_expect(F.rb, "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10",
+  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0",
                 "-NOGROUP No such key 'payments' or consumer group 'ledger' script: "
                 "0d1b4c0a4c3f8b9c2f1e6e4d7a5b3c2d1e0f9a8b, on @user_script:9.\r\n");
   fx_run(80400);
 
   ASSERT_CONTAINS(logbuf, "msg=\"group or stream disappeared, creating it again\"");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n" CREATE "\n");
-  ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n"
-                                          "EVAL <reclaim> 1 payments ledger c-1 200 9-0 10\n"
-                                          "EVAL <reclaim> 1 payments ledger c-1 200 0-0 10\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
+                                          "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
+                                          "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
   fx_finish();
 }
 
@@ -665,24 +695,24 @@ TEST_IMPL(sub_failed_ack_retried_after_backoff) {
  * next read's BLOCK. */
 TEST_IMPL(sub_entries_run_after_group_recreated) {
   fx_init("batch = 10"); /* one worker */
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >",
                 "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
                 "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
                 "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
                 "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
   /* Read ahead, before 1-0 runs: a whole batch. */
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >",
                 "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
                 "with GROUP option\r\n");
   fx_run(80400);
 
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 0-0 0-0\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n"
                 /* the group is back: a batch more, whatever still waits */
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >\n");
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
   fx_finish();
 }
@@ -699,11 +729,11 @@ struct ent {
 
 /* The RESP of a read of `payments` with these entries (4 elements each when
  * claim: the CLAIM reply). Valid until the test ends. */
-static const char *read_resp(bool claim, const struct ent *e, size_t n) {
+static const char *read_resp_on(const char *key, bool claim, const struct ent *e, size_t n) {
   static char bufs[4][8192];
   static int next;
   char *out = bufs[next++ % 4], *o = out, *end = out + sizeof bufs[0];
-  o += snprintf(o, (size_t)(end - o), "*1\r\n*2\r\n$8\r\npayments\r\n*%zu\r\n", n);
+  o += snprintf(o, (size_t)(end - o), "*1\r\n*2\r\n$%zu\r\n%s\r\n*%zu\r\n", strlen(key), key, n);
   for (size_t i = 0; i < n; i++) {
     size_t nf = 0;
     while (e[i].f[nf]) nf++;
@@ -718,10 +748,15 @@ static const char *read_resp(bool claim, const struct ent *e, size_t n) {
   return out;
 }
 
+static const char *read_resp(bool claim, const struct ent *e, size_t n) {
+  return read_resp_on("payments", claim, e, n);
+}
+#define RETRY_KEY "payments:retry:ledger"
+
 /* An entry of a `new` read, of a claiming read (idle, deliveries before). */
 #define NE(id, ...) {id, {__VA_ARGS__}, 0, 0}
 #define CE(id, idle, deliveries, ...) {id, {__VA_ARGS__}, idle, deliveries}
-#define NEW_READ "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments >"
+#define NEW_READ "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >"
 /* The entries given, and how many: read_resp(claim, ENTS(NE(...), ...)). */
 #define ENTS(...)                                                                            \
   (const struct ent[]){__VA_ARGS__},                                                         \
@@ -905,42 +940,44 @@ TEST_IMPL(sub_max_deliveries_without_dead_letter_left_pending) {
 }
 
 /* On `new` the count travels in the copies' delivery-count header. */
+/* Copies on the retry stream carry their count (trusted there only). */
 TEST_IMPL(sub_max_deliveries_new_copies) {
   fx_init("max_deliveries = 3, dead_letter = \"payments.dead\", batch = 10");
   replay_expect(
       F.rb, NEW_READ,
-      read_resp(false,
-                ENTS(NE("6-0", "data", "{\"n\":6,\"retry\":true}", "delivery-count", "2",
-                              "retry-group", "ledger", "original-id", "5-0"),
-                     NE("7-0", "data", "{\"n\":7,\"retry\":true}", "delivery-count", "1",
-                              "retry-group", "ledger", "original-id", "4-0"),
-                     NE("8-0", "data", "{\"n\":8}", "delivery-count", "3", "retry-group", "ledger",
-                              "original-id", "3-0"))));
-  TXN("XADD payments.dead * **", "XACK payments ledger 8-0");
-  TXN("XADD payments.dead * **", "XACK payments ledger 6-0");
-  TXN("XADD payments * **", "XACK payments ledger 7-0");
+      read_resp_on(RETRY_KEY, false,
+                   ENTS(NE("6-0", "data", "{\"n\":6,\"retry\":true}", "delivery-count", "2",
+                           "original-id", "5-0"),
+                        NE("7-0", "data", "{\"n\":7,\"retry\":true}", "delivery-count", "1",
+                           "original-id", "4-0"),
+                        NE("8-0", "data", "{\"n\":8}", "delivery-count", "3", "original-id",
+                           "3-0"))));
+  TXN("XADD payments.dead * **", "XACK " RETRY_KEY " ledger 8-0");
+  TXN("XADD payments.dead * **", "XACK " RETRY_KEY " ledger 6-0");
+  TXN("XADD " RETRY_KEY " * **", "XACK " RETRY_KEY " ledger 7-0");
   fx_run(80400);
 
-  /* 8-0 reached the cap before: dead-lettered as it was read, unhandled */
+  /* 8-0 reached the cap before: dead-lettered as it was read, unhandled;
+   * a dead letter names the source stream and the id there */
   ASSERT_STR_EQ(got(), "id=6-0 deliveries=2 n=6\nid=7-0 deliveries=1 n=7\n");
   const char *dl8 = "MULTI\n"
-                    "XADD payments.dead * data {\"n\":8} delivery-count 3 retry-group ledger "
-                    "original-id 3-0" DL_HEAD("8-0", "3") "max-deliveries dead-letter-error "
+                    "XADD payments.dead * data {\"n\":8} delivery-count 3 "
+                    "original-id 3-0" DL_HEAD("3-0", "3") "max-deliveries dead-letter-error "
                     "delivered 3 times without an ack" DL_TIME "\n"
-                    "XACK payments ledger 8-0\n"
+                    "XACK " RETRY_KEY " ledger 8-0\n"
                     "EXEC\n";
   /* 6-0's retry was its third delivery: dead-lettered instead of copied */
   const char *dl6 = "MULTI\n"
                     "XADD payments.dead * data {\"n\":6,\"retry\":true} delivery-count 2 "
-                    "retry-group ledger original-id 5-0" DL_HEAD("6-0", "3") "max-deliveries "
+                    "original-id 5-0" DL_HEAD("5-0", "3") "max-deliveries "
                     "dead-letter-error retried on delivery 3 of 3" DL_TIME "\n"
-                    "XACK payments ledger 6-0\n"
+                    "XACK " RETRY_KEY " ledger 6-0\n"
                     "EXEC\n";
-  /* 7-0's second: copied with the count */
+  /* 7-0's second: copied with the count, to the retry stream again */
   const char *copy7 = "MULTI\n"
-                      "XADD payments * data {\"n\":7,\"retry\":true} delivery-count 2 "
-                      "retry-group ledger original-id 4-0\n"
-                      "XACK payments ledger 7-0\n"
+                      "XADD " RETRY_KEY " * data {\"n\":7,\"retry\":true} delivery-count 2 "
+                      "original-id 4-0\n"
+                      "XACK " RETRY_KEY " ledger 7-0\n"
                       "EXEC\n";
   char want[2048];
   snprintf(want, sizeof want, CREATE "\n%s%s%s", dl8, dl6, copy7);
@@ -965,18 +1002,19 @@ TEST_IMPL(sub_handler_error_on_last_delivery_dead_lettered) {
                           "group=ledger id=2-0 reason=handler-error error=\"boom");
   ASSERT_CONTAINS(logbuf, "msg=\"entry dead-lettered\" stream=payments group=ledger id=1-0 "
                           "reason=handler-error deliveries=3");
-  ASSERT_STR_EQ(cmd_sent(0), CREATE);
-  ASSERT_STR_EQ(cmd_sent(1), "MULTI");
+  ASSERT_STR_EQ(cmd_sent(0), "XGROUP CREATE payments ledger $ MKSTREAM");
+  ASSERT_STR_EQ(cmd_sent(1), "XGROUP CREATE payments:retry:ledger ledger 0 MKSTREAM");
+  ASSERT_STR_EQ(cmd_sent(2), "MULTI");
   /* the error that ended it, traceback included */
-  const char *xadd = cmd_sent(2);
+  const char *xadd = cmd_sent(3);
   const char *head = "XADD payments.dead * data {\"n\":1,\"fail\":\"boom\"}" DL_HEAD("1-0", "3")
       "handler-error dead-letter-error boom\nstack traceback:\n";
   if (strncmp(xadd, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", xadd);
   ASSERT(strlen(xadd) > strlen(DL_TIME));
   ASSERT_STR_EQ(xadd + strlen(xadd) - strlen(DL_TIME), DL_TIME);
-  ASSERT_STR_EQ(cmd_sent(3), "XACK payments ledger 1-0");
-  ASSERT_STR_EQ(cmd_sent(4), "EXEC");
-  ASSERT_NULL(cmd_sent(5)); /* 2-0 (second delivery) stays pending */
+  ASSERT_STR_EQ(cmd_sent(4), "XACK payments ledger 1-0");
+  ASSERT_STR_EQ(cmd_sent(5), "EXEC");
+  ASSERT_NULL(cmd_sent(6)); /* 2-0 (second delivery) stays pending */
   fx_finish();
 }
 
@@ -990,20 +1028,20 @@ TEST_IMPL(sub_bad_input_dead_lettered) {
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), ""); /* the handler saw neither */
-  ASSERT_STR_EQ(cmd_sent(1), "MULTI");
+  ASSERT_STR_EQ(cmd_sent(2), "MULTI");
   const char *head = "XADD payments.dead * data {nope" DL_HEAD("1-0", "1")
       "decode-error dead-letter-error body is not valid JSON: ";
-  if (strncmp(cmd_sent(2), head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", cmd_sent(2));
-  ASSERT_CONTAINS(cmd_sent(2), DL_TIME);
-  ASSERT_STR_EQ(cmd_sent(3), "XACK payments ledger 1-0");
-  ASSERT_STR_EQ(cmd_sent(4), "EXEC");
-  ASSERT_STR_EQ(cmd_sent(5), "MULTI");
-  ASSERT_STR_EQ(cmd_sent(6), "XADD payments.dead * data \"0123456789\"" DL_HEAD("2-0", "1")
+  if (strncmp(cmd_sent(3), head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", cmd_sent(3));
+  ASSERT_CONTAINS(cmd_sent(3), DL_TIME);
+  ASSERT_STR_EQ(cmd_sent(4), "XACK payments ledger 1-0");
+  ASSERT_STR_EQ(cmd_sent(5), "EXEC");
+  ASSERT_STR_EQ(cmd_sent(6), "MULTI");
+  ASSERT_STR_EQ(cmd_sent(7), "XADD payments.dead * data \"0123456789\"" DL_HEAD("2-0", "1")
                              "too-large dead-letter-error body is 12 bytes, over max_body (10)"
                              DL_TIME);
-  ASSERT_STR_EQ(cmd_sent(7), "XACK payments ledger 2-0");
-  ASSERT_STR_EQ(cmd_sent(8), "EXEC");
-  ASSERT_NULL(cmd_sent(9));
+  ASSERT_STR_EQ(cmd_sent(8), "XACK payments ledger 2-0");
+  ASSERT_STR_EQ(cmd_sent(9), "EXEC");
+  ASSERT_NULL(cmd_sent(10));
   ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
                           "group=ledger id=1-0 reason=decode-error");
   fx_finish();
@@ -1038,7 +1076,7 @@ TEST_IMPL(sub_retry_after_claiming) {
   const char *txn = "MULTI\n"
                     "ZADD payments:delayed:ledger 1700000060000 "
                     "3:3-04:data20:{\"n\":3,\"after\":\"1m\"}14:delivery-count1:1"
-                    "11:retry-group6:ledger11:original-id3:3-0\n"
+                    "11:original-id3:3-0\n"
                     "XACK payments ledger 3-0\n"
                     "EXEC\n";
   char want[1024];
@@ -1066,18 +1104,19 @@ TEST_IMPL(sub_retry_after_new_moves_to_delay_set) {
   fx_run(80400);
 
   /* due = wall + delay; the member: netstrings of the id, the fields, then
-   * delivery-count (this delivery included), retry-group, original-id */
+   * delivery-count (this delivery included), original-id */
   const char *five = "MULTI\n"
                      "ZADD payments:delayed:ledger 1700000002500 "
                      "3:5-04:data20:{\"n\":5,\"after\":2500}13:partition-key6:acct-7"
-                     "14:delivery-count1:111:retry-group6:ledger11:original-id3:5-0\n"
+                     "14:delivery-count1:111:original-id3:5-0\n"
                      "XACK payments ledger 5-0\n"
                      "EXEC\n";
-  /* a copy's old headers are rewritten, its original id kept */
+  /* luastream's header names written by a producer on the shared stream:
+   * not believed (count 1, its own id) and not carried */
   const char *six = "MULTI\n"
                     "ZADD payments:delayed:ledger 1700000060000 "
                     "3:6-04:data20:{\"n\":6,\"after\":\"1m\"}13:partition-key6:acct-7"
-                    "14:delivery-count1:311:retry-group6:ledger11:original-id3:5-0\n"
+                    "14:delivery-count1:111:original-id3:6-0\n"
                     "XACK payments ledger 6-0\n"
                     "EXEC\n";
   char want[2048];
@@ -1092,7 +1131,8 @@ TEST_IMPL(sub_retry_after_new_moves_to_delay_set) {
 /* ================================================================ the sweeper */
 
 #define SWEEP(now)                                                                         \
-  "EVAL <sweep> 3 payments:delayed:ledger payments payments:delayed:ledger:unreadable " now \
+  "EVAL <sweep> 3 payments:delayed:ledger payments:retry:ledger "                          \
+  "payments:delayed:ledger:unreadable " now \
   " 100"
 
 static size_t nsweeps(void) {
@@ -1114,15 +1154,15 @@ TEST_IMPL(sub_sweeper_runs_every_second) {
   ASSERT_INT_EQ(clock_now(F.clk), 900);
   clock_virtual_advance(F.clk, 100); /* 1000: a second later */
   ASSERT_INT_EQ(nsweeps(), 2);
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 2), SWEEP("1700000001000"));
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 3), SWEEP("1700000001000"));
   clock_virtual_advance(F.clk, 999);
   ASSERT_INT_EQ(nsweeps(), 2);
   /* 2000: it moved 100, the most one sweep moves: at once again */
   clock_virtual_advance(F.clk, 1);
   ASSERT_INT_EQ(nsweeps(), 4);
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 3), SWEEP("1700000002000"));
   ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 4), SWEEP("1700000002000"));
-  ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the stream\" "
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 5), SWEEP("1700000002000"));
+  ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
                           "stream=payments group=ledger consumer=c-1 entries=100\n");
   /* 3000: an error is logged and the sweep tried again a second later */
   clock_virtual_advance(F.clk, 1000);
@@ -1132,7 +1172,7 @@ TEST_IMPL(sub_sweeper_runs_every_second) {
                           "error=\"ERR something broke\"\n");
   clock_virtual_advance(F.clk, 1000);
   ASSERT_INT_EQ(nsweeps(), 6);
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 6), SWEEP("1700000004000"));
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 7), SWEEP("1700000004000"));
   /* stopped: no more */
   sub_stop(F.s);
   clock_virtual_advance(F.clk, 5000);
@@ -1150,7 +1190,7 @@ TEST_IMPL(sub_sweeper_reports_unreadable_members) {
   fx_run(80400);
   clock_virtual_advance(F.clk, 100); /* 1000 */
   ASSERT_INT_EQ(nsweeps(), 2);
-  ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the stream\" "
+  ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
                           "stream=payments group=ledger consumer=c-1 entries=2\n");
   ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"unreadable members of the delay set "
                           "moved aside, not delivered\" stream=payments group=ledger members=1 "
@@ -1211,17 +1251,17 @@ TEST_IMPL(sub_txn_partial_failure_reported_as_acked) {
  * the connection) are handled and acked, page by page, then `>` goes on. */
 TEST_IMPL(sub_new_reads_own_pending_list_first) {
   fx_init("batch = 10");
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 0-0 0-0",
                 read_resp(false, ENTS(NE("3-0", "data", "{\"n\":3}"), NE("4-0", "data", "{\"n\":4}"))));
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 4-0",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 4-0 0-0",
                 "*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n");
   fx_run(80400);
   ASSERT_STR_EQ(got(), "id=3-0 n=3\nid=4-0 n=4\n");
   ASSERT_CONTAINS(logbuf, "msg=\"entries delivered here earlier and never acked, handled now\"");
   /* the next page waited for the acks of the first; then `>` */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 4-0\n" NEW_READ "\n");
+                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 0-0 0-0\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 4-0 0-0\n" NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0 4-0\n");
   fx_finish();
 }
@@ -1245,7 +1285,7 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
   ASSERT_INT_EQ(ngot, 3);
   ASSERT_INT_EQ(reads_at_got[0], 3);
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments 0-0\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 0-0 0-0\n"
                 NEW_READ "\n"
                 NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0 3-0\n");
@@ -1256,7 +1296,7 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
  * only while at most one batch is in the lanes. */
 TEST_IMPL(sub_new_holds_at_most_two_batches) {
   fx_init("batch = 4"); /* one worker: the entries run one after another */
-#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments >"
+#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments payments:retry:ledger > >"
 #define SLOW(id, n) NE(id, "data", "{\"n\":" #n ",\"sleep\":1000}")
   replay_expect(F.rb, READ4,
                 read_resp(false, ENTS(SLOW("1-0", 1), SLOW("2-0", 2), SLOW("3-0", 3),

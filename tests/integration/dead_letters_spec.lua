@@ -264,10 +264,12 @@ return {
     local f = srv:xrange("payments.dead")[1].fields
     assert.equal("max-deliveries", f["dead-letter-reason"])
     assert.equal("3", f["dead-letter-deliveries"])
-    assert.equal(attempts[3].entry_id, f["dead-letter-id"], "the last copy is the one dead-lettered")
+    assert.equal(id, f["dead-letter-id"], "the dead letter names the id on the source stream")
+    assert.equal("payments", f["dead-letter-stream"])
     assert.equal(id, f["original-id"], "the copy's original-id travels with it")
     assert.matches("3 of 3", f["dead-letter-error"], 1, true)
-    assert.equal(3, srv:xlen("payments"), "the original and two copies")
+    assert.equal(1, srv:xlen("payments"), "the original only")
+    assert.equal(2, srv:xlen("payments:retry:ledger"), "two copies on the retry stream")
     assert.equal(0, host:stop())
   end)
 
@@ -382,8 +384,10 @@ return {
     assert.equal("decode-error", b.reason)
     helper.wait_until(function()
       local ids = srv:pending_ids("payments", "ledger")
-      return #ids == 2 and ids[1] == bad and ids[2] == c.id, cjson.encode(ids)
-    end, 10, "the bad entry and the last copy pending, nothing else")
+      local copies = srv:pending_ids("payments:retry:ledger", "ledger")
+      return #ids == 1 and ids[1] == bad and #copies == 1 and copies[1] == c.id,
+        cjson.encode(ids) .. " " .. cjson.encode(copies)
+    end, 10, "the bad entry and the last copy (on the retry stream) pending, nothing else")
     assert.equal("", srv:cli("KEYS", "*dead*"), "a dead-letter stream appeared")
     assert.equal(0, host:stop())
   end)
@@ -432,10 +436,11 @@ return {
     assert.is_true(gap <= 0.3 + 2, string.format("back %.3f s after retry_after(300)", gap))
     assert.equal("1", back.delivery_count)
     assert.equal(id, back.original_id)
-    assert.is_true(back.entry_id ~= id, "the delayed entry came back as a new entry")
     wait_pel_empty(srv)
     assert.equal("0", srv:cli("EXISTS", "payments:delayed:ledger"), "the delay set is not empty")
-    assert.equal(2, srv:xlen("payments"))
+    assert.equal(1, srv:xlen("payments"), "never back on the shared stream")
+    assert.equal(1, srv:xlen("payments:retry:ledger"), "back on the group's retry stream")
+    assert.equal(back.entry_id, srv:xrange("payments:retry:ledger")[1].id)
     assert.equal(0, host:stop())
   end)
 
@@ -535,7 +540,7 @@ return {
       end
     end
     for id = 1, N do assert.equal(1, backs[id], "deliveries after the delay of payment " .. id) end
-    assert.equal(2 * N, srv:xlen("payments"), "entries moved back more than once")
+    assert.equal(N, srv:xlen("payments:retry:ledger"), "entries moved back more than once")
     assert.equal(0, a:stop())
     assert.equal(0, b:stop())
   end)
@@ -758,7 +763,7 @@ describe("luastream dead-letters", function()
     assert.matches("--count", err, 1, true)
   end)
 
-  it("replay puts dead letters back on their source for their group only, and the host handles them", function()
+  it("replay puts dead letters on the retry stream of their group only, never on the source, and the host handles them", function()
     local srv = helper.redis_start()
     local host = start_host(srv, { ["post.lua"] = REJECT_ONCE, ["screen.lua"] = SCREEN })
     local ids, data = {}, {}
@@ -775,16 +780,17 @@ describe("luastream dead-letters", function()
     -- one entry by id
     local code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--id", dl2)
     assert.equal(0, code, err)
-    local new2 = out:match(dl2:gsub("%-", "%%-") .. " %-> payments (%d+%-%d+)\n")
-    assert(new2, "no `" .. dl2 .. " -> payments NEW-ID` line in:\n" .. out)
+    local new2 = out:match(dl2:gsub("%-", "%%-") .. " %-> payments:retry:ledger (%d+%-%d+)\n")
+    assert(new2, "no `" .. dl2 .. " -> payments:retry:ledger NEW-ID` line in:\n" .. out)
     assert.matches("replayed 1 dead letter from payments.dead", out, 1, true)
     assert.equal(2, srv:xlen("payments.dead"))
     assert.same({}, srv:xrange("payments.dead", dl2, dl2))
-    local e = srv:xrange("payments", new2, new2)[1]
+    assert.equal(3, srv:xlen("payments"), "nothing replayed onto the source stream")
+    local e = srv:xrange("payments:retry:ledger", new2, new2)[1]
     assert.equal(data[2], e.fields.data)
     assert.equal("acme", e.fields["partition-key"])
     assert.equal("t2", e.fields.trace)
-    assert.equal("ledger", e.fields["retry-group"])
+    assert.is_nil(e.fields["retry-group"])
     assert.equal(ids[2], e.fields["original-id"])
     for name in pairs(e.fields) do
       assert.is_nil(name:match("^dead%-letter%-"), "replayed with " .. name)
@@ -800,7 +806,7 @@ describe("luastream dead-letters", function()
     assert.equal(0, code, err)
     for _, i in ipairs { 1, 3 } do
       local dl = dls[ids[i]].id
-      assert.matches(dl .. " -> payments ", out, 1, true)
+      assert.matches(dl .. " -> payments:retry:ledger ", out, 1, true)
     end
     assert.matches("replayed 2 dead letters from payments.dead", out, 1, true)
     assert.equal(0, srv:xlen("payments.dead"))
@@ -840,6 +846,20 @@ describe("luastream dead-letters", function()
     assert.equal(1, code, out)
     assert.matches(junk, err, 1, true)
     assert.matches("not a dead letter", err, 1, true)
+    -- provenance luastream did not write in full: refused by name, too
+    local partial = srv:cli("XADD", "payments.dead", "*", "data", "{}", "dead-letter-stream", "payments")
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead",
+      "--id", partial)
+    assert.equal(1, code, out)
+    assert.matches(partial, err, 1, true)
+    srv:cli("XDEL", "payments.dead", partial)
+    -- a dead-letter stream that does not exist is an error
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "nothing.here", "--all")
+    assert.equal(1, code, out)
+    assert.matches("nothing.here", err, 1, true)
+    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "nothing.here")
+    assert.equal(1, code, out)
+    assert.matches("no stream nothing.here", err, 1, true)
     assert.equal(2, srv:xlen("payments.dead"), "a refused replay moved something")
     assert.equal(xlen, srv:xlen("payments"))
 
@@ -855,7 +875,7 @@ describe("luastream dead-letters", function()
     -- --all moves the dead letter and leaves the hand-written entry, saying so
     code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--all")
     assert.equal(0, code, err)
-    assert.matches(dl .. " -> payments ", out, 1, true)
+    assert.matches(dl .. " -> payments:retry:ledger ", out, 1, true)
     assert.matches("replayed 1 dead letter from payments.dead (1 entry skipped", out, 1, true)
     assert.matches(junk, err, 1, true)
     local left = srv:xrange("payments.dead")

@@ -1,6 +1,7 @@
 -- Retry on a `new` subscription: one MULTI/EXEC appends a copy of the entry
--- (delivery-count + 1, retry-group) and acks the original; other groups of the
--- stream ack the copy without handling it again.
+-- (delivery-count + 1, original-id) to the group's retry stream and acks the
+-- original; other groups of the stream never see the copy. luastream's header
+-- names written by a producer on the shared stream change nothing.
 local helper = require "tests.integration.helper"
 local cjson = require "cjson"
 
@@ -34,8 +35,8 @@ end
 local function assert_copied_in_one_transaction(commands, original_id, data)
   local at
   for i, c in ipairs(commands) do
-    if c.args[1]:upper() == "XADD" and c.args[2] == "payments" and has_field(c.args, "retry-group", "ledger")
-        and has_field(c.args, "data", data) then
+    if c.args[1]:upper() == "XADD" and c.args[2] == "payments:retry:ledger"
+        and has_field(c.args, "original-id", original_id) and has_field(c.args, "data", data) then
       at = i
       break
     end
@@ -79,7 +80,7 @@ end
 describe("retry on a new subscription", function()
   after_each(helper.cleanup)
 
-  it("appends a copy and acks the original in one transaction; other groups skip the copy", function()
+  it("appends a copy to the group's retry stream and acks the original in one transaction; other groups never see it", function()
     local srv = helper.redis_start()
     local monitor = srv:monitor()
     local dir = helper.handlers_dir({
@@ -108,13 +109,16 @@ describe("retry on a new subscription", function()
       local fraud = srv:group("payments", "fraud")
       return fraud and fraud.pending == 0 and fraud["last-delivered-id"] == entries[#entries].id,
         fraud and cjson.encode(fraud)
-    end, 10, "group fraud to have read and acked every entry, copies included")
+    end, 10, "group fraud to have read and acked every entry")
     assert.equal(0, host:stop())
     monitor:stop()
 
-    -- the stream: the originals plus one copy each
-    local entries = srv:xrange("payments")
-    assert.equal(2 * N, #entries)
+    -- the shared stream holds the originals only; the copies are on ledger's
+    -- retry stream, which fraud never reads
+    assert.equal(N, #srv:xrange("payments"))
+    local entries = srv:xrange("payments:retry:ledger")
+    assert.equal(N, #entries)
+    assert.equal(0, srv:xlen("payments:retry:fraud"), "fraud's retry stream stays empty")
     local copies = 0
     for _, e in ipairs(entries) do
       if not originals[e.id] then
@@ -125,17 +129,17 @@ describe("retry on a new subscription", function()
         end
         assert(original_id, "an entry that is no copy of a payment: " .. cjson.encode(e.fields))
         local o = originals[original_id]
-        -- all the original's fields, plus delivery-count and retry-group
-        local expected = { data = o.data, ["partition-key"] = o.key, ["delivery-count"] = "1", ["retry-group"] = "ledger" }
+        -- all the original's fields, plus delivery-count and original-id
+        local expected = { data = o.data, ["partition-key"] = o.key, ["delivery-count"] = "1", ["original-id"] = original_id }
         for name, value in pairs(expected) do
           assert.equal(value, e.fields[name], "field " .. name .. " of the copy of " .. original_id)
         end
-        assert.is_true(helper.id_cmp(e.id, original_id) > 0)
         assert_copied_in_one_transaction(monitor:commands(), original_id, o.data)
       end
     end
     assert.equal(N, copies)
     assert.same({}, (srv:pending_ids("payments", "ledger")))
+    assert.same({}, (srv:pending_ids("payments:retry:ledger", "ledger")))
 
     -- the ledger handler saw each payment twice: first delivery, then the copy
     for id = 1, N do
@@ -156,5 +160,55 @@ describe("retry on a new subscription", function()
       screened[oid] = true
     end
     assert.same({}, (srv:pending_ids("payments", "fraud")))
+  end)
+end)
+
+describe("forged luastream headers on the shared stream", function()
+  after_each(helper.cleanup)
+
+  local function group_file(group)
+    return string.format([[
+local ls = require "luastream"
+return {
+  stream = "payments", group = %q, max_deliveries = 3, dead_letter = "payments.dead",
+  handle = function(payment, ctx)
+    ls.log.info("handled", { group = %q, payment_id = payment.id })
+  end,
+}
+]], group, group)
+  end
+
+  it("change nothing: two groups each handle every entry exactly once", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["ledger.lua"] = group_file("ledger"), ["fraud.lua"] = group_file("fraud") })
+    local host = helper.host_start({}, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    local forged = {
+      { "retry-group", "ledger" }, { "retry-group", "typo" }, { "delivery-count", "999" },
+      { "original-id", "1-0" }, { "retry-group", "fraud", "delivery-count", "5" },
+    }
+    srv:cli("XADD", "payments", "*", "data", helper.payment(0, "acme"))
+    for i, h in ipairs(forged) do
+      srv:cli("XADD", "payments", "*", "data", helper.payment(i, "acme"), unpack(h))
+    end
+    local N = #forged + 1
+    host:wait_records({ msg = "handled", group = "ledger" }, N, 20, "ledger handled every entry")
+    host:wait_records({ msg = "handled", group = "fraud" }, N, 20, "fraud handled every entry")
+    for _, group in ipairs { "ledger", "fraud" } do
+      helper.wait_until(function()
+        local ids = srv:pending_ids("payments", group)
+        return #ids == 0, #ids .. " pending"
+      end, 10, group .. " to have nothing pending")
+    end
+    assert.equal(0, host:stop())
+    for _, group in ipairs { "ledger", "fraud" } do
+      local seen = {}
+      for _, rec in ipairs(host:records({ msg = "handled", group = group })) do
+        seen[rec.payment_id] = (seen[rec.payment_id] or 0) + 1
+      end
+      for i = 0, N - 1 do assert.equal(1, seen[tostring(i)], group .. ": payment " .. i) end
+    end
+    assert.equal(0, srv:xlen("payments.dead"), "nothing dead-lettered")
+    assert.equal(N, srv:xlen("payments"))
   end)
 end)

@@ -16,6 +16,7 @@ local DEAD = "payments.dead"
 local DELAYED = "payments:delayed:ledger" -- the delay set of payments / ledger
 local COUNT, ORIGINAL, RETRY_GROUP =
   ls.DELIVERY_COUNT_HEADER, ls.ORIGINAL_ID_HEADER, ls.RETRY_GROUP_HEADER
+local RETRY = "payments:retry:ledger" -- the retry stream of payments / ledger
 
 -- ---- helpers -----------------------------------------------------------------
 
@@ -181,31 +182,35 @@ describe("max_deliveries", function()
     assert.equal(id, got[1].id)
     assert.is_nil(got[1].headers[COUNT])
     for k = 2, 3 do
-      assert.not_equal(id, got[k].id, "delivery " .. k .. " is a copy")
+      -- a copy on the retry stream (whose ids may equal the shared stream's)
+      assert.equal(got[k].id, app:entries(RETRY)[k - 1].id, "delivery " .. k .. " is a copy")
       assert.equal(tostring(k - 1), got[k].headers[COUNT])
       assert.equal(id, got[k].headers[ORIGINAL])
-      assert.equal("ledger", got[k].headers[RETRY_GROUP])
+      assert.is_nil(got[k].headers[RETRY_GROUP])
       assert.same(got[1].message, got[k].message)
     end
-    assert.equal(3, app:xlen("payments")) -- the original and two copies
+    assert.equal(1, app:xlen("payments")) -- the original only: copies go to the retry stream
+    assert.equal(2, app:xlen(RETRY))
 
     local dl, n = dead_letters(app)
     assert.equal(1, n)
-    local f = assert(dl[got[3].id], "the last copy is the one set aside").fields
+    local f = assert(dl[id], "set aside under the original id").fields
     assert.equal("max-deliveries", f["dead-letter-reason"])
     assert.equal("3", f["dead-letter-deliveries"])
     assert.equal(id, f[ORIGINAL])
     assert.equal("acme", f["partition-key"])
     assert.same({}, app:pending("payments", "ledger"))
+    assert.same({}, app:pending(RETRY, "ledger"))
 
     app:advance("1m")
     assert.equal(3, #app:received("retry_payment"))
-    assert.equal(3, app:xlen("payments"))
+    assert.equal(1, app:xlen("payments"))
+    assert.equal(2, app:xlen(RETRY))
   end)
 
-  it("sets aside without calling the handler an entry that arrives delivered max_deliveries times", function()
+  it("sets aside without calling the handler an entry that arrives on the retry stream delivered max_deliveries times", function()
     local app = start("retry_always_new")
-    local id = assert(app:command("XADD", "payments", "*", "data", '{"id":9}', COUNT, "3"))
+    local id = assert(app:command("XADD", RETRY, "*", "data", '{"id":9}', COUNT, "3"))
     app:settle()
     assert.same({}, app:received("retry_payment"))
     local dl, n = dead_letters(app)
@@ -213,7 +218,8 @@ describe("max_deliveries", function()
     assert.equal("max-deliveries", dl[id].fields["dead-letter-reason"])
     assert.equal("3", dl[id].fields["dead-letter-deliveries"])
     assert.equal("delivered 3 times without an ack", dl[id].fields["dead-letter-error"])
-    assert.same({}, app:pending("payments", "ledger"))
+    assert.equal("payments", dl[id].fields["dead-letter-stream"])
+    assert.same({}, app:pending(RETRY, "ledger"))
   end)
 
   it("stops a crash loop: an entry whose host dies each time is claimed 3 times, then set aside", function()
@@ -509,12 +515,14 @@ describe("ls.retry_after", function()
     local at = id_ms(again.id) - WALL_START
     assert.is_true(at >= 10000 and at <= 11000, "back on the stream at " .. at .. " ms")
     assert.equal("1", again.headers[COUNT])
-    assert.equal("ledger", again.headers[RETRY_GROUP])
+    assert.is_nil(again.headers[RETRY_GROUP])
     assert.equal(id, again.headers[ORIGINAL])
     assert.equal("acme", again.headers["partition-key"])
     assert.same(got[1].message, again.message)
     assert.equal("ack", again.outcome)
-    assert.equal(2, app:xlen("payments"))
+    assert.equal(1, app:xlen("payments"), "never back on the shared stream")
+    assert.equal(1, app:xlen(RETRY), "back on the group's retry stream")
+    assert.same({}, app:pending(RETRY, "ledger"))
     assert.equal(0, zcard(app, DELAYED))
     assert.same({}, app:pending("payments", "ledger"))
 
@@ -533,10 +541,11 @@ describe("ls.retry_after", function()
     assert.equal("2", got[3].headers[COUNT])
     local dl, n = dead_letters(app)
     assert.equal(1, n)
-    local f = assert(dl[got[3].id]).fields
+    local f = assert(dl[id]).fields
     assert.equal("max-deliveries", f["dead-letter-reason"])
     assert.equal("3", f["dead-letter-deliveries"])
     assert.equal(id, f[ORIGINAL])
+    assert.equal("payments", f["dead-letter-stream"])
     assert.equal(0, zcard(app, DELAYED))
     app:advance("1m")
     assert.equal(3, #app:received("defer_payment"))
@@ -597,7 +606,8 @@ describe("ls.retry_after", function()
     assert.equal("1", got[2].headers[COUNT])
     assert.equal(id, got[2].headers[ORIGINAL])
     assert.equal("ack", got[2].outcome)
-    assert.equal(2, app:xlen("payments"))
+    assert.equal(1, app:xlen("payments"))
+    assert.equal(1, app:xlen(RETRY))
     assert.equal(0, zcard(app, DELAYED))
   end)
 
@@ -631,10 +641,11 @@ describe("ls.retry_after", function()
     assert.equal(id, got[3].headers[ORIGINAL])
     local dl, n = dead_letters(app)
     assert.equal(1, n)
-    local f = assert(dl[got[3].id]).fields
+    local f = assert(dl[id]).fields
     assert.equal("max-deliveries", f["dead-letter-reason"])
     assert.equal("3", f["dead-letter-deliveries"])
-    assert.equal(3, app:xlen("payments"))
+    assert.equal(1, app:xlen("payments"))
+    assert.equal(2, app:xlen(RETRY))
     assert.equal(0, zcard(app, DELAYED))
   end)
 
@@ -718,7 +729,7 @@ describe("ls.retry_after", function()
     assert.equal(10, zcard(a, DELAYED))
 
     a:advance("11s")
-    assert.equal(20, a:xlen("payments"), "each delayed entry back exactly once")
+    assert.equal(10, a:xlen(RETRY), "each delayed entry back exactly once")
     assert.equal(0, zcard(a, DELAYED))
     local again = {}
     for _, d in ipairs(received_by({ a, b }, "defer_payment")) do
@@ -732,7 +743,8 @@ describe("ls.retry_after", function()
     assert.equal(20, #received_by({ a, b }, "defer_payment"))
 
     a:advance("1m")
-    assert.equal(20, a:xlen("payments"))
+    assert.equal(10, a:xlen("payments"))
+    assert.equal(10, a:xlen(RETRY))
     assert.equal(20, #received_by({ a, b }, "defer_payment"))
   end)
 end)
@@ -814,7 +826,7 @@ describe("ls.backoff", function()
     end
     local dl, n = dead_letters(app)
     assert.equal(1, n)
-    local f = assert(dl[got[5].id]).fields
+    local f = assert(dl[id]).fields
     assert.equal("max-deliveries", f["dead-letter-reason"])
     assert.equal("5", f["dead-letter-deliveries"])
     assert.equal(id, f[ORIGINAL])
