@@ -640,6 +640,17 @@ static void file_gone(host *h, size_t i) {
   }
 }
 
+/* A changed or new file that cannot run: logged once (sl->failed remembers
+ * the version), and whatever runs keeps running. */
+static void reload_refused(struct slot *sl, const char *version, const char *name, const char *cur,
+                           const char *err) {
+  snprintf(sl->failed, sizeof sl->failed, "%s", version);
+  log_line(LOG_ERROR, name,
+           cur ? "handler reload failed, the running version stays"
+               : "handler reload failed, not started",
+           "version", cur, "error", err, NULL);
+}
+
 /* A handler file that is in the directory: loaded again when it changed. */
 static void file_seen(host *h, const char *path, bool force) {
   char now[RT_VERSION_LEN], err[ERR_MAX], name[256], versions[2 * RT_VERSION_LEN + 4];
@@ -659,39 +670,27 @@ static void file_seen(host *h, const char *path, bool force) {
   slot_name(sl, name, sizeof name);
   handler *hd = NULL;
   if (handler_load(path, &h->env, &hd, err, sizeof err) != 0) {
-    snprintf(sl->failed, sizeof sl->failed, "%s", now);
-    log_line(LOG_ERROR, name,
-             cur ? "handler reload failed, the running version stays"
-                 : "handler reload failed, not started",
-             "version", cur, "error", err, NULL);
+    reload_refused(sl, now, name, cur, err);
     return;
   }
   const struct handler_spec *ns = handler_spec(hd);
+  bool refused = false;
   if (needs_claim(h, ns)) {
-    snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
     snprintf(err, sizeof err,
              "%s: read = \"claiming\" needs Redis 8.4 or later (this server runs %s); set "
              "claim_fallback = true",
              path, h->version);
-    log_line(LOG_ERROR, name,
-             cur ? "handler reload failed, the running version stays"
-                 : "handler reload failed, not started",
-             "version", cur, "error", err, NULL);
-    handler_release(hd);
-    return;
+    refused = true;
   }
-  for (size_t j = 0; j < h->nslots; j++) {
+  for (size_t j = 0; j < h->nslots && !refused; j++) {
     const struct handler_spec *o = slot_spec(&h->slots[j]);
     if (&h->slots[j] == sl || o == NULL || h->slots[j].removed) continue;
-    if (split_group(o, ns, err, sizeof err)) {
-      snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
-      log_line(LOG_ERROR, name,
-               cur ? "handler reload failed, the running version stays"
-                   : "handler reload failed, not started",
-               "version", cur, "error", err, NULL);
-      handler_release(hd);
-      return;
-    }
+    refused = split_group(o, ns, err, sizeof err);
+  }
+  if (refused) {
+    reload_refused(sl, handler_version(hd), name, cur, err);
+    handler_release(hd);
+    return;
   }
   if (bind_consumer(h, sl, hd) != 0) {
     snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
