@@ -167,4 +167,51 @@ end
 -- The host's log lines so far (logfmt), oldest first.
 function App:logs() return self.core:logs() end
 
+-- One logfmt line as a table of its keys (values unquoted and unescaped as
+-- host/log.c writes them).
+local UNESCAPE = { n = "\n", r = "\r", t = "\t" }
+function testing.logfmt(line)
+  local rec, i, n = {}, 1, #line
+  while true do
+    local _, e, key = line:find("^%s*([^%s=]+)=", i)
+    if not e then return rec end
+    i = e + 1
+    if line:sub(i, i) == '"' then
+      local buf, j = {}, i + 1
+      while j <= n and line:sub(j, j) ~= '"' do
+        local c = line:sub(j, j)
+        if c == "\\" then
+          local esc = line:sub(j + 1, j + 1)
+          if esc == "u" then
+            buf[#buf + 1] = string.char(tonumber(line:sub(j + 2, j + 5), 16))
+            j = j + 6
+          else
+            buf[#buf + 1] = UNESCAPE[esc] or esc
+            j = j + 2
+          end
+        else
+          buf[#buf + 1] = c
+          j = j + 1
+        end
+      end
+      rec[key] = table.concat(buf)
+      i = j + 1
+    else
+      local v = line:match("^%S*", i)
+      rec[key] = v
+      i = i + #v
+    end
+  end
+end
+
+-- The log lines so far whose msg is msg, each as a table (testing.logfmt).
+function App:records(msg)
+  local out = {}
+  for _, line in ipairs(self.core:logs()) do
+    local rec = testing.logfmt(line)
+    if rec.msg == msg then out[#out + 1] = rec end
+  end
+  return out
+end
+
 return testing

@@ -10,49 +10,6 @@ local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
 local DIR = HERE .. "/consumers"
 local KEY = "luastream:consumer:{payments}:ledger:box-post"
 
-local function logfmt(line)
-  local rec, i, n = {}, 1, #line
-  while true do
-    local _, e, key = line:find("^%s*([^%s=]+)=", i)
-    if not e then return rec end
-    i = e + 1
-    if line:sub(i, i) == '"' then
-      local buf, j = {}, i + 1
-      while j <= n and line:sub(j, j) ~= '"' do
-        local c = line:sub(j, j)
-        if c == "\\" then
-          local esc = line:sub(j + 1, j + 1)
-          if esc == "u" then
-            buf[#buf + 1] = string.char(tonumber(line:sub(j + 2, j + 5), 16))
-            j = j + 6
-          else
-            buf[#buf + 1] = UNESCAPE[esc] or esc
-            j = j + 2
-          end
-        else
-          buf[#buf + 1] = c
-          j = j + 1
-        end
-      end
-      rec[key] = table.concat(buf)
-      i = j + 1
-    else
-      local v = line:match("^%S*", i)
-      rec[key] = v
-      i = i + #v
-    end
-  end
-end
-
-local function records(app, msg)
-  local out = {}
-  for _, line in ipairs(app:logs()) do
-    local rec = logfmt(line)
-    if rec.msg == msg then out[#out + 1] = rec end
-  end
-  return out
-end
-
 local apps = {}
 local function start(opts)
   opts = opts or {}
@@ -95,20 +52,20 @@ describe("consumer leases", function()
   it("refuse a second host with the same name once the first has renewed past one ttl", function()
     local first = start()
     local second = start({ with = first })
-    local waiting = records(second, "consumer name held by another process: waiting for its lease to expire in case it crashed")
+    local waiting = second:records("consumer name held by another process: waiting for its lease to expire in case it crashed")
     assert.equal(1, #waiting)
     assert.matches("box pid %d+", waiting[1].holder)
     first:publish("payments", { id = 1 })
-    assert.equal(1, #records(first, "handled"), "handled once, by the first")
+    assert.equal(1, #first:records("handled"), "handled once, by the first")
     local ok = pcall(second.advance, second, "17s") -- the second host fails and stops
-    local refused = records(first, "consumer name in use by a live process")
+    local refused = first:records("consumer name in use by a live process")
     assert.equal(1, #refused)
     assert.equal("payments", refused[1].stream)
     assert.equal("ledger", refused[1].group)
     assert.equal("box-post", refused[1].consumer)
     assert.matches("--instance N", refused[1].hint, 1, true)
     first:publish("payments", { id = 2 })
-    assert.equal(2, #records(first, "handled"), "the first runs on, alone")
+    assert.equal(2, #first:records("handled"), "the first runs on, alone")
     assert.is_not_nil(ok)
   end)
 
@@ -120,16 +77,16 @@ describe("consumer leases", function()
     -- a crash: the lease stays as it was, and nobody renews it
     probe:command("SET", KEY, holder, "PX", "15000")
     local second = start({ with = probe })
-    assert.equal(1, #records(probe, "consumer name held by another process: waiting for its lease to expire in case it crashed"))
+    assert.equal(1, #probe:records("consumer name held by another process: waiting for its lease to expire in case it crashed"))
     second:advance("14s")
-    assert.equal(0, #records(probe, "consumer name in use by a live process"))
+    assert.equal(0, #probe:records("consumer name in use by a live process"))
     second:advance("2s")
     local now = probe:command("GET", KEY)
     assert.is_not_nil(now)
     assert.not_equal(holder, now, "taken by the successor")
-    assert.equal(0, #records(probe, "consumer name in use by a live process"))
+    assert.equal(0, #probe:records("consumer name in use by a live process"))
     second:publish("payments", { id = 2 })
-    local handled = records(probe, "handled")
+    local handled = probe:records("handled")
     assert.equal(1, #handled)
     assert.equal("box-post", handled[#handled].consumer)
   end)
@@ -139,11 +96,11 @@ describe("consumer leases", function()
     local app = start({ with = probe })
     probe:command("SET", KEY, "intruder 1 other/1 elsewhere", "PX", "60000")
     pcall(app.advance, app, "6s")
-    local lost = records(probe, "consumer lease lost to another process: stopped reading")
+    local lost = probe:records("consumer lease lost to another process: stopped reading")
     assert.equal(1, #lost)
     assert.equal("elsewhere pid 1", lost[1].holder)
     probe:publish("payments", { id = 3 })
-    for _, r in ipairs(records(probe, "handled")) do assert.equal("probe-post", r.consumer) end
+    for _, r in ipairs(probe:records("handled")) do assert.equal("probe-post", r.consumer) end
     assert.equal("intruder 1 other/1 elsewhere", probe:command("GET", KEY), "the other's lease untouched")
   end)
 
@@ -156,8 +113,8 @@ describe("consumer leases", function()
     local c = consumers(one)
     assert.is_not_nil(c["box-post-1"])
     assert.is_not_nil(c["box-post-2"])
-    assert.equal(2, #records(one, "handled"))
-    assert.equal(0, #records(two, "consumer name in use by a live process"))
+    assert.equal(2, #one:records("handled"))
+    assert.equal(0, #two:records("consumer name in use by a live process"))
   end)
 end)
 
@@ -181,7 +138,7 @@ describe("idle consumers", function()
     assert.is_nil(c["old-host-post"], "idle 24 h, nothing pending: removed")
     assert.is_not_nil(c["crashed-host-post"], "kept: it has a pending entry")
     assert.is_not_nil(c["box-post"], "kept: this host's own (leased)")
-    local removed = records(app, "idle consumer removed from the group")
+    local removed = app:records("idle consumer removed from the group")
     assert.equal(1, #removed)
     assert.equal("old-host-post", removed[1].removed)
   end)

@@ -13,20 +13,6 @@ local function start(folder, opts)
   return app
 end
 
--- The records of app's log whose msg is msg, as tables of their key=value pairs
--- (values here are plain words and numbers, never quoted).
-local function records(app, msg)
-  local out = {}
-  for _, line in ipairs(app:logs()) do
-    if line:find('msg="' .. msg .. '"', 1, true) then
-      local rec = {}
-      for k, v in line:gmatch("([%w_]+)=([^%s\"]+)") do rec[k] = v end
-      out[#out + 1] = rec
-    end
-  end
-  return out
-end
-
 -- Entries of a stream, 0 when it does not exist.
 local function xlen(app, key) return assert(app:command("XLEN", key)) end
 
@@ -53,7 +39,7 @@ describe("the delivery cap", function()
     -- Memory stays bounded: the original and one copy per retry, no more.
     assert.equal(DEFAULT_CAP, stream_entries(app))
     -- Without a dead_letter stream the last copy stays pending, logged once.
-    local limit = records(app, "delivery limit reached, entry left pending (no dead_letter stream)")
+    local limit = app:records("delivery limit reached, entry left pending (no dead_letter stream)")
     assert.equal(1, #limit)
     assert.equal(tostring(DEFAULT_CAP), limit[1].deliveries)
     app:advance("10m")
@@ -66,7 +52,7 @@ describe("the delivery cap", function()
     app:publish("payments", { id = 1, account = "acme" })
     for _ = 1, 2 * DEFAULT_CAP do app:advance("1s") end
     assert.is_true(#app:received("retry_payment") > DEFAULT_CAP)
-    assert.equal(0, #records(app, "delivery limit reached, entry left pending (no dead_letter stream)"))
+    assert.equal(0, #app:records("delivery limit reached, entry left pending (no dead_letter stream)"))
     assert.equal(1, #app:pending("payments", "ledger"))
   end)
 end)
@@ -80,7 +66,7 @@ describe("retries", function()
   it("are logged once with the id, then as one count per 10 s, not a line per delivery", function()
     local app = start("retry_uncapped_claiming")
     local id = app:publish("payments", { id = 1, account = "acme" })
-    local first = records(app, "entry retried")
+    local first = app:records("entry retried")
     assert.equal(1, #first)
     assert.equal(id, first[1].id)
     assert.equal("1", first[1].deliveries)
@@ -88,16 +74,16 @@ describe("retries", function()
 
     for _ = 1, 9 do app:advance("1s") end -- 9 more deliveries within the interval
     assert.equal(10, #app:received("retry_payment"))
-    assert.equal(1, #records(app, "entry retried"))
-    assert.equal(0, #records(app, "entries retried"))
+    assert.equal(1, #app:records("entry retried"))
+    assert.equal(0, #app:records("entries retried"))
 
     app:advance("1s") -- the interval ends (and an 11th delivery starts the next)
-    local counts = records(app, "entries retried")
+    local counts = app:records("entries retried")
     assert.equal(1, #counts)
     assert.equal("9", counts[1].count)
     assert.equal("10", counts[1].total)
     app:advance("10s")
-    counts = records(app, "entries retried")
+    counts = app:records("entries retried")
     assert.equal(2, #counts)
     assert.equal("10", counts[2].count)
     assert.equal("20", counts[2].total)
@@ -109,7 +95,7 @@ describe("retries", function()
     app:advance("1s")
     app:advance("1s")
     app:stop()
-    local counts = records(app, "entries retried")
+    local counts = app:records("entries retried")
     assert.equal(1, #counts)
     assert.equal("2", counts[1].count)
   end)

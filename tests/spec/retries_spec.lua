@@ -58,52 +58,6 @@ local function received_by(list, handler)
   return out
 end
 
--- One logfmt line as a table (the quoting of host/log.c).
-local UNESCAPE = { n = "\n", r = "\r", t = "\t" }
-local function logfmt(line)
-  local rec, i, n = {}, 1, #line
-  while true do
-    local _, e, key = line:find("^%s*([^%s=]+)=", i)
-    if not e then return rec end
-    i = e + 1
-    if line:sub(i, i) == '"' then
-      local buf, j = {}, i + 1
-      while j <= n and line:sub(j, j) ~= '"' do
-        local c = line:sub(j, j)
-        if c == "\\" then
-          local esc = line:sub(j + 1, j + 1)
-          if esc == "u" then
-            buf[#buf + 1] = string.char(tonumber(line:sub(j + 2, j + 5), 16))
-            j = j + 6
-          else
-            buf[#buf + 1] = UNESCAPE[esc] or esc
-            j = j + 2
-          end
-        else
-          buf[#buf + 1] = c
-          j = j + 1
-        end
-      end
-      rec[key] = table.concat(buf)
-      i = j + 1
-    else
-      local v = line:match("^%S*", i)
-      rec[key] = v
-      i = i + #v
-    end
-  end
-end
-
--- The log records (of every host of app's broker) whose msg is msg.
-local function records(app, msg)
-  local out = {}
-  for _, line in ipairs(app:logs()) do
-    local rec = logfmt(line)
-    if rec.msg == msg then out[#out + 1] = rec end
-  end
-  return out
-end
-
 -- The dead letters on payments.dead, by the id of the entry they stand for.
 local function dead_letters(app)
   local out, n = {}, 0
@@ -228,7 +182,7 @@ describe("max_deliveries", function()
     -- acked, and after min_idle the next host claims it.
     local first = start("hang_forever", { consumer = "host-1" })
     local id = first:publish("payments", { id = 1, account = "acme" }, { key = "acme" })
-    local started = records(first, "handler started")
+    local started = first:records("handler started")
     assert.equal(1, #started)
     assert.equal("0", started[1].delivery_count)
     first:stop()
@@ -236,7 +190,7 @@ describe("max_deliveries", function()
     for k = 1, 2 do
       local host = start("hang_forever", { consumer = "host-" .. (k + 1), with = first })
       host:advance("31s")
-      started = records(host, "handler started")
+      started = host:records("handler started")
       assert.equal(k + 1, #started, "claim " .. k)
       assert.equal(id, started[k + 1].entry_id)
       assert.equal("host-" .. (k + 1), started[k + 1].consumer)
@@ -250,7 +204,7 @@ describe("max_deliveries", function()
 
     local last = start("hang_forever", { consumer = "host-4", with = first })
     last:advance("31s") -- claimed a 4th time: set aside instead of handed over
-    assert.equal(3, #records(last, "handler started"))
+    assert.equal(3, #last:records("handler started"))
     local dl, n = dead_letters(last)
     assert.equal(1, n)
     local f = assert(dl[id]).fields
@@ -260,14 +214,14 @@ describe("max_deliveries", function()
     assert.equal("hang_payment.lua", f["dead-letter-handler"])
     assert.same({}, last:pending("payments", "ledger"))
     last:advance("2m")
-    assert.equal(3, #records(last, "handler started"))
+    assert.equal(3, #last:records("handler started"))
   end)
 
   it("does not take back an entry its own handler still runs, however long it takes", function()
     local app = start("hang_forever", { consumer = "host-1" })
     app:publish("payments", { id = 1, account = "acme" }, { key = "acme" })
     app:advance("5m") -- ten times min_idle: the host's own claims find it still running here
-    assert.equal(1, #records(app, "handler started"))
+    assert.equal(1, #app:records("handler started"))
     assert.equal(0, app:xlen(DEAD))
   end)
 end)
@@ -331,7 +285,7 @@ describe("dead letters", function()
     assert.equal("checkout", f.source)
     assert.equal("reject", app:received("sort_payment")[1].outcome)
     assert.same({}, app:pending("payments", "ledger"))
-    local logged = records(app, "entry dead-lettered")
+    local logged = app:records("entry dead-lettered")
     assert.equal(1, #logged)
     assert.equal("warn", logged[1].level)
     assert.equal("rejected", logged[1].reason)
@@ -423,7 +377,7 @@ describe("without a dead_letter stream", function()
 
   local function logged_for(msg, id)
     local out = {}
-    for _, r in ipairs(records(app, msg)) do
+    for _, r in ipairs(app:records(msg)) do
       if r.id == id then out[#out + 1] = r end
     end
     return out
@@ -812,7 +766,7 @@ describe("ls.backoff", function()
     local got = app:received("back_off_payment")
     assert.equal(5, #got)
     local delays = {}
-    for i, r in ipairs(records(app, "payment deferred")) do
+    for i, r in ipairs(app:records("payment deferred")) do
       assert.equal(got[i].id, r.entry_id)
       delays[i] = tonumber(r.delay_ms)
     end
