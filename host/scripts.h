@@ -69,8 +69,8 @@ extern const char SCRIPT_REDO[];
  *           why], ...], next, last]: "all" calls go on with after = next and
  *           last = last until next is "" (always "" for "ids"). An error
  *           reply names the stream and the entry.
- * The retry streams are not in KEYS: on a cluster the dead-letter stream and
- * the streams it names need one hash slot (a hash tag such as {payments}.dead). */
+ * The retry streams are not in KEYS (they are named by the dead letters):
+ * fine on one server; Redis Cluster is not supported yet. */
 extern const char SCRIPT_REPLAY[];
 
 /* SCRIPT_LEASE: the consumer lease (lease.h), a string key whose value names
@@ -92,8 +92,8 @@ extern const char SCRIPT_LEASE[];
  * DELCONSUMER in one step, so no entry delivered in between is dropped with
  * its consumer. Replies the names removed.
  *   KEYS: stream   ARGV: group idle_ms lease-key-prefix
- * The lease keys are not in KEYS: on a cluster they share the stream's hash
- * slot through their {stream} hash tag. */
+ * The lease keys are not in KEYS (their names come from XINFO CONSUMERS):
+ * fine on one server; Redis Cluster is not supported yet. */
 extern const char SCRIPT_PRUNE[];
 
 #endif
