@@ -202,7 +202,20 @@ static int jit_engine(lua_State *L) {
   return lua_gettop(L);
 }
 
-/* os.exit out; jit.on and jit.off wrapped (jit_engine).  [-0, +0] */
+/* debug.sethook while a file loads would take the load deadline's hook away. */
+static int sethook_guarded(lua_State *L) {
+  struct handler *h = lua_touserdata(L, lua_upvalueindex(2));
+  if (h->loading)
+    return luaL_error(L, "debug.sethook is not available while a handler file loads: "
+                         "the load deadline (--load-timeout) uses the hook");
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+/* os.exit out; jit.on and jit.off wrapped (jit_engine); debug.sethook refused
+ * during the load (sethook_guarded).  [-0, +0] */
 static void contain(lua_State *L, struct handler *h) {
   lua_getglobal(L, "os");
   lua_pushcfunction(L, no_exit);
@@ -218,6 +231,14 @@ static void contain(lua_State *L, struct handler *h) {
       lua_pushcclosure(L, jit_engine, 3);
       lua_setfield(L, -2, names[on]);
     }
+  }
+  lua_pop(L, 1);
+  lua_getglobal(L, "debug");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "sethook");
+    lua_pushlightuserdata(L, h);
+    lua_pushcclosure(L, sethook_guarded, 2);
+    lua_setfield(L, -2, "sethook");
   }
   lua_pop(L, 1);
 }

@@ -313,6 +313,22 @@ TEST_IMPL(runtime_load_os_exit_raises) {
   LEAK_CHECK();
 }
 
+/* A file cannot take the load deadline's hook away; handle may set hooks. */
+TEST_IMPL(runtime_load_sethook_refused) {
+  const char *path;
+  const char *e = load_err("unhook.lua", "debug.sethook()\nwhile true do end\n", &path);
+  ASSERT_STR_EQ(e, at(path, 1, "debug.sethook is not available while a handler file loads: "
+                               "the load deadline (--load-timeout) uses the hook"));
+  handler *h = load_ok("hooks.lua",
+                       "return { stream = \"s\", group = \"g\",\n"
+                       "  handle = function() debug.sethook() end }\n",
+                       NULL);
+  struct captured c = run_json(h, "1-1", "{}");
+  ASSERT_INT_EQ(c.kind, RT_ACK);
+  handler_release(h);
+  LEAK_CHECK();
+}
+
 /* Loads text with a load limit of ms and expects it to be stopped there. */
 static void expect_load_stopped(const char *name, const char *text, int line, uint64_t ms) {
   const char *path = write_file(name, text);
