@@ -160,6 +160,19 @@ const char *entry_source_id(const struct entry *e) {
   return orig && *orig ? orig : e->id;
 }
 
+long long entry_carried_deliveries(const struct entry *e) {
+  if (e->key != ENTRY_KEY_RETRY) return 0;
+  size_t len = 0;
+  const char *v = entry_get(e, HDR_DELIVERY_COUNT, &len);
+  long long n = 0;
+  if (v == NULL || len == 0 || len > 10) return 0;
+  for (size_t i = 0; i < len; i++) {
+    if (v[i] < '0' || v[i] > '9') return 0;
+    n = n * 10 + (v[i] - '0');
+  }
+  return n > 1000000000 ? 1000000000 : n;
+}
+
 /* ---- parsing XREADGROUP replies ---- */
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) {

@@ -43,6 +43,10 @@ struct entry {
  * on the shared stream is data, never believed. */
 #define ENTRY_KEY_RETRY 1
 const char *entry_source_id(const struct entry *e);
+/* The deliveries a copy or delayed entry on the retry stream carries in its
+ * delivery-count header (0 when absent or not a count, at most 1e9); 0 for
+ * an entry of the shared stream, where that header is a producer's data. */
+long long entry_carried_deliveries(const struct entry *e);
 
 /* Copies id and fields (pairs of strings) into one allocation. NULL on OOM, on
  * a size that overflows, or when nfields is odd. */

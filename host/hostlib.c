@@ -154,6 +154,20 @@ static int core_field(lua_State *L) {
 /* core.source_id(seq) -> the id on the source stream of the entry job seq
  * runs (entry_source_id): what a reply's original-id names, also when the
  * entry is a retry copy or a delayed entry read from the retry stream. */
+/* core.deliveries(seq) -> the deliveries of the entry before this one, as
+ * the host counts them for max_deliveries: Redis's count on a claimed read
+ * (reclaim's includes this delivery), plus what a copy on the retry stream
+ * carries; a producer's delivery-count header on the shared stream counts
+ * for nothing. */
+static int core_deliveries(lua_State *L) {
+  const struct handler *h = self(L);
+  const struct entry *e = job_by_seq(L)->e;
+  long long n = entry_carried_deliveries(e);
+  if (e->deliveries >= 0) n = e->deliveries - (h->spec.read == READ_RECLAIM ? 1 : 0);
+  lua_pushnumber(L, (lua_Number)n);
+  return 1;
+}
+
 static int core_source_id(lua_State *L) {
   lua_pushstring(L, entry_source_id(job_by_seq(L)->e));
   return 1;
@@ -256,8 +270,8 @@ int rt_open_core(lua_State *L, struct handler *h) {
   static const luaL_Reg fns[] = {{"log", core_log},     {"sleep", core_sleep},
                                  {"entry", core_entry}, {"field", core_field},
                                  {"message", core_message}, {"source_id", core_source_id},
-                                 {NULL, NULL}};
-  lua_createtable(L, 0, 11);
+                                 {"deliveries", core_deliveries}, {NULL, NULL}};
+  lua_createtable(L, 0, 12);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, h);
     lua_pushcclosure(L, f->func, 1);

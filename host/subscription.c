@@ -170,8 +170,8 @@ static void accept_entry(subscription *s, struct entry *e) {
   /* A copy or delayed entry on the retry stream carries its earlier
    * deliveries; a claimed read counts only those of this id: together they
    * are the entry's count. On the shared stream luastream's header names are
-   * a producer's data and change nothing here (sub__carried_deliveries). */
-  if (e->deliveries >= 0) e->deliveries += sub__carried_deliveries(e);
+   * a producer's data and change nothing here (entry_carried_deliveries). */
+  if (e->deliveries >= 0) e->deliveries += entry_carried_deliveries(e);
   long long before = s->spec->max_deliveries ? sub__deliveries_before(s, e) : 0;
   if (s->spec->max_deliveries && before >= s->spec->max_deliveries) {
     /* Delivered max_deliveries times without an ack (handlers that failed or

@@ -413,21 +413,9 @@ static struct txn *txn_begin(subscription *s) {
 /* Deliveries of e before this one, whatever the read mode: the count a copy
  * or a delayed entry carries in its header, plus what Redis counted for this
  * id (accept_entry folded the header into e->deliveries for claimed reads). */
-long long sub__carried_deliveries(const struct entry *e) {
-  if (e->key != KEY_RETRY) return 0; /* a producer's header: data, not a count */
-  size_t len = 0;
-  const char *v = entry_get(e, HDR_DELIVERY_COUNT, &len);
-  long long n = 0;
-  if (v == NULL || len == 0 || len > 10) return 0;
-  for (size_t i = 0; i < len; i++) {
-    if (v[i] < '0' || v[i] > '9') return 0;
-    n = n * 10 + (v[i] - '0');
-  }
-  return n > 1000000000 ? 1000000000 : n;
-}
 
 long long sub__deliveries_before(const subscription *s, const struct entry *e) {
-  if (s->spec->read == READ_NEW) return sub__carried_deliveries(e);
+  if (s->spec->read == READ_NEW) return entry_carried_deliveries(e);
   /* claiming reports deliveries before this one; reclaim Redis's count after
    * the claim, this one included. */
   return s->spec->read == READ_RECLAIM ? e->deliveries - 1 : e->deliveries;

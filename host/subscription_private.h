@@ -183,10 +183,6 @@ void sub__flush_acks(ltimer *t, void *data);
 /* Logs how many entries were retried in the interval that ends (see there). */
 void sub__log_retries(ltimer *t, void *data);
 void sub__sweep(ltimer *t, void *data);
-/* The delivery-count header a copy or delayed entry carries: 0 when e was
- * not read from the retry stream (on the shared stream any producer can
- * write it), when absent or not a count; at most 1e9. */
-long long sub__carried_deliveries(const struct entry *e);
 /* Deliveries of e before this one, whatever the read mode. */
 long long sub__deliveries_before(const subscription *s, const struct entry *e);
 /* Sets e aside on the dead-letter stream (see the function's comment). */

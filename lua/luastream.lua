@@ -73,7 +73,15 @@ function ls.backoff(opts)
     error("ls.backoff: jitter must be a fraction in [0, 1)", 2)
   end
   return function(ctx)
-    local n = tonumber(type(ctx) == "table" and ctx.headers[ls.DELIVERY_COUNT_HEADER] or ctx) or 0
+    -- ctx.deliveries is the host's count; a producer's delivery-count header
+    -- must not stretch the delay.
+    local n
+    if type(ctx) == "table" then
+      n = ctx.deliveries or tonumber(ctx.headers and ctx.headers[ls.DELIVERY_COUNT_HEADER])
+    else
+      n = tonumber(ctx)
+    end
+    n = n or 0
     local delay = math.min(max, base * factor ^ n)
     if jitter > 0 then delay = delay * (1 + jitter * (2 * math.random() - 1)) end
     return math.floor(math.min(max, delay))

@@ -394,6 +394,11 @@ function M.dispatcher(spec, consumer)
         rawset(ctx, "id", id)
         return id
       end
+      if k == "deliveries" then
+        local n = core.deliveries(rawget(ctx, SEQ))
+        rawset(ctx, "deliveries", n)
+        return n
+      end
       if k == "headers" or k == "fields" then
         local headers, raw = materialise(ctx)
         return k == "headers" and headers or raw

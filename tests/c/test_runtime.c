@@ -1754,10 +1754,16 @@ TEST_IMPL(runtime_backoff_values) {
 
 TEST_IMPL(runtime_backoff_reads_delivery_count) {
   handler *h = load_ok("backoff.lua", BACKOFF, NULL);
-  /* a retry copy's header */
+  /* a retry copy's header, on the retry stream */
   struct entry *e = mk_entry("33-1", "data", "{\"mode\":\"ctx\"}", "delivery-count", "2", NULL);
+  e->key = ENTRY_KEY_RETRY;
   struct captured c = run_sync(h, e);
   ASSERT_STR_EQ(c.field[1], "4000");
+  entry_free(e);
+  /* the same header from a producer on the shared stream counts for nothing */
+  e = mk_entry("33-4", "data", "{\"mode\":\"ctx\"}", "delivery-count", "2", NULL);
+  c = run_sync(h, e);
+  ASSERT_STR_EQ(c.field[1], "1000");
   entry_free(e);
   /* a claimed entry's count (delivered 3 times before) */
   e = mk_entry("33-2", "data", "{\"mode\":\"ctx\"}", NULL);

@@ -786,6 +786,15 @@ describe("ls.backoff", function()
     assert.equal(id, f[ORIGINAL])
     assert.equal(0, zcard(app, DELAYED))
   end)
+
+  it("counts with the host's count: a producer's delivery-count header does not stretch the delays", function()
+    local app = start("backoff_on_new")
+    app:publish("payments", { id = 1 }, { headers = { [COUNT] = "20" } })
+    app:advance("30s")
+    local delays = {}
+    for i, r in ipairs(app:records("payment deferred")) do delays[i] = tonumber(r.delay_ms) end
+    assert.same({ 1000, 2000, 4000, 5000, 5000 }, delays)
+  end)
 end)
 
 -- ---- outcomes written with their ack -----------------------------------------------
