@@ -307,7 +307,8 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     struct entry *e = list;
     list = e->next;
     e->next = NULL;
-    if (kind != READ_OWN && e->deliveries <= 0 && e->key == KEY_STREAM) sub__copy_id(s->last_read, e->id);
+    if (kind != READ_OWN && e->deliveries <= 0 && e->key == KEY_STREAM)
+      sub__copy_id(s->last_read, e->id);
     if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) {
       /* A claiming subscription's blocking `>` read: new entries, which the
        * claiming read reports as idle 0, delivered 0 times before. */
