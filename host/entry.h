@@ -29,8 +29,8 @@ struct entry {
   size_t nfields;         /* number of field/value strings (2 per pair) */
   const char **field;     /* field[2i] = name, field[2i+1] = value, NUL-terminated */
   size_t *field_len;
-  int64_t idle_ms;        /* claimed entries: idle before this delivery; else -1 */
-  int64_t deliveries;     /* claimed entries: deliveries before this one; else -1 */
+  int64_t idle_ms;        /* claimed or own pending: idle before this delivery; else -1 */
+  int64_t deliveries;     /* claimed or own pending: deliveries before this one; else -1 */
   void *owner_data;       /* free for the subscription that holds the entry */
   unsigned char size_class; /* the pool's (entry.c) */
   unsigned char key;      /* which of the keys read it came from (entry_parse_streams): 0 first */

@@ -114,7 +114,7 @@ static struct rt_job *job_by_seq(lua_State *L) {
 
 /* core.entry(seq [, fields]) -> id [, {name, value, ...}, deliveries, idle_ms]
  * of the entry that job seq runs (deliveries and idle_ms are -1 unless it was
- * claimed): what ctx.id, ctx.headers and ctx.fields are built from when
+ * claimed or read again from the own pending list): what ctx.id, ctx.headers and ctx.fields are built from when
  * first read. */
 static int core_entry(lua_State *L) {
   const struct entry *e = job_by_seq(L)->e;

@@ -74,6 +74,34 @@ const char SCRIPT_RECLAIM[] =
     "end\n"
     "return {cursors, streams, deleted}\n";
 
+const char SCRIPT_OWN[] =
+    "local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
+    "local cursors, streams = {}, {}\n"
+    "for k, key in ipairs(KEYS) do\n"
+    "  local cursor = ARGV[3 + k]\n"
+    /* The same entries the history read gives (this consumer's, after the
+     * cursor, deleted ones too), before it counts this delivery. */
+    "  local before = {}\n"
+    "  for _, p in ipairs(redis.call('XPENDING', key, group, '(' .. cursor, '+', count,\n"
+    "                                consumer)) do\n"
+    "    before[p[1]] = p\n"
+    "  end\n"
+    "  local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count,\n"
+    "                       'STREAMS', key, cursor)\n"
+    "  local out = {}\n"
+    "  for _, e in ipairs(r and r[1][2] or {}) do\n"
+    "    cursor = e[1]\n"
+    /* Deleted from the stream (fields nil): nothing to run, read past it. */
+    "    if e[2] then\n"
+    "      local p = before[e[1]]\n"
+    "      out[#out + 1] = {e[1], e[2], p and p[3] or 0, p and p[4] or 0}\n"
+    "    end\n"
+    "  end\n"
+    "  cursors[k] = cursor\n"
+    "  if #out > 0 then streams[#streams + 1] = {key, out} end\n"
+    "end\n"
+    "return {cursors, streams, {}}\n";
+
 const char SCRIPT_SWEEP[] =
     "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0,\n"
     "                       tonumber(ARGV[2]))\n"

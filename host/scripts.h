@@ -28,6 +28,19 @@
 extern const char SCRIPT_CLAIM[];
 extern const char SCRIPT_RECLAIM[];
 
+/* SCRIPT_OWN is the history read of a `new` subscription (XREADGROUP with an
+ * id per key: this consumer's own pending entries after it) plus what that
+ * read does not report: each entry's idle time and the deliveries Redis
+ * counted for it before this one (XPENDING of the same entries, just before
+ * the read counts this delivery). Same reply shape as the claim scripts;
+ * each cursor is the last id the read gave on that key (an entry deleted
+ * from the stream included, though not returned), or the key's cursor as
+ * given when it gave none: the own pending list is read to its end once
+ * every cursor comes back unchanged. The deleted list is always empty (a
+ * history read drops nothing from the pending list).
+ *   KEYS: stream...   ARGV: group consumer count cursor-per-key... */
+extern const char SCRIPT_OWN[];
+
 /* SCRIPT_SWEEP moves the entries of a delay set (outcome.h) that are due
  * onto the group's retry stream, each as a new entry, and removes them from
  * the set: in one step, so two hosts sweeping together never move one twice

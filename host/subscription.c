@@ -202,8 +202,14 @@ static void log_deleted(subscription *s, const bk_reply *deleted) {
              s->spec->consumer, "id", deleted->element[i]->element[1]->str, NULL);
 }
 
-/* Which command the next read sends. */
+/* Which command the next read sends. READ_OWN (SCRIPT_OWN) is a history
+ * read that reports what Redis counted, so max_deliveries ends a loop of
+ * crashes on `new` as it does on claiming reads. */
 enum read_kind { READ_PLAIN, READ_OWN, READ_CLAIM_NATIVE, READ_CLAIM_SCRIPT, READ_RECLAIM_SCRIPT };
+
+static bool is_script(enum read_kind kind) {
+  return kind == READ_OWN || kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT;
+}
 
 static enum read_kind next_read_kind(const subscription *s) {
   switch (s->spec->read) {
@@ -264,7 +270,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   const bk_reply *deleted = NULL;
   char cursor[NKEYS][ID_MAX];
   const char *keys[NKEYS] = {s->spec->stream, s->retry_key};
-  int rc = kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT
+  int rc = is_script(kind)
                ? entry_parse_claimed(r, keys, NKEYS, cursor[0], ID_MAX, &list, &count, &deleted,
                                      why, sizeof why)
                : entry_parse_streams(r, keys, NKEYS, &list, &count, NULL, why, sizeof why);
@@ -279,9 +285,11 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   if (kind == READ_CLAIM_SCRIPT) s->block_next = count == 0;
   if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) s->block_next = false;
   if (kind == READ_OWN) {
-    if (count == 0) {
-      s->recover = false; /* the own pending list is read: on to `>` */
-    } else {
+    bool moved = false;
+    for (int k = 0; k < NKEYS; k++) moved |= strcmp(cursor[k], s->own_cursor[k]) != 0;
+    memcpy(s->own_cursor, cursor, sizeof cursor);
+    if (!moved) s->recover = false; /* the own pending list is read: on to `>` */
+    if (count) {
       char n[24];
       snprintf(n, sizeof n, "%zu", count);
       sub__log(s, LOG_INFO, "entries delivered here earlier and never acked, handled now",
@@ -299,8 +307,8 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     struct entry *e = list;
     list = e->next;
     e->next = NULL;
-    if (kind == READ_OWN) sub__copy_id(s->own_cursor[e->key], e->id);
-    else if (e->deliveries <= 0 && e->key == KEY_STREAM) sub__copy_id(s->last_read, e->id);
+    if (kind != READ_OWN && e->deliveries <= 0 && e->key == KEY_STREAM)
+      sub__copy_id(s->last_read, e->id);
     if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) {
       /* A claiming subscription's blocking `>` read: new entries, which the
        * claiming read reports as idle 0, delivered 0 times before. */
@@ -316,18 +324,21 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
 }
 
 static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kind, long long count) {
-  if (kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT) {
+  if (is_script(kind)) {
     bk_args_str(a, "EVAL");
-    bk_args_str(a, kind == READ_CLAIM_SCRIPT ? SCRIPT_CLAIM : SCRIPT_RECLAIM);
+    bk_args_str(a, kind == READ_OWN            ? SCRIPT_OWN
+                   : kind == READ_CLAIM_SCRIPT ? SCRIPT_CLAIM
+                                               : SCRIPT_RECLAIM);
     bk_args_str(a, "2");
     bk_args_str(a, s->spec->stream);
     bk_args_str(a, s->retry_key);
     bk_args_str(a, s->spec->group);
     bk_args_str(a, s->spec->consumer);
-    bk_args_num(a, s->spec->min_idle_ms);
+    if (kind != READ_OWN) bk_args_num(a, s->spec->min_idle_ms);
     bk_args_num(a, count);
-    if (kind == READ_RECLAIM_SCRIPT)
-      for (int k = 0; k < NKEYS; k++) bk_args_str(a, s->cursor[k]);
+    if (kind != READ_CLAIM_SCRIPT)
+      for (int k = 0; k < NKEYS; k++)
+        bk_args_str(a, kind == READ_OWN ? s->own_cursor[k] : s->cursor[k]);
     return;
   }
   bk_args_str(a, "XREADGROUP");
@@ -336,12 +347,10 @@ static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kin
   bk_args_str(a, s->spec->consumer);
   bk_args_str(a, "COUNT");
   bk_args_num(a, count);
-  if (kind != READ_OWN) { /* history is answered at once, never blocks */
-    bk_args_str(a, "BLOCK");
-    /* Before 8.4 a blocked read does not wake when a pending entry turns
-     * claimable; on 8.4 how soon it wakes is not documented: cap both. */
-    bk_args_num(a, s->spec->read == READ_NEW ? BLOCK_MS : (long long)recovery_wait_ms(s));
-  }
+  bk_args_str(a, "BLOCK");
+  /* Before 8.4 a blocked read does not wake when a pending entry turns
+   * claimable; on 8.4 how soon it wakes is not documented: cap both. */
+  bk_args_num(a, s->spec->read == READ_NEW ? BLOCK_MS : (long long)recovery_wait_ms(s));
   if (kind == READ_CLAIM_NATIVE) {
     bk_args_str(a, "CLAIM");
     bk_args_num(a, s->spec->min_idle_ms);
@@ -350,8 +359,8 @@ static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kin
   bk_args_str(a, "STREAMS");
   bk_args_str(a, s->spec->stream);
   bk_args_str(a, s->retry_key);
-  bk_args_str(a, kind == READ_OWN ? s->own_cursor[KEY_STREAM] : ">");
-  bk_args_str(a, kind == READ_OWN ? s->own_cursor[KEY_RETRY] : ">");
+  bk_args_str(a, ">");
+  bk_args_str(a, ">");
 }
 
 static void read_next(subscription *s) {

@@ -412,10 +412,14 @@ static struct txn *txn_begin(subscription *s) {
 
 /* Deliveries of e before this one, whatever the read mode: the count a copy
  * or a delayed entry carries in its header, plus what Redis counted for this
- * id (accept_entry folded the header into e->deliveries for claimed reads). */
-
+ * id (accept_entry folded the header into e->deliveries for claimed reads
+ * and the own pending list's). */
 long long sub__deliveries_before(const subscription *s, const struct entry *e) {
-  if (s->spec->read == READ_NEW) return entry_carried_deliveries(e);
+  /* `new`: a `>` read brings entries never delivered to this group (a copy
+   * on the retry stream carries its count); the own pending list's read
+   * (SCRIPT_OWN) reports, like claiming, the deliveries before this one. */
+  if (s->spec->read == READ_NEW)
+    return e->deliveries >= 0 ? e->deliveries : entry_carried_deliveries(e);
   /* claiming reports deliveries before this one; reclaim Redis's count after
    * the claim, this one included. */
   return s->spec->read == READ_RECLAIM ? e->deliveries - 1 : e->deliveries;

@@ -227,7 +227,8 @@ end
 -- ctx.id, ctx.headers and ctx.fields come from the entry the host holds,
 -- built on first use (most handlers read few of them) and kept in ctx from
 -- then on. fields = every field as delivered, headers = all but `data`, plus
--- delivery-count and idle-ms for a claimed entry.
+-- delivery-count and idle-ms for a claimed entry (or one read again from the
+-- consumer's own pending list).
 local function materialise(ctx)
   local _, fields, deliveries, idle_ms = core.entry(rawget(ctx, SEQ), true)
   local headers, raw = {}, {}

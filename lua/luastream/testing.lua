@@ -125,7 +125,8 @@ end
 -- { id, message, headers, fields, outcome = "ack" | "retry" | "reply" |
 --   "error" | "invalid", reason, error, version }: version is the script
 -- version (content hash) that handled it. headers include delivery-count and
--- idle-ms on claimed entries, as the handler saw them.
+-- idle-ms on claimed entries (and on `new` entries read again from the own
+-- pending list), as the handler saw them.
 function App:received(handler)
   local out = {}
   for i, d in ipairs(self.core:deliveries(handler)) do

@@ -460,7 +460,8 @@ static void mark_times(struct norm *n, const char *const *argv, const bk_reply *
     }
   } else if (arg_is(argv[0], "XREADGROUP")) {
     mark_stream_entries(n, r);
-  } else if (arg_is(argv[0], "EVAL") && (argv[1] == SCRIPT_CLAIM || argv[1] == SCRIPT_RECLAIM)) {
+  } else if (arg_is(argv[0], "EVAL") &&
+             (argv[1] == SCRIPT_CLAIM || argv[1] == SCRIPT_RECLAIM || argv[1] == SCRIPT_OWN)) {
     if (r->elements == 3) mark_stream_entries(n, r->element[1]);
   }
 }
@@ -552,6 +553,8 @@ static void show_command(struct buf *b, const char *const *argv) {
       put(b, "<SCRIPT_RECLAIM>");
     else if (argv[i] == SCRIPT_SWEEP)
       put(b, "<SCRIPT_SWEEP>");
+    else if (argv[i] == SCRIPT_OWN)
+      put(b, "<SCRIPT_OWN>");
     else
       put_text(b, argv[i], strlen(argv[i]));
   }

@@ -15,7 +15,7 @@
  * - ids generated from the clock (ms part >= 10^12) become <id1>, <id2> ...
  *   in order of first appearance; explicit ids such as 1-0 stay;
  * - idle times (XPENDING's third field, XINFO CONSUMERS idle/inactive, the
- *   third field of CLAIM entries and of the host's claim scripts) become a
+ *   third field of CLAIM entries and of the host's read scripts) become a
  *   bucket "~Ns" (whole seconds, rounded down), unless the transcript is
  *   exact; negative ones (-1: never) stay exact;
  * - an INFO reply becomes <redis_version x.y>.

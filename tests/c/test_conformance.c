@@ -562,6 +562,38 @@ static const struct cf_step retry_stream[] = {
 
 TEST_IMPL(conformance_7_0_retry_stream) { CONFORM(retry_stream); }
 
+/* SCRIPT_OWN, the history read of a `new` subscription over the stream and
+ * its retry stream: only this consumer's entries after each key's cursor,
+ * with their idle time and the deliveries before this one (XPENDING before
+ * the read counts it), COUNT per key, a deleted entry read past (the cursor
+ * moves, the entry stays pending), cursors unchanged once the list is read,
+ * and a missing group as the script's NOGROUP error. */
+static const struct cf_step own_script[] = {
+    C("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM"),
+    C("XGROUP", "CREATE", "s:retry:g", "g", "0", "MKSTREAM"),
+    C("XADD", "s", "1-0", "f", "1"),
+    C("XADD", "s", "2-0", "f", "2"),
+    C("XADD", "s", "3-0", "f", "3"),
+    C("XADD", "s", "4-0", "f", "4"),
+    C("XADD", "s:retry:g", "1-0", "f", "r1", "delivery-count", "2"),
+    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", "s", ">"),
+    C("XREADGROUP", "GROUP", "g", "other", "COUNT", "1", "STREAMS", "s", ">"),
+    C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "s:retry:g", ">", ">"),
+    C("XCLAIM", "s", "g", "c", "0", "1-0", "IDLE", "30000", "JUSTID"),
+    C("XCLAIM", "s", "g", "c", "0", "2-0", "IDLE", "20000", "RETRYCOUNT", "5", "JUSTID"),
+    C("EVAL", SCRIPT_OWN, "2", "s", "s:retry:g", "g", "c", "2", "0-0", "0-0"),
+    C("XDEL", "s", "4-0"),
+    C("EVAL", SCRIPT_OWN, "2", "s", "s:retry:g", "g", "c", "2", "2-0", "1-0"),
+    C("EVAL", SCRIPT_OWN, "2", "s", "s:retry:g", "g", "c", "2", "4-0", "1-0"),
+    C("EVAL", SCRIPT_OWN, "2", "s", "s:retry:g", "g", "c", "2", "0-0", "0-0"),
+    C("XPENDING", "s", "g", "-", "+", "10"),
+    C("XPENDING", "s:retry:g", "g", "-", "+", "10"),
+    C("EVAL", SCRIPT_OWN, "2", "s", "s:retry:g", "g", "nobody", "2", "0-0", "0-0"),
+    C("EVAL", SCRIPT_OWN, "2", "s", "s:retry:g", "nog", "c", "2", "0-0", "0-0"),
+    END};
+
+TEST_IMPL(conformance_7_0_own_script) { CONFORM(own_script); }
+
 /* EVAL: the host's two scripts on idle entries set up with XCLAIM IDLE,
  * conversions, and errors worded as Redis 7 words them. */
 static const struct cf_step eval_scripts[] = {

@@ -134,7 +134,7 @@ static struct {
   char cmd_log_at_drain[8192];
 } F;
 
-#define OWN_READ "XREADGROUP GROUP ledger c-1 COUNT * STREAMS payments payments:retry:ledger 0-0 0-0"
+#define OWN_READ "EVAL <own> 2 payments payments:retry:ledger ledger c-1 * 0-0 0-0"
 
 /* log without the lines starting with "EVAL <sweep> " (one of 4 rotating buffers). */
 static const char *without_sweeps(const char *log) {
@@ -188,12 +188,13 @@ static void fx_init(const char *opts) {
   replay_alias(F.rb, SCRIPT_CLAIM, "<claim>");
   replay_alias(F.rb, SCRIPT_RECLAIM, "<reclaim>");
   replay_alias(F.rb, SCRIPT_SWEEP, "<sweep>");
+  replay_alias(F.rb, SCRIPT_OWN, "<own>");
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
   replay_default(F.rb, "EVAL <sweep> **", "*2\r\n:0\r\n:0\r\n"); /* nothing due */
   /* `new` reads its own pending list first (a host back under its name):
    * empty unless a test says otherwise. */
-  replay_default(F.rb, OWN_READ, "*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n");
+  replay_default(F.rb, OWN_READ, "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*0\r\n*0\r\n");
   F.cmd = bk_conn_open(F.b, "cmd", NULL, NULL);
   F.env = (struct rt_env){.clock = F.clk};
 
@@ -708,7 +709,7 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
 
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 0-0 0-0\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
                 "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n"
                 "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n"
                 /* the group is back: a batch more, whatever still waits */
@@ -1246,23 +1247,108 @@ TEST_IMPL(sub_txn_partial_failure_reported_as_acked) {
   fx_finish();
 }
 
+/* The RESP of SCRIPT_OWN: the cursor per key, then the entries of the
+ * stream and of the retry stream (idle, deliveries before), a key only when
+ * it gave entries. Valid until the test ends. */
+static const char *own_resp(const char *c0, const char *c1, const struct ent *se, size_t ns,
+                            const struct ent *re, size_t nr) {
+  static char bufs[2][16384];
+  static int next;
+  char *out = bufs[next++ % 2], *o = out, *end = out + sizeof bufs[0];
+  o += snprintf(o, (size_t)(end - o), "*3\r\n*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n*%d\r\n",
+                strlen(c0), c0, strlen(c1), c1, (ns > 0) + (nr > 0));
+  /* read_resp_on's reply holds one [key, entries] pair after its "*1\r\n" */
+  if (ns) o += snprintf(o, (size_t)(end - o), "%s", read_resp_on("payments", true, se, ns) + 4);
+  if (nr) o += snprintf(o, (size_t)(end - o), "%s", read_resp_on(RETRY_KEY, true, re, nr) + 4);
+  o += snprintf(o, (size_t)(end - o), "*0\r\n");
+  ASSERT(o < end);
+  return out;
+}
+#define NO_ENTS NULL, 0
+
 /* `new` reads its own pending list before `>`: entries delivered to this
  * consumer earlier (a host back under the same name, a read reply lost with
- * the connection) are handled and acked, page by page, then `>` goes on. */
+ * the connection) are handled and acked, page by page, then `>` goes on. The
+ * handler sees the deliveries before this one, as on a claiming read. */
 TEST_IMPL(sub_new_reads_own_pending_list_first) {
   fx_init("batch = 10");
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 0-0 0-0",
-                read_resp(false, ENTS(NE("3-0", "data", "{\"n\":3}"), NE("4-0", "data", "{\"n\":4}"))));
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 4-0 0-0",
-                "*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n");
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+                own_resp("4-0", "0-0",
+                         ENTS(CE("3-0", 5000, 1, "data", "{\"n\":3}"),
+                              CE("4-0", 5000, 2, "data", "{\"n\":4}")),
+                         NO_ENTS));
+  /* Both cursors back as sent: the list is read to its end. */
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0",
+                own_resp("4-0", "0-0", NO_ENTS, NO_ENTS));
   fx_run(80400);
-  ASSERT_STR_EQ(got(), "id=3-0 n=3\nid=4-0 n=4\n");
+  ASSERT_STR_EQ(got(), "id=3-0 deliveries=1 idle=5000 n=3\nid=4-0 deliveries=2 idle=5000 n=4\n");
   ASSERT_CONTAINS(logbuf, "msg=\"entries delivered here earlier and never acked, handled now\"");
   /* the next page waited for the acks of the first; then `>` */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 0-0 0-0\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 4-0 0-0\n" NEW_READ "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0\n" NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0 4-0\n");
+  fx_finish();
+}
+
+/* A page of the own pending list may hold only entries deleted from the
+ * stream (the script reads past them and moves the cursor): reading goes
+ * on until the cursors stop moving. */
+TEST_IMPL(sub_new_own_pending_list_read_past_deleted_entries) {
+  fx_init("batch = 10");
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+                own_resp("2-0", "0-0", NO_ENTS, NO_ENTS));
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0",
+                own_resp("3-0", "0-0", ENTS(CE("3-0", 5000, 1, "data", "{\"n\":3}")), NO_ENTS));
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0",
+                own_resp("3-0", "0-0", NO_ENTS, NO_ENTS));
+  fx_run(80400);
+  ASSERT_STR_EQ(got(), "id=3-0 deliveries=1 idle=5000 n=3\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0\n" NEW_READ "\n");
+  fx_finish();
+}
+
+/* max_deliveries on the own pending list, as on claimed entries: Redis's
+ * count of the id, plus the carried delivery-count on the retry stream only
+ * (a producer's on the stream is data). Entries at the cap are dead-lettered
+ * without running: a host that a handler kills on every delivery stops
+ * crashing once the same name has read the entry max_deliveries times. */
+TEST_IMPL(sub_new_own_pending_list_counts_deliveries) {
+  fx_init("max_deliveries = 3, dead_letter = \"payments.dead\", batch = 10");
+  replay_expect(
+      F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+      own_resp("5-0", "9-0",
+               ENTS(CE("3-0", 40000, 3, "data", "{\"n\":3}"),
+                    CE("5-0", 40000, 1, "data", "{\"n\":5}", "delivery-count", "999")),
+               ENTS(CE("8-0", 40000, 1, "data", "{\"n\":8}", "delivery-count", "1",
+                       "original-id", "2-0"),
+                    CE("9-0", 40000, 1, "data", "{\"n\":9}", "delivery-count", "2",
+                       "original-id", "4-0"))));
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 5-0 9-0",
+                own_resp("5-0", "9-0", NO_ENTS, NO_ENTS));
+  TXN("XADD payments.dead * **", "XACK payments ledger 3-0");
+  TXN("XADD payments.dead * **", "XACK " RETRY_KEY " ledger 9-0");
+  fx_run(80400);
+
+  ASSERT_STR_EQ(got(), "id=5-0 deliveries=1 idle=40000 n=5\nid=8-0 deliveries=2 idle=40000 n=8\n");
+  const char *dl3 = "MULTI\n"
+                    "XADD payments.dead * data {\"n\":3}" DL_HEAD("3-0", "3")
+                    "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME "\n"
+                    "XACK payments ledger 3-0\n"
+                    "EXEC\n";
+  const char *dl9 = "MULTI\n"
+                    "XADD payments.dead * data {\"n\":9} delivery-count 2 original-id 4-0"
+                    DL_HEAD("4-0", "3") "max-deliveries dead-letter-error delivered 3 times "
+                    "without an ack" DL_TIME "\n"
+                    "XACK " RETRY_KEY " ledger 9-0\n"
+                    "EXEC\n";
+  expect_contiguous(dl3);
+  expect_contiguous(dl9);
+  ASSERT_CONTAINS(cmd_log(), "XACK payments ledger 5-0\n");
+  ASSERT_CONTAINS(cmd_log(), "XACK " RETRY_KEY " ledger 8-0\n");
   fx_finish();
 }
 
@@ -1285,7 +1371,7 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
   ASSERT_INT_EQ(ngot, 3);
   ASSERT_INT_EQ(reads_at_got[0], 3);
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "XREADGROUP GROUP ledger c-1 COUNT 10 STREAMS payments payments:retry:ledger 0-0 0-0\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
                 NEW_READ "\n"
                 NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0 3-0\n");

@@ -175,6 +175,47 @@ return {
     assert.same({ id }, (srv:pending_ids("s", "g")))
   end)
 
+  it("ends a loop of watchdog exits on `new`: the restarted host dead-letters the entry at max_deliveries", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["spin.lua"] = [[
+local ls = require "luastream"
+return {
+  stream = "s", group = "g", read = "new", max_deliveries = 3, dead_letter = "s.dead",
+  handle = function(msg, ctx)
+    ls.log.info("spinning", { delivery_count = ctx.headers[ls.DELIVERY_COUNT_HEADER] })
+    local n = 0
+    while true do n = n + 1 end
+  end,
+}
+]] })
+    local id
+    local counts = {}
+    for round = 1, 3 do
+      local host = helper.host_start({ "--watchdog", "1s" }, { server = srv, dir = dir })
+      host:wait_log(READY, 20, { plain = true })
+      if round == 1 then id = entry(srv, 1) end
+      assert.equal(70, host:wait_exit(20), "round " .. round)
+      local recs = host:records({ msg = "spinning" })
+      assert.equal(1, #recs, host:log())
+      counts[round] = recs[1].delivery_count or "none"
+    end
+    assert.same({ "none", "1", "2" }, counts)
+    assert.same({ id }, (srv:pending_ids("s", "g")))
+    assert.equal(0, srv:xlen("s.dead"))
+
+    -- the 4th host: read a 4th time, set aside without running
+    local host = helper.host_start({ "--watchdog", "1s" }, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    helper.wait_until(function() return srv:xlen("s.dead") == 1, "no dead letter" end, 10, "the dead letter")
+    helper.wait_until(function() return #srv:pending_ids("s", "g") == 0, "still pending" end, 10, "nothing pending")
+    assert.equal(0, host:count({ msg = "spinning" }))
+    local f = srv:xrange("s.dead")[1].fields
+    assert.equal("max-deliveries", f["dead-letter-reason"])
+    assert.equal(id, f["dead-letter-id"])
+    assert.equal("3", f["dead-letter-deliveries"])
+    assert.equal(0, host:stop())
+  end)
+
   it("keeps a host whose handlers yield alive under a short --watchdog", function()
     local srv = helper.redis_start()
     local dir = helper.handlers_dir({ ["nap.lua"] = [[

@@ -345,6 +345,56 @@ return {
     assert.equal(0, last:stop())
   end)
 
+  it("counts crashes on `new`: the same consumer name reads its own pending entry again, and dead-letters it at the cap", function()
+    -- A `new` subscription never claims: the host started again under the
+    -- same name reads its own pending list first; Redis counts each of those
+    -- reads as a delivery.
+    local srv = helper.redis_start()
+    local files = {
+      ["crashing.lua"] = [[
+local ls = require "luastream"
+local ffi = require "ffi"
+pcall(ffi.cdef, "int kill(int pid, int sig); int getpid(void);")
+return {
+  stream = "payments", group = "ledger", read = "new",
+  dead_letter = "payments.dead", max_deliveries = 3,
+  handle = function(payment, ctx)
+    ls.log.warn("crashing", { entry_id = ctx.id, delivery_count = ctx.headers[ls.DELIVERY_COUNT_HEADER] })
+    ffi.C.kill(ffi.C.getpid(), 9)
+  end,
+}
+]],
+    }
+    local id
+    local counts, consumers = {}, {}
+    for round = 1, 3 do
+      local h = start_host(srv, files)
+      if round == 1 then id = helper.publish(srv, "payments", helper.payment(1, "acme")) end
+      assert.equal(128 + 9, h:wait_exit(10), "host " .. round .. " killed by its handler")
+      local rec = h:records({ msg = "crashing" })
+      assert.equal(1, #rec, "host " .. round .. " ran the entry once")
+      assert.equal(id, rec[1].entry_id)
+      counts[round] = rec[1].delivery_count or "none"
+      local pending = srv:call("XPENDING", "payments", "ledger", "-", "+", 10)
+      assert.equal(1, #pending)
+      assert.equal(round, tonumber(pending[1][4]), "Redis counts every delivery")
+      consumers[round] = pending[1][2]
+    end
+    assert.same({ "none", "1", "2" }, counts, "deliveries before this one, on a history read")
+    assert.same({ consumers[1], consumers[1], consumers[1] }, consumers, "one consumer name across the restarts")
+    assert.equal(0, srv:xlen("payments.dead"))
+
+    local last = start_host(srv, files)
+    wait_xlen(srv, "payments.dead", 1, 10, "the dead letter after the third crash")
+    wait_pel_empty(srv)
+    assert.equal(0, last:count({ msg = "crashing" }), "the handler ran a fourth time")
+    local f = srv:xrange("payments.dead")[1].fields
+    assert.equal("max-deliveries", f["dead-letter-reason"])
+    assert.equal(id, f["dead-letter-id"])
+    assert.equal("3", f["dead-letter-deliveries"])
+    assert.equal(0, last:stop())
+  end)
+
   it("without dead_letter: a rejected entry is logged at error level and acked; bad input and the cap leave entries pending", function()
     local srv = helper.redis_start()
     local host = start_host(srv, {

@@ -217,6 +217,45 @@ describe("max_deliveries", function()
     assert.equal(3, #last:records("handler started"))
   end)
 
+  it("stops a crash loop on `new`: the same consumer name reads its own pending entry 3 times, then sets it aside", function()
+    -- A `new` subscription never claims: a host started again under the same
+    -- name reads its own pending list first, and each of those reads is a
+    -- delivery that Redis counts.
+    local first = start("hang_forever_new", { consumer = "host-1" })
+    local id = first:publish("payments", { id = 1, account = "acme" }, { key = "acme" })
+    local started = first:records("handler started")
+    assert.equal(1, #started)
+    assert.is_nil(started[1].delivery_count, "a `>` read carries no count")
+    first:stop()
+
+    for k = 1, 2 do
+      local host = start("hang_forever_new", { consumer = "host-1", with = first })
+      host:advance("20s") -- the name's lease, left by the host that died, expires first
+      started = host:records("handler started") -- the log of every host of the broker
+      assert.equal(k + 1, #started, "restart " .. k)
+      assert.equal(id, started[k + 1].entry_id)
+      assert.equal(tostring(k), started[k + 1].delivery_count, "deliveries before this one")
+      local pending = host:pending("payments", "ledger")
+      assert.equal(1, #pending)
+      assert.equal(k + 1, pending[1].deliveries)
+      assert.equal(0, host:xlen(DEAD))
+      host:stop()
+    end
+
+    local last = start("hang_forever_new", { consumer = "host-1", with = first })
+    last:advance("20s") -- read a 4th time: set aside instead of handed over
+    assert.equal(3, #last:records("handler started"))
+    local dl, n = dead_letters(last)
+    assert.equal(1, n)
+    local f = assert(dl[id]).fields
+    assert.equal("max-deliveries", f["dead-letter-reason"])
+    assert.equal("3", f["dead-letter-deliveries"])
+    assert.equal("delivered 3 times without an ack", f["dead-letter-error"])
+    assert.same({}, last:pending("payments", "ledger"))
+    last:advance("2m")
+    assert.equal(3, #last:records("handler started"))
+  end)
+
   it("does not take back an entry its own handler still runs, however long it takes", function()
     local app = start("hang_forever", { consumer = "host-1" })
     app:publish("payments", { id = 1, account = "acme" }, { key = "acme" })
