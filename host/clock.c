@@ -32,6 +32,14 @@ struct uv_ltimer {
 
 static uint64_t uvc_now_ms(lclock *c) { return uv_now(((struct uv_clock *)c)->loop); }
 
+/* uv_hrtime is the loop clock's monotonic source read precisely (uv_now
+ * reads its coarse variant): the larger of the two keeps it never below
+ * now_ms. The loop's cached time is left alone. */
+static uint64_t uvc_fresh_ms(lclock *c) {
+  uint64_t t = uv_hrtime() / 1000000u, n = uvc_now_ms(c);
+  return t > n ? t : n;
+}
+
 static uint64_t uvc_wall_ms(lclock *c) {
   struct timespec ts;
   (void)c;
@@ -77,6 +85,7 @@ static void uvc_free(lclock *c) { free(c); }
 
 static const struct lclock_ops uv_clock_ops = {
     .now_ms = uvc_now_ms,
+    .fresh_ms = uvc_fresh_ms,
     .wall_ms = uvc_wall_ms,
     .timer_new = uvc_timer_new,
     .timer_start = uvt_start,

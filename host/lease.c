@@ -28,6 +28,9 @@ struct lease {
   ltimer *timer;            /* renewal, or the next try while waiting */
   uint64_t wait_until;      /* waiting: refused if still held then */
   bool in_flight;           /* a script call is outstanding */
+  uint64_t sent_ms;         /* when the outstanding call was sent */
+  uint64_t confirmed_ms;    /* when the last successful take or renewal was sent */
+  bool wanted;              /* lease_confirm: someone waits for LEASE_CONFIRMED */
   void (*done)(void *);     /* lease_release's callback */
   void *done_data;
 };
@@ -127,8 +130,12 @@ static int call(lease *l, const char *op, const char *old, bk_reply_cb *cb) {
   int argc = old ? 8 : 7;
   size_t len[8];
   for (int i = 0; i < argc; i++) len[i] = strlen(argv[i]);
+  /* Before sending, and the loop's cached time (never later than the real
+   * one): the key's time to live starts no earlier than this. */
+  uint64_t sent = clock_now(l->clock);
   if (bk_command(l->b, l->cmd, argc, argv, len, cb, l) != 0) return -1;
   l->in_flight = true;
+  l->sent_ms = sent;
   return 0;
 }
 
@@ -153,7 +160,8 @@ static void report(lease *l, enum lease_event ev, const char *value, long long w
 
 static void taken(lease *l) {
   l->state = L_HELD;
-  timer_start(l->timer, LEASE_TTL_MS / 3);
+  l->confirmed_ms = l->sent_ms;
+  timer_start(l->timer, LEASE_RENEW_MS);
   report(l, LEASE_TAKEN, NULL, 0);
 }
 
@@ -206,8 +214,22 @@ static void renew_done(void *data, const bk_reply *r, const char *err) {
     timer_stop(l->timer);
     return report(l, LEASE_LOST, holder, 0);
   }
+  if (code < 0) { /* no answer (connection down, an error): try again */
+    timer_start(l->timer, l->wanted ? LEASE_POLL_MS : LEASE_RENEW_MS);
+    return;
+  }
+  l->confirmed_ms = l->sent_ms;
   if (code == 2) report(l, LEASE_RETAKEN, NULL, 0);
-  timer_start(l->timer, LEASE_TTL_MS / 3);
+  if (l->state != L_HELD) return; /* released from the callback */
+  if (l->wanted && !lease_valid(l)) { /* sent before a pause that has ended since */
+    if (call(l, "renew", NULL, renew_done) != 0) timer_start(l->timer, LEASE_POLL_MS);
+    return;
+  }
+  timer_start(l->timer, LEASE_RENEW_MS);
+  if (l->wanted) {
+    l->wanted = false;
+    report(l, LEASE_CONFIRMED, NULL, 0);
+  }
 }
 
 static void fire(ltimer *t, void *data) {
@@ -272,6 +294,18 @@ void lease_release(lease *l, void (*done)(void *data), void *data) {
 }
 
 int lease_held(const lease *l) { return l->state == L_HELD; }
+
+int lease_valid(const lease *l) {
+  return l->state == L_HELD && clock_fresh(l->clock) < l->confirmed_ms + LEASE_VALID_MS;
+}
+
+void lease_confirm(lease *l) {
+  if (l->state != L_HELD || l->wanted) return;
+  l->wanted = true;
+  if (l->in_flight) return; /* its answer renews again if it is too old */
+  timer_stop(l->timer);
+  if (call(l, "renew", NULL, renew_done) != 0) timer_start(l->timer, LEASE_POLL_MS);
+}
 const char *lease_key_of(const lease *l) { return l->key; }
 
 void lease_free(lease *l) {

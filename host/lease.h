@@ -3,9 +3,17 @@
  * The key luastream:consumer:{<stream>}:<group>:<consumer> holds the
  * process's identity (lease_identity: a random token, the pid, the machine
  * and the hostname) with a time to live of LEASE_TTL_MS; the running host
- * renews it every LEASE_TTL_MS / 3 and deletes it on a clean stop, each step
+ * renews it every LEASE_RENEW_MS and deletes it on a clean stop, each step
  * comparing the value in one script (SCRIPT_LEASE), so no process ever
  * extends or deletes another's.
+ *
+ * Known valid (lease_valid): the time to live counts from Redis applying a
+ * take or renewal, which is after this process sent it, so the lease is
+ * surely still this process's until the send time of the last successful
+ * one plus LEASE_VALID_MS (the time to live less one renewal interval).
+ * After a pause or a stalled loop it is not known valid, whatever the
+ * timers have done yet: lease_confirm sends a renewal at once and reports
+ * LEASE_CONFIRMED when one succeeds (or LEASE_LOST).
  *
  * Taking it: a free key (or one this process holds) is taken at once. A key
  * held by a process on this machine that no longer exists (same machine and
@@ -27,7 +35,9 @@
 #include "broker.h"
 #include "clock.h"
 
-#define LEASE_TTL_MS 15000
+#define LEASE_TTL_MS 20000
+#define LEASE_RENEW_MS 5000 /* how often the running host renews */
+#define LEASE_VALID_MS (LEASE_TTL_MS - LEASE_RENEW_MS)
 #define LEASE_MARGIN_MS 1000 /* waited past a holder's time to live */
 #define LEASE_POLL_MS 1000   /* while waiting: how often the key is tried */
 #define LEASE_PREFIX "luastream:consumer:"
@@ -42,6 +52,7 @@ enum lease_event {
   LEASE_LOST,    /* another process holds it now: stop reading */
   LEASE_TAKEOVER, /* the holder's process is gone (this machine): taking it over */
   LEASE_RETAKEN, /* a renewal found the key gone (expired) and took it again */
+  LEASE_CONFIRMED, /* after lease_confirm: a renewal succeeded, valid again */
 };
 /* holder: who holds it ("host pid N"), for WAITING, REFUSED, LOST and TAKEOVER;
  * wait_ms: LEASE_WAITING's longest wait. */
@@ -65,6 +76,13 @@ void lease_take(lease *l);
 void lease_release(lease *l, void (*done)(void *data), void *data);
 /* Held: taken and not lost or released. */
 int lease_held(const lease *l);
+/* Held and confirmed by Redis within LEASE_VALID_MS of now (read afresh:
+ * clock_fresh), so no other process can hold the name now. */
+int lease_valid(const lease *l);
+/* Not valid: renews at once (again and again, every LEASE_POLL_MS while
+ * Redis cannot be reached) until a renewal succeeds (LEASE_CONFIRMED) or
+ * finds another holder (LEASE_LOST). Nothing happens when not held. */
+void lease_confirm(lease *l);
 const char *lease_key_of(const lease *l);
 /* Only with no release outstanding. */
 void lease_free(lease *l);

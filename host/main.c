@@ -2,7 +2,7 @@
  *
  *   luastream run [--redis URL | --redis-file PATH] [--instance N | --consumer NAME]
  *                 [--log-level LEVEL] [--shutdown-timeout DURATION] [--http ADDR:PORT]
- *                 [--no-reload] [--load-timeout DURATION] [--watchdog DURATION|off] DIR
+ *                 [--no-reload] [--load-timeout DURATION] [--watchdog DURATION] DIR
  *   luastream check [--load-timeout DURATION] DIR
  *   luastream publish [--redis URL | --redis-file PATH] STREAM JSON [--key K] [--header NAME=VALUE]...
  *   luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]
@@ -15,9 +15,10 @@
  * (unless --no-reload) asks the host to reload after 200 ms of quiet
  * (host_reload_soon), and a uv_fs_poll on DIR notices when the directory
  * itself goes or is replaced (a deploy), reloads and watches the new one;
- * SIGHUP reloads every handler file at once. --watchdog starts a thread
- * (watchdog.c) that ends the process with status 70 when the loop stops
- * turning, fed by a timer of the loop and by every handler resume. The
+ * SIGHUP reloads every handler file at once. The watchdog thread
+ * (watchdog.c, --watchdog, always on and shorter than the consumer leases)
+ * ends the process with status 70 when the loop stops turning, fed by a
+ * timer of the loop and by every handler resume. The
  * other commands that talk to Redis are one-shot clients (struct client):
  * connect, run a few commands, print, exit. */
 #include <errno.h>
@@ -37,6 +38,7 @@
 #include "entry.h"
 #include "health.h"
 #include "host.h"
+#include "lease.h"
 #include "log.h"
 #include "log_writer.h"
 #include "outcome.h"
@@ -58,7 +60,12 @@
 #define SHUTDOWN_TIMEOUT_MS 30000 /* run: --shutdown-timeout default */
 #define LOG_DRAIN_MS 5000       /* run: how long the buffered log may take at exit */
 #define LOG_DRAIN_EXIT_MS 200   /* the same after a second signal */
-#define WATCHDOG_MS 30000         /* run: --watchdog default */
+/* run: --watchdog default and most. A stall may start just before a lease
+ * renewal is due, so the key can expire LEASE_TTL_MS - LEASE_RENEW_MS (15 s)
+ * after it starts, and the watchdog notices up to two of its intervals (2 s)
+ * late: half the time to live leaves the rest for a slow renewal. */
+#define WATCHDOG_MS (LEASE_TTL_MS / 2)
+#define WATCHDOG_MAX_MS (LEASE_TTL_MS / 2)
 #define DIR_POLL_MS 1000          /* run: how often DIR itself is looked at */
 
 static const char usage_main[] =
@@ -85,7 +92,7 @@ static const char usage_run[] =
     "                     [--instance N | --consumer NAME] [--log-level LEVEL]\n"
     "                     [--shutdown-timeout DURATION] [--http ADDR:PORT]\n"
     "                     [--no-reload] [--load-timeout DURATION]\n"
-    "                     [--watchdog DURATION|off] DIR\n"
+    "                     [--watchdog DURATION] DIR\n"
     "\n"
     "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
     "groups, reads, calls the handlers and applies their outcomes. Edited,\n"
@@ -126,11 +133,13 @@ static const char usage_run[] =
     "                     how long a handler file may run when it is loaded\n"
     "                     (at start-up and on reload; default 5s): longer is\n"
     "                     a load error naming the file\n"
-    "  --watchdog DURATION|off\n"
+    "  --watchdog DURATION\n"
     "                     when the event loop has not turned for this long (a\n"
     "                     handler that never yields), log which handler and\n"
     "                     entry were running and exit with status 70 (default\n"
-    "                     30s; keep it above --load-timeout; off disables)\n"
+    "                     and most 10s, so that a stalled process ends before\n"
+    "                     its consumer leases can expire; keep it above\n"
+    "                     --load-timeout; it cannot be off)\n"
     "\n"
     "Handler files are code: they run with this process's rights and\n"
     "environment (docs/handlers.md says what is contained).\n";
@@ -441,6 +450,31 @@ static int option_duration(const char *name, const char *text, uint64_t *ms) {
   return -1;
 }
 
+/* --watchdog: a duration from 1 ms to WATCHDOG_MAX_MS into *ms (unchanged
+ * when not given); -1 when it is not one, or off (reported). */
+static int parse_watchdog(const char *text, uint64_t *ms) {
+  if (text == NULL) return 0;
+  const bool off = strcmp(text, "off") == 0;
+  if (!off && option_duration("watchdog", text, ms) != 0) return -1;
+  if (off || *ms == 0) {
+    fprintf(stderr,
+            "luastream: --watchdog cannot be off: a loop stalled for longer than the consumer lease's "
+            "time to live (%ds) lets another process take this process's consumer names and run "
+            "the same entries while this one still runs; give a limit of at most %ds\n",
+            LEASE_TTL_MS / 1000, WATCHDOG_MAX_MS / 1000);
+    return -1;
+  }
+  if (*ms > WATCHDOG_MAX_MS) {
+    fprintf(stderr,
+            "luastream: --watchdog must be at most %ds, got %s: consumer names are leased for %ds "
+            "and renewed every %ds, so a loop stalled for longer can outlive a lease, and another "
+            "process can take the name and run the same entries while this one still runs\n",
+            WATCHDOG_MAX_MS / 1000, text, LEASE_TTL_MS / 1000, LEASE_RENEW_MS / 1000);
+    return -1;
+  }
+  return 0;
+}
+
 /* --load-timeout: a duration above 0 into *ms (unchanged when not given);
  * -1 when it is not one (reported). */
 static int parse_load_timeout(const char *text, uint64_t *ms) {
@@ -462,7 +496,7 @@ struct run_state {
   uv_fs_poll_t dir_poll;    /* DIR itself: gone, back or replaced */
   bool dir_missing;         /* the last stat of DIR failed */
   bool watching;
-  uv_timer_t beat;          /* feeds the watchdog, unless --watchdog off */
+  uv_timer_t beat;          /* feeds the watchdog (unless it could not start) */
   bool beating;
   int signals;
   uint64_t shutdown_ms;     /* --shutdown-timeout */
@@ -602,10 +636,7 @@ static int cmd_run(int argc, char **argv) {
     return 2;
   uint64_t load_ms = RT_LOAD_TIMEOUT_MS, watchdog_ms = WATCHDOG_MS;
   if (parse_load_timeout(o.load_timeout, &load_ms) != 0) return 2;
-  if (o.watchdog && (strcmp(o.watchdog, "off") == 0 || strcmp(o.watchdog, "0") == 0))
-    watchdog_ms = 0;
-  else if (o.watchdog && option_duration("watchdog", o.watchdog, &watchdog_ms))
-    return 2;
+  if (parse_watchdog(o.watchdog, &watchdog_ms) != 0) return 2;
   char err[512];
   char host_part[256];
   int port;

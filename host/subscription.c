@@ -96,6 +96,29 @@ static void poll_later(subscription *s) {
   timer_start(s->retry_timer, recovery_wait_ms(s));
 }
 
+/* ---- the consumer name: known to be ours ---- */
+
+/* Whether an entry may be handed to a handler, or a read go out, under the
+ * consumer name now: only while the lease is known valid (lease_valid).
+ * After a pause or a stalled loop longer than that, another process may
+ * hold the name and run these same entries: they wait (pending in Redis),
+ * a renewal goes out at once, and LEASE_CONFIRMED resumes; LEASE_LOST
+ * stops the subscription, leaving them to the new holder. */
+static bool name_held(subscription *s) {
+  if (s->lease == NULL || lease_valid(s->lease)) return true;
+  if (!s->lease_unconfirmed) {
+    s->lease_unconfirmed = true;
+    char limit[32];
+    snprintf(limit, sizeof limit, "%dms", LEASE_VALID_MS);
+    sub__log(s, LOG_WARN,
+             "consumer lease not confirmed recently (process paused or loop stalled): entries wait "
+             "until it is renewed",
+             "lease", lease_key_of(s->lease), "limit", limit);
+  }
+  lease_confirm(s->lease);
+  return false;
+}
+
 /* ---- running entries on lanes ---- */
 
 static void dispatch(subscription *s) {
@@ -103,7 +126,8 @@ static void dispatch(subscription *s) {
   s->dispatching = true;
   struct entry *e;
   int lane;
-  while (s->state == SUB_READING && (e = lanes_pop(&s->lanes, &lane)) != NULL) {
+  while (s->state == SUB_READING && s->lanes.queued && name_held(s) &&
+         (e = lanes_pop(&s->lanes, &lane)) != NULL) {
     e->owner_data = (void *)(intptr_t)lane;
     if (handler_run(s->h, e, sub__job_done, s) != 0) {
       sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
@@ -384,6 +408,8 @@ static void read_next(subscription *s) {
    * of that is finished and written. */
   if (kind == READ_OWN && (in_flight || s->nacks || s->writes_pending || s->redo)) return;
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
+  /* A read assigns entries to the name (and a claiming one takes them over). */
+  if (!name_held(s)) return;
   struct bk_args *a = &s->args;
   bk_args_reset(a);
   add_read_args(s, a, kind, (long long)(ahead ? batch : batch - in_flight));
@@ -461,6 +487,12 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
   case LEASE_RETAKEN:
     sub__log(s, LOG_WARN, "consumer lease had expired (paused or Redis unreachable); taken again",
              "lease", key, NULL, NULL);
+    return;
+  case LEASE_CONFIRMED:
+    if (s->lease_unconfirmed)
+      sub__log(s, LOG_INFO, "consumer lease renewed: entries run again", "lease", key, NULL, NULL);
+    s->lease_unconfirmed = false;
+    if (s->state == SUB_READING) sub__progress(s);
     return;
   case LEASE_WAITING:
     snprintf(wait, sizeof wait, "%lldms", wait_ms);
@@ -773,6 +805,10 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
     return false;
   case SUB_READING:
     break;
+  }
+  if (s->lease_unconfirmed && !lease_valid(s->lease)) {
+    snprintf(why, len, "waiting for the consumer lease's renewal (process paused or loop stalled)");
+    return false;
   }
   if (s->reader == NULL || !bk_connected(s->b, s->reader)) {
     char fault[256];

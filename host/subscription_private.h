@@ -130,6 +130,9 @@ struct subscription {
   uint64_t retries_total;    /* retries since the subscription started */
   lease *lease;             /* the consumer name, held while this runs; NULL without */
   char *identity;           /* this process's lease value (lease_identity) */
+  /* Entries wait, read or not, until the lease is confirmed again (see
+   * name_held); logged once per wait. */
+  bool lease_unconfirmed;
   bool lease_releasing;     /* drain: lease_release sent */
   bool lease_released;      /* drain: lease_release answered */
   ltimer *prune_timer;      /* removes the group's idle consumers (with a lease only) */

@@ -17,7 +17,7 @@
  * loop until the host is idle and every group it reads has been handed all of
  * its stream.
  *   app:command("XADD", "s", "*", "data", "{}")  -> reply (nil, err on error)
- *   app:settle()  app:advance(ms)  app:now()
+ *   app:settle()  app:advance(ms)  app:pause(ms)  app:now()
  *   app:deliveries([handler]) -> { {handler, id, fields = {k, v, ...}, deliveries, idle_ms,
  *                                   outcome, reason, error, version}, ... }
  *   app:logs() -> { line, ... }   app:stop()
@@ -353,6 +353,20 @@ static int app_advance(lua_State *L) {
   return 0;
 }
 
+/* app:pause(ms): the process stops for ms (SIGSTOP, a paused VM, a stalled
+ * loop): the clock jumps and nothing runs; what fell due runs late at the
+ * next settle, which is left to the spec (so it can act "meanwhile", e.g.
+ * start a second host, whose first commands then go before the late ones). */
+static int app_pause(lua_State *L) {
+  struct app *a = check_app(L);
+  if (a->w->loop) return luaL_error(L, "pause needs the in-memory broker: a real server's clock cannot be moved");
+  lua_Number ms = luaL_checknumber(L, 2);
+  luaL_argcheck(L, ms >= 0, 2, "cannot move the clock back");
+  clock_virtual_settle(a->w->clock);
+  clock_virtual_jump(a->w->clock, (uint64_t)ms);
+  return 0;
+}
+
 /* app:reload([force]): what a changed handler directory or SIGHUP does
  * (host_reload), then everything due settles. */
 static int app_reload(lua_State *L) {
@@ -685,7 +699,8 @@ static int core_json_decode(lua_State *L) {
 
 int luaopen_luastream_testing(lua_State *L) {
   static const luaL_Reg methods[] = {
-      {"settle", app_settle},     {"advance", app_advance}, {"now", app_now},
+      {"settle", app_settle},     {"advance", app_advance}, {"pause", app_pause},
+      {"now", app_now},
       {"command", app_command},   {"deliveries", app_deliveries},
       {"logs", app_logs},         {"stop", app_stop},       {"reload", app_reload},
       {"reload_soon", app_reload_soon}, {NULL, NULL}};

@@ -145,6 +145,7 @@ static void vc_free(lclock *lc) {
 
 static const struct lclock_ops vclock_ops = {
     .now_ms = vc_now,
+    .fresh_ms = vc_now,
     .wall_ms = vc_wall,
     .timer_new = vc_timer_new,
     .timer_start = vt_start,
@@ -191,6 +192,8 @@ uint64_t clock_virtual_advance(lclock *lc, uint64_t ms) {
   c->now = target;
   return c->now;
 }
+
+void clock_virtual_jump(lclock *lc, uint64_t ms) { ((struct vclock *)lc)->now += ms; }
 
 void clock_virtual_settle(lclock *lc) {
   struct vclock *c = (struct vclock *)lc;

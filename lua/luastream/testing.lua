@@ -86,6 +86,13 @@ function App:settle() self.core:settle() end
 -- Moves the clock by ms (or "30s") and lets every consequence settle.
 function App:advance(delay) self.core:advance(duration(delay)) end
 
+-- The host's process stops for ms (or "25s"): SIGSTOP, a paused VM, a
+-- stalled loop. The clock jumps and nothing runs; every timer that fell due
+-- meanwhile fires late, in order, at the next settle (app:settle, publish,
+-- command, advance, or testing.app(..., {with = app})). Commands sent before
+-- that settle (a second host's, started "meanwhile") run before the late ones.
+function App:pause(delay) self.core:pause(duration(delay)) end
+
 -- Milliseconds since the app started, on its clock.
 function App:now() return self.core:now() end
 

@@ -108,3 +108,19 @@ TEST_IMPL(clock_uv_timer_free_in_callback) {
   ASSERT_INT_EQ(fired, 3);
   finish(&loop);
 }
+
+/* A pause inside one turn (here a sleep) leaves now_ms where the turn began;
+ * fresh_ms sees it. */
+TEST_IMPL(clock_uv_fresh_sees_a_pause_within_the_turn) {
+  uv_loop_t loop;
+  ASSERT_OK(uv_loop_init(&loop));
+  clk = clock_uv_new(&loop);
+  ASSERT_NOT_NULL(clk);
+  uint64_t before = clock_now(clk);
+  ASSERT(clock_fresh(clk) >= before);
+  struct timespec pause = {0, 120 * 1000000L};
+  nanosleep(&pause, NULL);
+  ASSERT_INT_EQ(clock_now(clk), before); /* cached for the turn */
+  ASSERT(clock_fresh(clk) >= before + 100);
+  finish(&loop);
+}

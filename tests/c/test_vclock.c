@@ -3,6 +3,7 @@
  * callbacks fire inside the same advance; settle runs 0-ms chains and stops a
  * runaway one; stop, re-arm and free from inside the own callback. */
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,4 +151,27 @@ TEST_IMPL(vclock_stop_restart_and_free_inside_callback) {
   timer_free(ts);
   timer_free(tr);
   clk->ops->free(clk); /* LeakSanitizer: f's memory was released */
+}
+
+TEST_IMPL(vclock_jump_fires_nothing_then_late_in_order) {
+  clk = clock_virtual_new(1700000000000ULL);
+  ASSERT_NOT_NULL(clk);
+  nfired = 0;
+  memset(order, 0, sizeof order);
+  static const char a = 'a', b = 'b';
+  ltimer *ta = timer_new(clk, record, (void *)&a), *tb = timer_new(clk, record, (void *)&b);
+  timer_start(ta, 5000);
+  timer_start(tb, 1000);
+  clock_virtual_jump(clk, 20000); /* the process stopped: nothing runs */
+  ASSERT_INT_EQ(nfired, 0);
+  ASSERT_INT_EQ(clock_now(clk), 20000);
+  ASSERT_INT_EQ(clock_fresh(clk), 20000);
+  clock_virtual_settle(clk); /* resumed: both late, in due order, at the new now */
+  ASSERT_INT_EQ(nfired, 2);
+  ASSERT_STR_EQ(order, "ba");
+  ASSERT_INT_EQ(at[0], 20000);
+  ASSERT_INT_EQ(at[1], 20000);
+  timer_free(ta);
+  timer_free(tb);
+  clk->ops->free(clk);
 }

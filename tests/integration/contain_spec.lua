@@ -243,9 +243,48 @@ return {
     local code, _, stderr = helper.luastream("run", "--watchdog", "fast", dir, { timeout = 10 })
     assert.equal(2, code)
     assert.truthy(stderr:find("--watchdog", 1, true), stderr)
+  end)
+
+  -- A loop stalled past the consumer leases' time to live would let a second
+  -- process take this one's names and run the same entries.
+  it("refuses --watchdog off, 0s and above 10s, saying why; accepts 10s", function()
+    local dir = helper.handlers_dir({ ["a_good.lua"] = counter("one") })
+    for _, limit in ipairs({ "off", "0s" }) do
+      local code, _, stderr = helper.luastream("run", "--watchdog", limit, dir, { timeout = 10 })
+      assert.equal(2, code, limit)
+      assert.truthy(stderr:find("--watchdog cannot be off", 1, true), stderr)
+      assert.truthy(stderr:find("time to live (20s)", 1, true), stderr)
+      assert.truthy(stderr:find("another process take this process's consumer names", 1, true), stderr)
+      assert.truthy(stderr:find("at most 10s", 1, true), stderr)
+    end
+    for _, limit in ipairs({ "30s", "11s", "10001ms" }) do
+      local code, _, stderr = helper.luastream("run", "--watchdog", limit, dir, { timeout = 10 })
+      assert.equal(2, code, limit)
+      assert.truthy(stderr:find("--watchdog must be at most 10s, got " .. limit, 1, true), stderr)
+      assert.truthy(stderr:find("leased for 20s and renewed every 5s", 1, true), stderr)
+    end
     local srv = helper.redis_start()
-    local host = helper.host_start({ "--watchdog", "off" }, { server = srv, dir = dir })
+    local host = helper.host_start({ "--watchdog", "10s" }, { server = srv, dir = dir })
     host:wait_log(READY, 20, { plain = true })
     assert.equal(0, host:stop(10))
+  end)
+
+  it("runs with a 10 s watchdog when none is given", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["spin.lua"] = [[
+return {
+  stream = "s", group = "g",
+  handle = function(msg)
+    while true do end
+  end,
+}
+]] })
+    local host = helper.host_start({}, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    entry(srv, 1)
+    assert.equal(70, host:wait_exit(30))
+    local recs = host:records({ msg = "watchdog: the event loop has not turned within the limit, exiting" })
+    assert.equal(1, #recs, host:log())
+    assert.equal("10000ms", recs[1].limit)
   end)
 end)

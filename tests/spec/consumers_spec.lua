@@ -3,18 +3,23 @@
 -- by a live host is refused after one time to live; a crashed holder's
 -- lease expires and is taken; renewal keeps a lease alive indefinitely; a
 -- lease taken by another process stops the subscription; idle consumers
--- without pending entries or a lease are removed after 24 h.
+-- without pending entries or a lease are removed after 24 h. A host paused
+-- past its lease hands no entry to a handler until Redis confirms the lease
+-- again, and leaves them pending when another process took the name.
 local testing = require "luastream.testing"
 
 local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
 local DIR = HERE .. "/consumers"
+local SLOW = HERE .. "/consumers_slow" -- one lane, each entry takes 1 s
 local KEY = "luastream:consumer:{payments}:ledger:box-post"
 
 local apps = {}
 local function start(opts)
   opts = opts or {}
   opts.hostname = opts.hostname or "box"
-  local app = testing.app(DIR, opts)
+  local dir = opts.dir or DIR
+  opts.dir = nil
+  local app = testing.app(dir, opts)
   apps[#apps + 1] = app
   return app
 end
@@ -33,16 +38,16 @@ describe("consumer leases", function()
     apps = {}
   end)
 
-  it("are held with a time to live and renewed every ttl/3 while the host runs", function()
+  it("are held with a time to live of 20 s and renewed every 5 s while the host runs", function()
     local probe = start({ hostname = "probe" })
     local app = start({ with = probe })
     local value = assert(probe:command("GET", KEY))
     assert.matches(" box$", value)
     local ttl = probe:command("PTTL", KEY)
-    assert.is_true(ttl > 14000 and ttl <= 15000, "ttl " .. ttl)
+    assert.is_true(ttl > 19000 and ttl <= 20000, "ttl " .. ttl)
     app:advance("5s")
     ttl = probe:command("PTTL", KEY)
-    assert.is_true(ttl > 14000, "renewed after 5 s: " .. ttl)
+    assert.is_true(ttl > 19000, "renewed after 5 s: " .. ttl)
     app:advance("10m")
     assert.equal(value, probe:command("GET", KEY), "still this host's after 10 minutes")
     app:stop()
@@ -57,7 +62,7 @@ describe("consumer leases", function()
     assert.matches("box pid %d+", waiting[1].holder)
     first:publish("payments", { id = 1 })
     assert.equal(1, #first:records("handled"), "handled once, by the first")
-    local ok = pcall(second.advance, second, "17s") -- the second host fails and stops
+    local ok = pcall(second.advance, second, "22s") -- the second host fails and stops
     local refused = first:records("consumer name in use by a live process")
     assert.equal(1, #refused)
     assert.equal("payments", refused[1].stream)
@@ -75,16 +80,17 @@ describe("consumer leases", function()
     local holder = probe:command("GET", KEY)
     first:stop()
     -- a crash: the lease stays as it was, and nobody renews it
-    probe:command("SET", KEY, holder, "PX", "15000")
+    probe:command("SET", KEY, holder, "PX", "20000")
     local second = start({ with = probe })
     assert.equal(1, #probe:records("consumer name held by another process: waiting for its lease to expire in case it crashed"))
-    second:advance("14s")
+    second:advance("19s")
     assert.equal(0, #probe:records("consumer name in use by a live process"))
     second:advance("2s")
     local now = probe:command("GET", KEY)
     assert.is_not_nil(now)
     assert.not_equal(holder, now, "taken by the successor")
     assert.equal(0, #probe:records("consumer name in use by a live process"))
+    probe:stop() -- its own consumer reads the group too: only the successor's now
     second:publish("payments", { id = 2 })
     local handled = probe:records("handled")
     assert.equal(1, #handled)
@@ -115,6 +121,58 @@ describe("consumer leases", function()
     assert.is_not_nil(c["box-post-2"])
     assert.equal(2, #one:records("handled"))
     assert.equal(0, #two:records("consumer name in use by a live process"))
+  end)
+end)
+
+local RETAKEN = "consumer lease had expired (paused or Redis unreachable); taken again"
+
+local function ids(deliveries)
+  local out = {}
+  for i, d in ipairs(deliveries) do out[i] = d.id end
+  return out
+end
+
+describe("a host paused longer than its lease", function()
+  after_each(function()
+    for _, app in ipairs(apps) do pcall(app.stop, app) end
+    apps = {}
+  end)
+
+  it("hands no entry to a handler before a renewal has confirmed the lease", function()
+    local app = start({ dir = SLOW })
+    local id = {}
+    for i = 1, 3 do id[i] = app:publish("payments", { id = i }) end
+    assert.equal(1, #app:records("handled"), "one runs, two wait in the lane")
+    local seen = #app:logs()
+    app:pause("25s") -- past the lease's time to live: the key expires meanwhile
+    app:settle()     -- the first handler's sleep ends late, and the renewal is overdue
+    local order = {}
+    local logs = app:logs()
+    for i = seen + 1, #logs do
+      local msg = testing.logfmt(logs[i]).msg
+      if msg == "handled" or msg == RETAKEN then order[#order + 1] = msg end
+    end
+    assert.same({ RETAKEN, "handled" }, order, "the waiting entry runs only once Redis has answered the renewal")
+    app:advance("3s")
+    assert.same(id, ids(app:received("post")), "each once, in order")
+    assert.equal(0, #app:pending("payments", "ledger"))
+  end)
+
+  it("runs none of the entries it holds when another process took the name meanwhile", function()
+    local first = start({ dir = SLOW })
+    -- a second process under the same name waits in case the first crashed
+    local second = start({ dir = SLOW, with = first })
+    local id = {}
+    for i = 1, 3 do id[i] = first:publish("payments", { id = i }) end
+    first:pause("25s")
+    -- on resuming, the second's poll is due first: it takes the expired
+    -- lease before the first's handler returns and its lane moves on
+    first:settle()
+    second:advance("5s")
+    assert.equal(1, #second:records("consumer lease lost to another process: stopped reading"))
+    assert.same({ id[1] }, ids(first:received("post")), "nothing more on the old holder")
+    assert.same({ id[2], id[3] }, ids(second:received("post")), "the new holder runs them, once each")
+    assert.equal(0, #second:pending("payments", "ledger"))
   end)
 end)
 
