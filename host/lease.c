@@ -151,6 +151,11 @@ static void report(lease *l, enum lease_event ev, const char *value, long long w
   l->fn(l->data, ev, value ? holder : NULL, wait_ms);
 }
 
+/* An error reply (not a lost connection): the caller logs it. */
+static void failed(lease *l, const bk_reply *r) {
+  if (r && r->type == BK_ERROR) l->fn(l->data, LEASE_FAILED, r->str, 0);
+}
+
 static void taken(lease *l) {
   l->state = L_HELD;
   timer_start(l->timer, LEASE_TTL_MS / 3);
@@ -167,6 +172,8 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
   int code = answer(r, &holder, &pttl);
   if (code > 0) return taken(l);
   if (code < 0) { /* no answer (connection down, an error): try again */
+    failed(l, r);
+    if (l->state != L_TAKING && l->state != L_WAITING) return; /* stopped from the callback */
     timer_start(l->timer, LEASE_POLL_MS);
     return;
   }
@@ -206,8 +213,9 @@ static void renew_done(void *data, const bk_reply *r, const char *err) {
     timer_stop(l->timer);
     return report(l, LEASE_LOST, holder, 0);
   }
-  if (code == 2) report(l, LEASE_RETAKEN, NULL, 0);
-  timer_start(l->timer, LEASE_TTL_MS / 3);
+  if (code < 0) failed(l, r);
+  else report(l, code == 2 ? LEASE_RETAKEN : LEASE_RENEWED, NULL, 0);
+  if (l->state == L_HELD) timer_start(l->timer, LEASE_TTL_MS / 3);
 }
 
 static void fire(ltimer *t, void *data) {
