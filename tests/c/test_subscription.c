@@ -1332,7 +1332,7 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
  * two batches instead of reading the whole backlog into memory. */
 TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   fx_init("reply_to = \"payments.replies\", batch = 4");
-#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments >"
+#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments payments:retry:ledger > >"
 #define REPLY(id, n) NE(id, "data", "{\"n\":" #n ",\"reply\":true}")
   replay_expect(F.rb, READ4,
                 read_resp(false, ENTS(REPLY("1-0", 1), REPLY("2-0", 2), REPLY("3-0", 3),

@@ -859,7 +859,7 @@ describe("luastream dead-letters", function()
     assert.matches("nothing.here", err, 1, true)
     code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "nothing.here")
     assert.equal(1, code, out)
-    assert.matches("no stream nothing.here", err, 1, true)
+    assert.matches("stream nothing.here does not exist", err, 1, true)
     assert.equal(2, srv:xlen("payments.dead"), "a refused replay moved something")
     assert.equal(xlen, srv:xlen("payments"))
 
