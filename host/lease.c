@@ -158,6 +158,11 @@ static void report(lease *l, enum lease_event ev, const char *value, long long w
   l->fn(l->data, ev, value ? holder : NULL, wait_ms);
 }
 
+/* An error reply (not a lost connection): the caller logs it. */
+static void failed(lease *l, const bk_reply *r) {
+  if (r && r->type == BK_ERROR) l->fn(l->data, LEASE_FAILED, r->str, 0);
+}
+
 static void taken(lease *l) {
   l->state = L_HELD;
   l->confirmed_ms = l->sent_ms;
@@ -175,6 +180,8 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
   int code = answer(r, &holder, &pttl);
   if (code > 0) return taken(l);
   if (code < 0) { /* no answer (connection down, an error): try again */
+    failed(l, r);
+    if (l->state != L_TAKING && l->state != L_WAITING) return; /* stopped from the callback */
     timer_start(l->timer, LEASE_POLL_MS);
     return;
   }
@@ -215,11 +222,13 @@ static void renew_done(void *data, const bk_reply *r, const char *err) {
     return report(l, LEASE_LOST, holder, 0);
   }
   if (code < 0) { /* no answer (connection down, an error): try again */
+    failed(l, r);
+    if (l->state != L_HELD) return; /* stopped from the callback */
     timer_start(l->timer, l->wanted ? LEASE_POLL_MS : LEASE_RENEW_MS);
     return;
   }
   l->confirmed_ms = l->sent_ms;
-  if (code == 2) report(l, LEASE_RETAKEN, NULL, 0);
+  report(l, code == 2 ? LEASE_RETAKEN : LEASE_RENEWED, NULL, 0);
   if (l->state != L_HELD) return; /* released from the callback */
   if (l->wanted && !lease_valid(l)) { /* sent before a pause that has ended since */
     if (call(l, "renew", NULL, renew_done) != 0) timer_start(l->timer, LEASE_POLL_MS);

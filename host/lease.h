@@ -26,7 +26,8 @@
  * Renewal that finds another value (the key expired during a long pause and
  * another process took the name) reports LEASE_LOST once and stops
  * renewing; one that finds the key gone takes it again (logged). Commands
- * that fail (connection down) are retried at the next renewal. */
+ * that fail (connection down, or an error: LEASE_FAILED) are retried at the
+ * next renewal. */
 #ifndef LUASTREAM_LEASE_H
 #define LUASTREAM_LEASE_H
 
@@ -53,9 +54,12 @@ enum lease_event {
   LEASE_TAKEOVER, /* the holder's process is gone (this machine): taking it over */
   LEASE_RETAKEN, /* a renewal found the key gone (expired) and took it again */
   LEASE_CONFIRMED, /* after lease_confirm: a renewal succeeded, valid again */
+  LEASE_RENEWED, /* a renewal worked */
+  LEASE_FAILED,  /* the server answered a take or renewal with an error (a
+                    NOPERM, say): tried again as after a lost connection */
 };
 /* holder: who holds it ("host pid N"), for WAITING, REFUSED, LOST and TAKEOVER;
- * wait_ms: LEASE_WAITING's longest wait. */
+ * the server's error for FAILED; wait_ms: LEASE_WAITING's longest wait. */
 typedef void lease_fn(void *data, enum lease_event ev, const char *holder, long long wait_ms);
 
 /* This process's identity as a lease value: "<token> <pid> <machine>

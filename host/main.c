@@ -850,7 +850,9 @@ static void publish_done(void *data, const bk_reply *r, const char *err) {
     return;
   }
   const char *why = client_error(r, err);
-  fprintf(stderr, "luastream: XADD on %s failed: %s\n", c->b->name, why ? why : "unexpected reply");
+  const struct bk_args *a = c->data; /* XADD stream ... */
+  fprintf(stderr, "luastream: XADD %s on %s failed: %s\n", a->argv[1], c->b->name,
+          why ? why : "unexpected reply");
   client_done(c, 1);
 }
 
@@ -1042,7 +1044,7 @@ static bool dl_stream_exists(struct client *c, const char *stream, const bk_repl
       fprintf(stderr, "luastream: %s on %s is a %.*s, not a stream\n", stream, c->b->name,
               (int)r->len, r->str);
   } else {
-    fprintf(stderr, "luastream: cannot read %s on %s: %s\n", stream, c->b->name,
+    fprintf(stderr, "luastream: cannot read %s on %s: TYPE %s: %s\n", stream, c->b->name, stream,
             why ? why : "unexpected reply to TYPE");
   }
   client_done(c, 1);
@@ -1072,8 +1074,8 @@ static void dl_list_range(void *data, const bk_reply *r, const char *err) {
   if (c->finished) return;
   const char *why = client_error(r, err);
   if (why || !is_range(r)) {
-    fprintf(stderr, "luastream: cannot list %s on %s: %s\n", l->stream, c->b->name,
-            why ? why : "unexpected reply to XRANGE");
+    fprintf(stderr, "luastream: cannot list %s on %s: XRANGE %s: %s\n", l->stream, c->b->name,
+            l->stream, why ? why : "unexpected reply to XRANGE");
     client_done(c, 1);
     return;
   }
@@ -1101,8 +1103,8 @@ static void dl_list_len(void *data, const bk_reply *r, const char *err) {
     return; /* the XRANGE sent behind it prints */
   }
   const char *why = client_error(r, err);
-  fprintf(stderr, "luastream: cannot list %s on %s: %s\n", l->stream, c->b->name,
-          why ? why : "unexpected reply to XLEN");
+  fprintf(stderr, "luastream: cannot list %s on %s: XLEN %s: %s\n", l->stream, c->b->name,
+          l->stream, why ? why : "unexpected reply to XLEN");
   client_done(c, 1);
 }
 
@@ -1183,8 +1185,18 @@ static void dl_replay_done(void *data, const bk_reply *r, const char *err) {
   }
   if (!ok) {
     if (why && !strncmp(why, "ERR ", 4)) why += 4;
-    fprintf(stderr, "luastream: replay from %s failed: %s\n", rp->stream,
-            why ? why : "unexpected reply to the replay script");
+    /* Refused by the ACL: Redis names neither the script nor the key. */
+    bool refused = why && (strstr(why, "NOPERM") || strstr(why, "can't access") ||
+                           strstr(why, "can't run"));
+    if (refused)
+      fprintf(stderr,
+              "luastream: replay from %s failed: the replay script (EVAL on %s: TYPE, XRANGE, "
+              "XREVRANGE and XDEL there, TYPE and XADD on the retry stream "
+              "<dead-letter-stream>:retry:<dead-letter-group> each entry names) was refused: %s\n",
+              rp->stream, rp->stream, why);
+    else
+      fprintf(stderr, "luastream: replay from %s failed: %s\n", rp->stream,
+              why ? why : "unexpected reply to the replay script");
     if (rp->replayed)
       printf("replayed %lld dead letter%s from %s before the failure\n", rp->replayed,
              rp->replayed == 1 ? "" : "s", rp->stream);

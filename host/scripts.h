@@ -81,7 +81,9 @@ extern const char SCRIPT_REDO[];
  *   Reply: [[[dead-letter id, retry stream, new id], ...], [[skipped id,
  *           why], ...], next, last]: "all" calls go on with after = next and
  *           last = last until next is "" (always "" for "ids"). An error
- *           reply names the stream and the entry.
+ *           reply names the stream and the entry; a refused XADD (the ACL)
+ *           names its retry stream, the entry and how many moved before it
+ *           (those stay moved: each XADD goes with its XDEL).
  * The retry streams are not in KEYS (they are named by the dead letters):
  * fine on one server; Redis Cluster is not supported yet. */
 extern const char SCRIPT_REPLAY[];

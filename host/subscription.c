@@ -35,6 +35,40 @@ void sub__reply_text(const bk_reply *r, const char *err, char *buf, size_t len) 
     snprintf(buf, len, "unexpected reply type %d", r->type);
 }
 
+/* ---- periodic work that fails (readiness) ---- */
+
+static const char *const WORK_NAME[NWORK] = {
+    [WORK_ACKS] = "acks",
+    [WORK_OUTCOMES] = "writing outcomes",
+    [WORK_SWEEP] = "the delay-set sweep",
+    [WORK_LEASE] = "the consumer lease",
+    [WORK_PRUNE] = "the idle-consumer prune",
+};
+
+enum log_level sub__work_failed(subscription *s, enum sub_work w, enum log_level level,
+                                const char *detail) {
+  struct work_fault *f = &s->work[w];
+  uint64_t now = clock_now(s->clock);
+  bool news = !f->failing || strncmp(f->detail, detail, sizeof f->detail - 1) != 0 ||
+              now - f->logged_ms >= WORK_RELOG_MS;
+  if (!f->failing) f->since_ms = now;
+  f->failing = true;
+  snprintf(f->detail, sizeof f->detail, "%s", detail);
+  if (!news) return LOG_DEBUG;
+  f->logged_ms = now;
+  return level;
+}
+
+void sub__work_ok(subscription *s, enum sub_work w) {
+  struct work_fault *f = &s->work[w];
+  if (!f->failing) return;
+  f->failing = false;
+  char msg[64], ms[24];
+  snprintf(msg, sizeof msg, "%s works again", WORK_NAME[w]);
+  snprintf(ms, sizeof ms, "%llu", (unsigned long long)(clock_now(s->clock) - f->since_ms));
+  sub__log(s, LOG_INFO, msg, "failed_ms", ms, NULL, NULL);
+}
+
 /* ---- drain bookkeeping ---- */
 
 static void lease_given_back(void *data) {
@@ -278,12 +312,22 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
       s->failing_since_ms = clock_now(s->clock);
     }
     sub__reply_text(r, err, why, sizeof why);
+    enum read_kind kind = next_read_kind(s);
+    bool script = kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT;
+    char keys[512];
+    snprintf(keys, sizeof keys, "%s %s", s->spec->stream, s->retry_key);
     if (group_gone(r)) {
       sub__log(s, LOG_ERROR, "group or stream disappeared, creating it again", "error", why, NULL,
               NULL);
       s->state = SUB_CREATING;
     } else {
-      sub__log(s, LOG_WARN, "read failed, retrying", "error", why, NULL, NULL);
+      log_line(LOG_WARN, s->spec->name, "read failed, retrying", "stream", s->spec->stream,
+               "group", s->spec->group, "consumer", s->spec->consumer, "command",
+               script ? "EVAL" : "XREADGROUP", "script",
+               kind == READ_CLAIM_SCRIPT     ? "the claiming read (claim_fallback)"
+               : kind == READ_RECLAIM_SCRIPT ? "the reclaim read"
+                                             : NULL,
+               "keys", keys, "error", why, NULL);
     }
     backoff(s);
     return;
@@ -438,17 +482,28 @@ static void reader_state(void *data, bk_conn *c, int up) {
 static void prune_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
-  if (s->state == SUB_READING) timer_start(s->prune_timer, PRUNE_EVERY_MS);
-  if (r && r->type == BK_ARRAY) {
+  bool ok = r && r->type == BK_ARRAY;
+  if (s->state == SUB_READING) timer_start(s->prune_timer, ok || !r ? PRUNE_EVERY_MS : PRUNE_RETRY_MS);
+  if (ok) {
+    sub__work_ok(s, WORK_PRUNE);
     for (size_t i = 0; i < r->elements; i++)
       if (r->element[i]->type == BK_STRING)
         log_line(LOG_INFO, s->spec->name, "idle consumer removed from the group", "stream",
                  s->spec->stream, "group", s->spec->group, "removed", r->element[i]->str, NULL);
   } else {
-    char why[256];
+    char why[256], detail[1024];
     sub__reply_text(r, err, why, sizeof why);
-    sub__log(s, LOG_WARN, "cannot remove idle consumers, trying again later", "error", why, NULL,
-             NULL);
+    /* A lost connection: tried again in an hour, nothing to report. */
+    enum log_level level = LOG_DEBUG;
+    if (r) {
+      snprintf(detail, sizeof detail, "EVAL on %s (XINFO CONSUMERS, EXISTS %s*, XGROUP DELCONSUMER): %s",
+               s->spec->stream, s->lease_prefix, why);
+      level = sub__work_failed(s, WORK_PRUNE, LOG_WARN, detail);
+    }
+    log_line(level, s->spec->name, "removing idle consumers failed, retrying", "stream",
+             s->spec->stream, "group", s->spec->group, "command", "EVAL", "script",
+             "the idle-consumer prune", "key", s->spec->stream, "lease_keys", s->lease_prefix,
+             "error", why, NULL);
   }
   sub__maybe_drained(s);
 }
@@ -476,7 +531,20 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
   const char *key = lease_key_of(s->lease);
   char wait[32];
   switch (ev) {
+  case LEASE_FAILED: { /* holder: Redis's error */
+    char detail[1024];
+    snprintf(detail, sizeof detail, "EVAL on %s: %s", key, holder);
+    enum log_level level = sub__work_failed(s, WORK_LEASE, LOG_ERROR, detail);
+    log_line(level, s->spec->name, "the consumer lease failed, retrying", "stream",
+             s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
+             "EVAL", "script", "the consumer lease", "key", key, "error", holder, NULL);
+    return;
+  }
+  case LEASE_RENEWED:
+    sub__work_ok(s, WORK_LEASE);
+    return;
   case LEASE_TAKEN:
+    sub__work_ok(s, WORK_LEASE);
     if (s->state != SUB_LEASING) return;
     sub__log(s, LOG_DEBUG, "consumer lease taken", "lease", key, NULL, NULL);
     return ensure_group(s);
@@ -485,6 +553,7 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
              holder, "lease", key);
     return;
   case LEASE_RETAKEN:
+    sub__work_ok(s, WORK_LEASE);
     sub__log(s, LOG_WARN, "consumer lease had expired (paused or Redis unreachable); taken again",
              "lease", key, NULL, NULL);
     return;
@@ -522,6 +591,7 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
 
 static void start_reading(subscription *s) {
   s->state = SUB_READING;
+  s->create_fault[0] = '\0';
   if (!s->started) recover_own(s); /* a host back under the same name */
   s->started = true;
   s->backoff_ms = 0;
@@ -562,8 +632,10 @@ static void setid_done(void *data, const bk_reply *r, const char *err) {
   }
   char why[256];
   sub__reply_text(r, err, why, sizeof why);
-  sub__log(s, LOG_ERROR, "cannot move the group cursor (start_at), retrying", "error", why, NULL,
-          NULL);
+  snprintf(s->create_fault, sizeof s->create_fault, "XGROUP SETID on %s: %s", s->spec->stream, why);
+  log_line(LOG_ERROR, s->spec->name, "cannot move the group cursor (start_at), retrying", "stream",
+           s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
+           "XGROUP SETID", "key", s->spec->stream, "error", why, NULL);
   backoff(s);
 }
 
@@ -578,6 +650,14 @@ static void move_cursor(subscription *s) {
     backoff(s);
 }
 
+/* Logs a refused XGROUP CREATE on key; readiness says it too. */
+static void create_failed(subscription *s, const char *msg, const char *key, const char *why) {
+  snprintf(s->create_fault, sizeof s->create_fault, "XGROUP CREATE on %s: %s", key, why);
+  log_line(LOG_ERROR, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
+           "consumer", s->spec->consumer, "command", "XGROUP CREATE", "key", key, "error", why,
+           NULL);
+}
+
 /* The stream's XGROUP CREATE: its verdict waits for the retry stream's,
  * which the same connection answers next (create_retry_done decides). */
 static void create_stream_done(void *data, const bk_reply *r, const char *err) {
@@ -590,8 +670,8 @@ static void create_stream_done(void *data, const bk_reply *r, const char *err) {
   if (s->create_alone) { /* the retry stream's could not be sent: try both again */
     if (!s->stream_create_failed)
       snprintf(s->create_error, sizeof s->create_error, "not connected");
-    sub__log(s, LOG_ERROR, "cannot create the group on the retry stream, retrying", "retry_stream",
-             s->retry_key, "error", s->create_error);
+    create_failed(s, "cannot create the group on the retry stream, retrying", s->retry_key,
+                  s->create_error);
     backoff(s);
   }
 }
@@ -603,16 +683,14 @@ static void create_retry_done(void *data, const bk_reply *r, const char *err) {
   if (!(r && (r->type == BK_STATUS || bk_reply_is_error(r, "BUSYGROUP")))) {
     char why[256];
     sub__reply_text(r, err, why, sizeof why);
-    sub__log(s, LOG_ERROR, "cannot create the group on the retry stream, retrying", "retry_stream",
-             s->retry_key, "error", why);
+    create_failed(s, "cannot create the group on the retry stream, retrying", s->retry_key, why);
     return backoff(s);
   }
   if (r->type == BK_STATUS)
     sub__log(s, LOG_INFO, "group created on the retry stream", "retry_stream", s->retry_key, NULL,
              NULL);
   if (s->stream_create_failed) {
-    sub__log(s, LOG_ERROR, "cannot create the group, retrying", "error", s->create_error, NULL,
-             NULL);
+    create_failed(s, "cannot create the group, retrying", s->spec->stream, s->create_error);
     return backoff(s);
   }
   bool created = s->stream_created;
@@ -794,10 +872,17 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
     snprintf(why, len, "not started");
     return false;
   case SUB_LEASING:
-    snprintf(why, len, "waiting for the consumer name's lease");
+    if (s->work[WORK_LEASE].failing)
+      snprintf(why, len, "waiting for the consumer name's lease: %s failing: %s",
+               WORK_NAME[WORK_LEASE], s->work[WORK_LEASE].detail);
+    else
+      snprintf(why, len, "waiting for the consumer name's lease");
     return false;
   case SUB_CREATING:
-    snprintf(why, len, "creating group");
+    if (s->create_fault[0])
+      snprintf(why, len, "creating group: %s", s->create_fault);
+    else
+      snprintf(why, len, "creating group");
     return false;
   case SUB_STOPPING:
   case SUB_DRAINED:
@@ -829,6 +914,15 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
     snprintf(why, len, "stuck: reads failing for %llu ms",
              (unsigned long long)(now - s->failing_since_ms));
     return false;
+  }
+  /* Work that keeps failing as long as a read may: not doing its job. */
+  for (int w = 0; w < NWORK; w++) {
+    const struct work_fault *f = &s->work[w];
+    if (f->failing && now - f->since_ms > limit) {
+      snprintf(why, len, "stuck: %s failing for %llu ms: %s", WORK_NAME[w],
+               (unsigned long long)(now - f->since_ms), f->detail);
+      return false;
+    }
   }
   return true;
 }

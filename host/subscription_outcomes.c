@@ -23,6 +23,10 @@ struct redo {
   subscription *s;
   char id[ID_MAX];
   const char *what;      /* for the log: "retry", "reply", "dead letter", ... (static) */
+  int ncmds;             /* commands of the outcome: 1 goes alone, more in MULTI/EXEC */
+  int queued;            /* MULTI/EXEC: queued commands answered so far */
+  int refused;           /* the first one Redis refused while queueing, -1 none */
+  char *refusal;         /* ... and its error (malloc'd), for the log instead of EXECABORT */
   size_t cap;            /* bytes after the struct */
   int argc;
   const char **argv;
@@ -52,6 +56,8 @@ static struct redo *redo_alloc(subscription *s, size_t cap) {
 /* r was answered (or given up): keep it for later outcomes. */
 static void redo_release(subscription *s, struct redo *r) {
   s->outcomes_unwritten--;
+  free(r->refusal);
+  r->refusal = NULL;
   if (s->nspare_redo == REDO_SPARE_MAX || r->cap > REDO_KEEP_MAX) {
     free(r);
     return;
@@ -93,6 +99,10 @@ static struct redo *redo_new(subscription *s, const char *key, const char *id, c
   r->s = s;
   sub__copy_id(r->id, id);
   r->what = what;
+  r->ncmds = t->n;
+  r->queued = 0;
+  r->refused = -1;
+  r->refusal = NULL;
   r->argc = 0;
   r->argv = (const char **)(r + 1);
   r->argvlen = (size_t *)(r->argv + argc);
@@ -138,6 +148,7 @@ void sub__redo_free(subscription *s) {
     while (lists[i]) {
       struct redo *r = lists[i];
       lists[i] = r->next;
+      free(r->refusal);
       free(r);
     }
   }
@@ -146,6 +157,27 @@ void sub__redo_free(subscription *s) {
 }
 
 static void send_redo(subscription *s, struct redo *r);
+
+/* The name and key (its first argument) of command i of r's outcome, from
+ * the SCRIPT_REDO arguments: EVAL script 1 key group id, then per command
+ * its argc and argv. */
+static void redo_cmd(const struct redo *r, int i, const char **name, const char **key) {
+  int p = 6;
+  for (int j = 0; j < i && p < r->argc; j++) p += 1 + atoi(r->argv[p]);
+  *name = p + 1 < r->argc ? r->argv[p + 1] : "?";
+  *key = p + 2 < r->argc ? r->argv[p + 2] : "";
+}
+
+/* "key key ...": where r's entry is pending and every key its commands
+ * write, for a failed SCRIPT_REDO (Redis's text names none). */
+static void redo_keys(const struct redo *r, char *buf, size_t len) {
+  int n = snprintf(buf, len, "%s", r->argv[3]);
+  for (int i = 0; i < r->ncmds && n >= 0 && (size_t)n < len; i++) {
+    const char *name, *key;
+    redo_cmd(r, i, &name, &key);
+    n += snprintf(buf + n, len - (size_t)n, " %s", key);
+  }
+}
 
 
 /* ---- acks: coalesced, one XACK per loop turn ---- */
@@ -186,16 +218,26 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
     sub__log(s, LOG_WARN, "shutdown deadline: ack unconfirmed, entries may stay pending",
              "entries", count, "error", why);
   } else if (r == NULL || r->type != BK_INTEGER) {
-    char why[256];
+    char why[256], detail[1024];
     sub__reply_text(r, err, why, sizeof why);
     char count[24];
     snprintf(count, sizeof count, "%zu", batch->n);
-    sub__log(s, LOG_WARN, "ack failed, will retry", "entries", count, "error", why);
+    const char *key = batch->key == KEY_RETRY ? s->retry_key : s->spec->stream;
+    enum log_level level = LOG_WARN;
+    if (r) { /* the server refused it (a lost connection is not counted) */
+      snprintf(detail, sizeof detail, "XACK on %s: %s", key, why);
+      level = sub__work_failed(s, WORK_ACKS, LOG_WARN, detail);
+    }
+    log_line(level, s->spec->name, "ack failed, will retry", "stream", s->spec->stream, "group",
+             s->spec->group, "consumer", s->spec->consumer, "entries", count, "command", "XACK",
+             "key", key, "error", why, NULL);
     /* Put them back: acked later, never dropped, and not at once: an error
      * such as READONLY lasts until the server changes. */
     for (size_t i = 0; i < batch->n; i++) add_ack(s, batch->key, batch->ids[i]);
     s->flush_armed = true;
     timer_start(s->flush_timer, BACKOFF_MIN_MS);
+  } else if (s->work[WORK_ACKS].failing) {
+    sub__work_ok(s, WORK_ACKS);
   }
   batch->n = 0;
   batch->next = s->spare_batches;
@@ -307,11 +349,13 @@ static void redo_done(void *data, const bk_reply *r, const char *err) {
              "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
              req->what, NULL);
   } else {
-    char why[256];
+    char why[256], keys[512];
     sub__reply_text(r, err, why, sizeof why);
+    redo_keys(req, keys, sizeof keys);
     log_line(LOG_ERROR, s->spec->name, "outcome not written, entry left pending", "stream",
              s->spec->stream, "group", s->spec->group, "id", req->id, "outcome", req->what,
-             "error", why, NULL);
+             "command", "EVAL", "script", "the outcome written again after a lost connection",
+             "keys", keys, "error", why, NULL);
   }
   redo_release(s, req);
   sub__progress(s);
@@ -339,12 +383,13 @@ static void write_done(void *data, const bk_reply *r, const char *err) {
     return;
   }
   const bk_reply *failed = r && (r->type == BK_ERROR || r->type == BK_NIL) ? r : NULL;
+  int cmd = failed && failed->type == BK_ERROR && req->ncmds == 1 ? 0 : -1; /* sent alone */
   bool acked = false;
   if (r && r->type == BK_ARRAY && r->elements) {
     /* EXEC runs every queued command even after one fails (no rollback):
      * the XACK, always last, says whether the entry is still pending. */
     for (size_t i = 0; i < r->elements && !failed; i++)
-      if (r->element[i]->type == BK_ERROR) failed = r->element[i];
+      if (r->element[i]->type == BK_ERROR) failed = r->element[i], cmd = (int)i;
     const bk_reply *last = r->element[r->elements - 1];
     acked = last->type == BK_INTEGER && last->integer > 0;
   }
@@ -352,12 +397,31 @@ static void write_done(void *data, const bk_reply *r, const char *err) {
     char why[256];
     sub__reply_text(failed, failed && failed->type == BK_NIL ? "transaction aborted" : err, why,
                sizeof why);
+    /* EXECABORT says only that something was refused: say what, on which
+     * key, with the refusal's own text. */
+    const char *name = NULL, *key = NULL;
+    if (req->refusal && failed && failed->type == BK_ERROR && bk_reply_is_error(failed, "EXECABORT")) {
+      cmd = req->refused;
+      snprintf(why, sizeof why, "%s", req->refusal);
+    }
+    if (cmd >= 0) redo_cmd(req, cmd, &name, &key);
+    else if (failed && failed->type == BK_ERROR && req->ncmds > 1 &&
+             !bk_reply_is_error(failed, "EXECABORT"))
+      name = "EXEC"; /* refused itself (no +exec) */
+    if (r) {
+      char detail[1024];
+      snprintf(detail, sizeof detail, "%s on %s: %s", name ? name : "MULTI/EXEC",
+               key ? key : req->argv[3], why);
+      sub__work_failed(s, WORK_OUTCOMES, LOG_ERROR, detail);
+    }
     log_line(LOG_ERROR, s->spec->name,
              acked          ? "outcome partly written: entry acked, a write failed"
              : s->abandoned ? "shutdown deadline: outcome unconfirmed, entry may stay pending"
                             : "outcome not written, entry left pending",
              "stream", s->spec->stream, "group", s->spec->group, "id", req->id, "outcome",
-             req->what, "error", why, NULL);
+             req->what, "command", name, "key", key, "error", why, NULL);
+  } else if (s->work[WORK_OUTCOMES].failing) {
+    sub__work_ok(s, WORK_OUTCOMES);
   }
   redo_release(s, req);
   sub__progress(s); /* a claiming read may have waited for this write */
@@ -367,6 +431,25 @@ static void ignore_reply(void *data, const bk_reply *r, const char *err) {
   (void)r, (void)err;
   subscription *s = data;
   s->writes_pending--;
+  sub__maybe_drained(s);
+}
+
+/* A queued command's reply (+QUEUED, or the error that makes EXEC abort):
+ * the first refusal is kept for write_done's log line. */
+static void queued_reply(void *data, const bk_reply *r, const char *err) {
+  (void)err;
+  struct redo *req = data;
+  subscription *s = req->s;
+  s->writes_pending--;
+  if (r && r->type == BK_ERROR && req->refused < 0) {
+    req->refused = req->queued;
+    req->refusal = malloc(r->len + 1);
+    if (req->refusal) {
+      memcpy(req->refusal, r->str, r->len);
+      req->refusal[r->len] = '\0';
+    }
+  }
+  req->queued++;
   sub__maybe_drained(s);
 }
 
@@ -388,7 +471,7 @@ static void send_txn(subscription *s, const struct entry *e, const char *what, s
     s->writes_pending++;
     /* MULTI was accepted: the connection is up and the rest goes out with it. */
     for (int i = 0; i < t->n; i++) {
-      bk_command(s->b, s->cmd, t->cmd[i].argc, t->cmd[i].argv, t->cmd[i].argvlen, ignore_reply, s);
+      bk_command(s->b, s->cmd, t->cmd[i].argc, t->cmd[i].argv, t->cmd[i].argvlen, queued_reply, req);
       s->writes_pending++;
     }
     bk_command(s->b, s->cmd, 1, &exec, &exec_len, write_done, req);
@@ -600,13 +683,23 @@ static void sweep_done(void *data, const bk_reply *r, const char *err) {
                s->spec->stream, "group", s->spec->group, "members", n, "moved_to",
                s->unreadable_key, NULL);
     }
+    sub__work_ok(s, WORK_SWEEP);
     /* A full sub__sweep may have left more that are due. */
     if (s->state == SUB_READING) timer_start(s->sweep_timer, taken >= SWEEP_COUNT ? 0 : SWEEP_MS);
   } else {
-    char why[256];
+    char why[256], keys[512], detail[1024];
     sub__reply_text(r, err, why, sizeof why);
+    /* Redis's text names neither the script nor the keys it was given. */
+    snprintf(keys, sizeof keys, "%s %s %s", s->delay_key, s->retry_key, s->unreadable_key);
+    enum log_level level = LOG_DEBUG; /* a lost connection: said elsewhere */
+    if (r) {
+      snprintf(detail, sizeof detail, "EVAL on %s: %s", keys, why);
+      level = sub__work_failed(s, WORK_SWEEP, LOG_WARN, detail);
+    }
     if (s->state == SUB_READING) {
-      sub__log(s, LOG_WARN, "sweeping the delay set failed, retrying", "error", why, NULL, NULL);
+      log_line(level, s->spec->name, "the delay-set sweep failed, retrying", "stream",
+               s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
+               "EVAL", "script", "the delay-set sweep", "keys", keys, "error", why, NULL);
       timer_start(s->sweep_timer, SWEEP_MS);
     }
   }

@@ -41,6 +41,25 @@
 #define PRUNE_IDLE_MS (24ULL * 3600 * 1000)
 #define PRUNE_EVERY_MS (3600ULL * 1000)
 
+/* Removing idle consumers failed: tried again this soon, not an hour later,
+ * so that readiness (sub_healthy) sees it work again once fixed. */
+#define PRUNE_RETRY_MS 5000
+/* A failure of periodic work that repeats unchanged is logged again at its
+ * level this often (in between at debug). */
+#define WORK_RELOG_MS 60000
+
+/* Work a subscription repeats while it runs, whose failures readiness
+ * watches (sub_healthy): a server error starts the clock, a success stops
+ * it. A lost connection is not counted (readiness says so by itself). */
+enum sub_work { WORK_ACKS, WORK_OUTCOMES, WORK_SWEEP, WORK_LEASE, WORK_PRUNE, NWORK };
+
+struct work_fault {
+  bool failing;
+  uint64_t since_ms;  /* the first failure since the last success */
+  uint64_t logged_ms; /* when it was last logged at its level */
+  char detail[400];   /* what Redis refused: "COMMAND on KEY ...: error" */
+};
+
 enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
 /* The two keys every read covers (struct entry's key says which one an
@@ -138,6 +157,8 @@ struct subscription {
   ltimer *prune_timer;      /* removes the group's idle consumers (with a lease only) */
   bool pruned;              /* the first prune has been armed */
   char *lease_prefix;       /* LEASE_PREFIX {stream}:group: (SCRIPT_PRUNE) */
+  struct work_fault work[NWORK]; /* periodic work failing (readiness) */
+  char create_fault[400];   /* the last failure to create the group, "" when none */
 };
 
 /* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
@@ -162,6 +183,14 @@ void sub__log(subscription *s, enum log_level level, const char *msg, const char
               const char *v1, const char *k2, const char *v2);
 /* The error text of a failed command: the reply's, or err. */
 void sub__reply_text(const bk_reply *r, const char *err, char *buf, size_t len);
+/* Work w got a server error: detail says what was refused (the command or
+ * script, its keys, Redis's text). Starts w's failing clock. Returns the
+ * level to log it at: `level` for the first failure, a different error or
+ * one last logged WORK_RELOG_MS ago, else LOG_DEBUG. */
+enum log_level sub__work_failed(subscription *s, enum sub_work w, enum log_level level,
+                                const char *detail);
+/* Work w succeeded: stops its failing clock (logged when it was failing). */
+void sub__work_ok(subscription *s, enum sub_work w);
 /* Sends SUB_EV_DRAINED once a stopping subscription has nothing left. */
 void sub__maybe_drained(subscription *s);
 /* Runs what may run now and reads more when the lanes have room. */

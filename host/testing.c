@@ -21,6 +21,7 @@
  *   app:deliveries([handler]) -> { {handler, id, fields = {k, v, ...}, deliveries, idle_ms,
  *                                   outcome, reason, error, version}, ... }
  *   app:logs() -> { line, ... }   app:stop()
+ *   app:ready() -> true, or false and why (host_is_ready: /readyz's answer)
  *   app:reload([force])  app:reload_soon()   -- hot reload (host_reload, host_reload_soon) */
 #include <lauxlib.h>
 #include <lua.h>
@@ -520,6 +521,17 @@ static int app_logs(lua_State *L) {
   return 1;
 }
 
+/* app:ready() -> true, or false and why: what /readyz would answer. */
+static int app_ready(lua_State *L) {
+  struct app *a = luaL_checkudata(L, 1, APP_MT);
+  char why[1024];
+  bool ok = a->host != NULL && host_is_ready(a->host, why, sizeof why);
+  lua_pushboolean(L, ok);
+  if (ok) return 1;
+  lua_pushstring(L, a->host ? why : "stopped");
+  return 2;
+}
+
 /* ---- life cycle ---- */
 
 static void host_stopped(void *data) { ((struct app *)data)->stopped = true; }
@@ -703,7 +715,7 @@ int luaopen_luastream_testing(lua_State *L) {
       {"now", app_now},
       {"command", app_command},   {"deliveries", app_deliveries},
       {"logs", app_logs},         {"stop", app_stop},       {"reload", app_reload},
-      {"reload_soon", app_reload_soon}, {NULL, NULL}};
+      {"reload_soon", app_reload_soon}, {"ready", app_ready}, {NULL, NULL}};
   luaL_newmetatable(L, APP_MT);
   lua_newtable(L);
   luaL_register(L, NULL, methods);

@@ -107,6 +107,9 @@ function App:reload(force) self.core:reload(force and true or false) end
 -- 200 ms on the app's clock (advance to see it).
 function App:reload_soon() self.core:reload_soon() end
 
+-- true, or false and why: what GET /readyz would answer (docs/operations.md).
+function App:ready() return self.core:ready() end
+
 -- A Redis command on the in-memory broker: the reply, or nil and the error.
 function App:command(...) return self.core:command(...) end
 

@@ -1168,8 +1168,10 @@ TEST_IMPL(sub_sweeper_runs_every_second) {
   /* 3000: an error is logged and the sweep tried again a second later */
   clock_virtual_advance(F.clk, 1000);
   ASSERT_INT_EQ(nsweeps(), 5);
-  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"sweeping the delay set failed, "
-                          "retrying\" stream=payments group=ledger consumer=c-1 "
+  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"the delay-set sweep failed, "
+                          "retrying\" stream=payments group=ledger consumer=c-1 command=EVAL "
+                          "script=\"the delay-set sweep\" keys=\"payments:delayed:ledger "
+                          "payments:retry:ledger payments:delayed:ledger:unreadable\" "
                           "error=\"ERR something broke\"\n");
   clock_virtual_advance(F.clk, 1000);
   ASSERT_INT_EQ(nsweeps(), 6);
@@ -1205,21 +1207,24 @@ TEST_IMPL(sub_sweeper_reports_unreadable_members) {
 
 /* ================================================================ failed transactions */
 
-/* EXEC refused (a command was refused while queueing): nothing was written,
- * the entry is still pending, and the log says so. */
+/* EXEC refused (a command was refused while queueing, here by the ACL):
+ * nothing was written, the entry is still pending, and the log names the
+ * refused command and its key with Redis's error, not EXECABORT. */
 TEST_IMPL(sub_txn_aborted_logged) {
   fx_init("dead_letter = \"payments.dead\", batch = 10");
   replay_expect(F.rb, NEW_READ,
                 read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"no\"}"))));
   replay_expect(F.rb, "MULTI", "+OK\r\n");
-  replay_expect(F.rb, "XADD payments.dead * **", "+QUEUED\r\n");
+  replay_expect(F.rb, "XADD payments.dead * **",
+                "-NOPERM this user has no permissions to access one of the keys used as "
+                "arguments\r\n");
   replay_expect(F.rb, "XACK payments ledger 1-0", "+QUEUED\r\n");
   replay_expect(F.rb, "EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n");
   fx_run(80400);
   ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"outcome not written, entry left "
                           "pending\" stream=payments group=ledger id=1-0 outcome=\"dead letter\" "
-                          "error=\"EXECABORT Transaction discarded because of previous "
-                          "errors.\"\n");
+                          "command=XADD key=payments.dead error=\"NOPERM this user has no "
+                          "permissions to access one of the keys used as arguments\"\n");
   fx_finish();
 }
 

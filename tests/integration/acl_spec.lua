@@ -1,0 +1,416 @@
+-- Least privilege: `luastream run` and the CLI commands work under exactly the
+-- Redis ACL users docs/operations.md documents (the ACL SETUSER lines are read
+-- from the document itself), and a user lacking one permission gets a log line
+-- naming the command (or script) and the key Redis refused, with Redis's own
+-- error text; periodic work that keeps failing makes /readyz answer 503.
+local helper = require "tests.integration.helper"
+local ffi = require "ffi"
+local bit = require "bit"
+
+for _, decl in ipairs {
+  "typedef struct { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; } ls_sockaddr_in;",
+  "typedef struct { int fd; short events; short revents; } ls_pollfd;",
+  "int socket(int domain, int type, int protocol);",
+  "int connect(int fd, const void *addr, unsigned int len);",
+  "int close(int fd);",
+  "int poll(void *fds, unsigned long nfds, int timeout);",
+  "long write(int fd, const void *buf, unsigned long n);",
+  "long read(int fd, void *buf, unsigned long n);",
+} do
+  pcall(ffi.cdef, decl)
+end
+local C = ffi.C
+
+local READY = 'msg="host ready"'
+local PW = "acl-Pw-1234"
+
+-- GET path on 127.0.0.1:port: status, body.
+local function get(port, path)
+  local fd = C.socket(2, 1, 0)
+  assert(fd >= 0, "socket failed")
+  local sa = ffi.new("ls_sockaddr_in")
+  sa.family = 2
+  sa.port = bit.bor(bit.rshift(port, 8), bit.lshift(bit.band(port, 0xff), 8))
+  sa.addr = 0x0100007f
+  if C.connect(fd, sa, ffi.sizeof(sa)) ~= 0 then
+    C.close(fd)
+    return nil, "connect failed"
+  end
+  local req = "GET " .. path .. " HTTP/1.1\r\nHost: localhost\r\n\r\n"
+  C.write(fd, req, #req)
+  local chunks, buf = {}, ffi.new("char[4096]")
+  local pfd = ffi.new("ls_pollfd[1]")
+  pfd[0].fd, pfd[0].events = fd, 1
+  local deadline = helper.now() + 5
+  while helper.now() < deadline do
+    if C.poll(pfd, 1, 50) > 0 then
+      local n = tonumber(C.read(fd, buf, 4096))
+      if n <= 0 then break end
+      chunks[#chunks + 1] = ffi.string(buf, n)
+    end
+  end
+  C.close(fd)
+  local text = table.concat(chunks)
+  return tonumber(text:match("^HTTP/1%.1 (%d%d%d) ")), text:match("\r\n\r\n(.*)$")
+end
+
+-- The ACL SETUSER lines of docs/operations.md, by user name.
+local function documented()
+  local users = {}
+  for line in helper.read_file("docs/operations.md"):gmatch("[^\n]+") do
+    local name = line:match("^ACL SETUSER (%S+) ")
+    if name then users[name] = line end
+  end
+  return users
+end
+
+local function words(line)
+  local out = {}
+  for w in line:gmatch("%S+") do out[#out + 1] = w end
+  return out
+end
+
+-- Runs an ACL SETUSER given as words, the password placeholder replaced.
+local function setuser(srv, list)
+  local args = {}
+  for i, w in ipairs(list) do args[i] = w == ">PASSWORD" and ">" .. PW or w end
+  assert.equal("OK", srv:cli(unpack(args)))
+end
+
+local function url_of(srv, user) return string.format("redis://%s:%s@127.0.0.1:%d", user, PW, srv.port) end
+
+-- The documented `run` user for any handlers: the commands of the payments
+-- example's line and the key patterns the table prescribes for each
+-- handler (stream, group, and its write-only streams), minus `drop` (a
+-- word to leave out).
+local function run_user(name, subs, drop)
+  local line = assert(documented()["payments-host"], "docs/operations.md has no payments-host line")
+  local list = {}
+  for _, w in ipairs(words(line)) do
+    if not w:find("^~") and not w:find("^%%") then list[#list + 1] = w end
+  end
+  list[3] = name
+  for _, s in ipairs(subs) do
+    local S, G = s.stream, s.group
+    for _, k in ipairs { "~" .. S, "~" .. S .. ":retry:" .. G, "~" .. S .. ":delayed:" .. G,
+      "~" .. S .. ":delayed:" .. G .. ":unreadable", "~luastream:consumer:{" .. S .. "}:" .. G .. ":*" } do
+      list[#list + 1] = k
+    end
+    for _, w in ipairs(s.writes or {}) do list[#list + 1] = "%W~" .. w end
+  end
+  local out = {}
+  for _, w in ipairs(list) do
+    if w ~= drop then out[#out + 1] = w end
+  end
+  return out
+end
+
+-- Every action a handler can take, on a `new` subscription, and a claiming
+-- one (the claim script before 8.4) that delays within min_idle (re-stamp).
+local POST = [[
+local ls = require "luastream"
+
+return {
+  stream = "orders", group = "post", start = "beginning", reply_to = "orders.replies", dead_letter = "orders.dead",
+  handle = function(order, ctx)
+    local again = ctx.headers[ls.DELIVERY_COUNT_HEADER] ~= nil
+    ls.log.info("order seen", { id = order.id, action = order.action, again = again })
+    if order.action == "retry" and not again then return ls.retry() end
+    if order.action == "delay" and not again then return ls.retry_after(300) end
+    if order.action == "reply" then return ls.reply({ id = order.id }) end
+    if order.action == "publish" then
+      ctx:publish("orders.audit", { id = order.id })
+      return ls.ack()
+    end
+    if order.action == "reject" then return ls.reject("refused by the spec") end
+    ls.log.info("order done", { id = order.id, action = order.action })
+    return ls.ack()
+  end,
+}
+]]
+
+local CHECK = [[
+local ls = require "luastream"
+
+return {
+  stream = "orders", group = "check", start = "beginning", read = "claiming", claim_fallback = true, min_idle = 1000,
+  handle = function(order, ctx)
+    if order.action == "delay" and not ctx.headers[ls.DELIVERY_COUNT_HEADER] then
+      return ls.retry_after(200)
+    end
+    ls.log.info("order checked", { id = order.id, action = order.action })
+    return ls.ack()
+  end,
+}
+]]
+
+local SUBS = {
+  { stream = "orders", group = "post", writes = { "orders.replies", "orders.dead", "orders.audit" } },
+  { stream = "orders", group = "check" },
+}
+
+local ACTIONS = { "ack", "retry", "delay", "reply", "publish", "reject" }
+
+local function publish_orders(srv)
+  for i, action in ipairs(ACTIONS) do
+    srv:cli("XADD", "orders", "*", "data", string.format('{"id":%d,"action":"%s"}', i, action))
+  end
+end
+
+local function start(srv, user, files, args)
+  return helper.host_start(args or {}, {
+    url = false, env = { REDIS_URL = url_of(srv, user) }, dir = helper.handlers_dir(files),
+  })
+end
+
+-- Log records at warn or error level.
+local function complaints(host)
+  return host:records(function(r)
+    return (r.level == "warn" or r.level == "error") and r.msg ~= "entry dead-lettered" -- the reject
+  end)
+end
+
+local function assert_quiet(host)
+  local bad = complaints(host)
+  assert(#bad == 0, "warnings or errors in the log:\n" .. table.concat((function()
+    local t = {}
+    for i, r in ipairs(bad) do t[i] = r._line end
+    return t
+  end)(), "\n"))
+end
+
+local function assert_nothing_pending(srv, stream, group)
+  assert.same({}, (srv:pending_ids(stream, group)))
+  assert.same({}, (srv:pending_ids(stream .. ":retry:" .. group, group)))
+end
+
+-- The first record matching filter, waited for.
+local function wait_one(host, filter, what)
+  return host:wait_records(filter, 1, 20, what)[1]
+end
+
+describe("the documented Redis ACL", function()
+  after_each(helper.cleanup)
+
+  it("runs the payments example (handlers/before-8.4) and the producer under their documented users", function()
+    local srv = helper.redis_start()
+    local users = documented()
+    setuser(srv, words(assert(users["payments-host"])))
+    setuser(srv, words(assert(users["payments-producer"])))
+    local host = helper.host_start({}, {
+      url = false, env = { REDIS_URL = url_of(srv, "payments-host") }, dir = "handlers/before-8.4",
+    })
+    host:wait_log(READY, 20, { plain = true })
+    for i = 1, 5 do
+      local code, out, err = helper.luastream("publish", "payments",
+        string.format('{"id":%d,"account":"acme","amount_cents":%d}', i, i * 600000), "--key", "acme",
+        { env = { REDIS_URL = url_of(srv, "payments-producer") } })
+      assert.equal(0, code, out .. err)
+    end
+    helper.wait_until(function() return srv:xlen("payments.screened") == 5 end, 20, "5 replies")
+    host:wait_records({ msg = "payment posted" }, 5, 20, "5 payments posted")
+    -- the lease is renewed (every 5 s) under the same user
+    local key = srv:cli("KEYS", "luastream:consumer:{payments}:ledger:*"):match("[^\n]+")
+    local ttl = tonumber(srv:cli("PTTL", key))
+    helper.wait_until(function() return tonumber(srv:cli("PTTL", key)) > ttl end, 10, "a lease renewal")
+    assert_nothing_pending(srv, "payments", "ledger")
+    assert_nothing_pending(srv, "payments", "fraud")
+    assert.equal(0, host:stop())
+    assert_quiet(host)
+    assert.equal("", srv:cli("KEYS", "luastream:consumer:*"), "the leases are given back")
+
+    -- the producer may write the source stream and nothing else
+    local code, out, err = helper.luastream("publish", "payments:retry:ledger", '{"id":9}',
+      { env = { REDIS_URL = url_of(srv, "payments-producer") } })
+    assert.equal(1, code, out .. err)
+    assert.matches("XADD payments:retry:ledger", err, 1, true)
+    assert.matches("NOPERM", err, 1, true)
+    local denied = srv:call("ACL", "DRYRUN", "payments-producer", "XRANGE", "payments", "-", "+")
+    assert.matches("no permissions", denied)
+  end)
+
+  it("runs every outcome (ack, retry, delay, reply, publish, reject, claim, re-stamp) under the documented run user", function()
+    local srv = helper.redis_start()
+    setuser(srv, run_user("orders-host", SUBS))
+    publish_orders(srv)
+    local host = start(srv, "orders-host", { ["post.lua"] = POST, ["check.lua"] = CHECK })
+    host:wait_log(READY, 20, { plain = true })
+    host:wait_records({ msg = "order done" }, 3, 20, "ack, retry and delay done") -- ack, retry, delay
+    host:wait_records({ msg = "order checked" }, 6, 20, "every order checked")
+    helper.wait_until(function()
+      return srv:xlen("orders.replies") == 1 and srv:xlen("orders.audit") == 1 and srv:xlen("orders.dead") == 1
+    end, 20, "the reply, the published entry and the dead letter")
+    helper.wait_until(function()
+      return #srv:pending_ids("orders", "post") == 0 and #srv:pending_ids("orders:retry:post", "post") == 0
+        and #srv:pending_ids("orders", "check") == 0
+    end, 20, "nothing pending")
+    assert.equal("0", srv:cli("ZCARD", "orders:delayed:post"))
+    -- a lease renewal (every 5 s) under this user
+    local key = "luastream:consumer:{orders}:post:" .. srv:cli("XINFO", "CONSUMERS", "orders", "post"):match("name\n([^\n]+)")
+    local ttl = tonumber(srv:cli("PTTL", key))
+    helper.wait_until(function() return tonumber(srv:cli("PTTL", key)) > ttl end, 10, "a lease renewal")
+    assert_nothing_pending(srv, "orders", "post")
+    assert_nothing_pending(srv, "orders", "check")
+    assert.equal(0, host:stop())
+    assert_quiet(host)
+  end)
+
+  it("lists and replays dead letters under the documented users", function()
+    local srv = helper.redis_start()
+    local users = documented()
+    setuser(srv, words(assert(users["payments-dead-letters-list"])))
+    setuser(srv, words(assert(users["payments-dead-letters-replay"])))
+    srv:cli("XADD", "payments.dead", "*", "data", '{"id":1}', "dead-letter-stream", "payments",
+      "dead-letter-group", "ledger", "dead-letter-id", "1-0", "dead-letter-reason", "rejected")
+    local code, out, err = helper.luastream("dead-letters", "list", "payments.dead",
+      { env = { REDIS_URL = url_of(srv, "payments-dead-letters-list") } })
+    assert.equal(0, code, out .. err)
+    assert.matches("1 dead letter on payments.dead", out, 1, true)
+    code, out, err = helper.luastream("dead-letters", "replay", "payments.dead", "--all",
+      { env = { REDIS_URL = url_of(srv, "payments-dead-letters-replay") } })
+    assert.equal(0, code, out .. err)
+    assert.matches("replayed 1 dead letter from payments.dead", out, 1, true)
+    assert.equal(1, srv:xlen("payments:retry:ledger"))
+    assert.equal(0, srv:xlen("payments.dead"))
+
+    -- the list user cannot replay; the replay user cannot reach another group
+    code, out, err = helper.luastream("dead-letters", "replay", "payments.dead", "--all",
+      { env = { REDIS_URL = url_of(srv, "payments-dead-letters-list") } })
+    assert.equal(1, code, out .. err)
+    srv:cli("XADD", "payments.dead", "*", "data", '{"id":2}', "dead-letter-stream", "payments",
+      "dead-letter-group", "fraud", "dead-letter-id", "2-0")
+    code, out, err = helper.luastream("dead-letters", "replay", "payments.dead", "--all",
+      { env = { REDIS_URL = url_of(srv, "payments-dead-letters-replay") } })
+    assert.equal(1, code, out .. err)
+    assert.matches("the replay script", err, 1, true)
+    assert.matches("payments.dead", err, 1, true)
+    assert.matches("can't access", err, 1, true)
+    assert.matches("(TYPE payments:retry:fraud of dead letter", err, 1, true)
+    assert.equal(1, srv:xlen("payments.dead"), "nothing moved")
+  end)
+end)
+
+describe("a refused command", function()
+  after_each(helper.cleanup)
+
+  -- Starts a host under the run user without `drop`, publishes the orders.
+  local function lacking(drop, args)
+    local srv = helper.redis_start()
+    setuser(srv, run_user("orders-host", SUBS, drop))
+    local host = start(srv, "orders-host", { ["post.lua"] = POST }, args)
+    return srv, host
+  end
+
+  it("in an outcome's transaction names the command and key, not EXECABORT", function()
+    local srv, host = lacking("%W~orders.replies")
+    host:wait_log(READY, 20, { plain = true })
+    publish_orders(srv)
+    local rec = wait_one(host, { msg = "outcome not written, entry left pending", outcome = "reply" }, "the refused reply")
+    assert.equal("XADD", rec.command)
+    assert.equal("orders.replies", rec.key)
+    assert.matches("^NOPERM", rec.error)
+    assert.is_nil(rec.error:find("EXECABORT", 1, true), rec._line)
+    -- the other outcomes went through
+    host:wait_records({ msg = "order done" }, 3, 20)
+    assert.equal(0, host:stop())
+  end)
+
+  it("in the delay set: the transaction's ZADD and the sweep script, with their keys", function()
+    local srv, host = lacking("~orders:delayed:post")
+    host:wait_log(READY, 20, { plain = true })
+    publish_orders(srv)
+    local rec = wait_one(host, { msg = "outcome not written, entry left pending", outcome = "retry_after" }, "the refused delay")
+    assert.equal("ZADD", rec.command)
+    assert.equal("orders:delayed:post", rec.key)
+    assert.matches("^NOPERM", rec.error)
+    rec = wait_one(host, { msg = "the delay-set sweep failed, retrying" }, "the refused sweep")
+    assert.equal("EVAL", rec.command)
+    assert.equal("the delay-set sweep", rec.script)
+    assert.equal("orders:delayed:post orders:retry:post orders:delayed:post:unreadable", rec.keys)
+    assert.matches("^NOPERM", rec.error) -- EVAL refused: its KEYS are checked first
+    assert.equal(0, host:stop())
+  end)
+
+  it("on a dead letter, a retry copy and an ack: command and key", function()
+    local srv, host = lacking("%W~orders.dead")
+    host:wait_log(READY, 20, { plain = true })
+    publish_orders(srv)
+    local rec = wait_one(host, { msg = "outcome not written, entry left pending", outcome = "dead letter" })
+    assert.equal("XADD", rec.command)
+    assert.equal("orders.dead", rec.key)
+    assert.equal(0, host:stop())
+    helper.cleanup()
+
+    srv, host = lacking("+xack", { "--shutdown-timeout", "500ms" }) -- the acks never drain
+    host:wait_log(READY, 20, { plain = true })
+    publish_orders(srv)
+    rec = wait_one(host, { msg = "ack failed, will retry" })
+    assert.equal("XACK", rec.command)
+    assert.equal("orders", rec.key)
+    assert.matches("^NOPERM", rec.error)
+    rec = wait_one(host, { msg = "outcome not written, entry left pending", outcome = "retry" })
+    assert.equal("XACK", rec.command) -- the retry copy's transaction acks too
+    assert.equal("orders", rec.key)
+    assert.equal(0, host:stop())
+  end)
+
+  it("at start-up, on the retry stream and the consumer lease: command or script, and key", function()
+    local srv, host = lacking("~orders:retry:post")
+    local rec = wait_one(host, { msg = "cannot create the group on the retry stream, retrying" })
+    assert.equal("XGROUP CREATE", rec.command)
+    assert.equal("orders:retry:post", rec.key)
+    assert.matches("^NOPERM", rec.error)
+    host:stop()
+    helper.cleanup()
+
+    srv, host = lacking("~luastream:consumer:{orders}:post:*")
+    rec = wait_one(host, { msg = "the consumer lease failed, retrying" })
+    assert.equal("EVAL", rec.command)
+    assert.equal("the consumer lease", rec.script)
+    assert.matches("^luastream:consumer:{orders}:post:", rec.key)
+    assert.matches("^NOPERM", rec.error) -- EVAL refused: its KEYS are checked first
+    -- logged once, not at every attempt
+    local t0 = helper.now()
+    helper.wait_until(function() return helper.now() > t0 + 3 end, 5, "3 s of retries (one a second)")
+    assert.equal(1, host:count({ msg = "the consumer lease failed, retrying" }))
+    host:stop()
+  end)
+
+  it("in the idle-consumer prune: script and key", function()
+    local _, host = lacking("+xinfo|consumers")
+    local rec = wait_one(host, { msg = "removing idle consumers failed, retrying" })
+    assert.equal("EVAL", rec.command)
+    assert.equal("the idle-consumer prune", rec.script)
+    assert.equal("orders", rec.key)
+    assert.matches("can't run this command", rec.error, 1, true)
+    assert.equal(0, host:stop())
+  end)
+end)
+
+describe("/readyz and periodic work", function()
+  after_each(helper.cleanup)
+
+  it("is 503 while the delay-set sweep keeps failing, naming it, and 200 once it works again", function()
+    local srv = helper.redis_start()
+    local list = run_user("orders-host", SUBS, "~orders:delayed:post")
+    setuser(srv, list)
+    local host = helper.host_start({ "--http", "127.0.0.1:0" }, {
+      url = false, env = { REDIS_URL = url_of(srv, "orders-host") },
+      dir = helper.handlers_dir({ ["post.lua"] = POST }),
+    })
+    local port = tonumber(host:wait_records({ msg = "health endpoint listening" }, 1, 20)[1].port)
+    host:wait_log(READY, 20, { plain = true })
+    local body = helper.wait_until(function()
+      local code, b = get(port, "/readyz")
+      return code == 503 and b and b:find("delay-set sweep", 1, true) and b
+    end, 20, "/readyz 503 naming the sweep")
+    assert.matches("^subscription post: stuck: the delay%-set sweep failing for %d+ ms", body)
+    assert.matches("orders:delayed:post", body, 1, true)
+    assert.matches("NOPERM", body, 1, true)
+
+    srv:cli("ACL", "SETUSER", "orders-host", "~orders:delayed:post")
+    helper.wait_until(function() return get(port, "/readyz") == 200 end, 20, "/readyz 200 again")
+    host:wait_log('msg="the delay-set sweep works again"', 10, { plain = true })
+    assert.equal(0, host:stop())
+  end)
+end)
