@@ -103,6 +103,41 @@ const char SCRIPT_OWN[] =
     "return {cursors, streams, {}}\n";
 
 const char SCRIPT_SWEEP[] =
+    "local retry, group = KEYS[2], ARGV[3]\n"
+    /* First the retry stream's trim, before this sweep adds anything to it:
+     * what the sweep adds is after the group's last-delivered-id, kept. */
+    "local trimmed = 0\n"
+    "if redis.call('XLEN', retry) > 0 then\n"
+    "  local last\n"
+    "  for _, g in ipairs(redis.call('XINFO', 'GROUPS', retry)) do\n"
+    "    local f = {}\n"
+    "    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end\n"
+    "    if f.name == group then last = f['last-delivered-id'] end\n"
+    "  end\n"
+    /* Without the group nothing is known to be acknowledged: no trim. */
+    "  if last then\n"
+    /* ids compared exactly, as decimal strings (no leading zeros) */
+    "    local function before(a, b)\n"
+    "      local am, as = string.match(a, '^(%d+)-(%d+)$')\n"
+    "      local bm, bs = string.match(b, '^(%d+)-(%d+)$')\n"
+    "      if am ~= bm then return #am < #bm or (#am == #bm and am < bm) end\n"
+    "      return #as < #bs or (#as == #bs and as < bs)\n"
+    "    end\n"
+    /* The oldest entry still needed: the oldest pending, or the first not
+     * yet delivered (normally after every pending one; not after XGROUP
+     * SETID moved the group back). */
+    "    local keep\n"
+    "    local p = redis.call('XPENDING', retry, group)\n"
+    "    if p[1] > 0 then keep = p[2] end\n"
+    "    local nxt = redis.call('XRANGE', retry, '(' .. last, '+', 'COUNT', 1)\n"
+    "    if #nxt > 0 and (not keep or before(nxt[1][1], keep)) then keep = nxt[1][1] end\n"
+    "    if keep then\n"
+    "      trimmed = redis.call('XTRIM', retry, 'MINID', keep)\n"
+    "    else\n"
+    "      trimmed = redis.call('XTRIM', retry, 'MAXLEN', 0)\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0,\n"
     "                       tonumber(ARGV[2]))\n"
     "local unreadable = 0\n"
@@ -118,14 +153,14 @@ const char SCRIPT_SWEEP[] =
     "    i = colon + n + 1\n"
     "  end\n"
     "  if parts and #parts >= 3 and #parts % 2 == 1 then\n"
-    "    redis.call('XADD', KEYS[2], '*', unpack(parts, 2))\n"
+    "    redis.call('XADD', retry, '*', unpack(parts, 2))\n"
     "  else\n"
     "    redis.call('ZADD', KEYS[3], due[k + 1], member)\n"
     "    unreadable = unreadable + 1\n"
     "  end\n"
     "  redis.call('ZREM', KEYS[1], member)\n"
     "end\n"
-    "return {#due / 2, unreadable}\n";
+    "return {#due / 2, unreadable, trimmed}\n";
 
 const char SCRIPT_REPLAY[] =
     "local dl = KEYS[1]\n"
@@ -240,14 +275,26 @@ const char SCRIPT_LEASE[] =
     "return {0, cur, redis.call('PTTL', key)}\n";
 
 const char SCRIPT_PRUNE[] =
-    "local stream, group, idle, prefix = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
+    "local group, idle, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local removed = {}\n"
-    "for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do\n"
-    "  local f = {}\n"
-    "  for i = 1, #c, 2 do f[c[i]] = c[i + 1] end\n"
-    "  if f.pending == 0 and f.idle >= idle and redis.call('EXISTS', prefix .. f.name) == 0 then\n"
-    "    redis.call('XGROUP', 'DELCONSUMER', stream, group, f.name)\n"
-    "    removed[#removed + 1] = f.name\n"
+    "for _, key in ipairs(KEYS) do\n"
+    "  local cs = redis.pcall('XINFO', 'CONSUMERS', key, group)\n"
+    "  if cs.err then\n"
+    /* A key or group that does not exist has no consumer to remove. */
+    "    if cs.err ~= 'ERR no such key' and string.sub(cs.err, 1, 8) ~= 'NOGROUP ' then\n"
+    "      return cs\n"
+    "    end\n"
+    "    cs = {}\n"
+    "  end\n"
+    "  for _, c in ipairs(cs) do\n"
+    "    local f = {}\n"
+    "    for i = 1, #c, 2 do f[c[i]] = c[i + 1] end\n"
+    /* pending counts this key only: DELCONSUMER drops this key's entries of
+     * the consumer, none, and never touches the other key's. */
+    "    if f.pending == 0 and f.idle >= idle and redis.call('EXISTS', prefix .. f.name) == 0 then\n"
+    "      redis.call('XGROUP', 'DELCONSUMER', key, group, f.name)\n"
+    "      removed[#removed + 1] = {key, f.name}\n"
+    "    end\n"
     "  end\n"
     "end\n"
     "return removed\n";

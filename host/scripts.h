@@ -47,9 +47,20 @@ extern const char SCRIPT_OWN[];
  * and a host that dies mid-sweep loses nothing. A member that is not an id
  * and field pairs in netstrings (written by hand, or damaged) cannot become
  * an entry: it moves, with its score, to the third key, so that it never
- * stops the members due after it. Replies [due members taken, of which
- * unreadable].
- *   KEYS: delay set, retry stream, unreadable members   ARGV: now (Unix ms) count */
+ * stops the members due after it.
+ *
+ * First it trims the retry stream, whose only group is `group`: an entry
+ * there that the group has acknowledged is needed by nobody. It keeps
+ * everything from the oldest entry still needed (the oldest pending one of
+ * the group, or the first after its last-delivered-id, whichever is lower)
+ * and removes everything before it, exactly (XTRIM MINID, or MAXLEN 0 when
+ * nothing is needed); so an acknowledged entry behind one still pending
+ * waits until that one is acknowledged. Nothing is trimmed when the group
+ * does not exist on the retry stream. Entries this sweep adds come after the
+ * trim. The shared stream is never trimmed: it is not among the keys.
+ * Replies [due members taken, of which unreadable, entries trimmed].
+ *   KEYS: delay set, retry stream, unreadable members
+ *   ARGV: now (Unix ms) count group */
 extern const char SCRIPT_SWEEP[];
 
 /* SCRIPT_REDO writes an outcome again after its transaction's reply was
@@ -101,12 +112,15 @@ extern const char SCRIPT_REPLAY[];
  * when it never expires). */
 extern const char SCRIPT_LEASE[];
 
-/* SCRIPT_PRUNE removes the consumers of a group that have nothing pending,
- * have been idle (XINFO CONSUMERS `idle`) at least idle_ms and hold no live
- * lease (the key prefix .. name does not exist): the check and XGROUP
- * DELCONSUMER in one step, so no entry delivered in between is dropped with
- * its consumer. Replies the names removed.
- *   KEYS: stream   ARGV: group idle_ms lease-key-prefix
+/* SCRIPT_PRUNE removes, from the group on each key, the consumers that have
+ * nothing pending on that key, have been idle there (XINFO CONSUMERS `idle`)
+ * at least idle_ms and hold no live lease (the key prefix .. name does not
+ * exist): the check and XGROUP DELCONSUMER in one step, so no entry
+ * delivered in between is dropped with its consumer. Each key on its own: a
+ * consumer with entries pending on one key keeps them there, and goes from
+ * the other key if it has none there. A key, or a group on it, that does not
+ * exist is skipped. Replies [[key, name removed], ...].
+ *   KEYS: stream, retry stream   ARGV: group idle_ms lease-key-prefix
  * The lease keys are not in KEYS (their names come from XINFO CONSUMERS):
  * fine on one server; Redis Cluster is not supported yet. */
 extern const char SCRIPT_PRUNE[];

@@ -483,21 +483,33 @@ static void prune_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
   bool ok = r && r->type == BK_ARRAY;
-  if (s->state == SUB_READING) timer_start(s->prune_timer, ok || !r ? PRUNE_EVERY_MS : PRUNE_RETRY_MS);
+  if (s->state == SUB_READING)
+    timer_start(s->prune_timer, ok || !r ? PRUNE_EVERY_MS : PRUNE_RETRY_MS);
   if (ok) {
     sub__work_ok(s, WORK_PRUNE);
-    for (size_t i = 0; i < r->elements; i++)
-      if (r->element[i]->type == BK_STRING)
+    for (size_t i = 0; i < r->elements; i++) {
+      const bk_reply *e = r->element[i]; /* [key, name] */
+      if (e->type != BK_ARRAY || e->elements != 2 || e->element[0]->type != BK_STRING ||
+          e->element[1]->type != BK_STRING)
+        continue;
+      const char *name = e->element[1]->str;
+      if (strcmp(e->element[0]->str, s->retry_key) == 0)
         log_line(LOG_INFO, s->spec->name, "idle consumer removed from the group", "stream",
-                 s->spec->stream, "group", s->spec->group, "removed", r->element[i]->str, NULL);
+                 s->spec->stream, "group", s->spec->group, "retry_stream", s->retry_key,
+                 "removed", name, NULL);
+      else
+        log_line(LOG_INFO, s->spec->name, "idle consumer removed from the group", "stream",
+                 s->spec->stream, "group", s->spec->group, "removed", name, NULL);
+    }
   } else {
     char why[256], detail[1024];
     sub__reply_text(r, err, why, sizeof why);
     /* A lost connection: tried again in an hour, nothing to report. */
     enum log_level level = LOG_DEBUG;
     if (r) {
-      snprintf(detail, sizeof detail, "EVAL on %s (XINFO CONSUMERS, EXISTS %s*, XGROUP DELCONSUMER): %s",
-               s->spec->stream, s->lease_prefix, why);
+      snprintf(detail, sizeof detail,
+               "EVAL on %s and %s (XINFO CONSUMERS, EXISTS %s*, XGROUP DELCONSUMER): %s",
+               s->spec->stream, s->retry_key, s->lease_prefix, why);
       level = sub__work_failed(s, WORK_PRUNE, LOG_WARN, detail);
     }
     log_line(level, s->spec->name, "removing idle consumers failed, retrying", "stream",
@@ -514,11 +526,11 @@ static void prune(ltimer *t, void *data) {
   if (s->state != SUB_READING) return;
   char idle[24];
   snprintf(idle, sizeof idle, "%llu", (unsigned long long)PRUNE_IDLE_MS);
-  const char *argv[] = {"EVAL", SCRIPT_PRUNE, "1", s->spec->stream, s->spec->group, idle,
-                        s->lease_prefix};
-  size_t len[7];
-  for (int i = 0; i < 7; i++) len[i] = strlen(argv[i]);
-  if (bk_command(s->b, s->cmd, 7, argv, len, prune_done, s) == 0)
+  const char *argv[] = {"EVAL",        SCRIPT_PRUNE,   "2",  s->spec->stream,
+                        s->retry_key,  s->spec->group, idle, s->lease_prefix};
+  size_t len[8];
+  for (int i = 0; i < 8; i++) len[i] = strlen(argv[i]);
+  if (bk_command(s->b, s->cmd, 8, argv, len, prune_done, s) == 0)
     s->writes_pending++;
   else
     timer_start(s->prune_timer, PRUNE_EVERY_MS);

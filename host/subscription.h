@@ -52,7 +52,10 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
  * when missing and starts reading; the lease is renewed while it runs (lost:
  * SUB_EV_LOST and a stop) and given back once drained. While reading, the
  * group's consumers with nothing pending, idle for PRUNE_IDLE_MS (24 h) and
- * without a live lease are removed, at start and every hour. server_version (from
+ * without a live lease are removed, from the stream and from the retry
+ * stream (each key on its own), at start and every hour; every sweep of the
+ * delay set (each second) also trims what the group has acknowledged from
+ * its retry stream (SCRIPT_SWEEP). server_version (from
  * bk_version_parse) decides how a claiming subscription reads: CLAIM on 8.4+,
  * else the claim script (the host refuses that unless claim_fallback is set). */
 void sub_start(subscription *s, long server_version);

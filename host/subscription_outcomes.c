@@ -3,7 +3,8 @@
  * writes, replies, retry copies, dead letters and delays each sent with the
  * entry's ack as one MULTI/EXEC (the commands come from outcome.c); and the
  * sweeper that moves due entries of the group's delay set onto the group's
- * retry stream. Acks and re-stamps go to the key the entry was read from. */
+ * retry stream and trims what the group has acknowledged there. Acks and
+ * re-stamps go to the key the entry was read from. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -668,10 +669,15 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
 static void sweep_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
-  if (r && r->type == BK_ARRAY && r->elements == 2 && r->element[0]->type == BK_INTEGER &&
-      r->element[1]->type == BK_INTEGER) {
+  if (r && r->type == BK_ARRAY && r->elements == 3 && r->element[0]->type == BK_INTEGER &&
+      r->element[1]->type == BK_INTEGER && r->element[2]->type == BK_INTEGER) {
     long long taken = r->element[0]->integer, unreadable = r->element[1]->integer;
     char n[24];
+    if (r->element[2]->integer > 0) {
+      snprintf(n, sizeof n, "%lld", r->element[2]->integer);
+      sub__log(s, LOG_DEBUG, "acknowledged entries trimmed from the retry stream", "entries", n,
+               "retry_stream", s->retry_key);
+    }
     if (taken > unreadable) {
       snprintf(n, sizeof n, "%lld", taken - unreadable);
       sub__log(s, LOG_DEBUG, "delayed entries back on the retry stream", "entries", n, NULL, NULL);
@@ -720,6 +726,7 @@ void sub__sweep(ltimer *t, void *data) {
   bk_args_str(a, s->unreadable_key);
   bk_args_num(a, (long long)clock_wall(s->clock));
   bk_args_num(a, SWEEP_COUNT);
+  bk_args_str(a, s->spec->group); /* whose acknowledged entries the retry stream drops */
   if (bk_command(s->b, s->cmd, a->argc, a->argv, a->argvlen, sweep_done, s) == 0)
     s->writes_pending++;
   else

@@ -963,9 +963,10 @@ TEST_IMPL(broker_memory_eval_sweep_script) {
   CHECK("[:1,:1,:1]", "EXEC");
 
   snprintf(now, sizeof now, "%llu", (unsigned long long)clock_wall(clk)); /* 1000000 */
-  CHECK("[:1,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "1"); /* the earliest */
-  CHECK("[:1,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10"); /* due now: inclusive */
-  CHECK("[:0,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10");
+  /* the earliest, then the one due now (inclusive) */
+  CHECK("[:1,:0,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "1", "g");
+  CHECK("[:1,:0,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10", "g");
+  CHECK("[:0,:0,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10", "g");
   bk_reply *r = cmd_bin(4, (const char *[]){"XRANGE", "s", "-", "+"}, (const size_t[]){6, 1, 1, 1});
   ASSERT_INT_EQ(r->elements, 2);
   const bk_reply *f = r->element[0]->element[1];
@@ -985,7 +986,7 @@ TEST_IMPL(broker_memory_eval_sweep_script) {
   CHECK(":1", "ZADD", "s:delayed:g", "1000400", "x:6-0");          /* no length */
   clock_virtual_advance(clk, 500);
   snprintf(now, sizeof now, "%llu", (unsigned long long)clock_wall(clk));
-  CHECK("[:5,:4]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10");
+  CHECK("[:5,:4,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10", "g");
   CHECK(":0", "EXISTS", "s:delayed:g");
   CHECK("[[1000500-0,[data,later]]]", "XRANGE", "s", "(1000000-1", "+");
   CHECK("[3:4-0,1000100,3:5-04:data,1000200,3:6-09:toolong,1000300,x:6-0,1000400]", "ZRANGE",

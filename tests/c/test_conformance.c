@@ -877,7 +877,7 @@ TEST_IMPL(conformance_7_0_lease_script) { CONFORM(lease_script); }
  * one holding a lease stays, one too recently seen stays (threshold 1 s after
  * a real wait of 1.1 s, then a read refreshes it), and only the idle one with
  * nothing pending goes; its pending list (empty) and the others' are intact.
- * A missing group or stream is the script's error. */
+ * A missing group or stream has no consumers to remove. */
 static const struct cf_step prune_script[] = {
     C("XADD", "s", "1-0", "f", "1"),
     C("XADD", "s", "2-0", "f", "2"),
@@ -1317,30 +1317,143 @@ static const struct cf_step sweep[] = {
     C("ZCARD", DSET),
     C("ZSCORE", DSET, DELAYED_6),
     C("ZRANGEBYSCORE", DSET, "-inf", "1767225601000", "LIMIT", "0", "10"),
-    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225601000", "2"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225601000", "2", "billing"),
     C("ZRANGE", DSET, "0", "-1", "WITHSCORES"),
-    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225601000", "100"),
-    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225601000", "100"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225601000", "100", "billing"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225601000", "100", "billing"),
     C("ZRANGE", DSET, "0", "-1", "WITHSCORES"),
     C("XRANGE", "orders", "(8-0", "+"),
     C("XREADGROUP", "GROUP", "billing", "w", "STREAMS", "orders", ">"),
-    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225602000", "100"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225602000", "100", "billing"),
     C("EXISTS", DSET),
     C("XLEN", "orders"),
-    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225602000", "100"),
-    C("EVAL", SCRIPT_SWEEP, "3", "orders", DSET, DBAD, "1767225602000", "100"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225602000", "100", "billing"),
+    C("EVAL", SCRIPT_SWEEP, "3", "orders", DSET, DBAD, "1767225602000", "100", "billing"),
     C("ZADD", DSET, "1", "3:9-0"),
     C("ZADD", DSET, "2", "3:9-14:data"),
     C("ZADD", DSET, "3", "3:9-24:data9:too long"),
     C("ZADD", DSET, "4", "-1:x"),
     C("ZADD", DSET, "5", "3:9-34:data2:ok"),
-    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225602000", "100"),
+    C("EVAL", SCRIPT_SWEEP, "3", DSET, "orders", DBAD, "1767225602000", "100", "billing"),
     C("ZRANGE", DBAD, "0", "-1", "WITHSCORES"),
     C("EXISTS", DSET),
     C("XLEN", "orders"),
     END};
 
 TEST_IMPL(conformance_7_0_delay_set_sweep) { CONFORM(sweep); }
+
+/* SCRIPT_SWEEP's trim of the retry stream (here RT, group g): nothing to do
+ * on an empty one; then of 1..6 (1..4 read, 1 and 3 acked) only 1 goes, as
+ * everything from the oldest pending (2) is kept; each ack lets the trim
+ * reach the next entry still needed, pending or after the last-delivered-id
+ * (5); with nothing pending and nothing undelivered it empties the stream
+ * (XINFO STREAM and GROUPS after it). A due delayed entry the sweep adds
+ * itself stays (the trim comes first), undelivered; after XGROUP SETID moves
+ * the group back, an acked entry after the new last-delivered-id is needed
+ * again and stays though a later one is the oldest pending. Without the
+ * group on it nothing is trimmed. The source stream is never touched. */
+#define RT "s:retry:g"
+#define RDSET "s:delayed:g"
+#define RDBAD "s:delayed:g:unreadable"
+#define RSWEEP(now) C("EVAL", SCRIPT_SWEEP, "3", RDSET, RT, RDBAD, now, "100", "g")
+static const struct cf_step retry_trim[] = {
+    C("XADD", "s", "1-0", "data", "a"),
+    C("XGROUP", "CREATE", "s", "g", "0"),
+    C("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"),
+    C("XACK", "s", "g", "1-0"),
+    C("XGROUP", "CREATE", RT, "g", "0", "MKSTREAM"),
+    RSWEEP("1767225600000"),
+    C("XADD", RT, "1-0", "data", "1"),
+    C("XADD", RT, "2-0", "data", "2"),
+    C("XADD", RT, "3-0", "data", "3"),
+    C("XADD", RT, "4-0", "data", "4"),
+    C("XADD", RT, "5-0", "data", "5"),
+    C("XADD", RT, "6-0", "data", "6"),
+    C("XREADGROUP", "GROUP", "g", "a", "COUNT", "4", "STREAMS", RT, ">"),
+    C("XACK", RT, "g", "1-0", "3-0"),
+    RSWEEP("1767225600000"),
+    C("XRANGE", RT, "-", "+"),
+    RSWEEP("1767225600000"),
+    C("XACK", RT, "g", "2-0"),
+    RSWEEP("1767225600000"),
+    C("XRANGE", RT, "-", "+"),
+    C("XACK", RT, "g", "4-0"),
+    RSWEEP("1767225600000"),
+    C("XRANGE", RT, "-", "+"),
+    C("XREADGROUP", "GROUP", "g", "a", "STREAMS", RT, ">"),
+    RSWEEP("1767225600000"),
+    C("XACK", RT, "g", "5-0", "6-0"),
+    RSWEEP("1767225600000"),
+    C("XLEN", RT),
+    C("XINFO", "STREAM", RT),
+    C("XINFO", "GROUPS", RT),
+    C("XPENDING", RT, "g"),
+    RSWEEP("1767225600000"),
+    /* the sweep's own XADD */
+    C("XADD", RT, "7-0", "data", "7"),
+    C("XREADGROUP", "GROUP", "g", "a", "STREAMS", RT, ">"),
+    C("XACK", RT, "g", "7-0"),
+    C("ZADD", RDSET, "1", "3:9-04:data1:x"),
+    RSWEEP("1767225600000"),
+    C("XRANGE", RT, "-", "+"),
+    RSWEEP("1767225600000"),
+    C("XLEN", RT),
+    /* moved back */
+    C("XADD", RT, "*", "data", "y"),
+    C("XREADGROUP", "GROUP", "g", "a", "STREAMS", RT, ">"),
+    C("XACK", RT, "g", "<id1>"),
+    C("XGROUP", "SETID", RT, "g", "0"),
+    RSWEEP("1767225600000"),
+    C("XLEN", RT),
+    C("XREADGROUP", "GROUP", "g", "a", "COUNT", "1", "STREAMS", RT, ">"),
+    C("XACK", RT, "g", "<id1>"),
+    RSWEEP("1767225600000"),
+    C("XRANGE", RT, "-", "+"),
+    C("XINFO", "GROUPS", RT),
+    /* no group: nothing trimmed */
+    C("XACK", RT, "g", "<id2>"),
+    C("XGROUP", "DESTROY", RT, "g"),
+    RSWEEP("1767225600000"),
+    C("XLEN", RT),
+    C("XLEN", "s"),
+    C("XRANGE", "s", "-", "+"),
+    END};
+
+TEST_IMPL(conformance_7_0_retry_stream_trim) { CONFORM(retry_trim); }
+
+/* SCRIPT_PRUNE over a stream and its retry stream, each key on its own:
+ * `half` has an entry pending on the stream and nothing on the retry stream,
+ * so it goes from the retry stream only; `crashed` has one pending on the
+ * retry stream and stays there; `gone` (retry stream only, idle, nothing
+ * pending) goes; `leased` stays. A missing key or group is skipped; a key of
+ * another type is the script's error. */
+static const struct cf_step prune_retry[] = {
+    C("XADD", "s", "1-0", "f", "1"),
+    C("XGROUP", "CREATE", "s", "g", "0"),
+    C("XGROUP", "CREATE", RT, "g", "0", "MKSTREAM"),
+    C("XADD", RT, "1-0", "f", "1"),
+    C("XREADGROUP", "GROUP", "g", "half", "STREAMS", "s", ">"),
+    C("XREADGROUP", "GROUP", "g", "crashed", "STREAMS", RT, ">"),
+    C("XGROUP", "CREATECONSUMER", RT, "g", "half"),
+    C("XGROUP", "CREATECONSUMER", RT, "g", "gone"),
+    C("XGROUP", "CREATECONSUMER", RT, "g", "leased"),
+    C("XGROUP", "CREATECONSUMER", "s", "g", "leased"),
+    C("SET", "luastream:consumer:{s}:g:leased", "token", "PX", "60000"),
+    ADV(1100),
+    C("EVAL", SCRIPT_PRUNE, "2", "s", RT, "g", "1000", "luastream:consumer:{s}:g:"),
+    C("XINFO", "CONSUMERS", "s", "g"),
+    C("XINFO", "CONSUMERS", RT, "g"),
+    C("XPENDING", "s", "g"),
+    C("XPENDING", RT, "g"),
+    C("EVAL", SCRIPT_PRUNE, "2", "s", RT, "g", "1000", "luastream:consumer:{s}:g:"),
+    C("EVAL", SCRIPT_PRUNE, "2", "s", "s:retry:nokey", "g", "0", "luastream:consumer:{s}:g:"),
+    C("EVAL", SCRIPT_PRUNE, "2", "s", RT, "nog", "0", "luastream:consumer:{s}:nog:"),
+    C("SET", "str", "x"),
+    C("EVAL", SCRIPT_PRUNE, "2", "s", "str", "g", "0", "luastream:consumer:{s}:g:"),
+    C("XINFO", "CONSUMERS", "s", "g"),
+    END};
+
+TEST_IMPL(conformance_7_0_prune_both_keys) { CONFORM(prune_retry); }
 
 /* ==== 8.4.0: memory broker vs the spec ==== */
 

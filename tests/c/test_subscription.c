@@ -191,7 +191,7 @@ static void fx_init(const char *opts) {
   replay_alias(F.rb, SCRIPT_OWN, "<own>");
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
-  replay_default(F.rb, "EVAL <sweep> **", "*2\r\n:0\r\n:0\r\n"); /* nothing due */
+  replay_default(F.rb, "EVAL <sweep> **", "*3\r\n:0\r\n:0\r\n:0\r\n"); /* nothing due */
   /* `new` reads its own pending list first (a host back under its name):
    * empty unless a test says otherwise. */
   replay_default(F.rb, OWN_READ, "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*0\r\n*0\r\n");
@@ -1134,7 +1134,7 @@ TEST_IMPL(sub_retry_after_new_moves_to_delay_set) {
 #define SWEEP(now)                                                                         \
   "EVAL <sweep> 3 payments:delayed:ledger payments:retry:ledger "                          \
   "payments:delayed:ledger:unreadable " now \
-  " 100"
+  " 100 ledger"
 
 static size_t nsweeps(void) {
   size_t n = 0;
@@ -1146,7 +1146,7 @@ static size_t nsweeps(void) {
 TEST_IMPL(sub_sweeper_runs_every_second) {
   fx_init("batch = 10");
   log_set_level(LOG_DEBUG);
-  replay_expect(F.rb, SWEEP("1700000002000"), "*2\r\n:100\r\n:0\r\n"); /* a full sweep */
+  replay_expect(F.rb, SWEEP("1700000002000"), "*3\r\n:100\r\n:0\r\n:0\r\n"); /* a full sweep */
   replay_expect(F.rb, SWEEP("1700000003000"), "-ERR something broke\r\n");
   fx_run(80400);
 
@@ -1185,16 +1185,20 @@ TEST_IMPL(sub_sweeper_runs_every_second) {
 }
 
 /* Members the sweep could not read are its server's to move aside; the host
- * says how many and where they went, and sweeps on. */
+ * says how many and where they went (and how many acknowledged entries the
+ * sweep trimmed from the retry stream), and sweeps on. */
 TEST_IMPL(sub_sweeper_reports_unreadable_members) {
   fx_init("batch = 10");
   log_set_level(LOG_DEBUG);
-  replay_expect(F.rb, SWEEP("1700000001000"), "*2\r\n:3\r\n:1\r\n");
+  replay_expect(F.rb, SWEEP("1700000001000"), "*3\r\n:3\r\n:1\r\n:5\r\n");
   fx_run(80400);
   clock_virtual_advance(F.clk, 100); /* 1000 */
   ASSERT_INT_EQ(nsweeps(), 2);
   ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
                           "stream=payments group=ledger consumer=c-1 entries=2\n");
+  ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"acknowledged entries trimmed from the "
+                          "retry stream\" stream=payments group=ledger consumer=c-1 entries=5 "
+                          "retry_stream=payments:retry:ledger\n");
   ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"unreadable members of the delay set "
                           "moved aside, not delivered\" stream=payments group=ledger members=1 "
                           "moved_to=payments:delayed:ledger:unreadable\n");

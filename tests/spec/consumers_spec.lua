@@ -200,4 +200,49 @@ describe("idle consumers", function()
     assert.equal(1, #removed)
     assert.equal("old-host-post", removed[1].removed)
   end)
+
+  it("are removed from the retry stream too, by the same rules", function()
+    local RETRY = "payments:retry:ledger"
+    local app = start()
+    local function on_retry()
+      local out = {}
+      for _, c in ipairs(assert(app:command("XINFO", "CONSUMERS", RETRY, "ledger"))) do
+        out[c[2]] = { pending = c[4], idle = c[6] }
+      end
+      return out
+    end
+    -- idle and with nothing pending, on the retry stream only
+    app:command("XGROUP", "CREATECONSUMER", RETRY, "ledger", "gone-host-post")
+    -- a crashed host's entry pending on the retry stream
+    app:command("XADD", RETRY, "*", "data", '{"id":1}')
+    app:command("XGROUP", "SETID", RETRY, "ledger", "0")
+    app:command("XREADGROUP", "GROUP", "ledger", "crashed-host-post", "COUNT", "1", "STREAMS", RETRY, ">")
+    -- pending on the stream, nothing pending on the retry stream: it keeps
+    -- its entry on the stream and goes from the retry stream only
+    app:publish("payments", { id = 2 })
+    app:command("XGROUP", "SETID", "payments", "ledger", "0")
+    app:command("XREADGROUP", "GROUP", "ledger", "half-host-post", "COUNT", "1", "STREAMS", "payments", ">")
+    app:command("XGROUP", "CREATECONSUMER", RETRY, "ledger", "half-host-post")
+    app:advance("23h")
+    assert.is_not_nil(on_retry()["gone-host-post"], "not yet: idle 23 h")
+    app:advance("1h")
+    local r, s = on_retry(), consumers(app)
+    assert.is_nil(r["gone-host-post"], "idle 24 h, nothing pending on the retry stream: removed")
+    assert.is_not_nil(r["crashed-host-post"], "kept: it has a pending entry there")
+    assert.equal(1, r["crashed-host-post"].pending)
+    assert.is_nil(r["half-host-post"], "nothing pending on the retry stream: removed there")
+    assert.is_not_nil(s["half-host-post"], "kept on the stream, where its entry is pending")
+    assert.equal(1, s["half-host-post"].pending)
+    assert.is_not_nil(r["box-post"], "kept: this host's own (leased)")
+    assert.equal(1, #app:pending(RETRY, "ledger"), "the crashed host's entry still there")
+    local removed = app:records("idle consumer removed from the group")
+    assert.equal(2, #removed)
+    for _, rec in ipairs(removed) do
+      assert.equal(RETRY, rec.retry_stream)
+      assert.equal("ledger", rec.group)
+    end
+    local names = { removed[1].removed, removed[2].removed }
+    table.sort(names)
+    assert.same({ "gone-host-post", "half-host-post" }, names)
+  end)
 end)
