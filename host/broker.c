@@ -20,6 +20,11 @@ int bk_reply_is_error(const bk_reply *r, const char *code) {
   return r->len >= n && memcmp(r->str, code, n) == 0 && (r->len == n || r->str[n] == ' ');
 }
 
+int bk_error_is_denied(const char *text) {
+  return text && (strncmp(text, "NOPERM", 6) == 0 ||
+                  strstr(text, "The user executing the script can't") != NULL);
+}
+
 long bk_version_parse(const char *text, size_t len) {
   long part[3] = {0, 0, 0};
   static const long limit[3] = {9999, 99, 99}; /* beyond these the packing collides */

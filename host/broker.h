@@ -119,6 +119,9 @@ static inline void bk_conn_on_fault(broker *b, bk_conn *c, bk_fault_cb *cb) {
 /* r is BK_ERROR whose first word is code ("BUSYGROUP", "NOGROUP"); a NULL code
  * matches any error. A NULL r is not an error. */
 int bk_reply_is_error(const bk_reply *r, const char *code);
+/* An error text saying the user's ACL refused a command or a key: NOPERM,
+ * or its form inside a script ("The user executing the script can't ..."). */
+int bk_error_is_denied(const char *text);
 /* Parses "x.y.z" into one comparable number (x*10000 + y*100 + z); -1 if not a
  * version (anything else in the text, a missing part, y or z above 99). */
 long bk_version_parse(const char *text, size_t len);

@@ -527,6 +527,23 @@ static void cmd_fault(void *data, bk_conn *c, enum bk_fault fault, const char *w
 static void sub_event(void *data, subscription *s, enum sub_event ev) {
   host *h = data;
   if (ev == SUB_EV_REFUSED || ev == SUB_EV_LOST) return name_taken(h, s, ev == SUB_EV_LOST);
+  if (ev == SUB_EV_DENIED) {
+    /* At start-up a missing right is fatal, like a refused INFO; a handler
+     * added later keeps retrying (logged, and /readyz says why). */
+    if (!h->ready_logged && !h->failed) {
+      char line[1600];
+      snprintf(line, sizeof line,
+               "luastream: cannot start: %s refused %s: permission denied: %s (see the Redis "
+               "ACL in docs/operations.md)\n",
+               h->b->name, sub_spec(s)->path, sub_denied(s));
+      log_line(LOG_ERROR, sub_spec(s)->name, "redis refused luastream: not starting", "redis",
+               h->b->name, "error", sub_denied(s), NULL);
+      add_failure(h, line);
+      h->failed = true;
+      host_stop(h);
+    }
+    return;
+  }
   if (ev == SUB_EV_DRAINED) {
     h->undrained--;
     if (h->stopping) {

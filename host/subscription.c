@@ -69,6 +69,18 @@ void sub__work_ok(subscription *s, enum sub_work w) {
   sub__log(s, LOG_INFO, msg, "failed_ms", ms, NULL, NULL);
 }
 
+/* The ACL refused what a subscription that never read needs: waiting cannot
+ * help, so the host is told (at start-up it stops, saying what to grant).
+ * Returns whether it was such a refusal. */
+static bool denied(subscription *s, const char *command, const char *key, const char *why) {
+  if (s->started || !bk_error_is_denied(why)) return false;
+  snprintf(s->denied, sizeof s->denied, "%s on %s: %s", command, key, why);
+  s->on_event(s->data, s, SUB_EV_DENIED);
+  return true;
+}
+
+const char *sub_denied(const subscription *s) { return s->denied; }
+
 /* ---- drain bookkeeping ---- */
 
 static void lease_given_back(void *data) {
@@ -550,6 +562,7 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
     log_line(level, s->spec->name, "the consumer lease failed, retrying", "stream",
              s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
              "EVAL", "script", "the consumer lease", "key", key, "error", holder, NULL);
+    denied(s, "EVAL (the consumer lease)", key, holder);
     return;
   }
   case LEASE_RENEWED:
@@ -663,11 +676,13 @@ static void move_cursor(subscription *s) {
 }
 
 /* Logs a refused XGROUP CREATE on key; readiness says it too. */
+
 static void create_failed(subscription *s, const char *msg, const char *key, const char *why) {
   snprintf(s->create_fault, sizeof s->create_fault, "XGROUP CREATE on %s: %s", key, why);
   log_line(LOG_ERROR, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
            "consumer", s->spec->consumer, "command", "XGROUP CREATE", "key", key, "error", why,
            NULL);
+  denied(s, "XGROUP CREATE", key, why);
 }
 
 /* The stream's XGROUP CREATE: its verdict waits for the retry stream's,

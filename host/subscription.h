@@ -34,6 +34,8 @@ enum sub_event {
   SUB_EV_DRAINED, /* stopped: nothing left running or unwritten; sent once */
   SUB_EV_REFUSED, /* the consumer name is held by a live process: stopping */
   SUB_EV_LOST,    /* the consumer lease went to another process: stopping */
+  SUB_EV_DENIED,  /* before it ever read, the server's ACL refused a command it
+                     needs (the lease, the group): sub_denied() says which */
 };
 typedef void sub_event_fn(void *data, subscription *s, enum sub_event ev);
 
@@ -73,6 +75,8 @@ void sub_stop(subscription *s);
  * (returns 0) unless s is stopping. */
 size_t sub_abandon(subscription *s, size_t *unacked);
 bool sub_reading(const subscription *s);
+/* After SUB_EV_DENIED: "<command> on <key>: <Redis's error>". */
+const char *sub_denied(const subscription *s);
 /* Stopped: SUB_EV_DRAINED has been sent (sub_free may follow, from a loop
  * callback other than the event's). */
 bool sub_drained(const subscription *s);

@@ -159,6 +159,7 @@ struct subscription {
   char *lease_prefix;       /* LEASE_PREFIX {stream}:group: (SCRIPT_PRUNE) */
   struct work_fault work[NWORK]; /* periodic work failing (readiness) */
   char create_fault[400];   /* the last failure to create the group, "" when none */
+  char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sub_denied) */
 };
 
 /* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
