@@ -4,55 +4,9 @@
 -- naming the command (or script) and the key Redis refused, with Redis's own
 -- error text; periodic work that keeps failing makes /readyz answer 503.
 local helper = require "tests.integration.helper"
-local ffi = require "ffi"
-local bit = require "bit"
-
-for _, decl in ipairs {
-  "typedef struct { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; } ls_sockaddr_in;",
-  "typedef struct { int fd; short events; short revents; } ls_pollfd;",
-  "int socket(int domain, int type, int protocol);",
-  "int connect(int fd, const void *addr, unsigned int len);",
-  "int close(int fd);",
-  "int poll(void *fds, unsigned long nfds, int timeout);",
-  "long write(int fd, const void *buf, unsigned long n);",
-  "long read(int fd, void *buf, unsigned long n);",
-} do
-  pcall(ffi.cdef, decl)
-end
-local C = ffi.C
 
 local READY = 'msg="host ready"'
 local PW = "acl-Pw-1234"
-
--- GET path on 127.0.0.1:port: status, body.
-local function get(port, path)
-  local fd = C.socket(2, 1, 0)
-  assert(fd >= 0, "socket failed")
-  local sa = ffi.new("ls_sockaddr_in")
-  sa.family = 2
-  sa.port = bit.bor(bit.rshift(port, 8), bit.lshift(bit.band(port, 0xff), 8))
-  sa.addr = 0x0100007f
-  if C.connect(fd, sa, ffi.sizeof(sa)) ~= 0 then
-    C.close(fd)
-    return nil, "connect failed"
-  end
-  local req = "GET " .. path .. " HTTP/1.1\r\nHost: localhost\r\n\r\n"
-  C.write(fd, req, #req)
-  local chunks, buf = {}, ffi.new("char[4096]")
-  local pfd = ffi.new("ls_pollfd[1]")
-  pfd[0].fd, pfd[0].events = fd, 1
-  local deadline = helper.now() + 5
-  while helper.now() < deadline do
-    if C.poll(pfd, 1, 50) > 0 then
-      local n = tonumber(C.read(fd, buf, 4096))
-      if n <= 0 then break end
-      chunks[#chunks + 1] = ffi.string(buf, n)
-    end
-  end
-  C.close(fd)
-  local text = table.concat(chunks)
-  return tonumber(text:match("^HTTP/1%.1 (%d%d%d) ")), text:match("\r\n\r\n(.*)$")
-end
 
 -- The ACL SETUSER lines of docs/operations.md, by user name.
 local function documented()
@@ -403,7 +357,7 @@ describe("/readyz and periodic work", function()
     local port = tonumber(host:wait_records({ msg = "health endpoint listening" }, 1, 20)[1].port)
     host:wait_log(READY, 20, { plain = true })
     local body = helper.wait_until(function()
-      local code, b = get(port, "/readyz")
+      local code, b = helper.http_get(port, "/readyz")
       return code == 503 and b and b:find("delay-set sweep", 1, true) and b
     end, 20, "/readyz 503 naming the sweep")
     assert.matches("^subscription post: stuck: the delay%-set sweep failing for %d+ ms", body)
@@ -411,7 +365,7 @@ describe("/readyz and periodic work", function()
     assert.matches("NOPERM", body, 1, true)
 
     srv:cli("ACL", "SETUSER", "orders-host", "~orders:delayed:post")
-    helper.wait_until(function() return get(port, "/readyz") == 200 end, 20, "/readyz 200 again")
+    helper.wait_until(function() return helper.http_get(port, "/readyz") == 200 end, 20, "/readyz 200 again")
     host:wait_log('msg="the delay-set sweep works again"', 10, { plain = true })
     assert.equal(0, host:stop())
   end)

@@ -5,24 +5,9 @@
 -- every interface, dead-letter streams that do not exist, reserved headers.
 local helper = require "tests.integration.helper"
 local ffi = require "ffi"
-local bit = require "bit"
 
-for _, decl in ipairs {
-  "typedef struct { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; } ls_sockaddr_in;",
-  "typedef struct { uint16_t family; uint16_t port; uint32_t flowinfo; uint8_t addr[16]; uint32_t scope; } ls_sockaddr_in6;",
-  "typedef struct { int fd; short events; short revents; } ls_pollfd;",
-  "int socket(int domain, int type, int protocol);",
-  "int connect(int fd, const void *addr, unsigned int len);",
-  "int close(int fd);",
-  "int poll(void *fds, unsigned long nfds, int timeout);",
-  "long write(int fd, const void *buf, unsigned long n);",
-  "long read(int fd, void *buf, unsigned long n);",
-  "int chmod(const char *path, unsigned int mode);",
-} do
-  pcall(ffi.cdef, decl)
-end
+pcall(ffi.cdef, "int chmod(const char *path, unsigned int mode);")
 local C = ffi.C
-local AF_INET, AF_INET6, SOCK_STREAM, POLLIN = 2, 10, 1, 1
 
 local READY = 'msg="host ready"'
 local SECRET, WRONG = "s3cret-Pw-4711", "wr0ng-Pw-0815"
@@ -37,48 +22,6 @@ return {
   end,
 }
 ]]
-
-local function htons(port) return bit.bor(bit.rshift(port, 8), bit.lshift(bit.band(port, 0xff), 8)) end
-
--- GET path from 127.0.0.1 (family "4") or ::1 (family "6"): status, body.
-local function get(family, port, path)
-  local fd = C.socket(family == "6" and AF_INET6 or AF_INET, SOCK_STREAM, 0)
-  assert(fd >= 0, "socket failed")
-  local sa
-  if family == "6" then
-    sa = ffi.new("ls_sockaddr_in6")
-    sa.family, sa.port = AF_INET6, htons(port)
-    sa.addr[15] = 1 -- ::1
-  else
-    sa = ffi.new("ls_sockaddr_in")
-    sa.family, sa.port, sa.addr = AF_INET, htons(port), 0x0100007f
-  end
-  if C.connect(fd, sa, ffi.sizeof(sa)) ~= 0 then
-    C.close(fd)
-    return nil, "connect failed"
-  end
-  local req = "GET " .. path .. " HTTP/1.1\r\nHost: localhost\r\n\r\n"
-  C.write(fd, req, #req)
-  local chunks, buf = {}, ffi.new("char[4096]")
-  local pfd = ffi.new("ls_pollfd[1]")
-  pfd[0].fd, pfd[0].events = fd, POLLIN
-  local deadline = helper.now() + 5
-  while helper.now() < deadline do
-    if C.poll(pfd, 1, 50) > 0 then
-      local n = tonumber(C.read(fd, buf, 4096))
-      if n <= 0 then break end
-      chunks[#chunks + 1] = ffi.string(buf, n)
-    end
-  end
-  C.close(fd)
-  local text = table.concat(chunks)
-  return tonumber(text:match("^HTTP/1%.1 (%d%d%d) ")), text:match("\r\n\r\n(.*)$")
-end
-
-local function health_port(host)
-  local rec = host:wait_records({ msg = "health endpoint listening" }, 1, 20, "the health endpoint")[1]
-  return tonumber(rec.port), rec.addr
-end
 
 local function assert_no_secret(secret, ...)
   for _, text in ipairs { ... } do
@@ -142,8 +85,8 @@ describe("configuration errors", function()
         server = srv, dir = helper.handlers_dir({ ["post.lua"] = POST }),
       })
       host:wait_log(READY, 20, { plain = true })
-      local port = health_port(host)
-      assert.equal(200, (get("4", port, "/readyz")))
+      local port = helper.health_port(host)
+      assert.equal(200, (helper.http_get(port, "/readyz")))
 
       srv:cli("CONFIG", "SET", "requirepass", WRONG)
       srv.password = WRONG -- the helper's own redis-cli calls
@@ -152,7 +95,7 @@ describe("configuration errors", function()
       host:wait_records(function(r)
         return r._pos > mark and r.msg == "redis authentication failed" and r.conn == "command"
       end, 3, 20, "the refusal logged at every attempt")
-      local code, body = get("4", port, "/readyz")
+      local code, body = helper.http_get(port, "/readyz")
       assert.equal(503, code)
       assert.matches("^redis authentication failed: WRONGPASS", body)
       assert.matches("127.0.0.1:" .. srv.port, body, 1, true)
@@ -160,7 +103,7 @@ describe("configuration errors", function()
 
       srv:cli("CONFIG", "SET", "requirepass", SECRET)
       srv.password = SECRET
-      helper.wait_until(function() return get("4", port, "/readyz") == 200 end, 20, "/readyz 200 again")
+      helper.wait_until(function() return helper.http_get(port, "/readyz") == 200 end, 20, "/readyz 200 again")
       assert.equal(0, host:stop())
       assert_no_secret(SECRET, host:log())
     end)
@@ -271,9 +214,9 @@ return {
     local srv = helper.redis_start()
     local host = helper.host_start({ "--http", ":0" }, { server = srv, dir = helper.handlers_dir({ ["post.lua"] = POST }) })
     host:wait_log(READY, 20, { plain = true })
-    local port = health_port(host)
-    assert.equal(200, (get("4", port, "/healthz")))
-    assert.equal(200, (get("6", port, "/healthz")))
+    local port = helper.health_port(host)
+    assert.equal(200, (helper.http_get(port, "/healthz")))
+    assert.equal(200, (helper.http_get(port, "/healthz", { family = "6" })))
     assert.equal(0, host:stop())
   end)
 

@@ -1,24 +1,7 @@
 -- --http ADDR:PORT: /healthz and /readyz over real HTTP, from a plain TCP
--- client (LuaJIT FFI sockets, so the spec needs no curl). Readiness follows
+-- client (helper.http: LuaJIT FFI sockets, no curl). Readiness follows
 -- the server: 503 while Redis is down or hung, 200 again once it is back.
 local helper = require "tests.integration.helper"
-local ffi = require "ffi"
-local bit = require "bit"
-
-for _, decl in ipairs {
-  "typedef struct { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; } ls_sockaddr_in;",
-  "typedef struct { int fd; short events; short revents; } ls_pollfd;",
-  "int socket(int domain, int type, int protocol);",
-  "int connect(int fd, const void *addr, unsigned int len);",
-  "int close(int fd);",
-  "int poll(void *fds, unsigned long nfds, int timeout);",
-  "long write(int fd, const void *buf, unsigned long n);",
-  "long read(int fd, void *buf, unsigned long n);",
-} do
-  pcall(ffi.cdef, decl)
-end
-local C = ffi.C
-local AF_INET, SOCK_STREAM, POLLIN = 2, 1, 1
 
 local READY = 'msg="host ready"'
 
@@ -35,55 +18,11 @@ return {
 }
 ]]
 
--- Sends raw (a whole request) to 127.0.0.1:port and reads until the server
--- closes. Returns status (number), body, the response text; nil, why when
--- nothing could be read.
-local function http_raw(port, raw, timeout_s)
-  local fd = C.socket(AF_INET, SOCK_STREAM, 0)
-  assert(fd >= 0, "socket failed")
-  local sa = ffi.new("ls_sockaddr_in")
-  sa.family = AF_INET
-  sa.port = bit.bor(bit.rshift(port, 8), bit.lshift(bit.band(port, 0xff), 8))
-  sa.addr = 0x0100007f -- 127.0.0.1 in network order
-  if C.connect(fd, sa, ffi.sizeof(sa)) ~= 0 then
-    C.close(fd)
-    return nil, "connect failed"
-  end
-  C.write(fd, raw, #raw)
-  local chunks, buf = {}, ffi.new("char[4096]")
-  local pfd = ffi.new("ls_pollfd[1]")
-  pfd[0].fd, pfd[0].events = fd, POLLIN
-  local deadline = helper.now() + (timeout_s or 5)
-  while helper.now() < deadline do
-    if C.poll(pfd, 1, 50) > 0 then
-      local n = tonumber(C.read(fd, buf, 4096))
-      if n <= 0 then break end
-      chunks[#chunks + 1] = ffi.string(buf, n)
-    end
-  end
-  C.close(fd)
-  local text = table.concat(chunks)
-  local status = tonumber(text:match("^HTTP/1%.1 (%d%d%d) "))
-  if not status then return nil, "no HTTP response: " .. text end
-  return status, text:match("\r\n\r\n(.*)$"), text
-end
-
-local function get(port, path, method)
-  return http_raw(port, (method or "GET") .. " " .. path .. " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: spec\r\n\r\n")
-end
-
--- The port a host logged for --http 127.0.0.1:0.
-local function health_port(host)
-  local rec = host:wait_records({ msg = "health endpoint listening" }, 1, 20, "the health endpoint")[1]
-  assert.equal("127.0.0.1:" .. rec.port, rec.addr)
-  return tonumber(rec.port)
-end
-
 -- Waits until GET /readyz answers status (and a body matching pattern).
 local function wait_ready(port, status, pattern, timeout_s)
   local last
   return helper.wait_until(function()
-    local code, body = get(port, "/readyz")
+    local code, body = helper.http_get(port, "/readyz")
     last = tostring(code) .. " " .. tostring(body)
     if code == status and (not pattern or (body and body:find(pattern, 1, true))) then return body end
     return false, "last answer: " .. last
@@ -97,29 +36,29 @@ describe("the health endpoint", function()
     local srv = helper.redis_start()
     local host = helper.host_start({ "--http", "127.0.0.1:0" },
       { server = srv, dir = helper.handlers_dir({ ["post.lua"] = POST }) })
-    local port = health_port(host)
+    local port = helper.health_port(host)
     host:wait_log(READY, 20, { plain = true })
 
-    local code, body, text = get(port, "/healthz")
+    local code, body, text = helper.http_get(port, "/healthz")
     assert.equal(200, code)
     assert.equal("ok\n", body)
     assert.truthy(text:find("\r\nConnection: close\r\n", 1, true), text)
     assert.truthy(text:find("\r\nContent-Length: 3\r\n", 1, true), text)
     assert.truthy(text:find("\r\nContent-Type: text/plain", 1, true), text)
 
-    code, body = get(port, "/readyz?probe=1")
+    code, body = helper.http_get(port, "/readyz?probe=1")
     assert.equal(200, code)
     assert.equal("ready\n", body)
 
-    code, body = get(port, "/metrics")
+    code, body = helper.http_get(port, "/metrics")
     assert.equal(404, code)
-    code, body, text = get(port, "/readyz", "POST")
+    code, body, text = helper.http_get(port, "/readyz", { method = "POST" })
     assert.equal(405, code)
     assert.truthy(text:find("\r\nAllow: GET\r\n", 1, true), text)
-    code = http_raw(port, "GET /healthz\r\n\r\n") -- not HTTP/1.x
+    code = helper.http(port, "GET /healthz\r\n\r\n") -- not HTTP/1.x
     assert.equal(400, code)
     -- headers may come in pieces and with bare LF line ends
-    code, body = http_raw(port, "GET /healthz HTTP/1.0\nHost: x\n\n")
+    code, body = helper.http(port, "GET /healthz HTTP/1.0\nHost: x\n\n")
     assert.equal(200, code)
 
     assert.equal(0, host:stop())
@@ -132,9 +71,9 @@ describe("the health endpoint", function()
       url = "redis://127.0.0.1:" .. port_redis,
       dir = helper.handlers_dir({ ["post.lua"] = POST }),
     })
-    local port = health_port(host)
+    local port = helper.health_port(host)
     -- alive, not ready
-    assert.equal(200, (get(port, "/healthz")))
+    assert.equal(200, (helper.http_get(port, "/healthz")))
     local body = wait_ready(port, 503, "redis unreachable")
     assert.equal("redis unreachable (redis://127.0.0.1:" .. port_redis .. ")\n", body)
 
@@ -144,7 +83,7 @@ describe("the health endpoint", function()
 
     srv:kill()
     wait_ready(port, 503, "redis unreachable", 10)
-    assert.equal(200, (get(port, "/healthz")), "the loop still runs")
+    assert.equal(200, (helper.http_get(port, "/healthz")), "the loop still runs")
     srv:restart()
     wait_ready(port, 200, nil, 30)
     -- and it reads again
@@ -157,7 +96,7 @@ describe("the health endpoint", function()
     local srv = helper.redis_start()
     local host = helper.host_start({ "--http", "127.0.0.1:0" },
       { server = srv, dir = helper.handlers_dir({ ["post.lua"] = POST }) })
-    local port = health_port(host)
+    local port = helper.health_port(host)
     host:wait_log(READY, 20, { plain = true })
     wait_ready(port, 200)
     srv.proc:kill("STOP") -- connections stay open; nothing is answered
@@ -174,16 +113,16 @@ describe("the health endpoint", function()
     local srv = helper.redis_start()
     local host = helper.host_start({ "--http", "127.0.0.1:0" },
       { server = srv, dir = helper.handlers_dir({ ["post.lua"] = POST }) })
-    local port = health_port(host)
+    local port = helper.health_port(host)
     host:wait_log(READY, 20, { plain = true })
     helper.publish(srv, "payments", '{"id":1,"sleep":1500}')
     host:wait_records({ msg = "payment started" }, 1, 20, "the handler asleep")
     host:signal("TERM")
     host:wait_log("stopping: finishing running handlers", 10, { plain = true })
-    local code, body = get(port, "/readyz")
+    local code, body = helper.http_get(port, "/readyz")
     assert.equal(503, code)
     assert.equal("stopping\n", body)
-    assert.equal(200, (get(port, "/healthz")))
+    assert.equal(200, (helper.http_get(port, "/healthz")))
     assert.equal(0, host:wait_exit(10))
     assert.equal(1, host:count({ msg = "payment posted" }))
   end)
@@ -192,7 +131,7 @@ describe("the health endpoint", function()
     local srv = helper.redis_start()
     local dir = helper.handlers_dir({ ["post.lua"] = POST })
     local host = helper.host_start({ "--http", "127.0.0.1:0" }, { server = srv, dir = dir })
-    local port = health_port(host)
+    local port = helper.health_port(host)
     host:wait_log(READY, 20, { plain = true })
     wait_ready(port, 200)
     -- a deploy removes the directory ...
@@ -200,7 +139,7 @@ describe("the health endpoint", function()
     host:wait_records({ msg = "subscription stopped", handler = "post" }, 1, 10)
     local body = wait_ready(port, 503, "no handlers running", 10)
     assert.equal("no handlers running\n", body)
-    assert.equal(200, (get(port, "/healthz")))
+    assert.equal(200, (helper.http_get(port, "/healthz")))
     -- ... and puts it back
     assert(os.execute("mkdir '" .. dir .. "'"))
     helper.write_file(dir .. "/post.lua", POST)
@@ -219,14 +158,14 @@ describe("the health endpoint", function()
     local srv = helper.redis_start()
     local dir = helper.handlers_dir({ ["post.lua"] = POST })
     local host = helper.host_start({ "--http", "127.0.0.1:0", "--load-timeout", "1s" }, { server = srv, dir = dir })
-    local port = health_port(host)
+    local port = helper.health_port(host)
     host:wait_log(READY, 20, { plain = true })
     helper.write_file(dir .. "/post.lua.tmp", "while true do end\n")
     assert(os.rename(dir .. "/post.lua.tmp", dir .. "/post.lua"))
     local rec = host:wait_records({ msg = "handler reload failed, the running version stays" }, 1, 15)[1]
     assert.truthy(rec.error:find(dir .. "/post.lua", 1, true), rec.error)
     assert.truthy(rec.error:find("still running after 1000ms", 1, true), rec.error)
-    assert.equal(200, (get(port, "/healthz")))
+    assert.equal(200, (helper.http_get(port, "/healthz")))
     wait_ready(port, 200)
     helper.publish(srv, "payments", '{"id":8}')
     host:wait_records({ msg = "payment posted", payment_id = "8" }, 1, 10, "the old version still posting")
@@ -244,7 +183,7 @@ describe("the health endpoint", function()
 
     local srv = helper.redis_start()
     local a = helper.host_start({ "--http", "127.0.0.1:0" }, { server = srv, dir = dir })
-    local port = health_port(a)
+    local port = helper.health_port(a)
     code, _, err = helper.luastream("run", "--redis", srv.url, "--http", "127.0.0.1:" .. port, dir, { timeout = 10 })
     assert.equal(1, code)
     assert.truthy(err:find("cannot listen on 127.0.0.1:" .. port, 1, true), err)

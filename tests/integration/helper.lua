@@ -58,6 +58,10 @@ for _, decl in ipairs {
   "int bind(int fd, const void *addr, unsigned int len);",
   "int connect(int fd, const void *addr, unsigned int len);",
   "int close(int fd);",
+  "typedef struct { uint16_t family; uint16_t port; uint32_t flowinfo; uint8_t addr[16]; uint32_t scope; } ls_sockaddr_in6;",
+  "typedef struct { int fd; short events; short revents; } ls_pollfd;",
+  "long write(int fd, const void *buf, unsigned long n);",
+  "long read(int fd, void *buf, unsigned long n);",
 } do
   pcall(ffi.cdef, decl)
 end
@@ -66,7 +70,8 @@ local C = ffi.C
 local CLOCK_MONOTONIC = 1
 local WNOHANG = 1
 local O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC = 0, 1, 64, 512
-local AF_INET, SOCK_STREAM, SOL_SOCKET, SO_REUSEADDR = 2, 1, 1, 2
+local AF_INET, AF_INET6, SOCK_STREAM, SOL_SOCKET, SO_REUSEADDR = 2, 10, 1, 1, 2
+local POLLIN = 1
 local SIGNALS = { HUP = 1, INT = 2, QUIT = 3, KILL = 9, USR1 = 10, USR2 = 12, TERM = 15, CONT = 18, STOP = 19 }
 
 local POLL_MS = 20
@@ -354,11 +359,13 @@ end
 
 -- ---- ports ---------------------------------------------------------------
 
+local function htons(port) return bit.bor(bit.lshift(bit.band(port, 0xff), 8), bit.rshift(port, 8)) end
+
 local function sockaddr(port)
   local sa = ffi.new("ls_sockaddr_in")
   sa.family = AF_INET
-  sa.port = bit.bor(bit.lshift(bit.band(port, 0xff), 8), bit.rshift(port, 8)) -- htons
-  sa.addr = 0x0100007f                                                       -- 127.0.0.1
+  sa.port = htons(port)
+  sa.addr = 0x0100007f -- 127.0.0.1
   return sa
 end
 
@@ -1045,6 +1052,60 @@ function Host:stop(timeout_s)
   end
   self:_scan()
   return self.proc.code, self.proc.signal
+end
+
+-- ---- HTTP (the host's --http endpoint) -----------------------------------
+
+--[[ Sends raw (a whole request) to port on 127.0.0.1 (opts.family "4", the
+default) or ::1 ("6") and reads until the server closes or opts.timeout_s
+(default 5) passes. Returns status (number), body, the response text; nil, why
+when nothing could be read. ]]
+function helper.http(port, raw, opts)
+  opts = opts or {}
+  local six = opts.family == "6"
+  local fd = C.socket(six and AF_INET6 or AF_INET, SOCK_STREAM, 0)
+  assert(fd >= 0, "socket failed")
+  local sa
+  if six then
+    sa = ffi.new("ls_sockaddr_in6")
+    sa.family, sa.port = AF_INET6, htons(port)
+    sa.addr[15] = 1 -- ::1
+  else
+    sa = sockaddr(port)
+  end
+  if C.connect(fd, sa, ffi.sizeof(sa)) ~= 0 then
+    C.close(fd)
+    return nil, "connect failed"
+  end
+  C.write(fd, raw, #raw)
+  local chunks, buf = {}, ffi.new("char[4096]")
+  local pfd = ffi.new("ls_pollfd[1]")
+  pfd[0].fd, pfd[0].events = fd, POLLIN
+  local deadline = helper.now() + (opts.timeout_s or 5)
+  while helper.now() < deadline do
+    if C.poll(pfd, 1, 50) > 0 then
+      local n = tonumber(C.read(fd, buf, 4096))
+      if n <= 0 then break end
+      chunks[#chunks + 1] = ffi.string(buf, n)
+    end
+  end
+  C.close(fd)
+  local text = table.concat(chunks)
+  local status = tonumber(text:match("^HTTP/1%.1 (%d%d%d) "))
+  if not status then return nil, "no HTTP response: " .. text end
+  return status, text:match("\r\n\r\n(.*)$"), text
+end
+
+--- GET (or opts.method) path: status, body, text (see helper.http).
+function helper.http_get(port, path, opts)
+  local method = opts and opts.method or "GET"
+  return helper.http(port, method .. " " .. path .. " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: spec\r\n\r\n", opts)
+end
+
+--- The port (and address) a host logged for --http ADDR:0.
+function helper.health_port(host)
+  local rec = host:wait_records({ msg = "health endpoint listening" }, 1, 20, "the health endpoint")[1]
+  return tonumber(rec.port), rec.addr
 end
 
 -- ---- cleanup -------------------------------------------------------------
