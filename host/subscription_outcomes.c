@@ -526,14 +526,16 @@ void sub__dead_letter(subscription *s, const struct entry *e, const char *reason
              reject      ? "entry rejected, acked (no dead_letter stream)"
              : bad_input ? "bad entry left pending"
                          : "delivery limit reached, entry left pending (no dead_letter stream)",
-             "stream", s->spec->stream, "group", s->spec->group, "id", e->id, "reason", reason,
+             "stream", s->spec->stream, "group", s->spec->group, "retry_stream",
+             e->key == KEY_RETRY ? s->retry_key : NULL, "id", e->id, "reason", reason,
              "deliveries", count, "version", version, "error", error, NULL);
     if (reject) sub__queue_ack(s, e);
     return;
   }
   log_line(LOG_WARN, s->spec->name, "entry dead-lettered", "stream", s->spec->stream, "group",
-           s->spec->group, "id", e->id, "reason", reason, "deliveries", count, "dead_letter",
-           s->spec->dead_letter, "version", version, NULL);
+           s->spec->group, "retry_stream", e->key == KEY_RETRY ? s->retry_key : NULL, "id", e->id,
+           "reason", reason, "deliveries", count, "dead_letter", s->spec->dead_letter, "version",
+           version, NULL);
   struct txn *t = txn_begin(s);
   outcome_dead_letter(t, s->spec, e, sub__original_id(e), reason, error, error_len, deliveries,
                       clock_wall(s->clock));
@@ -644,7 +646,8 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
     break;
   case RT_ERROR: {
     log_line(LOG_ERROR, s->spec->name, "handler failed, entry left pending", "stream",
-             s->spec->stream, "group", s->spec->group, "id", e->id, "reason", res->reason,
+             s->spec->stream, "group", s->spec->group, "retry_stream",
+             e->key == KEY_RETRY ? s->retry_key : NULL, "id", e->id, "reason", res->reason,
              "version", res->version, "error", res->text, NULL);
     /* The last delivery max_deliveries allows failed: dead-letter it now,
      * with the error that ended it. */
