@@ -108,29 +108,29 @@ const char SCRIPT_SWEEP[] =
      * what the sweep adds is after the group's last-delivered-id, kept. */
     "local trimmed = 0\n"
     "if redis.call('XLEN', retry) > 0 then\n"
-    "  local last\n"
+    /* ids compared exactly, as decimal strings (no leading zeros) */
+    "  local function before(a, b)\n"
+    "    local am, as = string.match(a, '^(%d+)-(%d+)$')\n"
+    "    local bm, bs = string.match(b, '^(%d+)-(%d+)$')\n"
+    "    if am ~= bm then return #am < #bm or (#am == #bm and am < bm) end\n"
+    "    return #as < #bs or (#as == #bs and as < bs)\n"
+    "  end\n"
+    /* The oldest entry still needed by any group on the key (the retry
+     * stream is this group's, but another may have been added to it): each
+     * group's oldest pending entry, or its first not yet delivered (normally
+     * after every pending one; not after XGROUP SETID moved it back). */
+    "  local keep, ours = nil, false\n"
     "  for _, g in ipairs(redis.call('XINFO', 'GROUPS', retry)) do\n"
     "    local f = {}\n"
     "    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end\n"
-    "    if f.name == group then last = f['last-delivered-id'] end\n"
-    "  end\n"
-    /* Without the group nothing is known to be acknowledged: no trim. */
-    "  if last then\n"
-    /* ids compared exactly, as decimal strings (no leading zeros) */
-    "    local function before(a, b)\n"
-    "      local am, as = string.match(a, '^(%d+)-(%d+)$')\n"
-    "      local bm, bs = string.match(b, '^(%d+)-(%d+)$')\n"
-    "      if am ~= bm then return #am < #bm or (#am == #bm and am < bm) end\n"
-    "      return #as < #bs or (#as == #bs and as < bs)\n"
-    "    end\n"
-    /* The oldest entry still needed: the oldest pending, or the first not
-     * yet delivered (normally after every pending one; not after XGROUP
-     * SETID moved the group back). */
-    "    local keep\n"
-    "    local p = redis.call('XPENDING', retry, group)\n"
-    "    if p[1] > 0 then keep = p[2] end\n"
-    "    local nxt = redis.call('XRANGE', retry, '(' .. last, '+', 'COUNT', 1)\n"
+    "    if f.name == group then ours = true end\n"
+    "    local p = redis.call('XPENDING', retry, f.name)\n"
+    "    if p[1] > 0 and (not keep or before(p[2], keep)) then keep = p[2] end\n"
+    "    local nxt = redis.call('XRANGE', retry, '(' .. f['last-delivered-id'], '+', 'COUNT', 1)\n"
     "    if #nxt > 0 and (not keep or before(nxt[1][1], keep)) then keep = nxt[1][1] end\n"
+    "  end\n"
+    /* Without this group nothing is known to be acknowledged: no trim. */
+    "  if ours then\n"
     "    if keep then\n"
     "      trimmed = redis.call('XTRIM', retry, 'MINID', keep)\n"
     "    else\n"

@@ -49,11 +49,11 @@ extern const char SCRIPT_OWN[];
  * an entry: it moves, with its score, to the third key, so that it never
  * stops the members due after it.
  *
- * First it trims the retry stream, whose only group is `group`: an entry
- * there that the group has acknowledged is needed by nobody. It keeps
- * everything from the oldest entry still needed (the oldest pending one of
- * the group, or the first after its last-delivered-id, whichever is lower)
- * and removes everything before it, exactly (XTRIM MINID, or MAXLEN 0 when
+ * First it trims the retry stream, written for `group`: an entry there that
+ * every group on the key has acknowledged is needed by nobody. It keeps
+ * everything from the oldest entry still needed (over every group on the
+ * key: its oldest pending one, or the first after its last-delivered-id,
+ * whichever is lower) and removes everything before it, exactly (XTRIM MINID, or MAXLEN 0 when
  * nothing is needed); so an acknowledged entry behind one still pending
  * waits until that one is acknowledged. Nothing is trimmed when the group
  * does not exist on the retry stream. Entries this sweep adds come after the

@@ -27,6 +27,20 @@ describe("the retry stream", function()
     apps = {}
   end)
 
+  it("keeps what another group on the retry stream has not read", function()
+    local app = start("retry_once")
+    assert(app:command("XGROUP", "CREATE", RETRY, "audit", "0", "MKSTREAM"))
+    for i = 1, 3 do app:publish("payments", { id = i }) end
+    app:advance("5s") -- the copies handled and acked by ledger; sweeps ran
+    assert.equal(6, #app:received("retry_payment"))
+    assert.equal(3, app:xlen(RETRY), "audit has read none of the copies")
+    local got = app:command("XREADGROUP", "GROUP", "audit", "a", "COUNT", "10", "STREAMS", RETRY, ">")
+    assert.equal(3, #got[1][2])
+    assert(app:command("XACK", RETRY, "audit", got[1][2][1][1], got[1][2][2][1], got[1][2][3][1]))
+    app:advance("2s")
+    assert.equal(0, app:xlen(RETRY), "read and acknowledged by both groups: trimmed")
+  end)
+
   it("ends empty once always-retrying entries are dead-lettered at the cap", function()
     local app = start("retry_always_new") -- max_deliveries = 3, dead_letter = payments.dead
     local N = 50
