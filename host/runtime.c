@@ -145,6 +145,7 @@ struct load_guard {
   uint64_t deadline_ns;   /* CLOCK_MONOTONIC */
   uint64_t limit_ms;
   bool expired;
+  bool jit_off;           /* the file called jit.off() (jit_engine) */
 };
 static struct load_guard *loading;
 
@@ -189,11 +190,12 @@ static void load_hook(lua_State *L, lua_Debug *ar) {
 
 /* jit.on() / jit.off() without arguments switch the whole engine: during the
  * load (JIT off for the hook's sake) the file's choice is recorded and
- * applied once the load is over; any other call goes through. */
+ * applied once the load is over; any other call goes through. The load under
+ * way is found through `loading`, not an upvalue a file could change
+ * (debug.setupvalue). */
 static int jit_engine(lua_State *L) {
-  struct handler *h = lua_touserdata(L, lua_upvalueindex(2));
-  if (lua_gettop(L) == 0 && h->loading) {
-    h->jit_off = !lua_toboolean(L, lua_upvalueindex(3));
+  if (lua_gettop(L) == 0 && loading) {
+    loading->jit_off = !lua_toboolean(L, lua_upvalueindex(2));
     return 0;
   }
   lua_pushvalue(L, lua_upvalueindex(1));
@@ -204,8 +206,7 @@ static int jit_engine(lua_State *L) {
 
 /* debug.sethook while a file loads would take the load deadline's hook away. */
 static int sethook_guarded(lua_State *L) {
-  struct handler *h = lua_touserdata(L, lua_upvalueindex(2));
-  if (h->loading)
+  if (loading)
     return luaL_error(L, "debug.sethook is not available while a handler file loads: "
                          "the load deadline (--load-timeout) uses the hook");
   lua_pushvalue(L, lua_upvalueindex(1));
@@ -216,7 +217,7 @@ static int sethook_guarded(lua_State *L) {
 
 /* os.exit out; jit.on and jit.off wrapped (jit_engine); debug.sethook refused
  * during the load (sethook_guarded).  [-0, +0] */
-static void contain(lua_State *L, struct handler *h) {
+static void contain(lua_State *L) {
   lua_getglobal(L, "os");
   lua_pushcfunction(L, no_exit);
   lua_setfield(L, -2, "exit");
@@ -226,9 +227,8 @@ static void contain(lua_State *L, struct handler *h) {
     static const char *const names[] = {"off", "on"};
     for (int on = 0; on < 2; on++) {
       lua_getfield(L, -1, names[on]);
-      lua_pushlightuserdata(L, h);
       lua_pushboolean(L, on);
-      lua_pushcclosure(L, jit_engine, 3);
+      lua_pushcclosure(L, jit_engine, 2);
       lua_setfield(L, -2, names[on]);
     }
   }
@@ -236,8 +236,7 @@ static void contain(lua_State *L, struct handler *h) {
   lua_getglobal(L, "debug");
   if (lua_istable(L, -1)) {
     lua_getfield(L, -1, "sethook");
-    lua_pushlightuserdata(L, h);
-    lua_pushcclosure(L, sethook_guarded, 2);
+    lua_pushcclosure(L, sethook_guarded, 1);
     lua_setfield(L, -2, "sethook");
   }
   lua_pop(L, 1);
@@ -313,7 +312,7 @@ static int load_protected(lua_State *L) {
   /* JIT off (luaopen_jit has just turned it on): a loop compiled to a trace
    * would never see the hook. */
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
-  contain(L, h);
+  contain(L);
   set_lua_path(L, h->spec.path);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
@@ -425,7 +424,6 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   struct load_guard guard = {.path = path, .limit_ms = limit_ms,
                              .deadline_ns = now_ns() + limit_ms * 1000000u};
   loading = &guard;
-  h->loading = true;
   watchdog_enter(h->spec.name, path, NULL, NULL, NULL);
   /* A C function under pcall, so even setup errors come back as messages. */
   lua_pushcfunction(h->L, load_protected);
@@ -434,7 +432,7 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   int rc = lua_pcall(h->L, 2, 1, 0);
   watchdog_leave();
   lua_sethook(h->L, NULL, 0, 0);
-  h->loading = false;
+  h->jit_off = guard.jit_off;
   loading = NULL;
   free(buf);
   if (rc == 0)

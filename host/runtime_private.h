@@ -47,7 +47,6 @@ struct handler {
   char version[RT_VERSION_LEN]; /* short content hash of the file (handler_version) */
   struct handler *older;  /* generations this one replaced that still run jobs */
   struct handler *newer;  /* the generation that replaced this one, NULL for the newest */
-  bool loading;           /* handler_load runs the file (jit_engine records, not switches) */
   bool jit_off;           /* the file called jit.off() at load: the engine stays off */
 };
 

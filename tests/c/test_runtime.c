@@ -319,10 +319,19 @@ TEST_IMPL(runtime_load_sethook_refused) {
   const char *e = load_err("unhook.lua", "debug.sethook()\nwhile true do end\n", &path);
   ASSERT_STR_EQ(e, at(path, 1, "debug.sethook is not available while a handler file loads: "
                                "the load deadline (--load-timeout) uses the hook"));
-  handler *h = load_ok("hooks.lua",
-                       "return { stream = \"s\", group = \"g\",\n"
-                       "  handle = function() debug.sethook() end }\n",
+  /* the wrappers hold nothing a file could change into a crash */
+  handler *h = load_ok("tamper.lua",
+                       "debug.setupvalue(debug.sethook, 2, 1)\n"
+                       "debug.setupvalue(jit.off, 2, 1)\n"
+                       "debug.setupvalue(jit.off, 3, 1)\n"
+                       "jit.off()\n"
+                       "return { stream = \"s\", group = \"g\", handle = function() end }\n",
                        NULL);
+  handler_release(h);
+  h = load_ok("hooks.lua",
+              "return { stream = \"s\", group = \"g\",\n"
+              "  handle = function() debug.sethook() end }\n",
+              NULL);
   struct captured c = run_json(h, "1-1", "{}");
   ASSERT_INT_EQ(c.kind, RT_ACK);
   handler_release(h);
