@@ -237,8 +237,11 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
     for (size_t i = 0; i < batch->n; i++) add_ack(s, batch->key, batch->ids[i]);
     s->flush_armed = true;
     timer_start(s->flush_timer, BACKOFF_MIN_MS);
-  } else if (s->work[WORK_ACKS].failing) {
-    sub__work_ok(s, WORK_ACKS);
+  } else {
+    /* Entries are being written again: an earlier outcome that failed once
+     * (its entry logged and left pending) no longer makes the host unready. */
+    if (s->work[WORK_ACKS].failing) sub__work_ok(s, WORK_ACKS);
+    if (s->work[WORK_OUTCOMES].failing) sub__work_ok(s, WORK_OUTCOMES);
   }
   batch->n = 0;
   batch->next = s->spare_batches;

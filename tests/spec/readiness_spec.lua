@@ -29,6 +29,22 @@ describe("readiness while periodic work fails", function()
     apps = {}
   end)
 
+  it("is not lost for good by one outcome that failed: acks written later make it ready", function()
+    local app = start("sometimes_publish", { consumer = "c" })
+    assert.is_true(app:ready())
+    assert(app:command("SET", "audit", "x")) -- the publish's XADD fails: WRONGTYPE
+    app:publish("payments", { id = 1, audit = true })
+    app:advance("7s")
+    local ok, why = app:ready()
+    assert.is_false(ok)
+    assert.matches("writing outcomes", why, 1, true)
+    for i = 2, 4 do
+      app:publish("payments", { id = i })
+      app:advance("1s")
+    end
+    assert.is_true(app:ready())
+  end)
+
   it("is lost while the delay-set sweep keeps failing, and back once it works", function()
     local app = start("delay_on_new", { consumer = "c" })
     assert.is_true(app:ready())
