@@ -10,7 +10,10 @@
  * Known valid (lease_valid): the time to live counts from Redis applying a
  * take or renewal, which is after this process sent it, so the lease is
  * surely still this process's until the send time of the last successful
- * one plus LEASE_VALID_MS (the time to live less one renewal interval).
+ * one plus the time to live. A handler is only started while it is known
+ * valid for LEASE_VALID_MS more: one that then holds the loop for the
+ * longest the watchdog allows (LEASE_STALL_MAX_MS) still ends, or the
+ * watchdog ends the process, before the key can expire.
  * After a pause or a stalled loop it is not known valid, whatever the
  * timers have done yet: lease_confirm sends a renewal at once and reports
  * LEASE_CONFIRMED when one succeeds (or LEASE_LOST).
@@ -38,7 +41,12 @@
 
 #define LEASE_TTL_MS 20000
 #define LEASE_RENEW_MS 5000 /* how often the running host renews */
-#define LEASE_VALID_MS (LEASE_TTL_MS - LEASE_RENEW_MS)
+/* The longest a handler may hold the loop: run --watchdog at most. */
+#define LEASE_STALL_MAX_MS (LEASE_TTL_MS / 2)
+/* Known valid after the send of the last accepted take or renewal: the time
+ * to live less the longest stall and 2 s for the watchdog's own lateness
+ * (8 s, above the 5 s between renewals). */
+#define LEASE_VALID_MS (LEASE_TTL_MS - LEASE_STALL_MAX_MS - 2000)
 #define LEASE_MARGIN_MS 1000 /* waited past a holder's time to live */
 #define LEASE_POLL_MS 1000   /* while waiting: how often the key is tried */
 #define LEASE_PREFIX "luastream:consumer:"

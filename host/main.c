@@ -60,12 +60,10 @@
 #define SHUTDOWN_TIMEOUT_MS 30000 /* run: --shutdown-timeout default */
 #define LOG_DRAIN_MS 5000       /* run: how long the buffered log may take at exit */
 #define LOG_DRAIN_EXIT_MS 200   /* the same after a second signal */
-/* run: --watchdog default and most. A stall may start just before a lease
- * renewal is due, so the key can expire LEASE_TTL_MS - LEASE_RENEW_MS (15 s)
- * after it starts, and the watchdog notices up to two of its intervals (2 s)
- * late: half the time to live leaves the rest for a slow renewal. */
-#define WATCHDOG_MS (LEASE_TTL_MS / 2)
-#define WATCHDOG_MAX_MS (LEASE_TTL_MS / 2)
+/* run: --watchdog default and most: a handler is started only while the
+ * consumer lease stays valid for this long and 2 s more (lease.h). */
+#define WATCHDOG_MS LEASE_STALL_MAX_MS
+#define WATCHDOG_MAX_MS LEASE_STALL_MAX_MS
 #define DIR_POLL_MS 1000          /* run: how often DIR itself is looked at */
 
 static const char usage_main[] =

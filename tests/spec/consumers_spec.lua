@@ -158,6 +158,27 @@ describe("a host paused longer than its lease", function()
     assert.equal(0, #app:pending("payments", "ledger"))
   end)
 
+  it("holds the next entry after a stall within the time to live but past the watchdog's margin", function()
+    -- 9 s without the loop turning: the key (20 s) has not expired, but a
+    -- handler started now could hold the loop for the watchdog's 10 s and
+    -- end after it: the entry waits for a renewal first.
+    local app = start({ dir = SLOW })
+    local id = {}
+    for i = 1, 2 do id[i] = app:publish("payments", { id = i }) end
+    local seen = #app:logs()
+    app:pause("9s")
+    app:settle()
+    local order = {}
+    local logs = app:logs()
+    for i = seen + 1, #logs do
+      local msg = testing.logfmt(logs[i]).msg
+      if msg == "handled" or msg == "consumer lease renewed: entries run again" then order[#order + 1] = msg end
+    end
+    assert.same({ "consumer lease renewed: entries run again", "handled" }, order)
+    app:advance("3s")
+    assert.same(id, ids(app:received("post")))
+  end)
+
   it("runs none of the entries it holds when another process took the name meanwhile", function()
     local first = start({ dir = SLOW })
     -- a second process under the same name waits in case the first crashed
