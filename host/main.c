@@ -635,6 +635,12 @@ static int cmd_run(int argc, char **argv) {
   uint64_t load_ms = RT_LOAD_TIMEOUT_MS, watchdog_ms = WATCHDOG_MS;
   if (parse_load_timeout(o.load_timeout, &load_ms) != 0) return 2;
   if (parse_watchdog(o.watchdog, &watchdog_ms) != 0) return 2;
+  if (load_ms >= watchdog_ms) {
+    /* A reload runs on the loop: the watchdog would end the host first. */
+    fprintf(stderr, "luastream: --load-timeout (%llums) must be below --watchdog (%llums)\n",
+            (unsigned long long)load_ms, (unsigned long long)watchdog_ms);
+    return 2;
+  }
   char err[512];
   char host_part[256];
   int port;
@@ -686,16 +692,20 @@ static int cmd_run(int argc, char **argv) {
   }
   if (watchdog_ms > 0) {
     if (watchdog_start(watchdog_ms, err, sizeof err) != 0) {
-      log_line(LOG_ERROR, NULL, "running without a watchdog", "error", err, NULL);
+      /* Without it a stalled loop could outlive the consumer leases. */
+      fprintf(stderr, "luastream: cannot start the watchdog: %s\n", err);
+      if (rs.health) health_close(rs.health);
+      host_free(rs.host);
+      broker_free(b);
+      clock->ops->free(clock);
+      finish_loop(&loop);
+      return 1;
     } else {
       /* Unreferenced: it feeds the watchdog but keeps no loop alive. */
       uv_timer_init(&loop, &rs.beat);
       uv_timer_start(&rs.beat, on_beat, watchdog_interval_ms(), watchdog_interval_ms());
       uv_unref((uv_handle_t *)&rs.beat);
       rs.beating = true;
-      if (watchdog_ms <= load_ms)
-        log_line(LOG_WARN, NULL, "--watchdog is not above --load-timeout: a slow reload ends the process",
-                 NULL);
     }
   }
   host_start(rs.host, host_stopped, &rs);

@@ -263,6 +263,10 @@ return {
       assert.truthy(stderr:find("--watchdog must be at most 10s, got " .. limit, 1, true), stderr)
       assert.truthy(stderr:find("leased for 20s and renewed every 5s", 1, true), stderr)
     end
+    -- a reload runs on the loop: its time limit must be below the watchdog's
+    local code, _, stderr = helper.luastream("run", "--watchdog", "3s", "--load-timeout", "3s", dir, { timeout = 10 })
+    assert.equal(2, code)
+    assert.truthy(stderr:find("--load-timeout (3000ms) must be below --watchdog (3000ms)", 1, true), stderr)
     local srv = helper.redis_start()
     local host = helper.host_start({ "--watchdog", "10s" }, { server = srv, dir = dir })
     host:wait_log(READY, 20, { plain = true })
