@@ -918,8 +918,14 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
   case SUB_READING:
     break;
   }
+  uint64_t now = clock_now(s->clock);
+  const struct work_fault *lf = &s->work[WORK_LEASE];
   if (s->lease_unconfirmed && !lease_valid(s->lease)) {
-    snprintf(why, len, "waiting for the consumer lease's renewal (process paused or loop stalled)");
+    if (lf->failing) /* the renewal is refused, not late: say why */
+      snprintf(why, len, "stuck: %s failing for %llu ms: %s", WORK_NAME[WORK_LEASE],
+               (unsigned long long)(now - lf->since_ms), lf->detail);
+    else
+      snprintf(why, len, "waiting for the consumer lease's renewal (process paused or loop stalled)");
     return false;
   }
   if (s->reader == NULL || !bk_connected(s->b, s->reader)) {
@@ -930,7 +936,7 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
       snprintf(why, len, "read connection down");
     return false;
   }
-  uint64_t limit = STUCK_FACTOR * read_wait_ms(s), now = clock_now(s->clock);
+  uint64_t limit = STUCK_FACTOR * read_wait_ms(s);
   if (limit < STUCK_MIN_MS) limit = STUCK_MIN_MS;
   if (s->read_pending && now - s->read_sent_ms > limit) {
     snprintf(why, len, "stuck: a read unanswered for %llu ms",
