@@ -635,8 +635,10 @@ static int cmd_run(int argc, char **argv) {
   uint64_t load_ms = RT_LOAD_TIMEOUT_MS, watchdog_ms = WATCHDOG_MS;
   if (parse_load_timeout(o.load_timeout, &load_ms) != 0) return 2;
   if (parse_watchdog(o.watchdog, &watchdog_ms) != 0) return 2;
+  /* A reload runs on the loop: its limit must come before the watchdog's.
+   * Without --load-timeout a short watchdog shortens it to half its own. */
+  if (o.load_timeout == NULL && load_ms >= watchdog_ms) load_ms = watchdog_ms / 2;
   if (load_ms >= watchdog_ms) {
-    /* A reload runs on the loop: the watchdog would end the host first. */
     fprintf(stderr, "luastream: --load-timeout (%llums) must be below --watchdog (%llums)\n",
             (unsigned long long)load_ms, (unsigned long long)watchdog_ms);
     return 2;
