@@ -196,9 +196,7 @@ static void add_head(struct line *l, enum log_level level, const char *handler,
   add_value(l, msg, strlen(msg));
 }
 
-/* The default sink: the line and its newline (line[len]) in one write. */
-static void write_stderr(const char *line, size_t len) {
-  size_t n = len + 1;
+void log_write_stderr(const char *line, size_t n) {
   while (n > 0) {
     ssize_t w = write(STDERR_FILENO, line, n);
     if (w < 0) {
@@ -227,7 +225,7 @@ static void finish(struct line *l, enum log_level level) {
   if (sink_fn)
     sink_fn(sink_data, level, l->p, l->len);
   else
-    write_stderr(l->p, l->len);
+    log_write_stderr(l->p, l->len + 1); /* the default sink: the line and its newline */
   if (l->heap) free(l->p);
 }
 

@@ -24,6 +24,10 @@ void log_set_level(enum log_level min);
 enum log_level log_get_level(void);
 /* NULL restores the default sink (stderr). */
 void log_set_sink(log_sink_fn *sink, void *data);
+/* Writes n bytes to stderr, in one write() when the kernel takes them whole
+ * (a line up to PIPE_BUF on a pipe shared by several processes stays whole);
+ * gives up when stderr is gone. Thread-safe: it keeps no state. */
+void log_write_stderr(const char *p, size_t n);
 /* Parses "debug", "info", "warn" (or "warning"), "error", in any case;
  * returns -1 when unknown. */
 int log_level_parse(const char *name);

@@ -9,7 +9,6 @@
  * a swap. */
 #include "log_writer.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -45,17 +44,7 @@ static void write_lines(const char *p, size_t len) {
   while (len > 0) {
     const char *nl = memchr(p, '\n', len);
     size_t n = nl ? (size_t)(nl - p) + 1 : len;
-    const char *q = p;
-    size_t left = n;
-    while (left > 0) {
-      ssize_t k = write(STDERR_FILENO, q, left);
-      if (k < 0) {
-        if (errno == EINTR) continue;
-        return; /* stderr is gone: nowhere to write the rest */
-      }
-      q += k;
-      left -= (size_t)k;
-    }
+    log_write_stderr(p, n);
     p += n;
     len -= n;
   }
