@@ -16,12 +16,6 @@ return {
 }
 ]]
 
-local function assert_no_secret(secret, ...)
-  for _, text in ipairs { ... } do
-    assert(not text:find(secret, 1, true), "the password appears in output:\n" .. text)
-  end
-end
-
 describe("luastream CLI", function()
   after_each(helper.cleanup)
 
@@ -96,7 +90,7 @@ describe("luastream CLI", function()
       local code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "payments",
         helper.payment(1, "acme", 500), "--key", "acme")
       assert.equal(0, code, stderr)
-      assert_no_secret(SECRET, stdout, stderr)
+      helper.assert_no_secret(SECRET, stdout, stderr)
 
       local host = helper.host_start({}, {
         server = srv, log_level = "debug", dir = helper.handlers_dir({ ["post.lua"] = POST }),
@@ -105,7 +99,7 @@ describe("luastream CLI", function()
       assert.matches("***", ready, 1, true)
       host:wait_records({ msg = "payment posted" }, 1, 20, "the payment posted")
       assert.equal(0, host:stop())
-      assert_no_secret(SECRET, host:log())
+      helper.assert_no_secret(SECRET, host:log())
     end)
 
     it("fails on a wrong password without printing it, naming the server", function()
@@ -113,7 +107,7 @@ describe("luastream CLI", function()
       local url = "redis://:" .. WRONG .. "@127.0.0.1:" .. srv.port
       local code, stdout, stderr = helper.luastream("publish", "--redis", url, "payments", '{"id":1}')
       assert.is_not.equal(0, code)
-      assert_no_secret(WRONG, stdout, stderr)
+      helper.assert_no_secret(WRONG, stdout, stderr)
       assert.matches("127.0.0.1:" .. srv.port, stderr, 1, true)
       assert.equal(0, srv:call("EXISTS", "payments"))
 
@@ -124,7 +118,7 @@ describe("luastream CLI", function()
         return r.level == "error" and r._line:find("127.0.0.1:" .. srv.port, 1, true) ~= nil
       end, 1, 20, "an error naming the server")
       host:stop()
-      assert_no_secret(WRONG, host:log())
+      helper.assert_no_secret(WRONG, host:log())
       assert.equal(0, host:count({ msg = "host ready" }))
     end)
   end)

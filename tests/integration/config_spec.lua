@@ -23,12 +23,6 @@ return {
 }
 ]]
 
-local function assert_no_secret(secret, ...)
-  for _, text in ipairs { ... } do
-    assert(not text:find(secret, 1, true), "the password appears in output:\n" .. text)
-  end
-end
-
 -- Runs `luastream ARGS...` and returns code, stdout, stderr and the seconds it took.
 local function timed(...)
   local t0 = helper.now()
@@ -49,7 +43,7 @@ describe("configuration errors", function()
       assert(took < 5, "took " .. took .. " s")
       assert.matches("cannot start: redis://:***@127.0.0.1:" .. srv.port .. " refused: authentication failed: WRONGPASS",
         err, 1, true)
-      assert_no_secret(WRONG, out, err)
+      helper.assert_no_secret(WRONG, out, err)
       assert.equal(0, srv:call("EXISTS", "payments"))
     end)
 
@@ -105,7 +99,7 @@ describe("configuration errors", function()
       srv.password = SECRET
       helper.wait_until(function() return helper.http_get(port, "/readyz") == 200 end, 20, "/readyz 200 again")
       assert.equal(0, host:stop())
-      assert_no_secret(SECRET, host:log())
+      helper.assert_no_secret(SECRET, host:log())
     end)
 
     it("publish and dead-letters fail at once on a closed port or a refusal", function()
@@ -124,7 +118,7 @@ describe("configuration errors", function()
         assert.equal(1, code, table.concat(case[1], " ") .. ": " .. out .. err)
         assert(took < 1.5, table.concat(case[1], " ") .. " took " .. took .. " s")
         assert.matches(case[2], err, 1, true)
-        assert_no_secret(WRONG, out, err)
+        helper.assert_no_secret(WRONG, out, err)
       end
     end)
   end)
@@ -157,7 +151,7 @@ describe("configuration errors", function()
       host:wait_records({ msg = "payment posted" }, 1, 20, "the payment posted")
       local cmdline = helper.read_file("/proc/" .. host.pid .. "/cmdline")
       assert.matches("--redis-file", cmdline, 1, true)
-      assert_no_secret(SECRET, cmdline, host:log())
+      helper.assert_no_secret(SECRET, cmdline, host:log())
       assert.equal(0, host:stop())
 
       C.chmod(path, tonumber("644", 8))

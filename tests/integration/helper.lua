@@ -1054,6 +1054,13 @@ function Host:stop(timeout_s)
   return self.proc.code, self.proc.signal
 end
 
+--- Fails when secret (a password) appears in any of the texts given.
+function helper.assert_no_secret(secret, ...)
+  for _, text in ipairs { ... } do
+    assert(not text:find(secret, 1, true), "the password appears in output:\n" .. text)
+  end
+end
+
 -- ---- HTTP (the host's --http endpoint) -----------------------------------
 
 --[[ Sends raw (a whole request) to port on 127.0.0.1 (opts.family "4", the
