@@ -26,7 +26,9 @@
 #include <time.h>
 
 #include "broker.h"
+#include "broker_memory.h"
 #include "clock.h"
+#include "clock_virtual.h"
 #include "host.h"
 #include "log.h"
 #include "payment.h"

@@ -12,7 +12,9 @@
 #include <uv.h>
 
 #include "broker.h"
+#include "broker_memory.h"
 #include "clock.h"
+#include "clock_virtual.h"
 #include "memreply.h"
 #include "scripts.h"
 #include "task.h"

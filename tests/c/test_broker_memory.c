@@ -7,8 +7,11 @@
 #include <string.h>
 
 #include "broker.h"
+#include "broker_memory.h"
 #include "clock.h"
+#include "clock_virtual.h"
 #include "entry.h"
+#include "read_reply.h"
 #include "memreply.h"
 #include "scripts.h"
 #include "task.h"

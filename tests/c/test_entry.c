@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "entry.h"
+#include "read_reply.h"
 #include "fixtures.h"
 #include "task.h"
 

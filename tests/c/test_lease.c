@@ -5,6 +5,7 @@
  * and again while the answer came too late to count. */
 #include <string.h>
 
+#include "clock_virtual.h"
 #include "lease.h"
 #include "replay_broker.h"
 #include "scripts.h"

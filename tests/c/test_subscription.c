@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "clock.h"
+#include "clock_virtual.h"
 #include "log.h"
 #include "replay_broker.h"
 #include "runtime.h"

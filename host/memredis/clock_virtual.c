@@ -1,4 +1,4 @@
-/* vclock: the virtual clock backend for the test harness.
+/* clock_virtual: the virtual clock backend for the test harness.
  *
  * Time stands still until a test calls clock_virtual_advance or
  * clock_virtual_settle. Armed timers sit in a binary min-heap ordered by (due
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "clock.h"
+#include "clock_virtual.h"
 
 /* A 0-ms timer re-armed this many times within one settle is a livelock. */
 #define SETTLE_CAP 1000000

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "outcome.h"
+#include "read_reply.h"
 #include "scripts.h"
 #include "subscription_private.h"
 

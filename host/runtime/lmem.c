@@ -1,5 +1,5 @@
-/* lua_memory: the allocator of the handlers' Lua states (see lua_memory.h). */
-#include "lua_memory.h"
+/* lmem: the allocator of the handlers' Lua states (see lua_memory.h). */
+#include "lmem.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -69,7 +69,7 @@ static void *pool_alloc(void *ud, void *p, size_t osize, size_t nsize) {
   return q;
 }
 
-lua_State *lua_memory_newstate(void) {
+lua_State *lmem_newstate(void) {
   struct pool *pool = calloc(1, sizeof *pool);
   if (pool == NULL) return NULL;
   lua_State *L = lua_newstate(pool_alloc, pool);
@@ -79,7 +79,7 @@ lua_State *lua_memory_newstate(void) {
   return luaL_newstate();
 }
 
-void lua_memory_close(lua_State *L) {
+void lmem_close(lua_State *L) {
   void *ud;
   bool pooled = lua_getallocf(L, &ud) == pool_alloc;
   lua_close(L);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock_virtual.h"
 #include "clock.h"
 #include "task.h"
 

@@ -164,21 +164,4 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url);
  * connection; pending commands fail with "connection lost". Default 10 s. */
 void broker_redis_set_command_timeout(broker *b, uint64_t ms);
 
-/* The in-memory Redis streams server of the test harness (broker_memory.c
- * and the mem*.c files behind it), speaking the commands the host sends with
- * the replies and error texts of the server version it reports (INFO):
- * version is "x.y.z", NULL for "8.4.0"; "7.0.15" switches to 7.0 behaviour.
- * Nothing runs inside bk_command: commands run and callbacks fire from a
- * 0-ms timer on `clock` (borrowed; it must outlive the broker), so replies
- * arrive when the clock is settled or advanced. Connections are up at once
- * (state callback from the same timer). Returns NULL when out of memory. */
-struct lclock;
-broker *broker_memory_new(struct lclock *clock, const char *version);
-/* Changes the reported version (and behaviour) from the next command on. */
-void broker_memory_set_version(broker *b, const char *version);
-/* Simulates an outage: while down, connections report down (their pending
- * commands fail with "connection lost: ..."), and bk_command returns -1;
- * when it ends they report up again. The data stays. */
-void broker_memory_set_down(broker *b, bool down);
-
 #endif

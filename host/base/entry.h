@@ -3,16 +3,14 @@
  * An entry owns a single allocation holding its id and fields, so reading a
  * batch costs at most one malloc per entry (none once the pool is warm) and
  * freeing it one free. The field `data`
- * is the body; every other field is a header. The parsers here do no I/O: they
- * turn XREADGROUP / XAUTOCLAIM reply trees into entries and are tested on
- * literal replies. */
+ * is the body; every other field is a header. */
 #ifndef LUASTREAM_ENTRY_H
 #define LUASTREAM_ENTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker.h"
 
 /* Header names luastream writes and reads (ls.*_HEADER on the Lua side). */
 #define HDR_DATA "data"
@@ -52,6 +50,17 @@ long long entry_carried_deliveries(const struct entry *e);
  * a size that overflows, or when nfields is odd. */
 struct entry *entry_new(const char *id, size_t idlen, size_t nfields, const char *const *field,
                         const size_t *field_len);
+/* For builders that place the strings themselves (read_reply.c): an entry
+ * with room for nfields strings of `bytes` total bytes (string bytes plus
+ * their NULs, id included; summed with entry_size_add, false on overflow),
+ * NULL when the size overflows or malloc fails. The id then the fields go in
+ * order with entry_put from cursor = entry_strings(e), which returns each
+ * copy (NUL-terminated). */
+bool entry_size_add(size_t *acc, size_t n);
+struct entry *entry_alloc(size_t nfields, size_t bytes);
+char *entry_strings(struct entry *e);
+char *entry_put(char **cursor, const char *s, size_t len);
+
 /* Frees e (NULL is fine). Blocks of common sizes go to a pool that later
  * entries are cut from; the pool is the process's, for its one loop thread. */
 void entry_free(struct entry *e);
@@ -61,38 +70,5 @@ void entry_pool_trim(void);
 /* Looks a field up by name; returns its value (and length) or NULL. The last
  * occurrence wins, as with HGET-like readers of duplicate names. */
 const char *entry_get(const struct entry *e, const char *name, size_t *len);
-
-/* Parses the reply of `XREADGROUP ... STREAMS key id` for one stream into a
- * list linked through `next`, in reply order. A nil reply is an empty list.
- * Entries whose fields are nil (deleted but pending) are skipped and counted in
- * *deleted. Four-element entries (CLAIM) fill idle_ms and deliveries, from
- * integers or strings (a negative idle, from a server clock step, reads as 0).
- * Returns 0, or -1 with a reason in err when the shape is not a stream read
- * reply ("entry N" counts from 0) or on OOM ("out of memory"); on -1 *out is
- * NULL, the counts are 0 and nothing is leaked. count, deleted and err may be
- * NULL. */
-int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
-                     char *err, size_t errlen);
-
-/* Parses the reply of `XREADGROUP ... STREAMS k1 k2 ... id1 id2 ...` read
- * from the nkeys keys in keys: one [key, entries] pair per stream served, in
- * any order, each key at most once. Every entry's `key` is the index in keys
- * of the stream it came from; the list holds the streams one after the
- * other, each in reply order. A key not in keys is a reply of the wrong
- * shape. Otherwise as entry_parse_read. */
-int entry_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
-                        struct entry **out, size_t *count, size_t *deleted, char *err,
-                        size_t errlen);
-
-/* Parses the reply of a claim script (scripts.h) over the nkeys keys in keys:
- *   [[cursor per key], [[key, entries], ...], [[key, deleted id], ...]]
- * entries as for entry_parse_streams (4 elements each). Cursor i goes to
- * cursor + i * cursorlen (cursorlen bytes with the NUL); *deleted points at
- * the pairs of key and id the server dropped from the pending list (part of
- * r: valid while r is; each element an array of two strings).
- * Returns 0, or -1 with a reason in err; on -1 *out is NULL. */
-int entry_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
-                        size_t cursorlen, struct entry **out, size_t *count,
-                        const bk_reply **deleted, char *err, size_t errlen);
 
 #endif

@@ -25,8 +25,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "broker.h"
+#include "broker_memory.h"
 #include "clock.h"
+#include "clock_virtual.h"
 #include "memreply.h"
 #include "memscript.h"
 #include "memstream.h"

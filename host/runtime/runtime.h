@@ -17,7 +17,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker.h"
 #include "clock.h"
 
 struct entry;
@@ -148,6 +147,11 @@ typedef void rt_done_fn(void *data, struct entry *e, const struct rt_result *res
  * coroutine finishes or first waits; done may be called before this returns.
  * Returns 0, or -1 when the job could not be started (out of memory). */
 int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data);
+
+/* luastream.core.duration(v), also luastream_testing's duration(v): v as ms,
+ * or nil and why (a phrase: "must be ..." / "needs a unit ..."). */
+struct lua_State;
+int core_duration(struct lua_State *L);
 
 /* Checks that text is one JSON value (used by `luastream publish`). */
 bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen);

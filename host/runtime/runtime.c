@@ -26,7 +26,7 @@
 #include "entry.h"
 #include "json_decode.h"
 #include "json_encode.h"
-#include "lua_memory.h"
+#include "lmem.h"
 #include "log.h"
 #include "runtime_private.h"
 #include "watchdog.h"
@@ -389,7 +389,7 @@ static void handler_destroy(struct handler *h) {
     h->idle = job->next;
     job_destroy(h, job);
   }
-  if (h->L) lua_memory_close(h->L);
+  if (h->L) lmem_close(h->L);
   json_shapes_free(h->shapes); /* after the state that holds its constructors */
   spec_free(&h->spec);
   free(h->scratch);
@@ -406,7 +406,7 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   h->env = env;
   h->spec.path = strdup(path);
   h->spec.name = basename_noext(path);
-  h->L = lua_memory_newstate();
+  h->L = lmem_newstate();
   h->shapes = json_shapes_new();
   if (!h->spec.path || !h->spec.name || !h->L || !h->shapes) goto oom;
   lua_atpanic(h->L, panic);

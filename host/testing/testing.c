@@ -30,7 +30,9 @@
 #include <uv.h>
 
 #include "broker.h"
+#include "broker_memory.h"
 #include "clock.h"
+#include "clock_virtual.h"
 #include "duration.h"
 #include "entry.h"
 #include "host.h"
@@ -728,7 +730,7 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_setfield(L, -2, "app");
   lua_pushcfunction(L, core_json_decode);
   lua_setfield(L, -2, "json_decode");
-  lua_pushcfunction(L, duration_lua);
+  lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
   /* luastream.json's encoder in the spec's own state, as in a host's. */
   lua_getglobal(L, "package");

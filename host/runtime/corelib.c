@@ -265,6 +265,33 @@ static int luastream_flat(struct handler *h, double seq, struct json_flat *rec) 
   return 1;
 }
 
+int core_duration(lua_State *L) {
+  char why[160];
+  double ms = 0;
+  int rc;
+  if (lua_type(L, 1) == LUA_TNUMBER) {
+    ms = lua_tonumber(L, 1);
+    rc = duration_check_ms(ms, why, sizeof why);
+  } else if (lua_type(L, 1) == LUA_TSTRING) {
+    size_t len;
+    const char *s = lua_tolstring(L, 1, &len);
+    rc = duration_parse(s, len, &ms, why, sizeof why);
+  } else {
+    snprintf(why, sizeof why,
+             "must be a number of milliseconds or a duration such as \"30s\", got %s",
+             luaL_typename(L, 1));
+    rc = -1;
+  }
+  if (rc != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, why);
+    return 2;
+  }
+  lua_pushnumber(L, ms);
+  return 1;
+}
+
+
 /* [-0, +1] the module table */
 int rt_open_core(lua_State *L, struct handler *h) {
   static const luaL_Reg fns[] = {{"log", core_log},     {"sleep", core_sleep},
@@ -277,7 +304,7 @@ int rt_open_core(lua_State *L, struct handler *h) {
     lua_pushcclosure(L, f->func, 1);
     lua_setfield(L, -2, f->name);
   }
-  lua_pushcfunction(L, duration_lua);
+  lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
   lua_pushliteral(L, LUASTREAM_VERSION);
   lua_setfield(L, -2, "version");

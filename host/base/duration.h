@@ -26,9 +26,4 @@ int duration_parse(const char *text, size_t len, double *ms, char *why, size_t w
  * DURATION_MAX_MS. Returns 0, or -1 with why filled as for duration_parse. */
 int duration_check_ms(double ms, char *why, size_t whylen);
 
-/* luastream.core.duration(v) and luastream_testing's duration(v): v as ms,
- * or nil and why (a phrase: "must be ..." / "needs a unit ..."). */
-struct lua_State;
-int duration_lua(struct lua_State *L);
-
 #endif

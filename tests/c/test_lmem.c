@@ -1,4 +1,4 @@
-/* Tests for lua_memory.c: the pool's allocator called as Lua calls it (new
+/* Tests for lmem.c: the pool's allocator called as Lua calls it (new
  * blocks, resizes within and across size classes and to and from the large
  * sizes malloc serves, frees), a freed block served again to its class, and
  * a whole Lua state living on it, closed with nothing left behind (ASan). */
@@ -9,7 +9,7 @@
 #include <lua.h>
 #include <lualib.h>
 
-#include "lua_memory.h"
+#include "lmem.h"
 #include "task.h"
 
 /* The state's allocator, to call it directly. */
@@ -24,8 +24,8 @@ static void expect(const unsigned char *p, size_t n, unsigned seed) {
     if (p[i] != (unsigned char)(seed + i * 7)) TEST_FAIL_("byte %zu of %zu changed", i, n);
 }
 
-TEST_IMPL(lua_memory_resizes_keep_the_bytes) {
-  lua_State *L = lua_memory_newstate();
+TEST_IMPL(lmem_resizes_keep_the_bytes) {
+  lua_State *L = lmem_newstate();
   ASSERT_NOT_NULL(L);
   void *ud;
   lua_Alloc f = allocator(L, &ud);
@@ -47,11 +47,11 @@ TEST_IMPL(lua_memory_resizes_keep_the_bytes) {
     n = m;
   }
   ASSERT_NULL(f(ud, p, n, 0));
-  lua_memory_close(L);
+  lmem_close(L);
 }
 
-TEST_IMPL(lua_memory_serves_a_freed_block_to_its_class) {
-  lua_State *L = lua_memory_newstate();
+TEST_IMPL(lmem_serves_a_freed_block_to_its_class) {
+  lua_State *L = lmem_newstate();
   ASSERT_NOT_NULL(L);
   void *ud;
   lua_Alloc f = allocator(L, &ud);
@@ -66,11 +66,11 @@ TEST_IMPL(lua_memory_serves_a_freed_block_to_its_class) {
   ASSERT(f(ud, b, 49, 64) == b);
   f(ud, b, 64, 0);
   f(ud, c, 64, 0);
-  lua_memory_close(L);
+  lmem_close(L);
 }
 
-TEST_IMPL(lua_memory_runs_a_state) {
-  lua_State *L = lua_memory_newstate();
+TEST_IMPL(lmem_runs_a_state) {
+  lua_State *L = lmem_newstate();
   ASSERT_NOT_NULL(L);
   luaL_openlibs(L);
   /* Strings of every small size and larger, tables that grow through the
@@ -94,5 +94,5 @@ TEST_IMPL(lua_memory_runs_a_state) {
   for (int round = 1; round <= 20; round++)
     for (int i = 1; i <= 2000; i++) want += i % 700 + (round < 10 ? 1 : 2);
   ASSERT(lua_tonumber(L, -1) == want);
-  lua_memory_close(L);
+  lmem_close(L);
 }

@@ -2,8 +2,6 @@
  * and handler files (see duration.h). */
 #include "duration.h"
 
-#include <lauxlib.h>
-#include <lua.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,30 +64,4 @@ int duration_parse(const char *text, size_t len, double *ms, char *why, size_t w
 malformed:
   snprintf(why, whylen, "must be a duration such as \"500ms\", \"30s\", \"2m\" or \"1h\"");
   return -1;
-}
-
-int duration_lua(lua_State *L) {
-  char why[160];
-  double ms = 0;
-  int rc;
-  if (lua_type(L, 1) == LUA_TNUMBER) {
-    ms = lua_tonumber(L, 1);
-    rc = duration_check_ms(ms, why, sizeof why);
-  } else if (lua_type(L, 1) == LUA_TSTRING) {
-    size_t len;
-    const char *s = lua_tolstring(L, 1, &len);
-    rc = duration_parse(s, len, &ms, why, sizeof why);
-  } else {
-    snprintf(why, sizeof why,
-             "must be a number of milliseconds or a duration such as \"30s\", got %s",
-             luaL_typename(L, 1));
-    rc = -1;
-  }
-  if (rc != 0) {
-    lua_pushnil(L);
-    lua_pushstring(L, why);
-    return 2;
-  }
-  lua_pushnumber(L, ms);
-  return 1;
 }

@@ -1,4 +1,4 @@
-/* lua_memory: the allocator of the handlers' Lua states.
+/* lmem: the allocator of the handlers' Lua states.
  *
  * Per message LuaJIT allocates and frees a few small blocks: the message
  * table and its hash part, short strings, a reply's tables. Its own allocator
@@ -21,9 +21,9 @@
 /* A new Lua state (as luaL_newstate, but no panic function) on a new pool;
  * on LuaJIT's own allocator when this LuaJIT takes none (x86-64 builds
  * without GC64). NULL when out of memory. */
-lua_State *lua_memory_newstate(void);
+lua_State *lmem_newstate(void);
 
-/* Closes L (from lua_memory_newstate) and frees its pool. */
-void lua_memory_close(lua_State *L);
+/* Closes L (from lmem_newstate) and frees its pool. */
+void lmem_close(lua_State *L);
 
 #endif
