@@ -11,15 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wire.h"
 
-/* Header names luastream writes and reads (ls.*_HEADER on the Lua side). */
-#define HDR_DATA "data"
-#define HDR_PARTITION_KEY "partition-key"
-#define HDR_DELIVERY_COUNT "delivery-count"
-#define HDR_IDLE_MS "idle-ms"
-#define HDR_RETRY_GROUP "retry-group"
-#define HDR_ORIGINAL_ID "original-id"
-#define HDR_CONTENT_TYPE "content-type"
 
 struct entry {
   struct entry *next;     /* queue link, owned by whoever holds the entry */

@@ -28,15 +28,6 @@
 
 struct entry;
 
-#define HDR_DL_STREAM "dead-letter-stream"
-#define HDR_DL_GROUP "dead-letter-group"
-#define HDR_DL_ID "dead-letter-id"
-#define HDR_DL_DELIVERIES "dead-letter-deliveries"
-#define HDR_DL_HANDLER "dead-letter-handler"
-#define HDR_DL_REASON "dead-letter-reason"
-#define HDR_DL_ERROR "dead-letter-error"
-#define HDR_DL_TIME "dead-letter-time"
-
 #define TXN_MAX 32 /* commands in one transaction */
 
 struct txn {

@@ -249,7 +249,7 @@ static void accept_entry(subscription *s, struct entry *e) {
      * killed the host each time): not handed to the handler again. */
     char why[64];
     snprintf(why, sizeof why, "delivered %lld times without an ack", before);
-    sub__dead_letter(s, e, "max-deliveries", why, strlen(why), before, handler_version(s->h));
+    sub__dead_letter(s, e, REASON_MAX_DELIVERIES, why, strlen(why), before, handler_version(s->h));
     sub__held_remove(s, e);
     entry_free(e);
     return;

@@ -521,10 +521,8 @@ void sub__dead_letter(subscription *s, const struct entry *e, const char *reason
   char count[24];
   snprintf(count, sizeof count, "%lld", deliveries);
   if (s->spec->dead_letter == NULL) {
-    bool reject = strcmp(reason, "rejected") == 0;
-    bool bad_input = !strcmp(reason, "decode-error") || !strcmp(reason, "too-large") ||
-                     !strcmp(reason, "no-fields") || !strcmp(reason, "number-out-of-range") ||
-                     !strcmp(reason, "duplicate-data");
+    bool reject = strcmp(reason, REASON_REJECTED) == 0;
+    bool bad_input = wire_reason_is_bad_input(reason);
     log_line(LOG_ERROR, s->spec->name,
              reject      ? "entry rejected, acked (no dead_letter stream)"
              : bad_input ? "bad entry left pending"
@@ -603,7 +601,7 @@ static void retry(subscription *s, const struct entry *e, const struct rt_result
   if (cap && deliveries >= cap) {
     char why[64];
     snprintf(why, sizeof why, "retried on delivery %lld of %d", deliveries, cap);
-    sub__dead_letter(s, e, "max-deliveries", why, strlen(why), deliveries, res->version);
+    sub__dead_letter(s, e, REASON_MAX_DELIVERIES, why, strlen(why), deliveries, res->version);
     return;
   }
   count_retry(s, e, deliveries);
@@ -644,7 +642,7 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
     retry(s, e, res);
     break;
   case RT_REJECT:
-    sub__dead_letter(s, e, "rejected", res->text, res->text_len, sub__deliveries_before(s, e) + 1,
+    sub__dead_letter(s, e, REASON_REJECTED, res->text, res->text_len, sub__deliveries_before(s, e) + 1,
                      res->version);
     break;
   case RT_ERROR: {
@@ -656,7 +654,7 @@ void sub__job_done(void *data, struct entry *e, const struct rt_result *res) {
      * with the error that ended it. */
     long long deliveries = sub__deliveries_before(s, e) + 1;
     if (s->spec->max_deliveries && deliveries >= s->spec->max_deliveries)
-      sub__dead_letter(s, e, "handler-error", res->text, res->text_len, deliveries, res->version);
+      sub__dead_letter(s, e, REASON_HANDLER_ERROR, res->text, res->text_len, deliveries, res->version);
     break;
   }
   case RT_INVALID: /* the handler never saw it: logged (and dead-lettered) by dead_letter */

@@ -208,13 +208,13 @@ static int core_message(lua_State *L) {
   if (body == NULL) return 0;
   if (bodies > 1) {
     lua_pushnil(L);
-    lua_pushliteral(L, "duplicate-data");
+    lua_pushliteral(L, REASON_INPUT_DUPLICATE);
     lua_pushfstring(L, "entry has %d data fields: which one is the body cannot be known", bodies);
     return 3;
   }
   if (body_len > h->spec.max_body) {
     lua_pushnil(L);
-    lua_pushliteral(L, "too-large");
+    lua_pushliteral(L, REASON_INPUT_TOO_LARGE);
     lua_pushfstring(L, "body is %d bytes, over max_body (%d)", (int)body_len, (int)h->spec.max_body);
     return 3;
   }
@@ -227,10 +227,10 @@ static int core_message(lua_State *L) {
   if (rc == 0) return 1;
   lua_pushnil(L);
   if (rc == JSON_DECODE_RANGE) {
-    lua_pushliteral(L, "number-out-of-range");
+    lua_pushliteral(L, REASON_INPUT_NUMBER);
     lua_pushfstring(L, "body has a number no double can hold: %s", err);
   } else {
-    lua_pushliteral(L, "decode-error");
+    lua_pushliteral(L, REASON_INPUT_DECODE);
     lua_pushfstring(L, "body is not valid JSON: %s", err);
   }
   return 3;

@@ -661,7 +661,7 @@ static void finish_returned(struct rt_job *job) {
   if (kind == NULL || strcmp(kind, "ack") == 0 || strcmp(kind, "reply") == 0) {
     res.kind = kind && kind[0] == 'r' ? RT_REPLY : RT_ACK;
     if (read_writes(job->h, co, 2, &res) != 0) {
-      res = (struct rt_result){.kind = RT_ERROR, .reason = "handler-error", .text = "out of memory"};
+      res = (struct rt_result){.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR, .text = "out of memory"};
       res.text_len = strlen(res.text);
     }
   } else if (strcmp(kind, "retry") == 0) {
@@ -686,7 +686,7 @@ static void finish_failed(struct rt_job *job, const char *why) {
   const char *msg = why ? why : lua_tostring(job->co, -1);
   if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(job->co, -1));
   luaL_traceback(L, job->co, msg, 0);
-  struct rt_result res = {.kind = RT_ERROR, .reason = "handler-error"};
+  struct rt_result res = {.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR};
   res.text = lua_tolstring(L, -1, &res.text_len);
   report(job, &res);
   lua_settop(L, 0); /* before job_end, which may close the state */
