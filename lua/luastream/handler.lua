@@ -319,7 +319,7 @@ local function message_from_fields(ctx)
 end
 
 -- The message of entry seq through the FFI, when the host has read its body
--- as a flat object of a known shape (luastream_flat, host/hostlib.c): built
+-- as a flat object of a known shape (luastream_flat, host/runtime/corelib.c): built
 -- by a constructor compiled here per shape, so that LuaJIT runs the body's
 -- values into the table, and the table into the handler, in one trace.
 -- Anything else (and any host whose struct json_flat differs from the one

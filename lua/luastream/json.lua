@@ -1,6 +1,6 @@
 -- luastream.json: the JSON encoder of ctx:publish, replies and log fields.
 --
--- encode is the host's (host/json_encode.c, require "luastream.json_encode",
+-- encode is the host's (host/runtime/json_encode.c, require "luastream.json_encode",
 -- which a host and the luastream.testing harness provide): lua-cjson's
 -- output, but every number reads back as the same double (cjson keeps 14
 -- digits): integers as integers, without exponent, other numbers with the
@@ -9,7 +9,7 @@
 --
 -- decode is a private instance of lua-cjson's safe API, strict about numbers
 -- (NaN, Infinity and hex are not JSON). Entry bodies are decoded by the host
--- in C (host/json_decode.c), which keeps integers above 2^53 as strings and
+-- in C (host/runtime/json_decode.c), which keeps integers above 2^53 as strings and
 -- refuses numbers out of a double's range; cjson rounds those.
 local json = require("cjson.safe").new()
 json.decode_invalid_numbers(false)

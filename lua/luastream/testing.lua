@@ -179,7 +179,7 @@ end
 function App:logs() return self.core:logs() end
 
 -- One logfmt line as a table of its keys (values unquoted and unescaped as
--- host/log.c writes them).
+-- host/base/log.c writes them).
 local UNESCAPE = { n = "\n", r = "\r", t = "\t" }
 function testing.logfmt(line)
   local rec, i, n = {}, 1, #line

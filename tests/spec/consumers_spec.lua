@@ -8,7 +8,7 @@
 -- again, and leaves them pending when another process took the name.
 local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 local DIR = HERE .. "/consumers"
 local SLOW = HERE .. "/consumers_slow" -- one lane, each entry takes 1 s
 local KEY = "luastream:consumer:{payments}:ledger:box-post"

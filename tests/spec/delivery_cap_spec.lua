@@ -3,7 +3,7 @@
 -- the in-memory broker with the virtual clock.
 local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 local DEFAULT_CAP = 10 -- max_deliveries when a handler file sets none (documented)
 
 local apps = {}

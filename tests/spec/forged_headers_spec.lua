@@ -5,7 +5,7 @@
 -- (docs/retries-delays-dead-letters.md). In-memory broker, virtual clock.
 local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 
 local app
 after_each(function() if app then app:stop() end app = nil end)

@@ -1,7 +1,7 @@
 -- What the harness itself promises a spec author.
 local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 
 describe("luastream.testing", function()
   it("fails the step that ran a failing handler, with the handler's traceback", function()

@@ -6,7 +6,7 @@ local testing = require "luastream.testing"
 local json = require "luastream.json"
 local cjson = require("cjson.safe").new()
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 
 -- body literal -> { the reply's amount as JSON text, the type the handler saw }
 local EDGES = {

@@ -3,8 +3,8 @@
 local testing = require "luastream.testing"
 local ls = require "luastream"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
-local HANDLERS = HERE .. "/../../handlers"
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local HANDLERS = HERE .. "/../../../handlers"
 
 local function payment(id, account, cents)
   return { id = id, account = account, amount_cents = cents }

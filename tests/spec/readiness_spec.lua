@@ -6,7 +6,7 @@
 -- with the virtual clock.
 local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 
 local apps = {}
 local function start(folder, opts)

@@ -3,8 +3,8 @@
 local testing = require "luastream.testing"
 local helper = require "tests.integration.helper"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
-local BEFORE_84 = HERE .. "/../../handlers/before-8.4"
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local BEFORE_84 = HERE .. "/../../../handlers/before-8.4"
 
 describe("the harness on a real server", function()
   after_each(helper.cleanup)

@@ -9,7 +9,7 @@
 local testing = require "luastream.testing"
 local ls = require "luastream"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 
 local WALL_START = 1767225600000 -- the virtual wall clock when app:now() is 0
 local DEAD = "payments.dead"

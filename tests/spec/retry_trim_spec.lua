@@ -5,7 +5,7 @@
 -- trimmed. The shared stream is never trimmed.
 local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 local RETRY = "payments:retry:ledger"
 
 local apps = {}
