@@ -1,0 +1,106 @@
+/* client: the one-shot Redis client of publish and dead-letters (client.h). */
+#include "client.h"
+
+#include <stdio.h>
+#include <uv.h>
+
+#include "log.h"
+#include "loop.h"
+
+void client_done(struct client *c, int status) {
+  if (c->finished) return;
+  c->finished = true;
+  c->status = status;
+  if (c->timeout) timer_stop(c->timeout);
+  if (c->conn) {
+    bk_conn *conn = c->conn;
+    c->conn = NULL;
+    bk_conn_close(c->b, conn); /* pending callbacks fire now, and see finished */
+  }
+}
+
+int client_send(struct client *c, const struct bk_args *a, bk_reply_cb *cb) {
+  if (c->finished) return -1;
+  if (bk_command(c->b, c->conn, a->argc, a->argv, a->argvlen, cb, c) != 0) {
+    fprintf(stderr, "luastream: lost the connection to %s\n", c->b->name);
+    client_done(c, 1);
+    return -1;
+  }
+  timer_start(c->timeout, CLIENT_TIMEOUT_MS);
+  return 0;
+}
+
+const char *client_error(const bk_reply *r, const char *err) {
+  if (r == NULL) return err ? err : "no reply";
+  return r->type == BK_ERROR ? r->str : NULL;
+}
+
+static void client_state(void *data, bk_conn *conn, int up) {
+  struct client *c = data;
+  if (!up || c->started || c->finished || conn != c->conn) return;
+  c->started = true;
+  c->start(c);
+}
+
+/* A one-shot command does not wait for a server that refused it or is not
+ * there: the first failed attempt ends it (a person is waiting). */
+static void client_fault(void *data, bk_conn *conn, enum bk_fault fault, const char *why) {
+  struct client *c = data;
+  if (c->started || c->finished || conn != c->conn || fault == BK_FAULT_NONE) return;
+  fprintf(stderr, "luastream: cannot %s %s: %s\n",
+          fault == BK_FAULT_DENIED ? "use" : "reach", c->b->name, why);
+  client_done(c, 1);
+}
+
+static void client_timeout(ltimer *t, void *data) {
+  (void)t;
+  struct client *c = data;
+  if (c->started)
+    fprintf(stderr, "luastream: no reply from %s within %d s\n", c->b->name,
+            CLIENT_TIMEOUT_MS / 1000);
+  else
+    fprintf(stderr, "luastream: cannot reach %s within %d s\n", c->b->name,
+            CLIENT_TIMEOUT_MS / 1000);
+  client_done(c, 1);
+}
+
+static void drop_log_line(void *data, enum log_level level, const char *line, size_t len) {
+  (void)data, (void)level, (void)line, (void)len;
+}
+
+int client_run(const struct redis_url *url, const char *name, client_start_fn *start,
+               void *data) {
+  /* The output is the result, and every failure is said once on stderr by
+   * the command itself; the broker's log lines would say it again. */
+  log_set_sink(drop_log_line, NULL);
+  struct client c = {.start = start, .data = data, .status = 1};
+  uv_loop_t loop;
+  lclock *clock = NULL;
+  int rc = uv_loop_init(&loop);
+  if (rc != 0) {
+    fprintf(stderr, "luastream: cannot create the event loop: %s\n", uv_strerror(rc));
+    return 1;
+  }
+  if ((clock = clock_uv_new(&loop)) == NULL) {
+    fprintf(stderr, "luastream: cannot create the clock: out of memory\n");
+  } else if ((c.b = broker_redis_new(&loop, url)) == NULL) {
+    fprintf(stderr, "luastream: cannot create a client for %s: out of memory\n", url->redacted);
+  } else if ((c.timeout = timer_new(clock, client_timeout, &c)) == NULL) {
+    fprintf(stderr, "luastream: cannot create a timer: out of memory\n");
+  } else {
+    timer_start(c.timeout, CLIENT_TIMEOUT_MS);
+    c.conn = bk_conn_open(c.b, name, client_state, &c);
+    if (c.conn == NULL) {
+      fprintf(stderr, "luastream: cannot open a connection to %s\n", c.b->name);
+    } else {
+      bk_conn_on_fault(c.b, c.conn, client_fault);
+      uv_run(&loop, UV_RUN_DEFAULT);
+    }
+  }
+  client_done(&c, c.status); /* the loop ended without it: nothing left to wait for */
+  if (c.timeout) timer_free(c.timeout);
+  if (c.b) broker_free(c.b);
+  if (clock) clock->ops->free(clock);
+  loop_finish(&loop);
+  return c.status;
+}

@@ -1,0 +1,50 @@
+/* client: the one-shot Redis client of the commands that are not `run`
+ * (publish, dead-letters): connect, send a few commands, print, exit. A
+ * person is waiting, so nothing is retried: a server that is not there or
+ * refuses the connection, or a reply that does not come within
+ * CLIENT_TIMEOUT_MS, ends the command with status 1 and one line on stderr. */
+#ifndef LUASTREAM_CLIENT_H
+#define LUASTREAM_CLIENT_H
+
+#include <stdbool.h>
+
+#include "broker.h"
+#include "clock.h"
+#include "url.h"
+
+#define CLIENT_TIMEOUT_MS 10000 /* to connect, then for each reply */
+
+struct client;
+/* Called once, when the connection is first up: sends the first command(s). */
+typedef void client_start_fn(struct client *c);
+
+struct client {
+  broker *b;
+  bk_conn *conn;
+  ltimer *timeout;          /* to connect, then for each reply */
+  client_start_fn *start;
+  void *data;               /* the command's own state */
+  bool started;             /* start has run */
+  bool finished;            /* client_done has run: replies still arriving are ignored */
+  int status;               /* the exit code */
+};
+
+/* Connects to url (the connection named name), calls start once connected
+ * and runs until client_done. Returns the status client_done was given (1
+ * on a timeout or when the client cannot be set up, reported). */
+int client_run(const struct redis_url *url, const char *name, client_start_fn *start, void *data);
+
+/* Ends the session: the loop then runs out of work and client_run returns
+ * status. Safe inside any callback of the client. */
+void client_done(struct client *c, int status);
+
+/* Sends one command; cb gets the reply (data = the client). Commands on the
+ * connection go out and come back in order. Returns 0, or -1 when the
+ * connection is gone (reported; the session has ended with status 1). */
+int client_send(struct client *c, const struct bk_args *a, bk_reply_cb *cb);
+
+/* The error text of a failed reply: the server's message, or why no reply
+ * came. NULL when r is a reply of another type than an error. */
+const char *client_error(const bk_reply *r, const char *err);
+
+#endif

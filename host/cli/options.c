@@ -1,0 +1,615 @@
+/* options: the command line of every luastream command, as one table
+ * (options.h). */
+#include "options.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "duration.h"
+#include "health.h"
+#include "lease.h"
+#include "log.h"
+
+#ifndef LUASTREAM_VERSION
+#define LUASTREAM_VERSION "0.0.0"
+#endif
+
+#define HELP_WIDTH 79  /* the help is wrapped to this many columns */
+#define HELP_COLUMN 21 /* where an option's help text starts */
+
+/* ---- the commands ---- */
+
+struct cli_command_def {
+  const char *name;       /* as typed after "luastream" */
+  const char *args;       /* the positional arguments in the synopsis */
+  int nargs;              /* how many: all are required */
+  const char *about;      /* the paragraph(s) between the synopsis and the options */
+  const char *footer;     /* after the options, or NULL */
+};
+
+static const struct cli_command_def commands[CLI_NCOMMANDS] = {
+    [CLI_RUN] = {
+        "run", "DIR", 1,
+        "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
+        "groups, reads, calls the handlers and applies their outcomes. Edited,\n"
+        "added and removed handler files are picked up while running (hot reload:\n"
+        "a file that fails to load keeps the running version); SIGHUP reloads\n"
+        "every handler file. SIGTERM or\n"
+        "SIGINT stops reading, lets running handlers finish, flushes acks and\n"
+        "exits 0; handlers still running at the shutdown timeout are abandoned\n"
+        "(their entries stay pending for another host) and the exit is still 0.\n"
+        "A second signal exits at once (status 1).\n",
+        "Handler files are code: they run with this process's rights and\n"
+        "environment (docs/handlers.md says what is contained).\n"},
+    [CLI_CHECK] = {
+        "check", "DIR", 1,
+        "Loads and validates every handler file of DIR without connecting to Redis.\n"
+        "Prints `file:line: message` for each problem and exits 1 if there is any.\n"
+        "Loading runs each file's top-level code (with the rights of this process):\n"
+        "check only what you would run.\n",
+        NULL},
+    [CLI_PUBLISH] = {
+        "publish", "STREAM JSON", 2,
+        "Adds one entry to STREAM with JSON as its body (field `data`) and prints the\n"
+        "new entry id.\n",
+        NULL},
+    [CLI_DL_LIST] = {
+        "dead-letters list", "STREAM", 1,
+        "Prints the dead letters of STREAM, oldest first: for each, its id, where it\n"
+        "came from (source stream, group, original id, handler), why (reason,\n"
+        "error), how often it was delivered, when it was dead-lettered (UTC), its\n"
+        "other headers and its body.\n",
+        NULL},
+    [CLI_DL_REPLAY] = {
+        "dead-letters replay", "STREAM", 1,
+        "Puts dead letters of STREAM back for the group that dead-lettered them: on\n"
+        "the retry stream SOURCE:retry:GROUP of the source stream and group luastream\n"
+        "recorded in each (never on the source stream, so the stream's other groups\n"
+        "never see them), as new entries with their body and headers but without the\n"
+        "dead-letter-* fields, so their delivery count starts afresh. An entry without\n"
+        "that provenance is refused. Each entry is added there and deleted from STREAM\n"
+        "in one server-side script, so it is never on both streams nor on neither.\n"
+        "Prints `ID -> RETRY-STREAM NEW-ID` per entry and a count.\n",
+        NULL},
+};
+
+const char *cli_command_name(enum cli_command command) { return commands[command].name; }
+
+/* ---- the options ---- */
+
+enum { GROUP_NONE, GROUP_SERVER, GROUP_NAME, GROUP_REPLAY, NGROUPS };
+
+static const struct cli_group groups[NGROUPS] = {
+    [GROUP_SERVER] = {false, "give --redis or --redis-file, not both"},
+    [GROUP_NAME] = {false, "--instance numbers generated consumer names; with --consumer NAME "
+                           "give each process its own NAME instead"},
+    [GROUP_REPLAY] = {true, "replay needs either --id ID (repeatable) or --all"},
+};
+
+/* --load-timeout: a limit of 0 would fail every file. */
+static int check_load_timeout(const char *who, const struct cli_value *v, char *err,
+                              size_t errlen) {
+  if (v->num > 0) return 0;
+  snprintf(err, errlen, "%s needs a duration above 0 such as 5s or 500ms", who);
+  return -1;
+}
+
+/* --watchdog: a stalled process must end before its consumer leases expire. */
+static int check_watchdog(const char *who, const struct cli_value *v, char *err, size_t errlen) {
+  if (v->num == 0) {
+    snprintf(err, errlen,
+             "%s cannot be off: a loop stalled for longer than the consumer lease's time to live "
+             "(%ds) lets another process take this process's consumer names and run the same "
+             "entries while this one still runs; give a limit of at most %ds",
+             who, LEASE_TTL_MS / 1000, LEASE_STALL_MAX_MS / 1000);
+    return -1;
+  }
+  if (v->num > LEASE_STALL_MAX_MS) {
+    snprintf(err, errlen,
+             "%s must be at most %ds, got %s: consumer names are leased for %ds and renewed every "
+             "%ds, so a loop stalled for longer can outlive a lease, and another process can take "
+             "the name and run the same entries while this one still runs",
+             who, LEASE_STALL_MAX_MS / 1000, v->text, LEASE_TTL_MS / 1000, LEASE_RENEW_MS / 1000);
+    return -1;
+  }
+  return 0;
+}
+
+#define SERVER (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY))
+
+const struct cli_option cli_option_table[OPT_NOPTIONS] = {
+    [OPT_REDIS] = {
+        .name = "redis", .arg = "URL", .kind = CLI_URL, .commands = SERVER,
+        .group = GROUP_SERVER, .env = "REDIS_URL", .def = CLI_DEFAULT_URL,
+        .help = "redis://[[user]:password@]host[:port][/db] or "
+                "unix:///path/to/socket[?db=N]; a password here shows in ps: prefer "
+                "--redis-file"},
+    [OPT_REDIS_FILE] = {
+        .name = "redis-file", .arg = "PATH", .kind = CLI_URL_FILE, .commands = SERVER,
+        .group = GROUP_SERVER,
+        .help = "read the URL from the first line of PATH (keep it readable by this user "
+                "only)"},
+    [OPT_INSTANCE] = {
+        .name = "instance", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
+        .group = GROUP_NAME, .env = "LUASTREAM_INSTANCE", .min = 0, .max = 999999,
+        .help = "this process's number on this machine, for running several (one per "
+                "core): consumer names become HOSTNAME-HANDLER-N (without it "
+                "HOSTNAME-HANDLER, HANDLER being the file name without .lua)"},
+    [OPT_CONSUMER] = {
+        .name = "consumer", .arg = "NAME", .kind = CLI_NAME, .commands = CLI_IN(CLI_RUN),
+        .group = GROUP_NAME,
+        .help = "consumer name for handlers that do not set one (instead of the generated "
+                "names). A name is held by one live process at a time: a second process "
+                "with the same name in a group refuses to start"},
+    [OPT_LOG_LEVEL] = {
+        .name = "log-level", .arg = "LEVEL", .kind = CLI_LOG_LEVEL,
+        .commands = CLI_IN(CLI_RUN), .def = "info",
+        .help = "debug, info, warn or error"},
+    [OPT_SHUTDOWN_TIMEOUT] = {
+        .name = "shutdown-timeout", .arg = "DURATION", .kind = CLI_DURATION,
+        .commands = CLI_IN(CLI_RUN), .def = "30s",
+        .help = "how long running handlers may take to finish after the first signal, "
+                "with a unit: 500ms, 30s, 2m, 1h"},
+    [OPT_HTTP] = {
+        .name = "http", .arg = "ADDR:PORT", .kind = CLI_ADDR, .commands = CLI_IN(CLI_RUN),
+        .help = "serve GET /healthz (200 while running) and GET /readyz (200 when "
+                "connected and every subscription reads, at least one, else 503 and why) "
+                "on ADDR:PORT, e.g. 127.0.0.1:8080; port 0 picks a free port (logged)"},
+    [OPT_NO_RELOAD] = {
+        .name = "no-reload", .kind = CLI_FLAG, .commands = CLI_IN(CLI_RUN),
+        .help = "do not watch DIR for changes (SIGHUP still reloads)"},
+    [OPT_LOAD_TIMEOUT] = {
+        .name = "load-timeout", .arg = "DURATION", .kind = CLI_DURATION,
+        .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK), .def = "5s",
+        .check = check_load_timeout,
+        .help = "how long a handler file may run when it is loaded (run: at start-up and "
+                "on reload, and below --watchdog): longer is a load error naming the file"},
+    [OPT_WATCHDOG] = {
+        .name = "watchdog", .arg = "DURATION", .kind = CLI_DURATION,
+        .commands = CLI_IN(CLI_RUN), .def = "10s", .off = true, .check = check_watchdog,
+        .help = "when the event loop has not turned for this long (a handler that never "
+                "yields), log which handler and entry were running and exit with status 70 "
+                "(at most 10s, so that a stalled process ends before its consumer leases "
+                "can expire; keep it above --load-timeout; it cannot be off)"},
+    [OPT_KEY] = {
+        .name = "key", .arg = "K", .kind = CLI_STRING, .commands = CLI_IN(CLI_PUBLISH),
+        .help = "partition key (header partition-key)"},
+    [OPT_HEADER] = {
+        .name = "header", .arg = "NAME=VALUE", .kind = CLI_HEADER,
+        .commands = CLI_IN(CLI_PUBLISH), .repeat = 64,
+        .help = "an extra header; repeatable"},
+    [OPT_COUNT] = {
+        .name = "count", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_DL_LIST),
+        .def = "100", .min = 1, .max = 1000000000,
+        .help = "show at most N entries"},
+    [OPT_ID] = {
+        .name = "id", .arg = "ID", .kind = CLI_ENTRY_ID, .commands = CLI_IN(CLI_DL_REPLAY),
+        .group = GROUP_REPLAY, .repeat = 1024,
+        .help = "the dead letter with this id; repeatable. Nothing is replayed if one of "
+                "them is missing or not a dead letter."},
+    [OPT_ALL] = {
+        .name = "all", .kind = CLI_FLAG, .commands = CLI_IN(CLI_DL_REPLAY),
+        .group = GROUP_REPLAY,
+        .help = "every dead letter on STREAM when the command starts (in batches of 500; "
+                "entries that are not dead letters stay)"},
+};
+
+static bool takes(enum cli_command command, int id) {
+  return (cli_option_table[id].commands & CLI_IN(command)) != 0;
+}
+
+/* ---- help ---- */
+
+/* Writes text word by word from column *col, breaking before HELP_WIDTH and
+ * going on at column indent. A word is what lies between spaces; a newline
+ * in text starts a new line. */
+static void wrap(FILE *out, const char *text, int *col, int indent) {
+  const char *p = text;
+  while (*p) {
+    if (*p == '\n') {
+      fputc('\n', out);
+      *col = 0;
+      p++;
+      continue;
+    }
+    if (*p == ' ') {
+      p++;
+      continue;
+    }
+    size_t n = strcspn(p, " \n");
+    bool first = *col <= indent;
+    if (!first && *col + 1 + (int)n > HELP_WIDTH) {
+      fprintf(out, "\n%*s", indent, "");
+      *col = indent;
+      first = true;
+    } else if (*col < indent) {
+      fprintf(out, "%*s", indent - *col, "");
+      *col = indent;
+    }
+    if (!first) {
+      fputc(' ', out);
+      (*col)++;
+    }
+    fwrite(p, 1, n, out);
+    *col += (int)n;
+    p += n;
+  }
+}
+
+/* The synopsis entry of option id and its group: "[--a X | --b]", "(--id ID... | --all)". */
+static void synopsis_entry(enum cli_command command, int id, char *buf, size_t len) {
+  const struct cli_option *opt = &cli_option_table[id];
+  bool required = opt->group && groups[opt->group].required;
+  size_t n = (size_t)snprintf(buf, len, "%c", required ? '(' : '[');
+  bool any = false;
+  for (int j = id; j < OPT_NOPTIONS; j++) {
+    const struct cli_option *o = &cli_option_table[j];
+    if (!takes(command, j) || (j != id && (!opt->group || o->group != opt->group))) continue;
+    if (n < len)
+      n += (size_t)snprintf(buf + n, len - n, "%s--%s%s%s%s", any ? " | " : "", o->name,
+                            o->arg ? " " : "", o->arg ? o->arg : "",
+                            o->repeat && required ? "..." : "");
+    any = true;
+  }
+  if (n < len) n += (size_t)snprintf(buf + n, len - n, "%c", required ? ')' : ']');
+  if (n < len && opt->repeat && !required) snprintf(buf + n, len - n, "...");
+}
+
+void cli_print_help(enum cli_command command, FILE *out) {
+  const struct cli_command_def *c = &commands[command];
+  char lead[64], entry[160];
+  int indent = snprintf(lead, sizeof lead, "usage: luastream %s ", c->name);
+  fputs(lead, out);
+  int col = indent;
+  for (int id = 0; id < OPT_NOPTIONS; id++) {
+    const struct cli_option *opt = &cli_option_table[id];
+    if (!takes(command, id)) continue;
+    /* a group shows once, at its first member */
+    bool shown = false;
+    for (int j = 0; j < id && opt->group; j++)
+      shown = shown || (takes(command, j) && cli_option_table[j].group == opt->group);
+    if (shown) continue;
+    synopsis_entry(command, id, entry, sizeof entry);
+    /* an entry is one word for wrap: its spaces must not break it */
+    for (char *s = entry; *s; s++)
+      if (*s == ' ') *s = '\x01';
+    char *line = entry;
+    if (col + 1 + (int)strlen(line) > HELP_WIDTH && col > indent) {
+      fprintf(out, "\n%*s", indent, "");
+      col = indent;
+    } else if (col > indent) {
+      fputc(' ', out);
+      col++;
+    }
+    for (char *s = line; *s; s++) fputc(*s == '\x01' ? ' ' : *s, out);
+    col += (int)strlen(line);
+  }
+  if (col + 1 + (int)strlen(c->args) > HELP_WIDTH) {
+    fprintf(out, "\n%*s", indent, "");
+    col = indent;
+  } else if (col > indent) {
+    fputc(' ', out);
+  }
+  fprintf(out, "%s\n\n%s\n", c->args, c->about);
+  for (int id = 0; id < OPT_NOPTIONS; id++) {
+    const struct cli_option *opt = &cli_option_table[id];
+    if (!takes(command, id)) continue;
+    col = fprintf(out, "  --%s%s%s", opt->name, opt->arg ? " " : "", opt->arg ? opt->arg : "");
+    if (col > HELP_COLUMN - 2) {
+      fputc('\n', out);
+      col = 0;
+    }
+    wrap(out, opt->help, &col, HELP_COLUMN);
+    char dflt[160] = "";
+    if (opt->env && opt->def)
+      snprintf(dflt, sizeof dflt, "(default: $%s, else %s)", opt->env, opt->def);
+    else if (opt->env)
+      snprintf(dflt, sizeof dflt, "(default: $%s)", opt->env);
+    else if (opt->def)
+      snprintf(dflt, sizeof dflt, "(default: %s)", opt->def);
+    wrap(out, dflt, &col, HELP_COLUMN);
+    fputc('\n', out);
+  }
+  if (c->footer) fprintf(out, "\n%s", c->footer);
+}
+
+void cli_print_version(FILE *out) { fprintf(out, "luastream %s\n", LUASTREAM_VERSION); }
+
+/* ---- values ---- */
+
+/* The first line of path, trailing blanks and line end stripped, into buf.
+ * Returns 0, or -1 (reported). Warns when others may read the file. */
+static int read_url_file(const char *path, char *buf, size_t len, FILE *err) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    fprintf(err, "luastream: --redis-file %s: cannot read it: %s\n", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)))
+    fprintf(err,
+            "luastream: warning: --redis-file %s can be read by %s (mode %03o): "
+            "chmod 600 it\n",
+            path, (st.st_mode & S_IROTH) ? "every user" : "its group",
+            (unsigned)(st.st_mode & 0777));
+  bool got = fgets(buf, (int)len, f) != NULL;
+  bool error = ferror(f) != 0;
+  fclose(f);
+  if (error) {
+    fprintf(err, "luastream: --redis-file %s: cannot read it\n", path);
+    return -1;
+  }
+  size_t n = got ? strlen(buf) : 0;
+  if (n == len - 1 && buf[n - 1] != '\n') {
+    fprintf(err, "luastream: --redis-file %s: the first line is longer than %zu bytes\n", path,
+            len - 2);
+    return -1;
+  }
+  while (n > 0 && strchr(" \t\r\n", buf[n - 1])) buf[--n] = '\0';
+  if (n == 0) {
+    fprintf(err,
+            "luastream: --redis-file %s: the first line is empty: write the URL there, "
+            "e.g. redis://:PASSWORD@127.0.0.1:6379\n",
+            path);
+    return -1;
+  }
+  return 0;
+}
+
+/* The server's URL text from who (--redis, --redis-file PATH, REDIS_URL, the
+ * default server) into o->url. An empty value is an error, never a silent
+ * default. */
+static int take_url(struct cli_options *o, const char *text, const char *who, bool from_env,
+                    bool in_argv, FILE *err) {
+  if (text[0] == '\0') {
+    fprintf(err, "luastream: %s is empty: give a URL such as redis://127.0.0.1:6379%s\n", who,
+            from_env ? ", or unset it for " CLI_DEFAULT_URL : "");
+    return -1;
+  }
+  char why[512];
+  if (url_parse(text, &o->url, why, sizeof why) != 0) {
+    fprintf(err, "luastream: %s: %s\n", who, why);
+    return -1;
+  }
+  if (in_argv && o->url.password[0])
+    fprintf(err, "luastream: warning: the password in %s can be seen by every user of "
+                 "this machine (ps): use --redis-file PATH or REDIS_URL instead\n",
+            who);
+  return 0;
+}
+
+/* "ms-seq", as XADD returns ids. */
+static bool full_id(const char *s) {
+  size_t ms = strspn(s, "0123456789");
+  if (ms == 0 || ms > 20 || s[ms] != '-') return false;
+  size_t seq = strspn(s + ms + 1, "0123456789");
+  return seq > 0 && seq <= 20 && s[ms + 1 + seq] == '\0';
+}
+
+/* Reads text as opt's kind into v->num (or o->url); reports and returns -1
+ * when it is not one. who names where text came from. */
+static int take_value(struct cli_options *o, const struct cli_option *opt, struct cli_value *v,
+                      const char *text, const char *who, FILE *err) {
+  char why[1024];
+  switch (opt->kind) {
+  case CLI_FLAG:
+    v->num = 1;
+    return 0;
+  case CLI_STRING:
+    return 0;
+  case CLI_NAME:
+    if (text[0] != '\0') return 0;
+    fprintf(err, "luastream: %s needs a non-empty name\n", who);
+    return -1;
+  case CLI_URL:
+    return take_url(o, text, who, v->from_env, v->given && !v->from_env, err);
+  case CLI_URL_FILE: {
+    char line[URL_TEXT_MAX + 2], from[1100];
+    if (read_url_file(text, line, sizeof line, err) != 0) return -1;
+    snprintf(from, sizeof from, "%s %s", who, text);
+    int rc = take_url(o, line, from, false, false, err);
+    memset(line, 0, sizeof line); /* held a password, maybe */
+    return rc;
+  }
+  case CLI_DURATION: {
+    double ms;
+    if (opt->off && !strcmp(text, "off")) {
+      v->num = 0;
+      return 0;
+    }
+    if (duration_parse(text, strlen(text), &ms, why, sizeof why) == 0) {
+      v->num = (long long)ms;
+      return 0;
+    }
+    size_t digits = strspn(text, "0123456789");
+    if (digits > 0 && text[digits] == '\0')
+      fprintf(err, "luastream: %s %s: add a unit, e.g. %ss (or %sms, %sm, %sh)\n", who, text,
+              text, text, text, text);
+    else
+      fprintf(err, "luastream: %s \"%s\" %s\n", who, text, why);
+    return -1;
+  }
+  case CLI_INT: {
+    size_t digits = strspn(text, "0123456789");
+    long long n = digits > 0 && digits <= 18 && text[digits] == '\0' ? atoll(text) : -1;
+    if (n >= opt->min && n <= opt->max) {
+      v->num = n;
+      return 0;
+    }
+    fprintf(err, "luastream: %s needs a number from %lld to %lld, got \"%s\"\n", who, opt->min,
+            opt->max, text);
+    return -1;
+  }
+  case CLI_LOG_LEVEL: {
+    int level = log_level_parse(text);
+    if (level >= 0) {
+      v->num = level;
+      return 0;
+    }
+    fprintf(err, "luastream: %s must be debug, info, warn or error, got \"%s\"\n", who, text);
+    return -1;
+  }
+  case CLI_ADDR: {
+    char host[256];
+    int port;
+    if (health_parse_addr(text, host, sizeof host, &port, why, sizeof why) == 0) return 0;
+    fprintf(err, "luastream: %s\n", why);
+    return -1;
+  }
+  case CLI_HEADER: {
+    const char *eq = strchr(text, '=');
+    if (eq != NULL && eq != text) return 0;
+    fprintf(err, "luastream: %s needs NAME=VALUE, got \"%s\"\n", who, text);
+    return -1;
+  }
+  case CLI_ENTRY_ID:
+    if (full_id(text)) return 0;
+    fprintf(err, "luastream: %s needs an entry id such as 1700000000000-0, got \"%s\"\n", who,
+            text);
+    return -1;
+  }
+  return -1;
+}
+
+/* Whether another option of group was given on the command line. */
+static bool group_given(const struct cli_options *o, int group, int except) {
+  for (int id = 0; group && id < OPT_NOPTIONS; id++)
+    if (id != except && cli_option_table[id].group == group && o->v[id].given &&
+        !o->v[id].from_env)
+      return true;
+  return false;
+}
+
+/* Fills in env values and defaults, then checks every value of the command. */
+static int take_values(struct cli_options *o, FILE *err) {
+  for (int g = 1; g < NGROUPS; g++) {
+    int given = 0;
+    bool in_command = false;
+    for (int id = 0; id < OPT_NOPTIONS; id++) {
+      if (cli_option_table[id].group != g || !takes(o->command, id)) continue;
+      in_command = true;
+      given += o->v[id].given;
+    }
+    if (in_command && (given > 1 || (groups[g].required && given == 0))) {
+      fprintf(err, "luastream: %s\n", groups[g].conflict);
+      if (groups[g].required) {
+        fputc('\n', err);
+        cli_print_help(o->command, err);
+      }
+      return -1;
+    }
+  }
+  for (int id = 0; id < OPT_NOPTIONS; id++) {
+    const struct cli_option *opt = &cli_option_table[id];
+    struct cli_value *v = &o->v[id];
+    if (!takes(o->command, id)) continue;
+    char who[64];
+    snprintf(who, sizeof who, "--%s", opt->name);
+    if (!v->given) {
+      const char *env = opt->env ? getenv(opt->env) : NULL;
+      if (group_given(o, opt->group, id)) continue;
+      if (env) {
+        v->text = env;
+        v->given = v->from_env = true;
+        snprintf(who, sizeof who, "%s", opt->env);
+      } else if (opt->def) {
+        v->text = opt->def;
+        if (opt->kind == CLI_URL) snprintf(who, sizeof who, "the default server");
+      } else {
+        continue;
+      }
+    }
+    for (int i = 0; i < (opt->repeat ? v->nitems : 1); i++) {
+      const char *text = opt->repeat ? v->items[i] : v->text;
+      if (take_value(o, opt, v, opt->kind == CLI_FLAG ? "" : text, who, err) != 0) return -1;
+    }
+    char why[1024];
+    if (opt->check && opt->check(who, v, why, sizeof why) != 0) {
+      fprintf(err, "luastream: %s\n", why);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int find_option(const char *name, size_t len) {
+  for (int id = 0; id < OPT_NOPTIONS; id++)
+    if (strlen(cli_option_table[id].name) == len && !strncmp(cli_option_table[id].name, name, len))
+      return id;
+  return -1;
+}
+
+int cli_parse(enum cli_command command, int argc, char **argv, struct cli_options *o, FILE *out,
+              FILE *err) {
+  const struct cli_command_def *c = &commands[command];
+  memset(o, 0, sizeof *o);
+  o->command = command;
+  int items = 0;
+  for (int id = 0; id < OPT_NOPTIONS; id++) {
+    if (cli_option_table[id].repeat == 0) continue;
+    o->v[id].items = o->items + items;
+    items += cli_option_table[id].repeat;
+  }
+  if (items > CLI_ITEMS_MAX) abort(); /* the table asks for more than CLI_ITEMS_MAX */
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      cli_print_help(command, out);
+      return CLI_DONE;
+    }
+    if (!strcmp(a, "--version")) {
+      cli_print_version(out);
+      return CLI_DONE;
+    }
+    if (a[0] != '-' || a[1] != '-') {
+      if (o->npos == c->nargs) {
+        fprintf(err, "luastream: unexpected argument \"%s\"\n\n", a);
+        cli_print_help(command, err);
+        return CLI_USAGE;
+      }
+      o->pos[o->npos++] = a;
+      continue;
+    }
+    const char *name = a + 2, *eq = strchr(name, '=');
+    size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+    int id = find_option(name, nlen);
+    if (id < 0 || !takes(command, id)) {
+      fprintf(err, "luastream: unknown option %.*s\n\n", (int)(nlen + 2), a);
+      cli_print_help(command, err);
+      return CLI_USAGE;
+    }
+    const struct cli_option *opt = &cli_option_table[id];
+    struct cli_value *v = &o->v[id];
+    if (opt->kind == CLI_FLAG) {
+      if (eq) {
+        fprintf(err, "luastream: option --%s takes no value\n", opt->name);
+        return CLI_USAGE;
+      }
+      v->given = true;
+      continue;
+    }
+    const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+    if (value == NULL) {
+      fprintf(err, "luastream: option --%s needs a value\n", opt->name);
+      return CLI_USAGE;
+    }
+    if (opt->repeat) {
+      if (v->nitems == opt->repeat) {
+        fprintf(err, "luastream: too many --%s options (at most %d)\n", opt->name, opt->repeat);
+        return CLI_USAGE;
+      }
+      v->items[v->nitems++] = value;
+    }
+    v->given = true;
+    v->text = value;
+  }
+  if (o->npos < c->nargs) {
+    fprintf(err, "luastream: missing arguments\n\n");
+    cli_print_help(command, err);
+    return CLI_USAGE;
+  }
+  return take_values(o, err) == 0 ? CLI_OK : CLI_USAGE;
+}

@@ -1,0 +1,288 @@
+/* run: `luastream run` (run.h). Every piece is built in order into one
+ * struct run; whatever was built is taken down by run_teardown, the one
+ * way out after the options are read. */
+#include "run.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "broker.h"
+#include "clock.h"
+#include "health.h"
+#include "host.h"
+#include "log.h"
+#include "log_writer.h"
+#include "loop.h"
+#include "options.h"
+#include "watchdog.h"
+
+#define LOG_DRAIN_MS 5000     /* how long the buffered log may take at exit */
+#define LOG_DRAIN_EXIT_MS 200 /* the same after a second signal */
+#define DIR_POLL_MS 1000      /* how often DIR itself is looked at */
+
+struct run {
+  const char *dir;
+  uint64_t shutdown_ms;     /* --shutdown-timeout */
+  /* built in this order; each is NULL or false until it is */
+  bool log_writer;
+  bool loop_ready;
+  uv_loop_t loop;
+  lclock *clock;
+  broker *broker;
+  host *host;
+  health *health;           /* --http, else NULL */
+  bool signals;             /* sigterm, sigint and sighup are initialised */
+  uv_signal_t sigterm, sigint, sighup;
+  bool watching;            /* watch and dir_poll are initialised (not --no-reload) */
+  uv_fs_event_t watch;      /* DIR's entries */
+  uv_fs_poll_t dir_poll;    /* DIR itself: gone, back or replaced */
+  bool dir_missing;         /* the last stat of DIR failed */
+  bool beating;             /* beat is initialised */
+  uv_timer_t beat;          /* feeds the watchdog */
+  int nsignals;             /* SIGTERM/SIGINT received */
+};
+
+/* Closes the handles that keep the loop running; each once. */
+static void close_handles(struct run *r) {
+  if (r->signals) {
+    uv_close((uv_handle_t *)&r->sigterm, NULL);
+    uv_close((uv_handle_t *)&r->sigint, NULL);
+    uv_close((uv_handle_t *)&r->sighup, NULL);
+    r->signals = false;
+  }
+  if (r->watching) {
+    uv_close((uv_handle_t *)&r->watch, NULL);
+    uv_close((uv_handle_t *)&r->dir_poll, NULL);
+    r->watching = false;
+  }
+  if (r->beating) {
+    uv_close((uv_handle_t *)&r->beat, NULL);
+    r->beating = false;
+  }
+}
+
+/* Takes down whatever of r was built, in the reverse order, and returns
+ * status (1 when the loop cannot be closed). */
+static int run_teardown(struct run *r, int status) {
+  watchdog_stop(); /* before its timer goes: nothing feeds it from here on */
+  close_handles(r);
+  health_close(r->health);
+  r->health = NULL;
+  if (r->host) host_free(r->host);
+  if (r->broker) broker_free(r->broker);
+  if (r->clock) r->clock->ops->free(r->clock);
+  if (r->loop_ready && loop_finish(&r->loop) != 0) status = 1;
+  if (r->log_writer) log_writer_stop(LOG_DRAIN_MS);
+  return status;
+}
+
+/* Something changed in DIR: reload once it has been quiet a while (editors
+ * write a file in several steps). */
+static void on_dir_change(uv_fs_event_t *w, const char *file, int events, int status) {
+  (void)file, (void)events;
+  struct run *r = w->data;
+  if (status < 0) {
+    log_line(LOG_WARN, NULL, "watching the handler directory failed", "error", uv_strerror(status),
+             NULL);
+    return;
+  }
+  host_reload_soon(r->host);
+}
+
+/* (Re)starts the uv_fs_event on DIR: after the directory was deleted and
+ * made again (or replaced by a rename), the old watch follows the old inode
+ * and never fires again. loudly: say so in the log. */
+static void watch_dir(struct run *r, bool again, bool loudly) {
+  if (again) uv_fs_event_stop(&r->watch);
+  int rc = uv_fs_event_start(&r->watch, on_dir_change, r->dir, 0);
+  if (rc < 0)
+    log_line(LOG_WARN, NULL, "cannot watch the handler directory: reload with SIGHUP", "dir",
+             r->dir, "error", uv_strerror(rc), NULL);
+  else if (loudly)
+    log_line(LOG_INFO, NULL, "watching the handler directory again", "dir", r->dir, NULL);
+}
+
+/* DIR's own stat changed: it went (the reload stops its subscriptions), came
+ * back, was replaced, or its entries changed. A new directory can reuse the
+ * old one's inode number, so the watch is made anew on every change (cheap,
+ * and the reload that follows sees whatever happened in between). */
+static void on_dir_stat(uv_fs_poll_t *p, int status, const uv_stat_t *prev, const uv_stat_t *curr) {
+  struct run *r = p->data;
+  if (status < 0) {
+    r->dir_missing = true;
+  } else {
+    bool other = r->dir_missing || prev->st_ino != curr->st_ino || prev->st_dev != curr->st_dev;
+    r->dir_missing = false;
+    watch_dir(r, true, other);
+  }
+  host_reload_soon(r->host);
+}
+
+static void on_beat(uv_timer_t *t) {
+  (void)t;
+  watchdog_beat();
+}
+
+static void on_sighup(uv_signal_t *sig, int signum) {
+  (void)signum;
+  struct run *r = sig->data;
+  log_line(LOG_INFO, NULL, "signal received: reloading every handler", "signal", "SIGHUP", NULL);
+  host_reload(r->host, true);
+}
+
+static void on_signal(uv_signal_t *sig, int signum) {
+  struct run *r = sig->data;
+  if (++r->nsignals > 1) {
+    log_line(LOG_WARN, NULL, "second signal: exiting now", "signal",
+             signum == SIGINT ? "SIGINT" : "SIGTERM", NULL);
+    /* At once: no atexit handlers (a leak check would report the Lua states
+     * still open), only a moment for the log lines still buffered. Entries
+     * not acked stay pending in Redis. */
+    log_writer_stop(LOG_DRAIN_EXIT_MS);
+    _exit(1);
+  }
+  log_line(LOG_INFO, NULL, "signal received", "signal", signum == SIGINT ? "SIGINT" : "SIGTERM",
+           NULL);
+  host_stop_within(r->host, r->shutdown_ms);
+}
+
+/* The host has stopped: nothing may keep the loop running any more. */
+static void host_stopped(void *data) {
+  struct run *r = data;
+  watchdog_stop(); /* before its timer goes: nothing feeds it from here on */
+  close_handles(r);
+  health_close(r->health);
+  r->health = NULL;
+}
+
+static bool run_ready(void *data, char *why, size_t len) {
+  return host_is_ready(((struct run *)data)->host, why, len);
+}
+
+/* Starts catching signum with cb; -1 when libuv refuses (reported). */
+static int catch_signal(struct run *r, uv_signal_t *sig, uv_signal_cb cb, int signum,
+                        const char *name) {
+  sig->data = r;
+  int rc = uv_signal_start(sig, cb, signum);
+  if (rc != 0) fprintf(stderr, "luastream: cannot handle %s: %s\n", name, uv_strerror(rc));
+  return rc == 0 ? 0 : -1;
+}
+
+/* The signals, the watch on DIR and the watchdog with its timer; -1 when
+ * one cannot be set up (reported). */
+static int run_attach(struct run *r, bool reload, uint64_t watchdog_ms) {
+  char err[256];
+  int rc;
+  if ((rc = uv_signal_init(&r->loop, &r->sigterm)) != 0 ||
+      (rc = uv_signal_init(&r->loop, &r->sigint)) != 0 ||
+      (rc = uv_signal_init(&r->loop, &r->sighup)) != 0) {
+    /* a handle made before the failure is closed by loop_finish */
+    fprintf(stderr, "luastream: cannot handle signals: %s\n", uv_strerror(rc));
+    return -1;
+  }
+  r->signals = true;
+  if (catch_signal(r, &r->sigterm, on_signal, SIGTERM, "SIGTERM") != 0 ||
+      catch_signal(r, &r->sigint, on_signal, SIGINT, "SIGINT") != 0 ||
+      catch_signal(r, &r->sighup, on_sighup, SIGHUP, "SIGHUP") != 0)
+    return -1;
+  if (reload) {
+    if ((rc = uv_fs_event_init(&r->loop, &r->watch)) != 0 ||
+        (rc = uv_fs_poll_init(&r->loop, &r->dir_poll)) != 0) {
+      fprintf(stderr, "luastream: cannot watch %s: %s\n", r->dir, uv_strerror(rc));
+      return -1;
+    }
+    r->watch.data = r->dir_poll.data = r;
+    r->watching = true;
+    watch_dir(r, false, false);
+    rc = uv_fs_poll_start(&r->dir_poll, on_dir_stat, r->dir, DIR_POLL_MS);
+    if (rc != 0)
+      log_line(LOG_WARN, NULL, "cannot watch the handler directory: reload with SIGHUP", "dir",
+               r->dir, "error", uv_strerror(rc), NULL);
+  }
+  /* Without the watchdog a stalled loop could outlive the consumer leases. */
+  if (watchdog_start(watchdog_ms, err, sizeof err) != 0) {
+    fprintf(stderr, "luastream: cannot start the watchdog: %s\n", err);
+    return -1;
+  }
+  if ((rc = uv_timer_init(&r->loop, &r->beat)) != 0) {
+    fprintf(stderr, "luastream: cannot start the watchdog's timer: %s\n", uv_strerror(rc));
+    return -1;
+  }
+  r->beating = true;
+  /* Unreferenced: it feeds the watchdog but keeps no loop alive. */
+  uv_timer_start(&r->beat, on_beat, watchdog_interval_ms(), watchdog_interval_ms());
+  uv_unref((uv_handle_t *)&r->beat);
+  return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+  struct cli_options o;
+  int rc = cli_parse(CLI_RUN, argc, argv, &o, stdout, stderr);
+  if (rc != CLI_OK) return rc == CLI_DONE ? 0 : 2;
+  log_set_level((enum log_level)cli_num(&o, OPT_LOG_LEVEL));
+  uint64_t watchdog_ms = (uint64_t)cli_num(&o, OPT_WATCHDOG);
+  uint64_t load_ms = (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT);
+  /* A reload runs on the loop: its limit must come before the watchdog's.
+   * Without --load-timeout a short watchdog shortens it to half its own. */
+  if (!cli_given(&o, OPT_LOAD_TIMEOUT) && load_ms >= watchdog_ms) load_ms = watchdog_ms / 2;
+  if (load_ms >= watchdog_ms) {
+    fprintf(stderr, "luastream: --load-timeout (%llums) must be below --watchdog (%llums)\n",
+            (unsigned long long)load_ms, (unsigned long long)watchdog_ms);
+    return 2;
+  }
+
+  struct run r = {.dir = o.pos[0], .shutdown_ms = (uint64_t)cli_num(&o, OPT_SHUTDOWN_TIMEOUT)};
+  int status = 1;
+  char err[512];
+  char *problems = NULL;
+  struct host_names names = {.consumer = cli_text(&o, OPT_CONSUMER), .instance = -1};
+  if (cli_text(&o, OPT_INSTANCE)) names.instance = (int)cli_num(&o, OPT_INSTANCE);
+  /* A stalled reader of stderr must not stop the host: the log is written
+   * by a thread of its own, given a few seconds at the end. */
+  if (log_writer_start() != 0) {
+    fprintf(stderr, "luastream: cannot start the log writer thread\n");
+    goto out;
+  }
+  r.log_writer = true;
+  if ((rc = uv_loop_init(&r.loop)) != 0) {
+    fprintf(stderr, "luastream: cannot create the event loop: %s\n", uv_strerror(rc));
+    goto out;
+  }
+  r.loop_ready = true;
+  if ((r.clock = clock_uv_new(&r.loop)) == NULL) {
+    fprintf(stderr, "luastream: cannot create the clock: out of memory\n");
+    goto out;
+  }
+  if ((r.broker = broker_redis_new(&r.loop, &o.url)) == NULL) {
+    fprintf(stderr, "luastream: cannot create the client for %s: out of memory\n",
+            o.url.redacted);
+    goto out;
+  }
+  r.host = host_new(r.dir, r.broker, r.clock, &names, load_ms, &problems);
+  if (r.host == NULL) {
+    if (problems) fputs(problems, stderr);
+    else fprintf(stderr, "luastream: cannot create the host: out of memory\n");
+    free(problems);
+    log_line(LOG_ERROR, NULL, "handlers failed to load; not starting", "dir", r.dir, NULL);
+    goto out;
+  }
+  if (cli_text(&o, OPT_HTTP) &&
+      (r.health = health_start(&r.loop, cli_text(&o, OPT_HTTP), run_ready, &r, err, sizeof err)) ==
+          NULL) {
+    fprintf(stderr, "luastream: %s\n", err);
+    goto out;
+  }
+  if (run_attach(&r, !cli_given(&o, OPT_NO_RELOAD), watchdog_ms) != 0) goto out;
+
+  host_start(r.host, host_stopped, &r);
+  uv_run(&r.loop, UV_RUN_DEFAULT);
+  watchdog_stop();
+  if (host_failed(r.host)) fputs(host_failed(r.host), stderr);
+  status = host_failed(r.host) ? 1 : 0;
+out:
+  return run_teardown(&r, status);
+}

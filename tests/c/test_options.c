@@ -1,0 +1,207 @@
+/* Tests for options.c: the one table that parses, checks and documents the
+ * options of every command, on literal argv arrays. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease.h"
+#include "log.h"
+#include "options.h"
+#include "runtime.h"
+#include "task.h"
+
+static struct cli_options o;
+static char *out_text, *err_text;
+
+/* Parses the NULL-terminated argv for command; what it printed is in
+ * out_text and err_text. The environment is cleared of the variables the
+ * table reads unless a test sets them after calling clean_env. */
+static int parse_argv(enum cli_command command, char **argv) {
+  int argc = 0;
+  while (argv[argc]) argc++;
+  free(out_text);
+  free(err_text);
+  size_t outlen, errlen;
+  FILE *out = open_memstream(&out_text, &outlen), *err = open_memstream(&err_text, &errlen);
+  ASSERT_NOT_NULL(out);
+  ASSERT_NOT_NULL(err);
+  int rc = cli_parse(command, argc, argv, &o, out, err);
+  fclose(out);
+  fclose(err);
+  return rc;
+}
+
+#define PARSE(command, ...) parse_argv(command, (char *[]){__VA_ARGS__, NULL})
+
+static void clean_env(void) {
+  unsetenv("REDIS_URL");
+  unsetenv("LUASTREAM_INSTANCE");
+}
+
+static char *help_of(enum cli_command command) {
+  char *text;
+  size_t len;
+  FILE *f = open_memstream(&text, &len);
+  cli_print_help(command, f);
+  fclose(f);
+  return text;
+}
+
+TEST_IMPL(options_run_good_parse) {
+  clean_env();
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--redis", "redis://db.example:7000/2", "--instance", "3",
+                      "--log-level", "debug", "--shutdown-timeout", "2m", "--http=127.0.0.1:0",
+                      "handlers", "--no-reload", "--load-timeout=1500ms", "--watchdog", "5s"),
+                CLI_OK);
+  ASSERT_STR_EQ(err_text, "");
+  ASSERT_INT_EQ(o.npos, 1);
+  ASSERT_STR_EQ(o.pos[0], "handlers");
+  ASSERT_STR_EQ(o.url.host, "db.example");
+  ASSERT_INT_EQ(o.url.port, 7000);
+  ASSERT_INT_EQ(o.url.db, 2);
+  ASSERT_INT_EQ(cli_num(&o, OPT_INSTANCE), 3);
+  ASSERT_INT_EQ(cli_num(&o, OPT_LOG_LEVEL), LOG_DEBUG);
+  ASSERT_INT_EQ(cli_num(&o, OPT_SHUTDOWN_TIMEOUT), 120000);
+  ASSERT_STR_EQ(cli_text(&o, OPT_HTTP), "127.0.0.1:0");
+  ASSERT(cli_given(&o, OPT_NO_RELOAD));
+  ASSERT_INT_EQ(cli_num(&o, OPT_LOAD_TIMEOUT), 1500);
+  ASSERT(cli_given(&o, OPT_LOAD_TIMEOUT));
+  ASSERT_INT_EQ(cli_num(&o, OPT_WATCHDOG), 5000);
+  ASSERT_NULL(cli_text(&o, OPT_CONSUMER));
+}
+
+TEST_IMPL(options_defaults_and_env) {
+  clean_env();
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "dir"), CLI_OK);
+  ASSERT_STR_EQ(o.url.host, "127.0.0.1");
+  ASSERT_INT_EQ(o.url.port, 6379);
+  ASSERT_INT_EQ(cli_num(&o, OPT_SHUTDOWN_TIMEOUT), 30000);
+  ASSERT_INT_EQ(cli_num(&o, OPT_LOAD_TIMEOUT), RT_LOAD_TIMEOUT_MS);
+  ASSERT(!cli_given(&o, OPT_LOAD_TIMEOUT));
+  ASSERT_INT_EQ(cli_num(&o, OPT_WATCHDOG), LEASE_STALL_MAX_MS);
+  ASSERT_INT_EQ(cli_num(&o, OPT_LOG_LEVEL), LOG_INFO);
+  ASSERT(!cli_given(&o, OPT_NO_RELOAD));
+  ASSERT_NULL(cli_text(&o, OPT_INSTANCE));
+  ASSERT_INT_EQ(PARSE(CLI_DL_LIST, "dl"), CLI_OK);
+  ASSERT_INT_EQ(cli_num(&o, OPT_COUNT), 100);
+
+  setenv("REDIS_URL", "redis://from-env:6380", 1);
+  setenv("LUASTREAM_INSTANCE", "7", 1);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "dir"), CLI_OK);
+  ASSERT_STR_EQ(o.url.host, "from-env");
+  ASSERT_INT_EQ(cli_num(&o, OPT_INSTANCE), 7);
+  /* an option of the same group wins over the variable */
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--redis", "redis://argv:1", "--consumer", "c1", "dir"), CLI_OK);
+  ASSERT_STR_EQ(o.url.host, "argv");
+  ASSERT_NULL(cli_text(&o, OPT_INSTANCE));
+  ASSERT_STR_EQ(cli_text(&o, OPT_CONSUMER), "c1");
+  /* a bad value names the variable */
+  setenv("LUASTREAM_INSTANCE", "seven", 1);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: LUASTREAM_INSTANCE needs a number from 0 to 999999, got \"seven\"\n");
+  setenv("REDIS_URL", "", 1);
+  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "REDIS_URL is empty");
+}
+
+TEST_IMPL(options_repeatable_and_groups) {
+  clean_env();
+  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "payments", "{}", "--key", "acme", "--header", "a=1",
+                      "--header=b=2=3"),
+                CLI_OK);
+  ASSERT_STR_EQ(o.pos[0], "payments");
+  ASSERT_STR_EQ(o.pos[1], "{}");
+  ASSERT_STR_EQ(cli_text(&o, OPT_KEY), "acme");
+  ASSERT_INT_EQ(o.v[OPT_HEADER].nitems, 2);
+  ASSERT_STR_EQ(o.v[OPT_HEADER].items[0], "a=1");
+  ASSERT_STR_EQ(o.v[OPT_HEADER].items[1], "b=2=3");
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl", "--id", "1-0", "--id", "2-5"), CLI_OK);
+  ASSERT_INT_EQ(o.v[OPT_ID].nitems, 2);
+  ASSERT_STR_EQ(o.v[OPT_ID].items[1], "2-5");
+
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl", "--id", "1-0", "--all"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: replay needs either --id ID (repeatable) or --all\n");
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "replay needs either");
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl", "--id", "17"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --id needs an entry id such as 1700000000000-0, got \"17\"\n");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--redis", "redis://a", "--redis-file", "/f", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: give --redis or --redis-file, not both\n");
+  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}", "--header", "=v"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --header needs NAME=VALUE, got \"=v\"\n");
+}
+
+TEST_IMPL(options_unknown_option) {
+  clean_env();
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--bogus", "dir"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: unknown option --bogus\n\nusage: luastream run ");
+  /* an option of another command is unknown here, with or without =value */
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--key=k", "dir"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: unknown option --key\n");
+  ASSERT_INT_EQ(PARSE(CLI_CHECK, "--redis", "redis://x", "dir"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: unknown option --redis\n");
+  ASSERT_INT_EQ(PARSE(CLI_CHECK, "dir", "other"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: unexpected argument \"other\"\n");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--no-reload=yes", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: option --no-reload takes no value\n");
+}
+
+TEST_IMPL(options_missing_value) {
+  clean_env();
+  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}", "--key"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: option --key needs a value\n");
+  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: missing arguments\n\nusage: luastream publish ");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--consumer", "", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --consumer needs a non-empty name\n");
+}
+
+TEST_IMPL(options_bad_duration) {
+  clean_env();
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--shutdown-timeout", "30", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --shutdown-timeout 30: add a unit, e.g. 30s (or 30ms, 30m, 30h)\n");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--shutdown-timeout", "off", "dir"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: --shutdown-timeout \"off\" must be a duration");
+  ASSERT_INT_EQ(PARSE(CLI_CHECK, "--load-timeout", "0s", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --load-timeout needs a duration above 0 such as 5s or 500ms\n");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "off", "dir"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: --watchdog cannot be off: ");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "11s", "dir"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: --watchdog must be at most 10s, got 11s: ");
+  ASSERT_INT_EQ(PARSE(CLI_DL_LIST, "--count", "+5", "dl"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --count needs a number from 1 to 1000000000, got \"+5\"\n");
+}
+
+TEST_IMPL(options_help_lists_every_option) {
+  clean_env();
+  for (int c = 0; c < CLI_NCOMMANDS; c++) {
+    char *help = help_of((enum cli_command)c);
+    char want[64];
+    snprintf(want, sizeof want, "usage: luastream %s ", cli_command_name((enum cli_command)c));
+    ASSERT(strncmp(help, want, strlen(want)) == 0);
+    for (int id = 0; id < OPT_NOPTIONS; id++) {
+      const struct cli_option *opt = &cli_option_table[id];
+      /* each option the command takes has an entry: "\n  --name ARG" */
+      snprintf(want, sizeof want, "\n  --%s%s%s", opt->name, opt->arg ? " " : "",
+               opt->arg ? opt->arg : "");
+      if (opt->commands & CLI_IN(c)) ASSERT_CONTAINS(help, want);
+      else if (strstr(help, want)) TEST_FAIL_("%s help lists --%s", cli_command_name(c), opt->name);
+    }
+    free(help);
+  }
+  char *help = help_of(CLI_RUN);
+  ASSERT_CONTAINS(help, "[--redis URL | --redis-file PATH]");
+  ASSERT_CONTAINS(help, "(default: $REDIS_URL, else");
+  ASSERT_CONTAINS(help, " redis://127.0.0.1:6379)\n");
+  free(help);
+  help = help_of(CLI_DL_REPLAY);
+  ASSERT_CONTAINS(help, "(--id ID... | --all) STREAM");
+  free(help);
+  /* --help wins wherever it is, on stdout */
+  ASSERT_INT_EQ(PARSE(CLI_CHECK, "dir", "--help"), CLI_DONE);
+  ASSERT_CONTAINS(out_text, "  --load-timeout DURATION");
+  ASSERT_STR_EQ(err_text, "");
+  free(out_text);
+  free(err_text);
+  out_text = err_text = NULL;
+}
