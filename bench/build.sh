@@ -6,10 +6,11 @@
 # Usage: bench/build.sh            (BENCH_REV=REV bench/build.sh)
 #
 # By default it builds the working tree. With BENCH_REV set (a commit, e.g.
-# HEAD) it builds that commit's host/, lua/ and CMakeLists.txt with the
-# working tree's bench/, from a copy in build-bench/src: the numbers are then
-# those of a commit, whatever is being edited meanwhile. The binaries find
-# their Lua library in the tree they were built from. Log:
+# HEAD) it builds that commit's host/, lua/, cmake/ (when it has one) and
+# CMakeLists.txt with the working tree's bench/, from a copy in
+# build-bench/src: the numbers are then those of a commit, whatever is being
+# edited meanwhile. The binaries have their Lua library compiled in (commits
+# before that find it in the tree they were built from). Log:
 # build-bench/bench-build.log.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,7 +23,8 @@ if [ -n "${BENCH_REV:-}" ]; then
   if [ "$(cat "$src/.rev" 2>/dev/null)" != "$rev" ]; then
     rm -rf "$src"
     mkdir -p "$src"
-    git archive "$rev" host lua CMakeLists.txt | tar -x -C "$src"
+    # shellcheck disable=SC2046 # cmake/ only in commits that have it
+    git archive "$rev" host lua CMakeLists.txt $(git ls-tree --name-only "$rev" cmake) | tar -x -C "$src"
     echo "$rev" >"$src/.rev"
   fi
   # bench/ as it is now; the commit's CMakeLists.txt may predate it

@@ -1,300 +1,37 @@
-/* scripts: the text of the server-side scripts described in scripts.h. */
+/* scripts: the text of the server-side scripts described in scripts.h, one
+ * file each in scripts/, compiled in by the build (cmake/Embed.cmake) and
+ * sent as they are, comments included: an error's "@user_script:N" is line N
+ * of that file. */
 #include "scripts.h"
 
-const char SCRIPT_CLAIM[] =
-    "local group, consumer = ARGV[1], ARGV[2]\n"
-    "local min_idle, count = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    "local streams, deleted, cursors = {}, {}, {}\n"
-    /* Each key on its own, COUNT per key, as XREADGROUP CLAIM does. */
-    "for _, key in ipairs(KEYS) do\n"
-    "  cursors[#cursors + 1] = '0-0'\n"
-    "  local out = {}\n"
-    /* XPENDING lists by id; look at more than COUNT to find the longest idle. */
-    "  local idle = redis.call('XPENDING', key, group, 'IDLE', min_idle, '-', '+', count * 10)\n"
-    "  if #idle > 0 then\n"
-    "    for i, p in ipairs(idle) do p[5] = i end\n"
-    "    table.sort(idle, function(a, b)\n"
-    "      if a[3] ~= b[3] then return a[3] > b[3] end\n"
-    "      return a[5] < b[5]\n"
-    "    end)\n"
-    "    local ids, info = {}, {}\n"
-    "    for i = 1, math.min(count, #idle) do ids[i] = idle[i][1]; info[ids[i]] = idle[i] end\n"
-    "    local claimed = redis.call('XCLAIM', key, group, consumer, min_idle, unpack(ids))\n"
-    "    local got = {}\n"
-    "    for _, e in ipairs(claimed) do\n"
-    "      local p = info[e[1]]\n"
-    "      got[e[1]] = true\n"
-    "      out[#out + 1] = {e[1], e[2], p[3], p[4]}\n"
-    "    end\n"
-    /* XCLAIM drops ids no longer in the stream from the PEL without a word. */
-    "    for _, id in ipairs(ids) do\n"
-    "      if not got[id] then deleted[#deleted + 1] = {key, id} end\n"
-    "    end\n"
-    "  end\n"
-    "  if #out < count then\n"
-    "    local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count - #out,\n"
-    "                         'STREAMS', key, '>')\n"
-    "    if r then for _, e in ipairs(r[1][2]) do out[#out + 1] = {e[1], e[2], 0, 0} end end\n"
-    "  end\n"
-    "  if #out > 0 then streams[#streams + 1] = {key, out} end\n"
-    "end\n"
-    "return {cursors, streams, deleted}\n";
+const char SCRIPT_CLAIM[] = {
+#include "host/broker/scripts/claim.lua.inc"
+};
 
-const char SCRIPT_RECLAIM[] =
-    "local group, consumer = ARGV[1], ARGV[2]\n"
-    "local min_idle, count = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    "local cursors, streams, deleted = {}, {}, {}\n"
-    /* XAUTOCLAIM takes one key: one call per key, each from its own cursor
-     * (ARGV[5], ARGV[6], ... in KEYS order). */
-    "for k, key in ipairs(KEYS) do\n"
-    "  local cursor = ARGV[4 + k]\n"
-    /* XAUTOCLAIM examines at most COUNT*10 entries from the cursor: their idle
-     * times, read first, cover every entry it can claim. */
-    "  local before = {}\n"
-    "  for _, p in ipairs(redis.call('XPENDING', key, group, 'IDLE', min_idle, cursor, '+',\n"
-    "                                count * 10)) do\n"
-    "    before[p[1]] = p\n"
-    "  end\n"
-    "  local r = redis.call('XAUTOCLAIM', key, group, consumer, min_idle, cursor, 'COUNT', count)\n"
-    "  local out = {}\n"
-    "  for _, e in ipairs(r[2]) do\n"
-    "    local p = before[e[1]]\n"
-    /* Turned idle between the two calls (7.0 reads the clock per call):
-     * its count after the claim, from the pending list itself. */
-    "    local n = p and p[4] + 1\n"
-    "    if not n then\n"
-    "      local now = redis.call('XPENDING', key, group, e[1], e[1], 1)[1]\n"
-    "      n = now and now[4] or 1\n"
-    "    end\n"
-    "    out[#out + 1] = {e[1], e[2], p and p[3] or min_idle, n}\n"
-    "  end\n"
-    "  cursors[k] = r[1]\n"
-    "  if #out > 0 then streams[#streams + 1] = {key, out} end\n"
-    "  for _, id in ipairs(r[3]) do deleted[#deleted + 1] = {key, id} end\n"
-    "end\n"
-    "return {cursors, streams, deleted}\n";
+const char SCRIPT_RECLAIM[] = {
+#include "host/broker/scripts/reclaim.lua.inc"
+};
 
-const char SCRIPT_OWN[] =
-    "local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
-    "local cursors, streams = {}, {}\n"
-    "for k, key in ipairs(KEYS) do\n"
-    "  local cursor = ARGV[3 + k]\n"
-    /* The same entries the history read gives (this consumer's, after the
-     * cursor, deleted ones too), before it counts this delivery. */
-    "  local before = {}\n"
-    "  for _, p in ipairs(redis.call('XPENDING', key, group, '(' .. cursor, '+', count,\n"
-    "                                consumer)) do\n"
-    "    before[p[1]] = p\n"
-    "  end\n"
-    "  local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count,\n"
-    "                       'STREAMS', key, cursor)\n"
-    "  local out = {}\n"
-    "  for _, e in ipairs(r and r[1][2] or {}) do\n"
-    "    cursor = e[1]\n"
-    /* Deleted from the stream (fields nil): nothing to run, read past it. */
-    "    if e[2] then\n"
-    "      local p = before[e[1]]\n"
-    "      out[#out + 1] = {e[1], e[2], p and p[3] or 0, p and p[4] or 0}\n"
-    "    end\n"
-    "  end\n"
-    "  cursors[k] = cursor\n"
-    "  if #out > 0 then streams[#streams + 1] = {key, out} end\n"
-    "end\n"
-    "return {cursors, streams, {}}\n";
+const char SCRIPT_OWN[] = {
+#include "host/broker/scripts/own.lua.inc"
+};
 
-const char SCRIPT_SWEEP[] =
-    "local retry, group = KEYS[2], ARGV[3]\n"
-    /* First the retry stream's trim, before this sweep adds anything to it:
-     * what the sweep adds is after the group's last-delivered-id, kept. */
-    "local trimmed = 0\n"
-    "if redis.call('XLEN', retry) > 0 then\n"
-    /* ids compared exactly, as decimal strings (no leading zeros) */
-    "  local function before(a, b)\n"
-    "    local am, as = string.match(a, '^(%d+)-(%d+)$')\n"
-    "    local bm, bs = string.match(b, '^(%d+)-(%d+)$')\n"
-    "    if am ~= bm then return #am < #bm or (#am == #bm and am < bm) end\n"
-    "    return #as < #bs or (#as == #bs and as < bs)\n"
-    "  end\n"
-    /* The oldest entry still needed by any group on the key (the retry
-     * stream is this group's, but another may have been added to it): each
-     * group's oldest pending entry, or its first not yet delivered (normally
-     * after every pending one; not after XGROUP SETID moved it back). */
-    "  local keep, ours = nil, false\n"
-    "  for _, g in ipairs(redis.call('XINFO', 'GROUPS', retry)) do\n"
-    "    local f = {}\n"
-    "    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end\n"
-    "    if f.name == group then ours = true end\n"
-    "    local p = redis.call('XPENDING', retry, f.name)\n"
-    "    if p[1] > 0 and (not keep or before(p[2], keep)) then keep = p[2] end\n"
-    "    local nxt = redis.call('XRANGE', retry, '(' .. f['last-delivered-id'], '+', 'COUNT', 1)\n"
-    "    if #nxt > 0 and (not keep or before(nxt[1][1], keep)) then keep = nxt[1][1] end\n"
-    "  end\n"
-    /* Without this group nothing is known to be acknowledged: no trim. */
-    "  if ours then\n"
-    "    if keep then\n"
-    "      trimmed = redis.call('XTRIM', retry, 'MINID', keep)\n"
-    "    else\n"
-    "      trimmed = redis.call('XTRIM', retry, 'MAXLEN', 0)\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0,\n"
-    "                       tonumber(ARGV[2]))\n"
-    "local unreadable = 0\n"
-    "for k = 1, #due, 2 do\n"
-    "  local member = due[k]\n"
-    /* netstrings: the original id, then field, value, ... */
-    "  local parts, i = {}, 1\n"
-    "  while i <= #member do\n"
-    "    local _, colon, digits = string.find(member, '^(%d+):', i)\n"
-    "    local n = digits and tonumber(digits)\n"
-    "    if not n or colon + n > #member then parts = nil break end\n"
-    "    parts[#parts + 1] = string.sub(member, colon + 1, colon + n)\n"
-    "    i = colon + n + 1\n"
-    "  end\n"
-    "  if parts and #parts >= 3 and #parts % 2 == 1 then\n"
-    "    redis.call('XADD', retry, '*', unpack(parts, 2))\n"
-    "  else\n"
-    "    redis.call('ZADD', KEYS[3], due[k + 1], member)\n"
-    "    unreadable = unreadable + 1\n"
-    "  end\n"
-    "  redis.call('ZREM', KEYS[1], member)\n"
-    "end\n"
-    "return {#due / 2, unreadable, trimmed}\n";
+const char SCRIPT_SWEEP[] = {
+#include "host/broker/scripts/sweep.lua.inc"
+};
 
-const char SCRIPT_REPLAY[] =
-    "local dl = KEYS[1]\n"
-    "local t = redis.call('TYPE', dl)['ok']\n"
-    "if t == 'none' then return redis.error_reply('ERR there is no stream ' .. dl) end\n"
-    "if t ~= 'stream' then\n"
-    "  return redis.error_reply('WRONGTYPE ' .. dl .. ' is a ' .. t .. ', not a stream')\n"
-    "end\n"
-    /* the fields a replayed entry gets and where it goes, or nil and why it
-     * cannot be replayed. Only the provenance luastream wrote decides where. */
-    "local function replayed(id, f)\n"
-    "  local out, src, group, dl_id = {}, nil, nil, nil\n"
-    "  for i = 1, #f - 1, 2 do\n"
-    "    local k, v = f[i], f[i + 1]\n"
-    "    if k == 'dead-letter-stream' then src = v\n"
-    "    elseif k == 'dead-letter-group' then group = v\n"
-    "    elseif k == 'dead-letter-id' then dl_id = v\n"
-    "    elseif string.sub(k, 1, 12) ~= 'dead-letter-' and k ~= 'delivery-count'\n"
-    "        and k ~= 'retry-group' and k ~= 'original-id' then\n"
-    "      out[#out + 1] = k\n"
-    "      out[#out + 1] = v\n"
-    "    end\n"
-    "  end\n"
-    "  if not (src and group and dl_id) then\n"
-    "    return nil, 'entry ' .. id .. ' on ' .. dl .. ' is not a dead letter luastream wrote ' ..\n"
-    "      '(it needs dead-letter-stream, dead-letter-group and dead-letter-id)'\n"
-    "  end\n"
-    "  local dest = src .. ':retry:' .. group\n"
-    "  local st = redis.pcall('TYPE', dest)\n"
-    "  if st.err then\n"
-    "    return nil, st.err .. ' (TYPE ' .. dest .. ' of dead letter ' .. id .. ')', true\n"
-    "  end\n"
-    "  st = st['ok']\n"
-    "  if st ~= 'stream' and st ~= 'none' then\n"
-    "    return nil, 'dead letter ' .. id .. ' on ' .. dl .. ': its retry stream ' .. dest ..\n"
-    "      ' is a ' .. st .. ', not a stream'\n"
-    "  end\n"
-    "  out[#out + 1] = 'original-id'; out[#out + 1] = dl_id\n"
-    "  return {id, dest, out}\n"
-    "end\n"
-    "local todo, skipped, next_after, last = {}, {}, '', ''\n"
-    "if ARGV[1] == 'ids' then\n"
-    "  local seen = {}\n"
-    "  for i = 2, #ARGV do\n"
-    "    local id = ARGV[i]\n"
-    "    if not seen[id] then\n"
-    "      seen[id] = true\n"
-    "      local r = redis.call('XRANGE', dl, id, id)\n"
-    "      if #r == 0 then return redis.error_reply('ERR no entry ' .. id .. ' on ' .. dl) end\n"
-    "      local item, why, refused = replayed(id, r[1][2])\n"
-    "      if refused then return redis.error_reply(why) end\n"
-    "      if not item then return redis.error_reply('ERR ' .. why) end\n"
-    "      todo[#todo + 1] = item\n"
-    "    end\n"
-    "  end\n"
-    "elseif ARGV[1] == 'all' then\n"
-    "  local after, count = ARGV[2], tonumber(ARGV[4])\n"
-    "  last = ARGV[3]\n"
-    "  if last == '+' then\n"
-    "    local top = redis.call('XREVRANGE', dl, '+', '-', 'COUNT', 1)\n"
-    "    if #top == 0 then return {{}, {}, '', ''} end\n"
-    "    last = top[1][1]\n"
-    "  end\n"
-    "  local r = redis.call('XRANGE', dl, after == '-' and '-' or '(' .. after, last, 'COUNT', count)\n"
-    "  for _, e in ipairs(r) do\n"
-    "    local item, why, refused = replayed(e[1], e[2])\n"
-    "    if refused then return redis.error_reply(why) end\n"
-    "    if item then todo[#todo + 1] = item else skipped[#skipped + 1] = {e[1], why} end\n"
-    "  end\n"
-    "  if #r == count then next_after = r[#r][1] end\n"
-    "else\n"
-    "  return redis.error_reply('ERR replay: ARGV[1] must be ids or all')\n"
-    "end\n"
-    /* everything checked: now move */
-    "local moved = {}\n"
-    "for _, item in ipairs(todo) do\n"
-    /* A refusal (the ACL) names neither the command nor the key: say them. */
-    "  local new_id = redis.pcall('XADD', item[2], '*', unpack(item[3]))\n"
-    "  if type(new_id) == 'table' and new_id.err then\n"
-    "    return redis.error_reply(new_id.err .. ' (XADD ' .. item[2] .. ' of dead letter ' ..\n"
-    "      item[1] .. '; ' .. #moved .. ' moved before it)')\n"
-    "  end\n"
-    "  redis.call('XDEL', dl, item[1])\n"
-    "  moved[#moved + 1] = {item[1], item[2], new_id}\n"
-    "end\n"
-    "return {moved, skipped, next_after, last}\n";
+const char SCRIPT_REPLAY[] = {
+#include "host/broker/scripts/replay.lua.inc"
+};
 
-const char SCRIPT_REDO[] =
-    "local stream, group, id = KEYS[1], ARGV[1], ARGV[2]\n"
-    "if #redis.call('XPENDING', stream, group, id, id, 1) == 0 then return 0 end\n"
-    "local i = 3\n"
-    "while i <= #ARGV do\n"
-    "  local n = tonumber(ARGV[i])\n"
-    "  redis.call(unpack(ARGV, i + 1, i + n))\n"
-    "  i = i + n + 1\n"
-    "end\n"
-    "return 1\n";
+const char SCRIPT_REDO[] = {
+#include "host/broker/scripts/redo.lua.inc"
+};
 
-const char SCRIPT_LEASE[] =
-    "local key, op, value, ttl = KEYS[1], ARGV[1], ARGV[2], ARGV[3]\n"
-    "local cur = redis.call('GET', key)\n"
-    "if op == 'drop' then\n"
-    "  if cur == value then redis.call('DEL', key) return {1} end\n"
-    "  return {0, cur or '', -2}\n"
-    "end\n"
-    "if cur == value and op == 'renew' then redis.call('PEXPIRE', key, ttl) return {1} end\n"
-    "if not cur or cur == value or (op == 'steal' and cur == ARGV[4]) then\n"
-    "  redis.call('SET', key, value, 'PX', ttl)\n"
-    "  if op == 'renew' then return {2} end\n"
-    "  return {1}\n"
-    "end\n"
-    "return {0, cur, redis.call('PTTL', key)}\n";
+const char SCRIPT_LEASE[] = {
+#include "host/broker/scripts/lease.lua.inc"
+};
 
-const char SCRIPT_PRUNE[] =
-    "local group, idle, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
-    "local removed = {}\n"
-    "for _, key in ipairs(KEYS) do\n"
-    "  local cs = redis.pcall('XINFO', 'CONSUMERS', key, group)\n"
-    "  if cs.err then\n"
-    /* A key or group that does not exist has no consumer to remove. */
-    "    if cs.err ~= 'ERR no such key' and string.sub(cs.err, 1, 8) ~= 'NOGROUP ' then\n"
-    "      return cs\n"
-    "    end\n"
-    "    cs = {}\n"
-    "  end\n"
-    "  for _, c in ipairs(cs) do\n"
-    "    local f = {}\n"
-    "    for i = 1, #c, 2 do f[c[i]] = c[i + 1] end\n"
-    /* pending counts this key only: DELCONSUMER drops this key's entries of
-     * the consumer, none, and never touches the other key's. */
-    "    if f.pending == 0 and f.idle >= idle and redis.call('EXISTS', prefix .. f.name) == 0 then\n"
-    "      redis.call('XGROUP', 'DELCONSUMER', key, group, f.name)\n"
-    "      removed[#removed + 1] = {key, f.name}\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "return removed\n";
+const char SCRIPT_PRUNE[] = {
+#include "host/broker/scripts/prune.lua.inc"
+};

@@ -1,4 +1,6 @@
 /* scripts: server-side Lua scripts for what Redis has no single command for.
+ * Each one's text is a file of scripts/ (SCRIPT_CLAIM is scripts/claim.lua,
+ * and so on), compiled in as a 0-terminated string.
  *
  * The claim scripts run atomically on the server (EVAL), so two hosts never
  * claim the same entry. They read every key in KEYS (a subscription passes

@@ -1,7 +1,7 @@
 /* runtime: handler files in Lua states, entries in coroutines.
  *
- * Loading: a fresh lua_State per file, luastream's Lua library on
- * package.path, the file compiled as text only (no precompiled bytecode) and
+ * Loading: a fresh lua_State per file, luastream's Lua library requirable
+ * (embedded_lua.h), the file compiled as text only (no precompiled bytecode) and
  * run under a protected call, its returned table checked by
  * luastream.handler.validate. A handler file is code with the host's rights, so
  * loading contains what it can: os.exit raises an error (at load and in
@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "embedded_lua.h"
 #include "entry.h"
 #include "json_decode.h"
 #include "json_encode.h"
@@ -30,10 +31,6 @@
 #include "log.h"
 #include "runtime_private.h"
 #include "watchdog.h"
-
-#ifndef LUASTREAM_LUA_DIR
-#define LUASTREAM_LUA_DIR "lua"
-#endif
 
 /* ---- protected calls ---- */
 
@@ -105,25 +102,24 @@ static int read_spec(lua_State *L, int idx, struct handler *h) {
   return s->stream && s->group && s->start ? 0 : -1;
 }
 
-/* Puts luastream's Lua library first on package.path, then the handler's own
- * folder (when given) so a handler can require its siblings. */
+/* Makes luastream's Lua library requirable (embedded_lua.h), then puts the
+ * handler's own folder (when given) first on package.path so a handler can
+ * require its siblings. */
 static void set_lua_path(lua_State *L, const char *handler_path) {
-  const char *dir = getenv("LUASTREAM_LUA_DIR");
-  if (dir == NULL || *dir == '\0') dir = LUASTREAM_LUA_DIR;
-  const char *slash = handler_path ? strrchr(handler_path, '/') : NULL;
-  int hlen = slash ? (int)(slash - handler_path) : 1;
-  const char *hdir = slash ? handler_path : ".";
-  lua_getglobal(L, "package");
-  lua_getfield(L, -1, "path");                       /* package oldpath */
-  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
   if (handler_path) {
-    lua_pushlstring(L, hdir, (size_t)hlen);          /* lua_pushfstring has no %.*s */
+    const char *slash = strrchr(handler_path, '/');
+    int hlen = slash ? (int)(slash - handler_path) : 1;
+    const char *hdir = slash ? handler_path : ".";
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");                       /* package oldpath */
+    lua_pushlstring(L, hdir, (size_t)hlen);            /* lua_pushfstring has no %.*s */
     lua_pushliteral(L, "/?.lua;");
+    lua_pushvalue(L, -3);                              /* package oldpath hdir pat oldpath */
+    lua_concat(L, 3);                                  /* package oldpath newpath */
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 2);
   }
-  lua_pushvalue(L, -(handler_path ? 4 : 2));         /* package oldpath lib [hdir pat] oldpath */
-  lua_concat(L, handler_path ? 4 : 2);               /* package oldpath newpath */
-  lua_setfield(L, -3, "path");
-  lua_pop(L, 2);
+  embedded_lua_open(L);
 }
 
 static int preload_core(lua_State *L) {

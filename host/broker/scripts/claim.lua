@@ -1,0 +1,38 @@
+-- SCRIPT_CLAIM (scripts.h): Redis 8.4's claiming read for older servers.
+local group, consumer = ARGV[1], ARGV[2]
+local min_idle, count = tonumber(ARGV[3]), tonumber(ARGV[4])
+local streams, deleted, cursors = {}, {}, {}
+-- Each key on its own, COUNT per key, as XREADGROUP CLAIM does.
+for _, key in ipairs(KEYS) do
+  cursors[#cursors + 1] = '0-0'
+  local out = {}
+  -- XPENDING lists by id; look at more than COUNT to find the longest idle.
+  local idle = redis.call('XPENDING', key, group, 'IDLE', min_idle, '-', '+', count * 10)
+  if #idle > 0 then
+    for i, p in ipairs(idle) do p[5] = i end
+    table.sort(idle, function(a, b)
+      if a[3] ~= b[3] then return a[3] > b[3] end
+      return a[5] < b[5]
+    end)
+    local ids, info = {}, {}
+    for i = 1, math.min(count, #idle) do ids[i] = idle[i][1]; info[ids[i]] = idle[i] end
+    local claimed = redis.call('XCLAIM', key, group, consumer, min_idle, unpack(ids))
+    local got = {}
+    for _, e in ipairs(claimed) do
+      local p = info[e[1]]
+      got[e[1]] = true
+      out[#out + 1] = {e[1], e[2], p[3], p[4]}
+    end
+    -- XCLAIM drops ids no longer in the stream from the PEL without a word.
+    for _, id in ipairs(ids) do
+      if not got[id] then deleted[#deleted + 1] = {key, id} end
+    end
+  end
+  if #out < count then
+    local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count - #out,
+                         'STREAMS', key, '>')
+    if r then for _, e in ipairs(r[1][2]) do out[#out + 1] = {e[1], e[2], 0, 0} end end
+  end
+  if #out > 0 then streams[#streams + 1] = {key, out} end
+end
+return {cursors, streams, deleted}

@@ -1,0 +1,86 @@
+-- SCRIPT_REPLAY (scripts.h): dead letters back onto the retry streams of the
+-- groups that gave up on them.
+local dl = KEYS[1]
+local t = redis.call('TYPE', dl)['ok']
+if t == 'none' then return redis.error_reply('ERR there is no stream ' .. dl) end
+if t ~= 'stream' then
+  return redis.error_reply('WRONGTYPE ' .. dl .. ' is a ' .. t .. ', not a stream')
+end
+-- the fields a replayed entry gets and where it goes, or nil and why it
+-- cannot be replayed. Only the provenance luastream wrote decides where.
+local function replayed(id, f)
+  local out, src, group, dl_id = {}, nil, nil, nil
+  for i = 1, #f - 1, 2 do
+    local k, v = f[i], f[i + 1]
+    if k == 'dead-letter-stream' then src = v
+    elseif k == 'dead-letter-group' then group = v
+    elseif k == 'dead-letter-id' then dl_id = v
+    elseif string.sub(k, 1, 12) ~= 'dead-letter-' and k ~= 'delivery-count'
+        and k ~= 'retry-group' and k ~= 'original-id' then
+      out[#out + 1] = k
+      out[#out + 1] = v
+    end
+  end
+  if not (src and group and dl_id) then
+    return nil, 'entry ' .. id .. ' on ' .. dl .. ' is not a dead letter luastream wrote ' ..
+      '(it needs dead-letter-stream, dead-letter-group and dead-letter-id)'
+  end
+  local dest = src .. ':retry:' .. group
+  local st = redis.pcall('TYPE', dest)
+  if st.err then
+    return nil, st.err .. ' (TYPE ' .. dest .. ' of dead letter ' .. id .. ')', true
+  end
+  st = st['ok']
+  if st ~= 'stream' and st ~= 'none' then
+    return nil, 'dead letter ' .. id .. ' on ' .. dl .. ': its retry stream ' .. dest ..
+      ' is a ' .. st .. ', not a stream'
+  end
+  out[#out + 1] = 'original-id'; out[#out + 1] = dl_id
+  return {id, dest, out}
+end
+local todo, skipped, next_after, last = {}, {}, '', ''
+if ARGV[1] == 'ids' then
+  local seen = {}
+  for i = 2, #ARGV do
+    local id = ARGV[i]
+    if not seen[id] then
+      seen[id] = true
+      local r = redis.call('XRANGE', dl, id, id)
+      if #r == 0 then return redis.error_reply('ERR no entry ' .. id .. ' on ' .. dl) end
+      local item, why, refused = replayed(id, r[1][2])
+      if refused then return redis.error_reply(why) end
+      if not item then return redis.error_reply('ERR ' .. why) end
+      todo[#todo + 1] = item
+    end
+  end
+elseif ARGV[1] == 'all' then
+  local after, count = ARGV[2], tonumber(ARGV[4])
+  last = ARGV[3]
+  if last == '+' then
+    local top = redis.call('XREVRANGE', dl, '+', '-', 'COUNT', 1)
+    if #top == 0 then return {{}, {}, '', ''} end
+    last = top[1][1]
+  end
+  local r = redis.call('XRANGE', dl, after == '-' and '-' or '(' .. after, last, 'COUNT', count)
+  for _, e in ipairs(r) do
+    local item, why, refused = replayed(e[1], e[2])
+    if refused then return redis.error_reply(why) end
+    if item then todo[#todo + 1] = item else skipped[#skipped + 1] = {e[1], why} end
+  end
+  if #r == count then next_after = r[#r][1] end
+else
+  return redis.error_reply('ERR replay: ARGV[1] must be ids or all')
+end
+-- everything checked: now move
+local moved = {}
+for _, item in ipairs(todo) do
+  -- A refusal (the ACL) names neither the command nor the key: say them.
+  local new_id = redis.pcall('XADD', item[2], '*', unpack(item[3]))
+  if type(new_id) == 'table' and new_id.err then
+    return redis.error_reply(new_id.err .. ' (XADD ' .. item[2] .. ' of dead letter ' ..
+      item[1] .. '; ' .. #moved .. ' moved before it)')
+  end
+  redis.call('XDEL', dl, item[1])
+  moved[#moved + 1] = {item[1], item[2], new_id}
+end
+return {moved, skipped, next_after, last}
