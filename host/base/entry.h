@@ -27,7 +27,7 @@ struct entry {
   unsigned char key;      /* which of the keys read it came from (entry_parse_streams): 0 first */
 };
 
-/* A subscription reads two keys (subscription_private.h): key 0 is the
+/* A subscription reads two keys (subscription.c): key 0 is the
  * shared stream, key 1 the group's retry stream, which only luastream
  * writes. The entry's id on the source stream: its original-id header when
  * it came from the retry stream, else its own id. A producer's original-id

@@ -1,6 +1,5 @@
-/* host: loading a handler directory and running its subscriptions. */
-#include <dirent.h>
-#include <errno.h>
+/* host: loading a handler directory and running its subscriptions; hot
+ * reload is reload.c's. */
 #include <unistd.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -8,29 +7,16 @@
 #include <string.h>
 
 #include "entry.h"
+#include "handler_dir.h"
 #include "host.h"
 #include "lease.h"
 #include "log.h"
+#include "reload.h"
+#include "slots.h"
 #include "subscription.h"
 
 #define ERR_MAX 4096
 #define RELOAD_DEBOUNCE_MS 200 /* host_reload_soon: quiet time before a reload */
-
-/* One handler file and what runs it. A reload restart stops `sub` (it becomes
- * `old`) and starts `next` once old has drained; a removed file's slot goes
- * once its subscription has drained. Invariant: sub and old are never both
- * set. */
-struct slot {
-  char *path;               /* the handler file, as listed */
-  handler *loaded;          /* before start: loaded and bound, not yet running */
-  subscription *sub;        /* running */
-  subscription *old;        /* stopping (restart or removal); freed once drained */
-  handler *next;            /* restart: bound, starts once old has drained */
-  char *consumer;           /* the consumer name bound last */
-  bool initial;             /* started with the host: a refused lease fails the host */
-  bool removed;             /* the file is gone */
-  char failed[RT_VERSION_LEN]; /* content that failed to load (reported once); "" none */
-};
 
 struct host {
   char *dir;                /* the handler directory */
@@ -42,8 +28,8 @@ struct host {
   lclock *clock;
   struct rt_env env;        /* what handlers see: the clock, the delivery hook */
   bk_conn *cmd;
-  struct slot *slots;       /* by load order; files added later at the end */
-  size_t nslots, slots_cap;
+  struct slots slots;       /* the handler files and what runs each */
+  struct reloader reload;   /* hot reload of dir */
   size_t undrained;         /* subscriptions created and not drained yet */
   bool ready_logged;
   bool connected;           /* the command connection has been up once */
@@ -59,86 +45,18 @@ struct host {
   ltimer *info_timer;       /* retries INFO until the server answers */
   char version[32];
   long version_num;         /* bk_version_parse of version */
-  bool dir_gone;            /* the last reload found no handler directory */
   bool failed;              /* stopped because it cannot run here (exit non-zero) */
   char *why_failed;         /* what the version gate said, one line per subscription */
 };
 
 /* ---- the handler directory ---- */
 
-static int by_name(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* host_list_dir; an empty directory is an error only when !allow_empty.
- * Returns -2 (with err) when the directory does not exist. */
-static int list_dir(const char *dir, bool allow_empty, char ***paths, char *err, size_t errlen) {
-  DIR *d = opendir(dir);
-  if (d == NULL) {
-    int gone = errno == ENOENT || errno == ENOTDIR;
-    snprintf(err, errlen, "%s: cannot open handler directory: %s", dir, strerror(errno));
-    return gone ? -2 : -1;
-  }
-  size_t n = 0, cap = 8;
-  char **list = malloc(cap * sizeof *list);
-  struct dirent *de;
-  while (list && (de = readdir(d)) != NULL) {
-    size_t len = strlen(de->d_name);
-    if (len <= 4 || strcmp(de->d_name + len - 4, ".lua") != 0) continue;
-    if (de->d_name[0] == '_' || de->d_name[0] == '.') continue;
-    if (n + 2 > cap) {
-      char **grown = realloc(list, (cap *= 2) * sizeof *list);
-      if (grown == NULL) break;
-      list = grown;
-    }
-    size_t plen = strlen(dir) + len + 2;
-    if ((list[n] = malloc(plen)) == NULL) break;
-    snprintf(list[n++], plen, "%s/%s", dir, de->d_name);
-  }
-  closedir(d);
-  if (list == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return -1;
-  }
-  list[n] = NULL;
-  qsort(list, n, sizeof *list, by_name);
-  if (n == 0 && !allow_empty) {
-    snprintf(err, errlen, "%s: no handler files (*.lua) in this directory", dir);
-    host_free_paths(list);
-    return -1;
-  }
-  *paths = list;
-  return (int)n;
-}
-
 int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen) {
-  int n = list_dir(dir, false, paths, err, errlen);
+  int n = handler_dir_list(dir, false, paths, err, errlen);
   return n < 0 ? -1 : n;
 }
 
-void host_free_paths(char **paths) {
-  if (paths == NULL) return;
-  for (char **p = paths; *p; p++) free(*p);
-  free(paths);
-}
-
-/* Two handler files reading one stream as one group split its entries
- * between them, unless they are the new + reclaim pair (one reads new
- * entries, the other only recovers idle pending ones). True, with why, when
- * a and b would. */
-static bool split_group(const struct handler_spec *a, const struct handler_spec *b, char *why,
-                        size_t len) {
-  if (strcmp(a->stream, b->stream) != 0 || strcmp(a->group, b->group) != 0) return false;
-  bool pair = (a->read == READ_NEW && b->read == READ_RECLAIM) ||
-              (a->read == READ_RECLAIM && b->read == READ_NEW);
-  if (pair) return false;
-  snprintf(why, len,
-           "%s and %s both read stream %s as group %s: they would split its entries between "
-           "them; use one file per group, or the pair of one read = \"new\" file and one read = "
-           "\"reclaim\" file (see docs/consumer-groups-and-crash-recovery.md)",
-           a->path, b->path, a->stream, a->group);
-  return true;
-}
+void host_free_paths(char **paths) { handler_dir_free(paths); }
 
 /* Loads every file; writes each problem as a line to report. Returns the
  * number of problems. */
@@ -163,7 +81,7 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
   }
   for (int i = 0; hs && i < n; i++)
     for (int j = i + 1; hs[i] && j < n; j++)
-      if (hs[j] && split_group(handler_spec(hs[i]), handler_spec(hs[j]), err, sizeof err)) {
+      if (hs[j] && handler_dir_split_group(handler_spec(hs[i]), handler_spec(hs[j]), err, sizeof err)) {
         fprintf(report, "%s: %s\n", handler_spec(hs[j])->path, err);
         problems++;
       }
@@ -189,68 +107,6 @@ int host_check(const char *dir, uint64_t load_timeout_ms) {
   return problems;
 }
 
-/* ---- slots ---- */
-
-/* The handler a slot runs or is about to run, or NULL. */
-static handler *slot_handler(const struct slot *sl) {
-  if (sl->next) return sl->next;
-  if (sl->loaded) return sl->loaded;
-  return NULL;
-}
-
-/* The spec of what the slot runs (or will run once restarted), or NULL. */
-static const struct handler_spec *slot_spec(const struct slot *sl) {
-  handler *hd = slot_handler(sl);
-  if (hd) return handler_spec(hd);
-  return sl->sub ? sub_spec(sl->sub) : NULL;
-}
-
-static const char *slot_version(const struct slot *sl) {
-  handler *hd = slot_handler(sl);
-  if (hd) return handler_version(hd);
-  return sl->sub ? sub_version(sl->sub) : NULL;
-}
-
-/* basename without .lua, for log lines about a file without a handler */
-static const char *slot_name(const struct slot *sl, char *buf, size_t len) {
-  const char *base = strrchr(sl->path, '/');
-  base = base ? base + 1 : sl->path;
-  size_t n = strlen(base);
-  if (n > 4 && strcmp(base + n - 4, ".lua") == 0) n -= 4;
-  snprintf(buf, len, "%.*s", (int)n, base);
-  return buf;
-}
-
-static struct slot *slot_add(host *h, const char *path) {
-  if (h->nslots == h->slots_cap) {
-    size_t cap = h->slots_cap ? h->slots_cap * 2 : 8;
-    struct slot *grown = realloc(h->slots, cap * sizeof *grown);
-    if (grown == NULL) return NULL;
-    h->slots = grown;
-    h->slots_cap = cap;
-  }
-  struct slot *sl = &h->slots[h->nslots];
-  memset(sl, 0, sizeof *sl);
-  if ((sl->path = strdup(path)) == NULL) return NULL;
-  h->nslots++;
-  return sl;
-}
-
-/* Only once nothing runs in it. */
-static void slot_delete(host *h, size_t i) {
-  struct slot *sl = &h->slots[i];
-  free(sl->path);
-  free(sl->consumer);
-  memmove(sl, sl + 1, (h->nslots - i - 1) * sizeof *sl);
-  h->nslots--;
-}
-
-static struct slot *slot_find(host *h, const char *path) {
-  for (size_t i = 0; i < h->nslots; i++)
-    if (strcmp(h->slots[i].path, path) == 0) return &h->slots[i];
-  return NULL;
-}
-
 /* ---- consumer names ---- */
 
 /* Binds hd to its consumer name (struct host_names in host.h) and remembers
@@ -258,7 +114,7 @@ static struct slot *slot_find(host *h, const char *path) {
  * uses already gets -<handler> appended, so the two stay distinct. */
 static int bind_consumer(host *h, struct slot *sl, handler *hd) {
   const struct handler_spec *s = handler_spec(hd);
-  size_t self = (size_t)(sl - h->slots);
+  size_t self = (size_t)(sl - h->slots.v);
   char name[512];
   if (s->consumer)
     snprintf(name, sizeof name, "%s", s->consumer);
@@ -268,9 +124,9 @@ static int bind_consumer(host *h, struct slot *sl, handler *hd) {
     snprintf(name, sizeof name, "%s-%s-%d", h->hostname, s->name, h->instance);
   else
     snprintf(name, sizeof name, "%s-%s", h->hostname, s->name);
-  for (size_t j = 0; j < h->nslots; j++) {
-    const struct handler_spec *o = slot_spec(&h->slots[j]);
-    if (j == self || o == NULL || o->consumer == NULL || h->slots[j].removed) continue;
+  for (size_t j = 0; j < h->slots.n; j++) {
+    const struct handler_spec *o = slot_spec(&h->slots.v[j]);
+    if (j == self || o == NULL || o->consumer == NULL || h->slots.v[j].removed) continue;
     if (!strcmp(o->stream, s->stream) && !strcmp(o->group, s->group) &&
         !strcmp(o->consumer, name)) {
       size_t len = strlen(name);
@@ -311,7 +167,7 @@ host *host_new(const char *dir, broker *b, lclock *clock, const struct host_name
   if (lease_identity(h->hostname, h->identity, sizeof h->identity) != 0) goto oom;
   if (load_all(dir, &h->env, &hs, &n, report) != 0) goto error;
   for (size_t i = 0; i < n; i++) {
-    struct slot *sl = slot_add(h, handler_spec(hs[i])->path);
+    struct slot *sl = slot_add(&h->slots, handler_spec(hs[i])->path);
     if (sl == NULL) goto oom;
     sl->loaded = hs[i];
     hs[i] = NULL;
@@ -319,9 +175,9 @@ host *host_new(const char *dir, broker *b, lclock *clock, const struct host_name
   /* A new + reclaim pair sharing a name: the reclaim one is bound second,
    * so it is the one that gets -<handler>, whatever the file order. */
   for (int pass = 0; pass < 2; pass++) {
-    for (size_t i = 0; i < h->nslots; i++) {
-      if ((handler_spec(h->slots[i].loaded)->read == READ_RECLAIM) != (pass == 1)) continue;
-      if (bind_consumer(h, &h->slots[i], h->slots[i].loaded) != 0) {
+    for (size_t i = 0; i < h->slots.n; i++) {
+      if ((handler_spec(h->slots.v[i].loaded)->read == READ_RECLAIM) != (pass == 1)) continue;
+      if (bind_consumer(h, &h->slots.v[i], h->slots.v[i].loaded) != 0) {
         fprintf(report, "%s: cannot prepare the handlers (see the log)\n", dir);
         goto error;
       }
@@ -366,11 +222,11 @@ static void start_slot(host *h, struct slot *sl, handler *hd, bool keep_cursor) 
 
 static void start_subscriptions(host *h) {
   h->started = true;
-  for (size_t i = 0; i < h->nslots; i++) {
-    handler *hd = h->slots[i].loaded;
-    h->slots[i].loaded = NULL;
-    h->slots[i].initial = true;
-    if (hd) start_slot(h, &h->slots[i], hd, false);
+  for (size_t i = 0; i < h->slots.n; i++) {
+    handler *hd = h->slots.v[i].loaded;
+    h->slots.v[i].loaded = NULL;
+    h->slots.v[i].initial = true;
+    if (hd) start_slot(h, &h->slots.v[i], hd, false);
   }
   if (h->reload_wanted) host_reload(h, false);
 }
@@ -405,8 +261,8 @@ static bool needs_claim(const host *h, const struct handler_spec *s) {
  * subscription, before any group is joined. */
 static bool server_supports_all(host *h) {
   char line[1024];
-  for (size_t i = 0; i < h->nslots; i++) {
-    const struct handler_spec *s = slot_spec(&h->slots[i]);
+  for (size_t i = 0; i < h->slots.n; i++) {
+    const struct handler_spec *s = slot_spec(&h->slots.v[i]);
     if (s == NULL || !needs_claim(h, s)) continue;
     const char *file = strrchr(s->path, '/');
     file = file ? file + 1 : s->path;
@@ -489,8 +345,8 @@ static void cmd_state(void *data, bk_conn *c, int up) {
  * name. */
 static void name_taken(host *h, subscription *s, bool lost) {
   struct slot *sl = NULL;
-  for (size_t i = 0; i < h->nslots && sl == NULL; i++)
-    if (h->slots[i].sub == s || h->slots[i].old == s) sl = &h->slots[i];
+  for (size_t i = 0; i < h->slots.n && sl == NULL; i++)
+    if (h->slots.v[i].sub == s || h->slots.v[i].old == s) sl = &h->slots.v[i];
   const struct handler_spec *sp = sub_spec(s);
   if (!lost && sl && !sl->initial) {
     log_line(LOG_ERROR, sp->name, "handler reload failed, not started", "error",
@@ -558,198 +414,45 @@ static void sub_event(void *data, subscription *s, enum sub_event ev) {
   if (h->ready_logged) return;
   /* Ready once every subscription reads (a group created again reports
    * reading again: count subscriptions, not events). */
-  for (size_t i = 0; i < h->nslots; i++) {
-    const struct slot *sl = &h->slots[i];
+  for (size_t i = 0; i < h->slots.n; i++) {
+    const struct slot *sl = &h->slots.v[i];
     if (sl->sub ? !sub_reading(sl->sub) : sl->next != NULL) return;
   }
   h->ready_logged = true;
   char count[24];
-  snprintf(count, sizeof count, "%zu", h->nslots);
+  snprintf(count, sizeof count, "%zu", h->slots.n);
   log_line(LOG_INFO, NULL, "host ready", "subscriptions", count, "redis", h->b->name, "version",
            h->version, NULL);
 }
 
-/* ---- hot reload ---- */
+/* ---- hot reload (reload.h) ---- */
 
-static bool same_str(const char *a, const char *b) {
-  return a == b || (a && b && strcmp(a, b) == 0);
+static void reload_start(void *data, struct slot *sl, handler *hd, bool keep_cursor) {
+  start_slot(data, sl, hd, keep_cursor);
 }
 
-/* The subscription fields that differ between a and b, comma-separated into
- * buf ("" when none: only `handle` may have changed). */
-static const char *changed_fields(const struct handler_spec *a, const struct handler_spec *b,
-                                  char *buf, size_t len) {
-  struct {
-    const char *name;
-    bool same;
-  } f[] = {
-      {"stream", same_str(a->stream, b->stream)},
-      {"group", same_str(a->group, b->group)},
-      {"read", a->read == b->read},
-      {"min_idle", a->min_idle_ms == b->min_idle_ms},
-      {"consumer", same_str(a->consumer, b->consumer)},
-      {"start", same_str(a->start, b->start)},
-      {"workers", a->workers == b->workers},
-      {"by_key", a->by_key == b->by_key},
-      {"batch", a->batch == b->batch},
-      {"claim_fallback", a->claim_fallback == b->claim_fallback},
-      {"reply_to", same_str(a->reply_to, b->reply_to)},
-      {"dead_letter", same_str(a->dead_letter, b->dead_letter)},
-      {"max_deliveries", a->max_deliveries == b->max_deliveries},
-      {"max_body", a->max_body == b->max_body},
-  };
-  size_t at = 0;
-  buf[0] = '\0';
-  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-    if (f[i].same) continue;
-    int n = snprintf(buf + at, len - at, "%s%s", at ? "," : "", f[i].name);
-    if (n < 0 || (size_t)n >= len - at) break;
-    at += (size_t)n;
-  }
-  return buf;
+static int reload_bind(void *data, struct slot *sl, handler *hd) {
+  return bind_consumer(data, sl, hd);
 }
 
-/* Drained subscriptions of reloads: freed; a restart's successor starts; a
- * removed file's slot goes. */
+/* The version gate for a file added or changed by a reload. */
+static bool reload_refuse(void *data, const char *path, const struct handler_spec *spec,
+                          char *why, size_t len) {
+  host *h = data;
+  if (!needs_claim(h, spec)) return false;
+  snprintf(why, len,
+           "%s: read = \"claiming\" needs Redis 8.4 or later (this server runs %s); set "
+           "claim_fallback = true",
+           path, h->version);
+  return true;
+}
+
+/* Drained subscriptions of reloads, outside the subscription's own callback. */
 static void reap(ltimer *t, void *data) {
   (void)t;
   host *h = data;
   if (h->stopping) return; /* host_free frees them */
-  for (size_t i = 0; i < h->nslots;) {
-    struct slot *sl = &h->slots[i];
-    if (sl->old && sub_drained(sl->old)) {
-      sub_free(sl->old);
-      sl->old = NULL;
-      if (sl->next) {
-        handler *hd = sl->next;
-        sl->next = NULL;
-        sl->initial = false;
-        start_slot(h, sl, hd, true);
-      }
-    }
-    if (sl->removed && !sl->old && !sl->sub && !sl->next) {
-      slot_delete(h, i);
-      continue;
-    }
-    i++;
-  }
-}
-
-/* A handler file that is no longer in the directory. */
-static void file_gone(host *h, size_t i) {
-  struct slot *sl = &h->slots[i];
-  char name[256];
-  sl->removed = true;
-  sl->failed[0] = '\0';
-  if (sl->next) {
-    handler_release(sl->next);
-    sl->next = NULL;
-  }
-  if (sl->sub) {
-    log_line(LOG_INFO, slot_name(sl, name, sizeof name),
-             "handler file removed, stopping its subscription", "version", sub_version(sl->sub),
-             NULL);
-    sl->old = sl->sub;
-    sl->sub = NULL;
-    sub_stop(sl->old); /* may drain at once: reap frees it */
-  } else if (!sl->old) {
-    slot_delete(h, i);
-  }
-}
-
-/* A changed or new file that cannot run: logged once (sl->failed remembers
- * the version), and whatever runs keeps running. */
-static void reload_refused(struct slot *sl, const char *version, const char *name, const char *cur,
-                           const char *err) {
-  snprintf(sl->failed, sizeof sl->failed, "%s", version);
-  log_line(LOG_ERROR, name,
-           cur ? "handler reload failed, the running version stays"
-               : "handler reload failed, not started",
-           "version", cur, "error", err, NULL);
-}
-
-/* A handler file that is in the directory: loaded again when it changed. */
-static void file_seen(host *h, const char *path, bool force) {
-  char now[RT_VERSION_LEN], err[ERR_MAX], name[256], versions[2 * RT_VERSION_LEN + 4];
-  struct slot *sl = slot_find(h, path);
-  if (handler_file_version(path, now) != 0) return; /* gone again: the next reload sees it */
-  if (sl && sl->removed) sl->removed = false;       /* back while its old one drains */
-  const char *cur = sl ? slot_version(sl) : NULL;
-  if (!force && cur && strcmp(cur, now) == 0) {
-    if (sl) sl->failed[0] = '\0'; /* back to what runs: a later failure is news */
-    return;
-  }
-  if (!force && sl && strcmp(sl->failed, now) == 0) return; /* reported already */
-  if (sl == NULL && (sl = slot_add(h, path)) == NULL) {
-    log_line(LOG_ERROR, NULL, "out of memory: handler file not loaded", "file", path, NULL);
-    return;
-  }
-  slot_name(sl, name, sizeof name);
-  handler *hd = NULL;
-  if (handler_load(path, &h->env, &hd, err, sizeof err) != 0) {
-    reload_refused(sl, now, name, cur, err);
-    return;
-  }
-  const struct handler_spec *ns = handler_spec(hd);
-  bool refused = false;
-  if (needs_claim(h, ns)) {
-    snprintf(err, sizeof err,
-             "%s: read = \"claiming\" needs Redis 8.4 or later (this server runs %s); set "
-             "claim_fallback = true",
-             path, h->version);
-    refused = true;
-  }
-  for (size_t j = 0; j < h->nslots && !refused; j++) {
-    const struct handler_spec *o = slot_spec(&h->slots[j]);
-    if (&h->slots[j] == sl || o == NULL || h->slots[j].removed) continue;
-    refused = split_group(o, ns, err, sizeof err);
-  }
-  if (refused) {
-    reload_refused(sl, handler_version(hd), name, cur, err);
-    handler_release(hd);
-    return;
-  }
-  if (bind_consumer(h, sl, hd) != 0) {
-    snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
-    handler_release(hd);
-    return;
-  }
-  sl->failed[0] = '\0';
-  snprintf(versions, sizeof versions, "%s->%s", cur ? cur : "", handler_version(hd));
-  const struct handler_spec *cs = slot_spec(sl);
-  char changed[256] = "";
-  if (cs) changed_fields(cs, ns, changed, sizeof changed);
-  if (cs && changed[0] == '\0') { /* only `handle` (or nothing) changed: swap in place */
-    log_line(LOG_INFO, name, "handler reloaded", "version", versions, NULL);
-    if (sl->next) {
-      handler_release(sl->next);
-      sl->next = hd;
-    } else {
-      sub_swap_handler(sl->sub, hd);
-    }
-    return;
-  }
-  if (sl->sub) { /* subscription fields changed: stop, drain, start anew */
-    log_line(LOG_INFO, name, "handler reloaded, restarting its subscription", "version", versions,
-             "changed", changed, NULL);
-    sl->next = hd;
-    sl->old = sl->sub;
-    sl->sub = NULL;
-    sub_stop(sl->old); /* may drain at once: reap starts next */
-    return;
-  }
-  if (sl->next || sl->old) { /* a restart or removal still draining: next waits for it */
-    log_line(LOG_INFO, name,
-             sl->next ? "handler reloaded, restarting its subscription"
-                      : "handler added, starting once its old subscription has drained",
-             "version", versions, "changed", changed[0] ? changed : NULL, NULL);
-    if (sl->next) handler_release(sl->next);
-    sl->next = hd;
-    return;
-  }
-  log_line(LOG_INFO, name, "handler added", "version", handler_version(hd), NULL);
-  sl->initial = false;
-  start_slot(h, sl, hd, false);
+  reload_reap(&h->reload);
 }
 
 void host_reload(host *h, bool force) {
@@ -760,35 +463,7 @@ void host_reload(host *h, bool force) {
   }
   h->reload_wanted = false;
   if (h->reload_timer) timer_stop(h->reload_timer);
-  char err[ERR_MAX];
-  char **paths = NULL;
-  int n = list_dir(h->dir, true, &paths, err, sizeof err);
-  if (n == -2) {
-    /* Gone (a deploy replacing it): so are its files. Their subscriptions
-     * stop; the directory is looked for again at the next reload. */
-    if (!h->dir_gone)
-      log_line(LOG_WARN, NULL, "handler directory is gone: stopping its subscriptions until it is back",
-               "dir", h->dir, NULL);
-    h->dir_gone = true;
-    n = 0;
-    paths = NULL;
-  } else if (n < 0) {
-    log_line(LOG_ERROR, NULL, "reload failed: cannot list the handler directory", "error", err,
-             NULL);
-    return;
-  } else if (h->dir_gone) {
-    h->dir_gone = false;
-    log_line(LOG_INFO, NULL, "handler directory is back", "dir", h->dir, NULL);
-  }
-  for (int i = 0; i < n; i++) file_seen(h, paths[i], force);
-  for (size_t i = h->nslots; i-- > 0;) {
-    struct slot *sl = &h->slots[i];
-    if (sl->removed) continue;
-    bool present = false;
-    for (int j = 0; j < n && !present; j++) present = strcmp(paths[j], sl->path) == 0;
-    if (!present) file_gone(h, i);
-  }
-  host_free_paths(paths);
+  reload_dir(&h->reload, force);
 }
 
 static void reload_fire(ltimer *t, void *data) {
@@ -808,6 +483,8 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   h->info_timer = timer_new(h->clock, info_retry, h);
   h->reap_timer = timer_new(h->clock, reap, h);
   h->reload_timer = timer_new(h->clock, reload_fire, h);
+  const struct reload_ops ops = {h, reload_start, reload_bind, reload_refuse};
+  reload_init(&h->reload, h->dir, &h->env, &h->slots, &ops);
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
   if (h->cmd) bk_conn_on_fault(h->b, h->cmd, cmd_fault);
 }
@@ -822,8 +499,8 @@ static void deadline_fire(ltimer *t, void *data) {
   host *h = data;
   size_t unfinished = 0, unacked = 0;
   h->at_deadline = true;
-  for (size_t i = 0; i < h->nslots; i++) {
-    subscription *subs[2] = {h->slots[i].sub, h->slots[i].old};
+  for (size_t i = 0; i < h->slots.n; i++) {
+    subscription *subs[2] = {h->slots.v[i].sub, h->slots.v[i].old};
     for (int k = 0; k < 2; k++) {
       size_t acks = 0;
       if (subs[k]) unfinished += sub_abandon(subs[k], &acks);
@@ -852,14 +529,14 @@ static void stop(host *h, bool deadline, uint64_t timeout_ms) {
   log_line(LOG_INFO, NULL, "stopping: finishing running handlers", "timeout",
            deadline ? timeout : NULL, NULL);
   if (!h->started) return finish_stop(h); /* never got as far as the subscriptions */
-  for (size_t i = 0; i < h->nslots; i++) { /* restarts waiting for a drain never start */
-    if (h->slots[i].next) handler_release(h->slots[i].next);
-    h->slots[i].next = NULL;
+  for (size_t i = 0; i < h->slots.n; i++) { /* restarts waiting for a drain never start */
+    if (h->slots.v[i].next) handler_release(h->slots.v[i].next);
+    h->slots.v[i].next = NULL;
   }
   if (h->undrained == 0) return finish_stop(h);
   /* A subscription may drain inside sub_stop; the last one finishes the stop. */
-  for (size_t i = 0; i < h->nslots; i++)
-    if (h->slots[i].sub) sub_stop(h->slots[i].sub);
+  for (size_t i = 0; i < h->slots.n; i++)
+    if (h->slots.v[i].sub) sub_stop(h->slots.v[i].sub);
   /* Armed after sub_stop, so the acks it flushed go out before even a zero
    * deadline fires. */
   if (deadline && h->undrained > 0) {
@@ -896,8 +573,8 @@ bool host_is_ready(const host *h, char *why, size_t len) {
   }
   char reason[200], name[256];
   size_t running = 0;
-  for (size_t i = 0; i < h->nslots; i++) {
-    const struct slot *sl = &h->slots[i];
+  for (size_t i = 0; i < h->slots.n; i++) {
+    const struct slot *sl = &h->slots.v[i];
     running += sl->sub != NULL;
     if (sl->next) {
       snprintf(why, len, "subscription %s: restarting (hot reload)", slot_name(sl, name, sizeof name));
@@ -917,18 +594,18 @@ bool host_is_ready(const host *h, char *why, size_t len) {
 
 /* Running subscriptions first, then those a reload is stopping. */
 size_t host_subscriptions(const host *h) {
-  if (!h->started) return h->nslots;
+  if (!h->started) return h->slots.n;
   size_t n = 0;
-  for (size_t i = 0; i < h->nslots; i++) n += (h->slots[i].sub != NULL) + (h->slots[i].old != NULL);
+  for (size_t i = 0; i < h->slots.n; i++) n += (h->slots.v[i].sub != NULL) + (h->slots.v[i].old != NULL);
   return n;
 }
 
 subscription *host_subscription(const host *h, size_t i) {
   if (!h->started) return NULL;
-  for (size_t k = 0; k < h->nslots; k++)
-    if (h->slots[k].sub && i-- == 0) return h->slots[k].sub;
-  for (size_t k = 0; k < h->nslots; k++)
-    if (h->slots[k].old && i-- == 0) return h->slots[k].old;
+  for (size_t k = 0; k < h->slots.n; k++)
+    if (h->slots.v[k].sub && i-- == 0) return h->slots.v[k].sub;
+  for (size_t k = 0; k < h->slots.n; k++)
+    if (h->slots.v[k].old && i-- == 0) return h->slots.v[k].old;
   return NULL;
 }
 
@@ -946,8 +623,8 @@ void host_on_delivery(host *h,
 
 void host_free(host *h) {
   if (h == NULL) return;
-  for (size_t i = 0; i < h->nslots; i++) {
-    struct slot *sl = &h->slots[i];
+  for (size_t i = 0; i < h->slots.n; i++) {
+    struct slot *sl = &h->slots.v[i];
     if (sl->sub) sub_free(sl->sub);
     if (sl->old) sub_free(sl->old);
     if (sl->loaded) handler_release(sl->loaded);
@@ -960,7 +637,7 @@ void host_free(host *h) {
   if (h->deadline_timer) timer_free(h->deadline_timer);
   if (h->reap_timer) timer_free(h->reap_timer);
   if (h->reload_timer) timer_free(h->reload_timer);
-  free(h->slots);
+  free(h->slots.v);
   free(h->dir);
   free(h->consumer_override);
   free(h->why_failed);

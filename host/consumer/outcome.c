@@ -74,14 +74,35 @@ static bool skipped(const struct entry *e, size_t i, const char *const *skip) {
   return false;
 }
 
-/* The fields of e that travel with it, without the headers a copy rewrites. */
-static void add_fields(struct bk_args *a, const struct entry *e, const char *const *skip) {
+/* A header a copy of an entry gets: its name and value. */
+struct header {
+  const char *name;
+  const char *value;
+  size_t len;
+};
+
+typedef void put_fn(void *ctx, const char *s, size_t n);
+
+/* The field list of a copy of e, name and value by turns, to put: e's own
+ * fields without those named in skip (the headers a copy rewrites), then
+ * the nhdr headers. Every copy (retry, dead letter, delay-set member) is
+ * built by this one function. */
+static void entry_fields(const struct entry *e, const char *const *skip, const struct header *hdr,
+                         size_t nhdr, put_fn *put, void *ctx) {
   for (size_t i = 0; i + 1 < e->nfields; i += 2) {
     if (skipped(e, i, skip)) continue;
-    bk_args_add(a, e->field[i], e->field_len[i]);
-    bk_args_add(a, e->field[i + 1], e->field_len[i + 1]);
+    put(ctx, e->field[i], e->field_len[i]);
+    put(ctx, e->field[i + 1], e->field_len[i + 1]);
+  }
+  for (size_t i = 0; i < nhdr; i++) {
+    put(ctx, hdr[i].name, strlen(hdr[i].name));
+    put(ctx, hdr[i].value, hdr[i].len);
   }
 }
+
+static void put_arg(void *ctx, const char *s, size_t n) { bk_args_add(ctx, s, n); }
+
+#define HDR(name, value) {name, value, strlen(value)}
 
 static const char *const COPY_HEADERS[] = {HDR_DELIVERY_COUNT, HDR_RETRY_GROUP, HDR_ORIGINAL_ID,
                                            NULL};
@@ -92,11 +113,9 @@ void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry
   bk_args_str(a, "XADD");
   bk_args_str(a, retry_key);
   bk_args_str(a, "*");
-  add_fields(a, e, COPY_HEADERS);
-  bk_args_str(a, HDR_DELIVERY_COUNT);
-  bk_args_str(a, own_printf(t, "%lld", deliveries));
-  bk_args_str(a, HDR_ORIGINAL_ID);
-  bk_args_str(a, original_id);
+  const char *count = own_printf(t, "%lld", deliveries);
+  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, count), HDR(HDR_ORIGINAL_ID, original_id)};
+  entry_fields(e, COPY_HEADERS, hdr, 2, put_arg, a);
 }
 
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
@@ -110,48 +129,58 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
   bk_args_str(a, "XADD");
   bk_args_str(a, spec->dead_letter);
   bk_args_str(a, "*");
-  add_fields(a, e, provenance); /* a replayed dead letter gets fresh provenance */
-  bk_args_str(a, HDR_DL_STREAM);
-  bk_args_str(a, spec->stream);
-  bk_args_str(a, HDR_DL_GROUP);
-  bk_args_str(a, spec->group);
-  bk_args_str(a, HDR_DL_ID);
-  bk_args_str(a, original_id);
-  bk_args_str(a, HDR_DL_DELIVERIES);
-  bk_args_str(a, own_printf(t, "%lld", deliveries));
-  bk_args_str(a, HDR_DL_HANDLER);
-  bk_args_str(a, file ? file + 1 : spec->path);
-  bk_args_str(a, HDR_DL_REASON);
-  bk_args_str(a, reason);
-  bk_args_str(a, HDR_DL_ERROR);
-  bk_args_add(a, error ? error : "", error ? error_len : 0);
-  bk_args_str(a, HDR_DL_TIME);
-  bk_args_str(a, own_printf(t, "%lld", (long long)wall_ms));
+  const char *count = own_printf(t, "%lld", deliveries);
+  const char *time = own_printf(t, "%lld", (long long)wall_ms);
+  const struct header hdr[] = {
+      HDR(HDR_DL_STREAM, spec->stream),
+      HDR(HDR_DL_GROUP, spec->group),
+      HDR(HDR_DL_ID, original_id),
+      HDR(HDR_DL_DELIVERIES, count),
+      HDR(HDR_DL_HANDLER, file ? file + 1 : spec->path),
+      HDR(HDR_DL_REASON, reason),
+      {HDR_DL_ERROR, error ? error : "", error ? error_len : 0},
+      HDR(HDR_DL_TIME, time),
+  };
+  /* a replayed dead letter gets fresh provenance */
+  entry_fields(e, provenance, hdr, sizeof hdr / sizeof hdr[0], put_arg, a);
 }
 
 /* The delay-set member: netstrings ("<len>:<bytes>") of the entry's id, then
  * its fields with delivery-count and original-id rewritten (retry-group
  * dropped). The id keeps members unique; the sweep script (scripts.h)
  * decodes the rest. */
+/* put_fn of the member: a netstring at p (sized by a first pass with p NULL). */
+struct netstrings {
+  char *p;
+  size_t len;
+};
+
+static void put_netstring(void *ctx, const char *s, size_t n) {
+  struct netstrings *ns = ctx;
+  char head[24];
+  int h = snprintf(head, sizeof head, "%zu:", n);
+  if (ns->p) {
+    memcpy(ns->p + ns->len, head, (size_t)h);
+    memcpy(ns->p + ns->len + h, s, n);
+  }
+  ns->len += (size_t)h + n;
+}
+
 static char *delay_member(const struct entry *e, const char *deliveries, const char *original_id,
                           size_t *len_out) {
-  const char *extra[4] = {HDR_DELIVERY_COUNT, deliveries, HDR_ORIGINAL_ID, original_id};
-  size_t cap = strlen(e->id) + 24;
-  for (size_t i = 0; i < e->nfields; i++) cap += e->field_len[i] + 24;
-  for (int i = 0; i < 4; i++) cap += strlen(extra[i]) + 24;
-  char *m = malloc(cap), *p = m;
-  if (m == NULL) return NULL;
-#define PUT(s, n) (p += sprintf(p, "%zu:", (size_t)(n)), memcpy(p, (s), (n)), p += (n))
-  PUT(e->id, strlen(e->id));
-  for (size_t i = 0; i + 1 < e->nfields; i += 2) {
-    if (skipped(e, i, COPY_HEADERS)) continue;
-    PUT(e->field[i], e->field_len[i]);
-    PUT(e->field[i + 1], e->field_len[i + 1]);
+  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, deliveries),
+                               HDR(HDR_ORIGINAL_ID, original_id)};
+  struct netstrings ns = {NULL, 0};
+  for (int pass = 0; pass < 2; pass++) {
+    put_netstring(&ns, e->id, strlen(e->id));
+    entry_fields(e, COPY_HEADERS, hdr, 2, put_netstring, &ns);
+    if (pass == 0) {
+      if ((ns.p = malloc(ns.len ? ns.len : 1)) == NULL) return NULL;
+      ns.len = 0;
+    }
   }
-  for (int i = 0; i < 4; i++) PUT(extra[i], strlen(extra[i]));
-#undef PUT
-  *len_out = (size_t)(p - m);
-  return m;
+  *len_out = ns.len;
+  return ns.p;
 }
 
 char *outcome_retry_key(const struct handler_spec *spec) {

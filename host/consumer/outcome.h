@@ -1,7 +1,7 @@
 /* outcome: the Redis commands that carry out one finished delivery.
  *
- * Builders only, no I/O: each appends commands to a txn, which the
- * subscription sends as one MULTI/EXEC, so an outcome is all written or not
+ * Builders only, no I/O: each appends commands to a txn, which the writer
+ * (writer.h) sends as one MULTI/EXEC, so an outcome is all written or not
  * at all (an entry is never acked without its reply, its dead letter or its
  * delayed copy, nor those written without the ack). The strings a builder
  * makes (numbers, the delay-set member, header values) are owned by the txn.

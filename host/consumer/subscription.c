@@ -1,6 +1,7 @@
 /* subscription: group creation, the read loops of the three modes,
- * dispatching entries onto lanes, and the life cycle (see subscription.h).
- * What happens once a handler has decided is in subscription_outcomes.c.
+ * dispatching entries onto lanes, carrying out what a handler decided (the
+ * decision is policy.h's, the writing writer.h's), and the life cycle (see
+ * subscription.h). The delay set's sweeper is sweeper.h's.
  *
  * Every broker callback carries the subscription (or a small request struct)
  * and fires exactly once, also on teardown, so counting outstanding requests
@@ -10,64 +11,174 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "entry.h"
+#include "fault.h"
+#include "lanes.h"
+#include "lease.h"
+#include "log.h"
 #include "outcome.h"
+#include "policy.h"
 #include "read_reply.h"
 #include "scripts.h"
-#include "subscription_private.h"
+#include "subscription.h"
+#include "sweeper.h"
+#include "wire.h"
+#include "writer.h"
 
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define BLOCK_MS 2000
+/* Bounds of recovery_wait_ms: how long a claiming read blocks and how often
+ * reclaim polls. */
+#define RECOVERY_WAIT_MAX_MS 1000
+#define RECOVERY_WAIT_MIN_MS 50
+#define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
+#define RETRY_LOG_MS 10000 /* retries after the first are logged as a count this often */
+/* Readiness (sub_healthy): a read outstanding, or reads failing on a live
+ * connection, for STUCK_FACTOR times the read's own wait (BLOCK_MS, or
+ * recovery_wait_ms) and at least STUCK_MIN_MS, means the subscription is stuck. */
+#define STUCK_FACTOR 3
+#define STUCK_MIN_MS 1000
+
+/* Idle consumers (nothing pending, unseen this long, no live lease) are
+ * removed from the group (SCRIPT_PRUNE) at start and every PRUNE_EVERY_MS. */
+#define PRUNE_IDLE_MS (24ULL * 3600 * 1000)
+#define PRUNE_EVERY_MS (3600ULL * 1000)
+
+/* Removing idle consumers failed: tried again this soon, not an hour later,
+ * so that readiness (sub_healthy) sees it work again once fixed. */
+#define PRUNE_RETRY_MS 5000
+enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
+
+/* The two keys every read covers (struct entry's key says which one an
+ * entry came from): the shared stream, and the group's retry stream
+ * (outcome_retry_key), which only luastream writes and so the only key whose
+ * luastream headers (delivery-count, original-id) are believed. */
+enum { KEY_STREAM = 0, KEY_RETRY = ENTRY_KEY_RETRY, NKEYS = 2 };
+
+/* An id and the key it was read from. */
+struct keyed_id {
+  char id[ID_MAX];
+  unsigned char key;
+};
+
+struct subscription {
+  handler *h;
+  const struct handler_spec *spec;
+  broker *b;
+  bk_conn *cmd;             /* shared: outcomes and group commands */
+  bk_conn *reader;          /* ours: blocking reads */
+  lclock *clock;
+  sub_event_fn *on_event;
+  void *data;
+
+  enum sub_state state;
+  struct lanes lanes;
+  bool read_pending;        /* an XREADGROUP is outstanding */
+  bool dispatching;         /* inside dispatch(): jobs finishing at once must not recurse */
+  bool waiting;             /* retry_timer runs (backoff or reclaim poll): do not read before */
+  bool native_claim;        /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
+  bool block_next;          /* claim script found nothing: next read blocks on `>` */
+  bool abandoned;           /* shutdown deadline: running jobs dropped, nothing more written */
+  bool read_failing;        /* the last read failed; failing_since_ms says since when */
+  uint64_t read_sent_ms;    /* when the outstanding read went out (read_pending) */
+  uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
+  char cursor[NKEYS][ID_MAX]; /* reclaim: where the next XAUTOCLAIM of each key starts */
+  bool started;             /* has read once: start_at is spent */
+  /* `new`: read this consumer's own pending entries before `>` again: at
+   * start-up (a host back under the same name) and after the read
+   * connection was lost (a read reply lost with it left entries delivered
+   * but never seen). Done only with nothing in flight, so nothing runs twice. */
+  bool recover;
+  bool was_down;            /* the read connection went down since it was up */
+  char own_cursor[NKEYS][ID_MAX]; /* the history read of each key goes on after this id */
+  /* claiming and reclaim: ids in a lane or a handler here. A claiming read
+   * also returns this consumer's own entries once idle min_idle, and an
+   * entry waiting behind others ages as if abandoned: it must still run once. */
+  struct keyed_id *held;
+  size_t nheld, held_cap;
+  char last_read[ID_MAX];   /* the newest id a read has brought from the stream, "" before any */
+  ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
+  uint64_t backoff_ms;
+  /* Group, lease and prune commands sent and not answered (the writer and
+   * the sweeper count theirs: see outstanding). */
+  unsigned writes_pending;
+  /* Writes outcomes and acks. Entries whose outcome is not written yet
+   * (writer_unwritten) count toward the entries held here, so reading
+   * waits for writing. */
+  writer *w;
+  sweeper *sweeper;         /* moves due entries of the delay set back */
+  struct bk_args args;      /* builds the reads, reused */
+  char *retry_key;          /* the group's retry stream (outcome_retry_key) */
+  /* Group creation: the stream's XGROUP CREATE answered before the retry
+   * stream's (one connection, replies in order); its verdict waits here. */
+  bool stream_created, stream_create_failed, create_alone;
+  char create_error[256];
+  ltimer *retry_log_timer;  /* ends the interval whose retries are counted (log_retries) */
+  bool retry_log_armed;
+  uint64_t retries_unlogged; /* retries in this interval not logged yet */
+  uint64_t retries_total;    /* retries since the subscription started */
+  lease *lease;             /* the consumer name, held while this runs; NULL without */
+  char *identity;           /* this process's lease value (lease_identity) */
+  /* Entries wait, read or not, until the lease is confirmed again (see
+   * name_held); logged once per wait. */
+  bool lease_unconfirmed;
+  bool lease_releasing;     /* drain: lease_release sent */
+  bool lease_released;      /* drain: lease_release answered */
+  ltimer *prune_timer;      /* removes the group's idle consumers (with a lease only) */
+  bool pruned;              /* the first prune has been armed */
+  char *lease_prefix;       /* LEASE_PREFIX {stream}:group: (SCRIPT_PRUNE) */
+  struct fault lease_fault;  /* the consumer lease failing (readiness) */
+  struct fault prune_fault;  /* the idle-consumer prune failing (readiness) */
+  char create_fault[400];   /* the last failure to create the group, "" when none */
+  char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sub_denied) */
+};
+
+/* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
+ * ID_MAX) into dst: a plain copy, as this runs for every entry. */
+static void copy_id(char dst[ID_MAX], const char *id) {
+  size_t n = strlen(id);
+  if (n >= ID_MAX) n = ID_MAX - 1;
+  memcpy(dst, id, n);
+  dst[n] = '\0';
+}
+
+/* The key an entry was read from. */
+static const char *entry_key(const subscription *s, const struct entry *e) {
+  return e->key == KEY_RETRY ? s->retry_key : s->spec->stream;
+}
+
+/* Commands sent and not answered: the subscription's, the writer's, the
+ * sweeper's. */
+static unsigned outstanding(const subscription *s) {
+  return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper);
+}
+
+static void maybe_drained(subscription *s);
+static void progress(subscription *s);
+static void held_remove(subscription *s, const struct entry *e);
+static void job_done(void *data, struct entry *e, const struct rt_result *res);
+static void log_retries(ltimer *t, void *data);
 static void read_next(subscription *s);
 static void dispatch(subscription *s);
 static void ensure_group(subscription *s);
 
 /* ---- logging ---- */
 
-void sub__log(subscription *s, enum log_level level, const char *msg, const char *k1,
+static void sub_log(subscription *s, enum log_level level, const char *msg, const char *k1,
                     const char *v1, const char *k2, const char *v2) {
   log_line(level, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
            "consumer", s->spec->consumer, k1, v1, k2, v2, NULL);
 }
 
-void sub__reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
+/* The error text of a failed command: the reply's, or err. */
+static void reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
   if (r == NULL)
     snprintf(buf, len, "%s", err ? err : "no reply");
   else if (r->type == BK_ERROR)
     snprintf(buf, len, "%.*s", (int)r->len, r->str);
   else
     snprintf(buf, len, "unexpected reply type %d", r->type);
-}
-
-/* ---- periodic work that fails (readiness) ---- */
-
-static const char *const WORK_NAME[NWORK] = {
-    [WORK_ACKS] = "acks",
-    [WORK_OUTCOMES] = "writing outcomes",
-    [WORK_SWEEP] = "the delay-set sweep",
-    [WORK_LEASE] = "the consumer lease",
-    [WORK_PRUNE] = "the idle-consumer prune",
-};
-
-enum log_level sub__work_failed(subscription *s, enum sub_work w, enum log_level level,
-                                const char *detail) {
-  struct work_fault *f = &s->work[w];
-  uint64_t now = clock_now(s->clock);
-  bool news = !f->failing || strncmp(f->detail, detail, sizeof f->detail - 1) != 0 ||
-              now - f->logged_ms >= WORK_RELOG_MS;
-  if (!f->failing) f->since_ms = now;
-  f->failing = true;
-  snprintf(f->detail, sizeof f->detail, "%s", detail);
-  if (!news) return LOG_DEBUG;
-  f->logged_ms = now;
-  return level;
-}
-
-void sub__work_ok(subscription *s, enum sub_work w) {
-  struct work_fault *f = &s->work[w];
-  if (!f->failing) return;
-  f->failing = false;
-  char msg[64], ms[24];
-  snprintf(msg, sizeof msg, "%s works again", WORK_NAME[w]);
-  snprintf(ms, sizeof ms, "%llu", (unsigned long long)(clock_now(s->clock) - f->since_ms));
-  sub__log(s, LOG_INFO, msg, "failed_ms", ms, NULL, NULL);
 }
 
 /* The ACL refused what a subscription that never read needs: waiting cannot
@@ -88,13 +199,14 @@ static void lease_given_back(void *data) {
   subscription *s = data;
   s->writes_pending--;
   s->lease_released = true;
-  sub__maybe_drained(s);
+  maybe_drained(s);
 }
 
-void sub__maybe_drained(subscription *s) {
+/* Sends SUB_EV_DRAINED once a stopping subscription has nothing left. */
+static void maybe_drained(subscription *s) {
   if (s->state != SUB_STOPPING) return;
-  if (s->lanes.running || s->nacks || s->writes_pending || s->read_pending) return;
-  if (s->redo && !s->abandoned) return; /* cut-off outcomes still to write */
+  if (s->lanes.running || writer_queued_acks(s->w) || outstanding(s) || s->read_pending) return;
+  if (writer_has_redo(s->w) && !s->abandoned) return; /* cut-off outcomes still to write */
   if (s->lease && !s->lease_released) { /* the name is free once all is written */
     if (!s->lease_releasing) {
       s->lease_releasing = true;
@@ -104,7 +216,7 @@ void sub__maybe_drained(subscription *s) {
     return;
   }
   s->state = SUB_DRAINED;
-  sub__log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
+  sub_log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
   s->on_event(s->data, s, SUB_EV_DRAINED);
 }
 
@@ -157,7 +269,7 @@ static bool name_held(subscription *s) {
     s->lease_unconfirmed = true;
     char limit[32];
     snprintf(limit, sizeof limit, "%dms", LEASE_VALID_MS);
-    sub__log(s, LOG_WARN,
+    sub_log(s, LOG_WARN,
              "consumer lease not confirmed recently (process paused or loop stalled): entries wait "
              "until it is renewed",
              "lease", lease_key_of(s->lease), "limit", limit);
@@ -176,9 +288,9 @@ static void dispatch(subscription *s) {
   while (s->state == SUB_READING && s->lanes.queued && name_held(s) &&
          (e = lanes_pop(&s->lanes, &lane)) != NULL) {
     e->owner_data = (void *)(intptr_t)lane;
-    if (handler_run(s->h, e, sub__job_done, s) != 0) {
-      sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-      sub__held_remove(s, e);
+    if (handler_run(s->h, e, job_done, s) != 0) {
+      sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+      held_remove(s, e);
       entry_free(e);
       lanes_done(&s->lanes, lane);
     }
@@ -186,11 +298,12 @@ static void dispatch(subscription *s) {
   s->dispatching = false;
 }
 
-/* Called after every job (through the lanes) and every read. */
-void sub__progress(subscription *s) {
+/* Runs what may run now and reads more when the lanes have room. Called
+ * after every job (through the lanes), every read and every write. */
+static void progress(subscription *s) {
   dispatch(s);
   read_next(s);
-  sub__maybe_drained(s);
+  maybe_drained(s);
 }
 
 /* ---- reading ---- */
@@ -212,16 +325,171 @@ static bool held_add(subscription *s, const struct entry *e) {
     s->held_cap = cap;
   }
   s->held[s->nheld].key = e->key;
-  sub__copy_id(s->held[s->nheld++].id, e->id);
+  copy_id(s->held[s->nheld++].id, e->id);
   return true;
 }
 
-void sub__held_remove(subscription *s, const struct entry *e) {
+/* The entry is no longer held here (see struct subscription). */
+static void held_remove(subscription *s, const struct entry *e) {
   for (size_t i = 0; i < s->nheld; i++) {
     if (s->held[i].key != e->key || strcmp(s->held[i].id, e->id) != 0) continue;
     s->held[i] = s->held[--s->nheld];
     return;
   }
+}
+
+/* ---- retries, logged per interval ---- */
+
+/* The first retry after a quiet interval is logged with its id; the ones
+ * that follow within RETRY_LOG_MS are counted and logged as one line when it
+ * ends, so a handler that always retries shows in the log without a line per
+ * delivery. */
+static void log_retries(ltimer *t, void *data) {
+  subscription *s = data;
+  if (s->retries_unlogged == 0) {
+    s->retry_log_armed = false; /* quiet: the next retry is logged at once */
+    return;
+  }
+  char count[24], total[24];
+  snprintf(count, sizeof count, "%llu", (unsigned long long)s->retries_unlogged);
+  snprintf(total, sizeof total, "%llu", (unsigned long long)s->retries_total);
+  sub_log(s, LOG_INFO, "entries retried", "count", count, "total", total);
+  s->retries_unlogged = 0;
+  if (s->state == SUB_READING) timer_start(t, RETRY_LOG_MS);
+  else s->retry_log_armed = false;
+}
+
+static void count_retry(subscription *s, const struct entry *e, long long deliveries) {
+  s->retries_total++;
+  if (s->retry_log_armed) {
+    s->retries_unlogged++;
+    return;
+  }
+  char n[24];
+  snprintf(n, sizeof n, "%lld", deliveries);
+  sub_log(s, LOG_INFO, "entry retried", "id", e->id, "deliveries", n);
+  s->retry_log_armed = true;
+  timer_start(s->retry_log_timer, RETRY_LOG_MS);
+}
+
+/* ---- carrying out what was decided (policy.h) ---- */
+
+/* What the policy needs to know of e and the handler file. */
+static void policy_input(const subscription *s, const struct entry *e, struct policy_in *in) {
+  memset(in, 0, sizeof *in);
+  in->before = policy_deliveries_before(s->spec->read, e->deliveries, entry_carried_deliveries(e));
+  in->read = s->spec->read;
+  in->min_idle_ms = s->spec->min_idle_ms;
+  in->max_deliveries = s->spec->max_deliveries;
+  in->dead_letter = s->spec->dead_letter != NULL;
+}
+
+/* Logs and writes what d says for e. res: the handler's result (NULL when
+ * it did not run); version: the handler's; error, error_len: the handler's
+ * text, unless the policy worded the error itself. */
+static void carry_out(subscription *s, const struct entry *e, const struct policy_out *d,
+                      const struct rt_result *res, const char *version, const char *error,
+                      size_t error_len) {
+  const struct handler_spec *sp = s->spec;
+  const char *retry_stream = e->key == KEY_RETRY ? s->retry_key : NULL;
+  if (d->why[0]) {
+    error = d->why;
+    error_len = strlen(d->why);
+  }
+  char count[24];
+  snprintf(count, sizeof count, "%lld", d->deliveries);
+  switch (d->note) {
+  case POLICY_NOTE_NONE:
+    break;
+  case POLICY_NOTE_RETRIED:
+    count_retry(s, e, d->deliveries);
+    break;
+  case POLICY_NOTE_TOO_MANY_WRITES:
+    log_line(LOG_ERROR, sp->name, "too many entries published by one delivery, left pending",
+             "stream", sp->stream, "group", sp->group, "id", e->id, NULL);
+    break;
+  case POLICY_NOTE_DEAD_LETTERED:
+    log_line(LOG_WARN, sp->name, "entry dead-lettered", "stream", sp->stream, "group", sp->group,
+             "retry_stream", retry_stream, "id", e->id, "reason", d->reason, "deliveries", count,
+             "dead_letter", sp->dead_letter, "version", version, NULL);
+    break;
+  case POLICY_NOTE_REJECTED_ACKED:
+  case POLICY_NOTE_BAD_INPUT_LEFT:
+  case POLICY_NOTE_LIMIT_LEFT:
+    log_line(LOG_ERROR, sp->name,
+             d->note == POLICY_NOTE_REJECTED_ACKED ? "entry rejected, acked (no dead_letter stream)"
+             : d->note == POLICY_NOTE_BAD_INPUT_LEFT
+                 ? "bad entry left pending"
+                 : "delivery limit reached, entry left pending (no dead_letter stream)",
+             "stream", sp->stream, "group", sp->group, "retry_stream", retry_stream, "id", e->id,
+             "reason", d->reason, "deliveries", count, "version", version, "error", error, NULL);
+    break;
+  }
+  struct txn *t;
+  const char *what;
+  switch (d->action) {
+  case POLICY_RUN:
+  case POLICY_LEAVE:
+    return;
+  case POLICY_ACK:
+    writer_ack(s->w, e->key, e->id); /* coalesced with the others */
+    return;
+  case POLICY_RESTAMP: /* stays pending: no ack */
+    t = writer_txn(s->w);
+    outcome_restamp(t, sp, entry_key(s, e), e, d->delay_ms);
+    writer_send(s->w, e->key, e->id, "retry_after");
+    return;
+  case POLICY_WRITE:
+    t = writer_txn(s->w);
+    if (outcome_writes(t, res) != 0) return; /* the policy let through only what fits */
+    what = res->kind == RT_REPLY ? "reply" : "publish";
+    break;
+  case POLICY_RETRY_COPY:
+    t = writer_txn(s->w);
+    outcome_retry_copy(t, s->retry_key, e, d->deliveries, entry_source_id(e));
+    what = "retry";
+    break;
+  case POLICY_DELAY:
+    t = writer_txn(s->w);
+    outcome_delay(t, sp, e, d->deliveries, entry_source_id(e),
+                  clock_wall(s->clock) + (uint64_t)d->delay_ms);
+    what = "retry_after";
+    break;
+  case POLICY_DEAD_LETTER:
+    t = writer_txn(s->w);
+    outcome_dead_letter(t, sp, e, entry_source_id(e), d->reason, error, error_len,
+                        d->deliveries, clock_wall(s->clock));
+    what = "dead letter";
+    break;
+  default:
+    return;
+  }
+  outcome_ack(t, sp, entry_key(s, e), e);
+  writer_send(s->w, e->key, e->id, what);
+}
+
+/* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
+static void job_done(void *data, struct entry *e, const struct rt_result *res) {
+  subscription *s = data;
+  int lane = (int)(intptr_t)e->owner_data;
+  struct policy_in in;
+  policy_input(s, e, &in);
+  in.kind = res->kind;
+  in.reason = res->reason;
+  in.delay_ms = res->delay_ms;
+  in.nwrites = res->nwrites;
+  struct policy_out d;
+  policy_decide(&in, &d);
+  if (d.handler_failed)
+    log_line(LOG_ERROR, s->spec->name, "handler failed, entry left pending", "stream",
+             s->spec->stream, "group", s->spec->group, "retry_stream",
+             e->key == KEY_RETRY ? s->retry_key : NULL, "id", e->id, "reason", res->reason,
+             "version", res->version, "error", res->text, NULL);
+  carry_out(s, e, &d, res, res->version, res->text, res->text_len);
+  held_remove(s, e);
+  entry_free(e);
+  lanes_done(&s->lanes, lane);
+  progress(s);
 }
 
 static void accept_entry(subscription *s, struct entry *e) {
@@ -233,7 +501,7 @@ static void accept_entry(subscription *s, struct entry *e) {
       return;
     }
     if (!held_add(s, e)) {
-      sub__log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+      sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
       entry_free(e);
       return;
     }
@@ -243,14 +511,13 @@ static void accept_entry(subscription *s, struct entry *e) {
    * are the entry's count. On the shared stream luastream's header names are
    * a producer's data and change nothing here (entry_carried_deliveries). */
   if (e->deliveries >= 0) e->deliveries += entry_carried_deliveries(e);
-  long long before = s->spec->max_deliveries ? sub__deliveries_before(s, e) : 0;
-  if (s->spec->max_deliveries && before >= s->spec->max_deliveries) {
-    /* Delivered max_deliveries times without an ack (handlers that failed or
-     * killed the host each time): not handed to the handler again. */
-    char why[64];
-    snprintf(why, sizeof why, "delivered %lld times without an ack", before);
-    sub__dead_letter(s, e, REASON_MAX_DELIVERIES, why, strlen(why), before, handler_version(s->h));
-    sub__held_remove(s, e);
+  struct policy_in in;
+  policy_input(s, e, &in);
+  struct policy_out d;
+  policy_admit(&in, &d);
+  if (d.action != POLICY_RUN) { /* delivered max_deliveries times without an ack */
+    carry_out(s, e, &d, NULL, handler_version(s->h), NULL, 0);
+    held_remove(s, e);
     entry_free(e);
     return;
   }
@@ -315,7 +582,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->read_pending = false;
   if (s->state != SUB_READING) {
-    sub__maybe_drained(s);
+    maybe_drained(s);
     return;
   }
   char why[256];
@@ -324,15 +591,16 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
       s->read_failing = true;
       s->failing_since_ms = clock_now(s->clock);
     }
-    sub__reply_text(r, err, why, sizeof why);
+    reply_text(r, err, why, sizeof why);
     enum read_kind kind = next_read_kind(s);
     bool script = kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT;
     char keys[512];
     snprintf(keys, sizeof keys, "%s %s", s->spec->stream, s->retry_key);
     if (group_gone(r)) {
-      sub__log(s, LOG_ERROR, "group or stream disappeared, creating it again", "error", why, NULL,
+      sub_log(s, LOG_ERROR, "group or stream disappeared, creating it again", "error", why, NULL,
               NULL);
       s->state = SUB_CREATING;
+      sweeper_stop(s->sweeper); /* started again once reading */
     } else {
       log_line(LOG_WARN, s->spec->name, "read failed, retrying", "stream", s->spec->stream,
                "group", s->spec->group, "consumer", s->spec->consumer, "command",
@@ -356,7 +624,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
                                      why, sizeof why)
                : entry_parse_streams(r, keys, NKEYS, &list, &count, NULL, why, sizeof why);
   if (rc != 0) {
-    sub__log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
+    sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);
     return;
   }
@@ -373,7 +641,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     if (count) {
       char n[24];
       snprintf(n, sizeof n, "%zu", count);
-      sub__log(s, LOG_INFO, "entries delivered here earlier and never acked, handled now",
+      sub_log(s, LOG_INFO, "entries delivered here earlier and never acked, handled now",
                "entries", n, NULL, NULL);
     }
   }
@@ -389,7 +657,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     list = e->next;
     e->next = NULL;
     if (kind != READ_OWN && e->deliveries <= 0 && e->key == KEY_STREAM)
-      sub__copy_id(s->last_read, e->id);
+      copy_id(s->last_read, e->id);
     if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) {
       /* A claiming subscription's blocking `>` read: new entries, which the
        * claiming read reports as idle 0, delivered 0 times before. */
@@ -401,7 +669,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   /* Read ahead: the next read goes out, and leaves at once, before this
    * batch runs, so the server answers it while the handlers work. */
   if (reads_ahead(s, kind)) read_next(s);
-  sub__progress(s);
+  progress(s);
 }
 
 static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kind, long long count) {
@@ -448,7 +716,7 @@ static void read_next(subscription *s) {
   if (s->state != SUB_READING || s->read_pending || s->waiting) return;
   /* Held here: on lanes, running, or finished with an outcome not yet
    * written (plain acks aside: one small XACK per loop turn). */
-  size_t in_flight = lanes_in_flight(&s->lanes) + s->outcomes_unwritten;
+  size_t in_flight = lanes_in_flight(&s->lanes) + writer_unwritten(s->w);
   size_t batch = (size_t)s->spec->batch;
   enum read_kind kind = next_read_kind(s);
   bool ahead = reads_ahead(s, kind);
@@ -460,10 +728,13 @@ static void read_next(subscription *s) {
   if (in_flight > (ahead ? batch : batch / 2)) return;
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
-  if (s->spec->read != READ_NEW && (s->nacks || s->writes_pending || s->redo)) return;
+  if (s->spec->read != READ_NEW && (writer_queued_acks(s->w) || outstanding(s) || writer_has_redo(s->w)))
+    return;
   /* The own pending list holds what runs here too: read it only once all
    * of that is finished and written. */
-  if (kind == READ_OWN && (in_flight || s->nacks || s->writes_pending || s->redo)) return;
+  if (kind == READ_OWN &&
+      (in_flight || writer_queued_acks(s->w) || outstanding(s) || writer_has_redo(s->w)))
+    return;
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   /* A read assigns entries to the name (and a claiming one takes them over). */
   if (!name_held(s)) return;
@@ -499,7 +770,7 @@ static void prune_done(void *data, const bk_reply *r, const char *err) {
   if (s->state == SUB_READING)
     timer_start(s->prune_timer, ok || !r ? PRUNE_EVERY_MS : PRUNE_RETRY_MS);
   if (ok) {
-    sub__work_ok(s, WORK_PRUNE);
+    fault_ok(&s->prune_fault, clock_now(s->clock), s->spec);
     for (size_t i = 0; i < r->elements; i++) {
       const bk_reply *e = r->element[i]; /* [key, name] */
       if (e->type != BK_ARRAY || e->elements != 2 || e->element[0]->type != BK_STRING ||
@@ -516,21 +787,21 @@ static void prune_done(void *data, const bk_reply *r, const char *err) {
     }
   } else {
     char why[256], detail[1024];
-    sub__reply_text(r, err, why, sizeof why);
+    reply_text(r, err, why, sizeof why);
     /* A lost connection: tried again in an hour, nothing to report. */
     enum log_level level = LOG_DEBUG;
     if (r) {
       snprintf(detail, sizeof detail,
                "EVAL on %s and %s (XINFO CONSUMERS, EXISTS %s*, XGROUP DELCONSUMER): %s",
                s->spec->stream, s->retry_key, s->lease_prefix, why);
-      level = sub__work_failed(s, WORK_PRUNE, LOG_WARN, detail);
+      level = fault_failed(&s->prune_fault, clock_now(s->clock), LOG_WARN, detail);
     }
     log_line(level, s->spec->name, "removing idle consumers failed, retrying", "stream",
              s->spec->stream, "group", s->spec->group, "command", "EVAL", "script",
              "the idle-consumer prune", "key", s->spec->stream, "lease_keys", s->lease_prefix,
              "error", why, NULL);
   }
-  sub__maybe_drained(s);
+  maybe_drained(s);
 }
 
 static void prune(ltimer *t, void *data) {
@@ -559,7 +830,7 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
   case LEASE_FAILED: { /* holder: Redis's error */
     char detail[1024];
     snprintf(detail, sizeof detail, "EVAL on %s: %s", key, holder);
-    enum log_level level = sub__work_failed(s, WORK_LEASE, LOG_ERROR, detail);
+    enum log_level level = fault_failed(&s->lease_fault, clock_now(s->clock), LOG_ERROR, detail);
     log_line(level, s->spec->name, "the consumer lease failed, retrying", "stream",
              s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
              "EVAL", "script", "the consumer lease", "key", key, "error", holder, NULL);
@@ -567,31 +838,31 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
     return;
   }
   case LEASE_RENEWED:
-    sub__work_ok(s, WORK_LEASE);
+    fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
     return;
   case LEASE_TAKEN:
-    sub__work_ok(s, WORK_LEASE);
+    fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
     if (s->state != SUB_LEASING) return;
-    sub__log(s, LOG_DEBUG, "consumer lease taken", "lease", key, NULL, NULL);
+    sub_log(s, LOG_DEBUG, "consumer lease taken", "lease", key, NULL, NULL);
     return ensure_group(s);
   case LEASE_TAKEOVER:
-    sub__log(s, LOG_WARN, "consumer lease taken over from a process that is gone", "holder",
+    sub_log(s, LOG_WARN, "consumer lease taken over from a process that is gone", "holder",
              holder, "lease", key);
     return;
   case LEASE_RETAKEN:
-    sub__work_ok(s, WORK_LEASE);
-    sub__log(s, LOG_WARN, "consumer lease had expired (paused or Redis unreachable); taken again",
+    fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
+    sub_log(s, LOG_WARN, "consumer lease had expired (paused or Redis unreachable); taken again",
              "lease", key, NULL, NULL);
     return;
   case LEASE_CONFIRMED:
     if (s->lease_unconfirmed)
-      sub__log(s, LOG_INFO, "consumer lease renewed: entries run again", "lease", key, NULL, NULL);
+      sub_log(s, LOG_INFO, "consumer lease renewed: entries run again", "lease", key, NULL, NULL);
     s->lease_unconfirmed = false;
-    if (s->state == SUB_READING) sub__progress(s);
+    if (s->state == SUB_READING) progress(s);
     return;
   case LEASE_WAITING:
     snprintf(wait, sizeof wait, "%lldms", wait_ms);
-    sub__log(s, LOG_WARN,
+    sub_log(s, LOG_WARN,
              "consumer name held by another process: waiting for its lease to expire in case it "
              "crashed",
              "holder", holder, "wait", wait);
@@ -625,14 +896,14 @@ static void start_reading(subscription *s) {
   const char *how = s->spec->read != READ_CLAIMING ? NULL
                     : s->native_claim             ? "XREADGROUP CLAIM"
                                                   : "claim script (claim_fallback)";
-  sub__log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
+  sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
-  timer_start(s->sweep_timer, 0);
+  sweeper_start(s->sweeper);
   if (s->prune_timer && !s->pruned) {
     s->pruned = true;
     timer_start(s->prune_timer, 0);
   }
-  sub__progress(s); /* entries read before the group was lost run now */
+  progress(s); /* entries read before the group was lost run now */
 }
 
 static const char *start_id(const char *start) {
@@ -651,13 +922,13 @@ static const char *creation_start(const subscription *s) {
 static void setid_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
-  if (s->state != SUB_CREATING) return sub__maybe_drained(s);
+  if (s->state != SUB_CREATING) return maybe_drained(s);
   if (r && r->type == BK_STATUS) {
-    sub__log(s, LOG_INFO, "group cursor moved", "start_at", s->spec->start_at, NULL, NULL);
+    sub_log(s, LOG_INFO, "group cursor moved", "start_at", s->spec->start_at, NULL, NULL);
     return start_reading(s);
   }
   char why[256];
-  sub__reply_text(r, err, why, sizeof why);
+  reply_text(r, err, why, sizeof why);
   snprintf(s->create_fault, sizeof s->create_fault, "XGROUP SETID on %s: %s", s->spec->stream, why);
   log_line(LOG_ERROR, s->spec->name, "cannot move the group cursor (start_at), retrying", "stream",
            s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
@@ -691,10 +962,10 @@ static void create_failed(subscription *s, const char *msg, const char *key, con
 static void create_stream_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
-  if (s->state != SUB_CREATING) return sub__maybe_drained(s);
+  if (s->state != SUB_CREATING) return maybe_drained(s);
   s->stream_created = r && r->type == BK_STATUS;
   s->stream_create_failed = !s->stream_created && !(r && bk_reply_is_error(r, "BUSYGROUP"));
-  if (s->stream_create_failed) sub__reply_text(r, err, s->create_error, sizeof s->create_error);
+  if (s->stream_create_failed) reply_text(r, err, s->create_error, sizeof s->create_error);
   if (s->create_alone) { /* the retry stream's could not be sent: try both again */
     if (!s->stream_create_failed)
       snprintf(s->create_error, sizeof s->create_error, "not connected");
@@ -707,22 +978,22 @@ static void create_stream_done(void *data, const bk_reply *r, const char *err) {
 static void create_retry_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->writes_pending--;
-  if (s->state != SUB_CREATING) return sub__maybe_drained(s);
+  if (s->state != SUB_CREATING) return maybe_drained(s);
   if (!(r && (r->type == BK_STATUS || bk_reply_is_error(r, "BUSYGROUP")))) {
     char why[256];
-    sub__reply_text(r, err, why, sizeof why);
+    reply_text(r, err, why, sizeof why);
     create_failed(s, "cannot create the group on the retry stream, retrying", s->retry_key, why);
     return backoff(s);
   }
   if (r->type == BK_STATUS)
-    sub__log(s, LOG_INFO, "group created on the retry stream", "retry_stream", s->retry_key, NULL,
+    sub_log(s, LOG_INFO, "group created on the retry stream", "retry_stream", s->retry_key, NULL,
              NULL);
   if (s->stream_create_failed) {
     create_failed(s, "cannot create the group, retrying", s->spec->stream, s->create_error);
     return backoff(s);
   }
   bool created = s->stream_created;
-  if (created) sub__log(s, LOG_INFO, "group created", "start", creation_start(s), NULL, NULL);
+  if (created) sub_log(s, LOG_INFO, "group created", "start", creation_start(s), NULL, NULL);
   /* start_at moves an existing group, at start-up only: a new one already
    * starts there. */
   if (!created && s->spec->start_at && !s->started) return move_cursor(s);
@@ -755,12 +1026,22 @@ static void ensure_group(subscription *s) {
 
 /* ---- life cycle ---- */
 
+/* writer_event_fn: a write was answered (may run and read more), or only a
+ * reply inside a transaction came back (may have drained). */
+static void written(void *data, enum writer_event ev) {
+  subscription *s = data;
+  if (ev == WRITER_WRITTEN) progress(s);
+  else maybe_drained(s);
+}
+
+/* sweeper_swept_fn: a claiming read may have waited for the sweep. */
+static void swept(void *data) { progress(data); }
+
 subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,
                       sub_event_fn *on_event, void *data) {
   subscription *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   bk_args_init(&s->args);
-  txn_init(&s->txn);
   s->h = h;
   s->spec = handler_spec(h);
   s->b = b;
@@ -769,15 +1050,13 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   s->on_event = on_event;
   s->data = data;
   s->retry_timer = timer_new(clock, retry_fire, s);
-  s->flush_timer = timer_new(clock, sub__flush_acks, s);
-  s->sweep_timer = timer_new(clock, sub__sweep, s);
-  s->retry_log_timer = timer_new(clock, sub__log_retries, s);
+  s->retry_log_timer = timer_new(clock, log_retries, s);
+  s->lease_fault.name = "the consumer lease";
+  s->prune_fault.name = "the idle-consumer prune";
   s->retry_key = outcome_retry_key(s->spec);
-  s->delay_key = outcome_delay_key(s->spec);
-  if (s->delay_key) {
-    size_t n = strlen(s->delay_key) + sizeof UNREADABLE_SUFFIX;
-    if ((s->unreadable_key = malloc(n)) != NULL)
-      snprintf(s->unreadable_key, n, "%s" UNREADABLE_SUFFIX, s->delay_key);
+  if (s->retry_key) {
+    s->w = writer_new(b, cmd, clock, s->spec, s->retry_key, written, s);
+    s->sweeper = sweeper_new(b, cmd, clock, s->spec, s->retry_key, swept, s);
   }
   bool leased_ok = true;
   if (identity) {
@@ -786,8 +1065,8 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
     s->lease_prefix = lease_key(s->spec->stream, s->spec->group, "");
     leased_ok = s->identity && s->prune_timer && s->lease_prefix;
   }
-  if (!leased_ok || !s->retry_timer || !s->flush_timer || !s->sweep_timer ||
-      !s->retry_log_timer || !s->retry_key || !s->delay_key || !s->unreadable_key ||
+  if (!leased_ok || !s->retry_timer || !s->retry_log_timer || !s->retry_key || !s->w ||
+      !s->sweeper ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
     sub_free(s);
     return NULL;
@@ -804,7 +1083,7 @@ void sub_start(subscription *s, long server_version) {
   s->lease = lease_new(s->b, s->cmd, s->clock, s->spec->stream, s->spec->group, s->spec->consumer,
                        s->identity, on_lease, s);
   if (s->lease == NULL) {
-    sub__log(s, LOG_ERROR, "out of memory: subscription not started", NULL, NULL, NULL, NULL);
+    sub_log(s, LOG_ERROR, "out of memory: subscription not started", NULL, NULL, NULL, NULL);
     s->on_event(s->data, s, SUB_EV_REFUSED);
     return sub_stop(s);
   }
@@ -816,9 +1095,9 @@ void sub_stop(subscription *s) {
   if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
   s->state = SUB_STOPPING;
   timer_stop(s->retry_timer);
-  timer_stop(s->sweep_timer);
+  sweeper_stop(s->sweeper);
   timer_stop(s->retry_log_timer);
-  sub__log_retries(s->retry_log_timer, s); /* the count so far, not lost with the timer */
+  log_retries(s->retry_log_timer, s); /* the count so far, not lost with the timer */
   if (s->prune_timer) timer_stop(s->prune_timer);
   /* Entries read but not started stay pending: another consumer recovers them. */
   struct entry *left = lanes_drain_queued(&s->lanes);
@@ -832,15 +1111,15 @@ void sub_stop(subscription *s) {
   if (n) {
     char count[24];
     snprintf(count, sizeof count, "%zu", n);
-    sub__log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
+    sub_log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
   }
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
     s->reader = NULL;
   }
   /* Acks still queued go out now rather than at the next turn. */
-  if (s->nacks || s->redo) sub__flush_acks(s->flush_timer, s);
-  sub__maybe_drained(s);
+  writer_flush(s->w);
+  maybe_drained(s);
 }
 
 /* rt_abandon_fn: an entry whose handler was dropped at the deadline. It was
@@ -856,22 +1135,16 @@ size_t sub_abandon(subscription *s, size_t *unacked) {
   *unacked = 0;
   if (s->state != SUB_STOPPING) return 0;
   s->abandoned = true;
-  /* Acks that could not go out yet (the server away): writing them now
-   * would mean waiting for it, which the deadline forbids. */
-  timer_stop(s->flush_timer);
-  s->flush_armed = false;
-  *unacked = s->nacks;
-  s->nacks = 0;
-  for (int k = 0; k < NKEYS; k++) s->acks[k].n = 0;
+  *unacked = writer_abandon(s->w);
   size_t n = handler_abandon(s->h, drop_job);
   if (n || *unacked) {
     char running[24], acks[24];
     snprintf(running, sizeof running, "%zu", n);
     snprintf(acks, sizeof acks, "%zu", *unacked);
-    sub__log(s, LOG_WARN, "shutdown deadline: handlers abandoned, entries stay pending",
+    sub_log(s, LOG_WARN, "shutdown deadline: handlers abandoned, entries stay pending",
              "unfinished", running, "unacked", *unacked ? acks : NULL);
   }
-  sub__maybe_drained(s);
+  maybe_drained(s);
   return n;
 }
 
@@ -884,6 +1157,8 @@ void sub_swap_handler(subscription *s, handler *h) {
   handler_replace(s->h, h);
   s->h = h;
   s->spec = handler_spec(h);
+  writer_set_spec(s->w, s->spec);
+  sweeper_set_spec(s->sweeper, s->spec);
 }
 
 const char *sub_version(const subscription *s) { return handler_version(s->h); }
@@ -900,9 +1175,9 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
     snprintf(why, len, "not started");
     return false;
   case SUB_LEASING:
-    if (s->work[WORK_LEASE].failing)
+    if (s->lease_fault.failing)
       snprintf(why, len, "waiting for the consumer name's lease: %s failing: %s",
-               WORK_NAME[WORK_LEASE], s->work[WORK_LEASE].detail);
+               s->lease_fault.name, s->lease_fault.detail);
     else
       snprintf(why, len, "waiting for the consumer name's lease");
     return false;
@@ -920,10 +1195,10 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
     break;
   }
   uint64_t now = clock_now(s->clock);
-  const struct work_fault *lf = &s->work[WORK_LEASE];
+  const struct fault *lf = &s->lease_fault;
   if (s->lease_unconfirmed && !lease_valid(s->lease)) {
     if (lf->failing) /* the renewal is refused, not late: say why */
-      snprintf(why, len, "stuck: %s failing for %llu ms: %s", WORK_NAME[WORK_LEASE],
+      snprintf(why, len, "stuck: %s failing for %llu ms: %s", lf->name,
                (unsigned long long)(now - lf->since_ms), lf->detail);
     else
       snprintf(why, len, "waiting for the consumer lease's renewal (process paused or loop stalled)");
@@ -950,10 +1225,13 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
     return false;
   }
   /* Work that keeps failing as long as a read may: not doing its job. */
-  for (int w = 0; w < NWORK; w++) {
-    const struct work_fault *f = &s->work[w];
+  const struct fault *work[] = {writer_fault(s->w, WRITER_ACKS),
+                                writer_fault(s->w, WRITER_OUTCOMES), sweeper_fault(s->sweeper),
+                                &s->lease_fault, &s->prune_fault};
+  for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
+    const struct fault *f = work[w];
     if (f->failing && now - f->since_ms > limit) {
-      snprintf(why, len, "stuck: %s failing for %llu ms: %s", WORK_NAME[w],
+      snprintf(why, len, "stuck: %s failing for %llu ms: %s", f->name,
                (unsigned long long)(now - f->since_ms), f->detail);
       return false;
     }
@@ -962,8 +1240,8 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
 }
 
 bool sub_idle(const subscription *s) {
-  return s->state == SUB_READING && lanes_in_flight(&s->lanes) == 0 && s->nacks == 0 &&
-         s->writes_pending == 0;
+  return s->state == SUB_READING && lanes_in_flight(&s->lanes) == 0 &&
+         writer_queued_acks(s->w) == 0 && outstanding(s) == 0;
 }
 
 const char *sub_last_read(const subscription *s) { return s->last_read; }
@@ -973,16 +1251,12 @@ void sub_free(subscription *s) {
   if (s == NULL) return;
   if (s->reader) bk_conn_close(s->b, s->reader);
   if (s->retry_timer) timer_free(s->retry_timer);
-  if (s->flush_timer) timer_free(s->flush_timer);
-  if (s->sweep_timer) timer_free(s->sweep_timer);
   if (s->retry_log_timer) timer_free(s->retry_log_timer);
   if (s->prune_timer) timer_free(s->prune_timer);
   lease_free(s->lease);
   free(s->identity);
   free(s->lease_prefix);
   free(s->retry_key);
-  free(s->delay_key);
-  free(s->unreadable_key);
   struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {
     struct entry *e = left;
@@ -990,11 +1264,9 @@ void sub_free(subscription *s) {
     entry_free(e);
   }
   lanes_free(&s->lanes);
-  sub__redo_free(s);
-  sub__ack_batches_free(s);
-  for (int k = 0; k < NKEYS; k++) free(s->acks[k].ids);
+  writer_free(s->w);
+  sweeper_free(s->sweeper);
   bk_args_free(&s->args);
-  txn_free(&s->txn);
   free(s->held);
   handler_release(s->h);
   free(s);

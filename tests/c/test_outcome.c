@@ -1,14 +1,17 @@
 /* Tests for outcome.c: the builders of the commands behind each outcome,
  * checked argv by argv without a broker. Every test frees its txn and ends
  * with a leak check, so a string a builder made and did not hand to the txn
- * shows up as a leak. */
+ * shows up as a leak. Then policy.c: what a finished delivery comes to, on
+ * literal inputs. */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "entry.h"
 #include "outcome.h"
+#include "policy.h"
 #include "runtime.h"
+#include "wire.h"
 #include "fixtures.h"
 #include "task.h"
 
@@ -354,4 +357,193 @@ TEST_IMPL(outcome_txn_free_reuse) {
   txn_free(&t); /* twice is harmless */
   entry_free(e);
   LEAK_CHECK();
+}
+
+/* ================================================================ policy */
+
+/* A claiming subscription with a cap of 3 and a dead-letter stream, the
+ * handler's result `kind`, delivered `before` times before. */
+static struct policy_in pin(enum rt_outcome kind, long long before) {
+  return (struct policy_in){.kind = kind,
+                            .before = before,
+                            .read = READ_CLAIMING,
+                            .min_idle_ms = 30000,
+                            .max_deliveries = 3,
+                            .dead_letter = true};
+}
+
+TEST_IMPL(policy_deliveries_before_by_mode) {
+  /* `new`: a `>` read (-1) takes the carried count; the own pending list's read reports it */
+  ASSERT_INT_EQ(policy_deliveries_before(READ_NEW, -1, 2), 2);
+  ASSERT_INT_EQ(policy_deliveries_before(READ_NEW, -1, 0), 0);
+  ASSERT_INT_EQ(policy_deliveries_before(READ_NEW, 4, 2), 4);
+  /* claiming reports those before; reclaim counts this one */
+  ASSERT_INT_EQ(policy_deliveries_before(READ_CLAIMING, 2, 9), 2);
+  ASSERT_INT_EQ(policy_deliveries_before(READ_RECLAIM, 3, 9), 2);
+}
+
+TEST_IMPL(policy_ack_and_writes) {
+  struct policy_out o;
+  struct policy_in in = pin(RT_ACK, 0);
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_ACK);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_NONE);
+  ASSERT(!o.handler_failed);
+  in.kind = RT_REPLY;
+  in.nwrites = 1;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_WRITE);
+  /* the writes and the ack must fit in one transaction, with room to spare */
+  in.nwrites = TXN_MAX - 2;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_WRITE);
+  in.nwrites = TXN_MAX - 1;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_LEAVE);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_TOO_MANY_WRITES);
+}
+
+TEST_IMPL(policy_retry_by_mode) {
+  struct policy_out o;
+  struct policy_in in = pin(RT_RETRY, 0);
+  in.read = READ_NEW;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_RETRY_COPY);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_RETRIED);
+  ASSERT_INT_EQ(o.deliveries, 1); /* this delivery counts */
+  /* claiming and reclaim: nothing written, it is claimed again */
+  in.read = READ_CLAIMING;
+  in.before = 1;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_LEAVE);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_RETRIED);
+  ASSERT_INT_EQ(o.deliveries, 2);
+  in.read = READ_RECLAIM;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_LEAVE);
+}
+
+TEST_IMPL(policy_retry_after) {
+  struct policy_out o;
+  struct policy_in in = pin(RT_RETRY_AFTER, 0);
+  /* claimed and within min_idle: stays pending, re-stamped */
+  in.delay_ms = 30000;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_RESTAMP);
+  ASSERT_INT_EQ(o.delay_ms, 30000);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_RETRIED);
+  /* longer than min_idle: the delay set */
+  in.delay_ms = 30001;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_DELAY);
+  ASSERT_INT_EQ(o.delay_ms, 30001);
+  /* `new` always goes through the delay set */
+  in.read = READ_NEW;
+  in.min_idle_ms = -1;
+  in.delay_ms = 5;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_DELAY);
+  ASSERT_INT_EQ(o.deliveries, 1);
+}
+
+TEST_IMPL(policy_retry_at_the_cap) {
+  struct policy_out o;
+  struct policy_in in = pin(RT_RETRY, 2); /* this is delivery 3 of 3 */
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_DEAD_LETTER);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_DEAD_LETTERED);
+  ASSERT_STR_EQ(o.reason, REASON_MAX_DELIVERIES);
+  ASSERT_STR_EQ(o.why, "retried on delivery 3 of 3");
+  ASSERT_INT_EQ(o.deliveries, 3);
+  in.kind = RT_RETRY_AFTER;
+  in.delay_ms = 10;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_DEAD_LETTER);
+  /* no dead-letter stream: logged and left pending */
+  in.dead_letter = false;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_LEAVE);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_LIMIT_LEFT);
+  /* no cap: retried forever */
+  in.max_deliveries = 0;
+  in.before = 100;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_RESTAMP);
+  ASSERT_INT_EQ(o.deliveries, 101);
+}
+
+TEST_IMPL(policy_reject) {
+  struct policy_out o;
+  struct policy_in in = pin(RT_REJECT, 0);
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_DEAD_LETTER);
+  ASSERT_STR_EQ(o.reason, REASON_REJECTED);
+  ASSERT_STR_EQ(o.why, ""); /* the handler's own reason is the error */
+  ASSERT_INT_EQ(o.deliveries, 1);
+  /* no dead-letter stream: acked, not left to come back */
+  in.dead_letter = false;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_ACK);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_REJECTED_ACKED);
+}
+
+TEST_IMPL(policy_handler_error) {
+  struct policy_out o;
+  struct policy_in in = pin(RT_ERROR, 0);
+  in.reason = REASON_HANDLER_ERROR;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_LEAVE);
+  ASSERT(o.handler_failed);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_NONE);
+  /* the last delivery the cap allows failed: dead-lettered with its error */
+  in.before = 2;
+  policy_decide(&in, &o);
+  ASSERT(o.handler_failed);
+  ASSERT_INT_EQ(o.action, POLICY_DEAD_LETTER);
+  ASSERT_STR_EQ(o.reason, REASON_HANDLER_ERROR);
+  ASSERT_STR_EQ(o.why, "");
+  ASSERT_INT_EQ(o.deliveries, 3);
+  in.dead_letter = false;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_LEAVE);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_LIMIT_LEFT);
+}
+
+TEST_IMPL(policy_bad_input) {
+  struct policy_out o;
+  struct policy_in in = pin(RT_INVALID, 1);
+  in.reason = REASON_INPUT_DECODE;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_DEAD_LETTER);
+  ASSERT_STR_EQ(o.reason, REASON_INPUT_DECODE);
+  ASSERT_INT_EQ(o.deliveries, 2);
+  ASSERT(!o.handler_failed);
+  in.dead_letter = false;
+  policy_decide(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_LEAVE);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_BAD_INPUT_LEFT);
+}
+
+TEST_IMPL(policy_admit_at_the_cap) {
+  struct policy_out o;
+  struct policy_in in = pin(RT_ACK, 2);
+  policy_admit(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_RUN);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_NONE);
+  /* delivered 3 times without an ack: not run again */
+  in.before = 3;
+  policy_admit(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_DEAD_LETTER);
+  ASSERT_STR_EQ(o.reason, REASON_MAX_DELIVERIES);
+  ASSERT_STR_EQ(o.why, "delivered 3 times without an ack");
+  ASSERT_INT_EQ(o.deliveries, 3);
+  in.dead_letter = false;
+  policy_admit(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_LEAVE);
+  ASSERT_INT_EQ(o.note, POLICY_NOTE_LIMIT_LEFT);
+  /* no cap */
+  in.max_deliveries = 0;
+  in.before = 50;
+  policy_admit(&in, &o);
+  ASSERT_INT_EQ(o.action, POLICY_RUN);
 }

@@ -1,0 +1,73 @@
+/* handler_dir: listing a handler directory; the split-group rule (see
+ * handler_dir.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handler_dir.h"
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int handler_dir_list(const char *dir, bool allow_empty, char ***paths, char *err, size_t errlen) {
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    int gone = errno == ENOENT || errno == ENOTDIR;
+    snprintf(err, errlen, "%s: cannot open handler directory: %s", dir, strerror(errno));
+    return gone ? -2 : -1;
+  }
+  size_t n = 0, cap = 8;
+  char **list = malloc(cap * sizeof *list);
+  struct dirent *de;
+  while (list && (de = readdir(d)) != NULL) {
+    size_t len = strlen(de->d_name);
+    if (len <= 4 || strcmp(de->d_name + len - 4, ".lua") != 0) continue;
+    if (de->d_name[0] == '_' || de->d_name[0] == '.') continue;
+    if (n + 2 > cap) {
+      char **grown = realloc(list, (cap *= 2) * sizeof *list);
+      if (grown == NULL) break;
+      list = grown;
+    }
+    size_t plen = strlen(dir) + len + 2;
+    if ((list[n] = malloc(plen)) == NULL) break;
+    snprintf(list[n++], plen, "%s/%s", dir, de->d_name);
+  }
+  closedir(d);
+  if (list == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  list[n] = NULL;
+  qsort(list, n, sizeof *list, by_name);
+  if (n == 0 && !allow_empty) {
+    snprintf(err, errlen, "%s: no handler files (*.lua) in this directory", dir);
+    handler_dir_free(list);
+    return -1;
+  }
+  *paths = list;
+  return (int)n;
+}
+
+void handler_dir_free(char **paths) {
+  if (paths == NULL) return;
+  for (char **p = paths; *p; p++) free(*p);
+  free(paths);
+}
+
+bool handler_dir_split_group(const struct handler_spec *a, const struct handler_spec *b,
+                             char *why, size_t len) {
+  if (strcmp(a->stream, b->stream) != 0 || strcmp(a->group, b->group) != 0) return false;
+  bool pair = (a->read == READ_NEW && b->read == READ_RECLAIM) ||
+              (a->read == READ_RECLAIM && b->read == READ_NEW);
+  if (pair) return false;
+  snprintf(why, len,
+           "%s and %s both read stream %s as group %s: they would split its entries between "
+           "them; use one file per group, or the pair of one read = \"new\" file and one read = "
+           "\"reclaim\" file (see docs/consumer-groups-and-crash-recovery.md)",
+           a->path, b->path, a->stream, a->group);
+  return true;
+}
+
