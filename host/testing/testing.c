@@ -39,6 +39,7 @@
 #include "json_decode.h"
 #include "json_encode.h"
 #include "log.h"
+#include "corelib.h"
 #include "runtime.h"
 #include "subscription.h"
 #include "url.h"
