@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <luajit.h>
 #include <lualib.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,46 +79,122 @@ static int panic(lua_State *L) {
 
 /* ---- loading ---- */
 
-static char *dup_field(lua_State *L, int idx, const char *name) {
-  lua_getfield(L, idx, name);
-  char *s = lua_isstring(L, -1) ? strdup(lua_tostring(L, -1)) : NULL;
-  lua_pop(L, 1);
-  return s;
+/* How the validated spec table (luastream.handler's validate, which owns the
+ * fields and their defaults) maps onto struct handler_spec. No defaults here:
+ * a field validate always fills must be there, and a key this list does not
+ * name fails the load, so Lua and C cannot drift apart unseen. */
+enum spec_kind {
+  SPEC_STRING,   /* char *: the string, NULL when absent */
+  SPEC_INT,      /* int: a number, always set */
+  SPEC_SIZE,     /* size_t: a number, always set */
+  SPEC_BOOL,     /* bool: a boolean, always set */
+  SPEC_READ,     /* enum read_mode: "new", "claiming" or "reclaim", always set */
+  SPEC_MS,       /* int64_t: a number of ms, -1 when absent */
+  SPEC_CAP,      /* int: a number, 0 when absent (no cap) */
+  SPEC_LUA,      /* stays in Lua (handle) */
+};
+
+static const struct spec_field {
+  const char *name;
+  enum spec_kind kind;
+  size_t offset;
+} spec_fields[] = {
+#define F(name, kind) {#name, kind, offsetof(struct handler_spec, name)}
+    F(stream, SPEC_STRING),       F(group, SPEC_STRING),       F(consumer, SPEC_STRING),
+    F(start, SPEC_STRING),        F(start_at, SPEC_STRING),    F(reply_to, SPEC_STRING),
+    F(dead_letter, SPEC_STRING),  F(read, SPEC_READ),          F(min_idle_ms, SPEC_MS),
+    F(claim_fallback, SPEC_BOOL), F(batch, SPEC_INT),          F(workers, SPEC_INT),
+    F(by_key, SPEC_BOOL),         F(max_body, SPEC_SIZE),      F(max_deliveries, SPEC_CAP),
+#undef F
+    {"handle", SPEC_LUA, 0},
+};
+
+/* The Lua name of f: the struct member's, but min_idle is kept in ms. */
+static const char *spec_name(const struct spec_field *f) {
+  return f->kind == SPEC_MS ? "min_idle" : f->name;
 }
 
-static lua_Number num_field(lua_State *L, int idx, const char *name, lua_Number dflt) {
-  lua_getfield(L, idx, name);
-  lua_Number n = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : dflt;
+/* Copies field f of the table at idx into s. Returns 0, -1 when the value is
+ * not what validate makes, -2 when out of memory.  [-0, +0] */
+static int read_field(lua_State *L, int idx, const struct spec_field *f, struct handler_spec *s) {
+  void *at = (char *)s + f->offset;
+  lua_getfield(L, idx, spec_name(f));
+  int t = lua_type(L, -1), rc = 0;
+  switch (f->kind) {
+  case SPEC_STRING:
+    *(char **)at = NULL;
+    if (t == LUA_TSTRING && (*(char **)at = strdup(lua_tostring(L, -1))) == NULL) rc = -2;
+    else if (t != LUA_TSTRING && t != LUA_TNIL) rc = -1;
+    break;
+  case SPEC_INT:
+  case SPEC_CAP:
+    if (t == LUA_TNUMBER) *(int *)at = (int)lua_tonumber(L, -1);
+    else if (f->kind == SPEC_CAP && t == LUA_TNIL) *(int *)at = 0;
+    else rc = -1;
+    break;
+  case SPEC_SIZE:
+    if (t == LUA_TNUMBER) *(size_t *)at = (size_t)lua_tonumber(L, -1);
+    else rc = -1;
+    break;
+  case SPEC_BOOL:
+    if (t == LUA_TBOOLEAN) *(bool *)at = lua_toboolean(L, -1);
+    else rc = -1;
+    break;
+  case SPEC_MS:
+    if (t == LUA_TNUMBER) *(int64_t *)at = (int64_t)lua_tonumber(L, -1);
+    else if (t == LUA_TNIL) *(int64_t *)at = -1;
+    else rc = -1;
+    break;
+  case SPEC_READ: {
+    const char *v = t == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    enum read_mode *mode = at;
+    if (strcmp(v, "new") == 0) *mode = READ_NEW;
+    else if (strcmp(v, "claiming") == 0) *mode = READ_CLAIMING;
+    else if (strcmp(v, "reclaim") == 0) *mode = READ_RECLAIM;
+    else rc = -1;
+    break;
+  }
+  case SPEC_LUA:
+    break;
+  }
   lua_pop(L, 1);
-  return n;
+  return rc;
 }
 
-/* Copies the validated spec table at idx into h->spec.  [-0, +0] */
-static int read_spec(lua_State *L, int idx, struct handler *h) {
+#define NSPEC_FIELDS (sizeof spec_fields / sizeof spec_fields[0])
+
+/* Copies the validated spec table at idx into h->spec. Returns 0, or -1 with
+ * a message in err.  [-0, +0] */
+static int read_spec(lua_State *L, int idx, struct handler *h, char *err, size_t errlen) {
   struct handler_spec *s = &h->spec;
-  s->stream = dup_field(L, idx, "stream");
-  s->group = dup_field(L, idx, "group");
-  s->consumer = dup_field(L, idx, "consumer");
-  s->start = dup_field(L, idx, "start");
-  s->start_at = dup_field(L, idx, "start_at");
-  s->reply_to = dup_field(L, idx, "reply_to");
-  s->dead_letter = dup_field(L, idx, "dead_letter");
-  s->max_deliveries = (int)num_field(L, idx, "max_deliveries", 0);
-  char *read = dup_field(L, idx, "read");
-  s->read = read == NULL || strcmp(read, "new") == 0 ? READ_NEW
-            : strcmp(read, "claiming") == 0          ? READ_CLAIMING
-                                                     : READ_RECLAIM;
-  free(read);
-  s->min_idle_ms = (int64_t)num_field(L, idx, "min_idle", -1);
-  s->batch = (int)num_field(L, idx, "batch", 100);
-  s->workers = (int)num_field(L, idx, "workers", 1);
-  s->max_body = (size_t)num_field(L, idx, "max_body", 1048576);
-  lua_getfield(L, idx, "by_key");
-  s->by_key = lua_toboolean(L, -1);
-  lua_getfield(L, idx, "claim_fallback");
-  s->claim_fallback = lua_toboolean(L, -1);
-  lua_pop(L, 2);
-  return s->stream && s->group && s->start ? 0 : -1;
+  for (size_t i = 0; i < NSPEC_FIELDS; i++) {
+    int rc = read_field(L, idx, &spec_fields[i], s);
+    if (rc == -2) {
+      snprintf(err, errlen, "%s: out of memory", s->path);
+      return -1;
+    }
+    if (rc != 0) {
+      snprintf(err, errlen, "%s: the host cannot read field '%s' of the validated spec "
+               "(luastream.handler and the host disagree)", s->path, spec_name(&spec_fields[i]));
+      return -1;
+    }
+  }
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    lua_pop(L, 1);
+    const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+    size_t i = 0;
+    while (i < NSPEC_FIELDS && strcmp(spec_name(&spec_fields[i]), key) != 0) i++;
+    if (i == NSPEC_FIELDS) {
+      snprintf(err, errlen, "%s: the validated spec has a field the host does not know: '%s' "
+               "(luastream.handler and the host disagree)", s->path, key);
+      lua_pop(L, 1);
+      return -1;
+    }
+  }
+  if (s->stream && s->group && s->start) return 0;
+  snprintf(err, errlen, "%s: the validated spec lacks stream, group or start", s->path);
+  return -1;
 }
 
 /* Puts luastream's Lua library first on package.path, then the handler's own
@@ -363,8 +440,9 @@ static int load_protected(lua_State *L) {
     if (nl) lua_pushlstring(L, msg, (size_t)(nl - msg));
     lua_error(L);
   }
-  lua_pushstring(L, h->spec.path);                     /* module validate value path */
-  lua_call(L, 2, 1);                                   /* module spec */
+  lua_pushstring(L, h->spec.path);
+  lua_pushlstring(L, src->buf, src->len);              /* module validate value path source */
+  lua_call(L, 3, 1);                                   /* module spec */
   return 1;
 }
 
@@ -453,8 +531,7 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
     handler_destroy(h);
     return -1;
   }
-  if (read_spec(h->L, lua_gettop(h->L), h) != 0) {
-    snprintf(err, errlen, "%s: out of memory", path);
+  if (read_spec(h->L, lua_gettop(h->L), h, err, errlen) != 0) {
     handler_destroy(h);
     return -1;
   }
