@@ -320,7 +320,7 @@ int core_open(lua_State *L, struct core *c) {
   lua_pushlightuserdata(L, (void *)(uintptr_t)luastream_flat);
   lua_setfield(L, -2, "flat_fn");
   lua_pushlightuserdata(L, c);
-  lua_setfield(L, -2, "handler_ptr");
+  lua_setfield(L, -2, "flat_arg");
   lua_pushnumber(L, (lua_Number)sizeof(struct json_flat));
   lua_setfield(L, -2, "flat_size");
   core_set_wire_names(L, -1);

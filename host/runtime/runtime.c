@@ -22,19 +22,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "entry.h"
+#include "corelib.h"
+#include "jobs.h"
 #include "json_decode.h"
 #include "json_encode.h"
 #include "lmem.h"
 #include "log.h"
-#include "corelib.h"
-#include "jobs.h"
 #include "runtime.h"
 #include "watchdog.h"
-
-#ifndef LUASTREAM_LUA_DIR
-#define LUASTREAM_LUA_DIR "lua"
-#endif
 
 struct handler {
   lua_State *L;
@@ -196,6 +191,12 @@ static int read_spec(lua_State *L, int idx, struct handler *h, char *err, size_t
   snprintf(err, errlen, "%s: the validated spec lacks stream, group or start", s->path);
   return -1;
 }
+
+/* ---- where luastream's Lua library is ---- */
+
+#ifndef LUASTREAM_LUA_DIR
+#define LUASTREAM_LUA_DIR "lua"
+#endif
 
 /* Puts luastream's Lua library first on package.path, then the handler's own
  * folder (when given) so a handler can require its siblings. */

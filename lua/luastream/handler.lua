@@ -373,11 +373,11 @@ end
 local function flat_reader()
   if ffi.sizeof("struct luastream_json_flat") ~= core.flat_size then return nil end
   local read = ffi.cast("int (*)(void *, double, struct luastream_json_flat *)", core.flat_fn)
-  local handler = ffi.cast("void *", core.handler_ptr)
+  local flat_arg = ffi.cast("void *", core.flat_arg) -- luastream_flat's first argument
   local r = ffi.new("struct luastream_json_flat")
   local made, gens = {}, {}
   return function(seq)
-    if read(handler, seq, r) == 0 then return core.message(seq) end
+    if read(flat_arg, seq, r) == 0 then return core.message(seq) end
     local slot = r.slot
     if gens[slot] ~= r.gen then
       made[slot], gens[slot] = flat_constructor(r), r.gen
