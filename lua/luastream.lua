@@ -14,17 +14,43 @@ if not has_core then
   core = { version = "outside a host", log = outside, sleep = outside }
 end
 
+-- Outside a host, the test harness module (luastream_testing.so) offers what
+-- luastream.core would: the duration parser and the wire names. Looked up on
+-- first use, so requiring this file before luastream.testing is fine.
+local function host_module()
+  if has_core then return core end
+  local testing_core = package.loaded.luastream_testing
+  if not testing_core then
+    local ok, loaded = pcall(require, "luastream_testing")
+    testing_core = ok and loaded or nil
+  end
+  return testing_core
+end
+
 local ls = {}
 
 ls.VERSION = core.version
 
--- Header names (entry fields other than `data`) that luastream reads or writes.
-ls.PARTITION_KEY_HEADER = "partition-key"
-ls.DELIVERY_COUNT_HEADER = "delivery-count"
-ls.IDLE_MS_HEADER = "idle-ms"
-ls.ORIGINAL_ID_HEADER = "original-id"
-ls.RETRY_GROUP_HEADER = "retry-group"
-ls.CONTENT_TYPE_HEADER = "content-type"
+-- Header names (entry fields other than `data`) that luastream reads or
+-- writes, as ls.<NAME>_HEADER: ls.PARTITION_KEY_HEADER, ls.DELIVERY_COUNT_HEADER,
+-- ls.IDLE_MS_HEADER, ls.ORIGINAL_ID_HEADER, ls.RETRY_GROUP_HEADER,
+-- ls.CONTENT_TYPE_HEADER, ls.HANDLER_VERSION_HEADER, ls.DL_REASON_HEADER, ...
+-- The names are the host's (host/base/wire.h, through luastream.core.headers),
+-- so Lua cannot spell one differently.
+setmetatable(ls, {
+  __index = function(t, k)
+    local name = type(k) == "string" and k:match("^(.+)_HEADER$")
+    if not name then return nil end
+    local host = host_module()
+    if not (host and host.headers) then
+      error("ls." .. k .. " needs the luastream host or its test harness module (luastream_testing.so)", 2)
+    end
+    for n, text in pairs(host.headers) do
+      if n ~= "DATA" then rawset(t, n .. "_HEADER", text) end
+    end
+    return rawget(t, k)
+  end,
+})
 
 ---------------------------------------------------------------- outcomes
 
@@ -92,19 +118,14 @@ end
 
 -- The parser is the host's (duration.c), the one the command line uses too:
 -- luastream.core inside a host, the harness module (luastream_testing) in a
--- busted spec. Looked up on first use, so requiring this file first is fine.
+-- busted spec.
 local parse_duration
 local function duration_parser()
-  if core.duration then return core.duration end
-  local testing_core = package.loaded.luastream_testing
-  if not testing_core then
-    local ok, loaded = pcall(require, "luastream_testing")
-    testing_core = ok and loaded or nil
-  end
-  if not (testing_core and testing_core.duration) then
+  local host = host_module()
+  if not (host and host.duration) then
     error("ls.duration needs the luastream host or its test harness module (luastream_testing.so)", 3)
   end
-  return testing_core.duration
+  return host.duration
 end
 
 -- duration(v): milliseconds from a number (milliseconds) or a string with a

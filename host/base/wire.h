@@ -15,6 +15,7 @@
 #define HDR_RETRY_GROUP "retry-group"
 #define HDR_ORIGINAL_ID "original-id"
 #define HDR_CONTENT_TYPE "content-type"
+#define HDR_HANDLER_VERSION "handler-version" /* on a reply: the script version that wrote it */
 /* A dead letter's provenance (docs/retries-delays-dead-letters.md). */
 #define HDR_DL_STREAM "dead-letter-stream"
 #define HDR_DL_GROUP "dead-letter-group"

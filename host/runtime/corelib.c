@@ -1,11 +1,10 @@
-/* hostlib: luastream.core, the C primitives behind require "luastream".
+/* corelib: luastream.core; see corelib.h.
  *
- * log writes through the host's log module; sleep waits without blocking the
- * loop: it records what the job waits for and yields, and a clock callback
- * resumes the coroutine (rt_job_resume). It may be called only from the job's
- * own coroutine, which is checked, not assumed. message decodes the running
- * entry's body, entry hands its id and fields to ctx. (ctx:publish needs no
- * C: its entries are written with the outcome.) */
+ * log writes through the host's log module; sleep arms the job's timer and
+ * yields (job_sleep), and the timer resumes the coroutine. It may be called
+ * only from the job's own coroutine, which is checked, not assumed. message
+ * decodes the running entry's body, entry hands its id and fields to ctx.
+ * (ctx:publish needs no C: its entries are written with the outcome.) */
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdbool.h>
@@ -17,19 +16,22 @@
 #include "entry.h"
 #include "json_decode.h"
 #include "log.h"
-#include "runtime_private.h"
+#include "corelib.h"
+#include "jobs.h"
+#include "runtime.h"
+#include "wire.h"
 
 #ifndef LUASTREAM_VERSION
 #define LUASTREAM_VERSION "0.0.0"
 #endif
 
-static struct handler *self(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+static struct core *self(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
 
 /* The running job, or a Lua error when called at load time or from a
  * coroutine the handler made itself. */
 static struct rt_job *current_job(lua_State *L, const char *what) {
-  struct rt_job *job = self(L)->current;
-  if (job == NULL || job->co != L)
+  struct rt_job *job = jobs_running_on(self(L)->jobs, L);
+  if (job == NULL)
     luaL_error(L, "%s may only be called while handling an entry, from the handler's own coroutine",
                what);
   return job;
@@ -73,9 +75,10 @@ static int core_log(lua_State *L) {
   /* The script version of the generation that logs, last. */
   kv[2 * n] = "version";
   kvlen[2 * n] = 7;
-  kv[2 * n + 1] = self(L)->version;
-  kvlen[2 * n + 1] = strlen(self(L)->version);
-  log_line_pairs((enum log_level)level, self(L)->spec.name, msg, n + 1, kv, kvlen);
+  const struct jobs *j = self(L)->jobs;
+  kv[2 * n + 1] = j->version;
+  kvlen[2 * n + 1] = strlen(j->version);
+  log_line_pairs((enum log_level)level, j->spec->name, msg, n + 1, kv, kvlen);
   if (kv != stack_kv) {
     free(kv);
     free(kvlen);
@@ -83,33 +86,25 @@ static int core_log(lua_State *L) {
   return 0;
 }
 
-static void sleep_done(ltimer *t, void *data) {
-  (void)t;
-  rt_job_resume(data, 0);
-}
-
 /* core.sleep(ms)  yields; resumes with no values */
 static int core_sleep(lua_State *L) {
   lua_Number ms = luaL_checknumber(L, 1);
   struct rt_job *job = current_job(L, "ls.sleep");
-  lclock *clock = job->h->env ? job->h->env->clock : NULL;
-  if (clock == NULL) return luaL_error(L, "ls.sleep: no clock in this host");
-  if (job->timer == NULL) job->timer = timer_new(clock, sleep_done, job);
-  if (job->timer == NULL) return luaL_error(L, "ls.sleep: out of memory");
-  job->op = OP_SLEEP;
-  timer_start(job->timer, ms > 0 ? (uint64_t)ms : 0);
+  int rc = job_sleep(job, ms > 0 ? (uint64_t)ms : 0);
+  if (rc == -1) return luaL_error(L, "ls.sleep: no clock in this host");
+  if (rc != 0) return luaL_error(L, "ls.sleep: out of memory");
   return lua_yield(L, 0);
 }
 
-/* The job numbered seq (argument 1), which must be the running one: the
- * entry a job reads is the host's until the job ends.  Raises otherwise. */
-static struct rt_job *job_by_seq(lua_State *L) {
+/* The entry of job number seq (argument 1), which must be the running one:
+ * the entry a job reads is the host's until the job ends.  Raises otherwise. */
+static const struct entry *entry_by_seq(lua_State *L) {
   lua_Number seq = luaL_checknumber(L, 1);
-  struct rt_job *job = self(L)->current;
-  if (job == NULL || job->seq != seq)
+  const struct entry *e = jobs_entry(self(L)->jobs, seq);
+  if (e == NULL)
     luaL_error(L, "ctx.id, ctx.headers and ctx.fields can be read only while the handler "
                   "runs (first read them before it returns)");
-  return job;
+  return e;
 }
 
 /* core.entry(seq [, fields]) -> id [, {name, value, ...}, deliveries, idle_ms]
@@ -117,7 +112,7 @@ static struct rt_job *job_by_seq(lua_State *L) {
  * claimed or read again from the own pending list): what ctx.id, ctx.headers and ctx.fields are built from when
  * first read. */
 static int core_entry(lua_State *L) {
-  const struct entry *e = job_by_seq(L)->e;
+  const struct entry *e = entry_by_seq(L);
   lua_pushstring(L, e->id);
   if (!lua_toboolean(L, 2)) return 1;
   lua_createtable(L, (int)e->nfields, 0);
@@ -138,7 +133,7 @@ static bool field_is(const struct entry *e, size_t i, const char *name, size_t l
 /* core.field(seq, name) -> the value of the entry's field name (the last of
  * a duplicated name), or nil: one header without building them all. */
 static int core_field(lua_State *L) {
-  const struct entry *e = job_by_seq(L)->e;
+  const struct entry *e = entry_by_seq(L);
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   for (size_t i = e->nfields; i >= 2; i -= 2) {
@@ -160,16 +155,16 @@ static int core_field(lua_State *L) {
  * carries; a producer's delivery-count header on the shared stream counts
  * for nothing. */
 static int core_deliveries(lua_State *L) {
-  const struct handler *h = self(L);
-  const struct entry *e = job_by_seq(L)->e;
+  const struct handler_spec *spec = self(L)->jobs->spec;
+  const struct entry *e = entry_by_seq(L);
   long long n = entry_carried_deliveries(e);
-  if (e->deliveries >= 0) n = e->deliveries - (h->spec.read == READ_RECLAIM ? 1 : 0);
+  if (e->deliveries >= 0) n = e->deliveries - (spec->read == READ_RECLAIM ? 1 : 0);
   lua_pushnumber(L, (lua_Number)n);
   return 1;
 }
 
 static int core_source_id(lua_State *L) {
-  lua_pushstring(L, entry_source_id(job_by_seq(L)->e));
+  lua_pushstring(L, entry_source_id(entry_by_seq(L)));
   return 1;
 }
 
@@ -187,8 +182,9 @@ static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
  * The dispatcher calls it first thing, so decoding runs inside the job's
  * coroutine: an error there (out of memory) fails this entry, not the host. */
 static int core_message(lua_State *L) {
-  const struct handler *h = self(L);
-  const struct entry *e = job_by_seq(L)->e;
+  struct core *c = self(L);
+  size_t max_body = c->jobs->spec->max_body;
+  const struct entry *e = entry_by_seq(L);
   const char *body = NULL, *type = NULL;
   size_t body_len = 0, type_len = 0;
   int bodies = 0;
@@ -212,10 +208,10 @@ static int core_message(lua_State *L) {
     lua_pushfstring(L, "entry has %d data fields: which one is the body cannot be known", bodies);
     return 3;
   }
-  if (body_len > h->spec.max_body) {
+  if (body_len > max_body) {
     lua_pushnil(L);
     lua_pushliteral(L, REASON_INPUT_TOO_LARGE);
-    lua_pushfstring(L, "body is %d bytes, over max_body (%d)", (int)body_len, (int)h->spec.max_body);
+    lua_pushfstring(L, "body is %d bytes, over max_body (%d)", (int)body_len, (int)max_body);
     return 3;
   }
   if (type != NULL && !contains(type, type_len, "json", 4)) {
@@ -223,7 +219,7 @@ static int core_message(lua_State *L) {
     return 1;
   }
   char err[160];
-  int rc = json_decode_push(L, h->shapes, body, body_len, err, sizeof err);
+  int rc = json_decode_push(L, c->shapes, body, body_len, err, sizeof err);
   if (rc == 0) return 1;
   lua_pushnil(L);
   if (rc == JSON_DECODE_RANGE) {
@@ -243,10 +239,9 @@ static int core_message(lua_State *L) {
  * content-type field of any value, over max_body, not JSON, a number out of
  * range, nested, escaped, a new shape). A C
  * function called through the FFI must not call Lua: this one only reads. */
-static int luastream_flat(struct handler *h, double seq, struct json_flat *rec) {
-  struct rt_job *job = h->current;
-  if (job == NULL || job->seq != seq) return 0;
-  const struct entry *e = job->e;
+static int luastream_flat(struct core *c, double seq, struct json_flat *rec) {
+  const struct entry *e = jobs_entry(c->jobs, seq);
+  if (e == NULL) return 0;
   const char *body = NULL;
   size_t body_len = 0;
   for (size_t i = 0; i + 1 < e->nfields; i += 2) {
@@ -257,11 +252,11 @@ static int luastream_flat(struct handler *h, double seq, struct json_flat *rec) 
       body_len = e->field_len[i + 1];
     }
   }
-  if (body == NULL || body_len > h->spec.max_body || !json_scan_flat(body, body_len, rec))
+  if (body == NULL || body_len > c->jobs->spec->max_body || !json_scan_flat(body, body_len, rec))
     return 0;
-  rec->slot = json_shapes_ready(h->shapes, rec->key, rec->n, &rec->gen);
+  rec->slot = json_shapes_ready(c->shapes, rec->key, rec->n, &rec->gen);
   if (rec->slot < 0) return 0;
-  h->flat_reads++;
+  c->flat_reads++;
   return 1;
 }
 
@@ -291,16 +286,30 @@ int core_duration(lua_State *L) {
   return 1;
 }
 
+static void set_names(lua_State *L, int idx, const char *key, const struct wire_name *names) {
+  size_t n = 0;
+  while (names[n].name) n++;
+  lua_createtable(L, 0, (int)n);
+  for (const struct wire_name *w = names; w->name; w++) {
+    lua_pushstring(L, w->text);
+    lua_setfield(L, -2, w->name);
+  }
+  lua_setfield(L, idx < 0 ? idx - 1 : idx, key);
+}
 
-/* [-0, +1] the module table */
-int rt_open_core(lua_State *L, struct handler *h) {
+void core_set_wire_names(lua_State *L, int idx) {
+  set_names(L, idx, "headers", wire_headers);
+  set_names(L, idx, "reasons", wire_reasons);
+}
+
+int core_open(lua_State *L, struct core *c) {
   static const luaL_Reg fns[] = {{"log", core_log},     {"sleep", core_sleep},
                                  {"entry", core_entry}, {"field", core_field},
                                  {"message", core_message}, {"source_id", core_source_id},
                                  {"deliveries", core_deliveries}, {NULL, NULL}};
-  lua_createtable(L, 0, 12);
+  lua_createtable(L, 0, 14);
   for (const luaL_Reg *f = fns; f->name; f++) {
-    lua_pushlightuserdata(L, h);
+    lua_pushlightuserdata(L, c);
     lua_pushcclosure(L, f->func, 1);
     lua_setfield(L, -2, f->name);
   }
@@ -310,9 +319,10 @@ int rt_open_core(lua_State *L, struct handler *h) {
   lua_setfield(L, -2, "version");
   lua_pushlightuserdata(L, (void *)(uintptr_t)luastream_flat);
   lua_setfield(L, -2, "flat_fn");
-  lua_pushlightuserdata(L, h);
-  lua_setfield(L, -2, "handler_ptr");
+  lua_pushlightuserdata(L, c);
+  lua_setfield(L, -2, "flat_arg");
   lua_pushnumber(L, (lua_Number)sizeof(struct json_flat));
   lua_setfield(L, -2, "flat_size");
+  core_set_wire_names(L, -1);
   return 1;
 }

@@ -47,7 +47,7 @@ int json_decode_push(lua_State *L, json_shapes *shapes, const char *text, size_t
 
 /* A flat object read without Lua: its keys and values point into the text.
  * luastream.handler reads it through the FFI (see luastream_flat in
- * hostlib.c); the Lua declaration there must match this one. */
+ * corelib.c); the Lua declaration there must match this one. */
 enum { JSON_FLAT_NUMBER = 1, JSON_FLAT_STRING, JSON_FLAT_TRUE, JSON_FLAT_FALSE, JSON_FLAT_NULL };
 struct json_flat {
   int32_t slot, n;     /* set by luastream_flat / json_scan_flat */

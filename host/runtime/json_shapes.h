@@ -52,7 +52,7 @@ int json_shapes_push(json_shapes *shapes, lua_State *L, const struct json_key *k
  * with that constructor's generation in *gen (a slot compiles anew when it
  * takes another shape); -1 for any other shape. Learns no new shape, but
  * counts as a use (least recently used shapes go first): bodies read through
- * luastream_flat (hostlib.c) build their tables in Lua, with a constructor of
+ * luastream_flat (corelib.c) build their tables in Lua, with a constructor of
  * their own per slot and generation. Touches no Lua state. */
 int json_shapes_ready(json_shapes *shapes, const struct json_key *keys, int nkeys, uint32_t *gen);
 

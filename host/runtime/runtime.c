@@ -7,30 +7,45 @@
  * loading contains what it can: os.exit raises an error (at load and in
  * handlers), and the load runs with the JIT off under a count hook that ends
  * it at a deadline (LuaJIT checks hooks only outside compiled traces).
- * Running: one job per entry, each with a
- * coroutine of the handler's state resumed only in run(); finished jobs are
- * kept with their coroutines for the next entries, so a steady stream of
- * entries allocates no C memory and no new coroutines. Host functions that
- * wait (hostlib.c) yield and resume through rt_job_resume. */
+ * Running: the handler's jobs (jobs.c) run entries in coroutines of its
+ * state, with luastream.core (corelib.c) as their host functions; here, the
+ * generations of a file (hot reload) and when a state closes. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <errno.h>
 #include <luajit.h>
 #include <lualib.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "corelib.h"
 #include "embedded_lua.h"
-#include "entry.h"
+#include "jobs.h"
 #include "json_decode.h"
 #include "json_encode.h"
 #include "lmem.h"
 #include "log.h"
-#include "runtime_private.h"
+#include "runtime.h"
 #include "watchdog.h"
+
+struct handler {
+  lua_State *L;
+  struct handler_spec spec;
+  const struct rt_env *env; /* owned by the host; NULL when only validating */
+  struct jobs jobs;         /* the entries running on L */
+  struct core core;         /* what luastream.core works on */
+  char version[RT_VERSION_LEN]; /* short content hash of the file (handler_version) */
+  struct handler *older;  /* generations this one replaced that still run jobs */
+  struct handler *newer;  /* the generation that replaced this one, NULL for the newest */
+  bool jit_off;           /* the file called jit.off() at load: the engine stays off */
+};
+
+/* The registry slot of the validated spec table, from load to bind. */
+static const char spec_key;
 
 /* ---- protected calls ---- */
 
@@ -60,46 +75,122 @@ static int panic(lua_State *L) {
 
 /* ---- loading ---- */
 
-static char *dup_field(lua_State *L, int idx, const char *name) {
-  lua_getfield(L, idx, name);
-  char *s = lua_isstring(L, -1) ? strdup(lua_tostring(L, -1)) : NULL;
-  lua_pop(L, 1);
-  return s;
+/* How the validated spec table (luastream.handler's validate, which owns the
+ * fields and their defaults) maps onto struct handler_spec. No defaults here:
+ * a field validate always fills must be there, and a key this list does not
+ * name fails the load, so Lua and C cannot drift apart unseen. */
+enum spec_kind {
+  SPEC_STRING,   /* char *: the string, NULL when absent */
+  SPEC_INT,      /* int: a number, always set */
+  SPEC_SIZE,     /* size_t: a number, always set */
+  SPEC_BOOL,     /* bool: a boolean, always set */
+  SPEC_READ,     /* enum read_mode: "new", "claiming" or "reclaim", always set */
+  SPEC_MS,       /* int64_t: a number of ms, -1 when absent */
+  SPEC_CAP,      /* int: a number, 0 when absent (no cap) */
+  SPEC_LUA,      /* stays in Lua (handle) */
+};
+
+static const struct spec_field {
+  const char *name;
+  enum spec_kind kind;
+  size_t offset;
+} spec_fields[] = {
+#define F(name, kind) {#name, kind, offsetof(struct handler_spec, name)}
+    F(stream, SPEC_STRING),       F(group, SPEC_STRING),       F(consumer, SPEC_STRING),
+    F(start, SPEC_STRING),        F(start_at, SPEC_STRING),    F(reply_to, SPEC_STRING),
+    F(dead_letter, SPEC_STRING),  F(read, SPEC_READ),          F(min_idle_ms, SPEC_MS),
+    F(claim_fallback, SPEC_BOOL), F(batch, SPEC_INT),          F(workers, SPEC_INT),
+    F(by_key, SPEC_BOOL),         F(max_body, SPEC_SIZE),      F(max_deliveries, SPEC_CAP),
+#undef F
+    {"handle", SPEC_LUA, 0},
+};
+
+/* The Lua name of f: the struct member's, but min_idle is kept in ms. */
+static const char *spec_name(const struct spec_field *f) {
+  return f->kind == SPEC_MS ? "min_idle" : f->name;
 }
 
-static lua_Number num_field(lua_State *L, int idx, const char *name, lua_Number dflt) {
-  lua_getfield(L, idx, name);
-  lua_Number n = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : dflt;
+/* Copies field f of the table at idx into s. Returns 0, -1 when the value is
+ * not what validate makes, -2 when out of memory.  [-0, +0] */
+static int read_field(lua_State *L, int idx, const struct spec_field *f, struct handler_spec *s) {
+  void *at = (char *)s + f->offset;
+  lua_getfield(L, idx, spec_name(f));
+  int t = lua_type(L, -1), rc = 0;
+  switch (f->kind) {
+  case SPEC_STRING:
+    *(char **)at = NULL;
+    if (t == LUA_TSTRING && (*(char **)at = strdup(lua_tostring(L, -1))) == NULL) rc = -2;
+    else if (t != LUA_TSTRING && t != LUA_TNIL) rc = -1;
+    break;
+  case SPEC_INT:
+  case SPEC_CAP:
+    if (t == LUA_TNUMBER) *(int *)at = (int)lua_tonumber(L, -1);
+    else if (f->kind == SPEC_CAP && t == LUA_TNIL) *(int *)at = 0;
+    else rc = -1;
+    break;
+  case SPEC_SIZE:
+    if (t == LUA_TNUMBER) *(size_t *)at = (size_t)lua_tonumber(L, -1);
+    else rc = -1;
+    break;
+  case SPEC_BOOL:
+    if (t == LUA_TBOOLEAN) *(bool *)at = lua_toboolean(L, -1);
+    else rc = -1;
+    break;
+  case SPEC_MS:
+    if (t == LUA_TNUMBER) *(int64_t *)at = (int64_t)lua_tonumber(L, -1);
+    else if (t == LUA_TNIL) *(int64_t *)at = -1;
+    else rc = -1;
+    break;
+  case SPEC_READ: {
+    const char *v = t == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    enum read_mode *mode = at;
+    if (strcmp(v, "new") == 0) *mode = READ_NEW;
+    else if (strcmp(v, "claiming") == 0) *mode = READ_CLAIMING;
+    else if (strcmp(v, "reclaim") == 0) *mode = READ_RECLAIM;
+    else rc = -1;
+    break;
+  }
+  case SPEC_LUA:
+    break;
+  }
   lua_pop(L, 1);
-  return n;
+  return rc;
 }
 
-/* Copies the validated spec table at idx into h->spec.  [-0, +0] */
-static int read_spec(lua_State *L, int idx, struct handler *h) {
+#define NSPEC_FIELDS (sizeof spec_fields / sizeof spec_fields[0])
+
+/* Copies the validated spec table at idx into h->spec. Returns 0, or -1 with
+ * a message in err.  [-0, +0] */
+static int read_spec(lua_State *L, int idx, struct handler *h, char *err, size_t errlen) {
   struct handler_spec *s = &h->spec;
-  s->stream = dup_field(L, idx, "stream");
-  s->group = dup_field(L, idx, "group");
-  s->consumer = dup_field(L, idx, "consumer");
-  s->start = dup_field(L, idx, "start");
-  s->start_at = dup_field(L, idx, "start_at");
-  s->reply_to = dup_field(L, idx, "reply_to");
-  s->dead_letter = dup_field(L, idx, "dead_letter");
-  s->max_deliveries = (int)num_field(L, idx, "max_deliveries", 0);
-  char *read = dup_field(L, idx, "read");
-  s->read = read == NULL || strcmp(read, "new") == 0 ? READ_NEW
-            : strcmp(read, "claiming") == 0          ? READ_CLAIMING
-                                                     : READ_RECLAIM;
-  free(read);
-  s->min_idle_ms = (int64_t)num_field(L, idx, "min_idle", -1);
-  s->batch = (int)num_field(L, idx, "batch", 100);
-  s->workers = (int)num_field(L, idx, "workers", 1);
-  s->max_body = (size_t)num_field(L, idx, "max_body", 1048576);
-  lua_getfield(L, idx, "by_key");
-  s->by_key = lua_toboolean(L, -1);
-  lua_getfield(L, idx, "claim_fallback");
-  s->claim_fallback = lua_toboolean(L, -1);
-  lua_pop(L, 2);
-  return s->stream && s->group && s->start ? 0 : -1;
+  for (size_t i = 0; i < NSPEC_FIELDS; i++) {
+    int rc = read_field(L, idx, &spec_fields[i], s);
+    if (rc == -2) {
+      snprintf(err, errlen, "%s: out of memory", s->path);
+      return -1;
+    }
+    if (rc != 0) {
+      snprintf(err, errlen, "%s: the host cannot read field '%s' of the validated spec "
+               "(luastream.handler and the host disagree)", s->path, spec_name(&spec_fields[i]));
+      return -1;
+    }
+  }
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    lua_pop(L, 1);
+    const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+    size_t i = 0;
+    while (i < NSPEC_FIELDS && strcmp(spec_name(&spec_fields[i]), key) != 0) i++;
+    if (i == NSPEC_FIELDS) {
+      snprintf(err, errlen, "%s: the validated spec has a field the host does not know: '%s' "
+               "(luastream.handler and the host disagree)", s->path, key);
+      lua_pop(L, 1);
+      return -1;
+    }
+  }
+  if (s->stream && s->group && s->start) return 0;
+  snprintf(err, errlen, "%s: the validated spec lacks stream, group or start", s->path);
+  return -1;
 }
 
 /* Makes luastream's Lua library requirable (embedded_lua.h), then puts the
@@ -124,7 +215,7 @@ static void set_lua_path(lua_State *L, const char *handler_path) {
 
 static int preload_core(lua_State *L) {
   struct handler *h = lua_touserdata(L, lua_upvalueindex(1));
-  return rt_open_core(L, h);
+  return core_open(L, &h->core);
 }
 
 /* ---- containment ---- */
@@ -344,8 +435,9 @@ static int load_protected(lua_State *L) {
     if (nl) lua_pushlstring(L, msg, (size_t)(nl - msg));
     lua_error(L);
   }
-  lua_pushstring(L, h->spec.path);                     /* module validate value path */
-  lua_call(L, 2, 1);                                   /* module spec */
+  lua_pushstring(L, h->spec.path);
+  lua_pushlstring(L, src->buf, src->len);              /* module validate value path source */
+  lua_call(L, 3, 1);                                   /* module spec */
   return 1;
 }
 
@@ -374,37 +466,32 @@ static void spec_free(struct handler_spec *s) {
   free(s->dead_letter);
 }
 
-static void job_destroy(struct handler *h, struct rt_job *job);
-
 static void handler_destroy(struct handler *h) {
   /* Out of the generation chain (handler_replace). */
   if (h->newer) h->newer->older = h->older;
   if (h->older) h->older->newer = h->newer;
-  while (h->idle) {
-    struct rt_job *job = h->idle;
-    h->idle = job->next;
-    job_destroy(h, job);
-  }
+  if (h->L) jobs_free(&h->jobs);
   if (h->L) lmem_close(h->L);
-  json_shapes_free(h->shapes); /* after the state that holds its constructors */
+  json_shapes_free(h->core.shapes); /* after the state that holds its constructors */
   spec_free(&h->spec);
-  free(h->scratch);
-  free(h->scratch_len);
-  free(h->scratch_writes);
   free(h);
 }
+
+/* A released handler's last job ended. */
+static void drained(void *data) { handler_destroy(data); }
 
 int handler_load(const char *path, const struct rt_env *env, handler **out, char *err,
                  size_t errlen) {
   struct handler *h = calloc(1, sizeof *h);
   if (h == NULL) goto oom;
-  h->dispatch_ref = LUA_NOREF;
   h->env = env;
   h->spec.path = strdup(path);
   h->spec.name = basename_noext(path);
   h->L = lmem_newstate();
-  h->shapes = json_shapes_new();
-  if (!h->spec.path || !h->spec.name || !h->L || !h->shapes) goto oom;
+  h->core.shapes = json_shapes_new();
+  if (!h->spec.path || !h->spec.name || !h->L || !h->core.shapes) goto oom;
+  jobs_init(&h->jobs, h->L, &h->spec, h->version, env);
+  h->core.jobs = &h->jobs;
   lua_atpanic(h->L, panic);
 
   struct source src;
@@ -439,8 +526,7 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
     handler_destroy(h);
     return -1;
   }
-  if (read_spec(h->L, lua_gettop(h->L), h) != 0) {
-    snprintf(err, errlen, "%s: out of memory", path);
+  if (read_spec(h->L, lua_gettop(h->L), h, err, errlen) != 0) {
     handler_destroy(h);
     return -1;
   }
@@ -448,7 +534,9 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
    * The dispatcher reads the version from it (the handler-version header). */
   lua_pushstring(h->L, h->version);
   lua_setfield(h->L, -2, "version");
-  lua_setfield(h->L, LUA_REGISTRYINDEX, "luastream.spec");
+  lua_pushlightuserdata(h->L, (void *)&spec_key);
+  lua_insert(h->L, -2);
+  lua_rawset(h->L, LUA_REGISTRYINDEX);
   lua_settop(h->L, 0);
   *out = h;
   return 0;
@@ -459,8 +547,8 @@ oom:
 }
 
 const struct handler_spec *handler_spec(const handler *h) { return &h->spec; }
-size_t handler_jobs(const handler *h) { return h->jobs; }
-size_t handler_flat_reads(const handler *h) { return h->flat_reads; }
+size_t handler_jobs(const handler *h) { return h->jobs.count; }
+size_t handler_flat_reads(const handler *h) { return h->core.flat_reads; }
 
 int handler_bind(handler *h, const char *consumer) {
   lua_State *L = h->L;
@@ -472,11 +560,12 @@ int handler_bind(handler *h, const char *consumer) {
   lua_pushliteral(L, "luastream.handler");
   if (pcall_traced(L, 1, 1) != 0) goto error;
   lua_getfield(L, -1, "dispatcher");
-  lua_getfield(L, LUA_REGISTRYINDEX, "luastream.spec");
+  lua_pushlightuserdata(L, (void *)&spec_key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
   lua_pushstring(L, consumer);
   if (pcall_traced(L, 2, 1) != 0) goto error;
-  if (h->dispatch_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, h->dispatch_ref);
-  h->dispatch_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  if (h->jobs.dispatch_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, h->jobs.dispatch_ref);
+  h->jobs.dispatch_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_settop(L, top);
   return 0;
 error:
@@ -485,19 +574,7 @@ error:
   return -1;
 }
 
-/* Takes job off its handler's list of running jobs. */
-static void job_unlink(struct rt_job *job) {
-  struct handler *h = job->h;
-  if (job->prev) job->prev->next = job->next;
-  else h->running = job->next;
-  if (job->next) job->next->prev = job->prev;
-  job->prev = job->next = NULL;
-}
-
-void handler_release(handler *h) {
-  h->released = true;
-  if (h->jobs == 0) handler_destroy(h);
-}
+void handler_release(handler *h) { jobs_release(&h->jobs, drained, h); }
 
 void handler_replace(handler *old, handler *next) {
   next->older = old;
@@ -505,234 +582,37 @@ void handler_replace(handler *old, handler *next) {
   handler_release(old); /* may close it now, which unlinks it again */
 }
 
-static size_t abandon_jobs(handler *h, rt_abandon_fn *abandoned);
-
 size_t handler_abandon(handler *h, rt_abandon_fn *abandoned) {
   size_t n = 0;
   /* Older generations first: each is released, so it closes once dropped. */
   for (struct handler *g = h->older, *next; g; g = next) {
     next = g->older;
-    n += abandon_jobs(g, abandoned);
+    n += jobs_abandon(&g->jobs, abandoned);
   }
-  return n + abandon_jobs(h, abandoned);
-}
-
-static size_t abandon_jobs(handler *h, rt_abandon_fn *abandoned) {
-  size_t n = 0;
-  /* From a loop callback only: a running coroutine cannot be dropped under
-   * its own feet, and run() would touch the job after it returns. */
-  if (h->current) return 0;
-  while (h->running) {
-    struct rt_job *job = h->running;
-    struct entry *e = job->e;
-    void *data = job->data;
-    job_unlink(job);
-    /* Unanchored, the suspended coroutine is garbage; lua_close frees it at
-     * the latest. Its timer goes now, so ls.sleep never resumes it. */
-    job_destroy(h, job);
-    h->jobs--;
-    n++;
-    if (abandoned) abandoned(data, e);
-  }
-  if (h->released) handler_destroy(h);
-  return n;
-}
-
-/* ---- jobs ---- */
-
-static void job_destroy(struct handler *h, struct rt_job *job) {
-  luaL_unref(h->L, LUA_REGISTRYINDEX, job->co_ref); /* the coroutine is garbage now */
-  if (job->timer) timer_free(job->timer);
-  free(job);
-}
-
-/* A job for the next entry: an idle one, else a new one with a new coroutine. */
-static struct rt_job *job_get(struct handler *h) {
-  struct rt_job *job = h->idle;
-  if (job) {
-    h->idle = job->next;
-    job->next = NULL;
-    return job;
-  }
-  job = calloc(1, sizeof *job);
-  if (job == NULL) return NULL;
-  job->h = h;
-  job->co = lua_newthread(h->L);
-  job->co_ref = luaL_ref(h->L, LUA_REGISTRYINDEX);
-  return job;
-}
-
-/* The job's entry is done with. A coroutine that returned can run the next
- * entry (reusable); one that raised or was left suspended cannot. */
-static void job_end(struct rt_job *job, bool reusable) {
-  struct handler *h = job->h;
-  job_unlink(job);
-  h->jobs--;
-  if (reusable && !h->released) {
-    /* A wait the handler caught (ls.sleep under a C boundary raises after
-     * arming the timer) must not fire on the idle job. */
-    if (job->timer) timer_stop(job->timer);
-    job->op = OP_NONE;
-    lua_settop(job->co, 0);
-    job->e = NULL;
-    job->done = NULL;
-    job->data = NULL;
-    job->next = h->idle;
-    h->idle = job;
-  } else {
-    job_destroy(h, job);
-  }
-  if (h->released && h->jobs == 0) handler_destroy(h);
-}
-
-static void report(struct rt_job *job, const struct rt_result *res) {
-  const struct rt_env *env = job->h->env;
-  struct rt_result r = *res;
-  r.version = job->h->version;
-  if (env && env->on_delivery) env->on_delivery(env->on_delivery_data, &job->h->spec, job->e, &r);
-  job->done(job->data, job->e, &r);
-}
-
-static int ensure_scratch(struct handler *h, size_t nfields, size_t nwrites) {
-  if (nfields > h->scratch_cap) {
-    size_t cap = nfields < 16 ? 16 : nfields * 2;
-    const char **f = realloc(h->scratch, cap * sizeof *f);
-    if (f) h->scratch = f;
-    size_t *l = realloc(h->scratch_len, cap * sizeof *l);
-    if (l) h->scratch_len = l;
-    if (!f || !l) return -1;
-    h->scratch_cap = cap;
-  }
-  if (nwrites > h->scratch_writes_cap) {
-    size_t cap = nwrites < 4 ? 4 : nwrites * 2;
-    struct rt_write *w = realloc(h->scratch_writes, cap * sizeof *w);
-    if (w == NULL) return -1;
-    h->scratch_writes = w;
-    h->scratch_writes_cap = cap;
-  }
-  return 0;
-}
-
-/* Reads the writes table at idx ({ {stream, {f, v, ...}}, ... }) into the
- * handler's scratch arrays; the strings stay anchored by the table. */
-static int read_writes(struct handler *h, lua_State *co, int idx, struct rt_result *res) {
-  if (!lua_istable(co, idx)) return 0;
-  size_t nwrites = lua_objlen(co, idx), nfields = 0;
-  for (size_t w = 1; w <= nwrites; w++) {
-    lua_rawgeti(co, idx, (int)w);
-    lua_rawgeti(co, -1, 2);
-    nfields += lua_objlen(co, -1);
-    lua_pop(co, 2);
-  }
-  if (ensure_scratch(h, nfields, nwrites) != 0) return -1;
-  size_t at = 0;
-  for (size_t w = 0; w < nwrites; w++) {
-    struct rt_write *out = &h->scratch_writes[w];
-    lua_rawgeti(co, idx, (int)w + 1);              /* ... write */
-    lua_rawgeti(co, -1, 1);
-    out->stream = lua_tostring(co, -1);
-    lua_pop(co, 1);
-    lua_rawgeti(co, -1, 2);                        /* ... write fields */
-    out->nfields = lua_objlen(co, -1);
-    out->field = h->scratch + at;
-    out->field_len = h->scratch_len + at;
-    for (size_t i = 0; i < out->nfields; i++, at++) {
-      lua_rawgeti(co, -1, (int)i + 1);
-      h->scratch[at] = lua_tolstring(co, -1, &h->scratch_len[at]);
-      lua_pop(co, 1);
-    }
-    lua_pop(co, 2);
-  }
-  res->nwrites = nwrites;
-  res->writes = h->scratch_writes;
-  return 0;
-}
-
-/* The dispatcher returned; its results are on co's stack (see outcome() in
- * luastream/handler.lua): kind, then what that kind carries. */
-static void finish_returned(struct rt_job *job) {
-  lua_State *co = job->co;
-  struct rt_result res = {.kind = RT_ACK};
-  const char *kind = lua_tostring(co, 1);
-  if (kind == NULL || strcmp(kind, "ack") == 0 || strcmp(kind, "reply") == 0) {
-    res.kind = kind && kind[0] == 'r' ? RT_REPLY : RT_ACK;
-    if (read_writes(job->h, co, 2, &res) != 0) {
-      res = (struct rt_result){.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR, .text = "out of memory"};
-      res.text_len = strlen(res.text);
-    }
-  } else if (strcmp(kind, "retry") == 0) {
-    res.kind = RT_RETRY;
-  } else if (strcmp(kind, "retry_after") == 0) {
-    res.kind = RT_RETRY_AFTER;
-    res.delay_ms = (int64_t)lua_tonumber(co, 2);
-  } else if (strcmp(kind, "reject") == 0) {
-    res.kind = RT_REJECT;
-    res.text = lua_tolstring(co, 2, &res.text_len);
-  } else {
-    res.kind = strcmp(kind, "invalid") == 0 ? RT_INVALID : RT_ERROR;
-    res.reason = lua_tostring(co, 2);
-    res.text = lua_tolstring(co, 3, &res.text_len);
-  }
-  report(job, &res);
-  job_end(job, true);
-}
-
-static void finish_failed(struct rt_job *job, const char *why) {
-  lua_State *L = job->h->L;
-  const char *msg = why ? why : lua_tostring(job->co, -1);
-  if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(job->co, -1));
-  luaL_traceback(L, job->co, msg, 0);
-  struct rt_result res = {.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR};
-  res.text = lua_tolstring(L, -1, &res.text_len);
-  report(job, &res);
-  lua_settop(L, 0); /* before job_end, which may close the state */
-  job_end(job, false);
-}
-
-/* The one place a job's coroutine is resumed. */
-static void run(struct rt_job *job, int nargs) {
-  struct handler *h = job->h;
-  h->current = job;
-  watchdog_enter(h->spec.name, h->spec.path, h->spec.stream, h->spec.group,
-                 job->e ? job->e->id : NULL);
-  int rc = lua_resume(job->co, nargs);
-  watchdog_leave();
-  h->current = NULL;
-  if (rc == LUA_YIELD) {
-    if (job->op != OP_NONE) return; /* waiting: a loop callback resumes it */
-    finish_failed(job, "coroutine.yield called in a handler: only ls.sleep may wait");
-  } else if (rc == 0) {
-    finish_returned(job);
-  } else {
-    finish_failed(job, NULL);
-  }
-}
-
-void rt_job_resume(struct rt_job *job, int nargs) {
-  job->op = OP_NONE;
-  run(job, nargs);
+  return n + jobs_abandon(&h->jobs, abandoned);
 }
 
 int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
-  struct rt_job *job = job_get(h);
-  if (job == NULL) return -1;
-  job->e = e;
-  job->done = done;
-  job->data = data;
-  job->seq = ++h->last_seq;
-  h->jobs++;
-  job->next = h->running;
-  if (h->running) h->running->prev = job;
-  h->running = job;
-
-  lua_State *co = job->co;
-  lua_rawgeti(co, LUA_REGISTRYINDEX, h->dispatch_ref);
-  lua_pushnumber(co, job->seq);
-  run(job, 1);
-  return 0;
+  return jobs_start(&h->jobs, e, done, data);
 }
 
 /* ---- JSON check for the CLI ---- */
+
+struct json_check {
+  bool ok;
+  char *err;
+  size_t errlen;
+};
+
+/* The check itself, under lua_pcall: a Lua error (out of memory) comes back
+ * as a result, not as a longjmp through the caller.  [-3, +0] */
+static int json_valid_protected(lua_State *L) {
+  const char *text = lua_touserdata(L, 1);
+  size_t len = (size_t)lua_tonumber(L, 2);
+  struct json_check *c = lua_touserdata(L, 3);
+  c->ok = json_decode_push(L, NULL, text, len, c->err, c->errlen) == 0;
+  return 0;
+}
 
 bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen) {
   lua_State *L = luaL_newstate();
@@ -740,7 +620,16 @@ bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen) {
     snprintf(err, errlen, "out of memory");
     return false;
   }
-  bool ok = json_decode_push(L, NULL, text, len, err, errlen) == 0;
+  struct json_check c = {.err = err, .errlen = errlen};
+  lua_pushcfunction(L, json_valid_protected);
+  lua_pushlightuserdata(L, (void *)text);
+  lua_pushnumber(L, (lua_Number)len);
+  lua_pushlightuserdata(L, &c);
+  if (lua_pcall(L, 3, 0, 0) != 0) {
+    const char *msg = lua_tostring(L, -1);
+    snprintf(err, errlen, "%s", msg ? msg : "out of memory");
+    c.ok = false;
+  }
   lua_close(L);
-  return ok;
+  return c.ok;
 }

@@ -3,8 +3,8 @@
  * A handler file is loaded into a lua_State of its own, validated, and turned
  * into a `handler`: its subscription spec plus a dispatch function. Each entry
  * then runs in a coroutine of that state (one whose entry returned is reused),
- * resumed in exactly one place (run() in runtime.c). The body is checked and
- * decoded in C (core.message in hostlib.c, json_decode.h), inside the
+ * resumed in exactly one place (run() in jobs.c). The body is checked and
+ * decoded in C (core.message in corelib.c, json_decode.h), inside the
  * coroutine, before the handler runs. Host functions that wait
  * (ls.sleep) record a pending operation and yield; the loop
  * callback resumes the coroutine. Every call into user code is protected: an
@@ -147,11 +147,6 @@ typedef void rt_done_fn(void *data, struct entry *e, const struct rt_result *res
  * coroutine finishes or first waits; done may be called before this returns.
  * Returns 0, or -1 when the job could not be started (out of memory). */
 int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data);
-
-/* luastream.core.duration(v), also luastream_testing's duration(v): v as ms,
- * or nil and why (a phrase: "must be ..." / "needs a unit ..."). */
-struct lua_State;
-int core_duration(struct lua_State *L);
 
 /* Checks that text is one JSON value (used by `luastream publish`). */
 bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen);

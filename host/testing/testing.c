@@ -39,6 +39,7 @@
 #include "json_decode.h"
 #include "json_encode.h"
 #include "log.h"
+#include "corelib.h"
 #include "runtime.h"
 #include "subscription.h"
 #include "url.h"
@@ -732,6 +733,7 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_setfield(L, -2, "json_decode");
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
+  core_set_wire_names(L, -1); /* headers and reasons, for lua/luastream.lua */
   /* luastream.json's encoder in the spec's own state, as in a host's. */
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");

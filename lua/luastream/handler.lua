@@ -6,6 +6,13 @@
 -- host decoded, call the user's handle, and turn its return value into an
 -- outcome the C side applies. Everything here is policy; the mechanism
 -- (reads, decoding, lanes, acks) is C.
+--
+-- FIELDS below is the one definition of a handler file's fields and their
+-- defaults: the host copies the validated spec into its C struct without
+-- defaults of its own (read_spec in host/runtime/runtime.c, which refuses a
+-- field it does not know), and docs/handlers.md's table is checked against it
+-- (tests/spec/handler_fields_spec.lua). validate() needs no host, so specs
+-- can call it directly; dispatcher() runs only inside one.
 local ls = require "luastream"
 local json = require "luastream.json"
 local table_new = require "table.new"
@@ -63,7 +70,9 @@ local function check_read(v)
   end
 end
 
--- The fields a handler file may set, in the order problems are reported.
+-- The fields a handler file may set, in the order problems are reported:
+-- { name, check, required = true | default = value }. A field without either
+-- is optional and absent (nil) when not set.
 local FIELDS = {
   { "stream", check_string, required = true },
   { "group", check_string, required = true },
@@ -82,16 +91,9 @@ local FIELDS = {
   { "max_deliveries", check_cap, default = M.DEFAULT_MAX_DELIVERIES },
   { "dead_letter", check_string },
 }
+M.FIELDS = FIELDS
 local KNOWN = {}
 for _, f in ipairs(FIELDS) do KNOWN[f[1]] = true end
-
-local function read_source(path)
-  local f = io.open(path, "r")
-  if not f then return "" end
-  local text = f:read("*a")
-  f:close()
-  return text
-end
 
 -- The line where `name =` or `["name"] =` first appears, else the line of the
 -- last `return`.
@@ -111,9 +113,11 @@ local function line_of(source, name)
   return fallback
 end
 
--- validate(value, path) -> spec, or raises "path:line: message" lines.
-function M.validate(value, path)
-  local source = read_source(path)
+-- validate(value, path, source) -> spec, or raises "path:line: message"
+-- lines. source is the file's text as the host loaded it (for the lines of
+-- problems; the file is not read again).
+function M.validate(value, path, source)
+  source = source or ""
   local problems = {}
   local function problem(field, msg)
     problems[#problems + 1] = string.format("%s:%d: %s", path, line_of(source, field), msg)
@@ -167,15 +171,21 @@ end
 
 ---------------------------------------------------------------- dispatch
 
-local core = require "luastream.core"
+-- luastream.core exists only inside a host (validate() needs none). The
+-- header names and reasons are the host's (wire.h, as core.headers and
+-- core.reasons).
+local has_core, core = pcall(require, "luastream.core")
+if not has_core then core = nil end
+local H = core and core.headers or {}
+local R = core and core.reasons or {}
 local encode = json.encode
-local DATA, KEY_HEADER = "data", ls.PARTITION_KEY_HEADER
-local DELIVERY_COUNT_HEADER, IDLE_MS_HEADER = ls.DELIVERY_COUNT_HEADER, ls.IDLE_MS_HEADER
+local DATA, KEY_HEADER = H.DATA, H.PARTITION_KEY
+local DELIVERY_COUNT_HEADER, IDLE_MS_HEADER = H.DELIVERY_COUNT, H.IDLE_MS
 
 -- Headers luastream itself writes: not part of a field-table message.
-local RESERVED = {
-  [KEY_HEADER] = true, [ls.DELIVERY_COUNT_HEADER] = true, [ls.IDLE_MS_HEADER] = true,
-  [ls.ORIGINAL_ID_HEADER] = true, [ls.RETRY_GROUP_HEADER] = true, [ls.CONTENT_TYPE_HEADER] = true,
+local RESERVED = core and {
+  [KEY_HEADER] = true, [DELIVERY_COUNT_HEADER] = true, [IDLE_MS_HEADER] = true,
+  [H.ORIGINAL_ID] = true, [H.RETRY_GROUP] = true, [H.CONTENT_TYPE] = true,
 }
 
 -- Private ctx key: the job's sequence number (what core.entry asks the host for).
@@ -267,22 +277,22 @@ local function outcome(result, ctx, spec, seq)
   local writes = ctx and pending_writes[ctx]
   if result == nil then return "ack", writes end
   if type(result) ~= "table" then
-    return "error", "bad-return", "handle returned " .. describe(result) ..
+    return "error", R.BAD_RETURN, "handle returned " .. describe(result) ..
       "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
   end
   if result.ack == true then return "ack", writes end
   if result.retry == true then return "retry" end
   if result.reply ~= nil then
     if not spec.reply_to then
-      return "error", "bad-return", "handle returned ls.reply(...) but the handler has no reply_to stream"
+      return "error", R.BAD_RETURN, "handle returned ls.reply(...) but the handler has no reply_to stream"
     end
     local opts = result.opts
     -- Room for the body, the original id, the key and the version: no rehash.
     local fields, why = entry_fields(result.reply, opts, table_new(8, 0))
-    if not fields then return "error", "bad-return", "ls.reply: " .. why end
+    if not fields then return "error", R.BAD_RETURN, "ls.reply: " .. why end
     -- From what the host delivered, not from ctx, which the handler may change:
     -- the id on the source stream, also for a copy read from the retry stream.
-    fields[#fields + 1] = ls.ORIGINAL_ID_HEADER
+    fields[#fields + 1] = H.ORIGINAL_ID
     fields[#fields + 1] = core.source_id(seq)
     -- The partition key as delivered, whatever the handler did to ctx.
     local key = core.field(seq, KEY_HEADER)
@@ -291,7 +301,7 @@ local function outcome(result, ctx, spec, seq)
       fields[#fields + 1] = key
     end
     if spec.version then -- the script version that replied (hot reload)
-      fields[#fields + 1] = "handler-version"
+      fields[#fields + 1] = H.HANDLER_VERSION
       fields[#fields + 1] = spec.version
     end
     local write = { spec.reply_to, fields }
@@ -300,11 +310,11 @@ local function outcome(result, ctx, spec, seq)
   end
   if result.retry_after ~= nil or result.outcome == "retry_after" then
     local ms, why = ls.duration(result.retry_after)
-    if not ms then return "error", "bad-return", "ls.retry_after: delay " .. why end
+    if not ms then return "error", R.BAD_RETURN, "ls.retry_after: delay " .. why end
     return "retry_after", math.floor(ms)
   end
   if result.reject ~= nil then return "reject", tostring(result.reject) end
-  return "error", "bad-return", "handle returned " .. describe(result) ..
+  return "error", R.BAD_RETURN, "handle returned " .. describe(result) ..
     "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
 end
 
@@ -363,11 +373,11 @@ end
 local function flat_reader()
   if ffi.sizeof("struct luastream_json_flat") ~= core.flat_size then return nil end
   local read = ffi.cast("int (*)(void *, double, struct luastream_json_flat *)", core.flat_fn)
-  local handler = ffi.cast("void *", core.handler_ptr)
+  local flat_arg = ffi.cast("void *", core.flat_arg) -- luastream_flat's first argument
   local r = ffi.new("struct luastream_json_flat")
   local made, gens = {}, {}
   return function(seq)
-    if read(handler, seq, r) == 0 then return core.message(seq) end
+    if read(flat_arg, seq, r) == 0 then return core.message(seq) end
     local slot = r.slot
     if gens[slot] ~= r.gen then
       made[slot], gens[slot] = flat_constructor(r), r.gen
@@ -384,6 +394,7 @@ end
 -- A handle declared without a ctx parameter (`function(msg)`) gets none:
 -- nothing could read it, so it is not built.
 function M.dispatcher(spec, consumer)
+  if not core then error("luastream.handler: dispatcher() runs only inside a luastream host", 2) end
   local handle = spec.handle
   local params = debug.getinfo(handle, "u")
   local wants_ctx = params.isvararg or params.nparams >= 2
@@ -416,7 +427,7 @@ function M.dispatcher(spec, consumer)
     if msg == nil then
       msg = message_from_fields(ctx)
       if msg == nil then
-        return "invalid", "no-fields", "entry has no data field and no other field to deliver"
+        return "invalid", R.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver"
       end
     end
     return outcome(handle(msg, ctx), ctx, spec, seq)

@@ -33,6 +33,7 @@ package.loaded.luastream_testing = core -- ls.duration's parser, however it was 
 
 local ls = require "luastream"           -- ls.duration, outside a host
 local json = require "luastream.json"    -- the encoder ctx:publish uses
+local H = core.headers                   -- the host's header names (wire.h)
 
 local function duration(v)
   local ms, why = ls.duration(v)
@@ -47,7 +48,7 @@ local function decode(fields)
   for i = 1, #fields, 2 do
     local k, v = fields[i], fields[i + 1]
     raw[k] = v
-    if k == "data" then data = v else headers[k] = v end
+    if k == H.DATA then data = v else headers[k] = v end
   end
   local message = raw
   if data ~= nil then
@@ -116,9 +117,9 @@ function App:command(...) return self.core:command(...) end
 -- publish(stream, msg [, {key = K, headers = {...}}]) -> id, then settles.
 function App:publish(stream, msg, opts)
   opts = opts or {}
-  local args = { "XADD", stream, "*", "data", type(msg) == "string" and msg or assert(json.encode(msg)) }
+  local args = { "XADD", stream, "*", H.DATA, type(msg) == "string" and msg or assert(json.encode(msg)) }
   if opts.key ~= nil then
-    args[#args + 1] = "partition-key"
+    args[#args + 1] = H.PARTITION_KEY
     args[#args + 1] = tostring(opts.key)
   end
   for k, v in pairs(opts.headers or {}) do
@@ -142,8 +143,8 @@ function App:received(handler)
   for i, d in ipairs(self.core:deliveries(handler)) do
     local message, headers, raw = decode(d.fields)
     if d.deliveries >= 0 then
-      headers["delivery-count"] = string.format("%d", d.deliveries)
-      headers["idle-ms"] = string.format("%d", d.idle_ms)
+      headers[H.DELIVERY_COUNT] = string.format("%d", d.deliveries)
+      headers[H.IDLE_MS] = string.format("%d", d.idle_ms)
     end
     out[i] = { id = d.id, message = message, headers = headers, fields = raw, outcome = d.outcome,
                reason = d.reason, error = d.error, handler = d.handler, version = d.version }

@@ -1,0 +1,35 @@
+/* corelib: luastream.core, the C primitives behind require "luastream", in
+ * one handler's Lua state: logging, ls.sleep, the running entry (id, fields,
+ * body), durations, and the wire names (header names and outcome reasons of
+ * wire.h) so that Lua spells them as C does. */
+#ifndef LUASTREAM_CORELIB_H
+#define LUASTREAM_CORELIB_H
+
+#include <lua.h>
+#include <stddef.h>
+
+#include "json_shapes.h"
+
+struct jobs;
+
+/* What luastream.core of one handler state works on. */
+struct core {
+  struct jobs *jobs;     /* the running entries (their spec, version, clock) */
+  json_shapes *shapes;   /* constructors for the body shapes seen (core.message) */
+  size_t flat_reads;     /* bodies read through luastream_flat (the FFI) */
+};
+
+/* Opens luastream.core for c:  [-0, +1] pushes the module table. c must
+ * outlive L. */
+int core_open(lua_State *L, struct core *c);
+
+/* luastream.core.duration(v), also luastream_testing's duration(v): v as ms,
+ * or nil and why (a phrase: "must be ..." / "needs a unit ..."). */
+int core_duration(lua_State *L);
+
+/* Sets t.headers and t.reasons on the table at idx (wire.h's lists as
+ * {NAME = "text"}): luastream.core has them, and so does luastream_testing
+ * for Lua code outside a host.  [-0, +0] */
+void core_set_wire_names(lua_State *L, int idx);
+
+#endif

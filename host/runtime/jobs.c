@@ -1,0 +1,309 @@
+/* jobs: entries in coroutines; see jobs.h. */
+#include "jobs.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "entry.h"
+#include "watchdog.h"
+#include "wire.h"
+
+enum job_op { OP_NONE, OP_SLEEP };
+
+/* One entry running in its own coroutine. */
+struct rt_job {
+  struct jobs *pool;
+  lua_State *co;          /* the coroutine; anchored by co_ref */
+  int co_ref;             /* registry ref keeping co alive */
+  double seq;             /* which delivery this is (core.entry checks it) */
+  struct entry *e;        /* borrowed from the caller until done */
+  rt_done_fn *done;
+  void *data;
+  enum job_op op;         /* what the coroutine waits for, OP_NONE while running */
+  ltimer *timer;          /* for ls.sleep, created on first use */
+  struct rt_job *prev, *next; /* the pool's running jobs, for jobs_abandon */
+};
+
+void jobs_init(struct jobs *j, lua_State *L, const struct handler_spec *spec, const char *version,
+               const struct rt_env *env) {
+  memset(j, 0, sizeof *j);
+  j->L = L;
+  j->spec = spec;
+  j->version = version;
+  j->env = env;
+  j->dispatch_ref = LUA_NOREF;
+}
+
+static void job_destroy(struct jobs *j, struct rt_job *job) {
+  luaL_unref(j->L, LUA_REGISTRYINDEX, job->co_ref); /* the coroutine is garbage now */
+  if (job->timer) timer_free(job->timer);
+  free(job);
+}
+
+void jobs_free(struct jobs *j) {
+  while (j->idle) {
+    struct rt_job *job = j->idle;
+    j->idle = job->next;
+    job_destroy(j, job);
+  }
+  free(j->scratch);
+  free(j->scratch_len);
+  free(j->scratch_writes);
+  j->scratch = NULL;
+  j->scratch_len = NULL;
+  j->scratch_writes = NULL;
+}
+
+/* Takes job off its pool's list of running jobs. */
+static void job_unlink(struct rt_job *job) {
+  struct jobs *j = job->pool;
+  if (job->prev) job->prev->next = job->next;
+  else j->running = job->next;
+  if (job->next) job->next->prev = job->prev;
+  job->prev = job->next = NULL;
+}
+
+/* Tells the owner of a released pool that no job runs any more. The pool may
+ * be freed by the call: nothing may touch it after. */
+static void drain_if_done(struct jobs *j) {
+  if (j->drained && j->count == 0) j->drained(j->drained_data);
+}
+
+void jobs_release(struct jobs *j, jobs_drained_fn *drained, void *data) {
+  j->drained = drained;
+  j->drained_data = data;
+  drain_if_done(j);
+}
+
+size_t jobs_abandon(struct jobs *j, rt_abandon_fn *abandoned) {
+  size_t n = 0;
+  /* From a loop callback only: a running coroutine cannot be dropped under
+   * its own feet, and run() would touch the job after it returns. */
+  if (j->current) return 0;
+  while (j->running) {
+    struct rt_job *job = j->running;
+    struct entry *e = job->e;
+    void *data = job->data;
+    job_unlink(job);
+    /* Unanchored, the suspended coroutine is garbage; lua_close frees it at
+     * the latest. Its timer goes now, so ls.sleep never resumes it. */
+    job_destroy(j, job);
+    j->count--;
+    n++;
+    if (abandoned) abandoned(data, e);
+  }
+  drain_if_done(j);
+  return n;
+}
+
+/* A job for the next entry: an idle one, else a new one with a new coroutine. */
+static struct rt_job *job_get(struct jobs *j) {
+  struct rt_job *job = j->idle;
+  if (job) {
+    j->idle = job->next;
+    job->next = NULL;
+    return job;
+  }
+  job = calloc(1, sizeof *job);
+  if (job == NULL) return NULL;
+  job->pool = j;
+  job->co = lua_newthread(j->L);
+  job->co_ref = luaL_ref(j->L, LUA_REGISTRYINDEX);
+  return job;
+}
+
+/* The job's entry is done with. A coroutine that returned can run the next
+ * entry (reusable); one that raised or was left suspended cannot. */
+static void job_end(struct rt_job *job, bool reusable) {
+  struct jobs *j = job->pool;
+  job_unlink(job);
+  j->count--;
+  if (reusable && !j->drained) {
+    /* A wait the handler caught (ls.sleep under a C boundary raises after
+     * arming the timer) must not fire on the idle job. */
+    if (job->timer) timer_stop(job->timer);
+    job->op = OP_NONE;
+    lua_settop(job->co, 0);
+    job->e = NULL;
+    job->done = NULL;
+    job->data = NULL;
+    job->next = j->idle;
+    j->idle = job;
+  } else {
+    job_destroy(j, job);
+  }
+  drain_if_done(j);
+}
+
+static void report(struct rt_job *job, const struct rt_result *res) {
+  const struct jobs *j = job->pool;
+  struct rt_result r = *res;
+  r.version = j->version;
+  if (j->env && j->env->on_delivery)
+    j->env->on_delivery(j->env->on_delivery_data, j->spec, job->e, &r);
+  job->done(job->data, job->e, &r);
+}
+
+static int ensure_scratch(struct jobs *j, size_t nfields, size_t nwrites) {
+  if (nfields > j->scratch_cap) {
+    size_t cap = nfields < 16 ? 16 : nfields * 2;
+    const char **f = realloc(j->scratch, cap * sizeof *f);
+    if (f) j->scratch = f;
+    size_t *l = realloc(j->scratch_len, cap * sizeof *l);
+    if (l) j->scratch_len = l;
+    if (!f || !l) return -1;
+    j->scratch_cap = cap;
+  }
+  if (nwrites > j->scratch_writes_cap) {
+    size_t cap = nwrites < 4 ? 4 : nwrites * 2;
+    struct rt_write *w = realloc(j->scratch_writes, cap * sizeof *w);
+    if (w == NULL) return -1;
+    j->scratch_writes = w;
+    j->scratch_writes_cap = cap;
+  }
+  return 0;
+}
+
+/* Reads the writes table at idx ({ {stream, {f, v, ...}}, ... }) into the
+ * pool's scratch arrays; the strings stay anchored by the table. */
+static int read_writes(struct jobs *j, lua_State *co, int idx, struct rt_result *res) {
+  if (!lua_istable(co, idx)) return 0;
+  size_t nwrites = lua_objlen(co, idx), nfields = 0;
+  for (size_t w = 1; w <= nwrites; w++) {
+    lua_rawgeti(co, idx, (int)w);
+    lua_rawgeti(co, -1, 2);
+    nfields += lua_objlen(co, -1);
+    lua_pop(co, 2);
+  }
+  if (ensure_scratch(j, nfields, nwrites) != 0) return -1;
+  size_t at = 0;
+  for (size_t w = 0; w < nwrites; w++) {
+    struct rt_write *out = &j->scratch_writes[w];
+    lua_rawgeti(co, idx, (int)w + 1);              /* ... write */
+    lua_rawgeti(co, -1, 1);
+    out->stream = lua_tostring(co, -1);
+    lua_pop(co, 1);
+    lua_rawgeti(co, -1, 2);                        /* ... write fields */
+    out->nfields = lua_objlen(co, -1);
+    out->field = j->scratch + at;
+    out->field_len = j->scratch_len + at;
+    for (size_t i = 0; i < out->nfields; i++, at++) {
+      lua_rawgeti(co, -1, (int)i + 1);
+      j->scratch[at] = lua_tolstring(co, -1, &j->scratch_len[at]);
+      lua_pop(co, 1);
+    }
+    lua_pop(co, 2);
+  }
+  res->nwrites = nwrites;
+  res->writes = j->scratch_writes;
+  return 0;
+}
+
+/* The dispatcher returned; its results are on co's stack (see outcome() in
+ * luastream/handler.lua): kind, then what that kind carries. */
+static void finish_returned(struct rt_job *job) {
+  lua_State *co = job->co;
+  struct rt_result res = {.kind = RT_ACK};
+  const char *kind = lua_tostring(co, 1);
+  if (kind == NULL || strcmp(kind, "ack") == 0 || strcmp(kind, "reply") == 0) {
+    res.kind = kind && kind[0] == 'r' ? RT_REPLY : RT_ACK;
+    if (read_writes(job->pool, co, 2, &res) != 0) {
+      res = (struct rt_result){.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR, .text = "out of memory"};
+      res.text_len = strlen(res.text);
+    }
+  } else if (strcmp(kind, "retry") == 0) {
+    res.kind = RT_RETRY;
+  } else if (strcmp(kind, "retry_after") == 0) {
+    res.kind = RT_RETRY_AFTER;
+    res.delay_ms = (int64_t)lua_tonumber(co, 2);
+  } else if (strcmp(kind, "reject") == 0) {
+    res.kind = RT_REJECT;
+    res.text = lua_tolstring(co, 2, &res.text_len);
+  } else {
+    res.kind = strcmp(kind, "invalid") == 0 ? RT_INVALID : RT_ERROR;
+    res.reason = lua_tostring(co, 2);
+    res.text = lua_tolstring(co, 3, &res.text_len);
+  }
+  report(job, &res);
+  job_end(job, true);
+}
+
+static void finish_failed(struct rt_job *job, const char *why) {
+  lua_State *L = job->pool->L;
+  const char *msg = why ? why : lua_tostring(job->co, -1);
+  if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(job->co, -1));
+  luaL_traceback(L, job->co, msg, 0);
+  struct rt_result res = {.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR};
+  res.text = lua_tolstring(L, -1, &res.text_len);
+  report(job, &res);
+  lua_settop(L, 0); /* before job_end, which may close the state */
+  job_end(job, false);
+}
+
+/* The one place a job's coroutine is resumed. */
+static void run(struct rt_job *job, int nargs) {
+  struct jobs *j = job->pool;
+  const struct handler_spec *s = j->spec;
+  j->current = job;
+  watchdog_enter(s->name, s->path, s->stream, s->group, job->e ? job->e->id : NULL);
+  int rc = lua_resume(job->co, nargs);
+  watchdog_leave();
+  j->current = NULL;
+  if (rc == LUA_YIELD) {
+    if (job->op != OP_NONE) return; /* waiting: a loop callback resumes it */
+    finish_failed(job, "coroutine.yield called in a handler: only ls.sleep may wait");
+  } else if (rc == 0) {
+    finish_returned(job);
+  } else {
+    finish_failed(job, NULL);
+  }
+}
+
+int jobs_start(struct jobs *j, struct entry *e, rt_done_fn *done, void *data) {
+  struct rt_job *job = job_get(j);
+  if (job == NULL) return -1;
+  job->e = e;
+  job->done = done;
+  job->data = data;
+  job->seq = ++j->last_seq;
+  j->count++;
+  job->next = j->running;
+  if (j->running) j->running->prev = job;
+  j->running = job;
+
+  lua_State *co = job->co;
+  lua_rawgeti(co, LUA_REGISTRYINDEX, j->dispatch_ref);
+  lua_pushnumber(co, job->seq);
+  run(job, 1);
+  return 0;
+}
+
+/* ---- for host functions ---- */
+
+struct rt_job *jobs_running_on(const struct jobs *j, const lua_State *co) {
+  return j->current && j->current->co == co ? j->current : NULL;
+}
+
+struct entry *jobs_entry(const struct jobs *j, double seq) {
+  return j->current && j->current->seq == seq ? j->current->e : NULL;
+}
+
+static void sleep_done(ltimer *t, void *data) {
+  (void)t;
+  struct rt_job *job = data;
+  job->op = OP_NONE;
+  run(job, 0);
+}
+
+int job_sleep(struct rt_job *job, uint64_t ms) {
+  const struct rt_env *env = job->pool->env;
+  lclock *clock = env ? env->clock : NULL;
+  if (clock == NULL) return -1;
+  if (job->timer == NULL) job->timer = timer_new(clock, sleep_done, job);
+  if (job->timer == NULL) return -2;
+  job->op = OP_SLEEP;
+  timer_start(job->timer, ms);
+  return 0;
+}

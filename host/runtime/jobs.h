@@ -1,0 +1,80 @@
+/* jobs: a handler's entries running in coroutines of its Lua state.
+ *
+ * One job per entry, each with a coroutine resumed in exactly one place (run()
+ * in jobs.c). A job whose coroutine returned goes back to an idle list with
+ * its coroutine and its timer, so the next entry allocates nothing. A job
+ * waits (ls.sleep) by arming its timer and yielding; the timer's callback
+ * resumes it. The dispatcher's return values become an rt_result for the
+ * job's done callback. The pool knows nothing of loading or generations:
+ * runtime.c owns those, and is told through a callback when a released pool
+ * has no job left. */
+#ifndef LUASTREAM_JOBS_H
+#define LUASTREAM_JOBS_H
+
+#include <lua.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime.h"
+
+struct rt_job;
+
+typedef void jobs_drained_fn(void *data);
+
+/* The jobs of one handler state. Fields are read by host functions
+ * (corelib.c); only jobs.c changes them, but for dispatch_ref (set by
+ * handler_bind). */
+struct jobs {
+  lua_State *L;
+  const struct handler_spec *spec; /* for the watchdog, host functions, on_delivery */
+  const char *version;             /* into every result (rt_result.version) */
+  const struct rt_env *env;        /* clock for ls.sleep; on_delivery; may be NULL */
+  int dispatch_ref;       /* registry ref of the dispatch function, LUA_NOREF before bind */
+  size_t count;           /* running jobs (started and not finished) */
+  struct rt_job *running; /* those jobs, linked through prev/next */
+  struct rt_job *current; /* the job whose coroutine is running now, else NULL */
+  struct rt_job *idle;    /* finished jobs kept for reuse, linked through next */
+  double last_seq;        /* the seq of the newest job */
+  const char **scratch;   /* write field pointers, reused across jobs */
+  size_t *scratch_len;
+  size_t scratch_cap;
+  struct rt_write *scratch_writes;
+  size_t scratch_writes_cap;
+  jobs_drained_fn *drained; /* set by jobs_release */
+  void *drained_data;
+};
+
+/* An empty pool on L; spec, version and env are borrowed. */
+void jobs_init(struct jobs *j, lua_State *L, const struct handler_spec *spec, const char *version,
+               const struct rt_env *env);
+/* Frees the idle jobs and the scratch arrays; call before L is closed, when
+ * no job runs. */
+void jobs_free(struct jobs *j);
+
+/* Starts the dispatch function on entry e (see handler_run). */
+int jobs_start(struct jobs *j, struct entry *e, rt_done_fn *done, void *data);
+
+/* From now on a finished job is not kept; once no job runs, drained(data) is
+ * called (at once when none runs now). The pool must not be used after. */
+void jobs_release(struct jobs *j, jobs_drained_fn *drained, void *data);
+
+/* Drops every running job (see handler_abandon); 0 when called from inside a
+ * job. Calls drained when the pool was released. */
+size_t jobs_abandon(struct jobs *j, rt_abandon_fn *abandoned);
+
+/* ---- for host functions (luastream.core) ---- */
+
+/* The running job when its coroutine is co, else NULL (at load time, or from
+ * a coroutine the handler made itself). */
+struct rt_job *jobs_running_on(const struct jobs *j, const lua_State *co);
+/* The entry of the running job when it is job number seq, else NULL: the
+ * entry a job reads is the host's only until the job ends. */
+struct entry *jobs_entry(const struct jobs *j, double seq);
+
+/* ls.sleep: arms job's timer for ms; the caller must then yield the job's
+ * coroutine (lua_yield), and the timer resumes it with no values. Returns 0,
+ * -1 when the host has no clock, -2 when out of memory. */
+int job_sleep(struct rt_job *job, uint64_t ms);
+
+#endif
