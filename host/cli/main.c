@@ -654,6 +654,7 @@ static int cmd_run(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   lclock *clock = clock_uv_new(&loop);
+  log_set_clock(clock); /* time= from the host's clock */
   broker *b = broker_redis_new(&loop, &url);
   struct run_state rs = {.shutdown_ms = shutdown_ms, .dir = o.pos[0]};
   char *problems = NULL;
