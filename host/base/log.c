@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 static enum log_level min_level = LOG_INFO;
 static log_sink_fn *sink_fn; /* NULL: stderr */
 static void *sink_data;
+static lclock *wall_clock; /* NULL: the OS wall clock */
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -30,6 +32,22 @@ enum log_level log_get_level(void) { return min_level; }
 void log_set_sink(log_sink_fn *sink, void *data) {
   sink_fn = sink;
   sink_data = sink ? data : NULL;
+}
+
+log_sink_fn *log_get_sink(void **data) {
+  if (data) *data = sink_data;
+  return sink_fn;
+}
+
+void log_set_clock(lclock *clock) { wall_clock = clock; }
+lclock *log_get_clock(void) { return wall_clock; }
+
+/* Unix ms of the line: the log's clock, else the OS. */
+static uint64_t wall_ms(void) {
+  if (wall_clock) return clock_wall(wall_clock);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 int log_level_parse(const char *name) {
@@ -177,14 +195,14 @@ static void add_key(struct line *l, const char *key, size_t n) {
 
 static void add_head(struct line *l, enum log_level level, const char *handler,
                      const char *msg) {
-  struct timespec ts;
   struct tm tm;
   char tbuf[64];
-  clock_gettime(CLOCK_REALTIME, &ts);
-  gmtime_r(&ts.tv_sec, &tm);
-  int n = snprintf(tbuf, sizeof tbuf, "time=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=",
+  uint64_t ms = wall_ms();
+  time_t sec = (time_t)(ms / 1000u);
+  gmtime_r(&sec, &tm);
+  int n = snprintf(tbuf, sizeof tbuf, "time=%04d-%02d-%02dT%02d:%02d:%02d.%03dZ level=",
                    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                   tm.tm_sec, ts.tv_nsec / 1000000L);
+                   tm.tm_sec, (int)(ms % 1000u));
   add_raw(l, tbuf, (size_t)n);
   add_str(l, log_level_name(level));
   if (handler) {

@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include "clock.h"
+
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
 /* Receives each finished line: `len` bytes without the trailing newline. The
@@ -24,6 +26,14 @@ void log_set_level(enum log_level min);
 enum log_level log_get_level(void);
 /* NULL restores the default sink (stderr). */
 void log_set_sink(log_sink_fn *sink, void *data);
+/* The sink in use (NULL for stderr), and its data in *data. */
+log_sink_fn *log_get_sink(void **data);
+/* time= comes from this clock's wall time (clock_wall): the host's clock, so
+ * a host on a virtual clock logs virtual time. NULL (the default) reads the
+ * OS wall clock. The clock must outlive every line logged while it is set:
+ * set NULL before freeing it. */
+void log_set_clock(lclock *clock);
+lclock *log_get_clock(void);
 /* Writes n bytes to stderr, in one write() when the kernel takes them whole
  * (a line up to PIPE_BUF on a pipe shared by several processes stays whole);
  * gives up when stderr is gone. Thread-safe: it keeps no state. */

@@ -74,7 +74,10 @@ static int run_teardown(struct run *r, int status) {
   r->health = NULL;
   if (r->host) host_free(r->host);
   if (r->broker) broker_free(r->broker);
-  if (r->clock) r->clock->ops->free(r->clock);
+  if (r->clock) {
+    log_set_clock(NULL);
+    r->clock->ops->free(r->clock);
+  }
   if (r->loop_ready && loop_finish(&r->loop) != 0) status = 1;
   if (r->log_writer) log_writer_stop(LOG_DRAIN_MS);
   return status;
@@ -257,6 +260,7 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "luastream: cannot create the clock: out of memory\n");
     goto out;
   }
+  log_set_clock(r.clock); /* log times from the clock the host runs on */
   if ((r.broker = broker_redis_new(&r.loop, &o.url)) == NULL) {
     fprintf(stderr, "luastream: cannot create the client for %s: out of memory\n",
             o.url.redacted);

@@ -58,7 +58,8 @@ struct delivery {
 
 /* What the hosts of one spec share: the broker, its clock, and the log. A
  * second host joins with opts.with (two hosts on one broker); the world goes
- * when its last app does. */
+ * when its last app does. Each world keeps its own log records: two apps
+ * made apart never see each other's lines. */
 struct world {
   uv_loop_t *loop;       /* only with a real server (opts.redis); else NULL */
   lclock *clock;
@@ -129,13 +130,9 @@ static void record(void *data, const struct handler_spec *spec, const struct ent
   }
 }
 
-/* The newest world records the log; an older one still running does not. */
-static struct world *log_world;
-
 static void capture_log(void *data, enum log_level level, const char *line, size_t len) {
-  (void)data, (void)level;
-  struct world *w = log_world;
-  if (w == NULL) return;
+  (void)level;
+  struct world *w = data;
   if (w->nlogs == w->logcap) {
     size_t cap = w->logcap ? w->logcap * 2 : 64;
     char **l = realloc(w->logs, cap * sizeof *l);
@@ -146,8 +143,45 @@ static void capture_log(void *data, enum log_level level, const char *line, size
   w->logs[w->nlogs++] = dupn(line, len);
 }
 
+/* The log is process-wide (log.h): every entry into an app points it at that
+ * app's world, so what its hosts log lands in its records, stamped with its
+ * clock's (virtual) time. */
+static void world_log_here(struct world *w) {
+  log_set_sink(capture_log, w);
+  log_set_clock(w->clock);
+}
+
+/* Where the log went before a world took it for a moment (collection runs
+ * inside any call, so it must hand the log back as it found it). */
+struct log_route {
+  log_sink_fn *sink;
+  void *data;
+  lclock *clock;
+};
+
+static struct log_route log_route_save(void) {
+  struct log_route r;
+  r.sink = log_get_sink(&r.data);
+  r.clock = log_get_clock();
+  return r;
+}
+
+/* Restores r, unless it led to `gone`, a world now freed: then the default. */
+static void log_route_restore(struct log_route r, const struct world *gone) {
+  if (gone && r.data == gone) {
+    log_set_sink(NULL, NULL);
+    log_set_clock(NULL);
+    return;
+  }
+  log_set_sink(r.sink, r.data);
+  log_set_clock(r.clock);
+}
+
+/* Drops one app's hold on w; the last one frees it (its last lines its own). */
 static void world_unref(struct world *w) {
   if (--w->apps > 0) return;
+  struct log_route prev = log_route_save();
+  world_log_here(w);
   if (w->b) {
     if (w->loop)
       uv_run(w->loop, UV_RUN_NOWAIT);
@@ -155,16 +189,14 @@ static void world_unref(struct world *w) {
       clock_virtual_settle(w->clock);
     broker_free(w->b);
   }
+  log_set_clock(NULL);
   if (w->clock) w->clock->ops->free(w->clock);
   if (w->loop) {
     uv_run(w->loop, UV_RUN_DEFAULT); /* close callbacks */
     uv_loop_close(w->loop);
     free(w->loop);
   }
-  if (log_world == w) {
-    log_world = NULL;
-    log_set_sink(NULL, NULL);
-  }
+  log_route_restore(prev, w);
   for (size_t i = 0; i < w->nlogs; i++) free(w->logs[i]);
   free(w->logs);
   free(w);
@@ -188,6 +220,7 @@ static void raise_new_errors(lua_State *L, struct app *a) {
 static struct app *check_app(lua_State *L) {
   struct app *a = luaL_checkudata(L, 1, APP_MT);
   if (a->stopped) luaL_error(L, "this app has been stopped");
+  world_log_here(a->w);
   return a;
 }
 
@@ -575,15 +608,21 @@ static void app_release(struct app *a) {
 
 static int app_stop(lua_State *L) {
   struct app *a = luaL_checkudata(L, 1, APP_MT);
+  if (a->w) world_log_here(a->w);
   app_release(a);
   return 0;
 }
 
 static int app_gc(lua_State *L) {
   struct app *a = luaL_checkudata(L, 1, APP_MT);
+  struct world *w = a->w;
+  struct log_route prev = log_route_save();
+  if (w) world_log_here(w);
   app_release(a);
-  if (a->w) world_unref(a->w);
+  const struct world *gone = w && w->apps == 1 ? w : NULL;
+  if (w) world_unref(w);
   a->w = NULL;
+  log_route_restore(prev, gone);
   for (size_t i = 0; i < a->ndeliveries; i++) {
     struct delivery *d = &a->deliveries[i];
     for (size_t f = 0; f < d->nfields; f++) free(d->field[f]);
@@ -666,9 +705,8 @@ static int core_app(lua_State *L) {
       a->w->b = a->w->clock ? broker_memory_new(a->w->clock, version) : NULL;
     }
     if (a->w->b == NULL) return luaL_error(L, "out of memory");
-    log_world = a->w;
-    log_set_sink(capture_log, NULL);
   }
+  world_log_here(a->w);
 
   char *problems = NULL;
   struct host_names names = {.consumer = consumer, .instance = instance, .hostname = hostname};

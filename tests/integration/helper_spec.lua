@@ -5,9 +5,10 @@ local helper = require "tests.integration.helper"
 
 -- A stand-in for `luastream run`: logs "host ready" with the URL it was given,
 -- then waits for SIGTERM and exits 0.
+-- The trap is set before "host ready": a SIGTERM right after it is handled.
 local FAKE_HOST = [[#!/bin/sh
-echo "time=2024-01-01T00:00:00.000Z level=info msg=\"host ready\" redis=$3 args=\"$*\"" >&2
 trap 'echo "time=2024-01-01T00:00:01.250Z level=info msg=\"stopped\"" >&2; exit 0' TERM
+echo "time=2024-01-01T00:00:00.000Z level=info msg=\"host ready\" redis=$3 args=\"$*\"" >&2
 while :; do sleep 0.02; done
 ]]
 

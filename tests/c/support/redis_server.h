@@ -29,10 +29,13 @@ struct redis_server {
 };
 
 /* Starts redis-server and waits (up to 10 s) until it accepts connections.
- * `s` must be zeroed before its first start. `extra` is NULL or a
- * NULL-terminated list of more arguments, e.g. {"--requirepass", "pw", NULL}.
- * Returns 0, or -1 after printing why on stderr (redis-server not on PATH, it
- * exited, it did not answer in time). */
+ * `s` must be zeroed before its first start, which picks a free port (another
+ * one if a parallel test takes it first); later starts reuse that port.
+ * `extra` is NULL or a NULL-terminated list of more arguments, e.g.
+ * {"--requirepass", "pw", NULL}. Returns 0, or -1 after printing why on
+ * stderr (it exited, it did not answer in time). Without redis-server on PATH
+ * it skips the test (TEST_SKIP in task.h), or returns -1 when the environment
+ * sets LUASTREAM_REQUIRE_REDIS. */
 int redis_server_start(struct redis_server *s, const char *const *extra);
 
 /* SIGKILL and reap: the server vanishes the way a crash makes it vanish. The

@@ -19,6 +19,17 @@ void task_register(const char *name, void (*fn)(void));
   }                                                                          \
   static void test_##name(void)
 
+/* A test that cannot run here (a program it needs is missing) exits with
+ * this status after saying why: the runner and ctest count it as skipped. */
+#define TEST_SKIP_STATUS 77
+#define TEST_SKIP(...)                                                       \
+  do {                                                                       \
+    fprintf(stderr, "SKIP: ");                                               \
+    fprintf(stderr, __VA_ARGS__);                                            \
+    fputc('\n', stderr);                                                     \
+    exit(TEST_SKIP_STATUS);                                                  \
+  } while (0)
+
 #define TEST_FAIL_(...)                                                      \
   do {                                                                       \
     fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                          \

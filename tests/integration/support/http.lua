@@ -1,0 +1,60 @@
+-- http: raw HTTP requests to the host's --http endpoint.
+local ffi = require "ffi"
+local sys = require "tests.integration.support.sys"
+
+local C = sys.C
+local http = {}
+
+--[[ Sends raw (a whole request) to port on 127.0.0.1 (opts.family "4", the
+default) or ::1 ("6") and reads until the server closes or opts.timeout_s
+(default 5) passes. Returns status (number), body, the response text; nil, why
+when nothing could be read. ]]
+function http.http(port, raw, opts)
+  opts = opts or {}
+  local six = opts.family == "6"
+  local fd = C.socket(six and sys.AF_INET6 or sys.AF_INET, sys.SOCK_STREAM, 0)
+  assert(fd >= 0, "socket failed")
+  local sa
+  if six then
+    sa = ffi.new("ls_sockaddr_in6")
+    sa.family, sa.port = sys.AF_INET6, sys.htons(port)
+    sa.addr[15] = 1 -- ::1
+  else
+    sa = sys.sockaddr(port)
+  end
+  if C.connect(fd, sa, ffi.sizeof(sa)) ~= 0 then
+    C.close(fd)
+    return nil, "connect failed"
+  end
+  C.write(fd, raw, #raw)
+  local chunks, buf = {}, ffi.new("char[4096]")
+  local pfd = ffi.new("ls_pollfd[1]")
+  pfd[0].fd, pfd[0].events = fd, sys.POLLIN
+  local deadline = sys.now() + (opts.timeout_s or 5)
+  while sys.now() < deadline do
+    if C.poll(pfd, 1, 50) > 0 then
+      local n = tonumber(C.read(fd, buf, 4096))
+      if n <= 0 then break end
+      chunks[#chunks + 1] = ffi.string(buf, n)
+    end
+  end
+  C.close(fd)
+  local text = table.concat(chunks)
+  local status = tonumber(text:match("^HTTP/1%.1 (%d%d%d) "))
+  if not status then return nil, "no HTTP response: " .. text end
+  return status, text:match("\r\n\r\n(.*)$"), text
+end
+
+--- GET (or opts.method) path: status, body, text (see http.http).
+function http.http_get(port, path, opts)
+  local method = opts and opts.method or "GET"
+  return http.http(port, method .. " " .. path .. " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: spec\r\n\r\n", opts)
+end
+
+--- The port (and address) a host logged for --http ADDR:0.
+function http.health_port(host)
+  local rec = host:wait_records({ msg = "health endpoint listening" }, 1, 20, "the health endpoint")[1]
+  return tonumber(rec.port), rec.addr
+end
+
+return http
