@@ -221,7 +221,7 @@ TEST_IMPL(entry_binary_safe_values) {
 /* ---- entry_parse_read: well-formed replies ---- */
 
 TEST_IMPL(entry_parse_new_read) {
-  /* XREADGROUP GROUP g c COUNT 2 STREAMS s > (redis-streams.md 6.2) */
+  /* XREADGROUP GROUP g c COUNT 2 STREAMS s > */
   struct entry *list = parse_ok(
       READ(A(2, A(2, S("1-0"), A(2, S("a"), S("1"))),
              A(2, S("2-0"), A(4, S("b"), S("2"), S(HDR_PARTITION_KEY), S("acme"))))),

@@ -1,4 +1,4 @@
--- Retries, delays and dead letters (issue 5, docs/retries-delays-dead-letters.md)
+-- Retries, delays and dead letters (docs/retries-delays-dead-letters.md)
 -- on the in-memory broker with the virtual clock: max_deliveries reached by
 -- retries and by handlers that never come back, the provenance of each kind of
 -- dead letter, what happens without a dead_letter stream, ls.retry_after on
