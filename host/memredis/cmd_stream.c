@@ -242,7 +242,15 @@ bk_reply *ms_cmd_xtrim(struct memdb *db, struct ms_call *c) {
 /* ---- XINFO STREAM ---- */
 
 bk_reply *ms_xinfo_stream(struct memdb *db, struct ms_call *c) {
-  if (c->argc > 3) return ms_err_syntax(); /* FULL is not emulated */
+  if (c->argc > 3) { /* [FULL [COUNT n]]: FULL is not emulated */
+    bool full = (c->argc == 4 || c->argc == 6) && ms_arg_is(c, 3, "FULL") &&
+                (c->argc == 4 || ms_arg_is(c, 4, "COUNT"));
+    if (!full)
+      return mr_err("ERR unknown subcommand or wrong number of arguments for '%.*s'. Try XINFO "
+                    "HELP.",
+                    (int)c->argvlen[1], c->argv[1]);
+    return mr_err("ERR XINFO STREAM FULL is not supported by the in-memory broker");
+  }
   struct ms_stream *s = ms_lookup(db, c->argv[2], c->argvlen[2]);
   if (s == NULL) return mr_err("ERR no such key");
   /* radix-tree-keys is the number of nodes; radix-tree-nodes is right for

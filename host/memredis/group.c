@@ -162,10 +162,19 @@ static long long estimate_read(const struct ms_stream *s, msid id) {
   return -1;
 }
 
+/* a + b as Redis computes it: signed overflow wraps around there. */
+static long long wrap_add(long long a, long long b) {
+  return (long long)((unsigned long long)a + (unsigned long long)b);
+}
+
+static long long wrap_sub(long long a, long long b) {
+  return (long long)((unsigned long long)a - (unsigned long long)b);
+}
+
 void ms_group_delivered(struct ms_stream *s, struct ms_group *g, msid id) {
   if (ms_idcmp(id, g->last_id) <= 0) return;
   if (g->entries_read != -1 && !tombstones_after(s, id))
-    g->entries_read++;
+    g->entries_read = wrap_add(g->entries_read, 1); /* ENTRIESREAD may have set it to LLONG_MAX */
   else if (s->entries_added)
     g->entries_read = estimate_read(s, id);
   g->last_id = id;
@@ -187,7 +196,7 @@ long long ms_group_lag(const struct ms_stream *s, const struct ms_group *g, bool
       return (long long)s->n;
   }
   if (g->entries_read != -1 && !tombstones_after(s, g->last_id))
-    return (long long)s->entries_added - g->entries_read;
+    return wrap_sub((long long)s->entries_added, g->entries_read);
   long long read = estimate_read(s, g->last_id);
   if (read == -1) {
     *valid = false;
