@@ -52,6 +52,8 @@ struct gen {
   uint64_t state;
   int ids;        /* <idN> named so far (the memory side's count) */
   uint64_t s2_ms; /* s2 takes explicit ids: the ms part it is at */
+  char s2_last[48]; /* the last id an XADD to s2 named */
+  char next[96];    /* a follow-up the generator planned: its arguments, spaces between */
 };
 
 static uint64_t next(struct gen *g) { /* splitmix64 */
@@ -99,7 +101,7 @@ static const char *stream_key(struct gen *g) {
 
 /* A key for the commands of any type; never s1, which they could delete. */
 static const char *any_key(struct gen *g) {
-  static const char *const keys[] = {"s2", "z", "str", "none", NULL};
+  static const char *const keys[] = {"s2", "z", "z", "str", "str", "none", "none", NULL};
   return oneof(g, keys);
 }
 
@@ -124,6 +126,8 @@ static void add_count(struct gen *g, struct cmd *c) {
                                     "576460752303423487",
                                     "576460752303423488",
                                     "1000000000000",
+                                    "10000000000000",
+                                    "100000000000000000",
                                     "abc",
                                     "1.5",
                                     "",
@@ -144,7 +148,9 @@ static void add_id(struct gen *g, struct cmd *c, bool range) {
                                      NULL};
   int r = pick(g, 100);
   const char *prefix = range && chance(g, 25) ? "(" : "";
-  if (r < 40 && g->ids > 0)
+  if (r < 12 && g->s2_last[0]) /* XDEL it, then MINID = it: the emptied node Redis keeps */
+    add(c, "%s%s", prefix, g->s2_last);
+  else if (r < 40 && g->ids > 0)
     add(c, "%s<id%d>", prefix, 1 + pick(g, g->ids < 40 ? g->ids : 40) + (g->ids > 40 ? g->ids - 40 : 0));
   else if (r < 70)
     add(c, "%s%llu-%d", prefix, (unsigned long long)(g->s2_ms > 3 ? g->s2_ms - (uint64_t)pick(g, 4) : g->s2_ms),
@@ -165,7 +171,7 @@ static void add_fields(struct gen *g, struct cmd *c, bool small) {
   for (int i = 0; i < pairs; i++) {
     add(c, "%s", small || (i == 0 && chance(g, 85)) ? "f" : oneof(g, names));
     int r = pick(g, 100);
-    if (r < 6 && !small) { /* big: a few of these fill a 4 KB node */
+    if (r < 25 && !small) { /* big: a few of these fill a 4 KB node */
       char big[1600];
       int len = 300 + pick(g, 1200);
       memset(big, 'a' + pick(g, 26), (size_t)len);
@@ -220,6 +226,8 @@ static void gen_xadd(struct gen *g, struct cmd *c) {
       add(c, "%llu-*", (unsigned long long)g->s2_ms);
     else
       add(c, "%llu-%d", (unsigned long long)g->s2_ms, pick(g, 3));
+    snprintf(g->s2_last, sizeof g->s2_last, "%s", c->argv[c->argc - 1]);
+    if (strchr(g->s2_last, '*')) strchr(g->s2_last, '*')[0] = '0';
   } else {
     add_id(g, c, false);
   }
@@ -386,7 +394,16 @@ static void gen_other(struct gen *g, struct cmd *c) {
   } else if (r < 27) {
     add(c, "XDEL");
     add(c, "%s", stream_key(g));
-    for (int i = 0, n = 1 + pick(g, 3); i < n; i++) add_id(g, c, false);
+    if (strcmp(c->argv[1], "s2") == 0 && g->s2_last[0] && chance(g, 30)) {
+      /* the top entry; then trimming up to it empties its node, which
+       * exact trimming keeps */
+      add(c, "%s", g->s2_last);
+      if (chance(g, 60))
+        snprintf(g->next, sizeof g->next, "XTRIM s2 MINID %s%s", chance(g, 50) ? "= " : "",
+                 g->s2_last);
+    } else {
+      for (int i = 0, n = 1 + pick(g, 3); i < n; i++) add_id(g, c, false);
+    }
   } else if (r < 42) {
     add(c, "XTRIM");
     add(c, "%s", stream_key(g));
@@ -440,6 +457,12 @@ static void gen_other(struct gen *g, struct cmd *c) {
 
 /* One random command into c. */
 static void generate(struct gen *g, struct cmd *c) {
+  if (g->next[0]) {
+    for (char *w = strtok(g->next, " "); w; w = strtok(NULL, " ")) add(c, "%s", w);
+    g->next[0] = '\0';
+    c->argv[c->argc] = NULL;
+    return;
+  }
   int r = pick(g, 100);
   if (r < 30) gen_xadd(g, c);
   else if (r < 38) gen_range(g, c);
@@ -521,7 +544,7 @@ static void show(const struct cmd *c, FILE *f) {
     const char *a = c->argv[i];
     size_t len = strlen(a);
     if (i) fputc(' ', f);
-    if (len > 40) /* the generator's big values: one letter repeated */
+    if (len > 60) /* the generator's big values: one letter repeated */
       fprintf(f, "<%c x%zu>", a[0], len);
     else if (len == 0 || strpbrk(a, " \"") || a[0] == '<')
       fprintf(f, "\"%s\"", a);
