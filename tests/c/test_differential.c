@@ -39,8 +39,8 @@
 #include "redis_server.h"
 #include "task.h"
 
-#define SHORT_SEEDS 3
-#define SHORT_COMMANDS 1500
+#define SHORT_SEEDS 4
+#define SHORT_COMMANDS 2000
 #define SHRINK_SECONDS 8
 #define MAXID "18446744073709551615-18446744073709551615"
 
