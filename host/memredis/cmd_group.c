@@ -67,7 +67,7 @@ bk_reply *ms_cmd_xgroup(struct memdb *db, struct ms_call *c) {
   if (create || setid) {
     if ((create && c->argc > 8) || (setid && c->argc != 5 && c->argc != 7)) return sub_syntax(c);
     msid id = {0, 0};
-    if (c->argvlen[4] == 1 && c->argv[4][0] == '$') {
+    if (ms_arg_char(c, 4, '$')) {
       if (s) id = s->last_id;
     } else if (!ms_parse_id(c->argv[4], c->argvlen[4], &id, 0, create, NULL)) {
       return ms_err_badid();

@@ -82,7 +82,7 @@ static bk_reply *parse(struct memdb *db, const struct ms_call *c, struct xrg *o)
  * new entries. */
 static bool is_new_id(const struct ms_call *c, int i) {
   msid id;
-  if (c->argvlen[i] == 1 && c->argv[i][0] == '>') return true;
+  if (ms_arg_char(c, i, '>')) return true;
   return ms_parse_id(c->argv[i], c->argvlen[i], &id, 0, true, NULL) && ms_id_is_max(id);
 }
 
@@ -240,13 +240,13 @@ bk_reply *ms_cmd_xreadgroup(struct memdb *db, struct ms_call *c) {
       goto done;
     }
     t[k].fresh = is_new_id(c, ii);
-    if (c->argvlen[ii] == 1 && c->argv[ii][0] == '$') {
+    if (ms_arg_char(c, ii, '$')) {
       err = mr_err("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read "
                    "the history of this consumer by specifying a proper ID, or use the > ID to "
                    "get new messages. The $ ID would just return an empty result set.");
       goto done;
     }
-    if (MS_V74(db) && c->argvlen[ii] == 1 && c->argv[ii][0] == '+') {
+    if (MS_V74(db) && ms_arg_char(c, ii, '+')) {
       err = mr_err("ERR The + ID is meaningless in the context of XREADGROUP: you want to read "
                    "the history of this consumer by specifying a proper ID, or use the > ID to "
                    "get new messages. The + ID would just return an empty result set.");

@@ -150,10 +150,11 @@ static void add_id(struct gen *g, struct cmd *c, bool range) {
   const char *prefix = range && chance(g, 25) ? "(" : "";
   if (r < 12 && g->s2_last[0]) /* XDEL it, then MINID = it: the emptied node Redis keeps */
     add(c, "%s%s", prefix, g->s2_last);
-  else if (r < 40 && g->ids > 0)
-    add(c, "%s<id%d>", prefix, 1 + pick(g, g->ids < 40 ? g->ids : 40) + (g->ids > 40 ? g->ids - 40 : 0));
-  else if (r < 70)
-    add(c, "%s%llu-%d", prefix, (unsigned long long)(g->s2_ms > 3 ? g->s2_ms - (uint64_t)pick(g, 4) : g->s2_ms),
+  else if (r < 40 && g->ids > 0) /* one of the last 40 generated */
+    add(c, "%s<id%d>", prefix, g->ids > 40 ? g->ids - pick(g, 40) : 1 + pick(g, g->ids));
+  else if (r < 70) /* near s2's top */
+    add(c, "%s%llu-%d", prefix,
+        (unsigned long long)(g->s2_ms > 3 ? g->s2_ms - (uint64_t)pick(g, 4) : g->s2_ms),
         pick(g, 3));
   else if (r < 75)
     add(c, "%s%llu", prefix, (unsigned long long)g->s2_ms);
