@@ -15,9 +15,8 @@
  *
  * This file owns connections, the command table (names, arities, which
  * commands a script may call), MULTI/EXEC and blocking; the commands
- * themselves are in memstream.c, memgroup.c, memread.c, memzset.c and
- * memstring.c, EVAL
- * in memscript.c. */
+ * themselves are in the cmd_*.c files (commands.h) on the keyspace of db.h,
+ * EVAL in script.c. */
 #include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,8 +28,9 @@
 #include "clock.h"
 #include "clock_virtual.h"
 #include "memreply.h"
-#include "memscript.h"
-#include "memstream.h"
+#include "commands.h"
+#include "db.h"
+#include "script.h"
 
 struct mcmd {
   struct mcmd *next;
@@ -101,13 +101,7 @@ struct cmddef {
   ms_cmd_fn *fn;         /* NULL: handled here (MULTI, EXEC, DISCARD, EVAL) */
   int flags;
   const struct subdef *subs;
-  /* The group commands (memgroup.c, memread.c) know only streams: the argv
-   * index of their key, or KEYS_AFTER_STREAMS, has its type checked here
-   * before they run. The other commands check types themselves. */
-  int stream_key;
 };
-
-#define KEYS_AFTER_STREAMS (-1) /* XREADGROUP: the first half after STREAMS */
 
 static bk_reply *cmd_ping(struct memdb *db, struct ms_call *c) {
   (void)db;
@@ -134,39 +128,39 @@ static const struct subdef xinfo_subs[] = {
     {"stream", -3}, {"groups", 3}, {"consumers", 4}, {NULL, 0}};
 
 static const struct cmddef commands[] = {
-    {"ping", -1, cmd_ping, 0, NULL, 0},
-    {"info", -1, cmd_info, 0, NULL, 0},
-    {"xadd", -5, ms_cmd_xadd, 0, NULL, 0},
-    {"xlen", 2, ms_cmd_xlen, 0, NULL, 0},
-    {"xrange", -4, ms_cmd_xrange, 0, NULL, 0},
-    {"xrevrange", -4, ms_cmd_xrevrange, 0, NULL, 0},
-    {"xdel", -3, ms_cmd_xdel, 0, NULL, 0},
-    {"xtrim", -4, ms_cmd_xtrim, 0, NULL, 0},
-    {"xgroup", -2, ms_cmd_xgroup, 0, xgroup_subs, 2},
-    {"xreadgroup", -7, ms_cmd_xreadgroup, 0, NULL, KEYS_AFTER_STREAMS},
-    {"xack", -4, ms_cmd_xack, 0, NULL, 1},
-    {"xpending", -3, ms_cmd_xpending, 0, NULL, 1},
-    {"xclaim", -6, ms_cmd_xclaim, 0, NULL, 1},
-    {"xautoclaim", -6, ms_cmd_xautoclaim, 0, NULL, 1},
-    {"xinfo", -2, ms_cmd_xinfo, 0, xinfo_subs, 2},
-    {"zadd", -4, ms_cmd_zadd, 0, NULL, 0},
-    {"zrem", -3, ms_cmd_zrem, 0, NULL, 0},
-    {"zcard", 2, ms_cmd_zcard, 0, NULL, 0},
-    {"zscore", 3, ms_cmd_zscore, 0, NULL, 0},
-    {"zrange", -4, ms_cmd_zrange, 0, NULL, 0},
-    {"zrangebyscore", -4, ms_cmd_zrangebyscore, 0, NULL, 0},
-    {"get", 2, ms_cmd_get, 0, NULL, 0},
-    {"set", -3, ms_cmd_set, 0, NULL, 0},
-    {"pexpire", 3, ms_cmd_pexpire, 0, NULL, 0},
-    {"pttl", 2, ms_cmd_pttl, 0, NULL, 0},
-    {"del", -2, ms_cmd_del, 0, NULL, 0},
-    {"exists", -2, ms_cmd_exists, 0, NULL, 0},
-    {"type", 2, ms_cmd_type, 0, NULL, 0},
-    {"flushall", -1, ms_cmd_flushall, 0, NULL, 0},
-    {"multi", 1, NULL, F_NOSCRIPT, NULL, 0},
-    {"exec", 1, NULL, F_NOSCRIPT, NULL, 0},
-    {"discard", 1, NULL, F_NOSCRIPT, NULL, 0},
-    {"eval", -3, NULL, F_NOSCRIPT, NULL, 0},
+    {"ping", -1, cmd_ping, 0, NULL},
+    {"info", -1, cmd_info, 0, NULL},
+    {"xadd", -5, ms_cmd_xadd, 0, NULL},
+    {"xlen", 2, ms_cmd_xlen, 0, NULL},
+    {"xrange", -4, ms_cmd_xrange, 0, NULL},
+    {"xrevrange", -4, ms_cmd_xrevrange, 0, NULL},
+    {"xdel", -3, ms_cmd_xdel, 0, NULL},
+    {"xtrim", -4, ms_cmd_xtrim, 0, NULL},
+    {"xgroup", -2, ms_cmd_xgroup, 0, xgroup_subs},
+    {"xreadgroup", -7, ms_cmd_xreadgroup, 0, NULL},
+    {"xack", -4, ms_cmd_xack, 0, NULL},
+    {"xpending", -3, ms_cmd_xpending, 0, NULL},
+    {"xclaim", -6, ms_cmd_xclaim, 0, NULL},
+    {"xautoclaim", -6, ms_cmd_xautoclaim, 0, NULL},
+    {"xinfo", -2, ms_cmd_xinfo, 0, xinfo_subs},
+    {"zadd", -4, ms_cmd_zadd, 0, NULL},
+    {"zrem", -3, ms_cmd_zrem, 0, NULL},
+    {"zcard", 2, ms_cmd_zcard, 0, NULL},
+    {"zscore", 3, ms_cmd_zscore, 0, NULL},
+    {"zrange", -4, ms_cmd_zrange, 0, NULL},
+    {"zrangebyscore", -4, ms_cmd_zrangebyscore, 0, NULL},
+    {"get", 2, ms_cmd_get, 0, NULL},
+    {"set", -3, ms_cmd_set, 0, NULL},
+    {"pexpire", 3, ms_cmd_pexpire, 0, NULL},
+    {"pttl", 2, ms_cmd_pttl, 0, NULL},
+    {"del", -2, ms_cmd_del, 0, NULL},
+    {"exists", -2, ms_cmd_exists, 0, NULL},
+    {"type", 2, ms_cmd_type, 0, NULL},
+    {"flushall", -1, ms_cmd_flushall, 0, NULL},
+    {"multi", 1, NULL, F_NOSCRIPT, NULL},
+    {"exec", 1, NULL, F_NOSCRIPT, NULL},
+    {"discard", 1, NULL, F_NOSCRIPT, NULL},
+    {"eval", -3, NULL, F_NOSCRIPT, NULL},
 };
 
 static bool word_is(const char *s, size_t len, const char *word) {
@@ -221,37 +215,6 @@ static bk_reply *check(const struct cmddef *d, int argc, const char **argv, cons
   return NULL;
 }
 
-/* WRONGTYPE if a key of a group command holds another type, else NULL.
- * Redis checks the type where it looks the key up: for XACK, XCLAIM, XINFO
- * and most of XGROUP before any other argument, as here; XGROUP CREATE's
- * options and XPENDING's, XAUTOCLAIM's and XREADGROUP's arguments it parses
- * first, so for a bad one of those on a key of the wrong type Redis names
- * the argument where this answers WRONGTYPE (checked live on 7.0.15). */
-static bk_reply *stream_keys_typed(struct memdb *db, const struct cmddef *d, int argc,
-                                   const char **argv, const size_t *len) {
-  int first = d->stream_key, n = 1;
-  if (first == 0) return NULL;
-  if (first == KEYS_AFTER_STREAMS) {
-    n = 0;
-    for (int i = 1; i < argc; i++) { /* XREADGROUP's options, as it walks them */
-      if (word_is(argv[i], len[i], "STREAMS")) {
-        first = i + 1;
-        n = (argc - first) % 2 ? 0 : (argc - first) / 2;
-        break;
-      }
-      if (word_is(argv[i], len[i], "GROUP")) i += 2;
-      else if (word_is(argv[i], len[i], "COUNT") || word_is(argv[i], len[i], "BLOCK") ||
-               word_is(argv[i], len[i], "CLAIM"))
-        i++;
-    }
-  }
-  for (int i = first; i < first + n && i < argc; i++) {
-    bk_reply *err = ms_check_type(db, argv[i], len[i], MS_STREAM);
-    if (err) return err;
-  }
-  return NULL;
-}
-
 /* ---- running commands ---- */
 
 static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_t *len,
@@ -271,8 +234,7 @@ static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_
   if (err) return err;
   if (d->fn == NULL) /* EVAL: MULTI, EXEC and DISCARD never get here */
     return memscript_eval(b->script, argc, argv, len, script_call, b);
-  memstring_expire(&b->db, wall_now(b)); /* keys whose time ran out are gone */
-  if ((err = stream_keys_typed(&b->db, d, argc, argv, len))) return err;
+  ms_expire(&b->db, wall_now(b)); /* keys whose time ran out are gone */
   memset(call, 0, sizeof *call);
   call->argc = argc;
   call->argv = argv;

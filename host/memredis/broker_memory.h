@@ -7,7 +7,7 @@
 #include "broker.h"
 
 /* The in-memory Redis streams server of the test harness (broker_memory.c
- * and the mem*.c files behind it), speaking the commands the host sends with
+ * and the files behind it: commands.h, db.h), speaking the commands the host sends with
  * the replies and error texts of the server version it reports (INFO):
  * version is "x.y.z", NULL for "8.4.0"; "7.0.15" switches to 7.0 behaviour.
  * Nothing runs inside bk_command: commands run and callbacks fire from a

@@ -1,5 +1,5 @@
-/* Tests for broker_memory.c and the in-memory server behind it (memstream.c,
- * memgroup.c, memread.c, memscript.c), driven only through bk_command on a
+/* Tests for broker_memory.c and the in-memory server behind it (the cmd_*.c
+ * files, script.c), driven only through bk_command on a
  * virtual clock. Replies are compared exactly in a compact rendering:
  *   bulk as its text, :n integer, +status, -error, nil, [a,b] array.
  * Expected texts come from /work/shared/redis-streams.md. */
@@ -809,7 +809,7 @@ TEST_IMPL(broker_memory_eval_reclaim_script) {
   teardown();
 }
 
-/* ---- sorted sets (memzset.c) ---- */
+/* ---- sorted sets (cmd_zset.c) ---- */
 
 #define WRONGTYPE "-WRONGTYPE Operation against a key holding the wrong kind of value"
 

@@ -1,4 +1,5 @@
-/* Conformance of the in-memory broker (broker_memory.c, mem*.c) with Redis.
+/* Conformance of the in-memory broker (broker_memory.c and the cmd_*.c
+ * files behind it) with Redis.
  *
  * 7.0: every scenario runs on a private redis-server 7.0.15 (one per test
  * process, FLUSHALL between scenarios) and on a fresh memory broker
@@ -15,8 +16,8 @@
  *
  * Deliberately not compared, because the memory broker does not model them
  * and the host never reads them: XINFO STREAM's radix-tree-nodes once a
- * stream has more than one node, the 4 KB size limit of a node (scenarios
- * use small entries), XINFO STREAM FULL.
+ * stream has more than one node (rendered <approx>), XINFO STREAM FULL.
+ * Random command sequences are compared in test_differential.c.
  *
  * CF_DUMP=1 prints every transcript. */
 #include <stdlib.h>
@@ -729,8 +730,7 @@ TEST_IMPL(conformance_7_0_redeliver) { CONFORM(redeliver); }
 
 /* Approximate trimming on streams big enough to have several nodes, filled
  * by a script: nodes of 100 entries fixed when appended, deleted entries
- * counted, whole nodes only. Entries are small: the 4 KB node limit of a
- * server is not modelled (memstream.h). */
+ * counted, whole nodes only (stream.h). */
 static const struct cf_step trimming[] = {
     C("EVAL", "for i = 1, 450 do redis.call('XADD', KEYS[1], i .. '-0', 'f', 'v') end", "1", "s"),
     C("XLEN", "s"),
@@ -1075,7 +1075,7 @@ static const struct cf_step parsing[] = {
 
 TEST_IMPL(conformance_7_0_parsing) { CONFORM(parsing); }
 
-/* Sorted sets (memzset.c): ZADD and its options, scores as Redis parses and
+/* Sorted sets (cmd_zset.c): ZADD and its options, scores as Redis parses and
  * prints them, ordering (score, then member bytes, shorter first), ZSCORE,
  * ZCARD, ZREM emptying a key, ZRANGEBYSCORE bounds and LIMIT, ZRANGE by
  * index, BYSCORE and REV, and their errors. */
@@ -1275,6 +1275,63 @@ static const struct cf_step wrongtype[] = {
     END};
 
 TEST_IMPL(conformance_7_0_wrongtype) { CONFORM(wrongtype); }
+
+/* Differences the differential test (test_differential.c) found, kept as a
+ * scenario: which fault a command reports first when it has two (Redis
+ * parses XPENDING's, XAUTOCLAIM's and XGROUP's arguments before it looks at
+ * the key's type; XREADGROUP checks its keys one at a time, type then
+ * group; XINFO a missing key before its type); the maximal id in
+ * XREADGROUP reads new entries as '>' does; a COUNT XAUTOCLAIM cannot
+ * allocate; the node exact trimming empties and keeps; nodes closed at
+ * 4096 listpack bytes. */
+#define BIG                                                                                   \
+  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+static const struct cf_step found_by_differential[] = {
+    C("SET", "str", "x"),
+    C("XADD", "s", "1-1", "f", "v"),
+    C("XGROUP", "CREATE", "s", "g", "0"),
+    C("XPENDING", "str", "g", "-", "+", "abc"),
+    C("XPENDING", "str", "g", "x", "+", "5"),
+    C("XAUTOCLAIM", "str", "g", "c", "0", "1-"),
+    C("XAUTOCLAIM", "str", "g", "c", "0", "0", "COUNT", "0"),
+    C("XAUTOCLAIM", "str", "g", "c", "0", "0", "FOO"),
+    C("XGROUP", "CREATE", "str", "g", "$", "ENTRIESREAD", "x"),
+    C("XGROUP", "SETID", "str", "g", "$", "junk"),
+    C("XREADGROUP", "GROUP", "nogroup", "c", "STREAMS", "s", "str", ">", ">"),
+    C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "str", ">", ">"),
+    C("XINFO", "STREAM", "nokey"),
+    C("XINFO", "GROUPS", "str"),
+    C("XINFO", "STREAM", "s", "junk"),
+    C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "18446744073709551615-18446744073709551615"),
+    C("XADD", "s", "1-2", "f", "v"),
+    C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "18446744073709551615-18446744073709551615"),
+    C("XPENDING", "s", "g"),
+    C("XAUTOCLAIM", "s", "g", "c", "0", "0", "COUNT", "1000000"),
+    C("XAUTOCLAIM", "s", "g", "c", "0", "0", "COUNT", "576460752303423487"),
+    C("XAUTOCLAIM", "s", "g", "c", "0", "0", "COUNT", "576460752303423488"),
+    C("XGROUP", "CREATE", "s", "g2", "0", "ENTRIESREAD", "9223372036854775807"),
+    C("XREADGROUP", "GROUP", "g2", "c", "STREAMS", "s", ">"),
+    C("XINFO", "GROUPS", "s"),
+    C("XADD", "t", "1-1", "f", "v"),
+    C("XADD", "t", "1-2", "f", "v"),
+    C("XDEL", "t", "1-2"),
+    C("XTRIM", "t", "MINID", "1-2"),
+    C("XINFO", "STREAM", "t"),
+    C("XADD", "t", "1-3", "f", "v"),
+    C("XINFO", "STREAM", "t"),
+    C("DEL", "t"),
+    C("EVAL", "for i = 1, 5 do redis.call('XADD', KEYS[1], '1-' .. i, 'f', ARGV[1]) end", "1", "t",
+      BIG BIG),
+    C("XINFO", "STREAM", "t"),
+    C("XTRIM", "t", "MAXLEN", "~", "1"),
+    C("XLEN", "t"),
+    END};
+
+TEST_IMPL(conformance_7_0_found_by_differential) { CONFORM(found_by_differential); }
 
 /* The host's delay set (outcome.c, outcome_delay): a failed delivery is
  * acked and parked as ZADD <stream>:delayed:<group> <due ms> <member> in

@@ -18,7 +18,9 @@
  *   third field of CLAIM entries and of the host's read scripts) become a
  *   bucket "~Ns" (whole seconds, rounded down), unless the transcript is
  *   exact; negative ones (-1: never) stay exact;
- * - an INFO reply becomes <redis_version x.y>.
+ * - an INFO reply becomes <redis_version x.y>;
+ * - XINFO STREAM's radix-tree-nodes becomes <approx> once the stream has
+ *   more than one node (the memory broker estimates it, see stream.h).
  * Arguments may hold "<idN>" (the id the transcript named so) and "<now-N>"
  * (the side's Unix ms minus N); the line shows them as written. */
 #ifndef LUASTREAM_TEST_CONFORMANCE_H
@@ -76,5 +78,22 @@ void cf_expect_same(const char *scenario, const char *name_a, const char *a, con
  * line ending in "..." matches any line that starts with the rest. */
 void cf_expect_lines(const char *scenario, const char *name, const char *got,
                      const char *const *want);
+
+/* ---- one command at a time (tests/c/test_differential.c) ---- */
+
+/* The naming of generated ids (and of idle times) one side's replies went
+ * through so far. mask_times: idle times become <t>, as two clocks never
+ * agree on them to the ms. */
+struct cf_norm;
+struct cf_norm *cf_norm_new(bool mask_times);
+void cf_norm_free(struct cf_norm *n);
+int cf_norm_ids(const struct cf_norm *n); /* how many <idN> are named */
+/* A clean state, connections open / closed. */
+void cf_side_reset(struct cf_side *side);
+void cf_side_finish(struct cf_side *side);
+/* Runs argv (NULL-terminated, "<idN>" and "<now-N>" expanded as in a
+ * scenario) on the side's first connection and returns the reply as a
+ * transcript line shows it (malloc'd, no newline). */
+char *cf_side_run(struct cf_side *side, struct cf_norm *n, const char *const *argv);
 
 #endif

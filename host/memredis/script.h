@@ -1,4 +1,4 @@
-/* memscript: EVAL for the in-memory broker, on an embedded LuaJIT state.
+/* script: EVAL for the in-memory broker, on an embedded LuaJIT state.
  *
  * The script sees what a Redis 7 script sees of the API the host uses:
  * KEYS and ARGV, redis.call / redis.pcall (dispatched to the broker's own
@@ -6,8 +6,8 @@
  * redis.status_reply / redis.error_reply, and Redis' RESP2 conversion rules
  * both ways. Errors come back worded as Redis 7 words them:
  * "<error> script: <sha1>, on @user_script:<line>.". */
-#ifndef LUASTREAM_MEMSCRIPT_H
-#define LUASTREAM_MEMSCRIPT_H
+#ifndef LUASTREAM_MEMREDIS_SCRIPT_H
+#define LUASTREAM_MEMREDIS_SCRIPT_H
 
 #include <stddef.h>
 

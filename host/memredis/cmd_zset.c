@@ -1,8 +1,8 @@
-/* memzset: the sorted sets of the in-memory server and their commands: ZADD
+/* cmd_zset: the sorted-set commands of the in-memory server: ZADD
  * (with NX, XX, GT, LT, CH, INCR), ZREM, ZCARD, ZSCORE, ZRANGEBYSCORE and
  * ZRANGE (by index, or BYSCORE; REV; not BYLEX). Parsing, the order of the
  * checks and the error texts follow Redis 7.0's t_zset.c (checked live
- * against 7.0.15, tests/c/test_conformance.c); see memstream.h for the data
+ * against 7.0.15, tests/c/test_conformance.c); see zset.h for the data
  * model. */
 #include <errno.h>
 #include <math.h>
@@ -10,130 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h"
 #include "memreply.h"
-#include "memstream.h"
-
-/* ---- keyspace ---- */
-
-static size_t zkey_slot(struct memdb *db, const char *key, size_t len, int *found) {
-  size_t lo = 0, hi = db->nzsets;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    int c = ms_bytecmp(db->zsets[mid]->key, db->zsets[mid]->keylen, key, len);
-    if (c == 0) {
-      *found = 1;
-      return mid;
-    }
-    if (c < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  *found = 0;
-  return lo;
-}
-
-struct ms_zset *ms_zset_lookup(struct memdb *db, const char *key, size_t len) {
-  int found;
-  size_t i = zkey_slot(db, key, len, &found);
-  return found ? db->zsets[i] : NULL;
-}
-
-/* Callers have checked that key holds no stream. */
-static struct ms_zset *zset_create(struct memdb *db, const char *key, size_t len) {
-  int found;
-  size_t i = zkey_slot(db, key, len, &found);
-  if (found) return db->zsets[i];
-  if (ms_lookup(db, key, len)) {
-    fprintf(stderr, "memzset: sorted set created over the stream '%.*s'\n", (int)len, key);
-    abort();
-  }
-  struct ms_zset *z = mr_alloc(sizeof *z);
-  memset(z, 0, sizeof *z);
-  z->key = mr_memdup(key, len);
-  z->keylen = len;
-  if (db->nzsets == db->zcap) {
-    db->zcap = db->zcap ? db->zcap * 2 : 8;
-    db->zsets = mr_realloc(db->zsets, db->zcap * sizeof *db->zsets);
-  }
-  memmove(db->zsets + i + 1, db->zsets + i, (db->nzsets - i) * sizeof *db->zsets);
-  db->zsets[i] = z;
-  db->nzsets++;
-  return z;
-}
-
-int ms_zset_delete(struct memdb *db, const char *key, size_t len) {
-  int found;
-  size_t i = zkey_slot(db, key, len, &found);
-  if (!found) return 0;
-  struct ms_zset *z = db->zsets[i];
-  for (size_t k = 0; k < z->n; k++) free(z->v[k].m);
-  free(z->v);
-  free(z->key);
-  free(z);
-  memmove(db->zsets + i, db->zsets + i + 1, (db->nzsets - i - 1) * sizeof *db->zsets);
-  db->nzsets--;
-  return 1;
-}
-
-/* ---- members ---- */
-
-/* Score order, then member bytes. */
-static int zcmp(double score, const char *m, size_t len, const struct ms_zmember *e) {
-  if (score != e->score) return score < e->score ? -1 : 1;
-  return ms_bytecmp(m, len, e->m, e->len);
-}
-
-/* The index of member m, or z->n. */
-static size_t zfind(const struct ms_zset *z, const char *m, size_t len) {
-  for (size_t i = 0; i < z->n; i++)
-    if (z->v[i].len == len && memcmp(z->v[i].m, m, len) == 0) return i;
-  return z->n;
-}
-
-/* Takes e.m. A score of -0 is kept as 0: Redis writes a small set's scores
- * into a listpack as text, integers by ll2string, which drops the sign (a
- * set big enough for a skiplist would keep it; not modelled). */
-static void zinsert(struct ms_zset *z, struct ms_zmember e) {
-  size_t lo = 0, hi = z->n;
-  if (e.score == 0) e.score = 0;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (zcmp(e.score, e.m, e.len, &z->v[mid]) > 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (z->n == z->cap) {
-    z->cap = z->cap ? z->cap * 2 : 8;
-    z->v = mr_realloc(z->v, z->cap * sizeof *z->v);
-  }
-  memmove(z->v + lo + 1, z->v + lo, (z->n - lo) * sizeof *z->v);
-  z->v[lo] = e;
-  z->n++;
-}
-
-/* Removes v[i] and returns it (the caller owns .m). */
-static struct ms_zmember ztake(struct ms_zset *z, size_t i) {
-  struct ms_zmember e = z->v[i];
-  memmove(z->v + i, z->v + i + 1, (z->n - i - 1) * sizeof *z->v);
-  z->n--;
-  return e;
-}
-
-/* The first index whose score is above min (or at it, unless excl). */
-static size_t first_from(const struct ms_zset *z, double min, bool excl) {
-  size_t i = 0;
-  while (i < z->n && (excl ? z->v[i].score <= min : z->v[i].score < min)) i++;
-  return i;
-}
-
-/* One past the last index whose score is below max (or at it, unless excl). */
-static size_t end_at(const struct ms_zset *z, double max, bool excl) {
-  size_t i = z->n;
-  while (i > 0 && (excl ? z->v[i - 1].score >= max : z->v[i - 1].score > max)) i--;
-  return i;
-}
+#include "zset.h"
 
 /* ---- numbers ---- */
 
@@ -216,19 +95,19 @@ bk_reply *ms_cmd_zadd(struct memdb *db, struct ms_call *c) {
     free(scores);
     return err ? err : incr ? mr_nil() : mr_int(0);
   }
-  if (z == NULL) z = zset_create(db, c->argv[1], c->argvlen[1]);
+  if (z == NULL) z = ms_zset_create(db, c->argv[1], c->argvlen[1]);
   long long added = 0, updated = 0;
   bool done = false; /* INCR: the member was written */
   double score = 0;
   for (int k = 0; k < pairs; k++) {
     const char *m = c->argv[i + 2 * k + 1];
     size_t mlen = c->argvlen[i + 2 * k + 1];
-    size_t at = zfind(z, m, mlen);
+    size_t at = ms_zset_find(z, m, mlen);
     score = scores[k];
     if (at == z->n) {
       if (xx) continue;
       struct ms_zmember e = {score, mr_memdup(m, mlen), mlen};
-      zinsert(z, e);
+      ms_zset_insert(z, e);
       added++;
       done = true;
       continue;
@@ -245,9 +124,9 @@ bk_reply *ms_cmd_zadd(struct memdb *db, struct ms_call *c) {
     if ((lt && score >= cur) || (gt && score <= cur)) continue;
     done = true;
     if (score != cur) {
-      struct ms_zmember e = ztake(z, at);
+      struct ms_zmember e = ms_zset_take(z, at);
       e.score = score;
-      zinsert(z, e);
+      ms_zset_insert(z, e);
       updated++;
     }
   }
@@ -264,12 +143,12 @@ bk_reply *ms_cmd_zrem(struct memdb *db, struct ms_call *c) {
   struct ms_zset *z = ms_zset_lookup(db, c->argv[1], c->argvlen[1]);
   long long removed = 0;
   for (int i = 2; z && i < c->argc; i++) {
-    size_t at = zfind(z, c->argv[i], c->argvlen[i]);
+    size_t at = ms_zset_find(z, c->argv[i], c->argvlen[i]);
     if (at == z->n) continue;
-    free(ztake(z, at).m);
+    free(ms_zset_take(z, at).m);
     removed++;
     if (z->n == 0) {
-      ms_zset_delete(db, c->argv[1], c->argvlen[1]);
+      ms_key_delete(db, c->argv[1], c->argvlen[1]);
       z = NULL;
     }
   }
@@ -287,7 +166,7 @@ bk_reply *ms_cmd_zscore(struct memdb *db, struct ms_call *c) {
   bk_reply *err = ms_check_type(db, c->argv[1], c->argvlen[1], MS_ZSET);
   if (err) return err;
   struct ms_zset *z = ms_zset_lookup(db, c->argv[1], c->argvlen[1]);
-  size_t at = z ? zfind(z, c->argv[2], c->argvlen[2]) : 0;
+  size_t at = z ? ms_zset_find(z, c->argv[2], c->argvlen[2]) : 0;
   return z && at < z->n ? reply_score(db, z->v[at].score) : mr_nil();
 }
 
@@ -351,8 +230,8 @@ static bk_reply *zrange(struct memdb *db, struct ms_call *c, bool byscore_cmd) {
     from = start;
     to = stop + 1;
   } else {
-    from = (long long)first_from(z, min, minex);
-    to = (long long)end_at(z, max, maxex);
+    from = (long long)ms_zset_first_from(z, min, minex);
+    to = (long long)ms_zset_end_at(z, max, maxex);
     if (offset < 0 || from >= to) return a;
     long long avail = to - from - offset;
     if (avail <= 0) return a;

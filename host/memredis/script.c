@@ -1,4 +1,4 @@
-/* memscript: EVAL on an embedded LuaJIT state, the way Redis 7 runs scripts.
+/* script: EVAL on an embedded LuaJIT state, the way Redis 7 runs scripts.
  *
  * One lua_State per broker, built once: the base, table, string, math and bit
  * libraries, the `redis` table, and Redis 7's own error handler (written in
@@ -8,7 +8,7 @@
  * and converts the result with Redis' RESP2 rules. The command callback and
  * its context sit in two statics for the duration of one EVAL: scripts do not
  * nest and the harness is single-threaded. */
-#include "memscript.h"
+#include "script.h"
 
 #include <lauxlib.h>
 #include <lua.h>

@@ -1,4 +1,4 @@
-/* memread: XREADGROUP on the in-memory server, the one command that can
+/* cmd_read: XREADGROUP on the in-memory server, the one command that can
  * block.
  *
  * A call either returns a reply, or (BLOCK given, nothing to serve, not in a
@@ -8,12 +8,14 @@
  * that was signaled (ms_xreadgroup_wake70). With CLAIM (8.4) the client also
  * wakes when a pending entry turns claimable: ms_xreadgroup_claim_due says
  * when. Semantics and error texts: redis-streams.md §§6-7. */
-#include "memstream.h"
+#include "commands.h"
+#include "group.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "memreply.h"
+#include "stream.h"
 
 #define WAKE70_DEFAULT_COUNT 1000 /* 7.0 serves a woken client at most this many */
 
@@ -76,8 +78,12 @@ static bk_reply *parse(struct memdb *db, const struct ms_call *c, struct xrg *o)
   return NULL;
 }
 
+/* ">", or the maximal id, which is what Redis turns ">" into: both read
+ * new entries. */
 static bool is_new_id(const struct ms_call *c, int i) {
-  return c->argvlen[i] == 1 && c->argv[i][0] == '>';
+  msid id;
+  if (ms_arg_char(c, i, '>')) return true;
+  return ms_parse_id(c->argv[i], c->argvlen[i], &id, 0, true, NULL) && ms_id_is_max(id);
 }
 
 static bk_reply *err_nogroup(const struct ms_call *c, const struct xrg *o, int k) {
@@ -104,7 +110,7 @@ static void seen(struct ms_consumer *k, uint64_t now, bool delivered) {
 /* History: the caller's own pending entries after t->after. BLOCK, NOACK and
  * CLAIM do not apply; deleted entries come back as [id, nil], untouched. */
 static bk_reply *serve_history(const struct ms_call *c, const struct xrg *o, struct target *t) {
-  struct ms_consumer *me = ms_consumer_get(t->g, o->cons, o->clen, c->now);
+  struct ms_consumer *me = ms_consumer_get(t->g, o->cons, o->clen, c->now, NULL);
   bk_reply *list = mr_arr();
   long long left = o->count;
   bool delivered = false;
@@ -138,7 +144,7 @@ static long long read_new(const struct ms_call *c, const struct xrg *o, struct t
        i++) {
     const struct ms_entry *e = t->s->e[i];
     if (ms_idcmp(e->id, t->g->last_id) <= 0) continue;
-    if (*me == NULL) *me = ms_consumer_get(t->g, o->cons, o->clen, c->now);
+    if (*me == NULL) *me = ms_consumer_get(t->g, o->cons, o->clen, c->now, NULL);
     ms_group_delivered(t->s, t->g, e->id);
     if (!o->noack) {
       /* Already pending (SETID moved back, XCLAIM FORCE): it moves to the
@@ -189,7 +195,7 @@ static long long claim(const struct ms_call *c, const struct xrg *o, struct targ
   long long got = 0;
   for (size_t i = 0; i < nc && (o->count == 0 || got < o->count); i++) {
     struct ms_nack *n = ms_nack_find(t->g, cand[i].id);
-    if (*me == NULL) *me = ms_consumer_get(t->g, o->cons, o->clen, c->now);
+    if (*me == NULL) *me = ms_consumer_get(t->g, o->cons, o->clen, c->now, NULL);
     bk_reply *item = ms_reply_entry(ms_find_entry(t->s, n->id));
     mr_push(item, mr_int((long long)(c->now - n->delivery_time)));
     mr_push(item, mr_int((long long)n->delivery_count));
@@ -225,6 +231,8 @@ bk_reply *ms_cmd_xreadgroup(struct memdb *db, struct ms_call *c) {
   struct target *t = mr_alloc((size_t)o.n * sizeof *t);
   for (int k = 0; k < o.n; k++) {
     int ki = o.sa + k, ii = o.sa + o.n + k;
+    /* key by key: its type, its group, then its id */
+    if ((err = ms_check_type(db, c->argv[ki], c->argvlen[ki], MS_STREAM))) goto done;
     t[k].s = ms_lookup(db, c->argv[ki], c->argvlen[ki]);
     t[k].g = t[k].s ? ms_group_find(t[k].s, o.group, o.glen) : NULL;
     if (t[k].g == NULL) {
@@ -232,13 +240,13 @@ bk_reply *ms_cmd_xreadgroup(struct memdb *db, struct ms_call *c) {
       goto done;
     }
     t[k].fresh = is_new_id(c, ii);
-    if (c->argvlen[ii] == 1 && c->argv[ii][0] == '$') {
+    if (ms_arg_char(c, ii, '$')) {
       err = mr_err("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read "
                    "the history of this consumer by specifying a proper ID, or use the > ID to "
                    "get new messages. The $ ID would just return an empty result set.");
       goto done;
     }
-    if (MS_V74(db) && c->argvlen[ii] == 1 && c->argv[ii][0] == '+') {
+    if (MS_V74(db) && ms_arg_char(c, ii, '+')) {
       err = mr_err("ERR The + ID is meaningless in the context of XREADGROUP: you want to read "
                    "the history of this consumer by specifying a proper ID, or use the > ID to "
                    "get new messages. The + ID would just return an empty result set.");
@@ -249,7 +257,7 @@ bk_reply *ms_cmd_xreadgroup(struct memdb *db, struct ms_call *c) {
       goto done;
     }
     /* 7.2+ creates the consumer as soon as the group is found. */
-    if (MS_V72(db)) seen(ms_consumer_get(t[k].g, o.cons, o.clen, c->now), c->now, false);
+    if (MS_V72(db)) seen(ms_consumer_get(t[k].g, o.cons, o.clen, c->now, NULL), c->now, false);
   }
 
   bk_reply *out = NULL;
@@ -304,7 +312,7 @@ bk_reply *ms_xreadgroup_wake70(struct memdb *db, struct ms_call *c, int keyidx) 
   struct ms_consumer *me = NULL;
   bk_reply *list = mr_arr();
   long long got = read_new(c, &o, &t, &me, o.count ? o.count : WAKE70_DEFAULT_COUNT, false, list);
-  if (me == NULL) me = ms_consumer_get(t.g, o.cons, o.clen, c->now);
+  if (me == NULL) me = ms_consumer_get(t.g, o.cons, o.clen, c->now, NULL);
   seen(me, c->now, got > 0);
   bk_reply *out = NULL;
   add_pair(&out, c, keyidx, list);

@@ -1,0 +1,87 @@
+/* db: the keyspace of the in-memory server. One array of keys sorted by
+ * name, each {name, type, value}: a stream (stream.h), a sorted set
+ * (zset.h) or a string (here: the only type that can expire). Every command
+ * finds its keys here; a command on a key of another type answers WRONGTYPE
+ * (ms_check_type). The db also carries the version the server behaves as
+ * and the keys whose blocked readers must look again. */
+#ifndef LUASTREAM_MEMREDIS_DB_H
+#define LUASTREAM_MEMREDIS_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker.h"
+#include "stream.h"
+#include "zset.h"
+
+enum ms_type { MS_NONE, MS_STREAM, MS_ZSET, MS_STRING };
+
+/* A string value. */
+struct ms_string {
+  char *val;
+  size_t vlen;
+  uint64_t expire_at; /* Unix ms; 0: never */
+};
+
+struct ms_key {
+  char *name;
+  size_t len;
+  enum ms_type type;
+  union {
+    struct ms_stream *stream;
+    struct ms_zset *zset;
+    struct ms_string *str;
+  } v;
+};
+
+struct memdb {
+  struct ms_key *keys;     /* sorted by name */
+  size_t nkeys, cap;
+  long version;            /* bk_version_parse form: 80400 for 8.4.0 */
+  char version_text[32];
+  /* Keys whose blocked readers must look again (XADD, DEL, XGROUP DESTROY),
+   * in signal order, no duplicates. broker_memory drains it. */
+  char **sig;
+  size_t *siglen;
+  size_t nsig, sigcap;
+};
+
+#define MS_V72(db) ((db)->version >= 70200)
+#define MS_V74(db) ((db)->version >= 70400)
+#define MS_V80(db) ((db)->version >= 80000)
+#define MS_V84(db) ((db)->version >= 80400)
+
+/* version: "x.y.z", NULL for "8.4.0". */
+void memdb_init(struct memdb *db, const char *version);
+void memdb_set_version(struct memdb *db, const char *version);
+void memdb_free(struct memdb *db);
+
+/* What key holds: MS_NONE, MS_STREAM, MS_ZSET or MS_STRING. */
+enum ms_type ms_key_type(struct memdb *db, const char *key, size_t len);
+/* NULL when key holds `want` or nothing, else the WRONGTYPE error. */
+bk_reply *ms_check_type(struct memdb *db, const char *key, size_t len, enum ms_type want);
+
+/* The value if key holds that type, else NULL. */
+struct ms_stream *ms_lookup(struct memdb *db, const char *key, size_t len);
+struct ms_zset *ms_zset_lookup(struct memdb *db, const char *key, size_t len);
+struct ms_string *ms_string_lookup(struct memdb *db, const char *key, size_t len);
+/* Finds or creates the value. Abort if key holds another type: callers
+ * check the type first. */
+struct ms_stream *ms_create(struct memdb *db, const char *key, size_t len);
+struct ms_zset *ms_zset_create(struct memdb *db, const char *key, size_t len);
+struct ms_string *ms_string_create(struct memdb *db, const char *key, size_t len);
+
+/* Deletes key, whatever it holds: 1 if it was there. A stream's blocked
+ * readers are signaled. */
+int ms_key_delete(struct memdb *db, const char *key, size_t len);
+/* FLUSHALL. */
+void ms_flush(struct memdb *db);
+/* Removes the strings whose time to live has run out at `now` (Unix ms). */
+void ms_expire(struct memdb *db, uint64_t now);
+
+void ms_signal(struct memdb *db, const char *key, size_t len);
+/* Returns the oldest signaled key (owned by the caller, free it) or NULL. */
+char *memdb_pop_signal(struct memdb *db, size_t *len);
+
+#endif
