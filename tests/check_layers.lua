@@ -37,26 +37,41 @@ local function lines(cmd)
   return out
 end
 
--- Every object of host/, as "layer/file.c", with what it defines and uses.
-local objects, defined_in = {}, {}
-for _, path in ipairs(lines("find '" .. build .. "/host' -name '*.c.o' | sort")) do
-  local layer, file = path:match("/host/([%w_]+)/CMakeFiles/[^/]+/(.-)%.o$")
-  if layer then
-    local name = layer .. "/" .. file
-    local o = { name = name, layer = layer, uses = {} }
+-- Every object of host/, as "layer/file.c", with what it defines and uses:
+-- the members of the layers' libraries (never a stale object of a deleted
+-- file) and the objects of the two programs' own sources.
+local objects, defined_in, by_name = {}, {}, {}
+local function add(layer, file, nm_line)
+  local name = layer .. "/" .. file
+  local o = by_name[name]
+  if not o then
+    o = { name = name, layer = layer, uses = {} }
+    by_name[name] = o
     objects[#objects + 1] = o
-    for _, l in ipairs(lines("nm -P '" .. path .. "'")) do
-      local sym, kind = l:match("^(%S+) (%a)")
-      if kind == "U" then
-        o.uses[#o.uses + 1] = sym
-      elseif kind and kind:match("[TDBRVWGS]") then
-        defined_in[sym] = o
-      end
-    end
+  end
+  local sym, kind = nm_line:match("^(%S+) (%a)")
+  if kind == "U" then
+    o.uses[#o.uses + 1] = sym
+  elseif kind and kind:match("[TDBRVWGS]") then
+    defined_in[sym] = o
+  end
+end
+local sources = lines("find '" .. build .. "/host' -name 'libls_*.a' | sort")
+for _, own in ipairs({ "cli/CMakeFiles/luastream.dir/main.c.o",
+                       "testing/CMakeFiles/luastream_testing.dir/testing.c.o" }) do
+  sources[#sources + 1] = build .. "/host/" .. own
+end
+for _, path in ipairs(sources) do
+  local layer = path:match("/host/([%w_]+)/")
+  for _, l in ipairs(lines("nm -P -A '" .. path .. "' 2>/dev/null")) do
+    -- "lib.a[file.c.o]: sym T ..." or "file.c.o: sym T ..."
+    local member, rest = l:match("^%S-%[(.-)%.o%]: (.*)$")
+    if not member then member, rest = l:match("^%S-([^/%s]+)%.o: (.*)$") end
+    if member then add(layer, member, rest) end
   end
 end
 if #objects == 0 then
-  io.stderr:write("check_layers: no objects under " .. build .. "/host (build first)\n")
+  io.stderr:write("check_layers: no libraries under " .. build .. "/host (build first)\n")
   os.exit(1)
 end
 

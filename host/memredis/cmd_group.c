@@ -1,7 +1,7 @@
 /* cmd_group: the consumer-group commands of the in-memory server: XGROUP,
  * XACK, XPENDING, XCLAIM, XAUTOCLAIM and XINFO (GROUPS, CONSUMERS; STREAM is
  * in cmd_stream.c). XREADGROUP is in cmd_read.c, the groups themselves in
- * group.c. Semantics and error texts follow redis-streams.md §§5, 8-13. */
+ * group.c. Semantics and error texts follow Redis 7.0 and 8.4. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

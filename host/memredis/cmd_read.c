@@ -3,11 +3,11 @@
  *
  * A call either returns a reply, or (BLOCK given, nothing to serve, not in a
  * script or MULTI) returns NULL with call->blocked set, and broker_memory parks
- * the client. How a parked client wakes differs by version (§6.5): 8.4 simply
+ * the client. How a parked client wakes differs by version: 8.4 simply
  * runs the whole command again (ms_cmd_xreadgroup), 7.0 serves the one stream
  * that was signaled (ms_xreadgroup_wake70). With CLAIM (8.4) the client also
  * wakes when a pending entry turns claimable: ms_xreadgroup_claim_due says
- * when. Semantics and error texts: redis-streams.md §§6-7. */
+ * when. Semantics and error texts: those of Redis 7.0 and 8.4. */
 #include "commands.h"
 #include "group.h"
 

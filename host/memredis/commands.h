@@ -10,7 +10,7 @@
  * (memreply.h). Each parses its arguments and checks its keys' types in the
  * order Redis 7.0 does, so that of two faults the same one is reported (the
  * differential test, tests/c/test_differential.c, holds it to that).
- * Replies and error texts follow redis-streams.md word for word; behaviour
+ * Replies and error texts follow Redis's word for word; behaviour
  * that differs between Redis 7.0 and 8.4 follows db->version. */
 #ifndef LUASTREAM_MEMREDIS_COMMANDS_H
 #define LUASTREAM_MEMREDIS_COMMANDS_H

@@ -1,5 +1,5 @@
 /* group: consumer groups, consumers, PELs and the entries_read / lag rules
- * of redis-streams.md §13 (see group.h). */
+ * of Redis 7.0 and 8.4 (see group.h). */
 #include "group.h"
 
 #include <stdlib.h>
@@ -137,7 +137,7 @@ long long ms_consumer_pending(const struct ms_group *g, const struct ms_consumer
   return n;
 }
 
-/* ---- entries_read and lag (the 8.x rules, §13) ---- */
+/* ---- entries_read and lag (the 8.x rules) ---- */
 
 /* Is there an XDEL tombstone at or after start inside the stream? */
 static bool tombstones_after(const struct ms_stream *s, msid start) {

@@ -2,7 +2,7 @@
  * files, script.c), driven only through bk_command on a
  * virtual clock. Replies are compared exactly in a compact rendering:
  *   bulk as its text, :n integer, +status, -error, nil, [a,b] array.
- * Expected texts come from /work/shared/redis-streams.md. */
+ * Expected texts are those of Redis 7.0 and 8.4. */
 #include <stdio.h>
 #include <string.h>
 

@@ -10,7 +10,7 @@
  *
  * 8.4: no 8.4 server runs here, so the memory broker configured as "8.4.0"
  * is checked against literal transcripts written from
- * /work/shared/redis-streams.md (exact idle times on the virtual clock); each
+ * the documented 8.4 semantics (exact idle times on the virtual clock); each
  * test names the section it checks. Where 7.0 differs, the 7.0 side of the
  * difference is in a live scenario and the test says which.
  *
@@ -644,7 +644,7 @@ static const struct cf_step eval_scripts[] = {
 TEST_IMPL(conformance_7_0_eval_scripts) { CONFORM(eval_scripts); }
 
 /* entries-read and lag (XINFO GROUPS) as XDEL, trimming, SETID and
- * ENTRIESREAD move them; the 7.0 rules are not the 8.x ones (§13). */
+ * ENTRIESREAD move them; the 7.0 rules are not the 8.x ones. */
 static const struct cf_step lag[] = {
     C("XADD", "s", "1-0", "f", "1"),
     C("XADD", "s", "2-0", "f", "2"),
@@ -1525,7 +1525,7 @@ TEST_IMPL(conformance_7_0_prune_both_keys) { CONFORM(prune_retry); }
       "XADD s 4-0 f 4 -> 4-0", "XGROUP CREATE s g 0 -> +OK",                  \
       "XREADGROUP GROUP g alice COUNT 2 STREAMS s > -> [[s,[[1-0,[f,1]],[2-0,[f,2]]]]]"
 
-/* §7.1 selection and order, §7.3 the 4-element entries: candidates are
+/* CLAIM selection and order, the 4-element entries: candidates are
  * pending entries idle >= min-idle-time of any owner (the caller's own
  * too), oldest delivery first, ties in id order, then new entries; claimed
  * entries carry idle and the count before this delivery, new ones 0 and 0,
@@ -1563,7 +1563,7 @@ TEST_IMPL(conformance_8_4_claim_selection_and_order_s7_1) {
            "[[1-0,carol,:0,:4],[2-0,carol,:0,:4],[3-0,carol,:0,:3],[4-0,carol,:0,:2]]");
 }
 
-/* §7.1 COUNT is shared (claimed entries take it first) and per stream; each
+/* CLAIM: COUNT is shared (claimed entries take it first) and per stream; each
  * stream is handled on its own. */
 static const struct cf_step claim_count[] = {
     FOUR_ENTRIES,
@@ -1609,7 +1609,7 @@ TEST_IMPL(conformance_8_4_claim_shared_count_s7_1) {
            "[[u,[[2-0,[f,u2],:0,:0]]],[v,[[2-0,[f,v2],:0,:0]]]]");
 }
 
-/* §7.1 and §7.2: claiming adds 1 to the count, the reply shows the count
+/* CLAIM: claiming adds 1 to the count, the reply shows the count
  * before; the same id can come twice in one reply (claimed, then new after
  * SETID moved back, which resets the count to 1); XCLAIM FORCE entries are
  * candidates, acked and DELCONSUMER-dropped ones are not. */
@@ -1667,7 +1667,7 @@ TEST_IMPL(conformance_8_4_claim_delivery_counts_s7_2) {
            "XREADGROUP GROUP g erin CLAIM 0 STREAMS s > -> nil");
 }
 
-/* §7.2 NOACK applies to new entries only; §7.4 entries gone from the
+/* CLAIM: NOACK applies to new entries only; entries gone from the
  * stream are never returned. */
 static const struct cf_step claim_noack[] = {
     FOUR_ENTRIES,
@@ -1691,7 +1691,7 @@ TEST_IMPL(conformance_8_4_claim_noack_and_deleted_s7_2_s7_4) {
            "XREADGROUP GROUP g carol CLAIM 50 STREAMS s > -> nil");
 }
 
-/* §7.5 BLOCK with CLAIM: immediate when something is claimable, woken by new
+/* BLOCK with CLAIM: immediate when something is claimable, woken by new
  * entries, woken when a pending entry turns claimable, nil on timeout; of
  * two readers the first takes the new entry, the second claims it later. */
 static const struct cf_step claim_block[] = {
@@ -1742,8 +1742,8 @@ TEST_IMPL(conformance_8_4_claim_block_s7_5) {
            "advance 100 ms", "[c2] reply -> [[u,[[1-0,[f,1],:100,:1]]]]");
 }
 
-/* §7 errors and parsing (CLAIM anywhere before STREAMS, the last one wins),
- * §6.1 and §16 the 7.2+ error texts, §16 BLOCK in a script never blocks. */
+/* CLAIM errors and parsing (CLAIM anywhere before STREAMS, the last one wins),
+ * the 7.2+ error texts, BLOCK in a script never blocks. */
 static const struct cf_step errors84[] = {
     C("XADD", "s", "1-0", "f", "1"),
     C("XGROUP", "CREATE", "s", "g", "0"),
@@ -1788,10 +1788,10 @@ TEST_IMPL(conformance_8_4_errors_s6_1_s7_s16) {
            "INFO server -> <redis_version 8.4>");
 }
 
-/* §6.3 and §16: on 8.4 every XREADGROUP (one that gets nil or blocks
+/* On 8.4 every XREADGROUP (one that gets nil or blocks
  * too), XCLAIM and XAUTOCLAIM creates its consumer; on 7.0 only one that is
  * served or claims (checked live in the 7.0 tests above: nobody, carol,
- * Bob, one). §13: XINFO CONSUMERS on 7.2+ has `inactive` (-1: never
+ * Bob, one). XINFO CONSUMERS on 7.2+ has `inactive` (-1: never
  * delivered), and `idle` counts from the last attempt. */
 static const struct cf_step consumers84[] = {
     C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
@@ -1833,7 +1833,7 @@ TEST_IMPL(conformance_8_4_consumer_creation_and_inactive_s6_3_s13_s16) {
            "[name,reader,pending,:0,idle,:200,inactive,:-1]]");
 }
 
-/* §6.5 and §16: a blocked reader on 8.4 runs its whole command again (every
+/* A blocked reader on 8.4 runs its whole command again (every
  * servable stream, no 1000 cap), keeps blocking after an add-then-delete,
  * and gets the plain NOGROUP text when the key or group goes. The 7.0
  * behaviour of each is checked live above (block, block_more). */
@@ -1892,7 +1892,7 @@ TEST_IMPL(conformance_8_4_block_wake_s6_5_s16) {
            "XPENDING s g -> [:1005,1-0,1005-0,[[one,1005]]]");
 }
 
-/* §13 lag on 8.x: an emptied stream lags 0, a group behind the first entry
+/* Lag on 8.x: an emptied stream lags 0, a group behind the first entry
  * lags by the length, ENTRIESREAD is capped at entries-added (8.2.2); 7.0
  * gives 3 and 4 where this gives 0 and 1 (checked live in lag above). */
 static const struct cf_step lag84[] = {
