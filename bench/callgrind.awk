@@ -6,7 +6,8 @@
 #   total N                      instructions collected (PROGRAM TOTALS)
 #   server N                     instructions of the simulated Redis: every call
 #                                from outside into the in-memory server's command
-#                                code (mem{stream,group,read,script,zset}.c and
+#                                code (host/memredis/: the cmd_*.c files, args,
+#                                db, stream, group, zset, script, and
 #                                broker_memory.c's run/check/lookup/exec_multi),
 #                                with all it calls (reply building included)
 #   client N                     instructions of cmd_free called from outside
@@ -22,7 +23,7 @@
 #   alloc.broker N               the same calls made by the in-memory broker
 #                                (server and its client half: argv copies, replies)
 #   alloc.lua N                  blocks the Lua states take from their pools
-#                                (lua_memory.c's take; LuaJIT's own allocator,
+#                                (runtime/lmem.c's take; LuaJIT's own allocator,
 #                                lj_alloc_malloc/realloc, for other states):
 #                                GC objects, not C allocations
 #   allocby CALLER N             malloc-family calls per caller
@@ -33,14 +34,16 @@ function strip_rec(name) { sub(/'[0-9]+$/, "", name); return name }
 
 function is_server(name) {
   name = strip_rec(name)
+  if (name ~ /host\/memredis\/(cmd_[a-z]+|args|db|stream|group|zset|script)\.c:/) return 1
+  # the same before host/ had layer folders (BENCH_REV of an older commit)
   if (name ~ /host\/mem(stream|group|read|script|zset)\.c:/) return 1
-  if (name ~ /host\/broker_memory\.c:(run|check|lookup|exec_multi|stream_keys_typed|cmd_ping|cmd_info|word_is|arity_ok|script_call)$/) return 1
+  if (name ~ /host\/(memredis\/)?broker_memory\.c:(run|check|lookup|exec_multi|cmd_ping|cmd_info|word_is|arity_ok|script_call)$/) return 1
   return 0
 }
 
-function is_client(name) { return strip_rec(name) ~ /host\/broker_memory\.c:cmd_free$/ }
+function is_client(name) { return strip_rec(name) ~ /host\/(memredis\/)?broker_memory\.c:cmd_free$/ }
 
-function is_broker(name) { return strip_rec(name) ~ /host\/(broker_memory|mem[a-z]*)\.c:/ }
+function is_broker(name) { return strip_rec(name) ~ /host\/(memredis\/(broker_memory|memreply|cmd_[a-z]+|args|db|stream|group|zset|script)|broker_memory|mem[a-z]*)\.c:/ }
 
 function num(s) { gsub(/,/, "", s); return s + 0 }
 
@@ -78,13 +81,13 @@ function num(s) { gsub(/,/, "", s); return s + 0 }
   if (base ~ /malloc\.c:(malloc|calloc|realloc)$/) {
     for (i = 0; i < n; i++) {
       if (caller[i] ~ /malloc\.c:/) continue # libc's own (realloc calling malloc)
-      if (caller[i] ~ /host\/lua_memory\.c:/) continue # a Lua state's pool: alloc.lua
+      if (caller[i] ~ /host\/(runtime\/lmem|lua_memory)\.c:/) continue # a Lua state's pool: alloc.lua
       if (is_broker(caller[i])) abroker += ccount[i]
       else ahost += ccount[i]
       allocby[strip_rec(caller[i])] += ccount[i]
     }
   }
-  if (base ~ /:lj_alloc_(malloc|realloc)$/ || base ~ /host\/lua_memory\.c:take$/) {
+  if (base ~ /:lj_alloc_(malloc|realloc)$/ || base ~ /host\/(runtime\/lmem|lua_memory)\.c:take$/) {
     for (i = 0; i < n; i++) alua += ccount[i]
   }
   n = 0
