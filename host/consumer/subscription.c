@@ -20,6 +20,7 @@
 #include "lease.h"
 #include "log.h"
 #include "outcome.h"
+#include "prune.h"
 #include "read_reply.h"
 #include "scripts.h"
 #include "subscription.h"
@@ -41,14 +42,6 @@
 #define STUCK_FACTOR 3
 #define STUCK_MIN_MS 1000
 
-/* Idle consumers (nothing pending, unseen this long, no live lease) are
- * removed from the group (SCRIPT_PRUNE) at start and every PRUNE_EVERY_MS. */
-#define PRUNE_IDLE_MS (24ULL * 3600 * 1000)
-#define PRUNE_EVERY_MS (3600ULL * 1000)
-
-/* Removing idle consumers failed: tried again this soon, not an hour later,
- * so that readiness (sub_healthy) sees it work again once fixed. */
-#define PRUNE_RETRY_MS 5000
 enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
 /* The two keys every read covers (struct entry's key says which one an
@@ -101,8 +94,8 @@ struct subscription {
   char last_read[ID_MAX];   /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
   uint64_t backoff_ms;
-  /* Lease and prune commands sent and not answered (the writer, the
-   * sweeper and the group setup count theirs: see outstanding). */
+  /* Lease commands sent and not answered (the writer, the sweeper, the
+   * group setup and the pruner count theirs: see outstanding). */
   unsigned writes_pending;
   /* Writes outcomes and acks. Entries whose outcome is not written yet
    * (writer_unwritten) count toward the entries held here, so reading
@@ -120,11 +113,8 @@ struct subscription {
   bool lease_unconfirmed;
   bool lease_releasing;     /* drain: lease_release sent */
   bool lease_released;      /* drain: lease_release answered */
-  ltimer *prune_timer;      /* removes the group's idle consumers (with a lease only) */
-  bool pruned;              /* the first prune has been armed */
-  char *lease_prefix;       /* LEASE_PREFIX {stream}:group: (SCRIPT_PRUNE) */
+  pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
   struct fault lease_fault;  /* the consumer lease failing (readiness) */
-  struct fault prune_fault;  /* the idle-consumer prune failing (readiness) */
   char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sub_denied) */
 };
 
@@ -137,11 +127,11 @@ static void copy_id(char dst[ID_MAX], const char *id) {
   dst[n] = '\0';
 }
 
-/* Commands sent and not answered: the subscription's, the writer's, the
- * sweeper's, the group setup's. */
+/* Commands sent and not answered: the subscription's (the lease's), the
+ * writer's, the sweeper's, the group setup's, the pruner's. */
 static unsigned outstanding(const subscription *s) {
   return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
-         group_pending(s->group);
+         group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0);
 }
 
 static void maybe_drained(subscription *s);
@@ -602,65 +592,6 @@ static void reader_state(void *data, bk_conn *c, int up) {
   if (up) read_next(s);
 }
 
-/* ---- idle consumers ---- */
-
-static void prune_done(void *data, const bk_reply *r, const char *err) {
-  subscription *s = data;
-  s->writes_pending--;
-  bool ok = r && r->type == BK_ARRAY;
-  if (s->state == SUB_READING)
-    timer_start(s->prune_timer, ok || !r ? PRUNE_EVERY_MS : PRUNE_RETRY_MS);
-  if (ok) {
-    fault_ok(&s->prune_fault, clock_now(s->clock), s->spec);
-    for (size_t i = 0; i < r->elements; i++) {
-      const bk_reply *e = r->element[i]; /* [key, name] */
-      if (e->type != BK_ARRAY || e->elements != 2 || e->element[0]->type != BK_STRING ||
-          e->element[1]->type != BK_STRING)
-        continue;
-      const char *name = e->element[1]->str;
-      if (strcmp(e->element[0]->str, s->retry_key) == 0)
-        log_line(LOG_INFO, s->spec->name, "idle consumer removed from the group", "stream",
-                 s->spec->stream, "group", s->spec->group, "retry_stream", s->retry_key,
-                 "removed", name, NULL);
-      else
-        log_line(LOG_INFO, s->spec->name, "idle consumer removed from the group", "stream",
-                 s->spec->stream, "group", s->spec->group, "removed", name, NULL);
-    }
-  } else {
-    char why[256], detail[1024];
-    reply_text(r, err, why, sizeof why);
-    /* A lost connection: tried again in an hour, nothing to report. */
-    enum log_level level = LOG_DEBUG;
-    if (r) {
-      snprintf(detail, sizeof detail,
-               "EVAL on %s and %s (XINFO CONSUMERS, EXISTS %s*, XGROUP DELCONSUMER): %s",
-               s->spec->stream, s->retry_key, s->lease_prefix, why);
-      level = fault_failed(&s->prune_fault, clock_now(s->clock), LOG_WARN, detail);
-    }
-    log_line(level, s->spec->name, "removing idle consumers failed, retrying", "stream",
-             s->spec->stream, "group", s->spec->group, "command", "EVAL", "script",
-             "the idle-consumer prune", "key", s->spec->stream, "lease_keys", s->lease_prefix,
-             "error", why, NULL);
-  }
-  maybe_drained(s);
-}
-
-static void prune(ltimer *t, void *data) {
-  (void)t;
-  subscription *s = data;
-  if (s->state != SUB_READING) return;
-  char idle[24];
-  snprintf(idle, sizeof idle, "%llu", (unsigned long long)PRUNE_IDLE_MS);
-  const char *argv[] = {"EVAL",        SCRIPT_PRUNE,   "2",  s->spec->stream,
-                        s->retry_key,  s->spec->group, idle, s->lease_prefix};
-  size_t len[8];
-  for (int i = 0; i < 8; i++) len[i] = strlen(argv[i]);
-  if (bk_command(s->b, s->cmd, 8, argv, len, prune_done, s) == 0)
-    s->writes_pending++;
-  else
-    timer_start(s->prune_timer, PRUNE_EVERY_MS);
-}
-
 /* ---- the consumer lease ---- */
 
 static void on_lease(void *data, enum lease_event ev, const char *holder, long long wait_ms) {
@@ -739,10 +670,7 @@ static void start_reading(subscription *s) {
   sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
   sweeper_start(s->sweeper);
-  if (s->prune_timer && !s->pruned) {
-    s->pruned = true;
-    timer_start(s->prune_timer, 0);
-  }
+  if (s->pruner) prune_start(s->pruner);
   progress(s); /* entries read before the group was lost run now */
 }
 
@@ -783,8 +711,11 @@ static void written(void *data, enum writer_event ev) {
   else maybe_drained(s);
 }
 
-/* apply_reading_fn. */
+/* apply_reading_fn, prune_reading_fn. */
 static bool still_reading(void *data) { return ((subscription *)data)->state == SUB_READING; }
+
+/* prune_answered_fn: the prune may have been the last thing outstanding. */
+static void pruned(void *data) { maybe_drained(data); }
 
 /* sweeper_swept_fn: a claiming read may have waited for the sweep. */
 static void swept(void *data) { progress(data); }
@@ -803,7 +734,6 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   s->data = data;
   s->retry_timer = timer_new(clock, retry_fire, s);
   s->lease_fault.name = "the consumer lease";
-  s->prune_fault.name = "the idle-consumer prune";
   s->retry_key = outcome_retry_key(s->spec);
   if (s->retry_key) {
     s->w = writer_new(b, cmd, clock, s->spec, s->retry_key, written, s);
@@ -814,9 +744,9 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   bool leased_ok = true;
   if (identity) {
     s->identity = strdup(identity);
-    s->prune_timer = timer_new(clock, prune, s);
-    s->lease_prefix = lease_key(s->spec->stream, s->spec->group, "");
-    leased_ok = s->identity && s->prune_timer && s->lease_prefix;
+    if (s->retry_key)
+      s->pruner = prune_new(b, cmd, clock, s->spec, s->retry_key, still_reading, pruned, s);
+    leased_ok = s->identity && s->pruner;
   }
   if (!leased_ok || !s->retry_timer || !s->retry_key || !s->w || !s->sweeper ||
       !s->apply || !s->group ||
@@ -851,7 +781,7 @@ void sub_stop(subscription *s) {
   sweeper_stop(s->sweeper);
   apply_stop(s->apply);
   group_stop(s->group);
-  if (s->prune_timer) timer_stop(s->prune_timer);
+  if (s->pruner) prune_stop(s->pruner);
   /* Entries read but not started stay pending: another consumer recovers them. */
   struct entry *left = lanes_drain_queued(&s->lanes);
   size_t n = 0;
@@ -912,6 +842,7 @@ void sub_swap_handler(subscription *s, handler *h) {
   s->spec = handler_spec(h);
   writer_set_spec(s->w, s->spec);
   sweeper_set_spec(s->sweeper, s->spec);
+  if (s->pruner) prune_set_spec(s->pruner, s->spec);
   apply_set_spec(s->apply, s->spec);
   group_set_spec(s->group, s->spec);
 }
@@ -951,6 +882,7 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
   }
   uint64_t now = clock_now(s->clock);
   const struct fault *lf = &s->lease_fault;
+  static const struct fault no_prune; /* without a lease nothing is pruned */
   if (s->lease_unconfirmed && !lease_valid(s->lease)) {
     if (lf->failing) /* the renewal is refused, not late: say why */
       snprintf(why, len, "stuck: %s failing for %llu ms: %s", lf->name,
@@ -982,7 +914,7 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
   /* Work that keeps failing as long as a read may: not doing its job. */
   const struct fault *work[] = {writer_fault(s->w, WRITER_ACKS),
                                 writer_fault(s->w, WRITER_OUTCOMES), sweeper_fault(s->sweeper),
-                                &s->lease_fault, &s->prune_fault};
+                                &s->lease_fault, s->pruner ? prune_fault(s->pruner) : &no_prune};
   for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
     const struct fault *f = work[w];
     if (f->failing && now - f->since_ms > limit) {
@@ -1006,10 +938,9 @@ void sub_free(subscription *s) {
   if (s == NULL) return;
   if (s->reader) bk_conn_close(s->b, s->reader);
   if (s->retry_timer) timer_free(s->retry_timer);
-  if (s->prune_timer) timer_free(s->prune_timer);
+  prune_free(s->pruner);
   lease_free(s->lease);
   free(s->identity);
-  free(s->lease_prefix);
   free(s->retry_key);
   struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {
