@@ -19,44 +19,6 @@ void reload_init(struct reloader *r, const char *dir, const struct rt_env *env,
   r->dir_gone = false;
 }
 
-static bool same_str(const char *a, const char *b) {
-  return a == b || (a && b && strcmp(a, b) == 0);
-}
-
-/* The subscription fields that differ between a and b, comma-separated into
- * buf ("" when none: only `handle` may have changed). */
-static const char *changed_fields(const struct handler_spec *a, const struct handler_spec *b,
-                                  char *buf, size_t len) {
-  struct {
-    const char *name;
-    bool same;
-  } f[] = {
-      {"stream", same_str(a->stream, b->stream)},
-      {"group", same_str(a->group, b->group)},
-      {"read", a->read == b->read},
-      {"min_idle", a->min_idle_ms == b->min_idle_ms},
-      {"consumer", same_str(a->consumer, b->consumer)},
-      {"start", same_str(a->start, b->start)},
-      {"workers", a->workers == b->workers},
-      {"by_key", a->by_key == b->by_key},
-      {"batch", a->batch == b->batch},
-      {"claim_fallback", a->claim_fallback == b->claim_fallback},
-      {"reply_to", same_str(a->reply_to, b->reply_to)},
-      {"dead_letter", same_str(a->dead_letter, b->dead_letter)},
-      {"max_deliveries", a->max_deliveries == b->max_deliveries},
-      {"max_body", a->max_body == b->max_body},
-  };
-  size_t at = 0;
-  buf[0] = '\0';
-  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-    if (f[i].same) continue;
-    int n = snprintf(buf + at, len - at, "%s%s", at ? "," : "", f[i].name);
-    if (n < 0 || (size_t)n >= len - at) break;
-    at += (size_t)n;
-  }
-  return buf;
-}
-
 void reload_reap(struct reloader *r) {
   struct slots *ss = r->slots;
   for (size_t i = 0; i < ss->n;) {
@@ -156,7 +118,8 @@ static void file_seen(struct reloader *r, const char *path, bool force) {
   snprintf(versions, sizeof versions, "%s->%s", cur ? cur : "", handler_version(hd));
   const struct handler_spec *cs = slot_spec(sl);
   char changed[256] = "";
-  if (cs) changed_fields(cs, ns, changed, sizeof changed);
+  /* The fields named force a restart; `handle` and start_at swap in place. */
+  if (cs) handler_spec_diff(cs, ns, changed, sizeof changed);
   if (cs && changed[0] == '\0') { /* only `handle` (or nothing) changed: swap in place */
     log_line(LOG_INFO, name, "handler reloaded", "version", versions, NULL);
     if (sl->next) {

@@ -1,7 +1,8 @@
-/* subscription: group creation, the read loops of the three modes,
- * dispatching entries onto lanes, carrying out what a handler decided (the
- * decision is policy.h's, the writing writer.h's), and the life cycle (see
- * subscription.h). The delay set's sweeper is sweeper.h's.
+/* subscription: the read loops of the three modes, dispatching entries
+ * onto lanes, and the life cycle (see subscription.h). Creating the group is
+ * group_setup.h's, carrying out what a handler's delivery comes to apply.h's
+ * (the decision policy.h's, the writing writer.h's), the delay set's sweep
+ * sweeper.h's.
  *
  * Every broker callback carries the subscription (or a small request struct)
  * and fires exactly once, also on teardown, so counting outstanding requests
@@ -11,13 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apply.h"
 #include "entry.h"
 #include "fault.h"
+#include "group_setup.h"
 #include "lanes.h"
 #include "lease.h"
 #include "log.h"
 #include "outcome.h"
-#include "policy.h"
+#include "prune.h"
 #include "read_reply.h"
 #include "scripts.h"
 #include "subscription.h"
@@ -33,21 +36,12 @@
 #define RECOVERY_WAIT_MAX_MS 1000
 #define RECOVERY_WAIT_MIN_MS 50
 #define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
-#define RETRY_LOG_MS 10000 /* retries after the first are logged as a count this often */
 /* Readiness (sub_healthy): a read outstanding, or reads failing on a live
  * connection, for STUCK_FACTOR times the read's own wait (BLOCK_MS, or
  * recovery_wait_ms) and at least STUCK_MIN_MS, means the subscription is stuck. */
 #define STUCK_FACTOR 3
 #define STUCK_MIN_MS 1000
 
-/* Idle consumers (nothing pending, unseen this long, no live lease) are
- * removed from the group (SCRIPT_PRUNE) at start and every PRUNE_EVERY_MS. */
-#define PRUNE_IDLE_MS (24ULL * 3600 * 1000)
-#define PRUNE_EVERY_MS (3600ULL * 1000)
-
-/* Removing idle consumers failed: tried again this soon, not an hour later,
- * so that readiness (sub_healthy) sees it work again once fixed. */
-#define PRUNE_RETRY_MS 5000
 enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
 /* The two keys every read covers (struct entry's key says which one an
@@ -100,8 +94,8 @@ struct subscription {
   char last_read[ID_MAX];   /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
   uint64_t backoff_ms;
-  /* Group, lease and prune commands sent and not answered (the writer and
-   * the sweeper count theirs: see outstanding). */
+  /* Lease commands sent and not answered (the writer, the sweeper, the
+   * group setup and the pruner count theirs: see outstanding). */
   unsigned writes_pending;
   /* Writes outcomes and acks. Entries whose outcome is not written yet
    * (writer_unwritten) count toward the entries held here, so reading
@@ -110,14 +104,8 @@ struct subscription {
   sweeper *sweeper;         /* moves due entries of the delay set back */
   struct bk_args args;      /* builds the reads, reused */
   char *retry_key;          /* the group's retry stream (outcome_retry_key) */
-  /* Group creation: the stream's XGROUP CREATE answered before the retry
-   * stream's (one connection, replies in order); its verdict waits here. */
-  bool stream_created, stream_create_failed, create_alone;
-  char create_error[256];
-  ltimer *retry_log_timer;  /* ends the interval whose retries are counted (log_retries) */
-  bool retry_log_armed;
-  uint64_t retries_unlogged; /* retries in this interval not logged yet */
-  uint64_t retries_total;    /* retries since the subscription started */
+  group_setup *group;       /* creates the group, moves its cursor */
+  applier *apply;           /* carries out what the policy decides, counts retries */
   lease *lease;             /* the consumer name, held while this runs; NULL without */
   char *identity;           /* this process's lease value (lease_identity) */
   /* Entries wait, read or not, until the lease is confirmed again (see
@@ -125,12 +113,8 @@ struct subscription {
   bool lease_unconfirmed;
   bool lease_releasing;     /* drain: lease_release sent */
   bool lease_released;      /* drain: lease_release answered */
-  ltimer *prune_timer;      /* removes the group's idle consumers (with a lease only) */
-  bool pruned;              /* the first prune has been armed */
-  char *lease_prefix;       /* LEASE_PREFIX {stream}:group: (SCRIPT_PRUNE) */
+  pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
   struct fault lease_fault;  /* the consumer lease failing (readiness) */
-  struct fault prune_fault;  /* the idle-consumer prune failing (readiness) */
-  char create_fault[400];   /* the last failure to create the group, "" when none */
   char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sub_denied) */
 };
 
@@ -143,22 +127,17 @@ static void copy_id(char dst[ID_MAX], const char *id) {
   dst[n] = '\0';
 }
 
-/* The key an entry was read from. */
-static const char *entry_key(const subscription *s, const struct entry *e) {
-  return e->key == KEY_RETRY ? s->retry_key : s->spec->stream;
-}
-
-/* Commands sent and not answered: the subscription's, the writer's, the
- * sweeper's. */
+/* Commands sent and not answered: the subscription's (the lease's), the
+ * writer's, the sweeper's, the group setup's, the pruner's. */
 static unsigned outstanding(const subscription *s) {
-  return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper);
+  return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
+         group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0);
 }
 
 static void maybe_drained(subscription *s);
 static void progress(subscription *s);
 static void held_remove(subscription *s, const struct entry *e);
 static void job_done(void *data, struct entry *e, const struct rt_result *res);
-static void log_retries(ltimer *t, void *data);
 static void read_next(subscription *s);
 static void dispatch(subscription *s);
 static void ensure_group(subscription *s);
@@ -338,154 +317,11 @@ static void held_remove(subscription *s, const struct entry *e) {
   }
 }
 
-/* ---- retries, logged per interval ---- */
-
-/* The first retry after a quiet interval is logged with its id; the ones
- * that follow within RETRY_LOG_MS are counted and logged as one line when it
- * ends, so a handler that always retries shows in the log without a line per
- * delivery. */
-static void log_retries(ltimer *t, void *data) {
-  subscription *s = data;
-  if (s->retries_unlogged == 0) {
-    s->retry_log_armed = false; /* quiet: the next retry is logged at once */
-    return;
-  }
-  char count[24], total[24];
-  snprintf(count, sizeof count, "%llu", (unsigned long long)s->retries_unlogged);
-  snprintf(total, sizeof total, "%llu", (unsigned long long)s->retries_total);
-  sub_log(s, LOG_INFO, "entries retried", "count", count, "total", total);
-  s->retries_unlogged = 0;
-  if (s->state == SUB_READING) timer_start(t, RETRY_LOG_MS);
-  else s->retry_log_armed = false;
-}
-
-static void count_retry(subscription *s, const struct entry *e, long long deliveries) {
-  s->retries_total++;
-  if (s->retry_log_armed) {
-    s->retries_unlogged++;
-    return;
-  }
-  char n[24];
-  snprintf(n, sizeof n, "%lld", deliveries);
-  sub_log(s, LOG_INFO, "entry retried", "id", e->id, "deliveries", n);
-  s->retry_log_armed = true;
-  timer_start(s->retry_log_timer, RETRY_LOG_MS);
-}
-
-/* ---- carrying out what was decided (policy.h) ---- */
-
-/* What the policy needs to know of e and the handler file. */
-static void policy_input(const subscription *s, const struct entry *e, struct policy_in *in) {
-  memset(in, 0, sizeof *in);
-  in->before = policy_deliveries_before(s->spec->read, e->deliveries, entry_carried_deliveries(e));
-  in->read = s->spec->read;
-  in->min_idle_ms = s->spec->min_idle_ms;
-  in->max_deliveries = s->spec->max_deliveries;
-  in->dead_letter = s->spec->dead_letter != NULL;
-}
-
-/* Logs and writes what d says for e. res: the handler's result (NULL when
- * it did not run); version: the handler's; error, error_len: the handler's
- * text, unless the policy worded the error itself. */
-static void carry_out(subscription *s, const struct entry *e, const struct policy_out *d,
-                      const struct rt_result *res, const char *version, const char *error,
-                      size_t error_len) {
-  const struct handler_spec *sp = s->spec;
-  const char *retry_stream = e->key == KEY_RETRY ? s->retry_key : NULL;
-  if (d->why[0]) {
-    error = d->why;
-    error_len = strlen(d->why);
-  }
-  char count[24];
-  snprintf(count, sizeof count, "%lld", d->deliveries);
-  switch (d->note) {
-  case POLICY_NOTE_NONE:
-    break;
-  case POLICY_NOTE_RETRIED:
-    count_retry(s, e, d->deliveries);
-    break;
-  case POLICY_NOTE_TOO_MANY_WRITES:
-    log_line(LOG_ERROR, sp->name, "too many entries published by one delivery, left pending",
-             "stream", sp->stream, "group", sp->group, "id", e->id, NULL);
-    break;
-  case POLICY_NOTE_DEAD_LETTERED:
-    log_line(LOG_WARN, sp->name, "entry dead-lettered", "stream", sp->stream, "group", sp->group,
-             "retry_stream", retry_stream, "id", e->id, "reason", d->reason, "deliveries", count,
-             "dead_letter", sp->dead_letter, "version", version, NULL);
-    break;
-  case POLICY_NOTE_REJECTED_ACKED:
-  case POLICY_NOTE_BAD_INPUT_LEFT:
-  case POLICY_NOTE_LIMIT_LEFT:
-    log_line(LOG_ERROR, sp->name,
-             d->note == POLICY_NOTE_REJECTED_ACKED ? "entry rejected, acked (no dead_letter stream)"
-             : d->note == POLICY_NOTE_BAD_INPUT_LEFT
-                 ? "bad entry left pending"
-                 : "delivery limit reached, entry left pending (no dead_letter stream)",
-             "stream", sp->stream, "group", sp->group, "retry_stream", retry_stream, "id", e->id,
-             "reason", d->reason, "deliveries", count, "version", version, "error", error, NULL);
-    break;
-  }
-  struct txn *t;
-  const char *what;
-  switch (d->action) {
-  case POLICY_RUN:
-  case POLICY_LEAVE:
-    return;
-  case POLICY_ACK:
-    writer_ack(s->w, e->key, e->id); /* coalesced with the others */
-    return;
-  case POLICY_RESTAMP: /* stays pending: no ack */
-    t = writer_txn(s->w);
-    outcome_restamp(t, sp, entry_key(s, e), e, d->delay_ms);
-    writer_send(s->w, e->key, e->id, "retry_after");
-    return;
-  case POLICY_WRITE:
-    t = writer_txn(s->w);
-    if (outcome_writes(t, res) != 0) return; /* the policy let through only what fits */
-    what = res->kind == RT_REPLY ? "reply" : "publish";
-    break;
-  case POLICY_RETRY_COPY:
-    t = writer_txn(s->w);
-    outcome_retry_copy(t, s->retry_key, e, d->deliveries, entry_source_id(e));
-    what = "retry";
-    break;
-  case POLICY_DELAY:
-    t = writer_txn(s->w);
-    outcome_delay(t, sp, e, d->deliveries, entry_source_id(e),
-                  clock_wall(s->clock) + (uint64_t)d->delay_ms);
-    what = "retry_after";
-    break;
-  case POLICY_DEAD_LETTER:
-    t = writer_txn(s->w);
-    outcome_dead_letter(t, sp, e, entry_source_id(e), d->reason, error, error_len,
-                        d->deliveries, clock_wall(s->clock));
-    what = "dead letter";
-    break;
-  default:
-    return;
-  }
-  outcome_ack(t, sp, entry_key(s, e), e);
-  writer_send(s->w, e->key, e->id, what);
-}
-
 /* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
 static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   subscription *s = data;
   int lane = (int)(intptr_t)e->owner_data;
-  struct policy_in in;
-  policy_input(s, e, &in);
-  in.kind = res->kind;
-  in.reason = res->reason;
-  in.delay_ms = res->delay_ms;
-  in.nwrites = res->nwrites;
-  struct policy_out d;
-  policy_decide(&in, &d);
-  if (d.handler_failed)
-    log_line(LOG_ERROR, s->spec->name, "handler failed, entry left pending", "stream",
-             s->spec->stream, "group", s->spec->group, "retry_stream",
-             e->key == KEY_RETRY ? s->retry_key : NULL, "id", e->id, "reason", res->reason,
-             "version", res->version, "error", res->text, NULL);
-  carry_out(s, e, &d, res, res->version, res->text, res->text_len);
+  apply_finished(s->apply, e, res);
   held_remove(s, e);
   entry_free(e);
   lanes_done(&s->lanes, lane);
@@ -511,12 +347,7 @@ static void accept_entry(subscription *s, struct entry *e) {
    * are the entry's count. On the shared stream luastream's header names are
    * a producer's data and change nothing here (entry_carried_deliveries). */
   if (e->deliveries >= 0) e->deliveries += entry_carried_deliveries(e);
-  struct policy_in in;
-  policy_input(s, e, &in);
-  struct policy_out d;
-  policy_admit(&in, &d);
-  if (d.action != POLICY_RUN) { /* delivered max_deliveries times without an ack */
-    carry_out(s, e, &d, NULL, handler_version(s->h), NULL, 0);
+  if (!apply_admit(s->apply, e, handler_version(s->h))) {
     held_remove(s, e);
     entry_free(e);
     return;
@@ -761,65 +592,6 @@ static void reader_state(void *data, bk_conn *c, int up) {
   if (up) read_next(s);
 }
 
-/* ---- idle consumers ---- */
-
-static void prune_done(void *data, const bk_reply *r, const char *err) {
-  subscription *s = data;
-  s->writes_pending--;
-  bool ok = r && r->type == BK_ARRAY;
-  if (s->state == SUB_READING)
-    timer_start(s->prune_timer, ok || !r ? PRUNE_EVERY_MS : PRUNE_RETRY_MS);
-  if (ok) {
-    fault_ok(&s->prune_fault, clock_now(s->clock), s->spec);
-    for (size_t i = 0; i < r->elements; i++) {
-      const bk_reply *e = r->element[i]; /* [key, name] */
-      if (e->type != BK_ARRAY || e->elements != 2 || e->element[0]->type != BK_STRING ||
-          e->element[1]->type != BK_STRING)
-        continue;
-      const char *name = e->element[1]->str;
-      if (strcmp(e->element[0]->str, s->retry_key) == 0)
-        log_line(LOG_INFO, s->spec->name, "idle consumer removed from the group", "stream",
-                 s->spec->stream, "group", s->spec->group, "retry_stream", s->retry_key,
-                 "removed", name, NULL);
-      else
-        log_line(LOG_INFO, s->spec->name, "idle consumer removed from the group", "stream",
-                 s->spec->stream, "group", s->spec->group, "removed", name, NULL);
-    }
-  } else {
-    char why[256], detail[1024];
-    reply_text(r, err, why, sizeof why);
-    /* A lost connection: tried again in an hour, nothing to report. */
-    enum log_level level = LOG_DEBUG;
-    if (r) {
-      snprintf(detail, sizeof detail,
-               "EVAL on %s and %s (XINFO CONSUMERS, EXISTS %s*, XGROUP DELCONSUMER): %s",
-               s->spec->stream, s->retry_key, s->lease_prefix, why);
-      level = fault_failed(&s->prune_fault, clock_now(s->clock), LOG_WARN, detail);
-    }
-    log_line(level, s->spec->name, "removing idle consumers failed, retrying", "stream",
-             s->spec->stream, "group", s->spec->group, "command", "EVAL", "script",
-             "the idle-consumer prune", "key", s->spec->stream, "lease_keys", s->lease_prefix,
-             "error", why, NULL);
-  }
-  maybe_drained(s);
-}
-
-static void prune(ltimer *t, void *data) {
-  (void)t;
-  subscription *s = data;
-  if (s->state != SUB_READING) return;
-  char idle[24];
-  snprintf(idle, sizeof idle, "%llu", (unsigned long long)PRUNE_IDLE_MS);
-  const char *argv[] = {"EVAL",        SCRIPT_PRUNE,   "2",  s->spec->stream,
-                        s->retry_key,  s->spec->group, idle, s->lease_prefix};
-  size_t len[8];
-  for (int i = 0; i < 8; i++) len[i] = strlen(argv[i]);
-  if (bk_command(s->b, s->cmd, 8, argv, len, prune_done, s) == 0)
-    s->writes_pending++;
-  else
-    timer_start(s->prune_timer, PRUNE_EVERY_MS);
-}
-
 /* ---- the consumer lease ---- */
 
 static void on_lease(void *data, enum lease_event ev, const char *holder, long long wait_ms) {
@@ -888,7 +660,6 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
 
 static void start_reading(subscription *s) {
   s->state = SUB_READING;
-  s->create_fault[0] = '\0';
   if (!s->started) recover_own(s); /* a host back under the same name */
   s->started = true;
   s->backoff_ms = 0;
@@ -899,129 +670,35 @@ static void start_reading(subscription *s) {
   sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
   sweeper_start(s->sweeper);
-  if (s->prune_timer && !s->pruned) {
-    s->pruned = true;
-    timer_start(s->prune_timer, 0);
-  }
+  if (s->pruner) prune_start(s->pruner);
   progress(s); /* entries read before the group was lost run now */
 }
 
-static const char *start_id(const char *start) {
-  if (strcmp(start, "new") == 0) return "$";
-  if (strcmp(start, "beginning") == 0) return "0";
-  return start;
-}
-
-/* Where a group created now starts: start_at applies at start-up only; a
- * group lost and created again mid-run starts at `start`, so another host
- * that finds it existing does not rewind it. */
-static const char *creation_start(const subscription *s) {
-  return s->spec->start_at && !s->started ? s->spec->start_at : s->spec->start;
-}
-
-static void setid_done(void *data, const bk_reply *r, const char *err) {
+/* group_event_fn: creating the group is done, failed, or goes on. */
+static void group_event(void *data, enum group_event ev, const char *key, const char *why) {
   subscription *s = data;
-  s->writes_pending--;
   if (s->state != SUB_CREATING) return maybe_drained(s);
-  if (r && r->type == BK_STATUS) {
-    sub_log(s, LOG_INFO, "group cursor moved", "start_at", s->spec->start_at, NULL, NULL);
+  switch (ev) {
+  case GROUP_ANSWERED:
+    return;
+  case GROUP_READY:
     return start_reading(s);
+  case GROUP_CREATE_REFUSED:
+    denied(s, "XGROUP CREATE", key, why);
+    break;
+  case GROUP_FAILED:
+    break;
   }
-  char why[256];
-  reply_text(r, err, why, sizeof why);
-  snprintf(s->create_fault, sizeof s->create_fault, "XGROUP SETID on %s: %s", s->spec->stream, why);
-  log_line(LOG_ERROR, s->spec->name, "cannot move the group cursor (start_at), retrying", "stream",
-           s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
-           "XGROUP SETID", "key", s->spec->stream, "error", why, NULL);
   backoff(s);
 }
 
-static void move_cursor(subscription *s) {
-  const char *argv[] = {"XGROUP", "SETID", s->spec->stream, s->spec->group,
-                        start_id(s->spec->start_at)};
-  size_t len[5];
-  for (int i = 0; i < 5; i++) len[i] = strlen(argv[i]);
-  if (bk_command(s->b, s->cmd, 5, argv, len, setid_done, s) == 0)
-    s->writes_pending++;
-  else
-    backoff(s);
-}
-
-/* Logs a refused XGROUP CREATE on key; readiness says it too. */
-
-static void create_failed(subscription *s, const char *msg, const char *key, const char *why) {
-  snprintf(s->create_fault, sizeof s->create_fault, "XGROUP CREATE on %s: %s", key, why);
-  log_line(LOG_ERROR, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
-           "consumer", s->spec->consumer, "command", "XGROUP CREATE", "key", key, "error", why,
-           NULL);
-  denied(s, "XGROUP CREATE", key, why);
-}
-
-/* The stream's XGROUP CREATE: its verdict waits for the retry stream's,
- * which the same connection answers next (create_retry_done decides). */
-static void create_stream_done(void *data, const bk_reply *r, const char *err) {
-  subscription *s = data;
-  s->writes_pending--;
-  if (s->state != SUB_CREATING) return maybe_drained(s);
-  s->stream_created = r && r->type == BK_STATUS;
-  s->stream_create_failed = !s->stream_created && !(r && bk_reply_is_error(r, "BUSYGROUP"));
-  if (s->stream_create_failed) reply_text(r, err, s->create_error, sizeof s->create_error);
-  if (s->create_alone) { /* the retry stream's could not be sent: try both again */
-    if (!s->stream_create_failed)
-      snprintf(s->create_error, sizeof s->create_error, "not connected");
-    create_failed(s, "cannot create the group on the retry stream, retrying", s->retry_key,
-                  s->create_error);
-    backoff(s);
-  }
-}
-
-static void create_retry_done(void *data, const bk_reply *r, const char *err) {
-  subscription *s = data;
-  s->writes_pending--;
-  if (s->state != SUB_CREATING) return maybe_drained(s);
-  if (!(r && (r->type == BK_STATUS || bk_reply_is_error(r, "BUSYGROUP")))) {
-    char why[256];
-    reply_text(r, err, why, sizeof why);
-    create_failed(s, "cannot create the group on the retry stream, retrying", s->retry_key, why);
-    return backoff(s);
-  }
-  if (r->type == BK_STATUS)
-    sub_log(s, LOG_INFO, "group created on the retry stream", "retry_stream", s->retry_key, NULL,
-             NULL);
-  if (s->stream_create_failed) {
-    create_failed(s, "cannot create the group, retrying", s->spec->stream, s->create_error);
-    return backoff(s);
-  }
-  bool created = s->stream_created;
-  if (created) sub_log(s, LOG_INFO, "group created", "start", creation_start(s), NULL, NULL);
-  /* start_at moves an existing group, at start-up only: a new one already
-   * starts there. */
-  if (!created && s->spec->start_at && !s->started) return move_cursor(s);
-  start_reading(s);
-}
-
-/* Creates the group on the stream (at its start) and on the retry stream
- * (from the beginning: everything there was written for this group), each
- * with MKSTREAM; BUSYGROUP means it exists and keeps its cursor. */
+/* Creates the group where missing (group_setup.h), then reads. */
 static void ensure_group(subscription *s) {
   s->state = SUB_CREATING;
   /* A group created again has a new pending list: scan it from the start. */
   for (int k = 0; k < NKEYS; k++) strcpy(s->cursor[k], "0-0");
   s->block_next = false;
-  s->create_alone = false;
-  const char *start = start_id(creation_start(s));
-  const char *argv[] = {"XGROUP", "CREATE", s->spec->stream, s->spec->group, start, "MKSTREAM"};
-  size_t len[6];
-  for (int i = 0; i < 6; i++) len[i] = strlen(argv[i]);
-  if (bk_command(s->b, s->cmd, 6, argv, len, create_stream_done, s) != 0) return backoff(s);
-  s->writes_pending++;
-  argv[2] = s->retry_key;
-  argv[4] = "0";
-  for (int i = 0; i < 6; i++) len[i] = strlen(argv[i]);
-  if (bk_command(s->b, s->cmd, 6, argv, len, create_retry_done, s) == 0)
-    s->writes_pending++;
-  else
-    s->create_alone = true;
+  if (group_create(s->group, s->started) != 0) backoff(s);
 }
 
 /* ---- life cycle ---- */
@@ -1033,6 +710,12 @@ static void written(void *data, enum writer_event ev) {
   if (ev == WRITER_WRITTEN) progress(s);
   else maybe_drained(s);
 }
+
+/* apply_reading_fn, prune_reading_fn. */
+static bool still_reading(void *data) { return ((subscription *)data)->state == SUB_READING; }
+
+/* prune_answered_fn: the prune may have been the last thing outstanding. */
+static void pruned(void *data) { maybe_drained(data); }
 
 /* sweeper_swept_fn: a claiming read may have waited for the sweep. */
 static void swept(void *data) { progress(data); }
@@ -1050,23 +733,23 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   s->on_event = on_event;
   s->data = data;
   s->retry_timer = timer_new(clock, retry_fire, s);
-  s->retry_log_timer = timer_new(clock, log_retries, s);
   s->lease_fault.name = "the consumer lease";
-  s->prune_fault.name = "the idle-consumer prune";
   s->retry_key = outcome_retry_key(s->spec);
   if (s->retry_key) {
     s->w = writer_new(b, cmd, clock, s->spec, s->retry_key, written, s);
     s->sweeper = sweeper_new(b, cmd, clock, s->spec, s->retry_key, swept, s);
+    s->group = group_new(b, cmd, s->spec, s->retry_key, group_event, s);
+    if (s->w) s->apply = apply_new(s->w, clock, s->spec, s->retry_key, still_reading, s);
   }
   bool leased_ok = true;
   if (identity) {
     s->identity = strdup(identity);
-    s->prune_timer = timer_new(clock, prune, s);
-    s->lease_prefix = lease_key(s->spec->stream, s->spec->group, "");
-    leased_ok = s->identity && s->prune_timer && s->lease_prefix;
+    if (s->retry_key)
+      s->pruner = prune_new(b, cmd, clock, s->spec, s->retry_key, still_reading, pruned, s);
+    leased_ok = s->identity && s->pruner;
   }
-  if (!leased_ok || !s->retry_timer || !s->retry_log_timer || !s->retry_key || !s->w ||
-      !s->sweeper ||
+  if (!leased_ok || !s->retry_timer || !s->retry_key || !s->w || !s->sweeper ||
+      !s->apply || !s->group ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
     sub_free(s);
     return NULL;
@@ -1096,9 +779,9 @@ void sub_stop(subscription *s) {
   s->state = SUB_STOPPING;
   timer_stop(s->retry_timer);
   sweeper_stop(s->sweeper);
-  timer_stop(s->retry_log_timer);
-  log_retries(s->retry_log_timer, s); /* the count so far, not lost with the timer */
-  if (s->prune_timer) timer_stop(s->prune_timer);
+  apply_stop(s->apply);
+  group_stop(s->group);
+  if (s->pruner) prune_stop(s->pruner);
   /* Entries read but not started stay pending: another consumer recovers them. */
   struct entry *left = lanes_drain_queued(&s->lanes);
   size_t n = 0;
@@ -1159,6 +842,9 @@ void sub_swap_handler(subscription *s, handler *h) {
   s->spec = handler_spec(h);
   writer_set_spec(s->w, s->spec);
   sweeper_set_spec(s->sweeper, s->spec);
+  if (s->pruner) prune_set_spec(s->pruner, s->spec);
+  apply_set_spec(s->apply, s->spec);
+  group_set_spec(s->group, s->spec);
 }
 
 const char *sub_version(const subscription *s) { return handler_version(s->h); }
@@ -1182,8 +868,8 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
       snprintf(why, len, "waiting for the consumer name's lease");
     return false;
   case SUB_CREATING:
-    if (s->create_fault[0])
-      snprintf(why, len, "creating group: %s", s->create_fault);
+    if (group_fault(s->group)[0])
+      snprintf(why, len, "creating group: %s", group_fault(s->group));
     else
       snprintf(why, len, "creating group");
     return false;
@@ -1196,6 +882,7 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
   }
   uint64_t now = clock_now(s->clock);
   const struct fault *lf = &s->lease_fault;
+  static const struct fault no_prune; /* without a lease nothing is pruned */
   if (s->lease_unconfirmed && !lease_valid(s->lease)) {
     if (lf->failing) /* the renewal is refused, not late: say why */
       snprintf(why, len, "stuck: %s failing for %llu ms: %s", lf->name,
@@ -1227,7 +914,7 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
   /* Work that keeps failing as long as a read may: not doing its job. */
   const struct fault *work[] = {writer_fault(s->w, WRITER_ACKS),
                                 writer_fault(s->w, WRITER_OUTCOMES), sweeper_fault(s->sweeper),
-                                &s->lease_fault, &s->prune_fault};
+                                &s->lease_fault, s->pruner ? prune_fault(s->pruner) : &no_prune};
   for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
     const struct fault *f = work[w];
     if (f->failing && now - f->since_ms > limit) {
@@ -1251,11 +938,9 @@ void sub_free(subscription *s) {
   if (s == NULL) return;
   if (s->reader) bk_conn_close(s->b, s->reader);
   if (s->retry_timer) timer_free(s->retry_timer);
-  if (s->retry_log_timer) timer_free(s->retry_log_timer);
-  if (s->prune_timer) timer_free(s->prune_timer);
+  prune_free(s->pruner);
   lease_free(s->lease);
   free(s->identity);
-  free(s->lease_prefix);
   free(s->retry_key);
   struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {
@@ -1264,6 +949,8 @@ void sub_free(subscription *s) {
     entry_free(e);
   }
   lanes_free(&s->lanes);
+  apply_free(s->apply);
+  group_free(s->group);
   writer_free(s->w);
   sweeper_free(s->sweeper);
   bk_args_free(&s->args);

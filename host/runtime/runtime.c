@@ -94,15 +94,20 @@ static const struct spec_field {
   const char *name;
   enum spec_kind kind;
   size_t offset;
+  /* Applies once, when the host starts (start_at moves a group's cursor at
+   * start-up only): a later change to it changes nothing that runs, so
+   * handler_spec_diff does not name it. */
+  bool at_start;
 } spec_fields[] = {
-#define F(name, kind) {#name, kind, offsetof(struct handler_spec, name)}
-    F(stream, SPEC_STRING),       F(group, SPEC_STRING),       F(consumer, SPEC_STRING),
-    F(start, SPEC_STRING),        F(start_at, SPEC_STRING),    F(reply_to, SPEC_STRING),
-    F(dead_letter, SPEC_STRING),  F(read, SPEC_READ),          F(min_idle_ms, SPEC_MS),
-    F(claim_fallback, SPEC_BOOL), F(batch, SPEC_INT),          F(workers, SPEC_INT),
-    F(by_key, SPEC_BOOL),         F(max_body, SPEC_SIZE),      F(max_deliveries, SPEC_CAP),
+#define F(name, kind) {#name, kind, offsetof(struct handler_spec, name), false}
+    F(stream, SPEC_STRING),      F(group, SPEC_STRING),      F(read, SPEC_READ),
+    F(min_idle_ms, SPEC_MS),     F(consumer, SPEC_STRING),   F(start, SPEC_STRING),
+    {"start_at", SPEC_STRING, offsetof(struct handler_spec, start_at), true},
+    F(workers, SPEC_INT),        F(by_key, SPEC_BOOL),       F(batch, SPEC_INT),
+    F(claim_fallback, SPEC_BOOL), F(reply_to, SPEC_STRING),  F(dead_letter, SPEC_STRING),
+    F(max_deliveries, SPEC_CAP), F(max_body, SPEC_SIZE),
 #undef F
-    {"handle", SPEC_LUA, 0},
+    {"handle", SPEC_LUA, 0, false},
 };
 
 /* The Lua name of f: the struct member's, but min_idle is kept in ms. */
@@ -158,6 +163,49 @@ static int read_field(lua_State *L, int idx, const struct spec_field *f, struct 
 }
 
 #define NSPEC_FIELDS (sizeof spec_fields / sizeof spec_fields[0])
+
+/* Whether field f holds the same value in a and b. */
+static bool same_field(const struct spec_field *f, const struct handler_spec *a,
+                       const struct handler_spec *b) {
+  const void *x = (const char *)a + f->offset, *y = (const char *)b + f->offset;
+  switch (f->kind) {
+  case SPEC_STRING: {
+    const char *p = *(char *const *)x, *q = *(char *const *)y;
+    return p == q || (p && q && strcmp(p, q) == 0);
+  }
+  case SPEC_INT:
+  case SPEC_CAP:
+    return *(const int *)x == *(const int *)y;
+  case SPEC_SIZE:
+    return *(const size_t *)x == *(const size_t *)y;
+  case SPEC_BOOL:
+    return *(const bool *)x == *(const bool *)y;
+  case SPEC_MS:
+    return *(const int64_t *)x == *(const int64_t *)y;
+  case SPEC_READ:
+    return *(const enum read_mode *)x == *(const enum read_mode *)y;
+  case SPEC_LUA:
+    break;
+  }
+  return true;
+}
+
+const char *handler_spec_diff(const struct handler_spec *a, const struct handler_spec *b,
+                              char *out, size_t len) {
+  size_t at = 0;
+  if (len) out[0] = '\0';
+  for (size_t i = 0; i < NSPEC_FIELDS && len; i++) {
+    const struct spec_field *f = &spec_fields[i];
+    if (f->at_start || same_field(f, a, b)) continue;
+    int n = snprintf(out + at, len - at, "%s%s", at ? "," : "", spec_name(f));
+    if (n < 0 || (size_t)n >= len - at) {
+      out[at] = '\0'; /* no part of a name */
+      break;
+    }
+    at += (size_t)n;
+  }
+  return out;
+}
 
 /* Copies the validated spec table at idx into h->spec. Returns 0, or -1 with
  * a message in err.  [-0, +0] */

@@ -78,6 +78,14 @@ typedef struct handler handler;
 int handler_load(const char *path, const struct rt_env *env, handler **out, char *err,
                  size_t errlen);
 const struct handler_spec *handler_spec(const handler *h);
+/* Names the fields of the handler file (Lua names, as luastream.handler
+ * spells them) whose values differ between a and b, comma-separated into out
+ * in a fixed order; "" when none. Only fields whose change alters a running
+ * subscription are named: not `handle` (swapped in place) nor `start_at`
+ * (applied once, when the host starts). A list longer than len ends at the
+ * last name that fits. Returns out. */
+const char *handler_spec_diff(const struct handler_spec *a, const struct handler_spec *b,
+                              char *out, size_t len);
 /* Sets the consumer name reported in ctx.consumer; call before handler_run. */
 int handler_bind(handler *h, const char *consumer);
 /* Closes the state once no job runs on it; the handler must not be used after. */
