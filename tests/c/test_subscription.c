@@ -414,7 +414,7 @@ TEST_IMPL(sub_claim_native_retry_writes_nothing) {
   fx_finish();
 }
 
-/* 8.4 with two keys (redis-streams.md §7.1): one [key, entries] pair per
+/* 8.4 with two keys: one [key, entries] pair per
  * stream served, in argument order, each claimed entry then new ones, all
  * with 4 elements. The same id on both keys is two entries; each is acked on
  * its own key, and a delayed entry's re-stamp goes to the key it came from.
