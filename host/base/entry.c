@@ -25,11 +25,6 @@
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 /* *acc += n, false on overflow. */
-bool entry_size_add(size_t *acc, size_t n) {
-  if (n > SIZE_MAX - *acc) return false;
-  *acc += n;
-  return true;
-}
 
 /* ---- the pool: freed blocks by size class (256, 512, 1024, 2048 bytes) ---- */
 
@@ -87,16 +82,6 @@ struct entry *entry_alloc(size_t nfields, size_t bytes) {
   e->idle_ms = -1;
   e->deliveries = -1;
   return e;
-}
-
-char *entry_strings(struct entry *e) { return (char *)(e->field_len + e->nfields); }
-
-char *entry_put(char **cursor, const char *s, size_t len) {
-  char *dst = *cursor;
-  if (len) memcpy(dst, s, len);
-  dst[len] = '\0';
-  *cursor = dst + len + 1;
-  return dst;
 }
 
 struct entry *entry_new(const char *id, size_t idlen, size_t nfields, const char *const *field,

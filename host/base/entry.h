@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "wire.h"
 
@@ -49,10 +50,23 @@ struct entry *entry_new(const char *id, size_t idlen, size_t nfields, const char
  * NULL when the size overflows or malloc fails. The id then the fields go in
  * order with entry_put from cursor = entry_strings(e), which returns each
  * copy (NUL-terminated). */
-bool entry_size_add(size_t *acc, size_t n);
 struct entry *entry_alloc(size_t nfields, size_t bytes);
-char *entry_strings(struct entry *e);
-char *entry_put(char **cursor, const char *s, size_t len);
+/* Inline: they run once per string of every entry read. */
+static inline bool entry_size_add(size_t *acc, size_t n) {
+  if (n > SIZE_MAX - *acc) return false;
+  *acc += n;
+  return true;
+}
+static inline char *entry_strings(struct entry *e) {
+  return (char *)(e->field_len + e->nfields);
+}
+static inline char *entry_put(char **cursor, const char *s, size_t len) {
+  char *dst = *cursor;
+  if (len) memcpy(dst, s, len);
+  dst[len] = '\0';
+  *cursor = dst + len + 1;
+  return dst;
+}
 
 /* Frees e (NULL is fine). Blocks of common sizes go to a pool that later
  * entries are cut from; the pool is the process's, for its one loop thread. */

@@ -64,12 +64,13 @@ static void count_retry(applier *a, const struct entry *e, long long deliveries)
 
 /* What the policy needs to know of e and the handler file. */
 static void policy_input(const applier *a, const struct entry *e, struct policy_in *in) {
-  memset(in, 0, sizeof *in);
-  in->before = policy_deliveries_before(a->spec->read, e->deliveries, entry_carried_deliveries(e));
-  in->read = a->spec->read;
-  in->min_idle_ms = a->spec->min_idle_ms;
-  in->max_deliveries = a->spec->max_deliveries;
-  in->dead_letter = a->spec->dead_letter != NULL;
+  *in = (struct policy_in){
+      .before = policy_deliveries_before(a->spec->read, e->deliveries, entry_carried_deliveries(e)),
+      .read = a->spec->read,
+      .min_idle_ms = a->spec->min_idle_ms,
+      .max_deliveries = a->spec->max_deliveries,
+      .dead_letter = a->spec->dead_letter != NULL,
+  };
 }
 
 /* Logs and writes what d says for e. res: the handler's result (NULL when
@@ -84,8 +85,8 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
     error = d->why;
     error_len = strlen(d->why);
   }
-  char count[24];
-  snprintf(count, sizeof count, "%lld", d->deliveries);
+  char count[24] = ""; /* for the log lines below only: an ack needs no text */
+  if (d->note >= POLICY_NOTE_DEAD_LETTERED) snprintf(count, sizeof count, "%lld", d->deliveries);
   switch (d->note) {
   case POLICY_NOTE_NONE:
     break;
@@ -157,6 +158,9 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
 }
 
 bool apply_admit(applier *a, const struct entry *e, const char *version) {
+  long long before =
+      policy_deliveries_before(a->spec->read, e->deliveries, entry_carried_deliveries(e));
+  if (policy_may_run(before, a->spec->max_deliveries)) return true;
   struct policy_in in;
   policy_input(a, e, &in);
   struct policy_out d;
@@ -167,6 +171,10 @@ bool apply_admit(applier *a, const struct entry *e, const char *version) {
 }
 
 void apply_finished(applier *a, const struct entry *e, const struct rt_result *res) {
+  if (policy_plain_ack(res->kind, res->nwrites)) {
+    writer_ack(a->w, e->key, e->id); /* coalesced with the others */
+    return;
+  }
   struct policy_in in;
   policy_input(a, e, &in);
   in.kind = res->kind;

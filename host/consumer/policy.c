@@ -6,19 +6,16 @@
 #include "policy.h"
 #include "wire.h"
 
-long long policy_deliveries_before(enum read_mode read, long long deliveries, long long carried) {
-  /* `new`: a `>` read brings entries never delivered to this group (a copy
-   * on the retry stream carries its count); the own pending list's read
-   * (SCRIPT_OWN) reports, like claiming, the deliveries before this one. */
-  if (read == READ_NEW) return deliveries >= 0 ? deliveries : carried;
-  /* claiming reports deliveries before this one; reclaim Redis's count after
-   * the claim, this one included. */
-  return read == READ_RECLAIM ? deliveries - 1 : deliveries;
-}
-
+/* Field by field: this runs for every finished entry, and why[] is written only for
+ * the rare dead letter. */
 static void reset(struct policy_out *out) {
-  memset(out, 0, sizeof *out);
   out->action = POLICY_LEAVE;
+  out->note = POLICY_NOTE_NONE;
+  out->handler_failed = false;
+  out->reason = NULL;
+  out->deliveries = 0;
+  out->delay_ms = 0;
+  out->why[0] = '\0';
 }
 
 /* Onto the dead-letter stream with its ack; without one, a rejected entry
@@ -43,7 +40,7 @@ static void dead_letter(const struct policy_in *in, const char *reason, long lon
 void policy_admit(const struct policy_in *in, struct policy_out *out) {
   reset(out);
   out->action = POLICY_RUN;
-  if (in->max_deliveries == 0 || in->before < in->max_deliveries) return;
+  if (policy_may_run(in->before, in->max_deliveries)) return;
   /* Delivered max_deliveries times without an ack (handlers that failed or
    * killed the host each time): not handed to the handler again. */
   snprintf(out->why, sizeof out->why, "delivered %lld times without an ack", in->before);
@@ -78,7 +75,7 @@ void policy_decide(const struct policy_in *in, struct policy_out *out) {
   switch (in->kind) {
   case RT_ACK:
   case RT_REPLY:
-    if (in->nwrites == 0) {
+    if (policy_plain_ack(in->kind, in->nwrites)) {
       out->action = POLICY_ACK;
     } else if (in->nwrites + 2 > TXN_MAX) { /* the writes, the ack, and room to spare */
       out->action = POLICY_LEAVE;

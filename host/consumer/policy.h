@@ -37,7 +37,8 @@ enum policy_action {
   POLICY_LEAVE,       /* nothing written: the entry stays pending */
 };
 
-/* The log line that goes with a decision (besides the writer's own). */
+/* The log line that goes with a decision (besides the writer's own). The
+ * notes from POLICY_NOTE_DEAD_LETTERED on name the delivery count. */
 enum policy_note {
   POLICY_NOTE_NONE,
   POLICY_NOTE_RETRIED,         /* a retry: counted and logged per interval */
@@ -81,7 +82,27 @@ struct policy_out {
  * copy or delayed entry carries in its header (entry_carried_deliveries).
  * For claimed reads and the own pending list's the header is already folded
  * into `deliveries`. */
-long long policy_deliveries_before(enum read_mode read, long long deliveries, long long carried);
+static inline long long policy_deliveries_before(enum read_mode read, long long deliveries,
+                                                 long long carried) {
+  /* `new`: a `>` read brings entries never delivered to this group (a copy
+   * on the retry stream carries its count); the own pending list's read
+   * (SCRIPT_OWN) reports, like claiming, the deliveries before this one. */
+  if (read == READ_NEW) return deliveries >= 0 ? deliveries : carried;
+  /* claiming reports deliveries before this one; reclaim Redis's count after
+   * the claim, this one included. */
+  return read == READ_RECLAIM ? deliveries - 1 : deliveries;
+}
+/* Whether a finished delivery is a plain ack (acknowledged, nothing to
+ * write): policy_decide's most common answer, inline because a draining
+ * host asks it for nearly every entry. */
+static inline bool policy_plain_ack(enum rt_outcome kind, size_t nwrites) {
+  return (kind == RT_ACK || kind == RT_REPLY) && nwrites == 0;
+}
+/* Whether an entry delivered `before` times may run: policy_admit's rule,
+ * inline because it is asked for every entry read. */
+static inline bool policy_may_run(long long before, int max_deliveries) {
+  return max_deliveries == 0 || before < max_deliveries;
+}
 /* Whether an entry just read may run: POLICY_RUN, or (delivered
  * max_deliveries times without an ack) a dead letter as policy_decide words
  * it. Only the limits and `before` of in are read. */
