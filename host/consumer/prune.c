@@ -19,6 +19,7 @@ struct pruner {
   void *data;
   ltimer *timer;
   bool started;       /* the first prune has been armed */
+  bool skipped;       /* a prune fell due while not reading: due at the next start */
   unsigned pending;   /* prunes sent and not answered */
   char *lease_prefix; /* LEASE_PREFIX {stream}:group: (SCRIPT_PRUNE) */
   struct fault fault; /* the idle-consumer prune failing (readiness) */
@@ -40,6 +41,8 @@ static void prune_done(void *data, const bk_reply *r, const char *err) {
   bool ok = r && r->type == BK_ARRAY;
   if (p->reading(p->data))
     timer_start(p->timer, ok || !r ? PRUNE_EVERY_MS : PRUNE_RETRY_MS);
+  else
+    p->skipped = true;
   if (ok) {
     fault_ok(&p->fault, clock_now(p->clock), p->spec);
     for (size_t i = 0; i < r->elements; i++) {
@@ -78,7 +81,10 @@ static void prune_done(void *data, const bk_reply *r, const char *err) {
 static void prune(ltimer *t, void *data) {
   (void)t;
   pruner *p = data;
-  if (!p->reading(p->data)) return;
+  if (!p->reading(p->data)) {
+    p->skipped = true;
+    return;
+  }
   char idle[24];
   snprintf(idle, sizeof idle, "%llu", (unsigned long long)PRUNE_IDLE_MS);
   const char *argv[] = {"EVAL",        SCRIPT_PRUNE,   "2",  p->spec->stream,
@@ -117,8 +123,12 @@ pruner *prune_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_s
 void prune_set_spec(pruner *p, const struct handler_spec *spec) { p->spec = spec; }
 
 void prune_start(pruner *p) {
-  if (p->started) return;
+  /* The first start prunes at once; a later one (reading again after the
+   * group was made again) only when a prune fell due meanwhile, else the
+   * armed timer keeps its hour. */
+  if (p->started && !p->skipped) return;
   p->started = true;
+  p->skipped = false;
   timer_start(p->timer, 0);
 }
 

@@ -36,8 +36,9 @@ pruner *prune_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_s
                   const char *retry_key, prune_reading_fn *reading,
                   prune_answered_fn *answered, void *data);
 void prune_set_spec(pruner *p, const struct handler_spec *spec);
-/* The subscription reads: the first prune goes out now (later calls do
- * nothing; the timer keeps it going). */
+/* The subscription reads: the first prune goes out now; the timer keeps it
+ * going while the subscription reads. A later call (reading again after the
+ * group was made again) sends one now only if a prune fell due meanwhile. */
 void prune_start(pruner *p);
 void prune_stop(pruner *p);
 /* Prunes sent and not answered. */

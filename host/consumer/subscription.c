@@ -714,8 +714,9 @@ static void written(void *data, enum writer_event ev) {
 /* apply_reading_fn, prune_reading_fn. */
 static bool still_reading(void *data) { return ((subscription *)data)->state == SUB_READING; }
 
-/* prune_answered_fn: the prune may have been the last thing outstanding. */
-static void pruned(void *data) { maybe_drained(data); }
+/* prune_answered_fn: the prune may have been the last thing outstanding,
+ * for a claiming read as for the drain. */
+static void pruned(void *data) { progress(data); }
 
 /* sweeper_swept_fn: a claiming read may have waited for the sweep. */
 static void swept(void *data) { progress(data); }
@@ -941,7 +942,6 @@ void sub_free(subscription *s) {
   prune_free(s->pruner);
   lease_free(s->lease);
   free(s->identity);
-  free(s->retry_key);
   struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {
     struct entry *e = left;
@@ -955,6 +955,7 @@ void sub_free(subscription *s) {
   sweeper_free(s->sweeper);
   bk_args_free(&s->args);
   free(s->held);
+  free(s->retry_key); /* after the parts above, which borrow it */
   handler_release(s->h);
   free(s);
 }
