@@ -1,9 +1,9 @@
 /* subscription: the read loops of the three modes, dispatching entries
  * onto lanes, and the life cycle (see subscription.h). Which read comes next
- * and its arguments are read_plan.h's, the entries held here held.h's,
- * creating the group group_setup.h's, carrying out what a handler's delivery
- * comes to apply.h's (the decision policy.h's, the writing writer.h's), the
- * delay set's sweep sweeper.h's.
+ * and its arguments are read_plan.h's, what a failed read means read_log.h's,
+ * the entries held here held.h's, creating the group group_setup.h's,
+ * carrying out what a handler's delivery comes to apply.h's (the decision
+ * policy.h's, the writing writer.h's), the delay set's sweep sweeper.h's.
  *
  * Every broker callback carries the subscription (or a small request struct)
  * and fires exactly once, also on teardown, so counting outstanding requests
@@ -23,6 +23,7 @@
 #include "log.h"
 #include "outcome.h"
 #include "prune.h"
+#include "read_log.h"
 #include "read_plan.h"
 #include "read_reply.h"
 #include "scripts.h"
@@ -123,16 +124,6 @@ static void sub_log(subscription *s, enum log_level level, const char *msg, cons
                     const char *v1, const char *k2, const char *v2) {
   log_line(level, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
            "consumer", s->spec->consumer, k1, v1, k2, v2, NULL);
-}
-
-/* The error text of a failed command: the reply's, or err. */
-static void reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
-  if (r == NULL)
-    snprintf(buf, len, "%s", err ? err : "no reply");
-  else if (r->type == BK_ERROR)
-    snprintf(buf, len, "%.*s", (int)r->len, r->str);
-  else
-    snprintf(buf, len, "unexpected reply type %d", r->type);
 }
 
 /* The ACL refused what a subscription that never read needs: waiting cannot
@@ -292,20 +283,6 @@ static void accept_entry(subscription *s, struct entry *e) {
   lanes_push(&s->lanes, e, key, klen);
 }
 
-static bool group_gone(const bk_reply *r) {
-  /* Plain replies start with the code; a script's error carries it inside.
-   * Reply strings are NUL-terminated. */
-  return r && r->type == BK_ERROR &&
-         (bk_reply_is_error(r, "UNBLOCKED") || strstr(r->str, "NOGROUP") != NULL);
-}
-
-static void log_deleted(subscription *s, const bk_reply *deleted) {
-  for (size_t i = 0; deleted && i < deleted->elements; i++)
-    log_line(LOG_WARN, s->spec->name, "pending entry no longer in the stream, dropped", "stream",
-             deleted->element[i]->element[0]->str, "group", s->spec->group, "consumer",
-             s->spec->consumer, "id", deleted->element[i]->element[1]->str, NULL);
-}
-
 static void read_done(void *data, const bk_reply *r, const char *err) {
   subscription *s = data;
   s->read_pending = false;
@@ -313,34 +290,19 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     maybe_drained(s);
     return;
   }
-  char why[256];
   if (r == NULL || r->type == BK_ERROR) {
     if (!s->read_failing) {
       s->read_failing = true;
       s->failing_since_ms = clock_now(s->clock);
     }
-    reply_text(r, err, why, sizeof why);
-    enum read_kind kind = plan_next(&s->plan);
-    bool script = kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT;
-    char keys[512];
-    snprintf(keys, sizeof keys, "%s %s", s->spec->stream, s->retry_key);
-    if (group_gone(r)) {
-      sub_log(s, LOG_ERROR, "group or stream disappeared, creating it again", "error", why, NULL,
-              NULL);
+    if (read_log_failed(s->spec, s->retry_key, plan_next(&s->plan), r, err)) {
       s->state = SUB_CREATING;
       sweeper_stop(s->sweeper); /* started again once reading */
-    } else {
-      log_line(LOG_WARN, s->spec->name, "read failed, retrying", "stream", s->spec->stream,
-               "group", s->spec->group, "consumer", s->spec->consumer, "command",
-               script ? "EVAL" : "XREADGROUP", "script",
-               kind == READ_CLAIM_SCRIPT     ? "the claiming read (claim_fallback)"
-               : kind == READ_RECLAIM_SCRIPT ? "the reclaim read"
-                                             : NULL,
-               "keys", keys, "error", why, NULL);
     }
     backoff(s);
     return;
   }
+  char why[256];
   enum read_kind kind = plan_next(&s->plan);
   struct entry *list = NULL;
   size_t count = 0;
@@ -358,7 +320,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   }
   s->backoff_ms = 0;
   s->read_failing = false;
-  log_deleted(s, deleted);
+  read_log_deleted(s->spec, deleted);
   if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
   if (kind == READ_OWN && count) {
     char n[24];
