@@ -1,8 +1,9 @@
 /* subscription: the read loops of the three modes, dispatching entries
- * onto lanes, and the life cycle (see subscription.h). Creating the group is
- * group_setup.h's, carrying out what a handler's delivery comes to apply.h's
- * (the decision policy.h's, the writing writer.h's), the delay set's sweep
- * sweeper.h's.
+ * onto lanes, and the life cycle (see subscription.h). Which read comes next
+ * and its arguments are read_plan.h's, what a failed read means read_log.h's,
+ * the entries held here held.h's, creating the group group_setup.h's,
+ * carrying out what a handler's delivery comes to apply.h's (the decision
+ * policy.h's, the writing writer.h's), the delay set's sweep sweeper.h's.
  *
  * Every broker callback carries the subscription (or a small request struct)
  * and fires exactly once, also on teardown, so counting outstanding requests
@@ -16,11 +17,14 @@
 #include "entry.h"
 #include "fault.h"
 #include "group_setup.h"
+#include "held.h"
 #include "lanes.h"
 #include "lease.h"
 #include "log.h"
 #include "outcome.h"
 #include "prune.h"
+#include "read_log.h"
+#include "read_plan.h"
 #include "read_reply.h"
 #include "scripts.h"
 #include "subscription.h"
@@ -30,31 +34,14 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
-#define BLOCK_MS 2000
-/* Bounds of recovery_wait_ms: how long a claiming read blocks and how often
- * reclaim polls. */
-#define RECOVERY_WAIT_MAX_MS 1000
-#define RECOVERY_WAIT_MIN_MS 50
-#define ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
+#define ID_MAX PLAN_ID_MAX
 /* Readiness (sub_healthy): a read outstanding, or reads failing on a live
- * connection, for STUCK_FACTOR times the read's own wait (BLOCK_MS, or
- * recovery_wait_ms) and at least STUCK_MIN_MS, means the subscription is stuck. */
+ * connection, for STUCK_FACTOR times the read's own wait
+ * (plan_read_wait_ms) and at least STUCK_MIN_MS, means the subscription is stuck. */
 #define STUCK_FACTOR 3
 #define STUCK_MIN_MS 1000
 
 enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
-
-/* The two keys every read covers (struct entry's key says which one an
- * entry came from): the shared stream, and the group's retry stream
- * (outcome_retry_key), which only luastream writes and so the only key whose
- * luastream headers (delivery-count, original-id) are believed. */
-enum { KEY_STREAM = 0, KEY_RETRY = ENTRY_KEY_RETRY, NKEYS = 2 };
-
-/* An id and the key it was read from. */
-struct keyed_id {
-  char id[ID_MAX];
-  unsigned char key;
-};
 
 struct subscription {
   handler *h;
@@ -71,26 +58,16 @@ struct subscription {
   bool read_pending;        /* an XREADGROUP is outstanding */
   bool dispatching;         /* inside dispatch(): jobs finishing at once must not recurse */
   bool waiting;             /* retry_timer runs (backoff or reclaim poll): do not read before */
-  bool native_claim;        /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
-  bool block_next;          /* claim script found nothing: next read blocks on `>` */
   bool abandoned;           /* shutdown deadline: running jobs dropped, nothing more written */
   bool read_failing;        /* the last read failed; failing_since_ms says since when */
   uint64_t read_sent_ms;    /* when the outstanding read went out (read_pending) */
   uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
-  char cursor[NKEYS][ID_MAX]; /* reclaim: where the next XAUTOCLAIM of each key starts */
   bool started;             /* has read once: start_at is spent */
-  /* `new`: read this consumer's own pending entries before `>` again: at
-   * start-up (a host back under the same name) and after the read
-   * connection was lost (a read reply lost with it left entries delivered
-   * but never seen). Done only with nothing in flight, so nothing runs twice. */
-  bool recover;
+  /* What the next read is. A `new` subscription's own pending list is read
+   * only with nothing in flight (read_next), so nothing runs twice. */
+  struct read_plan plan;
   bool was_down;            /* the read connection went down since it was up */
-  char own_cursor[NKEYS][ID_MAX]; /* the history read of each key goes on after this id */
-  /* claiming and reclaim: ids in a lane or a handler here. A claiming read
-   * also returns this consumer's own entries once idle min_idle, and an
-   * entry waiting behind others ages as if abandoned: it must still run once. */
-  struct keyed_id *held;
-  size_t nheld, held_cap;
+  struct held held;         /* claiming and reclaim: entries in a lane or a handler here */
   char last_read[ID_MAX];   /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
   uint64_t backoff_ms;
@@ -136,7 +113,6 @@ static unsigned outstanding(const subscription *s) {
 
 static void maybe_drained(subscription *s);
 static void progress(subscription *s);
-static void held_remove(subscription *s, const struct entry *e);
 static void job_done(void *data, struct entry *e, const struct rt_result *res);
 static void read_next(subscription *s);
 static void dispatch(subscription *s);
@@ -148,16 +124,6 @@ static void sub_log(subscription *s, enum log_level level, const char *msg, cons
                     const char *v1, const char *k2, const char *v2) {
   log_line(level, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
            "consumer", s->spec->consumer, k1, v1, k2, v2, NULL);
-}
-
-/* The error text of a failed command: the reply's, or err. */
-static void reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
-  if (r == NULL)
-    snprintf(buf, len, "%s", err ? err : "no reply");
-  else if (r->type == BK_ERROR)
-    snprintf(buf, len, "%.*s", (int)r->len, r->str);
-  else
-    snprintf(buf, len, "unexpected reply type %d", r->type);
 }
 
 /* The ACL refused what a subscription that never read needs: waiting cannot
@@ -218,20 +184,10 @@ static void backoff(subscription *s) {
   timer_start(s->retry_timer, ms);
 }
 
-/* How long a recovering subscription may go without looking for idle
- * entries: half of min_idle, at most a second, so an abandoned entry is back
- * within min_idle plus a second. */
-static uint64_t recovery_wait_ms(const subscription *s) {
-  uint64_t ms = (uint64_t)s->spec->min_idle_ms / 2;
-  if (ms > RECOVERY_WAIT_MAX_MS) ms = RECOVERY_WAIT_MAX_MS;
-  if (ms < RECOVERY_WAIT_MIN_MS) ms = RECOVERY_WAIT_MIN_MS;
-  return ms;
-}
-
 /* reclaim: nothing idle long enough yet; look again in a while. */
 static void poll_later(subscription *s) {
   s->waiting = true;
-  timer_start(s->retry_timer, recovery_wait_ms(s));
+  timer_start(s->retry_timer, plan_recovery_wait_ms(&s->plan));
 }
 
 /* ---- the consumer name: known to be ours ---- */
@@ -269,7 +225,7 @@ static void dispatch(subscription *s) {
     e->owner_data = (void *)(intptr_t)lane;
     if (handler_run(s->h, e, job_done, s) != 0) {
       sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-      held_remove(s, e);
+      held_remove(&s->held, e);
       entry_free(e);
       lanes_done(&s->lanes, lane);
     }
@@ -287,42 +243,12 @@ static void progress(subscription *s) {
 
 /* ---- reading ---- */
 
-/* ---- entries held here: in a lane or a handler (claiming and reclaim) ---- */
-
-static bool held_has(const subscription *s, const struct entry *e) {
-  for (size_t i = 0; i < s->nheld; i++)
-    if (s->held[i].key == e->key && strcmp(s->held[i].id, e->id) == 0) return true;
-  return false;
-}
-
-static bool held_add(subscription *s, const struct entry *e) {
-  if (s->nheld == s->held_cap) {
-    size_t cap = s->held_cap ? s->held_cap * 2 : 64;
-    void *p = realloc(s->held, cap * sizeof *s->held);
-    if (p == NULL) return false;
-    s->held = p;
-    s->held_cap = cap;
-  }
-  s->held[s->nheld].key = e->key;
-  copy_id(s->held[s->nheld++].id, e->id);
-  return true;
-}
-
-/* The entry is no longer held here (see struct subscription). */
-static void held_remove(subscription *s, const struct entry *e) {
-  for (size_t i = 0; i < s->nheld; i++) {
-    if (s->held[i].key != e->key || strcmp(s->held[i].id, e->id) != 0) continue;
-    s->held[i] = s->held[--s->nheld];
-    return;
-  }
-}
-
 /* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
 static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   subscription *s = data;
   int lane = (int)(intptr_t)e->owner_data;
   apply_finished(s->apply, e, res);
-  held_remove(s, e);
+  held_remove(&s->held, e);
   entry_free(e);
   lanes_done(&s->lanes, lane);
   progress(s);
@@ -330,13 +256,13 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
 
 static void accept_entry(subscription *s, struct entry *e) {
   if (s->spec->read != READ_NEW) {
-    if (held_has(s, e)) {
+    if (held_has(&s->held, e)) {
       /* Claimed back while this host still holds it: it aged past min_idle
        * waiting in a lane or running. It is not abandoned; it runs once. */
       entry_free(e);
       return;
     }
-    if (!held_add(s, e)) {
+    if (!held_add(&s->held, e)) {
       sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
       entry_free(e);
       return;
@@ -348,65 +274,13 @@ static void accept_entry(subscription *s, struct entry *e) {
    * a producer's data and change nothing here (entry_carried_deliveries). */
   if (e->deliveries >= 0) e->deliveries += entry_carried_deliveries(e);
   if (!apply_admit(s->apply, e, handler_version(s->h))) {
-    held_remove(s, e);
+    held_remove(&s->held, e);
     entry_free(e);
     return;
   }
   size_t klen = 0;
   const char *key = s->spec->by_key ? entry_get(e, HDR_PARTITION_KEY, &klen) : NULL;
   lanes_push(&s->lanes, e, key, klen);
-}
-
-static bool group_gone(const bk_reply *r) {
-  /* Plain replies start with the code; a script's error carries it inside.
-   * Reply strings are NUL-terminated. */
-  return r && r->type == BK_ERROR &&
-         (bk_reply_is_error(r, "UNBLOCKED") || strstr(r->str, "NOGROUP") != NULL);
-}
-
-static void log_deleted(subscription *s, const bk_reply *deleted) {
-  for (size_t i = 0; deleted && i < deleted->elements; i++)
-    log_line(LOG_WARN, s->spec->name, "pending entry no longer in the stream, dropped", "stream",
-             deleted->element[i]->element[0]->str, "group", s->spec->group, "consumer",
-             s->spec->consumer, "id", deleted->element[i]->element[1]->str, NULL);
-}
-
-/* Which command the next read sends. READ_OWN (SCRIPT_OWN) is a history
- * read that reports what Redis counted, so max_deliveries ends a loop of
- * crashes on `new` as it does on claiming reads. */
-enum read_kind { READ_PLAIN, READ_OWN, READ_CLAIM_NATIVE, READ_CLAIM_SCRIPT, READ_RECLAIM_SCRIPT };
-
-static bool is_script(enum read_kind kind) {
-  return kind == READ_OWN || kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT;
-}
-
-static enum read_kind next_read_kind(const subscription *s) {
-  switch (s->spec->read) {
-  case READ_CLAIMING:
-    if (s->native_claim) return READ_CLAIM_NATIVE;
-    return s->block_next ? READ_PLAIN : READ_CLAIM_SCRIPT;
-  case READ_RECLAIM:
-    return READ_RECLAIM_SCRIPT;
-  case READ_NEW:
-    if (s->recover) return READ_OWN;
-    break;
-  }
-  return READ_PLAIN;
-}
-
-/* Whether this read may go out while the last batch still runs (read-ahead):
- * only a `new` subscription's read of `>`. Reads that claim wait for the
- * acks of what ran here (see read_next), and the own pending list is read
- * with nothing in flight. */
-static bool reads_ahead(const subscription *s, enum read_kind kind) {
-  return kind == READ_PLAIN && s->spec->read == READ_NEW;
-}
-
-/* Starts reading this consumer's own pending entries from the beginning. */
-static void recover_own(subscription *s) {
-  if (s->spec->read != READ_NEW) return;
-  s->recover = true;
-  for (int k = 0; k < NKEYS; k++) strcpy(s->own_cursor[k], "0-0");
 }
 
 static void read_done(void *data, const bk_reply *r, const char *err) {
@@ -416,44 +290,29 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     maybe_drained(s);
     return;
   }
-  char why[256];
   if (r == NULL || r->type == BK_ERROR) {
     if (!s->read_failing) {
       s->read_failing = true;
       s->failing_since_ms = clock_now(s->clock);
     }
-    reply_text(r, err, why, sizeof why);
-    enum read_kind kind = next_read_kind(s);
-    bool script = kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT;
-    char keys[512];
-    snprintf(keys, sizeof keys, "%s %s", s->spec->stream, s->retry_key);
-    if (group_gone(r)) {
-      sub_log(s, LOG_ERROR, "group or stream disappeared, creating it again", "error", why, NULL,
-              NULL);
+    if (read_log_failed(s->spec, s->retry_key, plan_next(&s->plan), r, err)) {
       s->state = SUB_CREATING;
       sweeper_stop(s->sweeper); /* started again once reading */
-    } else {
-      log_line(LOG_WARN, s->spec->name, "read failed, retrying", "stream", s->spec->stream,
-               "group", s->spec->group, "consumer", s->spec->consumer, "command",
-               script ? "EVAL" : "XREADGROUP", "script",
-               kind == READ_CLAIM_SCRIPT     ? "the claiming read (claim_fallback)"
-               : kind == READ_RECLAIM_SCRIPT ? "the reclaim read"
-                                             : NULL,
-               "keys", keys, "error", why, NULL);
     }
     backoff(s);
     return;
   }
-  enum read_kind kind = next_read_kind(s);
+  char why[256];
+  enum read_kind kind = plan_next(&s->plan);
   struct entry *list = NULL;
   size_t count = 0;
   const bk_reply *deleted = NULL;
-  char cursor[NKEYS][ID_MAX];
-  const char *keys[NKEYS] = {s->spec->stream, s->retry_key};
-  int rc = is_script(kind)
-               ? entry_parse_claimed(r, keys, NKEYS, cursor[0], ID_MAX, &list, &count, &deleted,
-                                     why, sizeof why)
-               : entry_parse_streams(r, keys, NKEYS, &list, &count, NULL, why, sizeof why);
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
+  const char *keys[PLAN_NKEYS] = {s->spec->stream, s->retry_key};
+  int rc = plan_is_script(kind)
+               ? entry_parse_claimed(r, keys, PLAN_NKEYS, cursor[0], PLAN_ID_MAX, &list, &count,
+                                     &deleted, why, sizeof why)
+               : entry_parse_streams(r, keys, PLAN_NKEYS, &list, &count, NULL, why, sizeof why);
   if (rc != 0) {
     sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);
@@ -461,35 +320,21 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   }
   s->backoff_ms = 0;
   s->read_failing = false;
-  log_deleted(s, deleted);
-  if (kind == READ_CLAIM_SCRIPT) s->block_next = count == 0;
-  if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) s->block_next = false;
-  if (kind == READ_OWN) {
-    bool moved = false;
-    for (int k = 0; k < NKEYS; k++) moved |= strcmp(cursor[k], s->own_cursor[k]) != 0;
-    memcpy(s->own_cursor, cursor, sizeof cursor);
-    if (!moved) s->recover = false; /* the own pending list is read: on to `>` */
-    if (count) {
-      char n[24];
-      snprintf(n, sizeof n, "%zu", count);
-      sub_log(s, LOG_INFO, "entries delivered here earlier and never acked, handled now",
-               "entries", n, NULL, NULL);
-    }
-  }
-  if (kind == READ_RECLAIM_SCRIPT) {
-    memcpy(s->cursor, cursor, sizeof cursor);
-    /* A full pass of both keys found nothing claimable: wait instead of spinning. */
-    if (count == 0 && strcmp(cursor[KEY_STREAM], "0-0") == 0 &&
-        strcmp(cursor[KEY_RETRY], "0-0") == 0)
-      poll_later(s);
+  read_log_deleted(s->spec, deleted);
+  if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
+  if (kind == READ_OWN && count) {
+    char n[24];
+    snprintf(n, sizeof n, "%zu", count);
+    sub_log(s, LOG_INFO, "entries delivered here earlier and never acked, handled now", "entries",
+            n, NULL, NULL);
   }
   while (list) {
     struct entry *e = list;
     list = e->next;
     e->next = NULL;
-    if (kind != READ_OWN && e->deliveries <= 0 && e->key == KEY_STREAM)
+    if (kind != READ_OWN && e->deliveries <= 0 && e->key == PLAN_KEY_STREAM)
       copy_id(s->last_read, e->id);
-    if (kind == READ_PLAIN && s->spec->read == READ_CLAIMING) {
+    if (plan_reads_new_only(&s->plan, kind)) {
       /* A claiming subscription's blocking `>` read: new entries, which the
        * claiming read reports as idle 0, delivered 0 times before. */
       e->deliveries = 0;
@@ -499,48 +344,8 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   }
   /* Read ahead: the next read goes out, and leaves at once, before this
    * batch runs, so the server answers it while the handlers work. */
-  if (reads_ahead(s, kind)) read_next(s);
+  if (plan_reads_ahead(&s->plan, kind)) read_next(s);
   progress(s);
-}
-
-static void add_read_args(subscription *s, struct bk_args *a, enum read_kind kind, long long count) {
-  if (is_script(kind)) {
-    bk_args_str(a, "EVAL");
-    bk_args_str(a, kind == READ_OWN            ? SCRIPT_OWN
-                   : kind == READ_CLAIM_SCRIPT ? SCRIPT_CLAIM
-                                               : SCRIPT_RECLAIM);
-    bk_args_str(a, "2");
-    bk_args_str(a, s->spec->stream);
-    bk_args_str(a, s->retry_key);
-    bk_args_str(a, s->spec->group);
-    bk_args_str(a, s->spec->consumer);
-    if (kind != READ_OWN) bk_args_num(a, s->spec->min_idle_ms);
-    bk_args_num(a, count);
-    if (kind != READ_CLAIM_SCRIPT)
-      for (int k = 0; k < NKEYS; k++)
-        bk_args_str(a, kind == READ_OWN ? s->own_cursor[k] : s->cursor[k]);
-    return;
-  }
-  bk_args_str(a, "XREADGROUP");
-  bk_args_str(a, "GROUP");
-  bk_args_str(a, s->spec->group);
-  bk_args_str(a, s->spec->consumer);
-  bk_args_str(a, "COUNT");
-  bk_args_num(a, count);
-  bk_args_str(a, "BLOCK");
-  /* Before 8.4 a blocked read does not wake when a pending entry turns
-   * claimable; on 8.4 how soon it wakes is not documented: cap both. */
-  bk_args_num(a, s->spec->read == READ_NEW ? BLOCK_MS : (long long)recovery_wait_ms(s));
-  if (kind == READ_CLAIM_NATIVE) {
-    bk_args_str(a, "CLAIM");
-    bk_args_num(a, s->spec->min_idle_ms);
-  }
-  /* Both keys in one read, COUNT per key: the stream and the retry stream. */
-  bk_args_str(a, "STREAMS");
-  bk_args_str(a, s->spec->stream);
-  bk_args_str(a, s->retry_key);
-  bk_args_str(a, ">");
-  bk_args_str(a, ">");
 }
 
 static void read_next(subscription *s) {
@@ -549,8 +354,8 @@ static void read_next(subscription *s) {
    * written (plain acks aside: one small XACK per loop turn). */
   size_t in_flight = lanes_in_flight(&s->lanes) + writer_unwritten(s->w);
   size_t batch = (size_t)s->spec->batch;
-  enum read_kind kind = next_read_kind(s);
-  bool ahead = reads_ahead(s, kind);
+  enum read_kind kind = plan_next(&s->plan);
+  bool ahead = plan_reads_ahead(&s->plan, kind);
   /* Ahead: a batch more while at most one is held, so at most 2 x batch
    * are held here. Otherwise the lanes fill up to one batch and are read
    * again once half empty. Resumes when the lanes or the writes catch up.
@@ -571,7 +376,7 @@ static void read_next(subscription *s) {
   if (!name_held(s)) return;
   struct bk_args *a = &s->args;
   bk_args_reset(a);
-  add_read_args(s, a, kind, (long long)(ahead ? batch : batch - in_flight));
+  plan_add_args(&s->plan, a, kind, (long long)(ahead ? batch : batch - in_flight));
   if (bk_command(s->b, s->reader, a->argc, a->argv, a->argvlen, read_done, s) == 0) {
     s->read_pending = true;
     s->read_sent_ms = clock_now(s->clock);
@@ -587,7 +392,7 @@ static void reader_state(void *data, bk_conn *c, int up) {
   /* Reads that failed because the connection went are not the server
    * refusing them: readiness starts counting afresh. */
   if (up) s->read_failing = false;
-  if (up && s->was_down) recover_own(s); /* a read reply may have been lost */
+  if (up && s->was_down) plan_recover_own(&s->plan); /* a read reply may have been lost */
   s->was_down = !up;
   if (up) read_next(s);
 }
@@ -660,12 +465,12 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
 
 static void start_reading(subscription *s) {
   s->state = SUB_READING;
-  if (!s->started) recover_own(s); /* a host back under the same name */
+  if (!s->started) plan_recover_own(&s->plan); /* a host back under the same name */
   s->started = true;
   s->backoff_ms = 0;
   static const char *const mode[] = {"new", "claiming", "reclaim"};
   const char *how = s->spec->read != READ_CLAIMING ? NULL
-                    : s->native_claim             ? "XREADGROUP CLAIM"
+                    : s->plan.native_claim            ? "XREADGROUP CLAIM"
                                                   : "claim script (claim_fallback)";
   sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
@@ -696,8 +501,7 @@ static void group_event(void *data, enum group_event ev, const char *key, const 
 static void ensure_group(subscription *s) {
   s->state = SUB_CREATING;
   /* A group created again has a new pending list: scan it from the start. */
-  for (int k = 0; k < NKEYS; k++) strcpy(s->cursor[k], "0-0");
-  s->block_next = false;
+  plan_group_new(&s->plan);
   if (group_create(s->group, s->started) != 0) backoff(s);
 }
 
@@ -736,6 +540,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   s->retry_timer = timer_new(clock, retry_fire, s);
   s->lease_fault.name = "the consumer lease";
   s->retry_key = outcome_retry_key(s->spec);
+  plan_init(&s->plan, s->spec, s->retry_key);
   if (s->retry_key) {
     s->w = writer_new(b, cmd, clock, s->spec, s->retry_key, written, s);
     s->sweeper = sweeper_new(b, cmd, clock, s->spec, s->retry_key, swept, s);
@@ -759,7 +564,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
 }
 
 void sub_start(subscription *s, long server_version) {
-  s->native_claim = server_version >= SUB_CLAIM_VERSION;
+  plan_set_native_claim(&s->plan, server_version >= SUB_CLAIM_VERSION);
   char name[300];
   snprintf(name, sizeof name, "%s/read", s->spec->name);
   s->reader = bk_conn_open(s->b, name, reader_state, s);
@@ -846,15 +651,10 @@ void sub_swap_handler(subscription *s, handler *h) {
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
   apply_set_spec(s->apply, s->spec);
   group_set_spec(s->group, s->spec);
+  plan_set_spec(&s->plan, s->spec);
 }
 
 const char *sub_version(const subscription *s) { return handler_version(s->h); }
-
-/* How long the current read may wait on the server: BLOCK, or the recovery
- * wait a claiming read blocks for and reclaim polls at. */
-static uint64_t read_wait_ms(const subscription *s) {
-  return s->spec->read == READ_NEW ? BLOCK_MS : recovery_wait_ms(s);
-}
 
 bool sub_healthy(const subscription *s, char *why, size_t len) {
   switch (s->state) {
@@ -900,7 +700,7 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
       snprintf(why, len, "read connection down");
     return false;
   }
-  uint64_t limit = STUCK_FACTOR * read_wait_ms(s);
+  uint64_t limit = STUCK_FACTOR * plan_read_wait_ms(&s->plan);
   if (limit < STUCK_MIN_MS) limit = STUCK_MIN_MS;
   if (s->read_pending && now - s->read_sent_ms > limit) {
     snprintf(why, len, "stuck: a read unanswered for %llu ms",
@@ -954,7 +754,7 @@ void sub_free(subscription *s) {
   writer_free(s->w);
   sweeper_free(s->sweeper);
   bk_args_free(&s->args);
-  free(s->held);
+  held_free(&s->held);
   free(s->retry_key); /* after the parts above, which borrow it */
   handler_release(s->h);
   free(s);

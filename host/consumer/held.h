@@ -1,0 +1,38 @@
+/* held: the entries a claiming or reclaim subscription holds here, in a lane
+ * or a handler, by key and id.
+ *
+ * A claiming read also returns this consumer's own entries once idle
+ * min_idle, and an entry waiting behind others ages as if abandoned: the
+ * subscription asks held_has before it takes a claimed entry on, so that
+ * entry still runs once. A plain set (linear search, at most a few batches
+ * long); no I/O. It calls nothing of the consumer layer. */
+#ifndef LUASTREAM_HELD_H
+#define LUASTREAM_HELD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "entry.h"
+
+#define HELD_ID_MAX 48 /* "ms-seq" of two 64-bit numbers, NUL included */
+
+/* An id and the key it was read from. */
+struct held_id {
+  char id[HELD_ID_MAX];
+  unsigned char key;
+};
+
+/* Zeroed is empty. */
+struct held {
+  struct held_id *ids;
+  size_t n, cap;
+};
+
+bool held_has(const struct held *h, const struct entry *e);
+/* false on OOM (nothing added). */
+bool held_add(struct held *h, const struct entry *e);
+/* Removes e's key and id if held (the order of the rest may change). */
+void held_remove(struct held *h, const struct entry *e);
+void held_free(struct held *h);
+
+#endif

@@ -1,0 +1,204 @@
+/* Tests for read_plan: which read comes next in each read mode and state, the
+ * state a good reply leaves (cursors, the claiming block, the end of the own
+ * pending read), the waits, and the commands built, on literal inputs. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "broker.h"
+#include "read_plan.h"
+#include "scripts.h"
+#include "task.h"
+
+static struct handler_spec spec_of(enum read_mode mode, int64_t min_idle_ms) {
+  struct handler_spec spec;
+  memset(&spec, 0, sizeof spec);
+  spec.stream = "orders";
+  spec.group = "billing";
+  spec.consumer = "c1";
+  spec.read = mode;
+  spec.min_idle_ms = min_idle_ms;
+  spec.batch = 10;
+  return spec;
+}
+
+/* The command of a read of kind, its words joined by spaces; a script's text
+ * shows as <own>, <claim> or <reclaim>. */
+static const char *command(const struct read_plan *p, enum read_kind kind, long long count) {
+  static char out[1024];
+  struct bk_args a;
+  bk_args_init(&a);
+  plan_add_args(p, &a, kind, count);
+  out[0] = '\0';
+  for (int i = 0; i < a.argc; i++) {
+    const char *w = a.argv[i] == SCRIPT_OWN       ? "<own>"
+                    : a.argv[i] == SCRIPT_CLAIM   ? "<claim>"
+                    : a.argv[i] == SCRIPT_RECLAIM ? "<reclaim>"
+                                                  : a.argv[i];
+    ASSERT_INT_EQ(strlen(a.argv[i]), a.argvlen[i]);
+    if (i) strcat(out, " ");
+    strcat(out, w);
+  }
+  bk_args_free(&a);
+  return out;
+}
+
+static void set_cursor(char cursor[PLAN_NKEYS][PLAN_ID_MAX], const char *stream,
+                       const char *retry) {
+  snprintf(cursor[PLAN_KEY_STREAM], PLAN_ID_MAX, "%s", stream);
+  snprintf(cursor[PLAN_KEY_RETRY], PLAN_ID_MAX, "%s", retry);
+}
+
+TEST_IMPL(read_plan_new_reads_ahead_on_gt) {
+  struct handler_spec spec = spec_of(READ_NEW, -1);
+  struct read_plan p;
+  plan_init(&p, &spec, "orders:retry:billing");
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
+  ASSERT(plan_reads_ahead(&p, READ_PLAIN));
+  ASSERT(!plan_reads_new_only(&p, READ_PLAIN));
+  ASSERT(!plan_is_script(READ_PLAIN));
+  ASSERT_INT_EQ(plan_read_wait_ms(&p), PLAN_BLOCK_MS);
+  ASSERT_STR_EQ(command(&p, READ_PLAIN, 7),
+                "XREADGROUP GROUP billing c1 COUNT 7 BLOCK 2000 STREAMS orders "
+                "orders:retry:billing > >");
+  /* A reply to `>` changes nothing. */
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
+  set_cursor(cursor, "junk", "junk");
+  ASSERT(!plan_read_done(&p, READ_PLAIN, 3, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
+}
+
+TEST_IMPL(read_plan_new_own_pending_until_cursors_stay) {
+  struct handler_spec spec = spec_of(READ_NEW, -1);
+  struct read_plan p;
+  plan_init(&p, &spec, "orders:retry:billing");
+  plan_recover_own(&p);
+  ASSERT_INT_EQ(plan_next(&p), READ_OWN);
+  ASSERT(plan_is_script(READ_OWN));
+  ASSERT(!plan_reads_ahead(&p, READ_OWN));
+  ASSERT_STR_EQ(command(&p, READ_OWN, 10),
+                "EVAL <own> 2 orders orders:retry:billing billing c1 10 0-0 0-0");
+  /* The history read moved on: read again from where it stopped. */
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
+  set_cursor(cursor, "5-1", "0-0");
+  ASSERT(!plan_read_done(&p, READ_OWN, 2, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_OWN);
+  ASSERT_STR_EQ(command(&p, READ_OWN, 10),
+                "EVAL <own> 2 orders orders:retry:billing billing c1 10 5-1 0-0");
+  set_cursor(cursor, "5-1", "9-0");
+  ASSERT(!plan_read_done(&p, READ_OWN, 1, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_OWN);
+  /* Both cursors where they were: the own pending list is read, on to `>`. */
+  ASSERT(!plan_read_done(&p, READ_OWN, 0, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
+  /* Recovering again (the reader reconnected) starts over from 0-0. */
+  plan_recover_own(&p);
+  ASSERT_INT_EQ(plan_next(&p), READ_OWN);
+  ASSERT_STR_EQ(command(&p, READ_OWN, 4),
+                "EVAL <own> 2 orders orders:retry:billing billing c1 4 0-0 0-0");
+}
+
+TEST_IMPL(read_plan_recover_own_only_on_new) {
+  struct handler_spec spec = spec_of(READ_CLAIMING, 60000);
+  struct read_plan p;
+  plan_init(&p, &spec, "r");
+  plan_recover_own(&p);
+  ASSERT(!p.recover);
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_SCRIPT);
+  spec.read = READ_RECLAIM;
+  plan_recover_own(&p);
+  ASSERT_INT_EQ(plan_next(&p), READ_RECLAIM_SCRIPT);
+}
+
+TEST_IMPL(read_plan_claiming_native) {
+  struct handler_spec spec = spec_of(READ_CLAIMING, 60000);
+  struct read_plan p;
+  plan_init(&p, &spec, "orders:retry:billing");
+  plan_set_native_claim(&p, true);
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_NATIVE);
+  ASSERT(!plan_is_script(READ_CLAIM_NATIVE));
+  ASSERT(!plan_reads_ahead(&p, READ_CLAIM_NATIVE));
+  ASSERT(!plan_reads_new_only(&p, READ_CLAIM_NATIVE));
+  /* Blocks for the recovery wait, capped at a second. */
+  ASSERT_STR_EQ(command(&p, READ_CLAIM_NATIVE, 5),
+                "XREADGROUP GROUP billing c1 COUNT 5 BLOCK 1000 CLAIM 60000 STREAMS orders "
+                "orders:retry:billing > >");
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
+  set_cursor(cursor, "0-0", "0-0");
+  ASSERT(!plan_read_done(&p, READ_CLAIM_NATIVE, 0, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_NATIVE); /* never the blocking `>` */
+}
+
+TEST_IMPL(read_plan_claiming_script_blocks_after_nothing) {
+  struct handler_spec spec = spec_of(READ_CLAIMING, 400);
+  struct read_plan p;
+  plan_init(&p, &spec, "orders:retry:billing");
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_SCRIPT);
+  ASSERT(plan_is_script(READ_CLAIM_SCRIPT));
+  /* No cursors: the claim script scans from the start each time. */
+  ASSERT_STR_EQ(command(&p, READ_CLAIM_SCRIPT, 10),
+                "EVAL <claim> 2 orders orders:retry:billing billing c1 400 10");
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
+  set_cursor(cursor, "0-0", "0-0");
+  ASSERT(!plan_read_done(&p, READ_CLAIM_SCRIPT, 2, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_SCRIPT); /* found some: claim again */
+  ASSERT(!plan_read_done(&p, READ_CLAIM_SCRIPT, 0, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN); /* found none: block on `>` */
+  ASSERT(plan_reads_new_only(&p, READ_PLAIN));
+  ASSERT(!plan_reads_ahead(&p, READ_PLAIN));
+  /* Half of min_idle. */
+  ASSERT_INT_EQ(plan_read_wait_ms(&p), 200);
+  ASSERT_STR_EQ(command(&p, READ_PLAIN, 10),
+                "XREADGROUP GROUP billing c1 COUNT 10 BLOCK 200 STREAMS orders "
+                "orders:retry:billing > >");
+  ASSERT(!plan_read_done(&p, READ_PLAIN, 0, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_SCRIPT); /* then claims first again */
+  /* A group made again claims first too. */
+  ASSERT(!plan_read_done(&p, READ_CLAIM_SCRIPT, 0, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
+  plan_group_new(&p);
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_SCRIPT);
+}
+
+TEST_IMPL(read_plan_reclaim_cursors_and_poll) {
+  struct handler_spec spec = spec_of(READ_RECLAIM, 30);
+  struct read_plan p;
+  plan_init(&p, &spec, "orders:retry:billing");
+  ASSERT_INT_EQ(plan_next(&p), READ_RECLAIM_SCRIPT);
+  ASSERT(!plan_reads_ahead(&p, READ_RECLAIM_SCRIPT));
+  ASSERT_INT_EQ(plan_recovery_wait_ms(&p), PLAN_RECOVERY_WAIT_MIN_MS); /* 15 raised to 50 */
+  ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 10),
+                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0");
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
+  /* The pass goes on where each key's XAUTOCLAIM stopped. */
+  set_cursor(cursor, "12-3", "0-0");
+  ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor)); /* not a full pass */
+  ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 8),
+                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 8 12-3 0-0");
+  set_cursor(cursor, "0-0", "0-0");
+  ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 1, cursor)); /* found one: read again */
+  ASSERT(plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor));  /* full pass, nothing: wait */
+  /* A group made again scans from the start. */
+  set_cursor(cursor, "40-0", "41-0");
+  ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor));
+  ASSERT_STR_EQ(p.cursor[PLAN_KEY_RETRY], "41-0");
+  plan_group_new(&p);
+  ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 10),
+                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0");
+}
+
+TEST_IMPL(read_plan_recovery_wait_bounds) {
+  struct handler_spec spec = spec_of(READ_CLAIMING, 600);
+  struct read_plan p;
+  plan_init(&p, &spec, "r");
+  ASSERT_INT_EQ(plan_recovery_wait_ms(&p), 300);
+  spec.min_idle_ms = 10 * 1000;
+  ASSERT_INT_EQ(plan_recovery_wait_ms(&p), PLAN_RECOVERY_WAIT_MAX_MS);
+  spec.min_idle_ms = 0;
+  ASSERT_INT_EQ(plan_recovery_wait_ms(&p), PLAN_RECOVERY_WAIT_MIN_MS);
+  /* A swapped spec decides from then on. */
+  struct handler_spec other = spec_of(READ_NEW, 600);
+  plan_set_spec(&p, &other);
+  ASSERT_INT_EQ(plan_read_wait_ms(&p), PLAN_BLOCK_MS);
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
+}
