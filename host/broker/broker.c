@@ -20,6 +20,15 @@ int bk_reply_is_error(const bk_reply *r, const char *code) {
   return r->len >= n && memcmp(r->str, code, n) == 0 && (r->len == n || r->str[n] == ' ');
 }
 
+void bk_reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
+  if (r == NULL)
+    snprintf(buf, len, "%s", err ? err : "no reply");
+  else if (r->type == BK_ERROR)
+    snprintf(buf, len, "%.*s", (int)r->len, r->str);
+  else
+    snprintf(buf, len, "unexpected reply type %d", r->type);
+}
+
 int bk_error_is_denied(const char *text) {
   return text && (strncmp(text, "NOPERM", 6) == 0 ||
                   strstr(text, "The user executing the script can't") != NULL);

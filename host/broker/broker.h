@@ -119,6 +119,9 @@ static inline void bk_conn_on_fault(broker *b, bk_conn *c, bk_fault_cb *cb) {
 /* r is BK_ERROR whose first word is code ("BUSYGROUP", "NOGROUP"); a NULL code
  * matches any error. A NULL r is not an error. */
 int bk_reply_is_error(const bk_reply *r, const char *code);
+/* What a failed command says, into buf: the error reply's text, else err
+ * (the broker's reason when there is no reply), else what came instead. */
+void bk_reply_text(const bk_reply *r, const char *err, char *buf, size_t len);
 /* An error text saying the user's ACL refused a command or a key: NOPERM,
  * or its form inside a script ("The user executing the script can't ..."). */
 int bk_error_is_denied(const char *text);

@@ -30,16 +30,6 @@ static void group_log(group_setup *g, enum log_level level, const char *msg, con
            sp->consumer, k1, v1, NULL);
 }
 
-/* The error text of a failed command: the reply's, or err. */
-static void reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
-  if (r == NULL)
-    snprintf(buf, len, "%s", err ? err : "no reply");
-  else if (r->type == BK_ERROR)
-    snprintf(buf, len, "%.*s", (int)r->len, r->str);
-  else
-    snprintf(buf, len, "unexpected reply type %d", r->type);
-}
-
 static const char *start_id(const char *start) {
   if (strcmp(start, "new") == 0) return "$";
   if (strcmp(start, "beginning") == 0) return "0";
@@ -67,7 +57,7 @@ static void setid_done(void *data, const bk_reply *r, const char *err) {
     return ready(g);
   }
   char why[256];
-  reply_text(r, err, why, sizeof why);
+  bk_reply_text(r, err, why, sizeof why);
   snprintf(g->fault, sizeof g->fault, "XGROUP SETID on %s: %s", g->spec->stream, why);
   log_line(LOG_ERROR, g->spec->name, "cannot move the group cursor (start_at), retrying", "stream",
            g->spec->stream, "group", g->spec->group, "consumer", g->spec->consumer, "command",
@@ -104,7 +94,7 @@ static void create_stream_done(void *data, const bk_reply *r, const char *err) {
   if (g->stopped) return g->on_event(g->data, GROUP_ANSWERED, NULL, NULL);
   g->stream_created = r && r->type == BK_STATUS;
   g->stream_create_failed = !g->stream_created && !(r && bk_reply_is_error(r, "BUSYGROUP"));
-  if (g->stream_create_failed) reply_text(r, err, g->create_error, sizeof g->create_error);
+  if (g->stream_create_failed) bk_reply_text(r, err, g->create_error, sizeof g->create_error);
   if (g->create_alone) { /* the retry stream's could not be sent: try both again */
     if (!g->stream_create_failed)
       snprintf(g->create_error, sizeof g->create_error, "not connected");
@@ -120,7 +110,7 @@ static void create_retry_done(void *data, const bk_reply *r, const char *err) {
   if (g->stopped) return g->on_event(g->data, GROUP_ANSWERED, NULL, NULL);
   if (!(r && (r->type == BK_STATUS || bk_reply_is_error(r, "BUSYGROUP")))) {
     char why[256];
-    reply_text(r, err, why, sizeof why);
+    bk_reply_text(r, err, why, sizeof why);
     return create_failed(g, "cannot create the group on the retry stream, retrying", g->retry_key,
                          why);
   }

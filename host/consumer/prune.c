@@ -25,16 +25,6 @@ struct pruner {
   struct fault fault; /* the idle-consumer prune failing (readiness) */
 };
 
-/* The error text of a failed command: the reply's, or err. */
-static void reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
-  if (r == NULL)
-    snprintf(buf, len, "%s", err ? err : "no reply");
-  else if (r->type == BK_ERROR)
-    snprintf(buf, len, "%.*s", (int)r->len, r->str);
-  else
-    snprintf(buf, len, "unexpected reply type %d", r->type);
-}
-
 static void prune_done(void *data, const bk_reply *r, const char *err) {
   pruner *p = data;
   p->pending--;
@@ -61,7 +51,7 @@ static void prune_done(void *data, const bk_reply *r, const char *err) {
     }
   } else {
     char why[256], detail[1024];
-    reply_text(r, err, why, sizeof why);
+    bk_reply_text(r, err, why, sizeof why);
     /* A lost connection: tried again in an hour, nothing to report. */
     enum log_level level = LOG_DEBUG;
     if (r) {

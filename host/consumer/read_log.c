@@ -5,16 +5,6 @@
 #include "log.h"
 #include "read_log.h"
 
-/* The error text of a failed command: the reply's, or err. */
-static void reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
-  if (r == NULL)
-    snprintf(buf, len, "%s", err ? err : "no reply");
-  else if (r->type == BK_ERROR)
-    snprintf(buf, len, "%.*s", (int)r->len, r->str);
-  else
-    snprintf(buf, len, "unexpected reply type %d", r->type);
-}
-
 static bool group_gone(const bk_reply *r) {
   /* Plain replies start with the code; a script's error carries it inside.
    * Reply strings are NUL-terminated. */
@@ -25,7 +15,7 @@ static bool group_gone(const bk_reply *r) {
 bool read_log_failed(const struct handler_spec *spec, const char *retry_key, enum read_kind kind,
                      const bk_reply *r, const char *err) {
   char why[256];
-  reply_text(r, err, why, sizeof why);
+  bk_reply_text(r, err, why, sizeof why);
   if (group_gone(r)) {
     log_line(LOG_ERROR, spec->name, "group or stream disappeared, creating it again", "stream",
              spec->stream, "group", spec->group, "consumer", spec->consumer, "error", why, NULL);

@@ -60,12 +60,7 @@ static void sweep_done(void *data, const bk_reply *r, const char *err) {
     if (sw->running) timer_start(sw->timer, taken >= SWEEP_COUNT ? 0 : SWEEP_MS);
   } else {
     char why[256], keys[512], detail[1024];
-    if (r == NULL)
-      snprintf(why, sizeof why, "%s", err ? err : "no reply");
-    else if (r->type == BK_ERROR)
-      snprintf(why, sizeof why, "%.*s", (int)r->len, r->str);
-    else
-      snprintf(why, sizeof why, "unexpected reply type %d", r->type);
+    bk_reply_text(r, err, why, sizeof why);
     /* Redis's text names neither the script nor the keys it was given. */
     snprintf(keys, sizeof keys, "%s %s %s", sw->delay_key, sw->retry_key, sw->unreadable_key);
     enum log_level level = LOG_DEBUG; /* a lost connection: said elsewhere */

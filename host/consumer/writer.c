@@ -56,15 +56,6 @@ static const char *key_name(const writer *w, unsigned char key) {
   return key == ENTRY_KEY_RETRY ? w->retry_key : w->spec->stream;
 }
 
-static void reply_text(const bk_reply *r, const char *err, char *buf, size_t len) {
-  if (r == NULL)
-    snprintf(buf, len, "%s", err ? err : "no reply");
-  else if (r->type == BK_ERROR)
-    snprintf(buf, len, "%.*s", (int)r->len, r->str);
-  else
-    snprintf(buf, len, "unexpected reply type %d", r->type);
-}
-
 static void arm_flush(writer *w, uint64_t ms) {
   w->flush_armed = true;
   timer_start(w->flush_timer, ms);
@@ -268,7 +259,7 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
     /* Past the shutdown deadline nothing is retried: the entries stay
      * pending (handled, to be delivered again elsewhere). */
     char why[256];
-    reply_text(r, err, why, sizeof why);
+    bk_reply_text(r, err, why, sizeof why);
     char count[24];
     snprintf(count, sizeof count, "%zu", batch->n);
     log_line(LOG_WARN, spec->name, "shutdown deadline: ack unconfirmed, entries may stay pending",
@@ -276,7 +267,7 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
              count, "error", why, NULL);
   } else if (r == NULL || r->type != BK_INTEGER) {
     char why[256], detail[1024];
-    reply_text(r, err, why, sizeof why);
+    bk_reply_text(r, err, why, sizeof why);
     char count[24];
     snprintf(count, sizeof count, "%zu", batch->n);
     const char *key = key_name(w, batch->key);
@@ -423,7 +414,7 @@ static void redo_done(void *data, const bk_reply *r, const char *err) {
              NULL);
   } else {
     char why[256], keys[512];
-    reply_text(r, err, why, sizeof why);
+    bk_reply_text(r, err, why, sizeof why);
     redo_keys(req, keys, sizeof keys);
     log_line(LOG_ERROR, spec->name, "outcome not written, entry left pending", "stream",
              spec->stream, "group", spec->group, "id", req->id, "outcome", req->what, "command",
@@ -469,7 +460,7 @@ static void write_done(void *data, const bk_reply *r, const char *err) {
   }
   if (failed || r == NULL) {
     char why[256];
-    reply_text(failed, failed && failed->type == BK_NIL ? "transaction aborted" : err, why,
+    bk_reply_text(failed, failed && failed->type == BK_NIL ? "transaction aborted" : err, why,
                sizeof why);
     /* EXECABORT says only that something was refused: say what, on which
      * key, with the refusal's own text. */
