@@ -17,12 +17,13 @@ static const char json_lua[] = {
 
 struct module {
   const char *name;   /* for require */
+  const char *file;   /* under lua/ (or LUASTREAM_LUA_DIR) */
   const char *chunk;  /* for error positions and tracebacks: the source file */
   const char *text;
   size_t len;
 };
 
-#define MODULE(name, file, text) {name, "@lua/" file, text, sizeof text - 1}
+#define MODULE(name, file, text) {name, file, "@lua/" file, text, sizeof text - 1}
 static const struct module modules[] = {
     MODULE("luastream", "luastream.lua", luastream_lua),
     MODULE("luastream.handler", "luastream/handler.lua", handler_lua),
@@ -30,25 +31,39 @@ static const struct module modules[] = {
 };
 #define NMODULES (sizeof modules / sizeof modules[0])
 
+/* The folder LUASTREAM_LUA_DIR names, or NULL for the compiled-in text. */
+static const char *lua_dir(void) {
+  const char *dir = getenv("LUASTREAM_LUA_DIR");
+  return dir != NULL && *dir != '\0' ? dir : NULL;
+}
+
 /* package.preload loader: compiles and runs the module's text, as require
- * would run the file.  [-1, +1] name -> the module's value */
+ * would run the file. With LUASTREAM_LUA_DIR set, the module's file there
+ * and only there: a folder missing a file fails naming it, never mixing in
+ * another copy found on package.path.  [-1, +1] name -> the module's value */
 static int load_module(lua_State *L) {
   const struct module *m = lua_touserdata(L, lua_upvalueindex(1));
-  if (luaL_loadbuffer(L, m->text, m->len, m->chunk) != 0) return lua_error(L);
+  const char *dir = lua_dir();
+  if (dir != NULL) {
+    const char *path = lua_pushfstring(L, "%s/%s", dir, m->file);
+    if (luaL_loadfile(L, path) != 0)
+      return luaL_error(L, "LUASTREAM_LUA_DIR=%s: %s", dir, lua_tostring(L, -1));
+  } else if (luaL_loadbuffer(L, m->text, m->len, m->chunk) != 0) {
+    return lua_error(L);
+  }
   lua_pushvalue(L, 1);
   lua_call(L, 1, 1);
   return 1;
 }
 
 void embedded_lua_open(lua_State *L) {
-  const char *dir = getenv("LUASTREAM_LUA_DIR");
+  const char *dir = lua_dir();
   lua_getglobal(L, "package");
-  if (dir != NULL && *dir != '\0') {
+  if (dir != NULL) { /* for a module added to the folder since the build */
     lua_getfield(L, -1, "path");
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
+    lua_pushfstring(L, "%s/?.lua;%s", dir, lua_tostring(L, -1));
     lua_setfield(L, -3, "path");
-    lua_pop(L, 2);
-    return;
+    lua_pop(L, 1);
   }
   lua_getfield(L, -1, "preload");
   for (size_t i = 0; i < NMODULES; i++) {

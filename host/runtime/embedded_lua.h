@@ -5,15 +5,16 @@
  * package.preload.
  *
  * LUASTREAM_LUA_DIR, when set and not empty, names a folder to load the
- * library from instead (its ?.lua and ?/init.lua go first on package.path
- * and nothing is preloaded): for working on lua/ without rebuilding. */
+ * library from instead, for working on lua/ without rebuilding: each module
+ * is read from its file there (a missing one fails naming the folder; no
+ * other copy is mixed in), and the folder goes first on package.path for a
+ * module added since the build. */
 #ifndef LUASTREAM_EMBEDDED_LUA_H
 #define LUASTREAM_EMBEDDED_LUA_H
 
 #include <lua.h>
 
-/* Makes the library requirable in L: the embedded modules on package.preload,
- * or LUASTREAM_LUA_DIR first on package.path.  [-0, +0] */
+/* Makes the library requirable in L (package.preload).  [-0, +0] */
 void embedded_lua_open(lua_State *L);
 
 #endif

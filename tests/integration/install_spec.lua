@@ -92,14 +92,18 @@ describe("an installed luastream", function()
     assert.is_nil(source:find(helper.repo_root, 1, true), "read from the checkout: " .. source)
   end)
 
-  it("LUASTREAM_LUA_DIR replaces the compiled-in library", function()
+  it("LUASTREAM_LUA_DIR replaces the compiled-in library, every module of it", function()
     local prefix, dir = install(), workdir()
-    local empty = helper.tmpdir("lua")
+    -- a folder missing one module: no other copy is mixed in, not even
+    -- the one installed under the prefix
+    local partial = helper.tmpdir("lua")
+    assert(os.execute("mkdir -p " .. sh_quote(partial .. "/luastream") .. " && cp " ..
+      sh_quote(helper.repo_root .. "/lua/luastream.lua") .. " " .. sh_quote(partial)))
     local code, out, err = luastream_in(dir, prefix, { "check", "handlers" },
-      { LUASTREAM_LUA_DIR = empty })
+      { LUASTREAM_LUA_DIR = partial })
     assert.equal(1, code, out .. err)
-    assert.matches("module 'luastream.handler' not found", out .. err, 1, true)
-    assert.matches(empty .. "/luastream/handler.lua", out .. err, 1, true)
+    assert.matches("LUASTREAM_LUA_DIR=" .. partial .. ": cannot open " .. partial ..
+      "/luastream/handler.lua", out .. err, 1, true)
     code, out, err = luastream_in(dir, prefix, { "check", "handlers" },
       { LUASTREAM_LUA_DIR = helper.repo_root .. "/lua" })
     assert.equal(0, code, out .. err)
