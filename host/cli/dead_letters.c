@@ -15,9 +15,10 @@
 #define REPLAY_BATCH 500 /* replay --all: entries per script call */
 
 static const char usage_dead_letters[] =
-    "usage: luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]\n"
-    "       luastream dead-letters replay [--redis URL | --redis-file PATH] STREAM\n"
-    "                                     (--id ID | --all)\n"
+    "usage: luastream dead-letters list [--redis URL | --redis-file PATH]\n"
+    "                                   [--count N] STREAM\n"
+    "       luastream dead-letters replay [--redis URL | --redis-file PATH]\n"
+    "                                     (--id ID... | --all) STREAM\n"
     "\n"
     "A handler with dead_letter = \"STREAM\" moves the entries it rejects, cannot\n"
     "decode or gives up on (max_deliveries) to STREAM, each with where it came\n"

@@ -10,6 +10,8 @@
  *   luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]
  *   luastream dead-letters replay [--redis URL | --redis-file PATH] STREAM
  *                                 (--id ID... | --all)                          (dead_letters.c)
+ *   luastream help [COMMAND]    the commands, or COMMAND's --help
+ *   luastream --version
  *
  * Exit status: 0 on success, 1 when the work failed, 2 on a usage error. */
 #include <stdio.h>
@@ -23,6 +25,8 @@
 
 static const char usage_main[] =
     "usage: luastream <command> [options]\n"
+    "       luastream help [<command>]\n"
+    "       luastream --version\n"
     "\n"
     "Runs Redis Streams consumer groups with handlers written in Lua.\n"
     "\n"
@@ -33,12 +37,27 @@ static const char usage_main[] =
     "  publish        add one entry to a stream\n"
     "  dead-letters   list the dead letters of a stream (list), or hand them back\n"
     "                 to the group that gave up on them (replay)\n"
+    "  help           this text; `luastream help <command>` is that command's\n"
+    "                 --help\n"
+    "\n"
+    "options:\n"
+    "  --help, -h     this text\n"
+    "  --version      print luastream's version (every command takes it too)\n"
     "\n"
     "`luastream <command> --help` describes each command. The server comes from\n"
-    "--redis URL, --redis-file PATH or REDIS_URL (" CLI_DEFAULT_URL " when none is\n"
-    "given). A password in --redis is visible to every user of the machine (ps):\n"
-    "put the URL in a file only you can read and pass --redis-file, or set\n"
-    "REDIS_URL.\n";
+    "--redis URL, --redis-file PATH or REDIS_URL (" CLI_DEFAULT_URL "\n"
+    "when none is given). A password in --redis is visible to every user of the\n"
+    "machine (ps): put the URL in a file only you can read and pass\n"
+    "--redis-file, or set REDIS_URL.\n";
+
+/* Runs command cmd with its arguments; -1 when there is no such command. */
+static int dispatch(const char *cmd, int argc, char **argv) {
+  if (!strcmp(cmd, "run")) return cmd_run(argc, argv);
+  if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
+  if (!strcmp(cmd, "publish")) return cmd_publish(argc, argv);
+  if (!strcmp(cmd, "dead-letters")) return cmd_dead_letters(argc, argv);
+  return -1;
+}
 
 int main(int argc, char **argv) {
   if (argc < 2) {
@@ -46,18 +65,27 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *cmd = argv[1];
-  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+  if (!strcmp(cmd, "help") && argc > 2) {
+    /* `luastream help run` is `luastream run --help`; `luastream help
+     * dead-letters replay` is `luastream dead-letters replay --help` */
+    static char help_flag[] = "--help";
+    char *args[2];
+    int n = 0;
+    if (argc > 3) args[n++] = argv[3]; /* dead-letters' list or replay */
+    args[n++] = help_flag;
+    cmd = argv[2];
+    int rc = dispatch(cmd, n, args);
+    if (rc >= 0) return rc;
+  } else if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
     fputs(usage_main, stdout);
     return 0;
-  }
-  if (!strcmp(cmd, "--version")) {
+  } else if (!strcmp(cmd, "--version")) {
     cli_print_version(stdout);
     return 0;
+  } else {
+    int rc = dispatch(cmd, argc - 2, argv + 2);
+    if (rc >= 0) return rc;
   }
-  if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
-  if (!strcmp(cmd, "check")) return cmd_check(argc - 2, argv + 2);
-  if (!strcmp(cmd, "publish")) return cmd_publish(argc - 2, argv + 2);
-  if (!strcmp(cmd, "dead-letters")) return cmd_dead_letters(argc - 2, argv + 2);
   fprintf(stderr, "luastream: unknown command \"%s\"\n\n%s", cmd, usage_main);
   return 2;
 }

@@ -34,14 +34,14 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
     [CLI_RUN] = {
         "run", "DIR", 1,
         "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
-        "groups, reads, calls the handlers and applies their outcomes. Edited,\n"
-        "added and removed handler files are picked up while running (hot reload:\n"
-        "a file that fails to load keeps the running version); SIGHUP reloads\n"
-        "every handler file. SIGTERM or\n"
-        "SIGINT stops reading, lets running handlers finish, flushes acks and\n"
-        "exits 0; handlers still running at the shutdown timeout are abandoned\n"
-        "(their entries stay pending for another host) and the exit is still 0.\n"
-        "A second signal exits at once (status 1).\n",
+        "groups, reads, calls the handlers and applies their outcomes. Files whose\n"
+        "name starts with _ are modules the handlers may require, not handlers.\n"
+        "Edited, added and removed handler files are picked up while running (hot\n"
+        "reload: a file that fails to load keeps the running version); SIGHUP\n"
+        "reloads every handler file. SIGTERM or SIGINT stops reading, lets running\n"
+        "handlers finish, flushes acks and exits 0; handlers still running at the\n"
+        "shutdown timeout are abandoned (their entries stay pending for another\n"
+        "host) and the exit is still 0. A second signal exits at once (status 1).\n",
         "Handler files are code: they run with this process's rights and\n"
         "environment (docs/handlers.md says what is contained).\n"},
     [CLI_CHECK] = {
@@ -165,8 +165,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         .name = "load-timeout", .arg = "DURATION", .kind = CLI_DURATION,
         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK), .def = "5s",
         .check = check_load_timeout,
-        .help = "how long a handler file may run when it is loaded (run: at start-up and "
-                "on reload, and below --watchdog): longer is a load error naming the file"},
+        .help = "how long a handler file's top-level code may run when the file is "
+                "loaded: longer is a load error naming the file"},
     [OPT_WATCHDOG] = {
         .name = "watchdog", .arg = "DURATION", .kind = CLI_DURATION,
         .commands = CLI_IN(CLI_RUN), .def = "10s", .off = true, .check = check_watchdog,

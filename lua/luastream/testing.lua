@@ -13,6 +13,12 @@
 
 local testing = {}
 
+-- luastream_testing.so is built against LuaJIT: under another Lua it fails
+-- to load with an unrelated-looking missing symbol, so say what to run.
+if jit == nil then
+  error("luastream.testing runs under LuaJIT: luajit /usr/bin/busted spec/", 0)
+end
+
 -- The C module is built next to the binary (build/ or build-test/). A spec run
 -- from anywhere finds it through LUASTREAM_TESTING_LIB (the folder holding
 -- luastream_testing.so), LUA_CPATH, or the build folders of this checkout.

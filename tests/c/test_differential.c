@@ -1,20 +1,26 @@
 /* Differential test of the in-memory Redis (host/memredis) against a real
  * redis-server 7.0.15.
  *
- * A seeded generator sends random sequences of the commands the in-memory
- * server supports, with edge-case arguments (ids 0-0, 0-1, the maximal id,
- * $, >, +, -, exclusive bounds, negative, huge and malformed counts, MAXLEN
- * and MINID with = and ~ and LIMIT, ENTRIESREAD, JUSTID, NOMKSTREAM, FORCE,
- * LASTID, missing and extra arguments, keys of the wrong type, big values
- * that fill a 4 KB node, commands run through EVAL), to the memory broker
- * configured as "7.0.15" and to the server, and compares every reply
- * exactly as conformance.h renders it: ids, field order, error texts, nil
- * against empty array, integer against string. Two things are normalised,
- * as in the conformance scenarios: ids generated from the clock become
- * <idN> in order of appearance (the generator refers to them the same way),
- * idle times become <t> (two clocks never agree to the ms; the generator
- * uses idle thresholds far from any boundary), and radix-tree-nodes beyond
- * one node, which the memory broker only estimates (stream.h).
+ * A seeded generator sends random sequences of the stream commands (XADD,
+ * XRANGE, XREVRANGE, XLEN, XDEL, XTRIM, XGROUP and its subcommands,
+ * XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO STREAM, GROUPS and
+ * CONSUMERS) and of ZADD, ZRANGE, SET, GET, TYPE, EXISTS and DEL, with
+ * edge-case arguments (ids 0-0, 0-1, the maximal id, $, >, +, -, exclusive
+ * bounds, negative, huge and malformed counts, MAXLEN and MINID with = and ~
+ * and LIMIT, ENTRIESREAD, JUSTID, NOMKSTREAM, FORCE, LASTID, missing and
+ * extra arguments, keys of the wrong type, big values that fill a 4 KB node,
+ * commands run through EVAL), to the memory broker configured as "7.0.15"
+ * and to the server, and compares every reply exactly as conformance.h
+ * renders it: ids, field order, error texts, nil against empty array,
+ * integer against string. Three things are normalised, as in the conformance
+ * scenarios: ids generated from the clock become <idN> in order of
+ * appearance (the generator refers to them the same way), idle times become
+ * <t> (two clocks never agree to the ms; the generator uses idle thresholds
+ * far from any boundary), and radix-tree-nodes beyond one node, which the
+ * memory broker only estimates (stream.h). The other commands of the
+ * in-memory server (ZREM, ZCARD, ZSCORE, ZRANGEBYSCORE, PEXPIRE, PTTL,
+ * FLUSHALL, PING, INFO, MULTI/EXEC/DISCARD) are compared in the conformance
+ * scenarios (test_conformance.c) only.
  *
  * `differential` (./dev test) runs a few fixed seeds, a few thousand
  * commands in all. A long run is one command:

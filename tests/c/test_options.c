@@ -205,3 +205,26 @@ TEST_IMPL(options_help_lists_every_option) {
   free(err_text);
   out_text = err_text = NULL;
 }
+
+TEST_IMPL(options_help_fits_its_command) {
+  clean_env();
+  for (int c = 0; c < CLI_NCOMMANDS; c++) {
+    char *help = help_of((enum cli_command)c);
+    /* wrapped to 79 columns, the synopsis and the about text included */
+    for (const char *line = help; *line;) {
+      size_t n = strcspn(line, "\n");
+      if (n > 79) TEST_FAIL_("%s help has a line of %zu columns: %.*s",
+                             cli_command_name((enum cli_command)c), n, (int)n, line);
+      line += n + (line[n] == '\n');
+    }
+    free(help);
+  }
+  /* an option both commands take says nothing that holds for one only */
+  char *help = help_of(CLI_CHECK);
+  if (strstr(help, "--watchdog")) TEST_FAIL_("check help mentions --watchdog:\n%s", help);
+  free(help);
+  help = help_of(CLI_RUN);
+  ASSERT_CONTAINS(help, "Files whose\nname starts with _ are modules");
+  ASSERT_CONTAINS(help, "SIGTERM or SIGINT stops reading");
+  free(help);
+}

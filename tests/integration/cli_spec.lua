@@ -50,6 +50,36 @@ describe("luastream CLI", function()
     assert.matches("%d+%.%d+%.%d+", stdout)
   end)
 
+  it("help COMMAND prints that command's --help", function()
+    for _, args in ipairs { { "run" }, { "check" }, { "publish" }, { "dead-letters" },
+                            { "dead-letters", "list" }, { "dead-letters", "replay" } } do
+      local with_flag = { unpack(args) }
+      with_flag[#with_flag + 1] = "--help"
+      local code, want, stderr = helper.luastream(unpack(with_flag))
+      assert.equal(0, code, stderr)
+      local got
+      code, got, stderr = helper.luastream("help", unpack(args))
+      assert.equal(0, code, stderr)
+      assert.equal(want, got)
+    end
+    local code, stdout = helper.luastream("--help")
+    assert.equal(0, code)
+    assert.matches("--version", stdout, 1, true)
+    local bad, _, stderr = helper.luastream("help", "bogus")
+    assert.equal(2, bad)
+    assert.matches('unknown command "bogus"', stderr, 1, true)
+  end)
+
+  it("dead-letters --help shows the synopses of list --help and replay --help", function()
+    local _, usage = helper.luastream("dead-letters", "--help")
+    for _, sub in ipairs { "list", "replay" } do
+      local code, stdout = helper.luastream("dead-letters", sub, "--help")
+      assert.equal(0, code)
+      local synopsis = stdout:match("^usage: (.-)\n\n"):gsub("%s+", " ")
+      assert.matches(synopsis, usage:gsub("%s+", " "), 1, true)
+    end
+  end)
+
   it("publish prints the new id; the entry holds data, partition-key and headers", function()
     local srv = helper.redis_start()
     local body = helper.payment(1, "acme", 500)
