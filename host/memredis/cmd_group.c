@@ -245,7 +245,9 @@ bk_reply *ms_cmd_xclaim(struct memdb *db, struct ms_call *c) {
       j++;
       if (!ms_parse_ll(c->argv[j], c->argvlen[j], &deliverytime))
         return mr_err("ERR Invalid IDLE option argument for XCLAIM");
-      deliverytime = (long long)c->now - deliverytime;
+      /* A negative idle time is a time in the future, which means now
+       * below (Redis gets there by overflowing; saturate instead). */
+      deliverytime = deliverytime < 0 ? (long long)c->now : (long long)c->now - deliverytime;
     } else if (ms_arg_is(c, j, "TIME") && more) {
       j++;
       if (!ms_parse_ll(c->argv[j], c->argvlen[j], &deliverytime))

@@ -335,7 +335,11 @@ int64_t ms_xreadgroup_claim_due(struct memdb *db, struct ms_call *c, long long c
       /* Entries gone from the stream are never claimed: waking for them
        * would spin. */
       if (ms_find_entry(s, g->pel[i].id) == NULL) continue;
-      int64_t at = (int64_t)(g->pel[i].delivery_time + (uint64_t)claim_ms);
+      /* Saturated: a huge min-idle wrapping round would be due at once. */
+      uint64_t dt = g->pel[i].delivery_time;
+      int64_t at = (uint64_t)claim_ms > (uint64_t)INT64_MAX - dt
+                       ? INT64_MAX
+                       : (int64_t)(dt + (uint64_t)claim_ms);
       if (due < 0 || at < due) due = at;
     }
   }

@@ -13,6 +13,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,10 @@
 
 #include "memreply.h"
 
-#define MAX_ARGS 1024 /* arguments of one redis.call */
+/* Arguments of one redis.call: far above what a script can pass (unpack
+ * stops at Lua's C stack, 8000 values, in LuaJIT as in Redis' Lua 5.1), so
+ * only Lua's own limits apply, as in Redis. */
+#define MAX_ARGS 100000
 
 struct memscript {
   lua_State *L;
@@ -112,7 +116,14 @@ static void push_reply(lua_State *L, const bk_reply *r) {
 
 /* ---- Lua to replies ---- */
 
-/* [-0, +0] The value at the top of the stack as a reply. */
+/* Redis' Lua (5.1) runs out of stack at LUAI_MAXCSTACK slots: a table
+ * nested deeper (or one that contains itself) ends in an error element there,
+ * as Redis' "reached lua stack limit", not in a crash. */
+#define REPLY_STACK_LIMIT 8000
+
+/* [-0, +0] The value at the top of the stack as a reply. Raises nothing:
+ * it runs after the script's pcall. Fields are read raw, as Redis does,
+ * so a metatable cannot run code here. */
 static bk_reply *to_reply(lua_State *L) {
   switch (lua_type(L, -1)) {
   case LUA_TSTRING: {
@@ -122,22 +133,29 @@ static bk_reply *to_reply(lua_State *L) {
   }
   case LUA_TBOOLEAN:
     return lua_toboolean(L, -1) ? mr_int(1) : mr_nil();
-  case LUA_TNUMBER:
-    return mr_int((long long)lua_tonumber(L, -1));
+  case LUA_TNUMBER: {
+    /* Out of range (or NaN) as x86 converts it, without C's undefined cast. */
+    lua_Number n = lua_tonumber(L, -1);
+    return mr_int(n > -9223372036854775808.0 && n < 9223372036854775808.0 ? (long long)n
+                                                                            : LLONG_MIN);
+  }
   case LUA_TTABLE:
     break;
   default:
     return mr_nil();
   }
-  luaL_checkstack(L, 4, "reply nested too deeply");
-  lua_getfield(L, -1, "err");
+  if (lua_gettop(L) + 4 > REPLY_STACK_LIMIT || !lua_checkstack(L, 4))
+    return mr_err("reached lua stack limit");
+  lua_pushliteral(L, "err");
+  lua_rawget(L, -2);
   if (lua_type(L, -1) == LUA_TSTRING) {
     bk_reply *r = mr_err("%s", lua_tostring(L, -1));
     lua_pop(L, 1);
     return r;
   }
   lua_pop(L, 1);
-  lua_getfield(L, -1, "ok");
+  lua_pushliteral(L, "ok");
+  lua_rawget(L, -2);
   if (lua_type(L, -1) == LUA_TSTRING) {
     bk_reply *r = mr_status(lua_tostring(L, -1));
     lua_pop(L, 1);
@@ -160,42 +178,52 @@ static bk_reply *to_reply(lua_State *L) {
 /* ---- the redis table ---- */
 
 /* [-n, +1] redis.call / redis.pcall: raise says whether an error reply
- * raises (call) or is returned as {err=...} (pcall). */
+ * raises (call) or is returned as {err=...} (pcall). Redis sets no small
+ * limit on the arguments of one call: Lua's stack is the limit. */
 static int generic_call(lua_State *L, int raise) {
   int argc = lua_gettop(L);
-  const char *argv[MAX_ARGS];
-  size_t argvlen[MAX_ARGS];
-  char num[MAX_ARGS > 64 ? 64 : MAX_ARGS][32];
-  int nnum = 0;
   const char *why = NULL;
+  const char **argv = NULL;
+  size_t *argvlen = NULL;
+  char(*num)[32] = NULL; /* numbers printed, one slot per argument */
   if (argc == 0) why = "ERR Please specify at least one argument for this redis lib call";
   if (argc > MAX_ARGS) why = "ERR Too many arguments for this redis lib call";
+  if (why == NULL) {
+    argv = malloc((size_t)argc * sizeof *argv);
+    argvlen = malloc((size_t)argc * sizeof *argvlen);
+    num = malloc((size_t)argc * sizeof *num);
+    if (argv == NULL || argvlen == NULL || num == NULL)
+      why = "ERR Out of memory for the arguments of this redis lib call";
+  }
   for (int i = 0; why == NULL && i < argc; i++) {
     int t = lua_type(L, i + 1);
     if (t == LUA_TNUMBER) {
-      if (nnum == (int)(sizeof num / sizeof num[0])) {
-        why = "ERR Too many number arguments for this redis lib call";
-        break;
-      }
       /* Redis prints numbers in their shortest form: 10, not 10.0. */
       lua_Number n = lua_tonumber(L, i + 1);
-      if (n == (lua_Number)(long long)n)
-        snprintf(num[nnum], sizeof num[nnum], "%lld", (long long)n);
+      if (n > -9e18 && n < 9e18 && n == (lua_Number)(long long)n)
+        snprintf(num[i], sizeof num[i], "%lld", (long long)n);
       else
-        snprintf(num[nnum], sizeof num[nnum], "%.17g", (double)n);
-      argv[i] = num[nnum];
-      argvlen[i] = strlen(num[nnum++]);
+        snprintf(num[i], sizeof num[i], "%.17g", (double)n);
+      argv[i] = num[i];
+      argvlen[i] = strlen(num[i]);
     } else if (t == LUA_TSTRING) {
       argv[i] = lua_tolstring(L, i + 1, &argvlen[i]);
     } else {
       why = "ERR Lua redis lib command arguments must be strings or integers";
     }
   }
+  bk_reply *r = why ? NULL : cur_call(cur_ctx, argc, argv, argvlen);
+  /* freed before anything that can raise: lua_error does not return */
+  free(argv);
+  free(argvlen);
+  free(num);
+  /* The arguments are done with: their slots make room for the reply, as in
+   * Redis (a call with thousands of them leaves none otherwise). */
+  lua_settop(L, 0);
   if (why) {
     push_error_table(L, why, strlen(why));
     return raise ? lua_error(L) : 1;
   }
-  bk_reply *r = cur_call(cur_ctx, argc, argv, argvlen);
   int failed = r->type == BK_ERROR;
   push_reply(L, r);
   mr_free(r); /* before lua_error: it does not return */

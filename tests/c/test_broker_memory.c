@@ -401,6 +401,12 @@ TEST_IMPL(broker_memory_xclaim) {
   CHECK("[3-0]", "XCLAIM", "s", "g", "carol", "50", "3-0", "JUSTID"); /* idle == min: claimed */
   CHECK("[[1-0,[f,1]]]", "XCLAIM", "s", "g", "dave", "0", "1-0", "IDLE", "500", "RETRYCOUNT", "7");
   CHECK("[[1-0,dave,:500,:7],[3-0,carol,:0,:2]]", "XPENDING", "s", "g", "-", "+", "10");
+  /* a negative idle time (the future) means now, however large */
+  CHECK("[3-0]", "XCLAIM", "s", "g", "carol", "0", "3-0", "IDLE", "-9223372036854775808",
+        "JUSTID");
+  CHECK("[3-0]", "XCLAIM", "s", "g", "carol", "0", "3-0", "IDLE", "9223372036854775807",
+        "JUSTID");
+  CHECK("[[1-0,dave,:500,:7],[3-0,carol,:0,:2]]", "XPENDING", "s", "g", "-", "+", "10");
   CHECK("4-0", "XADD", "s", "4-0", "f", "4");
   CHECK("[[4-0,[f,4]]]", "XCLAIM", "s", "g", "erin", "0", "4-0", "FORCE");
   CHECK("[[4-0,erin,:0,:2]]", "XPENDING", "s", "g", "4", "4", "1"); /* FORCE ends at 2 */
@@ -646,6 +652,28 @@ TEST_IMPL(broker_memory_block_claim_two_readers_one_entry) {
   teardown();
 }
 
+/* A CLAIM min-idle too large to add to any delivery time: the wake-up
+ * saturates (no timer due at once, again and again) and nothing is claimed. */
+TEST_IMPL(broker_memory_block_claim_huge_min_idle) {
+  setup(NULL);
+  CHECK("+OK", "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM");
+  CHECK("1-0", "XADD", "s", "1-0", "f", "1");
+  CMD("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">");
+  bk_conn *c1 = bk_conn_open(b, "c1", NULL, NULL);
+  struct res r1 = {0};
+  SEND(c1, &r1, "XREADGROUP", "GROUP", "g", "bob", "BLOCK", "5000", "CLAIM",
+       "9223372036854775807", "STREAMS", "s", ">");
+  clock_virtual_settle(clk); /* returns */
+  ASSERT_INT_EQ(r1.n, 0);
+  clock_virtual_advance(clk, 5000);
+  ASSERT_INT_EQ(r1.n, 1);
+  ASSERT_STR_EQ(show(r1.r), "nil");
+  CHECK("[[1-0,alice,:5000,:1]]", "XPENDING", "s", "g", "-", "+", "10");
+  mr_free(r1.r);
+  bk_conn_close(b, c1);
+  teardown();
+}
+
 /* ---- MULTI/EXEC ---- */
 
 TEST_IMPL(broker_memory_multi_exec) {
@@ -752,6 +780,74 @@ TEST_IMPL(broker_memory_eval_claim_script) {
   CHECK("[[0-0],[[s,[[3-0,[f,3],:100,:1]]]],[]]", "EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol",
         "50", "2");
   CHECK("[[0-0],[],[]]", "EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol", "50", "2");
+  teardown();
+}
+
+/* A COUNT beyond what Lua's unpack passes (8000 values): the script claims
+ * in chunks, all of them, oldest delivery first as one XCLAIM would. */
+TEST_IMPL(broker_memory_eval_claim_script_large_count) {
+  setup("7.0.15");
+  CHECK("+OK", "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM");
+  for (int i = 1; i <= 9000; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "%d-0", i);
+    CMD("XADD", "s", id, "f", "v");
+  }
+  CMD("XREADGROUP", "GROUP", "g", "alice", "COUNT", "9000", "STREAMS", "s", ">");
+  clock_virtual_advance(clk, 100);
+  struct res x = {0};
+  SEND(conn, &x, "EVAL", SCRIPT_CLAIM, "1", "s", "g", "bob", "50", "9000");
+  clock_virtual_settle(clk);
+  ASSERT_NOT_NULL(x.r);
+  ASSERT_STR_EQ(x.r->type == BK_ERROR ? x.r->str : "", "");
+  const bk_reply *got = x.r->element[1]->element[0]->element[1];
+  ASSERT_INT_EQ(got->elements, 9000);
+  ASSERT_STR_EQ(show(got->element[0]), "[1-0,[f,v],:100,:1]");
+  ASSERT_STR_EQ(show(got->element[8999]), "[9000-0,[f,v],:100,:1]");
+  mr_free(x.r);
+  CHECK("[:9000,1-0,9000-0,[[bob,9000]]]", "XPENDING", "s", "g");
+  teardown();
+}
+
+/* redis.call takes as many arguments as a script can pass: unpack stops
+ * at Lua's C stack (8000 values, counting its own arguments), with the error
+ * Redis gives. */
+TEST_IMPL(broker_memory_eval_many_arguments_and_unpack_limit) {
+  setup(NULL);
+  CHECK(":3999", "EVAL",
+        "local t = {'z'} for i = 1, 7998 do t[i + 1] = i end\n"
+        "return redis.call('ZADD', unpack(t))", "0");
+  CHECK(":3999", "EVAL", "return redis.call('ZCARD', 'z')", "0");
+  ASSERT_CONTAINS(CMD("EVAL", "local t = {} for i = 1, 8000 do t[i] = i end\n"
+                              "return #{unpack(t)}", "0"),
+                  "-ERR user_script:2: too many results to unpack script: ");
+  teardown();
+}
+
+/* The reply of a table nested past Lua's stack (here one that contains
+ * itself) ends in an error element, as in Redis, and nothing aborts. */
+TEST_IMPL(broker_memory_eval_self_referencing_table) {
+  setup(NULL);
+  struct res x = {0};
+  SEND(conn, &x, "EVAL", "local t = {} t[1] = t return t", "0");
+  clock_virtual_settle(clk);
+  ASSERT_INT_EQ(x.n, 1);
+  const bk_reply *r = x.r;
+  int depth = 0;
+  while (r->type == BK_ARRAY) {
+    ASSERT_INT_EQ(r->elements, 1);
+    r = r->element[0];
+    depth++;
+  }
+  ASSERT_INT_EQ(r->type, BK_ERROR);
+  ASSERT_STR_EQ(r->str, "reached lua stack limit");
+  ASSERT(depth > 1000 && depth < 8000);
+  mr_free(x.r);
+  /* a metatable is not consulted: err and ok are the table's own fields */
+  CHECK("[:1]", "EVAL",
+        "return setmetatable({1}, {__index = function() error('no') end})", "0");
+  CHECK(":-9223372036854775808", "EVAL", "return 1e300", "0");
+  CHECK(":0", "EVAL", "return redis.call('XLEN', 1e300)", "0");
   teardown();
 }
 

@@ -16,12 +16,16 @@ for _, key in ipairs(KEYS) do
     end)
     local ids, info = {}, {}
     for i = 1, math.min(count, #idle) do ids[i] = idle[i][1]; info[ids[i]] = idle[i] end
-    local claimed = redis.call('XCLAIM', key, group, consumer, min_idle, unpack(ids))
+    -- In chunks: Lua's unpack fails above ~8000 values, and COUNT can be more.
     local got = {}
-    for _, e in ipairs(claimed) do
-      local p = info[e[1]]
-      got[e[1]] = true
-      out[#out + 1] = {e[1], e[2], p[3], p[4]}
+    for from = 1, #ids, 500 do
+      local claimed = redis.call('XCLAIM', key, group, consumer, min_idle,
+                                 unpack(ids, from, math.min(from + 499, #ids)))
+      for _, e in ipairs(claimed) do
+        local p = info[e[1]]
+        got[e[1]] = true
+        out[#out + 1] = {e[1], e[2], p[3], p[4]}
+      end
     end
     -- XCLAIM drops ids no longer in the stream from the PEL without a word.
     for _, id in ipairs(ids) do
