@@ -1,73 +1,86 @@
-/* cmd_keys: the string and keyspace commands of the in-memory server: GET,
- * SET (NX, XX, PX, EX), PEXPIRE, PTTL for the consumer leases the host keeps
- * (lease.h), and DEL, EXISTS, TYPE, FLUSHALL. Expiry is on the broker's wall
- * clock: broker_memory removes every string whose time has come (ms_expire)
- * before each command runs, so a key is gone for every command (EXISTS,
- * TYPE, a script's GET) from its expiry on, as on a server. Only strings can
- * carry a time to live here. */
+/* cmd_keys: the keyspace commands of the in-memory server, for a key of
+ * any type: EXPIRE, PEXPIRE (NX, XX, GT, LT), TTL, PTTL, PERSIST, DEL,
+ * EXISTS, TYPE, FLUSHALL. A time to live belongs to the key, whatever it
+ * holds (db.h); broker_memory removes every key whose time has come
+ * (ms_expire) before each command runs, so a key is gone for every command
+ * (EXISTS, TYPE, a script's GET) from its expiry on, as on a server. The
+ * string commands are in cmd_string.c. */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "commands.h"
 #include "memreply.h"
 
-bk_reply *ms_cmd_get(struct memdb *db, struct ms_call *c) {
-  bk_reply *err = ms_check_type(db, c->argv[1], c->argvlen[1], MS_STRING);
-  if (err) return err;
-  struct ms_string *s = ms_string_lookup(db, c->argv[1], c->argvlen[1]);
-  return s ? mr_bulk(s->val, s->vlen) : mr_nil();
-}
+/* ---- EXPIRE, PEXPIRE, TTL, PTTL, PERSIST ---- */
 
-/* SET key value [NX|XX] [PX ms|EX s]: a key of any type is replaced. */
-bk_reply *ms_cmd_set(struct memdb *db, struct ms_call *c) {
-  bool nx = false, xx = false;
-  long long ttl = 0;
+/* EXPIRE / PEXPIRE key time [NX|XX|GT|LT], in the order Redis 7.0's
+ * expireGenericCommand checks: the options, the time, its overflow, then
+ * the key. A time already past deletes the key (and answers 1). */
+static bk_reply *expire_generic(struct memdb *db, struct ms_call *c, bool seconds,
+                                const char *name) {
+  bool nx = false, xx = false, gt = false, lt = false;
   for (int j = 3; j < c->argc; j++) {
-    if (ms_arg_is(c, j, "NX") && !xx) nx = true;
-    else if (ms_arg_is(c, j, "XX") && !nx) xx = true;
-    else if ((ms_arg_is(c, j, "PX") || ms_arg_is(c, j, "EX")) && ttl == 0 && j + 1 < c->argc) {
-      bool ex = ms_arg_is(c, j, "EX");
-      if (!ms_parse_ll(c->argv[j + 1], c->argvlen[j + 1], &ttl)) return ms_err_int();
-      if (ttl <= 0) return mr_err("ERR invalid expire time in 'set' command");
-      if (ex) ttl *= 1000;
-      j++;
-    } else {
-      return ms_err_syntax();
-    }
+    if (ms_arg_is(c, j, "NX")) nx = true;
+    else if (ms_arg_is(c, j, "XX")) xx = true;
+    else if (ms_arg_is(c, j, "GT")) gt = true;
+    else if (ms_arg_is(c, j, "LT")) lt = true;
+    else return mr_err("ERR Unsupported option %.*s", (int)c->argvlen[j], c->argv[j]);
   }
-  bool exists = ms_key_type(db, c->argv[1], c->argvlen[1]) != MS_NONE;
-  if ((nx && exists) || (xx && !exists)) return mr_nil();
-  if (exists && ms_key_type(db, c->argv[1], c->argvlen[1]) != MS_STRING)
-    ms_key_delete(db, c->argv[1], c->argvlen[1]);
-  struct ms_string *s = ms_string_create(db, c->argv[1], c->argvlen[1]);
-  free(s->val);
-  s->val = mr_memdup(c->argv[2], c->argvlen[2]);
-  s->vlen = c->argvlen[2];
-  s->expire_at = ttl ? c->now + (uint64_t)ttl : 0; /* SET drops an earlier time to live */
-  return mr_status("OK");
-}
-
-/* PEXPIRE key ms: 1 when set; a time already past deletes the key. Only
- * strings carry a time to live here: on another type it answers 0. */
-bk_reply *ms_cmd_pexpire(struct memdb *db, struct ms_call *c) {
-  long long ms;
-  if (!ms_parse_ll(c->argv[2], c->argvlen[2], &ms)) return ms_err_int();
-  struct ms_string *s = ms_string_lookup(db, c->argv[1], c->argvlen[1]);
-  if (s == NULL) return mr_int(0);
-  if (ms <= 0) {
-    ms_key_delete(db, c->argv[1], c->argvlen[1]);
-    return mr_int(1);
+  if (nx && (xx || gt || lt))
+    return mr_err("ERR NX and XX, GT or LT options at the same time are not compatible");
+  if (gt && lt) return mr_err("ERR GT and LT options at the same time are not compatible");
+  long long when;
+  if (!ms_parse_ll(c->argv[2], c->argvlen[2], &when)) return ms_err_int();
+  if (seconds) {
+    if (when > LLONG_MAX / 1000 || when < LLONG_MIN / 1000)
+      return mr_err("ERR invalid expire time in '%s' command", name);
+    when *= 1000;
   }
-  s->expire_at = c->now + (uint64_t)ms;
+  long long now = (long long)c->now;
+  if (when > LLONG_MAX - now) return mr_err("ERR invalid expire time in '%s' command", name);
+  when += now;
+  const char *key = c->argv[1];
+  size_t len = c->argvlen[1];
+  if (ms_key_type(db, key, len) == MS_NONE) return mr_int(0);
+  uint64_t at = ms_key_expire_at(db, key, len);
+  long long current = at ? (long long)at : -1; /* -1: no time to live, "infinite" */
+  if (nx && current != -1) return mr_int(0);
+  if (xx && current == -1) return mr_int(0);
+  if (gt && (current == -1 || when <= current)) return mr_int(0);
+  if (lt && current != -1 && when >= current) return mr_int(0);
+  if (when <= now)
+    ms_key_delete(db, key, len);
+  else
+    ms_key_set_expire(db, key, len, (uint64_t)when);
   return mr_int(1);
 }
 
-/* PTTL key: ms left, -1 without a time to live, -2 when there is no key. */
-bk_reply *ms_cmd_pttl(struct memdb *db, struct ms_call *c) {
-  enum ms_type t = ms_key_type(db, c->argv[1], c->argvlen[1]);
-  if (t == MS_NONE) return mr_int(-2);
-  struct ms_string *s = ms_string_lookup(db, c->argv[1], c->argvlen[1]);
-  if (s == NULL || s->expire_at == 0) return mr_int(-1);
-  return mr_int((long long)(s->expire_at - c->now));
+bk_reply *ms_cmd_expire(struct memdb *db, struct ms_call *c) {
+  return expire_generic(db, c, true, "expire");
+}
+
+bk_reply *ms_cmd_pexpire(struct memdb *db, struct ms_call *c) {
+  return expire_generic(db, c, false, "pexpire");
+}
+
+/* Time left: -2 when there is no key, -1 without a time to live; TTL rounds
+ * to the nearest second, as Redis does. */
+static bk_reply *ttl_generic(struct memdb *db, struct ms_call *c, bool ms) {
+  if (ms_key_type(db, c->argv[1], c->argvlen[1]) == MS_NONE) return mr_int(-2);
+  uint64_t at = ms_key_expire_at(db, c->argv[1], c->argvlen[1]);
+  if (at == 0) return mr_int(-1);
+  long long left = at > c->now ? (long long)(at - c->now) : 0;
+  return mr_int(ms ? left : (left + 500) / 1000);
+}
+
+bk_reply *ms_cmd_ttl(struct memdb *db, struct ms_call *c) { return ttl_generic(db, c, false); }
+bk_reply *ms_cmd_pttl(struct memdb *db, struct ms_call *c) { return ttl_generic(db, c, true); }
+
+/* 1 when a time to live was removed; 0 without one or without the key. */
+bk_reply *ms_cmd_persist(struct memdb *db, struct ms_call *c) {
+  if (ms_key_expire_at(db, c->argv[1], c->argvlen[1]) == 0) return mr_int(0);
+  ms_key_set_expire(db, c->argv[1], c->argvlen[1], 0);
+  return mr_int(1);
 }
 
 /* ---- DEL, EXISTS, TYPE, FLUSHALL ---- */

@@ -2,9 +2,12 @@
  * cmd_stream.c (XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM, XINFO STREAM),
  * cmd_group.c (XGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO GROUPS and
  * CONSUMERS), cmd_read.c (XREADGROUP), cmd_zset.c (ZADD, ZREM, ZCARD,
- * ZSCORE, ZRANGE, ZRANGEBYSCORE), cmd_keys.c (GET, SET, PEXPIRE, PTTL, DEL,
- * EXISTS, TYPE, FLUSHALL). EVAL is script.h; broker_memory.c holds the
- * command table, arities and MULTI.
+ * ZSCORE, ZRANGE, ZRANGEBYSCORE), cmd_string.c (GET, SET, GETDEL, INCR,
+ * INCRBY, DECR, DECRBY, MGET, MSET, APPEND, STRLEN), cmd_keys.c (EXPIRE,
+ * PEXPIRE, TTL, PTTL, PERSIST, DEL, EXISTS, TYPE, FLUSHALL: a key of any
+ * type). EVAL is script.h; broker_memory.c holds the command table,
+ * arities and MULTI, and answers a command not listed here with Redis's
+ * "ERR unknown command" and a pointer to the real-server mode.
  *
  * A command is a function of (db, call) returning an owned reply tree
  * (memreply.h). Each parses its arguments and checks its keys' types in the
@@ -29,8 +32,10 @@ ms_cmd_fn ms_cmd_xgroup, ms_cmd_xack, ms_cmd_xpending, ms_cmd_xclaim, ms_cmd_xau
 ms_cmd_fn ms_cmd_xreadgroup;
 ms_cmd_fn ms_cmd_zadd, ms_cmd_zrem, ms_cmd_zcard, ms_cmd_zscore, ms_cmd_zrange,
     ms_cmd_zrangebyscore;
-ms_cmd_fn ms_cmd_get, ms_cmd_set, ms_cmd_pexpire, ms_cmd_pttl, ms_cmd_del, ms_cmd_exists,
-    ms_cmd_type, ms_cmd_flushall;
+ms_cmd_fn ms_cmd_get, ms_cmd_set, ms_cmd_getdel, ms_cmd_incr, ms_cmd_incrby, ms_cmd_decr,
+    ms_cmd_decrby, ms_cmd_mget, ms_cmd_mset, ms_cmd_append, ms_cmd_strlen;
+ms_cmd_fn ms_cmd_expire, ms_cmd_pexpire, ms_cmd_ttl, ms_cmd_pttl, ms_cmd_persist, ms_cmd_del,
+    ms_cmd_exists, ms_cmd_type, ms_cmd_flushall;
 
 /* XINFO STREAM (cmd_stream.c; XINFO dispatches from cmd_group.c). */
 bk_reply *ms_xinfo_stream(struct memdb *db, struct ms_call *c);

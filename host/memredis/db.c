@@ -120,6 +120,7 @@ static struct ms_key *create(struct memdb *db, const char *key, size_t len, enum
   k->name = mr_memdup(key, len);
   k->len = len;
   k->type = type;
+  k->expire_at = 0;
   if (type == MS_STREAM) k->v.stream = ms_stream_new();
   else if (type == MS_ZSET) k->v.zset = ms_zset_new();
   else k->v.str = mr_alloc(sizeof *k->v.str);
@@ -157,11 +158,23 @@ void ms_flush(struct memdb *db) {
 void ms_expire(struct memdb *db, uint64_t now) {
   for (size_t i = 0; i < db->nkeys;) {
     struct ms_key *k = &db->keys[i];
-    if (k->type == MS_STRING && k->v.str->expire_at && k->v.str->expire_at <= now)
+    if (k->expire_at && k->expire_at <= now)
       ms_key_delete(db, k->name, k->len);
     else
       i++;
   }
+}
+
+uint64_t ms_key_expire_at(struct memdb *db, const char *key, size_t len) {
+  struct ms_key *k = find(db, key, len);
+  return k ? k->expire_at : 0;
+}
+
+bool ms_key_set_expire(struct memdb *db, const char *key, size_t len, uint64_t at) {
+  struct ms_key *k = find(db, key, len);
+  if (k == NULL) return false;
+  k->expire_at = at;
+  return true;
 }
 
 void ms_signal(struct memdb *db, const char *key, size_t len) {

@@ -1,9 +1,13 @@
 /* db: the keyspace of the in-memory server. One array of keys sorted by
- * name, each {name, type, value}: a stream (stream.h), a sorted set
- * (zset.h) or a string (here: the only type that can expire). Every command
- * finds its keys here; a command on a key of another type answers WRONGTYPE
- * (ms_check_type). The db also carries the version the server behaves as
- * and the keys whose blocked readers must look again. */
+ * name, each {name, type, value, expire_at}: a stream (stream.h), a sorted
+ * set (zset.h) or a string (here). Every command finds its keys here; a
+ * command on a key of another type answers WRONGTYPE (ms_check_type). A key
+ * of any type may carry a time to live, on the broker's (virtual) wall
+ * clock: ms_expire removes the keys whose time has come, and broker_memory
+ * calls it before every command, so an expired key is gone for every
+ * command from its expiry on, as on a server. The db also carries the
+ * version the server behaves as and the keys whose blocked readers must
+ * look again. */
 #ifndef LUASTREAM_MEMREDIS_DB_H
 #define LUASTREAM_MEMREDIS_DB_H
 
@@ -21,7 +25,6 @@ enum ms_type { MS_NONE, MS_STREAM, MS_ZSET, MS_STRING };
 struct ms_string {
   char *val;
   size_t vlen;
-  uint64_t expire_at; /* Unix ms; 0: never */
 };
 
 struct ms_key {
@@ -33,6 +36,7 @@ struct ms_key {
     struct ms_zset *zset;
     struct ms_string *str;
   } v;
+  uint64_t expire_at; /* Unix ms; 0: never. Whatever the type. */
 };
 
 struct memdb {
@@ -77,8 +81,13 @@ struct ms_string *ms_string_create(struct memdb *db, const char *key, size_t len
 int ms_key_delete(struct memdb *db, const char *key, size_t len);
 /* FLUSHALL. */
 void ms_flush(struct memdb *db);
-/* Removes the strings whose time to live has run out at `now` (Unix ms). */
+/* Removes the keys whose time to live has run out at `now` (Unix ms). */
 void ms_expire(struct memdb *db, uint64_t now);
+/* The key's expiry (Unix ms), 0 when it has none or there is no key. */
+uint64_t ms_key_expire_at(struct memdb *db, const char *key, size_t len);
+/* Sets (at > 0) or clears (at == 0) the key's expiry: false if there is no
+ * key. A new key, or one replaced through ms_key_delete, has none. */
+bool ms_key_set_expire(struct memdb *db, const char *key, size_t len, uint64_t at);
 
 void ms_signal(struct memdb *db, const char *key, size_t len);
 /* Returns the oldest signaled key (owned by the caller, free it) or NULL. */

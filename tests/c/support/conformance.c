@@ -502,10 +502,20 @@ static void render(struct norm *n, struct buf *b, const bk_reply *r) {
     put(b, "+");
     put_text(b, r->str, r->len);
     break;
-  case BK_ERROR:
+  case BK_ERROR: {
+    /* An unknown command: the name only, as the memory broker's text goes
+     * on to point at the real-server mode where Redis lists the arguments. */
+    static const char unknown[] = "ERR unknown command '";
+    size_t len = r->len, pre = sizeof unknown - 1;
+    const char *q = len > pre && memcmp(r->str, unknown, pre) == 0
+                        ? memchr(r->str + pre, '\'', len - pre)
+                        : NULL;
+    if (q) len = (size_t)(q - r->str) + 1;
     put(b, "-");
-    put_text(b, r->str, r->len);
+    put_text(b, r->str, len);
+    if (q) put(b, " ...");
     break;
+  }
   case BK_INTEGER:
     if (r == n->approx)
       put(b, "<approx>");

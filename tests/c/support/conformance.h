@@ -19,6 +19,9 @@
  *   bucket "~Ns" (whole seconds, rounded down), unless the transcript is
  *   exact; negative ones (-1: never) stay exact;
  * - an INFO reply becomes <redis_version x.y>;
+ * - an "ERR unknown command 'NAME'" error ends after the name, with " ...":
+ *   the memory broker points at the real-server mode where Redis lists the
+ *   arguments;
  * - XINFO STREAM's radix-tree-nodes becomes <approx> once the stream has
  *   more than one node (the memory broker estimates it, see stream.h).
  * Arguments may hold "<idN>" (the id the transcript named so) and "<now-N>"
