@@ -4,23 +4,32 @@
  * A seeded generator sends random sequences of the stream commands (XADD,
  * XRANGE, XREVRANGE, XLEN, XDEL, XTRIM, XGROUP and its subcommands,
  * XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO STREAM, GROUPS and
- * CONSUMERS) and of ZADD, ZRANGE, SET, GET, TYPE, EXISTS and DEL, with
+ * CONSUMERS), of ZADD and ZRANGE, and of the string and key commands (SET
+ * with NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL; GET, GETDEL, INCR, INCRBY,
+ * DECR, DECRBY, MGET, MSET, APPEND, STRLEN, EXPIRE and PEXPIRE with NX and
+ * XX, TTL, PTTL, PERSIST, TYPE, EXISTS, DEL), with
  * edge-case arguments (ids 0-0, 0-1, the maximal id, $, >, +, -, exclusive
  * bounds, negative, huge and malformed counts, MAXLEN and MINID with = and ~
- * and LIMIT, ENTRIESREAD, JUSTID, NOMKSTREAM, FORCE, LASTID, missing and
+ * and LIMIT, ENTRIESREAD, JUSTID, NOMKSTREAM, FORCE, LASTID, increments and
+ * counters at the int64 bounds and malformed, non-positive, overflowing and
+ * past expiry times, conflicting options, missing and
  * extra arguments, keys of the wrong type, big values that fill a 4 KB node,
  * commands run through EVAL), to the memory broker configured as "7.0.15"
  * and to the server, and compares every reply exactly as conformance.h
  * renders it: ids, field order, error texts, nil against empty array,
- * integer against string. Three things are normalised, as in the conformance
+ * integer against string. Four things are normalised, as in the conformance
  * scenarios: ids generated from the clock become <idN> in order of
  * appearance (the generator refers to them the same way), idle times become
  * <t> (two clocks never agree to the ms; the generator uses idle thresholds
- * far from any boundary), and radix-tree-nodes beyond one node, which the
+ * far from any boundary), a positive TTL or PTTL becomes <ttl> (the
+ * server's clock moves during a run, the virtual one stands still: the
+ * generator sets no time to live that runs out, only far, past and invalid
+ * ones), and radix-tree-nodes beyond one node, which the
  * memory broker only estimates (stream.h). The other commands of the
- * in-memory server (ZREM, ZCARD, ZSCORE, ZRANGEBYSCORE, PEXPIRE, PTTL,
- * FLUSHALL, PING, INFO, MULTI/EXEC/DISCARD) are compared in the conformance
- * scenarios (test_conformance.c) only.
+ * in-memory server (ZREM, ZCARD, ZSCORE, ZRANGEBYSCORE, EXPIRE GT and LT,
+ * FLUSHALL, PING, INFO, MULTI/EXEC/DISCARD) and keys expiring as time
+ * passes are compared in the conformance scenarios (test_conformance.c,
+ * test_memredis_strings.c) only.
  *
  * `differential` (./dev test) runs a few fixed seeds, a few thousand
  * commands in all. A long run is one command:
@@ -433,32 +442,113 @@ static void gen_other(struct gen *g, struct cmd *c) {
     add(c, "%s", stream_key(g));
     add(c, "%s", group(g));
     for (int i = 0, n = 1 + pick(g, 3); i < n; i++) add_id(g, c, false);
-  } else if (r < 84) {
+  } else if (r < 92) {
     add(c, "ZADD");
     add(c, "%s", chance(g, 80) ? "z" : any_key(g));
     add(c, "%d", pick(g, 10));
     add(c, "m%d", pick(g, 5));
-  } else if (r < 86) {
+  } else {
     add(c, "ZRANGE");
     add(c, "%s", any_key(g));
     add(c, "0");
     add(c, "-1");
-  } else if (r < 88) {
+  }
+}
+
+/* A key for the string and key commands: mostly strings, sometimes another
+ * type or none. */
+static const char *str_key(struct gen *g) {
+  static const char *const keys[] = {"str", "str", "n", "n", "n", "s2", "z", "none", NULL};
+  return oneof(g, keys);
+}
+
+/* An integer argument of INCRBY / DECRBY, or a value SET gives a counter. */
+static void add_int(struct gen *g, struct cmd *c) {
+  static const char *const odd[] = {"9223372036854775807", "-9223372036854775807",
+                                    "-9223372036854775808", "9223372036854775808",
+                                    "4611686018427387904", "-4611686018427387905",
+                                    "abc", "1.5", "", "+1", "01", "-0", " 1", "0", NULL};
+  if (chance(g, 55))
+    add(c, "%d", pick(g, 200) - 100);
+  else
+    add(c, "%s", oneof(g, odd));
+}
+
+/* A time to live for SET or EXPIRE. Only times the two clocks cannot
+ * disagree on: none that runs out during a run (the virtual clock stands
+ * still while the server's moves), past ones (EXAT 1, a non-positive
+ * EXPIRE: the key is gone at once on both sides) and invalid ones. */
+static void add_ttl(struct gen *g, struct cmd *c) {
+  static const char *const times[] = {"100000000", "100000000", "2000000000", "0", "-1",
+                                      "-100", "abc", "", "1.5", "9223372036854775807",
+                                      "9223372036854775", "-9223372036854775808", NULL};
+  add(c, "%s", oneof(g, times));
+}
+
+static void gen_string(struct gen *g, struct cmd *c) {
+  int r = pick(g, 100);
+  if (r < 25) { /* SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT|KEEPTTL], in any order */
+    static const char *const opts[] = {"NX", "XX", "GET", "KEEPTTL", "EX", "PX", "EXAT",
+                                       "PXAT", "nx", "bogus", NULL};
+    static const char *const abs[] = {"1", "1000", "4102444800", "4102444800000",
+                                      "9223372036854775807", "0", NULL};
     add(c, "SET");
-    add(c, "%s", chance(g, 80) ? "str" : any_key(g));
-    add(c, "x%d", pick(g, 10));
+    add(c, "%s", chance(g, 70) ? "str" : str_key(g));
+    if (chance(g, 40)) add_int(g, c);
+    else add(c, "x%d", pick(g, 10));
+    for (int i = 0, n = pick(g, 4); i < n; i++) {
+      const char *o = oneof(g, opts);
+      add(c, "%s", o);
+      if (!strcmp(o, "EX") || !strcmp(o, "PX")) add_ttl(g, c);
+      else if (!strcmp(o, "EXAT") || !strcmp(o, "PXAT")) add(c, "%s", oneof(g, abs));
+    }
+  } else if (r < 40) {
+    static const char *const incr[] = {"INCR", "DECR", "INCRBY", "DECRBY", NULL};
+    const char *cmd = oneof(g, incr);
+    add(c, "%s", cmd);
+    add(c, "%s", chance(g, 80) ? "n" : str_key(g));
+    if (strlen(cmd) == 6) add_int(g, c);
+  } else if (r < 48) {
+    add(c, "%s", chance(g, 70) ? "GET" : "GETDEL");
+    add(c, "%s", str_key(g));
+  } else if (r < 54) {
+    add(c, "MGET");
+    for (int i = 0, n = 1 + pick(g, 3); i < n; i++) add(c, "%s", str_key(g));
+  } else if (r < 58) {
+    add(c, "MSET");
+    for (int i = 0, n = 1 + pick(g, 2); i < n; i++) {
+      add(c, "%s", str_key(g));
+      add_int(g, c);
+    }
+  } else if (r < 63) {
+    add(c, "%s", chance(g, 50) ? "APPEND" : "STRLEN");
+    add(c, "%s", str_key(g));
+    if (!strcmp(c->argv[0], "APPEND")) add(c, "%s", chance(g, 50) ? "1" : "ab");
+  } else if (r < 75) {
+    /* NX and XX only: GT and LT compare two times taken from each side's
+     * clock (test_memredis_strings.c checks them) */
+    static const char *const flags[] = {"NX", "XX", "nx", "GT", "FOO", NULL};
+    add(c, "%s", chance(g, 50) ? "EXPIRE" : "PEXPIRE");
+    add(c, "%s", str_key(g));
+    add_ttl(g, c);
+    for (int i = 0, n = chance(g, 60) ? 0 : 1 + pick(g, 2); i < n; i++) {
+      const char *f = oneof(g, flags);
+      if (!strcmp(f, "GT") && n == 1) f = "XX";
+      add(c, "%s", f);
+    }
+  } else if (r < 85) {
+    static const char *const ttl[] = {"TTL", "PTTL", "PERSIST", NULL};
+    add(c, "%s", oneof(g, ttl));
+    add(c, "%s", str_key(g));
   } else if (r < 90) {
-    add(c, "GET");
-    add(c, "%s", any_key(g));
-  } else if (r < 93) {
     add(c, "TYPE");
-    add(c, "%s", any_key(g));
+    add(c, "%s", str_key(g));
   } else if (r < 95) {
     add(c, "EXISTS");
-    add(c, "%s", any_key(g));
+    for (int i = 0, n = 1 + pick(g, 3); i < n; i++) add(c, "%s", str_key(g));
   } else {
     add(c, "DEL");
-    add(c, "%s", any_key(g));
+    for (int i = 0, n = 1 + pick(g, 2); i < n; i++) add(c, "%s", any_key(g));
   }
 }
 
@@ -471,7 +561,8 @@ static void generate(struct gen *g, struct cmd *c) {
     return;
   }
   int r = pick(g, 100);
-  if (r < 30) gen_xadd(g, c);
+  if (r < 14) gen_string(g, c);
+  else if (r < 30) gen_xadd(g, c);
   else if (r < 38) gen_range(g, c);
   else if (r < 48) gen_xgroup(g, c);
   else if (r < 60) gen_xreadgroup(g, c);
@@ -523,6 +614,15 @@ static char *concat(char *a, const char *b) {
   return a;
 }
 
+/* A time left (":N", N > 0) becomes ":<ttl>": the server's clock moves
+ * during a run and the virtual one stands still, so only -2, -1 and
+ * "some time left" can agree (the generator sets no time that runs out). */
+static char *mask_ttl(char *reply) {
+  if (reply[0] != ':' || atoll(reply + 1) <= 0) return reply;
+  free(reply);
+  return strdup(":<ttl>");
+}
+
 /* Runs one command on both sides; true if the replies agree. A command
  * that changes a stream without saying how (XADD's trimming, XDEL, XTRIM)
  * is followed by XINFO STREAM on its key, whose reply is compared too: a
@@ -530,8 +630,12 @@ static char *concat(char *a, const char *b) {
 static bool step(struct run *r, const struct cmd *c, char **m, char **s) {
   *m = cf_side_run(r->mem, r->nm, (const char *const *)c->argv);
   *s = cf_side_run(r->real, r->nr, (const char *const *)c->argv);
-  if (strcmp(*m, *s) != 0) return false;
   int at = c->argc > 4 && strcmp(c->argv[0], "EVAL") == 0 ? 3 : 0;
+  if (at < c->argc && (strcmp(c->argv[at], "TTL") == 0 || strcmp(c->argv[at], "PTTL") == 0)) {
+    *m = mask_ttl(*m);
+    *s = mask_ttl(*s);
+  }
+  if (strcmp(*m, *s) != 0) return false;
   if (at + 1 < c->argc && (strcmp(c->argv[at], "XADD") == 0 || strcmp(c->argv[at], "XDEL") == 0 ||
                            strcmp(c->argv[at], "XTRIM") == 0)) {
     const char *probe[] = {"XINFO", "STREAM", c->argv[at + 1], NULL};

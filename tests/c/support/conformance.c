@@ -716,6 +716,7 @@ char *cf_side_run(struct cf_side *side, struct cf_norm *cn, const char *const *a
     slot->busy = false;
   }
   for (int i = 0; i < argc; i++) free(args[i].s);
+  put(&out, "%s", ""); /* an empty bulk renders as nothing: still a string */
   return out.s;
 }
 
