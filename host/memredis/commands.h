@@ -1,9 +1,11 @@
 /* commands: the commands of the in-memory server, one file per family:
  * cmd_stream.c (XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM, XINFO STREAM),
  * cmd_group.c (XGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO GROUPS and
- * CONSUMERS), cmd_read.c (XREADGROUP), cmd_zset.c (ZADD, ZREM, ZCARD,
- * ZSCORE, ZRANGE, ZRANGEBYSCORE), cmd_keys.c (GET, SET, PEXPIRE, PTTL, DEL,
- * EXISTS, TYPE, FLUSHALL). EVAL is script.h; broker_memory.c holds the
+ * CONSUMERS), cmd_read.c (XREADGROUP), cmd_zset.c (ZADD, ZINCRBY, ZREM,
+ * ZCARD, ZSCORE, ZRANGE, ZRANGEBYSCORE), cmd_hash.c (HSET, HSETNX, HGET,
+ * HMGET, HGETALL, HINCRBY, HDEL, HEXISTS, HLEN), cmd_set.c (SADD, SREM,
+ * SISMEMBER, SMEMBERS, SCARD), cmd_list.c (LPUSH, RPUSH, LPOP, RPOP, LRANGE,
+ * LLEN), cmd_keys.c (GET, SET, PEXPIRE, PTTL, DEL, EXISTS, TYPE, FLUSHALL). EVAL is script.h; broker_memory.c holds the
  * command table, arities and MULTI.
  *
  * A command is a function of (db, call) returning an owned reply tree
@@ -28,7 +30,11 @@ ms_cmd_fn ms_cmd_xgroup, ms_cmd_xack, ms_cmd_xpending, ms_cmd_xclaim, ms_cmd_xau
     ms_cmd_xinfo;
 ms_cmd_fn ms_cmd_xreadgroup;
 ms_cmd_fn ms_cmd_zadd, ms_cmd_zrem, ms_cmd_zcard, ms_cmd_zscore, ms_cmd_zrange,
-    ms_cmd_zrangebyscore;
+    ms_cmd_zrangebyscore, ms_cmd_zincrby;
+ms_cmd_fn ms_cmd_hset, ms_cmd_hsetnx, ms_cmd_hget, ms_cmd_hmget, ms_cmd_hgetall, ms_cmd_hincrby,
+    ms_cmd_hdel, ms_cmd_hexists, ms_cmd_hlen;
+ms_cmd_fn ms_cmd_sadd, ms_cmd_srem, ms_cmd_sismember, ms_cmd_smembers, ms_cmd_scard;
+ms_cmd_fn ms_cmd_lpush, ms_cmd_rpush, ms_cmd_lpop, ms_cmd_rpop, ms_cmd_lrange, ms_cmd_llen;
 ms_cmd_fn ms_cmd_get, ms_cmd_set, ms_cmd_pexpire, ms_cmd_pttl, ms_cmd_del, ms_cmd_exists,
     ms_cmd_type, ms_cmd_flushall;
 
