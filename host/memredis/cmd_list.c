@@ -20,16 +20,17 @@ static bk_reply *push(struct memdb *db, struct ms_call *c, bool head) {
 bk_reply *ms_cmd_lpush(struct memdb *db, struct ms_call *c) { return push(db, c, true); }
 bk_reply *ms_cmd_rpush(struct memdb *db, struct ms_call *c) { return push(db, c, false); }
 
-/* LPOP/RPOP key [count]: the count is parsed first; without a count one
- * element or nil, with one an array (nil when there is no key, empty for a
- * count of 0). */
+/* LPOP/RPOP key [count]: the count is parsed first (any count that is not
+ * a non-negative integer gets the one error text, as in Redis); without a
+ * count one element or nil, with one an array (nil when there is no key,
+ * empty for a count of 0). */
 static bk_reply *pop(struct memdb *db, struct ms_call *c, bool head) {
   bool hascount = c->argc == 3;
   long long count = 0;
   if (c->argc > 3) return ms_err_arity(head ? "lpop" : "rpop");
   if (hascount) {
-    if (!ms_parse_ll(c->argv[2], c->argvlen[2], &count)) return ms_err_int();
-    if (count < 0) return mr_err("ERR value is out of range, must be positive");
+    if (!ms_parse_ll(c->argv[2], c->argvlen[2], &count) || count < 0)
+      return mr_err("ERR value is out of range, must be positive");
   }
   bk_reply *err = ms_check_type(db, KEY, MS_LIST);
   if (err) return err;
