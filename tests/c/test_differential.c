@@ -713,6 +713,9 @@ static void sort_items(char *line) {
 static bool step(struct run *r, const struct cmd *c, char **m, char **s) {
   *m = cf_side_run(r->mem, r->nm, (const char *const *)c->argv);
   *s = cf_side_run(r->real, r->nr, (const char *const *)c->argv);
+  /* an empty bulk string (HGET of a field set to "") renders as nothing */
+  if (*m == NULL) *m = strdup("");
+  if (*s == NULL) *s = strdup("");
   int at = c->argc > 4 && strcmp(c->argv[0], "EVAL") == 0 ? 3 : 0;
   /* Redis 7.0 lists a set that is not an intset in its hashtable's order */
   if (at + 1 < c->argc && strcmp(c->argv[at], "SMEMBERS") == 0 &&
