@@ -99,8 +99,7 @@ bk_reply *ms_cmd_exists(struct memdb *db, struct ms_call *c) {
 }
 
 bk_reply *ms_cmd_type(struct memdb *db, struct ms_call *c) {
-  static const char *const names[] = {"none", "stream", "zset", "string"};
-  return mr_status(names[ms_key_type(db, c->argv[1], c->argvlen[1])]);
+  return mr_status(ms_type_name(ms_key_type(db, c->argv[1], c->argvlen[1])));
 }
 
 bk_reply *ms_cmd_flushall(struct memdb *db, struct ms_call *c) {

@@ -1,5 +1,5 @@
 /* cmd_zset: the sorted-set commands of the in-memory server: ZADD
- * (with NX, XX, GT, LT, CH, INCR), ZREM, ZCARD, ZSCORE, ZRANGEBYSCORE and
+ * (with NX, XX, GT, LT, CH, INCR), ZINCRBY, ZREM, ZCARD, ZSCORE, ZRANGEBYSCORE and
  * ZRANGE (by index, or BYSCORE; REV; not BYLEX). Parsing, the order of the
  * checks and the error texts follow Redis 7.0's t_zset.c (checked live
  * against 7.0.15, tests/c/test_conformance.c); see zset.h for the data
@@ -133,6 +133,19 @@ bk_reply *ms_cmd_zadd(struct memdb *db, struct ms_call *c) {
   free(scores);
   if (incr) return done ? reply_score(db, score) : mr_nil();
   return mr_int(ch ? added + updated : added);
+}
+
+/* ZINCRBY key increment member: Redis runs it as ZADD with INCR, option
+ * parsing included (an increment spelled "NX" is an option, and then the
+ * pairs do not add up: a syntax error). */
+bk_reply *ms_cmd_zincrby(struct memdb *db, struct ms_call *c) {
+  const char *argv[] = {c->argv[0], c->argv[1], "INCR", c->argv[2], c->argv[3]};
+  size_t argvlen[] = {c->argvlen[0], c->argvlen[1], 4, c->argvlen[2], c->argvlen[3]};
+  struct ms_call z = *c;
+  z.argc = 5;
+  z.argv = argv;
+  z.argvlen = argvlen;
+  return ms_cmd_zadd(db, &z);
 }
 
 /* ---- ZREM, ZCARD, ZSCORE ---- */

@@ -1,13 +1,16 @@
 /* commands: the commands of the in-memory server, one file per family:
  * cmd_stream.c (XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM, XINFO STREAM),
  * cmd_group.c (XGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO GROUPS and
- * CONSUMERS), cmd_read.c (XREADGROUP), cmd_zset.c (ZADD, ZREM, ZCARD,
- * ZSCORE, ZRANGE, ZRANGEBYSCORE), cmd_string.c (GET, SET, GETDEL, INCR,
- * INCRBY, DECR, DECRBY, MGET, MSET, APPEND, STRLEN), cmd_keys.c (EXPIRE,
- * PEXPIRE, TTL, PTTL, PERSIST, DEL, EXISTS, TYPE, FLUSHALL: a key of any
- * type). EVAL is script.h; broker_memory.c holds the command table,
- * arities and MULTI, and answers a command not listed here with Redis's
- * "ERR unknown command" and a pointer to the real-server mode.
+ * CONSUMERS), cmd_read.c (XREADGROUP), cmd_zset.c (ZADD, ZINCRBY, ZREM,
+ * ZCARD, ZSCORE, ZRANGE, ZRANGEBYSCORE), cmd_hash.c (HSET, HSETNX, HGET,
+ * HMGET, HGETALL, HINCRBY, HDEL, HEXISTS, HLEN), cmd_set.c (SADD, SREM,
+ * SISMEMBER, SMEMBERS, SCARD), cmd_list.c (LPUSH, RPUSH, LPOP, RPOP, LRANGE,
+ * LLEN), cmd_string.c (GET, SET, GETDEL, INCR, INCRBY, DECR, DECRBY, MGET,
+ * MSET, APPEND, STRLEN), cmd_keys.c (EXPIRE, PEXPIRE, TTL, PTTL, PERSIST,
+ * DEL, EXISTS, TYPE, FLUSHALL: a key of any type). EVAL is script.h;
+ * broker_memory.c holds the command table, arities and MULTI, and answers a
+ * command not listed here with Redis's "ERR unknown command" and a pointer
+ * to the real-server mode.
  *
  * A command is a function of (db, call) returning an owned reply tree
  * (memreply.h). Each parses its arguments and checks its keys' types in the
@@ -31,7 +34,11 @@ ms_cmd_fn ms_cmd_xgroup, ms_cmd_xack, ms_cmd_xpending, ms_cmd_xclaim, ms_cmd_xau
     ms_cmd_xinfo;
 ms_cmd_fn ms_cmd_xreadgroup;
 ms_cmd_fn ms_cmd_zadd, ms_cmd_zrem, ms_cmd_zcard, ms_cmd_zscore, ms_cmd_zrange,
-    ms_cmd_zrangebyscore;
+    ms_cmd_zrangebyscore, ms_cmd_zincrby;
+ms_cmd_fn ms_cmd_hset, ms_cmd_hsetnx, ms_cmd_hget, ms_cmd_hmget, ms_cmd_hgetall, ms_cmd_hincrby,
+    ms_cmd_hdel, ms_cmd_hexists, ms_cmd_hlen;
+ms_cmd_fn ms_cmd_sadd, ms_cmd_srem, ms_cmd_sismember, ms_cmd_smembers, ms_cmd_scard;
+ms_cmd_fn ms_cmd_lpush, ms_cmd_rpush, ms_cmd_lpop, ms_cmd_rpop, ms_cmd_lrange, ms_cmd_llen;
 ms_cmd_fn ms_cmd_get, ms_cmd_set, ms_cmd_getdel, ms_cmd_incr, ms_cmd_incrby, ms_cmd_decr,
     ms_cmd_decrby, ms_cmd_mget, ms_cmd_mset, ms_cmd_append, ms_cmd_strlen;
 ms_cmd_fn ms_cmd_expire, ms_cmd_pexpire, ms_cmd_ttl, ms_cmd_pttl, ms_cmd_persist, ms_cmd_del,

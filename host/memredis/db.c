@@ -31,6 +31,9 @@ static void value_free(struct ms_key *k) {
     free(k->v.str->val);
     free(k->v.str);
     break;
+  case MS_HASH: ms_hash_free(k->v.hash); break;
+  case MS_SET: ms_set_free(k->v.set); break;
+  case MS_LIST: ms_list_free(k->v.list); break;
   case MS_NONE: break;
   }
   free(k->name);
@@ -75,6 +78,11 @@ enum ms_type ms_key_type(struct memdb *db, const char *key, size_t len) {
   return k ? k->type : MS_NONE;
 }
 
+const char *ms_type_name(enum ms_type t) {
+  static const char *const names[] = {"none", "stream", "zset", "string", "hash", "set", "list"};
+  return names[t];
+}
+
 bk_reply *ms_check_type(struct memdb *db, const char *key, size_t len, enum ms_type want) {
   enum ms_type t = ms_key_type(db, key, len);
   return t == MS_NONE || t == want ? NULL : ms_err_wrongtype();
@@ -101,6 +109,21 @@ struct ms_string *ms_string_lookup(struct memdb *db, const char *key, size_t len
   return k ? k->v.str : NULL;
 }
 
+struct ms_hash *ms_hash_lookup(struct memdb *db, const char *key, size_t len) {
+  struct ms_key *k = find_typed(db, key, len, MS_HASH);
+  return k ? k->v.hash : NULL;
+}
+
+struct ms_set *ms_set_lookup(struct memdb *db, const char *key, size_t len) {
+  struct ms_key *k = find_typed(db, key, len, MS_SET);
+  return k ? k->v.set : NULL;
+}
+
+struct ms_list *ms_list_lookup(struct memdb *db, const char *key, size_t len) {
+  struct ms_key *k = find_typed(db, key, len, MS_LIST);
+  return k ? k->v.list : NULL;
+}
+
 /* The key of that type, created empty if absent. */
 static struct ms_key *create(struct memdb *db, const char *key, size_t len, enum ms_type type) {
   bool found;
@@ -123,6 +146,9 @@ static struct ms_key *create(struct memdb *db, const char *key, size_t len, enum
   k->expire_at = 0;
   if (type == MS_STREAM) k->v.stream = ms_stream_new();
   else if (type == MS_ZSET) k->v.zset = ms_zset_new();
+  else if (type == MS_HASH) k->v.hash = ms_hash_new();
+  else if (type == MS_SET) k->v.set = ms_set_new();
+  else if (type == MS_LIST) k->v.list = ms_list_new();
   else k->v.str = mr_alloc(sizeof *k->v.str);
   return k;
 }
@@ -137,6 +163,18 @@ struct ms_zset *ms_zset_create(struct memdb *db, const char *key, size_t len) {
 
 struct ms_string *ms_string_create(struct memdb *db, const char *key, size_t len) {
   return create(db, key, len, MS_STRING)->v.str;
+}
+
+struct ms_hash *ms_hash_create(struct memdb *db, const char *key, size_t len) {
+  return create(db, key, len, MS_HASH)->v.hash;
+}
+
+struct ms_set *ms_set_create(struct memdb *db, const char *key, size_t len) {
+  return create(db, key, len, MS_SET)->v.set;
+}
+
+struct ms_list *ms_list_create(struct memdb *db, const char *key, size_t len) {
+  return create(db, key, len, MS_LIST)->v.list;
 }
 
 int ms_key_delete(struct memdb *db, const char *key, size_t len) {
