@@ -87,6 +87,23 @@ describe("ls.redis.call", function()
     assert.equal("redis XREADGROUP: no reply within 1000ms (the command may still run on the server)",
                  rec.err)
     assert.equal("ack", app:received("ledger")[1].outcome)
+    -- The late reply finds nobody waiting and is dropped; calls go on.
+    assert(app:command("XADD", "quiet", "*", "a", "1"))
+    app:publish("payments", { op = "post", id = 1, account = "acme", amount = 7 })
+    assert.equal("number:7", last(app, "posted").balance)
+    assert.equal(1, #app:records("timed out"))
+  end)
+
+  it("drops the reply of a call whose handler was abandoned at the shutdown deadline", function()
+    local app = start("redis_call")
+    local id = app:publish("payments", { op = "forever" })
+    assert.equal(0, #app:received("ledger"))
+    assert.equal(id, app:pending("payments", "ledger")[1].id)
+    app:stop() -- abandons the job, then closes the connection under its call
+    assert.equal(1, #app:records("shutdown deadline reached"))
+    assert.equal("1", app:records("shutdown deadline reached")[1].unfinished)
+    assert.equal(0, #app:records("never"))
+    assert.equal(0, #app:received("ledger"))
   end)
 
   it("fails a handler file that calls Redis at load, saying why", function()
