@@ -6,8 +6,8 @@
  * resumed in exactly one place (run() in jobs.c). The body is checked and
  * decoded in C (core.message in corelib.c, json_decode.h), inside the
  * coroutine, before the handler runs. Host functions that wait
- * (ls.sleep) record a pending operation and yield; the loop
- * callback resumes the coroutine. Every call into user code is protected: an
+ * (ls.sleep, ls.redis.call) record a pending operation and yield; the loop
+ * callback (a timer, a broker reply) resumes the coroutine. Every call into user code is protected: an
  * error comes back as an RT_ERROR result carrying the message and traceback,
  * never as a crash. */
 #ifndef LUASTREAM_RUNTIME_H
