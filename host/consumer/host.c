@@ -660,4 +660,5 @@ void host_free(host *h) {
   free(h->why_failed);
   free(h);
   entry_pool_trim();
+  rt_trim();
 }

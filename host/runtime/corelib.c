@@ -104,6 +104,55 @@ static int core_sleep(lua_State *L) {
 
 #define CALL_ARGS_STACK 32
 
+/* Commands a handler may not send on the connection all handlers share:
+ * those that change the connection itself for everyone (its mode, db, user,
+ * protocol, or which reply answers which command), and those that block it,
+ * holding up every other handler's calls behind them. */
+static const struct {
+  const char *name;
+  const char *why;
+} refused_commands[] = {
+#define SHARED "it would change the connection every handler shares"
+#define BLOCKS "it blocks the connection every handler shares; poll instead"
+    {"SUBSCRIBE", SHARED},  {"PSUBSCRIBE", SHARED}, {"SSUBSCRIBE", SHARED},
+    {"UNSUBSCRIBE", SHARED}, {"PUNSUBSCRIBE", SHARED}, {"SUNSUBSCRIBE", SHARED},
+    {"MONITOR", SHARED},    {"CLIENT", SHARED},     {"MULTI", SHARED},
+    {"EXEC", SHARED},       {"DISCARD", SHARED},    {"WATCH", SHARED},
+    {"UNWATCH", SHARED},    {"SELECT", SHARED},     {"AUTH", SHARED},
+    {"HELLO", SHARED},      {"RESET", SHARED},      {"QUIT", SHARED},
+    {"BLPOP", BLOCKS},      {"BRPOP", BLOCKS},      {"BRPOPLPUSH", BLOCKS},
+    {"BLMOVE", BLOCKS},     {"BLMPOP", BLOCKS},     {"BZPOPMIN", BLOCKS},
+    {"BZPOPMAX", BLOCKS},   {"BZMPOP", BLOCKS},     {"WAIT", BLOCKS},
+    {"WAITAOF", BLOCKS},
+#undef SHARED
+#undef BLOCKS
+};
+
+static bool word_is(const char *s, size_t len, const char *word) {
+  size_t n = strlen(word);
+  if (len != n) return false;
+  for (size_t i = 0; i < n; i++)
+    if ((s[i] & ~0x20) != word[i]) return false; /* ASCII upper case; word is upper case */
+  return true;
+}
+
+/* Why a handler may not send the command at stack index first..top, or NULL. */
+static const char *refused(lua_State *L, int first) {
+  size_t len;
+  const char *cmd = lua_tolstring(L, first, &len);
+  for (size_t i = 0; i < sizeof refused_commands / sizeof refused_commands[0]; i++)
+    if (word_is(cmd, len, refused_commands[i].name)) return refused_commands[i].why;
+  /* XREAD / XREADGROUP ... BLOCK ms */
+  if (word_is(cmd, len, "XREAD") || word_is(cmd, len, "XREADGROUP"))
+    for (int i = first + 1; i <= lua_gettop(L); i++) {
+      size_t alen;
+      /* strings only: lua_tolstring would rewrite a number in place, inexactly */
+      const char *a = lua_type(L, i) == LUA_TSTRING ? lua_tolstring(L, i, &alen) : NULL;
+      if (a && word_is(a, alen, "BLOCK")) return "BLOCK blocks the connection every handler shares; read without it";
+    }
+  return NULL;
+}
+
 /* core.redis(name, timeout_ms, cmd, ...)  sends the command (strings as they
  * are, numbers as Redis scripting writes them: an integral one as the integer
  * it is) and yields until its answer, which core.redis_result gives. Does not
@@ -123,11 +172,19 @@ static int core_redis(lua_State *L) {
   int argc = lua_gettop(L) - 2;
   if (argc < 1) return luaL_error(L, "%s: no command given", name);
   if (lua_type(L, 3) != LUA_TSTRING) return luaL_error(L, "%s: the command must be a string", name);
+  const char *why = refused(L, 3);
+  if (why) { /* where the handler called, as for a call at load */
+    luaL_where(L, 2);
+    lua_pushfstring(L, "%s: %s is not available to handlers: %s", name, lua_tostring(L, 3), why);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
   for (int i = 3; i <= lua_gettop(L); i++) {
     int t = lua_type(L, i);
     if (t == LUA_TNUMBER) {
       char num[JSON_NUMBER_MAX];
-      size_t len = json_format_number(lua_tonumber(L, i), num);
+      lua_Number v = lua_tonumber(L, i);
+      size_t len = json_format_number(v == 0 ? 0 : v, num); /* -0 as 0: Redis wants an integer */
       if (len == 0) return luaL_error(L, "%s: argument %d is not a finite number", name, i - 2);
       lua_pushlstring(L, num, len);
       lua_replace(L, i); /* anchored on the stack until the command is sent */
@@ -150,7 +207,9 @@ static int core_redis(lua_State *L) {
     }
   }
   for (int i = 0; i < argc; i++) argv[i] = lua_tolstring(L, i + 3, &argvlen[i]);
-  int rc = job_call(job, argc, argv, argvlen, timeout > 0 ? (uint64_t)timeout : 0);
+  /* at most a day: past it the cast would be undefined, and nothing waits a day */
+  uint64_t timeout_ms = timeout > 0 ? (timeout < 86400000 ? (uint64_t)timeout : 86400000) : 0;
+  int rc = job_call(job, argc, argv, argvlen, timeout_ms);
   if (argv != stack_argv) {
     free(argv);
     free(argvlen);

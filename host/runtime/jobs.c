@@ -38,6 +38,15 @@ static struct call *call_get(void) {
   return malloc(sizeof *c);
 }
 
+void jobs_calls_trim(void) {
+  while (spare_calls) {
+    struct call *c = spare_calls;
+    spare_calls = c->next;
+    free(c);
+  }
+  nspare_calls = 0;
+}
+
 static void call_put(struct call *c) {
   if (nspare_calls >= CALLS_KEPT) {
     free(c);
@@ -305,10 +314,20 @@ static void run(struct rt_job *job, int nargs) {
   int rc = lua_resume(job->co, nargs);
   watchdog_leave();
   j->current = NULL;
+  /* A call's reply is the broker's only during its callback: whatever the
+   * coroutine did not take of it is gone now. */
+  job->reply = NULL;
   if (rc == LUA_YIELD) {
     if (job->op != OP_NONE) return; /* waiting: a loop callback resumes it */
     finish_failed(job, "coroutine.yield called in a handler: only ls.sleep and ls.redis may wait");
-  } else if (rc == 0) {
+    return;
+  }
+  /* Finished with a wait still armed (its yield raised across a C boundary
+   * and the handler caught it): nothing may resume this coroutine again. */
+  if (job->timer) timer_stop(job->timer);
+  call_detach(job);
+  job->op = OP_NONE;
+  if (rc == 0) {
     finish_returned(job);
   } else {
     finish_failed(job, NULL);
@@ -411,6 +430,9 @@ int job_call(struct rt_job *job, int argc, const char **argv, const size_t *argv
   wait_reset(job);
   if (env == NULL || env->broker == NULL || env->calls == NULL || env->clock == NULL) return -1;
   if (timeout_ms == 0) timeout_ms = env->call_timeout_ms ? env->call_timeout_ms : RT_CALL_TIMEOUT_MS;
+  /* The timer first: once the command is sent, nothing may fail unsaid. */
+  if (job->timer == NULL) job->timer = timer_new(env->clock, timer_done, job);
+  if (job->timer == NULL) return -2;
   struct call *c = call_get();
   if (c == NULL) return -2;
   c->job = job;
@@ -427,11 +449,7 @@ int job_call(struct rt_job *job, int argc, const char **argv, const size_t *argv
   }
   job->call_timeout_ms = timeout_ms;
   job->call = c;
-  int rc = arm(job, timeout_ms);
-  if (rc != 0) { /* the reply will be dropped */
-    call_detach(job);
-    return rc;
-  }
+  timer_start(job->timer, timeout_ms);
   job->op = OP_CALL;
   return 0;
 }

@@ -95,4 +95,8 @@ int job_call(struct rt_job *job, int argc, const char **argv, const size_t *argv
  * lost: ..."). */
 const struct bk_reply *job_call_reply(struct rt_job *job, const char **err);
 
+/* Frees the spare records of handlers' Redis calls (at exit, so that nothing
+ * is left allocated). */
+void jobs_calls_trim(void);
+
 #endif

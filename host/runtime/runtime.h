@@ -170,4 +170,8 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data);
 /* Checks that text is one JSON value (used by `luastream publish`). */
 bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen);
 
+/* Frees what the runtime keeps for reuse across handlers (the records of
+ * handlers' Redis calls), at exit, so that nothing is left allocated. */
+void rt_trim(void);
+
 #endif
