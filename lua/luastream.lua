@@ -154,7 +154,8 @@ end
 -- {ok = "..."}, an error inside an array -> {err = "..."}.
 --   call(cmd, ...)   the reply; raises on an error reply, a timeout or a lost
 --                    connection (the entry then stays pending, as with any error)
---   pcall(cmd, ...)  the reply, or nil and the error's text
+--   pcall(cmd, ...)  the reply, or nil and the error's text (a refused command or a bad
+--                    argument raises all the same: a mistake, not a reply)
 --   with_timeout(ms | "2s") -> {call = ..., pcall = ...} with that timeout
 --                    instead of the host's (5 s unless set)
 -- A call is never sent again on its own: after a timeout or a lost

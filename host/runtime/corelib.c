@@ -120,6 +120,8 @@ static const struct {
     {"EXEC", SHARED},       {"DISCARD", SHARED},    {"WATCH", SHARED},
     {"UNWATCH", SHARED},    {"SELECT", SHARED},     {"AUTH", SHARED},
     {"HELLO", SHARED},      {"RESET", SHARED},      {"QUIT", SHARED},
+    {"SYNC", SHARED},       {"PSYNC", SHARED},      {"REPLCONF", SHARED},
+    {"READONLY", SHARED},   {"READWRITE", SHARED},  {"ASKING", SHARED},
     {"BLPOP", BLOCKS},      {"BRPOP", BLOCKS},      {"BRPOPLPUSH", BLOCKS},
     {"BLMOVE", BLOCKS},     {"BLMPOP", BLOCKS},     {"BZPOPMIN", BLOCKS},
     {"BZPOPMAX", BLOCKS},   {"BZMPOP", BLOCKS},     {"WAIT", BLOCKS},
@@ -148,6 +150,7 @@ static const char *refused(lua_State *L, int first) {
       size_t alen;
       /* strings only: lua_tolstring would rewrite a number in place, inexactly */
       const char *a = lua_type(L, i) == LUA_TSTRING ? lua_tolstring(L, i, &alen) : NULL;
+      if (a && word_is(a, alen, "STREAMS")) break; /* keys and ids from here on */
       if (a && word_is(a, alen, "BLOCK")) return "BLOCK blocks the connection every handler shares; read without it";
     }
   return NULL;

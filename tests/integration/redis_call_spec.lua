@@ -27,7 +27,7 @@ end
 
 function ops.wait(p)
   ls.log.info("about to call", { payment_id = p.id })
-  ls.sleep(1500) -- the test pauses writes on the server meanwhile
+  ls.sleep(3000) -- the test pauses writes on the server meanwhile
   local v, err = ls.redis.with_timeout("60s").pcall("SET", "paused", p.id)
   ls.log.info("waited", { payment_id = p.id, v = tostring(v), err = err })
 end
@@ -81,6 +81,7 @@ describe("ls.redis.call on a real server", function()
     host:wait_records({ msg = "about to call" }, 1, 20, "the handler running")
     -- writes wait on the server: the handler's SET stays in flight
     srv:cli("CLIENT", "PAUSE", "60000", "WRITE")
+    finally(function() pcall(srv.cli, srv, "CLIENT", "UNPAUSE") end)
     helper.wait_until(function() return srv:blocked_clients("set") == 1 end, 20, "the SET in flight")
     srv:cli("CLIENT", "KILL", "TYPE", "normal")
     local rec = host:wait_records({ msg = "waited" }, 1, 20, "the call failed")[1]
