@@ -11,7 +11,8 @@
 local has_core, core = pcall(require, "luastream.core")
 if not has_core then
   local function outside() error("only available inside a running luastream host", 3) end
-  core = { version = "outside a host", log = outside, sleep = outside }
+  core = { version = "outside a host", log = outside, sleep = outside, redis = outside,
+           redis_result = outside }
 end
 
 -- Outside a host, the test harness module (luastream_testing.so) offers what
@@ -142,6 +143,46 @@ function ls.sleep(delay)
   local ms, why = ls.duration(delay)
   if not ms then error("ls.sleep: delay " .. why, 2) end
   return core.sleep(ms)
+end
+
+---------------------------------------------------------------- redis
+
+-- Commands on the host's own server, from a running handler. The handler
+-- waits (the other lanes keep running); calls of many handlers at once share
+-- one connection, pipelined. Replies read as in Redis scripting: bulk ->
+-- string, integer -> number, nil -> false, array -> table, status ->
+-- {ok = "..."}, an error inside an array -> {err = "..."}.
+--   call(cmd, ...)   the reply; raises on an error reply, a timeout or a lost
+--                    connection (the entry then stays pending, as with any error)
+--   pcall(cmd, ...)  the reply, or nil and the error's text (a refused command or a bad
+--                    argument raises all the same: a mistake, not a reply)
+--   with_timeout(ms | "2s") -> {call = ..., pcall = ...} with that timeout
+--                    instead of the host's (5 s unless set)
+-- A call is never sent again on its own: after a timeout or a lost
+-- connection the command may or may not have run.
+local function redis_client(ms)
+  local send, result = core.redis, core.redis_result
+  local client = {}
+  function client.call(...)
+    send("ls.redis.call", ms, ...)
+    local reply, err = result()
+    if reply == nil then error(err, 2) end
+    return reply
+  end
+  function client.pcall(...)
+    send("ls.redis.pcall", ms, ...)
+    return result()
+  end
+  return client
+end
+
+ls.redis = redis_client(0)
+
+function ls.redis.with_timeout(timeout)
+  local ms, why = ls.duration(timeout)
+  if not ms then error("ls.redis.with_timeout: timeout " .. why, 2) end
+  if ms <= 0 then error("ls.redis.with_timeout: timeout must be above 0", 2) end
+  return redis_client(math.ceil(ms))
 end
 
 ---------------------------------------------------------------- logging

@@ -17,7 +17,7 @@ local build = assert(arg[1], "usage: luajit tests/check_layers.lua BUILD_DIR")
 local ALLOWED = {
   base = {},
   broker = { base = true },
-  runtime = { base = true },
+  runtime = { base = true, broker = true },
   consumer = { base = true, broker = true, runtime = true },
   cli = { base = true, broker = true, runtime = true, consumer = true },
   memredis = { base = true, broker = true },

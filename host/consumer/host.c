@@ -26,8 +26,9 @@ struct host {
   char identity[LEASE_IDENTITY_MAX]; /* this host's lease value */
   broker *b;
   lclock *clock;
-  struct rt_env env;        /* what handlers see: the clock, the delivery hook */
+  struct rt_env env;        /* what handlers see: the clock, the delivery hook, calls */
   bk_conn *cmd;
+  bk_conn *calls;           /* handlers' own commands (ls.redis.call), in env too */
   struct slots slots;       /* the handler files and what runs each */
   struct reloader reload;   /* hot reload of dir */
   size_t undrained;         /* subscriptions created and not drained yet */
@@ -231,8 +232,18 @@ static void start_subscriptions(host *h) {
   if (h->reload_wanted) host_reload(h, false);
 }
 
+/* Closes the handlers' connection: calls still in flight fail ("connection
+ * closed"), and a job abandoned meanwhile is never touched (jobs.c). */
+static void close_calls(host *h) {
+  bk_conn *calls = h->calls;
+  h->calls = NULL;
+  h->env.calls = NULL;
+  if (calls) bk_conn_close(h->b, calls);
+}
+
 static void finish_stop(host *h) {
   if (h->deadline_timer) timer_stop(h->deadline_timer);
+  close_calls(h);
   if (h->cmd) {
     bk_conn_close(h->b, h->cmd);
     h->cmd = NULL;
@@ -487,6 +498,11 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   reload_init(&h->reload, h->dir, &h->env, &h->slots, &ops);
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
   if (h->cmd) bk_conn_on_fault(h->b, h->cmd, cmd_fault);
+  /* Not the read connections (they sit in BLOCK) nor the writer's: a slow
+   * handler command must delay no ack. */
+  h->calls = bk_conn_open(h->b, "calls", NULL, NULL);
+  h->env.broker = h->b;
+  h->env.calls = h->calls;
 }
 
 /* The shutdown deadline: every subscription still stopping drops its running
@@ -633,6 +649,7 @@ void host_free(host *h) {
     free(sl->consumer);
   }
   if (h->cmd) bk_conn_close(h->b, h->cmd);
+  close_calls(h);
   if (h->info_timer) timer_free(h->info_timer);
   if (h->deadline_timer) timer_free(h->deadline_timer);
   if (h->reap_timer) timer_free(h->reap_timer);
@@ -643,4 +660,5 @@ void host_free(host *h) {
   free(h->why_failed);
   free(h);
   entry_pool_trim();
+  rt_trim();
 }

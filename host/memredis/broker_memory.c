@@ -109,6 +109,29 @@ static bk_reply *cmd_ping(struct memdb *db, struct ms_call *c) {
   return c->argc == 2 ? mr_bulk(c->argv[1], c->argvlen[1]) : mr_status("PONG");
 }
 
+/* DEBUG SLEEP seconds: the connection's reply comes after that much virtual
+ * time. A real server stops altogether meanwhile; here only this connection
+ * waits, which is what a client of it sees. Other DEBUG subcommands are not
+ * modelled. */
+static bk_reply *cmd_debug(struct memdb *db, struct ms_call *c) {
+  (void)db;
+  if (!ms_arg_is(c, 1, "sleep") || c->argc != 3)
+    return mr_err("ERR the in-memory Redis of luastream.testing models only DEBUG SLEEP seconds");
+  char num[64];
+  size_t n = c->argvlen[2] < sizeof num - 1 ? c->argvlen[2] : sizeof num - 1;
+  memcpy(num, c->argv[2], n);
+  num[n] = '\0';
+  char *end;
+  double sec = strtod(num, &end);
+  if (n == 0 || *end != '\0' || !(sec == sec)) return mr_err("ERR value is not a valid float");
+  if (sec <= 0 || c->multi || c->script) return mr_status("OK"); /* no wait inside EXEC */
+  double ms = sec * 1000.0;
+  c->blocked = true;
+  c->block = (struct ms_block){.timeout_ms = ms < 1 ? 1 : ms > 1e12 ? (long long)1e12 : (long long)ms,
+                               .claim_ms = -1, .ok_at_timeout = true};
+  return NULL;
+}
+
 static bk_reply *cmd_info(struct memdb *db, struct ms_call *c) {
   char buf[256];
   if (c->argc > 1 && !ms_arg_is(c, 1, "server") && !ms_arg_is(c, 1, "all") &&
@@ -190,6 +213,7 @@ static const struct cmddef commands[] = {
     {"exists", -2, ms_cmd_exists, 0, NULL},
     {"type", 2, ms_cmd_type, 0, NULL},
     {"flushall", -1, ms_cmd_flushall, 0, NULL},
+    {"debug", -2, cmd_debug, F_NOSCRIPT, NULL},
     {"multi", 1, NULL, F_NOSCRIPT, NULL},
     {"exec", 1, NULL, F_NOSCRIPT, NULL},
     {"discard", 1, NULL, F_NOSCRIPT, NULL},
@@ -449,7 +473,7 @@ static void on_claim_due(ltimer *t, void *data) {
 static void on_block_timeout(ltimer *t, void *data) {
   (void)t;
   struct mconn *c = data;
-  if (c->blocked) answer(c, mr_nil());
+  if (c->blocked) answer(c, c->blk.ok_at_timeout ? mr_status("OK") : mr_nil());
 }
 
 /* ---- connections ---- */

@@ -4,20 +4,26 @@
  * yields (job_sleep), and the timer resumes the coroutine. It may be called
  * only from the job's own coroutine, which is checked, not assumed. message
  * decodes the running entry's body, entry hands its id and fields to ctx.
+ * redis sends a handler's command on the host's calls connection (job_call)
+ * and yields until the reply, which redis_result then converts inside the
+ * coroutine (redis_reply.h), where an error fails only this entry.
  * (ctx:publish needs no C: its entries are written with the outcome.) */
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "duration.h"
 #include "entry.h"
 #include "json_decode.h"
+#include "json_encode.h"
 #include "log.h"
 #include "corelib.h"
 #include "jobs.h"
+#include "redis_reply.h"
 #include "runtime.h"
 #include "wire.h"
 
@@ -94,6 +100,144 @@ static int core_sleep(lua_State *L) {
   if (rc == -1) return luaL_error(L, "ls.sleep: no clock in this host");
   if (rc != 0) return luaL_error(L, "ls.sleep: out of memory");
   return lua_yield(L, 0);
+}
+
+#define CALL_ARGS_STACK 32
+
+/* Commands a handler may not send on the connection all handlers share:
+ * those that change the connection itself for everyone (its mode, db, user,
+ * protocol, or which reply answers which command), and those that block it,
+ * holding up every other handler's calls behind them. */
+static const struct {
+  const char *name;
+  const char *why;
+} refused_commands[] = {
+#define SHARED "it would change the connection every handler shares"
+#define BLOCKS "it blocks the connection every handler shares; poll instead"
+    {"SUBSCRIBE", SHARED},  {"PSUBSCRIBE", SHARED}, {"SSUBSCRIBE", SHARED},
+    {"UNSUBSCRIBE", SHARED}, {"PUNSUBSCRIBE", SHARED}, {"SUNSUBSCRIBE", SHARED},
+    {"MONITOR", SHARED},    {"CLIENT", SHARED},     {"MULTI", SHARED},
+    {"EXEC", SHARED},       {"DISCARD", SHARED},    {"WATCH", SHARED},
+    {"UNWATCH", SHARED},    {"SELECT", SHARED},     {"AUTH", SHARED},
+    {"HELLO", SHARED},      {"RESET", SHARED},      {"QUIT", SHARED},
+    {"SYNC", SHARED},       {"PSYNC", SHARED},      {"REPLCONF", SHARED},
+    {"READONLY", SHARED},   {"READWRITE", SHARED},  {"ASKING", SHARED},
+    {"BLPOP", BLOCKS},      {"BRPOP", BLOCKS},      {"BRPOPLPUSH", BLOCKS},
+    {"BLMOVE", BLOCKS},     {"BLMPOP", BLOCKS},     {"BZPOPMIN", BLOCKS},
+    {"BZPOPMAX", BLOCKS},   {"BZMPOP", BLOCKS},     {"WAIT", BLOCKS},
+    {"WAITAOF", BLOCKS},
+#undef SHARED
+#undef BLOCKS
+};
+
+static bool word_is(const char *s, size_t len, const char *word) {
+  size_t n = strlen(word);
+  if (len != n) return false;
+  for (size_t i = 0; i < n; i++)
+    if ((s[i] & ~0x20) != word[i]) return false; /* ASCII upper case; word is upper case */
+  return true;
+}
+
+/* Why a handler may not send the command at stack index first..top, or NULL. */
+static const char *refused(lua_State *L, int first) {
+  size_t len;
+  const char *cmd = lua_tolstring(L, first, &len);
+  for (size_t i = 0; i < sizeof refused_commands / sizeof refused_commands[0]; i++)
+    if (word_is(cmd, len, refused_commands[i].name)) return refused_commands[i].why;
+  /* XREAD / XREADGROUP ... BLOCK ms */
+  if (word_is(cmd, len, "XREAD") || word_is(cmd, len, "XREADGROUP"))
+    for (int i = first + 1; i <= lua_gettop(L); i++) {
+      size_t alen;
+      /* strings only: lua_tolstring would rewrite a number in place, inexactly */
+      const char *a = lua_type(L, i) == LUA_TSTRING ? lua_tolstring(L, i, &alen) : NULL;
+      if (a && word_is(a, alen, "STREAMS")) break; /* keys and ids from here on */
+      if (a && word_is(a, alen, "BLOCK")) return "BLOCK blocks the connection every handler shares; read without it";
+    }
+  return NULL;
+}
+
+/* core.redis(name, timeout_ms, cmd, ...)  sends the command (strings as they
+ * are, numbers as Redis scripting writes them: an integral one as the integer
+ * it is) and yields until its answer, which core.redis_result gives. Does not
+ * yield when nothing was sent (not connected): redis_result says why.
+ * timeout_ms 0: the host's default. name is the Lua function, for errors. */
+static int core_redis(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  struct rt_job *job = jobs_running_on(self(L)->jobs, L);
+  if (job == NULL) { /* say where the handler called, not where luastream.lua did */
+    luaL_where(L, 2);
+    lua_pushfstring(L, "%s may only be called while handling an entry, from the handler's own "
+                       "coroutine (not while the file loads)", name);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
+  lua_Number timeout = luaL_checknumber(L, 2);
+  int argc = lua_gettop(L) - 2;
+  if (argc < 1) return luaL_error(L, "%s: no command given", name);
+  if (lua_type(L, 3) != LUA_TSTRING) return luaL_error(L, "%s: the command must be a string", name);
+  const char *why = refused(L, 3);
+  if (why) { /* where the handler called, as for a call at load */
+    luaL_where(L, 2);
+    lua_pushfstring(L, "%s: %s is not available to handlers: %s", name, lua_tostring(L, 3), why);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
+  for (int i = 3; i <= lua_gettop(L); i++) {
+    int t = lua_type(L, i);
+    if (t == LUA_TNUMBER) {
+      char num[JSON_NUMBER_MAX];
+      lua_Number v = lua_tonumber(L, i);
+      size_t len = json_format_number(v == 0 ? 0 : v, num); /* -0 as 0: Redis wants an integer */
+      if (len == 0) return luaL_error(L, "%s: argument %d is not a finite number", name, i - 2);
+      lua_pushlstring(L, num, len);
+      lua_replace(L, i); /* anchored on the stack until the command is sent */
+    } else if (t != LUA_TSTRING) {
+      return luaL_error(L, "%s: argument %d must be a string or a number, got %s", name, i - 2,
+                        luaL_typename(L, i));
+    }
+  }
+  const char *stack_argv[CALL_ARGS_STACK];
+  size_t stack_len[CALL_ARGS_STACK];
+  const char **argv = stack_argv;
+  size_t *argvlen = stack_len;
+  if (argc > CALL_ARGS_STACK) {
+    argv = malloc((size_t)argc * sizeof *argv);
+    argvlen = malloc((size_t)argc * sizeof *argvlen);
+    if (argv == NULL || argvlen == NULL) {
+      free(argv);
+      free(argvlen);
+      return luaL_error(L, "%s: out of memory", name);
+    }
+  }
+  for (int i = 0; i < argc; i++) argv[i] = lua_tolstring(L, i + 3, &argvlen[i]);
+  /* at most a day: past it the cast would be undefined, and nothing waits a day */
+  uint64_t timeout_ms = timeout > 0 ? (timeout < 86400000 ? (uint64_t)timeout : 86400000) : 0;
+  int rc = job_call(job, argc, argv, argvlen, timeout_ms);
+  if (argv != stack_argv) {
+    free(argv);
+    free(argvlen);
+  }
+  if (rc == -1) return luaL_error(L, "%s: this host offers no Redis connection to handlers", name);
+  if (rc == -2) return luaL_error(L, "%s: out of memory", name);
+  if (rc == -3) return 0;
+  return lua_yield(L, 0);
+}
+
+/* core.redis_result() -> the reply of the job's last core.redis converted
+ * (redis_reply.h), or nil and a message: the text of an error reply, a
+ * timeout, a lost connection. */
+static int core_redis_result(lua_State *L) {
+  struct rt_job *job = current_job(L, "ls.redis");
+  const char *err;
+  const bk_reply *r = job_call_reply(job, &err);
+  if (r != NULL && r->type != BK_ERROR) {
+    redis_reply_push(L, r);
+    return 1;
+  }
+  lua_pushnil(L);
+  if (r) lua_pushlstring(L, r->str ? r->str : "", r->str ? r->len : 0);
+  else lua_pushstring(L, err);
+  return 2;
 }
 
 /* The entry of job number seq (argument 1), which must be the running one:
@@ -306,8 +450,9 @@ int core_open(lua_State *L, struct core *c) {
   static const luaL_Reg fns[] = {{"log", core_log},     {"sleep", core_sleep},
                                  {"entry", core_entry}, {"field", core_field},
                                  {"message", core_message}, {"source_id", core_source_id},
-                                 {"deliveries", core_deliveries}, {NULL, NULL}};
-  lua_createtable(L, 0, 14);
+                                 {"deliveries", core_deliveries}, {"redis", core_redis},
+                                 {"redis_result", core_redis_result}, {NULL, NULL}};
+  lua_createtable(L, 0, 16);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);
     lua_pushcclosure(L, f->func, 1);

@@ -2,15 +2,60 @@
 #include "jobs.h"
 
 #include <lauxlib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker.h"
 #include "clock.h"
 #include "entry.h"
 #include "watchdog.h"
 #include "wire.h"
 
-enum job_op { OP_NONE, OP_SLEEP };
+enum job_op { OP_NONE, OP_SLEEP, OP_CALL };
+
+/* One ls.redis.call in flight: what the broker's callback holds. The broker
+ * calls back exactly once, possibly long after the job stopped waiting for
+ * it (it timed out, was abandoned, or its state closed): job is then NULL and
+ * the reply is dropped without touching Lua. Records are kept on a free list,
+ * so steady calls allocate nothing. */
+struct call {
+  struct rt_job *job; /* the job waiting for this reply, else NULL */
+  struct call *next;  /* the free list */
+};
+
+#define CALLS_KEPT 256 /* spare records kept for reuse */
+static struct call *spare_calls;
+static size_t nspare_calls;
+
+static struct call *call_get(void) {
+  struct call *c = spare_calls;
+  if (c) {
+    spare_calls = c->next;
+    nspare_calls--;
+    return c;
+  }
+  return malloc(sizeof *c);
+}
+
+void jobs_calls_trim(void) {
+  while (spare_calls) {
+    struct call *c = spare_calls;
+    spare_calls = c->next;
+    free(c);
+  }
+  nspare_calls = 0;
+}
+
+static void call_put(struct call *c) {
+  if (nspare_calls >= CALLS_KEPT) {
+    free(c);
+    return;
+  }
+  c->next = spare_calls;
+  spare_calls = c;
+  nspare_calls++;
+}
 
 /* One entry running in its own coroutine. */
 struct rt_job {
@@ -22,7 +67,15 @@ struct rt_job {
   rt_done_fn *done;
   void *data;
   enum job_op op;         /* what the coroutine waits for, OP_NONE while running */
-  ltimer *timer;          /* for ls.sleep, created on first use */
+  ltimer *timer;          /* ls.sleep, a call's timeout; created on first use */
+  struct call *call;      /* OP_CALL: the call in flight */
+  uint64_t call_timeout_ms;
+  char call_name[32];     /* the command, for messages */
+  /* A call's answer while the job runs after it (job_call_reply): the reply
+   * (the broker's, valid until the coroutine next yields), else why not. */
+  const bk_reply *reply;
+  const char *reply_err;
+  char reply_why[160];
   struct rt_job *prev, *next; /* the pool's running jobs, for jobs_abandon */
 };
 
@@ -36,7 +89,14 @@ void jobs_init(struct jobs *j, lua_State *L, const struct handler_spec *spec, co
   j->dispatch_ref = LUA_NOREF;
 }
 
+/* The job stops waiting for its call, if any: the reply will be dropped. */
+static void call_detach(struct rt_job *job) {
+  if (job->call) job->call->job = NULL;
+  job->call = NULL;
+}
+
 static void job_destroy(struct jobs *j, struct rt_job *job) {
+  call_detach(job);
   luaL_unref(j->L, LUA_REGISTRYINDEX, job->co_ref); /* the coroutine is garbage now */
   if (job->timer) timer_free(job->timer);
   free(job);
@@ -124,7 +184,10 @@ static void job_end(struct rt_job *job, bool reusable) {
     /* A wait the handler caught (ls.sleep under a C boundary raises after
      * arming the timer) must not fire on the idle job. */
     if (job->timer) timer_stop(job->timer);
+    call_detach(job);
     job->op = OP_NONE;
+    job->reply = NULL;
+    job->reply_err = NULL;
     lua_settop(job->co, 0);
     job->e = NULL;
     job->done = NULL;
@@ -251,10 +314,20 @@ static void run(struct rt_job *job, int nargs) {
   int rc = lua_resume(job->co, nargs);
   watchdog_leave();
   j->current = NULL;
+  /* A call's reply is the broker's only during its callback: whatever the
+   * coroutine did not take of it is gone now. */
+  job->reply = NULL;
   if (rc == LUA_YIELD) {
     if (job->op != OP_NONE) return; /* waiting: a loop callback resumes it */
-    finish_failed(job, "coroutine.yield called in a handler: only ls.sleep may wait");
-  } else if (rc == 0) {
+    finish_failed(job, "coroutine.yield called in a handler: only ls.sleep and ls.redis may wait");
+    return;
+  }
+  /* Finished with a wait still armed (its yield raised across a C boundary
+   * and the handler caught it): nothing may resume this coroutine again. */
+  if (job->timer) timer_stop(job->timer);
+  call_detach(job);
+  job->op = OP_NONE;
+  if (rc == 0) {
     finish_returned(job);
   } else {
     finish_failed(job, NULL);
@@ -290,20 +363,101 @@ struct entry *jobs_entry(const struct jobs *j, double seq) {
   return j->current && j->current->seq == seq ? j->current->e : NULL;
 }
 
-static void sleep_done(ltimer *t, void *data) {
+/* The job's timer: a sleep is over, or a call waited too long. */
+static void timer_done(ltimer *t, void *data) {
   (void)t;
   struct rt_job *job = data;
+  if (job->op == OP_CALL) {
+    call_detach(job);
+    snprintf(job->reply_why, sizeof job->reply_why,
+             "redis %s: no reply within %llums (the command may still run on the server)",
+             job->call_name, (unsigned long long)job->call_timeout_ms);
+    job->reply_err = job->reply_why;
+  }
   job->op = OP_NONE;
   run(job, 0);
 }
 
-int job_sleep(struct rt_job *job, uint64_t ms) {
+/* Arms the job's timer; false when there is no clock or no memory. */
+static int arm(struct rt_job *job, uint64_t ms) {
   const struct rt_env *env = job->pool->env;
   lclock *clock = env ? env->clock : NULL;
   if (clock == NULL) return -1;
-  if (job->timer == NULL) job->timer = timer_new(clock, sleep_done, job);
+  if (job->timer == NULL) job->timer = timer_new(clock, timer_done, job);
   if (job->timer == NULL) return -2;
-  job->op = OP_SLEEP;
   timer_start(job->timer, ms);
   return 0;
+}
+
+/* A new wait: a call the handler gave up on (its yield raised and was
+ * caught) is forgotten, and so is the last call's answer. */
+static void wait_reset(struct rt_job *job) {
+  call_detach(job);
+  job->reply = NULL;
+  job->reply_err = NULL;
+  job->op = OP_NONE;
+}
+
+int job_sleep(struct rt_job *job, uint64_t ms) {
+  wait_reset(job);
+  int rc = arm(job, ms);
+  if (rc == 0) job->op = OP_SLEEP;
+  return rc;
+}
+
+static void call_done(void *data, const bk_reply *r, const char *err) {
+  struct call *c = data;
+  struct rt_job *job = c->job;
+  call_put(c);
+  if (job == NULL) return; /* nobody waits for it any more */
+  job->call = NULL;
+  timer_stop(job->timer);
+  job->op = OP_NONE;
+  job->reply = r;
+  if (r == NULL) {
+    snprintf(job->reply_why, sizeof job->reply_why, "redis %s: %s", job->call_name,
+             err ? err : "no reply");
+    job->reply_err = job->reply_why;
+  }
+  run(job, 0);
+  /* The reply is the broker's only during this callback. The job may be
+   * gone or reused by now, but then its answer was cleared (job_end). */
+}
+
+int job_call(struct rt_job *job, int argc, const char **argv, const size_t *argvlen,
+             uint64_t timeout_ms) {
+  const struct rt_env *env = job->pool->env;
+  wait_reset(job);
+  if (env == NULL || env->broker == NULL || env->calls == NULL || env->clock == NULL) return -1;
+  if (timeout_ms == 0) timeout_ms = env->call_timeout_ms ? env->call_timeout_ms : RT_CALL_TIMEOUT_MS;
+  /* The timer first: once the command is sent, nothing may fail unsaid. */
+  if (job->timer == NULL) job->timer = timer_new(env->clock, timer_done, job);
+  if (job->timer == NULL) return -2;
+  struct call *c = call_get();
+  if (c == NULL) return -2;
+  c->job = job;
+  c->next = NULL;
+  size_t n = argvlen[0] < sizeof job->call_name - 1 ? argvlen[0] : sizeof job->call_name - 1;
+  memcpy(job->call_name, argv[0], n);
+  job->call_name[n] = '\0';
+  if (bk_command(env->broker, env->calls, argc, argv, argvlen, call_done, c) != 0) {
+    call_put(c);
+    snprintf(job->reply_why, sizeof job->reply_why,
+             "redis %s: not connected (the host reconnects by itself)", job->call_name);
+    job->reply_err = job->reply_why;
+    return -3;
+  }
+  job->call_timeout_ms = timeout_ms;
+  job->call = c;
+  timer_start(job->timer, timeout_ms);
+  job->op = OP_CALL;
+  return 0;
+}
+
+const bk_reply *job_call_reply(struct rt_job *job, const char **err) {
+  const bk_reply *r = job->reply;
+  *err = r ? NULL : job->reply_err ? job->reply_err : "redis: no call was made";
+  job->reply = NULL;
+  job->reply_err = NULL;
+  return r;
 }

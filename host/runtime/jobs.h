@@ -4,7 +4,9 @@
  * in jobs.c). A job whose coroutine returned goes back to an idle list with
  * its coroutine and its timer, so the next entry allocates nothing. A job
  * waits (ls.sleep) by arming its timer and yielding; the timer's callback
- * resumes it. The dispatcher's return values become an rt_result for the
+ * resumes it. A Redis call (ls.redis.call) waits the same way for the
+ * broker's reply, with the timer as its timeout; a reply that comes after
+ * the job stopped waiting is dropped. The dispatcher's return values become an rt_result for the
  * job's done callback. The pool knows nothing of loading or generations:
  * runtime.c owns those, and is told through a callback when a released pool
  * has no job left. */
@@ -76,5 +78,25 @@ struct entry *jobs_entry(const struct jobs *j, double seq);
  * coroutine (lua_yield), and the timer resumes it with no values. Returns 0,
  * -1 when the host has no clock, -2 when out of memory. */
 int job_sleep(struct rt_job *job, uint64_t ms);
+
+struct bk_reply;
+/* ls.redis.call: sends argv (copied before this returns) on the host's calls
+ * connection (rt_env) and waits at most timeout_ms (0: the host's default);
+ * the caller must then yield, and the job is resumed with no values once the
+ * reply came, the timeout passed or the connection failed: job_call_reply
+ * then says which. Returns 0, -1 when the host offers no Redis (or no
+ * clock), -2 when out of memory, -3 when the connection is not up (nothing
+ * was sent; job_call_reply says so, and the caller must not yield). */
+int job_call(struct rt_job *job, int argc, const char **argv, const size_t *argvlen,
+             uint64_t timeout_ms);
+/* The answer to the job's last call, once: the reply (valid until the
+ * coroutine next yields or returns), or NULL with *err saying why there is
+ * none ("redis GET: no reply within 5000ms ...", "redis GET: connection
+ * lost: ..."). */
+const struct bk_reply *job_call_reply(struct rt_job *job, const char **err);
+
+/* Frees the spare records of handlers' Redis calls (at exit, so that nothing
+ * is left allocated). */
+void jobs_calls_trim(void);
 
 #endif

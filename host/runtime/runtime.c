@@ -681,3 +681,5 @@ bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen) {
   lua_close(L);
   return c.ok;
 }
+
+void rt_trim(void) { jobs_calls_trim(); }

@@ -6,8 +6,8 @@
  * resumed in exactly one place (run() in jobs.c). The body is checked and
  * decoded in C (core.message in corelib.c, json_decode.h), inside the
  * coroutine, before the handler runs. Host functions that wait
- * (ls.sleep) record a pending operation and yield; the loop
- * callback resumes the coroutine. Every call into user code is protected: an
+ * (ls.sleep, ls.redis.call) record a pending operation and yield; the loop
+ * callback (a timer, a broker reply) resumes the coroutine. Every call into user code is protected: an
  * error comes back as an RT_ERROR result carrying the message and traceback,
  * never as a crash. */
 #ifndef LUASTREAM_RUNTIME_H
@@ -21,6 +21,8 @@
 
 struct entry;
 struct rt_result;
+struct broker;
+struct bk_conn;
 
 enum read_mode { READ_NEW, READ_CLAIMING, READ_RECLAIM };
 
@@ -46,9 +48,15 @@ struct handler_spec {
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler
- * is only loaded for validation (luastream check). */
+ * is only loaded for validation (luastream check), and so may the broker. */
 struct rt_env {
-  lclock *clock;         /* for ls.sleep */
+  lclock *clock;         /* for ls.sleep and the timeouts of ls.redis.call */
+  /* ls.redis.call: the host's server and a connection of its own for the
+   * handlers' commands (never the one a blocking read sits on); concurrent
+   * calls of many jobs are pipelined on it. NULL: calls raise. */
+  struct broker *broker;
+  struct bk_conn *calls;
+  uint64_t call_timeout_ms; /* per call unless the call says; 0: RT_CALL_TIMEOUT_MS */
   /* Optional: told of every finished delivery, before its outcome is applied
    * (the test harness records them). Arguments valid during the call only. */
   void (*on_delivery)(void *data, const struct handler_spec *spec, const struct entry *e,
@@ -60,6 +68,9 @@ struct rt_env {
 /* The default limit on loading one handler file (its top level and the
  * validation of what it returns). */
 #define RT_LOAD_TIMEOUT_MS 5000
+/* The default limit on one ls.redis.call: past it the call fails with an
+ * error (the command may still have run on the server). */
+#define RT_CALL_TIMEOUT_MS 5000
 
 typedef struct handler handler;
 
@@ -158,5 +169,9 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data);
 
 /* Checks that text is one JSON value (used by `luastream publish`). */
 bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen);
+
+/* Frees what the runtime keeps for reuse across handlers (the records of
+ * handlers' Redis calls), at exit, so that nothing is left allocated. */
+void rt_trim(void);
 
 #endif
