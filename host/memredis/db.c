@@ -194,13 +194,20 @@ void ms_flush(struct memdb *db) {
 }
 
 void ms_expire(struct memdb *db, uint64_t now) {
+  /* Runs before every command: the keyspace is walked only when a time to
+   * live may have run out. */
+  if (db->next_expire == 0 || now < db->next_expire) return;
+  uint64_t next = 0;
   for (size_t i = 0; i < db->nkeys;) {
     struct ms_key *k = &db->keys[i];
-    if (k->expire_at && k->expire_at <= now)
+    if (k->expire_at && k->expire_at <= now) {
       ms_key_delete(db, k->name, k->len);
-    else
-      i++;
+      continue;
+    }
+    if (k->expire_at && (next == 0 || k->expire_at < next)) next = k->expire_at;
+    i++;
   }
+  db->next_expire = next;
 }
 
 uint64_t ms_key_expire_at(struct memdb *db, const char *key, size_t len) {
@@ -212,6 +219,7 @@ bool ms_key_set_expire(struct memdb *db, const char *key, size_t len, uint64_t a
   struct ms_key *k = find(db, key, len);
   if (k == NULL) return false;
   k->expire_at = at;
+  if (at && (db->next_expire == 0 || at < db->next_expire)) db->next_expire = at;
   return true;
 }
 
