@@ -136,6 +136,28 @@ describe("ls.redis.connect", function()
     assert.is_nil(tostring(err):find("hunter2", 1, true))
   end)
 
+  it("connects for real when the app runs on a real server", function()
+    local helper = require "tests.integration.helper"
+    finally(helper.cleanup)
+    local srv, other = helper.redis_start(), helper.redis_start()
+    local dir = helper.handlers_dir({ ["mirror.lua"] = string.format([[
+      local ls = require "luastream"
+      local other = ls.redis.connect(%q)
+      return { stream = "payments", group = "mirror",
+               handle = function(p) other.call("INCRBY", "total", p.amount) end }
+    ]], other.url) })
+    local app = testing.app(dir, { redis = srv.url })
+    apps[#apps + 1] = app
+    assert.equal("OK", app:command_on(other.url, "SET", "total", "7"))
+    app:publish("payments", { amount = 5 })
+    app:settle()
+    assert.equal("ack", app:received("mirror")[1].outcome)
+    assert.equal("12", other:cli("GET", "total"))
+    assert.equal("12", app:command_on(other.url, "GET", "total"))
+    assert.equal("0", srv:cli("EXISTS", "total"))
+    app:stop()
+  end)
+
   it("fails a handler file that calls the second server at load, saying why", function()
     local ok, err = pcall(testing.app, HERE .. "/redis_connect_at_load")
     assert.is_false(ok)
