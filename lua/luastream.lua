@@ -12,7 +12,7 @@ local has_core, core = pcall(require, "luastream.core")
 if not has_core then
   local function outside() error("only available inside a running luastream host", 3) end
   core = { version = "outside a host", log = outside, sleep = outside, redis = outside,
-           redis_result = outside }
+           redis_result = outside, redis_on = outside, redis_connect = outside }
 end
 
 -- Outside a host, the test harness module (luastream_testing.so) offers what
@@ -158,31 +158,67 @@ end
 --                    argument raises all the same: a mistake, not a reply)
 --   with_timeout(ms | "2s") -> {call = ..., pcall = ...} with that timeout
 --                    instead of the host's (5 s unless set)
+--   connect(url)     -> a client with the same call, pcall and with_timeout
+--                    for another server (redis://[[user]:password@]host[:port][/db]
+--                    or unix://...); the host keeps one connection per URL
 -- A call is never sent again on its own: after a timeout or a lost
 -- connection the command may or may not have run.
-local function redis_client(ms)
-  local send, result = core.redis, core.redis_result
+local function redis_client(ms, url, server)
+  local result = core.redis_result
   local client = {}
-  function client.call(...)
-    send("ls.redis.call", ms, ...)
-    local reply, err = result()
-    if reply == nil then error(err, 2) end
-    return reply
-  end
-  function client.pcall(...)
-    send("ls.redis.pcall", ms, ...)
-    return result()
+  if url then -- another server: core.redis_on names it
+    local send, prefix = core.redis_on, "ls.redis.connect(\"" .. server .. "\")"
+    local call_name, pcall_name = prefix .. ".call", prefix .. ".pcall"
+    function client.call(...)
+      send(url, server, call_name, ms, ...)
+      local reply, err = result()
+      if reply == nil then error(err, 2) end
+      return reply
+    end
+    function client.pcall(...)
+      send(url, server, pcall_name, ms, ...)
+      return result()
+    end
+  else
+    local send = core.redis
+    function client.call(...)
+      send("ls.redis.call", ms, ...)
+      local reply, err = result()
+      if reply == nil then error(err, 2) end
+      return reply
+    end
+    function client.pcall(...)
+      send("ls.redis.pcall", ms, ...)
+      return result()
+    end
   end
   return client
 end
 
-ls.redis = redis_client(0)
+local function with_timeout(url, server)
+  return function(timeout)
+    local ms, why = ls.duration(timeout)
+    if not ms then error("ls.redis.with_timeout: timeout " .. why, 2) end
+    if ms <= 0 then error("ls.redis.with_timeout: timeout must be above 0", 2) end
+    return redis_client(math.ceil(ms), url, server)
+  end
+end
 
-function ls.redis.with_timeout(timeout)
-  local ms, why = ls.duration(timeout)
-  if not ms then error("ls.redis.with_timeout: timeout " .. why, 2) end
-  if ms <= 0 then error("ls.redis.with_timeout: timeout must be above 0", 2) end
-  return redis_client(math.ceil(ms))
+ls.redis = redis_client(0)
+ls.redis.with_timeout = with_timeout()
+
+-- connect(url): a client for another server. Nothing is sent here: the
+-- host opens the connection (once per distinct URL, shared by every
+-- handler) and calls wait on it like ls.redis.call. A bad URL raises here,
+-- naming what is wrong and never the password.
+function ls.redis.connect(url)
+  if type(url) ~= "string" then
+    error("ls.redis.connect: the URL must be a string, got " .. type(url), 2)
+  end
+  local server = core.redis_connect(url)
+  local client = redis_client(0, url, server)
+  client.with_timeout = with_timeout(url, server)
+  return client
 end
 
 ---------------------------------------------------------------- logging

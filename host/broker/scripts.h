@@ -66,17 +66,21 @@ extern const char SCRIPT_OWN[];
 extern const char SCRIPT_SWEEP[];
 
 /* SCRIPT_OUTCOME writes the outcomes of many entries read from one key, in
- * one step: per entry, an XACK (or, for an outcome that leaves the entry
- * pending, an XPENDING of it) and then its commands, only if the XACK
- * removed the entry from the pending list (the XPENDING found it). An entry
- * already acknowledged (by another consumer that took it over, or by this
- * very call sent before a lost connection) gets none of its commands: so
- * sending the same call again is safe, and an outcome is written at most
- * once per entry and group. A command Redis refuses does not stop the
- * others. Reply: per entry, in order, 1 (written), 0 (no longer pending:
- * nothing written), or "N error": the first command that failed (0: the
- * XACK or XPENDING itself, then nothing was written; N >= 1: the entry is
- * acked and command N was refused) and Redis's error text.
+ * one step. Per entry: every command is checked first (redis.acl_check_cmd:
+ * the command exists and the ACL user may run it on its keys); then an XACK
+ * (or, for an outcome that leaves the entry pending, an XPENDING of it), and
+ * its commands only if the XACK removed the entry from the pending list (the
+ * XPENDING found it). An entry already acknowledged (by another consumer
+ * that took it over, or by this very call sent before a lost connection)
+ * gets none of its commands: so sending the same call again is safe, and an
+ * outcome is written at most once per entry and group. A command refused by
+ * the check writes nothing of its entry, which stays pending; one Redis
+ * refuses as it runs (WRONGTYPE, arity, out of memory) does not stop the
+ * others, the entry being acked. Reply: per entry, in order, 1 (written), 0
+ * (no longer pending: nothing written), or "N error": N < 0 the check
+ * refused command -N, nothing written; N = 0 the XACK or XPENDING itself
+ * failed, nothing written; N > 0 command N failed as it ran, the entry
+ * acked and the other commands written.
  *   KEYS: stream
  *   ARGV: group, then per entry: id "ack"|"pending" ncmds, then per
  *         command: argc arg...

@@ -18,6 +18,7 @@
 #include "log_writer.h"
 #include "loop.h"
 #include "options.h"
+#include "servers.h"
 #include "watchdog.h"
 
 #define LOG_DRAIN_MS 5000     /* how long the buffered log may take at exit */
@@ -81,6 +82,18 @@ static int run_teardown(struct run *r, int status) {
   if (r->loop_ready && loop_finish(&r->loop) != 0) status = 1;
   if (r->log_writer) log_writer_stop(LOG_DRAIN_MS);
   return status;
+}
+
+/* The brokers of the servers handlers connect to (ls.redis.connect): one
+ * per URL on the host's loop, freed by the host once their connection closed. */
+static broker *open_server(void *data, const struct redis_url *url) {
+  struct run *r = data;
+  return broker_redis_new(&r->loop, url);
+}
+
+static void release_server(void *data, broker *b) {
+  (void)data;
+  broker_free(b);
 }
 
 /* Something changed in DIR: reload once it has been quiet a while (editors
@@ -282,6 +295,7 @@ int cmd_run(int argc, char **argv) {
   }
   if (run_attach(&r, !cli_given(&o, OPT_NO_RELOAD), watchdog_ms) != 0) goto out;
 
+  host_set_servers(r.host, &(struct servers_backend){open_server, release_server, &r});
   host_start(r.host, host_stopped, &r);
   uv_run(&r.loop, UV_RUN_DEFAULT);
   watchdog_stop();

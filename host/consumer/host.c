@@ -12,6 +12,7 @@
 #include "lease.h"
 #include "log.h"
 #include "reload.h"
+#include "servers.h"
 #include "slots.h"
 #include "subscription.h"
 
@@ -29,6 +30,7 @@ struct host {
   struct rt_env env;        /* what handlers see: the clock, the delivery hook, calls */
   bk_conn *cmd;
   bk_conn *calls;           /* handlers' own commands (ls.redis.call), in env too */
+  struct servers servers;   /* other servers' connections (ls.redis.connect), in env too */
   struct slots slots;       /* the handler files and what runs each */
   struct reloader reload;   /* hot reload of dir */
   size_t undrained;         /* subscriptions created and not drained yet */
@@ -157,6 +159,8 @@ host *host_new(const char *dir, broker *b, lclock *clock, const struct host_name
   h->clock = clock;
   h->env.clock = clock;
   h->env.load_timeout_ms = load_timeout_ms;
+  h->env.connect = servers_connect; /* registers at load; opens once started */
+  h->env.connect_data = &h->servers;
   h->dir = strdup(dir);
   h->consumer_override = consumer_override ? strdup(consumer_override) : NULL;
   if (h->dir == NULL || (consumer_override && h->consumer_override == NULL)) goto oom;
@@ -244,6 +248,7 @@ static void close_calls(host *h) {
 static void finish_stop(host *h) {
   if (h->deadline_timer) timer_stop(h->deadline_timer);
   close_calls(h);
+  servers_close(&h->servers);
   if (h->cmd) {
     bk_conn_close(h->b, h->cmd);
     h->cmd = NULL;
@@ -503,6 +508,11 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   h->calls = bk_conn_open(h->b, "calls", NULL, NULL);
   h->env.broker = h->b;
   h->env.calls = h->calls;
+  servers_start(&h->servers);
+}
+
+void host_set_servers(host *h, const struct servers_backend *backend) {
+  h->servers.backend = *backend;
 }
 
 /* The shutdown deadline: every subscription still stopping drops its running
@@ -650,6 +660,7 @@ void host_free(host *h) {
   }
   if (h->cmd) bk_conn_close(h->b, h->cmd);
   close_calls(h);
+  servers_free(&h->servers);
   if (h->info_timer) timer_free(h->info_timer);
   if (h->deadline_timer) timer_free(h->deadline_timer);
   if (h->reap_timer) timer_free(h->reap_timer);

@@ -100,6 +100,11 @@ struct subscription *host_subscription(const host *h, size_t i);
  * consumer lease: why, as `file: ...` lines; else NULL. The process should
  * exit non-zero. */
 const char *host_failed(const host *h);
+/* Where the brokers of the other servers handlers connect to
+ * (ls.redis.connect) come from; call before host_start. Without it their
+ * calls fail with "not connected". */
+struct servers_backend;
+void host_set_servers(host *h, const struct servers_backend *backend);
 /* Tells fn of every finished delivery (see rt_env.on_delivery). */
 void host_on_delivery(host *h,
                       void (*fn)(void *data, const struct handler_spec *spec,

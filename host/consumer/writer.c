@@ -430,20 +430,25 @@ static void item_answered(writer *w, const struct outcome_batch *b, const struct
     return;
   }
   char why[512];
-  long c = -1;
+  long c = 0;
+  bool parsed = false;
   if (r->type == BK_STRING) {
     snprintf(why, sizeof why, "%.*s", (int)r->len, r->str);
     char *end;
     c = strtol(why, &end, 10);
-    if (end != why && *end == ' ') memmove(why, end + 1, strlen(end + 1) + 1);
-    else c = -1;
+    parsed = end != why && *end == ' ';
+    if (parsed) memmove(why, end + 1, strlen(end + 1) + 1);
   }
-  if (c < 0) {
+  if (!parsed) {
     bk_reply_text(r, NULL, why, sizeof why);
     item_failed(w, it, "outcome not written, entry left pending", "EVAL", key, why, true);
   } else if (c == 0) {
     item_failed(w, it, "outcome not written, entry left pending",
                 it->ack ? "XACK" : "XPENDING", key, why, true);
+  } else if (c < 0) { /* refused before anything was written */
+    const char *name, *cmd_key;
+    item_cmd(b, it, -c, &name, &cmd_key);
+    item_failed(w, it, "outcome not written, entry left pending", name, cmd_key, why, true);
   } else {
     const char *name, *cmd_key;
     item_cmd(b, it, c, &name, &cmd_key);

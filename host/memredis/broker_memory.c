@@ -272,6 +272,17 @@ static bk_reply *check(const struct cmddef *d, int argc, const char **argv, cons
 static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_t *len,
                      bool script, bool multi, struct ms_call *call);
 
+/* memscript_known_fn: the command, and its subcommand if it has them. */
+static int script_knows(void *ctx, int argc, const char **argv, const size_t *len) {
+  (void)ctx;
+  const struct cmddef *d = lookup(argv[0], len[0]);
+  if (d == NULL || !d->subs) return d != NULL;
+  if (argc < 2 || argv[1] == NULL) return 1; /* the container command itself */
+  const struct subdef *s = d->subs;
+  while (s->name && !word_is(argv[1], len[1], s->name)) s++;
+  return s->name != NULL;
+}
+
 static bk_reply *script_call(void *ctx, int argc, const char **argv, const size_t *len) {
   struct ms_call call;
   return run(ctx, argc, argv, len, true, false, &call);
@@ -285,7 +296,7 @@ static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_
   bk_reply *err = check(d, argc, argv, len, script);
   if (err) return err;
   if (d->fn == NULL) /* EVAL: MULTI, EXEC and DISCARD never get here */
-    return memscript_eval(b->script, argc, argv, len, script_call, b);
+    return memscript_eval(b->script, argc, argv, len, script_call, script_knows, b);
   ms_expire(&b->db, wall_now(b)); /* keys whose time ran out are gone */
   memset(call, 0, sizeof *call);
   call->argc = argc;

@@ -31,6 +31,7 @@ struct memscript {
 };
 
 static memscript_call_fn *cur_call; /* set during memscript_eval */
+static memscript_known_fn *cur_known;
 static void *cur_ctx;
 static int cur_line;                /* the script line running, from a line hook */
 
@@ -232,6 +233,23 @@ static int generic_call(lua_State *L, int raise) {
 }
 
 static int l_call(lua_State *L) { return generic_call(L, 1); }
+
+/* redis.acl_check_cmd(cmd, ...): raises for a command Redis does not have
+ * (with its text), else true: the in-memory broker has no ACL. */
+static int l_acl_check_cmd(lua_State *L) {
+  int argc = lua_gettop(L);
+  const char *argv[2] = {NULL, NULL};
+  size_t len[2] = {0, 0};
+  for (int i = 0; i < argc && i < 2; i++)
+    if (lua_type(L, i + 1) == LUA_TSTRING) argv[i] = lua_tolstring(L, i + 1, &len[i]);
+  if (argc == 0 || argv[0] == NULL || !cur_known(cur_ctx, argc, argv, len)) {
+    const char *why = "ERR Invalid command passed to redis.acl_check_cmd()";
+    push_error_table(L, why, strlen(why));
+    return lua_error(L);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
 static int l_pcall(lua_State *L) { return generic_call(L, 0); }
 
 static int l_reply(lua_State *L, const char *field) {
@@ -284,6 +302,7 @@ memscript *memscript_new(void) {
     lua_call(L, 0, 0);
   }
   static const luaL_Reg redis[] = {{"call", l_call},
+                                   {"acl_check_cmd", l_acl_check_cmd},
                                    {"pcall", l_pcall},
                                    {"status_reply", l_status_reply},
                                    {"error_reply", l_error_reply},
@@ -346,7 +365,7 @@ static bk_reply *error_reply(lua_State *L, const char *sha) {
 }
 
 bk_reply *memscript_eval(memscript *m, int argc, const char **argv, const size_t *argvlen,
-                         memscript_call_fn *call, void *ctx) {
+                         memscript_call_fn *call, memscript_known_fn *known, void *ctx) {
   lua_State *L = m->L;
   char nbuf[32], sha[41];
   if (argvlen[2] == 0 || argvlen[2] >= sizeof nbuf)
@@ -371,12 +390,14 @@ bk_reply *memscript_eval(memscript *m, int argc, const char **argv, const size_t
   set_list(L, "KEYS", argv, argvlen, 3, (int)numkeys);
   set_list(L, "ARGV", argv, argvlen, 3 + (int)numkeys, argc - 3 - (int)numkeys);
   cur_call = call;
+  cur_known = known;
   cur_ctx = ctx;
   cur_line = 0;
   lua_sethook(L, line_hook, LUA_MASKLINE, 0);
   int rc = lua_pcall(L, 0, 1, 1);
   lua_sethook(L, NULL, 0, 0);
   cur_call = NULL;
+  cur_known = NULL;
   cur_ctx = NULL;
   bk_reply *r = rc == 0 ? to_reply(L) : error_reply(L, sha);
   lua_settop(L, 0);

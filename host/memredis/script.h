@@ -3,6 +3,7 @@
  * The script sees what a Redis 7 script sees of the API the host uses:
  * KEYS and ARGV, redis.call / redis.pcall (dispatched to the broker's own
  * command interpreter through memscript_call_fn, never blocking),
+ * redis.acl_check_cmd (no ACL here: true for any command the broker has),
  * redis.status_reply / redis.error_reply, and Redis' RESP2 conversion rules
  * both ways. Errors come back worded as Redis 7 words them:
  * "<error> script: <sha1>, on @user_script:<line>.". */
@@ -18,6 +19,8 @@ typedef struct memscript memscript;
 /* Runs one command for a script; returns an owned reply (memreply.h). */
 typedef bk_reply *memscript_call_fn(void *ctx, int argc, const char **argv,
                                     const size_t *argvlen);
+/* Whether the broker has the command argv[0] (and its subcommand). */
+typedef int memscript_known_fn(void *ctx, int argc, const char **argv, const size_t *argvlen);
 
 /* NULL when out of memory. */
 memscript *memscript_new(void);
@@ -25,6 +28,6 @@ void memscript_free(memscript *m);
 /* argv is the whole EVAL command: EVAL script numkeys key... arg...
  * Returns an owned reply. Not re-entrant (a script cannot EVAL). */
 bk_reply *memscript_eval(memscript *m, int argc, const char **argv, const size_t *argvlen,
-                         memscript_call_fn *call, void *ctx);
+                         memscript_call_fn *call, memscript_known_fn *known, void *ctx);
 
 #endif

@@ -6,7 +6,9 @@
  * decodes the running entry's body, entry hands its id and fields to ctx.
  * redis sends a handler's command on the host's calls connection (job_call)
  * and yields until the reply, which redis_result then converts inside the
- * coroutine (redis_reply.h), where an error fails only this entry.
+ * coroutine (redis_reply.h), where an error fails only this entry;
+ * redis_on does the same on the connection the host keeps for another
+ * server (ls.redis.connect, whose URL redis_connect checks).
  * (ctx:publish needs no C: its entries are written with the outcome.) */
 #include <lauxlib.h>
 #include <lua.h>
@@ -25,6 +27,7 @@
 #include "jobs.h"
 #include "redis_reply.h"
 #include "runtime.h"
+#include "url.h"
 #include "wire.h"
 
 #ifndef LUASTREAM_VERSION
@@ -215,9 +218,11 @@ static int core_command(lua_State *L) {
  * converted by check_command) and yields until its answer, which
  * core.redis_result gives. Does not yield when nothing was sent (not
  * connected): redis_result says why. timeout_ms 0: the host's default. name
- * is the Lua function, for errors. */
-static int core_redis(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
+ * is the Lua function, for errors. redis_send does it with name at stack
+ * index first, on the host's calls connection (url NULL) or on the one kept
+ * for url (server: its redacted form). */
+static int redis_send(lua_State *L, int first, const char *url, const char *server) {
+  const char *name = luaL_checkstring(L, first);
   struct rt_job *job = jobs_running_on(self(L)->jobs, L);
   if (job == NULL) { /* say where the handler called, not where luastream.lua did */
     luaL_where(L, 2);
@@ -226,9 +231,10 @@ static int core_redis(lua_State *L) {
     lua_concat(L, 2);
     return lua_error(L);
   }
-  lua_Number timeout = luaL_checknumber(L, 2);
-  check_command(L, name, 3, NULL, NULL);
-  int argc = lua_gettop(L) - 2;
+  lua_Number timeout = luaL_checknumber(L, first + 1);
+  int cmd = first + 2; /* the command's index; its arguments follow */
+  check_command(L, name, cmd, NULL, NULL);
+  int argc = lua_gettop(L) - cmd + 1;
   const char *stack_argv[CALL_ARGS_STACK];
   size_t stack_len[CALL_ARGS_STACK];
   const char **argv = stack_argv;
@@ -242,10 +248,11 @@ static int core_redis(lua_State *L) {
       return luaL_error(L, "%s: out of memory", name);
     }
   }
-  for (int i = 0; i < argc; i++) argv[i] = lua_tolstring(L, i + 3, &argvlen[i]);
+  for (int i = 0; i < argc; i++) argv[i] = lua_tolstring(L, i + cmd, &argvlen[i]);
   /* at most a day: past it the cast would be undefined, and nothing waits a day */
   uint64_t timeout_ms = timeout > 0 ? (timeout < 86400000 ? (uint64_t)timeout : 86400000) : 0;
-  int rc = job_call(job, argc, argv, argvlen, timeout_ms);
+  int rc = url ? job_call_on(job, url, server, argc, argv, argvlen, timeout_ms)
+               : job_call(job, argc, argv, argvlen, timeout_ms);
   if (argv != stack_argv) {
     free(argv);
     free(argvlen);
@@ -254,6 +261,45 @@ static int core_redis(lua_State *L) {
   if (rc == -2) return luaL_error(L, "%s: out of memory", name);
   if (rc == -3) return 0;
   return lua_yield(L, 0);
+}
+
+static int core_redis(lua_State *L) { return redis_send(L, 1, NULL, NULL); }
+
+/* core.redis_on(url, server, name, timeout_ms, cmd, ...)  core.redis on the
+ * connection the host keeps for url (a client of ls.redis.connect, whose
+ * closures anchor url and server); server is url redacted, for messages. */
+static int core_redis_on(lua_State *L) {
+  const char *url = luaL_checkstring(L, 1);
+  const char *server = luaL_checkstring(L, 2);
+  return redis_send(L, 3, url, server);
+}
+
+/* core.redis_connect(url) -> url redacted (the password as "***"), or raises
+ * naming what is wrong with url: what ls.redis.connect checks, at load too.
+ * Tells the host (rt_env.connect), which keeps one connection per url. */
+static int core_redis_connect(lua_State *L) {
+  const char *url = luaL_checkstring(L, 1);
+  struct redis_url parsed;
+  char err[URL_TEXT_MAX + 128];
+  if (url_parse(url, &parsed, err, sizeof err) != 0) {
+    luaL_where(L, 2);
+    lua_pushfstring(L, "ls.redis.connect: %s", err);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
+  const struct rt_env *env = self(L)->jobs->env;
+  if (env && env->connect) {
+    broker *b;
+    bk_conn *conn;
+    if (env->connect(env->connect_data, url, &b, &conn, err, sizeof err) != 0) {
+      luaL_where(L, 2);
+      lua_pushfstring(L, "ls.redis.connect: %s", err);
+      lua_concat(L, 2);
+      return lua_error(L);
+    }
+  }
+  lua_pushstring(L, parsed.redacted);
+  return 1;
 }
 
 /* core.redis_result() -> the reply of the job's last core.redis converted
@@ -492,6 +538,13 @@ int core_open(lua_State *L, struct core *c) {
     lua_pushcclosure(L, f->func, 1);
     lua_setfield(L, -2, f->name);
   }
+  /* ls.redis.connect's two, apart from the list above */
+  lua_pushlightuserdata(L, c);
+  lua_pushcclosure(L, core_redis_on, 1);
+  lua_setfield(L, -2, "redis_on");
+  lua_pushlightuserdata(L, c);
+  lua_pushcclosure(L, core_redis_connect, 1);
+  lua_setfield(L, -2, "redis_connect");
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
   lua_pushliteral(L, LUASTREAM_VERSION);

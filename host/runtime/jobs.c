@@ -70,12 +70,12 @@ struct rt_job {
   ltimer *timer;          /* ls.sleep, a call's timeout; created on first use */
   struct call *call;      /* OP_CALL: the call in flight */
   uint64_t call_timeout_ms;
-  char call_name[32];     /* the command, for messages */
+  char call_name[128];    /* the command (and another server's URL), for messages */
   /* A call's answer while the job runs after it (job_call_reply): the reply
    * (the broker's, valid until the coroutine next yields), else why not. */
   const bk_reply *reply;
   const char *reply_err;
-  char reply_why[160];
+  char reply_why[320];
   struct rt_job *prev, *next; /* the pool's running jobs, for jobs_abandon */
 };
 
@@ -419,11 +419,46 @@ static void call_done(void *data, const bk_reply *r, const char *err) {
    * gone or reused by now, but then its answer was cleared (job_end). */
 }
 
+/* Sends argv on conn of b for job (see job_call); server: NULL for the
+ * host's own, else the redacted URL that messages name. */
+static int call_send(struct rt_job *job, broker *b, bk_conn *conn, const char *server, int argc,
+                     const char **argv, const size_t *argvlen, uint64_t timeout_ms);
+
 int job_call(struct rt_job *job, int argc, const char **argv, const size_t *argvlen,
              uint64_t timeout_ms) {
   const struct rt_env *env = job->pool->env;
   wait_reset(job);
   if (env == NULL || env->broker == NULL || env->calls == NULL || env->clock == NULL) return -1;
+  return call_send(job, env->broker, env->calls, NULL, argc, argv, argvlen, timeout_ms);
+}
+
+int job_call_on(struct rt_job *job, const char *url, const char *server, int argc,
+                const char **argv, const size_t *argvlen, uint64_t timeout_ms) {
+  const struct rt_env *env = job->pool->env;
+  wait_reset(job);
+  if (env == NULL || env->connect == NULL || env->clock == NULL) return -1;
+  broker *b = NULL;
+  bk_conn *conn = NULL;
+  char err[256];
+  if (env->connect(env->connect_data, url, &b, &conn, err, sizeof err) != 0) {
+    snprintf(job->reply_why, sizeof job->reply_why, "redis %.*s (%s): %s", (int)argvlen[0],
+             argv[0], server, err);
+    job->reply_err = job->reply_why;
+    return -3;
+  }
+  if (b == NULL || conn == NULL) {
+    snprintf(job->reply_why, sizeof job->reply_why,
+             "redis %.*s (%s): not connected (the host is not running)", (int)argvlen[0], argv[0],
+             server);
+    job->reply_err = job->reply_why;
+    return -3;
+  }
+  return call_send(job, b, conn, server, argc, argv, argvlen, timeout_ms);
+}
+
+static int call_send(struct rt_job *job, broker *b, bk_conn *conn, const char *server, int argc,
+                     const char **argv, const size_t *argvlen, uint64_t timeout_ms) {
+  const struct rt_env *env = job->pool->env;
   if (timeout_ms == 0) timeout_ms = env->call_timeout_ms ? env->call_timeout_ms : RT_CALL_TIMEOUT_MS;
   /* The timer first: once the command is sent, nothing may fail unsaid. */
   if (job->timer == NULL) job->timer = timer_new(env->clock, timer_done, job);
@@ -432,10 +467,12 @@ int job_call(struct rt_job *job, int argc, const char **argv, const size_t *argv
   if (c == NULL) return -2;
   c->job = job;
   c->next = NULL;
-  size_t n = argvlen[0] < sizeof job->call_name - 1 ? argvlen[0] : sizeof job->call_name - 1;
-  memcpy(job->call_name, argv[0], n);
-  job->call_name[n] = '\0';
-  if (bk_command(env->broker, env->calls, argc, argv, argvlen, call_done, c) != 0) {
+  int n = argvlen[0] < 32 ? (int)argvlen[0] : 32;
+  if (server)
+    snprintf(job->call_name, sizeof job->call_name, "%.*s (%s)", n, argv[0], server);
+  else
+    snprintf(job->call_name, sizeof job->call_name, "%.*s", n, argv[0]);
+  if (bk_command(b, conn, argc, argv, argvlen, call_done, c) != 0) {
     call_put(c);
     snprintf(job->reply_why, sizeof job->reply_why,
              "redis %s: not connected (the host reconnects by itself)", job->call_name);

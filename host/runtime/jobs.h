@@ -89,6 +89,12 @@ struct bk_reply;
  * was sent; job_call_reply says so, and the caller must not yield). */
 int job_call(struct rt_job *job, int argc, const char **argv, const size_t *argvlen,
              uint64_t timeout_ms);
+/* ls.redis.connect(url).call: job_call on the connection the host keeps
+ * for url (rt_env.connect); server (the redacted url) is named in messages.
+ * Returns as job_call; -3 also when the host has no connection for url
+ * (not running, a bad url): job_call_reply says why. */
+int job_call_on(struct rt_job *job, const char *url, const char *server, int argc,
+                const char **argv, const size_t *argvlen, uint64_t timeout_ms);
 /* The answer to the job's last call, once: the reply (valid until the
  * coroutine next yields or returns), or NULL with *err saying why there is
  * none ("redis GET: no reply within 5000ms ...", "redis GET: connection

@@ -57,6 +57,16 @@ struct rt_env {
   struct broker *broker;
   struct bk_conn *calls;
   uint64_t call_timeout_ms; /* per call unless the call says; 0: RT_CALL_TIMEOUT_MS */
+  /* ls.redis.connect: the connection to another server, url as written by
+   * the handler (url_parse reads it), one per distinct url for the whole
+   * host. Called when a handler makes the client (also at load, where it
+   * only registers url) and at each of its calls. Returns 0 with *b and
+   * *conn (*conn NULL when none is open: before the host starts, after it
+   * stops), or -1 with a reason in err that never holds the password. NULL:
+   * such clients are made all the same, and their calls raise. */
+  int (*connect)(void *data, const char *url, struct broker **b, struct bk_conn **conn,
+                 char *err, size_t errlen);
+  void *connect_data;
   /* Optional: told of every finished delivery, before its outcome is applied
    * (the test harness records them). Arguments valid during the call only. */
   void (*on_delivery)(void *data, const struct handler_spec *spec, const struct entry *e,

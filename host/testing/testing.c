@@ -22,7 +22,15 @@
  *                                   outcome, reason, error, version}, ... }
  *   app:logs() -> { line, ... }   app:stop()
  *   app:ready() -> true, or false and why (host_is_ready: /readyz's answer)
- *   app:reload([force])  app:reload_soon()   -- hot reload (host_reload, host_reload_soon) */
+ *   app:reload([force])  app:reload_soon()   -- hot reload (host_reload, host_reload_soon)
+ *   app:command_on(url, "GET", "k")  -> reply: on the server handlers reach
+ *                                   with ls.redis.connect(url)
+ *   app:server_down(url, down)      -- that in-memory server has an outage (or ends it)
+ *
+ * ls.redis.connect(url) in a handler reaches, per distinct URL (as redacted:
+ * the password does not tell servers apart), a server of the app's world: a
+ * fresh in-memory Redis on the same clock, or with {redis = URL} a real
+ * connection to url. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdlib.h>
@@ -41,6 +49,7 @@
 #include "log.h"
 #include "corelib.h"
 #include "runtime.h"
+#include "servers.h"
 #include "subscription.h"
 #include "url.h"
 
@@ -60,10 +69,19 @@ struct delivery {
  * second host joins with opts.with (two hosts on one broker); the world goes
  * when its last app does. Each world keeps its own log records: two apps
  * made apart never see each other's lines. */
+/* Another server of a world: what ls.redis.connect(url) reaches. */
+struct world_server {
+  char *key;             /* the URL redacted */
+  broker *b;
+  bk_conn *conn;         /* the spec's own (command_on) */
+};
+
 struct world {
   uv_loop_t *loop;       /* only with a real server (opts.redis); else NULL */
   lclock *clock;
   broker *b;
+  struct world_server *servers; /* ls.redis.connect's, made on first use */
+  size_t nservers;
   int apps;              /* apps using it */
   char **logs;           /* every line its hosts logged */
   size_t nlogs, logcap;
@@ -182,6 +200,8 @@ static void world_unref(struct world *w) {
   if (--w->apps > 0) return;
   struct log_route prev = log_route_save();
   world_log_here(w);
+  for (size_t i = 0; i < w->nservers; i++) /* every host using them is gone */
+    if (w->servers[i].conn) bk_conn_close(w->servers[i].b, w->servers[i].conn);
   if (w->b) {
     if (w->loop)
       uv_run(w->loop, UV_RUN_NOWAIT);
@@ -189,6 +209,11 @@ static void world_unref(struct world *w) {
       clock_virtual_settle(w->clock);
     broker_free(w->b);
   }
+  for (size_t i = 0; i < w->nservers; i++) {
+    broker_free(w->servers[i].b);
+    free(w->servers[i].key);
+  }
+  free(w->servers);
   log_set_clock(NULL);
   if (w->clock) w->clock->ops->free(w->clock);
   if (w->loop) {
@@ -256,10 +281,10 @@ struct waiter {
 
 /* Sends argv on the spec's connection and runs the clock or loop until the
  * reply came. Returns false when it could not be sent or got no reply. */
-static bool wait_reply(struct app *a, struct waiter *w, int argc, const char **argv,
-                       const size_t *argvlen, bk_reply_cb *cb) {
+static bool wait_reply_on(struct app *a, broker *b, bk_conn *conn, struct waiter *w, int argc,
+                          const char **argv, const size_t *argvlen, bk_reply_cb *cb) {
   a->replied = false;
-  if (bk_command(a->w->b, a->conn, argc, argv, argvlen, cb, w) != 0) {
+  if (bk_command(b, conn, argc, argv, argvlen, cb, w) != 0) {
     free(w);
     return false;
   }
@@ -275,14 +300,21 @@ static bool wait_reply(struct app *a, struct waiter *w, int argc, const char **a
   return true;
 }
 
+static bool wait_reply(struct app *a, struct waiter *w, int argc, const char **argv,
+                       const size_t *argvlen, bk_reply_cb *cb) {
+  return wait_reply_on(a, a->w->b, a->conn, w, argc, argv, argvlen, cb);
+}
+
 /* Pushes the reply of args on L (1 or 2 values, counted in a->nresults). */
-static bool roundtrip(lua_State *L, struct app *a, struct bk_args *args) {
+static bool roundtrip_on(lua_State *L, struct app *a, broker *b, bk_conn *conn,
+                         struct bk_args *args) {
   struct waiter *w = calloc(1, sizeof *w);
   if (w == NULL) return false;
   w->a = a;
   w->L = L;
-  return wait_reply(a, w, args->argc, args->argv, args->argvlen, command_done);
+  return wait_reply_on(a, b, conn, w, args->argc, args->argv, args->argvlen, command_done);
 }
+
 
 /* The value of key in a flat [key, value, ...] reply, or NULL. */
 static const bk_reply *field_of(const bk_reply *r, const char *key) {
@@ -482,23 +514,108 @@ static void command_done(void *data, const bk_reply *r, const char *err) {
   }
 }
 
-/* app:command(name, arg...) -> reply | nil, error; runs the clock to the reply */
-static int app_command(lua_State *L) {
-  struct app *a = check_app(L);
-  int argc = lua_gettop(L) - 1;
-  luaL_argcheck(L, argc >= 1, 2, "a command name is needed");
+/* Sends the command at stack index first.. on conn of b, for app:command
+ * and app:command_on. */
+static int command_at(lua_State *L, struct app *a, broker *b, bk_conn *conn, int first) {
+  int argc = lua_gettop(L) - first + 1;
+  luaL_argcheck(L, argc >= 1, first, "a command name is needed");
   struct bk_args args;
   bk_args_init(&args);
-  for (int i = 2; i <= argc + 1; i++) {
+  for (int i = first; i <= lua_gettop(L); i++) {
     size_t len;
     const char *s = luaL_checklstring(L, i, &len);
     bk_args_add(&args, s, len);
   }
-  bool ok = roundtrip(L, a, &args);
+  int top = lua_gettop(L);
+  bool ok = roundtrip_on(L, a, b, conn, &args);
   bk_args_free(&args);
-  if (!ok) return luaL_error(L, "the command got no reply (not connected, or a blocking command)");
+  if (!ok) {
+    lua_settop(L, top);
+    return luaL_error(L, "the command got no reply (not connected, or a blocking command)");
+  }
   raise_new_errors(L, a);
   return a->nresults;
+}
+
+/* app:command(name, arg...) -> reply | nil, error; runs the clock to the reply */
+static int app_command(lua_State *L) {
+  struct app *a = check_app(L);
+  return command_at(L, a, a->w->b, a->conn, 2);
+}
+
+/* ---- other servers (ls.redis.connect) ---- */
+
+/* The server of w that url reaches, made on first use (NULL: out of
+ * memory). */
+static struct world_server *world_server(struct world *w, const struct redis_url *url) {
+  for (size_t i = 0; i < w->nservers; i++)
+    if (strcmp(w->servers[i].key, url->redacted) == 0) return &w->servers[i];
+  struct world_server *v = realloc(w->servers, (w->nservers + 1) * sizeof *v);
+  if (v == NULL) return NULL;
+  w->servers = v;
+  struct world_server *ws = &v[w->nservers];
+  *ws = (struct world_server){.key = dups(url->redacted)};
+  ws->b = w->loop ? broker_redis_new(w->loop, url) : broker_memory_new(w->clock, NULL);
+  if (ws->b) ws->conn = bk_conn_open(ws->b, "spec", NULL, NULL);
+  if (ws->key == NULL || ws->b == NULL || ws->conn == NULL) {
+    if (ws->conn) bk_conn_close(ws->b, ws->conn);
+    if (ws->b) broker_free(ws->b);
+    free(ws->key);
+    return NULL;
+  }
+  w->nservers++;
+  return ws;
+}
+
+/* servers_backend.open of every host of a world: the world keeps them. */
+static broker *open_world_server(void *data, const struct redis_url *url) {
+  struct world_server *ws = world_server(data, url);
+  return ws ? ws->b : NULL;
+}
+
+static struct world_server *check_server(lua_State *L, struct app *a) {
+  struct redis_url url;
+  char err[URL_TEXT_MAX + 128];
+  if (url_parse(luaL_checkstring(L, 2), &url, err, sizeof err) != 0) luaL_error(L, "%s", err);
+  struct world_server *ws = world_server(a->w, &url);
+  if (ws == NULL) luaL_error(L, "out of memory");
+  return ws;
+}
+
+static broker *up_b; /* conn_up's question */
+static bk_conn *up_conn;
+static bool conn_up(struct app *a) {
+  (void)a;
+  return bk_connected(up_b, up_conn);
+}
+
+/* app:command_on(url, name, arg...) -> reply | nil, error: on the server
+ * ls.redis.connect(url) reaches. */
+static int app_command_on(lua_State *L) {
+  struct app *a = check_app(L);
+  struct world_server *ws = check_server(L, a);
+  broker *b = ws->b; /* ws may move while the loop runs (a handler connects) */
+  bk_conn *conn = ws->conn;
+  if (a->w->loop) { /* a real connection comes up in its own time */
+    up_b = b;
+    up_conn = conn;
+    run_until(a, conn_up);
+  } else {
+    clock_virtual_settle(a->w->clock);
+  }
+  return command_at(L, a, b, conn, 3);
+}
+
+/* app:server_down(url, down): an outage of that in-memory server starts
+ * (true) or ends (false), as broker_memory_set_down; everything settles. */
+static int app_server_down(lua_State *L) {
+  struct app *a = check_app(L);
+  if (a->w->loop) return luaL_error(L, "server_down needs the in-memory broker");
+  struct world_server *ws = check_server(L, a);
+  broker_memory_set_down(ws->b, lua_toboolean(L, 3));
+  clock_virtual_settle(a->w->clock);
+  raise_new_errors(L, a);
+  return 0;
 }
 
 /* ---- what happened ---- */
@@ -718,6 +835,7 @@ static int core_app(lua_State *L) {
     return lua_error(L);
   }
   host_on_delivery(a->host, record, a);
+  host_set_servers(a->host, &(struct servers_backend){open_world_server, NULL, a->w});
   a->conn = bk_conn_open(a->w->b, "spec", NULL, NULL);
   host_start(a->host, host_stopped, a);
   if (a->w->loop) {
@@ -756,7 +874,8 @@ int luaopen_luastream_testing(lua_State *L) {
       {"now", app_now},
       {"command", app_command},   {"deliveries", app_deliveries},
       {"logs", app_logs},         {"stop", app_stop},       {"reload", app_reload},
-      {"reload_soon", app_reload_soon}, {"ready", app_ready}, {NULL, NULL}};
+      {"reload_soon", app_reload_soon}, {"ready", app_ready},
+      {"command_on", app_command_on}, {"server_down", app_server_down}, {NULL, NULL}};
   luaL_newmetatable(L, APP_MT);
   lua_newtable(L);
   luaL_register(L, NULL, methods);

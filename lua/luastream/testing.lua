@@ -120,6 +120,18 @@ function App:ready() return self.core:ready() end
 -- A Redis command on the in-memory broker: the reply, or nil and the error.
 function App:command(...) return self.core:command(...) end
 
+-- A Redis command on the server handlers reach with ls.redis.connect(url):
+-- the reply, or nil and the error. Each distinct URL (the password aside) is
+-- a server of its own, in memory on the app's clock (with {redis = URL}: the
+-- real one at url), made on first use, so a spec may fill it before any
+-- handler connects.
+function App:command_on(url, ...) return self.core:command_on(url, ...) end
+
+-- An outage of the in-memory server at url (down = true) or its end (false):
+-- its connections drop (calls in flight fail) and calls are refused until
+-- it ends; its data stays. Everything due settles.
+function App:server_down(url, down) self.core:server_down(url, down and true or false) end
+
 -- publish(stream, msg [, {key = K, headers = {...}}]) -> id, then settles.
 function App:publish(stream, msg, opts)
   opts = opts or {}

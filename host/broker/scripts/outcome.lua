@@ -1,33 +1,54 @@
 -- SCRIPT_OUTCOME (scripts.h): the outcomes of many entries of one key, each
--- written only while its entry is still pending, so never twice. A command
--- Redis refuses does not stop the others: the first refusal is reported.
+-- written only while its entry is still pending, so never twice.
 local key, group = KEYS[1], ARGV[1]
 local MAX_ARGS = 7000 -- unpack stops near 8000 values: refuse rather than fail the call
+
+-- "-c why" when the ACL user may not run command c (argv a..b), or nil:
+-- checked for every command of an entry before any of them, or its ack, is
+-- written.
+local function refused(c, a, b)
+  if b - a + 1 > MAX_ARGS then
+    return -c .. ' ERR ' .. (b - a + 1) .. ' arguments, more than a script can pass on (' .. MAX_ARGS .. ')'
+  end
+  local ok, allowed = pcall(redis.acl_check_cmd, unpack(ARGV, a, b))
+  if not ok then
+    return -c .. ' ' .. (type(allowed) == 'table' and allowed.err or tostring(allowed))
+  end
+  if not allowed then
+    return -c .. ' NOPERM this user has no permissions to run the ' .. ARGV[a] ..
+      ' command or to access one of its keys'
+  end
+end
+
 local out, i, nargs = {}, 2, #ARGV
 while i <= nargs do
   local id, ack, ncmds = ARGV[i], ARGV[i + 1] == 'ack', tonumber(ARGV[i + 2])
   i = i + 3
-  local r
-  if ack then
-    r = redis.pcall('XACK', key, group, id)
-  else
-    r = redis.pcall('XPENDING', key, group, id, id, 1)
-    if type(r) == 'table' and not r.err then r = #r end
-  end
-  local live, result = r == 1, r
-  if type(r) == 'table' then result = '0 ' .. r.err end
+  local first, result = i, nil
   for c = 1, ncmds do
     local n = tonumber(ARGV[i])
-    if live then
-      local w
-      if n > MAX_ARGS then
-        w = { err = 'ERR ' .. n .. ' arguments, more than a script can pass on (' .. MAX_ARGS .. ')' }
-      else
-        w = redis.pcall(unpack(ARGV, i + 1, i + n))
-      end
-      if result == 1 and type(w) == 'table' and w.err then result = c .. ' ' .. w.err end
-    end
+    result = result or refused(c, i + 1, i + n)
     i = i + n + 1
+  end
+  if not result then
+    local r
+    if ack then
+      r = redis.pcall('XACK', key, group, id)
+    else
+      r = redis.pcall('XPENDING', key, group, id, id, 1)
+      if type(r) == 'table' and not r.err then r = #r end
+    end
+    result = r
+    if type(r) == 'table' then result = '0 ' .. r.err end
+    if r == 1 then -- a command Redis refuses now does not stop the others
+      local at = first
+      for c = 1, ncmds do
+        local n = tonumber(ARGV[at])
+        local w = redis.pcall(unpack(ARGV, at + 1, at + n))
+        if result == 1 and type(w) == 'table' and w.err then result = c .. ' ' .. w.err end
+        at = at + n + 1
+      end
+    end
   end
   out[#out + 1] = result
 end
