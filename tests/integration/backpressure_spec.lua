@@ -1,5 +1,5 @@
 -- Memory stays bounded on a backlog, whatever the outcome: entries whose
--- outcome (here a reply, one MULTI/EXEC each) is not written yet count toward
+-- outcome (here a reply, written with its ack by one script call) is not written yet count toward
 -- what the host holds, so reading waits for writing. Checked from Redis's side
 -- (the group's pending entries are exactly what the host holds: a reply and
 -- its ack are one transaction) and from the host's peak memory.

@@ -70,7 +70,7 @@ describe("handler context and logs", function()
     assert.equal("spec", ctx.source)
     assert.equal("none", ctx.count)
 
-    -- ctx:publish returns true: the entry is written with the ack, in one MULTI/EXEC
+    -- ctx:publish returns true: the entry is written with the ack, in one script call
     assert.equal("true", host:wait_records({ msg = "audited" }, 1, 20, "ctx:publish called")[1].queued)
     helper.wait_until(function() return srv:xlen("audit") == 1 end, 20, "the audit entry written with the ack")
     local audit = srv:xrange("audit")

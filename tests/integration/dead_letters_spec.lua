@@ -3,9 +3,10 @@
 -- handler errors and by crashes), what happens without a dead_letter stream,
 -- ls.retry_after on `new` (the delay set and its sweeper, two hosts sharing
 -- it) and on `claiming` (a re-stamped pending entry), outcomes written with
--- their ack in one MULTI/EXEC (reply, ctx:publish, dead letter), the
+-- their ack in one script call (reply, ctx:publish, dead letter), the
 -- dead-letters CLI (list, replay), and dead letters never lost: a host killed
--- inside the transaction or at any moment, and an ack the server refuses.
+-- while its outcome waits on the server or at any moment, and an ack the
+-- server refuses.
 local helper = require "tests.integration.helper"
 local cjson = require "cjson"
 
@@ -61,43 +62,9 @@ local function is_cmd(args, name, key)
   return args[1]:upper() == name and (key == nil or args[2] == key)
 end
 
---[[ The commands of the MULTI ... EXEC block (one client, in MONITOR output)
-that holds the first command matching pred; nil and why when that command ran
-outside a transaction or was not seen. ]]
-local function transaction_of(commands, pred)
-  local at
-  for i, c in ipairs(commands) do
-    if pred(c.args) then
-      at = i
-      break
-    end
-  end
-  if not at then return nil, "no such command in MONITOR output" end
-  local client, first = commands[at].client, nil
-  for i = at - 1, 1, -1 do
-    local c = commands[i]
-    if c.client == client then
-      local name = c.args[1]:upper()
-      if name == "EXEC" or name == "DISCARD" then break end
-      if name == "MULTI" then
-        first = i
-        break
-      end
-    end
-  end
-  if not first then return nil, "ran outside MULTI: " .. commands[at].line end
-  local block = {}
-  for i = first + 1, #commands do
-    local c = commands[i]
-    if c.client == client then
-      local name = c.args[1]:upper()
-      if name == "EXEC" then return block end
-      if name == "MULTI" then break end
-      block[#block + 1] = c.args
-    end
-  end
-  return nil, "no EXEC after " .. commands[at].line
-end
+-- The commands of the outcome script call that ran the first command
+-- matching pred (MONITOR shows them as client "lua").
+local transaction_of = helper.script_block
 
 -- Asserts that the block holds a command for each predicate.
 local function assert_block_has(block, preds, what)
@@ -106,7 +73,7 @@ local function assert_block_has(block, preds, what)
     for _, args in ipairs(block) do
       if pred(args) then found = true end
     end
-    assert(found, what .. ": no " .. name .. " in the transaction: " .. cjson.encode(block))
+    assert(found, what .. ": no " .. name .. " in the script call: " .. cjson.encode(block))
   end
 end
 
@@ -149,7 +116,7 @@ return {
 describe("dead letters", function()
   after_each(helper.cleanup)
 
-  it("dead-letters a rejected entry with its provenance, in one MULTI/EXEC with its ack", function()
+  it("dead-letters a rejected entry with its provenance, in one script call with its ack", function()
     local srv = helper.redis_start()
     local monitor = srv:monitor()
     local host = start_host(srv, { ["rejecting.lua"] = REJECTING })
@@ -602,7 +569,7 @@ end)
 describe("outcomes written with their ack", function()
   after_each(helper.cleanup)
 
-  it("writes a reply and the ack of its entry in one MULTI/EXEC", function()
+  it("writes a reply and the ack of its entry in one script call", function()
     local srv = helper.redis_start()
     local monitor = srv:monitor()
     local host = start_host(srv, {
@@ -971,18 +938,18 @@ return {
 ]], min_idle, go)
   end
 
-  it("killed inside the transaction: the entry stays pending, and another host dead-letters it", function()
+  it("killed while its outcome waits on the server: the entry stays pending, and another host dead-letters it", function()
     local srv = helper.redis_start()
     local go = helper.tmpdir("gate") .. "/go"
     local a = start_host(srv, { ["gated.lua"] = gated(go, 10000) })
     local id = helper.publish(srv, "payments", helper.payment(1, "acme"))
     a:wait_records({ msg = "rejecting" }, 1, 10, "the handler running")
-    -- writes wait: MULTI goes through, the dead letter's XADD is held inside it
+    -- writes wait: the outcome script (the XACK and the dead letter's XADD) is held
     srv:cli("CLIENT", "PAUSE", "20000", "WRITE")
     local ok, err = pcall(function()
       helper.write_file(go, "")
-      helper.wait_until(function() return srv:blocked_clients("xadd") == 1 end, 10,
-        "the dead letter's XADD held inside MULTI")
+      helper.wait_until(function() return srv:blocked_clients("eval") == 1 end, 10,
+        "the outcome script held by the pause")
       a:signal("KILL")
       assert.equal(128 + 9, a:wait_exit(10))
     end)

@@ -3,28 +3,33 @@
 local key, group = KEYS[1], ARGV[1]
 local MAX_ARGS = 7000 -- unpack stops near 8000 values: refuse rather than fail the call
 
--- "-c why" when the ACL user may not run command c (argv a..b), or nil:
--- checked for every command of an entry before any of them, or its ack, is
--- written.
-local function refused(c, a, b)
-  if b - a + 1 > MAX_ARGS then
-    return -c .. ' ERR ' .. (b - a + 1) .. ' arguments, more than a script can pass on (' .. MAX_ARGS .. ')'
-  end
-  local ok, allowed = pcall(redis.acl_check_cmd, unpack(ARGV, a, b))
-  if not ok then
-    return -c .. ' ' .. (type(allowed) == 'table' and allowed.err or tostring(allowed))
-  end
+-- "-c why" when the ACL user may not run command c (c = 0: the XACK or
+-- XPENDING), or nil: checked for every command of an entry before any of
+-- them, or its ack, is written.
+local function check(c, ...)
+  local ok, allowed = pcall(redis.acl_check_cmd, ...)
+  if not ok then return '-' .. c .. ' ' .. (type(allowed) == 'table' and allowed.err or tostring(allowed)) end
   if not allowed then
-    return -c .. ' NOPERM this user has no permissions to run the ' .. ARGV[a] ..
+    return '-' .. c .. ' NOPERM this user has no permissions to run the ' .. (...) ..
       ' command or to access one of its keys'
   end
+end
+
+local function refused(c, a, b) -- command c is ARGV[a..b]
+  if b - a + 1 > MAX_ARGS then
+    return '-' .. c .. ' ERR ' .. (b - a + 1) .. ' arguments, more than a script can pass on (' .. MAX_ARGS .. ')'
+  end
+  return check(c, unpack(ARGV, a, b))
 end
 
 local out, i, nargs = {}, 2, #ARGV
 while i <= nargs do
   local id, ack, ncmds = ARGV[i], ARGV[i + 1] == 'ack', tonumber(ARGV[i + 2])
   i = i + 3
-  local first, result = i, nil
+  local first = i
+  local result
+  if ack then result = check(0, 'XACK', key, group, id)
+  else result = check(0, 'XPENDING', key, group, id, id, 1) end
   for c = 1, ncmds do
     local n = tonumber(ARGV[i])
     result = result or refused(c, i + 1, i + n)

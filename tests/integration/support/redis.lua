@@ -301,6 +301,33 @@ function redis.monitor_args(s)
   return args
 end
 
+--- The commands an outcome script ran (MONITOR shows a script's commands as
+--- client "lua", right after the EVAL that ran them) in the call that ran
+--- the first command matching pred: the EVAL's client and the list of args;
+--- nil and why when that command ran outside a script or was not seen.
+function redis.script_block(commands, pred)
+  local at
+  for i, c in ipairs(commands) do
+    if c.client == "lua" and pred(c.args) then
+      at = i
+      break
+    end
+  end
+  if not at then return nil, "no such command run by a script in MONITOR output" end
+  local first = at
+  while first > 1 and commands[first - 1].client == "lua" do first = first - 1 end
+  local eval = commands[first - 1]
+  if not eval or eval.args[1]:upper() ~= "EVAL" then
+    return nil, "no EVAL before " .. commands[at].line
+  end
+  local block = {}
+  for i = first, #commands do
+    if commands[i].client ~= "lua" then break end
+    block[#block + 1] = commands[i].args
+  end
+  return block, eval.client
+end
+
 --- The commands seen so far: {client = "ip:port", args = {"XADD", ...}, line = raw}.
 function Monitor:commands()
   local out = {}
