@@ -24,8 +24,8 @@ const char SCRIPT_REPLAY[] = {
 #include "host/broker/scripts/replay.lua.inc"
 };
 
-const char SCRIPT_REDO[] = {
-#include "host/broker/scripts/redo.lua.inc"
+const char SCRIPT_OUTCOME[] = {
+#include "host/broker/scripts/outcome.lua.inc"
 };
 
 const char SCRIPT_LEASE[] = {

@@ -65,12 +65,24 @@ extern const char SCRIPT_OWN[];
  *   ARGV: now (Unix ms) count group */
 extern const char SCRIPT_SWEEP[];
 
-/* SCRIPT_REDO writes an outcome again after its transaction's reply was
- * lost with the connection: only if the entry is still pending (else the
- * transaction ran and acked it), and then all of it in one step. Replies 1
- * when it wrote, 0 when there was nothing to do.
- *   KEYS: stream   ARGV: group id, then per command: argc arg...  */
-extern const char SCRIPT_REDO[];
+/* SCRIPT_OUTCOME writes the outcomes of many entries read from one key, in
+ * one step: per entry, an XACK (or, for an outcome that leaves the entry
+ * pending, an XPENDING of it) and then its commands, only if the XACK
+ * removed the entry from the pending list (the XPENDING found it). An entry
+ * already acknowledged (by another consumer that took it over, or by this
+ * very call sent before a lost connection) gets none of its commands: so
+ * sending the same call again is safe, and an outcome is written at most
+ * once per entry and group. A command Redis refuses does not stop the
+ * others. Reply: per entry, in order, 1 (written), 0 (no longer pending:
+ * nothing written), or "N error": the first command that failed (0: the
+ * XACK or XPENDING itself, then nothing was written; N >= 1: the entry is
+ * acked and command N was refused) and Redis's error text.
+ *   KEYS: stream
+ *   ARGV: group, then per entry: id "ack"|"pending" ncmds, then per
+ *         command: argc arg...
+ * The commands' keys are not in KEYS (a handler names them): fine on one
+ * server; Redis Cluster is not supported yet. */
+extern const char SCRIPT_OUTCOME[];
 
 /* SCRIPT_REPLAY puts dead letters (outcome.h) back where only the group that
  * gave up on them reads them: the retry stream of the dead-letter-stream and

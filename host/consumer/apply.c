@@ -126,12 +126,12 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
   case POLICY_RESTAMP: /* stays pending: no ack */
     t = writer_txn(a->w);
     outcome_restamp(t, sp, entry_key(a, e), e, d->delay_ms);
-    writer_send(a->w, e->key, e->id, "retry_after");
+    writer_outcome(a->w, e->key, e->id, "retry_after", false);
     return;
   case POLICY_WRITE:
     t = writer_txn(a->w);
     if (outcome_writes(t, res) != 0) return; /* the policy let through only what fits */
-    what = res->kind == RT_REPLY ? "reply" : "publish";
+    what = res->kind == RT_REPLY ? "reply" : "writes";
     break;
   case POLICY_RETRY_COPY:
     t = writer_txn(a->w);
@@ -153,8 +153,7 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
   default:
     return;
   }
-  outcome_ack(t, sp, entry_key(a, e), e);
-  writer_send(a->w, e->key, e->id, what);
+  writer_outcome(a->w, e->key, e->id, what, true); /* with its ack */
 }
 
 bool apply_admit(applier *a, const struct entry *e, const char *version) {

@@ -45,24 +45,12 @@ static bool is(const char *name, size_t len, const char *header) {
   return len == strlen(header) && memcmp(name, header, len) == 0;
 }
 
-void outcome_ack(struct txn *t, const struct handler_spec *spec, const char *key,
-                 const struct entry *e) {
-  struct bk_args *a = next(t);
-  bk_args_str(a, "XACK");
-  bk_args_str(a, key);
-  bk_args_str(a, spec->group);
-  bk_args_str(a, e->id);
-}
-
 int outcome_writes(struct txn *t, const struct rt_result *res) {
   if (res->nwrites + 2 > (size_t)(TXN_MAX - t->n)) return -1;
   for (size_t w = 0; w < res->nwrites; w++) {
     const struct rt_write *wr = &res->writes[w];
     struct bk_args *a = next(t);
-    bk_args_str(a, "XADD");
-    bk_args_str(a, wr->stream);
-    bk_args_str(a, "*");
-    for (size_t i = 0; i < wr->nfields; i++) bk_args_add(a, wr->field[i], wr->field_len[i]);
+    for (size_t i = 0; i < wr->argc; i++) bk_args_add(a, wr->argv[i], wr->argvlen[i]);
   }
   return 0;
 }

@@ -1,10 +1,12 @@
 /* outcome: the Redis commands that carry out one finished delivery.
  *
  * Builders only, no I/O: each appends commands to a txn, which the writer
- * (writer.h) sends as one MULTI/EXEC, so an outcome is all written or not
- * at all (an entry is never acked without its reply, its dead letter or its
- * delayed copy, nor those written without the ack). The strings a builder
- * makes (numbers, the delay-set member, header values) are owned by the txn.
+ * (writer.h) writes in one step with the entry's ack, so an outcome is all
+ * written or not at all (an entry is never acked without its reply, its
+ * dead letter or its delayed copy, nor those written without the ack), and
+ * only by the delivery whose ack removed the entry from the pending list.
+ * The strings a builder makes (numbers, the delay-set member, header values)
+ * are owned by the txn.
  *
  * Where they go: a retry copy, a delayed entry once due (the sweep,
  * scripts.h) and a replayed dead letter go to the group's own retry stream
@@ -28,7 +30,7 @@
 
 struct entry;
 
-#define TXN_MAX 32 /* commands in one transaction */
+#define TXN_MAX 32 /* commands of one outcome */
 
 struct txn {
   int n;
@@ -42,11 +44,9 @@ void txn_init(struct txn *t);
 void txn_reset(struct txn *t);
 void txn_free(struct txn *t);
 
-/* XACK of e, read from key. */
-void outcome_ack(struct txn *t, const struct handler_spec *spec, const char *key,
-                 const struct entry *e);
-/* One XADD per write of res (ctx:publish entries, the reply). Returns -1 when
- * there are more than fit in one transaction. */
+/* The commands of res: its ctx:write commands, its ctx:publish entries and
+ * its reply, in the order the handler made them. Returns -1 when there are
+ * more than fit in one outcome. */
 int outcome_writes(struct txn *t, const struct rt_result *res);
 /* XADD to retry_key of a copy of e for `new` reads: delivery-count =
  * deliveries so far, original-id = original_id (the id on the source stream). */

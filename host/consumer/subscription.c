@@ -150,8 +150,7 @@ static void lease_given_back(void *data) {
 /* Sends SUB_EV_DRAINED once a stopping subscription has nothing left. */
 static void maybe_drained(subscription *s) {
   if (s->state != SUB_STOPPING) return;
-  if (s->lanes.running || writer_queued_acks(s->w) || outstanding(s) || s->read_pending) return;
-  if (writer_has_redo(s->w) && !s->abandoned) return; /* cut-off outcomes still to write */
+  if (s->lanes.running || writer_queued(s->w) || outstanding(s) || s->read_pending) return;
   if (s->lease && !s->lease_released) { /* the name is free once all is written */
     if (!s->lease_releasing) {
       s->lease_releasing = true;
@@ -364,12 +363,12 @@ static void read_next(subscription *s) {
   if (in_flight > (ahead ? batch : batch / 2)) return;
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
-  if (s->spec->read != READ_NEW && (writer_queued_acks(s->w) || outstanding(s) || writer_has_redo(s->w)))
+  if (s->spec->read != READ_NEW && (writer_queued(s->w) || outstanding(s)))
     return;
   /* The own pending list holds what runs here too: read it only once all
    * of that is finished and written. */
   if (kind == READ_OWN &&
-      (in_flight || writer_queued_acks(s->w) || outstanding(s) || writer_has_redo(s->w)))
+      (in_flight || writer_queued(s->w) || outstanding(s)))
     return;
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   /* A read assigns entries to the name (and a claiming one takes them over). */
@@ -507,13 +506,8 @@ static void ensure_group(subscription *s) {
 
 /* ---- life cycle ---- */
 
-/* writer_event_fn: a write was answered (may run and read more), or only a
- * reply inside a transaction came back (may have drained). */
-static void written(void *data, enum writer_event ev) {
-  subscription *s = data;
-  if (ev == WRITER_WRITTEN) progress(s);
-  else maybe_drained(s);
-}
+/* writer_written_fn: a write was answered: may run and read more. */
+static void written(void *data) { progress(data); }
 
 /* apply_reading_fn, prune_reading_fn. */
 static bool still_reading(void *data) { return ((subscription *)data)->state == SUB_READING; }
@@ -729,7 +723,7 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
 
 bool sub_idle(const subscription *s) {
   return s->state == SUB_READING && lanes_in_flight(&s->lanes) == 0 &&
-         writer_queued_acks(s->w) == 0 && outstanding(s) == 0;
+         writer_queued(s->w) == 0 && outstanding(s) == 0;
 }
 
 const char *sub_last_read(const subscription *s) { return s->last_read; }

@@ -1,5 +1,5 @@
-/* writer: acks coalesced per loop turn, outcomes as transactions, and the
- * outcomes cut off by a lost connection sent again (see writer.h). */
+/* writer: acks coalesced per loop turn, other outcomes gathered into one
+ * script call per key and turn, and sent again when cut off (see writer.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +25,16 @@ struct writer {
   lclock *clock;
   const struct handler_spec *spec;
   char *retry_key;
-  writer_event_fn *on_event;
+  writer_written_fn *on_written;
   void *data;
   bool abandoned;           /* shutdown deadline: nothing more written */
   unsigned pending;         /* commands sent and not answered */
   size_t unwritten;         /* outcomes (not plain acks) not written yet */
-  struct redo *redo, **redo_tail; /* outcomes cut off by a lost connection, to send again */
-  struct redo *spare_redo;  /* answered outcome blocks, kept for reuse */
-  size_t nspare_redo;
-  struct txn txn;           /* builds each outcome's transaction, reused */
+  struct outcome_batch *open[NKEYS]; /* outcomes of this loop turn, per key */
+  struct outcome_batch *ready, **ready_tail; /* batches to send, in order (cut-off ones too) */
+  struct outcome_batch *spare_outcomes; /* answered batches, kept with their buffers */
+  size_t nspare_outcomes;
+  struct txn txn;           /* builds each outcome's commands, reused */
   struct ack_queue acks[NKEYS]; /* ids finished and not yet in an XACK, per key */
   size_t nacks;             /* of both keys */
   struct ack_batch *spare_batches; /* answered XACK batches, kept with their arrays */
@@ -61,169 +62,154 @@ static void arm_flush(writer *w, uint64_t ms) {
   timer_start(w->flush_timer, ms);
 }
 
-/* ---- outcomes cut off by a lost connection ---- */
+/* ---- outcomes: gathered per key, one SCRIPT_OUTCOME call per batch ---- */
 
-/* An outcome in flight: its transaction also as one SCRIPT_REDO call, copied
- * into a single block so it outlives the entry and the handler it came from,
- * ready to send again when the connection is cut before the reply. Answered
- * blocks wait in w->spare_redo for the next outcomes of their size. */
-struct redo {
-  struct redo *next;
-  writer *w;
+/* One entry's outcome in a batch: for the log, and to find its commands. */
+struct outcome_item {
   char id[ID_MAX];
-  const char *what;      /* for the log: "retry", "reply", "dead letter", ... (static) */
-  int ncmds;             /* commands of the outcome: 1 goes alone, more in MULTI/EXEC */
-  int queued;            /* MULTI/EXEC: queued commands answered so far */
-  int refused;           /* the first one Redis refused while queueing, -1 none */
-  char *refusal;         /* ... and its error (malloc'd), for the log instead of EXECABORT */
-  size_t cap;            /* bytes after the struct */
-  int argc;
-  const char **argv;
-  size_t *argvlen;
+  const char *what;  /* "retry", "reply", "dead letter", ... (static) */
+  bool ack;          /* written with the ack (else only while still pending) */
+  size_t first_cmd;  /* argument index of its first command's argc */
 };
 
-#define REDO_SPARE_MAX 256 /* answered blocks kept: about a batch of replies */
-#define REDO_MIN_CAP 1024
-#define REDO_KEEP_MAX (64u << 10) /* larger blocks (big bodies) are not kept */
+/* The outcomes of one key for one SCRIPT_OUTCOME call: every argument after
+ * "EVAL script" copied into one buffer, so that they outlive the entries and
+ * handlers they came from and can go out again as they are after a lost
+ * connection (the script writes nothing twice). Answered batches wait in
+ * w->spare_outcomes with their buffers: once warm, an outcome allocates
+ * nothing. */
+struct outcome_batch {
+  writer *w;
+  struct outcome_batch *next;
+  unsigned char key;
+  bool resent;        /* cut off once: a 0 may be this batch's own earlier write */
+  char *bytes;        /* the arguments, each NUL-terminated */
+  size_t nbytes, bytes_cap;
+  size_t *off, *len;  /* per argument: where in bytes, how long */
+  size_t nargs, args_cap;
+  const char **argv;  /* built at send time: bytes moves while it fills */
+  size_t *argvlen;
+  size_t argv_cap;
+  struct outcome_item *items;
+  size_t nitems, items_cap;
+};
 
-/* A block with room for cap bytes after the struct: a spare one if the
- * newest spare is big enough. */
-static struct redo *redo_alloc(writer *w, size_t cap) {
-  struct redo *r = w->spare_redo;
-  if (r) {
-    w->spare_redo = r->next;
-    w->nspare_redo--;
-    if (r->cap >= cap) return r;
-    free(r);
-  }
-  if (cap < REDO_MIN_CAP) cap = REDO_MIN_CAP;
-  r = malloc(sizeof *r + cap);
-  if (r) r->cap = cap;
-  return r;
+#define BATCH_ITEMS_MAX 256          /* outcomes per script call: keeps each call short */
+#define BATCH_BYTES_MAX (1u << 20)   /* ... and its arguments about a megabyte */
+#define BATCH_SPARE_MAX 4
+#define BATCH_KEEP_BYTES (4u << 20)  /* larger buffers (big bodies) are not kept */
+
+static void batch_free(struct outcome_batch *b) {
+  free(b->bytes);
+  free(b->off);
+  free(b->len);
+  free(b->argv);
+  free(b->argvlen);
+  free(b->items);
+  free(b);
 }
 
-/* r was answered (or given up): keep it for later outcomes. */
-static void redo_release(writer *w, struct redo *r) {
-  w->unwritten--;
-  free(r->refusal);
-  r->refusal = NULL;
-  if (w->nspare_redo == REDO_SPARE_MAX || r->cap > REDO_KEEP_MAX) {
-    free(r);
+static int grow(void **p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return 0;
+  size_t n = *cap ? *cap : 16;
+  while (n < need) n *= 2;
+  void *q = realloc(*p, n * size);
+  if (q == NULL) return -1;
+  *p = q;
+  *cap = n;
+  return 0;
+}
+
+/* Appends one argument; -1 when out of memory. */
+static int batch_arg(struct outcome_batch *b, const char *s, size_t n) {
+  if (grow((void **)&b->bytes, &b->bytes_cap, b->nbytes + n + 1, 1) != 0) return -1;
+  if (b->nargs == b->args_cap) {
+    size_t cap = b->args_cap ? b->args_cap * 2 : 64;
+    size_t *off = realloc(b->off, cap * sizeof *off);
+    if (off == NULL) return -1;
+    b->off = off;
+    size_t *len = realloc(b->len, cap * sizeof *len);
+    if (len == NULL) return -1;
+    b->len = len;
+    b->args_cap = cap;
+  }
+  memcpy(b->bytes + b->nbytes, s, n);
+  b->bytes[b->nbytes + n] = '\0';
+  b->off[b->nargs] = b->nbytes;
+  b->len[b->nargs++] = n;
+  b->nbytes += n + 1;
+  return 0;
+}
+
+static const char *batch_argv(const struct outcome_batch *b, size_t i) {
+  return i < b->nargs ? b->bytes + b->off[i] : "";
+}
+
+/* An empty batch for key k: a spare one if there is one. Its first
+ * arguments: numkeys, the key, the group. */
+static struct outcome_batch *batch_new(writer *w, unsigned char k) {
+  struct outcome_batch *b = w->spare_outcomes;
+  if (b) {
+    w->spare_outcomes = b->next;
+    w->nspare_outcomes--;
+  } else if ((b = calloc(1, sizeof *b)) == NULL) {
+    return NULL;
+  }
+  b->w = w;
+  b->next = NULL;
+  b->key = k;
+  b->resent = false;
+  b->nbytes = b->nargs = b->nitems = 0;
+  const char *key = key_name(w, k);
+  if (batch_arg(b, "1", 1) != 0 || batch_arg(b, key, strlen(key)) != 0 ||
+      batch_arg(b, w->spec->group, strlen(w->spec->group)) != 0) {
+    batch_free(b);
+    return NULL;
+  }
+  return b;
+}
+
+/* b was answered (or given up): keep it for later outcomes. */
+static void batch_release(writer *w, struct outcome_batch *b) {
+  w->unwritten -= b->nitems;
+  if (w->nspare_outcomes == BATCH_SPARE_MAX || b->bytes_cap > BATCH_KEEP_BYTES) {
+    batch_free(b);
     return;
   }
-  r->next = w->spare_redo;
-  w->spare_redo = r;
-  w->nspare_redo++;
+  b->next = w->spare_outcomes;
+  w->spare_outcomes = b;
+  w->nspare_outcomes++;
 }
 
-/* n (>= 0) in decimal into buf (12 bytes), NUL-terminated; its length. */
-static size_t format_count(char *buf, int n) {
-  char rev[12];
-  size_t len = 0;
-  do rev[len++] = (char)('0' + n % 10);
-  while ((n /= 10) > 0);
-  for (size_t i = 0; i < len; i++) buf[i] = rev[len - 1 - i];
-  buf[len] = '\0';
-  return len;
+/* Queues b to go out at the next flush, after those queued before it. */
+static void batch_ready(writer *w, struct outcome_batch *b) {
+  b->next = NULL;
+  *w->ready_tail = b;
+  w->ready_tail = &b->next;
 }
 
-static struct redo *redo_new(writer *w, const char *key, const char *id, const char *what,
-                             const struct txn *t) {
-  static size_t script_len;
-  if (script_len == 0) script_len = strlen(SCRIPT_REDO);
-  const char *group = w->spec->group;
-  char counts[TXN_MAX][12];
-  size_t count_len[TXN_MAX];
-  int argc = 6;
-  size_t bytes = strlen(key) + strlen(group) + strlen(id) + 3;
-  for (int i = 0; i < t->n; i++) {
-    count_len[i] = format_count(counts[i], t->cmd[i].argc);
-    argc += 1 + t->cmd[i].argc;
-    bytes += count_len[i] + 1;
-    for (int k = 0; k < t->cmd[i].argc; k++) bytes += t->cmd[i].argvlen[k] + 1;
-  }
-  struct redo *r = redo_alloc(w, (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
-  if (r == NULL) return NULL;
-  w->unwritten++;
-  r->next = NULL;
-  r->w = w;
-  copy_id(r->id, id);
-  r->what = what;
-  r->ncmds = t->n;
-  r->queued = 0;
-  r->refused = -1;
-  r->refusal = NULL;
-  r->argc = 0;
-  r->argv = (const char **)(r + 1);
-  r->argvlen = (size_t *)(r->argv + argc);
-  char *p = (char *)(r->argvlen + argc);
-#define ARG(str, n)                                                                  \
-  do {                                                                               \
-    size_t n_ = (n);                                                                 \
-    memcpy(p, (str), n_);                                                            \
-    p[n_] = '\0';                                                                    \
-    r->argv[r->argc] = p;                                                            \
-    r->argvlen[r->argc++] = n_;                                                      \
-    p += n_ + 1;                                                                     \
-  } while (0)
-  r->argv[r->argc] = "EVAL", r->argvlen[r->argc++] = 4;
-  r->argv[r->argc] = SCRIPT_REDO, r->argvlen[r->argc++] = script_len;
-  r->argv[r->argc] = "1", r->argvlen[r->argc++] = 1;
-  ARG(key, strlen(key)); /* where the entry is pending */
-  ARG(group, strlen(group));
-  ARG(id, strlen(id));
-  for (int i = 0; i < t->n; i++) {
-    ARG(counts[i], count_len[i]);
-    for (int k = 0; k < t->cmd[i].argc; k++) ARG(t->cmd[i].argv[k], t->cmd[i].argvlen[k]);
-  }
-#undef ARG
-  return r;
+static bool outcomes_queued(const writer *w) {
+  return w->ready || w->open[0] || w->open[1];
 }
 
-/* Keeps r to send again once the command connection is back. */
-static void redo_later(writer *w, struct redo *r) {
-  r->next = NULL;
-  if (w->redo == NULL) w->redo_tail = &w->redo;
-  *w->redo_tail = r;
-  w->redo_tail = &r->next;
-  if (!w->flush_armed) arm_flush(w, RETRY_SOON_MS);
-}
-
-static void redo_free_all(writer *w) {
-  struct redo *lists[] = {w->redo, w->spare_redo};
-  for (int i = 0; i < 2; i++) {
+static void outcomes_free(writer *w) {
+  struct outcome_batch *lists[] = {w->ready, w->spare_outcomes, w->open[0], w->open[1]};
+  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
     while (lists[i]) {
-      struct redo *r = lists[i];
-      lists[i] = r->next;
-      free(r->refusal);
-      free(r);
+      struct outcome_batch *b = lists[i];
+      lists[i] = b->next;
+      batch_free(b);
     }
-  }
-  w->redo = w->spare_redo = NULL;
-  w->nspare_redo = 0;
+  w->ready = w->spare_outcomes = w->open[0] = w->open[1] = NULL;
 }
 
-static void send_redo(writer *w, struct redo *r);
-
-/* The name and key (its first argument) of command i of r's outcome, from
- * the SCRIPT_REDO arguments: EVAL script 1 key group id, then per command
- * its argc and argv. */
-static void redo_cmd(const struct redo *r, int i, const char **name, const char **key) {
-  int p = 6;
-  for (int j = 0; j < i && p < r->argc; j++) p += 1 + atoi(r->argv[p]);
-  *name = p + 1 < r->argc ? r->argv[p + 1] : "?";
-  *key = p + 2 < r->argc ? r->argv[p + 2] : "";
-}
-
-/* "key key ...": where r's entry is pending and every key its commands
- * write, for a failed SCRIPT_REDO (Redis's text names none). */
-static void redo_keys(const struct redo *r, char *buf, size_t len) {
-  int n = snprintf(buf, len, "%s", r->argv[3]);
-  for (int i = 0; i < r->ncmds && n >= 0 && (size_t)n < len; i++) {
-    const char *name, *key;
-    redo_cmd(r, i, &name, &key);
-    n += snprintf(buf + n, len - (size_t)n, " %s", key);
-  }
+/* The name and key (its first argument) of command c (from 1) of item it. */
+static void item_cmd(const struct outcome_batch *b, const struct outcome_item *it, long c,
+                     const char **name, const char **key) {
+  size_t p = it->first_cmd;
+  for (long j = 1; j < c && p < b->nargs; j++) p += 1 + strtoul(batch_argv(b, p), NULL, 10);
+  *name = batch_argv(b, p + 1);
+  *key = batch_argv(b, p + 2);
 }
 
 /* ---- acks: coalesced, one XACK per loop turn ---- */
@@ -284,6 +270,13 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
     for (size_t i = 0; i < batch->n; i++) add_ack(w, batch->key, batch->ids[i]);
     arm_flush(w, RETRY_SOON_MS);
   } else {
+    if (r->integer < (long long)batch->n) { /* taken over while they ran here, and finished */
+      char count[24];
+      snprintf(count, sizeof count, "%lld", (long long)batch->n - r->integer);
+      log_line(LOG_INFO, spec->name, "entries already acknowledged by another consumer", "stream",
+               spec->stream, "group", spec->group, "consumer", spec->consumer, "entries", count,
+               NULL);
+    }
     /* Entries are being written again: an earlier outcome that failed once
      * (its entry logged and left pending) no longer makes the host unready. */
     fault_ok(&w->work[WRITER_ACKS], clock_now(w->clock), spec);
@@ -292,7 +285,7 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
   batch->n = 0;
   batch->next = w->spare_batches;
   w->spare_batches = batch;
-  w->on_event(w->data, WRITER_WRITTEN); /* a claiming read may have waited for these acks */
+  w->on_written(w->data); /* a claiming read may have waited for these acks */
 }
 
 /* One XACK of the ids queued for key k; -1 when it cannot go out now. */
@@ -329,23 +322,18 @@ static int send_acks(writer *w, unsigned char k) {
   return 0;
 }
 
+static void send_ready(writer *w);
+
 static void flush(ltimer *t, void *data) {
   (void)t;
   writer *w = data;
   w->flush_armed = false;
-  if ((w->nacks == 0 && w->redo == NULL) || w->abandoned) return;
+  if ((w->nacks == 0 && !outcomes_queued(w)) || w->abandoned) return;
   if (!bk_connected(w->b, w->cmd)) { /* keep them; try again shortly */
     arm_flush(w, RETRY_SOON_MS);
     return;
   }
-  /* Cut-off outcomes first, in the order they were made. */
-  struct redo *redo = w->redo;
-  w->redo = NULL;
-  while (redo) {
-    struct redo *next = redo->next;
-    send_redo(w, redo);
-    redo = next;
-  }
+  send_ready(w); /* cut-off outcomes first, then this turn's, in the order they were made */
   for (unsigned char k = 0; k < NKEYS; k++)
     if (w->acks[k].n && send_acks(w, k) != 0) {
       arm_flush(w, RETRY_SOON_MS);
@@ -379,144 +367,194 @@ void writer_ack(writer *w, unsigned char key, const char *id) {
 }
 
 void writer_flush(writer *w) {
-  if (w->nacks || w->redo) flush(w->flush_timer, w);
+  if (w->nacks || outcomes_queued(w)) flush(w->flush_timer, w);
 }
 
 size_t writer_abandon(writer *w) {
+  /* What could not go out yet (the server away): writing it now would mean
+   * waiting for it, which the deadline forbids. */
+  size_t unwritten = writer_queued(w);
   w->abandoned = true;
-  /* Acks that could not go out yet (the server away): writing them now
-   * would mean waiting for it, which the deadline forbids. */
   timer_stop(w->flush_timer);
   w->flush_armed = false;
-  size_t unacked = w->nacks;
   w->nacks = 0;
-  for (int k = 0; k < NKEYS; k++) w->acks[k].n = 0;
-  return unacked;
+  for (int k = 0; k < NKEYS; k++) {
+    w->acks[k].n = 0;
+    if (w->open[k]) batch_release(w, w->open[k]);
+    w->open[k] = NULL;
+  }
+  while (w->ready) {
+    struct outcome_batch *b = w->ready;
+    w->ready = b->next;
+    batch_release(w, b);
+  }
+  w->ready_tail = &w->ready;
+  return unwritten;
 }
 
 /* ---- outcomes ---- */
 
-static void redo_done(void *data, const bk_reply *r, const char *err) {
-  struct redo *req = data;
-  writer *w = req->w;
+/* The entry of item it had nothing written: say so and why. */
+static void item_failed(writer *w, const struct outcome_item *it, const char *msg,
+                        const char *command, const char *key, const char *why, bool count) {
   const struct handler_spec *spec = w->spec;
-  w->pending--;
-  if (r == NULL && !w->abandoned) {
-    redo_later(w, req); /* lost again: once more when it is back */
-    w->on_event(w->data, WRITER_WRITTEN);
+  enum log_level level = LOG_ERROR;
+  if (count) { /* the server refused it (a lost connection is not counted) */
+    char detail[1024];
+    snprintf(detail, sizeof detail, "%s on %s: %s", command, key, why);
+    level = fault_failed(&w->work[WRITER_OUTCOMES], clock_now(w->clock), LOG_ERROR, detail);
+  }
+  log_line(level, spec->name, msg, "stream", spec->stream, "group", spec->group, "id", it->id,
+           "outcome", it->what, "command", command, "key", key, "error", why, NULL);
+}
+
+/* What SCRIPT_OUTCOME answered for item it: 1, 0 or "N error". */
+static void item_answered(writer *w, const struct outcome_batch *b, const struct outcome_item *it,
+                          const bk_reply *r) {
+  const struct handler_spec *spec = w->spec;
+  const char *key = key_name(w, b->key);
+  if (r->type == BK_INTEGER && r->integer == 1) {
+    if (b->resent)
+      log_line(LOG_INFO, spec->name, "outcome written after reconnecting", "stream", spec->stream,
+               "group", spec->group, "id", it->id, "outcome", it->what, NULL);
     return;
   }
-  if (r && r->type == BK_INTEGER) {
-    log_line(LOG_INFO, spec->name,
-             r->integer ? "outcome written after reconnecting"
-                        : "outcome had been written before the connection dropped",
-             "stream", spec->stream, "group", spec->group, "id", req->id, "outcome", req->what,
-             NULL);
+  if (r->type == BK_INTEGER && r->integer == 0) {
+    const char *msg = b->resent ? "outcome had been written before the connection dropped, or by "
+                                  "another consumer"
+                      : it->ack ? "already acknowledged by another consumer; effects skipped"
+                                : "no longer pending (acknowledged by another consumer); "
+                                  "outcome skipped";
+    log_line(b->resent ? LOG_INFO : LOG_WARN, spec->name, msg, "stream", spec->stream, "group",
+             spec->group, "consumer", spec->consumer, "id", it->id, "outcome", it->what, NULL);
+    return;
+  }
+  char why[512];
+  long c = -1;
+  if (r->type == BK_STRING) {
+    snprintf(why, sizeof why, "%.*s", (int)r->len, r->str);
+    char *end;
+    c = strtol(why, &end, 10);
+    if (end != why && *end == ' ') memmove(why, end + 1, strlen(end + 1) + 1);
+    else c = -1;
+  }
+  if (c < 0) {
+    bk_reply_text(r, NULL, why, sizeof why);
+    item_failed(w, it, "outcome not written, entry left pending", "EVAL", key, why, true);
+  } else if (c == 0) {
+    item_failed(w, it, "outcome not written, entry left pending",
+                it->ack ? "XACK" : "XPENDING", key, why, true);
   } else {
-    char why[256], keys[512];
-    bk_reply_text(r, err, why, sizeof why);
-    redo_keys(req, keys, sizeof keys);
-    log_line(LOG_ERROR, spec->name, "outcome not written, entry left pending", "stream",
-             spec->stream, "group", spec->group, "id", req->id, "outcome", req->what, "command",
-             "EVAL", "script", "the outcome written again after a lost connection", "keys", keys,
-             "error", why, NULL);
+    const char *name, *cmd_key;
+    item_cmd(b, it, c, &name, &cmd_key);
+    item_failed(w, it, "outcome partly written: entry acked, a write failed", name, cmd_key,
+                why, true);
   }
-  redo_release(w, req);
-  w->on_event(w->data, WRITER_WRITTEN);
 }
 
-static void send_redo(writer *w, struct redo *r) {
-  if (bk_command(w->b, w->cmd, r->argc, r->argv, r->argvlen, redo_done, r) == 0)
-    w->pending++;
-  else
-    redo_later(w, r);
-}
-
-static void write_done(void *data, const bk_reply *r, const char *err) {
-  struct redo *req = data;
-  writer *w = req->w;
-  const struct handler_spec *spec = w->spec;
+static void outcomes_done(void *data, const bk_reply *r, const char *err) {
+  struct outcome_batch *b = data;
+  writer *w = b->w;
   w->pending--;
   if (r == NULL && !w->abandoned) {
-    /* Cut off: whether EXEC ran is unknown. SCRIPT_REDO finds out (is the
-     * entry still pending?) and writes it all again only if it did not. */
-    log_line(LOG_WARN, spec->name, "outcome unconfirmed (connection lost), written again once back",
-             "stream", spec->stream, "group", spec->group, "id", req->id, "outcome", req->what,
-             "error", err, NULL);
-    redo_later(w, req);
-    w->on_event(w->data, WRITER_WRITTEN);
+    /* Cut off: whether the script ran is unknown. Sent again as it is: it
+     * writes only what is still pending. */
+    char count[24];
+    snprintf(count, sizeof count, "%zu", b->nitems);
+    log_line(LOG_WARN, w->spec->name,
+             "outcomes unconfirmed (connection lost), written again once back", "stream",
+             w->spec->stream, "group", w->spec->group, "entries", count, "error", err, NULL);
+    b->resent = true;
+    batch_ready(w, b);
+    if (!w->flush_armed) arm_flush(w, RETRY_SOON_MS);
+    w->on_written(w->data);
     return;
   }
-  const bk_reply *failed = r && (r->type == BK_ERROR || r->type == BK_NIL) ? r : NULL;
-  int cmd = failed && failed->type == BK_ERROR && req->ncmds == 1 ? 0 : -1; /* sent alone */
-  bool acked = false;
-  if (r && r->type == BK_ARRAY && r->elements) {
-    /* EXEC runs every queued command even after one fails (no rollback):
-     * the XACK, always last, says whether the entry is still pending. */
-    for (size_t i = 0; i < r->elements && !failed; i++)
-      if (r->element[i]->type == BK_ERROR) failed = r->element[i], cmd = (int)i;
-    const bk_reply *last = r->element[r->elements - 1];
-    acked = last->type == BK_INTEGER && last->integer > 0;
-  }
-  if (failed || r == NULL) {
+  if (r && r->type == BK_ARRAY && r->elements == b->nitems) {
+    bool any = false;
+    for (size_t i = 0; i < b->nitems; i++) {
+      item_answered(w, b, &b->items[i], r->element[i]);
+      any |= r->element[i]->type == BK_INTEGER;
+    }
+    if (any) fault_ok(&w->work[WRITER_OUTCOMES], clock_now(w->clock), w->spec);
+  } else {
     char why[256];
-    bk_reply_text(failed, failed && failed->type == BK_NIL ? "transaction aborted" : err, why,
-               sizeof why);
-    /* EXECABORT says only that something was refused: say what, on which
-     * key, with the refusal's own text. */
-    const char *name = NULL, *key = NULL;
-    if (req->refusal && failed && failed->type == BK_ERROR &&
-        bk_reply_is_error(failed, "EXECABORT")) {
-      cmd = req->refused;
-      snprintf(why, sizeof why, "%s", req->refusal);
-    }
-    if (cmd >= 0) redo_cmd(req, cmd, &name, &key);
-    else if (failed && failed->type == BK_ERROR && req->ncmds > 1 &&
-             !bk_reply_is_error(failed, "EXECABORT"))
-      name = "EXEC"; /* refused itself (no +exec) */
-    if (r) {
-      char detail[1024];
-      snprintf(detail, sizeof detail, "%s on %s: %s", name ? name : "MULTI/EXEC",
-               key ? key : req->argv[3], why);
-      fault_failed(&w->work[WRITER_OUTCOMES], clock_now(w->clock), LOG_ERROR, detail);
-    }
-    log_line(LOG_ERROR, spec->name,
-             acked          ? "outcome partly written: entry acked, a write failed"
-             : w->abandoned ? "shutdown deadline: outcome unconfirmed, entry may stay pending"
-                            : "outcome not written, entry left pending",
-             "stream", spec->stream, "group", spec->group, "id", req->id, "outcome", req->what,
-             "command", name, "key", key, "error", why, NULL);
-  } else {
-    fault_ok(&w->work[WRITER_OUTCOMES], clock_now(w->clock), spec);
+    bk_reply_text(r, err, why, sizeof why);
+    for (size_t i = 0; i < b->nitems; i++)
+      item_failed(w, &b->items[i],
+                  w->abandoned && r == NULL
+                      ? "shutdown deadline: outcome unconfirmed, entry may stay pending"
+                      : "outcome not written, entry left pending",
+                  "EVAL", key_name(w, b->key), why, r != NULL && i == 0);
   }
-  redo_release(w, req);
-  w->on_event(w->data, WRITER_WRITTEN); /* a claiming read may have waited for this write */
+  batch_release(w, b);
+  w->on_written(w->data); /* a claiming read may have waited for this write */
 }
 
-static void ignore_reply(void *data, const bk_reply *r, const char *err) {
-  (void)r, (void)err;
-  writer *w = data;
-  w->pending--;
-  w->on_event(w->data, WRITER_REPLY);
+/* Sends b; -1 when it cannot go out now. */
+static int send_batch(writer *w, struct outcome_batch *b) {
+  size_t argc = b->nargs + 2;
+  if (argc > b->argv_cap) {
+    const char **argv = realloc(b->argv, argc * sizeof *argv);
+    if (argv == NULL) return -1;
+    b->argv = argv;
+    size_t *argvlen = realloc(b->argvlen, argc * sizeof *argvlen);
+    if (argvlen == NULL) return -1;
+    b->argvlen = argvlen;
+    b->argv_cap = argc;
+  }
+  b->argv[0] = "EVAL", b->argvlen[0] = 4;
+  static size_t script_len;
+  if (script_len == 0) script_len = strlen(SCRIPT_OUTCOME);
+  b->argv[1] = SCRIPT_OUTCOME, b->argvlen[1] = script_len;
+  for (size_t i = 0; i < b->nargs; i++) {
+    b->argv[i + 2] = b->bytes + b->off[i];
+    b->argvlen[i + 2] = b->len[i];
+  }
+  if (bk_command(w->b, w->cmd, (int)argc, b->argv, b->argvlen, outcomes_done, b) != 0) return -1;
+  w->pending++;
+  return 0;
 }
 
-/* A queued command's reply (+QUEUED, or the error that makes EXEC abort):
- * the first refusal is kept for write_done's log line. */
-static void queued_reply(void *data, const bk_reply *r, const char *err) {
-  (void)err;
-  struct redo *req = data;
-  writer *w = req->w;
-  w->pending--;
-  if (r && r->type == BK_ERROR && req->refused < 0) {
-    req->refused = req->queued;
-    req->refusal = malloc(r->len + 1);
-    if (req->refusal) {
-      memcpy(req->refusal, r->str, r->len);
-      req->refusal[r->len] = '\0';
+/* Sends the batches ready, in order; those that cannot go out stay. */
+static void send_ready(writer *w) {
+  for (unsigned char k = 0; k < NKEYS; k++)
+    if (w->open[k]) {
+      batch_ready(w, w->open[k]);
+      w->open[k] = NULL;
     }
+  while (w->ready) {
+    struct outcome_batch *b = w->ready;
+    if (send_batch(w, b) != 0) {
+      arm_flush(w, RETRY_SOON_MS);
+      return;
+    }
+    w->ready = b->next;
+    if (w->ready == NULL) w->ready_tail = &w->ready;
   }
-  req->queued++;
-  w->on_event(w->data, WRITER_REPLY);
+}
+
+static int put_num(struct outcome_batch *b, size_t n) {
+  char num[24];
+  return batch_arg(b, num, (size_t)snprintf(num, sizeof num, "%zu", n));
+}
+
+/* Appends t's commands as item it; -1 when out of memory. */
+static int batch_add(struct outcome_batch *b, const struct txn *t, const char *id, bool ack) {
+  if (batch_arg(b, id, strlen(id)) != 0 || batch_arg(b, ack ? "ack" : "pending", ack ? 3 : 7) != 0 ||
+      put_num(b, (size_t)t->n) != 0)
+    return -1;
+  size_t first = b->nargs;
+  for (int i = 0; i < t->n; i++) {
+    if (put_num(b, (size_t)t->cmd[i].argc) != 0) return -1;
+    for (int k = 0; k < t->cmd[i].argc; k++)
+      if (batch_arg(b, t->cmd[i].argv[k], t->cmd[i].argvlen[k]) != 0) return -1;
+  }
+  if (grow((void **)&b->items, &b->items_cap, b->nitems + 1, sizeof *b->items) != 0) return -1;
+  struct outcome_item *it = &b->items[b->nitems++];
+  it->first_cmd = first;
+  it->ack = ack;
+  return 0;
 }
 
 struct txn *writer_txn(writer *w) {
@@ -524,43 +562,35 @@ struct txn *writer_txn(writer *w) {
   return &w->txn;
 }
 
-void writer_send(writer *w, unsigned char key, const char *id, const char *what) {
+void writer_outcome(writer *w, unsigned char key, const char *id, const char *what, bool ack) {
   const struct handler_spec *spec = w->spec;
-  struct txn *t = &w->txn;
-  struct redo *req = redo_new(w, key_name(w, key), id, what, t);
-  const char *exec = "EXEC", *multi_cmd = "MULTI";
-  size_t exec_len = 4, multi_len = 5;
-  if (req == NULL) {
-    log_line(LOG_ERROR, spec->name, "outcome not written (out of memory), entry left pending",
-             "stream", spec->stream, "group", spec->group, "id", id, "outcome", what, NULL);
-    return;
+  if (w->abandoned) return; /* nothing is written past the deadline: it stays pending */
+  struct outcome_batch *b = w->open[key];
+  if (b == NULL && (b = w->open[key] = batch_new(w, key)) == NULL) goto oom;
+  size_t nbytes = b->nbytes, nargs = b->nargs;
+  if (batch_add(b, &w->txn, id, ack) != 0) {
+    b->nbytes = nbytes, b->nargs = nargs; /* the outcomes before it stay whole */
+    goto oom;
   }
-  if (t->n > 1) {
-    if (bk_command(w->b, w->cmd, 1, &multi_cmd, &multi_len, ignore_reply, w) != 0) goto later;
-    w->pending++;
-    /* MULTI was accepted: the connection is up and the rest goes out with it. */
-    for (int i = 0; i < t->n; i++) {
-      bk_command(w->b, w->cmd, t->cmd[i].argc, t->cmd[i].argv, t->cmd[i].argvlen, queued_reply,
-                 req);
-      w->pending++;
-    }
-    bk_command(w->b, w->cmd, 1, &exec, &exec_len, write_done, req);
-  } else if (bk_command(w->b, w->cmd, t->cmd[0].argc, t->cmd[0].argv, t->cmd[0].argvlen,
-                        write_done, req) != 0) {
-    goto later;
+  struct outcome_item *it = &b->items[b->nitems - 1];
+  copy_id(it->id, id);
+  it->what = what;
+  w->unwritten++;
+  if (b->nitems == BATCH_ITEMS_MAX || b->nbytes >= BATCH_BYTES_MAX) {
+    batch_ready(w, b);
+    w->open[key] = NULL;
   }
-  w->pending++;
+  if (!w->flush_armed) arm_flush(w, 0);
   return;
-later: /* not connected now: written once the connection is back */
-  log_line(LOG_WARN, spec->name, "outcome waits for the connection", "stream", spec->stream,
-           "group", spec->group, "id", id, "outcome", what, NULL);
-  redo_later(w, req);
+oom:
+  log_line(LOG_ERROR, spec->name, "outcome not written (out of memory), entry left pending",
+           "stream", spec->stream, "group", spec->group, "id", id, "outcome", what, NULL);
 }
 
 /* ---- life cycle and state ---- */
 
 writer *writer_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_spec *spec,
-                   const char *retry_key, writer_event_fn *on_event, void *data) {
+                   const char *retry_key, writer_written_fn *on_written, void *data) {
   writer *w = calloc(1, sizeof *w);
   if (w == NULL) return NULL;
   bk_args_init(&w->args);
@@ -569,7 +599,8 @@ writer *writer_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_
   w->cmd = cmd;
   w->clock = clock;
   w->spec = spec;
-  w->on_event = on_event;
+  w->on_written = on_written;
+  w->ready_tail = &w->ready;
   w->data = data;
   w->work[WRITER_ACKS].name = "acks";
   w->work[WRITER_OUTCOMES].name = "writing outcomes";
@@ -587,7 +618,7 @@ void writer_set_spec(writer *w, const struct handler_spec *spec) { w->spec = spe
 void writer_free(writer *w) {
   if (w == NULL) return;
   if (w->flush_timer) timer_free(w->flush_timer);
-  redo_free_all(w);
+  outcomes_free(w);
   ack_batches_free(w);
   for (int k = 0; k < NKEYS; k++) free(w->acks[k].ids);
   bk_args_free(&w->args);
@@ -596,8 +627,14 @@ void writer_free(writer *w) {
   free(w);
 }
 
-size_t writer_queued_acks(const writer *w) { return w->nacks; }
+size_t writer_queued(const writer *w) {
+  size_t n = w->nacks;
+  for (int k = 0; k < NKEYS; k++)
+    if (w->open[k]) n += w->open[k]->nitems;
+  for (const struct outcome_batch *b = w->ready; b; b = b->next) n += b->nitems;
+  return n;
+}
+
 unsigned writer_pending(const writer *w) { return w->pending; }
 size_t writer_unwritten(const writer *w) { return w->unwritten; }
-bool writer_has_redo(const writer *w) { return w->redo != NULL; }
 const struct fault *writer_fault(const writer *w, enum writer_work work) { return &w->work[work]; }

@@ -3,12 +3,15 @@
  *
  * Plain acks are coalesced into one XACK per key per loop turn; a failed
  * XACK puts its ids back and goes out again shortly, never dropped. Any other
- * outcome (writes, replies, retry copies, dead letters, delays) is a
- * transaction the caller builds in writer_txn (outcome.h builders) and sends
- * with writer_send: one command alone, several as MULTI/EXEC. An outcome cut
- * off by a lost connection is kept as one SCRIPT_REDO call and sent again
- * once the connection is back; the script writes it only if the entry is
- * still pending, so nothing is written twice.
+ * outcome (a handler's writes, replies, retry copies, dead letters, delays)
+ * is a list of commands the caller builds in writer_txn (outcome.h builders)
+ * and queues with writer_outcome. The outcomes of one key and loop turn go
+ * out as one SCRIPT_OUTCOME call (scripts.h), which acks each entry and
+ * writes its commands only if that ack removed it from the pending list: an
+ * outcome is all written with its ack, or not at all, and never twice, even
+ * when another consumer took the entry over and finished it too. A call cut
+ * off by a lost connection is sent again as it is once the connection is
+ * back (the script skips what was written).
  *
  * The writer knows nothing of its subscription: it reports through one
  * callback, and the subscription asks what is outstanding. */
@@ -26,15 +29,9 @@
 
 typedef struct writer writer;
 
-enum writer_event {
-  /* A write was answered (or given up, or put back to go out again): the
-   * subscription may run and read more. */
-  WRITER_WRITTEN,
-  /* Only a reply inside a transaction came back: nothing is finished, but
-   * the count of outstanding commands went down. */
-  WRITER_REPLY,
-};
-typedef void writer_event_fn(void *data, enum writer_event ev);
+/* A write was answered (or given up, or put back to go out again): the
+ * subscription may run and read more. */
+typedef void writer_written_fn(void *data);
 
 /* The work whose failures readiness watches (writer_fault). */
 enum writer_work { WRITER_ACKS, WRITER_OUTCOMES, WRITER_NWORK };
@@ -44,33 +41,33 @@ enum writer_work { WRITER_ACKS, WRITER_OUTCOMES, WRITER_NWORK };
  * entry key is ENTRY_KEY_RETRY. spec is borrowed: writer_set_spec replaces it
  * when the handler is swapped. */
 writer *writer_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_spec *spec,
-                   const char *retry_key, writer_event_fn *on_event, void *data);
+                   const char *retry_key, writer_written_fn *on_written, void *data);
 void writer_set_spec(writer *w, const struct handler_spec *spec);
 void writer_free(writer *w);
 
 /* Adds id (read from entry key `key`) to the XACK that goes out at the next
  * loop turn. Nothing once abandoned: the entry stays pending. */
 void writer_ack(writer *w, unsigned char key, const char *id);
-/* The writer's transaction, emptied for the next outcome. */
+/* The writer's command list, emptied for the next outcome. */
 struct txn *writer_txn(writer *w);
-/* Sends writer_txn's commands as the outcome `what` ("retry", "reply", ...,
- * static) of entry id, read from entry key `key`. */
-void writer_send(writer *w, unsigned char key, const char *id, const char *what);
-/* Sends queued acks and cut-off outcomes now rather than at the next turn. */
+/* Queues writer_txn's commands as the outcome `what` ("retry", "reply", ...,
+ * static) of entry id, read from entry key `key`: written with the entry's
+ * ack if that ack removes it from the pending list, or (ack false, for an
+ * outcome that keeps the entry pending) only while it is still pending. */
+void writer_outcome(writer *w, unsigned char key, const char *id, const char *what, bool ack);
+/* Sends queued acks and outcomes now rather than at the next turn. */
 void writer_flush(writer *w);
-/* The shutdown deadline: acks not sent yet are dropped (returns how many),
- * and from now on nothing is written or retried. */
+/* The shutdown deadline: acks and outcomes not sent yet are dropped (returns
+ * how many), and from now on nothing is written or retried. */
 size_t writer_abandon(writer *w);
 
-/* Acks queued and not sent. */
-size_t writer_queued_acks(const writer *w);
+/* Acks and outcomes queued and not sent (cut-off ones included). */
+size_t writer_queued(const writer *w);
 /* Commands sent and not answered. */
 unsigned writer_pending(const writer *w);
 /* Outcomes other than plain acks not written yet: sent and unanswered, or
  * waiting for the connection. */
 size_t writer_unwritten(const writer *w);
-/* Outcomes cut off by a lost connection, waiting to be sent again. */
-bool writer_has_redo(const writer *w);
 const struct fault *writer_fault(const writer *w, enum writer_work work);
 
 #endif

@@ -156,11 +156,66 @@ static const char *refused(lua_State *L, int first) {
   return NULL;
 }
 
-/* core.redis(name, timeout_ms, cmd, ...)  sends the command (strings as they
- * are, numbers as Redis scripting writes them: an integral one as the integer
- * it is) and yields until its answer, which core.redis_result gives. Does not
- * yield when nothing was sent (not connected): redis_result says why.
- * timeout_ms 0: the host's default. name is the Lua function, for errors. */
+/* Checks the command at stack index first..top for handler function name:
+ * a string first, not refused (extra: more refused names, NULL-terminated),
+ * each argument a string or a number, and turns the numbers into strings in
+ * place (as Redis scripting writes them: an integral one as the integer it
+ * is). Raises with the handler's line otherwise. */
+static void check_command(lua_State *L, const char *name, int first, const char *const *extra,
+                          const char *extra_why) {
+  if (lua_gettop(L) < first) luaL_error(L, "%s: no command given", name);
+  if (lua_type(L, first) != LUA_TSTRING) luaL_error(L, "%s: the command must be a string", name);
+  const char *why = refused(L, first);
+  size_t len;
+  const char *cmd = lua_tolstring(L, first, &len);
+  for (const char *const *e = extra; e && *e && !why; e++)
+    if (word_is(cmd, len, *e)) why = extra_why;
+  if (why) { /* where the handler called, as for a call at load */
+    luaL_where(L, 2);
+    lua_pushfstring(L, "%s: %s is not available to handlers: %s", name, cmd, why);
+    lua_concat(L, 2);
+    lua_error(L);
+  }
+  for (int i = first; i <= lua_gettop(L); i++) {
+    int t = lua_type(L, i);
+    if (t == LUA_TNUMBER) {
+      char num[JSON_NUMBER_MAX];
+      lua_Number v = lua_tonumber(L, i);
+      size_t n = json_format_number(v == 0 ? 0 : v, num); /* -0 as 0: Redis wants an integer */
+      if (n == 0) luaL_error(L, "%s: argument %d is not a finite number", name, i - first + 1);
+      lua_pushlstring(L, num, n);
+      lua_replace(L, i); /* anchored on the stack until the command is sent */
+    } else if (t != LUA_TSTRING) {
+      luaL_error(L, "%s: argument %d must be a string or a number, got %s", name, i - first + 1,
+                 luaL_typename(L, i));
+    }
+  }
+}
+
+/* Commands that cannot run inside the script that writes an outcome. */
+static const char *const not_in_scripts[] = {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL",
+                                            "FCALL_RO", "SCRIPT", "FUNCTION", NULL};
+
+/* core.command(name, cmd, ...) -> {cmd, arg, ...}: a command checked as
+ * core.redis checks it (numbers as strings), for ctx:write, which sends it
+ * with the ack. */
+static int core_command(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  check_command(L, name, 2, not_in_scripts, "it cannot run inside the script that writes the ack");
+  int n = lua_gettop(L) - 1;
+  lua_createtable(L, n, 0);
+  for (int i = 1; i <= n; i++) {
+    lua_pushvalue(L, i + 1);
+    lua_rawseti(L, -2, i);
+  }
+  return 1;
+}
+
+/* core.redis(name, timeout_ms, cmd, ...)  sends the command (checked and
+ * converted by check_command) and yields until its answer, which
+ * core.redis_result gives. Does not yield when nothing was sent (not
+ * connected): redis_result says why. timeout_ms 0: the host's default. name
+ * is the Lua function, for errors. */
 static int core_redis(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   struct rt_job *job = jobs_running_on(self(L)->jobs, L);
@@ -172,30 +227,8 @@ static int core_redis(lua_State *L) {
     return lua_error(L);
   }
   lua_Number timeout = luaL_checknumber(L, 2);
+  check_command(L, name, 3, NULL, NULL);
   int argc = lua_gettop(L) - 2;
-  if (argc < 1) return luaL_error(L, "%s: no command given", name);
-  if (lua_type(L, 3) != LUA_TSTRING) return luaL_error(L, "%s: the command must be a string", name);
-  const char *why = refused(L, 3);
-  if (why) { /* where the handler called, as for a call at load */
-    luaL_where(L, 2);
-    lua_pushfstring(L, "%s: %s is not available to handlers: %s", name, lua_tostring(L, 3), why);
-    lua_concat(L, 2);
-    return lua_error(L);
-  }
-  for (int i = 3; i <= lua_gettop(L); i++) {
-    int t = lua_type(L, i);
-    if (t == LUA_TNUMBER) {
-      char num[JSON_NUMBER_MAX];
-      lua_Number v = lua_tonumber(L, i);
-      size_t len = json_format_number(v == 0 ? 0 : v, num); /* -0 as 0: Redis wants an integer */
-      if (len == 0) return luaL_error(L, "%s: argument %d is not a finite number", name, i - 2);
-      lua_pushlstring(L, num, len);
-      lua_replace(L, i); /* anchored on the stack until the command is sent */
-    } else if (t != LUA_TSTRING) {
-      return luaL_error(L, "%s: argument %d must be a string or a number, got %s", name, i - 2,
-                        luaL_typename(L, i));
-    }
-  }
   const char *stack_argv[CALL_ARGS_STACK];
   size_t stack_len[CALL_ARGS_STACK];
   const char **argv = stack_argv;
@@ -451,7 +484,8 @@ int core_open(lua_State *L, struct core *c) {
                                  {"entry", core_entry}, {"field", core_field},
                                  {"message", core_message}, {"source_id", core_source_id},
                                  {"deliveries", core_deliveries}, {"redis", core_redis},
-                                 {"redis_result", core_redis_result}, {NULL, NULL}};
+                                 {"redis_result", core_redis_result}, {"command", core_command},
+                                 {NULL, NULL}};
   lua_createtable(L, 0, 16);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);

@@ -229,35 +229,30 @@ static int ensure_scratch(struct jobs *j, size_t nfields, size_t nwrites) {
   return 0;
 }
 
-/* Reads the writes table at idx ({ {stream, {f, v, ...}}, ... }) into the
- * pool's scratch arrays; the strings stay anchored by the table. */
+/* Reads the writes table at idx ({ {cmd, arg, ...}, ... }, strings) into
+ * the pool's scratch arrays; the strings stay anchored by the table. */
 static int read_writes(struct jobs *j, lua_State *co, int idx, struct rt_result *res) {
   if (!lua_istable(co, idx)) return 0;
-  size_t nwrites = lua_objlen(co, idx), nfields = 0;
+  size_t nwrites = lua_objlen(co, idx), nargs = 0;
   for (size_t w = 1; w <= nwrites; w++) {
     lua_rawgeti(co, idx, (int)w);
-    lua_rawgeti(co, -1, 2);
-    nfields += lua_objlen(co, -1);
-    lua_pop(co, 2);
+    nargs += lua_objlen(co, -1);
+    lua_pop(co, 1);
   }
-  if (ensure_scratch(j, nfields, nwrites) != 0) return -1;
+  if (ensure_scratch(j, nargs, nwrites) != 0) return -1;
   size_t at = 0;
   for (size_t w = 0; w < nwrites; w++) {
     struct rt_write *out = &j->scratch_writes[w];
     lua_rawgeti(co, idx, (int)w + 1);              /* ... write */
-    lua_rawgeti(co, -1, 1);
-    out->stream = lua_tostring(co, -1);
-    lua_pop(co, 1);
-    lua_rawgeti(co, -1, 2);                        /* ... write fields */
-    out->nfields = lua_objlen(co, -1);
-    out->field = j->scratch + at;
-    out->field_len = j->scratch_len + at;
-    for (size_t i = 0; i < out->nfields; i++, at++) {
+    out->argc = lua_objlen(co, -1);
+    out->argv = j->scratch + at;
+    out->argvlen = j->scratch_len + at;
+    for (size_t i = 0; i < out->argc; i++, at++) {
       lua_rawgeti(co, -1, (int)i + 1);
       j->scratch[at] = lua_tolstring(co, -1, &j->scratch_len[at]);
       lua_pop(co, 1);
     }
-    lua_pop(co, 2);
+    lua_pop(co, 1);
   }
   res->nwrites = nwrites;
   res->writes = j->scratch_writes;

@@ -139,12 +139,12 @@ enum rt_outcome {
   RT_REJECT,      /* dead-letter now; text is the handler's reason */
 };
 
-/* An entry the handler asked to add (ctx:publish, a reply). */
+/* A command written with the ack: ctx:write's, the XADD of a ctx:publish
+ * entry or of a reply. */
 struct rt_write {
-  const char *stream;
-  size_t nfields;            /* field/value strings, 2 per pair */
-  const char **field;
-  const size_t *field_len;
+  size_t argc;
+  const char **argv;
+  const size_t *argvlen;
 };
 
 struct rt_result {
@@ -153,7 +153,7 @@ struct rt_result {
   size_t text_len;
   const char *reason;        /* RT_ERROR/RT_INVALID: short kind, e.g. "handler-error", "decode-error" */
   int64_t delay_ms;          /* RT_RETRY_AFTER */
-  size_t nwrites;            /* RT_ACK, RT_REPLY: entries to add with the ack */
+  size_t nwrites;            /* RT_ACK, RT_REPLY: commands written with the ack */
   const struct rt_write *writes;
   const char *version;       /* the version of the handler that ran the entry */
 };

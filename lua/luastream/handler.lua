@@ -214,24 +214,38 @@ local function entry_fields(body, opts, fields)
   return fields
 end
 
--- ctx:publish entries waiting for the outcome, by ctx: out of the handler's
--- reach, so what reaches the host is always { {stream, {strings}}, ... }.
+-- Commands waiting for the outcome (ctx:write, ctx:publish), by ctx: out of
+-- the handler's reach, so what reaches the host is always
+-- { {cmd, arg, ...}, ... }, strings only.
 local pending_writes = setmetatable({}, { __mode = "k" })
 
--- ctx:publish(stream, msg [, {key =, headers =}]) -> true. The entry is
--- written with the handled entry's ack, in one MULTI/EXEC: only when the
--- handler acks (or replies), never without the ack, never the ack without it.
-local function publish(self, stream, msg, opts)
-  if type(stream) ~= "string" or stream == "" then error("ctx:publish: stream must be a non-empty string", 2) end
-  local fields, why = entry_fields(msg, opts, {})
-  if not fields then error("ctx:publish: " .. why, 2) end
-  local writes = pending_writes[self]
+local function queue(ctx, command)
+  local writes = pending_writes[ctx]
   if not writes then
     writes = {}
-    pending_writes[self] = writes
+    pending_writes[ctx] = writes
   end
-  writes[#writes + 1] = { stream, fields }
+  writes[#writes + 1] = command
   return true
+end
+
+-- ctx:publish(stream, msg [, {key =, headers =}]) -> true. The entry is
+-- written with the handled entry's ack, in one step: only when the handler
+-- acks (or replies) and this delivery's ack is the one that removes the
+-- entry from the pending list.
+local function publish(self, stream, msg, opts)
+  if type(stream) ~= "string" or stream == "" then error("ctx:publish: stream must be a non-empty string", 2) end
+  local fields, why = entry_fields(msg, opts, { "XADD", stream, "*" })
+  if not fields then error("ctx:publish: " .. why, 2) end
+  return queue(self, fields)
+end
+
+-- ctx:write(cmd, ...) -> true. A Redis command written with the ack, under
+-- the same rule as ctx:publish: so exactly once per entry and group.
+-- Arguments as for ls.redis.call; checked now, so that a mistake raises in
+-- the handler rather than failing with the ack.
+local function write(self, ...)
+  return queue(self, core.command("ctx:write", ...))
 end
 
 -- ctx.id, ctx.headers and ctx.fields come from the entry the host holds,
@@ -270,8 +284,9 @@ end
 -- outcome(result, ctx, spec, seq) -> what the host applies:
 --   "ack" [writes] | "reply" writes | "retry" | "retry_after" ms | "reject" reason
 --   | "error" reason message
--- writes: { {stream, fields}, ... }: the handler's ctx:publish entries, and
--- for "reply" the reply last; written together with the ack. ctx is nil for
+-- writes: { {cmd, arg, ...}, ... }: the handler's ctx:write commands and
+-- ctx:publish XADDs, and for "reply" the reply's XADD last; written together
+-- with the ack. ctx is nil for
 -- a handle that takes no ctx (see dispatcher).
 local function outcome(result, ctx, spec, seq)
   local writes = ctx and pending_writes[ctx]
@@ -287,8 +302,12 @@ local function outcome(result, ctx, spec, seq)
       return "error", R.BAD_RETURN, "handle returned ls.reply(...) but the handler has no reply_to stream"
     end
     local opts = result.opts
-    -- Room for the body, the original id, the key and the version: no rehash.
-    local fields, why = entry_fields(result.reply, opts, table_new(8, 0))
+    -- XADD reply_to *, then room for the body, the original id, the key and
+    -- the version: no rehash.
+    local fields = table_new(11, 0)
+    fields[1], fields[2], fields[3] = "XADD", spec.reply_to, "*"
+    local why
+    fields, why = entry_fields(result.reply, opts, fields)
     if not fields then return "error", R.BAD_RETURN, "ls.reply: " .. why end
     -- From what the host delivered, not from ctx, which the handler may change:
     -- the id on the source stream, also for a copy read from the retry stream.
@@ -304,8 +323,7 @@ local function outcome(result, ctx, spec, seq)
       fields[#fields + 1] = H.HANDLER_VERSION
       fields[#fields + 1] = spec.version
     end
-    local write = { spec.reply_to, fields }
-    if writes then writes[#writes + 1] = write else writes = { write } end
+    if writes then writes[#writes + 1] = fields else writes = { fields } end
     return "reply", writes
   end
   if result.retry_after ~= nil or result.outcome == "retry_after" then
@@ -398,7 +416,8 @@ function M.dispatcher(spec, consumer)
   local handle = spec.handle
   local params = debug.getinfo(handle, "u")
   local wants_ctx = params.isvararg or params.nparams >= 2
-  local members = { stream = spec.stream, group = spec.group, consumer = consumer, publish = publish }
+  local members = { stream = spec.stream, group = spec.group, consumer = consumer, publish = publish,
+                    write = write }
   local Ctx = {
     __index = function(ctx, k)
       if k == "id" then

@@ -61,47 +61,27 @@ static const char *cmd(const struct txn *t, int i) {
 
 /* ================================================================ ack, writes */
 
-TEST_IMPL(outcome_ack_argv) {
-  struct handler_spec s = spec();
-  struct entry *e = mk_entry("1700000000000-3", "data", "{}", NULL);
-  struct txn t;
-  txn_init(&t);
-  ASSERT_INT_EQ(t.n, 0);
-  outcome_ack(&t, &s, s.stream, e);
-  ASSERT_INT_EQ(t.n, 1);
-  ASSERT_INT_EQ(t.cmd[0].argc, 4);
-  ASSERT_STR_EQ(cmd(&t, 0), "XACK payments ledger 1700000000000-3");
-  txn_free(&t);
-  ASSERT_INT_EQ(t.n, 0);
-  ASSERT_INT_EQ(t.nowned, 0);
-  entry_free(e);
-  LEAK_CHECK();
-}
-
 TEST_IMPL(outcome_writes_argv) {
-  /* two publishes and a reply, as the runtime hands them over */
-  const char *f1[] = {"data", "{\"n\":1}", "partition-key", "k1"};
-  size_t l1[] = {4, 7, 13, 2};
-  const char *f2[] = {"data", "a\0b"}; /* lengths, not NULs, delimit */
-  size_t l2[] = {4, 3};
-  const char *f3[] = {"data", "{\"ok\":true}", "original-id", "1-0"};
-  size_t l3[] = {4, 11, 11, 3};
-  struct rt_write w[] = {{"audit", 4, f1, l1}, {"audit2", 2, f2, l2}, {"replies", 4, f3, l3}};
+  /* a ctx:write, a publish and a reply, as the runtime hands them over */
+  const char *c1[] = {"HINCRBY", "balances", "acct-1", "250"};
+  size_t l1[] = {7, 8, 6, 3};
+  const char *c2[] = {"XADD", "audit2", "*", "data", "a\0b"}; /* lengths, not NULs, delimit */
+  size_t l2[] = {4, 6, 1, 4, 3};
+  const char *c3[] = {"XADD", "replies", "*", "data", "{\"ok\":true}", "original-id", "1-0"};
+  size_t l3[] = {4, 7, 1, 4, 11, 11, 3};
+  struct rt_write w[] = {{4, c1, l1}, {5, c2, l2}, {7, c3, l3}};
   struct rt_result res = {.kind = RT_REPLY, .nwrites = 3, .writes = w};
-  struct handler_spec s = spec();
   struct entry *e = mk_entry("1-0", "data", "{}", NULL);
   struct txn t;
   txn_init(&t);
   ASSERT_OK(outcome_writes(&t, &res));
-  outcome_ack(&t, &s, s.stream, e);
-  ASSERT_INT_EQ(t.n, 4);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD audit * data {\"n\":1} partition-key k1");
+  ASSERT_INT_EQ(t.n, 3);
+  ASSERT_STR_EQ(cmd(&t, 0), "HINCRBY balances acct-1 250");
   ASSERT_STR_EQ(cmd(&t, 1), "XADD audit2 * data a\\x00b");
   ASSERT_INT_EQ(t.cmd[1].argvlen[4], 3);
   ASSERT_STR_EQ(cmd(&t, 2), "XADD replies * data {\"ok\":true} original-id 1-0");
-  ASSERT_STR_EQ(cmd(&t, 3), "XACK payments ledger 1-0");
   /* the strings are the caller's: borrowed, not copied */
-  ASSERT(t.cmd[0].argv[4] == f1[1]);
+  ASSERT(t.cmd[0].argv[2] == c1[2]);
   ASSERT_INT_EQ(t.nowned, 0);
   txn_free(&t);
 
@@ -116,13 +96,13 @@ TEST_IMPL(outcome_writes_argv) {
 }
 
 TEST_IMPL(outcome_writes_too_many) {
-  const char *f[] = {"data", "1"};
+  const char *f[] = {"INCR", "n"};
   size_t l[] = {4, 1};
   struct rt_write w[TXN_MAX];
-  for (int i = 0; i < TXN_MAX; i++) w[i] = (struct rt_write){"s", 2, f, l};
+  for (int i = 0; i < TXN_MAX; i++) w[i] = (struct rt_write){2, f, l};
   struct txn t;
   txn_init(&t);
-  /* with the ack (and room to spare) they must fit in one transaction */
+  /* with room to spare they must fit in one outcome */
   struct rt_result res = {.kind = RT_ACK, .nwrites = TXN_MAX - 1, .writes = w};
   ASSERT_INT_EQ(outcome_writes(&t, &res), -1);
   ASSERT_INT_EQ(t.n, 0); /* nothing added */
@@ -181,12 +161,10 @@ TEST_IMPL(outcome_dead_letter_argv) {
   struct txn t;
   txn_init(&t);
   outcome_dead_letter(&t, &s, e, "7-0", "rejected", "card expired", 12, 2, 1700000000123ULL);
-  outcome_ack(&t, &s, s.stream, e);
-  ASSERT_INT_EQ(t.n, 2);
+  ASSERT_INT_EQ(t.n, 1);
   ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
                                 PROV("7-0", "2", "rejected", "card expired"));
   ASSERT_INT_EQ(t.cmd[0].argc, 3 + 4 + 16);
-  ASSERT_STR_EQ(cmd(&t, 1), "XACK payments ledger 7-0");
   txn_free(&t);
 
   /* error_len counts, not the NUL; no error: an empty value */
@@ -254,14 +232,12 @@ TEST_IMPL(outcome_delay_member) {
   struct txn t;
   txn_init(&t);
   outcome_delay(&t, &s, e, 1, "5-0", 1700000002500ULL);
-  outcome_ack(&t, &s, s.stream, e);
-  ASSERT_INT_EQ(t.n, 2);
+  ASSERT_INT_EQ(t.n, 1);
   ASSERT_INT_EQ(t.cmd[0].argc, 4);
   /* netstrings: the id, the fields, delivery-count, original-id */
   ASSERT_STR_EQ(cmd(&t, 0), "ZADD payments:delayed:ledger 1700000002500 "
                             "3:5-04:data7:{\"n\":5}13:partition-key6:acct-7"
                             "14:delivery-count1:111:original-id3:5-0");
-  ASSERT_STR_EQ(cmd(&t, 1), "XACK payments ledger 5-0");
   txn_free(&t);
   entry_free(e);
 
@@ -335,9 +311,9 @@ TEST_IMPL(outcome_txn_free_reuse) {
   struct handler_spec s = spec();
   struct entry *e = mk_entry("4-0", "data", "{\"n\":4}", "delivery-count", "1", "original-id",
                              "2-0", NULL);
-  const char *f[] = {"data", "1"};
-  size_t l[] = {4, 1};
-  struct rt_write w[] = {{"audit", 2, f, l}};
+  const char *f[] = {"XADD", "audit", "*", "data", "1"};
+  size_t l[] = {4, 5, 1, 4, 1};
+  struct rt_write w[] = {{5, f, l}};
   struct rt_result res = {.kind = RT_ACK, .nwrites = 1, .writes = w};
   struct txn t;
   txn_init(&t);
@@ -347,9 +323,8 @@ TEST_IMPL(outcome_txn_free_reuse) {
     outcome_dead_letter(&t, &s, e, "2-0", "rejected", "r", 1, 2, 7);
     outcome_delay(&t, &s, e, 2, "2-0", 9);
     outcome_restamp(&t, &s, s.stream, e, 10);
-    outcome_ack(&t, &s, s.stream, e);
-    ASSERT_INT_EQ(t.n, 6);
-    ASSERT_STR_EQ(cmd(&t, 5), "XACK payments ledger 4-0");
+    ASSERT_INT_EQ(t.n, 5);
+    ASSERT_STR_EQ(cmd(&t, 0), "XADD audit * data 1");
     txn_free(&t);
     ASSERT_INT_EQ(t.n, 0);
     ASSERT_INT_EQ(t.nowned, 0);

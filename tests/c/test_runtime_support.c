@@ -95,15 +95,21 @@ static void copy_str(char *dst, size_t cap, const char *s, size_t len) {
 }
 
 static void copy_write(struct cwrite *w, const struct rt_write *in) {
-  ASSERT_NOT_NULL(in->stream);
-  copy_str(w->stream, sizeof w->stream, in->stream, strlen(in->stream));
-  ASSERT(in->nfields <= MAX_FIELDS);
-  ASSERT_INT_EQ(in->nfields % 2, 0);
-  w->nfields = in->nfields;
-  for (size_t i = 0; i < in->nfields; i++) {
-    ASSERT_NOT_NULL(in->field[i]);
-    copy_str(w->field[i], sizeof w->field[i], in->field[i], in->field_len[i]);
-    w->field_len[i] = in->field_len[i];
+  ASSERT(in->argc >= 2);
+  copy_str(w->cmd, sizeof w->cmd, in->argv[0], in->argvlen[0]);
+  copy_str(w->stream, sizeof w->stream, in->argv[1], in->argvlen[1]);
+  size_t first = 2;
+  if (strcmp(w->cmd, "XADD") == 0) {
+    ASSERT(in->argc >= 3 && strcmp(in->argv[2], "*") == 0);
+    ASSERT_INT_EQ((in->argc - 3) % 2, 0);
+    first = 3;
+  }
+  ASSERT(in->argc - first <= MAX_FIELDS);
+  w->nfields = in->argc - first;
+  for (size_t i = 0; i < w->nfields; i++) {
+    ASSERT_NOT_NULL(in->argv[first + i]);
+    copy_str(w->field[i], sizeof w->field[i], in->argv[first + i], in->argvlen[first + i]);
+    w->field_len[i] = in->argvlen[first + i];
   }
 }
 

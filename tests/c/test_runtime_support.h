@@ -34,7 +34,10 @@ const char *at(const char *path, int line, const char *msg);
 #define MAX_FIELDS 16
 
 /* One entry the handler asked to add, copied out of the result. */
+/* A command written with the ack: name, its key (for an XADD the stream),
+ * and the arguments after the key (for an XADD those after "*": the fields). */
 struct cwrite {
+  char cmd[32];
   char stream[128];
   size_t nfields;
   char field[MAX_FIELDS][512];

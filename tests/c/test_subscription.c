@@ -157,6 +157,19 @@ static const char *without_sweeps(const char *log) {
 }
 
 /* The command connection's commands, one a line, without the sweeper's. */
+/* Redis's answer to the next SCRIPT_OUTCOME call, of n entries: each
+ * written. */
+static void expect_outcomes(int n) {
+  char resp[256];
+  char *o = resp + snprintf(resp, sizeof resp, "*%d\r\n", n);
+  for (int i = 0; i < n; i++) o += snprintf(o, sizeof resp - (size_t)(o - resp), ":1\r\n");
+  replay_expect(F.rb, "EVAL <outcome> **", resp);
+}
+
+/* The start of a SCRIPT_OUTCOME call on key (then per entry: id, "ack" or
+ * "pending", the number of commands, and per command its argc and argv). */
+#define OUTCOMES(key) "EVAL <outcome> 1 " key " ledger"
+
 static const char *cmd_log(void);
 
 static void on_event(void *data, subscription *s, enum sub_event ev) {
@@ -190,6 +203,7 @@ static void fx_init(const char *opts) {
   replay_alias(F.rb, SCRIPT_RECLAIM, "<reclaim>");
   replay_alias(F.rb, SCRIPT_SWEEP, "<sweep>");
   replay_alias(F.rb, SCRIPT_OWN, "<own>");
+  replay_alias(F.rb, SCRIPT_OUTCOME, "<outcome>");
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
   replay_default(F.rb, "EVAL <sweep> **", "*3\r\n:0\r\n:0\r\n:0\r\n"); /* nothing due */
@@ -431,12 +445,13 @@ TEST_IMPL(sub_claim_native_two_streams) {
                 "$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\noriginal-id\r\n$3\r\n0-5\r\n"
                 ":40000\r\n:1\r\n"
                 "*4\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":4}\r\n:0\r\n:0\r\n");
-  replay_expect(F.rb, "XCLAIM payments:retry:ledger **", "*1\r\n$3\r\n1-0\r\n");
+  expect_outcomes(1);
   fx_run(80400);
   ASSERT_STR_EQ(got(), "id=1-0 deliveries=1 idle=31000 n=1\nid=2-0 deliveries=0 idle=0 n=2\n"
                        "id=1-0 deliveries=3 idle=40000 n=3\nid=2-0 deliveries=0 idle=0 n=4\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\n"
-                           "XCLAIM payments:retry:ledger ledger c-1 0 1-0 IDLE 29900 JUSTID\n"
+                           OUTCOMES("payments:retry:ledger") " 1-0 pending 1 9 XCLAIM "
+                           "payments:retry:ledger ledger c-1 0 1-0 IDLE 29900 JUSTID\n"
                            "XACK payments ledger 1-0 2-0\n"
                            "XACK payments:retry:ledger ledger 2-0\n");
   fx_finish();
@@ -525,14 +540,8 @@ TEST_IMPL(sub_new_retry_copy_to_retry_stream_forged_headers_ignored) {
                 "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
                 "*2\r\n$3\r\n8-0\r\n*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":8}\r\n$11\r\nretry-group\r\n$6\r\nledger\r\n"
                 "*2\r\n$21\r\npayments:retry:ledger\r\n*1\r\n*2\r\n$3\r\n6-0\r\n*6\r\n$4\r\ndata\r\n$20\r\n{\"n\":6,\"retry\":true}\r\n$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\noriginal-id\r\n$3\r\n5-0\r\n");
-  for (int i = 0; i < 2; i++) {
-    replay_expect(F.rb, "MULTI", "+OK\r\n");
-    replay_expect(F.rb, "XADD payments:retry:ledger * **", "+QUEUED\r\n");
-  }
-  replay_expect(F.rb, "XACK payments ledger 5-0", "+QUEUED\r\n");
-  replay_expect(F.rb, "XACK payments:retry:ledger ledger 6-0", "+QUEUED\r\n");
-  replay_expect(F.rb, "EXEC", "*2\r\n$4\r\n10-0\r\n:1\r\n");
-  replay_expect(F.rb, "EXEC", "*2\r\n$4\r\n11-0\r\n:1\r\n");
+  expect_outcomes(1); /* one call per key */
+  expect_outcomes(1);
   fx_run(80400);
 
   /* every entry handled, the forged headers handed over as data */
@@ -540,16 +549,10 @@ TEST_IMPL(sub_new_retry_copy_to_retry_stream_forged_headers_ignored) {
                        "id=6-0 deliveries=2 n=6\n");
   ASSERT_STR_EQ(cmd_log(),
                 CREATE "\n"
-                "MULTI\n"
-                "XADD payments:retry:ledger * data {\"n\":5,\"retry\":true} partition-key acct-7 "
-                "delivery-count 1 original-id 5-0\n"
-                "XACK payments ledger 5-0\n"
-                "EXEC\n"
-                "MULTI\n"
-                "XADD payments:retry:ledger * data {\"n\":6,\"retry\":true} "
-                "delivery-count 3 original-id 5-0\n"
-                "XACK payments:retry:ledger ledger 6-0\n"
-                "EXEC\n"
+                OUTCOMES("payments") " 5-0 ack 1 11 XADD payments:retry:ledger * "
+                "data {\"n\":5,\"retry\":true} partition-key acct-7 delivery-count 1 original-id 5-0\n"
+                OUTCOMES("payments:retry:ledger") " 6-0 ack 1 9 XADD payments:retry:ledger * "
+                "data {\"n\":6,\"retry\":true} delivery-count 3 original-id 5-0\n"
                 "XACK payments ledger 7-0 8-0\n");
   ASSERT_INT_EQ(replay_nsent(F.rb, READER), 3); /* own pending list, the batch, the next read */
   ASSERT_NULL(strstr(logbuf, "level=error"));
@@ -764,18 +767,6 @@ static const char *read_resp(bool claim, const struct ent *e, size_t n) {
   (const struct ent[]){__VA_ARGS__},                                                         \
       sizeof((const struct ent[]){__VA_ARGS__}) / sizeof(struct ent)
 
-/* Redis's answers to one MULTI ... EXEC queueing commands that match the
- * patterns (NULL-terminated): +OK, +QUEUED each, EXEC's array. */
-static void expect_txn(const char *const *patterns) {
-  char exec[256];
-  size_t n = 0;
-  replay_expect(F.rb, "MULTI", "+OK\r\n");
-  for (; patterns[n]; n++) replay_expect(F.rb, patterns[n], "+QUEUED\r\n");
-  char *o = exec + snprintf(exec, sizeof exec, "*%zu\r\n", n);
-  for (size_t i = 0; i < n; i++) o += snprintf(o, sizeof exec - (size_t)(o - exec), ":1\r\n");
-  replay_expect(F.rb, "EXEC", exec);
-}
-#define TXN(...) expect_txn((const char *const[]){__VA_ARGS__, NULL})
 
 /* The i-th command on the command connection, sweeps left out (a command may
  * hold newlines: an error text with its traceback). */
@@ -786,12 +777,6 @@ static const char *cmd_sent(size_t i) {
     if (i-- == 0) return c;
   }
   return NULL;
-}
-
-/* A MULTI ... EXEC must reach the server in one piece: nothing (a sweep)
- * between its commands on the connection. */
-static void expect_contiguous(const char *block) {
-  ASSERT_CONTAINS(replay_log(F.rb, "cmd"), block);
 }
 
 #define DL_HEAD(id, deliveries)                                                               \
@@ -805,19 +790,14 @@ TEST_IMPL(sub_publish_written_with_ack_in_one_txn) {
                 read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"publish\":\"audit\"}"),
                                       NE("2-0", "data", "{\"n\":2}"),
                                       NE("3-0", "data", "{\"n\":3}"))));
-  TXN("XADD audit * **", "XACK payments ledger 1-0");
+  expect_outcomes(1);
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
-  /* The publish and its ack in one transaction; the plain acks coalesced. */
-  const char *txn = "MULTI\n"
-                    "XADD audit * data {\"n\":1} partition-key k1\n"
-                    "XACK payments ledger 1-0\n"
-                    "EXEC\n";
-  char want[1024];
-  snprintf(want, sizeof want, CREATE "\n%sXACK payments ledger 2-0 3-0\n", txn);
-  ASSERT_STR_EQ(cmd_log(), want);
-  expect_contiguous(txn);
+  /* The publish goes with its ack, in one script call; the plain acks coalesced. */
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n" OUTCOMES("payments")
+                " 1-0 ack 1 7 XADD audit * data {\"n\":1} partition-key k1\n"
+                "XACK payments ledger 2-0 3-0\n");
   ASSERT_NULL(strstr(logbuf, "level=error"));
   fx_finish();
 }
@@ -829,32 +809,20 @@ TEST_IMPL(sub_reply_written_with_ack_in_one_txn) {
                                                "acct-1"),
                                       NE("2-0", "data",
                                          "{\"n\":2,\"reply\":true,\"publish\":\"audit\"}"))));
-  TXN("XADD payments.replies * **", "XACK payments ledger 1-0");
-  TXN("XADD audit * **", "XADD payments.replies * **", "XACK payments ledger 2-0");
+  expect_outcomes(2);
   fx_run(80400);
 
-  /* each reply says which script version wrote it */
-  char one[256], two[256];
-  snprintf(one, sizeof one,
-           "MULTI\n"
-           "XADD payments.replies * data {\"n\":1} original-id 1-0 partition-key acct-1 "
-           "handler-version %s\n"
-           "XACK payments ledger 1-0\n"
-           "EXEC\n",
-           sub_version(F.s));
-  /* ctx:publish entries first, the reply last, then the ack */
-  snprintf(two, sizeof two,
-           "MULTI\n"
-           "XADD audit * data {\"n\":2} partition-key k2\n"
-           "XADD payments.replies * data {\"n\":2} original-id 2-0 handler-version %s\n"
-           "XACK payments ledger 2-0\n"
-           "EXEC\n",
-           sub_version(F.s));
+  /* each reply says which script version wrote it; ctx:publish entries
+   * first, the reply last; both entries' outcomes in one call */
   char want[1024];
-  snprintf(want, sizeof want, CREATE "\n%s%s", one, two);
+  snprintf(want, sizeof want,
+           CREATE "\n" OUTCOMES("payments")
+           " 1-0 ack 1 11 XADD payments.replies * data {\"n\":1} original-id 1-0 partition-key "
+           "acct-1 handler-version %s"
+           " 2-0 ack 2 7 XADD audit * data {\"n\":2} partition-key k2"
+           " 9 XADD payments.replies * data {\"n\":2} original-id 2-0 handler-version %s\n",
+           sub_version(F.s), sub_version(F.s));
   ASSERT_STR_EQ(cmd_log(), want);
-  expect_contiguous(one);
-  expect_contiguous(two);
   ASSERT_NULL(strstr(logbuf, "level=error"));
   fx_finish();
 }
@@ -864,20 +832,14 @@ TEST_IMPL(sub_reject_dead_lettered) {
   replay_expect(F.rb, NEW_READ,
                 read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"card expired\"}",
                                                "partition-key", "acct-1"))));
-  TXN("XADD payments.dead * **", "XACK payments ledger 1-0");
+  expect_outcomes(1);
   fx_run(80400);
 
   /* The original fields, then the provenance. */
-  const char *txn = "MULTI\n"
-                    "XADD payments.dead * data {\"n\":1,\"reject\":\"card expired\"} "
-                    "partition-key acct-1" DL_HEAD("1-0", "1") "rejected dead-letter-error "
-                    "card expired" DL_TIME "\n"
-                    "XACK payments ledger 1-0\n"
-                    "EXEC\n";
-  char want[1024];
-  snprintf(want, sizeof want, CREATE "\n%s", txn);
-  ASSERT_STR_EQ(cmd_log(), want);
-  expect_contiguous(txn);
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n" OUTCOMES("payments")
+                " 1-0 ack 1 23 XADD payments.dead * data {\"n\":1,\"reject\":\"card expired\"} "
+                "partition-key acct-1" DL_HEAD("1-0", "1") "rejected dead-letter-error "
+                "card expired" DL_TIME "\n");
   ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
                           "group=ledger id=1-0 reason=rejected deliveries=1 "
                           "dead_letter=payments.dead\n");
@@ -907,20 +869,15 @@ TEST_IMPL(sub_max_deliveries_claimed_dead_lettered_unhandled) {
                 read_resp(true, ENTS(CE("1-0", 31000, 3, "data", "{\"n\":1}"),
                                      CE("2-0", 31000, 2, "data", "{\"n\":2}"),
                                      CE("3-0", 0, 0, "data", "{\"n\":3}"))));
-  TXN("XADD payments.dead * **", "XACK payments ledger 1-0");
+  expect_outcomes(1);
   fx_run(80400);
 
   /* 1-0 was delivered 3 times before: the handler never sees it again */
   ASSERT_STR_EQ(got(), "id=2-0 deliveries=2 idle=31000 n=2\nid=3-0 deliveries=0 idle=0 n=3\n");
-  const char *txn = "MULTI\n"
-                    "XADD payments.dead * data {\"n\":1}" DL_HEAD("1-0", "3")
-                    "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME "\n"
-                    "XACK payments ledger 1-0\n"
-                    "EXEC\n";
-  char want[1024];
-  snprintf(want, sizeof want, CREATE "\n%sXACK payments ledger 2-0 3-0\n", txn);
-  ASSERT_STR_EQ(cmd_log(), want);
-  expect_contiguous(txn);
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n" OUTCOMES("payments")
+                " 1-0 ack 1 21 XADD payments.dead * data {\"n\":1}" DL_HEAD("1-0", "3")
+                "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME "\n"
+                "XACK payments ledger 2-0 3-0\n");
   fx_finish();
 }
 
@@ -954,39 +911,23 @@ TEST_IMPL(sub_max_deliveries_new_copies) {
                            "original-id", "4-0"),
                         NE("8-0", "data", "{\"n\":8}", "delivery-count", "3", "original-id",
                            "3-0"))));
-  TXN("XADD payments.dead * **", "XACK " RETRY_KEY " ledger 8-0");
-  TXN("XADD payments.dead * **", "XACK " RETRY_KEY " ledger 6-0");
-  TXN("XADD " RETRY_KEY " * **", "XACK " RETRY_KEY " ledger 7-0");
+  expect_outcomes(3);
   fx_run(80400);
 
   /* 8-0 reached the cap before: dead-lettered as it was read, unhandled;
    * a dead letter names the source stream and the id there */
   ASSERT_STR_EQ(got(), "id=6-0 deliveries=2 n=6\nid=7-0 deliveries=1 n=7\n");
-  const char *dl8 = "MULTI\n"
-                    "XADD payments.dead * data {\"n\":8} delivery-count 3 "
-                    "original-id 3-0" DL_HEAD("3-0", "3") "max-deliveries dead-letter-error "
-                    "delivered 3 times without an ack" DL_TIME "\n"
-                    "XACK " RETRY_KEY " ledger 8-0\n"
-                    "EXEC\n";
-  /* 6-0's retry was its third delivery: dead-lettered instead of copied */
-  const char *dl6 = "MULTI\n"
-                    "XADD payments.dead * data {\"n\":6,\"retry\":true} delivery-count 2 "
-                    "original-id 5-0" DL_HEAD("5-0", "3") "max-deliveries "
-                    "dead-letter-error retried on delivery 3 of 3" DL_TIME "\n"
-                    "XACK " RETRY_KEY " ledger 6-0\n"
-                    "EXEC\n";
-  /* 7-0's second: copied with the count, to the retry stream again */
-  const char *copy7 = "MULTI\n"
-                      "XADD " RETRY_KEY " * data {\"n\":7,\"retry\":true} delivery-count 2 "
-                      "original-id 4-0\n"
-                      "XACK " RETRY_KEY " ledger 7-0\n"
-                      "EXEC\n";
-  char want[2048];
-  snprintf(want, sizeof want, CREATE "\n%s%s%s", dl8, dl6, copy7);
-  ASSERT_STR_EQ(cmd_log(), want);
-  expect_contiguous(dl8);
-  expect_contiguous(dl6);
-  expect_contiguous(copy7);
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n" OUTCOMES(RETRY_KEY)
+                " 8-0 ack 1 25 XADD payments.dead * data {\"n\":8} delivery-count 3 "
+                "original-id 3-0" DL_HEAD("3-0", "3") "max-deliveries dead-letter-error "
+                "delivered 3 times without an ack" DL_TIME
+                /* 6-0's retry was its third delivery: dead-lettered instead of copied */
+                " 6-0 ack 1 25 XADD payments.dead * data {\"n\":6,\"retry\":true} delivery-count 2 "
+                "original-id 5-0" DL_HEAD("5-0", "3") "max-deliveries "
+                "dead-letter-error retried on delivery 3 of 3" DL_TIME
+                /* 7-0's second: copied with the count, to the retry stream again */
+                " 7-0 ack 1 9 XADD " RETRY_KEY " * data {\"n\":7,\"retry\":true} delivery-count 2 "
+                "original-id 4-0\n");
   fx_finish();
 }
 
@@ -995,7 +936,7 @@ TEST_IMPL(sub_handler_error_on_last_delivery_dead_lettered) {
   replay_expect(F.rb, CLAIM_READ("10"),
                 read_resp(true, ENTS(CE("1-0", 31000, 2, "data", "{\"n\":1,\"fail\":\"boom\"}"),
                                      CE("2-0", 31000, 1, "data", "{\"n\":2,\"fail\":\"boom\"}"))));
-  TXN("XADD payments.dead * **", "XACK payments ledger 1-0");
+  expect_outcomes(1);
   fx_run(80400);
 
   ASSERT_CONTAINS(logbuf, "msg=\"handler failed, entry left pending\" stream=payments "
@@ -1006,17 +947,15 @@ TEST_IMPL(sub_handler_error_on_last_delivery_dead_lettered) {
                           "reason=handler-error deliveries=3");
   ASSERT_STR_EQ(cmd_sent(0), "XGROUP CREATE payments ledger $ MKSTREAM");
   ASSERT_STR_EQ(cmd_sent(1), "XGROUP CREATE payments:retry:ledger ledger 0 MKSTREAM");
-  ASSERT_STR_EQ(cmd_sent(2), "MULTI");
   /* the error that ended it, traceback included */
-  const char *xadd = cmd_sent(3);
-  const char *head = "XADD payments.dead * data {\"n\":1,\"fail\":\"boom\"}" DL_HEAD("1-0", "3")
+  const char *xadd = cmd_sent(2);
+  const char *head = OUTCOMES("payments") " 1-0 ack 1 21 XADD payments.dead * data "
+      "{\"n\":1,\"fail\":\"boom\"}" DL_HEAD("1-0", "3")
       "handler-error dead-letter-error boom\nstack traceback:\n";
   if (strncmp(xadd, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", xadd);
   ASSERT(strlen(xadd) > strlen(DL_TIME));
   ASSERT_STR_EQ(xadd + strlen(xadd) - strlen(DL_TIME), DL_TIME);
-  ASSERT_STR_EQ(cmd_sent(4), "XACK payments ledger 1-0");
-  ASSERT_STR_EQ(cmd_sent(5), "EXEC");
-  ASSERT_NULL(cmd_sent(6)); /* 2-0 (second delivery) stays pending */
+  ASSERT_NULL(cmd_sent(3)); /* 2-0 (second delivery) stays pending */
   fx_finish();
 }
 
@@ -1025,25 +964,18 @@ TEST_IMPL(sub_bad_input_dead_lettered) {
   replay_expect(F.rb, NEW_READ,
                 read_resp(false, ENTS(NE("1-0", "data", "{nope"),
                                       NE("2-0", "data", "\"0123456789\""))));
-  TXN("XADD payments.dead * **", "XACK payments ledger 1-0");
-  TXN("XADD payments.dead * **", "XACK payments ledger 2-0");
+  expect_outcomes(2);
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), ""); /* the handler saw neither */
-  ASSERT_STR_EQ(cmd_sent(2), "MULTI");
-  const char *head = "XADD payments.dead * data {nope" DL_HEAD("1-0", "1")
-      "decode-error dead-letter-error body is not valid JSON: ";
-  if (strncmp(cmd_sent(3), head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", cmd_sent(3));
-  ASSERT_CONTAINS(cmd_sent(3), DL_TIME);
-  ASSERT_STR_EQ(cmd_sent(4), "XACK payments ledger 1-0");
-  ASSERT_STR_EQ(cmd_sent(5), "EXEC");
-  ASSERT_STR_EQ(cmd_sent(6), "MULTI");
-  ASSERT_STR_EQ(cmd_sent(7), "XADD payments.dead * data \"0123456789\"" DL_HEAD("2-0", "1")
-                             "too-large dead-letter-error body is 12 bytes, over max_body (10)"
-                             DL_TIME);
-  ASSERT_STR_EQ(cmd_sent(8), "XACK payments ledger 2-0");
-  ASSERT_STR_EQ(cmd_sent(9), "EXEC");
-  ASSERT_NULL(cmd_sent(10));
+  const char *call = cmd_sent(2);
+  const char *head = OUTCOMES("payments") " 1-0 ack 1 21 XADD payments.dead * data {nope"
+      DL_HEAD("1-0", "1") "decode-error dead-letter-error body is not valid JSON: ";
+  if (strncmp(call, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", call);
+  ASSERT_CONTAINS(call, DL_TIME " 2-0 ack 1 21 XADD payments.dead * data \"0123456789\""
+                  DL_HEAD("2-0", "1") "too-large dead-letter-error body is 12 bytes, over "
+                  "max_body (10)" DL_TIME);
+  ASSERT_NULL(cmd_sent(3));
   ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
                           "group=ledger id=1-0 reason=decode-error");
   fx_finish();
@@ -1068,27 +1000,18 @@ TEST_IMPL(sub_retry_after_claiming) {
                 read_resp(true, ENTS(CE("1-0", 31000, 1, "data", "{\"n\":1,\"after\":5000}"),
                                      CE("2-0", 30000, 1, "data", "{\"n\":2,\"after\":\"30s\"}"),
                                      CE("3-0", 0, 0, "data", "{\"n\":3,\"after\":\"1m\"}"))));
-  replay_expect(F.rb, "XCLAIM payments ledger c-1 0 1-0 IDLE 25000 JUSTID", "*1\r\n$3\r\n1-0\r\n");
-  replay_expect(F.rb, "XCLAIM payments ledger c-1 0 2-0 IDLE 0 JUSTID", "*1\r\n$3\r\n2-0\r\n");
-  TXN("ZADD payments:delayed:ledger **", "XACK payments ledger 3-0");
+  expect_outcomes(3);
   fx_run(80400);
 
-  /* Within min_idle: left pending, re-stamped to turn claimable after the
-   * delay (idle min_idle - delay), not acked. Longer: the delay set. */
-  const char *txn = "MULTI\n"
-                    "ZADD payments:delayed:ledger 1700000060000 "
-                    "3:3-04:data20:{\"n\":3,\"after\":\"1m\"}14:delivery-count1:1"
-                    "11:original-id3:3-0\n"
-                    "XACK payments ledger 3-0\n"
-                    "EXEC\n";
-  char want[1024];
-  snprintf(want, sizeof want,
-           CREATE "\n"
-                  "XCLAIM payments ledger c-1 0 1-0 IDLE 25000 JUSTID\n"
-                  "XCLAIM payments ledger c-1 0 2-0 IDLE 0 JUSTID\n%s",
-           txn);
-  ASSERT_STR_EQ(cmd_log(), want);
-  expect_contiguous(txn);
+  /* Within min_idle: left pending (so only while still pending), re-stamped
+   * to turn claimable after the delay (idle min_idle - delay), not acked.
+   * Longer: the delay set. */
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n" OUTCOMES("payments")
+                " 1-0 pending 1 9 XCLAIM payments ledger c-1 0 1-0 IDLE 25000 JUSTID"
+                " 2-0 pending 1 9 XCLAIM payments ledger c-1 0 2-0 IDLE 0 JUSTID"
+                " 3-0 ack 1 4 ZADD payments:delayed:ledger 1700000060000 "
+                "3:3-04:data20:{\"n\":3,\"after\":\"1m\"}14:delivery-count1:1"
+                "11:original-id3:3-0\n");
   ASSERT_NULL(strstr(logbuf, "level=error"));
   fx_finish();
 }
@@ -1101,31 +1024,20 @@ TEST_IMPL(sub_retry_after_new_moves_to_delay_set) {
                                       NE("6-0", "data", "{\"n\":6,\"after\":\"1m\"}",
                                                "delivery-count", "2", "partition-key", "acct-7",
                                                "retry-group", "ledger", "original-id", "5-0"))));
-  TXN("ZADD payments:delayed:ledger **", "XACK payments ledger 5-0");
-  TXN("ZADD payments:delayed:ledger **", "XACK payments ledger 6-0");
+  expect_outcomes(2);
   fx_run(80400);
 
   /* due = wall + delay; the member: netstrings of the id, the fields, then
    * delivery-count (this delivery included), original-id */
-  const char *five = "MULTI\n"
-                     "ZADD payments:delayed:ledger 1700000002500 "
-                     "3:5-04:data20:{\"n\":5,\"after\":2500}13:partition-key6:acct-7"
-                     "14:delivery-count1:111:original-id3:5-0\n"
-                     "XACK payments ledger 5-0\n"
-                     "EXEC\n";
-  /* luastream's header names written by a producer on the shared stream:
-   * not believed (count 1, its own id) and not carried */
-  const char *six = "MULTI\n"
-                    "ZADD payments:delayed:ledger 1700000060000 "
-                    "3:6-04:data20:{\"n\":6,\"after\":\"1m\"}13:partition-key6:acct-7"
-                    "14:delivery-count1:111:original-id3:6-0\n"
-                    "XACK payments ledger 6-0\n"
-                    "EXEC\n";
-  char want[2048];
-  snprintf(want, sizeof want, CREATE "\n%s%s", five, six);
-  ASSERT_STR_EQ(cmd_log(), want);
-  expect_contiguous(five);
-  expect_contiguous(six);
+  ASSERT_STR_EQ(cmd_log(), CREATE "\n" OUTCOMES("payments")
+                " 5-0 ack 1 4 ZADD payments:delayed:ledger 1700000002500 "
+                "3:5-04:data20:{\"n\":5,\"after\":2500}13:partition-key6:acct-7"
+                "14:delivery-count1:111:original-id3:5-0"
+                /* luastream's header names written by a producer on the shared
+                 * stream: not believed (count 1, its own id) and not carried */
+                " 6-0 ack 1 4 ZADD payments:delayed:ledger 1700000060000 "
+                "3:6-04:data20:{\"n\":6,\"after\":\"1m\"}13:partition-key6:acct-7"
+                "14:delivery-count1:111:original-id3:6-0\n");
   ASSERT_NULL(strstr(logbuf, "level=error"));
   fx_finish();
 }
@@ -1212,48 +1124,48 @@ TEST_IMPL(sub_sweeper_reports_unreadable_members) {
 
 /* ================================================================ failed transactions */
 
-/* EXEC refused (a command was refused while queueing, here by the ACL):
- * nothing was written, the entry is still pending, and the log names the
- * refused command and its key with Redis's error, not EXECABORT. */
-TEST_IMPL(sub_txn_aborted_logged) {
+/* A write refused (here by the ACL) while the XACK went through: the log
+ * says the entry was acked and names the refused command, its key and
+ * Redis's error, not that it was left pending. */
+TEST_IMPL(sub_outcome_write_refused_reported_as_acked) {
   fx_init("dead_letter = \"payments.dead\", batch = 10");
   replay_expect(F.rb, NEW_READ,
                 read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"no\"}"))));
-  replay_expect(F.rb, "MULTI", "+OK\r\n");
-  replay_expect(F.rb, "XADD payments.dead * **",
-                "-NOPERM this user has no permissions to access one of the keys used as "
-                "arguments\r\n");
-  replay_expect(F.rb, "XACK payments ledger 1-0", "+QUEUED\r\n");
-  replay_expect(F.rb, "EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n");
+#define NOPERM "1 NOPERM this user has no permissions to access one of the keys used as arguments"
+  char resp[256];
+  snprintf(resp, sizeof resp, "*1\r\n$%zu\r\n%s\r\n", strlen(NOPERM), NOPERM);
+#undef NOPERM
+  replay_expect(F.rb, "EVAL <outcome> **", resp);
   fx_run(80400);
-  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"outcome not written, entry left "
-                          "pending\" stream=payments group=ledger id=1-0 outcome=\"dead letter\" "
-                          "command=XADD key=payments.dead error=\"NOPERM this user has no "
-                          "permissions to access one of the keys used as arguments\"\n");
+  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"outcome partly written: entry acked, a "
+                          "write failed\" stream=payments group=ledger id=1-0 "
+                          "outcome=\"dead letter\" command=XADD key=payments.dead "
+                          "error=\"NOPERM this user has no permissions to access one of the "
+                          "keys used as arguments\"\n");
+  if (strstr(logbuf, "entry left pending"))
+    TEST_FAIL_("an acked entry whose dead letter failed is logged as left pending:\n%s", logbuf);
   fx_finish();
 }
 
-/* MULTI/EXEC does not roll back: when a queued write fails as it runs (the
- * dead-letter stream holds another type: WRONGTYPE), the XACK after it still
- * runs. The log must say the entry was acked and what failed, not that it
- * was left pending. */
-TEST_IMPL(sub_txn_partial_failure_reported_as_acked) {
-  fx_init("dead_letter = \"payments.dead\", batch = 10");
+/* The ack itself refused (the group gone): nothing written, entry pending;
+ * an entry another consumer acknowledged first: its effects skipped, said
+ * at warn. Each entry of one call answered on its own. */
+TEST_IMPL(sub_outcome_per_entry_answers) {
+  fx_init("reply_to = \"payments.replies\", batch = 10");
   replay_expect(F.rb, NEW_READ,
-                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"no\"}"))));
-  replay_expect(F.rb, "MULTI", "+OK\r\n");
-  replay_expect(F.rb, "XADD payments.dead * **", "+QUEUED\r\n");
-  replay_expect(F.rb, "XACK payments ledger 1-0", "+QUEUED\r\n");
-  /* what Redis answers when payments.dead is, say, a hash */
-  replay_expect(F.rb, "EXEC",
-                "*2\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
-                ":1\r\n");
+                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reply\":true}"),
+                                      NE("2-0", "data", "{\"n\":2,\"reply\":true}"),
+                                      NE("3-0", "data", "{\"n\":3,\"reply\":true}"))));
+  replay_expect(F.rb, "EVAL <outcome> **",
+                "*3\r\n$33\r\n0 NOGROUP No such key or consumer\r\n:0\r\n:1\r\n");
   fx_run(80400);
-  ASSERT_CONTAINS(logbuf, "WRONGTYPE");
-  /* the XACK ran (":1"): the entry is not pending */
-  ASSERT_CONTAINS(logbuf, "msg=\"outcome partly written: entry acked, a write failed\"");
-  if (strstr(logbuf, "entry left pending"))
-    TEST_FAIL_("an acked entry whose dead letter failed is logged as left pending:\n%s", logbuf);
+  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"outcome not written, entry left "
+                          "pending\" stream=payments group=ledger id=1-0 outcome=reply "
+                          "command=XACK key=payments error=\"NOGROUP No such key or consumer\"\n");
+  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"already acknowledged by another "
+                          "consumer; effects skipped\" stream=payments group=ledger "
+                          "consumer=c-1 id=2-0 outcome=reply\n");
+  ASSERT_NULL(strstr(logbuf, "id=3-0 outcome"));
   fx_finish();
 }
 
@@ -1339,24 +1251,19 @@ TEST_IMPL(sub_new_own_pending_list_counts_deliveries) {
                        "original-id", "4-0"))));
   replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 5-0 9-0",
                 own_resp("5-0", "9-0", NO_ENTS, NO_ENTS));
-  TXN("XADD payments.dead * **", "XACK payments ledger 3-0");
-  TXN("XADD payments.dead * **", "XACK " RETRY_KEY " ledger 9-0");
+  expect_outcomes(1);
+  expect_outcomes(1);
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), "id=5-0 deliveries=1 idle=40000 n=5\nid=8-0 deliveries=2 idle=40000 n=8\n");
-  const char *dl3 = "MULTI\n"
-                    "XADD payments.dead * data {\"n\":3}" DL_HEAD("3-0", "3")
-                    "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME "\n"
-                    "XACK payments ledger 3-0\n"
-                    "EXEC\n";
-  const char *dl9 = "MULTI\n"
-                    "XADD payments.dead * data {\"n\":9} delivery-count 2 original-id 4-0"
-                    DL_HEAD("4-0", "3") "max-deliveries dead-letter-error delivered 3 times "
-                    "without an ack" DL_TIME "\n"
-                    "XACK " RETRY_KEY " ledger 9-0\n"
-                    "EXEC\n";
-  expect_contiguous(dl3);
-  expect_contiguous(dl9);
+  ASSERT_CONTAINS(cmd_log(), OUTCOMES("payments")
+                  " 3-0 ack 1 21 XADD payments.dead * data {\"n\":3}" DL_HEAD("3-0", "3")
+                  "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME
+                  "\n");
+  ASSERT_CONTAINS(cmd_log(), OUTCOMES(RETRY_KEY)
+                  " 9-0 ack 1 25 XADD payments.dead * data {\"n\":9} delivery-count 2 "
+                  "original-id 4-0" DL_HEAD("4-0", "3") "max-deliveries dead-letter-error "
+                  "delivered 3 times without an ack" DL_TIME "\n");
   ASSERT_CONTAINS(cmd_log(), "XACK payments ledger 5-0\n");
   ASSERT_CONTAINS(cmd_log(), "XACK " RETRY_KEY " ledger 8-0\n");
   fx_finish();
