@@ -1,13 +1,25 @@
--- The ledger group posts each payment. One claiming read takes the payments
--- that a stopped worker left pending (idle at least MIN_IDLE) and then new
--- ones, so the subscription that posts new payments also recovers abandoned
--- ones. Needs Redis 8.4 or later; before-8.4/ holds the same service for
--- older servers.
+-- The ledger group posts each payment to a ledger in Redis: the account's
+-- balance (hash ledger:balances, in cents) and its history (list
+-- ledger:history:<account>), and replies on payments.posted. ctx:write queues
+-- a write; the host applies the writes and the reply with the ack, and only if
+-- that ack took the payment off the pending list, so a payment is posted once
+-- even when a stalled worker and the one that took over both finish it.
+-- One claiming read takes the payments that a stopped worker left pending
+-- (idle at least MIN_IDLE) and then new ones, so the subscription that posts
+-- new payments also recovers abandoned ones. Needs Redis 8.4 or later;
+-- before-8.4/ holds the same service for older servers.
 local ls = require "luastream"
 
 -- Longer than the slowest posting ever takes: an entry idle this long belongs
 -- to no live worker.
 local MIN_IDLE = 30000 -- ms
+
+-- What HINCRBY accepts. Checked before anything is queued: a write Redis
+-- refuses after the ack is logged, not retried.
+local function valid(p)
+  return p.id ~= nil and type(p.account) == "string" and type(p.amount_cents) == "number"
+    and p.amount_cents % 1 == 0 and math.abs(p.amount_cents) <= 2^53
+end
 
 return {
   stream = "payments",
@@ -16,15 +28,22 @@ return {
   min_idle = MIN_IDLE,
   workers = 8,
   by_key = true,
+  reply_to = "payments.posted",
 
   handle = function(payment, ctx)
     local earlier_deliveries = ctx.headers[ls.DELIVERY_COUNT_HEADER] or "0"
+    if not valid(payment) then
+      return ls.reject("a payment needs an id, an account and a whole amount_cents")
+    end
     if payment.account:find("^migrating%-") then
       ls.log.warn("account locked, payment left pending",
         { payment_id = payment.id, earlier_deliveries = earlier_deliveries })
       return ls.retry()
     end
+    -- queued, applied with the ack (see docs/handlers.md, ctx:write)
+    ctx:write("HINCRBY", "ledger:balances", payment.account, payment.amount_cents)
+    ctx:write("RPUSH", "ledger:history:" .. payment.account, payment.id)
     ls.log.info("payment posted", { payment_id = payment.id, earlier_deliveries = earlier_deliveries })
-    return ls.ack()
+    return ls.reply({ payment_id = payment.id, account = payment.account })
   end,
 }

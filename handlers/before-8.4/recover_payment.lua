@@ -1,21 +1,36 @@
 -- Recovery before Redis 8.4: a second subscription on the ledger group reads
 -- only payments left pending for at least MIN_IDLE by a stopped worker
--- (XAUTOCLAIM), beside post_new_payment.lua, which reads the new ones.
+-- (XAUTOCLAIM), beside post_new_payment.lua, which reads the new ones, and
+-- posts them the same way. If the stopped worker wakes up and finishes the
+-- payment too, its ack finds the payment no longer pending and its writes and
+-- reply are skipped: the payment is posted once.
 local ls = require "luastream"
 
 local MIN_IDLE = 30000 -- ms; longer than the slowest posting ever takes
+
+-- What HINCRBY accepts (as in post_new_payment.lua).
+local function valid(p)
+  return p.id ~= nil and type(p.account) == "string" and type(p.amount_cents) == "number"
+    and p.amount_cents % 1 == 0 and math.abs(p.amount_cents) <= 2^53
+end
 
 return {
   stream = "payments",
   group = "ledger",
   read = "reclaim",
   min_idle = MIN_IDLE,
+  reply_to = "payments.posted",
 
   handle = function(payment, ctx)
+    if not valid(payment) then
+      return ls.reject("a payment needs an id, an account and a whole amount_cents")
+    end
     -- A reclaimed delivery counts itself: the first recovery reports at least 1.
     local deliveries = ctx.headers[ls.DELIVERY_COUNT_HEADER] or "1"
+    ctx:write("HINCRBY", "ledger:balances", payment.account, payment.amount_cents)
+    ctx:write("RPUSH", "ledger:history:" .. payment.account, payment.id)
     ls.log.warn("payment recovered from a stopped worker",
       { payment_id = payment.id, deliveries = deliveries })
-    return ls.ack()
+    return ls.reply({ payment_id = payment.id, account = payment.account })
   end,
 }

@@ -133,6 +133,7 @@ describe("an installed luastream", function()
     end
     assert.equal(1, host:count({ msg = "payment posted" }))
     assert.equal(0, host:stop())
+    assert.equal("500", srv:call("HGET", "ledger:balances", "acme"))
 
     local reply = srv:xrange("payments.screened")[1]
     assert.equal(id, reply.fields["original-id"])
@@ -148,7 +149,7 @@ describe("the installed harness", function()
   it("posts a payment", function()
     local app = testing.app("handlers")
     app:publish("payments", { id = 1, account = "acme", amount_cents = 500 }, { key = "acme" })
-    assert.equal("ack", app:received("post_new_payment")[1].outcome)
+    assert.equal("reply", app:received("post_new_payment")[1].outcome)
     assert.equal(1, #app:received("screen_payment"))
     app:stop()
   end)
