@@ -1,5 +1,5 @@
 -- reply_payment: bench/instructions scenario (b), a handler that answers on
--- another stream: ls.reply writes the reply and the ack in one MULTI/EXEC.
+-- another stream: ls.reply writes the reply with the ack (the outcome script).
 local ls = require "luastream"
 
 local stream = os.getenv("BENCH_STREAM") or "bench"
