@@ -1,20 +1,21 @@
 /* cost: the host in process on the in-memory broker and the virtual clock, for
  * counting instructions with callgrind (bench/instructions runs it).
  *
- *   cost SCENARIO N      SCENARIO: ack | reply | lanes | cold
+ *   cost SCENARIO N      SCENARIO: ack | reply | write | lanes | cold
  *
  * Publishes N payments (payment.h) to stream `bench` with the group `bench`
  * created at 0, before any host runs; then, inside cost_measured() only:
- *   ack, reply, lanes: starts the host already loaded from bench/handlers,
- *     bench/handlers/reply or bench/handlers/lanes (host_start) and settles
+ *   ack, reply, write, lanes: starts the host already loaded from
+ *     bench/handlers, bench/handlers/reply, bench/handlers/write (one
+ *     ctx:write per entry) or bench/handlers/lanes (host_start) and settles
  *     the clock until all N are handled and their outcomes written;
  *   cold: the same with loading too (host_new: the Lua state, luastream's
  *     library, the handler file), for the cost of a first delivery.
  * `valgrind --tool=callgrind --toggle-collect=cost_measured` therefore counts
  * neither the publishing nor the teardown; the difference between two runs
  * (N = 2000 and N = 1000) is the cost of 1000 deliveries in steady state:
- * reads of full batches, handler calls, coalesced acks (and for reply one
- * MULTI/EXEC per entry). No socket is involved: the broker's replies are
+ * reads of full batches, handler calls, coalesced acks (and for reply and
+ * write the outcome script, one call per loop turn). No socket is involved: the broker's replies are
  * built in memory by its command code (broker_memory.c's run() and the
  * mem*.c files), which bench/callgrind.awk counts as the server and
  * bench/instructions subtracts to get the host's own figure. Checks that every entry was handled (exit 1 if not) and prints
@@ -145,16 +146,18 @@ static double now_ns(void) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: cost ack|reply|lanes|cold N\n");
+    fprintf(stderr, "usage: cost ack|reply|write|lanes|cold N\n");
     return 2;
   }
   const char *scenario = argv[1];
   long n = atol(argv[2]);
   const char *dir = !strcmp(scenario, "reply")   ? BENCH_DIR "/handlers/reply"
+                    : !strcmp(scenario, "write") ? BENCH_DIR "/handlers/write"
                     : !strcmp(scenario, "lanes") ? BENCH_DIR "/handlers/lanes"
                                                  : BENCH_DIR "/handlers";
   bool cold = !strcmp(scenario, "cold");
-  if (!cold && strcmp(scenario, "ack") && strcmp(scenario, "reply") && strcmp(scenario, "lanes")) {
+  if (!cold && strcmp(scenario, "ack") && strcmp(scenario, "reply") && strcmp(scenario, "write") &&
+      strcmp(scenario, "lanes")) {
     fprintf(stderr, "cost: unknown scenario %s\n", scenario);
     return 2;
   }
@@ -191,6 +194,20 @@ int main(int argc, char **argv) {
     struct answer replies = command(2, (const char *[]){"XLEN", "bench.out"});
     if (replies.integer != n) {
       fprintf(stderr, "cost: %lld replies on bench.out, want %ld\n", replies.integer, n);
+      return 1;
+    }
+  }
+  if (!strcmp(scenario, "write")) { /* one HINCRBY per entry, each written once */
+    long long sum = 0, want = 0;
+    for (long i = 1; i <= n; i++) want += (i * 7919) % 2000000 + 1; /* payment_format's cents */
+    for (int i = 0; i < PAYMENT_ACCOUNTS; i++) {
+      char account[32];
+      snprintf(account, sizeof account, "acct-%03d", i);
+      struct answer b = command(3, (const char *[]){"HGET", "balances", account});
+      sum += b.type == BK_STRING ? atoll(b.text) : 0;
+    }
+    if (sum != want) {
+      fprintf(stderr, "cost: balances sum to %lld, want %lld\n", sum, want);
       return 1;
     }
   }

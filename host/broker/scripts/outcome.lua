@@ -22,14 +22,17 @@ local function refused(c, a, b) -- command c is ARGV[a..b]
   return check(c, unpack(ARGV, a, b))
 end
 
+-- The ack's own right depends on the key only: checked once per call.
+local ack_refused = check(0, 'XACK', key, group, '0-0')
+local pending_refused = check(0, 'XPENDING', key, group, '0-0', '0-0', 1)
+
 local out, i, nargs = {}, 2, #ARGV
 while i <= nargs do
   local id, ack, ncmds = ARGV[i], ARGV[i + 1] == 'ack', tonumber(ARGV[i + 2])
   i = i + 3
   local first = i
   local result
-  if ack then result = check(0, 'XACK', key, group, id)
-  else result = check(0, 'XPENDING', key, group, id, id, 1) end
+  if ack then result = ack_refused else result = pending_refused end
   for c = 1, ncmds do
     local n = tonumber(ARGV[i])
     result = result or refused(c, i + 1, i + n)
