@@ -149,7 +149,11 @@ static void rpoll_cb(uv_poll_t *h, int status, int events) {
   if (p->ac && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
 }
 
+/* Only a change reaches libuv: uv_poll_start takes the fd out of epoll and
+ * puts it back (two epoll_ctl calls), and hiredis asks for the write event
+ * again with every command it queues. */
 static void rpoll_set(struct rpoll *p, int events) {
+  if (events == p->events && uv_is_active((uv_handle_t *)&p->handle) == (events != 0)) return;
   p->events = events;
   if (events)
     uv_poll_start(&p->handle, events, rpoll_cb);
