@@ -6,7 +6,7 @@
 
 #include "entry.h"
 #include "log.h"
-#include "scripts.h"
+#include "outcome_batch.h"
 #include "writer.h"
 
 #define ID_MAX 48         /* "ms-seq" of two 64-bit numbers, NUL included */
@@ -64,106 +64,25 @@ static void arm_flush(writer *w, uint64_t ms) {
 
 /* ---- outcomes: gathered per key, one SCRIPT_OUTCOME call per batch ---- */
 
-/* One entry's outcome in a batch: for the log, and to find its commands. */
-struct outcome_item {
-  char id[ID_MAX];
-  const char *what;  /* "retry", "reply", "dead letter", ... (static) */
-  bool ack;          /* written with the ack (else only while still pending) */
-  size_t first_cmd;  /* argument index of its first command's argc */
-};
-
-/* The outcomes of one key for one SCRIPT_OUTCOME call: every argument after
- * "EVAL script" copied into one buffer, so that they outlive the entries and
- * handlers they came from and can go out again as they are after a lost
- * connection (the script writes nothing twice). Answered batches wait in
- * w->spare_outcomes with their buffers: once warm, an outcome allocates
- * nothing. */
-struct outcome_batch {
-  writer *w;
-  struct outcome_batch *next;
-  unsigned char key;
-  bool resent;        /* cut off once: a 0 may be this batch's own earlier write */
-  char *bytes;        /* the arguments, each NUL-terminated */
-  size_t nbytes, bytes_cap;
-  size_t *off, *len;  /* per argument: where in bytes, how long */
-  size_t nargs, args_cap;
-  const char **argv;  /* built at send time: bytes moves while it fills */
-  size_t *argvlen;
-  size_t argv_cap;
-  struct outcome_item *items;
-  size_t nitems, items_cap;
-};
-
 #define BATCH_ITEMS_MAX 256          /* outcomes per script call: keeps each call short */
 #define BATCH_BYTES_MAX (1u << 20)   /* ... and its arguments about a megabyte */
 #define BATCH_SPARE_MAX 4
 #define BATCH_KEEP_BYTES (4u << 20)  /* larger buffers (big bodies) are not kept */
 
-static void batch_free(struct outcome_batch *b) {
-  free(b->bytes);
-  free(b->off);
-  free(b->len);
-  free(b->argv);
-  free(b->argvlen);
-  free(b->items);
-  free(b);
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap) return 0;
-  size_t n = *cap ? *cap : 16;
-  while (n < need) n *= 2;
-  void *q = realloc(*p, n * size);
-  if (q == NULL) return -1;
-  *p = q;
-  *cap = n;
-  return 0;
-}
-
-/* Appends one argument; -1 when out of memory. */
-static int batch_arg(struct outcome_batch *b, const char *s, size_t n) {
-  if (grow((void **)&b->bytes, &b->bytes_cap, b->nbytes + n + 1, 1) != 0) return -1;
-  if (b->nargs == b->args_cap) {
-    size_t cap = b->args_cap ? b->args_cap * 2 : 64;
-    size_t *off = realloc(b->off, cap * sizeof *off);
-    if (off == NULL) return -1;
-    b->off = off;
-    size_t *len = realloc(b->len, cap * sizeof *len);
-    if (len == NULL) return -1;
-    b->len = len;
-    b->args_cap = cap;
-  }
-  memcpy(b->bytes + b->nbytes, s, n);
-  b->bytes[b->nbytes + n] = '\0';
-  b->off[b->nargs] = b->nbytes;
-  b->len[b->nargs++] = n;
-  b->nbytes += n + 1;
-  return 0;
-}
-
-static const char *batch_argv(const struct outcome_batch *b, size_t i) {
-  return i < b->nargs ? b->bytes + b->off[i] : "";
-}
-
-/* An empty batch for key k: a spare one if there is one. Its first
- * arguments: numkeys, the key, the group. */
+/* An empty batch for key k: a spare one if there is one. */
 static struct outcome_batch *batch_new(writer *w, unsigned char k) {
   struct outcome_batch *b = w->spare_outcomes;
   if (b) {
     w->spare_outcomes = b->next;
     w->nspare_outcomes--;
-  } else if ((b = calloc(1, sizeof *b)) == NULL) {
+  } else if ((b = outcome_batch_new()) == NULL) {
     return NULL;
   }
-  b->w = w;
+  b->owner = w;
   b->next = NULL;
   b->key = k;
-  b->resent = false;
-  b->nbytes = b->nargs = b->nitems = 0;
-  const char *key = key_name(w, k);
-  if (batch_arg(b, "1", 1) != 0 || batch_arg(b, key, strlen(key)) != 0 ||
-      batch_arg(b, w->spec->group, strlen(w->spec->group)) != 0) {
-    batch_free(b);
+  if (outcome_batch_start(b, key_name(w, k), w->spec->group) != 0) {
+    outcome_batch_free(b);
     return NULL;
   }
   return b;
@@ -172,8 +91,8 @@ static struct outcome_batch *batch_new(writer *w, unsigned char k) {
 /* b was answered (or given up): keep it for later outcomes. */
 static void batch_release(writer *w, struct outcome_batch *b) {
   w->unwritten -= b->nitems;
-  if (w->nspare_outcomes == BATCH_SPARE_MAX || b->bytes_cap > BATCH_KEEP_BYTES) {
-    batch_free(b);
+  if (w->nspare_outcomes == BATCH_SPARE_MAX || outcome_batch_capacity(b) > BATCH_KEEP_BYTES) {
+    outcome_batch_free(b);
     return;
   }
   b->next = w->spare_outcomes;
@@ -198,18 +117,9 @@ static void outcomes_free(writer *w) {
     while (lists[i]) {
       struct outcome_batch *b = lists[i];
       lists[i] = b->next;
-      batch_free(b);
+      outcome_batch_free(b);
     }
   w->ready = w->spare_outcomes = w->open[0] = w->open[1] = NULL;
-}
-
-/* The name and key (its first argument) of command c (from 1) of item it. */
-static void item_cmd(const struct outcome_batch *b, const struct outcome_item *it, long c,
-                     const char **name, const char **key) {
-  size_t p = it->first_cmd;
-  for (long j = 1; j < c && p < b->nargs; j++) p += 1 + strtoul(batch_argv(b, p), NULL, 10);
-  *name = batch_argv(b, p + 1);
-  *key = batch_argv(b, p + 2);
 }
 
 /* ---- acks: coalesced, one XACK per loop turn ---- */
@@ -447,11 +357,11 @@ static void item_answered(writer *w, const struct outcome_batch *b, const struct
                 it->ack ? "XACK" : "XPENDING", key, why, true);
   } else if (c < 0) { /* refused before anything was written */
     const char *name, *cmd_key;
-    item_cmd(b, it, -c, &name, &cmd_key);
+    outcome_batch_cmd(b, it, -c, &name, &cmd_key);
     item_failed(w, it, "outcome not written, entry left pending", name, cmd_key, why, true);
   } else {
     const char *name, *cmd_key;
-    item_cmd(b, it, c, &name, &cmd_key);
+    outcome_batch_cmd(b, it, c, &name, &cmd_key);
     item_failed(w, it, "outcome partly written: entry acked, a write failed", name, cmd_key,
                 why, true);
   }
@@ -459,7 +369,7 @@ static void item_answered(writer *w, const struct outcome_batch *b, const struct
 
 static void outcomes_done(void *data, const bk_reply *r, const char *err) {
   struct outcome_batch *b = data;
-  writer *w = b->w;
+  writer *w = b->owner;
   w->pending--;
   if (r == NULL && !w->abandoned) {
     /* Cut off: whether the script ran is unknown. Sent again as it is: it
@@ -498,25 +408,12 @@ static void outcomes_done(void *data, const bk_reply *r, const char *err) {
 
 /* Sends b; -1 when it cannot go out now. */
 static int send_batch(writer *w, struct outcome_batch *b) {
-  size_t argc = b->nargs + 2;
-  if (argc > b->argv_cap) {
-    const char **argv = realloc(b->argv, argc * sizeof *argv);
-    if (argv == NULL) return -1;
-    b->argv = argv;
-    size_t *argvlen = realloc(b->argvlen, argc * sizeof *argvlen);
-    if (argvlen == NULL) return -1;
-    b->argvlen = argvlen;
-    b->argv_cap = argc;
-  }
-  b->argv[0] = "EVAL", b->argvlen[0] = 4;
-  static size_t script_len;
-  if (script_len == 0) script_len = strlen(SCRIPT_OUTCOME);
-  b->argv[1] = SCRIPT_OUTCOME, b->argvlen[1] = script_len;
-  for (size_t i = 0; i < b->nargs; i++) {
-    b->argv[i + 2] = b->bytes + b->off[i];
-    b->argvlen[i + 2] = b->len[i];
-  }
-  if (bk_command(w->b, w->cmd, (int)argc, b->argv, b->argvlen, outcomes_done, b) != 0) return -1;
+  int argc;
+  const char **argv;
+  const size_t *argvlen;
+  if (outcome_batch_argv(b, &argc, &argv, &argvlen) != 0 ||
+      bk_command(w->b, w->cmd, argc, argv, argvlen, outcomes_done, b) != 0)
+    return -1;
   w->pending++;
   return 0;
 }
@@ -539,29 +436,6 @@ static void send_ready(writer *w) {
   }
 }
 
-static int put_num(struct outcome_batch *b, size_t n) {
-  char num[24];
-  return batch_arg(b, num, (size_t)snprintf(num, sizeof num, "%zu", n));
-}
-
-/* Appends t's commands as item it; -1 when out of memory. */
-static int batch_add(struct outcome_batch *b, const struct txn *t, const char *id, bool ack) {
-  if (batch_arg(b, id, strlen(id)) != 0 || batch_arg(b, ack ? "ack" : "pending", ack ? 3 : 7) != 0 ||
-      put_num(b, (size_t)t->n) != 0)
-    return -1;
-  size_t first = b->nargs;
-  for (int i = 0; i < t->n; i++) {
-    if (put_num(b, (size_t)t->cmd[i].argc) != 0) return -1;
-    for (int k = 0; k < t->cmd[i].argc; k++)
-      if (batch_arg(b, t->cmd[i].argv[k], t->cmd[i].argvlen[k]) != 0) return -1;
-  }
-  if (grow((void **)&b->items, &b->items_cap, b->nitems + 1, sizeof *b->items) != 0) return -1;
-  struct outcome_item *it = &b->items[b->nitems++];
-  it->first_cmd = first;
-  it->ack = ack;
-  return 0;
-}
-
 struct txn *writer_txn(writer *w) {
   txn_reset(&w->txn);
   return &w->txn;
@@ -572,14 +446,7 @@ void writer_outcome(writer *w, unsigned char key, const char *id, const char *wh
   if (w->abandoned) return; /* nothing is written past the deadline: it stays pending */
   struct outcome_batch *b = w->open[key];
   if (b == NULL && (b = w->open[key] = batch_new(w, key)) == NULL) goto oom;
-  size_t nbytes = b->nbytes, nargs = b->nargs;
-  if (batch_add(b, &w->txn, id, ack) != 0) {
-    b->nbytes = nbytes, b->nargs = nargs; /* the outcomes before it stay whole */
-    goto oom;
-  }
-  struct outcome_item *it = &b->items[b->nitems - 1];
-  copy_id(it->id, id);
-  it->what = what;
+  if (outcome_batch_add(b, &w->txn, id, what, ack) != 0) goto oom;
   w->unwritten++;
   if (b->nitems == BATCH_ITEMS_MAX || b->nbytes >= BATCH_BYTES_MAX) {
     batch_ready(w, b);
