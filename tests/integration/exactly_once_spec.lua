@@ -30,15 +30,6 @@ local function amount_of(i)
   return i % 10 == 0 and -cents or cents
 end
 
-local function resp(cmd)
-  local parts = { "*" .. #cmd .. "\r\n" }
-  for _, a in ipairs(cmd) do
-    a = tostring(a)
-    parts[#parts + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
-  end
-  return table.concat(parts)
-end
-
 local function xadd(i)
   local account = helper.account_of(i, ACCOUNTS)
   return { "XADD", "payments", "*", "data", helper.payment(i, account, amount_of(i)), "partition-key", account }
@@ -47,7 +38,7 @@ end
 -- Starts `redis-cli --pipe` publishing payments first..last in the background.
 local function publish_async(srv, first, last)
   local buf = {}
-  for i = first, last do buf[#buf + 1] = resp(xadd(i)) end
+  for i = first, last do buf[#buf + 1] = helper.resp(xadd(i)) end
   local dir = helper.tmpdir("publish")
   helper.write_file(dir .. "/in", table.concat(buf))
   return helper.spawn(srv:_cli_argv { "--pipe" }, { stdin = dir .. "/in", stdout = dir .. "/out", stderr = "stdout" })

@@ -182,7 +182,9 @@ function Server:call(...)
   return denull(v)
 end
 
-local function resp(cmd)
+--- One command (a list of arguments) in the Redis protocol, as `redis-cli
+--- --pipe` reads it.
+function redis.resp(cmd)
   local parts = { "*" .. #cmd .. "\r\n" }
   for _, a in ipairs(cmd) do
     a = tostring(a)
@@ -195,7 +197,7 @@ end
 --- errors unless every one succeeded. Returns the number of replies.
 function Server:pipe(commands)
   local buf = {}
-  for i, cmd in ipairs(commands) do buf[i] = resp(cmd) end
+  for i, cmd in ipairs(commands) do buf[i] = redis.resp(cmd) end
   local code, out, err = processes.run(self:_cli_argv { "--pipe" }, { stdin = table.concat(buf), timeout = 60 })
   local errors, replies = out:match("errors: (%d+), replies: (%d+)")
   if code ~= 0 or errors ~= "0" or tonumber(replies) ~= #commands then
