@@ -66,8 +66,9 @@ extern const char SCRIPT_OWN[];
 extern const char SCRIPT_SWEEP[];
 
 /* SCRIPT_OUTCOME writes the outcomes of many entries read from one key, in
- * one step. Per entry: every command is checked first (redis.acl_check_cmd:
- * the command exists and the ACL user may run it on its keys); then an XACK
+ * one step. Per entry: every command is checked first (redis.acl_check_cmd,
+ * Redis 7.0 and later: the command exists and the ACL user may run it on its
+ * keys); then an XACK
  * (or, for an outcome that leaves the entry pending, an XPENDING of it), and
  * its commands only if the XACK removed the entry from the pending list (the
  * XPENDING found it). An entry already acknowledged (by another consumer

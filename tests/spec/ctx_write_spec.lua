@@ -97,6 +97,18 @@ describe("ctx:write arguments", function()
     assert.equal("0", apps[1]:command("GET", "z"))
   end)
 
+  it("writes nothing of an entry, ack included, when Redis does not have one of its commands", function()
+    local d = run('ctx:write("SET", "k", "v") ctx:write("NOSUCHCMD", "k")')
+    assert.equal("ack", d.outcome)
+    local app = apps[1]
+    assert.is_nil(app:command("GET", "k"), "a write went out before the refused one")
+    assert.equal(1, #app:pending("s", "g"), "the entry is still pending")
+    local rec = app:records("outcome not written, entry left pending")[1]
+    assert.equal("NOSUCHCMD", rec.command)
+    assert.equal("k", rec.key)
+    assert.truthy(rec.error:find("Invalid command", 1, true), rec.error)
+  end)
+
   it("raises in the handler for what cannot be written with the ack", function()
     for body, want in pairs({
       ['ctx:write("EVAL", "return 1", 0)'] = "EVAL is not available to handlers: it cannot run inside the script",

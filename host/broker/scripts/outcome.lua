@@ -5,9 +5,13 @@ local MAX_ARGS = 7000 -- unpack stops near 8000 values: refuse rather than fail 
 
 -- "-c why" when the ACL user may not run command c (c = 0: the XACK or
 -- XPENDING), or nil: checked for every command of an entry before any of
--- them, or its ack, is written.
+-- them, or its ack, is written (on Redis 7.0 and later: older servers have
+-- no redis.acl_check_cmd, and a refusal is then reported as it runs).
+local acl_check_cmd = redis.acl_check_cmd -- Redis 7.0 and later
+
 local function check(c, ...)
-  local ok, allowed = pcall(redis.acl_check_cmd, ...)
+  if not acl_check_cmd then return nil end
+  local ok, allowed = pcall(acl_check_cmd, ...)
   if not ok then return '-' .. c .. ' ' .. (type(allowed) == 'table' and allowed.err or tostring(allowed)) end
   if not allowed then
     return '-' .. c .. ' NOPERM this user has no permissions to run the ' .. (...) ..
