@@ -69,12 +69,16 @@ extern const char SCRIPT_SWEEP[];
  * one step. Per entry: every command is checked first (redis.acl_check_cmd,
  * Redis 7.0 and later: the command exists and the ACL user may run it on its
  * keys); then an XACK
- * (or, for an outcome that leaves the entry pending, an XPENDING of it), and
- * its commands only if the XACK removed the entry from the pending list (the
- * XPENDING found it). An entry already acknowledged (by another consumer
- * that took it over, or by this very call sent before a lost connection)
- * gets none of its commands: so sending the same call again is safe, and an
- * outcome is written at most once per entry and group. A command refused by
+ * (or, for an outcome that leaves the entry pending, an XPENDING of it
+ * among the consumer's own), and its commands only if the XACK removed the
+ * entry from the pending list (the XPENDING found it pending for this
+ * consumer). An entry already acknowledged (by another consumer that took it
+ * over, or by this very call sent before a lost connection) gets none of its
+ * commands: so sending the same call again is safe, and an outcome with an
+ * ack is written at most once per entry and group. One without (the
+ * re-stamp of a short retry_after, an XCLAIM ... IDLE) runs again when sent
+ * again: it only sets the same idle time once more, and never takes an entry
+ * another consumer has claimed meanwhile. A command refused by
  * the check writes nothing of its entry, which stays pending; one Redis
  * refuses as it runs (WRONGTYPE, arity, out of memory) does not stop the
  * others, the entry being acked. Reply: per entry, in order, 1 (written), 0
@@ -83,7 +87,7 @@ extern const char SCRIPT_SWEEP[];
  * failed, nothing written; N > 0 command N failed as it ran, the entry
  * acked and the other commands written.
  *   KEYS: stream
- *   ARGV: group, then per entry: id "ack"|"pending" ncmds, then per
+ *   ARGV: group consumer, then per entry: id "ack"|"pending" ncmds, then per
  *         command: argc arg...
  * The commands' keys are not in KEYS (a handler names them): fine on one
  * server; Redis Cluster is not supported yet. */

@@ -94,7 +94,8 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
     count_retry(a, e, d->deliveries);
     break;
   case POLICY_NOTE_TOO_MANY_WRITES:
-    log_line(LOG_ERROR, sp->name, "too many entries published by one delivery, left pending",
+    log_line(LOG_ERROR, sp->name,
+             "too many writes by one delivery (ctx:write, ctx:publish, the reply), left pending",
              "stream", sp->stream, "group", sp->group, "id", e->id, NULL);
     break;
   case POLICY_NOTE_DEAD_LETTERED:

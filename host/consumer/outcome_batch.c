@@ -63,10 +63,14 @@ void outcome_batch_free(struct outcome_batch *b) {
   free(b);
 }
 
-int outcome_batch_start(struct outcome_batch *b, const char *key, const char *group) {
+int outcome_batch_start(struct outcome_batch *b, const char *key, const char *group,
+                        const char *consumer) {
   b->resent = false;
   b->nbytes = b->nargs = b->nitems = 0;
-  return put_str(b, "1") != 0 || put_str(b, key) != 0 || put_str(b, group) != 0 ? -1 : 0;
+  return put_str(b, "1") != 0 || put_str(b, key) != 0 || put_str(b, group) != 0 ||
+                 put_str(b, consumer) != 0
+             ? -1
+             : 0;
 }
 
 int outcome_batch_add(struct outcome_batch *b, const struct txn *t, const char *id,
@@ -128,7 +132,7 @@ void outcome_batch_cmd(const struct outcome_batch *b, const struct outcome_item 
   size_t p = it->first_cmd;
   for (long j = 1; j < c && p < b->nargs; j++) p += 1 + strtoul(arg(b, p), NULL, 10);
   *name = arg(b, p + 1);
-  *key = arg(b, p + 2);
+  *key = strtoul(arg(b, p), NULL, 10) >= 2 ? arg(b, p + 2) : ""; /* INCR alone has none */
 }
 
 size_t outcome_batch_capacity(const struct outcome_batch *b) { return b->bytes_cap; }

@@ -31,7 +31,7 @@ struct outcome_batch {
   bool resent;                /* cut off once: a 0 may be this batch's own earlier write */
   struct outcome_item *items;
   size_t nitems;
-  /* the arguments after "EVAL script": numkeys key group, then per entry */
+  /* the arguments after "EVAL script": numkeys key group consumer, then per entry */
   char *bytes;                /* each NUL-terminated */
   size_t nbytes, bytes_cap;
   size_t *off, *len;
@@ -45,8 +45,10 @@ struct outcome_batch {
 /* An empty batch, or NULL when out of memory. */
 struct outcome_batch *outcome_batch_new(void);
 void outcome_batch_free(struct outcome_batch *b);
-/* Empties b for outcomes of key (read by group): -1 when out of memory. */
-int outcome_batch_start(struct outcome_batch *b, const char *key, const char *group);
+/* Empties b for outcomes of key, read by consumer of group: -1 when out of
+ * memory. */
+int outcome_batch_start(struct outcome_batch *b, const char *key, const char *group,
+                        const char *consumer);
 /* Appends t's commands as the outcome `what` of entry id, written with its
  * ack (ack) or only while it is pending. -1 when out of memory: then b is
  * as it was. */

@@ -77,7 +77,7 @@ void policy_decide(const struct policy_in *in, struct policy_out *out) {
   case RT_REPLY:
     if (policy_plain_ack(in->kind, in->nwrites)) {
       out->action = POLICY_ACK;
-    } else if (in->nwrites + 2 > TXN_MAX) { /* the writes, the ack, and room to spare */
+    } else if (in->nwrites + 2 > TXN_MAX) { /* at most TXN_MAX - 2: the documented 30 */
       out->action = POLICY_LEAVE;
       out->note = POLICY_NOTE_TOO_MANY_WRITES;
     } else {

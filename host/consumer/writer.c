@@ -81,7 +81,7 @@ static struct outcome_batch *batch_new(writer *w, unsigned char k) {
   b->owner = w;
   b->next = NULL;
   b->key = k;
-  if (outcome_batch_start(b, key_name(w, k), w->spec->group) != 0) {
+  if (outcome_batch_start(b, key_name(w, k), w->spec->group, w->spec->consumer) != 0) {
     outcome_batch_free(b);
     return NULL;
   }

@@ -195,9 +195,12 @@ static void check_command(lua_State *L, const char *name, int first, const char 
   }
 }
 
-/* Commands that cannot run inside the script that writes an outcome. */
-static const char *const not_in_scripts[] = {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL",
-                                            "FCALL_RO", "SCRIPT", "FUNCTION", NULL};
+/* Commands that cannot, or must not, run inside the script that writes an
+ * outcome: scripts, and the server's administration. */
+static const char *const not_in_scripts[] = {
+    "EVAL",  "EVALSHA", "EVAL_RO",  "EVALSHA_RO",   "FCALL",    "FCALL_RO", "SCRIPT",
+    "FUNCTION", "CONFIG", "ACL",   "SAVE",          "BGSAVE",   "BGREWRITEAOF", "SHUTDOWN",
+    "REPLICAOF", "SLAVEOF", "FAILOVER", "DEBUG",    "MIGRATE",  NULL};
 
 /* core.command(name, cmd, ...) -> {cmd, arg, ...}: a command checked as
  * core.redis checks it (numbers as strings), for ctx:write, which sends it
@@ -206,6 +209,9 @@ static int core_command(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   check_command(L, name, 2, not_in_scripts, "it cannot run inside the script that writes the ack");
   int n = lua_gettop(L) - 1;
+  if (n > RT_COMMAND_ARGS_MAX)
+    return luaL_error(L, "%s: %d arguments, more than a command written with the ack may have (%d)",
+                      name, n, RT_COMMAND_ARGS_MAX);
   lua_createtable(L, n, 0);
   for (int i = 1; i <= n; i++) {
     lua_pushvalue(L, i + 1);
@@ -555,6 +561,8 @@ int core_open(lua_State *L, struct core *c) {
   lua_setfield(L, -2, "flat_arg");
   lua_pushnumber(L, (lua_Number)sizeof(struct json_flat));
   lua_setfield(L, -2, "flat_size");
+  lua_pushinteger(L, RT_COMMAND_ARGS_MAX);
+  lua_setfield(L, -2, "command_args_max");
   core_set_wire_names(L, -1);
   return 1;
 }

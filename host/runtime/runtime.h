@@ -81,6 +81,10 @@ struct rt_env {
 /* The default limit on one ls.redis.call: past it the call fails with an
  * error (the command may still have run on the server). */
 #define RT_CALL_TIMEOUT_MS 5000
+/* The most arguments one command written with the ack may have (ctx:write,
+ * ctx:publish, a reply): what the outcome script can pass on, its MAX_ARGS
+ * (broker/scripts/outcome.lua; Lua's unpack stops near 8000). */
+#define RT_COMMAND_ARGS_MAX 7000
 
 typedef struct handler handler;
 

@@ -237,6 +237,9 @@ local function publish(self, stream, msg, opts)
   if type(stream) ~= "string" or stream == "" then error("ctx:publish: stream must be a non-empty string", 2) end
   local fields, why = entry_fields(msg, opts, { "XADD", stream, "*" })
   if not fields then error("ctx:publish: " .. why, 2) end
+  if #fields > core.command_args_max then
+    error("ctx:publish: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have", 2)
+  end
   return queue(self, fields)
 end
 
@@ -309,6 +312,9 @@ local function outcome(result, ctx, spec, seq)
     local why
     fields, why = entry_fields(result.reply, opts, fields)
     if not fields then return "error", R.BAD_RETURN, "ls.reply: " .. why end
+    if #fields + 6 > core.command_args_max then
+      return "error", R.BAD_RETURN, "ls.reply: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have"
+    end
     -- From what the host delivered, not from ctx, which the handler may change:
     -- the id on the source stream, also for a copy read from the retry stream.
     fields[#fields + 1] = H.ORIGINAL_ID

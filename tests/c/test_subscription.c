@@ -166,9 +166,10 @@ static void expect_outcomes(int n) {
   replay_expect(F.rb, "EVAL <outcome> **", resp);
 }
 
-/* The start of a SCRIPT_OUTCOME call on key (then per entry: id, "ack" or
- * "pending", the number of commands, and per command its argc and argv). */
-#define OUTCOMES(key) "EVAL <outcome> 1 " key " ledger"
+/* The start of a SCRIPT_OUTCOME call on key by consumer c-1 (then per
+ * entry: id, "ack" or "pending", the number of commands, and per command its
+ * argc and argv). */
+#define OUTCOMES(key) "EVAL <outcome> 1 " key " ledger c-1"
 
 static const char *cmd_log(void);
 

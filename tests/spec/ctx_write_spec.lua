@@ -116,6 +116,11 @@ describe("ctx:write arguments", function()
       ['ctx:write("BLPOP", "q", 0)'] = "BLPOP is not available to handlers",
       ['ctx:write("SET", "k", {})'] = "argument 3 must be a string or a number, got table",
       ['ctx:write("SET", "k", 0/0)'] = "argument 3 is not a finite number",
+      ['ctx:write("CONFIG", "SET", "maxmemory", "1")'] = "CONFIG is not available to handlers",
+      ['local t = {} for i = 1, 7000 do t[i] = i end ctx:write("SADD", "k", unpack(t))'] =
+        "7002 arguments, more than a command written with the ack may have (7000)",
+      ['local h = {} for i = 1, 3500 do h["h" .. i] = i end ctx:publish("out", {}, { headers = h })'] =
+        "ctx:publish: 7002 fields and values, more than an entry written with the ack may have",
       ['ctx:write()'] = "ctx:write: no command given",
       ['ctx:write(7)'] = "ctx:write: the command must be a string",
     }) do

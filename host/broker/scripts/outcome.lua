@@ -1,6 +1,6 @@
 -- SCRIPT_OUTCOME (scripts.h): the outcomes of many entries of one key, each
 -- written only while its entry is still pending, so never twice.
-local key, group = KEYS[1], ARGV[1]
+local key, group, consumer = KEYS[1], ARGV[1], ARGV[2]
 local MAX_ARGS = 7000 -- unpack stops near 8000 values: refuse rather than fail the call
 
 -- "-c why" when the ACL user may not run command c (c = 0: the XACK or
@@ -28,9 +28,9 @@ end
 
 -- The ack's own right depends on the key only: checked once per call.
 local ack_refused = check(0, 'XACK', key, group, '0-0')
-local pending_refused = check(0, 'XPENDING', key, group, '0-0', '0-0', 1)
+local pending_refused = check(0, 'XPENDING', key, group, '0-0', '0-0', 1, consumer)
 
-local out, i, nargs = {}, 2, #ARGV
+local out, i, nargs = {}, 3, #ARGV
 while i <= nargs do
   local id, ack, ncmds = ARGV[i], ARGV[i + 1] == 'ack', tonumber(ARGV[i + 2])
   i = i + 3
@@ -47,7 +47,7 @@ while i <= nargs do
     if ack then
       r = redis.pcall('XACK', key, group, id)
     else
-      r = redis.pcall('XPENDING', key, group, id, id, 1)
+      r = redis.pcall('XPENDING', key, group, id, id, 1, consumer)
       if type(r) == 'table' and not r.err then r = #r end
     end
     result = r
