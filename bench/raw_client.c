@@ -1,7 +1,7 @@
 /* raw_client: the hand-written consumer luastream is measured against.
  *
  *   raw_client --port P --stream S --group G [--consumer C] [--batch N] [--count N]
- *              [--read-ahead]
+ *              [--read-ahead] [--hincrby KEY]
  *
  * What a careful C programmer would write for one consumer of a group, with
  * the same libraries and the same work per entry as luastream running
@@ -20,6 +20,11 @@
  * --read-ahead: the next read is sent, and written to the socket at once, before
  * the batch just read is handled, so Redis prepares it meanwhile (not what
  * luastream does at the time of writing; see bench/RESULTS.md).
+ * --hincrby KEY: also HINCRBY KEY <account> <amount_cents> per entry on the
+ * write connection, pipelined before its ack: the Redis work of
+ * bench/handlers/write (ctx:write) without its guarantee (the write and the
+ * ack are separate commands, so a crash between them or a second consumer
+ * finishing the entry writes twice or not at all).
  * Runs until SIGTERM/SIGINT, or until --count entries are acked; prints
  * `handled=N acked=N checksum=N` on stderr. Exit status 0, or 1 on an error. */
 #include <hiredis/adapters/libuv.h>
@@ -322,6 +327,7 @@ static struct {
   uv_signal_t sigterm, sigint;
   bool stopping;
   bool read_ahead;          /* --read-ahead */
+  const char *hincrby;      /* --hincrby KEY, or NULL */
   int status;
   struct jdoc doc;
 } C;
@@ -417,6 +423,14 @@ static void handle(const redisReply *id, const redisReply *fields) {
   }
   const struct jfield *amount = doc_get(&C.doc, "amount_cents");
   if (amount && amount->type == J_NUMBER) C.checksum += amount->num;
+  const struct jfield *account = doc_get(&C.doc, "account");
+  if (C.hincrby && amount && amount->type == J_NUMBER && account && account->type == J_STRING &&
+      redisAsyncCommand(C.wr, NULL, NULL, "HINCRBY %s %b %lld", C.hincrby, account->str,
+                        account->len, (long long)amount->num) != REDIS_OK) {
+    fprintf(stderr, "raw_client: cannot send HINCRBY\n");
+    stop(1);
+    return;
+  }
   queue_ack(id->str, id->len);
 }
 
@@ -497,7 +511,7 @@ static redisAsyncContext *open_conn(int port) {
 
 static void usage(void) {
   fprintf(stderr, "usage: raw_client --port P --stream S --group G [--consumer C] [--batch N] [--count N]\n"
-                  "                  [--read-ahead]\n");
+                  "                  [--read-ahead] [--hincrby KEY]\n");
   exit(2);
 }
 
@@ -518,6 +532,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--consumer")) C.consumer = v;
     else if (!strcmp(a, "--batch")) batch = atol(v);
     else if (!strcmp(a, "--count")) C.want = atoll(v);
+    else if (!strcmp(a, "--hincrby")) C.hincrby = v;
     else usage();
     i++;
   }
