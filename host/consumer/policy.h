@@ -29,7 +29,7 @@
 enum policy_action {
   POLICY_RUN,         /* policy_admit: hand it to the handler */
   POLICY_ACK,         /* a plain ack, coalesced with the others */
-  POLICY_WRITE,       /* the result's writes (publish, reply) and the ack, one transaction */
+  POLICY_WRITE,       /* the result's writes (ctx:write, publish, reply) with the ack, one step */
   POLICY_RETRY_COPY,  /* `new`: a copy on the retry stream and the ack */
   POLICY_RESTAMP,     /* claimed: stays pending, claimable again after delay_ms */
   POLICY_DELAY,       /* onto the delay set, due after delay_ms, and the ack */
@@ -42,7 +42,7 @@ enum policy_action {
 enum policy_note {
   POLICY_NOTE_NONE,
   POLICY_NOTE_RETRIED,         /* a retry: counted and logged per interval */
-  POLICY_NOTE_TOO_MANY_WRITES, /* more writes than one transaction holds: left pending */
+  POLICY_NOTE_TOO_MANY_WRITES, /* more writes than one outcome holds: left pending */
   POLICY_NOTE_DEAD_LETTERED,   /* "entry dead-lettered" */
   POLICY_NOTE_REJECTED_ACKED,  /* rejected, no dead-letter stream: acked */
   POLICY_NOTE_BAD_INPUT_LEFT,  /* bad input, no dead-letter stream: left pending */

@@ -4,11 +4,11 @@
  * cursor; start_at moves it), then runs the read loop of its mode on a
  * connection of its own, so a blocking read never delays anyone's writes.
  * Entries go onto lanes; finished entries become outcomes written on the
- * shared command connection: acks coalesced into one XACK per loop turn,
- * replies as an XADD then an ack, and retries by read mode: on `new` one
- * MULTI/EXEC (copy to the retry stream + ack); on claiming and reclaim
- * nothing at all, since the entry stays pending and is claimed again after
- * min_idle.
+ * shared command connection (writer.h): acks coalesced into one XACK per
+ * loop turn, other outcomes (a reply, ctx:write, a retry copy on `new`, ...)
+ * written with their ack by the outcome script; a retry on claiming and
+ * reclaim writes nothing at all, since the entry stays pending and is claimed
+ * again after min_idle.
  *
  * Every read covers two keys (the group is created on both): the stream and
  * the group's retry stream "<stream>:retry:<group>" (outcome.h), where only

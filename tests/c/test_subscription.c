@@ -1327,7 +1327,7 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
 }
 
 /* Entries whose outcome is not written yet count toward the 2 x batch held:
- * with every reply unanswered (nothing answers MULTI), reading stops after
+ * with every reply unanswered (nothing answers the outcome script), reading stops after
  * two batches instead of reading the whole backlog into memory. */
 TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   fx_init("reply_to = \"payments.replies\", batch = 4");
