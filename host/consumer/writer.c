@@ -318,8 +318,9 @@ static void item_failed(writer *w, const struct outcome_item *it, const char *ms
            "outcome", it->what, "command", command, "key", key, "error", why, NULL);
 }
 
-/* What SCRIPT_OUTCOME answered for item it: 1, 0 or "N error". */
-static void item_answered(writer *w, const struct outcome_batch *b, const struct outcome_item *it,
+/* What SCRIPT_OUTCOME answered for item it: 1, 0 or "N error". Returns
+ * whether Redis refused something of it. */
+static bool item_answered(writer *w, const struct outcome_batch *b, const struct outcome_item *it,
                           const bk_reply *r) {
   const struct handler_spec *spec = w->spec;
   const char *key = key_name(w, b->key);
@@ -327,17 +328,17 @@ static void item_answered(writer *w, const struct outcome_batch *b, const struct
     if (b->resent)
       log_line(LOG_INFO, spec->name, "outcome written after reconnecting", "stream", spec->stream,
                "group", spec->group, "id", it->id, "outcome", it->what, NULL);
-    return;
+    return false;
   }
   if (r->type == BK_INTEGER && r->integer == 0) {
     const char *msg = b->resent ? "outcome had been written before the connection dropped, or by "
                                   "another consumer"
                       : it->ack ? "already acknowledged by another consumer; effects skipped"
-                                : "no longer pending (acknowledged by another consumer); "
-                                  "outcome skipped";
+                                : "no longer pending here (acknowledged or claimed by another "
+                                  "consumer); outcome skipped";
     log_line(b->resent ? LOG_INFO : LOG_WARN, spec->name, msg, "stream", spec->stream, "group",
              spec->group, "consumer", spec->consumer, "id", it->id, "outcome", it->what, NULL);
-    return;
+    return false;
   }
   char why[512];
   long c = 0;
@@ -365,6 +366,7 @@ static void item_answered(writer *w, const struct outcome_batch *b, const struct
     item_failed(w, it, "outcome partly written: entry acked, a write failed", name, cmd_key,
                 why, true);
   }
+  return true;
 }
 
 static void outcomes_done(void *data, const bk_reply *r, const char *err) {
@@ -386,12 +388,9 @@ static void outcomes_done(void *data, const bk_reply *r, const char *err) {
     return;
   }
   if (r && r->type == BK_ARRAY && r->elements == b->nitems) {
-    bool any = false;
-    for (size_t i = 0; i < b->nitems; i++) {
-      item_answered(w, b, &b->items[i], r->element[i]);
-      any |= r->element[i]->type == BK_INTEGER;
-    }
-    if (any) fault_ok(&w->work[WRITER_OUTCOMES], clock_now(w->clock), w->spec);
+    bool refused = false;
+    for (size_t i = 0; i < b->nitems; i++) refused |= item_answered(w, b, &b->items[i], r->element[i]);
+    if (!refused) fault_ok(&w->work[WRITER_OUTCOMES], clock_now(w->clock), w->spec);
   } else {
     char why[256];
     bk_reply_text(r, err, why, sizeof why);
