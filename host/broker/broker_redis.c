@@ -99,6 +99,8 @@ struct rconn {
   uv_timer_t watchdog;   /* fires when the oldest unanswered command is overdue */
   int watchdog_closed;   /* its close callback ran */
   struct rcmd *oldest, *newest; /* unanswered commands, in send order */
+  struct rcmd *spare;    /* answered command records, kept for the next commands */
+  int nspare;
   int attempts;          /* attempts since the connection was last up */
   int failures;          /* failed attempts and drops since last up: the backoff step */
   int in_outage;         /* an attempt failed since the connection was last up */
@@ -410,6 +412,8 @@ static void unlink_cmd(struct rconn *c, struct rcmd *k) {
   else c->newest = k->prev;
 }
 
+#define SPARE_CMDS_MAX 256
+
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
   struct rcmd *k = privdata;
   struct rconn *c = k->c;
@@ -425,7 +429,13 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     }
   }
   if (k->cb) k->cb(k->data, (const bk_reply *)r, err);
-  free(k);
+  if (c->nspare < SPARE_CMDS_MAX) { /* a command per handler call: no malloc each */
+    k->next = c->spare;
+    c->spare = k;
+    c->nspare++;
+  } else {
+    free(k);
+  }
 }
 
 /* ---- attempts ---- */
@@ -586,7 +596,13 @@ static void maybe_free(struct rconn *c) {
   /* No context is left by now: a free that hiredis deferred inside one of its
    * callbacks completes before control returns to the loop, and the loop runs
    * close callbacks and lookups only after that. */
-  if (c->timer_closed && c->watchdog_closed && !c->resolving) free(c);
+  if (!c->timer_closed || !c->watchdog_closed || c->resolving) return;
+  while (c->spare) {
+    struct rcmd *k = c->spare;
+    c->spare = k->next;
+    free(k);
+  }
+  free(c);
 }
 
 static void on_timer_closed(uv_handle_t *h) {
@@ -623,8 +639,13 @@ static int rconn_command(bk_conn *bc, int argc, const char **argv, const size_t 
                          bk_reply_cb *cb, void *data) {
   struct rconn *c = (struct rconn *)bc;
   if (!rconn_usable(c)) return -1;
-  struct rcmd *k = malloc(sizeof *k);
-  if (k == NULL) return -1;
+  struct rcmd *k = c->spare;
+  if (k) {
+    c->spare = k->next;
+    c->nspare--;
+  } else if ((k = malloc(sizeof *k)) == NULL) {
+    return -1;
+  }
   k->c = c;
   k->cb = cb;
   k->data = data;
