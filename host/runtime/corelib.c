@@ -198,16 +198,18 @@ static void check_command(lua_State *L, const char *name, int first, const char 
 /* Commands that cannot, or must not, run inside the script that writes an
  * outcome: scripts, and the server's administration. */
 static const char *const not_in_scripts[] = {
-    "EVAL",  "EVALSHA", "EVAL_RO",  "EVALSHA_RO",   "FCALL",    "FCALL_RO", "SCRIPT",
-    "FUNCTION", "CONFIG", "ACL",   "SAVE",          "BGSAVE",   "BGREWRITEAOF", "SHUTDOWN",
-    "REPLICAOF", "SLAVEOF", "FAILOVER", "DEBUG",    "MIGRATE",  NULL};
+    "EVAL",   "EVALSHA",      "EVAL_RO",  "EVALSHA_RO", "FCALL",     "FCALL_RO", "SCRIPT",
+    "FUNCTION", "CONFIG",     "ACL",      "SAVE",       "BGSAVE",    "BGREWRITEAOF",
+    "SHUTDOWN", "REPLICAOF",  "SLAVEOF",  "FAILOVER",   "DEBUG",     "MIGRATE",  NULL};
 
 /* core.command(name, cmd, ...) -> {cmd, arg, ...}: a command checked as
  * core.redis checks it (numbers as strings), for ctx:write, which sends it
  * with the ack. */
 static int core_command(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
-  check_command(L, name, 2, not_in_scripts, "it cannot run inside the script that writes the ack");
+  check_command(L, name, 2, not_in_scripts,
+                "scripts and the server's administration do not run in the script that writes "
+                "the ack");
   int n = lua_gettop(L) - 1;
   if (n > RT_COMMAND_ARGS_MAX)
     return luaL_error(L, "%s: %d arguments, more than a command written with the ack may have (%d)",

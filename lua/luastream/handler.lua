@@ -289,8 +289,7 @@ end
 --   | "error" reason message
 -- writes: { {cmd, arg, ...}, ... }: the handler's ctx:write commands and
 -- ctx:publish XADDs, and for "reply" the reply's XADD last; written together
--- with the ack. ctx is nil for
--- a handle that takes no ctx (see dispatcher).
+-- with the ack. ctx is nil for a handle that takes no ctx (see dispatcher).
 local function outcome(result, ctx, spec, seq)
   local writes = ctx and pending_writes[ctx]
   if result == nil then return "ack", writes end

@@ -111,7 +111,7 @@ describe("ctx:write arguments", function()
 
   it("raises in the handler for what cannot be written with the ack", function()
     for body, want in pairs({
-      ['ctx:write("EVAL", "return 1", 0)'] = "EVAL is not available to handlers: it cannot run inside the script",
+      ['ctx:write("EVAL", "return 1", 0)'] = "EVAL is not available to handlers: scripts and the server's administration do not run in the script that writes the ack",
       ['ctx:write("MULTI")'] = "MULTI is not available to handlers",
       ['ctx:write("BLPOP", "q", 0)'] = "BLPOP is not available to handlers",
       ['ctx:write("SET", "k", {})'] = "argument 3 must be a string or a number, got table",
