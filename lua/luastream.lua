@@ -12,7 +12,7 @@ local has_core, core = pcall(require, "luastream.core")
 if not has_core then
   local function outside() error("only available inside a running luastream host", 3) end
   core = { version = "outside a host", log = outside, sleep = outside, redis = outside,
-           redis_result = outside, redis_on = outside, redis_connect = outside }
+           redis_result = outside, redis_connect = outside }
 end
 
 -- Outside a host, the test harness module (luastream_testing.so) offers what
@@ -164,33 +164,20 @@ end
 -- A call is never sent again on its own: after a timeout or a lost
 -- connection the command may or may not have run.
 local function redis_client(ms, url, server)
-  local result = core.redis_result
+  local send, result = core.redis, core.redis_result
+  -- the function the handler called, for errors: core.redis names it
+  local prefix = url and "ls.redis.connect(\"" .. server .. "\")" or "ls.redis"
+  local call_name, pcall_name = prefix .. ".call", prefix .. ".pcall"
   local client = {}
-  if url then -- another server: core.redis_on names it
-    local send, prefix = core.redis_on, "ls.redis.connect(\"" .. server .. "\")"
-    local call_name, pcall_name = prefix .. ".call", prefix .. ".pcall"
-    function client.call(...)
-      send(url, server, call_name, ms, ...)
-      local reply, err = result()
-      if reply == nil then error(err, 2) end
-      return reply
-    end
-    function client.pcall(...)
-      send(url, server, pcall_name, ms, ...)
-      return result()
-    end
-  else
-    local send = core.redis
-    function client.call(...)
-      send("ls.redis.call", ms, ...)
-      local reply, err = result()
-      if reply == nil then error(err, 2) end
-      return reply
-    end
-    function client.pcall(...)
-      send("ls.redis.pcall", ms, ...)
-      return result()
-    end
+  function client.call(...)
+    send(url, server, call_name, ms, ...)
+    local reply, err = result()
+    if reply == nil then error(err, 2) end
+    return reply
+  end
+  function client.pcall(...)
+    send(url, server, pcall_name, ms, ...)
+    return result()
   end
   return client
 end

@@ -5,13 +5,14 @@
  * only from the job's own coroutine, which is checked, not assumed. message
  * decodes the running entry's body, entry hands its id and fields to ctx.
  * redis sends a handler's command on the host's calls connection (job_call)
- * and yields until the reply, which redis_result then converts inside the
- * coroutine (redis_reply.h), where an error fails only this entry;
- * redis_on does the same on the connection the host keeps for another
- * server (ls.redis.connect, whose URL redis_connect checks).
+ * or on the one it keeps for another server (ls.redis.connect, whose URL
+ * redis_connect checks) and yields until the reply, which redis_result then
+ * converts inside the coroutine (redis_reply.h), where an error fails only
+ * this entry.
  * (ctx:publish needs no C: its entries are written with the outcome.) */
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -159,6 +160,18 @@ static const char *refused(lua_State *L, int first) {
   return NULL;
 }
 
+/* Raises "<where the handler called>: <message>": the position of the
+ * handler's own line, not of luastream.lua's wrapper. */
+static int raise_in_handler(lua_State *L, const char *fmt, ...) {
+  luaL_where(L, 2);
+  va_list ap;
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
 /* Checks the command at stack index first..top for handler function name:
  * a string first, not refused (extra: more refused names, NULL-terminated),
  * each argument a string or a number, and turns the numbers into strings in
@@ -173,12 +186,7 @@ static void check_command(lua_State *L, const char *name, int first, const char 
   const char *cmd = lua_tolstring(L, first, &len);
   for (const char *const *e = extra; e && *e && !why; e++)
     if (word_is(cmd, len, *e)) why = extra_why;
-  if (why) { /* where the handler called, as for a call at load */
-    luaL_where(L, 2);
-    lua_pushfstring(L, "%s: %s is not available to handlers: %s", name, cmd, why);
-    lua_concat(L, 2);
-    lua_error(L);
-  }
+  if (why) raise_in_handler(L, "%s: %s is not available to handlers: %s", name, cmd, why);
   for (int i = first; i <= lua_gettop(L); i++) {
     int t = lua_type(L, i);
     if (t == LUA_TNUMBER) {
@@ -222,23 +230,22 @@ static int core_command(lua_State *L) {
   return 1;
 }
 
-/* core.redis(name, timeout_ms, cmd, ...)  sends the command (checked and
- * converted by check_command) and yields until its answer, which
- * core.redis_result gives. Does not yield when nothing was sent (not
- * connected): redis_result says why. timeout_ms 0: the host's default. name
- * is the Lua function, for errors. redis_send does it with name at stack
- * index first, on the host's calls connection (url NULL) or on the one kept
- * for url (server: its redacted form). */
-static int redis_send(lua_State *L, int first, const char *url, const char *server) {
+/* core.redis(url, server, name, timeout_ms, cmd, ...)  sends the command
+ * (checked and converted by check_command) on the host's calls connection
+ * (url nil) or on the one it keeps for url (a client of ls.redis.connect,
+ * whose closures anchor url and server, its redacted form for messages), and
+ * yields until its answer, which core.redis_result gives. Does not yield when
+ * nothing was sent (not connected): redis_result says why. timeout_ms 0: the
+ * host's default. name is the Lua function, for errors. */
+static int core_redis(lua_State *L) {
+  const char *url = lua_isnil(L, 1) ? NULL : luaL_checkstring(L, 1);
+  const char *server = url ? luaL_checkstring(L, 2) : NULL;
+  const int first = 3;
   const char *name = luaL_checkstring(L, first);
   struct rt_job *job = jobs_running_on(self(L)->jobs, L);
-  if (job == NULL) { /* say where the handler called, not where luastream.lua did */
-    luaL_where(L, 2);
-    lua_pushfstring(L, "%s may only be called while handling an entry, from the handler's own "
-                       "coroutine (not while the file loads)", name);
-    lua_concat(L, 2);
-    return lua_error(L);
-  }
+  if (job == NULL)
+    return raise_in_handler(L, "%s may only be called while handling an entry, from the "
+                               "handler's own coroutine (not while the file loads)", name);
   lua_Number timeout = luaL_checknumber(L, first + 1);
   int cmd = first + 2; /* the command's index; its arguments follow */
   check_command(L, name, cmd, NULL, NULL);
@@ -271,17 +278,6 @@ static int redis_send(lua_State *L, int first, const char *url, const char *serv
   return lua_yield(L, 0);
 }
 
-static int core_redis(lua_State *L) { return redis_send(L, 1, NULL, NULL); }
-
-/* core.redis_on(url, server, name, timeout_ms, cmd, ...)  core.redis on the
- * connection the host keeps for url (a client of ls.redis.connect, whose
- * closures anchor url and server); server is url redacted, for messages. */
-static int core_redis_on(lua_State *L) {
-  const char *url = luaL_checkstring(L, 1);
-  const char *server = luaL_checkstring(L, 2);
-  return redis_send(L, 3, url, server);
-}
-
 /* core.redis_connect(url) -> url redacted (the password as "***"), or raises
  * naming what is wrong with url: what ls.redis.connect checks, at load too.
  * Tells the host (rt_env.connect), which keeps one connection per url. */
@@ -289,23 +285,12 @@ static int core_redis_connect(lua_State *L) {
   const char *url = luaL_checkstring(L, 1);
   struct redis_url parsed;
   char err[URL_TEXT_MAX + 128];
-  if (url_parse(url, &parsed, err, sizeof err) != 0) {
-    luaL_where(L, 2);
-    lua_pushfstring(L, "ls.redis.connect: %s", err);
-    lua_concat(L, 2);
-    return lua_error(L);
-  }
   const struct rt_env *env = self(L)->jobs->env;
-  if (env && env->connect) {
-    broker *b;
-    bk_conn *conn;
-    if (env->connect(env->connect_data, url, &b, &conn, err, sizeof err) != 0) {
-      luaL_where(L, 2);
-      lua_pushfstring(L, "ls.redis.connect: %s", err);
-      lua_concat(L, 2);
-      return lua_error(L);
-    }
-  }
+  broker *b;
+  bk_conn *conn;
+  if (url_parse(url, &parsed, err, sizeof err) != 0 ||
+      (env && env->connect && env->connect(env->connect_data, url, &b, &conn, err, sizeof err) != 0))
+    return raise_in_handler(L, "ls.redis.connect: %s", err);
   lua_pushstring(L, parsed.redacted);
   return 1;
 }
@@ -539,20 +524,13 @@ int core_open(lua_State *L, struct core *c) {
                                  {"message", core_message}, {"source_id", core_source_id},
                                  {"deliveries", core_deliveries}, {"redis", core_redis},
                                  {"redis_result", core_redis_result}, {"command", core_command},
-                                 {NULL, NULL}};
+                                 {"redis_connect", core_redis_connect}, {NULL, NULL}};
   lua_createtable(L, 0, 16);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);
     lua_pushcclosure(L, f->func, 1);
     lua_setfield(L, -2, f->name);
   }
-  /* ls.redis.connect's two, apart from the list above */
-  lua_pushlightuserdata(L, c);
-  lua_pushcclosure(L, core_redis_on, 1);
-  lua_setfield(L, -2, "redis_on");
-  lua_pushlightuserdata(L, c);
-  lua_pushcclosure(L, core_redis_connect, 1);
-  lua_setfield(L, -2, "redis_connect");
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
   lua_pushliteral(L, LUASTREAM_VERSION);
