@@ -279,7 +279,11 @@ static void accept_entry(subscription *s, struct entry *e) {
   }
   size_t klen = 0;
   const char *key = s->spec->by_key ? entry_get(e, HDR_PARTITION_KEY, &klen) : NULL;
-  lanes_push(&s->lanes, e, key, klen);
+  if (lanes_push(&s->lanes, e, key, klen) != 0) {
+    sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+    held_remove(&s->held, e);
+    entry_free(e);
+  }
 }
 
 static void read_done(void *data, const bk_reply *r, const char *err) {
@@ -519,6 +523,13 @@ static void pruned(void *data) { progress(data); }
 /* sweeper_swept_fn: a claiming read may have waited for the sweep. */
 static void swept(void *data) { progress(data); }
 
+/* The most entries the lanes hold at once, as read_next bounds them: a read
+ * goes out while at most one batch is held and asks for up to a batch from
+ * each of the two streams. The lanes allocate for that many up front. */
+static size_t lanes_expected(const struct handler_spec *spec) {
+  return (size_t)spec->batch * 3 + (size_t)spec->workers;
+}
+
 subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,
                       sub_event_fn *on_event, void *data) {
   subscription *s = calloc(1, sizeof *s);
@@ -550,7 +561,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   }
   if (!leased_ok || !s->retry_timer || !s->retry_key || !s->w || !s->sweeper ||
       !s->apply || !s->group ||
-      lanes_init(&s->lanes, s->spec->workers, s->spec->by_key) != 0) {
+      lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sub_free(s);
     return NULL;
   }
@@ -736,7 +747,7 @@ void sub_free(subscription *s) {
   prune_free(s->pruner);
   lease_free(s->lease);
   free(s->identity);
-  struct entry *left = s->lanes.lane ? lanes_drain_queued(&s->lanes) : NULL;
+  struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {
     struct entry *e = left;
     left = e->next;
