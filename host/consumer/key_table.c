@@ -10,6 +10,7 @@
  * place keys without reading their bytes. */
 #include "key_table.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,8 +116,13 @@ int key_table_add(struct key_table *t, const char *key, size_t len) {
 }
 
 void key_table_remove(struct key_table *t, int id) {
-  size_t mask = t->mask, i = (size_t)t->rec[id].hash & mask;
-  while (t->slot[i] != (uint32_t)id + 1) i = (i + 1) & mask; /* it is there */
+  size_t mask = t->mask, i = (size_t)t->rec[id].hash & mask, steps = 0;
+  while (t->slot[i] != (uint32_t)id + 1) {
+    /* An id not in the table is a caller bug: stop rather than loop forever. */
+    assert(t->slot[i] && steps <= mask);
+    if (!t->slot[i] || steps++ > mask) return;
+    i = (i + 1) & mask;
+  }
   /* Backward shift: a later entry of the run moves into the hole when the
    * hole lies on its probe path (between its home slot and where it is). */
   for (size_t j = (i + 1) & mask; t->slot[j]; j = (j + 1) & mask) {

@@ -45,7 +45,8 @@ int key_table_find(const struct key_table *t, const char *key, size_t len);
 /* Adds key, which must not be in the table yet; returns its id, or -1 when the
  * table is full. */
 int key_table_add(struct key_table *t, const char *key, size_t len);
-/* Removes the key with this id (its bytes are not read: they may be gone). */
+/* Removes the key with this id, which must be in the table (its bytes are not
+ * read: they may be gone). */
 void key_table_remove(struct key_table *t, int id);
 /* The key of id now lives at `key` (the same bytes, another copy). */
 static inline void key_table_rebind(struct key_table *t, int id, const char *key) {
