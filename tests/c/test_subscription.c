@@ -207,7 +207,7 @@ static void fx_init(const char *opts) {
   replay_alias(F.rb, SCRIPT_OUTCOME, "<outcome>");
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
-  replay_default(F.rb, "EVAL <sweep> **", "*3\r\n:0\r\n:0\r\n:0\r\n"); /* nothing due */
+  replay_default(F.rb, "EVAL <sweep> **", "*4\r\n:0\r\n:0\r\n:0\r\n:-1\r\n"); /* set empty */
   /* `new` reads its own pending list first (a host back under its name):
    * empty unless a test says otherwise. */
   replay_default(F.rb, OWN_READ, "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*0\r\n*0\r\n");
@@ -1057,30 +1057,41 @@ static size_t nsweeps(void) {
   return n;
 }
 
-TEST_IMPL(sub_sweeper_runs_every_second) {
+TEST_IMPL(sub_sweeper_sweeps_when_due_else_every_minute) {
   fx_init("batch = 10");
   log_set_level(LOG_DEBUG);
-  replay_expect(F.rb, SWEEP("1700000002000"), "*3\r\n:100\r\n:0\r\n:0\r\n"); /* a full sweep */
-  replay_expect(F.rb, SWEEP("1700000003000"), "-ERR something broke\r\n");
+  /* another host's delay, due at 65 s */
+  replay_expect(F.rb, SWEEP("1700000060000"), "*4\r\n:0\r\n:0\r\n:0\r\n:1700000065000\r\n");
+  /* then many due at once: the most one sweep moves */
+  replay_expect(F.rb, SWEEP("1700000065000"),
+                "*4\r\n:100\r\n:0\r\n:0\r\n:1700000065000\r\n");
+  replay_expect(F.rb, SWEEP("1700000125000"), "-ERR something broke\r\n");
+  /* the first left is due in an hour: a minute is the longest wait */
+  replay_expect(F.rb, SWEEP("1700000126000"), "*4\r\n:0\r\n:0\r\n:0\r\n:1700003600000\r\n");
   fx_run(80400);
 
-  /* at start, right after the group exists */
+  /* at start, right after the group exists; the set is empty */
   ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\n" SWEEP("1700000000000") "\n");
   ASSERT_INT_EQ(clock_now(F.clk), 900);
-  clock_virtual_advance(F.clk, 100); /* 1000: a second later */
+  clock_virtual_advance(F.clk, 59099); /* 59,999 */
+  ASSERT_INT_EQ(nsweeps(), 1);
+  clock_virtual_advance(F.clk, 1); /* 60,000: a minute later */
   ASSERT_INT_EQ(nsweeps(), 2);
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 3), SWEEP("1700000001000"));
-  clock_virtual_advance(F.clk, 999);
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 3), SWEEP("1700000060000"));
+  /* 65,000: when the member left falls due */
+  clock_virtual_advance(F.clk, 4999);
   ASSERT_INT_EQ(nsweeps(), 2);
-  /* 2000: it moved 100, the most one sweep moves: at once again */
   clock_virtual_advance(F.clk, 1);
-  ASSERT_INT_EQ(nsweeps(), 4);
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 4), SWEEP("1700000002000"));
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 5), SWEEP("1700000002000"));
+  ASSERT_INT_EQ(nsweeps(), 4); /* it moved 100: at once again */
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 4), SWEEP("1700000065000"));
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 5), SWEEP("1700000065000"));
   ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
                           "stream=payments group=ledger consumer=c-1 entries=100\n");
-  /* 3000: an error is logged and the sweep tried again a second later */
-  clock_virtual_advance(F.clk, 1000);
+  /* that one found the set empty: a minute; 125,000: an error is logged and
+   * the sweep tried again a second later */
+  clock_virtual_advance(F.clk, 59999);
+  ASSERT_INT_EQ(nsweeps(), 4);
+  clock_virtual_advance(F.clk, 1);
   ASSERT_INT_EQ(nsweeps(), 5);
   ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"the delay-set sweep failed, "
                           "retrying\" stream=payments group=ledger consumer=c-1 command=EVAL "
@@ -1089,11 +1100,16 @@ TEST_IMPL(sub_sweeper_runs_every_second) {
                           "error=\"ERR something broke\"\n");
   clock_virtual_advance(F.clk, 1000);
   ASSERT_INT_EQ(nsweeps(), 6);
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 7), SWEEP("1700000004000"));
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 7), SWEEP("1700000126000"));
+  clock_virtual_advance(F.clk, 59999);
+  ASSERT_INT_EQ(nsweeps(), 6);
+  clock_virtual_advance(F.clk, 1);
+  ASSERT_INT_EQ(nsweeps(), 7);
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 8), SWEEP("1700000186000"));
   /* stopped: no more */
   sub_stop(F.s);
-  clock_virtual_advance(F.clk, 5000);
-  ASSERT_INT_EQ(nsweeps(), 6);
+  clock_virtual_advance(F.clk, 120000);
+  ASSERT_INT_EQ(nsweeps(), 7);
   ASSERT_INT_EQ(F.drained, 1);
   fx_finish();
 }
@@ -1104,10 +1120,9 @@ TEST_IMPL(sub_sweeper_runs_every_second) {
 TEST_IMPL(sub_sweeper_reports_unreadable_members) {
   fx_init("batch = 10");
   log_set_level(LOG_DEBUG);
-  replay_expect(F.rb, SWEEP("1700000001000"), "*3\r\n:3\r\n:1\r\n:5\r\n");
-  fx_run(80400);
-  clock_virtual_advance(F.clk, 100); /* 1000 */
-  ASSERT_INT_EQ(nsweeps(), 2);
+  replay_expect(F.rb, SWEEP("1700000000000"), "*4\r\n:3\r\n:1\r\n:5\r\n:-1\r\n");
+  fx_run(80400); /* the sweep at start */
+  ASSERT_INT_EQ(nsweeps(), 1);
   ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
                           "stream=payments group=ledger consumer=c-1 entries=2\n");
   ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"acknowledged entries trimmed from the "
@@ -1116,8 +1131,8 @@ TEST_IMPL(sub_sweeper_reports_unreadable_members) {
   ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"unreadable members of the delay set "
                           "moved aside, not delivered\" stream=payments group=ledger members=1 "
                           "moved_to=payments:delayed:ledger:unreadable\n");
-  clock_virtual_advance(F.clk, 1000); /* the next sweep, a second later as usual */
-  ASSERT_INT_EQ(nsweeps(), 3);
+  clock_virtual_advance(F.clk, 59100); /* the next sweep, a minute later: the set is empty */
+  ASSERT_INT_EQ(nsweeps(), 2);
   sub_stop(F.s);
   clock_virtual_advance(F.clk, 5000);
   fx_finish();
