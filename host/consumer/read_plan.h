@@ -36,7 +36,7 @@ enum { PLAN_KEY_STREAM = 0, PLAN_KEY_RETRY = ENTRY_KEY_RETRY, PLAN_NKEYS = 2 };
 #define PLAN_RECOVERY_WAIT_MAX_MS 1000
 #define PLAN_RECOVERY_WAIT_MIN_MS 50
 /* How long a `new` subscription's read of `>` blocks. */
-#define PLAN_BLOCK_MS 2000
+#define PLAN_BLOCK_MS 4000
 
 /* Which command a read sends. READ_OWN (SCRIPT_OWN) is a history read that
  * reports what Redis counted, so max_deliveries ends a loop of crashes on

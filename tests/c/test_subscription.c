@@ -535,7 +535,7 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
  * not carried into the copy. */
 TEST_IMPL(sub_new_retry_copy_to_retry_stream_forged_headers_ignored) {
   fx_init("batch = 10, max_deliveries = 5, dead_letter = \"payments.dead\"");
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
                 "*2\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
                 "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
                 "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
@@ -701,13 +701,13 @@ TEST_IMPL(sub_failed_ack_retried_after_backoff) {
  * next read's BLOCK. */
 TEST_IMPL(sub_entries_run_after_group_recreated) {
   fx_init("batch = 10"); /* one worker */
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
                 "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
                 "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
                 "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
                 "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
   /* Read ahead, before 1-0 runs: a whole batch. */
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
                 "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
                 "with GROUP option\r\n");
   fx_run(80400);
@@ -715,10 +715,10 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
                 "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
                 /* the group is back: a batch more, whatever still waits */
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n");
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
   fx_finish();
 }
@@ -762,7 +762,7 @@ static const char *read_resp(bool claim, const struct ent *e, size_t n) {
 /* An entry of a `new` read, of a claiming read (idle, deliveries before). */
 #define NE(id, ...) {id, {__VA_ARGS__}, 0, 0}
 #define CE(id, idle, deliveries, ...) {id, {__VA_ARGS__}, idle, deliveries}
-#define NEW_READ "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >"
+#define NEW_READ "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 /* The entries given, and how many: read_resp(claim, ENTS(NE(...), ...)). */
 #define ENTS(...)                                                                            \
   (const struct ent[]){__VA_ARGS__},                                                         \
@@ -1315,7 +1315,7 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
  * only while at most one batch is in the lanes. */
 TEST_IMPL(sub_new_holds_at_most_two_batches) {
   fx_init("batch = 4"); /* one worker: the entries run one after another */
-#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments payments:retry:ledger > >"
+#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 #define SLOW(id, n) NE(id, "data", "{\"n\":" #n ",\"sleep\":1000}")
   replay_expect(F.rb, READ4,
                 read_resp(false, ENTS(SLOW("1-0", 1), SLOW("2-0", 2), SLOW("3-0", 3),
@@ -1346,7 +1346,7 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
  * two batches instead of reading the whole backlog into memory. */
 TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   fx_init("reply_to = \"payments.replies\", batch = 4");
-#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments payments:retry:ledger > >"
+#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 #define REPLY(id, n) NE(id, "data", "{\"n\":" #n ",\"reply\":true}")
   replay_expect(F.rb, READ4,
                 read_resp(false, ENTS(REPLY("1-0", 1), REPLY("2-0", 2), REPLY("3-0", 3),
