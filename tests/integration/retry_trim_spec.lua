@@ -95,10 +95,9 @@ return {
       local n = srv:xlen(RETRY)
       return n <= 4, n .. " entries on " .. RETRY
     end, 10, "a2 and a3 trimmed")
-    assert.same(later, ids(srv, RETRY), "4 and 5 pending, 6..7 not yet delivered: kept")
+    assert.same(later, ids(srv, RETRY), "4..7 pending or not yet delivered: kept")
     local pending = srv:pending_ids(RETRY, "ledger")
     assert.equal(later[1], pending[1])
-    assert.is_true(#pending < 4, "some of 5..7 not yet delivered")
     assert.equal(0, srv:xlen("payments"), "nothing written to the shared stream")
     second:stop()
     host:stop()
