@@ -13,7 +13,9 @@
  * - a command refused by bk_command (return -1: not connected) never calls back;
  * - a reply is owned by the broker and valid only during the callback;
  * - commands on one connection are sent in order and pipelined: no call waits
- *   for an earlier reply. */
+ *   for an earlier reply (one exception: broker_redis sends the host's scripts
+ *   by SHA, and a call the server answers NOSCRIPT, having run nothing, goes
+ *   again as EVAL, after what was sent since). */
 #ifndef LUASTREAM_BROKER_H
 #define LUASTREAM_BROKER_H
 

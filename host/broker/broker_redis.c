@@ -19,7 +19,16 @@
  *   The connect callback is NOT such a callback, so nothing here frees from it;
  * - new commands are refused once the context is disconnecting or freeing.
  * Replies are handed to callers without copying: bk_reply is laid out exactly
- * like redisReply (checked below). */
+ * like redisReply (checked below).
+ *
+ * The compiled-in scripts (scripts.h) go by SHA: an `EVAL <SCRIPT_*> ...` is
+ * sent as EVAL the first time on each connection since it came up (which
+ * puts the script in the server's cache) and as EVALSHA after that, with a
+ * copy of its arguments kept until the reply. A NOSCRIPT reply (the cache
+ * was flushed, or the server evicted the script) means nothing ran: the same
+ * call goes again as EVAL, and its caller sees only that reply; it may then
+ * run after commands sent after it on the same connection. A user whose ACL
+ * refuses EVALSHA gets EVAL from then on (logged once). */
 #include "broker.h"
 
 #include <hiredis/async.h>
@@ -35,6 +44,8 @@
 
 #include "log.h"
 #include "reply_arena.h"
+#include "scripts.h"
+#include "sha1.h"
 #include "url.h"
 
 #define BACKOFF_MIN_MS 100  /* first wait after a failure */
@@ -77,6 +88,8 @@ struct rbroker {
   int nopen;            /* connections opened and not yet closed */
   uint64_t command_timeout_ms;
   uint64_t rng;         /* xorshift state for the backoff jitter */
+  char sha[SCRIPT_COUNT][41]; /* each compiled-in script's SHA1 */
+  int evalsha_refused;  /* the ACL refused EVALSHA: scripts go as EVAL */
 };
 
 struct rconn {
@@ -95,6 +108,7 @@ struct rconn {
   int up;                /* handshake done: commands accepted */
   int ever_up;           /* it was up once: a failure now is a loss, not a first connect */
   int closing;           /* bk_conn_close was called */
+  unsigned sent_scripts; /* bit i: script i went as EVAL since the connection came up */
   int timer_closed;      /* the timer's close callback ran */
   uv_timer_t watchdog;   /* fires when the oldest unanswered command is overdue */
   int watchdog_closed;   /* its close callback ran */
@@ -121,6 +135,18 @@ struct rcmd {
   void *data;
   struct rcmd *prev, *next; /* in c's list of unanswered commands */
   uint64_t deadline;        /* loop ms after which it is overdue */
+  struct resend *resend;    /* an EVALSHA: what to send as EVAL on NOSCRIPT */
+};
+
+/* An EVALSHA's arguments, copied: argv[0] and argv[1] are set to the command
+ * and the script (its SHA, or its compiled-in text), the others point into
+ * bytes. One allocation. */
+struct resend {
+  int script;
+  int argc;
+  const char **argv;
+  size_t *argvlen;
+  char bytes[];
 };
 
 static void start_attempt(struct rconn *c);
@@ -277,6 +303,7 @@ static void went_up(struct rconn *c) {
   uv_timer_stop(&c->timer); /* the handshake timeout */
   c->up = 1;
   c->ever_up = 1;
+  c->sent_scripts = 0; /* perhaps a server that never saw them */
   snprintf(attempts, sizeof attempts, "%d", c->attempts);
   snprintf(down_ms, sizeof down_ms, "%llu",
            (unsigned long long)(uv_now(c->b->loop) - c->outage_start));
@@ -414,11 +441,58 @@ static void unlink_cmd(struct rconn *c, struct rcmd *k) {
 
 #define SPARE_CMDS_MAX 256
 
+static void link_cmd(struct rconn *c, struct rcmd *k) {
+  k->next = NULL;
+  k->prev = c->newest;
+  if (c->newest) c->newest->next = k;
+  else c->oldest = k;
+  c->newest = k;
+  if (k->prev == NULL) watch(c);
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
+
+static bool reply_starts(const redisReply *r, const char *prefix) {
+  size_t n = strlen(prefix);
+  return r->type == REDIS_REPLY_ERROR && r->len >= n && memcmp(r->str, prefix, n) == 0;
+}
+
+/* An EVALSHA answered: NOSCRIPT, or the ACL refusing EVALSHA itself, mean
+ * nothing ran; then the same call goes again as EVAL and true is returned
+ * (the caller gets that call's reply instead). */
+static bool resent_as_eval(struct rconn *c, struct rcmd *k, const redisReply *r) {
+  struct resend *s = k->resend;
+  if (r == NULL || c->closing || c->ac == NULL) return false;
+  bool refused = reply_starts(r, "NOPERM") && strstr(r->str, "'evalsha'") != NULL;
+  if (!reply_starts(r, "NOSCRIPT") && !refused) return false;
+  if (refused && !c->b->evalsha_refused) {
+    c->b->evalsha_refused = 1;
+    log_line(LOG_WARN, NULL, "the redis user may not run EVALSHA: scripts are sent as text",
+             "redis", c->b->base.name, "hint", "grant +evalsha (ACL SETUSER)", NULL);
+  }
+  s->argv[0] = "EVAL";
+  s->argvlen[0] = 4;
+  s->argv[1] = script_text(s->script);
+  s->argvlen[1] = strlen(s->argv[1]);
+  if (redisAsyncCommandArgv(c->ac, on_reply, k, s->argc, s->argv, s->argvlen) != REDIS_OK)
+    return false;
+  free(s);
+  k->resend = NULL;
+  k->deadline = uv_now(c->b->loop) + c->b->command_timeout_ms;
+  link_cmd(c, k);
+  return true;
+}
+
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
   struct rcmd *k = privdata;
   struct rconn *c = k->c;
   unlink_cmd(c, k);
   if (c->oldest == NULL || k->prev == NULL) watch(c);
+  if (k->resend) {
+    if (resent_as_eval(c, k, r)) return;
+    free(k->resend);
+    k->resend = NULL;
+  }
   const char *err = NULL;
   if (r == NULL) {
     if (c->closing) {
@@ -632,6 +706,27 @@ static bk_conn *rconn_open(broker *bb, const char *name, bk_state_cb *state_cb, 
   return (bk_conn *)c;
 }
 
+/* A copy of an EVAL's arguments from the third on (numkeys, keys, args). */
+static struct resend *resend_new(int script, int argc, const char **argv, const size_t *argvlen) {
+  size_t bytes = 0;
+  for (int i = 2; i < argc; i++) bytes += argvlen[i];
+  size_t ptrs = (size_t)argc * (sizeof(char *) + sizeof(size_t));
+  struct resend *s = malloc(sizeof *s + ptrs + bytes);
+  if (s == NULL) return NULL;
+  s->script = script;
+  s->argc = argc;
+  s->argv = (const char **)(void *)s->bytes;
+  s->argvlen = (size_t *)(void *)(s->bytes + (size_t)argc * sizeof(char *));
+  char *p = s->bytes + ptrs;
+  for (int i = 2; i < argc; i++) {
+    memcpy(p, argv[i], argvlen[i]);
+    s->argv[i] = p;
+    s->argvlen[i] = argvlen[i];
+    p += argvlen[i];
+  }
+  return s;
+}
+
 /* Up, not closing, with a context to write to. */
 static bool rconn_usable(const struct rconn *c) { return c->up && !c->closing && c->ac != NULL; }
 
@@ -649,19 +744,32 @@ static int rconn_command(bk_conn *bc, int argc, const char **argv, const size_t 
   k->c = c;
   k->cb = cb;
   k->data = data;
+  k->resend = NULL;
+  int script = argc >= 3 && argvlen[0] == 4 && strncasecmp(argv[0], "EVAL", 4) == 0
+                   ? script_index(argv[1])
+                   : -1;
+  if (script >= 0 && (c->sent_scripts & (1u << script)) && !c->b->evalsha_refused) {
+    if ((k->resend = resend_new(script, argc, argv, argvlen)) == NULL) {
+      free(k);
+      return -1;
+    }
+    k->resend->argv[0] = "EVALSHA";
+    k->resend->argvlen[0] = 7;
+    k->resend->argv[1] = c->b->sha[script];
+    k->resend->argvlen[1] = 40;
+    argv = k->resend->argv;
+    argvlen = k->resend->argvlen;
+  }
   /* hiredis refuses while it tears the context down, e.g. when a callback
    * that learned of the drop tries to send more. */
   if (redisAsyncCommandArgv(c->ac, on_reply, k, argc, argv, argvlen) != REDIS_OK) {
+    free(k->resend);
     free(k);
     return -1;
   }
+  if (script >= 0) c->sent_scripts |= 1u << script; /* the server caches what EVAL ran */
   k->deadline = uv_now(c->b->loop) + c->b->command_timeout_ms + block_ms(argc, argv, argvlen);
-  k->next = NULL;
-  k->prev = c->newest;
-  if (c->newest) c->newest->next = k;
-  else c->oldest = k;
-  c->newest = k;
-  if (k->prev == NULL) watch(c);
+  link_cmd(c, k);
   return 0;
 }
 
@@ -759,6 +867,10 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {
   b->url = *url;
   b->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)b) | 1;
   b->command_timeout_ms = COMMAND_TIMEOUT_MS;
+  for (int i = 0; i < SCRIPT_COUNT; i++) {
+    const char *text = script_text(i);
+    sha1_hex(text, strlen(text), b->sha[i]);
+  }
 
   /* hiredis 0.14 writes with write(2): a server that vanished between two
    * commands would kill the whole host with SIGPIPE. Ignored, the write fails

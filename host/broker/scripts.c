@@ -35,3 +35,15 @@ const char SCRIPT_LEASE[] = {
 const char SCRIPT_PRUNE[] = {
 #include "host/broker/scripts/prune.lua.inc"
 };
+
+static const char *const all[SCRIPT_COUNT] = {SCRIPT_CLAIM,  SCRIPT_RECLAIM, SCRIPT_OWN,
+                                              SCRIPT_SWEEP,  SCRIPT_REPLAY,  SCRIPT_OUTCOME,
+                                              SCRIPT_LEASE,  SCRIPT_PRUNE};
+
+int script_index(const char *s) {
+  for (int i = 0; i < SCRIPT_COUNT; i++)
+    if (s == all[i]) return i;
+  return -1;
+}
+
+const char *script_text(int i) { return all[i]; }

@@ -27,6 +27,15 @@
 #ifndef LUASTREAM_SCRIPTS_H
 #define LUASTREAM_SCRIPTS_H
 
+/* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
+ * broker can send them by SHA (EVALSHA) rather than as text. */
+#define SCRIPT_COUNT 8
+/* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
+ * not an equal text), else -1. */
+int script_index(const char *s);
+/* The text of script i (0 <= i < SCRIPT_COUNT). */
+const char *script_text(int i);
+
 extern const char SCRIPT_CLAIM[];
 extern const char SCRIPT_RECLAIM[];
 
@@ -60,7 +69,9 @@ extern const char SCRIPT_OWN[];
  * waits until that one is acknowledged. Nothing is trimmed when the group
  * does not exist on the retry stream. Entries this sweep adds come after the
  * trim. The shared stream is never trimmed: it is not among the keys.
- * Replies [due members taken, of which unreadable, entries trimmed].
+ * Replies [due members taken, of which unreadable, entries trimmed, next
+ * due]: next due is the lowest score left in the delay set (Unix ms, 0 for
+ * a score below 0, 9e15 for one above that), -1 when the set is empty.
  *   KEYS: delay set, retry stream, unreadable members
  *   ARGV: now (Unix ms) count group */
 extern const char SCRIPT_SWEEP[];

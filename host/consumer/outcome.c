@@ -15,6 +15,7 @@ void txn_reset(struct txn *t) {
   for (int i = 0; i < t->n; i++) bk_args_reset(&t->cmd[i]);
   for (int i = 0; i < t->nowned; i++) free(t->owned[i]);
   t->n = t->nowned = 0;
+  t->delays = false;
 }
 
 void txn_free(struct txn *t) {
@@ -187,6 +188,7 @@ char *outcome_delay_key(const struct handler_spec *spec) {
 
 void outcome_delay(struct txn *t, const struct handler_spec *spec, const struct entry *e,
                    long long deliveries, const char *original_id, uint64_t due_wall_ms) {
+  t->delays = true;
   size_t len = 0;
   const char *member =
       own(t, delay_member(e, own_printf(t, "%lld", deliveries), original_id, &len));

@@ -22,6 +22,7 @@
 #ifndef LUASTREAM_OUTCOME_H
 #define LUASTREAM_OUTCOME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,7 @@ struct txn {
   struct bk_args cmd[TXN_MAX];
   char *owned[TXN_MAX * 2]; /* strings the builders made */
   int nowned;
+  bool delays;              /* outcome_delay added to the delay set */
 };
 
 void txn_init(struct txn *t);

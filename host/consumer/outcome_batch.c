@@ -66,6 +66,7 @@ void outcome_batch_free(struct outcome_batch *b) {
 int outcome_batch_start(struct outcome_batch *b, const char *key, const char *group,
                         const char *consumer) {
   b->resent = false;
+  b->delays = false;
   b->nbytes = b->nargs = b->nitems = 0;
   return put_str(b, "1") != 0 || put_str(b, key) != 0 || put_str(b, group) != 0 ||
                  put_str(b, consumer) != 0
@@ -94,6 +95,7 @@ int outcome_batch_add(struct outcome_batch *b, const struct txn *t, const char *
   it->what = what;
   it->ack = ack;
   it->first_cmd = first;
+  b->delays |= t->delays;
   return 0;
 undo: /* the outcomes before it stay whole */
   b->nbytes = nbytes;

@@ -29,6 +29,7 @@ struct outcome_batch {
   void *owner;
   unsigned char key;          /* the owner's name for the key */
   bool resent;                /* cut off once: a 0 may be this batch's own earlier write */
+  bool delays;                /* an outcome of it adds to the delay set (txn.delays) */
   struct outcome_item *items;
   size_t nitems;
   /* the arguments after "EVAL script": numkeys key group consumer, then per entry */

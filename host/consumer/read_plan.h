@@ -35,8 +35,11 @@ enum { PLAN_KEY_STREAM = 0, PLAN_KEY_RETRY = ENTRY_KEY_RETRY, PLAN_NKEYS = 2 };
  * often reclaim polls. */
 #define PLAN_RECOVERY_WAIT_MAX_MS 1000
 #define PLAN_RECOVERY_WAIT_MIN_MS 50
-/* How long a `new` subscription's read of `>` blocks. */
-#define PLAN_BLOCK_MS 2000
+/* How long a `new` subscription's read of `>` blocks: what an idle
+ * subscription costs (one read per PLAN_BLOCK_MS), and 3 times it (when a
+ * read counts as stuck, sub_healthy) stays under the broker's command
+ * timeout plus it (10 s + PLAN_BLOCK_MS), when the connection is remade. */
+#define PLAN_BLOCK_MS 4000
 
 /* Which command a read sends. READ_OWN (SCRIPT_OWN) is a history read that
  * reports what Redis counted, so max_deliveries ends a loop of crashes on

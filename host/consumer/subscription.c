@@ -242,11 +242,19 @@ static void progress(subscription *s) {
 
 /* ---- reading ---- */
 
+/* An entry of the retry stream is done with (acked, most likely): the next
+ * sweep trims what the group acknowledged there, soon rather than at its
+ * idle pace. */
+static void retry_entry_done(subscription *s, const struct entry *e) {
+  if (e->key == PLAN_KEY_RETRY) sweeper_soon(s->sweeper, SWEEP_MS);
+}
+
 /* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
 static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   subscription *s = data;
   int lane = (int)(intptr_t)e->owner_data;
   apply_finished(s->apply, e, res);
+  retry_entry_done(s, e);
   held_remove(&s->held, e);
   entry_free(e);
   lanes_done(&s->lanes, lane);
@@ -273,6 +281,7 @@ static void accept_entry(subscription *s, struct entry *e) {
    * a producer's data and change nothing here (entry_carried_deliveries). */
   if (e->deliveries >= 0) e->deliveries += entry_carried_deliveries(e);
   if (!apply_admit(s->apply, e, handler_version(s->h))) {
+    retry_entry_done(s, e);
     held_remove(&s->held, e);
     entry_free(e);
     return;
@@ -510,8 +519,13 @@ static void ensure_group(subscription *s) {
 
 /* ---- life cycle ---- */
 
-/* writer_written_fn: a write was answered: may run and read more. */
-static void written(void *data) { progress(data); }
+/* writer_written_fn: a write was answered: may run and read more; a delay
+ * it wrote is swept when due (the sweep reports when that is). */
+static void written(void *data) {
+  subscription *s = data;
+  if (writer_take_delays(s->w)) sweeper_soon(s->sweeper, 0);
+  progress(s);
+}
 
 /* apply_reading_fn, prune_reading_fn. */
 static bool still_reading(void *data) { return ((subscription *)data)->state == SUB_READING; }

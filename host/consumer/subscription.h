@@ -56,8 +56,9 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
  * group's consumers with nothing pending, idle for PRUNE_IDLE_MS (24 h) and
  * without a live lease are removed, from the stream and from the retry
  * stream (each key on its own), at start and every hour; every sweep of the
- * delay set (each second) also trims what the group has acknowledged from
- * its retry stream (SCRIPT_SWEEP). server_version (from
+ * delay set (sweeper.h: when due, else at least once a minute, and within
+ * SWEEP_MS of an entry of the retry stream being done with) also trims what
+ * the group has acknowledged from its retry stream (SCRIPT_SWEEP). server_version (from
  * bk_version_parse) decides how a claiming subscription reads: CLAIM on 8.4+,
  * else the claim script (the host refuses that unless claim_fallback is set). */
 void sub_start(subscription *s, long server_version);
@@ -94,7 +95,7 @@ const char *sub_version(const subscription *s);
 /* Readiness: true when s is reading and not stuck; else false with a short
  * reason in why ("creating group", "read connection down", ...). Stuck: a
  * read has been outstanding, or reads have kept failing on a connected
- * reader, for more than 3 times the read's wait (2 s BLOCK for `new`, the
+ * reader, for more than 3 times the read's wait (4 s BLOCK for `new`, the
  * recovery wait for claiming and reclaim) and at least a second. Lanes full
  * of slow handlers are not stuck: reading pauses on purpose then. */
 bool sub_healthy(const subscription *s, char *why, size_t len);

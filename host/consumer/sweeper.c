@@ -24,16 +24,39 @@ struct sweeper {
   char *delay_key;      /* the group's delay set (outcome_delay_key) */
   char *unreadable_key; /* where members it cannot read go */
   ltimer *timer;
+  uint64_t next_at;     /* clock_now when the timer fires; UINT64_MAX: it does not */
+  bool asked;           /* sweeper_soon while a sweep was out: ask_ms after its answer */
+  uint64_t ask_ms;
   struct bk_args args;
   struct fault fault;
 };
+
+/* The next sweep in ms, or sooner if one was asked for meanwhile. */
+static void schedule(sweeper *sw, uint64_t ms) {
+  if (sw->asked && sw->ask_ms < ms) ms = sw->ask_ms;
+  sw->asked = false;
+  sw->next_at = clock_now(sw->clock) + ms;
+  timer_start(sw->timer, ms);
+}
+
+/* How long until the next sweep after one that took `taken` and reported
+ * the first member left due at next_due (Unix ms, -1: the set is empty). */
+static uint64_t next_wait(sweeper *sw, long long taken, long long next_due) {
+  if (taken >= SWEEP_COUNT) return 0; /* a full sweep may have left more that are due */
+  if (next_due < 0) return SWEEP_IDLE_MS;
+  uint64_t wall = clock_wall(sw->clock);
+  if ((uint64_t)next_due <= wall) return 0;
+  uint64_t wait = (uint64_t)next_due - wall;
+  return wait < SWEEP_IDLE_MS ? wait : SWEEP_IDLE_MS;
+}
 
 static void sweep_done(void *data, const bk_reply *r, const char *err) {
   sweeper *sw = data;
   const struct handler_spec *spec = sw->spec;
   sw->pending--;
-  if (r && r->type == BK_ARRAY && r->elements == 3 && r->element[0]->type == BK_INTEGER &&
-      r->element[1]->type == BK_INTEGER && r->element[2]->type == BK_INTEGER) {
+  if (r && r->type == BK_ARRAY && r->elements == 4 && r->element[0]->type == BK_INTEGER &&
+      r->element[1]->type == BK_INTEGER && r->element[2]->type == BK_INTEGER &&
+      r->element[3]->type == BK_INTEGER) {
     long long taken = r->element[0]->integer, unreadable = r->element[1]->integer;
     char n[24];
     if (r->element[2]->integer > 0) {
@@ -56,8 +79,7 @@ static void sweep_done(void *data, const bk_reply *r, const char *err) {
                NULL);
     }
     fault_ok(&sw->fault, clock_now(sw->clock), spec);
-    /* A full sweep may have left more that are due. */
-    if (sw->running) timer_start(sw->timer, taken >= SWEEP_COUNT ? 0 : SWEEP_MS);
+    if (sw->running) schedule(sw, next_wait(sw, taken, r->element[3]->integer));
   } else {
     char why[256], keys[512], detail[1024];
     bk_reply_text(r, err, why, sizeof why);
@@ -72,7 +94,7 @@ static void sweep_done(void *data, const bk_reply *r, const char *err) {
       log_line(level, spec->name, "the delay-set sweep failed, retrying", "stream", spec->stream,
                "group", spec->group, "consumer", spec->consumer, "command", "EVAL", "script",
                "the delay-set sweep", "keys", keys, "error", why, NULL);
-      timer_start(sw->timer, SWEEP_MS);
+      schedule(sw, SWEEP_MS);
     }
   }
   sw->swept(sw->data); /* a claiming read may have waited for this sweep */
@@ -81,6 +103,7 @@ static void sweep_done(void *data, const bk_reply *r, const char *err) {
 static void sweep(ltimer *t, void *data) {
   (void)t;
   sweeper *sw = data;
+  sw->next_at = UINT64_MAX;
   if (!sw->running) return;
   struct bk_args *a = &sw->args;
   bk_args_reset(a);
@@ -96,7 +119,7 @@ static void sweep(ltimer *t, void *data) {
   if (bk_command(sw->b, sw->cmd, a->argc, a->argv, a->argvlen, sweep_done, sw) == 0)
     sw->pending++;
   else
-    timer_start(sw->timer, SWEEP_MS);
+    schedule(sw, SWEEP_MS);
 }
 
 sweeper *sweeper_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_spec *spec,
@@ -111,6 +134,7 @@ sweeper *sweeper_new(broker *b, bk_conn *cmd, lclock *clock, const struct handle
   sw->swept = swept;
   sw->data = data;
   sw->fault.name = "the delay-set sweep";
+  sw->next_at = UINT64_MAX;
   sw->retry_key = strdup(retry_key);
   sw->delay_key = outcome_delay_key(spec);
   if (sw->delay_key) {
@@ -130,11 +154,24 @@ void sweeper_set_spec(sweeper *sw, const struct handler_spec *spec) { sw->spec =
 
 void sweeper_start(sweeper *sw) {
   sw->running = true;
-  timer_start(sw->timer, 0);
+  sw->asked = false;
+  schedule(sw, 0);
+}
+
+void sweeper_soon(sweeper *sw, uint64_t ms) {
+  if (!sw->running) return;
+  if (sw->pending) {
+    if (!sw->asked || ms < sw->ask_ms) sw->ask_ms = ms;
+    sw->asked = true;
+    return;
+  }
+  if (sw->next_at != UINT64_MAX && sw->next_at <= clock_now(sw->clock) + ms) return;
+  schedule(sw, ms);
 }
 
 void sweeper_stop(sweeper *sw) {
   sw->running = false;
+  sw->next_at = UINT64_MAX;
   timer_stop(sw->timer);
 }
 

@@ -26,6 +26,7 @@ struct writer {
   const struct handler_spec *spec;
   char *retry_key;
   writer_written_fn *on_written;
+  bool delays_answered;       /* writer_take_delays */
   void *data;
   bool abandoned;           /* shutdown deadline: nothing more written */
   unsigned pending;         /* commands sent and not answered */
@@ -387,6 +388,7 @@ static void outcomes_done(void *data, const bk_reply *r, const char *err) {
     w->on_written(w->data);
     return;
   }
+  if (b->delays) w->delays_answered = true;
   if (r && r->type == BK_ARRAY && r->elements == b->nitems) {
     bool refused = false;
     for (size_t i = 0; i < b->nitems; i++) refused |= item_answered(w, b, &b->items[i], r->element[i]);
@@ -509,3 +511,9 @@ size_t writer_queued(const writer *w) {
 unsigned writer_pending(const writer *w) { return w->pending; }
 size_t writer_unwritten(const writer *w) { return w->unwritten; }
 const struct fault *writer_fault(const writer *w, enum writer_work work) { return &w->work[work]; }
+
+bool writer_take_delays(writer *w) {
+  bool taken = w->delays_answered;
+  w->delays_answered = false;
+  return taken;
+}

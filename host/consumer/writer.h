@@ -68,6 +68,10 @@ unsigned writer_pending(const writer *w);
 /* Outcomes other than plain acks not written yet: sent and unanswered, or
  * waiting for the connection. */
 size_t writer_unwritten(const writer *w);
+/* Whether a write answered since the last call held an outcome that adds
+ * to the delay set (outcome_delay): the delay set's sweep may look at it
+ * now. Clears the flag. */
+bool writer_take_delays(writer *w);
 const struct fault *writer_fault(const writer *w, enum writer_work work);
 
 #endif

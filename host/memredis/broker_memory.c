@@ -65,6 +65,8 @@ struct mconn {
   ltimer *claim;           /* 8.4 CLAIM: a pending entry turns claimable */
 };
 
+#define NCOMMANDS_MAX 128 /* entries of the command table, at most */
+
 struct mbroker {
   broker base;             /* first: a broker * is an mbroker * */
   lclock *clock;           /* borrowed */
@@ -77,6 +79,7 @@ struct mbroker {
   uint64_t seq, block_seq;
   bool down;
   int nopen;
+  uint64_t calls[NCOMMANDS_MAX]; /* per entry of commands[]: INFO commandstats */
 };
 
 static void arm_pump(struct mbroker *b);
@@ -150,6 +153,8 @@ static const struct subdef xgroup_subs[] = {
 static const struct subdef xinfo_subs[] = {
     {"stream", -3}, {"groups", 3}, {"consumers", 4}, {NULL, 0}};
 
+static const struct subdef script_subs[] = {{"load", 3}, {"exists", -3}, {"flush", -2}, {NULL, 0}};
+
 static const struct cmddef commands[] = {
     {"ping", -1, cmd_ping, 0, NULL},
     {"info", -1, cmd_info, 0, NULL},
@@ -218,7 +223,11 @@ static const struct cmddef commands[] = {
     {"exec", 1, NULL, F_NOSCRIPT, NULL},
     {"discard", 1, NULL, F_NOSCRIPT, NULL},
     {"eval", -3, NULL, F_NOSCRIPT, NULL},
+    {"evalsha", -3, NULL, F_NOSCRIPT, NULL},
+    {"script", -2, NULL, F_NOSCRIPT, script_subs},
 };
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+_Static_assert(NCOMMANDS <= NCOMMANDS_MAX, "raise NCOMMANDS_MAX");
 
 static bool word_is(const char *s, size_t len, const char *word) {
   return strlen(word) == len && strncasecmp(s, word, len) == 0;
@@ -288,6 +297,45 @@ static bk_reply *script_call(void *ctx, int argc, const char **argv, const size_
   return run(ctx, argc, argv, len, true, false, &call);
 }
 
+/* EVAL, EVALSHA, SCRIPT. */
+static bk_reply *run_script_command(struct mbroker *b, const struct cmddef *d, int argc,
+                                    const char **argv, const size_t *len) {
+  if (strcmp(d->name, "eval") == 0)
+    return memscript_eval(b->script, argc, argv, len, script_call, script_knows, b);
+  if (strcmp(d->name, "evalsha") == 0)
+    return memscript_evalsha(b->script, argc, argv, len, script_call, script_knows, b);
+  if (word_is(argv[1], len[1], "load")) return memscript_load(b->script, argv[2], len[2]);
+  if (word_is(argv[1], len[1], "exists")) return memscript_exists(b->script, argc, argv, len);
+  /* flush [SYNC|ASYNC] */
+  if (argc > 3 || (argc == 3 && !word_is(argv[2], len[2], "sync") &&
+                   !word_is(argv[2], len[2], "async")))
+    return mr_err("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+  memscript_flush(b->script);
+  return mr_status("OK");
+}
+
+/* INFO commandstats: the calls of each command run so far (scripts' calls
+ * included, as Redis counts them); no times, no subcommands. */
+static bk_reply *commandstats(struct mbroker *b) {
+  size_t cap = 64, n = 0;
+  char *buf = mr_alloc(cap);
+  n += (size_t)snprintf(buf, cap, "# Commandstats\r\n");
+  for (size_t i = 0; i < NCOMMANDS; i++) {
+    if (b->calls[i] == 0) continue;
+    char line[160];
+    int k = snprintf(line, sizeof line,
+                     "cmdstat_%s:calls=%llu,usec=0,usec_per_call=0.00,rejected_calls=0,"
+                     "failed_calls=0\r\n",
+                     commands[i].name, (unsigned long long)b->calls[i]);
+    if (n + (size_t)k + 1 > cap) buf = mr_realloc(buf, cap = 2 * (n + (size_t)k + 1));
+    memcpy(buf + n, line, (size_t)k + 1);
+    n += (size_t)k;
+  }
+  bk_reply *r = mr_bulk(buf, n);
+  free(buf);
+  return r;
+}
+
 /* Runs one command (not MULTI, EXEC or DISCARD). NULL: it blocked, and
  * call->block says how. */
 static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_t *len,
@@ -295,8 +343,11 @@ static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_
   const struct cmddef *d = lookup(argv[0], len[0]);
   bk_reply *err = check(d, argc, argv, len, script);
   if (err) return err;
-  if (d->fn == NULL) /* EVAL: MULTI, EXEC and DISCARD never get here */
-    return memscript_eval(b->script, argc, argv, len, script_call, script_knows, b);
+  b->calls[d - commands]++;
+  if (d->fn == NULL) /* MULTI, EXEC and DISCARD never get here */
+    return run_script_command(b, d, argc, argv, len);
+  if (d->fn == cmd_info && argc == 2 && word_is(argv[1], len[1], "commandstats"))
+    return commandstats(b);
   ms_expire(&b->db, wall_now(b)); /* keys whose time ran out are gone */
   memset(call, 0, sizeof *call);
   call->argc = argc;

@@ -13,66 +13,40 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <ctype.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "memreply.h"
+#include "sha1.h"
 
 /* Arguments of one redis.call: far above what a script can pass (unpack
  * stops at Lua's C stack, 8000 values, in LuaJIT as in Redis' Lua 5.1), so
  * only Lua's own limits apply, as in Redis. */
 #define MAX_ARGS 100000
 
+/* A script EVAL ran or SCRIPT LOAD loaded, for EVALSHA (Redis keeps
+ * them until SCRIPT FLUSH). */
+struct cached {
+  char sha[41];
+  char *text;
+  size_t len;
+};
+
 struct memscript {
   lua_State *L;
+  struct cached *cache;
+  size_t ncache, capcache;
 };
 
 static memscript_call_fn *cur_call; /* set during memscript_eval */
 static memscript_known_fn *cur_known;
 static void *cur_ctx;
 static int cur_line;                /* the script line running, from a line hook */
-
-/* ---- SHA1 (the name Redis gives a script) ---- */
-
-static uint32_t rol(uint32_t v, int n) { return (v << n) | (v >> (32 - n)); }
-
-static void sha1_block(uint32_t h[5], const unsigned char *p) {
-  uint32_t w[80], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-  for (int i = 0; i < 16; i++)
-    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
-           p[4 * i + 3];
-  for (int i = 16; i < 80; i++) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-  for (int i = 0; i < 80; i++) {
-    uint32_t f, k;
-    if (i < 20) f = (b & c) | (~b & d), k = 0x5A827999;
-    else if (i < 40) f = b ^ c ^ d, k = 0x6ED9EBA1;
-    else if (i < 60) f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
-    else f = b ^ c ^ d, k = 0xCA62C1D6;
-    uint32_t t = rol(a, 5) + f + e + k + w[i];
-    e = d, d = c, c = rol(b, 30), b = a, a = t;
-  }
-  h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
-}
-
-static void sha1_hex(const char *s, size_t len, char out[41]) {
-  uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
-  unsigned char buf[128];
-  size_t i = 0;
-  for (; i + 64 <= len; i += 64) sha1_block(h, (const unsigned char *)s + i);
-  size_t rest = len - i;
-  memset(buf, 0, sizeof buf);
-  memcpy(buf, s + i, rest);
-  buf[rest] = 0x80;
-  size_t total = rest + 9 <= 64 ? 64 : 128;
-  uint64_t bits = (uint64_t)len * 8;
-  for (int k = 0; k < 8; k++) buf[total - 1 - k] = (unsigned char)(bits >> (8 * k));
-  sha1_block(h, buf);
-  if (total == 128) sha1_block(h, buf + 64);
-  for (int k = 0; k < 5; k++) snprintf(out + 8 * k, 9, "%08x", h[k]);
-}
 
 /* ---- replies to Lua (RESP2 rules) ---- */
 
@@ -326,8 +300,70 @@ memscript *memscript_new(void) {
 
 void memscript_free(memscript *m) {
   if (m == NULL) return;
+  memscript_flush(m);
+  free(m->cache);
   lua_close(m->L);
   free(m);
+}
+
+/* sha: 40 lowercase hex digits. */
+static const struct cached *cache_find(const memscript *m, const char *sha) {
+  for (size_t i = 0; i < m->ncache; i++)
+    if (memcmp(m->cache[i].sha, sha, 40) == 0) return &m->cache[i];
+  return NULL;
+}
+
+static void cache_add(memscript *m, const char *sha, const char *text, size_t len) {
+  if (cache_find(m, sha)) return;
+  if (m->ncache == m->capcache) {
+    m->capcache = m->capcache ? 2 * m->capcache : 8;
+    m->cache = mr_realloc(m->cache, m->capcache * sizeof *m->cache);
+  }
+  struct cached *c = &m->cache[m->ncache];
+  c->text = mr_memdup(text, len);
+  c->len = len;
+  memcpy(c->sha, sha, 41);
+  m->ncache++;
+}
+
+/* A SHA as given (any case) into 40 lowercase digits; false if not 40 long. */
+static bool sha_arg(const char *s, size_t len, char out[41]) {
+  if (len != 40) return false;
+  for (size_t i = 0; i < 40; i++) out[i] = (char)tolower((unsigned char)s[i]);
+  out[40] = '\0';
+  return true;
+}
+
+/* Compiles text as EVAL does; NULL when it compiles, else the error. */
+static bk_reply *compile_error(lua_State *L, const char *text, size_t len) {
+  bk_reply *r = NULL;
+  if (luaL_loadbuffer(L, text, len, "@user_script") != 0)
+    r = mr_err("ERR Error compiling script (new function): %s", lua_tostring(L, -1));
+  lua_settop(L, 0);
+  return r;
+}
+
+bk_reply *memscript_load(memscript *m, const char *text, size_t len) {
+  bk_reply *err = compile_error(m->L, text, len);
+  if (err) return err;
+  char sha[41];
+  sha1_hex(text, len, sha);
+  cache_add(m, sha, text, len);
+  return mr_bulk(sha, 40);
+}
+
+bk_reply *memscript_exists(memscript *m, int argc, const char **argv, const size_t *argvlen) {
+  bk_reply *r = mr_arr();
+  for (int i = 2; i < argc; i++) {
+    char sha[41];
+    mr_push(r, mr_int(sha_arg(argv[i], argvlen[i], sha) && cache_find(m, sha) != NULL));
+  }
+  return r;
+}
+
+void memscript_flush(memscript *m) {
+  for (size_t i = 0; i < m->ncache; i++) free(m->cache[i].text);
+  m->ncache = 0;
 }
 
 /* [-0, +0] Sets global `name` to a table of argv[from .. from+n-1]. */
@@ -364,20 +400,50 @@ static bk_reply *error_reply(lua_State *L, const char *sha) {
   return r;
 }
 
-bk_reply *memscript_eval(memscript *m, int argc, const char **argv, const size_t *argvlen,
-                         memscript_call_fn *call, memscript_known_fn *known, void *ctx) {
-  lua_State *L = m->L;
-  char nbuf[32], sha[41];
+/* EVAL's and EVALSHA's numkeys (argv[2]): NULL when good, else the error. */
+static bk_reply *numkeys_error(int argc, const char **argv, const size_t *argvlen,
+                               long long *numkeys) {
+  char nbuf[32];
   if (argvlen[2] == 0 || argvlen[2] >= sizeof nbuf)
     return mr_err("ERR value is not an integer or out of range");
   memcpy(nbuf, argv[2], argvlen[2]);
   nbuf[argvlen[2]] = '\0';
   char *end;
-  long long numkeys = strtoll(nbuf, &end, 10);
+  *numkeys = strtoll(nbuf, &end, 10);
   if (*end != '\0' || (nbuf[0] == '0' && nbuf[1]) || nbuf[0] == '+' || nbuf[0] == ' ')
     return mr_err("ERR value is not an integer or out of range");
-  if (numkeys > argc - 3) return mr_err("ERR Number of keys can't be greater than number of args");
-  if (numkeys < 0) return mr_err("ERR Number of keys can't be negative");
+  if (*numkeys > argc - 3) return mr_err("ERR Number of keys can't be greater than number of args");
+  if (*numkeys < 0) return mr_err("ERR Number of keys can't be negative");
+  return NULL;
+}
+
+bk_reply *memscript_evalsha(memscript *m, int argc, const char **argv, const size_t *argvlen,
+                            memscript_call_fn *call, memscript_known_fn *known, void *ctx) {
+  long long numkeys;
+  bk_reply *bad = numkeys_error(argc, argv, argvlen, &numkeys);
+  if (bad) return bad;
+  char sha[41];
+  const struct cached *c = sha_arg(argv[1], argvlen[1], sha) ? cache_find(m, sha) : NULL;
+  if (c == NULL) return mr_err("NOSCRIPT No matching script. Please use EVAL.");
+  const char **v = mr_alloc((size_t)argc * sizeof *v);
+  size_t *vlen = mr_alloc((size_t)argc * sizeof *vlen);
+  memcpy(v, argv, (size_t)argc * sizeof *v);
+  memcpy(vlen, argvlen, (size_t)argc * sizeof *vlen);
+  v[1] = c->text;
+  vlen[1] = c->len;
+  bk_reply *r = memscript_eval(m, argc, v, vlen, call, known, ctx);
+  free(v);
+  free(vlen);
+  return r;
+}
+
+bk_reply *memscript_eval(memscript *m, int argc, const char **argv, const size_t *argvlen,
+                         memscript_call_fn *call, memscript_known_fn *known, void *ctx) {
+  lua_State *L = m->L;
+  char sha[41];
+  long long numkeys;
+  bk_reply *bad = numkeys_error(argc, argv, argvlen, &numkeys);
+  if (bad) return bad;
 
   sha1_hex(argv[1], argvlen[1], sha);
   lua_settop(L, 0);
@@ -387,6 +453,7 @@ bk_reply *memscript_eval(memscript *m, int argc, const char **argv, const size_t
     lua_settop(L, 0);
     return r;
   }
+  cache_add(m, sha, argv[1], argvlen[1]); /* Redis keeps what EVAL compiled, for EVALSHA */
   set_list(L, "KEYS", argv, argvlen, 3, (int)numkeys);
   set_list(L, "ARGV", argv, argvlen, 3 + (int)numkeys, argc - 3 - (int)numkeys);
   cur_call = call;

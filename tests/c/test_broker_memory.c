@@ -1037,8 +1037,9 @@ static size_t netstrings(char *out, const char *const *s, const size_t *len, int
 
 /* SCRIPT_SWEEP on the memory broker: due members (score <= now, lowest
  * first, at most count) go back onto the stream as new entries with their
- * fields, bytes intact, and leave the set; the rest stay; the set goes when
- * it empties. A member that is not netstrings of an id and field pairs goes
+ * fields, bytes intact, and leave the set; the rest stay, the first of them
+ * due at the reply's last number (-1: none left); the set goes when it
+ * empties. A member that is not netstrings of an id and field pairs goes
  * to the third key with its score, and the members after it still move. */
 TEST_IMPL(broker_memory_eval_sweep_script) {
   setup(NULL);
@@ -1064,9 +1065,13 @@ TEST_IMPL(broker_memory_eval_sweep_script) {
 
   snprintf(now, sizeof now, "%llu", (unsigned long long)clock_wall(clk)); /* 1000000 */
   /* the earliest, then the one due now (inclusive) */
-  CHECK("[:1,:0,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "1", "g");
-  CHECK("[:1,:0,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10", "g");
-  CHECK("[:0,:0,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10", "g");
+  /* ... each reporting when the first left is due */
+  CHECK("[:1,:0,:0,:1000000]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "1",
+        "g");
+  CHECK("[:1,:0,:0,:1000500]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10",
+        "g");
+  CHECK("[:0,:0,:0,:1000500]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10",
+        "g");
   bk_reply *r = cmd_bin(4, (const char *[]){"XRANGE", "s", "-", "+"}, (const size_t[]){6, 1, 1, 1});
   ASSERT_INT_EQ(r->elements, 2);
   const bk_reply *f = r->element[0]->element[1];
@@ -1086,7 +1091,7 @@ TEST_IMPL(broker_memory_eval_sweep_script) {
   CHECK(":1", "ZADD", "s:delayed:g", "1000400", "x:6-0");          /* no length */
   clock_virtual_advance(clk, 500);
   snprintf(now, sizeof now, "%llu", (unsigned long long)clock_wall(clk));
-  CHECK("[:5,:4,:0]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10", "g");
+  CHECK("[:5,:4,:0,:-1]", "EVAL", SCRIPT_SWEEP, "3", "s:delayed:g", "s", "s:bad", now, "10", "g");
   CHECK(":0", "EXISTS", "s:delayed:g");
   CHECK("[[1000500-0,[data,later]]]", "XRANGE", "s", "(1000000-1", "+");
   CHECK("[3:4-0,1000100,3:5-04:data,1000200,3:6-09:toolong,1000300,x:6-0,1000400]", "ZRANGE",

@@ -18,6 +18,7 @@
 #include "broker.h"
 #include "log.h"
 #include "redis_server.h"
+#include "scripts.h"
 #include "task.h"
 #include "url.h"
 
@@ -936,6 +937,124 @@ TEST_IMPL(broker_redis_flush_error_inside_callback) {
       TEST_FAIL_("sets[%d] failed with \"%s\"", i, f.sets[i].err);
   }
   WAIT(st.downs, 1, 5000);
+  close_and_free(b, c);
+  teardown();
+}
+
+/* ---- scripts by SHA ---- */
+
+/* calls=N of cmdstat_NAME in INFO commandstats, 0 when absent. */
+static long long stat_calls(redisContext *peer, const char *name) {
+  redisReply *r = redisCommand(peer, "INFO commandstats");
+  ASSERT(r && r->type == REDIS_REPLY_STRING);
+  char key[64];
+  snprintf(key, sizeof key, "cmdstat_%s:calls=", name);
+  const char *p = strstr(r->str, key);
+  long long n = p ? strtoll(p + strlen(key), NULL, 10) : 0;
+  freeReplyObject(r);
+  return n;
+}
+
+static void peer_do(redisContext *peer, const char *cmd) {
+  redisReply *r = redisCommand(peer, cmd);
+  ASSERT(r && r->type != REDIS_REPLY_ERROR);
+  freeReplyObject(r);
+}
+
+/* One lease renewal (SCRIPT_LEASE: a GET and a PEXPIRE on the server). */
+static int renew(broker *b, bk_conn *c, struct call *k) {
+  const char *argv[] = {"EVAL", SCRIPT_LEASE, "1", "lease", "renew", "me", "60000"};
+  size_t len[7];
+  for (int i = 0; i < 7; i++) len[i] = strlen(argv[i]);
+  return bk_command(b, c, 7, argv, len, on_call, k);
+}
+
+/* A compiled-in script goes as EVAL once per connection, then as EVALSHA.
+ * After SCRIPT FLUSH the EVALSHA gets NOSCRIPT: the broker sends the same
+ * call as EVAL, the caller gets one reply (that EVAL's), and the script
+ * ran once (one PEXPIRE); the next call goes by SHA again. A connection
+ * made afresh starts with EVAL. */
+TEST_IMPL(broker_redis_scripts_by_sha_survive_script_flush) {
+  struct state st = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "sha", &st);
+  redisContext *peer = redisConnect("127.0.0.1", srv.port);
+  ASSERT(peer && !peer->err);
+  peer_do(peer, "SET lease me");
+
+  struct call k1 = {0}, k2 = {0}, k3 = {0}, k4 = {0};
+  ASSERT_OK(renew(b, c, &k1));
+  WAIT(k1.calls, 1, 5000);
+  ASSERT_INT_EQ(k1.type, BK_ARRAY);
+  ASSERT_INT_EQ(stat_calls(peer, "eval"), 1);
+  ASSERT_INT_EQ(stat_calls(peer, "evalsha"), 0);
+  ASSERT_OK(renew(b, c, &k2));
+  WAIT(k2.calls, 1, 5000);
+  ASSERT_INT_EQ(k2.type, BK_ARRAY);
+  ASSERT_INT_EQ(k2.elements, 1);
+  ASSERT_INT_EQ(stat_calls(peer, "eval"), 1);
+  ASSERT_INT_EQ(stat_calls(peer, "evalsha"), 1);
+  ASSERT_INT_EQ(stat_calls(peer, "pexpire"), 2);
+
+  peer_do(peer, "SCRIPT FLUSH");
+  peer_do(peer, "CONFIG RESETSTAT");
+  ASSERT_OK(renew(b, c, &k3));
+  WAIT(k3.calls, 1, 5000);
+  run_for(50);
+  ASSERT_INT_EQ(k3.calls, 1);
+  ASSERT_INT_EQ(k3.type, BK_ARRAY); /* the EVAL's reply, not NOSCRIPT */
+  ASSERT_INT_EQ(k3.elements, 1);
+  ASSERT_STR_EQ(k3.err, "");
+  ASSERT_INT_EQ(stat_calls(peer, "eval"), 1);
+  ASSERT_INT_EQ(stat_calls(peer, "pexpire"), 1); /* the script ran once */
+  ASSERT_OK(renew(b, c, &k4));
+  WAIT(k4.calls, 1, 5000);
+  ASSERT_INT_EQ(k4.elements, 1);
+  ASSERT_INT_EQ(stat_calls(peer, "eval"), 1);
+  ASSERT_INT_EQ(stat_calls(peer, "pexpire"), 2);
+
+  /* a new connection: EVAL first (the server may never have seen it) */
+  struct state st2 = {0};
+  bk_conn *c2 = open_up(b, "sha2", &st2);
+  struct call k5 = {0};
+  ASSERT_OK(renew(b, c2, &k5));
+  WAIT(k5.calls, 1, 5000);
+  ASSERT_INT_EQ(k5.elements, 1);
+  ASSERT_INT_EQ(stat_calls(peer, "eval"), 2);
+  ASSERT_INT_EQ(log_count("EVALSHA", NULL), 0); /* nothing to say: NOSCRIPT is routine */
+
+  redisFree(peer);
+  bk_conn_close(b, c2);
+  close_and_free(b, c);
+  teardown();
+}
+
+/* A user whose ACL grants EVAL but not EVALSHA: the refused EVALSHA ran
+ * nothing, so it goes again as EVAL, and from then on every script goes as
+ * EVAL; said once in the log. */
+TEST_IMPL(broker_redis_scripts_without_evalsha_right) {
+  struct state st = {0};
+  setup(no_args);
+  redisContext *peer = redisConnect("127.0.0.1", srv.port);
+  ASSERT(peer && !peer->err);
+  peer_do(peer, "ACL SETUSER nosha on >pw -@all +eval +get +pexpire +set +ping ~*");
+  peer_do(peer, "SET lease me");
+  char url[256];
+  snprintf(url, sizeof url, "redis://nosha:pw@127.0.0.1:%d", srv.port);
+  broker *b = make_broker(url);
+  bk_conn *c = open_up(b, "acl", &st);
+  struct call k[4] = {{0}};
+  for (int i = 0; i < 4; i++) {
+    ASSERT_OK(renew(b, c, &k[i]));
+    WAIT(k[i].calls, 1, 5000);
+    ASSERT_INT_EQ(k[i].type, BK_ARRAY);
+    ASSERT_INT_EQ(k[i].elements, 1);
+  }
+  ASSERT_INT_EQ(stat_calls(peer, "pexpire"), 4);
+  ASSERT_INT_EQ(stat_calls(peer, "eval"), 4);
+  ASSERT_INT_EQ(log_count("may not run EVALSHA", "hint=\"grant +evalsha"), 1);
+  redisFree(peer);
   close_and_free(b, c);
   teardown();
 }

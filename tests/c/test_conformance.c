@@ -1399,6 +1399,43 @@ static const struct cf_step sweep[] = {
 
 TEST_IMPL(conformance_7_0_delay_set_sweep) { CONFORM(sweep); }
 
+/* Scripts by SHA, as broker_redis sends the host's: EVAL keeps a script for
+ * EVALSHA (the SHA in any case); SCRIPT LOAD, EXISTS and FLUSH; NOSCRIPT for
+ * a SHA never seen, one of the wrong length, and after a flush; the argument
+ * errors, numkeys checked before the SHA. */
+#define SHA_ONE "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" /* return 1 */
+#define SHA_CAT "dc8235f4444d746adf3374579406c129fb1f0f0a" /* return KEYS[1] .. ARGV[1] */
+static const struct cf_step scripts_by_sha[] = {
+    C("EVALSHA", SHA_ONE, "0"),
+    C("EVAL", "return 1", "0"),
+    C("EVALSHA", SHA_ONE, "0"),
+    C("EVALSHA", "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB", "0"),
+    C("EVALSHA", "e0e1f9", "0"),
+    C("EVALSHA", SHA_ONE, "1"),
+    C("EVALSHA", SHA_CAT, "2", "k"),
+    C("SCRIPT", "LOAD", "return KEYS[1] .. ARGV[1]"),
+    C("EVALSHA", SHA_CAT, "1", "k", "v"),
+    C("SCRIPT", "EXISTS", SHA_ONE, "DC8235F4444D746ADF3374579406C129FB1F0F0A", "abc"),
+    C("SCRIPT", "LOAD", "return +"),
+    C("script", "flush"),
+    C("SCRIPT", "EXISTS", SHA_ONE, SHA_CAT),
+    C("EVALSHA", SHA_ONE, "0"),
+    C("EVALSHA", SHA_CAT, "1", "k", "v"),
+    C("SCRIPT", "LOAD", "return 1"),
+    C("SCRIPT", "FLUSH", "ASYNC"),
+    C("SCRIPT", "FLUSH", "SYNC"),
+    C("SCRIPT", "FLUSH", "now"),
+    C("SCRIPT", "LOAD"),
+    C("SCRIPT", "EXISTS"),
+    C("SCRIPT", "BOGUS"),
+    C("SCRIPT"),
+    C("EVALSHA", SHA_ONE),
+    C("EVAL", "return redis.call('EVALSHA', '" SHA_ONE "', 0)", "0"),
+    C("EVAL", "return redis.call('SCRIPT', 'FLUSH')", "0"),
+    END};
+
+TEST_IMPL(conformance_7_0_scripts_by_sha) { CONFORM(scripts_by_sha); }
+
 /* SCRIPT_SWEEP's trim of the retry stream (here RT, group g): nothing to do
  * on an empty one; then of 1..6 (1..4 read, 1 and 3 acked) only 1 goes, as
  * everything from the oldest pending (2) is kept; each ack lets the trim

@@ -59,7 +59,7 @@ TEST_IMPL(read_plan_new_reads_ahead_on_gt) {
   ASSERT(!plan_is_script(READ_PLAIN));
   ASSERT_INT_EQ(plan_read_wait_ms(&p), PLAN_BLOCK_MS);
   ASSERT_STR_EQ(command(&p, READ_PLAIN, 7),
-                "XREADGROUP GROUP billing c1 COUNT 7 BLOCK 2000 STREAMS orders "
+                "XREADGROUP GROUP billing c1 COUNT 7 BLOCK 4000 STREAMS orders "
                 "orders:retry:billing > >");
   /* A reply to `>` changes nothing. */
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];

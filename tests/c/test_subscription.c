@@ -207,7 +207,7 @@ static void fx_init(const char *opts) {
   replay_alias(F.rb, SCRIPT_OUTCOME, "<outcome>");
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
-  replay_default(F.rb, "EVAL <sweep> **", "*3\r\n:0\r\n:0\r\n:0\r\n"); /* nothing due */
+  replay_default(F.rb, "EVAL <sweep> **", "*4\r\n:0\r\n:0\r\n:0\r\n:-1\r\n"); /* set empty */
   /* `new` reads its own pending list first (a host back under its name):
    * empty unless a test says otherwise. */
   replay_default(F.rb, OWN_READ, "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*0\r\n*0\r\n");
@@ -535,7 +535,7 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
  * not carried into the copy. */
 TEST_IMPL(sub_new_retry_copy_to_retry_stream_forged_headers_ignored) {
   fx_init("batch = 10, max_deliveries = 5, dead_letter = \"payments.dead\"");
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
                 "*2\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
                 "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
                 "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
@@ -701,13 +701,13 @@ TEST_IMPL(sub_failed_ack_retried_after_backoff) {
  * next read's BLOCK. */
 TEST_IMPL(sub_entries_run_after_group_recreated) {
   fx_init("batch = 10"); /* one worker */
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
                 "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
                 "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
                 "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
                 "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
   /* Read ahead, before 1-0 runs: a whole batch. */
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >",
+  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
                 "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
                 "with GROUP option\r\n");
   fx_run(80400);
@@ -715,10 +715,10 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
                 "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
                 /* the group is back: a batch more, whatever still waits */
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >\n");
+                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
   fx_finish();
 }
@@ -762,7 +762,7 @@ static const char *read_resp(bool claim, const struct ent *e, size_t n) {
 /* An entry of a `new` read, of a claiming read (idle, deliveries before). */
 #define NE(id, ...) {id, {__VA_ARGS__}, 0, 0}
 #define CE(id, idle, deliveries, ...) {id, {__VA_ARGS__}, idle, deliveries}
-#define NEW_READ "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 2000 STREAMS payments payments:retry:ledger > >"
+#define NEW_READ "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 /* The entries given, and how many: read_resp(claim, ENTS(NE(...), ...)). */
 #define ENTS(...)                                                                            \
   (const struct ent[]){__VA_ARGS__},                                                         \
@@ -1057,30 +1057,41 @@ static size_t nsweeps(void) {
   return n;
 }
 
-TEST_IMPL(sub_sweeper_runs_every_second) {
+TEST_IMPL(sub_sweeper_sweeps_when_due_else_every_minute) {
   fx_init("batch = 10");
   log_set_level(LOG_DEBUG);
-  replay_expect(F.rb, SWEEP("1700000002000"), "*3\r\n:100\r\n:0\r\n:0\r\n"); /* a full sweep */
-  replay_expect(F.rb, SWEEP("1700000003000"), "-ERR something broke\r\n");
+  /* another host's delay, due at 65 s */
+  replay_expect(F.rb, SWEEP("1700000060000"), "*4\r\n:0\r\n:0\r\n:0\r\n:1700000065000\r\n");
+  /* then many due at once: the most one sweep moves */
+  replay_expect(F.rb, SWEEP("1700000065000"),
+                "*4\r\n:100\r\n:0\r\n:0\r\n:1700000065000\r\n");
+  replay_expect(F.rb, SWEEP("1700000125000"), "-ERR something broke\r\n");
+  /* the first left is due in an hour: a minute is the longest wait */
+  replay_expect(F.rb, SWEEP("1700000126000"), "*4\r\n:0\r\n:0\r\n:0\r\n:1700003600000\r\n");
   fx_run(80400);
 
-  /* at start, right after the group exists */
+  /* at start, right after the group exists; the set is empty */
   ASSERT_STR_EQ(replay_log(F.rb, "cmd"), CREATE "\n" SWEEP("1700000000000") "\n");
   ASSERT_INT_EQ(clock_now(F.clk), 900);
-  clock_virtual_advance(F.clk, 100); /* 1000: a second later */
+  clock_virtual_advance(F.clk, 59099); /* 59,999 */
+  ASSERT_INT_EQ(nsweeps(), 1);
+  clock_virtual_advance(F.clk, 1); /* 60,000: a minute later */
   ASSERT_INT_EQ(nsweeps(), 2);
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 3), SWEEP("1700000001000"));
-  clock_virtual_advance(F.clk, 999);
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 3), SWEEP("1700000060000"));
+  /* 65,000: when the member left falls due */
+  clock_virtual_advance(F.clk, 4999);
   ASSERT_INT_EQ(nsweeps(), 2);
-  /* 2000: it moved 100, the most one sweep moves: at once again */
   clock_virtual_advance(F.clk, 1);
-  ASSERT_INT_EQ(nsweeps(), 4);
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 4), SWEEP("1700000002000"));
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 5), SWEEP("1700000002000"));
+  ASSERT_INT_EQ(nsweeps(), 4); /* it moved 100: at once again */
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 4), SWEEP("1700000065000"));
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 5), SWEEP("1700000065000"));
   ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
                           "stream=payments group=ledger consumer=c-1 entries=100\n");
-  /* 3000: an error is logged and the sweep tried again a second later */
-  clock_virtual_advance(F.clk, 1000);
+  /* that one found the set empty: a minute; 125,000: an error is logged and
+   * the sweep tried again a second later */
+  clock_virtual_advance(F.clk, 59999);
+  ASSERT_INT_EQ(nsweeps(), 4);
+  clock_virtual_advance(F.clk, 1);
   ASSERT_INT_EQ(nsweeps(), 5);
   ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"the delay-set sweep failed, "
                           "retrying\" stream=payments group=ledger consumer=c-1 command=EVAL "
@@ -1089,11 +1100,16 @@ TEST_IMPL(sub_sweeper_runs_every_second) {
                           "error=\"ERR something broke\"\n");
   clock_virtual_advance(F.clk, 1000);
   ASSERT_INT_EQ(nsweeps(), 6);
-  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 7), SWEEP("1700000004000"));
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 7), SWEEP("1700000126000"));
+  clock_virtual_advance(F.clk, 59999);
+  ASSERT_INT_EQ(nsweeps(), 6);
+  clock_virtual_advance(F.clk, 1);
+  ASSERT_INT_EQ(nsweeps(), 7);
+  ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 8), SWEEP("1700000186000"));
   /* stopped: no more */
   sub_stop(F.s);
-  clock_virtual_advance(F.clk, 5000);
-  ASSERT_INT_EQ(nsweeps(), 6);
+  clock_virtual_advance(F.clk, 120000);
+  ASSERT_INT_EQ(nsweeps(), 7);
   ASSERT_INT_EQ(F.drained, 1);
   fx_finish();
 }
@@ -1104,10 +1120,9 @@ TEST_IMPL(sub_sweeper_runs_every_second) {
 TEST_IMPL(sub_sweeper_reports_unreadable_members) {
   fx_init("batch = 10");
   log_set_level(LOG_DEBUG);
-  replay_expect(F.rb, SWEEP("1700000001000"), "*3\r\n:3\r\n:1\r\n:5\r\n");
-  fx_run(80400);
-  clock_virtual_advance(F.clk, 100); /* 1000 */
-  ASSERT_INT_EQ(nsweeps(), 2);
+  replay_expect(F.rb, SWEEP("1700000000000"), "*4\r\n:3\r\n:1\r\n:5\r\n:-1\r\n");
+  fx_run(80400); /* the sweep at start */
+  ASSERT_INT_EQ(nsweeps(), 1);
   ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
                           "stream=payments group=ledger consumer=c-1 entries=2\n");
   ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"acknowledged entries trimmed from the "
@@ -1116,8 +1131,8 @@ TEST_IMPL(sub_sweeper_reports_unreadable_members) {
   ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"unreadable members of the delay set "
                           "moved aside, not delivered\" stream=payments group=ledger members=1 "
                           "moved_to=payments:delayed:ledger:unreadable\n");
-  clock_virtual_advance(F.clk, 1000); /* the next sweep, a second later as usual */
-  ASSERT_INT_EQ(nsweeps(), 3);
+  clock_virtual_advance(F.clk, 59100); /* the next sweep, a minute later: the set is empty */
+  ASSERT_INT_EQ(nsweeps(), 2);
   sub_stop(F.s);
   clock_virtual_advance(F.clk, 5000);
   fx_finish();
@@ -1300,7 +1315,7 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
  * only while at most one batch is in the lanes. */
 TEST_IMPL(sub_new_holds_at_most_two_batches) {
   fx_init("batch = 4"); /* one worker: the entries run one after another */
-#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments payments:retry:ledger > >"
+#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 #define SLOW(id, n) NE(id, "data", "{\"n\":" #n ",\"sleep\":1000}")
   replay_expect(F.rb, READ4,
                 read_resp(false, ENTS(SLOW("1-0", 1), SLOW("2-0", 2), SLOW("3-0", 3),
@@ -1331,7 +1346,7 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
  * two batches instead of reading the whole backlog into memory. */
 TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   fx_init("reply_to = \"payments.replies\", batch = 4");
-#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 2000 STREAMS payments payments:retry:ledger > >"
+#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 #define REPLY(id, n) NE(id, "data", "{\"n\":" #n ",\"reply\":true}")
   replay_expect(F.rb, READ4,
                 read_resp(false, ENTS(REPLY("1-0", 1), REPLY("2-0", 2), REPLY("3-0", 3),

@@ -101,7 +101,8 @@ describe("the health endpoint", function()
     wait_ready(port, 200)
     srv.proc:kill("STOP") -- connections stay open; nothing is answered
     finally(function() if srv:alive() then srv.proc:kill("CONT") end end)
-    -- a `new` read blocks 2 s: stuck after 3 times that
+    -- a `new` read blocks 4 s: stuck after 3 times that (before the command
+    -- timeout, 10 s past the BLOCK, drops the connection)
     local body = wait_ready(port, 503, "stuck", 15)
     assert.truthy(body:find("^subscription post: stuck: a read unanswered for %d+ ms\n$"), body)
     srv.proc:kill("CONT")

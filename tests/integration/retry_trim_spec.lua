@@ -1,5 +1,6 @@
 -- The group's retry stream on a real redis-server: what the group has
--- acknowledged there is trimmed by the host's periodic sweep, so copies of
+-- acknowledged there is trimmed by the hosts' sweeps (soon after a host is
+-- done with an entry of it, else at the sweep a minute after the last), so copies of
 -- always-retrying entries do not pile up; an entry still pending or not yet
 -- delivered there is never trimmed; the shared stream is never trimmed.
 local helper = require "tests.integration.helper"
@@ -65,8 +66,7 @@ return {
     for i = 4, 7 do later[#later + 1] = srv:cli("XADD", RETRY, "*", "data", '{"id":' .. i .. '}') end
 
     -- one lane, a handler that does not come back: 4 runs, the rest wait
-    local host = start_host(srv, {
-      ["hang.lua"] = [[
+    local HANG = [[
 local ls = require "luastream"
 return {
   stream = "payments", group = "ledger", workers = 1, batch = 1,
@@ -75,26 +75,31 @@ return {
     ls.sleep("1h")
   end,
 }
-]],
-    }, { "--shutdown-timeout", "1s" })
+]]
+    local host = start_host(srv, { ["hang.lua"] = HANG }, { "--shutdown-timeout", "1s" })
     host:wait_records({ msg = "handler started", entry_id = later[1] }, 1, 10, "4 started")
-    -- a1 goes at the next sweep; a3 stays behind the pending a2
+    -- a1 goes at the sweep at start; a3 stays behind the pending a2
     helper.wait_until(function()
       local n = srv:xlen(RETRY)
       return n == 6, n .. " entries on " .. RETRY
     end, 10, "a1 trimmed")
     assert.same({ a2, a3, later[1], later[2], later[3], later[4] }, ids(srv, RETRY))
 
+    -- the old host's a2 acknowledged after all: the next sweep of any host of
+    -- the group trims a2 and a3 (this host's next is a minute away; another
+    -- host of the group sweeps as it starts)
     srv:cli("XACK", RETRY, "ledger", a2)
+    local second = start_host(srv, { ["hang.lua"] = HANG },
+      { "--shutdown-timeout", "1s", "--consumer", "second" })
     helper.wait_until(function()
       local n = srv:xlen(RETRY)
       return n <= 4, n .. " entries on " .. RETRY
     end, 10, "a2 and a3 trimmed")
-    assert.same(later, ids(srv, RETRY), "4 pending, 5..7 not yet delivered: kept")
+    assert.same(later, ids(srv, RETRY), "4..7 pending or not yet delivered: kept")
     local pending = srv:pending_ids(RETRY, "ledger")
     assert.equal(later[1], pending[1])
-    assert.is_true(#pending < 4, "some of 5..7 not yet delivered")
     assert.equal(0, srv:xlen("payments"), "nothing written to the shared stream")
+    second:stop()
     host:stop()
   end)
 end)

@@ -1,7 +1,7 @@
 -- Readiness and a subscription's periodic work (docs/operations.md, /readyz):
 -- work that keeps failing on the server (the delay-set sweep, the consumer
 -- lease's renewal) makes the host not ready, naming the work, its keys and
--- the error, once it has failed for as long as a stuck read (3 x the 2 s
+-- the error, once it has failed for as long as a stuck read (3 x the 4 s
 -- BLOCK of a `new` read); ready again once it works. On the in-memory broker
 -- with the virtual clock.
 local testing = require "luastream.testing"
@@ -34,7 +34,7 @@ describe("readiness while periodic work fails", function()
     assert.is_true(app:ready())
     assert(app:command("SET", "audit", "x")) -- the publish's XADD fails: WRONGTYPE
     app:publish("payments", { id = 1, audit = true })
-    app:advance("7s")
+    app:advance("13s")
     local ok, why = app:ready()
     assert.is_false(ok)
     assert.matches("writing outcomes", why, 1, true)
@@ -50,8 +50,8 @@ describe("readiness while periodic work fails", function()
     assert.is_true(app:ready())
     -- the delay set is not a sorted set any more: every sweep fails
     assert(app:command("SET", "payments:delayed:ledger", "not a sorted set"))
-    app:advance("1s") -- the first failing sweep
-    app:advance("5s")
+    app:advance("60s") -- the first failing sweep: the set was empty, a minute later
+    app:advance("11s")
     assert.is_true(app:ready(), "not yet as long as a stuck read")
     app:advance("2s")
     local ok, why = app:ready()

@@ -57,4 +57,13 @@ for k = 1, #due, 2 do
   end
   redis.call('ZREM', KEYS[1], member)
 end
-return {#due / 2, unreadable, trimmed}
+-- When the next member is due (its score, Unix ms), -1 when none is left:
+-- the host sweeps again then rather than on a fixed beat.
+local first = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local next_due = -1
+if #first == 2 then
+  next_due = tonumber(first[2]) or 0
+  if next_due ~= next_due or next_due < 0 then next_due = 0 end -- nan, -inf, negative: now
+  if next_due > 9e15 then next_due = 9e15 end -- inf: an integer all the same
+end
+return {#due / 2, unreadable, trimmed, next_due}

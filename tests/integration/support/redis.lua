@@ -304,7 +304,7 @@ function redis.monitor_args(s)
 end
 
 --- The commands an outcome script ran (MONITOR shows a script's commands as
---- client "lua", right after the EVAL that ran them) in the call that ran
+--- client "lua", right after the EVAL or EVALSHA that ran them) in the call that ran
 --- the first command matching pred: the EVAL's client and the list of args;
 --- nil and why when that command ran outside a script or was not seen.
 function redis.script_block(commands, pred)
@@ -319,8 +319,9 @@ function redis.script_block(commands, pred)
   local first = at
   while first > 1 and commands[first - 1].client == "lua" do first = first - 1 end
   local eval = commands[first - 1]
-  if not eval or eval.args[1]:upper() ~= "EVAL" then
-    return nil, "no EVAL before " .. commands[at].line
+  local name = eval and eval.args[1]:upper()
+  if name ~= "EVAL" and name ~= "EVALSHA" then -- the host sends its scripts by SHA
+    return nil, "no EVAL or EVALSHA before " .. commands[at].line
   end
   local block = {}
   for i = first, #commands do
