@@ -90,6 +90,8 @@ struct rbroker {
   uint64_t rng;         /* xorshift state for the backoff jitter */
   char sha[SCRIPT_COUNT][41]; /* each compiled-in script's SHA1 */
   int evalsha_refused;  /* the ACL refused EVALSHA: scripts go as EVAL */
+  char *resp;           /* the command being sent, in RESP (resp_format) */
+  size_t resp_cap;
 };
 
 struct rconn {
@@ -439,6 +441,64 @@ static void unlink_cmd(struct rconn *c, struct rcmd *k) {
   else c->newest = k->prev;
 }
 
+/* ---- commands in RESP ----
+ *
+ * hiredis' own formatting (redisFormatSdsCommandArgv) prints every length
+ * with sdscatfmt into a fresh sds string; a call carrying a batch's outcomes
+ * has a thousand arguments. The host formats into one buffer it keeps, then
+ * hiredis copies it to its output buffer. */
+
+#define RESP_KEEP_MAX (2u << 20)
+
+static char *put_count(char *p, char tag, size_t n) {
+  char digits[20];
+  int d = 0;
+  do digits[d++] = (char)('0' + n % 10);
+  while ((n /= 10) != 0);
+  *p++ = tag;
+  while (d > 0) *p++ = digits[--d];
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
+
+/* argv as a RESP array of bulk strings in b->resp; its length, or 0 when
+ * out of memory. */
+static size_t resp_format(struct rbroker *b, int argc, const char **argv, const size_t *argvlen) {
+  size_t need = 24;
+  for (int i = 0; i < argc; i++) need += argvlen[i] + 25;
+  if (need > b->resp_cap) {
+    size_t cap = b->resp_cap ? b->resp_cap : 4096;
+    while (cap < need) cap *= 2;
+    char *grown = realloc(b->resp, cap);
+    if (grown == NULL) return 0;
+    b->resp = grown;
+    b->resp_cap = cap;
+  }
+  char *p = put_count(b->resp, '*', (size_t)argc);
+  for (int i = 0; i < argc; i++) {
+    p = put_count(p, '$', argvlen[i]);
+    memcpy(p, argv[i], argvlen[i]);
+    p += argvlen[i];
+    *p++ = '\r';
+    *p++ = '\n';
+  }
+  return (size_t)(p - b->resp);
+}
+
+static int send_command(struct rbroker *b, redisAsyncContext *ac, redisCallbackFn *fn, void *privdata,
+                        int argc, const char **argv, const size_t *argvlen) {
+  size_t len = resp_format(b, argc, argv, argvlen);
+  if (len == 0) return REDIS_ERR;
+  int rc = redisAsyncFormattedCommand(ac, fn, privdata, b->resp, len);
+  if (b->resp_cap > RESP_KEEP_MAX) { /* a rare huge command: not kept */
+    free(b->resp);
+    b->resp = NULL;
+    b->resp_cap = 0;
+  }
+  return rc;
+}
+
 #define SPARE_CMDS_MAX 256
 
 static void link_cmd(struct rconn *c, struct rcmd *k) {
@@ -474,7 +534,7 @@ static bool resent_as_eval(struct rconn *c, struct rcmd *k, const redisReply *r)
   s->argvlen[0] = 4;
   s->argv[1] = script_text(s->script);
   s->argvlen[1] = strlen(s->argv[1]);
-  if (redisAsyncCommandArgv(c->ac, on_reply, k, s->argc, s->argv, s->argvlen) != REDIS_OK)
+  if (send_command(c->b, c->ac, on_reply, k, s->argc, s->argv, s->argvlen) != REDIS_OK)
     return false;
   free(s);
   k->resend = NULL;
@@ -517,7 +577,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
 static int handshake_cmd(struct rconn *c, const char *step, int argc, const char **argv) {
   size_t len[3];
   for (int i = 0; i < argc; i++) len[i] = strlen(argv[i]);
-  if (redisAsyncCommandArgv(c->ac, on_handshake, c, argc, argv, len) != REDIS_OK) return -1;
+  if (send_command(c->b, c->ac, on_handshake, c, argc, argv, len) != REDIS_OK) return -1;
   c->steps[c->handshake_left++] = step;
   return 0;
 }
@@ -762,7 +822,7 @@ static int rconn_command(bk_conn *bc, int argc, const char **argv, const size_t 
   }
   /* hiredis refuses while it tears the context down, e.g. when a callback
    * that learned of the drop tries to send more. */
-  if (redisAsyncCommandArgv(c->ac, on_reply, k, argc, argv, argvlen) != REDIS_OK) {
+  if (send_command(c->b, c->ac, on_reply, k, argc, argv, argvlen) != REDIS_OK) {
     free(k->resend);
     free(k);
     return -1;
@@ -839,6 +899,7 @@ static void rbroker_free(broker *bb) {
              NULL);
     abort();
   }
+  free(b->resp);
   free(b);
 }
 
