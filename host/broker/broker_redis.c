@@ -155,16 +155,27 @@ static void start_attempt(struct rconn *c);
 
 /* ---- libuv glue for hiredis ----
  *
- * Like hiredis' adapters/libuv.h, with one fix. On POLLERR (a refused connect,
- * a reset connection) libuv stops the poll handle and calls back with
- * UV_EBADF; the 0.14 adapter ignores such a call, so a refused connect hangs
- * forever. Here hiredis gets to read or write anyway, finds the socket error
- * itself and tears the context down. */
+ * Like hiredis' adapters/libuv.h, with two differences.
+ *
+ * On POLLERR (a refused connect, a reset connection) libuv stops the poll
+ * handle and calls back with UV_EBADF; the 0.14 adapter ignores such a call,
+ * so a refused connect hangs forever. Here hiredis gets to read or write
+ * anyway, finds the socket error itself and tears the context down.
+ *
+ * hiredis asks for the write event with every command it queues, and drops
+ * it once its buffer is written: two epoll_ctl calls and a loop turn per
+ * burst of commands. On a connected context the write is done instead just
+ * before the loop next waits (a uv_prepare), so every command queued in a
+ * turn leaves in one write; the write event is watched only while the
+ * socket takes less than the buffer, or after an error (hiredis' own write
+ * handler then finds it and tears the context down). */
 
 struct rpoll {
   uv_poll_t handle;
+  uv_prepare_t flush;    /* writes what hiredis queued, before the loop waits */
   redisAsyncContext *ac; /* NULL once hiredis has cleaned up */
-  int events;            /* UV_READABLE | UV_WRITABLE wanted by hiredis */
+  int events;            /* UV_READABLE | UV_WRITABLE watched */
+  int closing;           /* handles still to close (0 while in use) */
   /* The context's replies (NULL: hiredis' own malloc per object). Freed
    * with p, after hiredis has freed the reader that uses it. */
   struct reply_arena *arena;
@@ -180,8 +191,7 @@ static void rpoll_cb(uv_poll_t *h, int status, int events) {
 }
 
 /* Only a change reaches libuv: uv_poll_start takes the fd out of epoll and
- * puts it back (two epoll_ctl calls), and hiredis asks for the write event
- * again with every command it queues. */
+ * puts it back (two epoll_ctl calls). */
 static void rpoll_set(struct rpoll *p, int events) {
   if (events == p->events && uv_is_active((uv_handle_t *)&p->handle) == (events != 0)) return;
   p->events = events;
@@ -191,13 +201,38 @@ static void rpoll_set(struct rpoll *p, int events) {
     uv_poll_stop(&p->handle);
 }
 
+static bool writable_now(const redisAsyncContext *ac) {
+  return (ac->c.flags & REDIS_CONNECTED) && !(ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) &&
+         !ac->c.err;
+}
+
+static void rpoll_flush(uv_prepare_t *h) {
+  struct rpoll *p = h->data;
+  uv_prepare_stop(h);
+  if (p->ac == NULL || (p->events & UV_WRITABLE)) return;
+  int done = 0;
+  if (writable_now(p->ac) && redisBufferWrite(&p->ac->c, &done) == REDIS_OK && done) return;
+  rpoll_set(p, p->events | UV_WRITABLE); /* the rest, or the error, when the socket says */
+}
+
 static void ev_add_read(void *d) { rpoll_set(d, ((struct rpoll *)d)->events | UV_READABLE); }
 static void ev_del_read(void *d) { rpoll_set(d, ((struct rpoll *)d)->events & ~UV_READABLE); }
-static void ev_add_write(void *d) { rpoll_set(d, ((struct rpoll *)d)->events | UV_WRITABLE); }
-static void ev_del_write(void *d) { rpoll_set(d, ((struct rpoll *)d)->events & ~UV_WRITABLE); }
+static void ev_add_write(void *d) {
+  struct rpoll *p = d;
+  if (p->ac && writable_now(p->ac))
+    uv_prepare_start(&p->flush, rpoll_flush); /* no-op when started already */
+  else
+    rpoll_set(p, p->events | UV_WRITABLE); /* connecting: the write event says when */
+}
+static void ev_del_write(void *d) {
+  struct rpoll *p = d;
+  uv_prepare_stop(&p->flush);
+  rpoll_set(p, p->events & ~UV_WRITABLE);
+}
 
 static void rpoll_closed(uv_handle_t *h) {
   struct rpoll *p = h->data;
+  if (--p->closing > 0) return;
   reply_arena_free(p->arena);
   free(p);
 }
@@ -206,7 +241,9 @@ static void rpoll_closed(uv_handle_t *h) {
 static void ev_cleanup(void *d) {
   struct rpoll *p = d;
   p->ac = NULL;
+  p->closing = 2;
   uv_close((uv_handle_t *)&p->handle, rpoll_closed);
+  uv_close((uv_handle_t *)&p->flush, rpoll_closed);
 }
 
 static int rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
@@ -216,7 +253,9 @@ static int rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
     free(p); /* a failed init leaves nothing registered */
     return -1;
   }
+  uv_prepare_init(loop, &p->flush); /* cannot fail */
   p->handle.data = p;
+  p->flush.data = p;
   p->ac = ac;
   p->arena = reply_arena_new();
   if (p->arena) reply_arena_attach(p->arena, ac->c.reader); /* no reply read yet */
