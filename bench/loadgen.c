@@ -3,9 +3,13 @@
  *
  *   loadgen run --port P --stream S --group G --count N [--blocked K] [--backlog]
  *               [--redis-pid PID] [--consumer-pid PID]... [--pipeline K] [--timeout SEC]
+ *               [--body-bytes B]
  *   loadgen pace --port P --stream S --group G --count N --rate R --out PREFIX
- *   loadgen publish PORT STREAM N FIRST   publishes payments FIRST.. FIRST+N-1, pipelined
- *   loadgen payload I        prints payment I (data and partition-key)
+ *   loadgen publish PORT STREAM N FIRST [B]   publishes payments FIRST.. FIRST+N-1, pipelined
+ *   loadgen payload I [B]    prints payment I (data and partition-key)
+ *
+ * B (--body-bytes): every payment's JSON padded to B bytes (payment.h); 0,
+ * the default, is the plain payment of about 60 bytes.
  *
  * run: waits until K clients (default 1) are blocked in a read (the consumers
  * attached to the fresh, empty stream), then publishes N payments (payment.h)
@@ -58,6 +62,10 @@ static long count, pipeline_depth = 1000;
 static long per_call = 1; /* payments per command: 1 = XADD, more = EVALSHA of xadd_script */
 static double publish_s = -1;
 static long publish_from = 1; /* the first payment's number */
+static size_t body_bytes;      /* --body-bytes: 0 = the plain payment */
+
+/* The capacity of one payment's body buffer. */
+static size_t body_cap(void) { return body_bytes + 1 > PAYMENT_SMALL ? body_bytes + 1 : PAYMENT_SMALL; }
 
 static double now_s(void) {
   struct timespec ts;
@@ -141,11 +149,16 @@ static void *publish(void *arg) {
   size_t cap = per_call > 1 ? 4 + 2 * (size_t)per_call : 7;
   const char **argv = calloc(cap, sizeof *argv);
   size_t *argvlen = calloc(cap, sizeof *argvlen);
-  char (*body)[96] = calloc((size_t)per_call, sizeof *body);
+  size_t bodycap = body_cap();
+  char *body = calloc((size_t)per_call, bodycap);
   char (*key)[16] = calloc((size_t)per_call, sizeof *key);
   if (!argv || !argvlen || !body || !key) die("publish", "out of memory");
   double t0 = now_s();
-  long calls_per_round = (pipeline_depth + per_call - 1) / per_call;
+  /* Large bodies: fewer in flight, so that a round is a few MB at most. */
+  long depth = pipeline_depth;
+  if (body_bytes > 0 && depth > (long)((8u << 20) / body_cap())) depth = (long)((8u << 20) / body_cap());
+  if (depth < per_call) depth = per_call;
+  long calls_per_round = (depth + per_call - 1) / per_call;
   for (long i = 0; i < count;) {
     long calls = 0;
     for (; calls < calls_per_round && i < count; calls++) {
@@ -163,9 +176,10 @@ static void *publish(void *arg) {
       }
       for (long j = 0; j < k; j++, i++) {
         int keylen;
-        int len = payment_format(publish_from + i, body[j], sizeof body[j], key[j], sizeof key[j], &keylen);
+        char *b = body + (size_t)j * bodycap;
+        int len = payment_format_sized(publish_from + i, body_bytes, b, bodycap, key[j], sizeof key[j], &keylen);
         if (per_call == 1) argv[argc] = "data", argvlen[argc++] = 4;
-        argv[argc] = body[j], argvlen[argc++] = (size_t)len;
+        argv[argc] = b, argvlen[argc++] = (size_t)len;
         if (per_call == 1) argv[argc] = "partition-key", argvlen[argc++] = 13;
         argv[argc] = key[j], argvlen[argc++] = (size_t)keylen;
       }
@@ -236,10 +250,10 @@ static void usage(void) {
   fprintf(stderr,
           "usage: loadgen run --port P --stream S --group G --count N [--blocked K] [--backlog]\n"
           "                   [--redis-pid PID] [--consumer-pid PID]... [--pipeline K] [--per-call K]\n"
-          "                   [--timeout SEC]\n"
+          "                   [--timeout SEC] [--body-bytes B]\n"
           "       loadgen pace --port P --stream S --group G --count N --rate R --out PREFIX\n"
-          "       loadgen publish PORT STREAM N FIRST\n"
-          "       loadgen payload I\n");
+          "       loadgen publish PORT STREAM N FIRST [B]\n"
+          "       loadgen payload I [B]\n");
   exit(2);
 }
 
@@ -264,6 +278,7 @@ static int cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--pipeline")) pipeline_depth = atol(v);
     else if (!strcmp(a, "--per-call")) per_call = atol(v);
     else if (!strcmp(a, "--timeout")) timeout = atof(v);
+    else if (!strcmp(a, "--body-bytes")) body_bytes = (size_t)atol(v);
     else usage();
     i++;
   }
@@ -456,21 +471,25 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc >= 2 && !strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
   if (argc >= 2 && !strcmp(argv[1], "pace")) return cmd_pace(argc - 2, argv + 2);
-  if (argc == 6 && !strcmp(argv[1], "publish")) {
+  if ((argc == 6 || argc == 7) && !strcmp(argv[1], "publish")) {
     port = atoi(argv[2]);
     stream = argv[3];
     count = atol(argv[4]);
     long first = atol(argv[5]);
+    if (argc == 7) body_bytes = (size_t)atol(argv[6]);
     if (port <= 0 || count < 1) usage();
     publish_from = first;
     publish(NULL);
     return 0;
   }
-  if (argc == 3 && !strcmp(argv[1], "payload")) {
-    char body[96], key[16];
+  if ((argc == 3 || argc == 4) && !strcmp(argv[1], "payload")) {
+    if (argc == 4) body_bytes = (size_t)atol(argv[3]);
+    char *body = malloc(body_cap()), key[16];
     int keylen;
-    payment_format(atol(argv[2]), body, sizeof body, key, sizeof key, &keylen);
+    if (body == NULL) die("payload", "out of memory");
+    payment_format_sized(atol(argv[2]), body_bytes, body, body_cap(), key, sizeof key, &keylen);
     printf("data %s\npartition-key %s\n", body, key);
+    free(body);
     return 0;
   }
   usage();

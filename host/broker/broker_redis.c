@@ -259,6 +259,10 @@ static int rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
   p->ac = ac;
   p->arena = reply_arena_new();
   if (p->arena) reply_arena_attach(p->arena, ac->c.reader); /* no reply read yet */
+  /* hiredis frees its read buffer whenever it is empty with more than 16 KB
+   * spare, so every read of large entries grew it again from nothing: keep
+   * it (it holds at most the largest reply element plus one socket read). */
+  ac->c.reader->maxbuf = 0;
   ac->ev.data = p;
   ac->ev.addRead = ev_add_read;
   ac->ev.delRead = ev_del_read;

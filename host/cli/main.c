@@ -14,6 +14,7 @@
  *   luastream --version
  *
  * Exit status: 0 on success, 1 when the work failed, 2 on a usage error. */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,7 +60,23 @@ static int dispatch(const char *cmd, int argc, char **argv) {
   return -1;
 }
 
+/* glibc returns the free top of the heap to the system once it exceeds the
+ * trim threshold, and serves blocks above the mmap threshold with mmap. Both
+ * start at 128 KB and only move when an mmapped block is freed, which the
+ * host's blocks of 1-100 KB (entry bodies, their Lua strings, a read's
+ * reply) never are: so each read of large entries grew the heap (brk, then a
+ * page fault per 4 KB) and the frees after it shrank it again. The values
+ * are the most glibc's own adjustment would reach (32 MB for mmap, twice
+ * that for trimming): a read of 100 entries of 100 KB, about 30 MB in all
+ * (reply, Lua strings, decoded fields), is then reused from the heap, and a
+ * host keeps at most 64 MB of free heap after a burst of large entries. */
+static void tune_malloc(void) {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
 int main(int argc, char **argv) {
+  tune_malloc();
   if (argc < 2) {
     fputs(usage_main, stderr);
     return 2;
