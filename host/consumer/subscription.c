@@ -362,18 +362,21 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
 
 static void read_next(subscription *s) {
   if (s->state != SUB_READING || s->read_pending || s->waiting) return;
-  /* Held here: on lanes, running, or finished with an outcome not yet
+  /* Held here: on lanes or running, and finished with an outcome not yet
    * written (plain acks aside: one small XACK per loop turn). */
-  size_t in_flight = lanes_in_flight(&s->lanes) + writer_unwritten(s->w);
+  size_t in_flight = lanes_in_flight(&s->lanes);
   size_t batch = (size_t)s->spec->batch;
   enum read_kind kind = plan_next(&s->plan);
   bool ahead = plan_reads_ahead(&s->plan, kind);
-  /* Ahead: a batch more while at most one is held, so at most 2 x batch
-   * are held here. Otherwise the lanes fill up to one batch and are read
+  /* Ahead: a batch more while at most one waits for the handlers and at
+   * most one for its outcomes to be written, so at most 3 x batch are held
+   * here; the outcomes of one batch are written while the next runs and the
+   * one after it is read, which keeps the server busy when outcomes cost it
+   * more than reads. Otherwise the lanes fill up to one batch and are read
    * again once half empty. Resumes when the lanes or the writes catch up.
    * COUNT is per key: a read that also finds entries on the retry stream
    * may bring up to one batch more from there. */
-  if (in_flight > (ahead ? batch : batch / 2)) return;
+  if (in_flight > (ahead ? batch : batch / 2) || writer_unwritten(s->w) > batch) return;
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
   if (s->spec->read != READ_NEW && (writer_queued(s->w) || outstanding(s)))

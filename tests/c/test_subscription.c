@@ -1341,9 +1341,10 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
   fx_finish();
 }
 
-/* Entries whose outcome is not written yet count toward the 2 x batch held:
- * with every reply unanswered (nothing answers the outcome script), reading stops after
- * two batches instead of reading the whole backlog into memory. */
+/* At most one batch of outcomes is written while reading goes on: with every
+ * reply unanswered (nothing answers the outcome script), reading stops after
+ * three batches (one handled and being written, one more handled, one read
+ * ahead of it) instead of reading the whole backlog into memory. */
 TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   fx_init("reply_to = \"payments.replies\", batch = 4");
 #define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
@@ -1354,14 +1355,19 @@ TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   replay_expect(F.rb, READ4,
                 read_resp(false, ENTS(REPLY("5-0", 5), REPLY("6-0", 6), REPLY("7-0", 7),
                                       REPLY("8-0", 8))));
+  replay_expect(F.rb, READ4,
+                read_resp(false, ENTS(REPLY("9-0", 9), REPLY("10-0", 10), REPLY("11-0", 11),
+                                      REPLY("12-0", 12))));
 #undef REPLY
 #undef READ4
   fx_run(80400);
-  ASSERT_INT_EQ(ngot, 8); /* every handler ran and returned its reply */
-  /* 8 replies unwritten, 2 x batch: the own-list read and two batches, no third. */
-  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 3);
+  int ran = 0; /* every handler ran and returned its reply */
+  for (const char *p = logbuf; (p = strstr(p, " msg=got ")) != NULL; p++) ran++;
+  ASSERT_INT_EQ(ran, 12);
+  /* 12 replies unwritten, 3 x batch: the own-list read and three batches, no fourth. */
+  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 4);
   clock_virtual_advance(F.clk, 5000);
-  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 3);
+  ASSERT_INT_EQ(replay_nsent(F.rb, READER), 4);
 
   sub_stop(F.s);
   size_t unacked;
