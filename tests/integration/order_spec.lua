@@ -27,10 +27,8 @@ return {
 }
 ]]
 
--- 20 accounts that no common string hash (FNV-1a 32/64, djb2, djb2a, Java's
--- 31, sdbm) puts more than 4 to a lane of 8: the timing check below measures the
--- lanes, not the luck of the hash. (acct-1 ... acct-20 would not do: FNV-1a 32
--- modulo 8 sends them to 4 lanes.)
+-- 20 accounts on 8 lanes: a key holds a lane only while one of its payments
+-- runs, so the timing check below sees the lanes run side by side.
 local ACCOUNTS = {
   "acct-17", "acct-28", "acct-36", "acct-52", "acct-115", "acct-136", "acct-163", "acct-167", "acct-175", "acct-182",
   "acct-204", "acct-209", "acct-220", "acct-223", "acct-228", "acct-229", "acct-235", "acct-277", "acct-285", "acct-296",
