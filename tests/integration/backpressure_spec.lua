@@ -56,12 +56,12 @@ end
 describe("a backlog drained with replies", function()
   after_each(helper.cleanup)
 
-  it("holds at most 2 x batch entries unwritten, and peak memory does not grow with the backlog", function()
+  it("holds at most 3 x batch entries pending (one batch on lanes, one being written, one read ahead), and peak memory does not grow with the backlog", function()
     local most_small, _, rss_small = drain(2000)
     local most, samples, rss = drain(20000)
     assert.is_true(samples >= 3, "too few samples taken while draining: " .. samples)
-    assert.is_true(most <= 2 * BATCH, "up to " .. most .. " entries pending at once")
-    assert.is_true(most_small <= 2 * BATCH, "up to " .. most_small .. " entries pending at once")
+    assert.is_true(most <= 3 * BATCH, "up to " .. most .. " entries pending at once")
+    assert.is_true(most_small <= 3 * BATCH, "up to " .. most_small .. " entries pending at once")
     -- Ten times the backlog: the same peak, within 8 MB (before, about 1.7 KB
     -- more per entry of backlog).
     assert.is_true(rss - rss_small < 8 * 1024,
