@@ -526,6 +526,7 @@ static size_t resp_format(struct rbroker *b, int argc, const char **argv, const 
     *p++ = '\r';
     *p++ = '\n';
   }
+  *p = '\0'; /* not sent: hiredis peeks one byte past a one-word command */
   return (size_t)(p - b->resp);
 }
 
