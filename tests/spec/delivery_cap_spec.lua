@@ -1,17 +1,13 @@
 -- The default delivery cap and how retries are logged
 -- (docs/retries-delays-dead-letters.md#counting-deliveries-max_deliveries), on
 -- the in-memory broker with the virtual clock.
-local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = SPEC_DIR .. "/fixtures"
 local DEFAULT_CAP = 10 -- max_deliveries when a handler file sets none (documented)
 
-local apps = {}
-local function start(folder, opts)
-  local app = testing.app(HERE .. "/" .. folder, opts)
-  apps[#apps + 1] = app
-  return app
-end
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(HERE)
+local start = apps.start
 
 -- Entries of a stream, 0 when it does not exist.
 local function xlen(app, key) return assert(app:command("XLEN", key)) end
@@ -31,10 +27,7 @@ local function copies(app)
 end
 
 describe("the delivery cap", function()
-  after_each(function()
-    for _, app in ipairs(apps) do app:stop() end
-    apps = {}
-  end)
+  after_each(apps.stop_all)
 
   it("stops a `new` handler that always retries after the default number of deliveries", function()
     local app = start("retry_uncapped_new")
@@ -73,10 +66,7 @@ describe("the delivery cap", function()
 end)
 
 describe("retries", function()
-  after_each(function()
-    for _, app in ipairs(apps) do app:stop() end
-    apps = {}
-  end)
+  after_each(apps.stop_all)
 
   it("are logged once with the id, then as one count per 10 s, not a line per delivery", function()
     local app = start("retry_uncapped_claiming")

@@ -4,18 +4,14 @@
 -- back when due, and one another host wrote (then died) within a minute.
 -- Sweeps are counted with INFO commandstats: each runs one XLEN (the retry
 -- stream's trim) and nothing else the host sends does.
-local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = SPEC_DIR .. "/fixtures"
 local WALL_START = 1767225600000 -- the virtual wall clock when app:now() is 0
 local DELAYED = "payments:delayed:ledger"
 
-local apps = {}
-local function start(folder, opts)
-  local app = testing.app(HERE .. "/" .. folder, opts)
-  apps[#apps + 1] = app
-  return app
-end
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(HERE)
+local start = apps.start
 
 -- calls of each command so far, by lower-case name
 local function calls(app)
@@ -30,10 +26,7 @@ local function sweeps(app) return calls(app).xlen or 0 end
 local function id_ms(id) return tonumber(id:match("^(%d+)%-%d+$")) end
 
 describe("an idle subscription", function()
-  after_each(function()
-    for _, app in ipairs(apps) do pcall(app.stop, app) end
-    apps = {}
-  end)
+  after_each(apps.stop_all)
 
   it("sweeps an empty delay set once a minute: 10 sweeps in 10 minutes", function()
     local app = start("delay_on_new", { consumer = "c" })

@@ -4,16 +4,12 @@
 -- the error, once it has failed for as long as a stuck read (3 x the 4 s
 -- BLOCK of a `new` read); ready again once it works. On the in-memory broker
 -- with the virtual clock.
-local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = SPEC_DIR .. "/fixtures"
 
-local apps = {}
-local function start(folder, opts)
-  local app = testing.app(HERE .. "/" .. folder, opts)
-  apps[#apps + 1] = app
-  return app
-end
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(HERE)
+local start = apps.start
 
 local function count(app, msg)
   local n = 0
@@ -24,10 +20,7 @@ local function count(app, msg)
 end
 
 describe("readiness while periodic work fails", function()
-  after_each(function()
-    for _, app in ipairs(apps) do app:stop() end
-    apps = {}
-  end)
+  after_each(apps.stop_all)
 
   it("is not lost for good by one outcome that failed: acks written later make it ready", function()
     local app = start("sometimes_publish", { consumer = "c" })

@@ -5,26 +5,16 @@
 local testing = require "luastream.testing"
 local ls = require "luastream"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = SPEC_DIR .. "/fixtures"
 
-local apps = {}
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(HERE)
+local start = apps.start
 
-local function start(folder, opts)
-  local app = testing.app(HERE .. "/" .. folder, opts)
-  apps[#apps + 1] = app
-  return app
-end
-
-local function last(app, msg)
-  local recs = app:records(msg)
-  return recs[#recs]
-end
+local last = apps.last
 
 describe("ls.redis.call", function()
-  after_each(function()
-    for _, app in ipairs(apps) do app:stop() end
-    apps = {}
-  end)
+  after_each(apps.stop_all)
 
   it("runs commands on the host's server and returns their replies", function()
     local app = start("redis_call")

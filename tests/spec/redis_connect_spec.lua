@@ -4,27 +4,17 @@
 -- a lost connection; calls at load refused; a bad URL refused at connect.
 local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = SPEC_DIR .. "/fixtures"
 local OTHER = "redis://:s3cret@ledger.example:6390/2"
 
-local apps = {}
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(HERE)
+local start = apps.start
 
-local function start(folder, opts)
-  local app = testing.app(HERE .. "/" .. folder, opts)
-  apps[#apps + 1] = app
-  return app
-end
-
-local function last(app, msg)
-  local recs = app:records(msg)
-  return recs[#recs]
-end
+local last = apps.last
 
 describe("ls.redis.connect", function()
-  after_each(function()
-    for _, app in ipairs(apps) do app:stop() end
-    apps = {}
-  end)
+  after_each(apps.stop_all)
 
   it("runs commands on the second server, not the host's", function()
     local app = start("redis_connect")
@@ -147,7 +137,7 @@ describe("ls.redis.connect", function()
                handle = function(p) other.call("INCRBY", "total", p.amount) end }
     ]], other.url) })
     local app = testing.app(dir, { redis = srv.url })
-    apps[#apps + 1] = app
+    apps.keep(app)
     assert.equal("OK", app:command_on(other.url, "SET", "total", "7"))
     app:publish("payments", { amount = 5 })
     app:settle()

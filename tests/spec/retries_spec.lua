@@ -6,10 +6,10 @@
 -- stopped host, and with two hosts sweeping one delay set), ls.backoff, and
 -- outcomes written with their ack. The handler folders beside this file are
 -- named for what their handlers do.
-local testing = require "luastream.testing"
 local ls = require "luastream"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = SPEC_DIR .. "/fixtures"
 
 local WALL_START = 1767225600000 -- the virtual wall clock when app:now() is 0
 local DEAD = "payments.dead"
@@ -20,14 +20,8 @@ local RETRY = "payments:retry:ledger" -- the retry stream of payments / ledger
 
 -- ---- helpers -----------------------------------------------------------------
 
-local apps = {}
-
--- testing.app on a handler folder beside this spec; stopped after each test.
-local function start(folder, opts)
-  local app = testing.app(HERE .. "/" .. folder, opts)
-  apps[#apps + 1] = app
-  return app
-end
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(HERE)
+local start = apps.start
 
 local function wall(app) return WALL_START + app:now() end
 
@@ -91,10 +85,7 @@ local function advance_until(app, cond, step, limit, what)
   return app:now()
 end
 
-after_each(function()
-  for i = #apps, 1, -1 do apps[i]:stop() end
-  apps = {}
-end)
+after_each(apps.stop_all)
 
 -- ---- max_deliveries ------------------------------------------------------------
 

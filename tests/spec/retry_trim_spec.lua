@@ -3,17 +3,13 @@
 -- broker with the virtual clock: copies of always-retrying entries do not
 -- pile up, and an entry still pending or not yet delivered there is never
 -- trimmed. The shared stream is never trimmed.
-local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = SPEC_DIR .. "/fixtures"
 local RETRY = "payments:retry:ledger"
 
-local apps = {}
-local function start(folder, opts)
-  local app = testing.app(HERE .. "/" .. folder, opts)
-  apps[#apps + 1] = app
-  return app
-end
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(HERE)
+local start = apps.start
 
 local function ids(app, key)
   local out = {}
@@ -22,10 +18,7 @@ local function ids(app, key)
 end
 
 describe("the retry stream", function()
-  after_each(function()
-    for _, app in ipairs(apps) do pcall(app.stop, app) end
-    apps = {}
-  end)
+  after_each(apps.stop_all)
 
   it("keeps what another group on the retry stream has not read", function()
     local app = start("retry_once")
