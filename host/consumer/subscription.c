@@ -362,8 +362,8 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
 
 static void read_next(subscription *s) {
   if (s->state != SUB_READING || s->read_pending || s->waiting) return;
-  /* Held here: on lanes or running, and finished with an outcome not yet
-   * written (plain acks aside: one small XACK per loop turn). */
+  /* On lanes or running; and, counted on its own, finished with an outcome
+   * not yet written (plain acks aside: one small XACK per loop turn). */
   size_t in_flight = lanes_in_flight(&s->lanes);
   size_t batch = (size_t)s->spec->batch;
   enum read_kind kind = plan_next(&s->plan);
@@ -524,9 +524,9 @@ static void ensure_group(subscription *s) {
 
 /* writer_written_fn: a write was answered: may run and read more; a delay
  * it wrote is swept when due (the sweep reports when that is). */
-static void written(void *data) {
+static void written(void *data, bool delays) {
   subscription *s = data;
-  if (writer_take_delays(s->w)) sweeper_soon(s->sweeper, 0);
+  if (delays) sweeper_soon(s->sweeper, 0);
   progress(s);
 }
 

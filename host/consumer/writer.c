@@ -26,7 +26,6 @@ struct writer {
   const struct handler_spec *spec;
   char *retry_key;
   writer_written_fn *on_written;
-  bool delays_answered;       /* writer_take_delays */
   void *data;
   bool abandoned;           /* shutdown deadline: nothing more written */
   unsigned pending;         /* commands sent and not answered */
@@ -196,7 +195,7 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
   batch->n = 0;
   batch->next = w->spare_batches;
   w->spare_batches = batch;
-  w->on_written(w->data); /* a claiming read may have waited for these acks */
+  w->on_written(w->data, false); /* a claiming read may have waited for these acks */
 }
 
 /* One XACK of the ids queued for key k; -1 when it cannot go out now. */
@@ -385,10 +384,10 @@ static void outcomes_done(void *data, const bk_reply *r, const char *err) {
     b->resent = true;
     batch_ready(w, b);
     if (!w->flush_armed) arm_flush(w, RETRY_SOON_MS);
-    w->on_written(w->data);
+    w->on_written(w->data, false);
     return;
   }
-  if (b->delays) w->delays_answered = true;
+  bool delays = b->delays;
   if (r && r->type == BK_ARRAY && r->elements == b->nitems) {
     bool refused = false;
     for (size_t i = 0; i < b->nitems; i++) refused |= item_answered(w, b, &b->items[i], r->element[i]);
@@ -404,7 +403,7 @@ static void outcomes_done(void *data, const bk_reply *r, const char *err) {
                   "EVAL", key_name(w, b->key), why, r != NULL && i == 0);
   }
   batch_release(w, b);
-  w->on_written(w->data); /* a claiming read may have waited for this write */
+  w->on_written(w->data, delays); /* a claiming read may have waited for this write */
 }
 
 /* Sends b; -1 when it cannot go out now. */
@@ -512,8 +511,3 @@ unsigned writer_pending(const writer *w) { return w->pending; }
 size_t writer_unwritten(const writer *w) { return w->unwritten; }
 const struct fault *writer_fault(const writer *w, enum writer_work work) { return &w->work[work]; }
 
-bool writer_take_delays(writer *w) {
-  bool taken = w->delays_answered;
-  w->delays_answered = false;
-  return taken;
-}

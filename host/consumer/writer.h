@@ -30,8 +30,9 @@
 typedef struct writer writer;
 
 /* A write was answered (or given up, or put back to go out again): the
- * subscription may run and read more. */
-typedef void writer_written_fn(void *data);
+ * subscription may run and read more. delays: the answered write added to
+ * the delay set (outcome_delay), so its sweep may look at it now. */
+typedef void writer_written_fn(void *data, bool delays);
 
 /* The work whose failures readiness watches (writer_fault). */
 enum writer_work { WRITER_ACKS, WRITER_OUTCOMES, WRITER_NWORK };
@@ -68,10 +69,6 @@ unsigned writer_pending(const writer *w);
 /* Outcomes other than plain acks not written yet: sent and unanswered, or
  * waiting for the connection. */
 size_t writer_unwritten(const writer *w);
-/* Whether a write answered since the last call held an outcome that adds
- * to the delay set (outcome_delay): the delay set's sweep may look at it
- * now. Clears the flag. */
-bool writer_take_delays(writer *w);
 const struct fault *writer_fault(const writer *w, enum writer_work work);
 
 #endif
