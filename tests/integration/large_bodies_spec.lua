@@ -5,6 +5,7 @@
 -- comparison runs inside Redis (its cjson decodes the reply), so no byte
 -- passes through redis-cli's text output.
 local helper = require "tests.integration.helper"
+local bodies = require "tests.spec.support.bodies"
 
 local READY = 'msg="host ready"'
 
@@ -21,24 +22,6 @@ return {
   end,
 }
 ]]
-
--- A JSON body of exactly n bytes with a note of letters, escapes and raw UTF-8,
--- and the note it decodes to.
-local function json_body(n)
-  local head, tail = '{"note":"', '"}'
-  local text = string.rep("abcdefghij", 98) .. "\195\169" .. "abcd" .. '\\n\\"\\u00e9'
-  local value = string.rep("abcdefghij", 98) .. "\195\169" .. "abcd" .. '\n"\195\169'
-  local fill = n - #head - #tail
-  local k, r = math.floor(fill / #text), fill % #text
-  return head .. string.rep(text, k) .. string.rep("x", r) .. tail, string.rep(value, k) .. string.rep("x", r)
-end
-
-local function binary_body(n)
-  local all = {}
-  for b = 0, 255 do all[#all + 1] = string.char(b) end
-  all = table.concat(all)
-  return string.rep(all, math.floor(n / 256)) .. all:sub(1, n % 256)
-end
 
 -- For every reply: its original id, whether its decoded value equals the
 -- string kept under expect:<original id>, that string's length, and the
@@ -69,12 +52,12 @@ describe("large bodies", function()
       if binary then cmd[6], cmd[7] = "content-type", "application/octet-stream" end
       srv:pipe({ { "SET", "expect:" .. id, value }, cmd })
     end
-    add("1-1", json_body(100 * 1024))
-    add("1-2", json_body(1024 * 1024))
+    add("1-1", bodies.json(100 * 1024))
+    add("1-2", bodies.json(1024 * 1024))
     add("1-3", '{"note":"small"}', "small")
-    local bin = binary_body(100 * 1024 + 3)
+    local bin = bodies.binary(100 * 1024 + 3)
     add("1-4", bin, bin, true)
-    add("1-5", json_body(1024 * 1024 - 1))
+    add("1-5", bodies.json(1024 * 1024 - 1))
     add("1-6", '{"note":"small again"}', "small again")
     helper.wait_until(function()
       local n = srv:xlen("bodies.echo")

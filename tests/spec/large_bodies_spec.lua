@@ -7,27 +7,7 @@ local cjson = require("cjson.safe").new()
 
 local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 
--- A JSON body of exactly n bytes, {"id":ID,"note":"..."}, and the note it
--- decodes to: letters with an escaped newline, quote and "é" every 1000 bytes,
--- and a raw two-byte UTF-8 character (not escaped) in each of those pieces.
-local function json_body(id, n)
-  local head, tail = string.format('{"id":%d,"note":"', id), '"}'
-  local text = string.rep("abcdefghij", 98) .. "\195\169" .. "abcd" .. '\\n\\"\\u00e9' -- 1000 bytes
-  local value = string.rep("abcdefghij", 98) .. "\195\169" .. "abcd" .. '\n"\195\169'
-  local fill = n - #head - #tail
-  local k, r = math.floor(fill / #text), fill % #text
-  local body = head .. string.rep(text, k) .. string.rep("x", r) .. tail
-  assert(#body == n)
-  return body, string.rep(value, k) .. string.rep("x", r)
-end
-
--- n bytes of every byte value in turn, NUL included.
-local function binary_body(n)
-  local all = {}
-  for b = 0, 255 do all[#all + 1] = string.char(b) end
-  all = table.concat(all)
-  return string.rep(all, math.floor(n / 256)) .. all:sub(1, n % 256)
-end
+local bodies = require "tests.spec.support.bodies"
 
 describe("large bodies", function()
   local app
@@ -44,7 +24,7 @@ describe("large bodies", function()
 
   for _, size in ipairs({ 100 * 1024, 1024 * 1024 }) do
     it("decodes a JSON body of " .. size .. " bytes and replies with its string byte for byte", function()
-      local body, note = json_body(7, size)
+      local body, note = bodies.json(size, 7)
       local id = app:command("XADD", "bodies", "*", "data", body)
       app:settle()
       local got = app:received("echo_body")
@@ -61,7 +41,7 @@ describe("large bodies", function()
   end
 
   it("hands a binary body with NUL bytes over raw and replies with it byte for byte", function()
-    local body = binary_body(100 * 1024 + 3)
+    local body = bodies.binary(100 * 1024 + 3)
     local id = app:command("XADD", "bodies", "*", "data", body, "content-type", "application/octet-stream")
     app:settle()
     local got = app:received("echo_body")
@@ -77,7 +57,7 @@ describe("large bodies", function()
   it("keeps handling large and small bodies one after another", function()
     local want = {}
     for i = 1, 6 do
-      local body, note = json_body(i, i % 2 == 0 and 64 or 200 * 1024)
+      local body, note = bodies.json(i % 2 == 0 and 64 or 200 * 1024, i)
       want[app:command("XADD", "bodies", "*", "data", body)] = note
     end
     app:settle()
