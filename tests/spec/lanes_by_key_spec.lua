@@ -104,20 +104,19 @@ describe("lanes by key, random keys and durations on the paused clock", function
     math.randomseed(64)
     app = testing.app(DIR)
     -- 640 entries, 10 per key, 10 ms each: 100 ms of work per lane at best.
-    local keyed, shared = {}, {}
-    for i = 1, 640 do
-      local key = "acct-" .. ((i - 1) % 64)
-      local body = string.format('{"n":%d,"pause_ms":10,"key":"%s"}', i, key)
-      app:command("XADD", "wide_by_key", "*", "data", body, "partition-key", key)
-      keyed[i] = { key = key }
+    local function publish(stream)
+      local sent = {}
+      for i = 1, 640 do
+        local key = "acct-" .. ((i - 1) % 64)
+        local body = string.format('{"n":%d,"pause_ms":10,"key":"%s"}', i, key)
+        app:command("XADD", stream, "*", "data", body, "partition-key", key)
+        sent[i] = { key = key }
+      end
+      return sent
     end
+    local keyed = publish("wide_by_key")
     local by_key_ms = drain(app, "wide_by_key", 640)
-    for i = 1, 640 do
-      local key = "acct-" .. ((i - 1) % 64)
-      local body = string.format('{"n":%d,"pause_ms":10,"key":"%s"}', i, key)
-      app:command("XADD", "wide_shared", "*", "data", body, "partition-key", key)
-      shared[i] = { key = key }
-    end
+    publish("wide_shared")
     local shared_ms = drain(app, "wide_shared", 640)
     assert.equal(64, check(app, "wide_by_key", keyed)) -- all 64 lanes at once
     assert(shared_ms >= 100, "without by_key: " .. shared_ms .. " ms")
