@@ -12,7 +12,8 @@ local has_core, core = pcall(require, "luastream.core")
 if not has_core then
   local function outside() error("only available inside a running luastream host", 3) end
   core = { version = "outside a host", log = outside, sleep = outside, redis = outside,
-           redis_result = outside, redis_connect = outside }
+           redis_result = outside, redis_connect = outside, http = outside,
+           http_result = outside, json_decode = outside }
 end
 
 -- Outside a host, the test harness module (luastream_testing.so) offers what
@@ -206,6 +207,96 @@ function ls.redis.connect(url)
   local client = redis_client(0, url, server)
   client.with_timeout = with_timeout(url, server)
   return client
+end
+
+---------------------------------------------------------------- http
+
+-- request{method = "POST", url = URL, headers = {name = value}, body = STRING
+--         | json = VALUE, timeout = "5s", max_body = BYTES, follow_redirects = true}
+-- -> res ({status = 200, headers = {["content-type"] = ...}, body = "..."},
+-- res:json() decoding the body) or nil, err for a request that got no
+-- response (refused, DNS, timeout, TLS, a body over max_body). A 4xx or 5xx
+-- is a response: check res.status. The handler waits, the other lanes keep
+-- running. Never sent again on its own: after a timeout the server may have
+-- acted on it, so send ctx.idempotency_key as the Idempotency-Key header
+-- where the server honours one.
+local json_encode_http = require("luastream.json").encode
+
+local RESPONSE = { __index = {} }
+function RESPONSE.__index.json(res)
+  return core.json_decode(res.body)
+end
+
+local function header_lines(headers, name)
+  local lines, typed = {}, false
+  if headers == nil then return lines, typed end
+  if type(headers) ~= "table" then error(name .. ": headers must be a table of name = value", 3) end
+  for k, v in pairs(headers) do
+    if type(k) ~= "string" then error(name .. ": a header name must be a string, got " .. type(k), 3) end
+    if type(v) == "number" then v = json_encode_http(v) end
+    if type(v) ~= "string" then
+      error(name .. ": header " .. k .. " must be a string or a number, got " .. type(v), 3)
+    end
+    lines[#lines + 1] = k .. ": " .. v
+    typed = typed or k:lower() == "content-type"
+  end
+  table.sort(lines) -- the same request is sent the same way every time
+  return lines, typed
+end
+
+local function http_request(opts, name)
+  if type(opts) ~= "table" then error(name .. ": expects a table of options, got " .. type(opts), 3) end
+  local method = opts.method or "GET"
+  if type(method) ~= "string" then error(name .. ": method must be a string", 3) end
+  if type(opts.url) ~= "string" then error(name .. ": url must be a string, got " .. type(opts.url), 3) end
+  local lines, typed = header_lines(opts.headers, name)
+  local body = opts.body
+  if opts.json ~= nil then
+    if body ~= nil then error(name .. ": give body or json, not both", 3) end
+    local why
+    body, why = json_encode_http(opts.json)
+    if not body then error(name .. ": json: " .. tostring(why), 3) end
+    if not typed then lines[#lines + 1] = "Content-Type: application/json" end
+  elseif body ~= nil and type(body) ~= "string" then
+    error(name .. ": body must be a string (or give json = a value), got " .. type(body), 3)
+  end
+  local timeout = 0
+  if opts.timeout ~= nil then
+    local why
+    timeout, why = ls.duration(opts.timeout)
+    if not timeout then error(name .. ": timeout " .. why, 3) end
+    if timeout <= 0 then error(name .. ": timeout must be above 0", 3) end
+  end
+  local max_body = opts.max_body or 0
+  if type(max_body) ~= "number" or max_body < 0 or max_body % 1 ~= 0 then
+    error(name .. ": max_body must be a number of bytes", 3)
+  end
+  core.http(name, method:upper(), opts.url, lines, body, math.ceil(timeout), max_body,
+            opts.follow_redirects == true)
+  local status, headers, text = core.http_result()
+  if not status then return nil, headers end
+  return setmetatable({ status = status, headers = headers, body = text }, RESPONSE)
+end
+
+ls.http = {}
+
+function ls.http.request(opts)
+  return http_request(opts, "ls.http.request")
+end
+
+-- get(url [, opts]), post(url, opts): request with that method and url.
+function ls.http.get(url, opts)
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.method, o.url = "GET", url
+  return http_request(o, "ls.http.get")
+end
+
+function ls.http.post(url, opts)
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.method, o.url = "POST", url
+  return http_request(o, "ls.http.post")
 end
 
 ---------------------------------------------------------------- logging

@@ -174,6 +174,26 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                 "yields), log which handler and entry were running and exit with status 70 "
                 "(at most 10s, so that a stalled process ends before its consumer leases "
                 "can expire; keep it above --load-timeout; it cannot be off)"},
+    [OPT_HTTP_TIMEOUT] = {
+        .name = "http-timeout", .arg = "DURATION", .kind = CLI_DURATION,
+        .commands = CLI_IN(CLI_RUN), .def = "10s",
+        .help = "how long an ls.http request may take, queueing for a connection "
+                "included, unless the request gives its own timeout"},
+    [OPT_HTTP_MAX_BODY] = {
+        .name = "http-max-body", .arg = "BYTES", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
+        .def = "16777216", .min = 1, .max = 1LL << 40,
+        .help = "the largest ls.http response body; a longer one fails the request "
+                "(\"the response body is larger than ...\") unless the request gives its own "
+                "max_body"},
+    [OPT_HTTP_PER_HOST] = {
+        .name = "http-per-host", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
+        .def = "32", .min = 1, .max = 100000,
+        .help = "connections ls.http opens to one host at once, kept open for reuse; "
+                "more requests wait for one"},
+    [OPT_HTTP_CA_FILE] = {
+        .name = "http-ca-file", .arg = "PATH", .kind = CLI_NAME, .commands = CLI_IN(CLI_RUN),
+        .help = "check HTTPS servers' certificates against the CAs in this PEM file "
+                "instead of the system's CA store"},
     [OPT_KEY] = {
         .name = "key", .arg = "K", .kind = CLI_STRING, .commands = CLI_IN(CLI_PUBLISH),
         .help = "partition key (header partition-key)"},

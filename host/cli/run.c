@@ -14,6 +14,8 @@
 #include "clock.h"
 #include "health.h"
 #include "host.h"
+#include "http.h"
+#include "http_curl.h"
 #include "log.h"
 #include "log_writer.h"
 #include "loop.h"
@@ -34,6 +36,7 @@ struct run {
   uv_loop_t loop;
   lclock *clock;
   broker *broker;
+  http_client *http;        /* ls.http */
   host *host;
   health *health;           /* --http, else NULL */
   bool signals;             /* sigterm, sigint and sighup are initialised */
@@ -74,6 +77,7 @@ static int run_teardown(struct run *r, int status) {
   health_close(r->health);
   r->health = NULL;
   if (r->host) host_free(r->host);
+  http_free(r->http); /* after the host: its jobs' requests are let go */
   if (r->broker) broker_free(r->broker);
   if (r->clock) {
     log_set_clock(NULL);
@@ -173,6 +177,7 @@ static void host_stopped(void *data) {
   close_handles(r);
   health_close(r->health);
   r->health = NULL;
+  http_close(r->http); /* requests of abandoned handlers; kept connections */
 }
 
 static bool run_ready(void *data, char *why, size_t len) {
@@ -287,6 +292,19 @@ int cmd_run(int argc, char **argv) {
     log_line(LOG_ERROR, NULL, "handlers failed to load; not starting", "dir", r.dir, NULL);
     goto out;
   }
+  const char *ca_file = cli_text(&o, OPT_HTTP_CA_FILE);
+  if (ca_file && access(ca_file, R_OK) != 0) {
+    fprintf(stderr, "luastream: --http-ca-file %s: cannot be read\n", ca_file);
+    goto out;
+  }
+  struct http_curl_options ho = {.max_per_host = (long)cli_num(&o, OPT_HTTP_PER_HOST),
+                                 .ca_file = ca_file};
+  if ((r.http = http_curl_new(&r.loop, &ho, err, sizeof err)) == NULL) {
+    fprintf(stderr, "luastream: %s\n", err);
+    goto out;
+  }
+  host_set_http(r.host, r.http, (uint64_t)cli_num(&o, OPT_HTTP_TIMEOUT),
+                (size_t)cli_num(&o, OPT_HTTP_MAX_BODY));
   if (cli_text(&o, OPT_HTTP) &&
       (r.health = health_start(&r.loop, cli_text(&o, OPT_HTTP), run_ready, &r, err, sizeof err)) ==
           NULL) {

@@ -515,6 +515,12 @@ void host_set_servers(host *h, const struct servers_backend *backend) {
   h->servers.backend = *backend;
 }
 
+void host_set_http(host *h, struct http_client *client, uint64_t timeout_ms, size_t max_body) {
+  h->env.http = client;
+  h->env.http_timeout_ms = timeout_ms;
+  h->env.http_max_body = max_body;
+}
+
 /* The shutdown deadline: every subscription still stopping drops its running
  * handlers (sub_abandon); then the command connection goes, which ends the
  * writes still unanswered, so the last subscriptions drain and the host

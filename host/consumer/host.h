@@ -105,6 +105,11 @@ const char *host_failed(const host *h);
  * calls fail with "not connected". */
 struct servers_backend;
 void host_set_servers(host *h, const struct servers_backend *backend);
+/* The HTTP client handlers' ls.http requests go through, and their defaults
+ * (0: the runtime's); call before host_start. Without it ls.http raises.
+ * The client stays the caller's: close it once the host has stopped. */
+struct http_client;
+void host_set_http(host *h, struct http_client *client, uint64_t timeout_ms, size_t max_body);
 /* Tells fn of every finished delivery (see rt_env.on_delivery). */
 void host_on_delivery(host *h,
                       void (*fn)(void *data, const struct handler_spec *spec,

@@ -25,6 +25,7 @@
 #include "json_encode.h"
 #include "log.h"
 #include "corelib.h"
+#include "corelib_http.h"
 #include "jobs.h"
 #include "redis_reply.h"
 #include "runtime.h"
@@ -525,12 +526,13 @@ int core_open(lua_State *L, struct core *c) {
                                  {"deliveries", core_deliveries}, {"redis", core_redis},
                                  {"redis_result", core_redis_result}, {"command", core_command},
                                  {"redis_connect", core_redis_connect}, {NULL, NULL}};
-  lua_createtable(L, 0, 16);
+  lua_createtable(L, 0, 24);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);
     lua_pushcclosure(L, f->func, 1);
     lua_setfield(L, -2, f->name);
   }
+  core_http_open(L, c);
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
   lua_pushliteral(L, LUASTREAM_VERSION);

@@ -9,13 +9,14 @@
 #include "broker.h"
 #include "clock.h"
 #include "entry.h"
+#include "http.h"
 #include "watchdog.h"
 #include "wire.h"
 
-enum job_op { OP_NONE, OP_SLEEP, OP_CALL };
+enum job_op { OP_NONE, OP_SLEEP, OP_CALL, OP_HTTP };
 
-/* One ls.redis.call in flight: what the broker's callback holds. The broker
- * calls back exactly once, possibly long after the job stopped waiting for
+/* One ls.redis.call or ls.http request in flight: what the broker's or the
+ * HTTP client's callback holds. Either calls back exactly once, possibly long after the job stopped waiting for
  * it (it timed out, was abandoned, or its state closed): job is then NULL and
  * the reply is dropped without touching Lua. Records are kept on a free list,
  * so steady calls allocate nothing. */
@@ -68,12 +69,14 @@ struct rt_job {
   void *data;
   enum job_op op;         /* what the coroutine waits for, OP_NONE while running */
   ltimer *timer;          /* ls.sleep, a call's timeout; created on first use */
-  struct call *call;      /* OP_CALL: the call in flight */
+  struct call *call;      /* OP_CALL, OP_HTTP: the call in flight */
   uint64_t call_timeout_ms;
-  char call_name[128];    /* the command (and another server's URL), for messages */
-  /* A call's answer while the job runs after it (job_call_reply): the reply
-   * (the broker's, valid until the coroutine next yields), else why not. */
+  char call_name[192];    /* the command (and another server's URL), or method and URL */
+  /* A call's answer while the job runs after it (job_call_reply,
+   * job_http_response): the reply or response (the broker's or the
+   * client's, valid until the coroutine next yields), else why not. */
   const bk_reply *reply;
+  const struct http_response *response;
   const char *reply_err;
   char reply_why[320];
   struct rt_job *prev, *next; /* the pool's running jobs, for jobs_abandon */
@@ -187,6 +190,7 @@ static void job_end(struct rt_job *job, bool reusable) {
     call_detach(job);
     job->op = OP_NONE;
     job->reply = NULL;
+    job->response = NULL;
     job->reply_err = NULL;
     lua_settop(job->co, 0);
     job->e = NULL;
@@ -309,9 +313,10 @@ static void run(struct rt_job *job, int nargs) {
   int rc = lua_resume(job->co, nargs);
   watchdog_leave();
   j->current = NULL;
-  /* A call's reply is the broker's only during its callback: whatever the
-   * coroutine did not take of it is gone now. */
+  /* A call's reply is the broker's only during its callback (a response the
+   * client's): whatever the coroutine did not take of it is gone now. */
   job->reply = NULL;
+  job->response = NULL;
   if (rc == LUA_YIELD) {
     if (job->op != OP_NONE) return; /* waiting: a loop callback resumes it */
     finish_failed(job, "coroutine.yield called in a handler: only ls.sleep and ls.redis may wait");
@@ -368,6 +373,11 @@ static void timer_done(ltimer *t, void *data) {
              "redis %s: no reply within %llums (the command may still run on the server)",
              job->call_name, (unsigned long long)job->call_timeout_ms);
     job->reply_err = job->reply_why;
+  } else if (job->op == OP_HTTP) {
+    call_detach(job);
+    snprintf(job->reply_why, sizeof job->reply_why, "http %s: no response within %llums",
+             job->call_name, (unsigned long long)job->call_timeout_ms);
+    job->reply_err = job->reply_why;
   }
   job->op = OP_NONE;
   run(job, 0);
@@ -389,6 +399,7 @@ static int arm(struct rt_job *job, uint64_t ms) {
 static void wait_reset(struct rt_job *job) {
   call_detach(job);
   job->reply = NULL;
+  job->response = NULL;
   job->reply_err = NULL;
   job->op = OP_NONE;
 }
@@ -490,6 +501,60 @@ const bk_reply *job_call_reply(struct rt_job *job, const char **err) {
   const bk_reply *r = job->reply;
   *err = r ? NULL : job->reply_err ? job->reply_err : "redis: no call was made";
   job->reply = NULL;
+  job->reply_err = NULL;
+  return r;
+}
+
+static void http_done(void *data, const struct http_response *res, const char *err) {
+  struct call *c = data;
+  struct rt_job *job = c->job;
+  call_put(c);
+  if (job == NULL) return; /* nobody waits for it any more */
+  job->call = NULL;
+  timer_stop(job->timer);
+  job->op = OP_NONE;
+  job->response = res;
+  if (res == NULL) {
+    snprintf(job->reply_why, sizeof job->reply_why, "http %s: %s", job->call_name,
+             err ? err : "no response");
+    job->reply_err = job->reply_why;
+  }
+  run(job, 0);
+}
+
+int job_http(struct rt_job *job, const struct http_request *req) {
+  const struct rt_env *env = job->pool->env;
+  wait_reset(job);
+  if (env == NULL || env->http == NULL || env->clock == NULL) return -1;
+  if (job->timer == NULL) job->timer = timer_new(env->clock, timer_done, job);
+  if (job->timer == NULL) return -2;
+  struct call *c = call_get();
+  if (c == NULL) return -2;
+  c->job = job;
+  c->next = NULL;
+  char url[160];
+  snprintf(job->call_name, sizeof job->call_name, "%s %s", req->method,
+           http_redact_url(req->url, url, sizeof url));
+  if (http_request(env->http, req, http_done, c) != 0) {
+    call_put(c);
+    snprintf(job->reply_why, sizeof job->reply_why,
+             "http %s: not sent (out of memory, or the host is stopping)", job->call_name);
+    job->reply_err = job->reply_why;
+    return -3;
+  }
+  /* The client has the same limit; the job's timer keeps it on the host's
+   * clock (the virtual one in the harness). */
+  job->call_timeout_ms = req->timeout_ms;
+  job->call = c;
+  timer_start(job->timer, req->timeout_ms);
+  job->op = OP_HTTP;
+  return 0;
+}
+
+const struct http_response *job_http_response(struct rt_job *job, const char **err) {
+  const struct http_response *r = job->response;
+  *err = r ? NULL : job->reply_err ? job->reply_err : "http: no request was made";
+  job->response = NULL;
   job->reply_err = NULL;
   return r;
 }

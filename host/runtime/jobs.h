@@ -6,7 +6,8 @@
  * waits (ls.sleep) by arming its timer and yielding; the timer's callback
  * resumes it. A Redis call (ls.redis.call) waits the same way for the
  * broker's reply, with the timer as its timeout; a reply that comes after
- * the job stopped waiting is dropped. The dispatcher's return values become an rt_result for the
+ * the job stopped waiting is dropped; an HTTP request (ls.http) waits
+ * likewise. The dispatcher's return values become an rt_result for the
  * job's done callback. The pool knows nothing of loading or generations:
  * runtime.c owns those, and is told through a callback when a released pool
  * has no job left. */
@@ -100,6 +101,22 @@ int job_call_on(struct rt_job *job, const char *url, const char *server, int arg
  * none ("redis GET: no reply within 5000ms ...", "redis GET: connection
  * lost: ..."). */
 const struct bk_reply *job_call_reply(struct rt_job *job, const char **err);
+
+struct http_request;
+struct http_response;
+/* ls.http.request: sends req (checked by the caller with
+ * http_request_check; copied before this returns) with the host's HTTP
+ * client (rt_env.http) and waits at most req->timeout_ms; the caller must
+ * then yield, and the job is resumed with no values once the response
+ * came, the timeout passed or the request failed: job_http_response then
+ * says which. Returns 0, -1 when the host offers no HTTP client (or no
+ * clock), -2 when out of memory, -3 when the client refused it (nothing was
+ * sent; job_http_response says so, and the caller must not yield). */
+int job_http(struct rt_job *job, const struct http_request *req);
+/* The answer to the job's last request, once: the response (valid until
+ * the coroutine next yields or returns), or NULL with *err saying why there
+ * is none ("http POST https://...: no response within 10000ms"). */
+const struct http_response *job_http_response(struct rt_job *job, const char **err);
 
 /* Frees the spare records of handlers' Redis calls (at exit, so that nothing
  * is left allocated). */

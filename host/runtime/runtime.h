@@ -67,6 +67,11 @@ struct rt_env {
   int (*connect)(void *data, const char *url, struct broker **b, struct bk_conn **conn,
                  char *err, size_t errlen);
   void *connect_data;
+  /* ls.http: the host's HTTP client (http.h), shared by every handler; NULL:
+   * requests raise. Defaults for a request that does not say: */
+  struct http_client *http;
+  uint64_t http_timeout_ms; /* 0: RT_HTTP_TIMEOUT_MS */
+  size_t http_max_body;     /* 0: RT_HTTP_MAX_BODY */
   /* Optional: told of every finished delivery, before its outcome is applied
    * (the test harness records them). Arguments valid during the call only. */
   void (*on_delivery)(void *data, const struct handler_spec *spec, const struct entry *e,
@@ -81,6 +86,10 @@ struct rt_env {
 /* The default limit on one ls.redis.call: past it the call fails with an
  * error (the command may still have run on the server). */
 #define RT_CALL_TIMEOUT_MS 5000
+/* An ls.http request's default limit, the whole exchange. */
+#define RT_HTTP_TIMEOUT_MS 10000
+/* The default cap on an ls.http response body. */
+#define RT_HTTP_MAX_BODY (16u * 1024 * 1024)
 /* The most arguments one command written with the ack may have (ctx:write,
  * ctx:publish, a reply): what the outcome script can pass on, its MAX_ARGS
  * (broker/scripts/outcome.lua; Lua's unpack stops near 8000). */

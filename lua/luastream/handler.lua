@@ -409,6 +409,18 @@ local function flat_reader()
   end
 end
 
+-- ctx.idempotency_key: "stream/group/id", id the entry's id on the source
+-- stream, so the same across redeliveries, retry copies, delays and
+-- replays of one entry in one group; "%" and "/" in the stream and group
+-- names are written %25 and %2F, so no two entries share a key.
+local function escape_name(s)
+  return (s:gsub("[%%/]", { ["%"] = "%25", ["/"] = "%2F" }))
+end
+
+local function idempotency_key(spec, source_id)
+  return escape_name(spec.stream) .. "/" .. escape_name(spec.group) .. "/" .. source_id
+end
+
 -- dispatcher(spec, consumer) -> function(seq) run in each entry's coroutine;
 -- seq names the job for core.message and core.entry. core.message decodes
 -- the body in C: the decoded JSON, the text of a body of another
@@ -434,6 +446,11 @@ function M.dispatcher(spec, consumer)
         local n = core.deliveries(rawget(ctx, SEQ))
         rawset(ctx, "deliveries", n)
         return n
+      end
+      if k == "idempotency_key" then
+        local key = idempotency_key(spec, core.source_id(rawget(ctx, SEQ)))
+        rawset(ctx, "idempotency_key", key)
+        return key
       end
       if k == "headers" or k == "fields" then
         local headers, raw = materialise(ctx)

@@ -1,0 +1,471 @@
+/* http_curl: libcurl multi on libuv; see http_curl.h. The only file in the
+ * project that includes libcurl.
+ *
+ * libcurl rules this code leans on (libcurl-multi(3), CURLMOPT_SOCKETFUNCTION,
+ * CURLMOPT_TIMERFUNCTION):
+ * - the socket callback says which sockets to watch for what; CURL_POLL_REMOVE
+ *   comes before libcurl closes one, so its uv_poll stops while the fd is
+ *   still that socket;
+ * - the timer callback only arms or stops our timer: libcurl must not be
+ *   called back from inside it, so a 0 ms timeout fires from the loop;
+ * - a finished transfer is read with curl_multi_info_read after
+ *   curl_multi_socket_action, and its message is gone once the handle is
+ *   removed: the result is taken first. */
+#include "http_curl.h"
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define SPARE_KEPT 64              /* finished transfers kept for reuse */
+#define BUFFER_KEPT (256 * 1024)   /* a kept transfer's buffers above this are freed */
+
+struct curl_client;
+
+/* One request: its easy handle and what libcurl writes into. */
+struct transfer {
+  struct curl_client *cc;
+  CURL *easy;
+  struct curl_slist *headers;
+  char *out;             /* the request body: libcurl reads it while it runs */
+  size_t out_cap;
+  char *body;            /* the response body */
+  size_t body_len, body_cap;
+  char *head;            /* the last response's header lines */
+  size_t head_len, head_cap;
+  size_t max_body;
+  bool too_large;
+  uint64_t timeout_ms;
+  http_done_fn *done;
+  void *data;
+  char errbuf[CURL_ERROR_SIZE];
+  struct transfer *prev, *next; /* the running list, or the spare list (next) */
+};
+
+/* A socket libcurl asked us to watch. */
+struct sock {
+  uv_poll_t poll;
+  curl_socket_t fd;
+  struct curl_client *cc;
+  struct sock *prev, *next;
+};
+
+struct curl_client {
+  http_client base;
+  uv_loop_t *loop;
+  CURLM *multi;
+  uv_timer_t timer;
+  char *ca_file;
+  struct transfer *running;
+  struct transfer *spare;
+  size_t nspare;
+  struct sock *socks;
+  int open_handles; /* the timer and the polls, until their close callbacks ran */
+  bool closed;
+  bool free_wanted; /* http_free came while handles were still closing */
+};
+
+static int clients; /* curl_global_init is counted */
+
+const char *http_curl_version(void) { return curl_version(); }
+
+/* ---- buffers ---- */
+
+static int append(char **buf, size_t *len, size_t *cap, const char *p, size_t n) {
+  if (*len + n + 1 > *cap) {
+    size_t want = *cap ? *cap : 4096;
+    while (want < *len + n + 1) want *= 2;
+    char *b = realloc(*buf, want);
+    if (b == NULL) return -1;
+    *buf = b;
+    *cap = want;
+  }
+  memcpy(*buf + *len, p, n);
+  *len += n;
+  (*buf)[*len] = '\0';
+  return 0;
+}
+
+static void shrink(char **buf, size_t *cap) {
+  if (*cap > BUFFER_KEPT) {
+    free(*buf);
+    *buf = NULL;
+    *cap = 0;
+  }
+}
+
+/* ---- transfers ---- */
+
+static void transfer_destroy(struct transfer *t) {
+  if (t->easy) curl_easy_cleanup(t->easy);
+  curl_slist_free_all(t->headers);
+  free(t->out);
+  free(t->body);
+  free(t->head);
+  free(t);
+}
+
+static struct transfer *transfer_get(struct curl_client *cc) {
+  struct transfer *t = cc->spare;
+  if (t) {
+    cc->spare = t->next;
+    cc->nspare--;
+    curl_easy_reset(t->easy);
+  } else {
+    t = calloc(1, sizeof *t);
+    if (t == NULL) return NULL;
+    t->cc = cc;
+    if ((t->easy = curl_easy_init()) == NULL) {
+      free(t);
+      return NULL;
+    }
+  }
+  curl_slist_free_all(t->headers);
+  t->headers = NULL;
+  t->body_len = t->head_len = 0;
+  t->too_large = false;
+  t->errbuf[0] = '\0';
+  t->prev = t->next = NULL;
+  return t;
+}
+
+static void transfer_put(struct curl_client *cc, struct transfer *t) {
+  if (cc->closed || cc->nspare >= SPARE_KEPT) {
+    transfer_destroy(t);
+    return;
+  }
+  shrink(&t->out, &t->out_cap);
+  shrink(&t->body, &t->body_cap);
+  shrink(&t->head, &t->head_cap);
+  t->done = NULL;
+  t->data = NULL;
+  t->next = cc->spare;
+  cc->spare = t;
+  cc->nspare++;
+}
+
+static void running_add(struct curl_client *cc, struct transfer *t) {
+  t->prev = NULL;
+  t->next = cc->running;
+  if (cc->running) cc->running->prev = t;
+  cc->running = t;
+}
+
+static void running_remove(struct curl_client *cc, struct transfer *t) {
+  if (t->prev) t->prev->next = t->next;
+  else cc->running = t->next;
+  if (t->next) t->next->prev = t->prev;
+  t->prev = t->next = NULL;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+  struct transfer *t = ud;
+  size_t len = size * n;
+  if (t->body_len + len > t->max_body) {
+    t->too_large = true;
+    return 0; /* not len: libcurl ends the transfer with CURLE_WRITE_ERROR */
+  }
+  return append(&t->body, &t->body_len, &t->body_cap, p, len) == 0 ? len : 0;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+  struct transfer *t = ud;
+  size_t len = size * n;
+  if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+    t->head_len = 0; /* a status line: a new response (after 100 Continue, a redirect) */
+    return len;
+  }
+  if (len <= 2) return len; /* the empty line that ends the headers */
+  return append(&t->head, &t->head_len, &t->head_cap, p, len) == 0 ? len : 0;
+}
+
+/* Finished with rc: the caller's callback, then the transfer is kept. */
+static void transfer_finish(struct curl_client *cc, struct transfer *t, CURLcode rc) {
+  http_done_fn *done = t->done;
+  void *data = t->data;
+  if (rc == CURLE_OK) {
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    struct http_response res = {.status = status,
+                                .headers = t->head ? t->head : "",
+                                .headers_len = t->head_len,
+                                .body = t->body ? t->body : "",
+                                .body_len = t->body_len};
+    done(data, &res, NULL);
+  } else {
+    char why[CURL_ERROR_SIZE + 96];
+    if (t->too_large || rc == CURLE_FILESIZE_EXCEEDED)
+      snprintf(why, sizeof why, "the response body is larger than %zu bytes (max_body)",
+               t->max_body);
+    else if (rc == CURLE_OPERATION_TIMEDOUT)
+      snprintf(why, sizeof why, "no response within %llums",
+               (unsigned long long)t->timeout_ms);
+    else
+      snprintf(why, sizeof why, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc));
+    done(data, NULL, why);
+  }
+  transfer_put(cc, t);
+}
+
+/* The transfers libcurl has finished. */
+static void take_finished(struct curl_client *cc) {
+  CURLMsg *msg;
+  int left;
+  while (!cc->closed && (msg = curl_multi_info_read(cc->multi, &left)) != NULL) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    CURL *easy = msg->easy_handle;
+    CURLcode rc = msg->data.result;
+    struct transfer *t = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
+    curl_multi_remove_handle(cc->multi, easy);
+    running_remove(cc, t);
+    transfer_finish(cc, t, rc);
+  }
+}
+
+/* ---- libcurl's sockets and timer on the loop ---- */
+
+static void handle_closed(struct curl_client *cc) {
+  if (--cc->open_handles == 0 && cc->free_wanted) {
+    free(cc->ca_file);
+    free(cc);
+    if (--clients == 0) curl_global_cleanup();
+  }
+}
+
+static void sock_closed(uv_handle_t *h) {
+  struct sock *s = h->data;
+  struct curl_client *cc = s->cc;
+  free(s);
+  handle_closed(cc);
+}
+
+static void timer_closed(uv_handle_t *h) { handle_closed(h->data); }
+
+static void sock_close(struct curl_client *cc, struct sock *s) {
+  if (s->prev) s->prev->next = s->next;
+  else cc->socks = s->next;
+  if (s->next) s->next->prev = s->prev;
+  uv_poll_stop(&s->poll);
+  uv_close((uv_handle_t *)&s->poll, sock_closed);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events) {
+  struct sock *s = p->data;
+  struct curl_client *cc = s->cc;
+  int flags = 0;
+  if (status < 0) flags = CURL_CSELECT_ERR;
+  if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
+  if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
+  int running;
+  /* may remove s (CURL_POLL_REMOVE): not touched after */
+  curl_multi_socket_action(cc->multi, s->fd, flags, &running);
+  take_finished(cc);
+}
+
+static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp) {
+  (void)easy;
+  struct curl_client *cc = userp;
+  struct sock *s = socketp;
+  if (cc->closed) return 0;
+  if (what == CURL_POLL_REMOVE) {
+    if (s) {
+      curl_multi_assign(cc->multi, fd, NULL);
+      sock_close(cc, s);
+    }
+    return 0;
+  }
+  if (s == NULL) {
+    if ((s = calloc(1, sizeof *s)) == NULL) return -1;
+    if (uv_poll_init_socket(cc->loop, &s->poll, fd) != 0) {
+      free(s);
+      return -1;
+    }
+    s->fd = fd;
+    s->cc = cc;
+    s->poll.data = s;
+    s->next = cc->socks;
+    if (cc->socks) cc->socks->prev = s;
+    cc->socks = s;
+    cc->open_handles++;
+    curl_multi_assign(cc->multi, fd, s);
+  }
+  int events = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
+  uv_poll_start(&s->poll, events, on_poll);
+  return 0;
+}
+
+static void on_timeout(uv_timer_t *timer) {
+  struct curl_client *cc = timer->data;
+  int running;
+  curl_multi_socket_action(cc->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+  take_finished(cc);
+}
+
+static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
+  (void)multi;
+  struct curl_client *cc = userp;
+  if (cc->closed) return 0;
+  if (timeout_ms < 0) uv_timer_stop(&cc->timer);
+  else uv_timer_start(&cc->timer, on_timeout, (uint64_t)timeout_ms, 0);
+  return 0;
+}
+
+/* ---- the seam ---- */
+
+static bool header_named(const char *line, const char *name) {
+  size_t n = strlen(name);
+  return strncasecmp(line, name, n) == 0 && line[n] == ':';
+}
+
+static int setup(struct curl_client *cc, struct transfer *t, const struct http_request *req) {
+  CURL *e = t->easy;
+  bool typed = false;
+  for (size_t i = 0; i < req->nheaders; i++) {
+    struct curl_slist *l = curl_slist_append(t->headers, req->headers[i]);
+    if (l == NULL) return -1;
+    t->headers = l;
+    typed = typed || header_named(req->headers[i], "content-type");
+  }
+  /* No "Expect: 100-continue" round trip before a larger body; no form
+   * content type that the handler did not ask for. */
+  const char *extra[] = {"Expect:", typed || req->body == NULL ? NULL : "Content-Type:"};
+  for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
+    if (extra[i] == NULL) continue;
+    struct curl_slist *l = curl_slist_append(t->headers, extra[i]);
+    if (l == NULL) return -1;
+    t->headers = l;
+  }
+  t->max_body = req->max_body;
+  t->timeout_ms = req->timeout_ms;
+  CURLcode rc = CURLE_OK;
+#define SET(opt, v) \
+  if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, v)
+  SET(CURLOPT_URL, req->url);
+  SET(CURLOPT_PRIVATE, (void *)t);
+  SET(CURLOPT_WRITEFUNCTION, on_body);
+  SET(CURLOPT_WRITEDATA, (void *)t);
+  SET(CURLOPT_HEADERFUNCTION, on_header);
+  SET(CURLOPT_HEADERDATA, (void *)t);
+  SET(CURLOPT_ERRORBUFFER, t->errbuf);
+  SET(CURLOPT_NOSIGNAL, 1L);
+  SET(CURLOPT_PROTOCOLS_STR, "http,https");
+  SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  SET(CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
+  SET(CURLOPT_FOLLOWLOCATION, req->follow_redirects ? 1L : 0L);
+  SET(CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
+  SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_body);
+  SET(CURLOPT_USERAGENT, "luastream/" LUASTREAM_VERSION);
+  SET(CURLOPT_HTTPHEADER, t->headers);
+  if (cc->ca_file) SET(CURLOPT_CAINFO, cc->ca_file);
+  if (strcmp(req->method, "GET") == 0 && req->body == NULL) {
+    SET(CURLOPT_HTTPGET, 1L);
+  } else if (strcmp(req->method, "HEAD") == 0 && req->body == NULL) {
+    SET(CURLOPT_NOBODY, 1L);
+  } else {
+    if (req->body || strcmp(req->method, "POST") == 0) {
+      /* our copy: libcurl reads POSTFIELDS while the transfer runs */
+      size_t len = req->body ? req->body_len : 0;
+      if (len + 1 > t->out_cap) {
+        char *b = realloc(t->out, len + 1);
+        if (b == NULL) return -1;
+        t->out = b;
+        t->out_cap = len + 1;
+      }
+      if (len) memcpy(t->out, req->body, len);
+      t->out[len] = '\0';
+      SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+      SET(CURLOPT_POSTFIELDS, t->out);
+    }
+    if (strcmp(req->method, "POST") != 0) SET(CURLOPT_CUSTOMREQUEST, req->method);
+  }
+#undef SET
+  return rc == CURLE_OK ? 0 : -1;
+}
+
+static int client_request(http_client *c, const struct http_request *req, http_done_fn *done,
+                        void *data) {
+  struct curl_client *cc = (struct curl_client *)c;
+  if (cc->closed) return -1;
+  struct transfer *t = transfer_get(cc);
+  if (t == NULL) return -1;
+  if (setup(cc, t, req) != 0) {
+    transfer_destroy(t);
+    return -1;
+  }
+  t->done = done;
+  t->data = data;
+  if (curl_multi_add_handle(cc->multi, t->easy) != CURLM_OK) {
+    transfer_destroy(t);
+    return -1;
+  }
+  running_add(cc, t);
+  return 0;
+}
+
+static void client_close(http_client *c) {
+  struct curl_client *cc = (struct curl_client *)c;
+  if (cc->closed) return;
+  cc->closed = true;
+  while (cc->socks) sock_close(cc, cc->socks);
+  uv_timer_stop(&cc->timer);
+  uv_close((uv_handle_t *)&cc->timer, timer_closed);
+  /* Every request in flight fails; a callback that asks for another is refused. */
+  while (cc->running) {
+    struct transfer *t = cc->running;
+    running_remove(cc, t);
+    curl_multi_remove_handle(cc->multi, t->easy);
+    t->done(t->data, NULL, "the HTTP client closed (the host is stopping)");
+    transfer_destroy(t);
+  }
+  while (cc->spare) {
+    struct transfer *t = cc->spare;
+    cc->spare = t->next;
+    transfer_destroy(t);
+  }
+  cc->nspare = 0;
+  curl_multi_cleanup(cc->multi); /* closes the kept connections */
+  cc->multi = NULL;
+}
+
+static void client_free(http_client *c) {
+  struct curl_client *cc = (struct curl_client *)c;
+  client_close(c);
+  cc->free_wanted = true;
+  cc->open_handles++; /* so that handle_closed may free it now */
+  handle_closed(cc);
+}
+
+static const struct http_ops curl_ops = {client_request, client_close, client_free};
+
+http_client *http_curl_new(uv_loop_t *loop, const struct http_curl_options *o, char *err,
+                           size_t errlen) {
+  if (clients == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    snprintf(err, errlen, "cannot start libcurl (curl_global_init failed)");
+    return NULL;
+  }
+  clients++;
+  struct curl_client *cc = calloc(1, sizeof *cc);
+  if (cc == NULL || (o->ca_file && (cc->ca_file = strdup(o->ca_file)) == NULL) ||
+      (cc->multi = curl_multi_init()) == NULL) {
+    if (cc) free(cc->ca_file);
+    free(cc);
+    if (--clients == 0) curl_global_cleanup();
+    snprintf(err, errlen, "cannot create the HTTP client: out of memory");
+    return NULL;
+  }
+  cc->base.ops = &curl_ops;
+  cc->loop = loop;
+  uv_timer_init(loop, &cc->timer);
+  cc->timer.data = cc;
+  cc->open_handles = 1;
+  curl_multi_setopt(cc->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(cc->multi, CURLMOPT_SOCKETDATA, cc);
+  curl_multi_setopt(cc->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+  curl_multi_setopt(cc->multi, CURLMOPT_TIMERDATA, cc);
+  if (o->max_per_host > 0) curl_multi_setopt(cc->multi, CURLMOPT_MAX_HOST_CONNECTIONS, o->max_per_host);
+  return &cc->base;
+}

@@ -1,0 +1,145 @@
+/* corelib_http: the C half of ls.http in luastream.core (corelib_http.h).
+ *
+ * core.http sends a request with the host's HTTP client (job_http) and
+ * yields until its answer, which core.http_result then turns into Lua values
+ * inside the coroutine, where an error fails only this entry. The Lua half
+ * (luastream.lua) checks the options and builds the header lines. */
+#include "corelib_http.h"
+
+#include <ctype.h>
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "jobs.h"
+#include "json_decode.h"
+#include "runtime.h"
+
+#define HEADERS_STACK 32
+
+static struct core *self(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+
+/* core.http(name, method, url, {"Name: value", ...}, body|nil, timeout_ms,
+ * max_body, follow_redirects): timeout_ms and max_body 0 take the host's
+ * defaults. name is the Lua function, for errors. Does not yield when
+ * nothing was sent: http_result says why. */
+static int core_http(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  struct rt_job *job = jobs_running_on(self(L)->jobs, L);
+  if (job == NULL)
+    return luaL_error(L, "%s may only be called while handling an entry, from the handler's own "
+                         "coroutine (not while the file loads)", name);
+  const struct rt_env *env = self(L)->jobs->env;
+  struct http_request req = {.method = luaL_checkstring(L, 2), .url = luaL_checkstring(L, 3)};
+  luaL_checktype(L, 4, LUA_TTABLE);
+  if (!lua_isnil(L, 5)) req.body = luaL_checklstring(L, 5, &req.body_len);
+  lua_Number timeout = luaL_checknumber(L, 6), max_body = luaL_checknumber(L, 7);
+  req.follow_redirects = lua_toboolean(L, 8);
+  uint64_t def_timeout = env && env->http_timeout_ms ? env->http_timeout_ms : RT_HTTP_TIMEOUT_MS;
+  size_t def_max = env && env->http_max_body ? env->http_max_body : RT_HTTP_MAX_BODY;
+  /* at most a day: past it the cast would be undefined, and nothing waits a day */
+  req.timeout_ms = timeout > 0 ? (timeout < 86400000 ? (uint64_t)timeout : 86400000) : def_timeout;
+  req.max_body = max_body > 0 ? (max_body < 1e15 ? (size_t)max_body : (size_t)1e15) : def_max;
+
+  size_t n = lua_objlen(L, 4);
+  const char *stack_headers[HEADERS_STACK];
+  const char **headers = stack_headers;
+  if (n > HEADERS_STACK && (headers = malloc(n * sizeof *headers)) == NULL)
+    return luaL_error(L, "%s: out of memory", name);
+  for (size_t i = 0; i < n; i++) {
+    lua_rawgeti(L, 4, (int)i + 1);
+    headers[i] = lua_tostring(L, -1); /* the table keeps the string alive */
+    lua_pop(L, 1);
+    if (headers[i] == NULL) {
+      if (headers != stack_headers) free(headers);
+      return luaL_error(L, "%s: header line %d is not a string", name, (int)i + 1);
+    }
+  }
+  req.headers = headers;
+  req.nheaders = n;
+  char err[256];
+  int rc = http_request_check(&req, err, sizeof err) == 0 ? job_http(job, &req) : -4;
+  if (headers != stack_headers) free(headers);
+  if (rc == -4) return luaL_error(L, "%s: %s", name, err);
+  if (rc == -1) return luaL_error(L, "%s: this host offers no HTTP client to handlers", name);
+  if (rc == -2) return luaL_error(L, "%s: out of memory", name);
+  if (rc == -3) return 0;
+  return lua_yield(L, 0);
+}
+
+/* Pushes the header lines of res as {lower-case name = value}; a name given
+ * more than once gets its values joined with ", " (RFC 9110, 5.3). */
+static void push_headers(lua_State *L, const struct http_response *res) {
+  lua_createtable(L, 0, 8);
+  const char *p = res->headers, *end = res->headers + res->headers_len;
+  luaL_Buffer b;
+  while (p < end) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    const char *line_end = eol ? eol : end;
+    const char *colon = memchr(p, ':', (size_t)(line_end - p));
+    if (colon && colon > p) {
+      const char *v = colon + 1, *ve = line_end;
+      while (v < ve && (*v == ' ' || *v == '\t')) v++;
+      while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) ve--;
+      luaL_buffinit(L, &b);
+      for (const char *k = p; k < colon; k++) luaL_addchar(&b, (char)tolower((unsigned char)*k));
+      luaL_pushresult(&b);            /* name */
+      lua_pushvalue(L, -1);
+      lua_rawget(L, -3);              /* name, old */
+      if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushlstring(L, v, (size_t)(ve - v));
+      } else {
+        lua_pushliteral(L, ", ");
+        lua_pushlstring(L, v, (size_t)(ve - v));
+        lua_concat(L, 3);
+      }
+      lua_rawset(L, -3);
+    }
+    p = eol ? eol + 1 : end;
+  }
+}
+
+/* core.http_result() -> status, headers, body of the job's last core.http,
+ * or nil and why (a timeout, a refused connection, TLS, a body over
+ * max_body). */
+static int core_http_result(lua_State *L) {
+  struct rt_job *job = jobs_running_on(self(L)->jobs, L);
+  if (job == NULL) return luaL_error(L, "ls.http: no request of this coroutine");
+  const char *err;
+  const struct http_response *res = job_http_response(job, &err);
+  if (res == NULL) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_pushinteger(L, (lua_Integer)res->status);
+  push_headers(L, res);
+  lua_pushlstring(L, res->body, res->body_len);
+  return 3;
+}
+
+/* core.json_decode(text) -> the value, or nil and why: the decoder of entry
+ * bodies (exact integers above 2^53 as strings), for res:json(). */
+static int core_json_decode(lua_State *L) {
+  size_t len;
+  const char *text = luaL_checklstring(L, 1, &len);
+  char err[160];
+  if (json_decode_push(L, NULL, text, len, err, sizeof err) == 0) return 1;
+  lua_pushnil(L);
+  lua_pushstring(L, err);
+  return 2;
+}
+
+void core_http_open(lua_State *L, struct core *c) {
+  static const luaL_Reg fns[] = {{"http", core_http},
+                                 {"http_result", core_http_result},
+                                 {"json_decode", core_json_decode},
+                                 {NULL, NULL}};
+  for (const luaL_Reg *f = fns; f->name; f++) {
+    lua_pushlightuserdata(L, c);
+    lua_pushcclosure(L, f->func, 1);
+    lua_setfield(L, -2, f->name);
+  }
+}
