@@ -244,32 +244,34 @@ local function header_lines(headers, name)
   return lines, typed
 end
 
+-- Called in tail position by ls.http.*, so error level 2 is the handler's
+-- line (3 from header_lines; core.http raises at the handler itself).
 local function http_request(opts, name)
-  if type(opts) ~= "table" then error(name .. ": expects a table of options, got " .. type(opts), 3) end
+  if type(opts) ~= "table" then error(name .. ": expects a table of options, got " .. type(opts), 2) end
   local method = opts.method or "GET"
-  if type(method) ~= "string" then error(name .. ": method must be a string", 3) end
-  if type(opts.url) ~= "string" then error(name .. ": url must be a string, got " .. type(opts.url), 3) end
+  if type(method) ~= "string" then error(name .. ": method must be a string", 2) end
+  if type(opts.url) ~= "string" then error(name .. ": url must be a string, got " .. type(opts.url), 2) end
   local lines, typed = header_lines(opts.headers, name)
   local body = opts.body
   if opts.json ~= nil then
-    if body ~= nil then error(name .. ": give body or json, not both", 3) end
+    if body ~= nil then error(name .. ": give body or json, not both", 2) end
     local why
     body, why = json_encode_http(opts.json)
-    if not body then error(name .. ": json: " .. tostring(why), 3) end
+    if not body then error(name .. ": json: " .. tostring(why), 2) end
     if not typed then lines[#lines + 1] = "Content-Type: application/json" end
   elseif body ~= nil and type(body) ~= "string" then
-    error(name .. ": body must be a string (or give json = a value), got " .. type(body), 3)
+    error(name .. ": body must be a string (or give json = a value), got " .. type(body), 2)
   end
   local timeout = 0
   if opts.timeout ~= nil then
     local why
     timeout, why = ls.duration(opts.timeout)
-    if not timeout then error(name .. ": timeout " .. why, 3) end
-    if timeout <= 0 then error(name .. ": timeout must be above 0", 3) end
+    if not timeout then error(name .. ": timeout " .. why, 2) end
+    if timeout <= 0 then error(name .. ": timeout must be above 0", 2) end
   end
   local max_body = opts.max_body or 0
   if type(max_body) ~= "number" or max_body < 0 or max_body % 1 ~= 0 then
-    error(name .. ": max_body must be a number of bytes", 3)
+    error(name .. ": max_body must be a number of bytes", 2)
   end
   core.http(name, method:upper(), opts.url, lines, body, math.ceil(timeout), max_body,
             opts.follow_redirects == true)

@@ -20,6 +20,16 @@
 
 static struct core *self(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
 
+/* Raises "<the handler's line>: <message>": core.http is called by
+ * luastream.lua's http_request, itself in tail position of ls.http.*, so
+ * level 2 is the handler (0 is core.http). */
+static int raise_at_handler(lua_State *L, const char *fmt, const char *a, const char *b) {
+  luaL_where(L, 2);
+  lua_pushfstring(L, fmt, a, b);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
 /* core.http(name, method, url, {"Name: value", ...}, body|nil, timeout_ms,
  * max_body, follow_redirects): timeout_ms and max_body 0 take the host's
  * defaults. name is the Lua function, for errors. Does not yield when
@@ -28,8 +38,8 @@ static int core_http(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   struct rt_job *job = jobs_running_on(self(L)->jobs, L);
   if (job == NULL)
-    return luaL_error(L, "%s may only be called while handling an entry, from the handler's own "
-                         "coroutine (not while the file loads)", name);
+    return raise_at_handler(L, "%s may only be called while handling an entry, from the "
+                               "handler's own coroutine (not while the file loads)%s", name, "");
   const struct rt_env *env = self(L)->jobs->env;
   struct http_request req = {.method = luaL_checkstring(L, 2), .url = luaL_checkstring(L, 3)};
   luaL_checktype(L, 4, LUA_TTABLE);
@@ -61,7 +71,7 @@ static int core_http(lua_State *L) {
   char err[256];
   int rc = http_request_check(&req, err, sizeof err) == 0 ? job_http(job, &req) : -4;
   if (headers != stack_headers) free(headers);
-  if (rc == -4) return luaL_error(L, "%s: %s", name, err);
+  if (rc == -4) return raise_at_handler(L, "%s: %s", name, err);
   if (rc == -1) return luaL_error(L, "%s: this host offers no HTTP client to handlers", name);
   if (rc == -2) return luaL_error(L, "%s: out of memory", name);
   if (rc == -3) return 0;
