@@ -3,7 +3,8 @@
 --
 --   1. a layer calls only the layers below it (ALLOWED);
 --   2. no two files call each other, directly or round a longer circle;
---   3. hiredis is called from broker/ only, the Lua C API from runtime/ only
+--   3. hiredis is called from broker/ only, libcurl from http/ only, the Lua
+--      C API from runtime/ only
 --      (and from the test-only memredis/ and testing/, which speak Lua by
 --      nature).
 --
@@ -17,14 +18,16 @@ local build = assert(arg[1], "usage: luajit tests/check_layers.lua BUILD_DIR")
 local ALLOWED = {
   base = {},
   broker = { base = true },
-  runtime = { base = true, broker = true },
+  http = {},
+  runtime = { base = true, broker = true, http = true },
   consumer = { base = true, broker = true, runtime = true },
-  cli = { base = true, broker = true, runtime = true, consumer = true },
+  cli = { base = true, broker = true, http = true, runtime = true, consumer = true },
   memredis = { base = true, broker = true },
-  testing = { base = true, broker = true, runtime = true, consumer = true, memredis = true },
+  testing = { base = true, broker = true, http = true, runtime = true, consumer = true, memredis = true },
 }
 local FOREIGN = {
   { pattern = "^redis", what = "hiredis", layers = { broker = true } },
+  { pattern = "^curl_", what = "libcurl", layers = { http = true } },
   { pattern = "^lua[L_J]", what = "the Lua C API",
     layers = { runtime = true, memredis = true, testing = true } },
 }
