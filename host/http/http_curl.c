@@ -21,7 +21,7 @@
 #include <strings.h>
 
 #define SPARE_KEPT 64              /* finished transfers kept for reuse */
-#define BUFFER_KEPT (256 * 1024)   /* a kept transfer's buffers above this are freed */
+#define BUFFER_KEPT (64 * 1024)    /* a kept transfer's buffers above this are freed */
 
 struct curl_client;
 
