@@ -13,7 +13,7 @@ if not has_core then
   local function outside() error("only available inside a running luastream host", 3) end
   core = { version = "outside a host", log = outside, sleep = outside, redis = outside,
            redis_result = outside, redis_connect = outside, http = outside,
-           http_result = outside, json_decode = outside }
+           http_result = outside, http_headers = outside, json_decode = outside }
 end
 
 -- Outside a host, the test harness module (luastream_testing.so) offers what
@@ -222,10 +222,20 @@ end
 -- where the server honours one.
 local json_encode_http = require("luastream.json").encode
 
-local RESPONSE = { __index = {} }
-function RESPONSE.__index.json(res)
-  return core.json_decode(res.body)
-end
+-- A response: status and body, the header lines kept as they came until
+-- res.headers is first read (most handlers never do).
+local HEADER_LINES = {}
+local function response_json(res) return core.json_decode(res.body) end
+local RESPONSE = {
+  __index = function(res, k)
+    if k == "json" then return response_json end
+    if k == "headers" then
+      local headers = core.http_headers(rawget(res, HEADER_LINES))
+      rawset(res, "headers", headers)
+      return headers
+    end
+  end,
+}
 
 local function header_lines(headers, name)
   local lines, typed = {}, false
@@ -240,17 +250,16 @@ local function header_lines(headers, name)
     lines[#lines + 1] = k .. ": " .. v
     typed = typed or k:lower() == "content-type"
   end
-  table.sort(lines) -- the same request is sent the same way every time
   return lines, typed
 end
 
 -- Called in tail position by ls.http.*, so error level 2 is the handler's
 -- line (3 from header_lines; core.http raises at the handler itself).
-local function http_request(opts, name)
+local function http_request(opts, name, method, url)
   if type(opts) ~= "table" then error(name .. ": expects a table of options, got " .. type(opts), 2) end
-  local method = opts.method or "GET"
+  method, url = method or opts.method or "GET", url or opts.url
   if type(method) ~= "string" then error(name .. ": method must be a string", 2) end
-  if type(opts.url) ~= "string" then error(name .. ": url must be a string, got " .. type(opts.url), 2) end
+  if type(url) ~= "string" then error(name .. ": url must be a string, got " .. type(url), 2) end
   local lines, typed = header_lines(opts.headers, name)
   local body = opts.body
   if opts.json ~= nil then
@@ -273,11 +282,11 @@ local function http_request(opts, name)
   if type(max_body) ~= "number" or max_body < 0 or max_body % 1 ~= 0 then
     error(name .. ": max_body must be a number of bytes", 2)
   end
-  core.http(name, method:upper(), opts.url, lines, body, math.ceil(timeout), max_body,
+  core.http(name, method:upper(), url, lines, body, math.ceil(timeout), max_body,
             opts.follow_redirects == true)
-  local status, headers, text = core.http_result()
-  if not status then return nil, headers end
-  return setmetatable({ status = status, headers = headers, body = text }, RESPONSE)
+  local status, lines, text = core.http_result()
+  if not status then return nil, lines end
+  return setmetatable({ status = status, body = text, [HEADER_LINES] = lines }, RESPONSE)
 end
 
 ls.http = {}
@@ -288,17 +297,11 @@ end
 
 -- get(url [, opts]), post(url, opts): request with that method and url.
 function ls.http.get(url, opts)
-  local o = {}
-  for k, v in pairs(opts or {}) do o[k] = v end
-  o.method, o.url = "GET", url
-  return http_request(o, "ls.http.get")
+  return http_request(opts or {}, "ls.http.get", "GET", url)
 end
 
 function ls.http.post(url, opts)
-  local o = {}
-  for k, v in pairs(opts or {}) do o[k] = v end
-  o.method, o.url = "POST", url
-  return http_request(o, "ls.http.post")
+  return http_request(opts or {}, "ls.http.post", "POST", url)
 end
 
 ---------------------------------------------------------------- logging

@@ -99,6 +99,92 @@ static void shrink(char **buf, size_t *cap) {
 
 /* ---- transfers ---- */
 
+static size_t on_body(char *p, size_t size, size_t n, void *ud);
+static size_t on_header(char *p, size_t size, size_t n, void *ud);
+
+static bool header_named(const char *line, const char *name) {
+  size_t n = strlen(name);
+  return strncasecmp(line, name, n) == 0 && line[n] == ':';
+}
+
+#define SET(opt, v) \
+  if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, v)
+
+/* What every request of a transfer's easy handle has: set when it is made,
+ * so a kept handle is not reset and set up again per request. */
+static int setup_once(struct curl_client *cc, struct transfer *t) {
+  CURL *e = t->easy;
+  CURLcode rc = CURLE_OK;
+  SET(CURLOPT_PRIVATE, (void *)t);
+  SET(CURLOPT_WRITEFUNCTION, on_body);
+  SET(CURLOPT_WRITEDATA, (void *)t);
+  SET(CURLOPT_HEADERFUNCTION, on_header);
+  SET(CURLOPT_HEADERDATA, (void *)t);
+  SET(CURLOPT_ERRORBUFFER, t->errbuf);
+  SET(CURLOPT_NOSIGNAL, 1L);
+  SET(CURLOPT_PROTOCOLS_STR, "http,https");
+  SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  SET(CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
+  SET(CURLOPT_USERAGENT, "luastream/" LUASTREAM_VERSION);
+  if (cc->ca_file) SET(CURLOPT_CAINFO, cc->ca_file);
+  return rc == CURLE_OK ? 0 : -1;
+}
+
+/* What this request sets; every option one request may set is set by each,
+ * so nothing of the handle's last request is left over. */
+static int setup(struct transfer *t, const struct http_request *req) {
+  CURL *e = t->easy;
+  bool typed = false;
+  for (size_t i = 0; i < req->nheaders; i++) {
+    struct curl_slist *l = curl_slist_append(t->headers, req->headers[i]);
+    if (l == NULL) return -1;
+    t->headers = l;
+    typed = typed || header_named(req->headers[i], "content-type");
+  }
+  /* No "Expect: 100-continue" round trip before a larger body; no form
+   * content type that the handler did not ask for. */
+  const char *extra[] = {"Expect:", typed || req->body == NULL ? NULL : "Content-Type:"};
+  for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
+    if (extra[i] == NULL) continue;
+    struct curl_slist *l = curl_slist_append(t->headers, extra[i]);
+    if (l == NULL) return -1;
+    t->headers = l;
+  }
+  t->max_body = req->max_body;
+  t->timeout_ms = req->timeout_ms;
+  bool get = strcmp(req->method, "GET") == 0 && req->body == NULL;
+  bool head = strcmp(req->method, "HEAD") == 0 && req->body == NULL;
+  bool post = strcmp(req->method, "POST") == 0;
+  CURLcode rc = CURLE_OK;
+  SET(CURLOPT_URL, req->url);
+  SET(CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
+  SET(CURLOPT_FOLLOWLOCATION, req->follow_redirects ? 1L : 0L);
+  SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_body);
+  SET(CURLOPT_HTTPHEADER, t->headers);
+  SET(CURLOPT_NOBODY, head ? 1L : 0L);
+  SET(CURLOPT_CUSTOMREQUEST, get || head || post ? NULL : req->method);
+  if (get || head || (req->body == NULL && !post)) {
+    SET(CURLOPT_HTTPGET, 1L); /* no body; CUSTOMREQUEST names another method */
+  } else {
+    /* our copy: libcurl reads POSTFIELDS while the transfer runs */
+    size_t len = req->body ? req->body_len : 0;
+    if (len + 1 > t->out_cap) {
+      char *b = realloc(t->out, len + 1);
+      if (b == NULL) return -1;
+      t->out = b;
+      t->out_cap = len + 1;
+    }
+    if (len) memcpy(t->out, req->body, len);
+    t->out[len] = '\0';
+    SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    SET(CURLOPT_POSTFIELDS, t->out);
+  }
+  return rc == CURLE_OK ? 0 : -1;
+}
+
+#undef SET
+
+
 static void transfer_destroy(struct transfer *t) {
   if (t->easy) curl_easy_cleanup(t->easy);
   curl_slist_free_all(t->headers);
@@ -113,12 +199,12 @@ static struct transfer *transfer_get(struct curl_client *cc) {
   if (t) {
     cc->spare = t->next;
     cc->nspare--;
-    curl_easy_reset(t->easy);
   } else {
     t = calloc(1, sizeof *t);
     if (t == NULL) return NULL;
     t->cc = cc;
-    if ((t->easy = curl_easy_init()) == NULL) {
+    if ((t->easy = curl_easy_init()) == NULL || setup_once(cc, t) != 0) {
+      if (t->easy) curl_easy_cleanup(t->easy);
       free(t);
       return NULL;
     }
@@ -316,83 +402,13 @@ static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
 
 /* ---- the seam ---- */
 
-static bool header_named(const char *line, const char *name) {
-  size_t n = strlen(name);
-  return strncasecmp(line, name, n) == 0 && line[n] == ':';
-}
-
-static int setup(struct curl_client *cc, struct transfer *t, const struct http_request *req) {
-  CURL *e = t->easy;
-  bool typed = false;
-  for (size_t i = 0; i < req->nheaders; i++) {
-    struct curl_slist *l = curl_slist_append(t->headers, req->headers[i]);
-    if (l == NULL) return -1;
-    t->headers = l;
-    typed = typed || header_named(req->headers[i], "content-type");
-  }
-  /* No "Expect: 100-continue" round trip before a larger body; no form
-   * content type that the handler did not ask for. */
-  const char *extra[] = {"Expect:", typed || req->body == NULL ? NULL : "Content-Type:"};
-  for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
-    if (extra[i] == NULL) continue;
-    struct curl_slist *l = curl_slist_append(t->headers, extra[i]);
-    if (l == NULL) return -1;
-    t->headers = l;
-  }
-  t->max_body = req->max_body;
-  t->timeout_ms = req->timeout_ms;
-  CURLcode rc = CURLE_OK;
-#define SET(opt, v) \
-  if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, v)
-  SET(CURLOPT_URL, req->url);
-  SET(CURLOPT_PRIVATE, (void *)t);
-  SET(CURLOPT_WRITEFUNCTION, on_body);
-  SET(CURLOPT_WRITEDATA, (void *)t);
-  SET(CURLOPT_HEADERFUNCTION, on_header);
-  SET(CURLOPT_HEADERDATA, (void *)t);
-  SET(CURLOPT_ERRORBUFFER, t->errbuf);
-  SET(CURLOPT_NOSIGNAL, 1L);
-  SET(CURLOPT_PROTOCOLS_STR, "http,https");
-  SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  SET(CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
-  SET(CURLOPT_FOLLOWLOCATION, req->follow_redirects ? 1L : 0L);
-  SET(CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
-  SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_body);
-  SET(CURLOPT_USERAGENT, "luastream/" LUASTREAM_VERSION);
-  SET(CURLOPT_HTTPHEADER, t->headers);
-  if (cc->ca_file) SET(CURLOPT_CAINFO, cc->ca_file);
-  if (strcmp(req->method, "GET") == 0 && req->body == NULL) {
-    SET(CURLOPT_HTTPGET, 1L);
-  } else if (strcmp(req->method, "HEAD") == 0 && req->body == NULL) {
-    SET(CURLOPT_NOBODY, 1L);
-  } else {
-    if (req->body || strcmp(req->method, "POST") == 0) {
-      /* our copy: libcurl reads POSTFIELDS while the transfer runs */
-      size_t len = req->body ? req->body_len : 0;
-      if (len + 1 > t->out_cap) {
-        char *b = realloc(t->out, len + 1);
-        if (b == NULL) return -1;
-        t->out = b;
-        t->out_cap = len + 1;
-      }
-      if (len) memcpy(t->out, req->body, len);
-      t->out[len] = '\0';
-      SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-      SET(CURLOPT_POSTFIELDS, t->out);
-    }
-    if (strcmp(req->method, "POST") != 0) SET(CURLOPT_CUSTOMREQUEST, req->method);
-  }
-#undef SET
-  return rc == CURLE_OK ? 0 : -1;
-}
-
 static int client_request(http_client *c, const struct http_request *req, http_done_fn *done,
                         void *data) {
   struct curl_client *cc = (struct curl_client *)c;
   if (cc->closed) return -1;
   struct transfer *t = transfer_get(cc);
   if (t == NULL) return -1;
-  if (setup(cc, t, req) != 0) {
+  if (setup(t, req) != 0) {
     transfer_destroy(t);
     return -1;
   }

@@ -2,7 +2,8 @@
  *
  * core.http sends a request with the host's HTTP client (job_http) and
  * yields until its answer, which core.http_result then turns into Lua values
- * inside the coroutine, where an error fails only this entry. The Lua half
+ * inside the coroutine, where an error fails only this entry; the header
+ * lines become a table only when the handler reads them. The Lua half
  * (luastream.lua) checks the options and builds the header lines. */
 #include "corelib_http.h"
 
@@ -78,11 +79,14 @@ static int core_http(lua_State *L) {
   return lua_yield(L, 0);
 }
 
-/* Pushes the header lines of res as {lower-case name = value}; a name given
- * more than once gets its values joined with ", " (RFC 9110, 5.3). */
-static void push_headers(lua_State *L, const struct http_response *res) {
+/* core.http_headers(text) -> {lower-case name = value} of header lines
+ * ("Name: value\r\n" each); a name given more than once gets its values
+ * joined with ", " (RFC 9110, 5.3). Called when a handler first reads
+ * res.headers: most never do. */
+static int core_http_headers(lua_State *L) {
+  size_t len;
+  const char *p = luaL_checklstring(L, 1, &len), *end = p + len;
   lua_createtable(L, 0, 8);
-  const char *p = res->headers, *end = res->headers + res->headers_len;
   luaL_Buffer b;
   while (p < end) {
     const char *eol = memchr(p, '\n', (size_t)(end - p));
@@ -109,9 +113,10 @@ static void push_headers(lua_State *L, const struct http_response *res) {
     }
     p = eol ? eol + 1 : end;
   }
+  return 1;
 }
 
-/* core.http_result() -> status, headers, body of the job's last core.http,
+/* core.http_result() -> status, header lines, body of the job's last core.http,
  * or nil and why (a timeout, a refused connection, TLS, a body over
  * max_body). */
 static int core_http_result(lua_State *L) {
@@ -125,7 +130,7 @@ static int core_http_result(lua_State *L) {
     return 2;
   }
   lua_pushinteger(L, (lua_Integer)res->status);
-  push_headers(L, res);
+  lua_pushlstring(L, res->headers, res->headers_len);
   lua_pushlstring(L, res->body, res->body_len);
   return 3;
 }
@@ -145,6 +150,7 @@ static int core_json_decode(lua_State *L) {
 void core_http_open(lua_State *L, struct core *c) {
   static const luaL_Reg fns[] = {{"http", core_http},
                                  {"http_result", core_http_result},
+                                 {"http_headers", core_http_headers},
                                  {"json_decode", core_json_decode},
                                  {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
