@@ -274,7 +274,10 @@ local function http_request(opts, name)
   core.http(name, method:upper(), opts.url, lines, body, math.ceil(timeout), max_body,
             opts.follow_redirects == true)
   local status, headers, text = core.http_result()
-  if not status then return nil, headers end
+  if not status then
+    if text then error(headers, 2) end -- the request itself is at fault (no stub for it)
+    return nil, headers
+  end
   return setmetatable({ status = status, headers = headers, body = text }, RESPONSE)
 end
 
