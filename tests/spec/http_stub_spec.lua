@@ -230,3 +230,55 @@ describe("HTTP stubs", function()
       "(in memory, every request needs a stub)")
   end)
 end)
+
+describe("HTTP stubs on a real server", function()
+  local helper = require "tests.integration.helper"
+  local registry = require "tests.integration.support.registry"
+  after_each(function()
+    apps.stop_all()
+    helper.cleanup()
+  end)
+
+  -- A real HTTP server on a free loopback port (python3's http.server, which
+  -- answers a POST 501), or nil when there is no python3.
+  local function http_server()
+    if not os.execute("command -v python3 >/dev/null 2>&1") then return nil end
+    local port = helper.free_port()
+    local proc = helper.spawn({ "python3", "-m", "http.server", "--bind", "127.0.0.1",
+                                "--directory", helper.tmpdir("http"), port },
+                              { pdeathsig = true, stdout = "/dev/null", stderr = "stdout" })
+    registry.procs[#registry.procs + 1] = proc
+    helper.wait_until(function() return helper.port_open(port) end, 10, "python3 -m http.server")
+    return "http://127.0.0.1:" .. port
+  end
+
+  it("pass the requests no stub matches to real servers once asked", function()
+    local srv = helper.redis_start()
+    local base = http_server()
+    if not base then return pending("python3 is not installed") end
+    local app = start("http_stub", { redis = srv.url, handler_errors = "record" })
+    app:http_stub("POST", CHARGES, { status = 200, delay = "50ms" })
+    app:publish("payments", { id = 1, url = base .. "/v1/charges" })
+    app:settle()
+    assert.matches("http POST " .. base .. "/v1/charges: no stub matches this request",
+      app:received("notify")[1].error, 1, true)
+
+    app:http_passthrough(true)
+    app:publish("payments", { id = 2, url = base .. "/v1/charges" })
+    app:publish("payments", { id = 3 })
+    app:settle()
+    local status = {}
+    for _, r in ipairs(app:records("answered")) do status[r.payment_id] = r.status end
+    assert.same({ ["2"] = "501", ["3"] = "200" }, status) -- python's server refuses POST
+    local urls = {}
+    for _, r in ipairs(app:http_requests()) do urls[r.json.id] = r.url end
+    assert.same({ base .. "/v1/charges", base .. "/v1/charges", CHARGES }, urls)
+
+    app:http_passthrough(false)
+    app:publish("payments", { id = 4, url = base .. "/v1/charges" })
+    app:settle()
+    local d = app:received("notify")
+    assert.equal("error", d[#d].outcome)
+    assert.matches("no stub matches this request", d[#d].error, 1, true)
+  end)
+end)
