@@ -219,6 +219,7 @@ static void world_unref(struct world *w, lua_State *L) {
     if (w->servers[i].conn) bk_conn_close(w->servers[i].b, w->servers[i].conn);
   http_close(w->http); /* requests of abandoned handlers: their timers go before the clock */
   http_free(w->http);
+  rt_trim(); /* the records of those requests came back after host_free trimmed them */
   luaL_unref(L, LUA_REGISTRYINDEX, w->http_answer_ref);
   if (w->b) {
     if (w->loop)
