@@ -285,7 +285,10 @@ local function http_request(opts, name, method, url)
   core.http(name, method:upper(), url, lines, body, math.ceil(timeout), max_body,
             opts.follow_redirects == true)
   local status, lines, text = core.http_result()
-  if not status then return nil, lines end
+  if not status then
+    if text then error(lines, 2) end -- the request itself is at fault (no stub for it)
+    return nil, lines
+  end
   return setmetatable({ status = status, body = text, [HEADER_LINES] = lines }, RESPONSE)
 end
 

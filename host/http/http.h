@@ -9,6 +9,10 @@
  * - a request accepted by http_request (return 0) completes exactly once: its
  *   callback receives a response, or res == NULL with err set (refused, DNS,
  *   timeout, TLS, a body over max_body, the client closed);
+ * - fatal is false for all of those; true only when the request itself is
+ *   at fault rather than the exchange (the test harness was given no answer
+ *   for it): the handler's call then raises err instead of returning nil,
+ *   err, so the mistake fails the delivery instead of passing for an outage;
  * - the callback never runs inside http_request;
  * - a request refused by http_request (return -1) never calls back;
  * - http_request copies what it needs of the request before it returns;
@@ -44,8 +48,10 @@ struct http_response {
 
 #define HTTP_MAX_REDIRECTS 10
 
-/* res valid during the call only; err NULL on a response, else why none. */
-typedef void http_done_fn(void *data, const struct http_response *res, const char *err);
+/* res valid during the call only; err NULL on a response, else why none;
+ * fatal: see the rules above (never set with a response). */
+typedef void http_done_fn(void *data, const struct http_response *res, const char *err,
+                          bool fatal);
 
 typedef struct http_client http_client;
 

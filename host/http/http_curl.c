@@ -280,7 +280,7 @@ static void transfer_finish(struct curl_client *cc, struct transfer *t, CURLcode
                                 .headers_len = t->head_len,
                                 .body = t->body ? t->body : "",
                                 .body_len = t->body_len};
-    done(data, &res, NULL);
+    done(data, &res, NULL, false);
   } else {
     char why[CURL_ERROR_SIZE + 96];
     if (t->too_large || rc == CURLE_FILESIZE_EXCEEDED)
@@ -291,7 +291,7 @@ static void transfer_finish(struct curl_client *cc, struct transfer *t, CURLcode
                (unsigned long long)t->timeout_ms);
     else
       snprintf(why, sizeof why, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc));
-    done(data, NULL, why);
+    done(data, NULL, why, false);
   }
   transfer_put(cc, t);
 }
@@ -434,7 +434,7 @@ static void client_close(http_client *c) {
     struct transfer *t = cc->running;
     running_remove(cc, t);
     curl_multi_remove_handle(cc->multi, t->easy);
-    t->done(t->data, NULL, "the HTTP client closed (the host is stopping)");
+    t->done(t->data, NULL, "the HTTP client closed (the host is stopping)", false);
     transfer_destroy(t);
   }
   while (cc->spare) {

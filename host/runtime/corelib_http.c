@@ -118,16 +118,21 @@ static int core_http_headers(lua_State *L) {
 
 /* core.http_result() -> status, header lines, body of the job's last core.http,
  * or nil and why (a timeout, a refused connection, TLS, a body over
- * max_body). */
+ * max_body), and true after them when the client says the request itself
+ * is at fault (http.h: the test harness has no answer for it), which the
+ * Lua half raises. */
 static int core_http_result(lua_State *L) {
   struct rt_job *job = jobs_running_on(self(L)->jobs, L);
   if (job == NULL) return luaL_error(L, "ls.http: no request of this coroutine");
   const char *err;
-  const struct http_response *res = job_http_response(job, &err);
+  bool fatal;
+  const struct http_response *res = job_http_response(job, &err, &fatal);
   if (res == NULL) {
     lua_pushnil(L);
     lua_pushstring(L, err);
-    return 2;
+    if (!fatal) return 2;
+    lua_pushboolean(L, 1);
+    return 3;
   }
   lua_pushinteger(L, (lua_Integer)res->status);
   lua_pushlstring(L, res->headers, res->headers_len);

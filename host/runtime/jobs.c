@@ -78,6 +78,7 @@ struct rt_job {
   const bk_reply *reply;
   const struct http_response *response;
   const char *reply_err;
+  bool reply_fatal;       /* the HTTP client says the request itself is at fault */
   char reply_why[320];
   struct rt_job *prev, *next; /* the pool's running jobs, for jobs_abandon */
 };
@@ -401,6 +402,7 @@ static void wait_reset(struct rt_job *job) {
   job->reply = NULL;
   job->response = NULL;
   job->reply_err = NULL;
+  job->reply_fatal = false;
   job->op = OP_NONE;
 }
 
@@ -505,7 +507,8 @@ const bk_reply *job_call_reply(struct rt_job *job, const char **err) {
   return r;
 }
 
-static void http_done(void *data, const struct http_response *res, const char *err) {
+static void http_done(void *data, const struct http_response *res, const char *err,
+                      bool fatal) {
   struct call *c = data;
   struct rt_job *job = c->job;
   call_put(c);
@@ -518,6 +521,7 @@ static void http_done(void *data, const struct http_response *res, const char *e
     snprintf(job->reply_why, sizeof job->reply_why, "http %s: %s", job->call_name,
              err ? err : "no response");
     job->reply_err = job->reply_why;
+    job->reply_fatal = fatal;
   }
   run(job, 0);
 }
@@ -551,10 +555,13 @@ int job_http(struct rt_job *job, const struct http_request *req) {
   return 0;
 }
 
-const struct http_response *job_http_response(struct rt_job *job, const char **err) {
+const struct http_response *job_http_response(struct rt_job *job, const char **err,
+                                              bool *fatal) {
   const struct http_response *r = job->response;
   *err = r ? NULL : job->reply_err ? job->reply_err : "http: no request was made";
+  *fatal = r == NULL && job->reply_fatal;
   job->response = NULL;
   job->reply_err = NULL;
+  job->reply_fatal = false;
   return r;
 }

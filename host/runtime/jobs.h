@@ -115,8 +115,10 @@ struct http_response;
 int job_http(struct rt_job *job, const struct http_request *req);
 /* The answer to the job's last request, once: the response (valid until
  * the coroutine next yields or returns), or NULL with *err saying why there
- * is none ("http POST https://...: no response within 10000ms"). */
-const struct http_response *job_http_response(struct rt_job *job, const char **err);
+ * is none ("http POST https://...: no response within 10000ms") and *fatal
+ * true when the client said the request itself is at fault (http.h). */
+const struct http_response *job_http_response(struct rt_job *job, const char **err,
+                                              bool *fatal);
 
 /* Frees the spare records of handlers' Redis calls (at exit, so that nothing
  * is left allocated). */

@@ -30,7 +30,15 @@
  * ls.redis.connect(url) in a handler reaches, per distinct URL (as redacted:
  * the password does not tell servers apart), a server of the app's world: a
  * fresh in-memory Redis on the same clock, or with {redis = URL} a real
- * connection to url. */
+ * connection to url.
+ *
+ * ls.http requests go to the world's stub client (http_stub.h) on its
+ * clock, which asks opts.http_answer, a function of the spec's state, for
+ * each one (see world_http_answer); testing.lua keeps the stubs and the
+ * requests made.
+ *   app:http_passthrough(on)  -- {redis = URL} only: unanswered requests go
+ *                                to real servers (http_curl) */
+#include <ctype.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdlib.h>
@@ -44,6 +52,9 @@
 #include "duration.h"
 #include "entry.h"
 #include "host.h"
+#include "http.h"
+#include "http_curl.h"
+#include "http_stub.h"
 #include "json_decode.h"
 #include "json_encode.h"
 #include "log.h"
@@ -82,6 +93,10 @@ struct world {
   broker *b;
   struct world_server *servers; /* ls.redis.connect's, made on first use */
   size_t nservers;
+  http_client *http;     /* every host's: the stubs (http_stub.h) */
+  int http_answer_ref;   /* opts.http_answer in the spec's state, or LUA_NOREF */
+  bool http_pass;        /* unanswered requests go to real servers */
+  lua_State *L;          /* the spec's state, inside the call now running the world */
   int apps;              /* apps using it */
   char **logs;           /* every line its hosts logged */
   size_t nlogs, logcap;
@@ -196,12 +211,16 @@ static void log_route_restore(struct log_route r, const struct world *gone) {
 }
 
 /* Drops one app's hold on w; the last one frees it (its last lines its own). */
-static void world_unref(struct world *w) {
+static void world_unref(struct world *w, lua_State *L) {
   if (--w->apps > 0) return;
   struct log_route prev = log_route_save();
   world_log_here(w);
   for (size_t i = 0; i < w->nservers; i++) /* every host using them is gone */
     if (w->servers[i].conn) bk_conn_close(w->servers[i].b, w->servers[i].conn);
+  http_close(w->http); /* requests of abandoned handlers: their timers go before the clock */
+  http_free(w->http);
+  rt_trim(); /* the records of those requests came back after host_free trimmed them */
+  luaL_unref(L, LUA_REGISTRYINDEX, w->http_answer_ref);
   if (w->b) {
     if (w->loop)
       uv_run(w->loop, UV_RUN_NOWAIT);
@@ -246,6 +265,7 @@ static struct app *check_app(lua_State *L) {
   struct app *a = luaL_checkudata(L, 1, APP_MT);
   if (a->stopped) luaL_error(L, "this app has been stopped");
   world_log_here(a->w);
+  a->w->L = L;
   return a;
 }
 
@@ -618,6 +638,145 @@ static int app_server_down(lua_State *L) {
   return 0;
 }
 
+/* ---- HTTP: the stubs answer ---- */
+
+/* [-0, +1] req as the table opts.http_answer gets: {method, url, headers =
+ * {lower-case name = value}, body} (a name given twice: values joined with
+ * ", ", as ls.http does for responses). */
+static void push_request(lua_State *L, const struct http_request *req) {
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, req->method);
+  lua_setfield(L, -2, "method");
+  lua_pushstring(L, req->url);
+  lua_setfield(L, -2, "url");
+  lua_createtable(L, 0, (int)req->nheaders);
+  for (size_t i = 0; i < req->nheaders; i++) {
+    const char *line = req->headers[i], *colon = strchr(line, ':');
+    if (colon == NULL || colon == line) continue; /* http_request_check let it through: "Name;" */
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (const char *k = line; k < colon; k++) luaL_addchar(&b, (char)tolower((unsigned char)*k));
+    luaL_pushresult(&b);
+    const char *v = colon + 1;
+    while (*v == ' ' || *v == '\t') v++;
+    lua_pushvalue(L, -1);
+    lua_rawget(L, -3);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushstring(L, v);
+    } else {
+      lua_pushliteral(L, ", ");
+      lua_pushstring(L, v);
+      lua_concat(L, 3);
+    }
+    lua_rawset(L, -3);
+  }
+  lua_setfield(L, -2, "headers");
+  if (req->body) {
+    lua_pushlstring(L, req->body, req->body_len);
+    lua_setfield(L, -2, "body");
+  }
+}
+
+/* [-0, +0] out from the answer table at the top of L: {status, headers =
+ * {name = value}, body, delay (ms), error}, checked by testing.lua. */
+static void read_answer(lua_State *L, struct http_stub_answer *out) {
+  lua_getfield(L, -1, "error");
+  if (lua_isstring(L, -1)) {
+    out->kind = HTTP_STUB_FAIL;
+    out->error = dups(lua_tostring(L, -1));
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "delay");
+  lua_Number delay = lua_tonumber(L, -1);
+  out->delay_ms = delay > 0 ? (uint64_t)delay : 0;
+  lua_pop(L, 1);
+  if (out->kind == HTTP_STUB_FAIL) return;
+  out->kind = HTTP_STUB_RESPOND;
+  lua_getfield(L, -1, "status");
+  out->status = lua_isnumber(L, -1) ? (long)lua_tonumber(L, -1) : 200;
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "body");
+  size_t len = 0;
+  const char *body = lua_tolstring(L, -1, &len);
+  if (body) {
+    out->body = dupn(body, len);
+    out->body_len = len;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "headers");
+  if (lua_istable(L, -1)) {
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2) != 0) {
+      const char *k = lua_tostring(L, -2), *v = lua_tostring(L, -1);
+      if (lua_type(L, -2) == LUA_TSTRING && k && v) {
+        size_t add = strlen(k) + strlen(v) + 4;
+        char *h = realloc(out->headers, n + add + 1);
+        if (h) {
+          out->headers = h;
+          n += (size_t)snprintf(h + n, add + 1, "%s: %s\r\n", k, v);
+        }
+      }
+      lua_pop(L, 1);
+    }
+    out->headers_len = n;
+  }
+  lua_pop(L, 1);
+}
+
+/* http_stub's answer function: opts.http_answer(req) in the spec's state.
+ * nil: no stub matches (a fault, or with http_passthrough a real request);
+ * a table: the answer; an error: a fault naming it. */
+static void world_http_answer(void *data, const struct http_request *req,
+                              struct http_stub_answer *out) {
+  struct world *w = data;
+  lua_State *L = w->L;
+  out->kind = HTTP_STUB_FAULT;
+  if (L == NULL || w->http_answer_ref == LUA_NOREF) {
+    out->error = dups("no stub matches this request (declare one with app:http_stub)");
+    return;
+  }
+  int top = lua_gettop(L);
+  if (!lua_checkstack(L, 8)) {
+    out->error = dups("the spec's Lua stack is full");
+    return;
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, w->http_answer_ref);
+  push_request(L, req);
+  if (lua_pcall(L, 1, 1, 0) != 0) {
+    const char *why = lua_tostring(L, -1);
+    char text[1024];
+    snprintf(text, sizeof text, "the stub failed: %s", why ? why : "(an error that is not a string)");
+    out->error = dups(text);
+  } else if (lua_istable(L, -1)) {
+    read_answer(L, out);
+  } else if (w->http_pass) {
+    out->kind = HTTP_STUB_PASS;
+  } else {
+    out->error = dups("no stub matches this request (declare one with app:http_stub)");
+  }
+  lua_settop(L, top);
+}
+
+/* app:http_passthrough(on): with a real server, requests no stub matches go
+ * to real HTTP servers (libcurl on the world's loop) instead of failing. */
+static int app_http_passthrough(lua_State *L) {
+  struct app *a = check_app(L);
+  if (a->w->loop == NULL)
+    return luaL_error(L, "http_passthrough needs an app on a real server: testing.app(dir, "
+                         "{redis = URL}) (in memory, every request needs a stub)");
+  bool on = lua_toboolean(L, 2);
+  if (on && !a->w->http_pass) {
+    char err[256];
+    http_client *real = http_curl_new(a->w->loop, &(struct http_curl_options){0}, err, sizeof err);
+    if (real == NULL) return luaL_error(L, "%s", err);
+    http_stub_pass_to(a->w->http, real);
+  }
+  a->w->http_pass = on;
+  return 0;
+}
+
 /* ---- what happened ---- */
 
 /* app:deliveries([handler]) */
@@ -725,7 +884,10 @@ static void app_release(struct app *a) {
 
 static int app_stop(lua_State *L) {
   struct app *a = luaL_checkudata(L, 1, APP_MT);
-  if (a->w) world_log_here(a->w);
+  if (a->w) {
+    world_log_here(a->w);
+    a->w->L = L;
+  }
   app_release(a);
   return 0;
 }
@@ -734,10 +896,13 @@ static int app_gc(lua_State *L) {
   struct app *a = luaL_checkudata(L, 1, APP_MT);
   struct world *w = a->w;
   struct log_route prev = log_route_save();
-  if (w) world_log_here(w);
+  if (w) {
+    world_log_here(w);
+    w->L = L;
+  }
   app_release(a);
   const struct world *gone = w && w->apps == 1 ? w : NULL;
-  if (w) world_unref(w);
+  if (w) world_unref(w, L);
   a->w = NULL;
   log_route_restore(prev, gone);
   for (size_t i = 0; i < a->ndeliveries; i++) {
@@ -808,6 +973,14 @@ static int core_app(lua_State *L) {
     a->w = calloc(1, sizeof *a->w);
     if (a->w == NULL) return luaL_error(L, "out of memory");
     a->w->apps = 1;
+    a->w->http_answer_ref = LUA_NOREF;
+    if (!lua_isnoneornil(L, 2)) {
+      lua_getfield(L, 2, "http_answer");
+      if (lua_isfunction(L, -1))
+        a->w->http_answer_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+      else
+        lua_pop(L, 1);
+    }
     if (redis) {
       struct redis_url url;
       char err[512];
@@ -822,8 +995,11 @@ static int core_app(lua_State *L) {
       a->w->b = a->w->clock ? broker_memory_new(a->w->clock, version) : NULL;
     }
     if (a->w->b == NULL) return luaL_error(L, "out of memory");
+    a->w->http = http_stub_new(a->w->clock, world_http_answer, a->w);
+    if (a->w->http == NULL) return luaL_error(L, "out of memory");
   }
   world_log_here(a->w);
+  a->w->L = L;
 
   char *problems = NULL;
   struct host_names names = {.consumer = consumer, .instance = instance, .hostname = hostname};
@@ -835,6 +1011,7 @@ static int core_app(lua_State *L) {
     return lua_error(L);
   }
   host_on_delivery(a->host, record, a);
+  host_set_http(a->host, a->w->http, 0, 0);
   host_set_servers(a->host, &(struct servers_backend){open_world_server, NULL, a->w});
   a->conn = bk_conn_open(a->w->b, "spec", NULL, NULL);
   host_start(a->host, host_stopped, a);
@@ -875,7 +1052,8 @@ int luaopen_luastream_testing(lua_State *L) {
       {"command", app_command},   {"deliveries", app_deliveries},
       {"logs", app_logs},         {"stop", app_stop},       {"reload", app_reload},
       {"reload_soon", app_reload_soon}, {"ready", app_ready},
-      {"command_on", app_command_on}, {"server_down", app_server_down}, {NULL, NULL}};
+      {"command_on", app_command_on}, {"server_down", app_server_down},
+      {"http_passthrough", app_http_passthrough}, {NULL, NULL}};
   luaL_newmetatable(L, APP_MT);
   lua_newtable(L);
   luaL_register(L, NULL, methods);

@@ -64,6 +64,109 @@ local function decode(fields)
   return message, headers, raw
 end
 
+---------------------------------------------------------------- HTTP stubs
+
+-- What handlers' ls.http requests get: the stubs a spec declared and the
+-- requests made, one set per broker (apps made with `with` share it, as
+-- they share the outside world).
+local Http = {}
+Http.__index = Http
+
+local function new_http() return setmetatable({ stubs = {}, requests = {} }, Http) end
+
+local RESPONSE_KEYS = { status = true, headers = true, body = true, json = true, delay = true,
+                        error = true }
+
+-- A stub's response table checked and made plain for the C side:
+-- {status, headers = {name = "value"}, body, delay (ms), error}.
+local function stub_response(r, level)
+  level = level + 1
+  if type(r) ~= "table" then
+    error("an HTTP stub's response must be a table (or a function returning one), got " .. type(r), level)
+  end
+  for k in pairs(r) do
+    if not RESPONSE_KEYS[k] then
+      error("an HTTP stub's response has no field " .. tostring(k) ..
+        " (status, headers, body, json, delay, error)", level)
+    end
+  end
+  local out = { status = r.status or 200, headers = {}, body = r.body, error = r.error, delay = 0 }
+  if type(out.status) ~= "number" or out.status % 1 ~= 0 or out.status < 100 or out.status > 999 then
+    error("an HTTP stub's status must be a number from 100 to 999, got " .. tostring(r.status), level)
+  end
+  if r.error ~= nil and type(r.error) ~= "string" then
+    error("an HTTP stub's error must be a string (the transport failure), got " .. type(r.error), level)
+  end
+  if r.delay ~= nil then
+    local ms, why = ls.duration(r.delay)
+    if not ms then error("an HTTP stub's delay " .. why .. ": got " .. tostring(r.delay), level) end
+    out.delay = ms
+  end
+  local typed = false
+  if r.headers ~= nil and type(r.headers) ~= "table" then
+    error("an HTTP stub's headers must be a table of name = value", level)
+  end
+  for k, v in pairs(r.headers or {}) do
+    if type(k) ~= "string" or (type(v) ~= "string" and type(v) ~= "number") then
+      error("an HTTP stub's headers must be name = string or number, got " .. tostring(k) .. " = " ..
+        type(v), level)
+    end
+    out.headers[k] = tostring(v)
+    typed = typed or k:lower() == "content-type"
+  end
+  if r.json ~= nil then
+    if r.body ~= nil then error("an HTTP stub's response has body or json, not both", level) end
+    local text, why = json.encode(r.json)
+    if not text then error("an HTTP stub's json: " .. tostring(why), level) end
+    out.body = text
+    if not typed then out.headers["Content-Type"] = "application/json" end
+  elseif r.body ~= nil and type(r.body) ~= "string" then
+    error("an HTTP stub's body must be a string (or give json = a value), got " .. type(r.body), level)
+  end
+  return out
+end
+
+-- A URL matches a pattern that is the URL itself, or a Lua pattern that
+-- matches the whole URL.
+local function url_matches(pattern, url)
+  if url == pattern then return true end
+  local ok, found = pcall(string.find, url, "^" .. pattern .. "$")
+  if not ok then error("the pattern " .. pattern .. ": " .. tostring(found), 0) end
+  return found ~= nil
+end
+
+function Http:stub(method, pattern, response)
+  if type(method) ~= "string" then error("http_stub: method must be a string (\"GET\", \"*\")", 3) end
+  if type(pattern) ~= "string" then error("http_stub: pattern must be a string (a URL or a Lua pattern)", 3) end
+  if type(response) ~= "function" then response = stub_response(response, 3) end
+  self.stubs[#self.stubs + 1] = { method = method:upper(), pattern = pattern, response = response }
+end
+
+-- The C side's question for each request: its answer table, or nil when no
+-- stub matches. The newest matching stub answers.
+function Http:answer(req)
+  if req.body ~= nil then
+    local v = core.json_decode(req.body)
+    if v ~= nil then req.json = v end
+  end
+  self.requests[#self.requests + 1] = req
+  for i = #self.stubs, 1, -1 do
+    local stub = self.stubs[i]
+    if (stub.method == "*" or stub.method == req.method) and url_matches(stub.pattern, req.url) then
+      local response = stub.response
+      if type(response) == "function" then
+        local copy = {}
+        for k, v in pairs(req) do copy[k] = v end
+        copy.headers = {}
+        for k, v in pairs(req.headers) do copy.headers[k] = v end
+        response = stub_response(response(copy), 1)
+      end
+      return response
+    end
+  end
+  return nil
+end
+
 local App = {}
 App.__index = App
 
@@ -78,13 +181,17 @@ App.__index = App
 -- unless given); each host holds a lease on its names, so two apps with the
 -- same name in a group behave as two processes would.
 function testing.app(dir, opts)
-  if opts and opts.with then -- the C side wants the other app's core
-    local copy = {}
-    for k, v in pairs(opts) do copy[k] = v end
-    copy.with = opts.with.core
-    opts = copy
+  local copy = {}
+  for k, v in pairs(opts or {}) do copy[k] = v end
+  local http
+  if copy.with then -- the C side wants the other app's core; the world's stubs are shared
+    http = copy.with.http
+    copy.with = copy.with.core
+  else
+    http = new_http()
+    copy.http_answer = function(req) return http:answer(req) end
   end
-  return setmetatable({ core = core.app(dir, opts) }, App)
+  return setmetatable({ core = core.app(dir, copy), http = http }, App)
 end
 
 -- Runs everything due now: reads, handlers, outcomes.
@@ -131,6 +238,26 @@ function App:command_on(url, ...) return self.core:command_on(url, ...) end
 -- its connections drop (calls in flight fail) and calls are refused until
 -- it ends; its data stays. Everything due settles.
 function App:server_down(url, down) self.core:server_down(url, down and true or false) end
+
+-- HTTP stubs (docs/testing.md, "HTTP stubs"): what handlers' ls.http
+-- requests get. method: "GET", "POST", ... or "*"; pattern: the URL itself or
+-- a Lua pattern matching the whole URL; response: {status = 200, headers =
+-- {...}, body = "..." | json = value, delay = "2s", error = "refused"} or a
+-- function(request) returning one. The newest matching stub answers; a
+-- request none matches raises in the handler (its delivery fails).
+function App:http_stub(method, pattern, response) self.http:stub(method, pattern, response) end
+
+-- The requests handlers made, oldest first: {method, url, headers = {lower-case
+-- name = value}, body, json (the body decoded, when it is JSON)}.
+function App:http_requests()
+  local out = {}
+  for i, r in ipairs(self.http.requests) do out[i] = r end
+  return out
+end
+
+-- With {redis = URL}: requests no stub matches go to real servers (on) or
+-- raise as in memory (off, the default).
+function App:http_passthrough(on) self.core:http_passthrough(on ~= false) end
 
 -- publish(stream, msg [, {key = K, headers = {...}}]) -> id, then settles.
 function App:publish(stream, msg, opts)
