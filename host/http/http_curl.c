@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define SPARE_KEPT 64              /* finished transfers kept for reuse */
 #define BUFFER_KEPT (64 * 1024)    /* a kept transfer's buffers above this are freed */
@@ -45,12 +46,15 @@ struct transfer {
   struct transfer *prev, *next; /* the running list, or the spare list (next) */
 };
 
-/* A socket libcurl asked us to watch. */
+/* A socket libcurl asked us to watch, from then until libcurl closes it.
+ * Between transfers a kept connection's socket is not watched, but its
+ * uv_poll stays (stopped): making one costs libuv three system calls, and a
+ * connection is reused many times. It is closed when libcurl closes the
+ * socket (CURLOPT_CLOSESOCKETFUNCTION), while the fd is still that socket. */
 struct sock {
   uv_poll_t poll;
   curl_socket_t fd;
   struct curl_client *cc;
-  struct sock *prev, *next;
 };
 
 struct curl_client {
@@ -62,7 +66,8 @@ struct curl_client {
   struct transfer *running;
   struct transfer *spare;
   size_t nspare;
-  struct sock *socks;
+  struct sock **by_fd; /* the sockets' uv_polls, by fd */
+  size_t nfd;
   int open_handles; /* the timer and the polls, until their close callbacks ran */
   bool closed;
   bool free_wanted; /* http_free came while handles were still closing */
@@ -101,6 +106,7 @@ static void shrink(char **buf, size_t *cap) {
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud);
 static size_t on_header(char *p, size_t size, size_t n, void *ud);
+static int on_close_socket(void *clientp, curl_socket_t fd);
 
 static bool header_named(const char *line, const char *name) {
   size_t n = strlen(name);
@@ -122,6 +128,8 @@ static int setup_once(struct curl_client *cc, struct transfer *t) {
   SET(CURLOPT_HEADERDATA, (void *)t);
   SET(CURLOPT_ERRORBUFFER, t->errbuf);
   SET(CURLOPT_NOSIGNAL, 1L);
+  SET(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+  SET(CURLOPT_CLOSESOCKETDATA, (void *)cc);
   SET(CURLOPT_PROTOCOLS_STR, "http,https");
   SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   SET(CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
@@ -332,11 +340,41 @@ static void sock_closed(uv_handle_t *h) {
 static void timer_closed(uv_handle_t *h) { handle_closed(h->data); }
 
 static void sock_close(struct curl_client *cc, struct sock *s) {
-  if (s->prev) s->prev->next = s->next;
-  else cc->socks = s->next;
-  if (s->next) s->next->prev = s->prev;
-  uv_poll_stop(&s->poll);
+  cc->by_fd[s->fd] = NULL;
   uv_close((uv_handle_t *)&s->poll, sock_closed);
+}
+
+static int on_close_socket(void *clientp, curl_socket_t fd) {
+  struct curl_client *cc = clientp;
+  if (fd >= 0 && (size_t)fd < cc->nfd && cc->by_fd[fd]) sock_close(cc, cc->by_fd[fd]);
+  return close(fd);
+}
+
+/* The uv_poll of fd: the one kept from an earlier transfer, or a new one. */
+static struct sock *sock_of(struct curl_client *cc, curl_socket_t fd) {
+  if (fd < 0) return NULL;
+  if ((size_t)fd < cc->nfd && cc->by_fd[fd]) return cc->by_fd[fd];
+  if ((size_t)fd >= cc->nfd) {
+    size_t n = cc->nfd ? cc->nfd : 64;
+    while (n <= (size_t)fd) n *= 2;
+    struct sock **v = realloc(cc->by_fd, n * sizeof *v);
+    if (v == NULL) return NULL;
+    memset(v + cc->nfd, 0, (n - cc->nfd) * sizeof *v);
+    cc->by_fd = v;
+    cc->nfd = n;
+  }
+  struct sock *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  if (uv_poll_init_socket(cc->loop, &s->poll, fd) != 0) {
+    free(s);
+    return NULL;
+  }
+  s->fd = fd;
+  s->cc = cc;
+  s->poll.data = s;
+  cc->by_fd[fd] = s;
+  cc->open_handles++;
+  return s;
 }
 
 static void on_poll(uv_poll_t *p, int status, int events) {
@@ -357,26 +395,13 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
   struct curl_client *cc = userp;
   struct sock *s = socketp;
   if (cc->closed) return 0;
-  if (what == CURL_POLL_REMOVE) {
-    if (s) {
-      curl_multi_assign(cc->multi, fd, NULL);
-      sock_close(cc, s);
-    }
+  if (what == CURL_POLL_REMOVE) { /* not watched for now; kept until closed */
+    if (s) uv_poll_stop(&s->poll);
+    curl_multi_assign(cc->multi, fd, NULL);
     return 0;
   }
   if (s == NULL) {
-    if ((s = calloc(1, sizeof *s)) == NULL) return -1;
-    if (uv_poll_init_socket(cc->loop, &s->poll, fd) != 0) {
-      free(s);
-      return -1;
-    }
-    s->fd = fd;
-    s->cc = cc;
-    s->poll.data = s;
-    s->next = cc->socks;
-    if (cc->socks) cc->socks->prev = s;
-    cc->socks = s;
-    cc->open_handles++;
+    if ((s = sock_of(cc, fd)) == NULL) return -1;
     curl_multi_assign(cc->multi, fd, s);
   }
   int events = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
@@ -426,7 +451,6 @@ static void client_close(http_client *c) {
   struct curl_client *cc = (struct curl_client *)c;
   if (cc->closed) return;
   cc->closed = true;
-  while (cc->socks) sock_close(cc, cc->socks);
   uv_timer_stop(&cc->timer);
   uv_close((uv_handle_t *)&cc->timer, timer_closed);
   /* Every request in flight fails; a callback that asks for another is refused. */
@@ -443,8 +467,13 @@ static void client_close(http_client *c) {
     transfer_destroy(t);
   }
   cc->nspare = 0;
-  curl_multi_cleanup(cc->multi); /* closes the kept connections */
+  curl_multi_cleanup(cc->multi); /* closes the kept connections, and their uv_polls */
   cc->multi = NULL;
+  for (size_t fd = 0; fd < cc->nfd; fd++) /* none, unless libcurl closed one unsaid */
+    if (cc->by_fd[fd]) sock_close(cc, cc->by_fd[fd]);
+  free(cc->by_fd);
+  cc->by_fd = NULL;
+  cc->nfd = 0;
 }
 
 static void client_free(http_client *c) {
