@@ -1,7 +1,8 @@
 -- ls.http against a real local HTTP server (tests/integration/support/http_server.py):
 -- JSON POSTs with an idempotency key, a server that never answers, one that
 -- closes mid-body, a 100 MB body, 1,000 requests from 64 lanes over reused
--- connections, HTTPS with a test CA, and SIGTERM with requests in flight.
+-- connections, HTTPS with a test CA, SIGTERM with requests in flight,
+-- redirects only when asked, and a proxy from the environment.
 local helper = require "tests.integration.helper"
 local http_server = require "tests.integration.support.http_server"
 local cjson = require "cjson"
@@ -31,7 +32,8 @@ function ops.post(p, ctx)
 end
 
 function ops.get(p)
-  local res, err = ls.http.request{ method = "GET", url = URL .. p.path, timeout = p.timeout }
+  local res, err = ls.http.request{ method = "GET", url = (p.base or URL) .. p.path, timeout = p.timeout,
+                                    follow_redirects = p.follow }
   ls.log.info("got", { payment_id = p.id, status = res and res.status, len = res and #res.body,
                        err = err })
   if not res then error(err) end
@@ -54,7 +56,8 @@ end
 local function start(web, args, opts)
   opts = opts or {}
   local srv = opts.server or helper.redis_start()
-  local host = helper.host_start(args or {}, { server = srv, dir = hook_dir(opts.url or web.url) })
+  local host = helper.host_start(args or {}, { server = srv, dir = hook_dir(opts.url or web.url),
+                                               env = opts.env })
   host:wait_log(READY, 20, { plain = true })
   return srv, host
 end
@@ -175,6 +178,27 @@ describe("ls.http on a real HTTP server", function()
     local pending = srv2:pending_ids("payments", "hooks")
     table.sort(pending)
     assert.same(held, pending)
+  end)
+
+  it("follows a redirect only when the request asks", function()
+    local web = http_server.start()
+    local srv, host = start(web)
+    publish(srv, { op = "get", id = 1, path = "/status/302" })
+    publish(srv, { op = "get", id = 2, path = "/status/302", follow = true })
+    host:wait_records({ msg = "got" }, 2, 20, "two requests")
+    assert.equal("302", host:records({ msg = "got", payment_id = "1" })[1].status)
+    assert.equal("200", host:records({ msg = "got", payment_id = "2" })[1].status)
+    assert.equal(3, web:stats().requests)
+  end)
+
+  it("sends requests through the proxy the environment names", function()
+    local proxy = http_server.start()
+    local srv, host = start(proxy, {}, { env = { http_proxy = proxy.url } })
+    -- a name that cannot resolve: only the proxy can have answered
+    publish(srv, { op = "get", id = 1, base = "http://payments.invalid", path = "/anything" })
+    local rec = host:wait_records({ msg = "got" }, 1, 20, "the proxied request")[1]
+    assert.equal("404", rec.status)
+    assert.equal(1, proxy:stats().requests)
   end)
 
   it("refuses a request made while the file loads, naming the file", function()
