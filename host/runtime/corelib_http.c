@@ -140,23 +140,11 @@ static int core_http_result(lua_State *L) {
   return 3;
 }
 
-/* core.json_decode(text) -> the value, or nil and why: the decoder of entry
- * bodies (exact integers above 2^53 as strings), for res:json(). */
-static int core_json_decode(lua_State *L) {
-  size_t len;
-  const char *text = luaL_checklstring(L, 1, &len);
-  char err[160];
-  if (json_decode_push(L, NULL, text, len, err, sizeof err) == 0) return 1;
-  lua_pushnil(L);
-  lua_pushstring(L, err);
-  return 2;
-}
-
 void core_http_open(lua_State *L, struct core *c) {
   static const luaL_Reg fns[] = {{"http", core_http},
                                  {"http_result", core_http_result},
                                  {"http_headers", core_http_headers},
-                                 {"json_decode", core_json_decode},
+                                 {"json_decode", json_decode_lua},
                                  {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);

@@ -413,14 +413,21 @@ int job_sleep(struct rt_job *job, uint64_t ms) {
   return rc;
 }
 
-static void call_done(void *data, const bk_reply *r, const char *err) {
-  struct call *c = data;
+/* The job a call's answer is for, done waiting; NULL when nobody waits for
+ * it any more (the answer is dropped). The call record is free again. */
+static struct rt_job *call_answered(struct call *c) {
   struct rt_job *job = c->job;
   call_put(c);
-  if (job == NULL) return; /* nobody waits for it any more */
+  if (job == NULL) return NULL;
   job->call = NULL;
   timer_stop(job->timer);
   job->op = OP_NONE;
+  return job;
+}
+
+static void call_done(void *data, const bk_reply *r, const char *err) {
+  struct rt_job *job = call_answered(data);
+  if (job == NULL) return;
   job->reply = r;
   if (r == NULL) {
     snprintf(job->reply_why, sizeof job->reply_why, "redis %s: %s", job->call_name,
@@ -509,13 +516,8 @@ const bk_reply *job_call_reply(struct rt_job *job, const char **err) {
 
 static void http_done(void *data, const struct http_response *res, const char *err,
                       bool fatal) {
-  struct call *c = data;
-  struct rt_job *job = c->job;
-  call_put(c);
-  if (job == NULL) return; /* nobody waits for it any more */
-  job->call = NULL;
-  timer_stop(job->timer);
-  job->op = OP_NONE;
+  struct rt_job *job = call_answered(data);
+  if (job == NULL) return;
   job->response = res;
   if (res == NULL) {
     snprintf(job->reply_why, sizeof job->reply_why, "http %s: %s", job->call_name,

@@ -745,3 +745,13 @@ int json_scan_flat(const char *text, size_t len, struct json_flat *rec) {
   rec->n = n;
   return 1;
 }
+
+int json_decode_lua(lua_State *L) {
+  size_t len;
+  const char *text = luaL_checklstring(L, 1, &len);
+  char err[160];
+  if (json_decode_push(L, NULL, text, len, err, sizeof err) == 0) return 1;
+  lua_pushnil(L);
+  lua_pushstring(L, err);
+  return 2;
+}

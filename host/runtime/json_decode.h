@@ -45,6 +45,10 @@
 int json_decode_push(lua_State *L, json_shapes *shapes, const char *text, size_t len, char *err,
                      size_t errlen);
 
+/* The same as a Lua function: decode(text) -> the value, or nil and the
+ * message (res:json() of ls.http, and the test harness's decoder). */
+int json_decode_lua(lua_State *L);
+
 /* A flat object read without Lua: its keys and values point into the text.
  * luastream.handler reads it through the FFI (see luastream_flat in
  * corelib.c); the Lua declaration there must match this one. */

@@ -1032,18 +1032,6 @@ static int core_app(lua_State *L) {
   return 1;
 }
 
-/* core.json_decode(text) -> value, or nil and the message: the host's own
- * decoder (json_decode.h), for specs that look at what a handler got. A
- * number out of range is refused like invalid JSON here. */
-static int core_json_decode(lua_State *L) {
-  size_t len;
-  const char *text = luaL_checklstring(L, 1, &len);
-  char err[160];
-  if (json_decode_push(L, NULL, text, len, err, sizeof err) == 0) return 1;
-  lua_pushnil(L);
-  lua_pushstring(L, err);
-  return 2;
-}
 
 int luaopen_luastream_testing(lua_State *L) {
   static const luaL_Reg methods[] = {
@@ -1064,7 +1052,7 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_newtable(L);
   lua_pushcfunction(L, core_app);
   lua_setfield(L, -2, "app");
-  lua_pushcfunction(L, core_json_decode);
+  lua_pushcfunction(L, json_decode_lua);
   lua_setfield(L, -2, "json_decode");
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");

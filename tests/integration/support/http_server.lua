@@ -20,9 +20,8 @@ http_server.SCRIPT = files.repo_root .. "/tests/integration/support/http_server.
 -- Debian's interpreter when present (not a pyenv or venv one first on PATH).
 local function python()
   if sys.C.access("/usr/bin/python3", 1) == 0 then return "/usr/bin/python3" end
-  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
-    if sys.C.access(dir .. "/python3", 1) == 0 then return dir .. "/python3" end
-  end
+  local found = sys.on_path("python3")
+  if found then return found end
   error("python3 is not installed: the HTTP tests run their own server with it "
     .. "(install it, e.g. apt-get install python3)", 3)
 end

@@ -64,20 +64,12 @@ function Server:_launch()
   return nil, "redis-server did not answer PING within 15 s"
 end
 
--- Is `name` an executable file in a folder of $PATH?
-local function on_path(name)
-  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
-    if sys.C.access(dir .. "/" .. name, 1) == 0 then return true end -- X_OK
-  end
-  return false
-end
-
 --[[ Skips the running spec when redis-server is not installed: says why on
 stderr and marks the test pending (busted's skip), so it is neither passed nor
 failed. With LUASTREAM_REQUIRE_REDIS set (./dev test) a missing server is an
 error instead: there every test must run. Outside busted it is an error too. ]]
 function redis.require_server()
-  if on_path("redis-server") then return end
+  if sys.on_path("redis-server") then return end
   local why = "redis-server is not on PATH: this test starts its own server "
     .. "(install it, e.g. apt-get install redis-server)"
   local required = os.getenv("LUASTREAM_REQUIRE_REDIS")

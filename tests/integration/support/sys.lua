@@ -61,6 +61,14 @@ end
 
 function sys.pause(ms) C.poll(nil, 0, ms) end
 
+-- The path of the executable `name` in the first folder of $PATH holding one, else nil.
+function sys.on_path(name)
+  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
+    if C.access(dir .. "/" .. name, 1) == 0 then return dir .. "/" .. name end -- X_OK
+  end
+  return nil
+end
+
 -- ---- loopback addresses ----
 
 function sys.htons(port) return bit.bor(bit.lshift(bit.band(port, 0xff), 8), bit.rshift(port, 8)) end

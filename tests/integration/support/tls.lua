@@ -6,14 +6,6 @@ local processes = require "tests.integration.support.processes"
 
 local tls = {}
 
--- Is `name` an executable file in a folder of $PATH?
-local function on_path(name)
-  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
-    if sys.C.access(dir .. "/" .. name, 1) == 0 then return true end -- X_OK
-  end
-  return false
-end
-
 -- Runs openssl with args; errors with its output when it fails.
 local function openssl(args)
   local argv = { "openssl" }
@@ -39,7 +31,7 @@ folder when nil), valid for 2 days, for IP:127.0.0.1 and DNS:localhost.
 Returns {dir =, ca_file = "DIR/ca.pem", cert_file = "DIR/server.pem",
 key_file = "DIR/server.key"}. Errors clearly when openssl is missing. ]]
 function tls.make_certs(dir)
-  if not on_path("openssl") then
+  if not sys.on_path("openssl") then
     error("openssl is not on PATH: the HTTPS tests make their own test CA with it "
       .. "(install it, e.g. apt-get install openssl)", 2)
   end
