@@ -243,6 +243,9 @@ local function header_lines(headers, name)
   if type(headers) ~= "table" then error(name .. ": headers must be a table of name = value", 3) end
   for k, v in pairs(headers) do
     if type(k) ~= "string" then error(name .. ": a header name must be a string, got " .. type(k), 3) end
+    if k == "" or k:find("[%c :]") then
+      error(name .. ": header name " .. string.format("%q", k) .. " holds a space, a colon or a control character", 3)
+    end
     if type(v) == "number" then v = json_encode_http(v) end
     if type(v) ~= "string" then
       error(name .. ": header " .. k .. " must be a string or a number, got " .. type(v), 3)

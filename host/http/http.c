@@ -29,6 +29,10 @@ int http_request_check(const struct http_request *req, char *err, size_t errlen)
       snprintf(err, errlen, "the method must be upper-case letters, got \"%.16s\"", m);
       return -1;
     }
+  if (strcmp(m, "HEAD") == 0 && req->body) {
+    snprintf(err, errlen, "a HEAD request has no body");
+    return -1;
+  }
   if (req->url == NULL || !(has_scheme(req->url, "http://") || has_scheme(req->url, "https://"))) {
     snprintf(err, errlen, "the URL must start with http:// or https://");
     return -1;

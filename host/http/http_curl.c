@@ -19,9 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define SPARE_KEPT 64              /* finished transfers kept for reuse */
+#define HEADERS_MAX (256 * 1024) /* a response's header lines, all of them */
 #define BUFFER_KEPT (64 * 1024)    /* a kept transfer's buffers above this are freed */
 
 struct curl_client;
@@ -38,7 +40,8 @@ struct transfer {
   char *head;            /* the last response's header lines */
   size_t head_len, head_cap;
   size_t max_body;
-  bool too_large;
+  bool too_large;         /* the body passed max_body */
+  bool headers_too_large;
   uint64_t timeout_ms;
   http_done_fn *done;
   void *data;
@@ -46,11 +49,14 @@ struct transfer {
   struct transfer *prev, *next; /* the running list, or the spare list (next) */
 };
 
-/* A socket libcurl asked us to watch, from then until libcurl closes it.
- * Between transfers a kept connection's socket is not watched, but its
- * uv_poll stays (stopped): making one costs libuv three system calls, and a
- * connection is reused many times. It is closed when libcurl closes the
- * socket (CURLOPT_CLOSESOCKETFUNCTION), while the fd is still that socket. */
+/* A socket libcurl asked us to watch. Between transfers a kept connection's
+ * socket is not watched, but its uv_poll stays (stopped): making one costs
+ * libuv three system calls, and a connection is reused many times. Only
+ * sockets libcurl opened and closes through our callbacks are kept so (its
+ * connections'): the uv_poll is closed when libcurl closes the socket, while
+ * the fd is still that socket (closing a uv_poll removes its fd number from
+ * epoll, which by then could be another handle's). Any other socket libcurl
+ * watches (its resolver's) loses its uv_poll as soon as it is not watched. */
 struct sock {
   uv_poll_t poll;
   curl_socket_t fd;
@@ -66,7 +72,10 @@ struct curl_client {
   struct transfer *running;
   struct transfer *spare;
   size_t nspare;
-  struct sock **by_fd; /* the sockets' uv_polls, by fd */
+  struct fd_slot {
+    struct sock *s;   /* its uv_poll, or NULL */
+    bool ours;        /* opened by on_open_socket, to be closed by on_close_socket */
+  } *fds;             /* by fd */
   size_t nfd;
   int open_handles; /* the timer and the polls, until their close callbacks ran */
   bool closed;
@@ -107,6 +116,7 @@ static void shrink(char **buf, size_t *cap) {
 static size_t on_body(char *p, size_t size, size_t n, void *ud);
 static size_t on_header(char *p, size_t size, size_t n, void *ud);
 static int on_close_socket(void *clientp, curl_socket_t fd);
+static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a);
 
 static bool header_named(const char *line, const char *name) {
   size_t n = strlen(name);
@@ -128,6 +138,11 @@ static int setup_once(struct curl_client *cc, struct transfer *t) {
   SET(CURLOPT_HEADERDATA, (void *)t);
   SET(CURLOPT_ERRORBUFFER, t->errbuf);
   SET(CURLOPT_NOSIGNAL, 1L);
+  /* A transfer that ends while its name lookup runs must not wait for the
+   * resolver thread (getaddrinfo may take many seconds): the loop would. */
+  SET(CURLOPT_QUICK_EXIT, 1L);
+  SET(CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+  SET(CURLOPT_OPENSOCKETDATA, (void *)cc);
   SET(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
   SET(CURLOPT_CLOSESOCKETDATA, (void *)cc);
   SET(CURLOPT_PROTOCOLS_STR, "http,https");
@@ -140,40 +155,53 @@ static int setup_once(struct curl_client *cc, struct transfer *t) {
 
 /* What this request sets; every option one request may set is set by each,
  * so nothing of the handle's last request is left over. */
+static int add_header(struct transfer *t, const char *line) {
+  struct curl_slist *l = curl_slist_append(t->headers, line);
+  if (l == NULL) return -1;
+  t->headers = l;
+  return 0;
+}
+
 static int setup(struct transfer *t, const struct http_request *req) {
   CURL *e = t->easy;
+  bool get = strcmp(req->method, "GET") == 0 && req->body == NULL;
+  bool head = strcmp(req->method, "HEAD") == 0;
+  bool post = strcmp(req->method, "POST") == 0;
+  bool sends_body = !get && !head && (req->body != NULL || post);
   bool typed = false;
+  char line[256];
   for (size_t i = 0; i < req->nheaders; i++) {
-    struct curl_slist *l = curl_slist_append(t->headers, req->headers[i]);
-    if (l == NULL) return -1;
-    t->headers = l;
+    const char *h = req->headers[i], *colon = strchr(h, ':'), *v = colon + 1;
+    while (*v == ' ' || *v == '\t') v++;
+    /* libcurl reads "Name:" as "do not send Name": an empty value goes as
+     * "Name;", which it sends as "Name:". */
+    if (*v == '\0' && (size_t)(colon - h) < sizeof line - 1) {
+      snprintf(line, sizeof line, "%.*s;", (int)(colon - h), h);
+      h = line;
+    }
+    if (add_header(t, h) != 0) return -1;
     typed = typed || header_named(req->headers[i], "content-type");
   }
   /* No "Expect: 100-continue" round trip before a larger body; no form
    * content type that the handler did not ask for. */
-  const char *extra[] = {"Expect:", typed || req->body == NULL ? NULL : "Content-Type:"};
-  for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
-    if (extra[i] == NULL) continue;
-    struct curl_slist *l = curl_slist_append(t->headers, extra[i]);
-    if (l == NULL) return -1;
-    t->headers = l;
-  }
+  if (add_header(t, "Expect:") != 0 || (sends_body && !typed && add_header(t, "Content-Type:") != 0))
+    return -1;
   t->max_body = req->max_body;
   t->timeout_ms = req->timeout_ms;
-  bool get = strcmp(req->method, "GET") == 0 && req->body == NULL;
-  bool head = strcmp(req->method, "HEAD") == 0 && req->body == NULL;
-  bool post = strcmp(req->method, "POST") == 0;
   CURLcode rc = CURLE_OK;
   SET(CURLOPT_URL, req->url);
   SET(CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
   SET(CURLOPT_FOLLOWLOCATION, req->follow_redirects ? 1L : 0L);
   SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_body);
   SET(CURLOPT_HTTPHEADER, t->headers);
-  SET(CURLOPT_NOBODY, head ? 1L : 0L);
   SET(CURLOPT_CUSTOMREQUEST, get || head || post ? NULL : req->method);
-  if (get || head || (req->body == NULL && !post)) {
+  if (head) {
+    SET(CURLOPT_NOBODY, 1L); /* after HTTPGET would undo it: HTTPGET is not set */
+  } else if (!sends_body) {
+    SET(CURLOPT_NOBODY, 0L);
     SET(CURLOPT_HTTPGET, 1L); /* no body; CUSTOMREQUEST names another method */
   } else {
+    SET(CURLOPT_NOBODY, 0L);
     /* our copy: libcurl reads POSTFIELDS while the transfer runs */
     size_t len = req->body ? req->body_len : 0;
     if (len + 1 > t->out_cap) {
@@ -220,7 +248,7 @@ static struct transfer *transfer_get(struct curl_client *cc) {
   curl_slist_free_all(t->headers);
   t->headers = NULL;
   t->body_len = t->head_len = 0;
-  t->too_large = false;
+  t->too_large = t->headers_too_large = false;
   t->errbuf[0] = '\0';
   t->prev = t->next = NULL;
   return t;
@@ -273,6 +301,10 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     return len;
   }
   if (len <= 2) return len; /* the empty line that ends the headers */
+  if (t->head_len + len > HEADERS_MAX) {
+    t->headers_too_large = true;
+    return 0;
+  }
   return append(&t->head, &t->head_len, &t->head_cap, p, len) == 0 ? len : 0;
 }
 
@@ -291,7 +323,9 @@ static void transfer_finish(struct curl_client *cc, struct transfer *t, CURLcode
     done(data, &res, NULL, false);
   } else {
     char why[CURL_ERROR_SIZE + 96];
-    if (t->too_large || rc == CURLE_FILESIZE_EXCEEDED)
+    if (t->headers_too_large)
+      snprintf(why, sizeof why, "the response headers are larger than %d bytes", HEADERS_MAX);
+    else if (t->too_large || rc == CURLE_FILESIZE_EXCEEDED)
       snprintf(why, sizeof why, "the response body is larger than %zu bytes (max_body)",
                t->max_body);
     else if (rc == CURLE_OPERATION_TIMEDOUT)
@@ -340,29 +374,53 @@ static void sock_closed(uv_handle_t *h) {
 static void timer_closed(uv_handle_t *h) { handle_closed(h->data); }
 
 static void sock_close(struct curl_client *cc, struct sock *s) {
-  cc->by_fd[s->fd] = NULL;
+  cc->fds[s->fd].s = NULL;
   uv_close((uv_handle_t *)&s->poll, sock_closed);
+}
+
+/* The slot of fd, the table grown to hold it; NULL when out of memory. */
+static struct fd_slot *fd_slot(struct curl_client *cc, curl_socket_t fd) {
+  if (fd < 0) return NULL;
+  if ((size_t)fd >= cc->nfd) {
+    size_t n = cc->nfd ? cc->nfd : 64;
+    while (n <= (size_t)fd) n *= 2;
+    struct fd_slot *v = realloc(cc->fds, n * sizeof *v);
+    if (v == NULL) return NULL;
+    memset(v + cc->nfd, 0, (n - cc->nfd) * sizeof *v);
+    cc->fds = v;
+    cc->nfd = n;
+  }
+  return &cc->fds[fd];
+}
+
+static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
+  (void)purpose;
+  struct curl_client *cc = clientp;
+  curl_socket_t fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+  if (fd < 0) return CURL_SOCKET_BAD;
+  struct fd_slot *slot = fd_slot(cc, fd);
+  if (slot == NULL) {
+    close(fd);
+    return CURL_SOCKET_BAD;
+  }
+  slot->ours = true;
+  return fd;
 }
 
 static int on_close_socket(void *clientp, curl_socket_t fd) {
   struct curl_client *cc = clientp;
-  if (fd >= 0 && (size_t)fd < cc->nfd && cc->by_fd[fd]) sock_close(cc, cc->by_fd[fd]);
+  if (fd >= 0 && (size_t)fd < cc->nfd) {
+    if (cc->fds[fd].s) sock_close(cc, cc->fds[fd].s);
+    cc->fds[fd].ours = false;
+  }
   return close(fd);
 }
 
 /* The uv_poll of fd: the one kept from an earlier transfer, or a new one. */
 static struct sock *sock_of(struct curl_client *cc, curl_socket_t fd) {
-  if (fd < 0) return NULL;
-  if ((size_t)fd < cc->nfd && cc->by_fd[fd]) return cc->by_fd[fd];
-  if ((size_t)fd >= cc->nfd) {
-    size_t n = cc->nfd ? cc->nfd : 64;
-    while (n <= (size_t)fd) n *= 2;
-    struct sock **v = realloc(cc->by_fd, n * sizeof *v);
-    if (v == NULL) return NULL;
-    memset(v + cc->nfd, 0, (n - cc->nfd) * sizeof *v);
-    cc->by_fd = v;
-    cc->nfd = n;
-  }
+  struct fd_slot *slot = fd_slot(cc, fd);
+  if (slot == NULL) return NULL;
+  if (slot->s) return slot->s;
   struct sock *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   if (uv_poll_init_socket(cc->loop, &s->poll, fd) != 0) {
@@ -372,7 +430,7 @@ static struct sock *sock_of(struct curl_client *cc, curl_socket_t fd) {
   s->fd = fd;
   s->cc = cc;
   s->poll.data = s;
-  cc->by_fd[fd] = s;
+  slot->s = s;
   cc->open_handles++;
   return s;
 }
@@ -395,12 +453,14 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
   struct curl_client *cc = userp;
   struct sock *s = socketp;
   if (cc->closed) return 0;
-  if (what == CURL_POLL_REMOVE) { /* not watched for now; kept until closed */
-    if (s) uv_poll_stop(&s->poll);
+  if (what == CURL_POLL_REMOVE) {
+    if (s && cc->fds[fd].ours) uv_poll_stop(&s->poll); /* kept until libcurl closes it */
+    else if (s) sock_close(cc, s);
     curl_multi_assign(cc->multi, fd, NULL);
     return 0;
   }
   if (s == NULL) {
+    /* -1 (out of memory) makes libcurl fail every transfer in flight */
     if ((s = sock_of(cc, fd)) == NULL) return -1;
     curl_multi_assign(cc->multi, fd, s);
   }
@@ -470,9 +530,9 @@ static void client_close(http_client *c) {
   curl_multi_cleanup(cc->multi); /* closes the kept connections, and their uv_polls */
   cc->multi = NULL;
   for (size_t fd = 0; fd < cc->nfd; fd++) /* none, unless libcurl closed one unsaid */
-    if (cc->by_fd[fd]) sock_close(cc, cc->by_fd[fd]);
-  free(cc->by_fd);
-  cc->by_fd = NULL;
+    if (cc->fds[fd].s) sock_close(cc, cc->fds[fd].s);
+  free(cc->fds);
+  cc->fds = NULL;
   cc->nfd = 0;
 }
 

@@ -60,8 +60,10 @@ static int core_http(lua_State *L) {
     return luaL_error(L, "%s: out of memory", name);
   for (size_t i = 0; i < n; i++) {
     lua_rawgeti(L, 4, (int)i + 1);
-    headers[i] = lua_tostring(L, -1); /* the table keeps the string alive */
-    lua_pop(L, 1);
+    /* a string only: lua_tostring would turn a number into a new string the
+     * table does not keep */
+    headers[i] = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    lua_pop(L, 1); /* the table keeps the string alive */
     if (headers[i] == NULL) {
       if (headers != stack_headers) free(headers);
       return luaL_error(L, "%s: header line %d is not a string", name, (int)i + 1);
@@ -73,8 +75,8 @@ static int core_http(lua_State *L) {
   int rc = http_request_check(&req, err, sizeof err) == 0 ? job_http(job, &req) : -4;
   if (headers != stack_headers) free(headers);
   if (rc == -4) return raise_at_handler(L, "%s: %s", name, err);
-  if (rc == -1) return luaL_error(L, "%s: this host offers no HTTP client to handlers", name);
-  if (rc == -2) return luaL_error(L, "%s: out of memory", name);
+  if (rc == -1) return raise_at_handler(L, "%s: this host offers no HTTP client to handlers%s", name, "");
+  if (rc == -2) return raise_at_handler(L, "%s: out of memory%s", name, "");
   if (rc == -3) return 0;
   return lua_yield(L, 0);
 }

@@ -193,6 +193,7 @@ static void job_end(struct rt_job *job, bool reusable) {
     job->reply = NULL;
     job->response = NULL;
     job->reply_err = NULL;
+    job->reply_fatal = false;
     lua_settop(job->co, 0);
     job->e = NULL;
     job->done = NULL;

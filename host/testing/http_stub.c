@@ -2,6 +2,7 @@
 #include "http_stub.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,15 @@ static int stub_request(http_client *c, const struct http_request *req, http_don
     p->answer.kind = HTTP_STUB_FAULT;
     free(p->answer.error);
     p->answer.error = strdup("passed on, but there is no real HTTP client");
+  }
+  if (p->answer.kind == HTTP_STUB_RESPOND && p->answer.body_len > req->max_body) {
+    /* what the real client says of such a body */
+    char why[96];
+    snprintf(why, sizeof why, "the response body is larger than %zu bytes (max_body)",
+             req->max_body);
+    p->answer.kind = HTTP_STUB_FAIL;
+    free(p->answer.error);
+    p->answer.error = strdup(why);
   }
   /* Even an answer without delay waits for a timer: the callback never
    * runs inside http_request. */

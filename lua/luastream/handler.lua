@@ -411,10 +411,11 @@ end
 
 -- ctx.idempotency_key: "stream/group/id", id the entry's id on the source
 -- stream, so the same across redeliveries, retry copies, delays and
--- replays of one entry in one group; "%" and "/" in the stream and group
--- names are written %25 and %2F, so no two entries share a key.
+-- replays of one entry in one group. In the stream and group names "%", "/"
+-- and every byte outside printable ASCII are written %XX, so no two entries
+-- share a key and the key is a valid header value.
 local function escape_name(s)
-  return (s:gsub("[%%/]", { ["%"] = "%25", ["/"] = "%2F" }))
+  return (s:gsub("[%%/%c\128-\255]", function(c) return string.format("%%%02X", c:byte()) end))
 end
 
 local function idempotency_key(spec, source_id)

@@ -25,6 +25,11 @@ TEST_IMPL(http_check_refuses_what_could_smuggle_or_escape) {
   ASSERT_STR_EQ(err, "the method must be upper-case letters, got \"get\"");
   ASSERT_INT_EQ(check("GET\r\nX", "http://h/", NULL), -1);
   ASSERT_INT_EQ(check("", "http://h/", NULL), -1);
+  const char *no_headers[] = {NULL};
+  struct http_request head = {.method = "HEAD", .url = "http://h/", .headers = no_headers,
+                              .body = "x", .body_len = 1};
+  ASSERT_INT_EQ(http_request_check(&head, err, sizeof err), -1);
+  ASSERT_STR_EQ(err, "a HEAD request has no body");
   ASSERT_INT_EQ(check("GET", "file:///etc/passwd", NULL), -1);
   ASSERT_STR_EQ(err, "the URL must start with http:// or https://");
   ASSERT_INT_EQ(check("GET", "http://", NULL), -1);

@@ -32,10 +32,12 @@ function ops.post(p, ctx)
 end
 
 function ops.get(p)
-  local res, err = ls.http.request{ method = "GET", url = (p.base or URL) .. p.path, timeout = p.timeout,
-                                    follow_redirects = p.follow }
+  local res, err = ls.http.request{ method = p.method or "GET", url = (p.base or URL) .. p.path,
+                                    timeout = p.timeout, follow_redirects = p.follow,
+                                    headers = p.headers }
+  local fill = res and res.headers["x-fill"]
   ls.log.info("got", { payment_id = p.id, status = res and res.status, len = res and #res.body,
-                       err = err })
+                       err = err, fill = fill and #fill })
   if not res then error(err) end
 end
 
@@ -189,6 +191,26 @@ describe("ls.http on a real HTTP server", function()
     assert.equal("302", host:records({ msg = "got", payment_id = "1" })[1].status)
     assert.equal("200", host:records({ msg = "got", payment_id = "2" })[1].status)
     assert.equal(3, web:stats().requests)
+  end)
+
+  it("sends HEAD and empty header values as asked; caps the response headers", function()
+    local web = http_server.start()
+    local srv, host = start(web)
+    publish(srv, { op = "get", id = 1, method = "HEAD", path = "/big?bytes=5000000" })
+    publish(srv, { op = "get", id = 2, method = "POST", path = "/echo", headers = { ["X-Empty"] = "" } })
+    publish(srv, { op = "get", id = 3, path = "/headers?lines=2" })
+    publish(srv, { op = "get", id = 4, path = "/headers?lines=3000" })
+    host:wait_records({ msg = "got" }, 4, 20, "four requests")
+    local head = host:records({ msg = "got", payment_id = "1" })[1]
+    assert.equal("200", head.status)
+    assert.equal("0", head.len) -- a HEAD, not a GET capped or read in full
+    local echoed = web:requests()[1]
+    assert.equal("POST", echoed.method)
+    assert.equal("", echoed.headers["x-empty"])
+    assert.is_nil(echoed.headers["content-type"]) -- no form type the handler did not ask for
+    assert.equal(tostring(2 * 100 + 2), host:records({ msg = "got", payment_id = "3" })[1].fill)
+    assert.matches("the response headers are larger than 262144 bytes$",
+      host:records({ msg = "got", payment_id = "4" })[1].err)
   end)
 
   it("sends requests through the proxy the environment names", function()

@@ -119,6 +119,14 @@ describe("HTTP stubs", function()
     assert.equal("error", app:received("notify")[1].outcome)
   end)
 
+  it("fail a body over the host's max_body as the real client does", function()
+    local app = start("http_stub", { handler_errors = "record" })
+    app:http_stub("POST", CHARGES, { body = string.rep("x", 16 * 1024 * 1024 + 1) })
+    app:publish("payments", { id = 1 })
+    assert.equal("http POST " .. CHARGES .. ": the response body is larger than 16777216 bytes (max_body)",
+      last(app, "no response").err)
+  end)
+
   it("are required: a request none matches fails the delivery, naming method and URL", function()
     local app = start("http_stub", { handler_errors = "record" })
     app:http_stub("GET", CHARGES, { status = 200 })

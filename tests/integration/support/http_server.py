@@ -12,6 +12,7 @@ connection), optionally over TLS. Paths (any method unless said):
   /big?bytes=N[&chunked=1]
                     N bytes of 'x' in 64 KiB writes, Content-Length or chunked
   /slow?ms=N        200 {"slept_ms": N} after N ms
+  /headers?lines=N  200 with N header lines "X-Fill: " + 100 'x' (one name, many lines)
   /stats            JSON {connections, accepted, requests, in_flight, max_concurrent}
   /requests         GET: the recorded /echo requests in order; DELETE: clears them
   anything else     404 JSON
@@ -196,6 +197,12 @@ class Handler(BaseHTTPRequestHandler):
                 pass
         elif path == "/big":
             self.send_big(int(query.get("bytes", "0")), query.get("chunked") == "1")
+        elif path == "/headers":
+            self.send_response(200)
+            for _ in range(int(query.get("lines", "0"))):
+                self.send_header("X-Fill", "x" * 100)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif path == "/slow":
             ms = int(query.get("ms", "0"))
             state.stop.wait(ms / 1000.0)
