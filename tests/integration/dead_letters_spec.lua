@@ -690,11 +690,12 @@ return {
   handle = function(payment, ctx)
     if not seen[payment.id] then
       seen[payment.id] = true
+      ls.log.info("payment rejected", { payment_id = payment.id, key = ctx.idempotency_key })
       return ls.reject("account under review")
     end
     ls.log.info("payment posted", { payment_id = payment.id, entry_id = ctx.id,
       delivery_count = ctx.headers[ls.DELIVERY_COUNT_HEADER] or "none",
-      original_id = ctx.headers[ls.ORIGINAL_ID_HEADER] or "none" })
+      original_id = ctx.headers[ls.ORIGINAL_ID_HEADER] or "none", key = ctx.idempotency_key })
   end,
 }
 ]]
@@ -832,6 +833,9 @@ describe("luastream dead-letters", function()
     assert.equal("2", posted.payment_id)
     assert.equal(new2, posted.entry_id)
     assert.equal("none", posted.delivery_count, "a replayed entry starts a fresh count")
+    -- the idempotency key a handler sends outside is the one of the first delivery
+    assert.equal("payments/ledger/" .. ids[2], posted.key)
+    assert.equal(posted.key, host:records({ msg = "payment rejected", payment_id = "2" })[1].key)
 
     -- the rest
     code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--all")
