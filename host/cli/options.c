@@ -89,9 +89,9 @@ static const struct cli_group groups[NGROUPS] = {
     [GROUP_REPLAY] = {true, "replay needs either --id ID (repeatable) or --all"},
 };
 
-/* --load-timeout: a limit of 0 would fail every file. */
-static int check_load_timeout(const char *who, const struct cli_value *v, char *err,
-                              size_t errlen) {
+/* --load-timeout, --http-timeout: a limit of 0 would fail every file, every request. */
+static int check_above_zero(const char *who, const struct cli_value *v, char *err,
+                            size_t errlen) {
   if (v->num > 0) return 0;
   snprintf(err, errlen, "%s needs a duration above 0 such as 5s or 500ms", who);
   return -1;
@@ -164,7 +164,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_LOAD_TIMEOUT] = {
         .name = "load-timeout", .arg = "DURATION", .kind = CLI_DURATION,
         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK), .def = "5s",
-        .check = check_load_timeout,
+        .check = check_above_zero,
         .help = "how long a handler file's top-level code may run when the file is "
                 "loaded: longer is a load error naming the file"},
     [OPT_WATCHDOG] = {
@@ -176,7 +176,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                 "can expire; keep it above --load-timeout; it cannot be off)"},
     [OPT_HTTP_TIMEOUT] = {
         .name = "http-timeout", .arg = "DURATION", .kind = CLI_DURATION,
-        .commands = CLI_IN(CLI_RUN), .def = "10s",
+        .commands = CLI_IN(CLI_RUN), .def = "10s", .check = check_above_zero,
         .help = "how long an ls.http request may take, queueing for a connection "
                 "included, unless the request gives its own timeout"},
     [OPT_HTTP_MAX_BODY] = {

@@ -80,6 +80,10 @@ TEST_IMPL(options_defaults_and_env) {
   ASSERT(!cli_given(&o, OPT_LOAD_TIMEOUT));
   ASSERT_INT_EQ(cli_num(&o, OPT_WATCHDOG), LEASE_STALL_MAX_MS);
   ASSERT_INT_EQ(cli_num(&o, OPT_LOG_LEVEL), LOG_INFO);
+  ASSERT_INT_EQ(cli_num(&o, OPT_HTTP_TIMEOUT), RT_HTTP_TIMEOUT_MS);
+  ASSERT_INT_EQ(cli_num(&o, OPT_HTTP_MAX_BODY), RT_HTTP_MAX_BODY);
+  ASSERT_INT_EQ(cli_num(&o, OPT_HTTP_PER_HOST), 32);
+  ASSERT_NULL(cli_text(&o, OPT_HTTP_CA_FILE));
   ASSERT(!cli_given(&o, OPT_NO_RELOAD));
   ASSERT_NULL(cli_text(&o, OPT_INSTANCE));
   ASSERT_INT_EQ(PARSE(CLI_DL_LIST, "dl"), CLI_OK);
@@ -164,6 +168,10 @@ TEST_IMPL(options_bad_duration) {
   ASSERT_CONTAINS(err_text, "luastream: --shutdown-timeout \"off\" must be a duration");
   ASSERT_INT_EQ(PARSE(CLI_CHECK, "--load-timeout", "0s", "dir"), CLI_USAGE);
   ASSERT_STR_EQ(err_text, "luastream: --load-timeout needs a duration above 0 such as 5s or 500ms\n");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--http-timeout", "0ms", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --http-timeout needs a duration above 0 such as 5s or 500ms\n");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--http-per-host", "0", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --http-per-host needs a number from 1 to 100000, got \"0\"\n");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "off", "dir"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "luastream: --watchdog cannot be off: ");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "11s", "dir"), CLI_USAGE);
