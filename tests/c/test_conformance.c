@@ -917,10 +917,12 @@ static const struct cf_step block_more[] = {
     C("XPENDING", "s", "g"),
     C("XREADGROUP", "GROUP", "g", "one", "STREAMS", "s", ">"),
     C("XGROUP", "SETID", "s", "h", "$"),
-    S1("XREADGROUP", "GROUP", "h", "one", "BLOCK", "300", "STREAMS", "s", ">"),
+    /* 1 s: a busy machine may take a few hundred ms between two steps, and
+     * the read must still be blocked at B1 */
+    S1("XREADGROUP", "GROUP", "h", "one", "BLOCK", "1000", "STREAMS", "s", ">"),
     C("XGROUP", "DESTROY", "s", "g"),
     B1,
-    ADV(300),
+    ADV(1000),
     W1,
     C("XGROUP", "CREATE", "s", "g", "$"),
     S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),

@@ -62,7 +62,8 @@ static void done(void *data, const struct http_response *res, const char *err, b
 }
 
 static const struct http_request REQ = {.method = "POST", .url = "https://provider.test/v1/charges",
-                                        .body = "{}", .body_len = 2, .timeout_ms = 10000};
+                                        .body = "{}", .body_len = 2, .timeout_ms = 10000,
+                                        .max_body = 1024};
 
 TEST_IMPL(http_stub_answers_after_the_delay_on_the_clock) {
   clk = clock_virtual_new(0);
