@@ -531,7 +531,7 @@ static void print_table(struct status *st, bool needs) {
     bool have = g->src.exists && g->src.group_exists;
     char *row[8] = {cell(g->stream),
                     cell(g->group),
-                    g->src.exists ? cell_num(g->src.length) : xstrdup("missing"),
+                    g->src.exists ? cell_num(g->src.length) : xstrdup(g->src.error ? "?" : "missing"),
                     have ? cell_num(g->src.lag) : xstrdup("-"),
                     have ? cell_num(g->src.pending) : xstrdup("-"),
                     cell_ms(have && g->src.pending ? g->src.oldest_idle_ms : -1),
