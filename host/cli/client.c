@@ -88,6 +88,8 @@ int client_run(const struct redis_url *url, const char *name, client_start_fn *s
   } else if ((c.timeout = timer_new(clock, client_timeout, &c)) == NULL) {
     fprintf(stderr, "luastream: cannot create a timer: out of memory\n");
   } else {
+    c.clock = clock;
+    c.loop = &loop;
     timer_start(c.timeout, CLIENT_TIMEOUT_MS);
     c.conn = bk_conn_open(c.b, name, client_state, &c);
     if (c.conn == NULL) {

@@ -18,8 +18,13 @@ struct client;
 /* Called once, when the connection is first up: sends the first command(s). */
 typedef void client_start_fn(struct client *c);
 
+struct uv_loop_s;
+
 struct client {
   broker *b;
+  lclock *clock;            /* for a command's own timers (status --watch) */
+  struct uv_loop_s *loop;   /* for a command's own handles (status --watch's SIGINT);
+                             * unref them, so that client_done still ends the loop */
   bk_conn *conn;
   ltimer *timeout;          /* to connect, then for each reply */
   client_start_fn *start;

@@ -10,10 +10,13 @@
  *   luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]
  *   luastream dead-letters replay [--redis URL | --redis-file PATH] STREAM
  *                                 (--id ID... | --all)                          (dead_letters.c)
+ *   luastream status [--redis URL | --redis-file PATH] [--load-timeout DURATION]
+ *                    [--json] [--watch] DIR | STREAM...                            (status.c)
  *   luastream help [COMMAND]    the commands, or COMMAND's --help
  *   luastream --version
  *
- * Exit status: 0 on success, 1 when the work failed, 2 on a usage error. */
+ * Exit status: 0 on success, 1 when the work failed (status: when something
+ * needs attention), 2 on a usage error. */
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 #include "options.h"
 #include "publish.h"
 #include "run.h"
+#include "status.h"
 
 static const char usage_main[] =
     "usage: luastream <command> [options]\n"
@@ -38,6 +42,9 @@ static const char usage_main[] =
     "  publish        add one entry to a stream\n"
     "  dead-letters   list the dead letters of a stream (list), or hand them back\n"
     "                 to the group that gave up on them (replay)\n"
+    "  status         each stream and group of a directory's handlers (or of the\n"
+    "                 streams named): lag, pending, consumers, dead letters, and\n"
+    "                 what needs attention\n"
     "  help           this text; `luastream help <command>` is that command's\n"
     "                 --help\n"
     "\n"
@@ -57,6 +64,7 @@ static int dispatch(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
   if (!strcmp(cmd, "publish")) return cmd_publish(argc, argv);
   if (!strcmp(cmd, "dead-letters")) return cmd_dead_letters(argc, argv);
+  if (!strcmp(cmd, "status")) return cmd_status(argc, argv);
   return -1;
 }
 

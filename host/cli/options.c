@@ -25,14 +25,15 @@
 struct cli_command_def {
   const char *name;       /* as typed after "luastream" */
   const char *args;       /* the positional arguments in the synopsis */
-  int nargs;              /* how many: all are required */
+  int nargs;              /* how many are required */
+  int max_args;           /* how many are allowed when more than nargs (CLI_ARGS_MAX at most) */
   const char *about;      /* the paragraph(s) between the synopsis and the options */
   const char *footer;     /* after the options, or NULL */
 };
 
 static const struct cli_command_def commands[CLI_NCOMMANDS] = {
     [CLI_RUN] = {
-        "run", "DIR", 1,
+        "run", "DIR", 1, 0,
         "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
         "groups, reads, calls the handlers and applies their outcomes. Files whose\n"
         "name starts with _ are modules the handlers may require, not handlers.\n"
@@ -45,26 +46,26 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
         "Handler files are code: they run with this process's rights and\n"
         "environment (docs/handlers.md says what is contained).\n"},
     [CLI_CHECK] = {
-        "check", "DIR", 1,
+        "check", "DIR", 1, 0,
         "Loads and validates every handler file of DIR without connecting to Redis.\n"
         "Prints `file:line: message` for each problem and exits 1 if there is any.\n"
         "Loading runs each file's top-level code (with the rights of this process):\n"
         "check only what you would run.\n",
         NULL},
     [CLI_PUBLISH] = {
-        "publish", "STREAM JSON", 2,
+        "publish", "STREAM JSON", 2, 0,
         "Adds one entry to STREAM with JSON as its body (field `data`) and prints the\n"
         "new entry id.\n",
         NULL},
     [CLI_DL_LIST] = {
-        "dead-letters list", "STREAM", 1,
+        "dead-letters list", "STREAM", 1, 0,
         "Prints the dead letters of STREAM, oldest first: for each, its id, where it\n"
         "came from (source stream, group, original id, handler), why (reason,\n"
         "error), how often it was delivered, when it was dead-lettered (UTC), its\n"
         "other headers and its body.\n",
         NULL},
     [CLI_DL_REPLAY] = {
-        "dead-letters replay", "STREAM", 1,
+        "dead-letters replay", "STREAM", 1, 0,
         "Puts dead letters of STREAM back for the group that dead-lettered them: on\n"
         "the retry stream SOURCE:retry:GROUP of the source stream and group luastream\n"
         "recorded in each (never on the source stream, so the stream's other groups\n"
@@ -74,6 +75,31 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
         "in one server-side script, so it is never on both streams nor on neither.\n"
         "Prints `ID -> RETRY-STREAM NEW-ID` per entry and a count.\n",
         NULL},
+    [CLI_STATUS] = {
+        "status", "DIR | STREAM...", 1, CLI_ARGS_MAX,
+        "Shows, for each stream and group the handlers of DIR read (or every group\n"
+        "of each STREAM named), the stream's length, the group's lag (entries not\n"
+        "yet delivered; ? when Redis cannot tell), its pending entries and how long\n"
+        "the oldest has been idle, its consumers with their pending entries and idle\n"
+        "time, the group's retry stream (STREAM:retry:GROUP), its delayed entries\n"
+        "(STREAM:delayed:GROUP) and, with DIR, the length of each handler's\n"
+        "dead_letter stream. An argument that is a directory is DIR (the handler\n"
+        "files are loaded as `luastream check` does, without connecting them);\n"
+        "otherwise the arguments are stream names.\n"
+        "\n"
+        "What needs attention is said under the table:\n"
+        "  - a consumer that holds pending entries and has not read for longer than\n"
+        "    the handler's min_idle (60s when no handler says: a stream named\n"
+        "    without DIR, a handler without min_idle);\n"
+        "  - entries waiting (lag above 0) while no consumer of the group has read\n"
+        "    for that long, or the group has no consumer;\n"
+        "  - with --watch, a lag that grew at each of the last 3 refreshes;\n"
+        "  - dead letters on a handler's dead_letter stream; a stream or group a\n"
+        "    handler reads that does not exist; a key that cannot be read.\n",
+        "Exit status: 0 when nothing needs attention, 1 when something does (or the\n"
+        "server cannot be reached or read, said on stderr), 2 on a usage error.\n"
+        "--watch ends at SIGINT with the status of its last refresh.\n"
+        "docs/operations.md describes the table and the --json document.\n"},
 };
 
 const char *cli_command_name(enum cli_command command) { return commands[command].name; }
@@ -118,7 +144,9 @@ static int check_watchdog(const char *who, const struct cli_value *v, char *err,
   return 0;
 }
 
-#define SERVER (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY))
+#define SERVER                                                                                     \
+  (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) |           \
+   CLI_IN(CLI_STATUS))
 
 const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_REDIS] = {
@@ -163,7 +191,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         .help = "do not watch DIR for changes (SIGHUP still reloads)"},
     [OPT_LOAD_TIMEOUT] = {
         .name = "load-timeout", .arg = "DURATION", .kind = CLI_DURATION,
-        .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK), .def = "5s",
+        .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS), .def = "5s",
         .check = check_above_zero,
         .help = "how long a handler file's top-level code may run when the file is "
                 "loaded: longer is a load error naming the file"},
@@ -215,6 +243,14 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         .group = GROUP_REPLAY,
         .help = "every dead letter on STREAM when the command starts (in batches of 500; "
                 "entries that are not dead letters stay)"},
+    [OPT_JSON] = {
+        .name = "json", .kind = CLI_FLAG, .commands = CLI_IN(CLI_STATUS),
+        .help = "print one JSON document instead of the table (with --watch, one per "
+                "refresh, one per line)"},
+    [OPT_WATCH] = {
+        .name = "watch", .kind = CLI_FLAG, .commands = CLI_IN(CLI_STATUS),
+        .help = "refresh every 2s until SIGINT: in place on a terminal, else block after "
+                "block"},
 };
 
 static bool takes(enum cli_command command, int id) {
@@ -585,7 +621,7 @@ int cli_parse(enum cli_command command, int argc, char **argv, struct cli_option
       return CLI_DONE;
     }
     if (a[0] != '-' || a[1] != '-') {
-      if (o->npos == c->nargs) {
+      if (o->npos == (c->max_args > c->nargs ? c->max_args : c->nargs)) {
         fprintf(err, "luastream: unexpected argument \"%s\"\n\n", a);
         cli_print_help(command, err);
         return CLI_USAGE;

@@ -22,7 +22,15 @@
 /* The server when neither --redis, --redis-file nor REDIS_URL names one. */
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
 
-enum cli_command { CLI_RUN, CLI_CHECK, CLI_PUBLISH, CLI_DL_LIST, CLI_DL_REPLAY, CLI_NCOMMANDS };
+enum cli_command {
+  CLI_RUN,
+  CLI_CHECK,
+  CLI_PUBLISH,
+  CLI_DL_LIST,
+  CLI_DL_REPLAY,
+  CLI_STATUS,
+  CLI_NCOMMANDS
+};
 
 enum cli_option_id {
   OPT_REDIS,
@@ -44,6 +52,8 @@ enum cli_option_id {
   OPT_COUNT,
   OPT_ID,
   OPT_ALL,
+  OPT_JSON,
+  OPT_WATCH,
   OPT_NOPTIONS
 };
 
@@ -102,13 +112,16 @@ struct cli_value {
   int nitems;
 };
 
+/* The most positional arguments a command takes (status STREAM...). */
+#define CLI_ARGS_MAX 64
+
 /* Items of all repeatable options together (--header 64, --id 1024). */
 #define CLI_ITEMS_MAX 1088
 
 struct cli_options {
   enum cli_command command;
   struct cli_value v[OPT_NOPTIONS];
-  const char *pos[2]; /* the positional arguments (DIR, STREAM, JSON) */
+  const char *pos[CLI_ARGS_MAX]; /* the positional arguments (DIR, STREAM, JSON) */
   int npos;
   struct redis_url url; /* the server, for commands that accept --redis */
   const char *items[CLI_ITEMS_MAX];

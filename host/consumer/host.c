@@ -100,14 +100,19 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
   return problems;
 }
 
-int host_check(const char *dir, uint64_t load_timeout_ms) {
+int host_check_each(const char *dir, uint64_t load_timeout_ms, host_spec_fn *each, void *data) {
   handler **hs = NULL;
   size_t n = 0;
   struct rt_env env = {.load_timeout_ms = load_timeout_ms}; /* no clock: nothing runs */
   int problems = load_all(dir, &env, &hs, &n, stderr);
+  for (size_t i = 0; each && hs && i < n; i++) each(data, handler_spec(hs[i]));
   for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
   free(hs);
   return problems;
+}
+
+int host_check(const char *dir, uint64_t load_timeout_ms) {
+  return host_check_each(dir, load_timeout_ms, NULL, NULL);
 }
 
 /* ---- consumer names ---- */

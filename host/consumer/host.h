@@ -123,5 +123,10 @@ void host_free(host *h);
  * well). Two files reading one stream as one group are a problem (they
  * would split its entries) unless one reads `new` and the other `reclaim`. */
 int host_check(const char *dir, uint64_t load_timeout_ms);
+/* host_check, then, when every file is valid, each(data, spec) for each
+ * handler in file order (spec valid during the call only): what `luastream
+ * status` learns of the streams and groups a directory reads. */
+typedef void host_spec_fn(void *data, const struct handler_spec *spec);
+int host_check_each(const char *dir, uint64_t load_timeout_ms, host_spec_fn *each, void *data);
 
 #endif

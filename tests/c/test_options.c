@@ -180,6 +180,15 @@ TEST_IMPL(options_bad_duration) {
   ASSERT_STR_EQ(err_text, "luastream: --count needs a number from 1 to 1000000000, got \"+5\"\n");
 }
 
+/* help has an entry that starts with want and ends there (--watch is not --watchdog). */
+static bool has_entry(const char *help, const char *want) {
+  for (const char *p = strstr(help, want); p; p = strstr(p + 1, want)) {
+    char next = p[strlen(want)];
+    if (next == ' ' || next == '\n') return true;
+  }
+  return false;
+}
+
 TEST_IMPL(options_help_lists_every_option) {
   clean_env();
   for (int c = 0; c < CLI_NCOMMANDS; c++) {
@@ -193,7 +202,7 @@ TEST_IMPL(options_help_lists_every_option) {
       snprintf(want, sizeof want, "\n  --%s%s%s", opt->name, opt->arg ? " " : "",
                opt->arg ? opt->arg : "");
       if (opt->commands & CLI_IN(c)) ASSERT_CONTAINS(help, want);
-      else if (strstr(help, want)) TEST_FAIL_("%s help lists --%s", cli_command_name(c), opt->name);
+      else if (has_entry(help, want)) TEST_FAIL_("%s help lists --%s", cli_command_name(c), opt->name);
     }
     free(help);
   }

@@ -1,0 +1,48 @@
+/* status_rules: the problems `luastream status` flags, and its durations
+ * (status_rules.h). */
+#include "status_rules.h"
+
+#include <stdio.h>
+
+const char *status_format_ms(long long ms, char *out, size_t len) {
+  static const struct {
+    long long ms;
+    const char *unit;
+  } units[] = {{86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+  if (ms < 0) {
+    snprintf(out, len, "-");
+    return out;
+  }
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    if (ms < units[i].ms) continue;
+    /* tenths, rounded down: "59.99s" must not read "60.0s" */
+    long long tenths = ms * 10 / units[i].ms;
+    if (tenths < 100 && tenths % 10 != 0)
+      snprintf(out, len, "%lld.%lld%s", tenths / 10, tenths % 10, units[i].unit);
+    else
+      snprintf(out, len, "%lld%s", ms / units[i].ms, units[i].unit);
+    return out;
+  }
+  snprintf(out, len, "%lldms", ms);
+  return out;
+}
+
+long long status_stall_after(long long min_idle_ms) {
+  return min_idle_ms > 0 ? min_idle_ms : STATUS_STALL_DEFAULT_MS;
+}
+
+bool status_consumer_stalled(long long pending, long long idle_ms, long long stall_after_ms) {
+  return pending > 0 && idle_ms > stall_after_ms;
+}
+
+bool status_waiting_unread(long long waiting, long long freshest_idle_ms,
+                           long long stall_after_ms) {
+  return waiting > 0 && (freshest_idle_ms < 0 || freshest_idle_ms > stall_after_ms);
+}
+
+bool status_lag_growing(const long long *lags, int n) {
+  if (n < STATUS_LAG_RISES + 1) return false;
+  for (int i = n - STATUS_LAG_RISES; i < n; i++)
+    if (lags[i - 1] < 0 || lags[i] <= lags[i - 1]) return false;
+  return true;
+}

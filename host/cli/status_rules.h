@@ -1,0 +1,49 @@
+/* status_rules: what `luastream status` calls a problem, and how it writes
+ * a length of time, as pure functions (no I/O) so that the rules are tested
+ * on their own.
+ *
+ * The rules, for one group of one stream (docs/operations.md, "status"):
+ *   - a consumer is stalled when it holds pending entries and has not read
+ *     for longer than the stall limit: the handler's min_idle (past it, a
+ *     claiming read may take the entries over), else STATUS_STALL_DEFAULT_MS;
+ *   - entries wait unread when the group is behind (lag above 0) and none of
+ *     its consumers has read within the stall limit (or it has none): one
+ *     look cannot tell a growing lag from a passing one, but a lag that no
+ *     one is reading is one;
+ *   - under --watch, a lag grows when it rose at each of the last
+ *     STATUS_LAG_RISES refreshes: a steady rise, not the ups and downs of a
+ *     group that keeps up in batches. */
+#ifndef LUASTREAM_STATUS_RULES_H
+#define LUASTREAM_STATUS_RULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define STATUS_STALL_DEFAULT_MS 60000 /* the stall limit when no min_idle is known */
+#define STATUS_LAG_RISES 3            /* refreshes in a row a lag must rise */
+#define STATUS_LAG_HISTORY (STATUS_LAG_RISES + 1)
+
+/* ms as a person reads it at a glance: "0ms", "850ms", "1.2s", "42s", "3m",
+ * "2h", "5d" (below 10 of a unit, one decimal: "1.5m", "2.5h"). Negative:
+ * "-". Returns out. */
+const char *status_format_ms(long long ms, char *out, size_t len);
+
+/* The stall limit for a handler's min_idle in ms (<= 0: not set). */
+long long status_stall_after(long long min_idle_ms);
+
+/* A consumer with pending entries, idle_ms since it last read. */
+bool status_consumer_stalled(long long pending, long long idle_ms, long long stall_after_ms);
+
+/* waiting: entries not yet delivered (the lag, or 1 when Redis cannot count
+ * them but the group's last delivered id is behind the stream's last id);
+ * freshest_idle_ms: the smallest idle time of the group's consumers, -1 when
+ * it has none. */
+bool status_waiting_unread(long long waiting, long long freshest_idle_ms,
+                           long long stall_after_ms);
+
+/* lags: the group's lag at the last n refreshes, oldest first, -1 where it
+ * was unknown. True when the newest STATUS_LAG_RISES + 1 are all known and
+ * each is above the one before. */
+bool status_lag_growing(const long long *lags, int n);
+
+#endif
