@@ -26,6 +26,7 @@ struct entry {
   void *owner_data;       /* free for the subscription that holds the entry */
   unsigned char size_class; /* the pool's (entry.c) */
   unsigned char key;      /* which of the keys read it came from (entry_parse_streams): 0 first */
+  uint32_t started_ms;    /* when its handler started, on the host's clock (wraps: differences only) */
 };
 
 /* A subscription reads two keys (subscription.c): key 0 is the

@@ -21,6 +21,7 @@
 #include <uv.h>
 
 #include "log.h"
+#include "metrics.h"
 
 #define HEALTH_IDLE_MS 5000    /* a connection without a whole request by then is dropped */
 #define HEALTH_SWEEP_MS 1000   /* how often idle connections are looked for */
@@ -75,6 +76,7 @@ enum health_route health_parse_request(const char *buf, size_t len) {
   enum health_route route = HEALTH_NOT_FOUND;
   if (plen == 8 && memcmp(target, "/healthz", 8) == 0) route = HEALTH_LIVE;
   else if (plen == 7 && memcmp(target, "/readyz", 7) == 0) route = HEALTH_READY;
+  else if (plen == 8 && memcmp(target, "/metrics", 8) == 0) route = HEALTH_METRICS;
   if (route != HEALTH_NOT_FOUND && !(m == 3 && memcmp(buf, "GET", 3) == 0))
     return HEALTH_NOT_ALLOWED;
   return route;
@@ -172,9 +174,14 @@ struct hconn {
   char buf[HEALTH_REQUEST_MAX];
   uv_write_t wr;
   char out[RESPONSE_MAX];
+  char *page;                /* /metrics: the body, freed with the connection */
 };
 
-static void conn_closed(uv_handle_t *handle) { free(handle->data); }
+static void conn_closed(uv_handle_t *handle) {
+  struct hconn *c = handle->data;
+  free(c->page);
+  free(c);
+}
 
 /* The one way a connection ends. Safe to call twice. */
 static void conn_close(struct hconn *c) {
@@ -203,6 +210,27 @@ static void answer(struct hconn *c, int status, const char *body) {
   if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) conn_close(c);
 }
 
+/* The metrics page as the body, in Prometheus' text format. */
+static void answer_metrics(struct hconn *c) {
+  size_t len;
+  char *page = metrics_page(&len);
+  if (page == NULL) return answer(c, 500, "out of memory");
+  c->answered = true;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  c->page = page;
+  int n = snprintf(c->out, sizeof c->out,
+                   "HTTP/1.1 200 OK\r\n"
+                   "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                   "Content-Length: %zu\r\n"
+                   "Connection: close\r\n"
+                   "Cache-Control: no-store\r\n"
+                   "\r\n",
+                   len);
+  uv_buf_t b[2] = {uv_buf_init(c->out, (unsigned)n), uv_buf_init(page, (unsigned)len)};
+  c->wr.data = c;
+  if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, b, 2, on_written) != 0) conn_close(c);
+}
+
 static void route(struct hconn *c, enum health_route r) {
   char why[512];
   switch (r) {
@@ -214,7 +242,9 @@ static void route(struct hconn *c, enum health_route r) {
   case HEALTH_NOT_ALLOWED:
     return answer(c, 405, "method not allowed: use GET");
   case HEALTH_NOT_FOUND:
-    return answer(c, 404, "not found: try /healthz or /readyz");
+    return answer(c, 404, "not found: try /healthz, /readyz or /metrics");
+  case HEALTH_METRICS:
+    return answer_metrics(c);
   case HEALTH_LIVE:
     return answer(c, 200, "ok");
   case HEALTH_READY:

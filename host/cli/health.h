@@ -1,11 +1,14 @@
-/* health: `luastream run --http ADDR:PORT`, the two endpoints a container
- * orchestrator probes, over plain HTTP/1.1 on libuv TCP.
+/* health: `luastream run --http ADDR:PORT`, the endpoints a container
+ * orchestrator probes and Prometheus scrapes, over plain HTTP/1.1 on libuv
+ * TCP.
  *
  *   GET /healthz   200 "ok" while the loop runs (liveness)
  *   GET /readyz    200 "ready", or 503 with one line saying why not (readiness,
  *                  asked of the caller through health_ready_fn on every request)
+ *   GET /metrics   200, the metrics page (metrics.h), built from the host's
+ *                  counters: nothing is asked of Redis
  *
- * Other paths get 404, other methods on these two paths 405. Every response
+ * Other paths get 404, other methods on these paths 405. Every response
  * carries Connection: close: one request per connection, no keep-alive, no
  * chunking. The parser only reads the request line; headers are skipped up
  * to the blank line that ends them (read whole so that closing the socket
@@ -29,6 +32,7 @@ enum health_route {
   HEALTH_NOT_FOUND,    /* any other path: 404 */
   HEALTH_LIVE,         /* GET /healthz */
   HEALTH_READY,        /* GET /readyz */
+  HEALTH_METRICS,      /* GET /metrics */
 };
 
 /* Routes the len bytes at buf, the start of a request: METHOD SP TARGET SP

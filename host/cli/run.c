@@ -19,7 +19,9 @@
 #include "log.h"
 #include "log_writer.h"
 #include "loop.h"
+#include "metrics.h"
 #include "options.h"
+#include "process_metrics.h"
 #include "servers.h"
 #include "watchdog.h"
 
@@ -85,6 +87,8 @@ static int run_teardown(struct run *r, int status) {
   }
   if (r->loop_ready && loop_finish(&r->loop) != 0) status = 1;
   if (r->log_writer) log_writer_stop(LOG_DRAIN_MS);
+  process_metrics_stop();
+  metrics_reset();
   return status;
 }
 
@@ -305,6 +309,7 @@ int cmd_run(int argc, char **argv) {
   }
   host_set_http(r.host, r.http, (uint64_t)cli_num(&o, OPT_HTTP_TIMEOUT),
                 (size_t)cli_num(&o, OPT_HTTP_MAX_BODY));
+  process_metrics_start();
   if (cli_text(&o, OPT_HTTP) &&
       (r.health = health_start(&r.loop, cli_text(&o, OPT_HTTP), run_ready, &r, err, sizeof err)) ==
           NULL) {

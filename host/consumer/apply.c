@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "apply.h"
+
+#include "delivery_metrics.h"
 #include "log.h"
 #include "outcome.h"
 #include "policy.h"
@@ -13,6 +15,7 @@ struct applier {
   lclock *clock;
   const struct handler_spec *spec;
   const char *retry_key;
+  struct delivery_metrics *metrics;
   apply_reading_fn *reading;
   void *data;
   ltimer *retry_log_timer;  /* ends the interval whose retries are counted (log_retries) */
@@ -115,6 +118,13 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
              "reason", d->reason, "deliveries", count, "version", version, "error", error, NULL);
     break;
   }
+  struct delivery_metrics *m = a->metrics;
+  if (m) {
+    bool delay = d->action == POLICY_DELAY || d->action == POLICY_RESTAMP;
+    if (delay) metric_add(m->delays, 1);
+    else if (d->note == POLICY_NOTE_RETRIED) metric_add(m->retries, 1);
+    if (d->action == POLICY_DEAD_LETTER) dm_dead_letter(m, d->reason);
+  }
   struct txn *t;
   const char *what;
   switch (d->action) {
@@ -166,12 +176,14 @@ bool apply_admit(applier *a, const struct entry *e, const char *version) {
   struct policy_out d;
   policy_admit(&in, &d);
   if (d.action == POLICY_RUN) return true;
+  if (d.action == POLICY_DEAD_LETTER) dm_count(a->metrics, DM_DEAD_LETTER);
   carry_out(a, e, &d, NULL, version, NULL, 0); /* delivered max_deliveries times without an ack */
   return false;
 }
 
 void apply_finished(applier *a, const struct entry *e, const struct rt_result *res) {
   if (policy_plain_ack(res->kind, res->nwrites)) {
+    dm_count(a->metrics, DM_ACK);
     writer_ack(a->w, e->key, e->id); /* coalesced with the others */
     return;
   }
@@ -183,6 +195,9 @@ void apply_finished(applier *a, const struct entry *e, const struct rt_result *r
   in.nwrites = res->nwrites;
   struct policy_out d;
   policy_decide(&in, &d);
+  /* the delivery cap turned a retry or an error into a dead letter */
+  bool capped = d.action == POLICY_DEAD_LETTER && res->kind != RT_REJECT && res->kind != RT_INVALID;
+  dm_count(a->metrics, capped ? DM_DEAD_LETTER : dm_outcome_of(res->kind));
   if (d.handler_failed)
     log_line(LOG_ERROR, a->spec->name, "handler failed, entry left pending", "stream",
              a->spec->stream, "group", a->spec->group, "retry_stream",
@@ -192,13 +207,15 @@ void apply_finished(applier *a, const struct entry *e, const struct rt_result *r
 }
 
 applier *apply_new(writer *w, lclock *clock, const struct handler_spec *spec,
-                   const char *retry_key, apply_reading_fn *reading, void *data) {
+                   const char *retry_key, struct delivery_metrics *m, apply_reading_fn *reading,
+                   void *data) {
   applier *a = calloc(1, sizeof *a);
   if (a == NULL) return NULL;
   a->w = w;
   a->clock = clock;
   a->spec = spec;
   a->retry_key = retry_key;
+  a->metrics = m;
   a->reading = reading;
   a->data = data;
   a->retry_log_timer = timer_new(clock, log_retries, a);

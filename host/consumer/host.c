@@ -11,6 +11,7 @@
 #include "host.h"
 #include "lease.h"
 #include "log.h"
+#include "metrics.h"
 #include "reload.h"
 #include "servers.h"
 #include "slots.h"
@@ -150,6 +151,27 @@ static int bind_consumer(host *h, struct slot *sl, handler *hd) {
   return 0;
 }
 
+/* metrics_collect_fn: luastream_handler_info{handler, version} 1 for each
+ * handler file that runs, the version its last load had, and each
+ * subscription's gauges. */
+static void collect_handlers(void *data) {
+  host *h = data;
+  static const char *const labels[] = {"handler", "version"};
+  struct metric_family *f = metrics_family(
+      "luastream_handler_info", "The handler files running and their script versions",
+      METRIC_GAUGE, 2, labels, NULL, 0);
+  metrics_clear(f);
+  char name[256];
+  for (size_t i = 0; i < h->slots.n; i++) {
+    if (h->slots.v[i].sub) sub_collect_metrics(h->slots.v[i].sub);
+    if (h->slots.v[i].old) sub_collect_metrics(h->slots.v[i].old);
+    const char *version = slot_version(&h->slots.v[i]);
+    if (version == NULL) continue;
+    const char *values[] = {slot_name(&h->slots.v[i], name, sizeof name), version};
+    metric_set(metrics_series(f, values), 1);
+  }
+}
+
 host *host_new(const char *dir, broker *b, lclock *clock, const struct host_names *names,
                uint64_t load_timeout_ms, char **problems) {
   const char *consumer_override = names ? names->consumer : NULL;
@@ -193,6 +215,7 @@ host *host_new(const char *dir, broker *b, lclock *clock, const struct host_name
       }
     }
   }
+  if (metrics_add_collector(collect_handlers, h) != 0) goto oom;
   free(hs);
   fclose(report);
   free(*problems);
@@ -350,9 +373,23 @@ static void info_retry(ltimer *t, void *data) {
   ask_version(data);
 }
 
+/* luastream_redis_connected and luastream_redis_reconnects_total, for the
+ * host's command connection (acks and outcomes go on it). */
+static void count_connection(bool up, bool again) {
+  struct metric_family *f = metrics_family(
+      "luastream_redis_connected", "1 while the host's command connection to Redis is up",
+      METRIC_GAUGE, 0, NULL, NULL, 0);
+  metric_set(metrics_series(f, NULL), up ? 1 : 0);
+  f = metrics_family("luastream_redis_reconnects_total",
+                     "Times the command connection came up again after it was lost",
+                     METRIC_COUNTER, 0, NULL, NULL, 0);
+  metric_add(metrics_series(f, NULL), again ? 1 : 0);
+}
+
 static void cmd_state(void *data, bk_conn *c, int up) {
   (void)c;
   host *h = data;
+  count_connection(up, up && h->connected);
   if (up) h->connected = true;
   if (up && !h->started && !h->stopping) ask_version(h);
 }
@@ -660,6 +697,7 @@ void host_on_delivery(host *h,
 
 void host_free(host *h) {
   if (h == NULL) return;
+  metrics_remove_collector(collect_handlers, h);
   for (size_t i = 0; i < h->slots.n; i++) {
     struct slot *sl = &h->slots.v[i];
     if (sl->sub) sub_free(sl->sub);

@@ -5,6 +5,7 @@
 
 #include "handler_dir.h"
 #include "log.h"
+#include "metrics.h"
 #include "reload.h"
 #include "subscription.h"
 
@@ -63,11 +64,23 @@ static void file_gone(struct reloader *r, size_t i) {
   }
 }
 
+/* luastream_reloads_total{handler, result}: a changed file loaded (ok) or
+ * refused (failed). */
+static void count_reload(const char *name, bool ok) {
+  static const char *const labels[] = {"handler", "result"};
+  struct metric_family *f = metrics_family(
+      "luastream_reloads_total", "Handler files reloaded while running, by result",
+      METRIC_COUNTER, 2, labels, NULL, 0);
+  const char *values[] = {name, ok ? "ok" : "failed"};
+  metric_add(metrics_series(f, values), 1);
+}
+
 /* A changed or new file that cannot run: logged once (sl->failed remembers
  * the version), and whatever runs keeps running. */
 static void reload_refused(struct slot *sl, const char *version, const char *name, const char *cur,
                            const char *err) {
   snprintf(sl->failed, sizeof sl->failed, "%s", version);
+  count_reload(name, false);
   log_line(LOG_ERROR, name,
            cur ? "handler reload failed, the running version stays"
                : "handler reload failed, not started",
@@ -115,6 +128,7 @@ static void file_seen(struct reloader *r, const char *path, bool force) {
     return;
   }
   sl->failed[0] = '\0';
+  if (cur) count_reload(name, true);
   snprintf(versions, sizeof versions, "%s->%s", cur ? cur : "", handler_version(hd));
   const struct handler_spec *cs = slot_spec(sl);
   char changed[256] = "";

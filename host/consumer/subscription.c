@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "apply.h"
+#include "delivery_metrics.h"
 #include "entry.h"
 #include "fault.h"
 #include "group_setup.h"
@@ -83,6 +84,7 @@ struct subscription {
   char *retry_key;          /* the group's retry stream (outcome_retry_key) */
   group_setup *group;       /* creates the group, moves its cursor */
   applier *apply;           /* carries out what the policy decides, counts retries */
+  struct delivery_metrics metrics; /* this subscription's series (metrics.h) */
   lease *lease;             /* the consumer name, held while this runs; NULL without */
   char *identity;           /* this process's lease value (lease_identity) */
   /* Entries wait, read or not, until the lease is confirmed again (see
@@ -222,6 +224,7 @@ static void dispatch(subscription *s) {
   while (s->state == SUB_READING && s->lanes.queued && name_held(s) &&
          (e = lanes_pop(&s->lanes, &lane)) != NULL) {
     e->owner_data = (void *)(intptr_t)lane;
+    e->started_ms = (uint32_t)clock_now(s->clock);
     if (handler_run(s->h, e, job_done, s) != 0) {
       sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
       held_remove(&s->held, e);
@@ -253,6 +256,8 @@ static void retry_entry_done(subscription *s, const struct entry *e) {
 static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   subscription *s = data;
   int lane = (int)(intptr_t)e->owner_data;
+  uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
+  metric_observe(s->metrics.duration, ran_ms / 1000.0);
   apply_finished(s->apply, e, res);
   retry_entry_done(s, e);
   held_remove(&s->held, e);
@@ -332,6 +337,10 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   }
   s->backoff_ms = 0;
   s->read_failing = false;
+  if (count) {
+    metric_add(s->metrics.reads, 1);
+    metric_add(s->metrics.entries_read, (double)count);
+  }
   read_log_deleted(s->spec, deleted);
   if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
   if (kind == READ_OWN && count) {
@@ -547,6 +556,11 @@ static size_t lanes_expected(const struct handler_spec *spec) {
   return (size_t)spec->batch * 3 + (size_t)spec->workers;
 }
 
+void sub_collect_metrics(subscription *s) {
+  metric_set(s->metrics.in_flight, (double)lanes_in_flight(&s->lanes));
+  metric_set(s->metrics.lanes_busy, (double)s->lanes.running);
+}
+
 subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,
                       sub_event_fn *on_event, void *data) {
   subscription *s = calloc(1, sizeof *s);
@@ -563,11 +577,15 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   s->lease_fault.name = "the consumer lease";
   s->retry_key = outcome_retry_key(s->spec);
   plan_init(&s->plan, s->spec, s->retry_key);
+  dm_init(&s->metrics, s->spec->name, s->spec->stream, s->spec->group);
   if (s->retry_key) {
     s->w = writer_new(b, cmd, clock, s->spec, s->retry_key, written, s);
     s->sweeper = sweeper_new(b, cmd, clock, s->spec, s->retry_key, swept, s);
     s->group = group_new(b, cmd, s->spec, s->retry_key, group_event, s);
-    if (s->w) s->apply = apply_new(s->w, clock, s->spec, s->retry_key, still_reading, s);
+    if (s->w) {
+      writer_set_metrics(s->w, &s->metrics);
+      s->apply = apply_new(s->w, clock, s->spec, s->retry_key, &s->metrics, still_reading, s);
+    }
   }
   bool leased_ok = true;
   if (identity) {
@@ -759,6 +777,8 @@ const struct handler_spec *sub_spec(const subscription *s) { return s->spec; }
 
 void sub_free(subscription *s) {
   if (s == NULL) return;
+  metric_set(s->metrics.in_flight, 0); /* its series stay: a reloaded handler's go on */
+  metric_set(s->metrics.lanes_busy, 0);
   if (s->reader) bk_conn_close(s->b, s->reader);
   if (s->retry_timer) timer_free(s->retry_timer);
   prune_free(s->pruner);
@@ -778,6 +798,7 @@ void sub_free(subscription *s) {
   bk_args_free(&s->args);
   held_free(&s->held);
   free(s->retry_key); /* after the parts above, which borrow it */
+  dm_free(&s->metrics);
   handler_release(s->h);
   free(s);
 }

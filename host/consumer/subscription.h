@@ -109,4 +109,8 @@ const struct handler_spec *sub_spec(const subscription *s);
 /* Only after drained (or before start). */
 void sub_free(subscription *s);
 
+/* Sets the subscription's gauges (entries in flight, lanes busy) from its
+ * lanes: called when the metrics page is built. */
+void sub_collect_metrics(subscription *s);
+
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "entry.h"
+#include "delivery_metrics.h"
 #include "log.h"
 #include "outcome_batch.h"
 #include "writer.h"
@@ -24,6 +25,7 @@ struct writer {
   bk_conn *cmd;
   lclock *clock;
   const struct handler_spec *spec;
+  struct delivery_metrics *metrics;
   char *retry_key;
   writer_written_fn *on_written;
   void *data;
@@ -331,6 +333,7 @@ static bool item_answered(writer *w, const struct outcome_batch *b, const struct
     return false;
   }
   if (r->type == BK_INTEGER && r->integer == 0) {
+    if (it->ack && !b->resent) dm_count(w->metrics, DM_SKIPPED);
     const char *msg = b->resent ? "outcome had been written before the connection dropped, or by "
                                   "another consumer"
                       : it->ack ? "already acknowledged by another consumer; effects skipped"
@@ -484,6 +487,8 @@ writer *writer_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_
   }
   return w;
 }
+
+void writer_set_metrics(writer *w, struct delivery_metrics *m) { w->metrics = m; }
 
 void writer_set_spec(writer *w, const struct handler_spec *spec) { w->spec = spec; }
 

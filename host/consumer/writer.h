@@ -44,6 +44,10 @@ enum writer_work { WRITER_ACKS, WRITER_OUTCOMES, WRITER_NWORK };
 writer *writer_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_spec *spec,
                    const char *retry_key, writer_written_fn *on_written, void *data);
 void writer_set_spec(writer *w, const struct handler_spec *spec);
+/* m (borrowed; NULL for none) counts outcomes skipped because another
+ * consumer had acknowledged their entry. */
+struct delivery_metrics;
+void writer_set_metrics(writer *w, struct delivery_metrics *m);
 void writer_free(writer *w);
 
 /* Adds id (read from entry key `key`) to the XACK that goes out at the next

@@ -11,6 +11,8 @@ TEST_IMPL(health_routes_get_paths) {
   ASSERT_INT_EQ(route("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), HEALTH_LIVE);
   ASSERT_INT_EQ(route("GET /readyz HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n"), HEALTH_READY);
   ASSERT_INT_EQ(route("GET /readyz HTTP/1.0\r\n\r\n"), HEALTH_READY);
+  ASSERT_INT_EQ(route("GET /metrics HTTP/1.1\r\n\r\n"), HEALTH_METRICS);
+  ASSERT_INT_EQ(route("POST /metrics HTTP/1.1\r\n\r\n"), HEALTH_NOT_ALLOWED);
   /* bare LF line ends, and a query string */
   ASSERT_INT_EQ(route("GET /healthz?verbose=1 HTTP/1.1\nHost: x\n\n"), HEALTH_LIVE);
   ASSERT_INT_EQ(route("GET / HTTP/1.1\r\n\r\n"), HEALTH_NOT_FOUND);

@@ -50,7 +50,7 @@ describe("the health endpoint", function()
     assert.equal(200, code)
     assert.equal("ready\n", body)
 
-    code, body = helper.http_get(port, "/metrics")
+    code, body = helper.http_get(port, "/nothing")
     assert.equal(404, code)
     code, body, text = helper.http_get(port, "/readyz", { method = "POST" })
     assert.equal(405, code)

@@ -1,0 +1,57 @@
+/* delivery_metrics: one subscription's series in the host's metrics
+ * (metrics.h), labelled handler, stream and group: deliveries by outcome,
+ * the handler's duration, reads and the entries they brought, retries and
+ * delays scheduled, dead letters by reason, and two gauges set when the
+ * page is built (entries in flight, lanes busy).
+ *
+ * A delivery's outcome is what the handler returned (ack, retry,
+ * retry_after, reply, reject, error; invalid when bad input kept it from the
+ * handler), except dead_letter when the delivery cap dead-lettered it (the
+ * handler retried or failed once too often, or it was read again past the
+ * cap), and skipped when the outcome found the entry already acknowledged
+ * by another consumer. Dead letters are counted by reason on their own. */
+#ifndef LUASTREAM_DELIVERY_METRICS_H
+#define LUASTREAM_DELIVERY_METRICS_H
+
+#include "metrics.h"
+#include "runtime.h"
+
+enum dm_outcome {
+  DM_ACK,
+  DM_RETRY,
+  DM_RETRY_AFTER,
+  DM_REPLY,
+  DM_REJECT,
+  DM_ERROR,
+  DM_INVALID,
+  DM_DEAD_LETTER,
+  DM_SKIPPED,
+  DM_OUTCOMES
+};
+
+struct delivery_metrics {
+  struct metric *outcome[DM_OUTCOMES];
+  struct metric *duration;     /* seconds, histogram */
+  struct metric *reads;        /* reads that brought entries */
+  struct metric *entries_read;
+  struct metric *retries, *delays;
+  struct metric *in_flight, *lanes_busy; /* set by the subscription's collector */
+  char *labels[3];             /* handler, stream, group: for dead letters' series */
+};
+
+/* The series of a subscription of handler `name` reading stream as group
+ * (copied). Series that cannot be made (out of memory) stay NULL: updates
+ * through them do nothing. */
+void dm_init(struct delivery_metrics *m, const char *name, const char *stream,
+             const char *group);
+void dm_free(struct delivery_metrics *m);
+
+static inline void dm_count(struct delivery_metrics *m, enum dm_outcome o) {
+  if (m) metric_add(m->outcome[o], 1);
+}
+/* The outcome of a result the policy did not dead-letter. */
+enum dm_outcome dm_outcome_of(enum rt_outcome kind);
+/* A dead letter written for reason (a REASON_* of wire.h). */
+void dm_dead_letter(struct delivery_metrics *m, const char *reason);
+
+#endif
