@@ -96,7 +96,7 @@ TEST_IMPL(log_level_filter) {
   log_line(LOG_INFO, NULL, "i", NULL);
   const char *kv[] = {"a", "1"};
   const size_t kvlen[] = {1, 1};
-  log_line_pairs(LOG_INFO, NULL, "i", 1, kv, kvlen);
+  log_line_pairs(LOG_INFO, NULL, "i", 1, kv, kvlen, NULL);
   ASSERT_INT_EQ(cap_lines, 0);
   log_line(LOG_WARN, NULL, "w", NULL);
   log_line(LOG_ERROR, NULL, "e", NULL);
@@ -123,11 +123,11 @@ TEST_IMPL(log_pairs) {
   const char *kv[] = {"a", "1", "b", "x y", "k=v z", "line\nbreak", "bin", "a\0b"};
   const size_t kvlen[] = {1, 1, 1, 3, 5, 10, 3, 3};
   cap_reset();
-  log_line_pairs(LOG_INFO, "h", "from lua", 4, kv, kvlen);
+  log_line_pairs(LOG_INFO, "h", "from lua", 4, kv, kvlen, NULL);
   ASSERT_STR_EQ(after_time(), "level=info handler=h msg=\"from lua\" a=1 b=\"x y\" "
                               "k_v_z=\"line\\nbreak\" bin=\"a\\u0000b\"\n");
   cap_reset();
-  log_line_pairs(LOG_INFO, NULL, "m", 0, NULL, NULL);
+  log_line_pairs(LOG_INFO, NULL, "m", 0, NULL, NULL, NULL);
   ASSERT_STR_EQ(after_time(), "level=info msg=m\n");
 }
 
