@@ -325,19 +325,23 @@ end
 
 local json_encode = require("luastream.json").encode
 
+-- The value's logfmt text, and whether that text is a number's JSON (a JSON
+-- log line then writes it as a number; NaN and infinities stay strings).
 local function log_value(v)
   local t = type(v)
   if t == "number" then -- as in a reply: digits that read back the same
-    return json_encode(v) or tostring(v)
+    local text = json_encode(v)
+    if text then return text, true end
+    return tostring(v), false
   elseif t == "table" then
-    return json_encode(v) or tostring(v)
+    return json_encode(v) or tostring(v), false
   end
-  return tostring(v)
+  return tostring(v), false
 end
 
 local function logger(level)
   return function(msg, fields)
-    local flat = {}
+    local flat, numeric = {}, {}
     if fields ~= nil then
       if type(fields) ~= "table" then error("ls.log: fields must be a table", 2) end
       local keys = {}
@@ -346,10 +350,10 @@ local function logger(level)
       for i, k in ipairs(keys) do
         local v = fields[k]
         if v == nil then v = fields[tonumber(k)] end
-        flat[2 * i - 1], flat[2 * i] = k, log_value(v)
+        flat[2 * i - 1], flat[2 * i], numeric[i] = k, log_value(v)
       end
     end
-    core.log(level, tostring(msg), flat)
+    core.log(level, tostring(msg), flat, numeric)
   end
 end
 

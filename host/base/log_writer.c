@@ -85,7 +85,8 @@ static bool append(const char *line, size_t n) {
 static void report_dropped(uint64_t lost) {
   char n[24];
   snprintf(n, sizeof n, "%llu", (unsigned long long)lost);
-  log_line(LOG_WARN, NULL, "log lines dropped: stderr was not taking them", "dropped", n, NULL);
+  log_line(LOG_WARN, NULL, "log lines dropped: stderr was not taking them", LOG_NUMBER "dropped", n,
+           NULL);
 }
 
 /* stderr takes a line of n bytes now without blocking: a pipe (or a

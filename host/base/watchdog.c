@@ -7,8 +7,8 @@
  * which the counter did not move; a wake-up that comes late (the process was
  * stopped, the machine suspended) counts as one interval only, so a pause of
  * the whole process is not taken for a stall. The exit line is built here,
- * with log_format_value (pure) and write(2): log_line's sink belongs to the
- * loop thread. */
+ * in the log's format with log_format_line (pure) and written with write(2):
+ * log_line's sink belongs to the loop thread. */
 #include "watchdog.h"
 
 #include <errno.h>
@@ -89,17 +89,21 @@ void watchdog_leave(void) {
 
 /* ---- the thread ---- */
 
-/* Appends " key=value" (value logfmt-encoded) at *at; skips an empty value. */
-static void add(char *buf, size_t cap, size_t *at, const char *key, const char *value) {
-  if (value == NULL || value[0] == '\0' || *at + 1 >= cap) return;
-  int n = snprintf(buf + *at, cap - *at, " %s=", key);
-  if (n < 0 || (size_t)n >= cap - *at) {
-    *at = cap - 1;
-    return;
-  }
-  *at += (size_t)n;
-  size_t need = log_format_value(buf + *at, cap - *at, value, strlen(value));
-  *at += need < cap - *at ? need : cap - *at - 1;
+/* The exit line's key/value pairs; an empty value is skipped. */
+struct fields {
+  const char *kv[20];
+  size_t kvlen[20];
+  unsigned char numeric[10];
+  size_t n;
+};
+
+static void add(struct fields *f, const char *key, const char *value, bool number) {
+  if (value == NULL || value[0] == '\0' || f->n == 10) return;
+  f->kv[2 * f->n] = key;
+  f->kvlen[2 * f->n] = strlen(key);
+  f->kv[2 * f->n + 1] = value;
+  f->kvlen[2 * f->n + 1] = strlen(value);
+  f->numeric[f->n++] = number;
 }
 
 /* Writes all of buf to stderr; a full non-blocking pipe gets a second or so. */
@@ -124,36 +128,32 @@ static void fire(uint64_t stalled_ms) {
   pthread_mutex_lock(&now_mu);
   r = now;
   pthread_mutex_unlock(&now_mu);
-  char line[2048], num[32];
+  char line[2048], running[32], limit[32], stalled[32], status[16];
   struct timespec ts;
-  struct tm tm;
+  struct fields f = {.n = 0};
   clock_gettime(CLOCK_REALTIME, &ts);
-  gmtime_r(&ts.tv_sec, &tm);
-  size_t at = (size_t)snprintf(line, sizeof line, "time=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=error",
-                               tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                               tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L);
-  if (r.on) add(line, sizeof line, &at, "handler", r.handler);
-  add(line, sizeof line, &at, "msg",
-      "watchdog: the event loop has not turned within the limit, exiting");
+  uint64_t wall = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
   if (r.on) {
-    add(line, sizeof line, &at, "phase", r.id[0] ? "handle" : "load");
-    add(line, sizeof line, &at, "file", r.file);
-    add(line, sizeof line, &at, "stream", r.stream);
-    add(line, sizeof line, &at, "group", r.group);
-    add(line, sizeof line, &at, "id", r.id);
-    snprintf(num, sizeof num, "%llu", (unsigned long long)(mono_ms() - r.since_ms));
-    add(line, sizeof line, &at, "running_ms", num);
+    add(&f, "phase", r.id[0] ? "handle" : "load", false);
+    add(&f, "file", r.file, false);
+    add(&f, "stream", r.stream, false);
+    add(&f, "group", r.group, false);
+    add(&f, "id", r.id, false);
+    snprintf(running, sizeof running, "%llu", (unsigned long long)(mono_ms() - r.since_ms));
+    add(&f, "running_ms", running, true);
   } else {
-    add(line, sizeof line, &at, "phase", "loop"); /* stuck outside any handler */
+    add(&f, "phase", "loop", false); /* stuck outside any handler */
   }
-  snprintf(num, sizeof num, "%llums", (unsigned long long)limit_ms);
-  add(line, sizeof line, &at, "limit", num);
-  snprintf(num, sizeof num, "%llu", (unsigned long long)stalled_ms);
-  add(line, sizeof line, &at, "stalled_ms", num);
-  snprintf(num, sizeof num, "%d", WATCHDOG_EXIT_STATUS);
-  add(line, sizeof line, &at, "exit_status", num);
-  if (at > sizeof line - 2) at = sizeof line - 2;
-  line[at++] = '\n';
+  snprintf(limit, sizeof limit, "%llums", (unsigned long long)limit_ms);
+  add(&f, "limit", limit, false);
+  snprintf(stalled, sizeof stalled, "%llu", (unsigned long long)stalled_ms);
+  add(&f, "stalled_ms", stalled, true);
+  snprintf(status, sizeof status, "%d", WATCHDOG_EXIT_STATUS);
+  add(&f, "exit_status", status, true);
+  size_t at = log_format_line(line, sizeof line, wall, LOG_ERROR,
+                              r.on && r.handler[0] ? r.handler : NULL,
+                              "watchdog: the event loop has not turned within the limit, exiting",
+                              f.n, f.kv, f.kvlen, f.numeric);
   write_all(line, at);
   /* At once, from this thread: the loop thread cannot run exit handlers. */
   _exit(WATCHDOG_EXIT_STATUS);

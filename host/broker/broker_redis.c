@@ -291,15 +291,15 @@ static void report(struct rconn *c, const char *why) {
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
   if (c->denied) {
     c->logged_lost = 1;
-    log_line(LOG_ERROR, NULL, c->denied, "redis", c->b->base.name, "conn", c->name, "attempt",
-             attempt, "error", why, "hint", c->hint, NULL);
+    log_line(LOG_ERROR, NULL, c->denied, "redis", c->b->base.name, "conn", c->name,
+             LOG_NUMBER "attempt", attempt, "error", why, "hint", c->hint, NULL);
   } else if (!c->logged_lost) {
     c->logged_lost = 1;
     log_line(LOG_ERROR, NULL, c->ever_up ? "redis connection lost, reconnecting" : "cannot connect to redis, retrying",
              "redis", c->b->base.name, "conn", c->name, "error", why, NULL);
   } else {
     log_line(LOG_DEBUG, NULL, "redis connect attempt failed", "redis", c->b->base.name,
-             "conn", c->name, "attempt", attempt, "error", why, NULL);
+             "conn", c->name, LOG_NUMBER "attempt", attempt, "error", why, NULL);
   }
 }
 
@@ -355,7 +355,8 @@ static void went_up(struct rconn *c) {
   /* A first connect at the first try is routine; a recovery is news. */
   enum log_level level = had_outage || c->attempts > 1 ? LOG_INFO : LOG_DEBUG;
   log_line(level, NULL, "redis connected", "redis", c->b->base.name, "conn", c->name,
-           "attempts", attempts, "down_ms", had_outage ? down_ms : NULL, NULL);
+           LOG_NUMBER "attempts", attempts, LOG_NUMBER "down_ms", had_outage ? down_ms : NULL,
+           NULL);
   c->attempts = 0;
   c->failures = 0;
   c->in_outage = 0;
@@ -734,7 +735,7 @@ static void start_attempt(struct rconn *c) {
   c->denied = NULL;
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
   log_line(LOG_DEBUG, NULL, "redis connecting", "redis", c->b->base.name, "conn", c->name,
-           "attempt", attempt, NULL);
+           LOG_NUMBER "attempt", attempt, NULL);
   if (u->path[0]) {
     connect_now(c, NULL);
     return;

@@ -383,7 +383,8 @@ health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *
   char where[96], pnum[8];
   snprintf(where, sizeof where, name.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip, hs->port);
   snprintf(pnum, sizeof pnum, "%d", hs->port);
-  log_line(LOG_INFO, NULL, "health endpoint listening", "addr", where, "port", pnum, NULL);
+  log_line(LOG_INFO, NULL, "health endpoint listening", "addr", where, LOG_NUMBER "port", pnum,
+           NULL);
   return hs;
 }
 

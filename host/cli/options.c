@@ -176,6 +176,11 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         .name = "log-level", .arg = "LEVEL", .kind = CLI_LOG_LEVEL,
         .commands = CLI_IN(CLI_RUN), .def = "info",
         .help = "debug, info, warn or error"},
+    [OPT_LOG_FORMAT] = {
+        .name = "log-format", .arg = "FORMAT", .kind = CLI_LOG_FORMAT,
+        .commands = CLI_IN(CLI_RUN), .env = "LUASTREAM_LOG_FORMAT", .def = "logfmt",
+        .help = "logfmt (key=value) or json (one object per line, the same fields, "
+                "numbers as numbers)"},
     [OPT_SHUTDOWN_TIMEOUT] = {
         .name = "shutdown-timeout", .arg = "DURATION", .kind = CLI_DURATION,
         .commands = CLI_IN(CLI_RUN), .def = "30s",
@@ -506,6 +511,15 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
       return 0;
     }
     fprintf(err, "luastream: %s must be debug, info, warn or error, got \"%s\"\n", who, text);
+    return -1;
+  }
+  case CLI_LOG_FORMAT: {
+    int format = log_format_parse(text);
+    if (format >= 0) {
+      v->num = format;
+      return 0;
+    }
+    fprintf(err, "luastream: %s must be logfmt or json, got \"%s\"\n", who, text);
     return -1;
   }
   case CLI_ADDR: {

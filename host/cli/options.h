@@ -38,6 +38,7 @@ enum cli_option_id {
   OPT_INSTANCE,
   OPT_CONSUMER,
   OPT_LOG_LEVEL,
+  OPT_LOG_FORMAT,
   OPT_SHUTDOWN_TIMEOUT,
   OPT_HTTP,
   OPT_NO_RELOAD,
@@ -67,6 +68,7 @@ enum cli_kind {
   CLI_DURATION,  /* duration.h text with a unit, into num as ms */
   CLI_INT,       /* digits only, from min to max, into num */
   CLI_LOG_LEVEL, /* debug, info, warn or error, into num as enum log_level */
+  CLI_LOG_FORMAT, /* logfmt or json, into num as enum log_format */
   CLI_ADDR,      /* ADDR:PORT to listen on (health_parse_addr) */
   CLI_HEADER,    /* NAME=VALUE with a non-empty NAME */
   CLI_ENTRY_ID,  /* a full stream entry id, ms-seq */
@@ -105,7 +107,7 @@ struct cli_group {
 /* One option's value after parsing. */
 struct cli_value {
   const char *text;   /* the last value given, the env var's, or the default; NULL when none */
-  long long num;      /* CLI_FLAG: 1 when given; CLI_DURATION: ms; CLI_INT; CLI_LOG_LEVEL */
+  long long num;      /* CLI_FLAG: 1 when given; CLI_DURATION: ms; CLI_INT; CLI_LOG_LEVEL, _FORMAT */
   bool given;         /* on the command line or in the environment (not a default) */
   bool from_env;      /* given by the option's environment variable */
   const char **items; /* a repeatable option's values, in order */

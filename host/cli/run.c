@@ -249,6 +249,7 @@ int cmd_run(int argc, char **argv) {
   int rc = cli_parse(CLI_RUN, argc, argv, &o, stdout, stderr);
   if (rc != CLI_OK) return rc == CLI_DONE ? 0 : 2;
   log_set_level((enum log_level)cli_num(&o, OPT_LOG_LEVEL));
+  log_set_format((enum log_format)cli_num(&o, OPT_LOG_FORMAT));
   uint64_t watchdog_ms = (uint64_t)cli_num(&o, OPT_WATCHDOG);
   uint64_t load_ms = (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT);
   /* A reload runs on the loop: its limit must come before the watchdog's.

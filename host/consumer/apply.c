@@ -42,7 +42,7 @@ static void log_retries(ltimer *t, void *data) {
   snprintf(count, sizeof count, "%llu", (unsigned long long)a->retries_unlogged);
   snprintf(total, sizeof total, "%llu", (unsigned long long)a->retries_total);
   log_line(LOG_INFO, sp->name, "entries retried", "stream", sp->stream, "group", sp->group,
-           "consumer", sp->consumer, "count", count, "total", total, NULL);
+           "consumer", sp->consumer, LOG_NUMBER "count", count, LOG_NUMBER "total", total, NULL);
   a->retries_unlogged = 0;
   if (a->reading(a->data)) timer_start(t, APPLY_RETRY_LOG_MS);
   else a->retry_log_armed = false;
@@ -58,7 +58,7 @@ static void count_retry(applier *a, const struct entry *e, long long deliveries)
   char n[24];
   snprintf(n, sizeof n, "%lld", deliveries);
   log_line(LOG_INFO, sp->name, "entry retried", "stream", sp->stream, "group", sp->group,
-           "consumer", sp->consumer, "id", e->id, "deliveries", n, NULL);
+           "consumer", sp->consumer, "id", e->id, LOG_NUMBER "deliveries", n, NULL);
   a->retry_log_armed = true;
   timer_start(a->retry_log_timer, APPLY_RETRY_LOG_MS);
 }
@@ -103,8 +103,9 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
     break;
   case POLICY_NOTE_DEAD_LETTERED:
     log_line(LOG_WARN, sp->name, "entry dead-lettered", "stream", sp->stream, "group", sp->group,
-             "retry_stream", retry_stream, "id", e->id, "reason", d->reason, "deliveries", count,
-             "dead_letter", sp->dead_letter, "version", version, NULL);
+             "retry_stream", retry_stream, "id", e->id, "reason", d->reason,
+             LOG_NUMBER "deliveries", count, "dead_letter", sp->dead_letter, "version", version,
+             NULL);
     break;
   case POLICY_NOTE_REJECTED_ACKED:
   case POLICY_NOTE_BAD_INPUT_LEFT:
@@ -115,7 +116,8 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
                  ? "bad entry left pending"
                  : "delivery limit reached, entry left pending (no dead_letter stream)",
              "stream", sp->stream, "group", sp->group, "retry_stream", retry_stream, "id", e->id,
-             "reason", d->reason, "deliveries", count, "version", version, "error", error, NULL);
+             "reason", d->reason, LOG_NUMBER "deliveries", count, "version", version, "error",
+             error, NULL);
     break;
   }
   struct delivery_metrics *m = a->metrics;

@@ -23,5 +23,5 @@ void fault_ok(struct fault *f, uint64_t now, const struct handler_spec *spec) {
   snprintf(msg, sizeof msg, "%s works again", f->name);
   snprintf(ms, sizeof ms, "%llu", (unsigned long long)(now - f->since_ms));
   log_line(LOG_INFO, spec->name, msg, "stream", spec->stream, "group", spec->group, "consumer",
-           spec->consumer, "failed_ms", ms, NULL);
+           spec->consumer, LOG_NUMBER "failed_ms", ms, NULL);
 }

@@ -479,8 +479,8 @@ static void sub_event(void *data, subscription *s, enum sub_event ev) {
   h->ready_logged = true;
   char count[24];
   snprintf(count, sizeof count, "%zu", h->slots.n);
-  log_line(LOG_INFO, NULL, "host ready", "subscriptions", count, "redis", h->b->name, "version",
-           h->version, NULL);
+  log_line(LOG_INFO, NULL, "host ready", LOG_NUMBER "subscriptions", count, "redis", h->b->name,
+           "version", h->version, NULL);
 }
 
 /* ---- hot reload (reload.h) ---- */
@@ -584,7 +584,8 @@ static void deadline_fire(ltimer *t, void *data) {
   char running[24], acks[24];
   snprintf(running, sizeof running, "%zu", unfinished);
   snprintf(acks, sizeof acks, "%zu", unacked);
-  log_line(LOG_WARN, NULL, "shutdown deadline reached", "unfinished", running, "unacked",
+  log_line(LOG_WARN, NULL, "shutdown deadline reached", LOG_NUMBER "unfinished", running,
+           LOG_NUMBER "unacked",
            unacked ? acks : NULL, NULL);
   h->at_deadline = false;
   if (h->undrained == 0) return finish_stop(h);

@@ -63,20 +63,20 @@ static void sweep_done(void *data, const bk_reply *r, const char *err) {
       snprintf(n, sizeof n, "%lld", r->element[2]->integer);
       log_line(LOG_DEBUG, spec->name, "acknowledged entries trimmed from the retry stream",
                "stream", spec->stream, "group", spec->group, "consumer", spec->consumer,
-               "entries", n, "retry_stream", sw->retry_key, NULL);
+               LOG_NUMBER "entries", n, "retry_stream", sw->retry_key, NULL);
     }
     if (taken > unreadable) {
       snprintf(n, sizeof n, "%lld", taken - unreadable);
       log_line(LOG_DEBUG, spec->name, "delayed entries back on the retry stream", "stream",
-               spec->stream, "group", spec->group, "consumer", spec->consumer, "entries", n,
-               NULL);
+               spec->stream, "group", spec->group, "consumer", spec->consumer,
+               LOG_NUMBER "entries", n, NULL);
     }
     if (unreadable > 0) {
       snprintf(n, sizeof n, "%lld", unreadable);
       log_line(LOG_ERROR, spec->name,
                "unreadable members of the delay set moved aside, not delivered", "stream",
-               spec->stream, "group", spec->group, "members", n, "moved_to", sw->unreadable_key,
-               NULL);
+               spec->stream, "group", spec->group, LOG_NUMBER "members", n, "moved_to",
+               sw->unreadable_key, NULL);
     }
     fault_ok(&sw->fault, clock_now(sw->clock), spec);
     if (sw->running) schedule(sw, next_wait(sw, taken, r->element[3]->integer));

@@ -161,8 +161,8 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
     char count[24];
     snprintf(count, sizeof count, "%zu", batch->n);
     log_line(LOG_WARN, spec->name, "shutdown deadline: ack unconfirmed, entries may stay pending",
-             "stream", spec->stream, "group", spec->group, "consumer", spec->consumer, "entries",
-             count, "error", why, NULL);
+             "stream", spec->stream, "group", spec->group, "consumer", spec->consumer,
+             LOG_NUMBER "entries", count, "error", why, NULL);
   } else if (r == NULL || r->type != BK_INTEGER) {
     char why[256], detail[1024];
     bk_reply_text(r, err, why, sizeof why);
@@ -175,8 +175,8 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
       level = fault_failed(&w->work[WRITER_ACKS], clock_now(w->clock), LOG_WARN, detail);
     }
     log_line(level, spec->name, "ack failed, will retry", "stream", spec->stream, "group",
-             spec->group, "consumer", spec->consumer, "entries", count, "command", "XACK", "key",
-             key, "error", why, NULL);
+             spec->group, "consumer", spec->consumer, LOG_NUMBER "entries", count, "command",
+             "XACK", "key", key, "error", why, NULL);
     /* Put them back: acked later, never dropped, and not at once: an error
      * such as READONLY lasts until the server changes. */
     for (size_t i = 0; i < batch->n; i++) add_ack(w, batch->key, batch->ids[i]);
@@ -186,8 +186,8 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
       char count[24];
       snprintf(count, sizeof count, "%lld", (long long)batch->n - r->integer);
       log_line(LOG_INFO, spec->name, "entries already acknowledged by another consumer", "stream",
-               spec->stream, "group", spec->group, "consumer", spec->consumer, "entries", count,
-               NULL);
+               spec->stream, "group", spec->group, "consumer", spec->consumer,
+               LOG_NUMBER "entries", count, NULL);
     }
     /* Entries are being written again: an earlier outcome that failed once
      * (its entry logged and left pending) no longer makes the host unready. */
@@ -383,7 +383,8 @@ static void outcomes_done(void *data, const bk_reply *r, const char *err) {
     snprintf(count, sizeof count, "%zu", b->nitems);
     log_line(LOG_WARN, w->spec->name,
              "outcomes unconfirmed (connection lost), written again once back", "stream",
-             w->spec->stream, "group", w->spec->group, "entries", count, "error", err, NULL);
+             w->spec->stream, "group", w->spec->group, LOG_NUMBER "entries", count, "error", err,
+             NULL);
     b->resent = true;
     batch_ready(w, b);
     if (!w->flush_armed) arm_flush(w, RETRY_SOON_MS);

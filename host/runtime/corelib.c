@@ -50,24 +50,32 @@ static struct rt_job *current_job(lua_State *L, const char *what) {
 
 #define LOG_PAIRS_STACK 32
 
-/* core.log(level, msg, {k1, v1, k2, v2, ...})  [-0, +0] */
+/* core.log(level, msg, {k1, v1, k2, v2, ...} [, numeric])  [-0, +0]
+ * numeric[i] true: pair i's value is a number's JSON text, written as a
+ * number on JSON lines. */
 static int core_log(lua_State *L) {
   int level = log_level_parse(luaL_checkstring(L, 1));
   const char *msg = luaL_checkstring(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
+  bool has_numeric = !lua_isnoneornil(L, 4);
+  if (has_numeric) luaL_checktype(L, 4, LUA_TTABLE);
   if (level < 0) return luaL_argerror(L, 1, "unknown log level");
   if (level < (int)log_get_level()) return 0;
   size_t n = lua_objlen(L, 3) / 2;
   const char *stack_kv[2 * LOG_PAIRS_STACK];
   size_t stack_len[2 * LOG_PAIRS_STACK];
+  unsigned char stack_num[LOG_PAIRS_STACK];
   const char **kv = stack_kv;
   size_t *kvlen = stack_len;
+  unsigned char *numeric = stack_num;
   if (n + 1 > LOG_PAIRS_STACK) { /* one more: version= */
     kv = malloc(2 * (n + 1) * sizeof *kv);
     kvlen = malloc(2 * (n + 1) * sizeof *kvlen);
-    if (kv == NULL || kvlen == NULL) {
+    numeric = malloc(n + 1);
+    if (kv == NULL || kvlen == NULL || numeric == NULL) {
       free(kv);
       free(kvlen);
+      free(numeric);
       return luaL_error(L, "ls.log: out of memory");
     }
   }
@@ -83,16 +91,25 @@ static int core_log(lua_State *L) {
     }
     lua_pop(L, 1);
   }
+  for (size_t i = 0; i < n; i++) {
+    numeric[i] = 0;
+    if (!has_numeric) continue;
+    lua_rawgeti(L, 4, (int)i + 1);
+    numeric[i] = lua_toboolean(L, -1) ? 1 : 0;
+    lua_pop(L, 1);
+  }
   /* The script version of the generation that logs, last. */
   kv[2 * n] = "version";
   kvlen[2 * n] = 7;
+  numeric[n] = 0;
   const struct jobs *j = self(L)->jobs;
   kv[2 * n + 1] = j->version;
   kvlen[2 * n + 1] = strlen(j->version);
-  log_line_pairs((enum log_level)level, j->spec->name, msg, n + 1, kv, kvlen);
+  log_line_pairs((enum log_level)level, j->spec->name, msg, n + 1, kv, kvlen, numeric);
   if (kv != stack_kv) {
     free(kv);
     free(kvlen);
+    free(numeric);
   }
   return 0;
 }

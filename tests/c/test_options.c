@@ -36,6 +36,7 @@ static int parse_argv(enum cli_command command, char **argv) {
 static void clean_env(void) {
   unsetenv("REDIS_URL");
   unsetenv("LUASTREAM_INSTANCE");
+  unsetenv("LUASTREAM_LOG_FORMAT");
 }
 
 static char *help_of(enum cli_command command) {
@@ -80,6 +81,7 @@ TEST_IMPL(options_defaults_and_env) {
   ASSERT(!cli_given(&o, OPT_LOAD_TIMEOUT));
   ASSERT_INT_EQ(cli_num(&o, OPT_WATCHDOG), LEASE_STALL_MAX_MS);
   ASSERT_INT_EQ(cli_num(&o, OPT_LOG_LEVEL), LOG_INFO);
+  ASSERT_INT_EQ(cli_num(&o, OPT_LOG_FORMAT), LOG_FORMAT_LOGFMT);
   ASSERT_INT_EQ(cli_num(&o, OPT_HTTP_TIMEOUT), RT_HTTP_TIMEOUT_MS);
   ASSERT_INT_EQ(cli_num(&o, OPT_HTTP_MAX_BODY), RT_HTTP_MAX_BODY);
   ASSERT_INT_EQ(cli_num(&o, OPT_HTTP_PER_HOST), 32);
@@ -106,6 +108,31 @@ TEST_IMPL(options_defaults_and_env) {
   setenv("REDIS_URL", "", 1);
   ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "REDIS_URL is empty");
+}
+
+TEST_IMPL(options_log_format) {
+  clean_env();
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--log-format", "json", "dir"), CLI_OK);
+  ASSERT_INT_EQ(cli_num(&o, OPT_LOG_FORMAT), LOG_FORMAT_JSON);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--log-format=logfmt", "dir"), CLI_OK);
+  ASSERT_INT_EQ(cli_num(&o, OPT_LOG_FORMAT), LOG_FORMAT_LOGFMT);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--log-format", "text", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --log-format must be logfmt or json, got \"text\"\n");
+  setenv("LUASTREAM_LOG_FORMAT", "JSON", 1);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "dir"), CLI_OK);
+  ASSERT_INT_EQ(cli_num(&o, OPT_LOG_FORMAT), LOG_FORMAT_JSON);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--log-format", "logfmt", "dir"), CLI_OK); /* the option wins */
+  ASSERT_INT_EQ(cli_num(&o, OPT_LOG_FORMAT), LOG_FORMAT_LOGFMT);
+  setenv("LUASTREAM_LOG_FORMAT", "xml", 1);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: LUASTREAM_LOG_FORMAT must be logfmt or json, got \"xml\"\n");
+  unsetenv("LUASTREAM_LOG_FORMAT");
+  /* only run logs */
+  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "--log-format", "json", "s", "{}"), CLI_USAGE);
+  char *help = help_of(CLI_RUN);
+  ASSERT_CONTAINS(help, "--log-format FORMAT");
+  ASSERT_CONTAINS(help, "$LUASTREAM_LOG_FORMAT, else logfmt)");
+  free(help);
 }
 
 TEST_IMPL(options_repeatable_and_groups) {

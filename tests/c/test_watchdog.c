@@ -1,12 +1,14 @@
 /* Tests for watchdog.c: a fed watchdog leaves the process alone and stops
- * cleanly; a starved one writes its line and exits 70 (in a child process,
- * its stderr on a pipe). */
+ * cleanly; a starved one writes its line (logfmt or JSON, as the log) and
+ * exits 70 (in a child process, its stderr on a pipe). */
 #include <poll.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
+#include "runtime.h"
 #include "task.h"
 #include "watchdog.h"
 
@@ -78,5 +80,24 @@ TEST_IMPL(watchdog_starved_logs_what_ran_and_exits_70) {
   ASSERT_CONTAINS(out, " limit=200ms stalled_ms=");
   ASSERT_CONTAINS(out, " exit_status=70\n");
   ASSERT_INT_EQ(strchr(out, '\n') - out + 1, (long)strlen(out)); /* one line */
+  LEAK_CHECK();
+}
+
+/* With JSON logs the exit line is a JSON object like every other line. */
+TEST_IMPL(watchdog_starved_logs_json) {
+  char out[4096], e[256];
+  log_set_format(LOG_FORMAT_JSON); /* the child inherits it */
+  ASSERT_INT_EQ(starve(100, out, sizeof out), WATCHDOG_EXIT_STATUS);
+  log_set_format(LOG_FORMAT_LOGFMT);
+  ASSERT(strncmp(out, "{\"time\":\"", 9) == 0);
+  ASSERT_CONTAINS(out, "\",\"level\":\"error\",\"handler\":\"spin\",\"msg\":\"watchdog: the "
+                       "event loop has not turned within the limit, exiting\",\"phase\":\"handle\","
+                       "\"file\":\"/h/spin.lua\",\"stream\":\"payments\",\"group\":\"ledger\","
+                       "\"id\":\"1700000000000-7\",\"running_ms\":");
+  ASSERT_CONTAINS(out, ",\"limit\":\"100ms\",\"stalled_ms\":");
+  ASSERT_CONTAINS(out, ",\"exit_status\":70}\n");
+  size_t len = strlen(out);
+  ASSERT_INT_EQ(strchr(out, '\n') - out + 1, (long)len); /* one line */
+  ASSERT(rt_json_valid(out, len - 1, e, sizeof e));
   LEAK_CHECK();
 }

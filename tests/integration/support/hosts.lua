@@ -227,8 +227,8 @@ function Host:_scan()
   local rest = self.buf:sub((self.parsed or 0) + 1) -- a last line without its newline
   if #rest > 0 then lines[#lines + 1] = rest end
   for i, line in ipairs(lines) do
-    -- logfmt records are the host's own lines (a handler may log any text)
-    if not line:find("^time=") then
+    -- log records (logfmt or JSON) are the host's own lines (a handler may log any text)
+    if not line:find("^time=") and not line:find('^{"time":') then
       for _, p in ipairs(SANITIZER_PATTERNS) do
         if line:find(p, 1, true) then
           local excerpt = table.concat(lines, "\n", i, math.min(#lines, i + 60))
