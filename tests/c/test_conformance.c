@@ -902,7 +902,7 @@ TEST_IMPL(conformance_7_0_prune_script) { CONFORM(prune_script); }
 
 /* More blocking on 7.0: COUNT on wake, at most 1000 entries without COUNT,
  * a timeout after another reader took the entries, a SETID while blocked,
- * another group destroyed, history streams never block. */
+ * history streams never block. */
 static const struct cf_step block_more[] = {
     C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
     C("XGROUP", "CREATE", "s", "h", "$"),
@@ -917,13 +917,14 @@ static const struct cf_step block_more[] = {
     C("XPENDING", "s", "g"),
     C("XREADGROUP", "GROUP", "g", "one", "STREAMS", "s", ">"),
     C("XGROUP", "SETID", "s", "h", "$"),
-    /* 1 s: a busy machine may take a few hundred ms between two steps, and
-     * the read must still be blocked at B1 */
-    S1("XREADGROUP", "GROUP", "h", "one", "BLOCK", "1000", "STREAMS", "s", ">"),
-    C("XGROUP", "DESTROY", "s", "g"),
+    /* A read blocked on one group times out as usual. (Destroying another
+     * group of its stream meanwhile is left out: redis-server 7.0.15 then
+     * answers the blocked read nil at once in some runs and not in others.) */
+    S1("XREADGROUP", "GROUP", "h", "one", "BLOCK", "300", "STREAMS", "s", ">"),
     B1,
-    ADV(1000),
+    ADV(300),
     W1,
+    C("XGROUP", "DESTROY", "s", "g"),
     C("XGROUP", "CREATE", "s", "g", "$"),
     S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
     C("XGROUP", "SETID", "s", "g", "1005-0"),
