@@ -901,11 +901,10 @@ static const struct cf_step prune_script[] = {
 TEST_IMPL(conformance_7_0_prune_script) { CONFORM(prune_script); }
 
 /* More blocking on 7.0: COUNT on wake, at most 1000 entries without COUNT,
- * a timeout after another reader took the entries, a SETID while blocked,
- * history streams never block. */
+ * a timeout after another reader took the entries, a group made again and
+ * moved back, history streams never block. */
 static const struct cf_step block_more[] = {
     C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
-    C("XGROUP", "CREATE", "s", "h", "$"),
     S1("XREADGROUP", "GROUP", "g", "one", "COUNT", "2", "BLOCK", "0", "STREAMS", "s", ">"),
     C("EVAL", "for i = 1, 5 do redis.call('XADD', KEYS[1], i .. '-0', 'f', i) end", "1", "s"),
     W1,
@@ -916,20 +915,16 @@ static const struct cf_step block_more[] = {
     W1,
     C("XPENDING", "s", "g"),
     C("XREADGROUP", "GROUP", "g", "one", "STREAMS", "s", ">"),
-    C("XGROUP", "SETID", "s", "h", "$"),
-    /* A read blocked on one group times out as usual. (Destroying another
-     * group of its stream meanwhile is left out: redis-server 7.0.15 then
-     * answers the blocked read nil at once in some runs and not in others.) */
-    S1("XREADGROUP", "GROUP", "h", "one", "BLOCK", "300", "STREAMS", "s", ">"),
-    B1,
-    ADV(300),
-    W1,
+    /* (A read blocked on a second group here, right after the first group
+     * read the last entries, is answered nil at once by redis-server 7.0.15
+     * in some runs and blocks in others: not a scenario to compare.) */
     C("XGROUP", "DESTROY", "s", "g"),
     C("XGROUP", "CREATE", "s", "g", "$"),
-    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
+    /* SETID before the read: with the read already blocked, redis-server
+     * 7.0.15 leaves it unanswered for seconds in some runs. */
     C("XGROUP", "SETID", "s", "g", "1005-0"),
-    B1,
     C("XADD", "s", "2000-0", "f", "x"),
+    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
     W1,
     S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", "s", ">", "0"),
     W1,
