@@ -188,9 +188,10 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                 "with a unit: 500ms, 30s, 2m, 1h"},
     [OPT_HTTP] = {
         .name = "http", .arg = "ADDR:PORT", .kind = CLI_ADDR, .commands = CLI_IN(CLI_RUN),
-        .help = "serve GET /healthz (200 while running) and GET /readyz (200 when "
+        .help = "serve GET /healthz (200 while running), GET /readyz (200 when "
                 "connected and every subscription reads, at least one, else 503 and why) "
-                "on ADDR:PORT, e.g. 127.0.0.1:8080; port 0 picks a free port (logged)"},
+                "and GET /metrics (Prometheus) on ADDR:PORT, e.g. 127.0.0.1:8080; port 0 "
+                "picks a free port (logged)"},
     [OPT_NO_RELOAD] = {
         .name = "no-reload", .kind = CLI_FLAG, .commands = CLI_IN(CLI_RUN),
         .help = "do not watch DIR for changes (SIGHUP still reloads)"},
