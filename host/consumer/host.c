@@ -11,6 +11,7 @@
 #include "host.h"
 #include "lease.h"
 #include "log.h"
+#include "group_stats.h"
 #include "metrics.h"
 #include "reload.h"
 #include "servers.h"
@@ -30,6 +31,7 @@ struct host {
   lclock *clock;
   struct rt_env env;        /* what handlers see: the clock, the delivery hook, calls */
   bk_conn *cmd;
+  group_stats *stats;       /* the groups' lag, pending, ... for /metrics, on cmd */
   bk_conn *calls;           /* handlers' own commands (ls.redis.call), in env too */
   struct servers servers;   /* other servers' connections (ls.redis.connect), in env too */
   struct slots slots;       /* the handler files and what runs each */
@@ -275,6 +277,8 @@ static void close_calls(host *h) {
 
 static void finish_stop(host *h) {
   if (h->deadline_timer) timer_stop(h->deadline_timer);
+  group_stats_free(h->stats);
+  h->stats = NULL;
   close_calls(h);
   servers_close(&h->servers);
   if (h->cmd) {
@@ -534,6 +538,15 @@ void host_reload_soon(host *h) {
   timer_start(h->reload_timer, RELOAD_DEBOUNCE_MS);
 }
 
+/* group_stats_list_fn: the specs of the subscriptions that run. */
+static size_t running_specs(void *data, const struct handler_spec **out, size_t max) {
+  host *h = data;
+  size_t n = 0;
+  for (size_t i = 0; i < h->slots.n && n < max; i++)
+    if (h->slots.v[i].sub) out[n++] = slot_spec(&h->slots.v[i]);
+  return n;
+}
+
 void host_start(host *h, host_stopped_fn *stopped, void *data) {
   h->stopped = stopped;
   h->stopped_data = data;
@@ -545,6 +558,7 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   reload_init(&h->reload, h->dir, &h->env, &h->slots, &ops);
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
   if (h->cmd) bk_conn_on_fault(h->b, h->cmd, cmd_fault);
+  if (h->cmd) h->stats = group_stats_new(h->b, h->cmd, h->clock, running_specs, h);
   /* Not the read connections (they sit in BLOCK) nor the writer's: a slow
    * handler command must delay no ack. */
   h->calls = bk_conn_open(h->b, "calls", NULL, NULL);
@@ -699,6 +713,7 @@ void host_on_delivery(host *h,
 void host_free(host *h) {
   if (h == NULL) return;
   metrics_remove_collector(collect_handlers, h);
+  group_stats_free(h->stats);
   for (size_t i = 0; i < h->slots.n; i++) {
     struct slot *sl = &h->slots.v[i];
     if (sl->sub) sub_free(sl->sub);

@@ -141,6 +141,7 @@ return {
     if p.op == "fail" then error("boom") end
     if p.op == "retry" then return ls.retry() end
     if p.op == "later" and ctx.deliveries == 0 then return ls.retry_after("100ms") end
+    if p.op == "much_later" then return ls.retry_after("1h") end
     if p.op == "sleep" then ls.sleep(30) end
   end,
 }
@@ -160,7 +161,7 @@ describe("GET /metrics", function()
     for i = 1, 500 do
       cmds[#cmds + 1] = { "XADD", "payments", "*", "data", string.format('{"op":"ok","id":%d}', i) }
     end
-    for _, op in ipairs { "reject", "fail", "retry", "later", "sleep" } do
+    for _, op in ipairs { "reject", "fail", "retry", "later", "sleep", "much_later" } do
       cmds[#cmds + 1] = { "XADD", "payments", "*", "data", string.format('{"op":"%s"}', op) }
     end
     cmds[#cmds + 1] = { "XADD", "payments", "*", "data", "{not json" }
@@ -180,7 +181,7 @@ describe("GET /metrics", function()
     assert.equal(502, value(page, "luastream_deliveries_total", outcome("ack"))) -- 500 + later + sleep
     assert.equal(1, value(page, "luastream_deliveries_total", outcome("reject")))
     assert.equal(1, value(page, "luastream_deliveries_total", outcome("invalid")))
-    assert.equal(1, value(page, "luastream_deliveries_total", outcome("retry_after")))
+    assert.equal(2, value(page, "luastream_deliveries_total", outcome("retry_after")))
     assert.equal(2, value(page, "luastream_deliveries_total", outcome("retry")))
     assert.equal(1, value(page, "luastream_deliveries_total", outcome("dead_letter")))
     assert.is_true(value(page, "luastream_deliveries_total", outcome("error")) >= 1)
@@ -192,8 +193,8 @@ describe("GET /metrics", function()
     assert.equal(1, value(page, "luastream_dead_letters_total", reason("decode-error")))
     assert.equal(1, value(page, "luastream_dead_letters_total", reason("max-deliveries")))
     assert.equal(2, value(page, "luastream_retries_scheduled_total", L))
-    assert.equal(1, value(page, "luastream_delays_scheduled_total", L))
-    assert.is_true(value(page, "luastream_entries_read_total", L) >= 506)
+    assert.equal(2, value(page, "luastream_delays_scheduled_total", L))
+    assert.is_true(value(page, "luastream_entries_read_total", L) >= 507)
     assert.is_true(value(page, "luastream_reads_total", L) >= 1)
     -- every finished delivery is in the duration histogram; the one that slept 30 ms is above 25 ms
     local count = value(page, "luastream_handler_duration_seconds", L, "luastream_handler_duration_seconds_count")
@@ -209,6 +210,17 @@ describe("GET /metrics", function()
     assert.is_true(value(page, "process_open_fds") > 3)
     assert.is_true(math.abs(value(page, "process_start_time_seconds") - os.time()) < 120)
     assert.is_true(value(page, "process_cpu_seconds_total") > 0)
+
+    -- what Redis knows of the group, asked when a scrape finds the last answers old
+    local G = { stream = "payments", group = "ledger" }
+    helper.wait_until(function()
+      page = scrape(port)
+      return value(page, "luastream_group_pending", G) == 1 -- the entry whose handler failed
+        and value(page, "luastream_group_delayed_entries", G) == 1 -- the one an hour away
+        and value(page, "luastream_dead_letter_stream_length", G) == 3
+        and (value(page, "luastream_group_oldest_pending_idle_seconds", G) or 0) > 0
+    end, 20, "the group's state")
+    assert.equal(0, value(page, "luastream_group_lag", G))
 
     -- a reload: counted, and the info metric names the new version only
     local old_version = nil
