@@ -26,6 +26,7 @@ struct metric_family {
 };
 
 static struct metric_family *families, **families_tail = &families;
+static unsigned generation;
 static struct {
   metrics_collect_fn *fn;
   void *data;
@@ -136,7 +137,10 @@ void metrics_reset(void) {
     family_free(f);
   }
   families_tail = &families;
+  generation++;
 }
+
+unsigned metrics_generation(void) { return generation; }
 
 /* ---- the page ---- */
 

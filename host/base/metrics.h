@@ -66,5 +66,8 @@ void metrics_clear(struct metric_family *f);
 
 /* Forgets every family and series (at exit). */
 void metrics_reset(void);
+/* Changes at each metrics_reset: a series pointer kept in a static is
+ * fetched again when it differs from the one it was fetched under. */
+unsigned metrics_generation(void);
 
 #endif

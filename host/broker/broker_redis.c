@@ -43,6 +43,7 @@
 #include <uv.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "reply_arena.h"
 #include "scripts.h"
 #include "sha1.h"
@@ -137,8 +138,39 @@ struct rcmd {
   void *data;
   struct rcmd *prev, *next; /* in c's list of unanswered commands */
   uint64_t deadline;        /* loop ms after which it is overdue */
+  uint64_t sent_ms;         /* loop ms when it was sent; 0 for a blocking read (not timed) */
   struct resend *resend;    /* an EVALSHA: what to send as EVAL on NOSCRIPT */
 };
+
+/* luastream_redis_command_duration_seconds: from sending a command to its
+ * reply, on the loop's clock (a millisecond's resolution), blocking reads
+ * left out; luastream_redis_errors_total{kind}. */
+static const double RTT_BOUNDS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+
+static struct metric *rtt_series(void) {
+  static struct metric *m;
+  static unsigned generation;
+  if (m == NULL || generation != metrics_generation()) {
+    generation = metrics_generation();
+    m = metrics_series(metrics_family("luastream_redis_command_duration_seconds",
+                                      "From sending a command to Redis to its reply (blocking "
+                                      "reads left out)",
+                                      METRIC_HISTOGRAM, 0, NULL, RTT_BOUNDS,
+                                      (int)(sizeof RTT_BOUNDS / sizeof *RTT_BOUNDS)),
+                       NULL);
+  }
+  return m;
+}
+
+static void count_error(const char *kind) {
+  static const char *const labels[] = {"kind"};
+  struct metric_family *f = metrics_family(
+      "luastream_redis_errors_total",
+      "Redis failures by kind: connection_lost, connect_failed, denied, timeout, error_reply",
+      METRIC_COUNTER, 1, labels, NULL, 0);
+  const char *values[] = {kind};
+  metric_add(metrics_series(f, values), 1);
+}
 
 /* An EVALSHA's arguments, copied: argv[0] and argv[1] are set to the command
  * and the script (its SHA, or its compiled-in text), the others point into
@@ -287,6 +319,9 @@ static uint64_t next_rand(struct rbroker *b) {
  * seconds), but a refusal at every attempt: that needs a person, and the
  * backoff already spaces the lines out. */
 static void report(struct rconn *c, const char *why) {
+  count_error(c->denied                         ? "denied"
+              : !c->logged_lost && c->ever_up   ? "connection_lost"
+                                                : "connect_failed");
   char attempt[16];
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
   if (c->denied) {
@@ -466,6 +501,7 @@ static void on_watchdog(uv_timer_t *t) {
   if (uv_now(c->b->loop) < c->oldest->deadline) return watch(c);
   snprintf(c->reason, sizeof c->reason, "no reply to a command within %llu ms",
            (unsigned long long)c->b->command_timeout_ms);
+  count_error("timeout");
   redisAsyncFree(c->ac); /* not inside a hiredis callback: pending callbacks run now */
   ctx_gone(c, c->reason);
 }
@@ -599,6 +635,10 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     k->resend = NULL;
   }
   const char *err = NULL;
+  if (r && k->sent_ms) {
+    metric_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
+  }
+  if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR) count_error("error_reply");
   if (r == NULL) {
     if (c->closing) {
       err = "connection closed";
@@ -873,7 +913,9 @@ static int rconn_command(bk_conn *bc, int argc, const char **argv, const size_t 
     return -1;
   }
   if (script >= 0) c->sent_scripts |= 1u << script; /* the server caches what EVAL ran */
-  k->deadline = uv_now(c->b->loop) + c->b->command_timeout_ms + block_ms(argc, argv, argvlen);
+  uint64_t blocks = block_ms(argc, argv, argvlen);
+  k->sent_ms = blocks ? 0 : uv_now(c->b->loop);
+  k->deadline = uv_now(c->b->loop) + c->b->command_timeout_ms + blocks;
   link_cmd(c, k);
   return 0;
 }

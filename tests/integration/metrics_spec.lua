@@ -239,6 +239,10 @@ describe("GET /metrics", function()
       return value(page, "luastream_redis_reconnects_total") == 1
         and value(page, "luastream_redis_connected") == 1
     end, 30, "the reconnect counted")
+    assert.is_true(value(page, "luastream_redis_errors_total", { kind = "connection_lost" }) >= 1)
+    local rtt = value(page, "luastream_redis_command_duration_seconds", nil,
+      "luastream_redis_command_duration_seconds_count")
+    assert.is_true(rtt > 0, "no command timed")
     assert.equal(0, host:stop())
   end)
 end)
