@@ -27,10 +27,11 @@ struct metric_family {
 
 static struct metric_family *families, **families_tail = &families;
 static unsigned generation;
-static struct {
+static struct collector {
   metrics_collect_fn *fn;
   void *data;
-} collectors[METRICS_COLLECTORS];
+} *collectors;
+static size_t ncollectors, collectors_cap;
 
 static char *dup(const char *s) {
   size_t n = strlen(s) + 1;
@@ -116,18 +117,28 @@ void metric_observe(struct metric *m, double v) {
 }
 
 int metrics_add_collector(metrics_collect_fn *fn, void *data) {
-  for (int i = 0; i < METRICS_COLLECTORS; i++)
-    if (collectors[i].fn == NULL) {
-      collectors[i].fn = fn;
-      collectors[i].data = data;
-      return 0;
-    }
-  return -1;
+  if (ncollectors == collectors_cap) {
+    size_t cap = collectors_cap ? collectors_cap * 2 : 8;
+    struct collector *v = realloc(collectors, cap * sizeof *v);
+    if (v == NULL) return -1;
+    collectors = v;
+    collectors_cap = cap;
+  }
+  collectors[ncollectors++] = (struct collector){fn, data};
+  return 0;
 }
 
 void metrics_remove_collector(metrics_collect_fn *fn, void *data) {
-  for (int i = 0; i < METRICS_COLLECTORS; i++)
-    if (collectors[i].fn == fn && collectors[i].data == data) collectors[i].fn = NULL;
+  for (size_t i = 0; i < ncollectors; i++)
+    if (collectors[i].fn == fn && collectors[i].data == data) {
+      collectors[i] = collectors[--ncollectors];
+      break;
+    }
+  if (ncollectors == 0) { /* nothing kept for a registry no one uses */
+    free(collectors);
+    collectors = NULL;
+    collectors_cap = 0;
+  }
 }
 
 void metrics_reset(void) {
@@ -272,8 +283,7 @@ static void put_series(struct page *p, const struct metric_family *f, const stru
 }
 
 char *metrics_page(size_t *len) {
-  for (int i = 0; i < METRICS_COLLECTORS; i++)
-    if (collectors[i].fn) collectors[i].fn(collectors[i].data);
+  for (size_t i = 0; i < ncollectors; i++) collectors[i].fn(collectors[i].data);
   static const char *const types[] = {"counter", "gauge", "histogram"};
   struct page p = {0};
   for (const struct metric_family *f = families; f; f = f->next) {

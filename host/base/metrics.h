@@ -49,8 +49,8 @@ static inline void metric_set(struct metric *m, double v) {
 void metric_observe(struct metric *m, double v);
 
 /* Called before each page is written, to set gauges from the state they
- * describe. At most METRICS_COLLECTORS; remove with the same fn and data. */
-#define METRICS_COLLECTORS 16
+ * describe (in no set order). -1 when out of memory; remove with the same
+ * fn and data. */
 typedef void metrics_collect_fn(void *data);
 int metrics_add_collector(metrics_collect_fn *fn, void *data);
 void metrics_remove_collector(metrics_collect_fn *fn, void *data);

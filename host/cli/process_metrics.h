@@ -4,8 +4,8 @@
 #ifndef LUASTREAM_PROCESS_METRICS_H
 #define LUASTREAM_PROCESS_METRICS_H
 
-/* Registers the collector, noting now as the start time; 0, or -1 when the
- * registry is full. process_metrics_stop removes it. */
+/* Registers the collector, noting now as the start time; 0, or -1 when out
+ * of memory. process_metrics_stop removes it. */
 int process_metrics_start(void);
 void process_metrics_stop(void);
 

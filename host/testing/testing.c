@@ -58,6 +58,7 @@
 #include "json_decode.h"
 #include "json_encode.h"
 #include "log.h"
+#include "metrics.h"
 #include "corelib.h"
 #include "runtime.h"
 #include "servers.h"
@@ -211,6 +212,10 @@ static void log_route_restore(struct log_route r, const struct world *gone) {
 }
 
 /* Drops one app's hold on w; the last one frees it (its last lines its own). */
+/* Worlds alive: the metrics registry (process-wide, metrics.h) is emptied
+ * when the last goes, so that nothing of it outlives the module. */
+static int worlds;
+
 static void world_unref(struct world *w, lua_State *L) {
   if (--w->apps > 0) return;
   struct log_route prev = log_route_save();
@@ -244,6 +249,7 @@ static void world_unref(struct world *w, lua_State *L) {
   for (size_t i = 0; i < w->nlogs; i++) free(w->logs[i]);
   free(w->logs);
   free(w);
+  if (--worlds == 0) metrics_reset(); /* no host is left to count in it */
 }
 
 /* ---- running the clock ---- */
@@ -973,6 +979,7 @@ static int core_app(lua_State *L) {
     a->w = calloc(1, sizeof *a->w);
     if (a->w == NULL) return luaL_error(L, "out of memory");
     a->w->apps = 1;
+    worlds++;
     a->w->http_answer_ref = LUA_NOREF;
     if (!lua_isnoneornil(L, 2)) {
       lua_getfield(L, 2, "http_answer");
