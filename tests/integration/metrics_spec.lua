@@ -2,7 +2,8 @@
 -- parsed by a strict reader of the Prometheus text format (below), and
 -- checked against what the spec made happen: N entries -> N acks, a
 -- rejected and a bad entry -> their dead-letter reasons, a handler error,
--- retries, delays, a reload, a Redis restart -> a reconnect.
+-- retries, delays, a reload, a Redis restart -> a reconnect, a group's lag
+-- rising while its consumer does not read.
 local helper = require "tests.integration.helper"
 
 local READY = 'msg="host ready"'
@@ -149,6 +150,38 @@ return {
 
 describe("GET /metrics", function()
   after_each(helper.cleanup)
+
+  it("shows a group's lag rising while its consumer does not read", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["stuck.lua"] = [[
+local ls = require "luastream"
+return { stream = "payments", group = "slow", start = "beginning", batch = 1,
+  handle = function() ls.sleep("1h") end }
+]] })
+    local host = helper.host_start({ "--http", "127.0.0.1:0", "--shutdown-timeout", "100ms" },
+      { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    local port = helper.health_port(host)
+    local G = { stream = "payments", group = "slow" }
+    local function lag_after(n)
+      local cmds = {}
+      for i = 1, n do cmds[i] = { "XADD", "payments", "*", "data", '{"id":1}' } end
+      srv:pipe(cmds)
+      local lag
+      helper.wait_until(function()
+        lag = value(scrape(port), "luastream_group_lag", G)
+        return lag and lag >= n - 3
+      end, 20, "the lag after " .. n .. " more entries")
+      return lag
+    end
+    local first = lag_after(10)
+    local second = lag_after(20)
+    assert.is_true(second >= first + 10, "lag " .. first .. " then " .. second)
+    local page = scrape(port)
+    assert.is_true(value(page, "luastream_group_pending", G) >= 1)
+    assert.equal(1, value(page, "luastream_lanes_busy", { handler = "stuck" }))
+    assert.equal(0, host:stop())
+  end)
 
   it("counts what the spec made happen, in a page a strict reader accepts", function()
     local srv = helper.redis_start()
