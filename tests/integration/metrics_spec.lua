@@ -132,6 +132,22 @@ local function scrape(port)
   return parse_page(body), body
 end
 
+-- promtool (Debian's prometheus package, which ./dev installs) on a page or
+-- a rules file: its exit code and output.
+local function promtool(args, input)
+  local dir = helper.tmpdir("promtool")
+  local path = dir .. "/in"
+  helper.write_file(path, input or "")
+  local argv = { "promtool" }
+  for _, a in ipairs(args) do argv[#argv + 1] = a end
+  local cmd = {}
+  for _, a in ipairs(argv) do cmd[#cmd + 1] = "'" .. a:gsub("'", "'\\''") .. "'" end
+  local p = io.popen(table.concat(cmd, " ") .. " < '" .. path .. "' 2>&1")
+  local out = p:read("*a")
+  local ok, _, code = p:close()
+  return ok and 0 or code, out
+end
+
 local HANDLER = [[
 local ls = require "luastream"
 return {
@@ -276,6 +292,12 @@ return { stream = "payments", group = "slow", start = "beginning", batch = 1,
     local rtt = value(page, "luastream_redis_command_duration_seconds", nil,
       "luastream_redis_command_duration_seconds_count")
     assert.is_true(rtt > 0, "no command timed")
+    -- Prometheus' own linter accepts the page, and the documented alerts
+    local _, body = scrape(port)
+    local code, out = promtool({ "check", "metrics" }, body)
+    assert.equal(0, code, out)
+    code, out = promtool({ "check", "rules", helper.repo_root .. "/docs/monitoring/alerts.yml" })
+    assert.equal(0, code, out)
     assert.equal(0, host:stop())
   end)
 end)
