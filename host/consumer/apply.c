@@ -9,6 +9,7 @@
 #include "log.h"
 #include "outcome.h"
 #include "policy.h"
+#include "trace.h"
 
 struct applier {
   writer *w;
@@ -48,6 +49,14 @@ static void log_retries(ltimer *t, void *data) {
   else a->retry_log_armed = false;
 }
 
+/* The trace id of e's traceparent into buf (TRACE_ID_LEN + 1 bytes), for
+ * the log lines about e; NULL (no trace_id= field) when it has no valid one. */
+static const char *trace_of(const struct entry *e, char *buf) {
+  size_t len = 0;
+  const char *tp = entry_get(e, HDR_TRACEPARENT, &len);
+  return tp && trace_id_of(tp, len, buf) ? buf : NULL;
+}
+
 static void count_retry(applier *a, const struct entry *e, long long deliveries) {
   a->retries_total++;
   if (a->retry_log_armed) {
@@ -55,10 +64,11 @@ static void count_retry(applier *a, const struct entry *e, long long deliveries)
     return;
   }
   const struct handler_spec *sp = a->spec;
-  char n[24];
+  char n[24], trace[TRACE_ID_LEN + 1];
   snprintf(n, sizeof n, "%lld", deliveries);
   log_line(LOG_INFO, sp->name, "entry retried", "stream", sp->stream, "group", sp->group,
-           "consumer", sp->consumer, "id", e->id, LOG_NUMBER "deliveries", n, NULL);
+           "consumer", sp->consumer, "id", e->id, "trace_id", trace_of(e, trace),
+           LOG_NUMBER "deliveries", n, NULL);
   a->retry_log_armed = true;
   timer_start(a->retry_log_timer, APPLY_RETRY_LOG_MS);
 }
@@ -89,6 +99,8 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
     error_len = strlen(d->why);
   }
   char count[24] = ""; /* for the log lines below only: an ack needs no text */
+  char trace[TRACE_ID_LEN + 1];
+  const char *trace_id = d->note != POLICY_NOTE_NONE ? trace_of(e, trace) : NULL;
   if (d->note >= POLICY_NOTE_DEAD_LETTERED) snprintf(count, sizeof count, "%lld", d->deliveries);
   switch (d->note) {
   case POLICY_NOTE_NONE:
@@ -99,11 +111,11 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
   case POLICY_NOTE_TOO_MANY_WRITES:
     log_line(LOG_ERROR, sp->name,
              "too many writes by one delivery (ctx:write, ctx:publish, the reply), left pending",
-             "stream", sp->stream, "group", sp->group, "id", e->id, NULL);
+             "stream", sp->stream, "group", sp->group, "id", e->id, "trace_id", trace_id, NULL);
     break;
   case POLICY_NOTE_DEAD_LETTERED:
     log_line(LOG_WARN, sp->name, "entry dead-lettered", "stream", sp->stream, "group", sp->group,
-             "retry_stream", retry_stream, "id", e->id, "reason", d->reason,
+             "retry_stream", retry_stream, "id", e->id, "trace_id", trace_id, "reason", d->reason,
              LOG_NUMBER "deliveries", count, "dead_letter", sp->dead_letter, "version", version,
              NULL);
     break;
@@ -116,8 +128,8 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
                  ? "bad entry left pending"
                  : "delivery limit reached, entry left pending (no dead_letter stream)",
              "stream", sp->stream, "group", sp->group, "retry_stream", retry_stream, "id", e->id,
-             "reason", d->reason, LOG_NUMBER "deliveries", count, "version", version, "error",
-             error, NULL);
+             "trace_id", trace_id, "reason", d->reason, LOG_NUMBER "deliveries", count, "version",
+             version, "error", error, NULL);
     break;
   }
   struct delivery_metrics *m = a->metrics;
@@ -200,11 +212,14 @@ void apply_finished(applier *a, const struct entry *e, const struct rt_result *r
   /* the delivery cap turned a retry or an error into a dead letter */
   bool capped = d.action == POLICY_DEAD_LETTER && res->kind != RT_REJECT && res->kind != RT_INVALID;
   dm_count(a->metrics, capped ? DM_DEAD_LETTER : dm_outcome_of(res->kind));
-  if (d.handler_failed)
+  if (d.handler_failed) {
+    char trace[TRACE_ID_LEN + 1];
     log_line(LOG_ERROR, a->spec->name, "handler failed, entry left pending", "stream",
              a->spec->stream, "group", a->spec->group, "retry_stream",
-             e->key == ENTRY_KEY_RETRY ? a->retry_key : NULL, "id", e->id, "reason", res->reason,
-             "version", res->version, "error", res->text, NULL);
+             e->key == ENTRY_KEY_RETRY ? a->retry_key : NULL, "id", e->id, "trace_id",
+             trace_of(e, trace), "reason", res->reason, "version", res->version, "error",
+             res->text, NULL);
+  }
   carry_out(a, e, &d, res, res->version, res->text, res->text_len);
 }
 

@@ -30,6 +30,7 @@
 #include "redis_reply.h"
 #include "runtime.h"
 #include "url.h"
+#include "trace.h"
 #include "wire.h"
 
 #ifndef LUASTREAM_VERSION
@@ -68,10 +69,10 @@ static int core_log(lua_State *L) {
   const char **kv = stack_kv;
   size_t *kvlen = stack_len;
   unsigned char *numeric = stack_num;
-  if (n + 1 > LOG_PAIRS_STACK) { /* one more: version= */
-    kv = malloc(2 * (n + 1) * sizeof *kv);
-    kvlen = malloc(2 * (n + 1) * sizeof *kvlen);
-    numeric = malloc(n + 1);
+  if (n + 2 > LOG_PAIRS_STACK) { /* two more: version= and trace_id= */
+    kv = malloc(2 * (n + 2) * sizeof *kv);
+    kvlen = malloc(2 * (n + 2) * sizeof *kvlen);
+    numeric = malloc(n + 2);
     if (kv == NULL || kvlen == NULL || numeric == NULL) {
       free(kv);
       free(kvlen);
@@ -105,7 +106,22 @@ static int core_log(lua_State *L) {
   const struct jobs *j = self(L)->jobs;
   kv[2 * n + 1] = j->version;
   kvlen[2 * n + 1] = strlen(j->version);
-  log_line_pairs((enum log_level)level, j->spec->name, msg, n + 1, kv, kvlen, numeric);
+  size_t pairs = n + 1;
+  /* The trace of the entry the job runs, when it came with a valid one. */
+  char trace[TRACE_ID_LEN + 1];
+  struct rt_job *job = jobs_running_on(j, L);
+  const struct entry *e = job ? job_entry(job) : NULL;
+  size_t tlen = 0;
+  const char *tp = e ? entry_get(e, HDR_TRACEPARENT, &tlen) : NULL;
+  if (tp && trace_id_of(tp, tlen, trace)) {
+    kv[2 * pairs] = "trace_id";
+    kvlen[2 * pairs] = 8;
+    kv[2 * pairs + 1] = trace;
+    kvlen[2 * pairs + 1] = TRACE_ID_LEN;
+    numeric[pairs] = 0;
+    pairs++;
+  }
+  log_line_pairs((enum log_level)level, j->spec->name, msg, pairs, kv, kvlen, numeric);
   if (kv != stack_kv) {
     free(kv);
     free(kvlen);
@@ -397,6 +413,19 @@ static int core_deliveries(lua_State *L) {
   return 1;
 }
 
+/* core.traceparent(seq) -> a child of the running entry's traceparent (a
+ * new parent id), or nil when it has none that is valid: for the entries a
+ * handler writes because of it (replies, ctx:publish). */
+static int core_traceparent(lua_State *L) {
+  const struct entry *e = entry_by_seq(L);
+  size_t len = 0;
+  const char *tp = entry_get(e, HDR_TRACEPARENT, &len);
+  char child[TRACEPARENT_LEN + 1];
+  if (tp && trace_child(tp, len, child)) lua_pushlstring(L, child, TRACEPARENT_LEN);
+  else lua_pushnil(L);
+  return 1;
+}
+
 static int core_source_id(lua_State *L) {
   lua_pushstring(L, entry_source_id(entry_by_seq(L)));
   return 1;
@@ -542,7 +571,8 @@ int core_open(lua_State *L, struct core *c) {
                                  {"message", core_message}, {"source_id", core_source_id},
                                  {"deliveries", core_deliveries}, {"redis", core_redis},
                                  {"redis_result", core_redis_result}, {"command", core_command},
-                                 {"redis_connect", core_redis_connect}, {NULL, NULL}};
+                                 {"redis_connect", core_redis_connect},
+                                 {"traceparent", core_traceparent}, {NULL, NULL}};
   lua_createtable(L, 0, 24);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);

@@ -568,3 +568,5 @@ const struct http_response *job_http_response(struct rt_job *job, const char **e
   job->reply_fatal = false;
   return r;
 }
+
+const struct entry *job_entry(const struct rt_job *job) { return job->e; }

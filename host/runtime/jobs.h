@@ -74,6 +74,8 @@ struct rt_job *jobs_running_on(const struct jobs *j, const lua_State *co);
 /* The entry of the running job when it is job number seq, else NULL: the
  * entry a job reads is the host's only until the job ends. */
 struct entry *jobs_entry(const struct jobs *j, double seq);
+/* The entry job runs (a running job's, from jobs_running_on). */
+const struct entry *job_entry(const struct rt_job *job);
 
 /* ls.sleep: arms job's timer for ms; the caller must then yield the job's
  * coroutine (lua_yield), and the timer resumes it with no values. Returns 0,

@@ -214,6 +214,22 @@ local function entry_fields(body, opts, fields)
   return fields
 end
 
+-- The entry's trace carried onto an entry the handler writes because of it
+-- (a reply, ctx:publish): a child traceparent (a new parent id, the same
+-- trace), unless the handler set one itself. Nothing when the entry came
+-- without a valid one.
+local TRACEPARENT = "traceparent"
+local function add_trace(fields, opts, seq)
+  if type(opts) == "table" and type(opts.headers) == "table" and opts.headers[TRACEPARENT] ~= nil then
+    return
+  end
+  local tp = core.traceparent(seq)
+  if tp then
+    fields[#fields + 1] = TRACEPARENT
+    fields[#fields + 1] = tp
+  end
+end
+
 -- Commands waiting for the outcome (ctx:write, ctx:publish), by ctx: out of
 -- the handler's reach, so what reaches the host is always
 -- { {cmd, arg, ...}, ... }, strings only.
@@ -237,6 +253,7 @@ local function publish(self, stream, msg, opts)
   if type(stream) ~= "string" or stream == "" then error("ctx:publish: stream must be a non-empty string", 2) end
   local fields, why = entry_fields(msg, opts, { "XADD", stream, "*" })
   if not fields then error("ctx:publish: " .. why, 2) end
+  add_trace(fields, opts, rawget(self, SEQ))
   if #fields > core.command_args_max then
     error("ctx:publish: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have", 2)
   end
@@ -304,14 +321,14 @@ local function outcome(result, ctx, spec, seq)
       return "error", R.BAD_RETURN, "handle returned ls.reply(...) but the handler has no reply_to stream"
     end
     local opts = result.opts
-    -- XADD reply_to *, then room for the body, the original id, the key and
-    -- the version: no rehash.
-    local fields = table_new(11, 0)
+    -- XADD reply_to *, then room for the body, the original id, the key,
+    -- the version and the trace: no rehash.
+    local fields = table_new(13, 0)
     fields[1], fields[2], fields[3] = "XADD", spec.reply_to, "*"
     local why
     fields, why = entry_fields(result.reply, opts, fields)
     if not fields then return "error", R.BAD_RETURN, "ls.reply: " .. why end
-    if #fields + 6 > core.command_args_max then
+    if #fields + 8 > core.command_args_max then
       return "error", R.BAD_RETURN, "ls.reply: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have"
     end
     -- From what the host delivered, not from ctx, which the handler may change:
@@ -328,6 +345,7 @@ local function outcome(result, ctx, spec, seq)
       fields[#fields + 1] = H.HANDLER_VERSION
       fields[#fields + 1] = spec.version
     end
+    add_trace(fields, opts, seq)
     if writes then writes[#writes + 1] = fields else writes = { fields } end
     return "reply", writes
   end
