@@ -231,6 +231,11 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_KEY] = {
         .name = "key", .arg = "K", .kind = CLI_STRING, .commands = CLI_IN(CLI_PUBLISH),
         .help = "partition key (header partition-key)"},
+    [OPT_MAXLEN] = {
+        .name = "maxlen", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_PUBLISH),
+        .min = 1, .max = 1LL << 62,
+        .help = "trim the stream to its newest N entries as the entry is added (XADD MAXLEN "
+                "N): older entries go whether or not every group has handled them"},
     [OPT_HEADER] = {
         .name = "header", .arg = "NAME=VALUE", .kind = CLI_HEADER,
         .commands = CLI_IN(CLI_PUBLISH), .repeat = 64,

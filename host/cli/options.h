@@ -49,6 +49,7 @@ enum cli_option_id {
   OPT_HTTP_PER_HOST,
   OPT_HTTP_CA_FILE,
   OPT_KEY,
+  OPT_MAXLEN,
   OPT_HEADER,
   OPT_COUNT,
   OPT_ID,

@@ -68,6 +68,10 @@ int cmd_publish(int argc, char **argv) {
   bk_args_init(&args);
   bk_args_str(&args, "XADD");
   bk_args_str(&args, stream);
+  if (cli_given(&o, OPT_MAXLEN)) { /* exact: the stream keeps the newest N */
+    bk_args_str(&args, "MAXLEN");
+    bk_args_str(&args, cli_text(&o, OPT_MAXLEN));
+  }
   bk_args_str(&args, "*");
   bk_args_str(&args, HDR_DATA);
   bk_args_str(&args, json);

@@ -96,6 +96,24 @@ describe("luastream CLI", function()
     assert.same({ ["partition-key"] = "acme", source = "cli-test", ["trace-id"] = "abc-123" }, fields)
   end)
 
+  it("publish --maxlen keeps the stream's newest N entries, and refuses 0", function()
+    local srv = helper.redis_start()
+    local ids = {}
+    for i = 1, 5 do
+      local code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "--maxlen", "3",
+        "payments", string.format('{"id":%d}', i))
+      assert.equal(0, code, stderr)
+      ids[i] = helper.trim(stdout)
+    end
+    local kept = {}
+    for _, e in ipairs(srv:xrange("payments")) do kept[#kept + 1] = e.id end
+    assert.same({ ids[3], ids[4], ids[5] }, kept)
+    local code, _, stderr = helper.luastream("publish", "--redis", srv.url, "--maxlen", "0", "payments", "{}")
+    assert.equal(2, code)
+    assert.matches("--maxlen needs a number from 1", stderr, 1, true)
+    assert.equal(3, srv:xlen("payments"))
+  end)
+
   it("publish reads REDIS_URL when --redis is not given", function()
     local srv = helper.redis_start()
     local code, stdout, stderr = helper.luastream("publish", "payments", '{"id":2}', { env = { REDIS_URL = srv.url } })
