@@ -29,7 +29,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 8
+#define SCRIPT_COUNT 9
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -158,5 +158,12 @@ extern const char SCRIPT_LEASE[];
  * The lease keys are not in KEYS (their names come from XINFO CONSUMERS):
  * fine on one server; Redis Cluster is not supported yet. */
 extern const char SCRIPT_PRUNE[];
+
+/* SCRIPT_TRIM trims a stream (XTRIM MINID) up to what every group reading it
+ * has finished with: it keeps every entry from the lowest id some group has
+ * not (its oldest pending entry, else the one after its last-delivered-id).
+ * A stream without groups, or that does not exist, is kept. Replies the
+ * number of entries trimmed.   KEYS: stream   ARGV: none */
+extern const char SCRIPT_TRIM[];
 
 #endif

@@ -29,6 +29,7 @@
 #include "read_reply.h"
 #include "scripts.h"
 #include "subscription.h"
+#include "trimmer.h"
 #include "sweeper.h"
 #include "wire.h"
 #include "writer.h"
@@ -85,6 +86,7 @@ struct subscription {
   group_setup *group;       /* creates the group, moves its cursor */
   applier *apply;           /* carries out what the policy decides, counts retries */
   struct delivery_metrics metrics; /* this subscription's series (metrics.h) */
+  trimmer *trimmer;         /* `trim = true`: the stream, to what every group finished */
   lease *lease;             /* the consumer name, held while this runs; NULL without */
   char *identity;           /* this process's lease value (lease_identity) */
   /* Entries wait, read or not, until the lease is confirmed again (see
@@ -536,6 +538,7 @@ static void ensure_group(subscription *s) {
 static void written(void *data, bool delays) {
   subscription *s = data;
   if (delays) sweeper_soon(s->sweeper, 0);
+  trimmer_soon(s->trimmer); /* outcomes written: there may be more to trim */
   progress(s);
 }
 
@@ -587,6 +590,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
       s->apply = apply_new(s->w, clock, s->spec, s->retry_key, &s->metrics, still_reading, s);
     }
   }
+  if (s->spec->trim) s->trimmer = trimmer_new(b, cmd, clock, s->spec);
   bool leased_ok = true;
   if (identity) {
     s->identity = strdup(identity);
@@ -595,7 +599,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
     leased_ok = s->identity && s->pruner;
   }
   if (!leased_ok || !s->retry_timer || !s->retry_key || !s->w || !s->sweeper ||
-      !s->apply || !s->group ||
+      !s->apply || !s->group || (s->spec->trim && !s->trimmer) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sub_free(s);
     return NULL;
@@ -690,6 +694,7 @@ void sub_swap_handler(subscription *s, handler *h) {
   sweeper_set_spec(s->sweeper, s->spec);
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
   apply_set_spec(s->apply, s->spec);
+  trimmer_set_spec(s->trimmer, s->spec);
   group_set_spec(s->group, s->spec);
   plan_set_spec(&s->plan, s->spec);
 }
@@ -792,6 +797,7 @@ void sub_free(subscription *s) {
   }
   lanes_free(&s->lanes);
   apply_free(s->apply);
+  trimmer_free(s->trimmer);
   group_free(s->group);
   writer_free(s->w);
   sweeper_free(s->sweeper);

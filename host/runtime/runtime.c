@@ -105,7 +105,7 @@ static const struct spec_field {
     {"start_at", SPEC_STRING, offsetof(struct handler_spec, start_at), true},
     F(workers, SPEC_INT),        F(by_key, SPEC_BOOL),       F(batch, SPEC_INT),
     F(claim_fallback, SPEC_BOOL), F(reply_to, SPEC_STRING),  F(dead_letter, SPEC_STRING),
-    F(max_deliveries, SPEC_CAP), F(max_body, SPEC_SIZE),
+    F(max_deliveries, SPEC_CAP), F(max_body, SPEC_SIZE),      F(trim, SPEC_BOOL),
 #undef F
     {"handle", SPEC_LUA, 0, false},
 };

@@ -45,6 +45,7 @@ struct handler_spec {
   size_t max_body;       /* bytes; larger bodies are bad input */
   int max_deliveries;    /* 0: no cap; else dead-letter when deliveries reach it */
   char *dead_letter;     /* NULL, or the dead-letter stream */
+  bool trim;             /* trim stream up to what every group finished with */
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler

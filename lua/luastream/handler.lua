@@ -90,6 +90,7 @@ local FIELDS = {
   { "claim_fallback", check_boolean, default = false },
   { "max_deliveries", check_cap, default = M.DEFAULT_MAX_DELIVERIES },
   { "dead_letter", check_string },
+  { "trim", check_boolean, default = false },
 }
 M.FIELDS = FIELDS
 local KNOWN = {}
