@@ -129,6 +129,7 @@ struct rconn {
   char fault_why[256];   /* ... and why */
   char reason[192];      /* why we ended this attempt ourselves, "" if we did not */
   char lost[224];        /* "connection lost: ..." for drained callbacks */
+  int timed_out;         /* the drop was the command timeout's (counted as such) */
 };
 
 /* One accepted command, hiredis' privdata: lets a NULL reply carry an error. */
@@ -319,9 +320,11 @@ static uint64_t next_rand(struct rbroker *b) {
  * seconds), but a refusal at every attempt: that needs a person, and the
  * backoff already spaces the lines out. */
 static void report(struct rconn *c, const char *why) {
-  count_error(c->denied                         ? "denied"
-              : !c->logged_lost && c->ever_up   ? "connection_lost"
-                                                : "connect_failed");
+  if (!c->timed_out)
+    count_error(c->denied                         ? "denied"
+                : !c->logged_lost && c->ever_up   ? "connection_lost"
+                                                  : "connect_failed");
+  c->timed_out = 0;
   char attempt[16];
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
   if (c->denied) {
@@ -502,6 +505,7 @@ static void on_watchdog(uv_timer_t *t) {
   snprintf(c->reason, sizeof c->reason, "no reply to a command within %llu ms",
            (unsigned long long)c->b->command_timeout_ms);
   count_error("timeout");
+  c->timed_out = 1;
   redisAsyncFree(c->ac); /* not inside a hiredis callback: pending callbacks run now */
   ctx_gone(c, c->reason);
 }

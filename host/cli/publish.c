@@ -70,7 +70,7 @@ int cmd_publish(int argc, char **argv) {
   bk_args_str(&args, stream);
   if (cli_given(&o, OPT_MAXLEN)) { /* exact: the stream keeps the newest N */
     bk_args_str(&args, "MAXLEN");
-    bk_args_str(&args, cli_text(&o, OPT_MAXLEN));
+    bk_args_num(&args, cli_num(&o, OPT_MAXLEN)); /* "010" is 10: Redis refuses leading zeros */
   }
   bk_args_str(&args, "*");
   bk_args_str(&args, HDR_DATA);

@@ -8,7 +8,7 @@ static const char *const LABELS[] = {"handler", "stream", "group"};
 static const char *const OUTCOME_LABELS[] = {"handler", "stream", "group", "outcome"};
 static const char *const REASON_LABELS[] = {"handler", "stream", "group", "reason"};
 static const char *const OUTCOMES[DM_OUTCOMES] = {
-    "ack", "retry", "retry_after", "reply", "reject", "error", "invalid", "dead_letter", "skipped"};
+    "ack", "retry", "retry_after", "reply", "reject", "error", "invalid", "dead_letter"};
 /* Handlers run from microseconds (a decode and an ack) to seconds (a call
  * to another service). */
 static const double DURATION_BOUNDS[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -32,8 +32,7 @@ void dm_init(struct delivery_metrics *m, const char *name, const char *stream,
   struct metric_family *f =
       metrics_family("luastream_deliveries_total",
                      "Deliveries that finished, by outcome: what the handler returned, invalid "
-                     "(bad input), dead_letter (past max_deliveries), skipped (acknowledged "
-                     "by another consumer)",
+                     "(bad input), dead_letter (past max_deliveries)",
                      METRIC_COUNTER, 4, OUTCOME_LABELS, NULL, 0);
   for (int o = 0; o < DM_OUTCOMES; o++) {
     const char *values[4] = {name, stream, group, OUTCOMES[o]};
@@ -53,6 +52,10 @@ void dm_init(struct delivery_metrics *m, const char *name, const char *stream,
   m->delays = series("luastream_delays_scheduled_total",
                      "Entries to be delivered again after a delay (ls.retry_after)",
                      METRIC_COUNTER, m->labels);
+  m->skipped = series("luastream_outcomes_skipped_total",
+                       "Outcomes that found their entry acknowledged by another consumer and "
+                       "wrote nothing",
+                       METRIC_COUNTER, m->labels);
   m->in_flight = series("luastream_entries_in_flight",
                         "Entries read and not finished: running or waiting for a lane",
                         METRIC_GAUGE, m->labels);

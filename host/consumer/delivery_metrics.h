@@ -8,8 +8,9 @@
  * retry_after, reply, reject, error; invalid when bad input kept it from the
  * handler), except dead_letter when the delivery cap dead-lettered it (the
  * handler retried or failed once too often, or it was read again past the
- * cap), and skipped when the outcome found the entry already acknowledged
- * by another consumer. Dead letters are counted by reason on their own. */
+ * cap). Dead letters are counted by reason on their own, and so are the
+ * outcomes that found their entry already acknowledged by another consumer
+ * (skipped: written nothing), which the delivery was counted under too. */
 #ifndef LUASTREAM_DELIVERY_METRICS_H
 #define LUASTREAM_DELIVERY_METRICS_H
 
@@ -25,7 +26,6 @@ enum dm_outcome {
   DM_ERROR,
   DM_INVALID,
   DM_DEAD_LETTER,
-  DM_SKIPPED,
   DM_OUTCOMES
 };
 
@@ -35,6 +35,7 @@ struct delivery_metrics {
   struct metric *reads;        /* reads that brought entries */
   struct metric *entries_read;
   struct metric *retries, *delays;
+  struct metric *skipped;      /* outcomes that found the entry acknowledged elsewhere */
   struct metric *in_flight, *lanes_busy; /* set by the subscription's collector */
   char *labels[3];             /* handler, stream, group: for dead letters' series */
 };

@@ -165,8 +165,8 @@ static void collect_handlers(void *data) {
   metrics_clear(f);
   char name[256];
   for (size_t i = 0; i < h->slots.n; i++) {
-    if (h->slots.v[i].sub) sub_collect_metrics(h->slots.v[i].sub);
-    if (h->slots.v[i].old) sub_collect_metrics(h->slots.v[i].old);
+    if (h->slots.v[i].sub) sub_collect_metrics(h->slots.v[i].sub, false);
+    if (h->slots.v[i].old) sub_collect_metrics(h->slots.v[i].old, h->slots.v[i].sub != NULL);
     const char *version = slot_version(&h->slots.v[i]);
     if (version == NULL) continue;
     const char *values[] = {slot_name(&h->slots.v[i], name, sizeof name), version};
@@ -556,6 +556,7 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   h->reload_timer = timer_new(h->clock, reload_fire, h);
   const struct reload_ops ops = {h, reload_start, reload_bind, reload_refuse};
   reload_init(&h->reload, h->dir, &h->env, &h->slots, &ops);
+  count_connection(false, false); /* 0 until it is up: a host that never connects shows it */
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
   if (h->cmd) bk_conn_on_fault(h->b, h->cmd, cmd_fault);
   if (h->cmd) h->stats = group_stats_new(h->b, h->cmd, h->clock, running_specs, h);

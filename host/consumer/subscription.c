@@ -559,9 +559,13 @@ static size_t lanes_expected(const struct handler_spec *spec) {
   return (size_t)spec->batch * 3 + (size_t)spec->workers;
 }
 
-void sub_collect_metrics(subscription *s) {
-  metric_set(s->metrics.in_flight, (double)lanes_in_flight(&s->lanes));
-  metric_set(s->metrics.lanes_busy, (double)s->lanes.running);
+void sub_collect_metrics(subscription *s, bool add) {
+  if (!add) {
+    metric_set(s->metrics.in_flight, 0);
+    metric_set(s->metrics.lanes_busy, 0);
+  }
+  metric_add(s->metrics.in_flight, (double)lanes_in_flight(&s->lanes));
+  metric_add(s->metrics.lanes_busy, (double)s->lanes.running);
 }
 
 subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,

@@ -110,7 +110,8 @@ const struct handler_spec *sub_spec(const subscription *s);
 void sub_free(subscription *s);
 
 /* Sets the subscription's gauges (entries in flight, lanes busy) from its
- * lanes: called when the metrics page is built. */
-void sub_collect_metrics(subscription *s);
+ * lanes, or adds to them (add: a subscription still draining shares its
+ * successor's series): called when the metrics page is built. */
+void sub_collect_metrics(subscription *s, bool add);
 
 #endif

@@ -333,7 +333,7 @@ static bool item_answered(writer *w, const struct outcome_batch *b, const struct
     return false;
   }
   if (r->type == BK_INTEGER && r->integer == 0) {
-    if (it->ack && !b->resent) dm_count(w->metrics, DM_SKIPPED);
+    if (it->ack && !b->resent && w->metrics) metric_add(w->metrics->skipped, 1);
     const char *msg = b->resent ? "outcome had been written before the connection dropped, or by "
                                   "another consumer"
                       : it->ack ? "already acknowledged by another consumer; effects skipped"

@@ -43,12 +43,17 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
     elseif g[i] == 'last-delivered-id' then last = g[i + 1]
     elseif g[i] == 'pending' then pending = g[i + 1] end
   end
-  local from = next_id(last)
+  -- a group at the largest id there is has finished with everything
+  local from = last ~= '18446744073709551615-18446744073709551615' and next_id(last) or nil
   if pending > 0 then
     local oldest = redis.call('XPENDING', key, name)[2]
-    if id_less(oldest, from) then from = oldest end
+    if from == nil or id_less(oldest, from) then from = oldest end
   end
-  if keep == nil or id_less(from, keep) then keep = from end
+  if from ~= nil and (keep == nil or id_less(from, keep)) then keep = from end
 end
-if keep == nil then return 0 end
+if keep == nil then
+  -- no group, or every group at the largest id: nothing is trimmed without
+  -- a group to say what is finished (the other case cannot be reached)
+  return 0
+end
 return redis.call('XTRIM', key, 'MINID', keep)
