@@ -1,6 +1,7 @@
 /* group_stats: see group_stats.h. */
 #include "group_stats.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ static bool str_is(const bk_reply *r, const char *s) {
 
 /* XINFO GROUPS: an array of maps (name, value, ...); the group's lag and
  * pending. A lag Redis cannot tell (nil: entries were deleted or added
- * with explicit ids) is left out. */
+ * with explicit ids) is NaN. */
 static void read_groups(const struct question *q, const bk_reply *r) {
   for (size_t i = 0; i < r->elements; i++) {
     const bk_reply *m = r->element[i];
@@ -57,10 +58,11 @@ static void read_groups(const struct question *q, const bk_reply *r) {
     if (!ours) continue;
     for (size_t k = 0; k + 1 < m->elements; k += 2) {
       const bk_reply *v = m->element[k + 1];
-      if (v->type != BK_INTEGER) continue;
-      if (str_is(m->element[k], "lag"))
+      if (str_is(m->element[k], "lag")) /* nil while Redis cannot tell: NaN, not the old value */
         set("luastream_group_lag", "Entries of the stream not yet delivered to the group", q,
-            (double)v->integer);
+            v->type == BK_INTEGER ? (double)v->integer : NAN);
+      else if (v->type != BK_INTEGER)
+        continue;
       else if (str_is(m->element[k], "pending"))
         set("luastream_group_pending", "Entries delivered to the group and not acknowledged", q,
             (double)v->integer);
