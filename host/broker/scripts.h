@@ -159,11 +159,14 @@ extern const char SCRIPT_LEASE[];
  * fine on one server; Redis Cluster is not supported yet. */
 extern const char SCRIPT_PRUNE[];
 
-/* SCRIPT_TRIM trims a stream (XTRIM MINID) up to what every group reading it
- * has finished with: it keeps every entry from the lowest id some group has
- * not (its oldest pending entry, else the one after its last-delivered-id).
- * A stream without groups, or that does not exist, is kept. Replies the
- * number of entries trimmed.   KEYS: stream   ARGV: none */
+/* SCRIPT_TRIM trims a stream: to its newest max_len entries when max_len > 0
+ * (XTRIM MAXLEN: a loss, whatever the groups did), then, when finished is
+ * "1", up to what every group reading it has finished with (XTRIM MINID): it
+ * keeps every entry from the lowest id some group has not (its oldest
+ * pending entry, else the one after its last-delivered-id). A stream
+ * without groups is kept by the second; one that does not exist is left
+ * alone. Replies the number of entries trimmed.
+ *   KEYS: stream   ARGV: finished ("1" or "0"), max_len (0: none) */
 extern const char SCRIPT_TRIM[];
 
 #endif

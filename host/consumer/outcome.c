@@ -117,6 +117,10 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
   struct bk_args *a = next(t);
   bk_args_str(a, "XADD");
   bk_args_str(a, spec->dead_letter);
+  if (spec->dead_letter_max_len > 0) { /* the stream keeps its newest N dead letters */
+    bk_args_str(a, "MAXLEN");
+    bk_args_str(a, own_printf(t, "%d", spec->dead_letter_max_len));
+  }
   bk_args_str(a, "*");
   const char *count = own_printf(t, "%lld", deliveries);
   const char *time = own_printf(t, "%lld", (long long)wall_ms);

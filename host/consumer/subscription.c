@@ -86,7 +86,7 @@ struct subscription {
   group_setup *group;       /* creates the group, moves its cursor */
   applier *apply;           /* carries out what the policy decides, counts retries */
   struct delivery_metrics metrics; /* this subscription's series (metrics.h) */
-  trimmer *trimmer;         /* `trim = true`: the stream, to what every group finished */
+  trimmer *trimmer;         /* trim, trim_max_len: the stream's retention */
   lease *lease;             /* the consumer name, held while this runs; NULL without */
   char *identity;           /* this process's lease value (lease_identity) */
   /* Entries wait, read or not, until the lease is confirmed again (see
@@ -594,7 +594,8 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
       s->apply = apply_new(s->w, clock, s->spec, s->retry_key, &s->metrics, still_reading, s);
     }
   }
-  if (s->spec->trim) s->trimmer = trimmer_new(b, cmd, clock, s->spec);
+  bool trims = s->spec->trim || s->spec->trim_max_len > 0;
+  if (trims) s->trimmer = trimmer_new(b, cmd, clock, s->spec);
   bool leased_ok = true;
   if (identity) {
     s->identity = strdup(identity);
@@ -603,7 +604,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
     leased_ok = s->identity && s->pruner;
   }
   if (!leased_ok || !s->retry_timer || !s->retry_key || !s->w || !s->sweeper ||
-      !s->apply || !s->group || (s->spec->trim && !s->trimmer) ||
+      !s->apply || !s->group || (trims && !s->trimmer) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sub_free(s);
     return NULL;

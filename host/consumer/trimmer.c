@@ -50,9 +50,13 @@ static void fire(ltimer *timer, void *data) {
   trimmer *t = data;
   t->armed = false;
   if (t->waiting) return; /* the next write asks again */
-  const char *argv[] = {"EVAL", SCRIPT_TRIM, "1", t->spec->stream};
-  size_t len[] = {4, strlen(SCRIPT_TRIM), 1, strlen(t->spec->stream)};
-  if (bk_command(t->b, t->cmd, 4, argv, len, trimmed, t) == 0) t->waiting = true;
+  char max_len[16];
+  snprintf(max_len, sizeof max_len, "%d", t->spec->trim_max_len);
+  const char *argv[] = {"EVAL", SCRIPT_TRIM, "1", t->spec->stream, t->spec->trim ? "1" : "0",
+                        max_len};
+  size_t len[6];
+  for (int i = 0; i < 6; i++) len[i] = strlen(argv[i]);
+  if (bk_command(t->b, t->cmd, 6, argv, len, trimmed, t) == 0) t->waiting = true;
 }
 
 trimmer *trimmer_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_spec *spec) {

@@ -1,9 +1,10 @@
-/* trimmer: the `trim = true` of a handler file: its stream is trimmed up to
- * what every group reading it has finished with (SCRIPT_TRIM, scripts.h), no
- * more often than every TRIM_MS and only after this subscription's outcomes
- * were written (trimmer_soon): an idle subscription sends nothing for it. An
- * entry some group has not been handed yet, or still has pending, is never
- * trimmed. */
+/* trimmer: the `trim = true` and `trim_max_len` of a handler file: its
+ * stream is trimmed up to what every group reading it has finished with
+ * (trim: an entry some group has not been handed yet, or still has pending,
+ * is never trimmed), and to its newest trim_max_len entries (a loss), by
+ * SCRIPT_TRIM (scripts.h), no more often than every TRIM_MS and only after
+ * this subscription's outcomes were written (trimmer_soon): an idle
+ * subscription sends nothing for it. */
 #ifndef LUASTREAM_TRIMMER_H
 #define LUASTREAM_TRIMMER_H
 

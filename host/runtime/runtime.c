@@ -106,6 +106,7 @@ static const struct spec_field {
     F(workers, SPEC_INT),        F(by_key, SPEC_BOOL),       F(batch, SPEC_INT),
     F(claim_fallback, SPEC_BOOL), F(reply_to, SPEC_STRING),  F(dead_letter, SPEC_STRING),
     F(max_deliveries, SPEC_CAP), F(max_body, SPEC_SIZE),      F(trim, SPEC_BOOL),
+    F(trim_max_len, SPEC_CAP),   F(reply_max_len, SPEC_CAP), F(dead_letter_max_len, SPEC_CAP),
 #undef F
     {"handle", SPEC_LUA, 0, false},
 };

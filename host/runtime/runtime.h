@@ -46,6 +46,9 @@ struct handler_spec {
   int max_deliveries;    /* 0: no cap; else dead-letter when deliveries reach it */
   char *dead_letter;     /* NULL, or the dead-letter stream */
   bool trim;             /* trim stream up to what every group finished with */
+  int trim_max_len;      /* 0, or the most entries stream keeps (a loss) */
+  int reply_max_len;     /* 0, or the most entries reply_to keeps */
+  int dead_letter_max_len; /* 0, or the most entries dead_letter keeps */
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler

@@ -91,6 +91,9 @@ local FIELDS = {
   { "max_deliveries", check_cap, default = M.DEFAULT_MAX_DELIVERIES },
   { "dead_letter", check_string },
   { "trim", check_boolean, default = false },
+  { "trim_max_len", check_count },
+  { "reply_max_len", check_count },
+  { "dead_letter_max_len", check_count },
 }
 M.FIELDS = FIELDS
 local KNOWN = {}
@@ -156,6 +159,12 @@ function M.validate(value, path, source)
   if spec.reply_to ~= nil and spec.reply_to == spec.stream then
     problem("reply_to", "field 'reply_to' must name another stream than 'stream': " ..
       "the group would read its own replies")
+  end
+  if spec.reply_max_len ~= nil and spec.reply_to == nil then
+    problem("reply_max_len", "field 'reply_max_len' caps the reply_to stream, and there is no reply_to")
+  end
+  if spec.dead_letter_max_len ~= nil and spec.dead_letter == nil then
+    problem("dead_letter_max_len", "field 'dead_letter_max_len' caps the dead_letter stream, and there is no dead_letter")
   end
   if spec.dead_letter ~= nil and spec.dead_letter == spec.stream then
     problem("dead_letter", "field 'dead_letter' must name another stream than 'stream': " ..
@@ -324,8 +333,11 @@ local function outcome(result, ctx, spec, seq)
     local opts = result.opts
     -- XADD reply_to *, then room for the body, the original id, the key,
     -- the version and the trace: no rehash.
-    local fields = table_new(13, 0)
+    local fields = table_new(15, 0)
     fields[1], fields[2], fields[3] = "XADD", spec.reply_to, "*"
+    if spec.reply_max_len then -- the stream keeps its newest N: older replies go, read or not
+      fields[3], fields[4], fields[5] = "MAXLEN", tostring(spec.reply_max_len), "*"
+    end
     local why
     fields, why = entry_fields(result.reply, opts, fields)
     if not fields then return "error", R.BAD_RETURN, "ls.reply: " .. why end

@@ -875,7 +875,8 @@ TEST_IMPL(conformance_7_0_lease_script) { CONFORM(lease_script); }
 
 /* SCRIPT_TRIM: the stream keeps what some group has not finished with: g
  * acked 1-3 and holds 4-6 pending, h acked 1-2 and never read the rest; a
- * stream without groups, and a missing one, are kept. */
+ * stream without groups, and a missing one, are kept; a cap keeps the
+ * newest entries whatever the groups did. */
 static const struct cf_step trim_script[] = {
     C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
     C("XGROUP", "CREATE", "s", "h", "$"),
@@ -884,18 +885,22 @@ static const struct cf_step trim_script[] = {
     C("XACK", "s", "g", "1-0", "2-0", "3-0"),
     C("XREADGROUP", "GROUP", "h", "two", "COUNT", "2", "STREAMS", "s", ">"),
     C("XACK", "s", "h", "1-0", "2-0"),
-    C("EVAL", SCRIPT_TRIM, "1", "s"),
+    C("EVAL", SCRIPT_TRIM, "1", "s", "1", "0"),
     C("XRANGE", "s", "-", "+", "COUNT", "1"),
     C("XREADGROUP", "GROUP", "h", "two", "STREAMS", "s", ">"),
     C("XACK", "s", "h", "3-0", "4-0", "5-0", "6-0", "7-0", "8-0", "9-0", "10-0"),
-    C("EVAL", SCRIPT_TRIM, "1", "s"),
+    C("EVAL", SCRIPT_TRIM, "1", "s", "1", "0"),
     C("XLEN", "s"),
     C("XACK", "s", "g", "4-0", "5-0", "6-0"),
-    C("EVAL", SCRIPT_TRIM, "1", "s"),
+    C("EVAL", SCRIPT_TRIM, "1", "s", "1", "0"),
     C("XLEN", "s"),
     C("XADD", "t", "1-0", "f", "x"),
-    C("EVAL", SCRIPT_TRIM, "1", "t"),
-    C("EVAL", SCRIPT_TRIM, "1", "missing"),
+    C("EVAL", SCRIPT_TRIM, "1", "t", "1", "0"),
+    C("EVAL", SCRIPT_TRIM, "1", "missing", "1", "0"),
+    /* a cap alone: the newest 2, finished or not */
+    C("EVAL", "for i = 11, 15 do redis.call('XADD', KEYS[1], i .. '-0', 'f', i) end", "1", "s"),
+    C("EVAL", SCRIPT_TRIM, "1", "s", "0", "2"),
+    C("XRANGE", "s", "-", "+"),
     END};
 
 TEST_IMPL(conformance_7_0_trim_script) { CONFORM(trim_script); }

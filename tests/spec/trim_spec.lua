@@ -3,7 +3,8 @@
 -- past an entry another group holds pending.
 local testing = require "luastream.testing"
 
-local DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures/trim"
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures/"
+local DIR = HERE .. "trim"
 
 describe("trim = true", function()
   local app
@@ -38,5 +39,25 @@ describe("trim = true", function()
     assert.equal(3, app:xlen("payments"))
     app:advance("1s")
     assert.equal(0, app:xlen("payments"))
+  end)
+
+  it("caps the reply, dead-letter and source streams by length, as asked: a loss", function()
+    app = testing.app(HERE .. "trim_caps")
+    local ids = {}
+    for i = 1, 10 do ids[i] = app:publish("orders", { id = i }) end
+    for i = 11, 14 do app:publish("orders", { id = i, reject = true }) end
+    local replies = app:entries("orders.replies")
+    assert.equal(3, #replies) -- the newest three replies
+    assert.equal(10, replies[3].message.id)
+    assert.equal(2, app:xlen("orders.dead"))
+    assert.equal(14, app:xlen("orders")) -- not before TRIM_MS
+    app:advance("1s")
+    assert.equal(5, app:xlen("orders"))
+  end)
+
+  it("refuses a cap for a stream the handler does not write", function()
+    local ok, err = pcall(testing.app, HERE .. "trim_bad")
+    assert.is_false(ok)
+    assert.matches("reply_max_len.*there is no reply_to", tostring(err))
   end)
 end)

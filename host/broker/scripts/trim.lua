@@ -5,8 +5,14 @@
 -- group has not finished with: its oldest pending entry, else the entry
 -- after its last-delivered-id. A stream without groups is kept whole.
 -- Ids are compared as text, digit by digit: no number is rounded.
+-- ARGV[1] "1": trim what every group finished with ("0": not);
+-- ARGV[2]: then keep at most that many entries, finished or not ("0": no cap).
 local key = KEYS[1]
 if redis.call('EXISTS', key) == 0 then return 0 end
+local finished, max_len = ARGV[1] == '1', tonumber(ARGV[2])
+local trimmed = 0
+if max_len > 0 then trimmed = redis.call('XTRIM', key, 'MAXLEN', max_len) end
+if not finished then return trimmed end
 
 local function num_less(a, b)
   if #a ~= #b then return #a < #b end
@@ -53,7 +59,7 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
 end
 if keep == nil then
   -- no group, or every group at the largest id: nothing is trimmed without
-  -- a group to say what is finished (the other case cannot be reached)
-  return 0
+  -- a group to say what is finished
+  return trimmed
 end
-return redis.call('XTRIM', key, 'MINID', keep)
+return trimmed + redis.call('XTRIM', key, 'MINID', keep)
