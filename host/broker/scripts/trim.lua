@@ -1,12 +1,12 @@
--- SCRIPT_TRIM (scripts.h): trims a stream up to what every group reading it
--- has finished with. A group has finished with an entry when the entry was
--- delivered to it (at or below its last-delivered-id) and is no longer
--- pending there; the stream keeps every entry from the lowest id that some
--- group has not finished with: its oldest pending entry, else the entry
--- after its last-delivered-id. A stream without groups is kept whole.
+-- SCRIPT_TRIM (scripts.h): caps a stream to its newest ARGV[2] entries (0:
+-- no cap; a loss, whatever the groups did), then, when ARGV[1] is "1", trims
+-- it up to what every group reading it has finished with. A group has
+-- finished with an entry when the entry was delivered to it (at or below
+-- its last-delivered-id) and is no longer pending there; the stream keeps
+-- every entry from the lowest id that some group has not finished with: its
+-- oldest pending entry, else the entry after its last-delivered-id. A
+-- stream without groups is kept whole by that second step.
 -- Ids are compared as text, digit by digit: no number is rounded.
--- ARGV[1] "1": trim what every group finished with ("0": not);
--- ARGV[2]: then keep at most that many entries, finished or not ("0": no cap).
 local key = KEYS[1]
 if redis.call('EXISTS', key) == 0 then return 0 end
 local finished, max_len = ARGV[1] == '1', tonumber(ARGV[2])
