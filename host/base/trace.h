@@ -3,10 +3,10 @@
  * An entry's `traceparent` header is a producer's data: it is believed only
  * in the exact form of version 00 (`00-<32 hex trace id>-<16 hex parent
  * id>-<2 hex flags>`, lower-case, ids not all zero); anything else is
- * ignored, neither logged nor carried on. Copies of an entry (retry, delay,
- * dead letter) keep its header as it is; entries a handler writes because of
- * it (replies, ctx:publish) get a child: the same trace id and flags, a new
- * parent id. */
+ * ignored, neither logged nor carried on as a trace (a copy keeps it as
+ * data). What is written because of an entry (its replies, ctx:publish
+ * entries, retry copies, delayed entries, dead letters) gets a child: the
+ * same trace id and flags, a new parent id. */
 #ifndef LUASTREAM_TRACE_H
 #define LUASTREAM_TRACE_H
 

@@ -5,6 +5,7 @@
 
 #include "entry.h"
 #include "outcome.h"
+#include "trace.h"
 
 void txn_init(struct txn *t) {
   memset(t, 0, sizeof *t);
@@ -93,8 +94,31 @@ static void put_arg(void *ctx, const char *s, size_t n) { bk_args_add(ctx, s, n)
 
 #define HDR(name, value) {name, value, strlen(value)}
 
+/* The headers a copy rewrites; with _TRACED also traceparent, which a copy
+ * of an entry with a valid one gets as a child (copy_trace). */
 static const char *const COPY_HEADERS[] = {HDR_DELIVERY_COUNT, HDR_RETRY_GROUP, HDR_ORIGINAL_ID,
                                            NULL};
+static const char *const COPY_HEADERS_TRACED[] = {HDR_DELIVERY_COUNT, HDR_RETRY_GROUP,
+                                                  HDR_ORIGINAL_ID, HDR_TRACEPARENT, NULL};
+
+/* A copy of e is a new message of e's trace: a child of its traceparent
+ * (the same trace id, a new parent id) into child, when e has a valid one;
+ * else false, and e's traceparent, if any, is data and goes as it is. */
+static bool copy_trace(const struct entry *e, char *child) {
+  size_t len = 0;
+  const char *tp = entry_get(e, HDR_TRACEPARENT, &len);
+  return tp && trace_child(tp, len, child);
+}
+
+/* copy_trace's child, owned by t (the args point into it until the command is
+ * sent); NULL when e has no valid traceparent or memory ran out. */
+static const char *own_trace(struct txn *t, const struct entry *e) {
+  char child[TRACEPARENT_LEN + 1];
+  if (!copy_trace(e, child)) return NULL;
+  char *s = malloc(sizeof child);
+  if (s) memcpy(s, child, sizeof child);
+  return own(t, s);
+}
 
 void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry *e,
                         long long deliveries, const char *original_id) {
@@ -103,8 +127,11 @@ void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry
   bk_args_str(a, retry_key);
   bk_args_str(a, "*");
   const char *count = own_printf(t, "%lld", deliveries);
-  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, count), HDR(HDR_ORIGINAL_ID, original_id)};
-  entry_fields(e, COPY_HEADERS, hdr, 2, put_arg, a);
+  const char *trace = own_trace(t, e);
+  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, count), HDR(HDR_ORIGINAL_ID, original_id),
+                               {HDR_TRACEPARENT, trace, TRACEPARENT_LEN}};
+  bool traced = trace != NULL;
+  entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2, put_arg, a);
 }
 
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
@@ -113,6 +140,11 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
   static const char *const provenance[] = {HDR_DL_STREAM,  HDR_DL_GROUP,   HDR_DL_ID,
                                            HDR_DL_DELIVERIES, HDR_DL_HANDLER, HDR_DL_REASON,
                                            HDR_DL_ERROR,   HDR_DL_TIME,    NULL};
+  static const char *const provenance_traced[] = {
+      HDR_DL_STREAM, HDR_DL_GROUP, HDR_DL_ID,   HDR_DL_DELIVERIES, HDR_DL_HANDLER,
+      HDR_DL_REASON, HDR_DL_ERROR, HDR_DL_TIME, HDR_TRACEPARENT,   NULL};
+  const char *trace = own_trace(t, e);
+  bool traced = trace != NULL;
   const char *file = strrchr(spec->path, '/');
   struct bk_args *a = next(t);
   bk_args_str(a, "XADD");
@@ -133,9 +165,11 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
       HDR(HDR_DL_REASON, reason),
       {HDR_DL_ERROR, error ? error : "", error ? error_len : 0},
       HDR(HDR_DL_TIME, time),
+      {HDR_TRACEPARENT, trace, TRACEPARENT_LEN},
   };
   /* a replayed dead letter gets fresh provenance */
-  entry_fields(e, provenance, hdr, sizeof hdr / sizeof hdr[0], put_arg, a);
+  size_t nhdr = sizeof hdr / sizeof hdr[0] - (traced ? 0 : 1);
+  entry_fields(e, traced ? provenance_traced : provenance, hdr, nhdr, put_arg, a);
 }
 
 /* The delay-set member: netstrings ("<len>:<bytes>") of the entry's id, then
@@ -161,12 +195,16 @@ static void put_netstring(void *ctx, const char *s, size_t n) {
 
 static char *delay_member(const struct entry *e, const char *deliveries, const char *original_id,
                           size_t *len_out) {
+  char child[TRACEPARENT_LEN + 1]; /* made once: both passes write the same bytes */
+  bool traced = copy_trace(e, child);
   const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, deliveries),
-                               HDR(HDR_ORIGINAL_ID, original_id)};
+                               HDR(HDR_ORIGINAL_ID, original_id),
+                               {HDR_TRACEPARENT, child, TRACEPARENT_LEN}};
   struct netstrings ns = {NULL, 0};
   for (int pass = 0; pass < 2; pass++) {
     put_netstring(&ns, e->id, strlen(e->id));
-    entry_fields(e, COPY_HEADERS, hdr, 2, put_netstring, &ns);
+    entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2,
+                 put_netstring, &ns);
     if (pass == 0) {
       if ((ns.p = malloc(ns.len ? ns.len : 1)) == NULL) return NULL;
       ns.len = 0;

@@ -1,7 +1,7 @@
 -- W3C trace context through the host: an entry's traceparent is carried onto
--- its reply and ctx:publish entries as a child (same trace, new parent id),
--- kept as it is on a retry copy and a dead letter, and its trace id is on
--- the log lines about the entry. A traceparent that is not valid is
+-- its reply, ctx:publish entries, retry copies and dead letters as a child
+-- (same trace, new parent id), and its trace id is on the log lines about
+-- the entry. A traceparent that is not valid is
 -- producer data like any other: neither logged nor carried.
 local testing = require "luastream.testing"
 
@@ -38,14 +38,28 @@ describe("trace context", function()
     end
   end)
 
-  it("keeps the header as it is on a retry copy and a dead letter, and logs the trace id", function()
+  it("makes a retry copy and a dead letter children of the trace too, and logs the trace id", function()
     app = testing.app(DIR)
     app:publish("payments", { id = 2, op = "retry" }, { headers = { traceparent = TP } })
     app:publish("payments", { id = 3, op = "reject" }, { headers = { traceparent = TP } })
     local copies = fields_of(app, "payments:retry:screen")
     assert.is_true(#copies >= 1)
-    assert.equal(TP, copies[1].traceparent)
-    assert.equal(TP, fields_of(app, "payments.dead")[1].traceparent)
+    local dead = fields_of(app, "payments.dead")[1]
+    for _, tp in ipairs { copies[1].traceparent, dead.traceparent } do
+      local trace, parent, flags = tp:match("^00%-(%x+)%-(%x+)%-(%x%x)$")
+      assert.equal(TRACE, trace)
+      assert.are_not.equal(PARENT, parent)
+      assert.equal("01", flags)
+    end
+    assert.are_not.equal(copies[1].traceparent, dead.traceparent)
+    -- a delayed entry, back on the retry stream once due
+    app:publish("payments", { id = 4, op = "later" }, { headers = { traceparent = TP } })
+    app:advance("1s")
+    local got = app:received("screen")
+    assert.equal(4, got[#got].message.id) -- delivered again, from the retry stream
+    local seen = got[#got].headers.traceparent
+    assert.equal(TRACE, seen:match("^00%-(%x+)%-"))
+    assert.are_not.equal(TP, seen)
     assert.equal(TRACE, app:records("entry retried")[1].trace_id)
     assert.equal(TRACE, app:records("entry dead-lettered")[1].trace_id)
   end)
