@@ -153,8 +153,9 @@ TEST_IMPL(log_pairs) {
   ASSERT_STR_EQ(after_time(), "level=info msg=m\n");
 }
 
-/* A 20 KB traceback goes through the heap, whole and escaped. */
-TEST_IMPL(log_long_line) {
+/* A traceback of about 20 KB: one frame again and again, each with a tab and
+ * a newline; its length in *len, its frames in *frames. */
+static const char *traceback_20k(size_t *len, size_t *frames) {
   static const char frame[] = "\thandler.lua:12: in function 'handle'\n";
   const size_t flen = sizeof frame - 1;
   static char tb[20001];
@@ -164,6 +165,15 @@ TEST_IMPL(log_long_line) {
     n += flen;
   }
   tb[n] = '\0';
+  *len = n;
+  *frames = n / flen;
+  return tb;
+}
+
+/* A 20 KB traceback goes through the heap, whole and escaped. */
+TEST_IMPL(log_long_line) {
+  size_t n, frames;
+  const char *tb = traceback_20k(&n, &frames);
   cap_reset();
   log_line(LOG_ERROR, "h", "handler failed", "traceback", tb, "after", "end", NULL);
   ASSERT_INT_EQ(cap_lines, 1);
@@ -173,7 +183,7 @@ TEST_IMPL(log_long_line) {
   /* each frame has a tab and a newline, one extra byte each once escaped;
    * plus the two quotes */
   size_t want = strlen("level=error handler=h msg=\"handler failed\" traceback=") + n +
-                2 * (n / flen) + 2 + strlen(" after=end\n");
+                2 * frames + 2 + strlen(" after=end\n");
   ASSERT_INT_EQ(strlen(line), want);
   ASSERT_CONTAINS(line, "'handle'\\n\" after=end\n");
   LEAK_CHECK();
@@ -408,22 +418,15 @@ TEST_IMPL(log_json_many_pairs) {
 
 /* A 20 KB traceback goes through the heap as one JSON line. */
 TEST_IMPL(log_json_long_line) {
-  static const char frame[] = "\thandler.lua:12: in function 'handle'\n";
-  const size_t flen = sizeof frame - 1;
-  static char tb[20001];
-  size_t n = 0;
-  while (n + flen < sizeof tb) {
-    memcpy(tb + n, frame, flen);
-    n += flen;
-  }
-  tb[n] = '\0';
+  size_t n, frames;
+  const char *tb = traceback_20k(&n, &frames);
   json_reset();
   log_line(LOG_ERROR, "h", "handler failed", "traceback", tb, LOG_NUMBER "n", "7", NULL);
   ASSERT_INT_EQ(cap_lines, 1);
   const char *line = json_after_time();
   size_t want = strlen(",\"level\":\"error\",\"handler\":\"h\",\"msg\":\"handler failed\","
                        "\"traceback\":\"\"") +
-                n + 2 * (n / flen) + strlen(",\"n\":7}\n");
+                n + 2 * frames + strlen(",\"n\":7}\n");
   ASSERT_INT_EQ(strlen(line), want);
   ASSERT_CONTAINS(line, "'handle'\\n\",\"n\":7}\n");
   log_set_format(LOG_FORMAT_LOGFMT);
