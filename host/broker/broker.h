@@ -90,6 +90,10 @@ struct broker_ops {
   /* Optional (NULL: faults are never reported). Sets c's fault callback; it
    * gets the data given to conn_open. Safe to close c from the callback. */
   void (*on_fault)(bk_conn *c, bk_fault_cb *cb);
+  /* Optional (NULL: never). 1 when the server is a Redis Cluster: commands
+   * go to the node of their key's slot, and every key one command (or
+   * script) touches must be in one slot. Known once a connection was up. */
+  int (*cluster)(broker *b);
 };
 
 struct broker {
@@ -115,6 +119,7 @@ static inline enum bk_fault bk_conn_fault(broker *b, bk_conn *c, char *why, size
 static inline void bk_conn_on_fault(broker *b, bk_conn *c, bk_fault_cb *cb) {
   if (b->ops->on_fault) b->ops->on_fault(c, cb);
 }
+static inline int bk_is_cluster(broker *b) { return b->ops->cluster ? b->ops->cluster(b) : 0; }
 
 /* ---- reply helpers (broker.c) ---- */
 
@@ -165,6 +170,12 @@ void bk_args_num(struct bk_args *a, long long n);
 struct uv_loop_s;
 struct redis_url;
 broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url);
+/* A redis:// server that may be a Redis Cluster (broker_cluster.c): the
+ * first connection asks; a standalone server is then used exactly as
+ * broker_redis would, a cluster through one broker_redis per master, each
+ * command sent to the master of its first key's slot, following MOVED and
+ * ASK. Returns NULL when out of memory. */
+broker *broker_cluster_new(struct uv_loop_s *loop, const struct redis_url *url);
 /* A command unanswered for ms (plus its BLOCK time) drops and remakes its
  * connection; pending commands fail with "connection lost". Default 10 s. */
 void broker_redis_set_command_timeout(broker *b, uint64_t ms);

@@ -83,7 +83,7 @@ int client_run(const struct redis_url *url, const char *name, client_start_fn *s
   }
   if ((clock = clock_uv_new(&loop)) == NULL) {
     fprintf(stderr, "luastream: cannot create the clock: out of memory\n");
-  } else if ((c.b = broker_redis_new(&loop, url)) == NULL) {
+  } else if ((c.b = broker_cluster_new(&loop, url)) == NULL) {
     fprintf(stderr, "luastream: cannot create a client for %s: out of memory\n", url->redacted);
   } else if ((c.timeout = timer_new(clock, client_timeout, &c)) == NULL) {
     fprintf(stderr, "luastream: cannot create a timer: out of memory\n");

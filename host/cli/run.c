@@ -96,7 +96,7 @@ static int run_teardown(struct run *r, int status) {
  * per URL on the host's loop, freed by the host once their connection closed. */
 static broker *open_server(void *data, const struct redis_url *url) {
   struct run *r = data;
-  return broker_redis_new(&r->loop, url);
+  return broker_cluster_new(&r->loop, url);
 }
 
 static void release_server(void *data, broker *b) {
@@ -284,7 +284,7 @@ int cmd_run(int argc, char **argv) {
     goto out;
   }
   log_set_clock(r.clock); /* log times from the clock the host runs on */
-  if ((r.broker = broker_redis_new(&r.loop, &o.url)) == NULL) {
+  if ((r.broker = broker_cluster_new(&r.loop, &o.url)) == NULL) {
     fprintf(stderr, "luastream: cannot create the client for %s: out of memory\n",
             o.url.redacted);
     goto out;
