@@ -374,14 +374,15 @@ static void controls_open(struct cbroker *b) {
 }
 
 static void controls_close(struct cbroker *b) {
+  b->asking_map = false; /* on_slots then ignores its "connection closed" */
+  b->map_wanted = false;
+  uv_timer_stop(&b->refresh);
   for (size_t i = 0; i < b->nnodes; i++) {
     struct cnode *n = b->nodes[i];
-    if (n->control) bk_conn_close(n->b, n->control);
+    bk_conn *control = n->control;
     n->control = NULL;
+    if (control) bk_conn_close(n->b, control);
   }
-  uv_timer_stop(&b->refresh);
-  b->asking_map = false; /* its callback ran with "connection closed" */
-  b->map_wanted = false;
 }
 
 static void apply_map(struct cbroker *b, const uint16_t *slots) {

@@ -262,6 +262,11 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         .name = "watch", .kind = CLI_FLAG, .commands = CLI_IN(CLI_STATUS),
         .help = "refresh every 2s until SIGINT: in place on a terminal, else block after "
                 "block"},
+    [OPT_CLUSTER] = {
+        .name = "cluster", .kind = CLI_FLAG, .commands = CLI_IN(CLI_CHECK),
+        .help = "also check that each handler's keys (stream, retry stream, delay set, "
+                "reply_to, dead_letter) share a hash slot, as Redis Cluster needs, and say "
+                "how to name them when they do not"},
 };
 
 static bool takes(enum cli_command command, int id) {

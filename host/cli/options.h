@@ -56,6 +56,7 @@ enum cli_option_id {
   OPT_ALL,
   OPT_JSON,
   OPT_WATCH,
+  OPT_CLUSTER,
   OPT_NOPTIONS
 };
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_keys.h"
 #include "entry.h"
 #include "handler_dir.h"
 #include "host.h"
@@ -243,6 +244,14 @@ static void sub_event(void *data, subscription *s, enum sub_event ev);
  * also when that fails). keep_cursor: it takes over from an earlier one. */
 static void start_slot(host *h, struct slot *sl, handler *hd, bool keep_cursor) {
   const char *name = handler_spec(hd)->name;
+  char why[1024];
+  if (h->env.cluster && cluster_keys_check(handler_spec(hd), why, sizeof why) != 0) {
+    log_line(LOG_ERROR, name, "handler reload failed, not started", "file", sl->path, "error",
+             why, NULL);
+    snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
+    handler_release(hd);
+    return;
+  }
   log_line(LOG_INFO, name, "handler loaded", "version", handler_version(hd), NULL);
   subscription *s = sub_new(hd, h->b, h->cmd, h->clock, h->identity, sub_event, h);
   if (s == NULL) { /* sub_new released hd */
@@ -325,6 +334,22 @@ static bool server_supports_all(host *h) {
   return h->why_failed == NULL;
 }
 
+/* On Redis Cluster, every subscription's keys must share a slot
+ * (cluster_keys.h): one line per file whose keys do not, before any group is
+ * joined. */
+static bool keys_fit_cluster(host *h) {
+  h->env.cluster = bk_is_cluster(h->b) != 0;
+  if (!h->env.cluster) return true;
+  char why[1024], line[1400];
+  for (size_t i = 0; i < h->slots.n; i++) {
+    const struct handler_spec *s = slot_spec(&h->slots.v[i]);
+    if (s == NULL || cluster_keys_check(s, why, sizeof why) == 0) continue;
+    snprintf(line, sizeof line, "%s: %s\n", s->path, why);
+    if (add_failure(h, line) != 0) break;
+  }
+  return h->why_failed == NULL;
+}
+
 /* At start-up, before the server was ever reached: the server refused the
  * credentials or a right that every run needs. Waiting cannot help, so the
  * host stops and exits non-zero, saying what to fix. */
@@ -358,7 +383,8 @@ static void info_done(void *data, const bk_reply *r, const char *err) {
   }
   h->version_num = v;
   log_line(LOG_INFO, NULL, "connected", "redis", h->b->name, "version", h->version, NULL);
-  if (!server_supports_all(h)) {
+  bool supported = server_supports_all(h);
+  if (!keys_fit_cluster(h) || !supported) { /* both said at once */
     h->failed = h->stopping = true;
     finish_stop(h);
     return;

@@ -1,6 +1,7 @@
 /* lease: one consumer name of one group held by one live process.
  *
- * The key luastream:consumer:{<stream>}:<group>:<consumer> holds the
+ * The key luastream:consumer:{<stream>}:<group>:<consumer> (in the stream's
+ * Redis Cluster slot, lease_key) holds the
  * process's identity (lease_identity: a random token, the pid, the machine
  * and the hostname) with a time to live of LEASE_TTL_MS; the running host
  * renews it every LEASE_RENEW_MS and deletes it on a clean stop, each step
@@ -75,7 +76,9 @@ typedef void lease_fn(void *data, enum lease_event ev, const char *holder, long 
 int lease_identity(const char *hostname, char *out, size_t len);
 /* "host pid N" of a lease value, for messages. */
 void lease_holder_text(const char *value, char *out, size_t len);
-/* The key of a consumer's lease (malloc'd): LEASE_PREFIX {stream}:group:consumer. */
+/* The key of a consumer's lease (malloc'd): LEASE_PREFIX {stream}:group:consumer,
+ * or, for a stream whose name has a hash tag, LEASE_PREFIX {tag}:stream:group:consumer:
+ * in the stream's slot either way. */
 char *lease_key(const char *stream, const char *group, const char *consumer);
 
 /* identity is copied. Commands go on cmd (shared). NULL when out of memory. */

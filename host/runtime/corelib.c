@@ -19,9 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "command_keys.h"
 #include "duration.h"
 #include "entry.h"
 #include "json_decode.h"
+#include "keyslot.h"
 #include "json_encode.h"
 #include "log.h"
 #include "corelib.h"
@@ -262,6 +264,43 @@ static int core_command(lua_State *L) {
     lua_rawseti(L, -2, i);
   }
   return 1;
+}
+
+/* core.slot_check(name, command) -> nil, or why command's keys cannot be
+ * written with the ack: on Redis Cluster the outcome script runs on the node
+ * of the handler's stream, and Redis refuses keys of another slot in it
+ * (after the ack would have gone: so the handler hears it now). */
+static int core_slot_check(lua_State *L) {
+  struct core *c = lua_touserdata(L, lua_upvalueindex(1));
+  const struct rt_env *env = c->jobs ? c->jobs->env : NULL;
+  if (env == NULL || !env->cluster || c->jobs->spec == NULL) return 0;
+  const char *name = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  int argc = (int)lua_objlen(L, 2);
+  if (argc > 64) argc = 64; /* the keys of every command sent with an ack come first */
+  const char *argv[64];
+  size_t argvlen[64];
+  for (int i = 0; i < argc; i++) {
+    lua_rawgeti(L, 2, i + 1);
+    argv[i] = lua_tolstring(L, -1, &argvlen[i]); /* strings already: anchored by the table */
+    lua_pop(L, 1);
+    if (argv[i] == NULL) return 0;
+  }
+  const char *stream = c->jobs->spec->stream;
+  unsigned want = keyslot_of(stream, strlen(stream));
+  int keys[16];
+  int n = command_keys(argc, argv, argvlen, keys, 16);
+  for (int i = 0; i < n && i < 16; i++) {
+    unsigned slot = keyslot_of(argv[keys[i]], argvlen[keys[i]]);
+    if (slot == want) continue;
+    lua_pushfstring(L,
+                    "%s: key \"%s\" (hash slot %d) is not in the slot of stream \"%s\" (hash slot "
+                    "%d): on Redis Cluster what is written with the ack must share the stream's "
+                    "slot; give the key the stream's hash tag",
+                    name, argv[keys[i]], (int)slot, stream, (int)want);
+    return 1;
+  }
+  return 0;
 }
 
 /* core.redis(url, server, name, timeout_ms, cmd, ...)  sends the command
@@ -571,6 +610,7 @@ int core_open(lua_State *L, struct core *c) {
                                  {"message", core_message}, {"source_id", core_source_id},
                                  {"deliveries", core_deliveries}, {"redis", core_redis},
                                  {"redis_result", core_redis_result}, {"command", core_command},
+                                 {"slot_check", core_slot_check},
                                  {"redis_connect", core_redis_connect},
                                  {"traceparent", core_traceparent}, {NULL, NULL}};
   lua_createtable(L, 0, 24);

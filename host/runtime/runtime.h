@@ -82,6 +82,9 @@ struct rt_env {
                       const struct rt_result *res);
   void *on_delivery_data;
   uint64_t load_timeout_ms; /* how long a file may run at load; 0: RT_LOAD_TIMEOUT_MS */
+  /* The server is a Redis Cluster (known once connected): ctx:write and
+   * ctx:publish refuse keys outside the slot of the handler's stream. */
+  bool cluster;
 };
 
 /* The default limit on loading one handler file (its top level and the

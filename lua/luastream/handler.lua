@@ -267,6 +267,8 @@ local function publish(self, stream, msg, opts)
   if #fields > core.command_args_max then
     error("ctx:publish: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have", 2)
   end
+  local other_slot = core.slot_check("ctx:publish", fields)
+  if other_slot then error(other_slot, 2) end
   return queue(self, fields)
 end
 
@@ -275,7 +277,10 @@ end
 -- Arguments as for ls.redis.call; checked now, so that a mistake raises in
 -- the handler rather than failing with the ack.
 local function write(self, ...)
-  return queue(self, core.command("ctx:write", ...))
+  local command = core.command("ctx:write", ...)
+  local other_slot = core.slot_check("ctx:write", command)
+  if other_slot then error(other_slot, 2) end
+  return queue(self, command)
 end
 
 -- ctx.id, ctx.headers and ctx.fields come from the entry the host holds,

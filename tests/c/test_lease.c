@@ -3,9 +3,11 @@
  * live starts when Redis applies it, after that), judged by the clock alone,
  * not by whether the renewal timer has fired; lease_confirm renews at once
  * and again while the answer came too late to count. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock_virtual.h"
+#include "keyslot.h"
 #include "lease.h"
 #include "replay_broker.h"
 #include "scripts.h"
@@ -102,4 +104,18 @@ TEST_IMPL(lease_confirm_finds_another_holder) {
   bk_conn_close(b, c);
   broker_free(b);
   clk->ops->free(clk);
+}
+
+TEST_IMPL(lease_key_shares_the_stream_slot) {
+  char *k = lease_key("payments", "ledger", "c");
+  ASSERT_STR_EQ(k, "luastream:consumer:{payments}:ledger:c");
+  ASSERT_INT_EQ(keyslot_of(k, strlen(k)), keyslot_of("payments", 8));
+  free(k);
+  k = lease_key("payments:{3}", "ledger", "c");
+  ASSERT_STR_EQ(k, "luastream:consumer:{3}:payments:{3}:ledger:c");
+  ASSERT_INT_EQ(keyslot_of(k, strlen(k)), keyslot_of("payments:{3}", 12));
+  free(k);
+  k = lease_key("{orders}", "g", "");
+  ASSERT_STR_EQ(k, "luastream:consumer:{orders}:{orders}:g:");
+  free(k);
 }

@@ -1,0 +1,71 @@
+/* cluster_keys: one slot for a subscription's keys (cluster_keys.h). */
+#include "cluster_keys.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyslot.h"
+#include "outcome.h"
+
+static unsigned slot_of(const char *key) { return keyslot_of(key, strlen(key)); }
+
+/* The hash tag of name ("{payments}"), or "" when it has none. */
+static void tag_of(const char *name, char *out, size_t len) {
+  const char *open = strchr(name, '{');
+  const char *close = open ? strchr(open + 1, '}') : NULL;
+  if (close && close > open + 1)
+    snprintf(out, len, "%.*s", (int)(close - open + 1), open);
+  else
+    out[0] = '\0';
+}
+
+int cluster_keys_check(const struct handler_spec *s, char *why, size_t len) {
+  char *retry = outcome_retry_key(s), *delay = outcome_delay_key(s);
+  const char *what[] = {"stream", "retry stream", "delay set", "reply_to", "dead_letter"};
+  const char *key[] = {s->stream, retry, delay, s->reply_to, s->dead_letter};
+  int rc = 0;
+  if (retry == NULL || delay == NULL) {
+    snprintf(why, len, "out of memory");
+    rc = -1;
+    goto done;
+  }
+  unsigned slot = slot_of(s->stream);
+  bool differ = false;
+  for (size_t i = 1; i < sizeof key / sizeof key[0]; i++)
+    if (key[i] && slot_of(key[i]) != slot) differ = true;
+  if (!differ) goto done;
+  rc = -1;
+  size_t n = (size_t)snprintf(why, len, "in Redis Cluster the keys an outcome writes in one "
+                                        "step must share a hash slot, and these do not:");
+  for (size_t i = 0; i < sizeof key / sizeof key[0] && n < len; i++)
+    if (key[i])
+      n += (size_t)snprintf(why + n, len - n, "%s %s \"%s\" (slot %u)", i ? "," : "", what[i],
+                            key[i], slot_of(key[i]));
+  char tag[128];
+  tag_of(s->stream, tag, sizeof tag);
+  if (n < len && tag[0]) {
+    snprintf(why + n, len - n, "; put the stream's hash tag %s in every name", tag);
+  } else if (n < len) {
+    n += (size_t)snprintf(why + n, len - n, "; give the names one hash tag, e.g. stream = \"{%s}\"",
+                          s->stream);
+    const char *named[] = {"reply_to", "dead_letter"};
+    const char *name[] = {s->reply_to, s->dead_letter};
+    size_t sl = strlen(s->stream);
+    for (size_t i = 0; i < 2 && n < len; i++) {
+      if (name[i] == NULL) continue;
+      if (strncmp(name[i], s->stream, sl) == 0) /* payments.posted -> {payments}.posted */
+        n += (size_t)snprintf(why + n, len - n, ", %s = \"{%s}%s\"", named[i], s->stream,
+                              name[i] + sl);
+      else
+        n += (size_t)snprintf(why + n, len - n, ", %s = \"{%s}:%s\"", named[i], s->stream, name[i]);
+    }
+    if (n < len)
+      snprintf(why + n, len - n, " (the retry stream and delay set follow the stream's name)");
+  }
+done:
+  free(retry);
+  free(delay);
+  return rc;
+}
