@@ -9,6 +9,11 @@
 -- end every payment on the new master is handled once: nothing is pending,
 -- each account's balance is the exact sum of its payments and each payment
 -- appears once in its account's history.
+--
+-- A second test demotes the master by hand (REPLICAOF a server that does not
+-- exist, so it keeps its data) while the sentinels still name it: the host's
+-- next command gets READONLY, which drops the connection, and the attempts
+-- that follow find a replica (ROLE) and fail, until the server is master again.
 local cjson = require "cjson"
 local helper = require "tests.integration.helper"
 local sentinels = require "tests.integration.support.sentinels"
@@ -71,14 +76,14 @@ end
 
 -- Waits until the group read the whole stream and nothing is pending, then
 -- checks the ledger against the stream; returns a list of problems.
-local function settle_and_check(srv)
+local function settle_and_check(srv, payments)
   local last_id = assert(srv:call("XREVRANGE", "payments", "+", "-", "COUNT", "1"))[1][1]
   local problems = {}
   local function problem(fmt, ...) problems[#problems + 1] = string.format(fmt, ...) end
   local settled, why = pcall(helper.wait_until, function()
     local g = srv:group("payments", "ledger")
     local replies = srv:xlen("payments.posted")
-    return g and g["last-delivered-id"] == last_id and g.pending == 0 and replies >= PAYMENTS,
+    return g and g["last-delivered-id"] == last_id and g.pending == 0 and replies >= payments,
       string.format("last delivered %s of %s, %s pending, %d replies",
         g and g["last-delivered-id"], last_id, g and g.pending, replies)
   end, 60, "every payment posted")
@@ -91,7 +96,7 @@ local function settle_and_check(srv)
     expected[p.account] = (expected[p.account] or 0) + p.amount_cents
   end
   local not_once = {}
-  for i = 1, PAYMENTS do
+  for i = 1, payments do
     if times_on_stream[i] ~= 1 then not_once[#not_once + 1] = i .. " x" .. (times_on_stream[i] or 0) end
   end
   if #not_once > 0 then problem("payments not on the stream exactly once: %s", some(not_once)) end
@@ -119,7 +124,7 @@ local function settle_and_check(srv)
     for _, id in ipairs(assert(srv:call("LRANGE", "ledger:history:" .. account, "0", "-1"))) do
       times[tonumber(id)] = (times[tonumber(id)] or 0) + 1
     end
-    for i = a, PAYMENTS, ACCOUNTS do
+    for i = a, payments, ACCOUNTS do
       if times[i] ~= 1 then history_wrong[#history_wrong + 1] = account .. ":" .. i .. " x" .. (times[i] or 0) end
     end
   end
@@ -154,7 +159,7 @@ describe("Redis Sentinel", function()
     pub = publish_async(new, half + 1, PAYMENTS)
     assert.equal(0, pub:wait(60), "redis-cli --pipe to the new master")
 
-    local problems = settle_and_check(new)
+    local problems = settle_and_check(new, PAYMENTS)
     local new_addr = "127.0.0.1:" .. new.port
     -- The log shows the switch and the connections made to the new master.
     local switched = h:records({ msg = "redis master switched" })
@@ -167,5 +172,36 @@ describe("Redis Sentinel", function()
     assert.equal(new_addr, switched[1].to)
     assert.equal(set.url, switched[1].redis)
     assert.is_true(#reconnected >= 1, "no 'redis connected' line naming the new master " .. new_addr)
+  end)
+
+  it("drops a connection answered READONLY and takes no replica for the master", function()
+    -- Sentinels slow to judge, so that they start no failover meanwhile.
+    local set = sentinels.start({ down_after_ms = 60000 })
+    local srv = set.master
+    local h = helper.host_start({ "--consumer", "host-a" }, { url = set.url, dir = ledger_dir(), log_level = "debug" })
+    h:wait_log(READY, 30, { plain = true })
+    local cmds = {}
+    for i = 1, 100 do cmds[i] = xadd(i) end
+    srv:pipe(cmds)
+    helper.wait_until(function() return srv:xlen("payments.posted") == 100 end, 30, "the first payments posted")
+
+    local mark = h:mark()
+    local nowhere = helper.free_port()
+    srv:cli("REPLICAOF", "127.0.0.1", tostring(nowhere))
+    local addr = "127.0.0.1:" .. srv.port
+    h:wait_log(addr .. " answered READONLY: no longer the master of mymaster", 30, { plain = true, after = mark })
+    h:wait_log(addr .. " is not the master of mymaster (ROLE: slave)", 30, { plain = true, after = mark })
+    local demoted = h:mark()
+    srv:cli("REPLICAOF", "NO", "ONE")
+    h:wait_records(function(r)
+      return r._pos > demoted and r.msg == "redis connected" and r.master == addr
+    end, 1, 30, "a connection made again to the master")
+
+    cmds = {}
+    for i = 101, 200 do cmds[#cmds + 1] = xadd(i) end
+    srv:pipe(cmds)
+    local problems = settle_and_check(srv, 200)
+    assert.equal(0, h:stop(30), "host exit status")
+    assert(#problems == 0, "after the demotion:\n  " .. table.concat(problems, "\n  "))
   end)
 end)
