@@ -120,10 +120,11 @@ static void ask_answer(struct probe *p, const char *ip, int port) {
 /* The sentinel tried now failed. refused: it refused the credentials. */
 static void probe_failed(struct probe *p, const char *what, int refused) {
   struct sentinel *s = p->s;
+  int was_subscribed = p->subscribed;
   probe_disconnect(p);
   uv_timer_stop(&p->timer);
   if (p->kind == PROBE_WATCH) {
-    log_line(p->subscribed ? LOG_WARN : LOG_DEBUG, NULL,
+    log_line(was_subscribed ? LOG_WARN : LOG_DEBUG, NULL,
              "sentinel subscription failed, trying the next sentinel", "redis", s->name,
              "sentinel", p->addr, "error", what, NULL);
     p->idx = (p->idx + 1) % s->url.nsentinels;

@@ -92,14 +92,16 @@ function sentinels.start(opts)
   return set
 end
 
---- The port every sentinel now gives for the master, or nil while they differ.
+--- The port every running sentinel now gives for the master, or nil while they differ.
 function Set:master_port()
   local port
   for _, s in ipairs(self.sentinels) do
-    local a = s:call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
-    local p = a and tonumber(a[2])
-    if port and p ~= port then return nil end
-    port = p
+    if s:alive() then
+      local a = s:call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
+      local p = a and tonumber(a[2])
+      if port and p ~= port then return nil end
+      port = p
+    end
   end
   return port
 end
