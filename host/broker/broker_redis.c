@@ -11,6 +11,12 @@
  * out a jittered, capped exponential backoff before the next attempt. The same
  * timer bounds a connect or handshake that gets no answer.
  *
+ * With a redis+sentinel:// URL an attempt asks the sentinels for the master
+ * (sentinel.h) instead of resolving a host name, and the handshake adds ROLE
+ * (a server that is not the master is a failed attempt). A READONLY reply (a
+ * master demoted by a failover) or a sentinel's +switch-master drops the
+ * connection, and the next attempt asks again.
+ *
  * hiredis 0.14 rules this code leans on (async.c):
  * - on teardown every pending reply callback runs with a NULL reply, and the
  *   disconnect callback runs only if the socket had connected;
