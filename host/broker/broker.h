@@ -174,7 +174,8 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url);
  * first connection asks; a standalone server is then used exactly as
  * broker_redis would, a cluster through one broker_redis per master, each
  * command sent to the master of its first key's slot, following MOVED and
- * ASK. Returns NULL when out of memory. */
+ * ASK. A redis+sentinel:// URL gets broker_redis itself. Returns NULL when
+ * out of memory. */
 broker *broker_cluster_new(struct uv_loop_s *loop, const struct redis_url *url);
 /* A command unanswered for ms (plus its BLOCK time) drops and remakes its
  * connection; pending commands fail with "connection lost". Default 10 s. */

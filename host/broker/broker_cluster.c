@@ -806,6 +806,8 @@ static const struct broker_ops cluster_ops = {
 
 broker *broker_cluster_new(struct uv_loop_s *loop, const struct redis_url *url) {
   if (loop == NULL || url == NULL) return NULL;
+  /* Sentinel watches a master and its replicas, never a cluster. */
+  if (url->nsentinels > 0) return broker_redis_new(loop, url);
   struct cbroker *b = calloc(1, sizeof *b);
   if (b == NULL) return NULL;
   b->base.ops = &cluster_ops;

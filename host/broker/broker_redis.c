@@ -11,6 +11,12 @@
  * out a jittered, capped exponential backoff before the next attempt. The same
  * timer bounds a connect or handshake that gets no answer.
  *
+ * With a redis+sentinel:// URL an attempt asks the sentinels for the master
+ * (sentinel.h) instead of resolving a host name, and the handshake adds ROLE
+ * (a server that is not the master is a failed attempt). A READONLY reply (a
+ * master demoted by a failover) or a sentinel's +switch-master drops the
+ * connection, and the next attempt asks again.
+ *
  * hiredis 0.14 rules this code leans on (async.c):
  * - on teardown every pending reply callback runs with a NULL reply, and the
  *   disconnect callback runs only if the socket had connected;
@@ -46,6 +52,7 @@
 #include "metrics.h"
 #include "reply_arena.h"
 #include "scripts.h"
+#include "sentinel.h"
 #include "sha1.h"
 #include "url.h"
 
@@ -93,6 +100,8 @@ struct rbroker {
   int evalsha_refused;  /* the ACL refused EVALSHA: scripts go as EVAL */
   char *resp;           /* the command being sent, in RESP (resp_format) */
   size_t resp_cap;
+  struct sentinel *sentinel; /* redis+sentinel://: where the master is; else NULL */
+  struct rconn *conns;       /* open connections (for a master switch) */
 };
 
 struct rconn {
@@ -105,9 +114,14 @@ struct rconn {
   uv_timer_t timer;      /* backoff between attempts; timeout during one */
   uv_getaddrinfo_t gai;  /* host name lookup while resolving */
   int resolving;         /* gai is in flight; its callback is still due */
-  int handshake_left;    /* AUTH / SELECT / PING replies still awaited */
+  int handshake_left;    /* AUTH / SELECT / ROLE / PING replies still awaited */
   int step;              /* index in steps of the next handshake reply */
-  const char *steps[3];  /* the command each handshake reply answers */
+  const char *steps[4];  /* the command each handshake reply answers */
+  struct rconn *next_conn, *prev_conn; /* in b->conns */
+  struct sentinel_ask *ask; /* asking the sentinels for the master, NULL if not */
+  char ip[64];           /* the address of this attempt or connection */
+  int port;
+  char addr[80];         /* "ip:port" with a sentinel, for log lines; else "" */
   int up;                /* handshake done: commands accepted */
   int ever_up;           /* it was up once: a failure now is a loss, not a first connect */
   int closing;           /* bk_conn_close was called */
@@ -330,14 +344,17 @@ static void report(struct rconn *c, const char *why) {
   if (c->denied) {
     c->logged_lost = 1;
     log_line(LOG_ERROR, NULL, c->denied, "redis", c->b->base.name, "conn", c->name,
-             LOG_NUMBER "attempt", attempt, "error", why, "hint", c->hint, NULL);
+             "master", c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempt", attempt, "error",
+             why, "hint", c->hint, NULL);
   } else if (!c->logged_lost) {
     c->logged_lost = 1;
     log_line(LOG_ERROR, NULL, c->ever_up ? "redis connection lost, reconnecting" : "cannot connect to redis, retrying",
-             "redis", c->b->base.name, "conn", c->name, "error", why, NULL);
+             "redis", c->b->base.name, "conn", c->name, "master", c->addr[0] ? c->addr : NULL,
+             "error", why, NULL);
   } else {
     log_line(LOG_DEBUG, NULL, "redis connect attempt failed", "redis", c->b->base.name,
-             "conn", c->name, LOG_NUMBER "attempt", attempt, "error", why, NULL);
+             "conn", c->name, "master", c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempt",
+             attempt, "error", why, NULL);
   }
 }
 
@@ -393,7 +410,7 @@ static void went_up(struct rconn *c) {
   /* A first connect at the first try is routine; a recovery is news. */
   enum log_level level = had_outage || c->attempts > 1 ? LOG_INFO : LOG_DEBUG;
   log_line(level, NULL, "redis connected", "redis", c->b->base.name, "conn", c->name,
-           LOG_NUMBER "attempts", attempts, LOG_NUMBER "down_ms", had_outage ? down_ms : NULL,
+           "master", c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempts", attempts, LOG_NUMBER "down_ms", had_outage ? down_ms : NULL,
            NULL);
   c->attempts = 0;
   c->failures = 0;
@@ -468,6 +485,11 @@ static void classify_refusal(struct rconn *c, const char *step, const char *err)
   snprintf(c->fault_why, sizeof c->fault_why, "%s: %s", what, err);
 }
 
+static bool role_is_master(const redisReply *r) {
+  return r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+         r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+}
+
 static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
   struct rconn *c = privdata;
   redisReply *reply = r;
@@ -477,6 +499,18 @@ static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
     snprintf(c->reason, sizeof c->reason, "%s failed: %s", step, reply->str);
     classify_refusal(c, step, reply->str);
     redisAsyncFree(ac); /* deferred by hiredis until this callback returns */
+    return;
+  }
+  if (!strcmp(step, "ROLE") && !role_is_master(reply)) {
+    /* The sentinels' answer is stale (a failover under way): a failed
+     * attempt like any other; the next one asks them again. */
+    snprintf(c->reason, sizeof c->reason, "%.70s is not the master of %.60s (ROLE: %.16s)", c->addr,
+             c->b->url.service,
+             reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+                     reply->element[0]->type == REDIS_REPLY_STRING
+                 ? reply->element[0]->str
+                 : "unexpected reply");
+    redisAsyncFree(ac);
     return;
   }
   if (--c->handshake_left == 0) went_up(c);
@@ -628,6 +662,21 @@ static bool resent_as_eval(struct rconn *c, struct rcmd *k, const redisReply *r)
   return true;
 }
 
+/* With sentinels, a READONLY reply means the server was demoted to a
+ * replica by a failover: the connection is dropped (when this callback
+ * returns) and made again, and the sentinels asked anew. The commands on it
+ * fail as after any lost connection, so the host sends what it must again. */
+static bool demoted(struct rconn *c, redisAsyncContext *ac, const redisReply *r) {
+  if (c->closing || c->b->sentinel == NULL || c->ac != ac || r->type != REDIS_REPLY_ERROR ||
+      (strncmp(r->str, "READONLY", 8) != 0 && strstr(r->str, "READONLY You can't write") == NULL))
+    return false;
+  if (!c->reason[0])
+    snprintf(c->reason, sizeof c->reason, "%.70s answered READONLY: no longer the master of %.60s",
+             c->addr, c->b->url.service);
+  redisAsyncFree(ac); /* deferred by hiredis until this callback returns */
+  return true;
+}
+
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
   struct rcmd *k = privdata;
   struct rconn *c = k->c;
@@ -643,6 +692,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     metric_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
   }
   if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR) count_error("error_reply");
+  if (r && demoted(c, ac, r)) r = NULL; /* fails as if the connection was lost */
   if (r == NULL) {
     if (c->closing) {
       err = "connection closed";
@@ -671,7 +721,8 @@ static int handshake_cmd(struct rconn *c, const char *step, int argc, const char
   return 0;
 }
 
-/* AUTH, SELECT and PING, pipelined. PING always goes last: the connection is
+/* AUTH, SELECT, ROLE (with sentinels: the server must be the master) and
+ * PING, pipelined. PING always goes last: the connection is
  * up when it answers, which proves the server serves commands (not LOADING),
  * makes the state callback run inside a reply callback (where closing the
  * connection is safe), and gives hiredis a write that completes the connect. */
@@ -691,14 +742,22 @@ static int send_handshake(struct rconn *c) {
   if (u->db) {
     if (handshake_cmd(c, "SELECT", 2, select) != 0) return -1;
   }
+  if (c->b->sentinel) {
+    const char *role[1] = {"ROLE"};
+    if (handshake_cmd(c, "ROLE", 1, role) != 0) return -1;
+  }
   return handshake_cmd(c, "PING", 1, ping);
 }
 
 /* ip: a numeric address for TCP, NULL for the unix socket. */
-static void connect_now(struct rconn *c, const char *ip) {
+static void connect_now(struct rconn *c, const char *ip, int port) {
   const struct redis_url *u = &c->b->url;
   char why[160];
-  redisAsyncContext *ac = ip ? redisAsyncConnect(ip, u->port) : redisAsyncConnectUnix(u->path);
+  snprintf(c->ip, sizeof c->ip, "%s", ip ? ip : "");
+  c->port = port;
+  if (c->b->sentinel)
+    snprintf(c->addr, sizeof c->addr, strchr(c->ip, ':') ? "[%s]:%d" : "%s:%d", c->ip, port);
+  redisAsyncContext *ac = ip ? redisAsyncConnect(ip, port) : redisAsyncConnectUnix(u->path);
   if (ac == NULL) {
     went_down(c, "out of memory");
     return;
@@ -763,12 +822,46 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   else
     uv_ip6_name((const struct sockaddr_in6 *)(const void *)pick->ai_addr, ip, sizeof ip);
   uv_freeaddrinfo(res);
-  connect_now(c, ip);
+  connect_now(c, ip, c->b->url.port);
 }
 
 static int is_ip_literal(const char *host) {
   unsigned char buf[16];
   return uv_inet_pton(AF_INET, host, buf) == 0 || uv_inet_pton(AF_INET6, host, buf) == 0;
+}
+
+/* The sentinels' answer: connect to the master they gave. */
+static void on_master(void *data, const char *ip, int port, const char *why, int denied) {
+  struct rconn *c = data;
+  c->ask = NULL;
+  if (ip) {
+    connect_now(c, ip, port);
+    return;
+  }
+  if (denied) {
+    c->denied = "redis sentinels refused the credentials";
+    c->hint = "check sentinel_user and sentinel_password in the redis URL";
+    snprintf(c->fault_why, sizeof c->fault_why, "%s", why);
+  }
+  went_down(c, why);
+}
+
+/* A sentinel announced a new master: connections to any other address are
+ * dropped (from their timers, not from inside this callback) and made again,
+ * which asks the sentinels anew; one waiting out its backoff tries now. */
+static void on_switch(void *data, const char *ip, int port) {
+  struct rbroker *b = data;
+  for (struct rconn *c = b->conns; c; c = c->next_conn) {
+    if (c->closing || c->ask) continue;
+    if (c->ac == NULL) {
+      if (!c->up) uv_timer_start(&c->timer, on_timer, 0, 0);
+      continue;
+    }
+    if (c->port == port && strcmp(c->ip, ip) == 0) continue;
+    snprintf(c->reason, sizeof c->reason, "+switch-master: the master of %.60s moved to %.63s:%d",
+             b->url.service, ip, port);
+    uv_timer_start(&c->timer, on_timer, 0, 0);
+  }
 }
 
 static void start_attempt(struct rconn *c) {
@@ -780,12 +873,17 @@ static void start_attempt(struct rconn *c) {
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
   log_line(LOG_DEBUG, NULL, "redis connecting", "redis", c->b->base.name, "conn", c->name,
            LOG_NUMBER "attempt", attempt, NULL);
+  if (c->b->sentinel) {
+    c->addr[0] = '\0';
+    if ((c->ask = sentinel_ask(c->b->sentinel, on_master, c)) == NULL) went_down(c, "out of memory");
+    return;
+  }
   if (u->path[0]) {
-    connect_now(c, NULL);
+    connect_now(c, NULL, 0);
     return;
   }
   if (is_ip_literal(u->host)) {
-    connect_now(c, u->host);
+    connect_now(c, u->host, u->port);
     return;
   }
   struct addrinfo hints;
@@ -805,7 +903,8 @@ static void start_attempt(struct rconn *c) {
 static void on_timer(uv_timer_t *t) {
   struct rconn *c = container_of(t, struct rconn, timer);
   if (c->ac) {
-    snprintf(c->reason, sizeof c->reason, "no answer within %d ms", CONNECT_TIMEOUT_MS);
+    if (!c->reason[0]) /* else on_switch asked for the drop */
+      snprintf(c->reason, sizeof c->reason, "no answer within %d ms", CONNECT_TIMEOUT_MS);
     redisAsyncFree(c->ac); /* not inside a hiredis callback: frees now */
     ctx_gone(c, c->reason); /* no-op if on_disconnect already reported it */
     return;
@@ -851,6 +950,10 @@ static bk_conn *rconn_open(broker *bb, const char *name, bk_state_cb *state_cb, 
   uv_timer_init(b->loop, &c->timer);
   uv_timer_init(b->loop, &c->watchdog);
   b->nopen++;
+  c->next_conn = b->conns;
+  if (b->conns) b->conns->prev_conn = c;
+  b->conns = c;
+  if (b->sentinel) sentinel_watch(b->sentinel, 1);
   start_attempt(c); /* never calls back synchronously: up needs a reply */
   return (bk_conn *)c;
 }
@@ -962,7 +1065,12 @@ static void rconn_close(bk_conn *bc) {
   if (c == NULL || c->closing) return;
   c->closing = 1;
   c->up = 0;
-  c->b->nopen--;
+  if (c->prev_conn) c->prev_conn->next_conn = c->next_conn;
+  else c->b->conns = c->next_conn;
+  if (c->next_conn) c->next_conn->prev_conn = c->prev_conn;
+  if (--c->b->nopen == 0 && c->b->sentinel) sentinel_watch(c->b->sentinel, 0);
+  sentinel_ask_cancel(c->ask);
+  c->ask = NULL;
   c->b = NULL; /* the broker may be freed before this conn's memory */
   if (c->resolving) uv_cancel((uv_req_t *)&c->gai); /* its callback still runs */
   if (c->ac) {
@@ -990,6 +1098,7 @@ static void rbroker_free(broker *bb) {
              NULL);
     abort();
   }
+  sentinel_free(b->sentinel);
   free(b->resp);
   free(b);
 }
@@ -1019,6 +1128,12 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {
   b->url = *url;
   b->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)b) | 1;
   b->command_timeout_ms = COMMAND_TIMEOUT_MS;
+  if (url->nsentinels > 0 &&
+      (b->sentinel = sentinel_new(loop, url, b->base.name, rpoll_attach, on_switch, b)) ==
+          NULL) {
+    free(b);
+    return NULL;
+  }
   for (int i = 0; i < SCRIPT_COUNT; i++) {
     const char *text = script_text(i);
     sha1_hex(text, strlen(text), b->sha[i]);

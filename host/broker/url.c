@@ -6,7 +6,8 @@
  * (a lone "secret@" is more likely a password than a user name), and the value
  * of any query parameter other than db (redis-py style "?password=..."). The
  * parse proper then walks the text left to right: scheme, credentials (up to
- * the last '@'), then host and port or socket path, then db. */
+ * the last '@'), then host and port or socket path, then db; a sentinel URL
+ * has a comma-separated list of host[:port] and the service before the db. */
 #include "url.h"
 
 #include <arpa/inet.h>
@@ -150,52 +151,52 @@ static int host_char(char c) {
          c == '-' || c == '.' || c == '_';
 }
 
-/* hp: what follows the credentials in redis://. */
-static int parse_tcp(const char *hp, struct redis_url *out, char *err, size_t errlen) {
-  const char *red = out->redacted;
-  size_t alen = strcspn(hp, "/?#"); /* the authority: host and port */
-  const char *port = NULL;          /* after ':' when a port is given */
+/* One host[:port] (or [v6]:port) in a[0..alen), into host and *port
+ * (defport when not given). */
+static int parse_authority(const char *a, size_t alen, char *host, size_t hostcap, int *port_out,
+                           int defport, const char *red, char *err, size_t errlen) {
+  const char *port = NULL; /* after ':' when a port is given */
   size_t plen = 0;
 
-  if (hp[0] == '[') {
-    const char *close = memchr(hp, ']', alen);
+  if (a[0] == '[') {
+    const char *close = memchr(a, ']', alen);
     if (close == NULL) return fail(err, errlen, red, "missing ']' after the IPv6 address");
-    size_t hlen = (size_t)(close - hp - 1);
-    if (hlen == 0 || hlen >= sizeof out->host)
+    size_t hlen = (size_t)(close - a - 1);
+    if (hlen == 0 || hlen >= hostcap)
       return fail(err, errlen, red, "invalid IPv6 address in brackets");
-    memcpy(out->host, hp + 1, hlen);
-    out->host[hlen] = '\0';
+    memcpy(host, a + 1, hlen);
+    host[hlen] = '\0';
     unsigned char addr[16];
-    if (inet_pton(AF_INET6, out->host, addr) != 1)
+    if (inet_pton(AF_INET6, host, addr) != 1)
       return fail(err, errlen, red, "invalid IPv6 address in brackets");
-    if (close + 1 < hp + alen) {
+    if (close + 1 < a + alen) {
       if (close[1] != ':')
         return fail(err, errlen, red, "unexpected text after ']' (write [address]:port)");
       port = close + 2;
-      plen = (size_t)(hp + alen - port);
+      plen = (size_t)(a + alen - port);
     }
   } else {
-    const char *colon = memchr(hp, ':', alen);
-    size_t hlen = colon ? (size_t)(colon - hp) : alen;
+    const char *colon = memchr(a, ':', alen);
+    size_t hlen = colon ? (size_t)(colon - a) : alen;
     if (colon) {
       port = colon + 1;
-      plen = (size_t)(hp + alen - port);
+      plen = (size_t)(a + alen - port);
       if (memchr(port, ':', plen))
         return fail(err, errlen, red,
                     "an IPv6 address must be in brackets, e.g. redis://[::1]:6379");
     }
     if (hlen == 0) return fail(err, errlen, red, "missing host");
-    if (hlen >= sizeof out->host)
-      return fail(err, errlen, red, "host is longer than %zu bytes", sizeof out->host - 1);
+    if (hlen >= hostcap)
+      return fail(err, errlen, red, "host is longer than %zu bytes", hostcap - 1);
     for (size_t i = 0; i < hlen; i++)
-      if (!host_char(hp[i]))
+      if (!host_char(a[i]))
         return fail(err, errlen, red,
                     "invalid character in host (letters, digits, '-', '.', '_')");
-    memcpy(out->host, hp, hlen);
-    out->host[hlen] = '\0';
+    memcpy(host, a, hlen);
+    host[hlen] = '\0';
   }
 
-  out->port = 6379;
+  *port_out = defport;
   if (port) {
     long v = 0;
     if (plen == 0) return fail(err, errlen, red, "missing port after ':'");
@@ -205,8 +206,18 @@ static int parse_tcp(const char *hp, struct redis_url *out, char *err, size_t er
       v = v * 10 + (port[i] - '0');
     }
     if (v < 1 || v > 65535) return fail(err, errlen, red, "port must be 1-65535");
-    out->port = (int)v;
+    *port_out = (int)v;
   }
+  return 0;
+}
+
+/* hp: what follows the credentials in redis://. */
+static int parse_tcp(const char *hp, struct redis_url *out, char *err, size_t errlen) {
+  const char *red = out->redacted;
+  size_t alen = strcspn(hp, "/?#"); /* the authority: host and port */
+  if (parse_authority(hp, alen, out->host, sizeof out->host, &out->port, 6379, red, err,
+                      errlen) != 0)
+    return -1;
 
   const char *p = hp + alen;
   if (*p == '/') {
@@ -223,6 +234,97 @@ static int parse_tcp(const char *hp, struct redis_url *out, char *err, size_t er
     p++;
   }
   if (*p != '\0') return fail(err, errlen, red, "unexpected '#' fragment");
+  return 0;
+}
+
+/* A sentinel_user / sentinel_password value, percent-decoded. */
+static int query_value(const char *v, size_t n, char *out, size_t cap, const char *name,
+                       const char *red, char *err, size_t errlen) {
+  int rc = pct_decode(v, n, out, cap);
+  if (rc == -1) return fail(err, errlen, red, "bad %%-escape in %s", name);
+  if (rc == -2) return fail(err, errlen, red, "%s is longer than %zu bytes", name, cap - 1);
+  return 0;
+}
+
+#define SENTINEL_FORM "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db]"
+
+/* hp: what follows the credentials in redis+sentinel://: the sentinels,
+ * then /SERVICE, then an optional /db and the sentinels' credentials. */
+static int parse_sentinel(const char *hp, struct redis_url *out, char *err, size_t errlen) {
+  const char *red = out->redacted;
+  size_t alen = strcspn(hp, "/?#");
+  if (alen == 0)
+    return fail(err, errlen, red, "missing sentinel address (write " SENTINEL_FORM ")");
+  const char *a = hp, *end = hp + alen;
+  while (a <= end) {
+    const char *comma = memchr(a, ',', (size_t)(end - a));
+    size_t n = comma ? (size_t)(comma - a) : (size_t)(end - a);
+    if (n == 0) return fail(err, errlen, red, "empty sentinel address in the list");
+    if (out->nsentinels == URL_SENTINELS_MAX)
+      return fail(err, errlen, red, "more than %d sentinels", URL_SENTINELS_MAX);
+    struct url_sentinel *s = &out->sentinels[out->nsentinels++];
+    if (parse_authority(a, n, s->host, sizeof s->host, &s->port, 26379, red, err, errlen) != 0)
+      return -1;
+    a += n + 1;
+  }
+  out->port = 0;
+
+  const char *p = end;
+  if (*p != '/' || p[1] == '\0' || p[1] == '/' || p[1] == '?' || p[1] == '#')
+    return fail(err, errlen, red, "missing service name (write " SENTINEL_FORM ")");
+  size_t slen = strcspn(++p, "/?#");
+  if (slen >= sizeof out->service)
+    return fail(err, errlen, red, "service name is longer than %zu bytes",
+                sizeof out->service - 1);
+  for (size_t i = 0; i < slen; i++)
+    if ((unsigned char)p[i] <= ' ' || p[i] == 0x7f || p[i] == '%' || p[i] == ',')
+      return fail(err, errlen, red, "invalid character in the service name");
+  memcpy(out->service, p, slen);
+  out->service[slen] = '\0';
+  p += slen;
+  if (*p == '/') {
+    size_t dlen = strcspn(++p, "?#");
+    if (dlen > 0 && parse_db(p, dlen, &out->db) != 0)
+      return fail(err, errlen, red, "db must be a number 0 or more (" SENTINEL_FORM ")");
+    p += dlen;
+  }
+  if (*p == '?') {
+    p++;
+    while (*p && *p != '#') {
+      size_t n = strcspn(p, "&#");
+      const char *eq = memchr(p, '=', n);
+      size_t k = eq ? (size_t)(eq - p) : n;
+      const char *v = eq ? eq + 1 : p + n;
+      size_t vn = (size_t)(p + n - v);
+      if (k == 13 && strncmp(p, "sentinel_user", 13) == 0) {
+        if (query_value(v, vn, out->sentinel_user, sizeof out->sentinel_user,
+                        "sentinel_user", red, err, errlen) != 0)
+          return -1;
+      } else if (k == 17 && strncmp(p, "sentinel_password", 17) == 0) {
+        if (query_value(v, vn, out->sentinel_password, sizeof out->sentinel_password,
+                        "sentinel_password", red, err, errlen) != 0)
+          return -1;
+      } else if (n > 0) {
+        /* The name only: the value may be a secret. */
+        int printable = 1;
+        for (size_t i = 0; i < k; i++)
+          if ((unsigned char)p[i] <= ' ' || p[i] == '"' || p[i] == 0x7f) printable = 0;
+        if (printable && k > 0 && k <= 32)
+          return fail(err, errlen, red,
+                      "unknown parameter \"%.*s\" (only sentinel_user and "
+                      "sentinel_password are supported)",
+                      (int)k, p);
+        return fail(err, errlen, red,
+                    "unknown parameter (only sentinel_user and sentinel_password are "
+                    "supported)");
+      }
+      p += n;
+      if (*p == '&') p++;
+    }
+  }
+  if (*p != '\0') return fail(err, errlen, red, "unexpected '#' fragment");
+  if (out->sentinel_user[0] && !out->sentinel_password[0])
+    return fail(err, errlen, red, "sentinel_user needs a sentinel_password");
   return 0;
 }
 
@@ -286,7 +388,7 @@ int url_parse(const char *text, struct redis_url *out, char *err, size_t errlen)
   redact(text, rest, at, out->redacted, sizeof out->redacted);
   const char *red = out->redacted;
 
-  int is_unix;
+  int is_unix, is_sentinel = 0;
   size_t slen = sep ? (size_t)(sep - text) : 0;
   if (sep == NULL)
     return fail(err, errlen, red,
@@ -295,10 +397,13 @@ int url_parse(const char *text, struct redis_url *out, char *err, size_t errlen)
     is_unix = 0;
   else if (slen == 4 && strncasecmp(text, "unix", 4) == 0)
     is_unix = 1;
+  else if (slen == 14 && strncasecmp(text, "redis+sentinel", 14) == 0)
+    is_unix = 0, is_sentinel = 1;
   else if (slen == 6 && strncasecmp(text, "rediss", 6) == 0)
     return fail(err, errlen, red, "TLS (rediss://) is not supported by this build");
   else
-    return fail(err, errlen, red, "unsupported scheme (use redis:// or unix://)");
+    return fail(err, errlen, red,
+                "unsupported scheme (use redis://, unix:// or redis+sentinel://)");
 
   if (at) {
     size_t ilen = (size_t)(at - rest);
@@ -322,5 +427,6 @@ int url_parse(const char *text, struct redis_url *out, char *err, size_t errlen)
   }
 
   const char *hp = at ? at + 1 : rest;
+  if (is_sentinel) return parse_sentinel(hp, out, err, errlen);
   return is_unix ? parse_unix(hp, out, err, errlen) : parse_tcp(hp, out, err, errlen);
 }

@@ -2,6 +2,14 @@
  *
  *   redis://[[user]:password@]host[:port][/db]
  *   unix://[[user]:password@]/path/to/socket[?db=N]
+ *   redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/SERVICE[/db]
+ *       [?sentinel_user=U&sentinel_password=P]
+ *
+ * A sentinel URL names the sentinels (port 26379 when not given) and the
+ * service (the master's name in their configuration); the host asks them
+ * where the master is. The credentials before '@' are the master's; the
+ * sentinels get none unless sentinel_password (and sentinel_user) is given,
+ * since sentinels usually run without requirepass.
  *
  * host may be a name, an IPv4 address or a bracketed IPv6 address
  * (redis://[::1]:6379). user and password may be percent-encoded (%40 for
@@ -17,6 +25,12 @@
 #include <stddef.h>
 
 #define URL_TEXT_MAX 512
+#define URL_SENTINELS_MAX 8
+
+struct url_sentinel {
+  char host[256]; /* IPv6 without brackets */
+  int port;       /* 26379 when not given */
+};
 
 struct redis_url {
   char host[256];        /* empty for unix sockets; IPv6 without brackets */
@@ -25,6 +39,12 @@ struct redis_url {
   char user[128];        /* empty when not given (decoded) */
   char password[256];    /* empty when not given (decoded) */
   int db;                /* 0 when not given */
+  /* redis+sentinel:// only (nsentinels > 0; host and port are then empty) */
+  char service[128];
+  int nsentinels;
+  struct url_sentinel sentinels[URL_SENTINELS_MAX];
+  char sentinel_user[128];     /* decoded; empty when not given */
+  char sentinel_password[256]; /* decoded; empty when not given */
   char redacted[URL_TEXT_MAX]; /* the URL as written, password shown as "***" */
 };
 

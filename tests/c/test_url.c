@@ -190,7 +190,7 @@ TEST_IMPL(url_scheme_errors) {
   parse_err("rediss://:pw@h:6380", "rediss://:***@h:6380",
             "TLS (rediss://) is not supported by this build", NULL);
   parse_err("http://h", "http://h",
-            "unsupported scheme (use redis:// or unix://)", NULL);
+            "unsupported scheme (use redis://, unix:// or redis+sentinel://)", NULL);
   parse_err("localhost:6379", "localhost:6379",
             "missing scheme (write redis://host[:port][/db] or unix:///path/to/socket)", NULL);
   parse_err("u:pw@localhost", "u:***@localhost",
@@ -254,4 +254,87 @@ TEST_IMPL(url_small_error_buffer) {
   ASSERT_INT_EQ(url_parse("redis://h:0", &u, small, sizeof small), -1);
   ASSERT_INT_EQ(strlen(small), sizeof small - 1);
   ASSERT_INT_EQ(url_parse("redis://h:0", &u, NULL, 0), -1);
+}
+
+TEST_IMPL(url_sentinel) {
+  parse_ok("redis+sentinel://10.0.0.1,10.0.0.2:26380,[::1]:5000/mymaster");
+  ASSERT_INT_EQ(u.nsentinels, 3);
+  ASSERT_STR_EQ(u.sentinels[0].host, "10.0.0.1");
+  ASSERT_INT_EQ(u.sentinels[0].port, 26379);
+  ASSERT_STR_EQ(u.sentinels[1].host, "10.0.0.2");
+  ASSERT_INT_EQ(u.sentinels[1].port, 26380);
+  ASSERT_STR_EQ(u.sentinels[2].host, "::1");
+  ASSERT_INT_EQ(u.sentinels[2].port, 5000);
+  ASSERT_STR_EQ(u.service, "mymaster");
+  ASSERT_STR_EQ(u.host, "");
+  ASSERT_INT_EQ(u.port, 0);
+  ASSERT_INT_EQ(u.db, 0);
+  ASSERT_STR_EQ(u.sentinel_password, "");
+  ASSERT_STR_EQ(u.redacted, "redis+sentinel://10.0.0.1,10.0.0.2:26380,[::1]:5000/mymaster");
+
+  /* The credentials are the master's; the db follows the service. */
+  parse_ok("REDIS+SENTINEL://app:s3cret@s1.example:26379/pay-ments.1/2");
+  ASSERT_INT_EQ(u.nsentinels, 1);
+  ASSERT_STR_EQ(u.sentinels[0].host, "s1.example");
+  ASSERT_STR_EQ(u.service, "pay-ments.1");
+  ASSERT_INT_EQ(u.db, 2);
+  ASSERT_STR_EQ(u.user, "app");
+  ASSERT_STR_EQ(u.password, "s3cret");
+  ASSERT_STR_EQ(u.redacted, "REDIS+SENTINEL://app:***@s1.example:26379/pay-ments.1/2");
+
+  /* The sentinels' own credentials, hidden like any query value. */
+  parse_ok("redis+sentinel://:pw@h/m/?sentinel_user=mon&sentinel_password=t%40p");
+  ASSERT_STR_EQ(u.password, "pw");
+  ASSERT_STR_EQ(u.sentinel_user, "mon");
+  ASSERT_STR_EQ(u.sentinel_password, "t@p");
+  ASSERT_INT_EQ(u.db, 0);
+  ASSERT_STR_EQ(u.redacted,
+                "redis+sentinel://:***@h/m/?sentinel_user=***&sentinel_password=***");
+
+  parse_ok("redis+sentinel://h/m?sentinel_password=only");
+  ASSERT_STR_EQ(u.sentinel_user, "");
+  ASSERT_STR_EQ(u.sentinel_password, "only");
+}
+
+TEST_IMPL(url_sentinel_errors) {
+  parse_err("redis+sentinel:///m", "redis+sentinel:///m",
+            "missing sentinel address (write "
+            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+  parse_err("redis+sentinel://:pw@h1,,h2/m", "redis+sentinel://:***@h1,,h2/m",
+            "empty sentinel address in the list", "pw");
+  parse_err("redis+sentinel://h1,/m", "redis+sentinel://h1,/m",
+            "empty sentinel address in the list", NULL);
+  parse_err("redis+sentinel://h1:0,h2/m", "redis+sentinel://h1:0,h2/m",
+            "port must be 1-65535", NULL);
+  parse_err("redis+sentinel://h1,h2:x/m", "redis+sentinel://h1,h2:x/m",
+            "port must be 1-65535", NULL);
+  parse_err("redis+sentinel://h1:26379", "redis+sentinel://h1:26379",
+            "missing service name (write "
+            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+  parse_err("redis+sentinel://h1/", "redis+sentinel://h1/",
+            "missing service name (write "
+            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+  parse_err("redis+sentinel://h1//0", "redis+sentinel://h1//0",
+            "missing service name (write "
+            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+  parse_err("redis+sentinel://h1/m/x", "redis+sentinel://h1/m/x",
+            "db must be a number 0 or more "
+            "(redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+  parse_err("redis+sentinel://h1/m/1/2", "redis+sentinel://h1/m/1/2",
+            "db must be a number 0 or more "
+            "(redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+  parse_err("redis+sentinel://h1/m%20x", "redis+sentinel://h1/m%20x",
+            "invalid character in the service name", NULL);
+  parse_err("redis+sentinel://h1/m?password=hunter2", "redis+sentinel://h1/m?password=***",
+            "unknown parameter \"password\" (only sentinel_user and sentinel_password "
+            "are supported)", "hunter2");
+  parse_err("redis+sentinel://h1/m?sentinel_user=u", "redis+sentinel://h1/m?sentinel_user=***",
+            "sentinel_user needs a sentinel_password", NULL);
+  parse_err("redis+sentinel://h1/m?sentinel_password=a%zz",
+            "redis+sentinel://h1/m?sentinel_password=***",
+            "bad %-escape in sentinel_password", "a%zz");
+  parse_err("redis+sentinel://a,b,c,d,e,f,g,h,i/m", "redis+sentinel://a,b,c,d,e,f,g,h,i/m",
+            "more than 8 sentinels", NULL);
+  parse_err("redis+sentinel://ho st/m", "redis+sentinel://ho st/m",
+            "invalid character in host (letters, digits, '-', '.', '_')", NULL);
 }
