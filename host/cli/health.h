@@ -14,7 +14,10 @@
  * to the blank line that ends them (read whole so that closing the socket
  * never resets a client still sending them). The request parser and the
  * response formatter are pure, for the unit tests; the rest is the libuv
- * server. */
+ * server. The supervisor of worker processes (supervisor.h) serves the
+ * same endpoints with /readyz and /metrics answered later, once its workers
+ * have (health_set_defer), and each worker listens on a socket it was
+ * handed (health_start_fd). */
 #ifndef LUASTREAM_HEALTH_H
 #define LUASTREAM_HEALTH_H
 
