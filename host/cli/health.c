@@ -162,6 +162,8 @@ struct health {
   void *ready_data;
   struct hconn *conns;       /* open connections, for the sweep and health_close */
   int nconns;
+  health_defer_fn *defer;    /* health_set_defer, or NULL */
+  void *defer_data;
 };
 
 struct hconn {
@@ -175,10 +177,21 @@ struct hconn {
   uv_write_t wr;
   char out[RESPONSE_MAX];
   char *page;                /* /metrics: the body, freed with the connection */
+  bool deferred;             /* handed to hs->defer, not replied to yet */
+  bool closed;               /* the handle has closed: the reply frees c */
+};
+
+/* A deferred request is its connection. */
+struct health_request {
+  struct hconn c;
 };
 
 static void conn_closed(uv_handle_t *handle) {
   struct hconn *c = handle->data;
+  if (c->deferred) { /* the deferred reply still holds c */
+    c->closed = true;
+    return;
+  }
   free(c->page);
   free(c);
 }
@@ -210,10 +223,8 @@ static void answer(struct hconn *c, int status, const char *body) {
   if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) conn_close(c);
 }
 
-/* The metrics page as the body, in Prometheus' text format. */
-static void answer_metrics(struct hconn *c) {
-  size_t len;
-  char *page = metrics_page(&len);
+/* page (taken) as the body, in Prometheus' text format. */
+static void answer_page(struct hconn *c, char *page, size_t len) {
   if (page == NULL) return answer(c, 500, "out of memory");
   c->answered = true;
   uv_read_stop((uv_stream_t *)&c->tcp);
@@ -231,6 +242,47 @@ static void answer_metrics(struct hconn *c) {
   if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, b, 2, on_written) != 0) conn_close(c);
 }
 
+/* This process's metrics page. */
+static void answer_metrics(struct hconn *c) {
+  size_t len;
+  char *page = metrics_page(&len);
+  answer_page(c, page, len);
+}
+
+/* The request is answered later by hs->defer; reading stops now. */
+static void defer(struct hconn *c, enum health_route r) {
+  c->answered = true;
+  c->deferred = true;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  c->hs->defer(c->hs->defer_data, r, (health_request *)c);
+}
+
+/* The end of a deferred request: true when the connection is still there
+ * to answer (else c is freed). */
+static bool undefer(struct hconn *c) {
+  c->deferred = false;
+  if (!c->closed) return true;
+  free(c->page);
+  free(c);
+  return false;
+}
+
+void health_reply_text(health_request *req, int status, const char *line) {
+  struct hconn *c = &req->c;
+  if (undefer(c)) answer(c, status, line);
+}
+
+void health_reply_page(health_request *req, char *page, size_t len) {
+  struct hconn *c = &req->c;
+  if (undefer(c)) answer_page(c, page, len);
+  else free(page);
+}
+
+void health_set_defer(health *hs, health_defer_fn *fn, void *data) {
+  hs->defer = fn;
+  hs->defer_data = data;
+}
+
 static void route(struct hconn *c, enum health_route r) {
   char why[512];
   switch (r) {
@@ -244,10 +296,12 @@ static void route(struct hconn *c, enum health_route r) {
   case HEALTH_NOT_FOUND:
     return answer(c, 404, "not found: try /healthz, /readyz or /metrics");
   case HEALTH_METRICS:
+    if (c->hs->defer) return defer(c, r);
     return answer_metrics(c);
   case HEALTH_LIVE:
     return answer(c, 200, "ok");
   case HEALTH_READY:
+    if (c->hs->defer) return defer(c, r);
     why[0] = '\0';
     if (c->hs->ready(c->hs->ready_data, why, sizeof why)) return answer(c, 200, "ready");
     /* One line, whatever the reason holds. */
@@ -388,6 +442,28 @@ health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *
   return hs;
 }
 
+health *health_start_fd(struct uv_loop_s *loop, int fd, health_ready_fn *ready, void *data,
+                        char *err, size_t errlen) {
+  health *hs = calloc(1, sizeof *hs);
+  if (hs == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  hs->ready = ready;
+  hs->ready_data = data;
+  uv_tcp_init(loop, &hs->listener);
+  uv_timer_init(loop, &hs->sweep);
+  hs->listener.data = hs->sweep.data = hs;
+  hs->open_handles = 2;
+  int rc = uv_tcp_open(&hs->listener, fd);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&hs->listener, 64, on_connection);
+  if (rc != 0) {
+    snprintf(err, errlen, "cannot listen on the socket the supervisor gave: %s", uv_strerror(rc));
+    server_close_handles(hs); /* freed once the loop runs */
+    return NULL;
+  }
+  return hs;
+}
 
 void health_close(health *hs) {
   if (hs == NULL || hs->closing) return;

@@ -14,7 +14,10 @@
  * to the blank line that ends them (read whole so that closing the socket
  * never resets a client still sending them). The request parser and the
  * response formatter are pure, for the unit tests; the rest is the libuv
- * server. */
+ * server. The supervisor of worker processes (supervisor.h) serves the
+ * same endpoints with /readyz and /metrics answered later, once its workers
+ * have (health_set_defer), and each worker listens on a socket it was
+ * handed (health_start_fd). */
 #ifndef LUASTREAM_HEALTH_H
 #define LUASTREAM_HEALTH_H
 
@@ -64,6 +67,25 @@ struct uv_loop_s;
  * the address is bad or cannot be bound. */
 health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *ready, void *data,
                      char *err, size_t errlen);
+/* The same on fd, a TCP socket already bound and listening (inherited from
+ * the supervisor, supervisor.h); logs nothing. */
+health *health_start_fd(struct uv_loop_s *loop, int fd, health_ready_fn *ready, void *data,
+                        char *err, size_t errlen);
+
+/* A request whose answer comes later (the supervisor asks its workers
+ * first). health_set_defer: GET /readyz and GET /metrics go to fn instead of
+ * being answered at once; fn must end each req with exactly one of
+ * health_reply_text or health_reply_page, even after health_close (the
+ * answer is then dropped). */
+typedef struct health_request health_request;
+typedef void health_defer_fn(void *data, enum health_route route, health_request *req);
+void health_set_defer(health *hs, health_defer_fn *fn, void *data);
+/* status with one line of text as the body. */
+void health_reply_text(health_request *req, int status, const char *line);
+/* 200 with page (malloc'd, len bytes, Prometheus' text format) as the body,
+ * taken; NULL answers 500. */
+void health_reply_page(health_request *req, char *page, size_t len);
+
 /* Stops listening and closes every connection, answered or not. The memory
  * goes in the close callbacks: the loop must run once more. hs must not be
  * used after. */

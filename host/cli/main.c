@@ -2,7 +2,7 @@
  * a file of its own, and options.c reads every command's options.
  *
  *   luastream run [--redis URL | --redis-file PATH] [--instance N | --consumer NAME]
- *                 [--log-level LEVEL] [--shutdown-timeout DURATION] [--http ADDR:PORT]
+ *                 [--processes N|auto] [--log-level LEVEL] [--shutdown-timeout DURATION] [--http ADDR:PORT]
  *                 [--no-reload] [--load-timeout DURATION] [--watchdog DURATION] DIR   (run.c)
  *   luastream check [--load-timeout DURATION] DIR                                     (check.c)
  *   luastream publish [--redis URL | --redis-file PATH] STREAM JSON [--key K]

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include "duration.h"
 #include "health.h"
@@ -42,7 +44,10 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
         "reloads every handler file. SIGTERM or SIGINT stops reading, lets running\n"
         "handlers finish, flushes acks and exits 0; handlers still running at the\n"
         "shutdown timeout are abandoned (their entries stay pending for another\n"
-        "host) and the exit is still 0. A second signal exits at once (status 1).\n",
+        "host) and the exit is still 0. A second signal exits at once (status 1).\n"
+        "With --processes N above 1 a supervisor runs N such hosts as worker\n"
+        "processes, starts a worker again when it dies and passes the signals on;\n"
+        "it exits 0 when every worker stopped cleanly (docs/operations.md).\n",
         "Handler files are code: they run with this process's rights and\n"
         "environment (docs/handlers.md says what is contained).\n"},
     [CLI_CHECK] = {
@@ -104,11 +109,17 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
 
 const char *cli_command_name(enum cli_command command) { return commands[command].name; }
 
+long long cli_cores(void) {
+  long long n = (long long)uv_available_parallelism();
+  if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n;
+}
+
 /* ---- the options ---- */
 
-enum { GROUP_NONE, GROUP_SERVER, GROUP_NAME, GROUP_REPLAY, NGROUPS };
+enum { GROUP_NONE, GROUP_SERVER, GROUP_NAME, GROUP_REPLAY, CLI_NGROUPS };
 
-static const struct cli_group groups[NGROUPS] = {
+static const struct cli_group groups[CLI_NGROUPS] = {
     [GROUP_SERVER] = {false, "give --redis or --redis-file, not both"},
     [GROUP_NAME] = {false, "--instance numbers generated consumer names; with --consumer NAME "
                            "give each process its own NAME instead"},
@@ -172,6 +183,13 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         .help = "consumer name for handlers that do not set one (instead of the generated "
                 "names). A name is held by one live process at a time: a second process "
                 "with the same name in a group refuses to start"},
+    [OPT_PROCESSES] = {
+        .name = "processes", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
+        .def = "1", .min = 1, .max = 1024, .cores = true,
+        .help = "run N worker processes, each a whole host, under one supervisor that "
+                "restarts a worker that dies, passes signals on and serves --http for all; "
+                "auto is one per core. Worker I's consumer names end in -I (with "
+                "--instance K: -(K*N+I); with --consumer NAME: NAME-I)"},
     [OPT_LOG_LEVEL] = {
         .name = "log-level", .arg = "LEVEL", .kind = CLI_LOG_LEVEL,
         .commands = CLI_IN(CLI_RUN), .def = "info",
@@ -505,14 +523,19 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
     return -1;
   }
   case CLI_INT: {
+    if (opt->cores && !strcmp(text, "auto")) {
+      v->num = cli_cores();
+      if (v->num > opt->max) v->num = opt->max;
+      return 0;
+    }
     size_t digits = strspn(text, "0123456789");
     long long n = digits > 0 && digits <= 18 && text[digits] == '\0' ? atoll(text) : -1;
     if (n >= opt->min && n <= opt->max) {
       v->num = n;
       return 0;
     }
-    fprintf(err, "luastream: %s needs a number from %lld to %lld, got \"%s\"\n", who, opt->min,
-            opt->max, text);
+    fprintf(err, "luastream: %s needs a number from %lld to %lld%s, got \"%s\"\n", who,
+            opt->min, opt->max, opt->cores ? " or auto" : "", text);
     return -1;
   }
   case CLI_LOG_LEVEL: {
@@ -566,7 +589,7 @@ static bool group_given(const struct cli_options *o, int group, int except) {
 
 /* Fills in env values and defaults, then checks every value of the command. */
 static int take_values(struct cli_options *o, FILE *err) {
-  for (int g = 1; g < NGROUPS; g++) {
+  for (int g = 1; g < CLI_NGROUPS; g++) {
     int given = 0;
     bool in_command = false;
     for (int id = 0; id < OPT_NOPTIONS; id++) {

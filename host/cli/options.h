@@ -37,6 +37,7 @@ enum cli_option_id {
   OPT_REDIS_FILE,
   OPT_INSTANCE,
   OPT_CONSUMER,
+  OPT_PROCESSES,
   OPT_LOG_LEVEL,
   OPT_LOG_FORMAT,
   OPT_SHUTDOWN_TIMEOUT,
@@ -89,6 +90,7 @@ struct cli_option {
   int repeat;         /* >0: repeatable up to this many times; 0: once, the last one counts */
   long long min, max; /* CLI_INT: the range allowed */
   bool off;           /* CLI_DURATION: the word "off" reads as 0 ms (for a clearer refusal) */
+  bool cores;         /* CLI_INT: the word "auto" reads as the number of cores (cli_cores) */
   /* Rules beyond the kind's, for a value already read: returns 0, or -1
    * with one line (without the "luastream: " prefix) naming who, the option
    * or variable, in err. NULL when the kind says it all. */
@@ -144,6 +146,10 @@ int cli_parse(enum cli_command command, int argc, char **argv, struct cli_option
 /* The command's help: synopsis, description, one entry per option. */
 void cli_print_help(enum cli_command command, FILE *out);
 void cli_print_version(FILE *out);
+
+/* The number of cores this process may run on (uv_available_parallelism,
+ * else sysconf), at least 1. */
+long long cli_cores(void);
 
 /* The name as typed after "luastream", e.g. "dead-letters list". */
 const char *cli_command_name(enum cli_command command);

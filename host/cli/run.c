@@ -23,6 +23,7 @@
 #include "options.h"
 #include "process_metrics.h"
 #include "servers.h"
+#include "supervisor.h"
 #include "watchdog.h"
 
 #define LOG_DRAIN_MS 5000     /* how long the buffered log may take at exit */
@@ -50,6 +51,7 @@ struct run {
   bool beating;             /* beat is initialised */
   uv_timer_t beat;          /* feeds the watchdog */
   int nsignals;             /* SIGTERM/SIGINT received */
+  bool worker;              /* a worker of the supervisor (supervisor.h) */
 };
 
 /* Closes the handles that keep the loop running; each once. */
@@ -160,7 +162,13 @@ static void on_sighup(uv_signal_t *sig, int signum) {
 
 static void on_signal(uv_signal_t *sig, int signum) {
   struct run *r = sig->data;
-  if (++r->nsignals > 1) {
+  if (++r->nsignals > 1 && r->worker) {
+    /* The same stop again (systemd or pkill signal every process, besides the
+     * supervisor passing it on); the supervisor ends a worker at once with
+     * SIGKILL. */
+    return;
+  }
+  if (r->nsignals > 1) {
     log_line(LOG_WARN, NULL, "second signal: exiting now", "signal",
              signum == SIGINT ? "SIGINT" : "SIGTERM", NULL);
     /* At once: no atexit handlers (a leak check would report the Lua states
@@ -261,12 +269,25 @@ int cmd_run(int argc, char **argv) {
     return 2;
   }
 
+  struct supervisor_worker worker = {.index = -1, .http_fd = -1};
+  int is_worker = supervisor_worker_setup(&worker);
+  if (is_worker < 0) return 1;
+  if (!is_worker && cli_num(&o, OPT_PROCESSES) > 1) return supervisor_run(&o, argc, argv);
+
   struct run r = {.dir = o.pos[0], .shutdown_ms = (uint64_t)cli_num(&o, OPT_SHUTDOWN_TIMEOUT)};
   int status = 1;
   char err[512];
   char *problems = NULL;
   struct host_names names = {.consumer = cli_text(&o, OPT_CONSUMER), .instance = -1};
   if (cli_text(&o, OPT_INSTANCE)) names.instance = (int)cli_num(&o, OPT_INSTANCE);
+  char worker_consumer[512];
+  r.worker = is_worker == 1;
+  if (is_worker) { /* the names of worker I of N (supervisor.h) */
+    names.instance = supervisor_worker_names(worker.index, (int)cli_num(&o, OPT_PROCESSES),
+                                             names.instance, names.consumer, worker_consumer,
+                                             sizeof worker_consumer);
+    if (names.consumer) names.consumer = worker_consumer;
+  }
   /* A stalled reader of stderr must not stop the host: the log is written
    * by a thread of its own, given a few seconds at the end. */
   if (log_writer_start() != 0) {
@@ -311,9 +332,11 @@ int cmd_run(int argc, char **argv) {
   host_set_http(r.host, r.http, (uint64_t)cli_num(&o, OPT_HTTP_TIMEOUT),
                 (size_t)cli_num(&o, OPT_HTTP_MAX_BODY));
   process_metrics_start();
-  if (cli_text(&o, OPT_HTTP) &&
-      (r.health = health_start(&r.loop, cli_text(&o, OPT_HTTP), run_ready, &r, err, sizeof err)) ==
-          NULL) {
+  if (worker.http_fd >= 0) /* a worker's health endpoint, asked by the supervisor */
+    r.health = health_start_fd(&r.loop, worker.http_fd, run_ready, &r, err, sizeof err);
+  else if (cli_text(&o, OPT_HTTP) && !is_worker)
+    r.health = health_start(&r.loop, cli_text(&o, OPT_HTTP), run_ready, &r, err, sizeof err);
+  if ((worker.http_fd >= 0 || (cli_text(&o, OPT_HTTP) && !is_worker)) && r.health == NULL) {
     fprintf(stderr, "luastream: %s\n", err);
     goto out;
   }

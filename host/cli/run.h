@@ -12,7 +12,9 @@
  * ends the process with status 70 when the loop stops turning, fed by a
  * timer of the loop and by every handler resume. The log is written by a
  * thread of its own (log_writer.h), so a stalled reader of stderr does not
- * stop the host. */
+ * stop the host. With --processes N above 1 this process is the supervisor
+ * (supervisor.h) and each of its workers runs the host as above, with the
+ * names, --http socket and signal handling the supervisor gives it. */
 #ifndef LUASTREAM_RUN_H
 #define LUASTREAM_RUN_H
 

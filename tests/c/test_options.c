@@ -272,3 +272,32 @@ TEST_IMPL(options_help_fits_its_command) {
   ASSERT_CONTAINS(help, "SIGTERM or SIGINT stops reading");
   free(help);
 }
+
+TEST_IMPL(options_processes) {
+  clean_env();
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "dir"), CLI_OK);
+  ASSERT_INT_EQ(cli_num(&o, OPT_PROCESSES), 1);
+  ASSERT(!cli_given(&o, OPT_PROCESSES));
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "4", "dir"), CLI_OK);
+  ASSERT_INT_EQ(cli_num(&o, OPT_PROCESSES), 4);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes=auto", "dir"), CLI_OK);
+  ASSERT_INT_EQ(cli_num(&o, OPT_PROCESSES), cli_cores());
+  ASSERT(cli_cores() >= 1);
+  /* with --consumer or --instance: the supervisor derives each worker's names */
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "2", "--consumer", "c", "dir"), CLI_OK);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "2", "--instance", "3", "dir"), CLI_OK);
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "0", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --processes needs a number from 1 to 1024 or auto, got \"0\"\n");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "many", "dir"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "or auto, got \"many\"");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "1025", "dir"), CLI_USAGE);
+  /* auto is only a word for --processes */
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--http-per-host", "auto", "dir"), CLI_USAGE);
+  ASSERT_STR_EQ(err_text, "luastream: --http-per-host needs a number from 1 to 100000, got \"auto\"\n");
+  ASSERT_INT_EQ(PARSE(CLI_CHECK, "--processes", "2", "dir"), CLI_USAGE);
+  char *help = help_of(CLI_RUN);
+  ASSERT_CONTAINS(help, "[--processes N]");
+  ASSERT_CONTAINS(help, "\n  --processes N ");
+  ASSERT_CONTAINS(strstr(help, "\n  --processes N "), "auto");
+  free(help);
+}
