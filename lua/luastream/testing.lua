@@ -287,7 +287,7 @@ function App:publish(stream, msg, opts)
 end
 
 -- partition(key, n) -> the partition (0 .. n-1) of partition key key in a
--- stream of n partitions: crc16(key) % n (docs/partitioned-streams.md).
+-- stream of n partitions: crc16(key) % n (docs/consumer-groups-and-crash-recovery.md#partitioned-streams).
 function testing.partition(key, n) return core.partition(tostring(key), n) end
 
 -- Every delivery to the handler (file name without .lua), in order:
