@@ -146,6 +146,42 @@ describe("a partitioned handler", function()
     assert.is_true((app:ready()))
   end)
 
+  it("reloads every partition together: a new handle in place, a new N restarting them all", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p '" .. dir .. "'"))
+    local function write(version, n)
+      local f = assert(io.open(dir .. "/h.lua", "w"))
+      f:write(string.format([[
+return { stream = "orders", group = "g", partitions = %d,
+  handle = function(msg, ctx) ctx:write("RPUSH", "v%d:" .. ctx.partition_tag, msg.account) end }
+]], n, version))
+      f:close()
+    end
+    write(1, N)
+    local app = apps.keep(testing.app(dir))
+    local keys = { keys_in(0, 1)[1], keys_in(3, 1)[1] }
+    local function publish_all()
+      for _, key in ipairs(keys) do app:publish("orders", { account = key }, { key = key, partitions = N }) end
+    end
+    publish_all()
+    write(2, N)
+    app:reload()
+    publish_all()
+    for _, p in ipairs({ 0, 3 }) do
+      assert.equal(1, assert(app:command("LLEN", "v1:{" .. p .. "}")))
+      assert.equal(1, assert(app:command("LLEN", "v2:{" .. p .. "}")))
+    end
+    write(3, 8) -- a new N: every partition's subscription stops, drains, and 8 start
+    app:reload()
+    assert.equal(N + 8, #app:records("subscription reading"))
+    for p = 0, 7 do
+      assert.is_not_nil(assert(app:command("XINFO", "GROUPS", "orders:{" .. p .. "}"))[1])
+    end
+    assert.is_true((app:ready()))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
   it("is validated: partitions from 1 to 1024, no '{' in its names", function()
     local base = function(extra)
       local t = { stream = "orders", group = "g", handle = function() end }
