@@ -7,6 +7,7 @@
 
 #include "entry.h"
 #include "fixtures.h"
+#include "handler_dir.h"
 #include "keyslot.h"
 #include "partition.h"
 #include "runtime.h"
@@ -137,4 +138,31 @@ TEST_IMPL(partition_ctx) {
   ASSERT_STR_EQ(c.writes[0].field[0], "nil orders");
   handler_release(h);
   LEAK_CHECK();
+}
+
+/* Two files reading a key as one group split its entries: a partitioned
+ * file reads each partition's key. */
+TEST_IMPL(partition_split_group) {
+  char why[1024];
+  struct handler_spec parts = {.path = "a.lua", .stream = "orders", .group = "g",
+                               .partitions = 4, .read = READ_NEW};
+  struct handler_spec plain = {.path = "b.lua", .stream = "orders:{3}", .group = "g",
+                               .read = READ_NEW};
+  ASSERT(handler_dir_split_group(&parts, &plain, why, sizeof why));
+  ASSERT_CONTAINS(why, "both read stream orders:{3} as group g");
+  ASSERT(handler_dir_split_group(&plain, &parts, why, sizeof why));
+  plain.stream = "orders:{4}"; /* no such partition */
+  ASSERT(!handler_dir_split_group(&parts, &plain, why, sizeof why));
+  plain.stream = "orders"; /* the unpartitioned name: another key */
+  ASSERT(!handler_dir_split_group(&parts, &plain, why, sizeof why));
+  struct handler_spec other = parts;
+  other.path = "c.lua";
+  other.partitions = 8;
+  ASSERT(handler_dir_split_group(&parts, &other, why, sizeof why));
+  ASSERT_CONTAINS(why, "both read stream orders:{0} as group g");
+  other.read = READ_RECLAIM; /* the new + reclaim pair */
+  ASSERT(!handler_dir_split_group(&parts, &other, why, sizeof why));
+  other.group = "h";
+  other.read = READ_NEW;
+  ASSERT(!handler_dir_split_group(&parts, &other, why, sizeof why));
 }
