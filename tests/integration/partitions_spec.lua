@@ -50,6 +50,19 @@ return {
 }
 ]]
 
+-- Rejects while the key "mode" says so, else records as RECORD does.
+local REJECTING = [[
+local ls = require "luastream"
+return {
+  stream = "orders", group = "g", start = "beginning", partitions = 4, dead_letter = "orders.dead",
+  handle = function(msg, ctx)
+    if ls.redis.call("GET", "mode") == "reject" then return ls.reject("not now") end
+    ctx:write("RPUSH", "seen:" .. ctx.partition_tag, table.concat({
+      ctx.headers[ls.PARTITION_KEY_HEADER], msg.seq, ctx.partition, ctx.stream, ctx.deliveries }, " "))
+  end,
+}
+]]
+
 local function seen(srv, p)
   local out = {}
   for i, line in ipairs(assert(srv:call("LRANGE", "seen:{" .. p .. "}", "0", "-1"))) do
@@ -164,5 +177,63 @@ describe("partitioned streams", function()
       end, 10, "nothing pending on partition " .. p)
     end
     assert.equal(0, b:stop())
+  end)
+
+  it("dead-letter per partition, replay onto their own partition, and show in status one row each", function()
+    local srv = helper.redis_start()
+    local N = 4
+    srv:cli("SET", "mode", "reject")
+    local dir = helper.handlers_dir({ ["orders.lua"] = REJECTING })
+    local host = helper.host_start({}, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    local keys = {}
+    for i = 1, 8 do
+      keys[i] = "k" .. i
+      publish(srv, N, keys[i], 1)
+    end
+    local per = {}
+    for _, key in ipairs(keys) do per[crc16(key) % N] = (per[crc16(key) % N] or 0) + 1 end
+    helper.wait_until(function()
+      local n = 0
+      for p = 0, N - 1 do n = n + srv:xlen("orders.dead:{" .. p .. "}") end
+      return n == #keys, n .. " dead letters"
+    end, 20, "every entry dead-lettered")
+    for p = 0, N - 1 do
+      assert.equal(per[p] or 0, srv:xlen("orders.dead:{" .. p .. "}"))
+      for _, dl in ipairs(srv:xrange("orders.dead:{" .. p .. "}")) do
+        assert.equal(p, crc16(dl.fields["partition-key"]) % N)
+      end
+    end
+    assert.equal(0, srv:xlen("orders.dead"))
+
+    local code, out = helper.luastream("status", "--redis", srv.url, dir)
+    for p = 0, N - 1 do
+      assert.matches("orders:{" .. p .. "}", out, 1, true)
+    end
+    assert.is_nil(out:find("orders%s+g"), "a row for the unpartitioned name:\n" .. out)
+    assert.is_true(code == 0 or code == 1)
+
+    srv:cli("SET", "mode", "accept")
+    local replayed = 0
+    for p = 0, N - 1 do
+      if (per[p] or 0) > 0 then
+        local rc, o, e = helper.luastream("dead-letters", "replay", "--redis", srv.url, "orders.dead:{" .. p .. "}", "--all")
+        assert.equal(0, rc, o .. e)
+        replayed = replayed + per[p]
+      end
+    end
+    assert.equal(#keys, replayed)
+    helper.wait_until(function()
+      local n = total_seen(srv, N)
+      return n == #keys, n .. " handled after the replay"
+    end, 20, "every replayed entry handled")
+    for p = 0, N - 1 do
+      for _, r in ipairs(seen(srv, p)) do
+        assert.equal(p, r.partition)
+        assert.equal("orders:{" .. p .. "}", r.stream)
+      end
+      assert.equal(0, #srv:pending_ids("orders:{" .. p .. "}:retry:g", "g"))
+    end
+    assert.equal(0, host:stop())
   end)
 end)
