@@ -182,6 +182,30 @@ return { stream = "orders", group = "g", partitions = %d,
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("holds a lease per partition, and a second host with the same name stops with all of them", function()
+    local first = apps.start("partitioned", { hostname = "box" })
+    for p = 0, N - 1 do
+      assert.matches(" box$", assert(first:command("GET", "luastream:consumer:{orders:{" .. p .. "}}:g:box-orders")))
+    end
+    local second = apps.start("partitioned", { hostname = "box", with = first })
+    pcall(second.advance, second, "22s") -- the second host fails and stops
+    local ready, why = second:ready()
+    assert.is_false(ready)
+    assert.matches("is in use by a live process", why, 1, true)
+    local refused = first:records("consumer name in use by a live process")
+    assert.equal(1, #refused) -- one partition's refusal stops the file: the others never log theirs
+    assert.matches("^orders:{%d}$", refused[1].stream)
+    assert.equal(N + 0, #first:records("subscription reading")) -- only the first host's
+    local key = keys_in(1, 1)[1]
+    first:publish("orders", { account = key, seq = 1 }, { key = key, partitions = N })
+    assert.equal(1, #seen(first, 1), "the first runs on")
+    local probe = apps.start("partitioned", { hostname = "probe", with = first })
+    first:stop()
+    for p = 0, N - 1 do -- every partition's lease given back on a clean stop
+      assert.equal(0, probe:command("EXISTS", "luastream:consumer:{orders:{" .. p .. "}}:g:box-orders"))
+    end
+  end)
+
   it("is validated: partitions from 1 to 1024, no '{' in its names", function()
     local base = function(extra)
       local t = { stream = "orders", group = "g", handle = function() end }
