@@ -254,6 +254,11 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         .min = 1, .max = 1LL << 62,
         .help = "trim the stream to its newest N entries as the entry is added (XADD MAXLEN "
                 "N): older entries go whether or not every group has handled them"},
+    [OPT_PARTITIONS] = {
+        .name = "partitions", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_PUBLISH),
+        .min = 1, .max = 1024,
+        .help = "STREAM is partitioned over N keys: add to STREAM:{p}, p = crc16(K) % N "
+                "for --key K (required)"},
     [OPT_HEADER] = {
         .name = "header", .arg = "NAME=VALUE", .kind = CLI_HEADER,
         .commands = CLI_IN(CLI_PUBLISH), .repeat = 64,

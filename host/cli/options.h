@@ -51,6 +51,7 @@ enum cli_option_id {
   OPT_HTTP_CA_FILE,
   OPT_KEY,
   OPT_MAXLEN,
+  OPT_PARTITIONS,
   OPT_HEADER,
   OPT_COUNT,
   OPT_ID,

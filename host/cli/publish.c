@@ -6,7 +6,9 @@
 #include <strings.h>
 
 #include "client.h"
+#include "keyslot.h"
 #include "options.h"
+#include "partition.h"
 #include "runtime.h"
 #include "wire.h"
 
@@ -63,6 +65,23 @@ int cmd_publish(int argc, char **argv) {
       fprintf(stderr, "luastream: --header %.*s: a reserved header name (%s)\n", (int)len, h, why);
       return 2;
     }
+  }
+  /* A partitioned stream: the partition is the key's, as every producer
+   * computes it (partition.h), so without a key there is none to pick. */
+  char part[1100];
+  if (cli_given(&o, OPT_PARTITIONS)) {
+    const char *key = cli_text(&o, OPT_KEY);
+    if (key == NULL) {
+      fprintf(stderr, "luastream: --partitions needs --key: the partition is crc16(key) %% N, "
+                      "so an entry without a partition key has none\n");
+      return 2;
+    }
+    int p = (int)keyslot_partition(key, strlen(key), (unsigned)cli_num(&o, OPT_PARTITIONS));
+    if (partition_key_into(stream, p, part, sizeof part) < 0) {
+      fprintf(stderr, "luastream: the stream name is too long\n");
+      return 2;
+    }
+    stream = part;
   }
   struct bk_args args;
   bk_args_init(&args);

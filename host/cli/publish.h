@@ -1,6 +1,7 @@
 /* publish: `luastream publish [--redis URL | --redis-file PATH] STREAM JSON
- * [--key K] [--header NAME=VALUE]...`, adds one entry to a stream and prints
- * its id. */
+ * [--key K [--partitions N]] [--header NAME=VALUE]...`, adds one entry to a
+ * stream (to partition crc16(K) % N of a partitioned one, STREAM:{p}) and
+ * prints its id. */
 #ifndef LUASTREAM_PUBLISH_H
 #define LUASTREAM_PUBLISH_H
 

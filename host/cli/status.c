@@ -15,6 +15,7 @@
 #include "client.h"
 #include "host.h"
 #include "options.h"
+#include "partition.h"
 #include "status_rules.h"
 
 #define WATCH_EVERY_MS 2000
@@ -199,10 +200,26 @@ static void attention(struct st_group *g, const char *kind, char *text) {
 
 /* ---- the handlers of DIR ---- */
 
+static void take_one(struct status *st, const struct handler_spec *s);
+
 /* host_check_each: one row per stream and group, merging the handlers that
- * share one (a `new` and a `reclaim` subscription). */
+ * share one (a `new` and a `reclaim` subscription); a partitioned handler
+ * has a row per partition (its keys, partition.h). */
 static void take_spec(void *data, const struct handler_spec *s) {
   struct status *st = data;
+  if (s->partitions <= 0) return take_one(st, s);
+  for (int p = 0; p < s->partitions; p++) {
+    struct handler_spec part;
+    if (partition_spec(s, p, &part) != 0) {
+      fputs("luastream: out of memory\n", stderr);
+      exit(1);
+    }
+    take_one(st, &part);
+    partition_spec_free(&part);
+  }
+}
+
+static void take_one(struct status *st, const struct handler_spec *s) {
   struct st_group *g = group_find(st->specs, st->nspecs, s->stream, s->group);
   if (g == NULL) g = group_add(&st->specs, &st->nspecs, s->stream, s->group, NULL);
   const char *file = strrchr(s->path, '/') ? strrchr(s->path, '/') + 1 : s->path;

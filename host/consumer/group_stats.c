@@ -9,7 +9,7 @@
 #include "metrics.h"
 #include "outcome.h"
 
-#define SPECS_MAX 256
+#define SPECS_MAX 2048 /* a partitioned handler counts once per partition */
 
 enum ask { ASK_GROUPS, ASK_OLDEST, ASK_DELAYED, ASK_DEAD };
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "handler_dir.h"
+#include "partition.h"
 
 static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
@@ -57,9 +58,27 @@ void handler_dir_free(char **paths) {
   free(paths);
 }
 
+/* A key both a and b read, into key; false when none. A partitioned spec
+ * reads "<stream>:{p}" for each of its partitions (partition.h). */
+static bool shared_key(const struct handler_spec *a, const struct handler_spec *b, char *key,
+                       size_t len) {
+  if (a->partitions > 0 && b->partitions <= 0) return shared_key(b, a, key, len);
+  if (a->partitions <= 0 && b->partitions > 0) { /* one partition of b named as a plain stream? */
+    for (int p = 0; p < b->partitions; p++)
+      if (partition_key_into(b->stream, p, key, len) >= 0 && strcmp(key, a->stream) == 0)
+        return true;
+    return false;
+  }
+  if (strcmp(a->stream, b->stream) != 0) return false;
+  snprintf(key, len, "%s", a->stream);
+  if (a->partitions > 0) partition_key_into(a->stream, 0, key, len);
+  return true;
+}
+
 bool handler_dir_split_group(const struct handler_spec *a, const struct handler_spec *b,
                              char *why, size_t len) {
-  if (strcmp(a->stream, b->stream) != 0 || strcmp(a->group, b->group) != 0) return false;
+  char key[1100];
+  if (strcmp(a->group, b->group) != 0 || !shared_key(a, b, key, sizeof key)) return false;
   bool pair = (a->read == READ_NEW && b->read == READ_RECLAIM) ||
               (a->read == READ_RECLAIM && b->read == READ_NEW);
   if (pair) return false;
@@ -67,7 +86,7 @@ bool handler_dir_split_group(const struct handler_spec *a, const struct handler_
            "%s and %s both read stream %s as group %s: they would split its entries between "
            "them; use one file per group, or the pair of one read = \"new\" file and one read = "
            "\"reclaim\" file (see docs/consumer-groups-and-crash-recovery.md)",
-           a->path, b->path, a->stream, a->group);
+           a->path, b->path, key, a->group);
   return true;
 }
 

@@ -17,8 +17,9 @@ int handler_dir_list(const char *dir, bool allow_empty, char ***paths, char *err
 void handler_dir_free(char **paths);
 /* Two handler files reading one stream as one group split its entries
  * between them, unless they are the new + reclaim pair (one reads new
- * entries, the other only recovers idle pending ones). True, with why, when
- * a and b would. */
+ * entries, the other only recovers idle pending ones). A partitioned file
+ * reads each of its partitions' keys (partition.h), so it shares a stream
+ * with a file naming one of them. True, with why, when a and b would. */
 bool handler_dir_split_group(const struct handler_spec *a, const struct handler_spec *b,
                              char *why, size_t len);
 

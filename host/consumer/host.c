@@ -564,12 +564,15 @@ void host_reload_soon(host *h) {
   timer_start(h->reload_timer, RELOAD_DEBOUNCE_MS);
 }
 
-/* group_stats_list_fn: the specs of the subscriptions that run. */
+/* group_stats_list_fn: the specs of the subscriptions that run, one per
+ * partition of a partitioned one (the keys it reads). */
 static size_t running_specs(void *data, const struct handler_spec **out, size_t max) {
   host *h = data;
   size_t n = 0;
-  for (size_t i = 0; i < h->slots.n && n < max; i++)
-    if (h->slots.v[i].sub) out[n++] = slot_spec(&h->slots.v[i]);
+  for (size_t i = 0; i < h->slots.n; i++) {
+    subscription *s = h->slots.v[i].sub;
+    for (size_t p = 0; s && p < sub_parts(s) && n < max; p++) out[n++] = sub_part_spec(s, p);
+  }
   return n;
 }
 

@@ -23,6 +23,7 @@
 #include "lease.h"
 #include "log.h"
 #include "outcome.h"
+#include "partition.h"
 #include "prune.h"
 #include "read_log.h"
 #include "read_plan.h"
@@ -97,6 +98,19 @@ struct subscription {
   pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
   struct fault lease_fault;  /* the consumer lease failing (readiness) */
   char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sub_denied) */
+
+  /* A partitioned handler runs one of these per partition, each reading
+   * its partition's keys on its own connection; partition 0's (the
+   * leader) is the one the host holds, and every call on it covers them
+   * all. The handler (one Lua state) is shared: the leader releases it. */
+  int partition;            /* -1: unpartitioned */
+  struct handler_spec part_spec; /* partitioned: spec is this (partition.h) */
+  subscription *leader;     /* partition 0's, or itself */
+  subscription **parts;     /* leader: every partition's (parts[0] is itself) */
+  size_t nparts;            /* leader: 1 when unpartitioned */
+  sub_event_fn *host_event; /* leader: the host's event callback */
+  void *host_data;
+  bool drained_told;        /* leader: SUB_EV_DRAINED went to the host */
 };
 
 /* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
@@ -116,6 +130,7 @@ static unsigned outstanding(const subscription *s) {
 }
 
 static void maybe_drained(subscription *s);
+static void part_event(void *data, subscription *s, enum sub_event ev);
 static void progress(subscription *s);
 static void job_done(void *data, struct entry *e, const struct rt_result *res);
 static void read_next(subscription *s);
@@ -227,7 +242,7 @@ static void dispatch(subscription *s) {
          (e = lanes_pop(&s->lanes, &lane)) != NULL) {
     e->owner_data = (void *)(intptr_t)lane;
     e->started_ms = (uint32_t)clock_now(s->clock);
-    if (handler_run(s->h, e, job_done, s) != 0) {
+    if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
       sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
       held_remove(&s->held, e);
       entry_free(e);
@@ -559,7 +574,7 @@ static size_t lanes_expected(const struct handler_spec *spec) {
   return (size_t)spec->batch * 3 + (size_t)spec->workers;
 }
 
-void sub_collect_metrics(subscription *s, bool add) {
+static void part_collect_metrics(subscription *s, bool add) {
   if (!add) {
     metric_set(s->metrics.in_flight, 0);
     metric_set(s->metrics.lanes_busy, 0);
@@ -568,18 +583,35 @@ void sub_collect_metrics(subscription *s, bool add) {
   metric_add(s->metrics.lanes_busy, (double)s->lanes.running);
 }
 
-subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,
-                      sub_event_fn *on_event, void *data) {
+void sub_collect_metrics(subscription *s, bool add) {
+  for (size_t i = 0; i < s->nparts; i++) part_collect_metrics(s->parts[i], add);
+}
+
+static void part_free(subscription *s);
+
+/* One partition's subscription (p < 0: the whole unpartitioned stream);
+ * its events go to the leader (part_event). */
+static subscription *part_new(handler *h, int p, subscription *leader, broker *b, bk_conn *cmd,
+                              lclock *clock, const char *identity) {
   subscription *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   bk_args_init(&s->args);
   s->h = h;
+  s->partition = p;
+  s->leader = leader ? leader : s;
   s->spec = handler_spec(h);
+  if (p >= 0) {
+    if (partition_spec(handler_spec(h), p, &s->part_spec) != 0) {
+      free(s);
+      return NULL;
+    }
+    s->spec = &s->part_spec;
+  }
   s->b = b;
   s->cmd = cmd;
   s->clock = clock;
-  s->on_event = on_event;
-  s->data = data;
+  s->on_event = part_event;
+  s->data = s->leader;
   s->retry_timer = timer_new(clock, retry_fire, s);
   s->lease_fault.name = "the consumer lease";
   s->retry_key = outcome_retry_key(s->spec);
@@ -606,16 +638,46 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   if (!leased_ok || !s->retry_timer || !s->retry_key || !s->w || !s->sweeper ||
       !s->apply || !s->group || (trims && !s->trimmer) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
-    sub_free(s);
+    part_free(s);
     return NULL;
   }
   return s;
 }
 
-void sub_start(subscription *s, long server_version) {
+subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,
+                      sub_event_fn *on_event, void *data) {
+  int n = handler_spec(h)->partitions;
+  subscription *leader = part_new(h, n > 0 ? 0 : -1, NULL, b, cmd, clock, identity);
+  if (leader == NULL) {
+    handler_release(h);
+    return NULL;
+  }
+  leader->host_event = on_event;
+  leader->host_data = data;
+  leader->nparts = n > 0 ? (size_t)n : 1;
+  leader->parts = calloc(leader->nparts, sizeof *leader->parts);
+  if (leader->parts == NULL) {
+    leader->nparts = 0;
+    sub_free(leader);
+    return NULL;
+  }
+  leader->parts[0] = leader;
+  for (int p = 1; p < n; p++) {
+    if ((leader->parts[p] = part_new(h, p, leader, b, cmd, clock, identity)) == NULL) {
+      sub_free(leader);
+      return NULL;
+    }
+  }
+  return leader;
+}
+
+static void part_start(subscription *s, long server_version) {
   plan_set_native_claim(&s->plan, server_version >= SUB_CLAIM_VERSION);
   char name[300];
-  snprintf(name, sizeof name, "%s/read", s->spec->name);
+  if (s->partition >= 0)
+    snprintf(name, sizeof name, "%s/read/%d", s->spec->name, s->partition);
+  else
+    snprintf(name, sizeof name, "%s/read", s->spec->name);
   s->reader = bk_conn_open(s->b, name, reader_state, s);
   if (s->identity == NULL) return ensure_group(s);
   s->lease = lease_new(s->b, s->cmd, s->clock, s->spec->stream, s->spec->group, s->spec->consumer,
@@ -629,7 +691,11 @@ void sub_start(subscription *s, long server_version) {
   lease_take(s->lease);
 }
 
-void sub_stop(subscription *s) {
+void sub_start(subscription *s, long server_version) {
+  for (size_t i = 0; i < s->nparts; i++) part_start(s->parts[i], server_version);
+}
+
+static void part_stop(subscription *s) {
   if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
   s->state = SUB_STOPPING;
   timer_stop(s->retry_timer);
@@ -660,6 +726,35 @@ void sub_stop(subscription *s) {
   maybe_drained(s);
 }
 
+void sub_stop(subscription *s) {
+  subscription *l = s->leader;
+  for (size_t i = 0; i < l->nparts; i++) part_stop(l->parts[i]);
+}
+
+/* sub_event_fn of every partition: the host hears of the leader, once for
+ * all partitions where that matters. */
+static void part_event(void *data, subscription *s, enum sub_event ev) {
+  subscription *l = data;
+  switch (ev) {
+  case SUB_EV_READING:
+    break;
+  case SUB_EV_DRAINED:
+    if (l->drained_told || !sub_drained(l)) return;
+    l->drained_told = true;
+    break;
+  case SUB_EV_DENIED:
+    if (s != l) snprintf(l->denied, sizeof l->denied, "%s", s->denied);
+    break;
+  case SUB_EV_REFUSED:
+  case SUB_EV_LOST:
+    /* The other partitions stop with it: the file runs whole or not at all. */
+    l->host_event(l->host_data, l, ev);
+    sub_stop(l);
+    return;
+  }
+  l->host_event(l->host_data, l, ev);
+}
+
 /* rt_abandon_fn: an entry whose handler was dropped at the deadline. It was
  * never acked, so it stays pending in Redis. */
 static void drop_job(void *data, struct entry *e) {
@@ -672,8 +767,11 @@ static void drop_job(void *data, struct entry *e) {
 size_t sub_abandon(subscription *s, size_t *unacked) {
   *unacked = 0;
   if (s->state != SUB_STOPPING) return 0;
-  s->abandoned = true;
-  *unacked = writer_abandon(s->w);
+  for (size_t i = 0; i < s->nparts; i++) {
+    s->parts[i]->abandoned = true;
+    *unacked += writer_abandon(s->parts[i]->w);
+  }
+  /* Every partition's jobs: each goes back to its own (drop_job). */
   size_t n = handler_abandon(s->h, drop_job);
   if (n || *unacked) {
     char running[24], acks[24];
@@ -682,19 +780,46 @@ size_t sub_abandon(subscription *s, size_t *unacked) {
     sub_log(s, LOG_WARN, "shutdown deadline: handlers abandoned, entries stay pending",
              "unfinished", running, "unacked", *unacked ? acks : NULL);
   }
-  maybe_drained(s);
+  for (size_t i = 0; i < s->nparts; i++) maybe_drained(s->parts[i]);
   return n;
 }
 
-bool sub_reading(const subscription *s) { return s->state == SUB_READING; }
-bool sub_drained(const subscription *s) { return s->state == SUB_DRAINED; }
+bool sub_reading(const subscription *s) {
+  for (size_t i = 0; i < s->nparts; i++)
+    if (s->parts[i]->state != SUB_READING) return false;
+  return true;
+}
 
-void sub_keep_cursor(subscription *s) { s->started = true; }
+bool sub_drained(const subscription *s) {
+  for (size_t i = 0; i < s->nparts; i++)
+    if (s->parts[i]->state != SUB_DRAINED) return false;
+  return true;
+}
 
-void sub_swap_handler(subscription *s, handler *h) {
-  handler_replace(s->h, h);
+void sub_keep_cursor(subscription *s) {
+  for (size_t i = 0; i < s->nparts; i++) s->parts[i]->started = true;
+}
+
+/* One partition's part of sub_swap_handler. */
+static void part_swap(subscription *s, handler *h) {
   s->h = h;
   s->spec = handler_spec(h);
+  if (s->partition >= 0) {
+    /* The keys are the same (a change to them restarts instead); the
+     * other fields now borrow from h's spec. */
+    struct handler_spec next;
+    if (partition_spec(handler_spec(h), s->partition, &next) == 0) {
+      partition_spec_free(&s->part_spec);
+      s->part_spec = next;
+    } else { /* out of memory: keep the keys, borrow the rest from h */
+      struct handler_spec keep = s->part_spec;
+      s->part_spec = *handler_spec(h);
+      s->part_spec.stream = keep.stream;
+      s->part_spec.reply_to = keep.reply_to;
+      s->part_spec.dead_letter = keep.dead_letter;
+    }
+    s->spec = &s->part_spec;
+  }
   writer_set_spec(s->w, s->spec);
   sweeper_set_spec(s->sweeper, s->spec);
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
@@ -704,9 +829,30 @@ void sub_swap_handler(subscription *s, handler *h) {
   plan_set_spec(&s->plan, s->spec);
 }
 
+void sub_swap_handler(subscription *s, handler *h) {
+  handler_replace(s->h, h);
+  for (size_t i = 0; i < s->nparts; i++) part_swap(s->parts[i], h);
+}
+
 const char *sub_version(const subscription *s) { return handler_version(s->h); }
 
+static bool part_healthy(const subscription *s, char *why, size_t len);
+
 bool sub_healthy(const subscription *s, char *why, size_t len) {
+  for (size_t i = 0; i < s->nparts; i++) {
+    const subscription *p = s->parts[i];
+    if (part_healthy(p, why, len)) continue;
+    if (p->partition >= 0 && len) { /* say which partition */
+      char reason[512];
+      snprintf(reason, sizeof reason, "%s", why);
+      snprintf(why, len, "partition %s: %s", p->spec->stream, reason);
+    }
+    return false;
+  }
+  return true;
+}
+
+static bool part_healthy(const subscription *s, char *why, size_t len) {
   switch (s->state) {
   case SUB_IDLE:
     snprintf(why, len, "not started");
@@ -777,15 +923,34 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
   return true;
 }
 
-bool sub_idle(const subscription *s) {
+static bool part_idle(const subscription *s) {
   return s->state == SUB_READING && lanes_in_flight(&s->lanes) == 0 &&
          writer_queued(s->w) == 0 && outstanding(s) == 0;
 }
 
+bool sub_idle(const subscription *s) {
+  for (size_t i = 0; i < s->nparts; i++)
+    if (!part_idle(s->parts[i])) return false;
+  return true;
+}
+
 const char *sub_last_read(const subscription *s) { return s->last_read; }
-const struct handler_spec *sub_spec(const subscription *s) { return s->spec; }
+const struct handler_spec *sub_spec(const subscription *s) { return handler_spec(s->h); }
+size_t sub_parts(const subscription *s) { return s->nparts; }
+const struct handler_spec *sub_part_spec(const subscription *s, size_t i) {
+  return s->parts[i]->spec;
+}
 
 void sub_free(subscription *s) {
+  if (s == NULL) return;
+  handler *h = s->h;
+  for (size_t i = s->nparts; i-- > 1;) part_free(s->parts[i]); /* NULL past a failed sub_new */
+  free(s->parts);
+  part_free(s);
+  handler_release(h);
+}
+
+static void part_free(subscription *s) {
   if (s == NULL) return;
   metric_set(s->metrics.in_flight, 0); /* its series stay: a reloaded handler's go on */
   metric_set(s->metrics.lanes_busy, 0);
@@ -810,6 +975,6 @@ void sub_free(subscription *s) {
   held_free(&s->held);
   free(s->retry_key); /* after the parts above, which borrow it */
   dm_free(&s->metrics);
-  handler_release(s->h);
+  if (s->partition >= 0) partition_spec_free(&s->part_spec);
   free(s);
 }

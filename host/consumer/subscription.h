@@ -17,7 +17,17 @@
  * Read modes: `new` reads `>`; `claiming` reads idle pending entries first,
  * then new ones (XREADGROUP CLAIM on 8.4+, the claim script before); `reclaim`
  * reads only idle pending entries (XAUTOCLAIM per key in a script), polled.
- * Reading pauses while the lanes hold more than half a batch. */
+ * Reading pauses while the lanes hold more than half a batch.
+ *
+ * A partitioned handler (`partitions = N`, partition.h) is one subscription
+ * to the host and N inside: one per partition, each with its own read
+ * connection, read plan, lanes (`workers` apply per partition), writer,
+ * delay sweeper, trimmer, consumer lease and pruner, on the partition's
+ * keys, all running the one handler. XREADGROUP cannot read keys of two
+ * Cluster slots at once, and this way an idle partition costs one blocking
+ * read per wait on its own connection while a busy one cannot hold the
+ * others back. Every call below covers all partitions: started, stopped,
+ * drained, swapped and reported on together; readiness needs each one. */
 #ifndef LUASTREAM_SUBSCRIPTION_H
 #define LUASTREAM_SUBSCRIPTION_H
 
@@ -101,11 +111,16 @@ const char *sub_version(const subscription *s);
 bool sub_healthy(const subscription *s, char *why, size_t len);
 /* Reading, with nothing queued, running or unwritten. */
 bool sub_idle(const subscription *s);
-/* The id of the newest new (never delivered) entry a read brought, "" before
- * any: with the group's last-delivered-id it tells whether a read is on its
+/* The id of the newest new (never delivered) entry a read brought (of
+ * partition 0 when partitioned), "" before any: with the group's last-delivered-id it tells whether a read is on its
  * way (the test harness settles on real servers with it). */
 const char *sub_last_read(const subscription *s);
+/* The handler's spec (for a partitioned one: the unpartitioned names). */
 const struct handler_spec *sub_spec(const subscription *s);
+/* The subscriptions inside: 1, or the partitions; and the spec each reads
+ * with (the partition's keys: stream "<stream>:{p}", ...). */
+size_t sub_parts(const subscription *s);
+const struct handler_spec *sub_part_spec(const subscription *s, size_t i);
 /* Only after drained (or before start). */
 void sub_free(subscription *s);
 

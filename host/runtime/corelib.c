@@ -599,6 +599,15 @@ static void set_names(lua_State *L, int idx, const char *key, const struct wire_
   lua_setfield(L, idx < 0 ? idx - 1 : idx, key);
 }
 
+int core_partition(lua_State *L) {
+  size_t len;
+  const char *key = luaL_checklstring(L, 1, &len);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  if (n < 1 || n > 1024) return luaL_error(L, "partitions must be from 1 to 1024");
+  lua_pushinteger(L, (lua_Integer)keyslot_partition(key, len, (unsigned)n));
+  return 1;
+}
+
 void core_set_wire_names(lua_State *L, int idx) {
   set_names(L, idx, "headers", wire_headers);
   set_names(L, idx, "reasons", wire_reasons);
@@ -622,6 +631,8 @@ int core_open(lua_State *L, struct core *c) {
   core_http_open(L, c);
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
+  lua_pushcfunction(L, core_partition);
+  lua_setfield(L, -2, "partition");
   lua_pushliteral(L, LUASTREAM_VERSION);
   lua_setfield(L, -2, "version");
   lua_pushlightuserdata(L, (void *)(uintptr_t)luastream_flat);

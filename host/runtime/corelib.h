@@ -31,5 +31,8 @@ int core_duration(lua_State *L);
  * {NAME = "text"}): luastream.core has them, and so does luastream_testing
  * for Lua code outside a host.  [-0, +0] */
 void core_set_wire_names(lua_State *L, int idx);
+/* core.partition(key, n) -> the partition (0 .. n-1) of partition key key
+ * (keyslot_partition): for ctx:publish and the test harness's publish. */
+int core_partition(lua_State *L);
 
 #endif

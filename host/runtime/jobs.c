@@ -336,7 +336,7 @@ static void run(struct rt_job *job, int nargs) {
   }
 }
 
-int jobs_start(struct jobs *j, struct entry *e, rt_done_fn *done, void *data) {
+int jobs_start(struct jobs *j, struct entry *e, int p, rt_done_fn *done, void *data) {
   struct rt_job *job = job_get(j);
   if (job == NULL) return -1;
   job->e = e;
@@ -351,7 +351,12 @@ int jobs_start(struct jobs *j, struct entry *e, rt_done_fn *done, void *data) {
   lua_State *co = job->co;
   lua_rawgeti(co, LUA_REGISTRYINDEX, j->dispatch_ref);
   lua_pushnumber(co, job->seq);
-  run(job, 1);
+  if (p < 0) {
+    run(job, 1);
+  } else {
+    lua_pushinteger(co, p);
+    run(job, 2);
+  }
   return 0;
 }
 

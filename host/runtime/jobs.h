@@ -55,8 +55,9 @@ void jobs_init(struct jobs *j, lua_State *L, const struct handler_spec *spec, co
  * no job runs. */
 void jobs_free(struct jobs *j);
 
-/* Starts the dispatch function on entry e (see handler_run). */
-int jobs_start(struct jobs *j, struct entry *e, rt_done_fn *done, void *data);
+/* Starts the dispatch function on entry e of partition p (< 0: none; see
+ * handler_run_partition). */
+int jobs_start(struct jobs *j, struct entry *e, int p, rt_done_fn *done, void *data);
 
 /* From now on a finished job is not kept; once no job runs, drained(data) is
  * called (at once when none runs now). The pool must not be used after. */

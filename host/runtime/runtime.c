@@ -107,6 +107,7 @@ static const struct spec_field {
     F(claim_fallback, SPEC_BOOL), F(reply_to, SPEC_STRING),  F(dead_letter, SPEC_STRING),
     F(max_deliveries, SPEC_CAP), F(max_body, SPEC_SIZE),      F(trim, SPEC_BOOL),
     F(trim_max_len, SPEC_CAP),   F(reply_max_len, SPEC_CAP), F(dead_letter_max_len, SPEC_CAP),
+    F(partitions, SPEC_CAP),
 #undef F
     {"handle", SPEC_LUA, 0, false},
 };
@@ -642,7 +643,11 @@ size_t handler_abandon(handler *h, rt_abandon_fn *abandoned) {
 }
 
 int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
-  return jobs_start(&h->jobs, e, done, data);
+  return jobs_start(&h->jobs, e, -1, done, data);
+}
+
+int handler_run_partition(handler *h, struct entry *e, int p, rt_done_fn *done, void *data) {
+  return jobs_start(&h->jobs, e, p, done, data);
 }
 
 /* ---- JSON check for the CLI ---- */

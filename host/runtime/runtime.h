@@ -49,6 +49,9 @@ struct handler_spec {
   int trim_max_len;      /* 0, or the most entries stream keeps (a loss) */
   int reply_max_len;     /* 0, or the most entries reply_to keeps */
   int dead_letter_max_len; /* 0, or the most entries dead_letter keeps */
+  /* 0: one stream. Else partition p (0 .. partitions-1) is the key
+   * "<stream>:{p}" (partition.h), and so are its reply_to and dead_letter. */
+  int partitions;
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler
@@ -196,6 +199,10 @@ typedef void rt_done_fn(void *data, struct entry *e, const struct rt_result *res
  * coroutine finishes or first waits; done may be called before this returns.
  * Returns 0, or -1 when the job could not be started (out of memory). */
 int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data);
+/* handler_run for an entry of partition p (0 .. spec->partitions - 1) of a
+ * partitioned handler: ctx.partition, ctx.partition_tag, ctx.stream and the
+ * reply's stream are the partition's. p < 0: unpartitioned (handler_run). */
+int handler_run_partition(handler *h, struct entry *e, int p, rt_done_fn *done, void *data);
 
 /* Checks that text is one JSON value (used by `luastream publish`). */
 bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen);

@@ -419,8 +419,11 @@ static void settle_real(lua_State *L, struct app *a) {
     if (!run_until(a, host_quiet)) continue;
     bool all = true;
     for (size_t i = 0; all && i < host_subscriptions(a->host); i++) {
-      const struct handler_spec *spec = sub_spec(host_subscription(a->host, i));
-      if (spec->read != READ_RECLAIM) all = group_caught_up(a, spec->stream, spec->group);
+      subscription *s = host_subscription(a->host, i);
+      for (size_t p = 0; all && p < sub_parts(s); p++) {
+        const struct handler_spec *spec = sub_part_spec(s, p);
+        if (spec->read != READ_RECLAIM) all = group_caught_up(a, spec->stream, spec->group);
+      }
     }
     quiet_checks = all && host_quiet(a) ? quiet_checks + 1 : 0;
   }
@@ -1063,6 +1066,8 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_setfield(L, -2, "json_decode");
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
+  lua_pushcfunction(L, core_partition);
+  lua_setfield(L, -2, "partition");
   core_set_wire_names(L, -1); /* headers and reasons, for lua/luastream.lua */
   /* luastream.json's encoder in the spec's own state, as in a host's. */
   lua_getglobal(L, "package");

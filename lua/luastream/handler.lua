@@ -25,6 +25,9 @@ local M = {}
 M.DEFAULT_MAX_DELIVERIES = 10
 M.MAX_WORKERS = 1024
 M.MAX_BATCH = 10000
+-- Partitions of a partitioned stream: each is a key with its own read
+-- connection in the host.
+M.MAX_PARTITIONS = 1024
 
 ---------------------------------------------------------------- validation
 
@@ -94,6 +97,7 @@ local FIELDS = {
   { "trim_max_len", check_count },
   { "reply_max_len", check_count },
   { "dead_letter_max_len", check_count },
+  { "partitions", check_count_upto(M.MAX_PARTITIONS) },
 }
 M.FIELDS = FIELDS
 local KNOWN = {}
@@ -169,6 +173,17 @@ function M.validate(value, path, source)
   if spec.dead_letter ~= nil and spec.dead_letter == spec.stream then
     problem("dead_letter", "field 'dead_letter' must name another stream than 'stream': " ..
       "a dead letter would be read and dead-lettered again")
+  end
+  if spec.partitions ~= nil then
+    -- The partition's key is "<name>:{p}": its hash tag {p} alone must decide
+    -- its Redis Cluster slot, so the names may hold no '{' of their own.
+    for _, field in ipairs({ "stream", "reply_to", "dead_letter" }) do
+      local name = spec[field]
+      if type(name) == "string" and name:find("{", 1, true) then
+        problem(field, string.format("field '%s' must not hold '{' in a partitioned handler: " ..
+          "partition p reads and writes \"%s:{p}\", whose hash tag is the partition number", field, name))
+      end
+    end
   end
   if value.claim_fallback ~= nil and spec.read ~= "claiming" then
     problem("claim_fallback", "field 'claim_fallback' only applies to read = \"claiming\"")
@@ -259,8 +274,27 @@ end
 -- written with the handled entry's ack, in one step: only when the handler
 -- acks (or replies) and this delivery's ack is the one that removes the
 -- entry from the pending list.
+-- The key of partition p of a partitioned stream (or of its reply_to,
+-- dead_letter): "<name>:{p}", the same as the host's partition_key.
+local function partition_key(name, p)
+  return name .. ":{" .. p .. "}"
+end
+M.partition_key = partition_key
+
+-- With {key = K, partitions = N}: the entry goes to partition
+-- crc16(K) % N of stream, as `luastream publish --partitions N --key K` does.
 local function publish(self, stream, msg, opts)
   if type(stream) ~= "string" or stream == "" then error("ctx:publish: stream must be a non-empty string", 2) end
+  if type(opts) == "table" and opts.partitions ~= nil then
+    local n = opts.partitions
+    if type(n) ~= "number" or n < 1 or n > M.MAX_PARTITIONS or n % 1 ~= 0 then
+      error("ctx:publish: partitions must be an integer from 1 to " .. M.MAX_PARTITIONS, 2)
+    end
+    if opts.key == nil then
+      error("ctx:publish: partitions needs a key: the partition is crc16(key) % partitions", 2)
+    end
+    stream = partition_key(stream, core.partition(tostring(opts.key), n))
+  end
   local fields, why = entry_fields(msg, opts, { "XADD", stream, "*" })
   if not fields then error("ctx:publish: " .. why, 2) end
   add_trace(fields, opts, rawget(self, SEQ))
@@ -322,7 +356,7 @@ end
 -- writes: { {cmd, arg, ...}, ... }: the handler's ctx:write commands and
 -- ctx:publish XADDs, and for "reply" the reply's XADD last; written together
 -- with the ack. ctx is nil for a handle that takes no ctx (see dispatcher).
-local function outcome(result, ctx, spec, seq)
+local function outcome(result, ctx, spec, seq, reply_to)
   local writes = ctx and pending_writes[ctx]
   if result == nil then return "ack", writes end
   if type(result) ~= "table" then
@@ -332,14 +366,14 @@ local function outcome(result, ctx, spec, seq)
   if result.ack == true then return "ack", writes end
   if result.retry == true then return "retry" end
   if result.reply ~= nil then
-    if not spec.reply_to then
+    if not reply_to then
       return "error", R.BAD_RETURN, "handle returned ls.reply(...) but the handler has no reply_to stream"
     end
     local opts = result.opts
     -- XADD reply_to *, then room for the body, the original id, the key,
     -- the version and the trace: no rehash.
     local fields = table_new(15, 0)
-    fields[1], fields[2], fields[3] = "XADD", spec.reply_to, "*"
+    fields[1], fields[2], fields[3] = "XADD", reply_to, "*"
     if spec.reply_max_len then -- the stream keeps its newest N: older replies go, read or not
       fields[3], fields[4], fields[5] = "MAXLEN", tostring(spec.reply_max_len), "*"
     end
@@ -454,12 +488,16 @@ local function escape_name(s)
   return (s:gsub("[%%/%c\128-\255]", function(c) return string.format("%%%02X", c:byte()) end))
 end
 
-local function idempotency_key(spec, source_id)
-  return escape_name(spec.stream) .. "/" .. escape_name(spec.group) .. "/" .. source_id
+local function idempotency_key(stream, spec, source_id)
+  return escape_name(stream) .. "/" .. escape_name(spec.group) .. "/" .. source_id
 end
 
--- dispatcher(spec, consumer) -> function(seq) run in each entry's coroutine;
--- seq names the job for core.message and core.entry. core.message decodes
+-- dispatcher(spec, consumer) -> function(seq [, partition]) run in each
+-- entry's coroutine; seq names the job for core.message and core.entry,
+-- partition (of a partitioned handler) the partition the entry was read
+-- from: ctx.stream is then that partition's key, ctx.partition its number,
+-- ctx.partition_tag "{p}", and a reply goes to the partition's reply_to.
+-- core.message decodes
 -- the body in C: the decoded JSON, the text of a body of another
 -- content-type, nil for an entry without a `data` field, or nil, reason,
 -- text for bad input.
@@ -470,45 +508,63 @@ function M.dispatcher(spec, consumer)
   local handle = spec.handle
   local params = debug.getinfo(handle, "u")
   local wants_ctx = params.isvararg or params.nparams >= 2
-  local members = { stream = spec.stream, group = spec.group, consumer = consumer, publish = publish,
-                    write = write }
-  local Ctx = {
-    __index = function(ctx, k)
-      if k == "id" then
-        local id = core.entry(rawget(ctx, SEQ))
-        rawset(ctx, "id", id)
-        return id
-      end
-      if k == "deliveries" then
-        local n = core.deliveries(rawget(ctx, SEQ))
-        rawset(ctx, "deliveries", n)
-        return n
-      end
-      if k == "idempotency_key" then
-        local key = idempotency_key(spec, core.source_id(rawget(ctx, SEQ)))
-        rawset(ctx, "idempotency_key", key)
-        return key
-      end
-      if k == "headers" or k == "fields" then
-        local headers, raw = materialise(ctx)
-        return k == "headers" and headers or raw
-      end
-      return members[k]
-    end,
-  }
+  -- What ctx offers in one partition (NONE: an unpartitioned handler), and
+  -- where its replies go; made on first use.
+  local NONE = -1
+  local views = {}
+  local function view(partition)
+    local members = { stream = spec.stream, group = spec.group, consumer = consumer, publish = publish,
+                      write = write, partition_tag = "" }
+    local reply_to = spec.reply_to
+    if partition ~= NONE then
+      members.stream = partition_key(spec.stream, partition)
+      members.partition, members.partition_tag = partition, "{" .. partition .. "}"
+      reply_to = reply_to and partition_key(reply_to, partition)
+    end
+    local stream = members.stream
+    local Ctx = {
+      __index = function(ctx, k)
+        if k == "id" then
+          local id = core.entry(rawget(ctx, SEQ))
+          rawset(ctx, "id", id)
+          return id
+        end
+        if k == "deliveries" then
+          local n = core.deliveries(rawget(ctx, SEQ))
+          rawset(ctx, "deliveries", n)
+          return n
+        end
+        if k == "idempotency_key" then
+          local key = idempotency_key(stream, spec, core.source_id(rawget(ctx, SEQ)))
+          rawset(ctx, "idempotency_key", key)
+          return key
+        end
+        if k == "headers" or k == "fields" then
+          local headers, raw = materialise(ctx)
+          return k == "headers" and headers or raw
+        end
+        return members[k]
+      end,
+    }
+    local v = { Ctx = Ctx, reply_to = reply_to }
+    views[partition] = v
+    return v
+  end
   local message = flat_reader() or core.message
-  return function(seq)
+  return function(seq, partition)
+    partition = partition or NONE
+    local v = views[partition] or view(partition)
     local msg, reason, text = message(seq)
     if reason then return "invalid", reason, text end
-    if msg ~= nil and not wants_ctx then return outcome(handle(msg), nil, spec, seq) end
-    local ctx = setmetatable({ [SEQ] = seq }, Ctx)
+    if msg ~= nil and not wants_ctx then return outcome(handle(msg), nil, spec, seq, v.reply_to) end
+    local ctx = setmetatable({ [SEQ] = seq }, v.Ctx)
     if msg == nil then
       msg = message_from_fields(ctx)
       if msg == nil then
         return "invalid", R.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver"
       end
     end
-    return outcome(handle(msg, ctx), ctx, spec, seq)
+    return outcome(handle(msg, ctx), ctx, spec, seq, v.reply_to)
   end
 end
 

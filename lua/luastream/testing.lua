@@ -259,9 +259,18 @@ end
 -- raise as in memory (off, the default).
 function App:http_passthrough(on) self.core:http_passthrough(on ~= false) end
 
--- publish(stream, msg [, {key = K, headers = {...}}]) -> id, then settles.
+-- publish(stream, msg [, {key = K, headers = {...}, partitions = N}]) -> id,
+-- then settles. With partitions, the entry goes to partition
+-- crc16(K) % N, "<stream>:{p}", as `luastream publish --partitions N
+-- --key K` puts it (K is then required); the partition is the second result.
 function App:publish(stream, msg, opts)
   opts = opts or {}
+  local partition
+  if opts.partitions ~= nil then
+    if opts.key == nil then error("publish to " .. stream .. ": partitions needs a key", 2) end
+    partition = testing.partition(opts.key, opts.partitions)
+    stream = stream .. ":{" .. partition .. "}"
+  end
   local args = { "XADD", stream, "*", H.DATA, type(msg) == "string" and msg or assert(json.encode(msg)) }
   if opts.key ~= nil then
     args[#args + 1] = H.PARTITION_KEY
@@ -274,8 +283,12 @@ function App:publish(stream, msg, opts)
   local id, err = self.core:command(unpack(args))
   if not id then error("publish to " .. stream .. " failed: " .. tostring(err), 2) end
   self.core:settle()
-  return id
+  return id, partition
 end
+
+-- partition(key, n) -> the partition (0 .. n-1) of partition key key in a
+-- stream of n partitions: crc16(key) % n (docs/consumer-groups-and-crash-recovery.md#partitioned-streams).
+function testing.partition(key, n) return core.partition(tostring(key), n) end
 
 -- Every delivery to the handler (file name without .lua), in order:
 -- { id, message, headers, fields, outcome = "ack" | "retry" | "reply" |
