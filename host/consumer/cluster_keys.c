@@ -8,6 +8,7 @@
 
 #include "keyslot.h"
 #include "outcome.h"
+#include "partition.h"
 
 static unsigned slot_of(const char *key) { return keyslot_of(key, strlen(key)); }
 
@@ -22,6 +23,17 @@ static void tag_of(const char *name, char *out, size_t len) {
 }
 
 int cluster_keys_check(const struct handler_spec *s, char *why, size_t len) {
+  if (s->partitions > 0) { /* each partition's keys carry its tag {p} */
+    struct handler_spec part;
+    if (partition_spec(s, 0, &part) != 0) {
+      snprintf(why, len, "out of memory");
+      return -1;
+    }
+    part.partitions = 0; /* the one partition's names */
+    int rc = cluster_keys_check(&part, why, len);
+    partition_spec_free(&part);
+    return rc;
+  }
   char *retry = outcome_retry_key(s), *delay = outcome_delay_key(s);
   const char *what[] = {"stream", "retry stream", "delay set", "reply_to", "dead_letter"};
   const char *key[] = {s->stream, retry, delay, s->reply_to, s->dead_letter};

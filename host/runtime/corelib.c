@@ -266,16 +266,18 @@ static int core_command(lua_State *L) {
   return 1;
 }
 
-/* core.slot_check(name, command) -> nil, or why command's keys cannot be
- * written with the ack: on Redis Cluster the outcome script runs on the node
- * of the handler's stream, and Redis refuses keys of another slot in it
+/* core.slot_check(name, command, stream) -> nil, or why command's keys
+ * cannot be written with the ack of an entry of stream (the partition's key
+ * for a partitioned handler): on Redis Cluster the outcome script runs on the
+ * node of the stream's slot, and Redis refuses keys of another slot in it
  * (after the ack would have gone: so the handler hears it now). */
 static int core_slot_check(lua_State *L) {
   struct core *c = lua_touserdata(L, lua_upvalueindex(1));
   const struct rt_env *env = c->jobs ? c->jobs->env : NULL;
-  if (env == NULL || !env->cluster || c->jobs->spec == NULL) return 0;
+  if (env == NULL || !env->cluster) return 0;
   const char *name = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
+  const char *stream = luaL_checkstring(L, 3);
   int argc = (int)lua_objlen(L, 2);
   if (argc > 64) argc = 64; /* the keys of every command sent with an ack come first */
   const char *argv[64];
@@ -286,7 +288,6 @@ static int core_slot_check(lua_State *L) {
     lua_pop(L, 1);
     if (argv[i] == NULL) return 0;
   }
-  const char *stream = c->jobs->spec->stream;
   unsigned want = keyslot_of(stream, strlen(stream));
   int keys[16];
   int n = command_keys(argc, argv, argvlen, keys, 16);

@@ -301,7 +301,7 @@ local function publish(self, stream, msg, opts)
   if #fields > core.command_args_max then
     error("ctx:publish: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have", 2)
   end
-  local other_slot = core.slot_check("ctx:publish", fields)
+  local other_slot = core.slot_check("ctx:publish", fields, self.stream)
   if other_slot then error(other_slot, 2) end
   return queue(self, fields)
 end
@@ -312,7 +312,7 @@ end
 -- the handler rather than failing with the ack.
 local function write(self, ...)
   local command = core.command("ctx:write", ...)
-  local other_slot = core.slot_check("ctx:write", command)
+  local other_slot = core.slot_check("ctx:write", command, self.stream)
   if other_slot then error(other_slot, 2) end
   return queue(self, command)
 end

@@ -16,6 +16,10 @@ TEST_IMPL(cluster_keys_tagged_names_share_a_slot) {
   ASSERT_INT_EQ(cluster_keys_check(&s, why, sizeof why), 0);
   s = spec("payments:{3}", "payments.posted:{3}", NULL);
   ASSERT_INT_EQ(cluster_keys_check(&s, why, sizeof why), 0);
+  /* a partitioned stream: partition p's keys all carry {p} */
+  s = spec("payments", "payments.posted", "payments.dead");
+  s.partitions = 16;
+  ASSERT_INT_EQ(cluster_keys_check(&s, why, sizeof why), 0);
 }
 
 TEST_IMPL(cluster_keys_untagged_names_are_explained) {
