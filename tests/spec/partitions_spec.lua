@@ -185,7 +185,7 @@ return { stream = "orders", group = "g", partitions = %d,
   it("holds a lease per partition, and a second host with the same name stops with all of them", function()
     local first = apps.start("partitioned", { hostname = "box" })
     for p = 0, N - 1 do
-      assert.matches(" box$", assert(first:command("GET", "luastream:consumer:{orders:{" .. p .. "}}:g:box-orders")))
+      assert.matches(" box$", assert(first:command("GET", "luastream:consumer:{" .. p .. "}:orders:{" .. p .. "}:g:box-orders")))
     end
     local second = apps.start("partitioned", { hostname = "box", with = first })
     pcall(second.advance, second, "22s") -- the second host fails and stops
@@ -202,7 +202,7 @@ return { stream = "orders", group = "g", partitions = %d,
     local probe = apps.start("partitioned", { hostname = "probe", with = first })
     first:stop()
     for p = 0, N - 1 do -- every partition's lease given back on a clean stop
-      assert.equal(0, probe:command("EXISTS", "luastream:consumer:{orders:{" .. p .. "}}:g:box-orders"))
+      assert.equal(0, probe:command("EXISTS", "luastream:consumer:{" .. p .. "}:orders:{" .. p .. "}:g:box-orders"))
     end
   end)
 
