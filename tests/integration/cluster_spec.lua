@@ -106,6 +106,51 @@ describe("a Redis Cluster", function()
     assert.equal(0, h2:stop())
   end)
 
+  it("spreads a partitioned stream over its masters, publish and handlers alike", function()
+    local c = cluster.start { masters = 3 }
+    local dir = helper.handlers_dir({ ["orders.lua"] = [[
+      local ls = require "luastream"
+      return {
+        stream = "orders", group = "count", start = "beginning", partitions = 8, by_key = true,
+        reply_to = "orders.done",
+        handle = function(order, ctx)
+          ctx:write("HINCRBY", "totals:" .. ctx.partition_tag, order.account, order.cents)
+          return ls.reply({ id = order.id })
+        end,
+      }
+    ]] })
+    local host = helper.host_start({ "--redis", c.url }, { dir = dir })
+    host:wait_log(READY, 30, { plain = true })
+    local want, N = {}, 40
+    for id = 1, N do
+      local acct = account(id)
+      local code, out, err = helper.luastream("publish", "--redis", c.url, "orders",
+        string.format('{"id":%d,"account":"%s","cents":%d}', id, acct, amount(id)),
+        "--key", acct, "--partitions", "8")
+      assert.equal(0, code, out .. err)
+      want[acct] = (want[acct] or 0) + amount(id)
+    end
+    processes.wait_until(function()
+      local n = 0
+      for p = 0, 7 do n = n + (c:call("XLEN", "orders.done:{" .. p .. "}") or 0) end
+      return n >= N, n .. " replies"
+    end, 30, "every order handled")
+    local got, masters = {}, {}
+    for p = 0, 7 do
+      for k, v in pairs(assert(c:call("HGETALL", "totals:{" .. p .. "}"))) do
+        assert.is_nil(got[k], k .. " in two partitions")
+        got[k] = tonumber(v)
+      end
+      assert.same({}, assert(c:call("XPENDING", "orders:{" .. p .. "}", "count", "-", "+", "10")))
+      masters[c:master_of("orders:{" .. p .. "}").port] = true
+    end
+    assert.same(want, got)
+    local n = 0
+    for _ in pairs(masters) do n = n + 1 end
+    assert.equal(3, n, "the 8 partitions live on every master")
+    assert.equal(0, host:stop())
+  end)
+
   it("carries on after its master fails over, every payment posted exactly once", function()
     local c = cluster.start { masters = 3, replicas = 1 }
     local N = 4000
