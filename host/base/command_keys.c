@@ -104,7 +104,8 @@ int command_keys(int argc, const char *const *argv, const size_t *argvlen, int *
     return n + span(3, end, 1, keys + (n < max ? n : max), max > n ? max - n : 0);
   }
   case STREAMS:
-    for (int i = 1; i < argc; i++)
+    /* after XREADGROUP's GROUP group consumer: a group named "streams" is no token */
+    for (int i = argvlen[0] == 10 ? 4 : 1; i < argc; i++)
       if (argvlen[i] == 7 && strncasecmp(argv[i], "STREAMS", 7) == 0)
         return span(i + 1, i + 1 + (argc - i - 1) / 2, 1, keys, max);
     return 0;

@@ -10,13 +10,17 @@
  * goes to the master serving the slot of its first key (command_keys.h),
  * keyless ones to the first master. Commands of one slot keep their order.
  *
- * Redirections: MOVED updates the slot, asks for a new map, and sends the
- * command again to the node named; ASK sends ASKING and the command to the
- * node named, once. A command is redirected at most MAX_REDIRECTS times;
- * past that its caller gets the last error reply.
+ * Redirections: MOVED (a slot has moved) updates the slot, asks for a new
+ * map, and takes the bk_conn down as a drop would (below): commands sent
+ * after the redirected one may already be on the new node, so sending it
+ * again there would break the order of its slot. ASK (a slot is moving, and
+ * the key has gone) sends ASKING and the command to the node named, which
+ * keeps the order (the old node answers in order); a node an ASK names is
+ * connected to as a master is until it owns slots. A command is redirected
+ * at most MAX_REDIRECTS times; past that its caller gets the error reply.
  *
  * A bk_conn is up when the map is known and its connection to every master
- * is up: broker_redis keeps each one trying. When one of them fails (a
+ * (and ASK target) is up: broker_redis keeps each one trying. When one of them fails (a
  * master died, a redirection names a node not connected yet), the whole
  * bk_conn goes down as a single connection would: every command it has in
  * flight completes at once with "connection lost" (replies that come later
@@ -51,6 +55,7 @@ struct cnode {
   broker *b;        /* NULL while the node serves no slot */
   bk_conn *control; /* asks INFO and CLUSTER SLOTS */
   bool owns;        /* serves slots in the current map */
+  bool asked;       /* named by an ASK: a slot is moving to it; connected until it owns */
 };
 
 struct cinner {
@@ -69,6 +74,7 @@ struct cconn {
   size_t ninner;
   bool up;
   bool closing;
+  unsigned seen;         /* the map version conn_follow_map last applied */
   int busy;              /* inside a callback to the caller: free later */
   struct ccmd *pending;  /* in flight (cluster mode), oldest first */
   struct ccmd *pending_tail;
@@ -101,6 +107,7 @@ struct cbroker {
   size_t nnodes, cap;
   uint16_t *slots;      /* KEYSLOT_COUNT node indexes, NO_NODE when unserved */
   bool mapped;          /* slots holds a map */
+  unsigned version;     /* of the map, for walks over the connections */
   size_t first_master;  /* where keyless commands go */
   struct cconn *conns;
   uv_timer_t refresh;
@@ -180,12 +187,16 @@ static bool inner_up(struct cconn *c, size_t node) {
   return in && bk_connected(c->b->nodes[node]->b, in->conn);
 }
 
+/* The nodes each bk_conn is connected to: the masters, and a node an ASK
+ * named (the target of a migration that owns no slot yet). */
+static bool wanted(const struct cnode *n) { return n->owns || n->asked; }
+
 static bool all_up(struct cconn *c) {
   struct cbroker *b = c->b;
   if (b->mode == MODE_SINGLE) return inner_up(c, 0);
-  if (b->mode != MODE_CLUSTER || !b->mapped) return false;
+  if (b->mode != MODE_CLUSTER || !b->mapped || b->first_master == NO_NODE) return false;
   for (size_t i = 0; i < b->nnodes; i++)
-    if (b->nodes[i]->owns && !inner_up(c, i)) return false;
+    if (wanted(b->nodes[i]) && !inner_up(c, i)) return false;
   return true;
 }
 
@@ -291,8 +302,10 @@ static void inner_close(struct cconn *c, size_t node) {
  * other node (a command in flight there is cut off: c goes down first). */
 static void conn_follow_map(struct cconn *c) {
   struct cbroker *b = c->b;
-  for (size_t i = 0; i < b->nnodes && !c->closing; i++) {
-    if (b->nodes[i]->owns) {
+  c->seen = b->version;
+  c->busy++; /* a caller's callback below may close c */
+  for (size_t i = 0; b->mode == MODE_CLUSTER && i < b->nnodes && !c->closing; i++) {
+    if (wanted(b->nodes[i])) {
       if (inner_open(c, i) != 0) conn_down(c, "out of memory");
     } else if (inner_of(c, i)) {
       if (c->pending) conn_down(c, "the cluster moved its slots");
@@ -301,6 +314,22 @@ static void conn_follow_map(struct cconn *c) {
   }
   if (!c->closing && c->up && !all_up(c)) conn_down(c, "waiting for a new cluster node");
   if (!c->closing) conn_check_up(c);
+  c->busy--;
+  maybe_free_conn(c);
+}
+
+/* conn_follow_map on every bk_conn, walking again from the start after each
+ * one: a caller's callback may close any of them (or open one). */
+static void follow_map_all(struct cbroker *b) {
+  b->version++;
+  for (struct cconn *c = b->conns; c;) {
+    if (c->seen == b->version) {
+      c = c->next;
+      continue;
+    }
+    conn_follow_map(c);
+    c = b->conns;
+  }
 }
 
 static void inner_state(void *data, bk_conn *conn, int up) {
@@ -309,7 +338,7 @@ static void inner_state(void *data, bk_conn *conn, int up) {
   (void)conn;
   if (up) {
     conn_check_up(c);
-  } else if (c->b->mode != MODE_CLUSTER || c->b->nodes[in->node]->owns) {
+  } else if (c->b->mode != MODE_CLUSTER || wanted(c->b->nodes[in->node])) {
     char why[256];
     bk_conn_fault(c->b->nodes[in->node]->b, in->conn, why, sizeof why);
     if (c->b->mode == MODE_CLUSTER)
@@ -324,7 +353,7 @@ static void inner_fault(void *data, bk_conn *conn, enum bk_fault fault, const ch
   struct cconn *c = in->c;
   (void)conn;
   if (c->closing || c->fault_cb == NULL) return;
-  if (c->b->mode == MODE_CLUSTER && !c->b->nodes[in->node]->owns) return;
+  if (c->b->mode == MODE_CLUSTER && !wanted(c->b->nodes[in->node])) return;
   c->busy++;
   c->fault_cb(c->data, (bk_conn *)c, fault, why);
   c->busy--;
@@ -344,14 +373,18 @@ static int read_map(struct cbroker *b, const bk_reply *r, const char *asked_host
     const bk_reply *range = r->element[i];
     if (range->type != BK_ARRAY || range->elements < 3) return -1;
     const bk_reply *from = range->element[0], *to = range->element[1], *m = range->element[2];
+    /* a NULL endpoint (cluster-preferred-endpoint-type unknown-endpoint)
+     * means the host asked, as "" does */
     if (from->type != BK_INTEGER || to->type != BK_INTEGER || m->type != BK_ARRAY ||
-        m->elements < 2 || !is_str(m->element[0]) || m->element[1]->type != BK_INTEGER)
+        m->elements < 2 || !(is_str(m->element[0]) || m->element[0]->type == BK_NIL) ||
+        m->element[1]->type != BK_INTEGER)
       return -1;
     if (from->integer < 0 || to->integer >= KEYSLOT_COUNT || from->integer > to->integer)
       return -1;
     char addr[320];
-    snprintf(addr, sizeof addr, "%.*s:%lld", (int)m->element[0]->len, m->element[0]->str,
-             m->element[1]->integer);
+    snprintf(addr, sizeof addr, "%.*s:%lld",
+             m->element[0]->type == BK_NIL ? 0 : (int)m->element[0]->len,
+             m->element[0]->type == BK_NIL ? "" : m->element[0]->str, m->element[1]->integer);
     size_t node = node_find(b, addr, asked_host);
     if (node == NO_NODE) return -1;
     for (long long s = from->integer; s <= to->integer; s++) slots[s] = (uint16_t)node;
@@ -367,9 +400,18 @@ static void control_state(void *data, bk_conn *conn, int up);
 static void controls_open(struct cbroker *b) {
   for (size_t i = 0; i < b->nnodes; i++) {
     struct cnode *n = b->nodes[i];
-    bool wanted = b->mode == MODE_UNKNOWN ? i == 0 : b->mode == MODE_CLUSTER && n->owns;
-    if (wanted && n->control == NULL && node_broker(b, i))
+    /* the seed until a map names the masters */
+    bool want = b->mode == MODE_UNKNOWN || (b->mode == MODE_CLUSTER && !b->mapped)
+                    ? i == 0
+                    : b->mode == MODE_CLUSTER && n->owns;
+    if (want && n->control == NULL && node_broker(b, i)) {
       n->control = bk_conn_open(n->b, "cluster map", control_state, b);
+    } else if (!want && n->control && b->mapped) {
+      /* a master that failed over or gave its slots away: no retries to it */
+      bk_conn *control = n->control;
+      n->control = NULL;
+      bk_conn_close(n->b, control);
+    }
   }
 }
 
@@ -395,6 +437,7 @@ static void apply_map(struct cbroker *b, const uint16_t *slots) {
   for (size_t s = 0; s < KEYSLOT_COUNT; s++)
     if (slots[s] != NO_NODE && !b->nodes[slots[s]]->owns) {
       b->nodes[slots[s]]->owns = true;
+      b->nodes[slots[s]]->asked = false;
       masters++;
       if (b->first_master == NO_NODE) b->first_master = slots[s];
     }
@@ -405,10 +448,7 @@ static void apply_map(struct cbroker *b, const uint16_t *slots) {
     log_line(LOG_INFO, NULL, "redis cluster slot map", "redis", b->base.name,
              LOG_NUMBER "masters", count, NULL);
   }
-  for (struct cconn *c = b->conns, *next; c; c = next) {
-    next = c->next;
-    conn_follow_map(c);
-  }
+  follow_map_all(b);
 }
 
 static bool any_down(struct cbroker *b) {
@@ -443,7 +483,7 @@ static void on_slots(void *data, const bk_reply *r, const char *err) {
 /* Asks a node whose control connection is up for the slot map: a master of
  * the current map first, else the seed. */
 static void ask_map(struct cbroker *b) {
-  if (b->mode != MODE_CLUSTER) return;
+  if (b->mode != MODE_CLUSTER || b->conns == NULL) return; /* nobody needs a map now */
   if (b->asking_map) {
     b->map_wanted = true;
     return;
@@ -475,10 +515,7 @@ static void become_single(struct cbroker *b) {
     bk_conn_close(seed->b, seed->control); /* inside its own reply callback: safe */
     seed->control = NULL;
   }
-  for (struct cconn *c = b->conns, *next; c; c = next) {
-    next = c->next;
-    conn_check_up(c);
-  }
+  follow_map_all(b); /* only tells each one it is up */
 }
 
 static void on_info(void *data, const bk_reply *r, const char *err) {
@@ -632,6 +669,9 @@ static void moved(struct cbroker *b, unsigned slot, size_t node) {
   ask_map(b);
 }
 
+/* k stays on c's pending list until it is answered, so that conn_down and
+ * cconn_close, run from any callback below, answer it once (orphaning it);
+ * this being its last reply from the node, an orphaned k is freed here. */
 static void on_cmd_reply(void *data, const bk_reply *r, const char *err) {
   struct ccmd *k = data;
   struct cconn *c = k->c;
@@ -640,30 +680,38 @@ static void on_cmd_reply(void *data, const bk_reply *r, const char *err) {
     return;
   }
   struct cbroker *b = c->b;
-  unlink_cmd(c, k); /* from here on only this function answers k */
   c->busy++;
   bool ask;
   size_t node;
   unsigned slot;
   if (r == NULL) {
     const char *why = err && strncmp(err, "connection lost: ", 17) == 0 ? err + 17 : err;
-    answer(c, k, NULL, err ? err : "connection lost");
     conn_down(c, why ? why : "disconnected");
   } else if (k->redirects < MAX_REDIRECTS &&
              redirection(b, r, &ask, &node, &slot, b->nodes[k->node]->url.host)) {
     k->redirects++;
     log_line(LOG_DEBUG, NULL, ask ? "redis cluster ASK" : "redis cluster MOVED", "redis",
              b->base.name, "node", b->nodes[node]->addr, NULL);
-    if (!ask) moved(b, slot, node);
-    if (!c->closing && c->up && send_to(c, node, k, ask) == 0) {
-      link_cmd(c, k);
+    if (!ask) {
+      /* Commands sent after k may already be on their way to the new node:
+       * going down, as after a drop, keeps one slot's commands in order (the
+       * caller sends again what it must once the connection is back). */
+      moved(b, slot, node);
+      conn_down(c, "a slot moved to another cluster node");
     } else {
-      answer(c, k, NULL, "connection lost: redirected to a cluster node not connected yet");
-      conn_down(c, "redirected to a cluster node not connected yet");
+      if (!wanted(b->nodes[node])) { /* a migration's target: connect to it */
+        b->nodes[node]->asked = true;
+        follow_map_all(b);
+      }
+      if (k->c && (!c->up || send_to(c, node, k, true) != 0))
+        conn_down(c, "redirected to a cluster node not connected yet");
     }
   } else {
+    unlink_cmd(c, k);
     answer(c, k, r, NULL);
+    k = NULL;
   }
+  if (k && k->c == NULL) ccmd_release(NULL, k); /* answered by conn_down or a close */
   c->busy--;
   maybe_free_conn(c);
 }
@@ -754,13 +802,14 @@ static void cconn_close(bk_conn *bc) {
   if (c == NULL || c->closing) return;
   struct cbroker *b = c->b;
   c->busy++;
+  c->closing = true; /* commands from the callbacks below are refused */
+  c->up = false;
   while (c->pending) {
     struct ccmd *k = c->pending;
     unlink_cmd(c, k);
     k->c = NULL;
     if (k->cb) k->cb(k->data, NULL, "connection closed");
   }
-  c->closing = true;
   if (c->prev) c->prev->next = c->next; else b->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   for (size_t i = 0; i < c->ninner; i++) inner_close(c, i);

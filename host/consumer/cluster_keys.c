@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "keyslot.h"
+#include "lease.h"
 #include "outcome.h"
 #include "partition.h"
 
@@ -35,10 +36,12 @@ int cluster_keys_check(const struct handler_spec *s, char *why, size_t len) {
     return rc;
   }
   char *retry = outcome_retry_key(s), *delay = outcome_delay_key(s);
-  const char *what[] = {"stream", "retry stream", "delay set", "reply_to", "dead_letter"};
-  const char *key[] = {s->stream, retry, delay, s->reply_to, s->dead_letter};
+  char *leases = lease_key(s->stream, s->group, ""); /* their common prefix */
+  const char *what[] = {"stream", "retry stream", "delay set", "reply_to", "dead_letter",
+                        "consumer leases"};
+  const char *key[] = {s->stream, retry, delay, s->reply_to, s->dead_letter, leases};
   int rc = 0;
-  if (retry == NULL || delay == NULL) {
+  if (retry == NULL || delay == NULL || leases == NULL) {
     snprintf(why, len, "out of memory");
     rc = -1;
     goto done;
@@ -51,8 +54,9 @@ int cluster_keys_check(const struct handler_spec *s, char *why, size_t len) {
   rc = -1;
   size_t n = (size_t)snprintf(why, len, "in Redis Cluster the keys an outcome writes in one "
                                         "step must share a hash slot, and these do not:");
+  /* the leases' name is luastream's: named only when it is the odd one */
   for (size_t i = 0; i < sizeof key / sizeof key[0] && n < len; i++)
-    if (key[i])
+    if (key[i] && (key[i] != leases || slot_of(leases) != slot))
       n += (size_t)snprintf(why + n, len - n, "%s %s \"%s\" (slot %u)", i ? "," : "", what[i],
                             key[i], slot_of(key[i]));
   char tag[128];
@@ -79,5 +83,6 @@ int cluster_keys_check(const struct handler_spec *s, char *why, size_t len) {
 done:
   free(retry);
   free(delay);
+  free(leases);
   return rc;
 }

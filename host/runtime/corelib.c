@@ -279,9 +279,10 @@ static int core_slot_check(lua_State *L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   const char *stream = luaL_checkstring(L, 3);
   int argc = (int)lua_objlen(L, 2);
-  if (argc > 64) argc = 64; /* the keys of every command sent with an ack come first */
-  const char *argv[64];
-  size_t argvlen[64];
+  /* every argument may be a key (DEL k1 k2 ...): as many slots as arguments */
+  const char **argv = lua_newuserdata(L, (size_t)argc * (sizeof(char *) + sizeof(size_t) + sizeof(int)) + 1);
+  size_t *argvlen = (size_t *)(void *)(argv + argc);
+  int *keys = (int *)(void *)(argvlen + argc);
   for (int i = 0; i < argc; i++) {
     lua_rawgeti(L, 2, i + 1);
     argv[i] = lua_tolstring(L, -1, &argvlen[i]); /* strings already: anchored by the table */
@@ -289,9 +290,8 @@ static int core_slot_check(lua_State *L) {
     if (argv[i] == NULL) return 0;
   }
   unsigned want = keyslot_of(stream, strlen(stream));
-  int keys[16];
-  int n = command_keys(argc, argv, argvlen, keys, 16);
-  for (int i = 0; i < n && i < 16; i++) {
+  int n = command_keys(argc, argv, argvlen, keys, argc);
+  for (int i = 0; i < n && i < argc; i++) {
     unsigned slot = keyslot_of(argv[keys[i]], argvlen[keys[i]]);
     if (slot == want) continue;
     lua_pushfstring(L,

@@ -38,6 +38,11 @@ TEST_IMPL(cluster_keys_untagged_names_are_explained) {
   ASSERT_INT_EQ(cluster_keys_check(&s, why, sizeof why), -1);
   ASSERT_CONTAINS(why, "e.g. stream = \"{orders}\", reply_to = \"{orders}:payments.posted\", "
                        "dead_letter = \"{orders}:dead\" (the retry");
+  /* a '}' without a tag: the leases' braces around the name would not hash
+   * to the name's slot */
+  s = spec("a}b", NULL, NULL);
+  ASSERT_INT_EQ(cluster_keys_check(&s, why, sizeof why), -1);
+  ASSERT_CONTAINS(why, "consumer leases \"luastream:consumer:{a}b}:ledger:\"");
   s = spec("{payments}", "payments.posted", NULL);
   ASSERT_INT_EQ(cluster_keys_check(&s, why, sizeof why), -1);
   ASSERT_CONTAINS(why, "reply_to \"payments.posted\" (slot 1806); put the stream's hash tag "

@@ -48,6 +48,7 @@ TEST_IMPL(command_keys_shapes) {
   ASSERT_STR_EQ(keys_of("XREADGROUP GROUP g c COUNT 10 BLOCK 0 STREAMS s r > >"), "s r");
   ASSERT_STR_EQ(keys_of("xread streams s 0"), "s");
   ASSERT_STR_EQ(keys_of("XREADGROUP GROUP g c"), "");
+  ASSERT_STR_EQ(keys_of("XREADGROUP GROUP streams streams STREAMS s >"), "s");
 }
 
 TEST_IMPL(command_keys_counts_past_max) {
