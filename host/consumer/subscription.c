@@ -766,8 +766,12 @@ static void drop_job(void *data, struct entry *e) {
 
 size_t sub_abandon(subscription *s, size_t *unacked) {
   *unacked = 0;
-  if (s->state != SUB_STOPPING) return 0;
+  /* Any partition still stopping: partition 0 may have drained long ago. */
+  bool stopping = false;
+  for (size_t i = 0; i < s->nparts; i++) stopping |= s->parts[i]->state == SUB_STOPPING;
+  if (!stopping) return 0;
   for (size_t i = 0; i < s->nparts; i++) {
+    if (s->parts[i]->state != SUB_STOPPING) continue;
     s->parts[i]->abandoned = true;
     *unacked += writer_abandon(s->parts[i]->w);
   }

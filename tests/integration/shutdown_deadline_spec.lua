@@ -146,3 +146,35 @@ describe("the shutdown deadline", function()
     assert.truthy(err:find("--shutdown-timeout 30: add a unit, e.g. 30s", 1, true), err)
   end)
 end)
+
+describe("the shutdown deadline of a partitioned handler", function()
+  after_each(helper.cleanup)
+
+  it("abandons the partitions still running though partition 0 drained at once", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["orders.lua"] = [[
+      local ls = require "luastream"
+      return {
+        stream = "orders", group = "g", start = "beginning", partitions = 4,
+        handle = function(order, ctx)
+          ls.log.info("order started", { partition = ctx.partition })
+          ls.sleep(60000)
+        end,
+      }
+    ]] })
+    local host = helper.host_start({ "--shutdown-timeout", "1s" }, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    -- "k4" is in partition 3 of 4 (crc16 % 4), so partition 0 has nothing to do
+    local code, out, err = helper.luastream("publish", "--redis", srv.url, "orders", '{"n":1}',
+      "--key", "k4", "--partitions", "4")
+    assert.equal(0, code, out .. err)
+    local rec = select(2, host:wait_log('msg="order started"', 10, { plain = true }))
+    assert.equal("3", rec.partition)
+    local started = helper.now()
+    host:signal("TERM")
+    assert.equal(0, host:wait_exit(10))
+    assert.is_true(helper.now() - started < 5, "the host outlived its 1 s deadline")
+    assert.equal(1, host:count { msg = "shutdown deadline: handlers abandoned, entries stay pending" })
+    assert.equal(1, #srv:pending_ids("orders:{3}", "g"))
+  end)
+end)
