@@ -400,6 +400,9 @@ static void went_down(struct rconn *c, const char *why) {
 static void went_up(struct rconn *c) {
   char attempts[16], down_ms[24];
   int had_outage = c->in_outage;
+  /* A +switch-master during the handshake (on_switch) set why this server
+   * is no longer the one, and armed the timer that drops it: let it. */
+  if (c->reason[0]) return;
   uv_timer_stop(&c->timer); /* the handshake timeout */
   c->up = 1;
   c->ever_up = 1;

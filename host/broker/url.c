@@ -95,7 +95,8 @@ static void redact(const char *text, const char *rest, const char *at, char *out
         s++;
       }
     }
-    puts0(&t, s);
+    /* a fragment here is most likely the rest of a password with a '#' */
+    if (*s) puts0(&t, "#***");
   }
   /* Error messages are one line: a stray newline from a config file must not
    * split them. */

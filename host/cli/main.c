@@ -18,6 +18,7 @@
  * Exit status: 0 on success, 1 when the work failed (status: when something
  * needs attention), 2 on a usage error. */
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -85,6 +86,9 @@ static void tune_malloc(void) {
 
 int main(int argc, char **argv) {
   tune_malloc();
+  /* A peer that goes away mid-write (a Redis server, an HTTP client of
+   * --http) is an EPIPE to handle, never a signal that ends the process. */
+  signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
     fputs(usage_main, stderr);
     return 2;

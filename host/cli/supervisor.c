@@ -93,6 +93,15 @@ int supervisor_worker_setup(struct supervisor_worker *w) {
     fprintf(stderr, "luastream: worker %ld: the supervisor (pid %ld) is gone\n", i, parent);
     return -1;
   }
+  /* A stop or a reload the supervisor passes on while this worker still
+   * loads its handlers waits until run catches them (run_attach unblocks
+   * them), rather than killing the worker with the default action. */
+  sigset_t held;
+  sigemptyset(&held);
+  sigaddset(&held, SIGTERM);
+  sigaddset(&held, SIGINT);
+  sigaddset(&held, SIGHUP);
+  sigprocmask(SIG_BLOCK, &held, NULL);
   w->index = (int)i;
   w->http_fd = (int)fd;
   return 1;

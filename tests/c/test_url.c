@@ -333,6 +333,9 @@ TEST_IMPL(url_sentinel_errors) {
   parse_err("redis+sentinel://h1/m?sentinel_password=a%zz",
             "redis+sentinel://h1/m?sentinel_password=***",
             "bad %-escape in sentinel_password", "a%zz");
+  /* a '#' in the password ends the query: what follows is hidden too */
+  parse_err("redis+sentinel://h1/m?sentinel_password=ab#cd", "redis+sentinel://h1/m?sentinel_password=***#***",
+            "unexpected '#' fragment", "cd");
   parse_err("redis+sentinel://a,b,c,d,e,f,g,h,i/m", "redis+sentinel://a,b,c,d,e,f,g,h,i/m",
             "more than 8 sentinels", NULL);
   parse_err("redis+sentinel://ho st/m", "redis+sentinel://ho st/m",
