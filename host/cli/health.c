@@ -402,11 +402,9 @@ static int bind_addr(health *hs, const char *host, int port, char *err, size_t e
   return 0;
 }
 
-health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *ready, void *data,
-                     char *err, size_t errlen) {
-  char host[HOST_MAX];
-  int port;
-  if (health_parse_addr(addr, host, sizeof host, &port, err, errlen) != 0) return NULL;
+/* A server with its listener and sweep timer made, not yet bound. */
+static health *server_new(struct uv_loop_s *loop, health_ready_fn *ready, void *data, char *err,
+                          size_t errlen) {
   health *hs = calloc(1, sizeof *hs);
   if (hs == NULL) {
     snprintf(err, errlen, "out of memory");
@@ -418,6 +416,16 @@ health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *
   uv_timer_init(loop, &hs->sweep);
   hs->listener.data = hs->sweep.data = hs;
   hs->open_handles = 2;
+  return hs;
+}
+
+health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *ready, void *data,
+                     char *err, size_t errlen) {
+  char host[HOST_MAX];
+  int port;
+  if (health_parse_addr(addr, host, sizeof host, &port, err, errlen) != 0) return NULL;
+  health *hs = server_new(loop, ready, data, err, errlen);
+  if (hs == NULL) return NULL;
   if (bind_addr(hs, host, port, err, errlen) != 0) {
     server_close_handles(hs); /* freed once the loop runs */
     return NULL;
@@ -444,17 +452,8 @@ health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *
 
 health *health_start_fd(struct uv_loop_s *loop, int fd, health_ready_fn *ready, void *data,
                         char *err, size_t errlen) {
-  health *hs = calloc(1, sizeof *hs);
-  if (hs == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return NULL;
-  }
-  hs->ready = ready;
-  hs->ready_data = data;
-  uv_tcp_init(loop, &hs->listener);
-  uv_timer_init(loop, &hs->sweep);
-  hs->listener.data = hs->sweep.data = hs;
-  hs->open_handles = 2;
+  health *hs = server_new(loop, ready, data, err, errlen);
+  if (hs == NULL) return NULL;
   int rc = uv_tcp_open(&hs->listener, fd);
   if (rc == 0) rc = uv_listen((uv_stream_t *)&hs->listener, 64, on_connection);
   if (rc != 0) {

@@ -224,12 +224,7 @@ static int run_attach(struct run *r, bool reload, uint64_t watchdog_ms) {
     return -1;
   /* A worker held them while it loaded (supervisor_worker_setup): what came
    * meanwhile arrives now. */
-  sigset_t held;
-  sigemptyset(&held);
-  sigaddset(&held, SIGTERM);
-  sigaddset(&held, SIGINT);
-  sigaddset(&held, SIGHUP);
-  sigprocmask(SIG_UNBLOCK, &held, NULL);
+  supervisor_hold_signals(false);
   if (reload) {
     if ((rc = uv_fs_event_init(&r->loop, &r->watch)) != 0 ||
         (rc = uv_fs_poll_init(&r->loop, &r->dir_poll)) != 0) {

@@ -69,6 +69,15 @@ static long env_number(const char *text, long max) {
   return v <= max ? v : -1;
 }
 
+void supervisor_hold_signals(bool hold) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  sigprocmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
 int supervisor_worker_setup(struct supervisor_worker *w) {
   const char *index = getenv(SUPERVISOR_ENV_WORKER);
   if (index == NULL) return 0;
@@ -96,12 +105,7 @@ int supervisor_worker_setup(struct supervisor_worker *w) {
   /* A stop or a reload the supervisor passes on while this worker still
    * loads its handlers waits until run catches them (run_attach unblocks
    * them), rather than killing the worker with the default action. */
-  sigset_t held;
-  sigemptyset(&held);
-  sigaddset(&held, SIGTERM);
-  sigaddset(&held, SIGINT);
-  sigaddset(&held, SIGHUP);
-  sigprocmask(SIG_BLOCK, &held, NULL);
+  supervisor_hold_signals(true);
   w->index = (int)i;
   w->http_fd = (int)fd;
   return 1;

@@ -33,6 +33,8 @@
 #ifndef LUASTREAM_SUPERVISOR_H
 #define LUASTREAM_SUPERVISOR_H
 
+#include <stdbool.h>
+
 #include <stdint.h>
 
 #include "options.h"
@@ -59,11 +61,15 @@ struct supervisor_worker {
 };
 
 /* Reads (and removes, so that handlers' child processes do not see it) the
- * worker's environment into *w, and arranges for SIGTERM when the
- * supervisor dies. Returns 1 in a worker, 0 when this process is no worker,
+ * worker's environment into *w, arranges for SIGTERM when the supervisor
+ * dies, and holds SIGTERM, SIGINT and SIGHUP (supervisor_hold_signals) until
+ * run catches them. Returns 1 in a worker, 0 when this process is no worker,
  * -1 when the supervisor is gone already or the environment is wrong (said
  * on stderr). */
 int supervisor_worker_setup(struct supervisor_worker *w);
+/* Blocks (hold) or unblocks SIGTERM, SIGINT and SIGHUP: one that comes while
+ * held waits, rather than ending the process by its default action. */
+void supervisor_hold_signals(bool hold);
 
 /* Worker index of nprocs: its instance number, or its consumer name in
  * consumer (cap bytes) when base_consumer is set ("" otherwise).

@@ -5,24 +5,10 @@
 -- SIGKILL a second host's claiming read takes over what the first left
 -- pending, partition by partition.
 local helper = require "tests.integration.helper"
-local bit = require "bit"
 
 local READY = 'msg="host ready"'
 
-local function crc16(s)
-  local crc = 0
-  for i = 1, #s do
-    crc = bit.bxor(crc, bit.lshift(s:byte(i), 8))
-    for _ = 1, 8 do
-      if bit.band(crc, 0x8000) ~= 0 then
-        crc = bit.band(bit.bxor(bit.lshift(crc, 1), 0x1021), 0xffff)
-      else
-        crc = bit.band(bit.lshift(crc, 1), 0xffff)
-      end
-    end
-  end
-  return crc
-end
+local crc16 = require "tests.integration.support.crc16"
 
 -- Records each entry in seen:{p} (a key in its partition's slot) as
 -- "key seq partition stream deliveries".

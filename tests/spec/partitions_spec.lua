@@ -13,23 +13,7 @@ after_each(apps.stop_all)
 
 local N = 4
 
--- CRC-16/XMODEM, written out here rather than taken from the host, so a
--- wrong hash in the host fails these tests.
-local bit = require "bit"
-local function crc16(s)
-  local crc = 0
-  for i = 1, #s do
-    crc = bit.bxor(crc, bit.lshift(s:byte(i), 8))
-    for _ = 1, 8 do
-      if bit.band(crc, 0x8000) ~= 0 then
-        crc = bit.band(bit.bxor(bit.lshift(crc, 1), 0x1021), 0xffff)
-      else
-        crc = bit.band(bit.lshift(crc, 1), 0xffff)
-      end
-    end
-  end
-  return crc
-end
+local crc16 = require "tests.integration.support.crc16"
 
 local function partition_of(key) return crc16(key) % N end
 
