@@ -29,7 +29,7 @@
 -- (when it is not installed) into a failure.
 --
 -- The code lives by topic in tests/integration/support/: sys (FFI, time),
--- files, processes, ports, redis, logfmt, payments, hosts, http, and registry
+-- files, processes, ports, redis, postgres, logfmt, payments, hosts, http, and registry
 -- (what cleanup stops). This module gathers their functions into one table.
 local support = "tests.integration.support."
 local files = require(support .. "files")
@@ -46,6 +46,7 @@ local exports = {
   processes = { "spawn", "run", "wait_until" },
   ports = { "port_open", "free_port" },
   redis = { "redis_start", "require_server", "script_block", "resp" },
+  postgres = { "postgres_start", "require_postgres" },
   logfmt = { "parse_logfmt", "parse_time" },
   payments = { "id_cmp", "payment", "account_of", "payment_commands" },
   hosts = { "bin", "luastream", "publish", "host_start", "assert_no_secret" },
@@ -80,7 +81,7 @@ function helper.cleanup()
     if not ok then errors[#errors + 1] = tostring(err) end
   end
   for _, p in ipairs(registry.procs) do pcall(processes.Proc.terminate, p, 5) end
-  for _, s in ipairs(registry.servers) do pcall(redis.Server.stop, s) end
+  for _, s in ipairs(registry.servers) do pcall(s.stop, s) end
   if os.getenv("LUASTREAM_KEEP_TMP") ~= "1" then
     for _, d in ipairs(registry.dirs) do
       os.execute("rm -rf " .. files.shell_quote(d))
