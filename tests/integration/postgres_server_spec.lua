@@ -7,6 +7,13 @@ local postgres = require "tests.integration.support.postgres"
 
 local function dir_exists(path) return os.execute("test -d " .. path) == 0 end
 
+local function none_running(pids)
+  for _, pid in ipairs(pids) do
+    if postgres.pid_running(pid) then return false end
+  end
+  return true
+end
+
 describe("private postgres server", function()
   after_each(helper.cleanup)
 
@@ -46,9 +53,11 @@ describe("private postgres server", function()
     local port = srv.port
     srv:psql("CREATE TABLE ledger (id bigint PRIMARY KEY, cents bigint NOT NULL);"
       .. "INSERT INTO ledger VALUES (1, 500), (2, 12500);", { tcp = true })
+    local pids = srv:pids()
+    assert.is_true(#pids >= 5) -- the postmaster, checkpointer, walwriter, ...
     srv:stop()
     assert.is_false(srv:alive())
-    assert.is_false(srv:running())
+    assert.is_true(none_running(pids))
     srv:restart()
     assert.equal(port, srv.port)
     assert.equal("2|13000", srv:psql("SELECT count(*), sum(cents) FROM ledger"))
@@ -56,14 +65,21 @@ describe("private postgres server", function()
     -- a committed row survives SIGKILL of every server process (the WAL is
     -- written at commit, though not synced)
     srv:psql("INSERT INTO ledger VALUES (3, 1)", { tcp = true })
-    local pgid = srv:pgid()
+    -- with a session open: its backend is killed too
+    local psql = helper.spawn({ "psql", "-X", "-c", "SELECT pg_sleep(60)", srv.url },
+      { pdeathsig = true, stderr = "/dev/null" })
+    helper.wait_until(function()
+      return srv:psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'") == "1"
+    end, 10, "the session to start")
+    pids = srv:pids()
     srv:kill()
     assert.is_false(srv:alive())
-    assert.is_false(srv:running())
+    assert.is_true(none_running(pids))
+    assert.is_not_nil(psql:wait(10))
     local code = helper.run({ "psql", "-X", "-c", "SELECT 1", srv.url })
     assert.is_not.equal(0, code)
     srv:restart()
-    assert.is_not.equal(pgid, srv:pgid())
+    assert.is_not.equal(pids[1], srv:pids()[1])
     assert.equal("3|13001", srv:psql("SELECT count(*), sum(cents) FROM ledger"))
     assert.matches("automatic recovery in progress", helper.read_file(srv.log))
   end)
@@ -78,9 +94,11 @@ describe("private postgres server", function()
     helper.wait_until(function()
       return a:psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'") == "1"
     end, 10, "the session to start")
+    local pids = { a = a:pids(), b = b:pids() }
     helper.cleanup()
-    for _, srv in ipairs { a, b } do
-      assert.is_false(srv:running())
+    for name, srv in pairs { a = a, b = b } do
+      assert.is_false(srv:alive())
+      assert.is_true(none_running(pids[name]))
       assert.is_false(dir_exists(srv.dir))
       assert.is_false(helper.port_open(srv.port))
     end

@@ -22,8 +22,9 @@
 --
 -- Every server is registered like those of redis.redis_start, so
 -- helper.cleanup() stops it (and with it every process of the server) even
--- when a spec fails, then removes its folder. The postmaster runs in its own
--- process group under `setpriv --pdeathsig KILL`: it dies with busted too.
+-- when a spec fails, then removes its folder. The postmaster runs under
+-- `setpriv --pdeathsig KILL`: it dies with busted too, and its backends
+-- follow it.
 local ffi = require "ffi"
 local sys = require "tests.integration.support.sys"
 local files = require "tests.integration.support.files"
@@ -164,33 +165,58 @@ end
 
 -- ---- processes ----------------------------------------------------------------
 
--- Is any process of group pgid still running (zombies do not count: they
--- hold no shared memory and no port)?
-local function group_running(pgid)
-  if C.kill(-pgid, 0) ~= 0 then return false end
+-- Is pid running (a zombie does not count: it holds no memory and no port)?
+local function pid_running(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return false end
+  local stat = f:read("*a") or ""
+  f:close()
+  local state = stat:match("^%d+ %b() (%S)")
+  return state ~= nil and state ~= "Z"
+end
+postgres.pid_running = pid_running
+
+-- The pids whose parent is pid (a postmaster's backends and helpers: each
+-- leads a process group of its own, so they are found by parent).
+local function children(pid)
   local p = io.popen("ls /proc")
   local list = p:read("*a")
   p:close()
-  for pid in list:gmatch("%d+") do
-    local f = io.open("/proc/" .. pid .. "/stat")
+  local out = {}
+  for child in list:gmatch("%d+") do
+    local f = io.open("/proc/" .. child .. "/stat")
     if f then
-      local stat = f:read("*a") or ""
+      local ppid = (f:read("*a") or ""):match("^%d+ %b() %S (%d+)")
       f:close()
-      local state, pgrp = stat:match("^%d+ %b() (%S) %d+ (%d+)")
-      if pgrp and tonumber(pgrp) == pgid and state ~= "Z" then return true end
+      if tonumber(ppid) == pid then out[#out + 1] = tonumber(child) end
     end
   end
-  return false
+  return out
 end
 
--- Waits until every process of group pgid is gone; false after timeout_s.
-local function wait_group(pgid, timeout_s)
+-- Waits until none of pids runs; false after timeout_s.
+local function wait_gone(pids, timeout_s)
   local deadline = sys.now() + timeout_s
-  while group_running(pgid) do
-    if sys.now() >= deadline then return false end
-    sys.pause(10)
+  for _, pid in ipairs(pids) do
+    while pid_running(pid) do
+      if sys.now() >= deadline then return false end
+      sys.pause(10)
+    end
   end
   return true
+end
+
+-- SIGKILL to a postmaster and its children, stopped first so that it forks
+-- no new one meanwhile; waits until they are gone (a new postmaster refuses
+-- to start while an old backend holds the shared memory). False after 10 s.
+local function kill_server(proc)
+  if not proc:alive() then return true end
+  C.kill(proc.pid, sys.SIGNALS.STOP)
+  local pids = children(proc.pid)
+  for _, pid in ipairs(pids) do C.kill(pid, sys.SIGNALS.KILL) end
+  C.kill(proc.pid, sys.SIGNALS.KILL)
+  proc:wait(10)
+  return wait_gone(pids, 10)
 end
 
 -- The status line in postmaster.pid ("ready" once it accepts connections)
@@ -210,11 +236,10 @@ end
 -- sockdir, logging to log; waits until it accepts connections. Returns the
 -- Proc, or nil and why (the log's tail).
 local function launch(bindir, data, sockdir, port, log)
-  -- setsid: the server's processes form their own group, killed as one. The
-  -- log gathers every start: sh (already the server's user) appends to it and
-  -- execs postgres, which keeps the pid.
+  -- The log gathers every start: sh (already the server's user) appends to
+  -- it and execs postgres, which keeps the pid.
   local argv = concat(as_server_user(true), {
-    "setsid", "sh", "-c", 'exec "$@" >>"$0" 2>&1', log,
+    "sh", "-c", 'exec "$@" >>"$0" 2>&1', log,
     bindir .. "/postgres", "-D", data, "-p", tostring(port), "-k", sockdir,
   })
   for _, s in ipairs(SETTINGS) do
@@ -232,9 +257,7 @@ local function launch(bindir, data, sockdir, port, log)
     if pm_status(data, proc.pid) == "ready" then return proc end
     sys.pause(10)
   end
-  C.kill(-proc.pid, sys.SIGNALS.KILL)
-  proc:wait(5)
-  wait_group(proc.pid, 10)
+  kill_server(proc)
   return nil, "postgres did not accept connections within " .. START_TIMEOUT_S .. " s:\n"
     .. files.tail(files.file_exists(log) and files.read_file(log):sub(before + 1) or "", 15)
 end
@@ -309,9 +332,7 @@ local function template()
       postgres.ROLE, t.password, postgres.DATABASE, postgres.ROLE), 1)
     proc:kill("INT") -- fast shutdown: a clean checkpoint, the copies start at once
     proc:wait(STOP_GRACE_S)
-    if proc:alive() then C.kill(-proc.pid, sys.SIGNALS.KILL) end
-    proc:wait(5)
-    wait_group(proc.pid, 10)
+    kill_server(proc)
     if not ok2 then error(err2, 0) end
   end)
   if not ok then
@@ -354,7 +375,8 @@ waits until it accepts connections. Returns a server:
                  the test role over TCP with its password; opts.db names
                  another database.
   srv:stop(), srv:kill() (SIGKILL: a crash), srv:restart() (same port and
-  data), srv:alive().
+  data), srv:alive() (the postmaster runs), srv:pids() (the postmaster and
+  its children), srv.log (the server's log, every start appended).
 opts: port (a fixed port). ]]
 function postgres.start(opts)
   opts = opts or {}
@@ -384,26 +406,22 @@ end
 --- Is the postmaster running?
 function Server:alive() return self.proc ~= nil and self.proc:alive() end
 
---- Fast shutdown (SIGINT: sessions are ended, a checkpoint is written); every
---- process of the server is killed if it is not down within 10 s.
+--- Fast shutdown (SIGINT: sessions are ended, a checkpoint is written; the
+--- postmaster exits after its children); killed if not down within 10 s.
 function Server:stop()
   if not self.proc then return end
   if self.proc:alive() then
     self.proc:kill("INT")
     self.proc:wait(STOP_GRACE_S)
   end
-  if not self.proc:alive() and not group_running(self.proc.pid) then return end
   self:kill()
 end
 
 --- SIGKILL to the postmaster and every backend: the server vanishes the way a
 --- crash makes it vanish; a restart recovers from the WAL.
 function Server:kill()
-  if not self.proc then return end
-  C.kill(-self.proc.pid, sys.SIGNALS.KILL)
-  self.proc:wait(10)
-  if not wait_group(self.proc.pid, 10) then
-    error("processes of postgres (group " .. self.proc.pid .. ") still run 10 s after SIGKILL", 2)
+  if self.proc and not kill_server(self.proc) then
+    error("processes of postgres (postmaster " .. self.proc.pid .. ") still run 10 s after SIGKILL", 2)
   end
 end
 
@@ -424,11 +442,14 @@ function Server:restart()
   error("cannot restart postgres on port " .. self.port .. ": " .. tostring(err), 2)
 end
 
---- The process group of the server (the postmaster's pid), or nil.
-function Server:pgid() return self.proc and self.proc.pid end
-
---- Is any process of the server left (the postmaster or a backend)?
-function Server:running() return self.proc ~= nil and group_running(self.proc.pid) end
+--- The pids of the server's processes: the postmaster and its children
+--- (empty when it is not running).
+function Server:pids()
+  if not self:alive() then return {} end
+  local pids = children(self.proc.pid)
+  table.insert(pids, 1, self.proc.pid)
+  return pids
+end
 
 function Server:psql(sql, opts)
   opts = opts or {}
