@@ -235,16 +235,18 @@ end
 -- Starts a postmaster on data (a folder the server's user owns), socket in
 -- sockdir, logging to log; waits until it accepts connections. Returns the
 -- Proc, or nil and why (the log's tail).
-local function launch(bindir, data, sockdir, port, log)
+local function launch(bindir, data, sockdir, port, log, settings)
   -- The log gathers every start: sh (already the server's user) appends to
   -- it and execs postgres, which keeps the pid.
   local argv = concat(as_server_user(true), {
     "sh", "-c", 'exec "$@" >>"$0" 2>&1', log,
     bindir .. "/postgres", "-D", data, "-p", tostring(port), "-k", sockdir,
   })
-  for _, s in ipairs(SETTINGS) do
-    argv[#argv + 1] = "-c"
-    argv[#argv + 1] = s
+  for _, list in ipairs { SETTINGS, settings or {} } do
+    for _, s in ipairs(list) do
+      argv[#argv + 1] = "-c"
+      argv[#argv + 1] = s
+    end
   end
   local before = files.file_exists(log) and #files.read_file(log) or 0
   local proc = processes.spawn(argv)
@@ -377,7 +379,8 @@ waits until it accepts connections. Returns a server:
   srv:stop(), srv:kill() (SIGKILL: a crash), srv:restart() (same port and
   data), srv:alive() (the postmaster runs), srv:pids() (the postmaster and
   its children), srv.log (the server's log, every start appended).
-opts: port (a fixed port). ]]
+opts: port (a fixed port), settings (more server settings, kept across
+restarts, e.g. {"synchronous_commit=off", "log_statement=all"}). ]]
 function postgres.start(opts)
   opts = opts or {}
   postgres.require_server()
@@ -387,11 +390,11 @@ function postgres.start(opts)
   local code, out, err = processes.run({ "cp", "-a", t.data, dir .. "/data" }, { timeout = 60 })
   if code ~= 0 then error("cannot copy the template data folder: " .. out .. err, 2) end
   local srv = setmetatable({ dir = dir, data = dir .. "/data", bindir = t.bindir, password = t.password,
-    log = dir .. "/postgres.log" }, Server)
+    log = dir .. "/postgres.log", settings = opts.settings }, Server)
   local last_err
   for _ = 1, 8 do
     srv:_set_port(opts.port or ports.free_port())
-    local proc, why = launch(srv.bindir, srv.data, dir, srv.port, srv.log)
+    local proc, why = launch(srv.bindir, srv.data, dir, srv.port, srv.log, srv.settings)
     if proc then
       srv.proc = proc
       registry.servers[#registry.servers + 1] = srv
@@ -431,7 +434,7 @@ function Server:restart()
   local err
   for _ = 1, 20 do
     local proc
-    proc, err = launch(self.bindir, self.data, self.dir, self.port, self.log)
+    proc, err = launch(self.bindir, self.data, self.dir, self.port, self.log, self.settings)
     if proc then
       self.proc = proc
       return self
