@@ -1,0 +1,61 @@
+-- The ledger of handlers/post_payment.lua, kept in PostgreSQL: each payment
+-- becomes a row of `ledger` and moves its account's balance in `balances`
+-- (schema.sql), exactly once. ctx:pg_once records the entry in the same
+-- transaction as the two writes, so a payment delivered again (its worker
+-- crashed after the commit, before the ack) finds itself recorded and is
+-- only acked.
+--
+-- Run it with the server named: `luastream run --postgres URL
+-- handlers/postgres` (or LUASTREAM_POSTGRES, or libpq's PG* variables), after
+-- `psql -f handlers/postgres/schema.sql`.
+local ls = require "luastream"
+
+local MIN_IDLE = 30000 -- ms
+local backoff = ls.backoff { base = "1s", max = "1m", jitter = 0.2 }
+
+local function valid(p)
+  return type(p.id) == "number" and p.id % 1 == 0 and type(p.account) == "string" and type(p.amount_cents) == "number"
+    and p.amount_cents % 1 == 0 and math.abs(p.amount_cents) <= 2^53
+end
+
+return {
+  stream = "payments",
+  group = "ledger-pg",
+  read = "claiming",
+  -- Redis before 8.4 claims through a script; 8.4 and later natively.
+  claim_fallback = true,
+  min_idle = MIN_IDLE,
+  workers = 8,
+  by_key = true,
+  max_deliveries = 10,
+  dead_letter = "payments.dead",
+
+  handle = function(payment, ctx)
+    if not valid(payment) then
+      return ls.reject("a payment needs a whole id, an account and a whole amount_cents")
+    end
+    local ran, err = ctx:pg_once(function(tx)
+      local rows, why = tx:query(
+        "INSERT INTO ledger (payment_id, account, amount_cents) VALUES ($1, $2, $3)",
+        payment.id, payment.account, payment.amount_cents)
+      if not rows then return nil, why end
+      rows, why = tx:query(
+        "INSERT INTO balances (account, cents) VALUES ($1, $2) "
+          .. "ON CONFLICT (account) DO UPDATE SET cents = balances.cents + EXCLUDED.cents",
+        payment.account, payment.amount_cents)
+      if not rows then return nil, why end
+      return true
+    end)
+    if ran == nil and err:match("^23505") then
+      -- another entry carried this payment id and posted it: not this one
+      return ls.reject("payment " .. payment.id .. " is in the ledger already (another entry)")
+    elseif ran == nil then
+      -- no database, a timeout, a serialisation failure: nothing was written; try later
+      ls.log.warn("ledger write failed, retrying", { payment_id = payment.id, error = err })
+      return ls.retry_after(backoff(ctx))
+    end
+    ls.log.info(ran and "payment posted" or "payment was posted before",
+      { payment_id = payment.id, account = payment.account })
+    return ls.ack()
+  end,
+}
