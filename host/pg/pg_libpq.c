@@ -88,8 +88,9 @@ struct pg_pool {
 };
 
 uint64_t pg_statement_timeout(uint64_t timeout_ms) {
-  uint64_t margin = timeout_ms / 20;
-  if (margin < 50) margin = 50;
+  /* room for connecting and the round trips around the statement */
+  uint64_t margin = timeout_ms / 10;
+  if (margin < 100) margin = 100;
   if (margin > 1000) margin = 1000;
   return timeout_ms > 2 * margin ? timeout_ms - margin : timeout_ms / 2 + 1;
 }
