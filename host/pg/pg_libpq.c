@@ -157,13 +157,22 @@ static void kick(pg_pool *p) {
 
 /* ---- failures ---- */
 
-/* libpq's message on one line, without the trailing newline. */
+/* libpq's message on one line: whitespace runs as one space, none at the
+ * ends. */
 static void one_line(const char *msg, char *out, size_t len) {
-  snprintf(out, len, "%s", msg && *msg ? msg : "unknown error");
-  size_t n = strlen(out);
-  while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ')) out[--n] = '\0';
-  for (char *q = out; *q; q++)
-    if (*q == '\n' || *q == '\t') *q = ' ';
+  if (msg == NULL || *msg == '\0') msg = "unknown error";
+  size_t at = 0;
+  bool space = false;
+  for (const char *q = msg; *q && at + 2 < len; q++) {
+    if (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') {
+      space = at > 0;
+      continue;
+    }
+    if (space) out[at++] = ' ';
+    space = false;
+    out[at++] = *q;
+  }
+  out[at] = '\0';
 }
 
 static void fail(struct req *r, const char *state, const char *msg, bool lost, bool timed_out) {
@@ -643,6 +652,13 @@ void pg_session_close(pg_session *s) {
     if (r) fail(r, PG_STATE_LOST, "the transaction was abandoned", true, false);
   }
   kick(c->pool);
+}
+
+bool pg_pool_busy(const pg_pool *p) {
+  if (p->head) return true;
+  for (int i = 0; i < p->size; i++)
+    if (p->conns[i].req) return true;
+  return false;
 }
 
 void pg_pool_close(pg_pool *p) {

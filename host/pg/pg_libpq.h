@@ -15,6 +15,7 @@
 #ifndef LUASTREAM_PG_LIBPQ_H
 #define LUASTREAM_PG_LIBPQ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -35,6 +36,10 @@ struct pg_options {
  * never the password). Close it (pg_pool_close) before the loop's last run;
  * pg_pool_free then releases the rest once its handles have closed. */
 pg_pool *pg_libpq_new(uv_loop_t *loop, const struct pg_options *o, char *err, size_t errlen);
+
+/* Whether a query is waiting or running (the test harness runs the loop
+ * until none is). */
+bool pg_pool_busy(const pg_pool *p);
 
 /* The statement_timeout a connection gets for a query deadline of
  * timeout_ms: a little less, so that the server's error comes first. */
