@@ -99,6 +99,17 @@ function ops.slow(p)
   ls.log.info("slow", { server = server, client = client, after = after and after[1].one })
 end
 
+function ops.inflight(p)
+  ls.log.info("waiting", { id = p.id })
+  local rows, err = ls.pg.query("SELECT pg_sleep(30) AS slept")
+  ls.log.info("inflight", { id = p.id, rows = tostring(rows), err = err })
+end
+
+function ops.after(p)
+  local rows, err = ls.pg.query("SELECT $1::int AS id", p.id)
+  ls.log.info("after", { id = rows and rows[1].id, err = err })
+end
+
 function ops.tx(p)
   local v, w = ls.pg.transaction(function(tx)
     tx:query("INSERT INTO pg_spec_tx (k) VALUES ($1)", p.id * 10 + 1)
@@ -236,6 +247,26 @@ describe("ls.pg on a real PostgreSQL", function()
     assert.equal("57014: no result within 1000ms (the connection was closed) (SELECT pg_sleep(5))", r.client)
     assert.equal("1", r.after)
     assert.equal(0, host:stop())
+  end)
+
+  it("fails a query in flight when the server ends its connection; later ones reconnect", function()
+    start()
+    publish('{"op":"inflight","id":1}')
+    host:wait_records({ msg = "waiting" }, 1, 20, "the query under way")
+    helper.wait_until(function()
+      return psql("SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30) AS slept'") == "1"
+    end, 10, "the query running on the server")
+    -- what a server restart does to every connection: terminated
+    psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+      .. " WHERE datname = current_database() AND usename = current_user AND pid <> pg_backend_pid()")
+    local r = host:wait_records({ msg = "inflight" }, 1, 20, "the failed query")[1]
+    assert.equal("nil", r.rows)
+    assert.truthy(r.err:match("^08006: .*terminating connection due to administrator command"), r.err)
+    assert.truthy(r.err:match("%(SELECT pg_sleep%(30%) AS slept%)$"), r.err)
+    publish('{"op":"after","id":7}')
+    local a = host:wait_records({ msg = "after" }, 1, 20, "a query after")[1]
+    assert.equal("7", a.id)
+    assert.equal(0, host:stop(5))
   end)
 
   it("commits, and rolls back on nil, err, on a raise and after a failed statement", function()
