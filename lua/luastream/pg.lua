@@ -96,13 +96,20 @@ function M.transaction(fn)
   return transaction("ls.pg.transaction", fn)
 end
 
--- ctx:pg_once's table, made once per handler state (CREATE TABLE IF NOT
--- EXISTS: two hosts making it at once may see a duplicate-type error from
--- the server, which is harmless and retried).
+-- ctx:pg_once's table, looked for once per handler state and made when
+-- missing (a user that may not create tables can use one made for it;
+-- two hosts making it at once may see a duplicate-type error from the
+-- server, which is harmless and retried).
 local table_ready = false
 local function once_table()
   local name = core.pg_once_table()
   if table_ready then return name end
+  local found, why = run("ctx:pg_once", false, "SELECT to_regclass($1) IS NOT NULL AS present", name)
+  if not found then return nil, why end
+  if found[1].present then
+    table_ready = true
+    return name
+  end
   local sql = "CREATE TABLE IF NOT EXISTS " .. name .. " (stream text NOT NULL, grp text NOT NULL, "
     .. "id text NOT NULL, done_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (stream, grp, id))"
   local ok, err = run("ctx:pg_once", false, sql)

@@ -312,6 +312,35 @@ describe("ls.pg on a real PostgreSQL", function()
     assert.equal(0, host:stop())
   end)
 
+  it("uses a ctx:pg_once table made for a user that may not create tables", function()
+    if psql("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user") ~= "t" then
+      print("SKIP: the LUASTREAM_TEST_POSTGRES user may not create roles")
+      return
+    end
+    local function drop_role()
+      psql([[DO $$ BEGIN
+               IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'spec_limited') THEN
+                 DROP OWNED BY spec_limited; DROP ROLE spec_limited;
+               END IF;
+             END $$]])
+    end
+    drop_role()
+    start({}, { LUASTREAM_POSTGRES = PG .. (PG:find("://", 1, true) and (PG:find("?", 1, true) and "&" or "?") .. "user=spec_limited&password=limited"
+                                          or " user=spec_limited password=limited") })
+    psql([[CREATE ROLE spec_limited LOGIN PASSWORD 'limited';
+           REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+           CREATE TABLE pg_spec_processed (stream text NOT NULL, grp text NOT NULL, id text NOT NULL,
+             done_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (stream, grp, id));
+           GRANT SELECT, INSERT ON pg_spec_processed, pg_spec_ledger TO spec_limited]])
+    publish('{"op":"once","id":1,"amount":5}')
+    local recs = host:wait_records({ msg = "once" }, 2, 20, "two deliveries")
+    assert.equal("true", recs[1].ran)
+    assert.equal("false", recs[2].ran)
+    assert.equal("1", psql("SELECT count(*) FROM pg_spec_processed"))
+    assert.equal(0, host:stop())
+    drop_role()
+  end)
+
   it("never logs the password", function()
     local secret = "Sekret-Pw-" .. tostring(os.time())
     -- a server that refuses connections: every query fails and is logged
