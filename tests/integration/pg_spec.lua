@@ -149,6 +149,22 @@ return {
 }
 ]==]
 
+describe("ls.pg without PostgreSQL configured", function()
+  after_each(helper.cleanup)
+
+  it("raises, naming the ways to configure one, and never connects", function()
+    local srv = helper.redis_start()
+    local host = helper.host_start({}, { server = srv, dir = helper.handlers_dir({ ["pg.lua"] = HANDLER }),
+      env = { LUASTREAM_POSTGRES = false, PGHOST = false, PGSERVICE = false, PGDATABASE = false } })
+    host:wait_log(READY, 20, { plain = true })
+    assert(srv:call("XADD", "jobs", "*", "data", '{"op":"after","id":1}'))
+    host:wait_log("ls.pg.query: no PostgreSQL configured (--postgres, LUASTREAM_POSTGRES or PG* variables)",
+                  20, { plain = true })
+    assert.equal(0, #host:lines("postgres configured", true))
+    assert.equal(0, host:stop())
+  end)
+end)
+
 describe("ls.pg on a real PostgreSQL", function()
   if not PG or PG == "" then
     it("SKIP: set LUASTREAM_TEST_POSTGRES to a PostgreSQL connection string to run these", function() end)
