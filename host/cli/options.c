@@ -293,6 +293,12 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         .name = "pg-once-table", .arg = "NAME", .kind = CLI_NAME, .commands = CLI_IN(CLI_RUN),
         .def = "luastream_processed", .check = check_table_name,
         .help = "the table ctx:pg_once records handled entries in (made when missing)"},
+    [OPT_PG_ONCE_KEEP] = {
+        .name = "pg-once-keep", .arg = "DURATION", .kind = CLI_DURATION,
+        .commands = CLI_IN(CLI_RUN), .def = "off", .off = true,
+        .help = "delete ctx:pg_once's rows recorded longer ago than this (720h: 30 days), "
+                "every quarter of it (at least every hour); keep them longer than an entry can "
+                "be delivered again. off: never (prune them yourself)"},
     [OPT_KEY] = {
         .name = "key", .arg = "K", .kind = CLI_STRING, .commands = CLI_IN(CLI_PUBLISH),
         .help = "partition key (header partition-key)"},

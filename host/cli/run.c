@@ -18,6 +18,7 @@
 #include "http_curl.h"
 #include "pg.h"
 #include "pg_libpq.h"
+#include "pg_prune.h"
 #include "log.h"
 #include "log_writer.h"
 #include "loop.h"
@@ -43,6 +44,7 @@ struct run {
   broker *broker;
   http_client *http;        /* ls.http */
   pg_pool *pg;              /* ls.pg, when PostgreSQL is configured */
+  struct pg_prune prune;    /* --pg-once-keep */
   host *host;
   health *health;           /* --http, else NULL */
   bool signals;             /* sigterm, sigint and sighup are initialised */
@@ -74,6 +76,7 @@ static void close_handles(struct run *r) {
     uv_close((uv_handle_t *)&r->beat, NULL);
     r->beating = false;
   }
+  pg_prune_stop(&r->prune);
 }
 
 /* Takes down whatever of r was built, in the reverse order, and returns
@@ -286,6 +289,12 @@ static int open_pg(struct run *r, const struct cli_options *o) {
     return -1;
   }
   host_set_pg(r->host, r->pg, NULL, cli_text(o, OPT_PG_ONCE_TABLE));
+  uint64_t keep_ms = (uint64_t)cli_num(o, OPT_PG_ONCE_KEEP);
+  if (keep_ms > 0 &&
+      pg_prune_start(&r->prune, &r->loop, r->pg, cli_text(o, OPT_PG_ONCE_TABLE), keep_ms) != 0) {
+    fprintf(stderr, "luastream: cannot start the --pg-once-keep timer\n");
+    return -1;
+  }
   char pool[16];
   snprintf(pool, sizeof pool, "%d", po.size);
   log_line(LOG_INFO, NULL, "postgres configured", "conninfo",

@@ -7,6 +7,7 @@
 
 #include "pg.h"
 #include "pg_libpq.h"
+#include "pg_prune.h"
 #include "task.h"
 
 static char out[512];
@@ -143,4 +144,10 @@ TEST_IMPL(pg_statement_timeout_below_the_deadline) {
   ASSERT(pg_statement_timeout(1000) == 900);
   ASSERT(pg_statement_timeout(50) > 0 && pg_statement_timeout(50) < 50);
   ASSERT(pg_statement_timeout(1) == 1);
+}
+
+TEST_IMPL(pg_prune_period_a_quarter_within_bounds) {
+  ASSERT(pg_prune_period(2000) == 1000);
+  ASSERT(pg_prune_period(8000) == 2000);
+  ASSERT(pg_prune_period(720ULL * 3600000) == 3600000);
 }

@@ -357,6 +357,19 @@ describe("ls.pg on a real PostgreSQL", function()
     drop_role()
   end)
 
+  it("prunes ctx:pg_once rows older than --pg-once-keep", function()
+    start({ "--pg-once-keep", "2s" })
+    publish('{"op":"once","id":1,"amount":5}')
+    host:wait_records({ msg = "once" }, 2, 20, "two deliveries")
+    psql([[INSERT INTO pg_spec_processed (stream, grp, id, done_at) VALUES
+             ('jobs', 'pg', 'old-1', now() - interval '1 hour'),
+             ('jobs', 'pg', 'old-2', now() - interval '3 seconds')]])
+    local rec = host:wait_records({ msg = "pg_once keys pruned" }, 1, 20, "a prune")[1]
+    assert.equal("2", rec.count)
+    assert.equal("1", psql("SELECT count(*) FROM pg_spec_processed"))
+    assert.equal(0, host:stop())
+  end)
+
   it("never logs the password", function()
     local secret = "Sekret-Pw-" .. tostring(os.time())
     -- a server that refuses connections: every query fails and is logged
