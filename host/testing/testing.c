@@ -975,7 +975,8 @@ static const char *opt_string(lua_State *L, int idx, const char *name) {
 
 /* core.app(dir [, {version =, consumer =, instance =, hostname =,
  *                  handler_errors = "raise" | "record",
- *                  redis = URL, with = app}]) */
+ *                  redis = URL, with = app,
+ *                  postgres = CONNINFO, pg_once_table = NAME, pg_timeout = ms}]) */
 static int core_app(lua_State *L) {
   const char *dir = luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
