@@ -345,6 +345,14 @@ static void on_deadline(uv_timer_t *t) {
   kick(p);
 }
 
+/* libpq's default writes NOTICEs and WARNINGs to stderr, which is the
+ * host's log: a line in no log format. Handlers get results and errors;
+ * the server's notices ("already exists, skipping") are dropped. */
+static void drop_notice(void *arg, const char *message) {
+  (void)arg;
+  (void)message;
+}
+
 /* Starts making c's connection. */
 static int conn_start(struct conn *c, char *err, size_t errlen) {
   c->pg = PQconnectStart(c->pool->conninfo);
@@ -358,6 +366,7 @@ static int conn_start(struct conn *c, char *err, size_t errlen) {
     return -1;
   }
   PQsetnonblocking(c->pg, 1);
+  PQsetNoticeProcessor(c->pg, drop_notice, NULL);
   c->state = C_CONNECTING;
   c->waits = PGRES_POLLING_WRITING;
   if (watch(c) != 0) {

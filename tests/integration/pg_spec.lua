@@ -82,6 +82,7 @@ function ops.errors(p)
   local _, dup2 = ls.pg.query("INSERT INTO pg_spec_u (k) VALUES ($1)", "secret-value-1")
   local _, syntax = ls.pg.query("SELEC 1")
   local _, missing = ls.pg.query("SELECT * FROM pg_spec_nowhere WHERE x = $1", 5)
+  ls.pg.query("DROP TABLE IF EXISTS pg_spec_nowhere") -- a NOTICE, which must not reach the log
   ls.log.info("errors", { dup = tostring(dup), dup2 = dup2, syntax = syntax, missing = missing })
 end
 
@@ -252,6 +253,7 @@ describe("ls.pg on a real PostgreSQL", function()
     assert.truthy(r.syntax:match('^42601: syntax error at or near "SELEC" %(SELEC 1%)$'), r.syntax)
     assert.truthy(r.missing:match('^42P01: relation "pg_spec_nowhere" does not exist'), r.missing)
     assert.is_nil(r.dup2:find("secret-value", 1, true))
+    assert.same({}, host:lines("NOTICE", true))
     assert.equal(0, host:stop())
   end)
 
