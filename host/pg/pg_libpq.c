@@ -69,8 +69,12 @@ struct conn {
   struct pg_session session;
   struct req *req;                 /* running */
   PGresult *result;                /* the command's result so far */
-  char *stmts[PG_STATEMENTS_KEPT]; /* prepared: "ls<i>" is stmts[i]'s */
+  struct stmt {
+    char *sql;
+    unsigned id;                   /* prepared as "ls<id>" */
+  } stmts[PG_STATEMENTS_KEPT];
   int nstmts;
+  unsigned next_stmt;              /* the id of the next one prepared */
   char why[256];                   /* the last failure, for the queries it fails */
 };
 
@@ -196,8 +200,9 @@ static struct req *conn_close(struct conn *c) {
   c->fd = -1;
   if (c->result) PQclear(c->result);
   c->result = NULL;
-  for (int i = 0; i < c->nstmts; i++) free(c->stmts[i]);
+  for (int i = 0; i < c->nstmts; i++) free(c->stmts[i].sql);
   c->nstmts = 0;
+  c->next_stmt = 0;
   c->state = C_DOWN;
   c->want_write = false;
   struct req *r = c->req;
@@ -293,8 +298,18 @@ static int flush(struct conn *c) {
 
 static int stmt_find(const struct conn *c, const char *sql) {
   for (int i = 0; i < c->nstmts; i++)
-    if (strcmp(c->stmts[i], sql) == 0) return i;
+    if (strcmp(c->stmts[i].sql, sql) == 0) return i;
   return -1;
+}
+
+/* Forgets sql's prepared statement: the server refuses to run it again
+ * ("cached plan must not change result type" after a table it reads
+ * changed), so the next use prepares it anew, under a new name. */
+static void stmt_forget(struct conn *c, const char *sql) {
+  int i = stmt_find(c, sql);
+  if (i < 0) return;
+  free(c->stmts[i].sql);
+  c->stmts[i] = c->stmts[--c->nstmts];
 }
 
 /* Sends r on c (idle): its prepared statement, else prepares it first
@@ -305,12 +320,12 @@ static int send_req(struct conn *c, struct req *r) {
   int i = stmt_find(c, r->sql);
   int ok;
   if (i >= 0) {
-    snprintf(name, sizeof name, "ls%d", i);
+    snprintf(name, sizeof name, "ls%u", c->stmts[i].id);
     ok = PQsendQueryPrepared(c->pg, name, r->nparams, (const char *const *)r->params, NULL,
                              NULL, 0);
     c->state = C_BUSY;
   } else if (c->nstmts < PG_STATEMENTS_KEPT) {
-    snprintf(name, sizeof name, "ls%d", c->nstmts);
+    snprintf(name, sizeof name, "ls%u", c->next_stmt);
     ok = PQsendPrepare(c->pg, name, r->sql, r->nparams, NULL);
     c->state = C_PREPARING;
   } else {
@@ -440,8 +455,9 @@ static void command_done(struct conn *c) {
   }
   struct req *r = c->req;
   if (was == C_PREPARING && ok) {
-    c->stmts[c->nstmts++] = strdup(r->sql);
-    if (c->stmts[c->nstmts - 1] == NULL) c->nstmts--;
+    char *copy = strdup(r->sql);
+    if (copy) c->stmts[c->nstmts++] = (struct stmt){copy, c->next_stmt};
+    c->next_stmt++; /* the name is taken on the server either way */
     c->req = NULL;
     r->conn = NULL;
     PQclear(res);
@@ -466,6 +482,7 @@ static void command_done(struct conn *c) {
              sizeof line);
     struct pg_error e = {.message = line};
     snprintf(e.sqlstate, sizeof e.sqlstate, "%s", state ? state : "XX000");
+    if (strcmp(e.sqlstate, "0A000") == 0) stmt_forget(c, r->sql);
     r->done(r->data, NULL, &e);
   }
   PQclear(res);

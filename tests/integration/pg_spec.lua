@@ -111,6 +111,16 @@ function ops.after(p)
   ls.log.info("after", { id = rows and rows[1].id, err = err })
 end
 
+function ops.altered(p)
+  -- one connection (--pg-pool 1): the SELECT is prepared on it, then the
+  -- table changes, and the statement's result type with it
+  ls.pg.query("SELECT * FROM pg_spec_t")
+  ls.pg.query("ALTER TABLE pg_spec_t ADD COLUMN extra int")
+  local _, first = ls.pg.query("SELECT * FROM pg_spec_t")
+  local rows, again = ls.pg.query("SELECT * FROM pg_spec_t")
+  ls.log.info("altered", { first = first, again = tostring(again), n = rows and #rows })
+end
+
 function ops.tx(p)
   local v, w = ls.pg.transaction(function(tx)
     tx:query("INSERT INTO pg_spec_tx (k) VALUES ($1)", p.id * 10 + 1)
@@ -285,6 +295,17 @@ describe("ls.pg on a real PostgreSQL", function()
     local a = host:wait_records({ msg = "after" }, 1, 20, "a query after")[1]
     assert.equal("7", a.id)
     assert.equal(0, host:stop(5))
+  end)
+
+  it("prepares a statement again once a table it reads changed", function()
+    start({ "--pg-pool", "1" })
+    psql("INSERT INTO pg_spec_t (k, v) VALUES (1, 'a')")
+    publish('{"op":"altered"}')
+    local r = host:wait_records({ msg = "altered" }, 1, 20, "the queries")[1]
+    assert.truthy(r.first:match("^0A000: cached plan must not change result type"), r.first)
+    assert.equal("nil", r.again)
+    assert.equal("1", r.n)
+    assert.equal(0, host:stop())
   end)
 
   it("commits, and rolls back on nil, err, on a raise and after a failed statement", function()
