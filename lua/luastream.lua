@@ -297,6 +297,9 @@ end
 
 ls.http = {}
 
+-- ls.pg: PostgreSQL (luastream/pg.lua).
+ls.pg = require("luastream.pg")
+
 function ls.http.request(opts)
   return http_request(opts, "ls.http.request")
 end

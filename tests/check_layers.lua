@@ -3,8 +3,8 @@
 --
 --   1. a layer calls only the layers below it (ALLOWED);
 --   2. no two files call each other, directly or round a longer circle;
---   3. hiredis is called from broker/ only, libcurl from http/ only, the Lua
---      C API from runtime/ only
+--   3. hiredis is called from broker/ only, libcurl from http/ only, libpq
+--      from pg/ only, the Lua C API from runtime/ only
 --      (and from the test-only memredis/ and testing/, which speak Lua by
 --      nature).
 --
@@ -19,15 +19,17 @@ local ALLOWED = {
   base = {},
   broker = { base = true },
   http = {},
-  runtime = { base = true, broker = true, http = true },
+  pg = {},
+  runtime = { base = true, broker = true, http = true, pg = true },
   consumer = { base = true, broker = true, runtime = true },
-  cli = { base = true, broker = true, http = true, runtime = true, consumer = true },
+  cli = { base = true, broker = true, http = true, pg = true, runtime = true, consumer = true },
   memredis = { base = true, broker = true },
-  testing = { base = true, broker = true, http = true, runtime = true, consumer = true, memredis = true },
+  testing = { base = true, broker = true, http = true, pg = true, runtime = true, consumer = true, memredis = true },
 }
 local FOREIGN = {
   { pattern = "^redis", what = "hiredis", layers = { broker = true } },
   { pattern = "^curl_", what = "libcurl", layers = { http = true } },
+  { pattern = "^PQ", what = "libpq", layers = { pg = true } },
   { pattern = "^lua[L_J]", what = "the Lua C API",
     layers = { runtime = true, memredis = true, testing = true } },
 }

@@ -155,6 +155,30 @@ static int check_watchdog(const char *who, const struct cli_value *v, char *err,
   return 0;
 }
 
+/* --pg-once-table: spliced into SQL, so a plain (optionally schema-qualified)
+ * identifier only. */
+static int check_table_name(const char *who, const struct cli_value *v, char *err,
+                            size_t errlen) {
+  const char *p = v->text;
+  int parts = 0;
+  for (;;) {
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_')) break;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '_')
+      p++;
+    parts++;
+    if (*p == '.' && parts == 1) {
+      p++;
+      continue;
+    }
+    if (*p == '\0' && p - v->text <= 63 * 2 + 1) return 0;
+    break;
+  }
+  snprintf(err, errlen, "%s must be a table name (letters, digits and _, optionally "
+           "schema.table), got \"%s\"", who, v->text);
+  return -1;
+}
+
 #define SERVER                                                                                     \
   (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) |           \
    CLI_IN(CLI_STATUS))
@@ -246,6 +270,35 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         .name = "http-ca-file", .arg = "PATH", .kind = CLI_NAME, .commands = CLI_IN(CLI_RUN),
         .help = "check HTTPS servers' certificates against the CAs in this PEM file "
                 "instead of the system's CA store"},
+    [OPT_POSTGRES] = {
+        .name = "postgres", .arg = "CONNINFO", .kind = CLI_STRING, .commands = CLI_IN(CLI_RUN),
+        .env = "LUASTREAM_POSTGRES",
+        .help = "the PostgreSQL server of ls.pg and ctx:pg_once: a libpq connection string "
+                "(\"host=db dbname=app user=ls\") or a postgresql:// URL; without it "
+                "LUASTREAM_POSTGRES, else libpq's own PG* variables and service file when PGHOST, "
+                "PGSERVICE or PGDATABASE is set. A password given here shows in ps: give it in "
+                "LUASTREAM_POSTGRES, PGPASSWORD or a PGPASSFILE instead"},
+    [OPT_PG_POOL] = {
+        .name = "pg-pool", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
+        .def = "8", .min = 1, .max = 1000,
+        .help = "connections to PostgreSQL at most, made when queries need them and kept; "
+                "more queries wait for one"},
+    [OPT_PG_TIMEOUT] = {
+        .name = "pg-timeout", .arg = "DURATION", .kind = CLI_DURATION,
+        .commands = CLI_IN(CLI_RUN), .def = "10s", .check = check_above_zero,
+        .help = "how long an ls.pg query may take, waiting for a connection included: past "
+                "it the query fails and its connection is closed; the server's "
+                "statement_timeout is set a little below it"},
+    [OPT_PG_ONCE_TABLE] = {
+        .name = "pg-once-table", .arg = "NAME", .kind = CLI_NAME, .commands = CLI_IN(CLI_RUN),
+        .def = "luastream_processed", .check = check_table_name,
+        .help = "the table ctx:pg_once records handled entries in (made when missing)"},
+    [OPT_PG_ONCE_KEEP] = {
+        .name = "pg-once-keep", .arg = "DURATION", .kind = CLI_DURATION,
+        .commands = CLI_IN(CLI_RUN), .def = "off", .off = true,
+        .help = "delete ctx:pg_once's rows recorded longer ago than this (720h: 30 days), "
+                "every quarter of it (at least every hour); keep them longer than an entry can "
+                "be delivered again. off: never (prune them yourself)"},
     [OPT_KEY] = {
         .name = "key", .arg = "K", .kind = CLI_STRING, .commands = CLI_IN(CLI_PUBLISH),
         .help = "partition key (header partition-key)"},

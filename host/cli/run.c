@@ -16,6 +16,9 @@
 #include "host.h"
 #include "http.h"
 #include "http_curl.h"
+#include "pg.h"
+#include "pg_libpq.h"
+#include "pg_prune.h"
 #include "log.h"
 #include "log_writer.h"
 #include "loop.h"
@@ -40,6 +43,8 @@ struct run {
   lclock *clock;
   broker *broker;
   http_client *http;        /* ls.http */
+  pg_pool *pg;              /* ls.pg, when PostgreSQL is configured */
+  struct pg_prune prune;    /* --pg-once-keep */
   host *host;
   health *health;           /* --http, else NULL */
   bool signals;             /* sigterm, sigint and sighup are initialised */
@@ -71,6 +76,7 @@ static void close_handles(struct run *r) {
     uv_close((uv_handle_t *)&r->beat, NULL);
     r->beating = false;
   }
+  pg_prune_stop(&r->prune);
 }
 
 /* Takes down whatever of r was built, in the reverse order, and returns
@@ -82,6 +88,7 @@ static int run_teardown(struct run *r, int status) {
   r->health = NULL;
   if (r->host) host_free(r->host);
   http_free(r->http); /* after the host: its jobs' requests are let go */
+  pg_pool_free(r->pg); /* after the host: its jobs' transactions are given back */
   if (r->broker) broker_free(r->broker);
   if (r->clock) {
     log_set_clock(NULL);
@@ -190,6 +197,7 @@ static void host_stopped(void *data) {
   health_close(r->health);
   r->health = NULL;
   http_close(r->http); /* requests of abandoned handlers; kept connections */
+  if (r->pg) pg_pool_close(r->pg);
 }
 
 static bool run_ready(void *data, char *why, size_t len) {
@@ -252,6 +260,45 @@ static int run_attach(struct run *r, bool reload, uint64_t watchdog_ms) {
   /* Unreferenced: it feeds the watchdog but keeps no loop alive. */
   uv_timer_start(&r->beat, on_beat, watchdog_interval_ms(), watchdog_interval_ms());
   uv_unref((uv_handle_t *)&r->beat);
+  return 0;
+}
+
+/* PostgreSQL is configured: --postgres or LUASTREAM_POSTGRES, or libpq's
+ * own variables naming a server (PGHOST, PGSERVICE, PGDATABASE). */
+static bool pg_configured(const struct cli_options *o) {
+  if (cli_given(o, OPT_POSTGRES)) return true;
+  const char *vars[] = {"PGHOST", "PGSERVICE", "PGDATABASE"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return true;
+  }
+  return false;
+}
+
+/* The pool of ls.pg, when PostgreSQL is configured; connections are made
+ * when queries need them. -1 when the settings do not parse (said). */
+static int open_pg(struct run *r, const struct cli_options *o) {
+  if (!pg_configured(o)) return 0;
+  const char *conninfo = cli_text(o, OPT_POSTGRES);
+  struct pg_options po = {.conninfo = conninfo ? conninfo : "",
+                          .size = (int)cli_num(o, OPT_PG_POOL),
+                          .timeout_ms = (uint64_t)cli_num(o, OPT_PG_TIMEOUT)};
+  char err[512], shown[512];
+  if ((r->pg = pg_libpq_new(&r->loop, &po, err, sizeof err)) == NULL) {
+    fprintf(stderr, "luastream: --postgres: %s\n", err);
+    return -1;
+  }
+  host_set_pg(r->host, r->pg, NULL, cli_text(o, OPT_PG_ONCE_TABLE));
+  uint64_t keep_ms = (uint64_t)cli_num(o, OPT_PG_ONCE_KEEP);
+  if (keep_ms > 0 &&
+      pg_prune_start(&r->prune, &r->loop, r->pg, cli_text(o, OPT_PG_ONCE_TABLE), keep_ms) != 0) {
+    fprintf(stderr, "luastream: cannot start the --pg-once-keep timer\n");
+    return -1;
+  }
+  char pool[16];
+  snprintf(pool, sizeof pool, "%d", po.size);
+  log_line(LOG_INFO, NULL, "postgres configured", "conninfo",
+           pg_redact(po.conninfo, shown, sizeof shown), LOG_NUMBER "pool", pool, NULL);
   return 0;
 }
 
@@ -334,6 +381,7 @@ int cmd_run(int argc, char **argv) {
   }
   host_set_http(r.host, r.http, (uint64_t)cli_num(&o, OPT_HTTP_TIMEOUT),
                 (size_t)cli_num(&o, OPT_HTTP_MAX_BODY));
+  if (open_pg(&r, &o) != 0) goto out;
   process_metrics_start();
   if (worker.http_fd >= 0) /* a worker's health endpoint, asked by the supervisor */
     r.health = health_start_fd(&r.loop, worker.http_fd, run_ready, &r, err, sizeof err);

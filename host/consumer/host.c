@@ -607,6 +607,12 @@ void host_set_http(host *h, struct http_client *client, uint64_t timeout_ms, siz
   h->env.http_max_body = max_body;
 }
 
+void host_set_pg(host *h, struct pg_pool *pool, const char *missing, const char *once_table) {
+  h->env.pg = pool;
+  h->env.pg_missing = missing;
+  h->env.pg_once_table = once_table;
+}
+
 /* The shutdown deadline: every subscription still stopping drops its running
  * handlers (sub_abandon); then the command connection goes, which ends the
  * writes still unanswered, so the last subscriptions drain and the host

@@ -110,6 +110,12 @@ void host_set_servers(host *h, const struct servers_backend *backend);
  * The client stays the caller's: close it once the host has stopped. */
 struct http_client;
 void host_set_http(host *h, struct http_client *client, uint64_t timeout_ms, size_t max_body);
+/* The PostgreSQL pool handlers' ls.pg queries go through (NULL: ls.pg
+ * raises missing, NULL for the runtime's message) and ctx:pg_once's table
+ * (NULL: the runtime's); call before host_start. The pool stays the
+ * caller's: close it once the host has stopped, free it after the host. */
+struct pg_pool;
+void host_set_pg(host *h, struct pg_pool *pool, const char *missing, const char *once_table);
 /* Tells fn of every finished delivery (see rt_env.on_delivery). */
 void host_on_delivery(host *h,
                       void (*fn)(void *data, const struct handler_spec *spec,

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "corelib.h"
 #include "corelib_http.h"
+#include "corelib_pg.h"
 #include "jobs.h"
 #include "redis_reply.h"
 #include "runtime.h"
@@ -623,13 +624,14 @@ int core_open(lua_State *L, struct core *c) {
                                  {"slot_check", core_slot_check},
                                  {"redis_connect", core_redis_connect},
                                  {"traceparent", core_traceparent}, {NULL, NULL}};
-  lua_createtable(L, 0, 24);
+  lua_createtable(L, 0, 32);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);
     lua_pushcclosure(L, f->func, 1);
     lua_setfield(L, -2, f->name);
   }
   core_http_open(L, c);
+  core_pg_open(L, c);
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
   lua_pushcfunction(L, core_partition);

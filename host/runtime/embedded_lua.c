@@ -14,6 +14,9 @@ static const char handler_lua[] = {
 static const char json_lua[] = {
 #include "lua/luastream/json.lua.inc"
 };
+static const char pg_lua[] = {
+#include "lua/luastream/pg.lua.inc"
+};
 
 struct module {
   const char *name;   /* for require */
@@ -28,6 +31,7 @@ static const struct module modules[] = {
     MODULE("luastream", "luastream.lua", luastream_lua),
     MODULE("luastream.handler", "luastream/handler.lua", handler_lua),
     MODULE("luastream.json", "luastream/json.lua", json_lua),
+    MODULE("luastream.pg", "luastream/pg.lua", pg_lua),
 };
 #define NMODULES (sizeof modules / sizeof modules[0])
 

@@ -10,12 +10,13 @@
 #include "clock.h"
 #include "entry.h"
 #include "http.h"
+#include "pg.h"
 #include "watchdog.h"
 #include "wire.h"
 
-enum job_op { OP_NONE, OP_SLEEP, OP_CALL, OP_HTTP };
+enum job_op { OP_NONE, OP_SLEEP, OP_CALL, OP_HTTP, OP_PG };
 
-/* One ls.redis.call or ls.http request in flight: what the broker's or the
+/* One ls.redis.call, ls.http request or ls.pg query in flight: what the broker's or the
  * HTTP client's callback holds. Either calls back exactly once, possibly long after the job stopped waiting for
  * it (it timed out, was abandoned, or its state closed): job is then NULL and
  * the reply is dropped without touching Lua. Records are kept on a free list,
@@ -80,6 +81,9 @@ struct rt_job {
   const char *reply_err;
   bool reply_fatal;       /* the HTTP client says the request itself is at fault */
   char reply_why[320];
+  const pg_result *pg_res; /* OP_PG's answer, the pool's until the coroutine yields */
+  pg_session *session;     /* ls.pg.transaction's connection, held until job_pg_end */
+  bool session_wanted;     /* OP_PG waits for a session, not a result */
   struct rt_job *prev, *next; /* the pool's running jobs, for jobs_abandon */
 };
 
@@ -99,8 +103,16 @@ static void call_detach(struct rt_job *job) {
   job->call = NULL;
 }
 
+/* The job's transaction connection goes back to the pool (closed when a
+ * transaction is still open on it: that ends the transaction). */
+static void session_end(struct rt_job *job) {
+  if (job->session) pg_session_close(job->session);
+  job->session = NULL;
+}
+
 static void job_destroy(struct jobs *j, struct rt_job *job) {
   call_detach(job);
+  session_end(job);
   luaL_unref(j->L, LUA_REGISTRYINDEX, job->co_ref); /* the coroutine is garbage now */
   if (job->timer) timer_free(job->timer);
   free(job);
@@ -189,7 +201,9 @@ static void job_end(struct rt_job *job, bool reusable) {
      * arming the timer) must not fire on the idle job. */
     if (job->timer) timer_stop(job->timer);
     call_detach(job);
+    session_end(job);
     job->op = OP_NONE;
+    job->pg_res = NULL;
     job->reply = NULL;
     job->response = NULL;
     job->reply_err = NULL;
@@ -319,6 +333,7 @@ static void run(struct rt_job *job, int nargs) {
    * client's): whatever the coroutine did not take of it is gone now. */
   job->reply = NULL;
   job->response = NULL;
+  job->pg_res = NULL;
   if (rc == LUA_YIELD) {
     if (job->op != OP_NONE) return; /* waiting: a loop callback resumes it */
     finish_failed(job, "coroutine.yield called in a handler: only ls.sleep and ls.redis may wait");
@@ -405,6 +420,7 @@ static int arm(struct rt_job *job, uint64_t ms) {
  * caught) is forgotten, and so is the last call's answer. */
 static void wait_reset(struct rt_job *job) {
   call_detach(job);
+  job->pg_res = NULL;
   job->reply = NULL;
   job->response = NULL;
   job->reply_err = NULL;
@@ -426,7 +442,7 @@ static struct rt_job *call_answered(struct call *c) {
   call_put(c);
   if (job == NULL) return NULL;
   job->call = NULL;
-  timer_stop(job->timer);
+  if (job->timer) timer_stop(job->timer); /* ls.pg's deadline is the pool's */
   job->op = OP_NONE;
   return job;
 }
@@ -575,3 +591,100 @@ const struct http_response *job_http_response(struct rt_job *job, const char **e
 }
 
 const struct entry *job_entry(const struct rt_job *job) { return job->e; }
+
+/* ---- ls.pg ---- */
+
+static void pg_done(void *data, const pg_result *res, const struct pg_error *err) {
+  struct rt_job *job = call_answered(data);
+  if (job == NULL) return;
+  job->pg_res = res;
+  if (res == NULL) {
+    snprintf(job->reply_why, sizeof job->reply_why, "%s: %.240s (%.48s)", err->sqlstate, err->message,
+             job->call_name);
+    job->reply_err = job->reply_why;
+  }
+  run(job, 0);
+}
+
+static void pg_session_ready(void *data, pg_session *s, const struct pg_error *err) {
+  struct rt_job *job = call_answered(data);
+  if (job == NULL) {
+    if (s) pg_session_close(s); /* nobody wants it any more */
+    return;
+  }
+  job->session = s;
+  if (s == NULL) {
+    snprintf(job->reply_why, sizeof job->reply_why, "%s: %.240s (%.48s)", err->sqlstate, err->message,
+             job->call_name);
+    job->reply_err = job->reply_why;
+  }
+  run(job, 0);
+}
+
+/* A call record for job's next wait on the pool. */
+static struct call *pg_call(struct rt_job *job) {
+  struct call *c = call_get();
+  if (c == NULL) return NULL;
+  c->job = job;
+  c->next = NULL;
+  return c;
+}
+
+int job_pg_query(struct rt_job *job, const struct pg_query *q, bool on_session) {
+  const struct rt_env *env = job->pool->env;
+  wait_reset(job);
+  if (env == NULL || env->pg == NULL) return -1;
+  if (on_session && job->session == NULL) return -4;
+  pg_sql_head(q->sql, job->call_name, 48);
+  struct call *c = pg_call(job);
+  if (c == NULL) return -2;
+  char err[256];
+  int rc = on_session ? pg_session_query(job->session, q, pg_done, c, err, sizeof err)
+                      : pg_query(env->pg, q, pg_done, c, err, sizeof err);
+  if (rc != 0) {
+    call_put(c);
+    snprintf(job->reply_why, sizeof job->reply_why, "%s: %.200s (%.48s)", PG_STATE_LOST, err,
+             job->call_name);
+    job->reply_err = job->reply_why;
+    return -3;
+  }
+  job->call = c;
+  job->op = OP_PG;
+  return 0;
+}
+
+const pg_result *job_pg_result(struct rt_job *job, const char **err) {
+  const pg_result *r = job->pg_res;
+  *err = r ? NULL : job->reply_err ? job->reply_err : "ls.pg: no query was made";
+  job->pg_res = NULL;
+  job->reply_err = NULL;
+  return r;
+}
+
+int job_pg_begin(struct rt_job *job) {
+  const struct rt_env *env = job->pool->env;
+  wait_reset(job);
+  if (env == NULL || env->pg == NULL) return -1;
+  if (job->session) return -4;
+  snprintf(job->call_name, sizeof job->call_name, "BEGIN");
+  struct call *c = pg_call(job);
+  if (c == NULL) return -2;
+  char err[256];
+  if (pg_session_open(env->pg, 0, pg_session_ready, c, err, sizeof err) != 0) {
+    call_put(c);
+    snprintf(job->reply_why, sizeof job->reply_why, "%s: %.200s (BEGIN)", PG_STATE_CONNECT, err);
+    job->reply_err = job->reply_why;
+    return -3;
+  }
+  job->call = c;
+  job->op = OP_PG;
+  return 0;
+}
+
+bool job_pg_session(struct rt_job *job, const char **err) {
+  *err = job->session ? NULL : job->reply_err ? job->reply_err : "ls.pg: no transaction";
+  job->reply_err = NULL;
+  return job->session != NULL;
+}
+
+void job_pg_end(struct rt_job *job) { session_end(job); }

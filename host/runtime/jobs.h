@@ -7,7 +7,8 @@
  * resumes it. A Redis call (ls.redis.call) waits the same way for the
  * broker's reply, with the timer as its timeout; a reply that comes after
  * the job stopped waiting is dropped; an HTTP request (ls.http) waits
- * likewise. The dispatcher's return values become an rt_result for the
+ * likewise, and so does a PostgreSQL query (ls.pg), whose deadline is the
+ * pool's. The dispatcher's return values become an rt_result for the
  * job's done callback. The pool knows nothing of loading or generations:
  * runtime.c owns those, and is told through a callback when a released pool
  * has no job left. */
@@ -122,6 +123,30 @@ int job_http(struct rt_job *job, const struct http_request *req);
  * true when the client said the request itself is at fault (http.h). */
 const struct http_response *job_http_response(struct rt_job *job, const char **err,
                                               bool *fatal);
+
+struct pg_query;
+struct pg_result;
+/* ls.pg.query (on_session false: any connection of the host's pool,
+ * rt_env.pg) or tx:query (on_session: the job's transaction connection,
+ * job_pg_begin): sends q (copied before this returns); the caller must then
+ * yield, and the job is resumed with no values once the pool answered,
+ * within the query's deadline (the pool's own, on the loop: the server's
+ * time is real even under a virtual clock). job_pg_result then says what
+ * came. Returns 0, -1 when the host offers no PostgreSQL, -2 when out of
+ * memory, -3 when not sent (job_pg_result says why; the caller must not
+ * yield), -4 when on_session and the job holds no transaction connection. */
+int job_pg_query(struct rt_job *job, const struct pg_query *q, bool on_session);
+/* The answer to the job's last query, once: the result (valid until the
+ * coroutine next yields or returns), or NULL with *err as "SQLSTATE:
+ * message (the query's first words)". */
+const struct pg_result *job_pg_result(struct rt_job *job, const char **err);
+/* ls.pg.transaction: checks a connection out of the pool for the job; the
+ * caller yields as for job_pg_query, then job_pg_session says whether it
+ * came. Returns as job_pg_query; -4 when the job already holds one. The
+ * connection goes back with job_pg_end, or when the job ends. */
+int job_pg_begin(struct rt_job *job);
+bool job_pg_session(struct rt_job *job, const char **err);
+void job_pg_end(struct rt_job *job);
 
 /* Frees the spare records of handlers' Redis calls (at exit, so that nothing
  * is left allocated). */

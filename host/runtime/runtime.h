@@ -79,6 +79,11 @@ struct rt_env {
   struct http_client *http;
   uint64_t http_timeout_ms; /* 0: RT_HTTP_TIMEOUT_MS */
   size_t http_max_body;     /* 0: RT_HTTP_MAX_BODY */
+  /* ls.pg: the host's PostgreSQL pool (pg.h), shared by every handler;
+   * NULL: ls.pg raises pg_missing (NULL: RT_PG_MISSING). */
+  struct pg_pool *pg;
+  const char *pg_missing;
+  const char *pg_once_table; /* ctx:pg_once's table; NULL: RT_PG_ONCE_TABLE */
   /* Optional: told of every finished delivery, before its outcome is applied
    * (the test harness records them). Arguments valid during the call only. */
   void (*on_delivery)(void *data, const struct handler_spec *spec, const struct entry *e,
@@ -100,6 +105,10 @@ struct rt_env {
 #define RT_HTTP_TIMEOUT_MS 10000
 /* The default cap on an ls.http response body. */
 #define RT_HTTP_MAX_BODY (16u * 1024 * 1024)
+/* Why ls.pg raises on a host with no PostgreSQL. */
+#define RT_PG_MISSING "no PostgreSQL configured (--postgres, LUASTREAM_POSTGRES or PG* variables)"
+/* The table ctx:pg_once records handled entries in. */
+#define RT_PG_ONCE_TABLE "luastream_processed"
 /* The most arguments one command written with the ack may have (ctx:write,
  * ctx:publish, a reply): what the outcome script can pass on, its MAX_ARGS
  * (broker/scripts/outcome.lua; Lua's unpack stops near 8000). */

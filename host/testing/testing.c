@@ -37,7 +37,15 @@
  * each one (see world_http_answer); testing.lua keeps the stubs and the
  * requests made.
  *   app:http_passthrough(on)  -- {redis = URL} only: unanswered requests go
- *                                to real servers (http_curl) */
+ *                                to real servers (http_curl)
+ *
+ * ls.pg reaches a real PostgreSQL only, the one opts.postgres names (a
+ * libpq connection string or URL; opts.pg_once_table, opts.pg_timeout in
+ * ms): there is no SQL in memory. Its client runs on a libuv loop of its
+ * own (the real server's with {redis = URL}), which settle and advance run
+ * while queries are outstanding, between turns of the virtual clock: a
+ * query takes no virtual time. Without opts.postgres ls.pg raises, saying
+ * so. */
 #include <ctype.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -59,6 +67,8 @@
 #include "json_encode.h"
 #include "log.h"
 #include "metrics.h"
+#include "pg.h"
+#include "pg_libpq.h"
 #include "corelib.h"
 #include "runtime.h"
 #include "servers.h"
@@ -97,6 +107,9 @@ struct world {
   http_client *http;     /* every host's: the stubs (http_stub.h) */
   int http_answer_ref;   /* opts.http_answer in the spec's state, or LUA_NOREF */
   bool http_pass;        /* unanswered requests go to real servers */
+  pg_pool *pg;           /* opts.postgres's, else NULL */
+  uv_loop_t *pg_loop;    /* pg's loop: loop, or one of its own on the virtual clock */
+  char *pg_once_table;
   lua_State *L;          /* the spec's state, inside the call now running the world */
   int apps;              /* apps using it */
   char **logs;           /* every line its hosts logged */
@@ -216,6 +229,8 @@ static void log_route_restore(struct log_route r, const struct world *gone) {
  * when the last goes, so that nothing of it outlives the module. */
 static int worlds;
 
+static void world_settle(struct world *w);
+
 static void world_unref(struct world *w, lua_State *L) {
   if (--w->apps > 0) return;
   struct log_route prev = log_route_save();
@@ -230,7 +245,7 @@ static void world_unref(struct world *w, lua_State *L) {
     if (w->loop)
       uv_run(w->loop, UV_RUN_NOWAIT);
     else
-      clock_virtual_settle(w->clock);
+      world_settle(w);
     broker_free(w->b);
   }
   for (size_t i = 0; i < w->nservers; i++) {
@@ -238,6 +253,15 @@ static void world_unref(struct world *w, lua_State *L) {
     free(w->servers[i].key);
   }
   free(w->servers);
+  if (w->pg) { /* every host using it is gone: its queries are let go */
+    pg_pool_free(w->pg);
+    if (w->pg_loop != w->loop) {
+      uv_run(w->pg_loop, UV_RUN_DEFAULT); /* close callbacks: the pool is freed in the last */
+      uv_loop_close(w->pg_loop);
+      free(w->pg_loop);
+    }
+  }
+  free(w->pg_once_table);
   log_set_clock(NULL);
   if (w->clock) w->clock->ops->free(w->clock);
   if (w->loop) {
@@ -253,6 +277,17 @@ static void world_unref(struct world *w, lua_State *L) {
 }
 
 /* ---- running the clock ---- */
+
+/* Runs everything due on the virtual clock, and PostgreSQL's loop while
+ * queries are outstanding (each answer may start more work, and more
+ * queries). The pool's deadlines bound each turn. */
+static void world_settle(struct world *w) {
+  clock_virtual_settle(w->clock);
+  while (w->pg && !w->loop && pg_pool_busy(w->pg)) {
+    uv_run(w->pg_loop, UV_RUN_ONCE);
+    clock_virtual_settle(w->clock);
+  }
+}
 
 /* Raises the first handler error not yet raised, with its traceback. */
 static void raise_new_errors(lua_State *L, struct app *a) {
@@ -317,7 +352,7 @@ static bool wait_reply_on(struct app *a, broker *b, bk_conn *conn, struct waiter
   if (a->w->loop)
     run_until(a, got_reply);
   else
-    clock_virtual_settle(a->w->clock);
+    world_settle(a->w);
   if (!a->replied) {
     w->a = NULL; /* the callback frees it when (if) the reply comes */
     return false;
@@ -434,7 +469,7 @@ static int app_settle(lua_State *L) {
   if (a->w->loop)
     settle_real(L, a);
   else
-    clock_virtual_settle(a->w->clock);
+    world_settle(a->w);
   raise_new_errors(L, a);
   return 0;
 }
@@ -444,9 +479,9 @@ static int app_advance(lua_State *L) {
   if (a->w->loop) return luaL_error(L, "advance needs the in-memory broker: a real server's clock cannot be moved");
   lua_Number ms = luaL_checknumber(L, 2);
   luaL_argcheck(L, ms >= 0, 2, "cannot move the clock back");
-  clock_virtual_settle(a->w->clock);
+  world_settle(a->w);
   clock_virtual_advance(a->w->clock, (uint64_t)ms);
-  clock_virtual_settle(a->w->clock);
+  world_settle(a->w);
   raise_new_errors(L, a);
   return 0;
 }
@@ -460,7 +495,7 @@ static int app_pause(lua_State *L) {
   if (a->w->loop) return luaL_error(L, "pause needs the in-memory broker: a real server's clock cannot be moved");
   lua_Number ms = luaL_checknumber(L, 2);
   luaL_argcheck(L, ms >= 0, 2, "cannot move the clock back");
-  clock_virtual_settle(a->w->clock);
+  world_settle(a->w);
   clock_virtual_jump(a->w->clock, (uint64_t)ms);
   return 0;
 }
@@ -473,7 +508,7 @@ static int app_reload(lua_State *L) {
   if (a->w->loop)
     uv_run(a->w->loop, UV_RUN_NOWAIT);
   else
-    clock_virtual_settle(a->w->clock);
+    world_settle(a->w);
   raise_new_errors(L, a);
   return 0;
 }
@@ -630,7 +665,7 @@ static int app_command_on(lua_State *L) {
     up_conn = conn;
     run_until(a, conn_up);
   } else {
-    clock_virtual_settle(a->w->clock);
+    world_settle(a->w);
   }
   return command_at(L, a, b, conn, 3);
 }
@@ -642,7 +677,7 @@ static int app_server_down(lua_State *L) {
   if (a->w->loop) return luaL_error(L, "server_down needs the in-memory broker");
   struct world_server *ws = check_server(L, a);
   broker_memory_set_down(ws->b, lua_toboolean(L, 3));
-  clock_virtual_settle(a->w->clock);
+  world_settle(a->w);
   raise_new_errors(L, a);
   return 0;
 }
@@ -878,7 +913,7 @@ static void app_release(struct app *a) {
         run_until(a, is_stopped);
       } else {
         host_stop_within(a->host, 0);
-        clock_virtual_settle(a->w->clock);
+        world_settle(a->w);
       }
     }
     host_free(a->host);
@@ -940,7 +975,8 @@ static const char *opt_string(lua_State *L, int idx, const char *name) {
 
 /* core.app(dir [, {version =, consumer =, instance =, hostname =,
  *                  handler_errors = "raise" | "record",
- *                  redis = URL, with = app}]) */
+ *                  redis = URL, with = app,
+ *                  postgres = CONNINFO, pg_once_table = NAME, pg_timeout = ms}]) */
 static int core_app(lua_State *L) {
   const char *dir = luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
@@ -955,6 +991,14 @@ static int core_app(lua_State *L) {
     lua_pop(L, 1);
   }
   const char *errors = opt_string(L, 2, "handler_errors");
+  const char *postgres = opt_string(L, 2, "postgres");
+  const char *once_table = opt_string(L, 2, "pg_once_table");
+  lua_Number pg_timeout = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    lua_getfield(L, 2, "pg_timeout");
+    if (!lua_isnil(L, -1)) pg_timeout = luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+  }
   struct app *with = NULL;
   if (!lua_isnoneornil(L, 2)) {
     lua_getfield(L, 2, "with");
@@ -975,7 +1019,8 @@ static int core_app(lua_State *L) {
   lua_setmetatable(L, -2);
   a->raise_errors = errors == NULL || strcmp(errors, "raise") == 0;
   if (with) {
-    if (redis || version) return luaL_argerror(L, 2, "with shares another app's broker: no redis or version");
+    if (redis || version || postgres)
+      return luaL_argerror(L, 2, "with shares another app's broker: no redis, version or postgres");
     a->w = with->w;
     a->w->apps++;
   } else {
@@ -1007,6 +1052,24 @@ static int core_app(lua_State *L) {
     if (a->w->b == NULL) return luaL_error(L, "out of memory");
     a->w->http = http_stub_new(a->w->clock, world_http_answer, a->w);
     if (a->w->http == NULL) return luaL_error(L, "out of memory");
+    if (postgres) {
+      a->w->pg_loop = a->w->loop;
+      if (a->w->pg_loop == NULL) {
+        a->w->pg_loop = malloc(sizeof *a->w->pg_loop);
+        if (a->w->pg_loop == NULL || uv_loop_init(a->w->pg_loop) != 0) {
+          free(a->w->pg_loop);
+          a->w->pg_loop = NULL;
+          return luaL_error(L, "cannot start a loop");
+        }
+      }
+      char err[512];
+      struct pg_options po = {.conninfo = postgres, .size = 4,
+                              .timeout_ms = pg_timeout > 0 ? (uint64_t)pg_timeout : 0};
+      a->w->pg = pg_libpq_new(a->w->pg_loop, &po, err, sizeof err);
+      if (a->w->pg == NULL) return luaL_error(L, "postgres: %s", err);
+      if (once_table && (a->w->pg_once_table = dups(once_table)) == NULL)
+        return luaL_error(L, "out of memory");
+    }
   }
   world_log_here(a->w);
   a->w->L = L;
@@ -1022,6 +1085,10 @@ static int core_app(lua_State *L) {
   }
   host_on_delivery(a->host, record, a);
   host_set_http(a->host, a->w->http, 0, 0);
+  host_set_pg(a->host, a->w->pg,
+              "no PostgreSQL in this spec: pass {postgres = URL} to testing.app for a real one "
+              "(docs/testing.md)",
+              a->w->pg_once_table);
   host_set_servers(a->host, &(struct servers_backend){open_world_server, NULL, a->w});
   a->conn = bk_conn_open(a->w->b, "spec", NULL, NULL);
   host_start(a->host, host_stopped, a);
@@ -1031,7 +1098,7 @@ static int core_app(lua_State *L) {
       return luaL_error(L, "the host did not start reading from %s within %d ms", redis, REAL_WAIT_MS);
     }
   } else {
-    clock_virtual_settle(a->w->clock);
+    world_settle(a->w);
   }
   const char *why = host_failed(a->host);
   if (why) {

@@ -317,6 +317,18 @@ local function write(self, ...)
   return queue(self, command)
 end
 
+-- ctx:pg_once(fn) -> true, what fn returned | false | nil, err: fn(tx) in a
+-- PostgreSQL transaction that first records the entry (stream, group and
+-- the id on the source stream, as ctx.idempotency_key: the same across
+-- redeliveries, retry copies and replays), skipped when the entry was
+-- recorded before (luastream/pg.lua).
+local function pg_once(self, fn)
+  if type(self) ~= "table" or rawget(self, SEQ) == nil then
+    error("ctx:pg_once: call it with a colon (ctx:pg_once(function(tx) ... end))", 2)
+  end
+  return require("luastream.pg").once(self.stream, self.group, core.source_id(rawget(self, SEQ)), fn)
+end
+
 -- ctx.id, ctx.headers and ctx.fields come from the entry the host holds,
 -- built on first use (most handlers read few of them) and kept in ctx from
 -- then on. fields = every field as delivered, headers = all but `data`, plus
@@ -514,7 +526,7 @@ function M.dispatcher(spec, consumer)
   local views = {}
   local function view(partition)
     local members = { stream = spec.stream, group = spec.group, consumer = consumer, publish = publish,
-                      write = write, partition_tag = "" }
+                      write = write, pg_once = pg_once, partition_tag = "" }
     local reply_to = spec.reply_to
     if partition ~= NONE then
       members.stream = partition_key(spec.stream, partition)

@@ -171,12 +171,15 @@ local App = {}
 App.__index = App
 
 -- testing.app(dir [, {version = "8.4.0", consumer = NAME, instance = N, hostname = NAME,
---                     handler_errors = "raise" | "record", with = other_app, redis = URL}])
+--                     handler_errors = "raise" | "record", with = other_app, redis = URL,
+--                     postgres = CONNINFO, pg_once_table = NAME, pg_timeout = MS}])
 -- starts every handler of dir on a fresh in-memory broker. A broker version
 -- below 8.4 makes claiming subscriptions meet the version gate (the error is
 -- raised here). With handler_errors = "raise" (the default) a handler that
 -- fails makes the settle or advance that ran it fail, with its traceback.
 -- with = another app starts a second host on that app's broker and clock.
+-- postgres = a libpq connection string or URL: ls.pg's real server (there is
+-- no SQL in memory; without it ls.pg raises, saying so).
 -- Consumer names are made as by `luastream run` (hostname: this machine's
 -- unless given); each host holds a lease on its names, so two apps with the
 -- same name in a group behave as two processes would.

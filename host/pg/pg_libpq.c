@@ -1,0 +1,753 @@
+/* pg_libpq: libpq's asynchronous API on libuv; see pg_libpq.h. The only file
+ * in the project that includes libpq.
+ *
+ * libpq rules this code leans on (libpq docs, "Asynchronous Command
+ * Processing" and "Connecting"):
+ * - after PQconnectStart, PQconnectPoll is called when the socket is ready
+ *   for what its last answer asked (reading or writing), and the socket may
+ *   change between calls;
+ * - in nonblocking mode a send may leave data unsent: PQflush again when the
+ *   socket is writable, until it returns 0;
+ * - a command is done when PQgetResult returns NULL, which it does without
+ *   blocking only while PQisBusy is false;
+ * - one command at a time per connection (no pipeline mode here);
+ * - a uv_poll is closed before PQfinish closes its socket: closing it takes
+ *   the fd out of epoll, and once closed the number may be another's. */
+#include "pg_libpq.h"
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum conn_state {
+  C_DOWN,       /* no connection */
+  C_CONNECTING, /* PQconnectPoll until OK */
+  C_SETUP,      /* the SET statements run */
+  C_IDLE,       /* ready for a query */
+  C_PREPARING,  /* PQsendPrepare for the query in req */
+  C_BUSY        /* the query in req runs */
+};
+
+struct conn;
+
+/* A query or a session wanted: waiting in the pool's queue, or running. */
+struct req {
+  pg_pool *pool;
+  bool session;          /* pg_session_open's, else a query */
+  pg_done_fn *done;
+  pg_session_fn *ready;
+  void *data;
+  uint64_t timeout_ms;
+  uv_timer_t timer;      /* the deadline */
+  struct conn *conn;     /* running on, else NULL */
+  struct req *prev, *next; /* the waiting queue */
+  char *sql;             /* points into the same allocation */
+  int nparams;
+  char **params;
+};
+
+struct poll {
+  uv_poll_t h;
+  pg_pool *pool;
+};
+
+struct pg_session {
+  struct conn *conn;
+};
+
+struct conn {
+  pg_pool *pool;
+  PGconn *pg;
+  struct poll *poll;
+  int fd;
+  enum conn_state state;
+  PostgresPollingStatusType waits; /* C_CONNECTING: what PQconnectPoll asked for */
+  bool want_write;                 /* PQflush has more to send */
+  bool checked_out;                /* a session's */
+  struct pg_session session;
+  struct req *req;                 /* running */
+  PGresult *result;                /* the command's result so far */
+  struct stmt {
+    char *sql;
+    unsigned id;                   /* prepared as "ls<id>" */
+  } stmts[PG_STATEMENTS_KEPT];
+  int nstmts;
+  unsigned next_stmt;              /* the id of the next one prepared */
+  char why[256];                   /* the last failure, for the queries it fails */
+};
+
+struct pg_pool {
+  uv_loop_t *loop;
+  char *conninfo;
+  char setup[256];      /* the SET statements of a new connection */
+  uint64_t timeout_ms;
+  int size;
+  struct conn *conns;
+  struct req *head, *tail; /* waiting */
+  uv_timer_t kick;         /* runs dispatch from the loop */
+  int open_handles;        /* kick, polls, request timers, until closed */
+  bool closed, free_wanted;
+};
+
+uint64_t pg_statement_timeout(uint64_t timeout_ms) {
+  /* room for connecting and the round trips around the statement */
+  uint64_t margin = timeout_ms / 10;
+  if (margin < 100) margin = 100;
+  if (margin > 1000) margin = 1000;
+  return timeout_ms > 2 * margin ? timeout_ms - margin : timeout_ms / 2 + 1;
+}
+
+/* ---- results ---- */
+
+int pg_result_rows(const pg_result *r) { return PQntuples((const PGresult *)r); }
+int pg_result_columns(const pg_result *r) { return PQnfields((const PGresult *)r); }
+const char *pg_result_name(const pg_result *r, int col) {
+  return PQfname((const PGresult *)r, col);
+}
+uint32_t pg_result_type(const pg_result *r, int col) {
+  return (uint32_t)PQftype((const PGresult *)r, col);
+}
+const char *pg_result_value(const pg_result *r, int row, int col, size_t *len) {
+  const PGresult *res = (const PGresult *)r;
+  if (PQgetisnull(res, row, col)) return NULL;
+  *len = (size_t)PQgetlength(res, row, col);
+  return PQgetvalue(res, row, col);
+}
+double pg_result_affected(const pg_result *r) {
+  return strtod(PQcmdTuples((PGresult *)r), NULL);
+}
+
+/* ---- the pool's handles ---- */
+
+static void pool_release(pg_pool *p) {
+  for (int i = 0; i < p->size; i++)
+    if (p->conns[i].pg) PQfinish(p->conns[i].pg);
+  free(p->conns);
+  free(p->conninfo);
+  free(p);
+}
+
+static void handle_closed(pg_pool *p) {
+  if (--p->open_handles == 0 && p->free_wanted) pool_release(p);
+}
+
+static void poll_closed(uv_handle_t *h) {
+  struct poll *pl = (struct poll *)h; /* h is its first member; data is the connection */
+  pg_pool *p = pl->pool;
+  free(pl);
+  handle_closed(p);
+}
+
+static void kick_closed(uv_handle_t *h) { handle_closed(h->data); }
+
+static void req_closed(uv_handle_t *h) {
+  struct req *r = h->data;
+  pg_pool *p = r->pool;
+  free(r);
+  handle_closed(p);
+}
+
+static void req_free(struct req *r) {
+  uv_timer_stop(&r->timer);
+  uv_close((uv_handle_t *)&r->timer, req_closed);
+}
+
+static void on_kick(uv_timer_t *t);
+static void kick(pg_pool *p) {
+  if (!p->closed) uv_timer_start(&p->kick, on_kick, 0, 0);
+}
+
+/* ---- failures ---- */
+
+/* libpq's message on one line: whitespace runs as one space, none at the
+ * ends. */
+static void one_line(const char *msg, char *out, size_t len) {
+  if (msg == NULL || *msg == '\0') msg = "unknown error";
+  size_t at = 0;
+  bool space = false;
+  for (const char *q = msg; *q && at + 2 < len; q++) {
+    if (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') {
+      space = at > 0;
+      continue;
+    }
+    if (space) out[at++] = ' ';
+    space = false;
+    out[at++] = *q;
+  }
+  out[at] = '\0';
+}
+
+static void fail(struct req *r, const char *state, const char *msg, bool lost, bool timed_out) {
+  struct pg_error e = {.message = msg, .lost = lost, .timed_out = timed_out};
+  snprintf(e.sqlstate, sizeof e.sqlstate, "%s", state);
+  r->conn = NULL;
+  if (r->session) r->ready(r->data, NULL, &e);
+  else r->done(r->data, NULL, &e);
+  req_free(r);
+}
+
+/* Closes c's connection; returns its running request, detached, for the
+ * caller to fail. Never calls back. */
+static struct req *conn_close(struct conn *c) {
+  if (c->poll) {
+    uv_close((uv_handle_t *)&c->poll->h, poll_closed); /* before PQfinish: see the top */
+    c->poll = NULL;
+  }
+  if (c->pg) PQfinish(c->pg);
+  c->pg = NULL;
+  c->fd = -1;
+  if (c->result) PQclear(c->result);
+  c->result = NULL;
+  for (int i = 0; i < c->nstmts; i++) free(c->stmts[i].sql);
+  c->nstmts = 0;
+  c->next_stmt = 0;
+  c->state = C_DOWN;
+  c->want_write = false;
+  struct req *r = c->req;
+  c->req = NULL;
+  if (r) r->conn = NULL;
+  return r;
+}
+
+static void queue_remove(pg_pool *p, struct req *r) {
+  if (r->prev) r->prev->next = r->next;
+  else p->head = r->next;
+  if (r->next) r->next->prev = r->prev;
+  else p->tail = r->prev;
+  r->prev = r->next = NULL;
+}
+
+static void queue_push(pg_pool *p, struct req *r, bool front) {
+  if (front) {
+    r->next = p->head;
+    if (p->head) p->head->prev = r;
+    else p->tail = r;
+    p->head = r;
+  } else {
+    r->prev = p->tail;
+    if (p->tail) p->tail->next = r;
+    else p->head = r;
+    p->tail = r;
+  }
+}
+
+/* Fails every waiting request when no connection is up or coming: a server
+ * that refuses connections fails queries at once instead of at their
+ * deadline. */
+static void fail_waiting_if_hopeless(pg_pool *p, const char *why) {
+  for (int i = 0; i < p->size; i++)
+    if (p->conns[i].state != C_DOWN && !p->conns[i].checked_out) return;
+  while (p->head) {
+    struct req *r = p->head;
+    queue_remove(p, r);
+    fail(r, PG_STATE_CONNECT, why, false, false);
+  }
+}
+
+/* c's connection failed: its query (or its connecting) fails with why. */
+static void conn_fail(struct conn *c, const char *why) {
+  pg_pool *p = c->pool;
+  bool connecting = c->state == C_CONNECTING || c->state == C_SETUP;
+  one_line(why, c->why, sizeof c->why);
+  struct req *r = conn_close(c);
+  if (r) fail(r, PG_STATE_LOST, c->why, true, false);
+  if (connecting) fail_waiting_if_hopeless(p, c->why);
+  kick(p);
+}
+
+/* ---- the socket ---- */
+
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* Watches c's socket for what its state waits for. */
+static int watch(struct conn *c) {
+  int fd = PQsocket(c->pg);
+  if (c->poll && c->fd != fd) {
+    uv_close((uv_handle_t *)&c->poll->h, poll_closed);
+    c->poll = NULL;
+  }
+  if (c->poll == NULL) {
+    struct poll *pl = malloc(sizeof *pl);
+    if (pl == NULL) return -1;
+    if (uv_poll_init_socket(c->pool->loop, &pl->h, fd) != 0) {
+      free(pl);
+      return -1;
+    }
+    pl->pool = c->pool;
+    pl->h.data = c;
+    c->pool->open_handles++;
+    c->poll = pl;
+    c->fd = fd;
+  }
+  int ev = UV_READABLE;
+  if (c->state == C_CONNECTING) ev = c->waits == PGRES_POLLING_WRITING ? UV_WRITABLE : UV_READABLE;
+  else if (c->want_write) ev |= UV_WRITABLE;
+  return uv_poll_start(&c->poll->h, ev, on_poll) == 0 ? 0 : -1;
+}
+
+static int flush(struct conn *c) {
+  int rc = PQflush(c->pg);
+  if (rc < 0) return -1;
+  c->want_write = rc == 1;
+  return 0;
+}
+
+/* ---- queries ---- */
+
+static int stmt_find(const struct conn *c, const char *sql) {
+  for (int i = 0; i < c->nstmts; i++)
+    if (strcmp(c->stmts[i].sql, sql) == 0) return i;
+  return -1;
+}
+
+/* Forgets sql's prepared statement: the server refuses to run it again
+ * ("cached plan must not change result type" after a table it reads
+ * changed), so the next use prepares it anew, under a new name. */
+static void stmt_forget(struct conn *c, const char *sql) {
+  int i = stmt_find(c, sql);
+  if (i < 0) return;
+  free(c->stmts[i].sql);
+  c->stmts[i] = c->stmts[--c->nstmts];
+}
+
+/* Sends r on c (idle): its prepared statement, else prepares it first
+ * while the cache has room, else unnamed. -1 when libpq refuses (the
+ * connection is broken); r is then not attached. */
+static int send_req(struct conn *c, struct req *r) {
+  char name[16];
+  int i = stmt_find(c, r->sql);
+  int ok;
+  if (i >= 0) {
+    snprintf(name, sizeof name, "ls%u", c->stmts[i].id);
+    ok = PQsendQueryPrepared(c->pg, name, r->nparams, (const char *const *)r->params, NULL,
+                             NULL, 0);
+    c->state = C_BUSY;
+  } else if (c->nstmts < PG_STATEMENTS_KEPT) {
+    snprintf(name, sizeof name, "ls%u", c->next_stmt);
+    ok = PQsendPrepare(c->pg, name, r->sql, r->nparams, NULL);
+    c->state = C_PREPARING;
+  } else {
+    ok = PQsendQueryParams(c->pg, r->sql, r->nparams, NULL, (const char *const *)r->params,
+                           NULL, NULL, 0);
+    c->state = C_BUSY;
+  }
+  if (!ok || flush(c) != 0 || watch(c) != 0) {
+    c->state = C_IDLE;
+    return -1;
+  }
+  c->req = r;
+  r->conn = c;
+  return 0;
+}
+
+static void on_deadline(uv_timer_t *t) {
+  struct req *r = t->data;
+  pg_pool *p = r->pool;
+  char why[160];
+  if (r->conn) {
+    /* The server may still run it: closing the connection ends it there. */
+    conn_close(r->conn);
+    snprintf(why, sizeof why, "no result within %llums (the connection was closed)",
+             (unsigned long long)r->timeout_ms);
+  } else {
+    queue_remove(p, r);
+    snprintf(why, sizeof why, "no connection within %llums (%d in use)",
+             (unsigned long long)r->timeout_ms, p->size);
+  }
+  fail(r, PG_STATE_TIMEOUT, why, false, true);
+  kick(p);
+}
+
+/* libpq's default writes NOTICEs and WARNINGs to stderr, which is the
+ * host's log: a line in no log format. Handlers get results and errors;
+ * the server's notices ("already exists, skipping") are dropped. */
+static void drop_notice(void *arg, const char *message) {
+  (void)arg;
+  (void)message;
+}
+
+/* Starts making c's connection. */
+static int conn_start(struct conn *c, char *err, size_t errlen) {
+  c->pg = PQconnectStart(c->pool->conninfo);
+  if (c->pg == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (PQstatus(c->pg) == CONNECTION_BAD) {
+    one_line(PQerrorMessage(c->pg), err, errlen);
+    conn_close(c);
+    return -1;
+  }
+  PQsetnonblocking(c->pg, 1);
+  PQsetNoticeProcessor(c->pg, drop_notice, NULL);
+  c->state = C_CONNECTING;
+  c->waits = PGRES_POLLING_WRITING;
+  if (watch(c) != 0) {
+    snprintf(err, errlen, "cannot watch the connection's socket");
+    conn_close(c);
+    return -1;
+  }
+  return 0;
+}
+
+/* Hands waiting requests to idle connections, and starts connections for
+ * those no connection is coming for. Runs from the loop only (kick, a
+ * finished command), never inside a call of pg.h: it calls back. */
+static void dispatch(pg_pool *p) {
+  while (p->head && !p->closed) {
+    struct conn *idle = NULL;
+    int coming = 0;
+    for (int i = 0; i < p->size; i++) {
+      struct conn *c = &p->conns[i];
+      if (c->checked_out) continue;
+      if (c->state == C_IDLE && idle == NULL) idle = c;
+      if (c->state == C_CONNECTING || c->state == C_SETUP) coming++;
+    }
+    if (idle == NULL) {
+      int waiting = 0;
+      for (struct req *r = p->head; r; r = r->next) waiting++;
+      for (int i = 0; i < p->size && coming < waiting; i++) {
+        struct conn *c = &p->conns[i];
+        if (c->state != C_DOWN || c->checked_out) continue;
+        char err[256];
+        if (conn_start(c, err, sizeof err) != 0) {
+          fail_waiting_if_hopeless(p, err);
+          return;
+        }
+        coming++;
+      }
+      return;
+    }
+    struct req *r = p->head;
+    queue_remove(p, r);
+    if (r->session) {
+      idle->checked_out = true;
+      r->ready(r->data, &idle->session, NULL);
+      req_free(r);
+    } else if (send_req(idle, r) != 0) {
+      one_line(PQerrorMessage(idle->pg), idle->why, sizeof idle->why);
+      conn_close(idle);
+      fail(r, PG_STATE_LOST, idle->why, true, false);
+    }
+  }
+}
+
+static void on_kick(uv_timer_t *t) { dispatch(t->data); }
+
+/* The command on c finished (PQgetResult gave NULL). */
+static void command_done(struct conn *c) {
+  PGresult *res = c->result;
+  c->result = NULL;
+  enum conn_state was = c->state;
+  c->state = C_IDLE;
+  ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY;
+  if (was == C_SETUP) {
+    if (!ok) {
+      conn_fail(c, res ? PQresultErrorMessage(res) : "setting up the connection failed");
+    } else {
+      kick(c->pool);
+    }
+    PQclear(res);
+    return;
+  }
+  struct req *r = c->req;
+  if (was == C_PREPARING && ok) {
+    char *copy = strdup(r->sql);
+    if (copy) c->stmts[c->nstmts++] = (struct stmt){copy, c->next_stmt};
+    c->next_stmt++; /* the name is taken on the server either way */
+    c->req = NULL;
+    r->conn = NULL;
+    PQclear(res);
+    if (send_req(c, r) != 0) {
+      one_line(PQerrorMessage(c->pg), c->why, sizeof c->why);
+      conn_close(c);
+      fail(r, PG_STATE_LOST, c->why, true, false);
+      kick(c->pool);
+    }
+    return;
+  }
+  c->req = NULL;
+  r->conn = NULL;
+  if (!c->checked_out) kick(c->pool);
+  if (ok) {
+    r->done(r->data, (const pg_result *)res, NULL);
+  } else {
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    char line[512];
+    one_line(msg ? msg : res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg), line,
+             sizeof line);
+    struct pg_error e = {.message = line};
+    snprintf(e.sqlstate, sizeof e.sqlstate, "%s", state ? state : "XX000");
+    if (strcmp(e.sqlstate, "0A000") == 0) stmt_forget(c, r->sql);
+    r->done(r->data, NULL, &e);
+  }
+  PQclear(res);
+  req_free(r);
+}
+
+/* Reads what arrived on c; finishes its command when complete. */
+static void conn_read(struct conn *c) {
+  if (!PQconsumeInput(c->pg)) {
+    conn_fail(c, PQerrorMessage(c->pg));
+    return;
+  }
+  PGnotify *n;
+  while ((n = PQnotifies(c->pg)) != NULL) PQfreemem(n);
+  if (c->state == C_IDLE) {
+    if (PQstatus(c->pg) == CONNECTION_BAD) conn_fail(c, PQerrorMessage(c->pg));
+    return;
+  }
+  while (!PQisBusy(c->pg)) {
+    PGresult *res = PQgetResult(c->pg);
+    if (res == NULL) {
+      command_done(c);
+      return;
+    }
+    /* the first error wins; else the last result */
+    if (c->result == NULL || PQresultStatus(c->result) != PGRES_FATAL_ERROR) {
+      if (c->result) PQclear(c->result);
+      c->result = res;
+    } else {
+      PQclear(res);
+    }
+  }
+}
+
+static void connect_step(struct conn *c) {
+  PostgresPollingStatusType st = PQconnectPoll(c->pg);
+  if (st == PGRES_POLLING_FAILED) {
+    conn_fail(c, PQerrorMessage(c->pg));
+    return;
+  }
+  if (st == PGRES_POLLING_OK) {
+    c->state = C_SETUP;
+    if (!PQsendQuery(c->pg, c->pool->setup) || flush(c) != 0) {
+      conn_fail(c, PQerrorMessage(c->pg));
+      return;
+    }
+  } else {
+    c->waits = st;
+  }
+  if (watch(c) != 0) conn_fail(c, "cannot watch the connection's socket");
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  struct conn *c = h->data;
+  if (c->state == C_DOWN) return;
+  if (c->state == C_CONNECTING) {
+    connect_step(c);
+    return;
+  }
+  if (status < 0 && status != UV_EBADF) events = UV_READABLE; /* let libpq find out */
+  if ((events & UV_WRITABLE) && c->want_write) {
+    if (flush(c) != 0) {
+      conn_fail(c, PQerrorMessage(c->pg));
+      return;
+    }
+    if (watch(c) != 0) {
+      conn_fail(c, "cannot watch the connection's socket");
+      return;
+    }
+  }
+  if (events & UV_READABLE) conn_read(c);
+}
+
+/* ---- pg.h ---- */
+
+/* A request with copies of q's text and parameters. */
+static struct req *req_new(pg_pool *p, const struct pg_query *q) {
+  size_t size = sizeof(struct req), sql_len = q ? strlen(q->sql) + 1 : 0;
+  int n = q ? q->nparams : 0;
+  size += (size_t)n * sizeof(char *) + sql_len;
+  for (int i = 0; i < n; i++)
+    if (q->params[i]) size += strlen(q->params[i]) + 1;
+  struct req *r = calloc(1, size);
+  if (r == NULL) return NULL;
+  r->pool = p;
+  r->params = (char **)(r + 1);
+  char *at = (char *)(r->params + n);
+  if (q) {
+    r->sql = at;
+    memcpy(at, q->sql, sql_len);
+    at += sql_len;
+    r->nparams = n;
+    for (int i = 0; i < n; i++) {
+      if (q->params[i] == NULL) continue;
+      size_t l = strlen(q->params[i]) + 1;
+      r->params[i] = at;
+      memcpy(at, q->params[i], l);
+      at += l;
+    }
+  }
+  uv_timer_init(p->loop, &r->timer);
+  r->timer.data = r;
+  p->open_handles++;
+  return r;
+}
+
+static void req_start_deadline(struct req *r, uint64_t timeout_ms) {
+  r->timeout_ms = timeout_ms ? timeout_ms : r->pool->timeout_ms;
+  uv_timer_start(&r->timer, on_deadline, r->timeout_ms, 0);
+}
+
+int pg_query(pg_pool *p, const struct pg_query *q, pg_done_fn *done, void *data, char *err,
+             size_t errlen) {
+  if (p->closed) {
+    snprintf(err, errlen, "the PostgreSQL client is closed");
+    return -1;
+  }
+  struct req *r = req_new(p, q);
+  if (r == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  r->done = done;
+  r->data = data;
+  req_start_deadline(r, q->timeout_ms);
+  /* An idle connection takes it at once; else it waits for dispatch. */
+  for (int i = 0; i < p->size && p->head == NULL; i++) {
+    struct conn *c = &p->conns[i];
+    if (c->state != C_IDLE || c->checked_out) continue;
+    if (send_req(c, r) == 0) return 0;
+    conn_close(c); /* broken: the query waits for another */
+  }
+  queue_push(p, r, false);
+  kick(p);
+  return 0;
+}
+
+int pg_session_open(pg_pool *p, uint64_t timeout_ms, pg_session_fn *ready, void *data, char *err,
+                    size_t errlen) {
+  if (p->closed) {
+    snprintf(err, errlen, "the PostgreSQL client is closed");
+    return -1;
+  }
+  struct req *r = req_new(p, NULL);
+  if (r == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  r->session = true;
+  r->ready = ready;
+  r->data = data;
+  req_start_deadline(r, timeout_ms);
+  queue_push(p, r, false);
+  kick(p);
+  return 0;
+}
+
+int pg_session_query(pg_session *s, const struct pg_query *q, pg_done_fn *done, void *data,
+                     char *err, size_t errlen) {
+  struct conn *c = s->conn;
+  pg_pool *p = c->pool;
+  if (p->closed) {
+    snprintf(err, errlen, "the PostgreSQL client is closed");
+    return -1;
+  }
+  if (c->state != C_IDLE) {
+    snprintf(err, errlen, "%s", c->state == C_DOWN ? "the connection was lost" : "a query is running");
+    return -1;
+  }
+  struct req *r = req_new(p, q);
+  if (r == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  r->done = done;
+  r->data = data;
+  req_start_deadline(r, q->timeout_ms);
+  if (send_req(c, r) != 0) {
+    one_line(PQerrorMessage(c->pg), err, errlen);
+    conn_close(c);
+    req_free(r);
+    return -1;
+  }
+  return 0;
+}
+
+void pg_session_close(pg_session *s) {
+  struct conn *c = s->conn;
+  c->checked_out = false;
+  if (c->state != C_IDLE || PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
+    /* mid-transaction or mid-query: only closing ends it for sure */
+    struct req *r = conn_close(c);
+    if (r) fail(r, PG_STATE_LOST, "the transaction was abandoned", true, false);
+  }
+  kick(c->pool);
+}
+
+bool pg_pool_busy(const pg_pool *p) {
+  if (p->head) return true;
+  for (int i = 0; i < p->size; i++)
+    if (p->conns[i].req) return true;
+  return false;
+}
+
+void pg_pool_close(pg_pool *p) {
+  if (p->closed) return;
+  p->closed = true;
+  uv_close((uv_handle_t *)&p->kick, kick_closed);
+  while (p->head) {
+    struct req *r = p->head;
+    queue_remove(p, r);
+    fail(r, PG_STATE_LOST, "the PostgreSQL client closed", true, false);
+  }
+  for (int i = 0; i < p->size; i++) {
+    struct req *r = conn_close(&p->conns[i]);
+    if (r) fail(r, PG_STATE_LOST, "the PostgreSQL client closed", true, false);
+  }
+}
+
+void pg_pool_free(pg_pool *p) {
+  if (p == NULL) return;
+  pg_pool_close(p);
+  if (p->open_handles == 0) pool_release(p);
+  else p->free_wanted = true;
+}
+
+pg_pool *pg_libpq_new(uv_loop_t *loop, const struct pg_options *o, char *err, size_t errlen) {
+  const char *conninfo = o->conninfo ? o->conninfo : "";
+  char *perr = NULL;
+  PQconninfoOption *parsed = PQconninfoParse(conninfo, &perr);
+  if (parsed == NULL) {
+    char line[256], safe[256];
+    one_line(perr ? perr : "out of memory", line, sizeof line);
+    snprintf(err, errlen, "invalid PostgreSQL settings: %s", pg_redact(line, safe, sizeof safe));
+    PQfreemem(perr);
+    return NULL;
+  }
+  PQconninfoFree(parsed);
+  pg_pool *p = calloc(1, sizeof *p);
+  if (p == NULL || (p->conninfo = strdup(conninfo)) == NULL) {
+    free(p);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  p->loop = loop;
+  p->size = o->size > 0 ? o->size : PG_POOL_SIZE;
+  p->timeout_ms = o->timeout_ms ? o->timeout_ms : PG_TIMEOUT_MS;
+  p->conns = calloc((size_t)p->size, sizeof *p->conns);
+  if (p->conns == NULL) {
+    free(p->conninfo);
+    free(p);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  for (int i = 0; i < p->size; i++) {
+    p->conns[i].pool = p;
+    p->conns[i].fd = -1;
+    p->conns[i].session.conn = &p->conns[i];
+  }
+  snprintf(p->setup, sizeof p->setup,
+           "SET statement_timeout = %llu; SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; "
+           "SET extra_float_digits = 1",
+           (unsigned long long)pg_statement_timeout(p->timeout_ms));
+  uv_timer_init(loop, &p->kick);
+  p->kick.data = p;
+  p->open_handles = 1;
+  return p;
+}

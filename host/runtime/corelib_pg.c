@@ -1,0 +1,207 @@
+/* corelib_pg: the C half of ls.pg in luastream.core (corelib_pg.h).
+ *
+ * core.pg_query sends a query with the host's pool (job_pg_query) and
+ * yields until its answer, which core.pg_result then turns into rows inside
+ * the coroutine. Parameters are sent as text, never spliced into the SQL.
+ * The Lua half (luastream/pg.lua) makes transactions and ctx:pg_once of
+ * these. */
+#include "corelib_pg.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs.h"
+#include "pg.h"
+#include "runtime.h"
+
+#define PARAMS_STACK 16
+#define PARAMS_MAX 65535       /* the protocol's limit */
+#define VALUE_STACK 256        /* a value converted in a stack buffer up to this */
+
+static struct core *self(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+
+/* Raises "<the handler's line>: <name>: <message>". core.pg_query is called
+ * by pg.lua's run, in tail position of ls.pg.query and tx:query, so level 2
+ * is the handler's line. */
+static int raise_at_handler(lua_State *L, const char *name, const char *msg) {
+  luaL_where(L, 2);
+  lua_pushfstring(L, "%s: %s", name, msg);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+static struct rt_job *running_job(lua_State *L, const char *name) {
+  struct rt_job *job = jobs_running_on(self(L)->jobs, L);
+  if (job == NULL)
+    raise_at_handler(L, name, "may only be called while handling an entry, from the handler's "
+                              "own coroutine (not while the file loads)");
+  return job;
+}
+
+static int raise_missing(lua_State *L, const char *name) {
+  const struct rt_env *env = self(L)->jobs->env;
+  return raise_at_handler(L, name, env && env->pg_missing ? env->pg_missing : RT_PG_MISSING);
+}
+
+/* core.pg_query(name, sql, on_session, null, p1, ..., pn): yields until the
+ * answer; does not yield when nothing was sent (pg_result says why). */
+static int core_pg_query(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  size_t sql_len;
+  const char *sql = luaL_checklstring(L, 2, &sql_len);
+  bool on_session = lua_toboolean(L, 3);
+  struct rt_job *job = running_job(L, name);
+  if (strlen(sql) != sql_len) return raise_at_handler(L, name, "the SQL text holds a NUL byte");
+  int n = lua_gettop(L) - 4;
+  if (n > PARAMS_MAX) return raise_at_handler(L, name, "more than 65535 parameters");
+  const char *stack_params[PARAMS_STACK];
+  const char **params = stack_params;
+  if (n > PARAMS_STACK && (params = malloc((size_t)n * sizeof *params)) == NULL)
+    return luaL_error(L, "%s: out of memory", name);
+  char why[160] = "";
+  for (int i = 0; i < n && !why[0]; i++) {
+    int idx = 5 + i;
+    size_t len;
+    char num[64];
+    switch (lua_type(L, idx)) {
+    case LUA_TSTRING:
+      params[i] = lua_tolstring(L, idx, &len);
+      if (strlen(params[i]) != len)
+        snprintf(why, sizeof why, "parameter %d holds a NUL byte (text cannot; send bytes to a "
+                 "bytea as hex: '\\x' .. hex)", i + 1);
+      break;
+    case LUA_TNUMBER:
+      pg_format_number(lua_tonumber(L, idx), num, sizeof num);
+      lua_pushstring(L, num);
+      lua_replace(L, idx); /* the stack keeps the text alive */
+      params[i] = lua_tostring(L, idx);
+      break;
+    case LUA_TBOOLEAN:
+      params[i] = lua_toboolean(L, idx) ? "true" : "false";
+      break;
+    case LUA_TNIL:
+      params[i] = NULL;
+      break;
+    default:
+      if (lua_rawequal(L, idx, 4)) {
+        params[i] = NULL; /* ls.pg.null */
+        break;
+      }
+      snprintf(why, sizeof why, "parameter %d is a %s (strings, numbers, booleans, ls.pg.null "
+               "or nil)", i + 1, luaL_typename(L, idx));
+    }
+  }
+  int rc = 0;
+  if (!why[0]) {
+    struct pg_query q = {.sql = sql, .nparams = n, .params = params};
+    rc = job_pg_query(job, &q, on_session);
+  }
+  if (params != stack_params) free(params);
+  if (why[0]) return raise_at_handler(L, name, why);
+  if (rc == -1) return raise_missing(L, name);
+  if (rc == -2) return raise_at_handler(L, name, "out of memory");
+  if (rc == -4) return raise_at_handler(L, name, "the transaction is over");
+  if (rc == -3) return 0;
+  return lua_yield(L, 0);
+}
+
+/* Pushes a value of type oid from its text. */
+static void push_value(lua_State *L, uint32_t oid, const char *text, size_t len) {
+  char stack_buf[VALUE_STACK + PG_VALUE_SLACK];
+  char *buf = len <= VALUE_STACK ? stack_buf : malloc(len + PG_VALUE_SLACK);
+  if (buf == NULL) luaL_error(L, "ls.pg: out of memory");
+  struct pg_value v;
+  pg_value_from_text(oid, text, len, buf, &v);
+  switch (v.kind) {
+  case PG_VALUE_NUMBER: lua_pushnumber(L, v.number); break;
+  case PG_VALUE_BOOLEAN: lua_pushboolean(L, v.boolean); break;
+  default: lua_pushlstring(L, v.str, v.len); break;
+  }
+  if (buf != stack_buf) free(buf);
+}
+
+/* core.pg_result(null) -> rows of the job's last query ({ {col = value}, ...,
+ * affected = n }, NULL as null), or nil and "SQLSTATE: message (query)". */
+static int core_pg_result(lua_State *L) {
+  struct rt_job *job = running_job(L, "ls.pg");
+  const char *err;
+  const struct pg_result *res = job_pg_result(job, &err);
+  if (res == NULL) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  int nrows = pg_result_rows(res), ncols = pg_result_columns(res);
+  luaL_checkstack(L, ncols + 8, "ls.pg: too many columns");
+  int names = lua_gettop(L) + 1;
+  for (int c = 0; c < ncols; c++) lua_pushstring(L, pg_result_name(res, c));
+  lua_createtable(L, nrows, 1);
+  int rows = lua_gettop(L);
+  for (int r = 0; r < nrows; r++) {
+    lua_createtable(L, 0, ncols);
+    for (int c = 0; c < ncols; c++) {
+      lua_pushvalue(L, names + c);
+      size_t len;
+      const char *text = pg_result_value(res, r, c, &len);
+      if (text == NULL) lua_pushvalue(L, 1);
+      else push_value(L, pg_result_type(res, c), text, len);
+      lua_rawset(L, -3);
+    }
+    lua_rawseti(L, rows, r + 1);
+  }
+  lua_pushnumber(L, pg_result_affected(res));
+  lua_setfield(L, rows, "affected");
+  return 1;
+}
+
+/* core.pg_begin(name): yields until a connection is checked out for the
+ * job; pg_begun says whether one was. */
+static int core_pg_begin(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  struct rt_job *job = running_job(L, name);
+  int rc = job_pg_begin(job);
+  if (rc == -1) return raise_missing(L, name);
+  if (rc == -2) return raise_at_handler(L, name, "out of memory");
+  if (rc == -4)
+    return raise_at_handler(L, name, "already inside a transaction (use its tx:query)");
+  if (rc == -3) return 0;
+  return lua_yield(L, 0);
+}
+
+/* core.pg_begun() -> true, or nil and why no connection came. */
+static int core_pg_begun(lua_State *L) {
+  const char *err;
+  if (job_pg_session(running_job(L, "ls.pg.transaction"), &err)) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushnil(L);
+  lua_pushstring(L, err);
+  return 2;
+}
+
+/* core.pg_end(): the job's transaction connection goes back to the pool. */
+static int core_pg_end(lua_State *L) {
+  job_pg_end(running_job(L, "ls.pg.transaction"));
+  return 0;
+}
+
+/* core.pg_once_table() -> the table ctx:pg_once records entries in. */
+static int core_pg_once_table(lua_State *L) {
+  const struct rt_env *env = self(L)->jobs->env;
+  lua_pushstring(L, env && env->pg_once_table ? env->pg_once_table : RT_PG_ONCE_TABLE);
+  return 1;
+}
+
+void core_pg_open(lua_State *L, struct core *c) {
+  static const luaL_Reg fns[] = {{"pg_query", core_pg_query},   {"pg_result", core_pg_result},
+                                 {"pg_begin", core_pg_begin},   {"pg_begun", core_pg_begun},
+                                 {"pg_end", core_pg_end},       {"pg_once_table", core_pg_once_table},
+                                 {NULL, NULL}};
+  for (const luaL_Reg *f = fns; f->name; f++) {
+    lua_pushlightuserdata(L, c);
+    lua_pushcclosure(L, f->func, 1);
+    lua_setfield(L, -2, f->name);
+  }
+}

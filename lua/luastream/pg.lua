@@ -1,0 +1,146 @@
+-- luastream.pg: ls.pg, PostgreSQL for handlers (docs/handlers.md, "Calling
+-- PostgreSQL").
+--
+--   ls.pg.query(sql, ...) -> rows ({ {col = value}, ..., affected = n }) or nil, err
+--   ls.pg.transaction(function(tx) ... tx:query(sql, ...) ... end) -> what fn returned, or nil, err
+--   ctx:pg_once(function(tx) ... end) -> true, what fn returned | false (done before) | nil, err
+--
+-- Parameters are $1..$n, sent apart from the SQL text (never spliced in).
+-- err is "SQLSTATE: message (the query's first words)". The queries run on
+-- the host's pool (luastream.core's pg_*); the handler waits, other lanes run.
+local has_core, core = pcall(require, "luastream.core")
+if not has_core then
+  local function outside() error("only available inside a running luastream host", 3) end
+  core = setmetatable({}, { __index = function() return outside end })
+end
+
+local M = {}
+
+-- NULL in rows and parameters (nil works as a parameter too).
+M.null = setmetatable({}, {
+  __tostring = function() return "ls.pg.null" end,
+  __newindex = function() error("ls.pg.null cannot be changed", 2) end,
+  __metatable = false,
+})
+local NULL = M.null
+
+-- In tail position of its callers, so level 2 of core.pg_query is the
+-- handler's line.
+local function run(name, on_session, sql, ...)
+  if type(sql) ~= "string" then error(name .. ": sql must be a string, got " .. type(sql), 3) end
+  core.pg_query(name, sql, on_session, NULL, ...)
+  return core.pg_result(NULL)
+end
+
+function M.query(sql, ...)
+  return run("ls.pg.query", false, sql, ...)
+end
+
+-- tx: the queries of one transaction, on its own connection.
+local TX = {}
+TX.__index = TX
+
+function TX:query(sql, ...)
+  if getmetatable(self) ~= TX then error("tx:query: call it with a colon (tx:query(sql, ...))", 2) end
+  if self.over then error("tx:query: the transaction is over", 2) end
+  local rows, err = run("tx:query", true, sql, ...)
+  if not rows and not self.failed then self.failed = err end
+  return rows, err
+end
+
+local function pack(...) return { n = select("#", ...), ... } end
+
+-- Ends the transaction: COMMIT or ROLLBACK, then the connection goes back.
+local function finish(tx, commit)
+  local rows, err
+  if commit and tx.failed then
+    rows, err = nil, "25P02: the transaction was rolled back: a statement in it failed (" .. tx.failed .. ")"
+    run("tx:query", true, "ROLLBACK")
+  else
+    rows, err = run("tx:query", true, commit and "COMMIT" or "ROLLBACK")
+  end
+  tx.over = true
+  core.pg_end()
+  return rows, err
+end
+
+local function transaction(name, fn)
+  if type(fn) ~= "function" then error(name .. ": expects a function(tx), got " .. type(fn), 3) end
+  core.pg_begin(name)
+  local ok, err = core.pg_begun()
+  if not ok then return nil, err end
+  local tx = setmetatable({}, TX)
+  local began
+  began, err = run("tx:query", true, "BEGIN")
+  if not began then
+    tx.over = true
+    core.pg_end()
+    return nil, err
+  end
+  local res = pack(pcall(fn, tx))
+  if not res[1] then
+    finish(tx, false)
+    error(res[2], 0)
+  end
+  if res[2] == nil and res[3] ~= nil then
+    finish(tx, false)
+    return nil, res[3]
+  end
+  local done
+  done, err = finish(tx, true)
+  if not done then return nil, err end
+  return unpack(res, 2, res.n)
+end
+
+function M.transaction(fn)
+  return transaction("ls.pg.transaction", fn)
+end
+
+-- ctx:pg_once's table, looked for once per handler state and made when
+-- missing (a user that may not create tables can use one made for it;
+-- two hosts making it at once may see a duplicate-type error from the
+-- server, which is harmless and retried).
+local table_ready = false
+local function once_table()
+  local name = core.pg_once_table()
+  if table_ready then return name end
+  local found, why = run("ctx:pg_once", false, "SELECT to_regclass($1) IS NOT NULL AS present", name)
+  if not found then return nil, why end
+  if found[1].present then
+    table_ready = true
+    return name
+  end
+  local sql = "CREATE TABLE IF NOT EXISTS " .. name .. " (stream text NOT NULL, grp text NOT NULL, "
+    .. "id text NOT NULL, done_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (stream, grp, id))"
+  local ok, err = run("ctx:pg_once", false, sql)
+  if not ok and (err:match("^23505") or err:match("^42P07")) then
+    ok, err = run("ctx:pg_once", false, sql)
+  end
+  if not ok then return nil, err end
+  table_ready = true
+  return name
+end
+
+local SKIPPED = {}
+
+-- ctx:pg_once(fn): fn(tx) in a transaction that first records the entry
+-- (stream, group, id on the source stream); skipped when it already is.
+function M.once(stream, group, id, fn)
+  if type(fn) ~= "function" then error("ctx:pg_once: expects a function(tx), got " .. type(fn), 3) end
+  local name, err = once_table()
+  if not name then return nil, err end
+  local insert = "INSERT INTO " .. name .. " (stream, grp, id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+  local res = pack(transaction("ctx:pg_once", function(tx)
+    local rows, why = tx:query(insert, stream, group, id)
+    if not rows then return nil, why end
+    if rows.affected == 0 then return SKIPPED end
+    local out = pack(fn(tx))
+    if out[1] == nil and out[2] ~= nil then return nil, out[2] end
+    return true, unpack(out, 1, out.n)
+  end))
+  if res[1] == nil then return nil, res[2] end
+  if res[1] == SKIPPED then return false end
+  return unpack(res, 1, res.n)
+end
+
+return M
