@@ -3,18 +3,24 @@
 -- its deadline, transactions that commit and roll back, pg_once across two
 -- deliveries of one entry, and no password in the logs.
 --
--- Needs LUASTREAM_TEST_POSTGRES: a libpq connection string or postgresql://
--- URL of a database the spec may create tables in. Without it every test is
--- skipped (said once).
+-- Each test starts a private PostgreSQL (tests/integration/support/
+-- postgres.lua), unless LUASTREAM_TEST_POSTGRES names one: a libpq
+-- connection string or postgresql:// URL of a database the spec may create
+-- tables in.
 local helper = require "tests.integration.helper"
 
 local READY = 'msg="host ready"'
-local PG = os.getenv("LUASTREAM_TEST_POSTGRES")
+local PG_GIVEN = os.getenv("LUASTREAM_TEST_POSTGRES")
+if PG_GIVEN == "" then PG_GIVEN = nil end
+local PG = PG_GIVEN
+local pg_server -- the test's own server, when LUASTREAM_TEST_POSTGRES names none
 
 local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
--- psql's unaligned, tuples-only output of sql on the test database.
+-- psql's unaligned, tuples-only output of sql on the test database, as the
+-- user of PG.
 local function psql(sql)
+  if pg_server then return pg_server:psql(sql, { tcp = true }) end
   local code, out, err = helper.run("psql -X -q -At -v ON_ERROR_STOP=1 " .. sh_quote(PG) .. " -c " .. sh_quote(sql),
     { timeout = 30 })
   assert(code == 0, "psql failed: " .. err)
@@ -177,10 +183,10 @@ describe("ls.pg without PostgreSQL configured", function()
 end)
 
 describe("ls.pg on a real PostgreSQL", function()
-  if not PG or PG == "" then
-    it("SKIP: set LUASTREAM_TEST_POSTGRES to a PostgreSQL connection string to run these", function() end)
-    return
-  end
+  before_each(function()
+    pg_server = not PG_GIVEN and helper.postgres_start() or nil
+    PG = PG_GIVEN or pg_server.url
+  end)
   after_each(helper.cleanup)
 
   local srv, host
@@ -352,12 +358,14 @@ describe("ls.pg on a real PostgreSQL", function()
   end)
 
   it("uses a ctx:pg_once table made for a user that may not create tables", function()
-    if psql("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user") ~= "t" then
+    -- roles are made by the server's superuser (ours), or by PG's user
+    local super = pg_server and function(sql) return pg_server:psql(sql) end or psql
+    if super("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user") ~= "t" then
       print("SKIP: the LUASTREAM_TEST_POSTGRES user may not create roles")
       return
     end
     local function drop_role()
-      psql([[DO $$ BEGIN
+      super([[DO $$ BEGIN
                IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'spec_limited') THEN
                  DROP OWNED BY spec_limited; DROP ROLE spec_limited;
                END IF;
@@ -366,7 +374,7 @@ describe("ls.pg on a real PostgreSQL", function()
     drop_role()
     start({}, { LUASTREAM_POSTGRES = PG .. (PG:find("://", 1, true) and (PG:find("?", 1, true) and "&" or "?") .. "user=spec_limited&password=limited"
                                           or " user=spec_limited password=limited") })
-    psql([[CREATE ROLE spec_limited LOGIN PASSWORD 'limited';
+    super([[CREATE ROLE spec_limited LOGIN PASSWORD 'limited';
            REVOKE CREATE ON SCHEMA public FROM PUBLIC;
            CREATE TABLE pg_spec_processed (stream text NOT NULL, grp text NOT NULL, id text NOT NULL,
              done_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (stream, grp, id));
@@ -375,7 +383,7 @@ describe("ls.pg on a real PostgreSQL", function()
     local recs = host:wait_records({ msg = "once" }, 2, 20, "two deliveries")
     assert.equal("true", recs[1].ran)
     assert.equal("false", recs[2].ran)
-    assert.equal("1", psql("SELECT count(*) FROM pg_spec_processed"))
+    assert.equal("1", super("SELECT count(*) FROM pg_spec_processed"))
     assert.equal(0, host:stop())
     drop_role()
   end)

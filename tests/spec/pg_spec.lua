@@ -1,7 +1,9 @@
 -- ls.pg on the harness (docs/testing.md, "PostgreSQL"): the host on the
 -- virtual clock, its queries on a real PostgreSQL the spec names with
--- {postgres = URL}. Needs LUASTREAM_TEST_POSTGRES (a libpq connection string
--- or URL of a database the spec may create tables in); skipped without it.
+-- {postgres = URL}: a private PostgreSQL the spec starts
+-- (tests/integration/support/postgres.lua), or the one LUASTREAM_TEST_POSTGRES
+-- names (a libpq connection string or URL of a database the spec may create
+-- tables in).
 -- Without {postgres = URL}, ls.pg fails the delivery saying so.
 local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
 local apps = dofile(SPEC_DIR .. "/support/apps.lua")(SPEC_DIR .. "/fixtures")
@@ -20,10 +22,13 @@ describe("ls.pg on the harness", function()
     assert.matches("no PostgreSQL in this spec: pass {postgres = URL} to testing.app", d.error, 1, true)
   end)
 
-  if not PG or PG == "" then
-    it("SKIP: set LUASTREAM_TEST_POSTGRES to a PostgreSQL connection string to run the rest", function() end)
-    return
-  end
+  local server -- started here when LUASTREAM_TEST_POSTGRES names none
+  setup(function()
+    if PG and PG ~= "" then return end
+    server = require("tests.integration.support.postgres").start()
+    PG = server.url
+  end)
+  teardown(function() if server then server:stop() end end)
 
   it("posts each payment once: the delivery after the retry skips", function()
     -- psql without the sanitizer busted may run under (it would hang there)

@@ -32,6 +32,15 @@ local processes = require "tests.integration.support.processes"
 local ports = require "tests.integration.support.ports"
 local registry = require "tests.integration.support.registry"
 
+-- PostgreSQL's programs run without the sanitizers' preload a spec may run
+-- under (busted with LD_PRELOAD=libasan: psql hangs there).
+local function unpreloaded(opts)
+  opts = opts or {}
+  opts.env = opts.env or {}
+  opts.env.LD_PRELOAD = false
+  return opts
+end
+
 pcall(ffi.cdef, "unsigned int geteuid(void);")
 pcall(ffi.cdef, "int chown(const char *path, unsigned int uid, unsigned int gid);")
 
@@ -249,7 +258,7 @@ local function launch(bindir, data, sockdir, port, log, settings)
     end
   end
   local before = files.file_exists(log) and #files.read_file(log) or 0
-  local proc = processes.spawn(argv)
+  local proc = processes.spawn(argv, unpreloaded())
   local deadline = sys.now() + START_TIMEOUT_S
   while sys.now() < deadline do
     if not proc:alive() then
@@ -271,7 +280,7 @@ end
 
 -- Runs sql through psql as the superuser (socket); returns the output or errors.
 local function psql(sockdir, port, db, sql, level)
-  local code, out, err = processes.run(psql_argv(sockdir, port, db), {
+  local code, out, err = processes.run(psql_argv(sockdir, port, db), unpreloaded {
     stdin = sql, timeout = 60, env = { PGPASSWORD = false, PGSERVICE = false, PGOPTIONS = false },
   })
   if code ~= 0 then error(string.format("psql failed (%d): %s%s", code, out, err), level + 1) end
@@ -323,7 +332,7 @@ local function template()
     local code, out, e = processes.run(concat(as_server_user(false), {
       bindir .. "/initdb", "-D", t.data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8",
       "--locale=C", "--no-sync",
-    }), { timeout = 120 })
+    }), unpreloaded { timeout = 120 })
     if code ~= 0 then error("initdb failed (" .. code .. "):\n" .. files.tail(out .. e, 20), 0) end
     files.write_file(t.data .. "/pg_hba.conf", HBA)
     local port = ports.free_port()
@@ -387,7 +396,7 @@ function postgres.start(opts)
   local t = template()
   local dir = files.tmpdir("pg")
   own(dir)
-  local code, out, err = processes.run({ "cp", "-a", t.data, dir .. "/data" }, { timeout = 60 })
+  local code, out, err = processes.run({ "cp", "-a", t.data, dir .. "/data" }, unpreloaded { timeout = 60 })
   if code ~= 0 then error("cannot copy the template data folder: " .. out .. err, 2) end
   local srv = setmetatable({ dir = dir, data = dir .. "/data", bindir = t.bindir, password = t.password,
     log = dir .. "/postgres.log", settings = opts.settings }, Server)
@@ -460,7 +469,7 @@ function Server:psql(sql, opts)
   local argv = { "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
     "-h", "127.0.0.1", "-p", tostring(self.port), "-U", postgres.ROLE, "-d", opts.db or postgres.DATABASE }
   -- the password in the environment, never in argv (ps)
-  local code, out, err = processes.run(argv, { stdin = sql, timeout = 60,
+  local code, out, err = processes.run(argv, unpreloaded { stdin = sql, timeout = 60,
     env = { PGPASSWORD = self.password, PGSERVICE = false, PGOPTIONS = false } })
   if code ~= 0 then error(string.format("psql failed (%d): %s%s", code, out, err), 2) end
   return files.trim(out)
