@@ -97,24 +97,31 @@ function M.transaction(fn)
 end
 
 -- ctx:pg_once's table, looked for once per handler state and made when
--- missing (a user that may not create tables can use one made for it;
--- two hosts making it at once may see a duplicate-type error from the
--- server, which is harmless and retried).
+-- missing (a user that may not create tables can use one made for it).
+-- Entries made at once each try to make it, and all but one may fail with
+-- a duplicate error from the server (23505, 42P07, 42710): the table is
+-- then looked for again.
 local table_ready = false
+local function table_present(name)
+  local found, why = run("ctx:pg_once", false, "SELECT to_regclass($1) IS NOT NULL AS present", name)
+  if not found then return nil, why end
+  return found[1].present
+end
+
 local function once_table()
   local name = core.pg_once_table()
   if table_ready then return name end
-  local found, why = run("ctx:pg_once", false, "SELECT to_regclass($1) IS NOT NULL AS present", name)
-  if not found then return nil, why end
-  if found[1].present then
+  local present, why = table_present(name)
+  if present == nil then return nil, why end
+  if present then
     table_ready = true
     return name
   end
   local sql = "CREATE TABLE IF NOT EXISTS " .. name .. " (stream text NOT NULL, grp text NOT NULL, "
     .. "id text NOT NULL, done_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (stream, grp, id))"
   local ok, err = run("ctx:pg_once", false, sql)
-  if not ok and (err:match("^23505") or err:match("^42P07")) then
-    ok, err = run("ctx:pg_once", false, sql)
+  if not ok and (err:match("^23505") or err:match("^42P07") or err:match("^42710")) then
+    ok = table_present(name)
   end
   if not ok then return nil, err end
   table_ready = true
