@@ -249,7 +249,8 @@ static void conn_down(struct cconn *c, const char *why) {
   if (b->mode == MODE_CLUSTER) ask_map(b);
 }
 
-/* Tells the caller c is up when it now is. */
+/* Tells the caller c is up when it now is. The callback may close c: the
+ * caller frees it afterwards (maybe_free_conn). */
 static void conn_check_up(struct cconn *c) {
   if (c->closing || c->up || !all_up(c)) return;
   c->up = true;
@@ -257,7 +258,6 @@ static void conn_check_up(struct cconn *c) {
     c->busy++;
     c->state_cb(c->data, (bk_conn *)c, 1);
     c->busy--;
-    maybe_free_conn(c);
   }
 }
 
@@ -338,6 +338,7 @@ static void inner_state(void *data, bk_conn *conn, int up) {
   (void)conn;
   if (up) {
     conn_check_up(c);
+    maybe_free_conn(c);
   } else if (c->b->mode != MODE_CLUSTER || wanted(c->b->nodes[in->node])) {
     char why[256];
     bk_conn_fault(c->b->nodes[in->node]->b, in->conn, why, sizeof why);
