@@ -594,20 +594,29 @@ static void req_start_deadline(struct req *r, uint64_t timeout_ms) {
   uv_timer_start(&r->timer, on_deadline, r->timeout_ms, 0);
 }
 
-int pg_query(pg_pool *p, const struct pg_query *q, pg_done_fn *done, void *data, char *err,
-             size_t errlen) {
+/* A request on p, its deadline running; NULL (said in err) when p is
+ * closed or memory is short. */
+static struct req *req_open(pg_pool *p, const struct pg_query *q, uint64_t timeout_ms, void *data,
+                            char *err, size_t errlen) {
   if (p->closed) {
     snprintf(err, errlen, "the PostgreSQL client is closed");
-    return -1;
+    return NULL;
   }
   struct req *r = req_new(p, q);
   if (r == NULL) {
     snprintf(err, errlen, "out of memory");
-    return -1;
+    return NULL;
   }
-  r->done = done;
   r->data = data;
-  req_start_deadline(r, q->timeout_ms);
+  req_start_deadline(r, timeout_ms);
+  return r;
+}
+
+int pg_query(pg_pool *p, const struct pg_query *q, pg_done_fn *done, void *data, char *err,
+             size_t errlen) {
+  struct req *r = req_open(p, q, q->timeout_ms, data, err, errlen);
+  if (r == NULL) return -1;
+  r->done = done;
   /* An idle connection takes it at once; else it waits for dispatch. */
   for (int i = 0; i < p->size && p->head == NULL; i++) {
     struct conn *c = &p->conns[i];
@@ -622,19 +631,10 @@ int pg_query(pg_pool *p, const struct pg_query *q, pg_done_fn *done, void *data,
 
 int pg_session_open(pg_pool *p, uint64_t timeout_ms, pg_session_fn *ready, void *data, char *err,
                     size_t errlen) {
-  if (p->closed) {
-    snprintf(err, errlen, "the PostgreSQL client is closed");
-    return -1;
-  }
-  struct req *r = req_new(p, NULL);
-  if (r == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return -1;
-  }
+  struct req *r = req_open(p, NULL, timeout_ms, data, err, errlen);
+  if (r == NULL) return -1;
   r->session = true;
   r->ready = ready;
-  r->data = data;
-  req_start_deadline(r, timeout_ms);
   queue_push(p, r, false);
   kick(p);
   return 0;
