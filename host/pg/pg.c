@@ -18,6 +18,14 @@ static void put(char *out, size_t len, size_t *at, const char *s, size_t n) {
   out[*at] = '\0';
 }
 
+/* The secrets a connection string may hold: the password, and the client
+ * key's passphrase. */
+static size_t secret_keyword(const char *p) {
+  if (strncmp(p, "password", 8) == 0) return 8;
+  if (strncmp(p, "sslpassword", 11) == 0) return 11;
+  return 0;
+}
+
 /* The keyword/value form: password = value, value quoted ('...' with \'
  * and \\) or a run of non-space characters. */
 static const char *redact_keywords(const char *s, char *out, size_t len) {
@@ -26,13 +34,15 @@ static const char *redact_keywords(const char *s, char *out, size_t len) {
   const char *p = s;
   while (*p) {
     bool word_start = p == s || p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\n';
-    if (word_start && strncmp(p, "password", 8) == 0) {
-      const char *q = p + 8;
+    size_t kw = word_start ? secret_keyword(p) : 0;
+    if (kw) {
+      const char *q = p + kw;
       while (*q == ' ' || *q == '\t') q++;
       if (*q == '=') {
         q++;
         while (*q == ' ' || *q == '\t') q++;
-        put(out, len, &at, "password=***", 12);
+        put(out, len, &at, p, kw);
+        put(out, len, &at, "=***", 4);
         if (*q == '\'') {
           for (q++; *q && *q != '\''; q++)
             if (*q == '\\' && q[1]) q++;
@@ -80,8 +90,13 @@ static const char *redact_url(const char *s, char *out, size_t len) {
   p = query + 1;
   while (*p) {
     size_t n = strcspn(p, "&");
-    if (strncmp(p, "password=", 9) == 0) put(out, len, &at, "password=***", 12);
-    else put(out, len, &at, p, n);
+    size_t kw = secret_keyword(p);
+    if (kw && p[kw] == '=') {
+      put(out, len, &at, p, kw);
+      put(out, len, &at, "=***", 4);
+    } else {
+      put(out, len, &at, p, n);
+    }
     p += n;
     if (*p == '&') put(out, len, &at, p++, 1);
   }

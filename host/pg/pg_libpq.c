@@ -471,6 +471,10 @@ static void command_done(struct conn *c) {
   }
   c->req = NULL;
   r->conn = NULL;
+  /* A pool query that left a transaction open (a BEGIN of its own, or an
+   * error inside one) must not hand it to the next job: closing the
+   * connection rolls it back. */
+  if (!c->checked_out && PQtransactionStatus(c->pg) != PQTRANS_IDLE) conn_close(c);
   if (!c->checked_out) kick(c->pool);
   if (ok) {
     r->done(r->data, (const pg_result *)res, NULL);
@@ -505,6 +509,13 @@ static void conn_read(struct conn *c) {
     PGresult *res = PQgetResult(c->pg);
     if (res == NULL) {
       command_done(c);
+      return;
+    }
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
+      /* libpq would hand out this result forever: no COPY through ls.pg */
+      PQclear(res);
+      conn_fail(c, "COPY is not supported through ls.pg (the connection was closed)");
       return;
     }
     /* the first error wins; else the last result */
@@ -542,7 +553,16 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     connect_step(c);
     return;
   }
-  if (status < 0 && status != UV_EBADF) events = UV_READABLE; /* let libpq find out */
+  /* On POLLERR (a reset connection) libuv stops the handle and calls back
+   * with UV_EBADF: nothing would read the socket again, so the connection
+   * ends here, with libpq's word for it when it has one. */
+  if (status < 0) {
+    if (PQconsumeInput(c->pg) && PQstatus(c->pg) != CONNECTION_BAD)
+      conn_fail(c, uv_strerror(status));
+    else
+      conn_fail(c, PQerrorMessage(c->pg));
+    return;
+  }
   if ((events & UV_WRITABLE) && c->want_write) {
     if (flush(c) != 0) {
       conn_fail(c, PQerrorMessage(c->pg));
@@ -714,10 +734,17 @@ pg_pool *pg_libpq_new(uv_loop_t *loop, const struct pg_options *o, char *err, si
   char *perr = NULL;
   PQconninfoOption *parsed = PQconninfoParse(conninfo, &perr);
   if (parsed == NULL) {
-    char line[256], safe[256];
+    char line[256], safe[512];
     one_line(perr ? perr : "out of memory", line, sizeof line);
-    snprintf(err, errlen, "invalid PostgreSQL settings: %s", pg_redact(line, safe, sizeof safe));
     PQfreemem(perr);
+    /* libpq's message quotes pieces of the text, which may be a password's:
+     * with a secret in it, only the redacted settings are shown */
+    pg_redact(conninfo, safe, sizeof safe);
+    if (strcmp(safe, conninfo) == 0)
+      snprintf(err, errlen, "invalid PostgreSQL settings: %s", line);
+    else
+      snprintf(err, errlen, "invalid PostgreSQL settings \"%s\": not a libpq connection string "
+               "or postgresql:// URL", safe);
     return NULL;
   }
   PQconninfoFree(parsed);

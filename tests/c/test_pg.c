@@ -4,6 +4,7 @@
  * the server-side timeout below the client's. */
 #include <math.h>
 #include <string.h>
+#include <uv.h>
 
 #include "pg.h"
 #include "pg_libpq.h"
@@ -25,6 +26,10 @@ TEST_IMPL(pg_redact_hides_every_password) {
   ASSERT_STR_EQ(redact("host=db password = 'se cr\\'et' user=ls"), "host=db password=*** user=ls");
   ASSERT_STR_EQ(redact("password=sekret"), "password=***");
   ASSERT_STR_EQ(redact("host=db passwordx=1"), "host=db passwordx=1");
+  /* the client key's passphrase too */
+  ASSERT_STR_EQ(redact("host=db sslpassword=k3y sslkey=/k"), "host=db sslpassword=*** sslkey=/k");
+  ASSERT_STR_EQ(redact("postgresql://db/app?sslpassword=k3y&sslmode=require"),
+                "postgresql://db/app?sslpassword=***&sslmode=require");
   ASSERT_STR_EQ(redact(""), "");
   /* cut short, still terminated and still without the password */
   char small[12];
@@ -150,4 +155,16 @@ TEST_IMPL(pg_prune_period_a_quarter_within_bounds) {
   ASSERT(pg_prune_period(2000) == 1000);
   ASSERT(pg_prune_period(8000) == 2000);
   ASSERT(pg_prune_period(720ULL * 3600000) == 3600000);
+}
+
+TEST_IMPL(pg_bad_settings_never_quote_a_password) {
+  char err[512];
+  /* libpq's own message would quote "cret" */
+  struct pg_options o = {.conninfo = "host=db password=se cret"};
+  ASSERT_NULL(pg_libpq_new(uv_default_loop(), &o, err, sizeof err));
+  ASSERT_STR_EQ(err, "invalid PostgreSQL settings \"host=db password=*** cret\": not a libpq "
+                     "connection string or postgresql:// URL");
+  o.conninfo = "host=db dbname";
+  ASSERT_NULL(pg_libpq_new(uv_default_loop(), &o, err, sizeof err));
+  ASSERT_CONTAINS(err, "invalid PostgreSQL settings: missing \"=\" after \"dbname\"");
 }

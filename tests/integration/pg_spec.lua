@@ -153,6 +153,18 @@ function ops.tx(p)
                       raised = tostring(raised), fv = tostring(fv), ferr = tostring(ferr), n = saw[1].n })
 end
 
+function ops.misuse(p)
+  -- COPY would hand libpq's results out forever: refused, the connection closed
+  local copy_rows, copy_err = ls.pg.query("COPY (SELECT 1) TO STDOUT")
+  -- a BEGIN of its own leaves a transaction open: the pool must not lend
+  -- that connection on (it is closed, which rolls the transaction back)
+  local before = ls.pg.query("SELECT pg_backend_pid() AS pid")
+  ls.pg.query("BEGIN")
+  local after = ls.pg.query("SELECT pg_backend_pid() AS pid")
+  ls.log.info("misuse", { copy = tostring(copy_rows), copy_err = copy_err,
+                          fresh = tostring(before[1].pid ~= after[1].pid) })
+end
+
 function ops.once(p, ctx)
   local ran, got = ctx:pg_once(function(tx)
     local rows, err = tx:query("INSERT INTO pg_spec_ledger (payment, amount) VALUES ($1, $2)", p.id, p.amount)
@@ -389,6 +401,16 @@ describe("ls.pg on a real PostgreSQL", function()
     assert.equal("1", super("SELECT count(*) FROM pg_spec_processed"))
     assert.equal(0, host:stop())
     drop_role()
+  end)
+
+  it("refuses COPY and never lends a connection left inside a transaction", function()
+    start({ "--pg-pool", "1" }) -- one connection: the queries share it
+    publish('{"op":"misuse"}')
+    local r = host:wait_records({ msg = "misuse" }, 1, 20, "the queries")[1]
+    assert.equal("nil", r.copy)
+    assert.truthy(r.copy_err:match("COPY is not supported through ls.pg"), r.copy_err)
+    assert.equal("true", r.fresh)
+    assert.equal(0, host:stop())
   end)
 
   it("prunes ctx:pg_once rows older than --pg-once-keep", function()
