@@ -195,9 +195,11 @@ static bool iso_timestamp(const char *s, size_t len, bool zone, char *buf, size_
       memcpy(buf + at, z, 3);
       memcpy(buf + at + 3, ":00", 3);
       at += 6;
-    } else {
-      memcpy(buf + at, z, zl);
+    } else if (zl == 6 && (z[0] == '+' || z[0] == '-') && z[3] == ':') {
+      memcpy(buf + at, z, zl); /* +05:30 */
       at += zl;
+    } else {
+      return false; /* a BC year, seconds in the offset: as the server wrote it */
     }
   } else if (end != len) {
     return false;
@@ -256,7 +258,7 @@ size_t pg_format_number(double x, char *out, size_t len) {
   int n;
   if (isnan(x)) n = snprintf(out, len, "NaN");
   else if (isinf(x)) n = snprintf(out, len, x > 0 ? "Infinity" : "-Infinity");
-  else if (x == floor(x) && fabs(x) < 9223372036854775808.0)
+  else if (x == floor(x) && x >= -9223372036854775808.0 && x < 9223372036854775808.0)
     n = snprintf(out, len, "%lld", (long long)x);
   else {
     n = 0;

@@ -117,6 +117,7 @@ TEST_IMPL(pg_values_timestamps_iso) {
   assert_string(1184, "2026-12-02 05:38:16+05:30", "2026-12-02T05:38:16+05:30");
   assert_string(1184, "2026-12-02 05:38:16-03", "2026-12-02T05:38:16-03:00");
   assert_string(1114, "2026-12-02 05:38:16.000001", "2026-12-02T05:38:16.000001");
+  assert_string(1184, "0044-03-15 00:00:00+00 BC", "0044-03-15 00:00:00+00 BC");
   assert_string(1114, "infinity", "infinity");
   assert_string(1184, "-infinity", "-infinity");
   assert_string(1082, "2026-12-02", "2026-12-02");
@@ -141,6 +142,8 @@ TEST_IMPL(pg_numbers_as_parameters) {
   ASSERT_STR_EQ(n, "Infinity");
   pg_format_number(NAN, n, sizeof n);
   ASSERT_STR_EQ(n, "NaN");
+  pg_format_number(-9223372036854775808.0, n, sizeof n); /* int8's least */
+  ASSERT_STR_EQ(n, "-9223372036854775808");
 }
 
 TEST_IMPL(pg_statement_timeout_below_the_deadline) {
