@@ -25,23 +25,13 @@ local SHIPPED = helper.repo_root .. "/handlers/before-8.4/"
 local FAULTS = { "kill_host", "stop_host", "kill_redis" }
 
 -- Payment i: round robin over the accounts; every tenth a refund.
-local function amount_of(i)
-  local cents = (i * 7919) % 200000 + 1
-  return i % 10 == 0 and -cents or cents
-end
+local function xadd(i) return helper.payment_xadd(i, ACCOUNTS) end
 
-local function xadd(i)
-  local account = helper.account_of(i, ACCOUNTS)
-  return { "XADD", "payments", "*", "data", helper.payment(i, account, amount_of(i)), "partition-key", account }
-end
-
--- Starts `redis-cli --pipe` publishing payments first..last in the background.
+-- Starts `redis-cli --pipe` publishing payments first..last to srv, in the background.
 local function publish_async(srv, first, last)
-  local buf = {}
-  for i = first, last do buf[#buf + 1] = helper.resp(xadd(i)) end
-  local dir = helper.tmpdir("publish")
-  helper.write_file(dir .. "/in", table.concat(buf))
-  return helper.spawn(srv:_cli_argv { "--pipe" }, { stdin = dir .. "/in", stdout = dir .. "/out", stderr = "stdout" })
+  local cmds = {}
+  for i = first, last do cmds[#cmds + 1] = xadd(i) end
+  return srv:pipe_async(cmds)
 end
 
 -- The payment ids among the last `n` entries of the stream.

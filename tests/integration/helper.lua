@@ -48,7 +48,7 @@ local exports = {
   redis = { "redis_start", "require_server", "script_block", "resp" },
   postgres = { "postgres_start", "require_postgres" },
   logfmt = { "parse_logfmt", "parse_time" },
-  payments = { "id_cmp", "payment", "account_of", "payment_commands" },
+  payments = { "id_cmp", "payment", "account_of", "payment_commands", "payment_xadd" },
   hosts = { "bin", "luastream", "publish", "host_start", "assert_no_secret" },
   http = { "http", "http_get", "health_port" },
 }

@@ -8,6 +8,14 @@ local helper = require "tests.integration.helper"
 
 local READY = 'msg="host ready"'
 
+-- Waits until group g holds nothing pending on partition p of orders.
+local function wait_none_pending(srv, p)
+  helper.wait_until(function()
+    local ids = srv:pending_ids("orders:{" .. p .. "}", "g")
+    return #ids == 0, #ids .. " pending on orders:{" .. p .. "}"
+  end, 10, "nothing pending on partition " .. p)
+end
+
 local crc16 = require "tests.integration.support.crc16"
 
 -- Records each entry in seen:{p} (a key in its partition's slot) as
@@ -114,10 +122,7 @@ describe("partitioned streams", function()
         assert.equal((last[s.key] or 0) + 1, s.seq) -- per-key order
         last[s.key] = s.seq
       end
-      helper.wait_until(function()
-        local ids = srv:pending_ids("orders:{" .. p .. "}", "g")
-        return #ids == 0, #ids .. " pending on orders:{" .. p .. "}"
-      end, 10, "nothing pending on partition " .. p)
+      wait_none_pending(srv, p)
     end
     assert.equal(0, host:stop())
   end)
@@ -157,10 +162,7 @@ describe("partitioned streams", function()
         assert.equal(p, crc16(r.key) % N)
         assert.is_true(r.deliveries >= 1, "a claimed entry counts its earlier delivery")
       end
-      helper.wait_until(function()
-        local ids = srv:pending_ids("orders:{" .. p .. "}", "g")
-        return #ids == 0, #ids .. " pending on orders:{" .. p .. "}"
-      end, 10, "nothing pending on partition " .. p)
+      wait_none_pending(srv, p)
     end
     assert.equal(0, b:stop())
   end)

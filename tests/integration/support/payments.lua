@@ -36,4 +36,13 @@ function payments.payment_commands(first, last, accounts, stream)
   return cmds
 end
 
+--- The XADD of payment i of the fault specs: round robin over `accounts`,
+--- an amount spread by i, every tenth a refund, keyed by account.
+function payments.payment_xadd(i, accounts)
+  local account = payments.account_of(i, accounts)
+  local cents = (i * 7919) % 200000 + 1
+  if i % 10 == 0 then cents = -cents end
+  return { "XADD", "payments", "*", "data", payments.payment(i, account, cents), "partition-key", account }
+end
+
 return payments

@@ -198,6 +198,16 @@ function Server:pipe(commands)
   return tonumber(replies)
 end
 
+--- Starts `redis-cli --pipe` sending commands (a list of argv lists) in the
+--- background; returns the process (its output in a file beside its input).
+function Server:pipe_async(commands)
+  local buf = {}
+  for i, cmd in ipairs(commands) do buf[i] = redis.resp(cmd) end
+  local dir = files.tmpdir("publish")
+  files.write_file(dir .. "/in", table.concat(buf))
+  return processes.spawn(self:_cli_argv { "--pipe" }, { stdin = dir .. "/in", stdout = dir .. "/out", stderr = "stdout" })
+end
+
 function Server:xlen(stream) return assert(self:call("XLEN", stream)) end
 
 --- Entries of a stream as {id = "ms-seq", fields = {name = value}, pairs = {n1, v1, ...}}.
