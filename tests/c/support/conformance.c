@@ -223,9 +223,14 @@ struct redis_side {
   int ups;        /* state callbacks saying up, all connections */
 };
 
+/* uv_stop, not only the flag: libuv 1.44's UV_RUN_ONCE runs due timers
+ * before it polls, so a deadline already past when uv_run starts (a busy
+ * machine) would fire there and the poll would still block until the next
+ * event, seconds away. uv_stop makes that poll return at once. */
 static void on_deadline(uv_timer_t *t) {
   struct redis_side *r = t->data;
   r->timed_out = true;
+  uv_stop(&r->loop);
 }
 
 /* Runs the loop until *flag is set or ms pass. */
