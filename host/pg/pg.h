@@ -71,16 +71,20 @@ typedef void pg_session_fn(void *data, pg_session *s, const struct pg_error *err
  * out of memory) with a reason in err. */
 int pg_query(pg_pool *p, const struct pg_query *q, pg_done_fn *done, void *data, char *err,
              size_t errlen);
-/* Checks out a connection for one caller's queries (a transaction), within
- * timeout_ms. Returns 0, or -1 as pg_query. */
+/* Checks out a connection for one transaction, within timeout_ms: its
+ * first query goes after a BEGIN, in the same round trip, and answers with
+ * its own result or the BEGIN's error. A session closed before any query
+ * began no transaction. Returns 0, or -1 as pg_query. */
 int pg_session_open(pg_pool *p, uint64_t timeout_ms, pg_session_fn *ready, void *data, char *err,
                     size_t errlen);
 /* pg_query on the session's connection, one query at a time. -1 also when
  * the connection was lost (the transaction is gone with it). */
 int pg_session_query(pg_session *s, const struct pg_query *q, pg_done_fn *done, void *data,
                      char *err, size_t errlen);
-/* Gives the connection back: kept when it is idle outside a transaction,
- * else closed (a query in flight then fails, as any abandoned query). */
+/* Gives the connection back: kept when it is idle outside a transaction
+ * and no statement changed its settings (SET, RESET, DISCARD, DEALLOCATE),
+ * else closed (a query in flight then fails, as any abandoned query). The
+ * pool's own queries follow the same rule. */
 void pg_session_close(pg_session *s);
 
 void pg_pool_close(pg_pool *p);

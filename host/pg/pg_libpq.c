@@ -8,9 +8,13 @@
  *   change between calls;
  * - in nonblocking mode a send may leave data unsent: PQflush again when the
  *   socket is writable, until it returns 0;
- * - a command is done when PQgetResult returns NULL, which it does without
- *   blocking only while PQisBusy is false;
- * - one command at a time per connection (no pipeline mode here);
+ * - every connection is in pipeline mode once connected: a request is a
+ *   batch of statements (a BEGIN, a Parse for a statement not prepared yet,
+ *   the statement) and a sync point, one round trip. PQgetResult gives each
+ *   statement's result, then NULL, and after the last one a
+ *   PGRES_PIPELINE_SYNC; it blocks only while PQisBusy is true. After an
+ *   error, the batch's later statements come back PGRES_PIPELINE_ABORTED;
+ * - one batch at a time per connection;
  * - a uv_poll is closed before PQfinish closes its socket: closing it takes
  *   the fd out of epoll, and once closed the number may be another's. */
 #include "pg_libpq.h"
@@ -24,11 +28,14 @@
 enum conn_state {
   C_DOWN,       /* no connection */
   C_CONNECTING, /* PQconnectPoll until OK */
-  C_SETUP,      /* the SET statements run */
+  C_SETUP,      /* the settings' batch runs */
   C_IDLE,       /* ready for a query */
-  C_PREPARING,  /* PQsendPrepare for the query in req */
-  C_BUSY        /* the query in req runs */
+  C_BUSY        /* the batch of the query in req runs */
 };
+
+/* What a batch sends before the request's own statement. */
+#define STEP_NONE (-1)
+#define PG_BATCH_MAX 3 /* BEGIN, Parse, the statement */
 
 struct conn;
 
@@ -62,13 +69,18 @@ struct conn {
   PGconn *pg;
   struct poll *poll;
   int fd;
+  int events;                      /* what the poll watches */
   enum conn_state state;
   PostgresPollingStatusType waits; /* C_CONNECTING: what PQconnectPoll asked for */
   bool want_write;                 /* PQflush has more to send */
   bool checked_out;                /* a session's */
+  bool begin_wanted;               /* the session's first statement goes after a BEGIN */
+  bool reset_wanted;               /* a statement changed the session: close when given back */
   struct pg_session session;
   struct req *req;                 /* running */
-  PGresult *result;                /* the command's result so far */
+  PGresult *result;                /* the batch's first error, else the statement's result */
+  int step;                        /* statements of the batch answered so far */
+  int parse_step;                  /* the step of the batch's Parse, or STEP_NONE */
   struct stmt {
     char *sql;
     unsigned id;                   /* prepared as "ls<id>" */
@@ -81,7 +93,7 @@ struct conn {
 struct pg_pool {
   uv_loop_t *loop;
   char *conninfo;
-  char setup[256];      /* the SET statements of a new connection */
+  char setup[256];      /* the settings of a new connection, one statement */
   uint64_t timeout_ms;
   int size;
   struct conn *conns;
@@ -204,7 +216,9 @@ static struct req *conn_close(struct conn *c) {
   c->nstmts = 0;
   c->next_stmt = 0;
   c->state = C_DOWN;
+  c->events = 0;
   c->want_write = false;
+  c->begin_wanted = c->reset_wanted = false;
   struct req *r = c->req;
   c->req = NULL;
   if (r) r->conn = NULL;
@@ -246,10 +260,18 @@ static void fail_waiting_if_hopeless(pg_pool *p, const char *why) {
   }
 }
 
+static bool result_ok(const PGresult *res) {
+  ExecStatusType st = PQresultStatus(res);
+  return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY;
+}
+
 /* c's connection failed: its query (or its connecting) fails with why. */
 static void conn_fail(struct conn *c, const char *why) {
   pg_pool *p = c->pool;
   bool connecting = c->state == C_CONNECTING || c->state == C_SETUP;
+  /* the server's reason when it gave one before it went (a FATAL error:
+   * terminated, shutting down) */
+  if (c->result && !result_ok(c->result)) why = PQresultErrorField(c->result, PG_DIAG_MESSAGE_PRIMARY);
   one_line(why, c->why, sizeof c->why);
   struct req *r = conn_close(c);
   if (r) fail(r, PG_STATE_LOST, c->why, true, false);
@@ -280,11 +302,15 @@ static int watch(struct conn *c) {
     c->pool->open_handles++;
     c->poll = pl;
     c->fd = fd;
+    c->events = 0;
   }
   int ev = UV_READABLE;
   if (c->state == C_CONNECTING) ev = c->waits == PGRES_POLLING_WRITING ? UV_WRITABLE : UV_READABLE;
   else if (c->want_write) ev |= UV_WRITABLE;
-  return uv_poll_start(&c->poll->h, ev, on_poll) == 0 ? 0 : -1;
+  if (ev == c->events) return 0; /* uv_poll_start would still cost an epoll_ctl */
+  if (uv_poll_start(&c->poll->h, ev, on_poll) != 0) return -1;
+  c->events = ev;
+  return 0;
 }
 
 static int flush(struct conn *c) {
@@ -312,31 +338,44 @@ static void stmt_forget(struct conn *c, const char *sql) {
   c->stmts[i] = c->stmts[--c->nstmts];
 }
 
-/* Sends r on c (idle): its prepared statement, else prepares it first
- * while the cache has room, else unnamed. -1 when libpq refuses (the
- * connection is broken); r is then not attached. */
+/* Ends a batch: the sync point, sent. */
+static int send_sync(struct conn *c) {
+  return PQpipelineSync(c->pg) && flush(c) == 0 && watch(c) == 0 ? 0 : -1;
+}
+
+/* Sends r on c (idle) as one batch: a BEGIN when the session wants one,
+ * then its prepared statement; a statement not prepared yet is prepared in
+ * the same batch while the cache has room, else sent unnamed. -1 when
+ * libpq refuses (the connection is broken: the caller closes it); r is then
+ * not attached. */
 static int send_req(struct conn *c, struct req *r) {
   char name[16];
+  int ok = 1, steps = 0;
+  c->step = 0;
+  c->parse_step = STEP_NONE;
+  if (c->begin_wanted) {
+    ok = PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    steps++;
+  }
   int i = stmt_find(c, r->sql);
-  int ok;
-  if (i >= 0) {
-    snprintf(name, sizeof name, "ls%u", c->stmts[i].id);
-    ok = PQsendQueryPrepared(c->pg, name, r->nparams, (const char *const *)r->params, NULL,
-                             NULL, 0);
-    c->state = C_BUSY;
-  } else if (c->nstmts < PG_STATEMENTS_KEPT) {
+  char *copy = ok && i < 0 && c->nstmts < PG_STATEMENTS_KEPT ? strdup(r->sql) : NULL;
+  if (copy) {
     snprintf(name, sizeof name, "ls%u", c->next_stmt);
     ok = PQsendPrepare(c->pg, name, r->sql, r->nparams, NULL);
-    c->state = C_PREPARING;
-  } else {
-    ok = PQsendQueryParams(c->pg, r->sql, r->nparams, NULL, (const char *const *)r->params,
-                           NULL, NULL, 0);
-    c->state = C_BUSY;
+    c->parse_step = steps;
+    i = c->nstmts;
+    c->stmts[c->nstmts++] = (struct stmt){copy, c->next_stmt++}; /* forgotten if the Parse fails */
   }
-  if (!ok || flush(c) != 0 || watch(c) != 0) {
-    c->state = C_IDLE;
-    return -1;
+  const char *const *params = (const char *const *)r->params;
+  if (ok && i >= 0) {
+    snprintf(name, sizeof name, "ls%u", c->stmts[i].id);
+    ok = PQsendQueryPrepared(c->pg, name, r->nparams, params, NULL, NULL, 0);
+  } else if (ok) {
+    ok = PQsendQueryParams(c->pg, r->sql, r->nparams, NULL, params, NULL, NULL, 0);
   }
+  if (!ok || send_sync(c) != 0) return -1;
+  c->begin_wanted = false;
+  c->state = C_BUSY;
   c->req = r;
   r->conn = c;
   return 0;
@@ -424,6 +463,7 @@ static void dispatch(pg_pool *p) {
     queue_remove(p, r);
     if (r->session) {
       idle->checked_out = true;
+      idle->begin_wanted = true;
       r->ready(r->data, &idle->session, NULL);
       req_free(r);
     } else if (send_req(idle, r) != 0) {
@@ -436,14 +476,25 @@ static void dispatch(pg_pool *p) {
 
 static void on_kick(uv_timer_t *t) { dispatch(t->data); }
 
-/* The command on c finished (PQgetResult gave NULL). */
+/* Whether a statement with this command tag changed the session for the
+ * statements after it (settings, prepared statements): the connection is
+ * then not lent to another job. */
+static bool changes_session(const char *tag) {
+  static const char *const words[] = {"SET", "RESET", "DISCARD", "DEALLOCATE"};
+  for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+    size_t n = strlen(words[i]);
+    if (strncmp(tag, words[i], n) == 0 && (tag[n] == '\0' || tag[n] == ' ')) return true;
+  }
+  return false;
+}
+
+/* The batch on c finished (its sync point came back). */
 static void command_done(struct conn *c) {
   PGresult *res = c->result;
   c->result = NULL;
   enum conn_state was = c->state;
   c->state = C_IDLE;
-  ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-  bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY;
+  bool ok = res && result_ok(res);
   if (was == C_SETUP) {
     if (!ok) {
       conn_fail(c, res ? PQresultErrorMessage(res) : "setting up the connection failed");
@@ -454,27 +505,14 @@ static void command_done(struct conn *c) {
     return;
   }
   struct req *r = c->req;
-  if (was == C_PREPARING && ok) {
-    char *copy = strdup(r->sql);
-    if (copy) c->stmts[c->nstmts++] = (struct stmt){copy, c->next_stmt};
-    c->next_stmt++; /* the name is taken on the server either way */
-    c->req = NULL;
-    r->conn = NULL;
-    PQclear(res);
-    if (send_req(c, r) != 0) {
-      one_line(PQerrorMessage(c->pg), c->why, sizeof c->why);
-      conn_close(c);
-      fail(r, PG_STATE_LOST, c->why, true, false);
-      kick(c->pool);
-    }
-    return;
-  }
   c->req = NULL;
   r->conn = NULL;
+  if (ok && changes_session(PQcmdStatus(res))) c->reset_wanted = true;
   /* A pool query that left a transaction open (a BEGIN of its own, or an
-   * error inside one) must not hand it to the next job: closing the
-   * connection rolls it back. */
-  if (!c->checked_out && PQtransactionStatus(c->pg) != PQTRANS_IDLE) conn_close(c);
+   * error inside one) or changed the session must not hand that to the next
+   * job: closing the connection ends both. */
+  if (!c->checked_out && (c->reset_wanted || PQtransactionStatus(c->pg) != PQTRANS_IDLE))
+    conn_close(c);
   if (!c->checked_out) kick(c->pool);
   if (ok) {
     r->done(r->data, (const pg_result *)res, NULL);
@@ -486,14 +524,29 @@ static void command_done(struct conn *c) {
              sizeof line);
     struct pg_error e = {.message = line};
     snprintf(e.sqlstate, sizeof e.sqlstate, "%s", state ? state : "XX000");
-    if (strcmp(e.sqlstate, "0A000") == 0) stmt_forget(c, r->sql);
+    /* a stale plan (0A000), or a statement a DEALLOCATE took (26000): the
+     * next use prepares it anew */
+    if (strcmp(e.sqlstate, "0A000") == 0 || strcmp(e.sqlstate, "26000") == 0)
+      stmt_forget(c, r->sql);
     r->done(r->data, NULL, &e);
   }
   PQclear(res);
   req_free(r);
 }
 
-/* Reads what arrived on c; finishes its command when complete. */
+/* Takes one result of c's batch: the first error wins (its Parse failing
+ * forgets the statement), else the last statement's result. */
+static void take_result(struct conn *c, PGresult *res) {
+  if (c->result && !result_ok(c->result)) {
+    PQclear(res);
+    return;
+  }
+  if (!result_ok(res) && c->step == c->parse_step) stmt_forget(c, c->req->sql);
+  if (c->result) PQclear(c->result);
+  c->result = res;
+}
+
+/* Reads what arrived on c; finishes its batch when complete. */
 static void conn_read(struct conn *c) {
   if (!PQconsumeInput(c->pg)) {
     conn_fail(c, PQerrorMessage(c->pg));
@@ -507,24 +560,27 @@ static void conn_read(struct conn *c) {
   }
   while (!PQisBusy(c->pg)) {
     PGresult *res = PQgetResult(c->pg);
-    if (res == NULL) {
+    if (res == NULL) { /* the end of one statement's results */
+      if (++c->step > PG_BATCH_MAX) {
+        conn_fail(c, "the server's answers do not match the statements sent");
+        return;
+      }
+      continue;
+    }
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_PIPELINE_SYNC) {
+      PQclear(res);
       command_done(c);
       return;
     }
-    ExecStatusType st = PQresultStatus(res);
     if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
       /* libpq would hand out this result forever: no COPY through ls.pg */
       PQclear(res);
       conn_fail(c, "COPY is not supported through ls.pg (the connection was closed)");
       return;
     }
-    /* the first error wins; else the last result */
-    if (c->result == NULL || PQresultStatus(c->result) != PGRES_FATAL_ERROR) {
-      if (c->result) PQclear(c->result);
-      c->result = res;
-    } else {
-      PQclear(res);
-    }
+    if (st == PGRES_PIPELINE_ABORTED) PQclear(res); /* after the error that stands */
+    else take_result(c, res);
   }
 }
 
@@ -536,7 +592,11 @@ static void connect_step(struct conn *c) {
   }
   if (st == PGRES_POLLING_OK) {
     c->state = C_SETUP;
-    if (!PQsendQuery(c->pg, c->pool->setup) || flush(c) != 0) {
+    c->step = 0;
+    c->parse_step = STEP_NONE;
+    if (!PQenterPipelineMode(c->pg) ||
+        !PQsendQueryParams(c->pg, c->pool->setup, 0, NULL, NULL, NULL, NULL, 0) ||
+        !PQpipelineSync(c->pg) || flush(c) != 0) {
       conn_fail(c, PQerrorMessage(c->pg));
       return;
     }
@@ -692,7 +752,8 @@ int pg_session_query(pg_session *s, const struct pg_query *q, pg_done_fn *done, 
 void pg_session_close(pg_session *s) {
   struct conn *c = s->conn;
   c->checked_out = false;
-  if (c->state != C_IDLE || PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
+  c->begin_wanted = false; /* no statement ran: no transaction began */
+  if (c->state != C_IDLE || c->reset_wanted || PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
     /* mid-transaction or mid-query: only closing ends it for sure */
     struct req *r = conn_close(c);
     if (r) fail(r, PG_STATE_LOST, "the transaction was abandoned", true, false);
@@ -770,8 +831,9 @@ pg_pool *pg_libpq_new(uv_loop_t *loop, const struct pg_options *o, char *err, si
     p->conns[i].session.conn = &p->conns[i];
   }
   snprintf(p->setup, sizeof p->setup,
-           "SET statement_timeout = %llu; SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; "
-           "SET extra_float_digits = 1",
+           "SELECT set_config('statement_timeout', '%llu', false), "
+           "set_config('DateStyle', 'ISO, YMD', false), set_config('TimeZone', 'UTC', false), "
+           "set_config('extra_float_digits', '1', false)",
            (unsigned long long)pg_statement_timeout(p->timeout_ms));
   uv_timer_init(loop, &p->kick);
   p->kick.data = p;

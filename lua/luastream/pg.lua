@@ -43,6 +43,7 @@ TX.__index = TX
 function TX:query(sql, ...)
   if getmetatable(self) ~= TX then error("tx:query: call it with a colon (tx:query(sql, ...))", 2) end
   if self.over then error("tx:query: the transaction is over", 2) end
+  self.began = true -- the first statement carries the session's BEGIN
   local rows, err = run("tx:query", true, sql, ...)
   if not rows and not self.failed then self.failed = err end
   return rows, err
@@ -50,14 +51,17 @@ end
 
 local function pack(...) return { n = select("#", ...), ... } end
 
--- Ends the transaction: COMMIT or ROLLBACK, then the connection goes back.
+-- Ends the transaction: COMMIT or ROLLBACK (none when no statement ran, so
+-- none began), then the connection goes back.
 local function finish(tx, commit)
-  local rows, err
-  if commit and tx.failed then
-    rows, err = nil, "25P02: the transaction was rolled back: a statement in it failed (" .. tx.failed .. ")"
-    run("tx:query", true, "ROLLBACK")
-  else
-    rows, err = run("tx:query", true, commit and "COMMIT" or "ROLLBACK")
+  local rows, err = true, nil
+  if tx.began then
+    if commit and tx.failed then
+      rows, err = nil, "25P02: the transaction was rolled back: a statement in it failed (" .. tx.failed .. ")"
+      run("tx:query", true, "ROLLBACK")
+    else
+      rows, err = run("tx:query", true, commit and "COMMIT" or "ROLLBACK")
+    end
   end
   tx.over = true
   core.pg_end()
@@ -70,13 +74,6 @@ local function transaction(name, fn)
   local ok, err = core.pg_begun()
   if not ok then return nil, err end
   local tx = setmetatable({}, TX)
-  local began
-  began, err = run("tx:query", true, "BEGIN")
-  if not began then
-    tx.over = true
-    core.pg_end()
-    return nil, err
-  end
   local res = pack(pcall(fn, tx))
   if not res[1] then
     finish(tx, false)
