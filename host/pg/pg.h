@@ -36,6 +36,8 @@ struct pg_query {
 struct pg_error {
   char sqlstate[6];
   const char *message; /* the primary message, one line; never the password */
+  const char *sql;     /* the statement that failed when not the query itself (a deferred
+                          one, pg_session_defer), else NULL */
   bool lost;           /* the connection failed: the query may or may not have run */
   bool timed_out;      /* the client's deadline passed (the connection was closed) */
 };
@@ -77,10 +79,19 @@ int pg_query(pg_pool *p, const struct pg_query *q, pg_done_fn *done, void *data,
  * began no transaction. Returns 0, or -1 as pg_query. */
 int pg_session_open(pg_pool *p, uint64_t timeout_ms, pg_session_fn *ready, void *data, char *err,
                     size_t errlen);
+/* A session at once, when a connection is idle and nothing waits for one;
+ * else NULL (pg_session_open then waits for one). */
+pg_session *pg_session_take(pg_pool *p);
 /* pg_query on the session's connection, one query at a time. -1 also when
  * the connection was lost (the transaction is gone with it). */
 int pg_session_query(pg_session *s, const struct pg_query *q, pg_done_fn *done, void *data,
                      char *err, size_t errlen);
+/* Keeps q (copied) for the session's next query, which sends it first, in
+ * the same round trip; its result is dropped, its error is that query's
+ * answer (pg_error.sql names it). For statements whose result the caller
+ * does not need: a transaction's writes go with its COMMIT. -1 when the
+ * connection was lost or the pool closed. */
+int pg_session_defer(pg_session *s, const struct pg_query *q, char *err, size_t errlen);
 /* Gives the connection back: kept when it is idle outside a transaction
  * and no statement changed its settings (SET, RESET, DISCARD, DEALLOCATE),
  * else closed (a query in flight then fails, as any abandoned query). The

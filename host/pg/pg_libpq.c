@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum conn_state {
   C_DOWN,       /* no connection */
@@ -33,9 +34,7 @@ enum conn_state {
   C_BUSY        /* the batch of the query in req runs */
 };
 
-/* What a batch sends before the request's own statement. */
 #define STEP_NONE (-1)
-#define PG_BATCH_MAX 3 /* BEGIN, Parse, the statement */
 
 struct conn;
 
@@ -50,6 +49,8 @@ struct req {
   uv_timer_t timer;      /* the deadline */
   struct conn *conn;     /* running on, else NULL */
   struct req *prev, *next; /* the waiting queue */
+  struct req *then;      /* statements deferred before it, sent in its batch first */
+  int parse_step, exec_step; /* where its Parse and its execution sit in the batch */
   char *sql;             /* points into the same allocation */
   int nparams;
   char **params;
@@ -78,9 +79,10 @@ struct conn {
   bool reset_wanted;               /* a statement changed the session: close when given back */
   struct pg_session session;
   struct req *req;                 /* running */
+  struct req *deferred, *deferred_last; /* the session's, for its next batch */
   PGresult *result;                /* the batch's first error, else the statement's result */
-  int step;                        /* statements of the batch answered so far */
-  int parse_step;                  /* the step of the batch's Parse, or STEP_NONE */
+  const struct req *failed;        /* the statement whose error result holds */
+  int step, nsteps;                /* statements of the batch answered so far, sent */
   struct stmt {
     char *sql;
     unsigned id;                   /* prepared as "ls<id>" */
@@ -161,9 +163,14 @@ static void req_closed(uv_handle_t *h) {
   handle_closed(p);
 }
 
+/* Frees r and the deferred statements it carries. */
 static void req_free(struct req *r) {
-  uv_timer_stop(&r->timer);
-  uv_close((uv_handle_t *)&r->timer, req_closed);
+  while (r) {
+    struct req *then = r->then;
+    uv_timer_stop(&r->timer);
+    uv_close((uv_handle_t *)&r->timer, req_closed);
+    r = then;
+  }
 }
 
 static void on_kick(uv_timer_t *t);
@@ -219,6 +226,9 @@ static struct req *conn_close(struct conn *c) {
   c->events = 0;
   c->want_write = false;
   c->begin_wanted = c->reset_wanted = false;
+  req_free(c->deferred);
+  c->deferred = c->deferred_last = NULL;
+  c->failed = NULL;
   struct req *r = c->req;
   c->req = NULL;
   if (r) r->conn = NULL;
@@ -343,38 +353,48 @@ static int send_sync(struct conn *c) {
   return PQpipelineSync(c->pg) && flush(c) == 0 && watch(c) == 0 ? 0 : -1;
 }
 
-/* Sends r on c (idle) as one batch: a BEGIN when the session wants one,
- * then its prepared statement; a statement not prepared yet is prepared in
- * the same batch while the cache has room, else sent unnamed. -1 when
- * libpq refuses (the connection is broken: the caller closes it); r is then
- * not attached. */
-static int send_req(struct conn *c, struct req *r) {
+/* Adds r's statement to c's batch: its prepared statement; one not
+ * prepared yet is prepared in the same batch while the cache has room, else
+ * sent unnamed. 0 when libpq refuses. */
+static int send_stmt(struct conn *c, struct req *r) {
   char name[16];
-  int ok = 1, steps = 0;
-  c->step = 0;
-  c->parse_step = STEP_NONE;
-  if (c->begin_wanted) {
-    ok = PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
-    steps++;
-  }
+  int ok = 1;
   int i = stmt_find(c, r->sql);
-  char *copy = ok && i < 0 && c->nstmts < PG_STATEMENTS_KEPT ? strdup(r->sql) : NULL;
+  char *copy = i < 0 && c->nstmts < PG_STATEMENTS_KEPT ? strdup(r->sql) : NULL;
+  r->parse_step = STEP_NONE;
   if (copy) {
     snprintf(name, sizeof name, "ls%u", c->next_stmt);
     ok = PQsendPrepare(c->pg, name, r->sql, r->nparams, NULL);
-    c->parse_step = steps;
+    r->parse_step = c->nsteps++;
     i = c->nstmts;
     c->stmts[c->nstmts++] = (struct stmt){copy, c->next_stmt++}; /* forgotten if the Parse fails */
   }
   const char *const *params = (const char *const *)r->params;
+  r->exec_step = c->nsteps++;
   if (ok && i >= 0) {
     snprintf(name, sizeof name, "ls%u", c->stmts[i].id);
-    ok = PQsendQueryPrepared(c->pg, name, r->nparams, params, NULL, NULL, 0);
-  } else if (ok) {
-    ok = PQsendQueryParams(c->pg, r->sql, r->nparams, NULL, params, NULL, NULL, 0);
+    return PQsendQueryPrepared(c->pg, name, r->nparams, params, NULL, NULL, 0);
   }
-  if (!ok || send_sync(c) != 0) return -1;
+  return ok && PQsendQueryParams(c->pg, r->sql, r->nparams, NULL, params, NULL, NULL, 0);
+}
+
+/* Sends r on c (idle) as one batch: a BEGIN when the session wants one, the
+ * session's deferred statements, r's statement, a sync point. -1 when libpq
+ * refuses (the connection is broken: the caller closes it); r is then not
+ * attached. */
+static int send_req(struct conn *c, struct req *r) {
+  int ok = 1;
+  c->step = c->nsteps = 0;
+  c->failed = NULL;
+  if (c->begin_wanted) {
+    ok = PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    c->nsteps++;
+  }
+  for (struct req *d = c->deferred; d && ok; d = d->then) ok = send_stmt(c, d);
+  if (!ok || !send_stmt(c, r) || send_sync(c) != 0) return -1;
   c->begin_wanted = false;
+  r->then = c->deferred; /* r carries them until its answer */
+  c->deferred = c->deferred_last = NULL;
   c->state = C_BUSY;
   c->req = r;
   r->conn = c;
@@ -431,6 +451,13 @@ static int conn_start(struct conn *c, char *err, size_t errlen) {
   return 0;
 }
 
+/* c (idle) for one transaction: its first statement goes after a BEGIN. */
+static pg_session *checkout(struct conn *c) {
+  c->checked_out = true;
+  c->begin_wanted = true;
+  return &c->session;
+}
+
 /* Hands waiting requests to idle connections, and starts connections for
  * those no connection is coming for. Runs from the loop only (kick, a
  * finished command), never inside a call of pg.h: it calls back. */
@@ -462,9 +489,7 @@ static void dispatch(pg_pool *p) {
     struct req *r = p->head;
     queue_remove(p, r);
     if (r->session) {
-      idle->checked_out = true;
-      idle->begin_wanted = true;
-      r->ready(r->data, &idle->session, NULL);
+      r->ready(r->data, checkout(idle), NULL);
       req_free(r);
     } else if (send_req(idle, r) != 0) {
       one_line(PQerrorMessage(idle->pg), idle->why, sizeof idle->why);
@@ -476,16 +501,24 @@ static void dispatch(pg_pool *p) {
 
 static void on_kick(uv_timer_t *t) { dispatch(t->data); }
 
-/* Whether a statement with this command tag changed the session for the
- * statements after it (settings, prepared statements): the connection is
- * then not lent to another job. */
-static bool changes_session(const char *tag) {
-  static const char *const words[] = {"SET", "RESET", "DISCARD", "DEALLOCATE"};
-  for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
-    size_t n = strlen(words[i]);
-    if (strncmp(tag, words[i], n) == 0 && (tag[n] == '\0' || tag[n] == ' ')) return true;
+static bool word_is(const char *tag, const char *word) {
+  size_t n = strlen(word);
+  return strncmp(tag, word, n) == 0 && (tag[n] == '\0' || tag[n] == ' ');
+}
+
+/* Whether sql, which the server answered with this command tag, changed
+ * the session for the statements after it (settings, prepared statements):
+ * the connection is then not lent to another job. SET LOCAL, SET
+ * TRANSACTION and SET CONSTRAINTS end with their transaction. */
+static bool changes_session(const char *tag, const char *sql) {
+  if (word_is(tag, "SET")) {
+    while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r') sql++;
+    sql += strncasecmp(sql, "SET", 3) == 0 ? 3 : 0;
+    while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r') sql++;
+    return strncasecmp(sql, "LOCAL", 5) != 0 && strncasecmp(sql, "TRANSACTION", 11) != 0 &&
+           strncasecmp(sql, "CONSTRAINTS", 11) != 0;
   }
-  return false;
+  return word_is(tag, "RESET") || word_is(tag, "DISCARD") || word_is(tag, "DEALLOCATE");
 }
 
 /* The batch on c finished (its sync point came back). */
@@ -507,7 +540,6 @@ static void command_done(struct conn *c) {
   struct req *r = c->req;
   c->req = NULL;
   r->conn = NULL;
-  if (ok && changes_session(PQcmdStatus(res))) c->reset_wanted = true;
   /* A pool query that left a transaction open (a BEGIN of its own, or an
    * error inside one) or changed the session must not hand that to the next
    * job: closing the connection ends both. */
@@ -522,12 +554,13 @@ static void command_done(struct conn *c) {
     char line[512];
     one_line(msg ? msg : res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg), line,
              sizeof line);
-    struct pg_error e = {.message = line};
+    const struct req *culprit = c->failed ? c->failed : r;
+    struct pg_error e = {.message = line, .sql = culprit != r ? culprit->sql : NULL};
     snprintf(e.sqlstate, sizeof e.sqlstate, "%s", state ? state : "XX000");
     /* a stale plan (0A000), or a statement a DEALLOCATE took (26000): the
      * next use prepares it anew */
     if (strcmp(e.sqlstate, "0A000") == 0 || strcmp(e.sqlstate, "26000") == 0)
-      stmt_forget(c, r->sql);
+      stmt_forget(c, culprit->sql);
     r->done(r->data, NULL, &e);
   }
   PQclear(res);
@@ -537,11 +570,19 @@ static void command_done(struct conn *c) {
 /* Takes one result of c's batch: the first error wins (its Parse failing
  * forgets the statement), else the last statement's result. */
 static void take_result(struct conn *c, PGresult *res) {
+  const struct req *q = c->req; /* the statement this result is of: NULL for BEGIN, setup */
+  while (q && q->parse_step != c->step && q->exec_step != c->step) q = q->then;
   if (c->result && !result_ok(c->result)) {
     PQclear(res);
     return;
   }
-  if (!result_ok(res) && c->step == c->parse_step) stmt_forget(c, c->req->sql);
+  if (result_ok(res)) {
+    if (q && q->exec_step == c->step && changes_session(PQcmdStatus(res), q->sql))
+      c->reset_wanted = true;
+  } else if (q) {
+    if (q->parse_step == c->step) stmt_forget(c, q->sql);
+    c->failed = q;
+  }
   if (c->result) PQclear(c->result);
   c->result = res;
 }
@@ -561,7 +602,7 @@ static void conn_read(struct conn *c) {
   while (!PQisBusy(c->pg)) {
     PGresult *res = PQgetResult(c->pg);
     if (res == NULL) { /* the end of one statement's results */
-      if (++c->step > PG_BATCH_MAX) {
+      if (++c->step > c->nsteps) {
         conn_fail(c, "the server's answers do not match the statements sent");
         return;
       }
@@ -593,7 +634,7 @@ static void connect_step(struct conn *c) {
   if (st == PGRES_POLLING_OK) {
     c->state = C_SETUP;
     c->step = 0;
-    c->parse_step = STEP_NONE;
+    c->nsteps = 1;
     if (!PQenterPipelineMode(c->pg) ||
         !PQsendQueryParams(c->pg, c->pool->setup, 0, NULL, NULL, NULL, NULL, 0) ||
         !PQpipelineSync(c->pg) || flush(c) != 0) {
@@ -709,6 +750,13 @@ int pg_query(pg_pool *p, const struct pg_query *q, pg_done_fn *done, void *data,
   return 0;
 }
 
+pg_session *pg_session_take(pg_pool *p) {
+  if (p->closed || p->head) return NULL; /* the waiting go first */
+  for (int i = 0; i < p->size; i++)
+    if (p->conns[i].state == C_IDLE && !p->conns[i].checked_out) return checkout(&p->conns[i]);
+  return NULL;
+}
+
 int pg_session_open(pg_pool *p, uint64_t timeout_ms, pg_session_fn *ready, void *data, char *err,
                     size_t errlen) {
   struct req *r = req_open(p, NULL, timeout_ms, data, err, errlen);
@@ -749,10 +797,30 @@ int pg_session_query(pg_session *s, const struct pg_query *q, pg_done_fn *done, 
   return 0;
 }
 
+int pg_session_defer(pg_session *s, const struct pg_query *q, char *err, size_t errlen) {
+  struct conn *c = s->conn;
+  if (c->pool->closed || c->state == C_DOWN) {
+    snprintf(err, errlen, "%s", c->pool->closed ? "the PostgreSQL client is closed"
+                                                : "the connection was lost");
+    return -1;
+  }
+  struct req *r = req_new(c->pool, q);
+  if (r == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (c->deferred_last) c->deferred_last->then = r;
+  else c->deferred = r;
+  c->deferred_last = r;
+  return 0;
+}
+
 void pg_session_close(pg_session *s) {
   struct conn *c = s->conn;
   c->checked_out = false;
   c->begin_wanted = false; /* no statement ran: no transaction began */
+  req_free(c->deferred);   /* never sent: the transaction ended without them */
+  c->deferred = c->deferred_last = NULL;
   if (c->state != C_IDLE || c->reset_wanted || PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
     /* mid-transaction or mid-query: only closing ends it for sure */
     struct req *r = conn_close(c);

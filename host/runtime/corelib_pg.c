@@ -44,21 +44,20 @@ static int raise_missing(lua_State *L, const char *name) {
   return raise_at_handler(L, name, env && env->pg_missing ? env->pg_missing : RT_PG_MISSING);
 }
 
-/* core.pg_query(name, sql, on_session, null, p1, ..., pn): yields until the
- * answer; does not yield when nothing was sent (pg_result says why). */
-static int core_pg_query(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
+/* A statement from the stack: the SQL at index 2, its parameters from index
+ * 5 on (ls.pg.null at index 4), as text; numbers are replaced on the stack
+ * by their text, which keeps it alive. Raises at the handler's line on what
+ * cannot be sent. q->params is params, or an allocation the caller frees
+ * (when it is not params). */
+static void statement_from_stack(lua_State *L, const char *name, struct pg_query *q,
+                                 const char **params) {
   size_t sql_len;
   const char *sql = luaL_checklstring(L, 2, &sql_len);
-  bool on_session = lua_toboolean(L, 3);
-  struct rt_job *job = running_job(L, name);
-  if (strlen(sql) != sql_len) return raise_at_handler(L, name, "the SQL text holds a NUL byte");
+  if (strlen(sql) != sql_len) raise_at_handler(L, name, "the SQL text holds a NUL byte");
   int n = lua_gettop(L) - 4;
-  if (n > PARAMS_MAX) return raise_at_handler(L, name, "more than 65535 parameters");
-  const char *stack_params[PARAMS_STACK];
-  const char **params = stack_params;
+  if (n > PARAMS_MAX) raise_at_handler(L, name, "more than 65535 parameters");
   if (n > PARAMS_STACK && (params = malloc((size_t)n * sizeof *params)) == NULL)
-    return luaL_error(L, "%s: out of memory", name);
+    luaL_error(L, "%s: out of memory", name);
   char why[160] = "";
   for (int i = 0; i < n && !why[0]; i++) {
     int idx = 5 + i;
@@ -74,7 +73,7 @@ static int core_pg_query(lua_State *L) {
     case LUA_TNUMBER:
       pg_format_number(lua_tonumber(L, idx), num, sizeof num);
       lua_pushstring(L, num);
-      lua_replace(L, idx); /* the stack keeps the text alive */
+      lua_replace(L, idx);
       params[i] = lua_tostring(L, idx);
       break;
     case LUA_TBOOLEAN:
@@ -92,18 +91,50 @@ static int core_pg_query(lua_State *L) {
                "or nil)", i + 1, luaL_typename(L, idx));
     }
   }
-  int rc = 0;
-  if (!why[0]) {
-    struct pg_query q = {.sql = sql, .nparams = n, .params = params};
-    rc = job_pg_query(job, &q, on_session);
+  *q = (struct pg_query){.sql = sql, .nparams = n, .params = params};
+  if (why[0]) {
+    if (n > PARAMS_STACK) free(params);
+    raise_at_handler(L, name, why);
   }
-  if (params != stack_params) free(params);
-  if (why[0]) return raise_at_handler(L, name, why);
+}
+
+/* core.pg_query(name, sql, on_session, null, p1, ..., pn): yields until the
+ * answer; does not yield when nothing was sent (pg_result says why). */
+static int core_pg_query(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  bool on_session = lua_toboolean(L, 3);
+  struct rt_job *job = running_job(L, name);
+  const char *stack_params[PARAMS_STACK];
+  struct pg_query q;
+  statement_from_stack(L, name, &q, stack_params);
+  int rc = job_pg_query(job, &q, on_session);
+  if (q.params != stack_params) free((void *)q.params);
   if (rc == -1) return raise_missing(L, name);
   if (rc == -2) return raise_at_handler(L, name, "out of memory");
   if (rc == -4) return raise_at_handler(L, name, "the transaction is over");
   if (rc == -3) return 0;
   return lua_yield(L, 0);
+}
+
+/* core.pg_defer(name, sql, _, null, p1, ..., pn) -> true, or nil and why:
+ * the statement goes with the transaction's next query or its COMMIT. */
+static int core_pg_defer(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  struct rt_job *job = running_job(L, name);
+  const char *stack_params[PARAMS_STACK];
+  struct pg_query q;
+  statement_from_stack(L, name, &q, stack_params);
+  const char *err = NULL;
+  int rc = job_pg_defer(job, &q, &err);
+  if (q.params != stack_params) free((void *)q.params);
+  if (rc == -4) return raise_at_handler(L, name, "the transaction is over");
+  if (rc != 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", PG_STATE_LOST, err);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /* Pushes a value of type oid from its text. */
@@ -198,6 +229,7 @@ void core_pg_open(lua_State *L, struct core *c) {
   static const luaL_Reg fns[] = {{"pg_query", core_pg_query},   {"pg_result", core_pg_result},
                                  {"pg_begin", core_pg_begin},   {"pg_begun", core_pg_begun},
                                  {"pg_end", core_pg_end},       {"pg_once_table", core_pg_once_table},
+                                 {"pg_defer", core_pg_defer},
                                  {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);

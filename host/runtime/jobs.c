@@ -599,8 +599,9 @@ static void pg_done(void *data, const pg_result *res, const struct pg_error *err
   if (job == NULL) return;
   job->pg_res = res;
   if (res == NULL) {
+    char head[48];
     snprintf(job->reply_why, sizeof job->reply_why, "%s: %.240s (%.48s)", err->sqlstate, err->message,
-             job->call_name);
+             err->sql ? pg_sql_head(err->sql, head, sizeof head) : job->call_name);
     job->reply_err = job->reply_why;
   }
   run(job, 0);
@@ -653,6 +654,15 @@ int job_pg_query(struct rt_job *job, const struct pg_query *q, bool on_session) 
   return 0;
 }
 
+int job_pg_defer(struct rt_job *job, const struct pg_query *q, const char **err) {
+  if (job->session == NULL) return -4;
+  if (pg_session_defer(job->session, q, job->reply_why, sizeof job->reply_why) != 0) {
+    *err = job->reply_why;
+    return -3;
+  }
+  return 0;
+}
+
 const pg_result *job_pg_result(struct rt_job *job, const char **err) {
   const pg_result *r = job->pg_res;
   *err = r ? NULL : job->reply_err ? job->reply_err : "ls.pg: no query was made";
@@ -666,6 +676,7 @@ int job_pg_begin(struct rt_job *job) {
   wait_reset(job);
   if (env == NULL || env->pg == NULL) return -1;
   if (job->session) return -4;
+  if ((job->session = pg_session_take(env->pg)) != NULL) return -3;
   snprintf(job->call_name, sizeof job->call_name, "BEGIN");
   struct call *c = pg_call(job);
   if (c == NULL) return -2;

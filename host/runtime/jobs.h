@@ -136,13 +136,18 @@ struct pg_result;
  * memory, -3 when not sent (job_pg_result says why; the caller must not
  * yield), -4 when on_session and the job holds no transaction connection. */
 int job_pg_query(struct rt_job *job, const struct pg_query *q, bool on_session);
+/* tx:exec: q (copied) goes with the transaction's next query or its COMMIT
+ * (pg_session_defer). 0, -4 outside a transaction, -3 with *err when the
+ * connection was lost. */
+int job_pg_defer(struct rt_job *job, const struct pg_query *q, const char **err);
 /* The answer to the job's last query, once: the result (valid until the
  * coroutine next yields or returns), or NULL with *err as "SQLSTATE:
  * message (the query's first words)". */
 const struct pg_result *job_pg_result(struct rt_job *job, const char **err);
 /* ls.pg.transaction: checks a connection out of the pool for the job; the
  * caller yields as for job_pg_query, then job_pg_session says whether it
- * came. Returns as job_pg_query; -4 when the job already holds one. The
+ * came. Returns as job_pg_query (-3 also when one was free at once: no
+ * yield); -4 when the job already holds one. The
  * connection goes back with job_pg_end, or when the job ends. */
 int job_pg_begin(struct rt_job *job);
 bool job_pg_session(struct rt_job *job, const char **err);

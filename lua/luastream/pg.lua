@@ -3,6 +3,8 @@
 --
 --   ls.pg.query(sql, ...) -> rows ({ {col = value}, ..., affected = n }) or nil, err
 --   ls.pg.transaction(function(tx) ... tx:query(sql, ...) ... end) -> what fn returned, or nil, err
+--     tx:exec(sql, ...): a statement whose result fn does not need, sent with
+--     the next tx:query or the COMMIT (one round trip fewer)
 --   ctx:pg_once(function(tx) ... end) -> true, what fn returned | false (done before) | nil, err
 --
 -- Parameters are $1..$n, sent apart from the SQL text (never spliced in).
@@ -49,6 +51,16 @@ function TX:query(sql, ...)
   return rows, err
 end
 
+function TX:exec(sql, ...)
+  if getmetatable(self) ~= TX then error("tx:exec: call it with a colon (tx:exec(sql, ...))", 2) end
+  if self.over then error("tx:exec: the transaction is over", 2) end
+  if type(sql) ~= "string" then error("tx:exec: sql must be a string, got " .. type(sql), 2) end
+  self.began = true
+  local ok, err = core.pg_defer("tx:exec", sql, nil, NULL, ...)
+  if not ok and not self.failed then self.failed = err end
+  return ok, err
+end
+
 local function pack(...) return { n = select("#", ...), ... } end
 
 -- Ends the transaction: COMMIT or ROLLBACK (none when no statement ran, so
@@ -61,6 +73,9 @@ local function finish(tx, commit)
       run("tx:query", true, "ROLLBACK")
     else
       rows, err = run("tx:query", true, commit and "COMMIT" or "ROLLBACK")
+      -- a deferred statement failed (its error is the COMMIT's answer):
+      -- the transaction is still open, aborted
+      if not rows and commit then run("tx:query", true, "ROLLBACK") end
     end
   end
   tx.over = true
@@ -126,6 +141,7 @@ local function once_table()
 end
 
 local SKIPPED = {}
+local once_name, once_insert -- the key's INSERT, made once per table name
 
 -- ctx:pg_once(fn): fn(tx) in a transaction that first records the entry
 -- (stream, group, id on the source stream); skipped when it already is.
@@ -133,7 +149,11 @@ function M.once(stream, group, id, fn)
   if type(fn) ~= "function" then error("ctx:pg_once: expects a function(tx), got " .. type(fn), 3) end
   local name, err = once_table()
   if not name then return nil, err end
-  local insert = "INSERT INTO " .. name .. " (stream, grp, id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+  if name ~= once_name then
+    once_name = name
+    once_insert = "INSERT INTO " .. name .. " (stream, grp, id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+  end
+  local insert = once_insert
   local res = pack(transaction("ctx:pg_once", function(tx)
     local rows, why = tx:query(insert, stream, group, id)
     if not rows then return nil, why end

@@ -153,6 +153,42 @@ function ops.tx(p)
                       raised = tostring(raised), fv = tostring(fv), ferr = tostring(ferr), n = saw[1].n })
 end
 
+function ops.exec(p)
+  local base = p.id * 10
+  -- deferred writes go with the COMMIT
+  local v = ls.pg.transaction(function(tx)
+    assert(tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", base + 1))
+    assert(tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", base + 2))
+    return "committed"
+  end)
+  -- a query after deferred writes sees them (they go first, in its round trip)
+  local seen = ls.pg.transaction(function(tx)
+    tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", base + 3)
+    return tx:query("SELECT count(*) AS n FROM pg_spec_tx WHERE k BETWEEN $1 AND $2", base, base + 9)[1].n
+  end)
+  -- a deferred write that fails: the COMMIT answers with its error, naming it
+  local fv, ferr = ls.pg.transaction(function(tx)
+    tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", base + 4)
+    tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", base + 1) -- a duplicate
+    return "lost"
+  end)
+  -- ... or the next query does
+  local qv, qerr = ls.pg.transaction(function(tx)
+    tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", base + 2) -- a duplicate
+    local rows, err = tx:query("SELECT 1 AS one")
+    if not rows then return nil, err end
+    return "lost"
+  end)
+  -- rolled back before anything was sent: nothing goes
+  local rv, rerr = ls.pg.transaction(function(tx)
+    tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", base + 5)
+    return nil, "changed my mind"
+  end)
+  local n = ls.pg.query("SELECT count(*) AS n FROM pg_spec_tx WHERE k BETWEEN $1 AND $2", base, base + 9)[1].n
+  ls.log.info("exec", { v = v, seen = seen, fv = tostring(fv), ferr = ferr, qv = tostring(qv), qerr = qerr,
+                        rv = tostring(rv), rerr = rerr, n = n })
+end
+
 function ops.misuse(p)
   -- COPY would hand libpq's results out forever: refused, the connection closed
   local copy_rows, copy_err = ls.pg.query("COPY (SELECT 1) TO STDOUT")
@@ -161,8 +197,16 @@ function ops.misuse(p)
   local before = ls.pg.query("SELECT pg_backend_pid() AS pid")
   ls.pg.query("BEGIN")
   local after = ls.pg.query("SELECT pg_backend_pid() AS pid")
+  -- a session setting would follow the connection to the next job: closed
+  -- too; SET LOCAL ends with its transaction, and the connection stays
+  ls.pg.transaction(function(tx) tx:query("SET LOCAL lock_timeout = 1000") end)
+  local kept = ls.pg.query("SELECT pg_backend_pid() AS pid, current_setting('lock_timeout') AS lt")
+  ls.pg.query("SET lock_timeout = 2000")
+  local reset = ls.pg.query("SELECT pg_backend_pid() AS pid, current_setting('lock_timeout') AS lt")
   ls.log.info("misuse", { copy = tostring(copy_rows), copy_err = copy_err,
-                          fresh = tostring(before[1].pid ~= after[1].pid) })
+                          fresh = tostring(before[1].pid ~= after[1].pid),
+                          kept = tostring(kept[1].pid == after[1].pid), kept_lt = kept[1].lt,
+                          reset = tostring(reset[1].pid ~= kept[1].pid), reset_lt = reset[1].lt })
 end
 
 function ops.once(p, ctx)
@@ -346,6 +390,23 @@ describe("ls.pg on a real PostgreSQL", function()
     assert.equal(0, host:stop())
   end)
 
+  it("sends tx:exec's statements with the next query or the COMMIT, and fails the transaction on their errors", function()
+    start()
+    publish('{"op":"exec","id":4}')
+    local r = host:wait_records({ msg = "exec" }, 1, 20, "the transactions")[1]
+    assert.equal("committed", r.v)
+    assert.equal("3", r.seen)
+    assert.equal("nil", r.fv)
+    assert.truthy(r.ferr:match("^23505: duplicate key value violates unique constraint .*%(INSERT INTO pg_spec_tx %(k%) VALUES %(%$1%)%)$"), r.ferr)
+    assert.equal("nil", r.qv)
+    assert.truthy(r.qerr:match("^23505: .*%(INSERT INTO pg_spec_tx"), r.qerr)
+    assert.equal("nil", r.rv)
+    assert.equal("changed my mind", r.rerr)
+    assert.equal("3", r.n)
+    assert.equal("41,42,43", psql("SELECT string_agg(k::text, ',' ORDER BY k) FROM pg_spec_tx"))
+    assert.equal(0, host:stop())
+  end)
+
   it("runs ctx:pg_once once per entry: the second delivery skips", function()
     start()
     for i = 1, 5 do publish(string.format('{"op":"once","id":%d,"amount":%d}', i, i * 100)) end
@@ -403,13 +464,17 @@ describe("ls.pg on a real PostgreSQL", function()
     drop_role()
   end)
 
-  it("refuses COPY and never lends a connection left inside a transaction", function()
+  it("refuses COPY and never lends a connection left inside a transaction or with a setting changed", function()
     start({ "--pg-pool", "1" }) -- one connection: the queries share it
     publish('{"op":"misuse"}')
     local r = host:wait_records({ msg = "misuse" }, 1, 20, "the queries")[1]
     assert.equal("nil", r.copy)
     assert.truthy(r.copy_err:match("COPY is not supported through ls.pg"), r.copy_err)
     assert.equal("true", r.fresh)
+    assert.equal("true", r.kept)
+    assert.equal("0", r.kept_lt)
+    assert.equal("true", r.reset)
+    assert.equal("0", r.reset_lt)
     assert.equal(0, host:stop())
   end)
 
