@@ -116,4 +116,33 @@ describe("ctx:pg_once under faults", function()
     assert.is_true(retried > 0, "no write failed across the database restart")
     for _, h in ipairs(hosts) do assert.equal(0, h:stop()) end
   end)
+
+  it("rejects a second entry carrying a payment id already in the ledger, writing nothing for it", function()
+    local srv = helper.redis_start()
+    local pg = helper.postgres_start()
+    pg:psql(helper.read_file(helper.repo_root .. "/handlers/postgres/schema.sql")
+      .. "GRANT ALL ON ledger, balances TO luastream; GRANT CREATE ON SCHEMA public TO luastream;")
+    local dir = helper.handlers_dir({ ["post_payment.lua"] = helper.read_file(EXAMPLE) })
+    local host = helper.host_start({ "--consumer", "h1" }, { server = srv, dir = dir, env = { LUASTREAM_POSTGRES = pg.url } })
+    host:wait_log(READY, 20, { plain = true })
+    srv:pipe({
+      { "XADD", "payments", "*", "data", helper.payment(7, "acct-a", 100) },
+      { "XADD", "payments", "*", "data", helper.payment(7, "acct-a", 100) }, -- the same payment id again
+      { "XADD", "payments", "*", "data", helper.payment(8, "acct-a", 5) },
+    })
+    local dead = host:wait_records({ msg = "entry dead-lettered" }, 1, 20, "the second entry rejected")[1]
+    assert.equal("rejected", dead.reason)
+    local letters = srv:call("XRANGE", "payments.dead", "-", "+")
+    assert.equal(1, #letters)
+    assert.truthy(table.concat(letters[1][2], " "):find("payment 7 is in the ledger already", 1, true),
+      table.concat(letters[1][2], " "))
+    host:wait_records({ msg = "payment posted" }, 2, 20, "payments 7 and 8 posted")
+    helper.wait_until(function()
+      local pending = srv:call("XPENDING", "payments", "ledger-pg")
+      return pending and pending[1] == 0
+    end, 20, "nothing pending")
+    assert.equal("7,8", pg:psql("SELECT string_agg(payment_id::text, ',' ORDER BY payment_id) FROM ledger"))
+    assert.equal("105", pg:psql("SELECT cents FROM balances WHERE account = 'acct-a'"))
+    assert.equal(0, host:stop())
+  end)
 end)
