@@ -92,6 +92,9 @@ int pg_session_query(pg_session *s, const struct pg_query *q, pg_done_fn *done, 
  * does not need: a transaction's writes go with its COMMIT. -1 when the
  * connection was lost or the pool closed. */
 int pg_session_defer(pg_session *s, const struct pg_query *q, char *err, size_t errlen);
+/* Drops the statements deferred and not sent yet (a transaction rolling
+ * back). */
+void pg_session_discard(pg_session *s);
 /* Gives the connection back: kept when it is idle outside a transaction
  * and no statement changed its settings (SET, RESET, DISCARD, DEALLOCATE),
  * else closed (a query in flight then fails, as any abandoned query). The

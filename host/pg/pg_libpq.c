@@ -279,9 +279,13 @@ static bool result_ok(const PGresult *res) {
 static void conn_fail(struct conn *c, const char *why) {
   pg_pool *p = c->pool;
   bool connecting = c->state == C_CONNECTING || c->state == C_SETUP;
-  /* the server's reason when it gave one before it went (a FATAL error:
+  /* the server's reason when it gave one as it went (a FATAL error:
    * terminated, shutting down) */
-  if (c->result && !result_ok(c->result)) why = PQresultErrorField(c->result, PG_DIAG_MESSAGE_PRIMARY);
+  const char *severity =
+      c->result ? PQresultErrorField(c->result, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
+  const char *reason = c->result ? PQresultErrorField(c->result, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+  if (reason && severity && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0))
+    why = reason;
   one_line(why, c->why, sizeof c->why);
   struct req *r = conn_close(c);
   if (r) fail(r, PG_STATE_LOST, c->why, true, false);
@@ -317,7 +321,10 @@ static int watch(struct conn *c) {
   int ev = UV_READABLE;
   if (c->state == C_CONNECTING) ev = c->waits == PGRES_POLLING_WRITING ? UV_WRITABLE : UV_READABLE;
   else if (c->want_write) ev |= UV_WRITABLE;
-  if (ev == c->events) return 0; /* uv_poll_start would still cost an epoll_ctl */
+  /* unchanged: uv_poll_start would still cost an epoll_ctl. Not while
+   * connecting: libpq may have moved to a new socket (the next address)
+   * under the same number, which epoll has dropped with the old one. */
+  if (ev == c->events && c->state != C_CONNECTING) return 0;
   if (uv_poll_start(&c->poll->h, ev, on_poll) != 0) return -1;
   c->events = ev;
   return 0;
@@ -572,6 +579,11 @@ static void command_done(struct conn *c) {
 static void take_result(struct conn *c, PGresult *res) {
   const struct req *q = c->req; /* the statement this result is of: NULL for BEGIN, setup */
   while (q && q->parse_step != c->step && q->exec_step != c->step) q = q->then;
+  if (PQresultStatus(res) == PGRES_PIPELINE_ABORTED) { /* after the error that stands */
+    if (q && q->parse_step == c->step) stmt_forget(c, q->sql); /* never prepared */
+    PQclear(res);
+    return;
+  }
   if (c->result && !result_ok(c->result)) {
     PQclear(res);
     return;
@@ -620,8 +632,7 @@ static void conn_read(struct conn *c) {
       conn_fail(c, "COPY is not supported through ls.pg (the connection was closed)");
       return;
     }
-    if (st == PGRES_PIPELINE_ABORTED) PQclear(res); /* after the error that stands */
-    else take_result(c, res);
+    take_result(c, res);
   }
 }
 
@@ -650,6 +661,7 @@ static void connect_step(struct conn *c) {
 static void on_poll(uv_poll_t *h, int status, int events) {
   struct conn *c = h->data;
   if (c->state == C_DOWN) return;
+  if (status < 0) c->events = 0; /* libuv stopped the handle */
   if (c->state == C_CONNECTING) {
     connect_step(c);
     return;
@@ -797,6 +809,12 @@ int pg_session_query(pg_session *s, const struct pg_query *q, pg_done_fn *done, 
   return 0;
 }
 
+void pg_session_discard(pg_session *s) {
+  struct conn *c = s->conn;
+  req_free(c->deferred);
+  c->deferred = c->deferred_last = NULL;
+}
+
 int pg_session_defer(pg_session *s, const struct pg_query *q, char *err, size_t errlen) {
   struct conn *c = s->conn;
   if (c->pool->closed || c->state == C_DOWN) {
@@ -819,8 +837,7 @@ void pg_session_close(pg_session *s) {
   struct conn *c = s->conn;
   c->checked_out = false;
   c->begin_wanted = false; /* no statement ran: no transaction began */
-  req_free(c->deferred);   /* never sent: the transaction ended without them */
-  c->deferred = c->deferred_last = NULL;
+  pg_session_discard(s);   /* never sent: the transaction ended without them */
   if (c->state != C_IDLE || c->reset_wanted || PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
     /* mid-transaction or mid-query: only closing ends it for sure */
     struct req *r = conn_close(c);

@@ -218,6 +218,13 @@ static int core_pg_end(lua_State *L) {
   return 0;
 }
 
+/* core.pg_discard(): the transaction's tx:exec statements not sent yet are
+ * dropped (it rolls back). */
+static int core_pg_discard(lua_State *L) {
+  job_pg_discard(running_job(L, "ls.pg.transaction"));
+  return 0;
+}
+
 /* core.pg_once_table() -> the table ctx:pg_once records entries in. */
 static int core_pg_once_table(lua_State *L) {
   const struct rt_env *env = self(L)->jobs->env;
@@ -229,7 +236,7 @@ void core_pg_open(lua_State *L, struct core *c) {
   static const luaL_Reg fns[] = {{"pg_query", core_pg_query},   {"pg_result", core_pg_result},
                                  {"pg_begin", core_pg_begin},   {"pg_begun", core_pg_begun},
                                  {"pg_end", core_pg_end},       {"pg_once_table", core_pg_once_table},
-                                 {"pg_defer", core_pg_defer},
+                                 {"pg_defer", core_pg_defer},   {"pg_discard", core_pg_discard},
                                  {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);

@@ -699,3 +699,7 @@ bool job_pg_session(struct rt_job *job, const char **err) {
 }
 
 void job_pg_end(struct rt_job *job) { session_end(job); }
+
+void job_pg_discard(struct rt_job *job) {
+  if (job->session) pg_session_discard(job->session);
+}

@@ -140,6 +140,8 @@ int job_pg_query(struct rt_job *job, const struct pg_query *q, bool on_session);
  * (pg_session_defer). 0, -4 outside a transaction, -3 with *err when the
  * connection was lost. */
 int job_pg_defer(struct rt_job *job, const struct pg_query *q, const char **err);
+/* Drops the transaction's statements deferred and not sent yet. */
+void job_pg_discard(struct rt_job *job);
 /* The answer to the job's last query, once: the result (valid until the
  * coroutine next yields or returns), or NULL with *err as "SQLSTATE:
  * message (the query's first words)". */

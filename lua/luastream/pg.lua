@@ -45,7 +45,7 @@ TX.__index = TX
 function TX:query(sql, ...)
   if getmetatable(self) ~= TX then error("tx:query: call it with a colon (tx:query(sql, ...))", 2) end
   if self.over then error("tx:query: the transaction is over", 2) end
-  self.began = true -- the first statement carries the session's BEGIN
+  self.sent = true -- the first statement sent carries the session's BEGIN
   local rows, err = run("tx:query", true, sql, ...)
   if not rows and not self.failed then self.failed = err end
   return rows, err
@@ -55,7 +55,7 @@ function TX:exec(sql, ...)
   if getmetatable(self) ~= TX then error("tx:exec: call it with a colon (tx:exec(sql, ...))", 2) end
   if self.over then error("tx:exec: the transaction is over", 2) end
   if type(sql) ~= "string" then error("tx:exec: sql must be a string, got " .. type(sql), 2) end
-  self.began = true
+  self.deferred = true
   local ok, err = core.pg_defer("tx:exec", sql, nil, NULL, ...)
   if not ok and not self.failed then self.failed = err end
   return ok, err
@@ -63,20 +63,23 @@ end
 
 local function pack(...) return { n = select("#", ...), ... } end
 
--- Ends the transaction: COMMIT or ROLLBACK (none when no statement ran, so
--- none began), then the connection goes back.
+-- Ends the transaction, then the connection goes back. A COMMIT carries the
+-- deferred statements; a rollback drops them, and sends ROLLBACK only when
+-- something was sent (nothing sent: no transaction began).
 local function finish(tx, commit)
   local rows, err = true, nil
-  if tx.began then
-    if commit and tx.failed then
-      rows, err = nil, "25P02: the transaction was rolled back: a statement in it failed (" .. tx.failed .. ")"
-      run("tx:query", true, "ROLLBACK")
-    else
-      rows, err = run("tx:query", true, commit and "COMMIT" or "ROLLBACK")
-      -- a deferred statement failed (its error is the COMMIT's answer):
-      -- the transaction is still open, aborted
-      if not rows and commit then run("tx:query", true, "ROLLBACK") end
-    end
+  if commit and tx.failed then
+    rows, err = nil, "25P02: the transaction was rolled back: a statement in it failed (" .. tx.failed .. ")"
+    commit = false
+  end
+  if commit and (tx.sent or tx.deferred) then
+    rows, err = run("tx:query", true, "COMMIT")
+    -- a deferred statement failed (its error is the COMMIT's answer): the
+    -- transaction is still open, aborted
+    if not rows then run("tx:query", true, "ROLLBACK") end
+  elseif not commit then
+    core.pg_discard()
+    if tx.sent then run("tx:query", true, "ROLLBACK") end
   end
   tx.over = true
   core.pg_end()

@@ -189,6 +189,37 @@ function ops.exec(p)
                         rv = tostring(rv), rerr = rerr, n = n })
 end
 
+-- one connection (--pg-pool 1) throughout
+function ops.exec_edges(p)
+  local pid = function() return ls.pg.query("SELECT pg_backend_pid() AS pid")[1].pid end
+  local pid0 = pid()
+  -- rolled back with deferred statements never sent: they never run, and
+  -- the connection is kept
+  local rv = ls.pg.transaction(function(tx)
+    tx:exec("SELECT nextval('pg_spec_seq')")
+    return nil, "changed my mind"
+  end)
+  local after_rollback = ls.pg.query("SELECT is_called FROM pg_spec_seq")[1].is_called
+  local pid1 = pid()
+  -- a failing deferred statement aborts the statements after it in the
+  -- batch, the COMMIT's first preparation among them: a later transaction
+  -- must not take it for prepared
+  local fv = ls.pg.transaction(function(tx)
+    tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", 91)
+    tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", 91)
+    return "lost"
+  end)
+  local nv, nerr = ls.pg.transaction(function(tx)
+    tx:exec("INSERT INTO pg_spec_tx (k) VALUES ($1)", 92)
+    return "committed"
+  end)
+  local pid2 = pid()
+  local ks = ls.pg.query("SELECT string_agg(k::text, ',' ORDER BY k) AS ks FROM pg_spec_tx WHERE k > 90")[1].ks
+  ls.log.info("exec_edges", { rv = tostring(rv), seq_called = tostring(after_rollback), kept = tostring(pid0 == pid1),
+                              fv = tostring(fv), nv = tostring(nv), nerr = tostring(nerr),
+                              kept_after_error = tostring(pid1 == pid2), ks = ks })
+end
+
 function ops.misuse(p)
   -- COPY would hand libpq's results out forever: refused, the connection closed
   local copy_rows, copy_err = ls.pg.query("COPY (SELECT 1) TO STDOUT")
@@ -251,6 +282,8 @@ describe("ls.pg on a real PostgreSQL", function()
   local srv, host
   local function start(args, env)
     psql([[DROP TABLE IF EXISTS pg_spec_t, pg_spec_u, pg_spec_tx, pg_spec_ledger, pg_spec_processed;
+           DROP SEQUENCE IF EXISTS pg_spec_seq;
+           CREATE SEQUENCE pg_spec_seq;
            CREATE TABLE pg_spec_t (k int PRIMARY KEY, v text);
            CREATE TABLE pg_spec_u (k text PRIMARY KEY);
            CREATE TABLE pg_spec_tx (k int PRIMARY KEY);
@@ -404,6 +437,34 @@ describe("ls.pg on a real PostgreSQL", function()
     assert.equal("changed my mind", r.rerr)
     assert.equal("3", r.n)
     assert.equal("41,42,43", psql("SELECT string_agg(k::text, ',' ORDER BY k) FROM pg_spec_tx"))
+    assert.equal(0, host:stop())
+  end)
+
+  it("drops deferred statements on a rollback, and forgets a preparation a failed batch cut short", function()
+    start({ "--pg-pool", "1" })
+    publish('{"op":"exec_edges"}')
+    local r = host:wait_records({ msg = "exec_edges" }, 1, 20, "the transactions")[1]
+    assert.equal("nil", r.rv)
+    assert.equal("false", r.seq_called)
+    assert.equal("true", r.kept)
+    assert.equal("nil", r.fv)
+    assert.equal("committed", r.nv)
+    assert.equal("nil", r.nerr)
+    assert.equal("true", r.kept_after_error)
+    assert.equal("92", r.ks)
+    assert.equal(0, host:stop())
+  end)
+
+  it("connects past a first address that refuses", function()
+    local closed = helper.free_port()
+    local url = PG:gsub("@127%.0%.0%.1:", "@127.0.0.1:" .. closed .. ",127.0.0.1:")
+    assert.are_not.equal(PG, url, "the URL names 127.0.0.1")
+    start({ "--pg-pool", "1", "--pg-timeout", "5s" }, { LUASTREAM_POSTGRES = url })
+    publish('{"op":"after","id":7}')
+    publish('{"op":"after","id":8}')
+    local r = host:wait_records({ msg = "after" }, 2, 20, "two queries")
+    assert.same({ "7", "nil" }, { r[1].id, tostring(r[1].err) })
+    assert.same({ "8", "nil" }, { r[2].id, tostring(r[2].err) })
     assert.equal(0, host:stop())
   end)
 
