@@ -1,9 +1,12 @@
 /* pg_libpq: the PostgreSQL client of a running host (pg.h's seam): libpq's
  * asynchronous API driven by the host's libuv loop, one uv_poll per
  * connection. Nothing blocks the loop: connections are made with
- * PQconnectStart/PQconnectPoll, queries sent with PQsendQueryPrepared (or
- * PQsendQueryParams once a connection's statement cache is full) and read
- * with PQconsumeInput/PQisBusy/PQgetResult as the socket becomes readable.
+ * PQconnectStart/PQconnectPoll, and then run in libpq's pipeline mode: a
+ * query is one round trip carrying what goes before it (a transaction's
+ * BEGIN, its deferred statements, the statement's first Parse), sent with
+ * PQsendQueryPrepared (or PQsendQueryParams once a connection's statement
+ * cache is full) and read with PQconsumeInput/PQisBusy/PQgetResult as the
+ * socket becomes readable.
  *
  * A pool of at most size connections for the whole host, made when queries
  * need them, each set up with statement_timeout (the query timeout less a
