@@ -69,6 +69,8 @@ struct conn {
   pg_pool *pool;
   PGconn *pg;
   struct poll *poll;
+  uv_timer_t connecting;           /* the deadline of making it: a server that accepts and
+                                      never answers must not hold the slot */
   int fd;
   int events;                      /* what the poll watches */
   enum conn_state state;
@@ -156,6 +158,8 @@ static void poll_closed(uv_handle_t *h) {
 
 static void kick_closed(uv_handle_t *h) { handle_closed(h->data); }
 
+static void connecting_closed(uv_handle_t *h) { handle_closed(((struct conn *)h->data)->pool); }
+
 static void req_closed(uv_handle_t *h) {
   struct req *r = h->data;
   pg_pool *p = r->pool;
@@ -223,6 +227,7 @@ static struct req *conn_close(struct conn *c) {
   c->nstmts = 0;
   c->next_stmt = 0;
   c->state = C_DOWN;
+  uv_timer_stop(&c->connecting);
   c->events = 0;
   c->want_write = false;
   c->begin_wanted = c->reset_wanted = false;
@@ -434,6 +439,14 @@ static void drop_notice(void *arg, const char *message) {
   (void)message;
 }
 
+static void on_connect_deadline(uv_timer_t *t) {
+  struct conn *c = t->data;
+  char why[128];
+  snprintf(why, sizeof why, "no connection within %llums (the server did not answer)",
+           (unsigned long long)c->pool->timeout_ms);
+  if (c->state == C_CONNECTING || c->state == C_SETUP) conn_fail(c, why);
+}
+
 /* Starts making c's connection. */
 static int conn_start(struct conn *c, char *err, size_t errlen) {
   c->pg = PQconnectStart(c->pool->conninfo);
@@ -455,6 +468,7 @@ static int conn_start(struct conn *c, char *err, size_t errlen) {
     conn_close(c);
     return -1;
   }
+  uv_timer_start(&c->connecting, on_connect_deadline, c->pool->timeout_ms, 0);
   return 0;
 }
 
@@ -539,6 +553,7 @@ static void command_done(struct conn *c) {
     if (!ok) {
       conn_fail(c, res ? PQresultErrorMessage(res) : "setting up the connection failed");
     } else {
+      uv_timer_stop(&c->connecting);
       kick(c->pool);
     }
     PQclear(res);
@@ -864,6 +879,7 @@ void pg_pool_close(pg_pool *p) {
   }
   for (int i = 0; i < p->size; i++) {
     struct req *r = conn_close(&p->conns[i]);
+    uv_close((uv_handle_t *)&p->conns[i].connecting, connecting_closed);
     if (r) fail(r, PG_STATE_LOST, "the PostgreSQL client closed", true, false);
   }
 }
@@ -914,6 +930,8 @@ pg_pool *pg_libpq_new(uv_loop_t *loop, const struct pg_options *o, char *err, si
     p->conns[i].pool = p;
     p->conns[i].fd = -1;
     p->conns[i].session.conn = &p->conns[i];
+    uv_timer_init(loop, &p->conns[i].connecting);
+    p->conns[i].connecting.data = &p->conns[i];
   }
   snprintf(p->setup, sizeof p->setup,
            "SELECT set_config('statement_timeout', '%llu', false), "
@@ -922,6 +940,6 @@ pg_pool *pg_libpq_new(uv_loop_t *loop, const struct pg_options *o, char *err, si
            (unsigned long long)pg_statement_timeout(p->timeout_ms));
   uv_timer_init(loop, &p->kick);
   p->kick.data = p;
-  p->open_handles = 1;
+  p->open_handles = 1 + p->size; /* kick, each connection's deadline */
   return p;
 }

@@ -14,7 +14,8 @@
  * Every query has a client-side deadline too: past it the query fails and
  * its connection is closed (libpq has no asynchronous cancel) and made again
  * later. A connection the server closed (a restart) fails its query in
- * flight, and the next query connects anew. */
+ * flight, and the next query connects anew; one not made within the
+ * timeout is given up. */
 #ifndef LUASTREAM_PG_LIBPQ_H
 #define LUASTREAM_PG_LIBPQ_H
 

@@ -468,6 +468,22 @@ describe("ls.pg on a real PostgreSQL", function()
     assert.equal(0, host:stop())
   end)
 
+  it("gives up a connection the server never answers, and connects anew for the next query", function()
+    local silent = helper.silent_server()
+    finally(silent.close)
+    start({ "--pg-pool", "1", "--pg-timeout", "1s" },
+      { LUASTREAM_POSTGRES = "postgresql://u@127.0.0.1:" .. silent.port .. "/db" })
+    publish('{"op":"after","id":1}')
+    host:wait_records({ msg = "after" }, 1, 20, "the first query")
+    publish('{"op":"after","id":2}')
+    local r = host:wait_records({ msg = "after" }, 2, 20, "the second query")
+    assert.truthy(r[1].err:match("^57014: no connection within 1000ms"), r[1].err)
+    assert.truthy(r[2].err:match("^57014: no connection within 1000ms"), r[2].err)
+    -- the first attempt was given up, not left holding the pool's one slot
+    assert.equal(2, silent.connections())
+    assert.equal(0, host:stop())
+  end)
+
   it("runs ctx:pg_once once per entry: the second delivery skips", function()
     start()
     for i = 1, 5 do publish(string.format('{"op":"once","id":%d,"amount":%d}', i, i * 100)) end

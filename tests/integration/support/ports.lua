@@ -55,4 +55,32 @@ function ports.free_port()
   error("no free loopback port found", 2)
 end
 
+--[[ A server that takes connections and never answers (a hung process, a
+half-open middlebox): the kernel completes each handshake, nothing reads.
+:connections() accepts what came since the last call, closes it, and says how
+many; :close() stops listening. ]]
+function ports.silent_server()
+  local fd = C.socket(sys.AF_INET, sys.SOCK_STREAM, 0)
+  assert(fd >= 0, "socket failed")
+  local one = ffi.new("int[1]", 1)
+  C.setsockopt(fd, sys.SOL_SOCKET, sys.SO_REUSEADDR, one, 4)
+  local port = ports.free_port()
+  local sa = sys.sockaddr(port)
+  assert(C.bind(fd, sa, ffi.sizeof(sa)) == 0 and C.listen(fd, 64) == 0, "cannot listen on " .. port)
+  local s = { port = port }
+  function s.connections()
+    local n, pfd = 0, ffi.new("ls_pollfd[1]")
+    pfd[0].fd, pfd[0].events = fd, sys.POLLIN
+    while C.poll(pfd, 1, 0) > 0 do
+      local c = C.accept(fd, nil, nil)
+      if c < 0 then break end
+      C.close(c)
+      n = n + 1
+    end
+    return n
+  end
+  function s.close() C.close(fd) end
+  return s
+end
+
 return ports

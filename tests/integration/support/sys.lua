@@ -31,6 +31,8 @@ for _, decl in ipairs {
   "int setsockopt(int fd, int level, int name, const void *val, unsigned int len);",
   "int bind(int fd, const void *addr, unsigned int len);",
   "int connect(int fd, const void *addr, unsigned int len);",
+  "int listen(int fd, int backlog);",
+  "int accept(int fd, void *addr, void *len);",
   "int close(int fd);",
   "typedef struct { uint16_t family; uint16_t port; uint32_t flowinfo; uint8_t addr[16]; uint32_t scope; } ls_sockaddr_in6;",
   "typedef struct { int fd; short events; short revents; } ls_pollfd;",
