@@ -66,7 +66,11 @@ static const struct cf_step set_options[] = {
     C("GET", "past"),
     C("SET", "past", "v", "PXAT", "1000"),
     C("EXISTS", "past"),
+    /* the largest PXAT is taken; its TTL in seconds would differ by one
+     * between the two sides when they round at another millisecond */
     C("SET", "far", "v", "PXAT", "9223372036854775807"),
+    C("EXISTS", "far"),
+    C("PERSIST", "far"),
     C("TTL", "far"),
     C("ZADD", "z", "1", "a"),
     C("SET", "z", "v", "GET"),

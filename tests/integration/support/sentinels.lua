@@ -110,7 +110,10 @@ end
 function Set:wait_master(server, timeout_s)
   processes.wait_until(function()
     local p = self:master_port()
-    local role = server:call("ROLE")
+    -- a promotion ends the new master's client connections (CLIENT KILL
+    -- from the sentinel): a reset here means "ask again"
+    local ok, role = pcall(server.call, server, "ROLE")
+    if not ok then role = nil end
     return p == server.port and role and role[1] == "master",
       string.format("sentinels say port %s, %d says %s", tostring(p), server.port, role and role[1] or "?")
   end, timeout_s or 30, "the sentinels agreeing on the new master")
