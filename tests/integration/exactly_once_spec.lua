@@ -45,15 +45,6 @@ local function recent_payment_ids(srv, n)
   return seen
 end
 
--- A process's state letter from /proc (T once a SIGSTOP took effect).
-local function proc_state(pid)
-  local f = io.open("/proc/" .. pid .. "/stat")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s:match("^%d+ %b() (%a)")
-end
-
 local function pending_for(srv, consumer)
   local ids = {}
   for _, p in ipairs(assert(srv:call("XPENDING", "payments", "ledger", "-", "+", "100000", consumer))) do
@@ -126,7 +117,7 @@ describe("exactly-once effects under faults", function()
         local h = hosts[k]
         h:signal("STOP")
         stopped = h
-        helper.wait_until(function() return proc_state(h.pid) == "T", proc_state(h.pid) end, 10,
+        helper.wait_until(function() return helper.proc_state(h.pid) == "T", helper.proc_state(h.pid) end, 10,
           names[k] .. " stopped")
         local mark = h:mark()
         local pub = publish_async(srv, first, last)

@@ -26,14 +26,6 @@ local function xadds(first, last)
   return cmds
 end
 
-local function proc_state(pid)
-  local f = io.open("/proc/" .. pid .. "/stat")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s:match("^%d+ %b() (%a)")
-end
-
 describe("ctx:pg_once under faults", function()
   after_each(helper.cleanup)
 
@@ -74,7 +66,7 @@ describe("ctx:pg_once under faults", function()
     hosts[2]:wait_records({ msg = "payment posted" }, 1, 20, "host 2 posting")
     hosts[2]:signal("STOP")
     stopped = hosts[2]
-    helper.wait_until(function() return proc_state(hosts[2].proc.pid) == "T" end, 5, "host 2 stopped")
+    helper.wait_until(function() return helper.proc_state(hosts[2].proc.pid) == "T" end, 5, "host 2 stopped")
     helper.wait_until(function()
       local n = 0
       for _, rec in ipairs(hosts[1]:records({ msg = "payment posted" })) do n = n + 1 end

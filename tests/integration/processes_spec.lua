@@ -40,11 +40,8 @@ end
 
 -- Whether pid is gone (or a zombie nobody reaped yet).
 local function gone(pid)
-  local f = io.open("/proc/" .. pid .. "/stat")
-  if not f then return true end
-  local stat = f:read("*a")
-  f:close()
-  return stat:match("^%d+ %b() (%a)") == "Z"
+  local state = helper.proc_state(pid)
+  return state == nil or state == "Z"
 end
 
 local function consumer_names(srv)

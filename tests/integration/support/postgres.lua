@@ -176,11 +176,7 @@ end
 
 -- Is pid running (a zombie does not count: it holds no memory and no port)?
 local function pid_running(pid)
-  local f = io.open("/proc/" .. pid .. "/stat")
-  if not f then return false end
-  local stat = f:read("*a") or ""
-  f:close()
-  local state = stat:match("^%d+ %b() (%S)")
+  local state = processes.proc_state(pid)
   return state ~= nil and state ~= "Z"
 end
 postgres.pid_running = pid_running

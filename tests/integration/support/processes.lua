@@ -184,4 +184,14 @@ function processes.wait_until(fn, timeout_s, what)
   end
 end
 
+--- A process's state letter from /proc (T once a SIGSTOP took effect), or nil
+--- once it is gone.
+function processes.proc_state(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s:match("^%d+ %b() (%a)")
+end
+
 return processes
