@@ -39,11 +39,19 @@ static void clean_env(void) {
   unsetenv("LUASTREAM_LOG_FORMAT");
 }
 
+/* The help text of command, malloc'd. Written to a temporary file and read
+ * back: the text then never lives behind a pointer to a local. */
 static char *help_of(enum cli_command command) {
-  char *text;
-  size_t len;
-  FILE *f = open_memstream(&text, &len);
+  FILE *f = tmpfile();
+  ASSERT_NOT_NULL(f);
   cli_print_help(command, f);
+  long len = ftell(f);
+  ASSERT(len >= 0);
+  rewind(f);
+  char *text = malloc((size_t)len + 1);
+  ASSERT_NOT_NULL(text);
+  ASSERT(fread(text, 1, (size_t)len, f) == (size_t)len);
+  text[len] = '\0';
   fclose(f);
   return text;
 }
