@@ -39,13 +39,20 @@ return {
 ]], extra or "min_idle = 400,", before or "")
 end
 
--- Retries a payment of a "migrating-" account on its first delivery.
-local RETRY_MIGRATING = claiming("min_idle = 400,", [[
-    if payment.account:find("^migrating%-") and count == "0" then
-      ls.log.warn("account locked, payment left pending", { payment_id = payment.id, entry_id = ctx.id })
-      return ls.retry()
+-- Retries a payment of a "migrating-" account on its first delivery; its next
+-- delivery waits for the file `gate`, so the entry stays pending until the
+-- spec has looked.
+local function retry_migrating(gate)
+  return claiming("min_idle = 400,", string.format([[
+    if payment.account:find("^migrating%%-") then
+      if count == "0" then
+        ls.log.warn("account locked, payment left pending", { payment_id = payment.id, entry_id = ctx.id })
+        return ls.retry()
+      end
+      while not io.open(%q) do ls.sleep(20) end
     end
-]])
+]], gate))
+end
 
 -- Never finishes a payment: the host that runs it is killed. Its min_idle is
 -- long so that it never claims its own entries back while it runs.
@@ -121,24 +128,29 @@ describe("claiming with claim_fallback on Redis 7.0", function()
 
   it("leaves a retried entry pending; it comes back under its id after min_idle, with no copy", function()
     local srv = helper.redis_start()
-    local host = start_host(srv, RETRY_MIGRATING)
+    local gate = helper.tmpdir("gate") .. "/go"
+    local host = start_host(srv, retry_migrating(gate))
     local locked = helper.publish(srv, "payments", helper.payment(1, "migrating-acme", 700), { key = "migrating-acme" })
     local plain = helper.publish(srv, "payments", helper.payment(2, "acme", 800), { key = "acme" })
 
     local warned = host:wait_records({ msg = "account locked, payment left pending" }, 1, 10, "the locked payment retried")[1]
     assert.equal(locked, warned.entry_id)
-    -- nothing written: it waits in the pending list under its own id
+    -- nothing written: it waits in the pending list under its own id (idle,
+    -- or delivered again and held at the gate)
     local _, set = srv:pending_ids("payments", "ledger")
     assert.is_not_nil(set[locked], "the retried entry is not pending")
     assert.equal(2, srv:xlen("payments"))
+    helper.write_file(gate, "")
 
     local back = host:wait_records({ msg = "payment handled", payment_id = 1 }, 1, 10, "the locked payment back")[1]
     assert.equal(locked, back.entry_id, "it came back under another id")
     assert.equal("1", back.delivery_count)
     assert.is_true(tonumber(back.idle_ms) >= MIN_IDLE_MS, "idle-ms " .. back.idle_ms)
-    local gap = helper.parse_time(back.time) - helper.parse_time(warned.time)
+    -- never before min_idle; soon after it (a bound a busy machine keeps)
+    local again = host:records({ msg = "payment started", payment_id = 1 })[2]
+    local gap = helper.parse_time(again.time) - helper.parse_time(warned.time)
     assert.is_true(gap >= MIN_IDLE_MS / 1000 - 0.05, string.format("back after %.3f s", gap))
-    assert.is_true(gap <= MIN_IDLE_MS / 1000 + 1, string.format("back after %.3f s", gap))
+    assert.is_true(gap <= MIN_IDLE_MS / 1000 + 5, string.format("back after %.3f s", gap))
 
     local once = host:wait_records({ msg = "payment handled", payment_id = 2 }, 1, 10, "the other payment")
     assert.equal(1, #once)

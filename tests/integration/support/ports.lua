@@ -31,19 +31,30 @@ end
 local handed_out = {}
 local rng = (math.floor(sys.now() * 1e6) + C.getpid() * 7919) % 2147483647
 
---[[ A loopback port nobody listens on. It is picked below the kernel's
-ephemeral range, so no outgoing connection (the host's own client sockets) can
-be given it, and a port left without a server stays free: a connection to it
-can never meet itself. Callers still retry if a server fails to bind it. ]]
-function ports.free_port()
-  local lo = 32768
-  local f = io.open("/proc/sys/net/ipv4/ip_local_port_range")
-  if f then
-    lo = tonumber(f:read("*n")) or lo
-    f:close()
+--[[ The ports free_port picks from. They lie below the kernel's ephemeral
+range, so no outgoing connection (the host's own client sockets) can be given
+one, and a port left without a server stays free: a connection to it can never
+meet itself. Only 10000-19999 is handed out, so that a cluster node's bus port
+(its port + 10000) falls in 20000-29999, which nothing else takes. Specs run in
+parallel (./dev test) each get a slot, LUASTREAM_TEST_SLOT of
+LUASTREAM_TEST_SLOTS, and a share of that range of their own: two never race
+for a port. ]]
+local function port_range()
+  local first, last = 10000, 19999
+  local slot, slots = tonumber(os.getenv("LUASTREAM_TEST_SLOT")), tonumber(os.getenv("LUASTREAM_TEST_SLOTS"))
+  if slot and slots and slots > 1 then
+    assert(slot >= 0 and slot < slots, "LUASTREAM_TEST_SLOT must be below LUASTREAM_TEST_SLOTS")
+    local width = math.floor((last - first + 1) / slots)
+    first = first + slot * width
+    last = first + width - 1
   end
-  local first, last = 10000, lo - 1
-  if last - first < 1000 then first, last = 1024, math.max(1100, lo - 1) end
+  return first, last
+end
+
+--- A loopback port nobody listens on, from this process's range (port_range).
+--- Callers still retry if a server fails to bind it.
+function ports.free_port()
+  local first, last = port_range()
   for _ = 1, 1000 do
     rng = (rng * 48271) % 2147483647
     local port = first + rng % (last - first + 1)
@@ -52,7 +63,7 @@ function ports.free_port()
       return port
     end
   end
-  error("no free loopback port found", 2)
+  error("no free loopback port found in " .. first .. "-" .. last, 2)
 end
 
 --[[ A server that takes connections and never answers (a hung process, a
