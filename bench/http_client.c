@@ -265,6 +265,7 @@ static char *read_file(const char *path, size_t *len) {
     n += fread(buf + n, 1, cap - n, f);
     if (n < cap) break;
     cap *= 2;
+    /* cppcheck-suppress memleakOnRealloc ; a failed realloc exits through die() on the next turn */
     buf = realloc(buf, cap);
   }
   if (ferror(f)) die(path, "cannot read");

@@ -287,12 +287,13 @@ local function http_request(opts, name, method, url)
   end
   core.http(name, method:upper(), url, lines, body, math.ceil(timeout), max_body,
             opts.follow_redirects == true)
-  local status, lines, text = core.http_result()
+  -- the response's header lines, or what went wrong when there is no status
+  local status, got, text = core.http_result()
   if not status then
-    if text then error(lines, 2) end -- the request itself is at fault (no stub for it)
-    return nil, lines
+    if text then error(got, 2) end -- the request itself is at fault (no stub for it)
+    return nil, got
   end
-  return setmetatable({ status = status, body = text, [HEADER_LINES] = lines }, RESPONSE)
+  return setmetatable({ status = status, body = text, [HEADER_LINES] = got }, RESPONSE)
 end
 
 ls.http = {}

@@ -403,7 +403,8 @@ static void add_json_key(struct line *l, struct names *taken, const char *key, s
     add_encoded(l, encode_json_chars, key, n);
     if (k > 1) {
       char suffix[16];
-      add_raw(l, suffix, (size_t)snprintf(suffix, sizeof suffix, ".%u", k));
+      int w = snprintf(suffix, sizeof suffix, ".%u", k);
+      add_raw(l, suffix, (size_t)w);
     }
     if (l->cut) return;
     size_t len = l->len - off;

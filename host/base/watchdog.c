@@ -199,6 +199,7 @@ int watchdog_start(uint64_t limit, char *err, size_t errlen) {
   }
   limit_ms = limit;
   interval_ms = limit / 4 < 1000 ? limit / 4 : 1000;
+  /* cppcheck-suppress knownConditionTrueFalse ; false positive: limit / 4 is 0 for a limit below 4 ms */
   if (interval_ms == 0) interval_ms = 1;
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);

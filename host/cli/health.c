@@ -73,13 +73,13 @@ enum health_route health_parse_request(const char *buf, size_t len) {
     if ((unsigned char)target[i] <= ' ' || target[i] == 0x7f) return HEALTH_BAD_REQUEST;
   const char *q = memchr(target, '?', tlen);
   size_t plen = q ? (size_t)(q - target) : tlen;
-  enum health_route route = HEALTH_NOT_FOUND;
-  if (plen == 8 && memcmp(target, "/healthz", 8) == 0) route = HEALTH_LIVE;
-  else if (plen == 7 && memcmp(target, "/readyz", 7) == 0) route = HEALTH_READY;
-  else if (plen == 8 && memcmp(target, "/metrics", 8) == 0) route = HEALTH_METRICS;
-  if (route != HEALTH_NOT_FOUND && !(m == 3 && memcmp(buf, "GET", 3) == 0))
+  enum health_route found = HEALTH_NOT_FOUND;
+  if (plen == 8 && memcmp(target, "/healthz", 8) == 0) found = HEALTH_LIVE;
+  else if (plen == 7 && memcmp(target, "/readyz", 7) == 0) found = HEALTH_READY;
+  else if (plen == 8 && memcmp(target, "/metrics", 8) == 0) found = HEALTH_METRICS;
+  if (found != HEALTH_NOT_FOUND && !(m == 3 && memcmp(buf, "GET", 3) == 0))
     return HEALTH_NOT_ALLOWED;
-  return route;
+  return found;
 }
 
 static const char *reason_phrase(int status) {

@@ -22,26 +22,37 @@ int handler_dir_list(const char *dir, bool allow_empty, char ***paths, char *err
   }
   size_t n = 0, cap = 8;
   char **list = malloc(cap * sizeof *list);
+  bool oom = list == NULL;
   struct dirent *de;
-  while (list && (de = readdir(d)) != NULL) {
+  while (!oom && (de = readdir(d)) != NULL) {
     size_t len = strlen(de->d_name);
     if (len <= 4 || strcmp(de->d_name + len - 4, ".lua") != 0) continue;
     if (de->d_name[0] == '_' || de->d_name[0] == '.') continue;
     if (n + 2 > cap) {
-      char **grown = realloc(list, (cap *= 2) * sizeof *list);
-      if (grown == NULL) break;
+      char **grown = realloc(list, cap * 2 * sizeof *list);
+      if (grown == NULL) {
+        oom = true;
+        break;
+      }
       list = grown;
+      cap *= 2;
     }
     size_t plen = strlen(dir) + len + 2;
-    if ((list[n] = malloc(plen)) == NULL) break;
+    if ((list[n] = malloc(plen)) == NULL) {
+      oom = true;
+      break;
+    }
     snprintf(list[n++], plen, "%s/%s", dir, de->d_name);
   }
   closedir(d);
-  if (list == NULL) {
+  /* Out of memory fails the listing: a partial one would start the host
+   * without some of its handlers. */
+  if (list) list[n] = NULL;
+  if (oom) {
+    handler_dir_free(list);
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  list[n] = NULL;
   qsort(list, n, sizeof *list, by_name);
   if (n == 0 && !allow_empty) {
     snprintf(err, errlen, "%s: no handler files (*.lua) in this directory", dir);

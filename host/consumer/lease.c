@@ -154,7 +154,8 @@ static int answer(const bk_reply *r, const char **holder, long long *pttl) {
   if (r == NULL || r->type != BK_ARRAY || r->elements < 1 || r->element[0]->type != BK_INTEGER)
     return -1;
   long long code = r->element[0]->integer;
-  if (code != 0) return (int)code;
+  /* not (int)code: a code of 2^32 would read as 0, "held", with no holder */
+  if (code != 0) return code == 1 || code == 2 ? (int)code : -1;
   if (r->elements < 3 || r->element[1]->type != BK_STRING || r->element[2]->type != BK_INTEGER)
     return -1;
   *holder = r->element[1]->str;

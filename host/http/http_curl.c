@@ -464,7 +464,7 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     if ((s = sock_of(cc, fd)) == NULL) return -1;
     curl_multi_assign(cc->multi, fd, s);
   }
-  int events = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
+  int events = ((what & CURL_POLL_IN) ? UV_READABLE : 0) | ((what & CURL_POLL_OUT) ? UV_WRITABLE : 0);
   uv_poll_start(&s->poll, events, on_poll);
   return 0;
 }

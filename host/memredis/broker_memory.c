@@ -126,7 +126,7 @@ static bk_reply *cmd_debug(struct memdb *db, struct ms_call *c) {
   num[n] = '\0';
   char *end;
   double sec = strtod(num, &end);
-  if (n == 0 || *end != '\0' || !(sec == sec)) return mr_err("ERR value is not a valid float");
+  if (c->argvlen[2] == 0 || *end != '\0' || !(sec == sec)) return mr_err("ERR value is not a valid float");
   if (sec <= 0 || c->multi || c->script) return mr_status("OK"); /* no wait inside EXEC */
   double ms = sec * 1000.0;
   c->blocked = true;
@@ -261,7 +261,7 @@ static bk_reply *check(const struct cmddef *d, int argc, const char **argv, cons
     while (s->name && !word_is(argv[1], len[1], s->name)) s++;
     char upper[16];
     size_t k = 0;
-    for (; d->name[k] && k < sizeof upper - 1; k++) upper[k] = (char)toupper(d->name[k]);
+    for (; k < sizeof upper - 1 && d->name[k]; k++) upper[k] = (char)toupper(d->name[k]);
     upper[k] = '\0';
     if (s->name == NULL)
       return mr_err("ERR unknown subcommand '%.*s'. Try %s HELP.",

@@ -34,6 +34,7 @@ size_t ms_zset_find(const struct ms_zset *z, const char *m, size_t len) {
  * set big enough for a skiplist would keep it; not modelled). */
 void ms_zset_insert(struct ms_zset *z, struct ms_zmember e) {
   size_t lo = 0, hi = z->n;
+  /* cppcheck-suppress duplicateConditionalAssign ; intended: -0 == 0 holds, and the assignment makes it +0 */
   if (e.score == 0) e.score = 0;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;

@@ -83,7 +83,6 @@ struct rt_job {
   char reply_why[320];
   const pg_result *pg_res; /* OP_PG's answer, the pool's until the coroutine yields */
   pg_session *session;     /* ls.pg.transaction's connection, held until job_pg_end */
-  bool session_wanted;     /* OP_PG waits for a session, not a result */
   struct rt_job *prev, *next; /* the pool's running jobs, for jobs_abandon */
 };
 

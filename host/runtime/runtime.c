@@ -569,6 +569,7 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   loading = NULL;
   free(buf);
   if (rc == 0)
+    /* cppcheck-suppress badBitmaskCheck ; LUAJIT_MODE_ENGINE is 0 by design: luajit.h's documented mode|flag idiom */
     luaJIT_setmode(h->L, 0, LUAJIT_MODE_ENGINE | (h->jit_off ? LUAJIT_MODE_OFF : LUAJIT_MODE_ON));
   if (rc != 0) {
     const char *msg = lua_tostring(h->L, -1);

@@ -453,5 +453,6 @@ TEST_IMPL(log_format_line_fixed) {
   n = log_format_line(buf, sizeof buf, 0, LOG_ERROR, "h", "stalled", 2, kv, kvlen, numeric);
   ASSERT_STR_EQ(buf, "time=1970-01-01T00:00:00.000Z level=error handler=h msg=stalled phase=loop "
                      "stalled_ms=10500\n");
+  ASSERT_INT_EQ(n, strlen(buf));
   ASSERT_INT_EQ(log_format_line(buf, 8, 0, LOG_ERROR, NULL, "m", 0, NULL, NULL, NULL), 0);
 }

@@ -41,6 +41,7 @@ TEST_IMPL(prune_due_while_not_reading_goes_out_when_reading_again) {
   probe.reading = false;
   clock_virtual_advance(clk, PRUNE_EVERY_MS);
   ASSERT_INT_EQ(replay_nsent(rb, "cmd"), 2);
+  /* cppcheck-suppress redundantAssignment ; false positive: the prune's callback read `false` while the clock advanced */
   probe.reading = true;
   prune_start(p);
   clock_virtual_settle(clk);

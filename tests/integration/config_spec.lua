@@ -155,6 +155,7 @@ describe("configuration errors", function()
       assert.equal(0, host:stop())
 
       C.chmod(path, tonumber("644", 8))
+      local _
       code, _, err = helper.luastream("publish", "--redis-file", path, "payments", "{}")
       assert.equal(0, code, err)
       assert.matches("warning: --redis-file " .. path .. " can be read by every user", err, 1, true)

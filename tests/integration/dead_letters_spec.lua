@@ -727,7 +727,7 @@ describe("luastream dead-letters", function()
     code, out = helper.luastream("--help")
     assert.equal(0, code)
     assert.matches("dead-letters", out, 1, true)
-    local err
+    local _, err
     code, _, err = helper.luastream("dead-letters", "purge", "x")
     assert.equal(2, code)
     assert.matches("purge", err, 1, true)
@@ -779,6 +779,7 @@ describe("luastream dead-letters", function()
     code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "missing.dead")
     assert.equal(1, code, out)
     assert.matches("stream missing.dead does not exist", err, 1, true)
+    local _
     code, _, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments.dead", "--count", "0")
     assert.equal(2, code)
     assert.matches("--count", err, 1, true)
@@ -899,6 +900,7 @@ describe("luastream dead-letters", function()
     assert.equal(2, srv:xlen("payments.dead"), "a refused replay moved something")
     assert.equal(xlen, srv:xlen("payments"))
 
+    local _
     code, _, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead")
     assert.equal(2, code)
     assert.matches("--all", err, 1, true)

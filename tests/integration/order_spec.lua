@@ -46,10 +46,10 @@ describe("per-key order on 8 lanes", function()
 
     local t0 = helper.now()
     srv:pipe(helper.payment_commands(1, N, ACCOUNTS))
-    local posted = host:wait_records(POSTED, N, 90, N .. " payments posted")
+    host:wait_records(POSTED, N, 90, N .. " payments posted")
     local measured = helper.now() - t0
     assert.equal(0, host:stop())
-    posted = host:records(POSTED)
+    local posted = host:records(POSTED)
     assert.equal(N, #posted)
 
     -- exactly once, and per account in stream order (ids were published in order)

@@ -68,8 +68,7 @@ describe("ctx:pg_once under faults", function()
     stopped = hosts[2]
     helper.wait_until(function() return helper.proc_state(hosts[2].proc.pid) == "T" end, 5, "host 2 stopped")
     helper.wait_until(function()
-      local n = 0
-      for _, rec in ipairs(hosts[1]:records({ msg = "payment posted" })) do n = n + 1 end
+      local n = #hosts[1]:records({ msg = "payment posted" })
       return n >= chunk / 2, n .. " posted by host 1"
     end, 60, "host 1 taking over")
     hosts[2]:signal("CONT")

@@ -293,8 +293,8 @@ describe("recovery with a reclaim subscription beside a new one", function()
     assert.same({ true, true, true }, seen)
     -- the fraud group, created now at the beginning, screens all three
     helper.wait_until(function()
-      local n = srv:xlen("payments.screened")
-      return n == 3, n .. " screened"
+      local screened = srv:xlen("payments.screened")
+      return screened == 3, screened .. " screened"
     end, 10, "3 replies on payments.screened")
     srv:pipe(helper.payment_commands(4, 4, 3))
     b:wait_records({ msg = "payment posted", payment_id = 4 }, 1, 10, "payment 4 posted")

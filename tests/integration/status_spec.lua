@@ -46,8 +46,9 @@ describe("luastream status", function()
       assert.matches(s, out, 1, true)
     end
     code, out = helper.luastream("--help")
+    assert.equal(0, code)
     assert.matches("status", out, 1, true)
-    local err
+    local _, err
     code, _, err = helper.luastream("status")
     assert.equal(2, code)
     assert.matches("missing arguments", err, 1, true)

@@ -104,7 +104,7 @@ describe("lanes by key, random keys and durations on the paused clock", function
     math.randomseed(64)
     app = testing.app(DIR)
     -- 640 entries, 10 per key, 10 ms each: 100 ms of work per lane at best.
-    local function publish(stream)
+    local function publish_per_key(stream)
       local sent = {}
       for i = 1, 640 do
         local key = "acct-" .. ((i - 1) % 64)
@@ -114,9 +114,9 @@ describe("lanes by key, random keys and durations on the paused clock", function
       end
       return sent
     end
-    local keyed = publish("wide_by_key")
+    local keyed = publish_per_key("wide_by_key")
     local by_key_ms = drain(app, "wide_by_key", 640)
-    publish("wide_shared")
+    publish_per_key("wide_shared")
     local shared_ms = drain(app, "wide_shared", 640)
     assert.equal(64, check(app, "wide_by_key", keyed)) -- all 64 lanes at once
     assert(shared_ms >= 100, "without by_key: " .. shared_ms .. " ms")

@@ -144,8 +144,8 @@ describe("luastream.json.encode", function()
       assert.is_nil(text)
       assert.equal(want, err)
     end
-    local deep, t = {}, nil
-    t = deep
+    local deep = {}
+    local t = deep
     for _ = 1, 1000 do t[1] = {}; t = t[1] end
     assert.same({ nil, "Cannot serialise, excessive nesting (1001)" }, { json.encode(deep) })
   end)

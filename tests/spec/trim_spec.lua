@@ -43,8 +43,7 @@ describe("trim = true", function()
 
   it("caps the reply, dead-letter and source streams by length, as asked: a loss", function()
     app = testing.app(HERE .. "trim_caps")
-    local ids = {}
-    for i = 1, 10 do ids[i] = app:publish("orders", { id = i }) end
+    for i = 1, 10 do app:publish("orders", { id = i }) end
     for i = 11, 14 do app:publish("orders", { id = i, reject = true }) end
     local replies = app:entries("orders.replies")
     assert.equal(3, #replies) -- the newest three replies
