@@ -177,6 +177,17 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url);
  * ASK. A redis+sentinel:// URL gets broker_redis itself. Returns NULL when
  * out of memory. */
 broker *broker_cluster_new(struct uv_loop_s *loop, const struct redis_url *url);
+/* Makes the broker of one node of a cluster, at url (the seed's URL, or the
+ * seed's with a node's host and port); data is what broker_cluster_new_with
+ * was given. The cluster broker owns it and frees it with broker_free.
+ * Returns NULL when out of memory. */
+typedef broker *bk_node_broker_fn(void *data, const struct redis_url *url);
+/* broker_cluster_new on node brokers made by make_node rather than
+ * broker_redis_new (which broker_cluster_new uses), e.g. scripted brokers
+ * in unit tests; the loop runs the map refresh timer. A sentinel URL is not
+ * special here: url is the seed, asked whether it is a cluster. */
+broker *broker_cluster_new_with(struct uv_loop_s *loop, const struct redis_url *url,
+                                bk_node_broker_fn *make_node, void *data);
 /* A command unanswered for ms (plus its BLOCK time) drops and remakes its
  * connection; pending commands fail with "connection lost". Default 10 s. */
 void broker_redis_set_command_timeout(broker *b, uint64_t ms);

@@ -1,5 +1,6 @@
 /* broker_cluster: the broker seam on a redis:// server that may be a Redis
- * Cluster, on top of broker_redis (one broker_redis per node).
+ * Cluster, on top of broker_redis (one broker_redis per node; unit tests
+ * give broker_cluster_new_with a factory of scripted node brokers instead).
  *
  * The first connection to the server given (the seed) asks `INFO cluster`.
  * A server without cluster mode makes this broker a thin pass-through: each
@@ -110,6 +111,8 @@ struct cbroker {
   unsigned version;     /* of the map, for walks over the connections */
   size_t first_master;  /* where keyless commands go */
   struct cconn *conns;
+  bk_node_broker_fn *make_node; /* makes each node's broker: broker_redis_new in production */
+  void *make_node_data;
   uv_timer_t refresh;
   bool asking_map;      /* a CLUSTER SLOTS is in flight */
   size_t asked;         /* ... to this node */
@@ -172,7 +175,7 @@ static size_t node_find(struct cbroker *b, const char *addr, const char *asked_h
 
 static broker *node_broker(struct cbroker *b, size_t i) {
   struct cnode *n = b->nodes[i];
-  if (n->b == NULL) n->b = broker_redis_new(b->loop, &n->url);
+  if (n->b == NULL) n->b = b->make_node(b->make_node_data, &n->url);
   return n->b;
 }
 
@@ -854,16 +857,28 @@ static const struct broker_ops cluster_ops = {
     .cluster = cbroker_cluster,
 };
 
+static broker *redis_node(void *loop, const struct redis_url *url) {
+  return broker_redis_new(loop, url);
+}
+
 broker *broker_cluster_new(struct uv_loop_s *loop, const struct redis_url *url) {
   if (loop == NULL || url == NULL) return NULL;
   /* Sentinel watches a master and its replicas, never a cluster. */
   if (url->nsentinels > 0) return broker_redis_new(loop, url);
+  return broker_cluster_new_with(loop, url, redis_node, loop);
+}
+
+broker *broker_cluster_new_with(struct uv_loop_s *loop, const struct redis_url *url,
+                                bk_node_broker_fn *make_node, void *data) {
+  if (loop == NULL || url == NULL || make_node == NULL) return NULL;
   struct cbroker *b = calloc(1, sizeof *b);
   if (b == NULL) return NULL;
   b->base.ops = &cluster_ops;
   snprintf(b->base.name, sizeof b->base.name, "%s", url->redacted);
   b->loop = loop;
   b->url = *url;
+  b->make_node = make_node;
+  b->make_node_data = data;
   b->slots = malloc(KEYSLOT_COUNT * sizeof *b->slots);
   b->nodes = calloc(1, sizeof *b->nodes);
   struct cnode *seed = calloc(1, sizeof *seed);

@@ -85,6 +85,10 @@ struct replay_broker {
   struct text *logs; /* every replay_log result, freed with the broker */
   replay_hook_fn *hook;
   void *hook_data;
+  replay_respond_fn *respond;
+  void *respond_data;
+  bool held;    /* replay_hold: nothing is delivered */
+  bool dropped; /* replay_drop: nothing comes up, commands are refused */
 };
 
 /* ---- matching ---- */
@@ -128,13 +132,17 @@ static char *fill(const char *resp, int n) {
   return out;
 }
 
-static char *answer(struct replay_broker *rb, int argc, char **words) {
+static char *answer(struct replay_broker *rb, const char *conn, int argc, char **words) {
   int rest;
   for (struct rule *r = rb->expects; r; r = r->next)
     if (!r->used && match(r->pattern, argc, words, &rest)) {
       r->used = true;
       return fill(r->resp, rest);
     }
+  if (rb->respond) {
+    char *resp = rb->respond(rb->respond_data, conn, argc, words);
+    if (resp) return resp;
+  }
   for (struct rule *r = rb->defaults; r; r = r->next)
     if (match(r->pattern, argc, words, &rest)) return fill(r->resp, rest);
   return NULL;
@@ -161,11 +169,11 @@ static void deliver(ltimer *t, void *data) {
   (void)t;
   struct replay_broker *rb = data;
   uint64_t limit = rb->seq; /* later ones wait for the next turn */
-  for (;;) {
+  while (!rb->held) {
     /* The oldest thing due: a connection to announce or a reply. */
     struct bk_conn *up = NULL, *ready = NULL;
     for (struct bk_conn *c = rb->conns; c; c = c->next) {
-      if (!c->up && c->seq < limit && (!up || c->seq < up->seq)) up = c;
+      if (!c->up && !rb->dropped && c->seq < limit && (!up || c->seq < up->seq)) up = c;
       if (c->up && c->head && c->head->resp && c->head->seq < limit &&
           (!ready || c->head->seq < ready->head->seq))
         ready = c;
@@ -180,7 +188,8 @@ static void deliver(ltimer *t, void *data) {
     ready->head = cmd->next;
     if (ready->head == NULL) ready->tail = NULL;
     bk_reply *reply = parse(cmd->resp);
-    cmd->cb(cmd->data, reply, NULL); /* may close `ready` or send more (rb->sent grows) */
+    /* may close `ready` or send more (rb->sent grows) */
+    if (cmd->cb) cmd->cb(cmd->data, reply, NULL);
     freeReplyObject(reply);
     if (rb->hook) {
       const struct sent *s = &rb->sent[cmd->sent];
@@ -192,8 +201,8 @@ static void deliver(ltimer *t, void *data) {
     free(cmd);
   }
   /* Whatever arrived during this turn is due now. */
-  for (struct bk_conn *c = rb->conns; c; c = c->next)
-    if (!c->up || (c->head && c->head->resp)) {
+  for (struct bk_conn *c = rb->conns; c && !rb->held; c = c->next)
+    if ((!c->up && !rb->dropped) || (c->up && c->head && c->head->resp)) {
       timer_start(rb->timer, 0);
       break;
     }
@@ -251,7 +260,7 @@ static int rp_command(bk_conn *c, int argc, const char **argv, const size_t *arg
   struct rcmd *cmd = xmalloc(sizeof *cmd);
   cmd->next = NULL;
   cmd->seq = rb->seq++;
-  cmd->resp = answer(rb, argc, words);
+  cmd->resp = answer(rb, c->name, argc, words);
   cmd->sent = rb->nsent++;
   cmd->cb = cb;
   cmd->data = data;
@@ -284,12 +293,20 @@ static void rp_conn_close(bk_conn *c) {
   while (c->head) {
     struct rcmd *cmd = c->head;
     c->head = cmd->next;
-    cmd->cb(cmd->data, NULL, "connection closed");
+    if (cmd->cb) cmd->cb(cmd->data, NULL, "connection closed");
     free(cmd->resp);
     free(cmd);
   }
   free(c->name);
   free(c);
+}
+
+/* The open connection opened at seq, or NULL: a callback may have closed
+ * (and freed) any connection. */
+static struct bk_conn *conn_at(struct replay_broker *rb, uint64_t seq) {
+  for (struct bk_conn *c = rb->conns; c; c = c->next)
+    if (c->seq == seq) return c;
+  return NULL;
 }
 
 static void free_rules(struct rule *r) {
@@ -375,6 +392,49 @@ void replay_alias(replay_broker *rb, const char *word, const char *name) {
   a->name = xstrdup(name);
   a->next = rb->aliases;
   rb->aliases = a;
+}
+
+void replay_respond(replay_broker *rb, replay_respond_fn *fn, void *data) {
+  rb->respond = fn;
+  rb->respond_data = data;
+}
+
+void replay_hold(replay_broker *rb) { rb->held = true; }
+
+void replay_release(replay_broker *rb) {
+  rb->held = false;
+  timer_start(rb->timer, 0);
+}
+
+void replay_drop(replay_broker *rb, const char *why) {
+  rb->dropped = true;
+  char err[256];
+  snprintf(err, sizeof err, "connection lost: %s", why);
+  /* Oldest first; a callback may close or open connections, so each round
+   * looks the next one up again. */
+  for (;;) {
+    struct bk_conn *c = rb->conns;
+    while (c && !c->up) c = c->next;
+    if (c == NULL) break;
+    uint64_t seq = c->seq;
+    c->up = false;
+    struct rcmd *cmd = c->head;
+    c->head = c->tail = NULL;
+    while (cmd) {
+      struct rcmd *next = cmd->next;
+      if (cmd->cb) cmd->cb(cmd->data, NULL, err);
+      free(cmd->resp);
+      free(cmd);
+      cmd = next;
+    }
+    c = conn_at(rb, seq);
+    if (c && !c->closing && c->state_cb) c->state_cb(c->data, c, 0);
+  }
+}
+
+void replay_restore(replay_broker *rb) {
+  rb->dropped = false;
+  timer_start(rb->timer, 0);
 }
 
 void replay_on_reply(replay_broker *rb, replay_hook_fn *fn, void *data) {

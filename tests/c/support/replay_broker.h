@@ -3,7 +3,8 @@
  *
  * Every command is recorded as its argv joined with spaces, per connection
  * name. Each command is then answered by the first unused expectation whose
- * pattern matches it (an expectation answers once), else by the first matching
+ * pattern matches it (an expectation answers once), else by the responder
+ * function when one is set and it answers, else by the first matching
  * default (answers any number of times), else not at all: it stays pending
  * until its connection is closed, when its callback fires with reply NULL and
  * err "connection closed" (a blocking read nobody wrote to).
@@ -17,7 +18,13 @@
  * Nothing is delivered from inside bk_command or bk_conn_open: connections
  * come up and replies arrive from a 0-ms timer on the clock, in the order the
  * commands were sent, and a pending command holds back the later ones on its
- * connection (a blocked Redis client answers nothing else). */
+ * connection (a blocked Redis client answers nothing else). A command's
+ * callback may be NULL (nothing is called for its reply).
+ *
+ * Faults: replay_hold stops every delivery of a broker until replay_release
+ * (several brokers on one loop then answer in an order the test chooses);
+ * replay_drop loses every connection as a server going away would, until
+ * replay_restore. */
 #ifndef LUASTREAM_REPLAY_BROKER_H
 #define LUASTREAM_REPLAY_BROKER_H
 
@@ -38,6 +45,25 @@ void replay_default(replay_broker *rb, const char *pattern, const char *resp);
 /* Records and matches an argv word equal to `word` as `name` (e.g. a script
  * body as "<claim>"). */
 void replay_alias(replay_broker *rb, const char *word, const char *name);
+
+/* Answers a command no expectation matched: RESP text in a malloc'd string,
+ * which the broker frees, or NULL to leave it to the defaults. conn is the
+ * connection's name, words the argv as recorded (aliases applied). Called
+ * when the command is sent, so it sees the commands in the order they were
+ * sent on this broker. */
+typedef char *replay_respond_fn(void *data, const char *conn, int argc, char **words);
+void replay_respond(replay_broker *rb, replay_respond_fn *fn, void *data);
+
+/* Delivers nothing (no reply, no connection coming up) until replay_release. */
+void replay_hold(replay_broker *rb);
+void replay_release(replay_broker *rb);
+/* Every open connection goes down now, as when the server dies: its queued
+ * commands fail with reply NULL and err "connection lost: why", in the order
+ * they were sent, then its state callback fires with up = 0 (the order of
+ * hiredis). Until replay_restore, bk_command is refused and no connection
+ * comes up; after it, they all come up again at the next turn. */
+void replay_drop(replay_broker *rb, const char *why);
+void replay_restore(replay_broker *rb);
 
 /* Called after each reply callback returns (not for cancelled commands). */
 typedef void replay_hook_fn(void *data, const char *conn, const char *command);
