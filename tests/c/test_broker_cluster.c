@@ -190,7 +190,7 @@ static void cluster_start(void) {
   ASSERT_OK(url_parse("redis://127.0.0.1:7000", &u, err, sizeof err));
   cl->b = broker_cluster_new_with(&cl->loop, &u, make_node, cl);
   ASSERT_NOT_NULL(cl->b);
-  log_set_level(LOG_WARN);
+  log_set_level(getenv("CLUSTER_DEBUG") ? LOG_DEBUG : LOG_WARN);
 }
 
 static void cluster_stop(void) {
@@ -748,9 +748,10 @@ static unsigned rnd(unsigned n) {
 /* Rounds of pipelined SETs over 64 keys on 4 nodes (three masters and a
  * spare). Between rounds the cluster changes at random: a slot moved, a
  * migration started (ASK) or finished, a node's replies held back so that
- * the others' overtake them. Every callback runs once and gets its own
- * command's reply from the node the model says served it, or "connection
- * lost" when a MOVED (or the ASK to the spare) took the connection down, in
+ * the others' overtake them; during a round, a node may restart with
+ * commands in flight. Every callback runs once and gets its own command's
+ * reply from the node the model says served it, or "connection lost" when a
+ * MOVED, the ASK to the spare or a restart took the connection down, in
  * which case the caller sends it again once up, as a real caller would. */
 TEST_IMPL(cluster_randomized_redirections) {
   uint64_t seed = getenv("CLUSTER_SEED") ? strtoull(getenv("CLUSTER_SEED"), NULL, 10)
@@ -768,7 +769,7 @@ TEST_IMPL(cluster_randomized_redirections) {
   char keys[KEYS][16];
   for (int i = 0; i < KEYS; i++) snprintf(keys[i], sizeof keys[i], "key%d", i);
   static struct call calls[PER];
-  int token = 0, answered = 0, lost = 0, redirected_asks = 0;
+  int token = 0, answered = 0, lost = 0, redirected_asks = 0, restarts = 0;
   for (int round = 0; round < ROUNDS; round++) {
     /* the cluster changes (the router learns it from the redirections) */
     unsigned slot = slot_of(keys[rnd(KEYS)]);
@@ -798,13 +799,13 @@ TEST_IMPL(cluster_randomized_redirections) {
     }
     /* a node whose replies come after the others' this round, or none */
     int held = (int)rnd((unsigned)cl->nnodes + 1) - 1;
-    if (held >= 0) replay_hold(cl->nodes[held].rb);
 
     /* a round: every call sent, sent again after a loss, until answered */
     int left = PER;
     bool answered_yet[PER] = {false}, in_flight[PER] = {false};
     while (left > 0) {
-      RUN_UNTIL(c.up);
+      RUN_UNTIL(c.up); /* a held node could not come up: held only from here */
+      if (held >= 0) replay_hold(cl->nodes[held].rb);
       calls_done = 0;
       int sent = 0;
       for (int i = 0; i < PER; i++) {
@@ -817,6 +818,15 @@ TEST_IMPL(cluster_randomized_redirections) {
         settle();
         replay_release(cl->nodes[held].rb);
         held = -1;
+      }
+      if (rnd(8) == 0) { /* a node restarts with commands in flight */
+        int n = (int)rnd((unsigned)cl->nnodes);
+        if (cl->nodes[n].given) {
+          replay_drop(cl->nodes[n].rb, "Connection reset by peer");
+          restarts++;
+          settle();
+          replay_restore(cl->nodes[n].rb);
+        }
       }
       RUN_UNTIL(calls_done == sent);
       for (int i = 0; i < PER; i++) {
@@ -845,8 +855,8 @@ TEST_IMPL(cluster_randomized_redirections) {
       }
     }
   }
-  fprintf(stderr, "%d answered, %d lost and sent again, %d answered after ASK, %d downs\n",
-          answered, lost, redirected_asks, c.downs);
+  fprintf(stderr, "%d answered, %d lost and sent again, %d answered after ASK, %d downs, %d restarts\n",
+          answered, lost, redirected_asks, c.downs, restarts);
   ASSERT_INT_EQ(answered, ROUNDS * PER);
   bk_conn_close(cl->b, c.conn);
   settle();
