@@ -473,7 +473,10 @@ static void on_slots(void *data, const bk_reply *r, const char *err) {
     apply_map(b, slots);
   } else {
     char why[256];
-    bk_reply_text(r, err, why, sizeof why);
+    if (slots && r && r->type == BK_ARRAY)
+      snprintf(why, sizeof why, "a range, a node or an address in the reply is not valid");
+    else
+      bk_reply_text(r, err, why, sizeof why);
     log_line(LOG_WARN, NULL, "cannot read the redis cluster slot map", "redis", b->base.name,
              "error", why, NULL);
   }

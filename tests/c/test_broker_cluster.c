@@ -24,6 +24,7 @@
 #include "keyslot.h"
 #include "log.h"
 #include "replay_broker.h"
+#include "scripts.h"
 #include "task.h"
 #include "url.h"
 
@@ -141,15 +142,25 @@ static char *respond(void *data, const char *conn, int argc, char **words) {
     snprintf(text, sizeof text, "%d PING -", self);
     return resp_bulk(text);
   }
-  if (argc != 3 || strcmp(words[0], "SET") != 0) return NULL;
+  /* SET key token, or EVAL <script> 1 key token */
+  const char *key, *token;
+  if (argc == 3 && strcmp(words[0], "SET") == 0) {
+    key = words[1];
+    token = words[2];
+  } else if (argc == 5 && strcmp(words[0], "EVAL") == 0 && strcmp(words[2], "1") == 0) {
+    key = words[3];
+    token = words[4];
+  } else {
+    return NULL;
+  }
   if (cl->down) return strdup("-CLUSTERDOWN The cluster is down\r\n");
-  unsigned slot = slot_of(words[1]);
+  unsigned slot = slot_of(key);
   int owner = cl->owner[slot], target = cl->importing[slot];
   bool serves = (owner == self && !(target != NO_OWNER && cl->gone[slot])) ||
                 (target == self && asking);
   if (serves) {
     char text[160];
-    snprintf(text, sizeof text, "%d %s %s", self, words[1], words[2]);
+    snprintf(text, sizeof text, "%d %s %s", self, key, token);
     n->executed++;
     return resp_bulk(text);
   }
@@ -228,7 +239,17 @@ struct caller {
   bk_conn *conn;
   int ups, downs;
   bool up;
+  int faults;        /* fault callbacks */
+  char fault[128];   /* the last one's why */
 };
+
+static void on_fault(void *data, bk_conn *conn, enum bk_fault fault, const char *why) {
+  struct caller *c = data;
+  ASSERT(conn == c->conn);
+  ASSERT_INT_EQ(fault, BK_FAULT_DOWN);
+  c->faults++;
+  snprintf(c->fault, sizeof c->fault, "%s", why);
+}
 
 static void on_state(void *data, bk_conn *conn, int up) {
   struct caller *c = data;
@@ -298,6 +319,7 @@ static void open_caller(struct caller *c, const char *name) {
   memset(c, 0, sizeof *c);
   c->conn = bk_conn_open(cl->b, name, on_state, c);
   ASSERT_NOT_NULL(c->conn);
+  bk_conn_on_fault(cl->b, c->conn, on_fault);
   RUN_UNTIL(c->up);
 }
 
@@ -636,8 +658,12 @@ TEST_IMPL(cluster_failover_to_a_promoted_replica) {
   ASSERT_INT_EQ(c.downs, 1);
   ASSERT(!bk_connected(cl->b, c.conn));
   ASSERT_INT_EQ(bk_command(cl->b, c.conn, 1, (const char *[]){"PING"}, (size_t[]){4}, on_call, &a), -1);
+  /* the caller hears why from the node that dropped */
+  ASSERT_INT_EQ(c.faults, 1);
+  ASSERT_STR_EQ(c.fault, "Connection reset by peer");
   char why[128];
   ASSERT_INT_EQ(bk_conn_fault(cl->b, c.conn, why, sizeof why), BK_FAULT_DOWN);
+  ASSERT_STR_EQ(why, "Connection reset by peer");
   RUN_UNTIL(c.up);
   ASSERT_INT_EQ(cl->made, 4);
   ASSERT_OK(send_set(&c, &a, k0, 3));
@@ -685,9 +711,17 @@ TEST_IMPL(cluster_clusterdown_is_the_callers_reply) {
   ASSERT_CONTAINS(k.err, "CLUSTERDOWN");
   ASSERT_INT_EQ(c.downs, 0);
   cl->down = false;
+  /* an error shaped like a redirection, which is none */
+  replay_expect(cl->nodes[cl->owner[slot_of("somekey")]].rb, "SET somekey t2",
+                "-ERR 12 127.0.0.1:7001\r\n");
   ASSERT_OK(send_set(&c, &k, "somekey", 2));
   RUN_UNTIL(k.done);
+  ASSERT(k.error_reply);
+  ASSERT_STR_EQ(k.err, "ERR 12 127.0.0.1:7001");
+  ASSERT_OK(send_set(&c, &k, "somekey", 3));
+  RUN_UNTIL(k.done);
   ASSERT_INT_EQ(k.node, cl->owner[slot_of("somekey")]);
+  ASSERT_INT_EQ(c.downs, 0);
   bk_conn_close(cl->b, c.conn);
   cluster_stop();
 }
@@ -731,6 +765,124 @@ TEST_IMPL(cluster_standalone_server_passes_through) {
   RUN_UNTIL(k.done);
   ASSERT_INT_EQ(k.node, 0);
   ASSERT_INT_EQ(count_slots_asked(), 0);
+  bk_conn_close(cl->b, c.conn);
+  cluster_stop();
+}
+
+/* A second connection opened once the map is known follows it at once;
+ * each connection has its own connections to the nodes, closing one leaves
+ * the other working, and a flush reaches every node. */
+TEST_IMPL(cluster_second_connection) {
+  cluster_start();
+  struct caller a, b;
+  open_caller(&a, "a");
+  open_caller(&b, "b");
+  static struct call ka, kb;
+  ASSERT_OK(send_set(&a, &ka, "one", 1));
+  ASSERT_OK(send_set(&b, &kb, "two", 2));
+  bk_flush(cl->b, a.conn);
+  RUN_UNTIL(ka.done && kb.done);
+  ASSERT_INT_EQ(ka.node, cl->owner[slot_of("one")]);
+  ASSERT_INT_EQ(kb.node, cl->owner[slot_of("two")]);
+  ASSERT_INT_EQ(replay_nsent(cl->nodes[kb.node].rb, "b"), 1);
+  bk_conn_close(cl->b, a.conn);
+  ASSERT_INT_EQ(a.downs, 0); /* a close says nothing */
+  ASSERT_OK(send_set(&b, &kb, "one", 3));
+  RUN_UNTIL(kb.done);
+  ASSERT_INT_EQ(kb.node, cl->owner[slot_of("one")]);
+  bk_conn_close(cl->b, b.conn);
+  cluster_stop();
+}
+
+/* A standalone server that drops: the connection goes down with it and comes
+ * back with it. */
+TEST_IMPL(cluster_standalone_server_drops) {
+  cluster_start();
+  replay_expect(cl->nodes[0].rb, "INFO cluster", "$17\r\ncluster_enabled:0\r\n");
+  struct caller c;
+  open_caller(&c, "app");
+  replay_drop(cl->nodes[0].rb, "Connection refused");
+  ASSERT_INT_EQ(c.downs, 1);
+  ASSERT_INT_EQ(c.faults, 1);
+  char why[128];
+  ASSERT_INT_EQ(bk_conn_fault(cl->b, c.conn, why, sizeof why), BK_FAULT_DOWN);
+  ASSERT_STR_EQ(why, "Connection refused");
+  replay_restore(cl->nodes[0].rb);
+  RUN_UNTIL(c.up);
+  ASSERT_INT_EQ(bk_is_cluster(cl->b), 0);
+  static struct call k;
+  cl->owner[slot_of("anykey")] = 0;
+  ASSERT_OK(send_set(&c, &k, "anykey", 1));
+  RUN_UNTIL(k.done);
+  ASSERT_INT_EQ(k.node, 0);
+  bk_conn_close(cl->b, c.conn);
+  cluster_stop();
+}
+
+/* A slot map the router cannot read is logged and asked again a second
+ * later; the connection is up once a good one came. */
+TEST_IMPL(cluster_unreadable_slot_map_is_asked_again) {
+  cluster_start();
+  /* a range ending before it starts */
+  replay_expect(cl->nodes[0].rb, "CLUSTER SLOTS",
+                "*1\r\n*3\r\n:100\r\n:50\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n");
+  struct caller c;
+  memset(&c, 0, sizeof c);
+  c.conn = bk_conn_open(cl->b, "app", on_state, &c);
+  RUN_UNTIL(count_slots_asked() == 1);
+  settle();
+  ASSERT(!c.up);
+  char why[128];
+  ASSERT_INT_EQ(bk_conn_fault(cl->b, c.conn, why, sizeof why), BK_FAULT_DOWN);
+  ASSERT_STR_EQ(why, "no cluster slot map yet");
+  RUN_UNTIL(c.up); /* REFRESH_MS later */
+  ASSERT(count_slots_asked() >= 2);
+  bk_conn_close(cl->b, c.conn);
+  cluster_stop();
+}
+
+/* CLUSTER SLOTS may name a node by port alone: an empty host, or a NULL one
+ * (cluster-preferred-endpoint-type unknown-endpoint), is the host asked. */
+TEST_IMPL(cluster_slot_map_without_hosts) {
+  cluster_start();
+  replay_expect(cl->nodes[0].rb, "CLUSTER SLOTS",
+                "*3\r\n"
+                "*3\r\n:0\r\n:5460\r\n*2\r\n$0\r\n\r\n:7000\r\n"
+                "*3\r\n:5461\r\n:10922\r\n*2\r\n$-1\r\n:7001\r\n"
+                "*3\r\n:10923\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7002\r\n$4\r\nid02\r\n");
+  struct caller c;
+  open_caller(&c, "app");
+  ASSERT_INT_EQ(cl->made, 3); /* 127.0.0.1:7000, :7001, :7002 */
+  static struct call k[3];
+  const char *keys[] = {"{a}", "{b}", "{c}"};
+  for (int i = 0; i < 3; i++) ASSERT_OK(send_set(&c, &k[i], keys[i], i));
+  RUN_UNTIL(k[0].done && k[1].done && k[2].done);
+  for (int i = 0; i < 3; i++) ASSERT_INT_EQ(k[i].node, cl->owner[slot_of(keys[i])]);
+  bk_conn_close(cl->b, c.conn);
+  cluster_stop();
+}
+
+/* A compiled-in script is kept by pointer, not copied: after an ASK it goes
+ * to the target whole, with its key and arguments. */
+TEST_IMPL(cluster_ask_resends_a_script) {
+  cluster_start();
+  for (int n = 0; n < cl->nnodes; n++) replay_alias(cl->nodes[n].rb, SCRIPT_CLAIM, "<claim>");
+  struct caller c;
+  open_caller(&c, "app");
+  char key[32];
+  key_in(key, sizeof key, 5461, 10922, 50);
+  cl->importing[slot_of(key)] = 0;
+  cl->gone[slot_of(key)] = true;
+  static struct call k = {.token = "t1"};
+  snprintf(k.key, sizeof k.key, "%s", key);
+  const char *argv[] = {"EVAL", SCRIPT_CLAIM, "1", k.key, k.token};
+  size_t len[] = {4, strlen(SCRIPT_CLAIM), 1, strlen(k.key), 2};
+  ASSERT_OK(bk_command(cl->b, c.conn, 5, argv, len, on_call, &k));
+  RUN_UNTIL(k.done);
+  ASSERT_INT_EQ(k.node, 0);
+  char log[128];
+  snprintf(log, sizeof log, "ASKING\nEVAL <claim> 1 %s t1\n", key);
+  ASSERT_STR_EQ(replay_log(cl->nodes[0].rb, "app"), log);
   bk_conn_close(cl->b, c.conn);
   cluster_stop();
 }

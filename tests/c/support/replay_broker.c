@@ -67,6 +67,7 @@ struct bk_conn {
   struct bk_conn *next;
   char *name;
   bk_state_cb *state_cb;
+  bk_fault_cb *fault_cb;
   void *data;
   uint64_t seq;  /* when it was opened */
   bool up, closing;
@@ -89,6 +90,7 @@ struct replay_broker {
   void *respond_data;
   bool held;    /* replay_hold: nothing is delivered */
   bool dropped; /* replay_drop: nothing comes up, commands are refused */
+  char why[200]; /* replay_drop's reason */
 };
 
 /* ---- matching ---- */
@@ -277,6 +279,16 @@ static int rp_command(bk_conn *c, int argc, const char **argv, const size_t *arg
 
 static int rp_connected(bk_conn *c) { return c->up && !c->closing; }
 
+/* Down since replay_drop: its reason, as broker_redis tells why it cannot
+ * connect. */
+static enum bk_fault rp_fault(bk_conn *c, char *why, size_t len) {
+  if (c->up || !c->rb->dropped) return BK_FAULT_NONE;
+  snprintf(why, len, "%s", c->rb->why);
+  return BK_FAULT_DOWN;
+}
+
+static void rp_on_fault(bk_conn *c, bk_fault_cb *cb) { c->fault_cb = cb; }
+
 /* A command is recorded as sent by rp_command already. */
 static void rp_flush(bk_conn *c) { (void)c; }
 
@@ -352,6 +364,8 @@ static const struct broker_ops replay_ops = {
     .flush = rp_flush,
     .conn_close = rp_conn_close,
     .free = rp_free,
+    .fault = rp_fault,
+    .on_fault = rp_on_fault,
 };
 
 /* ---- the test-facing API ---- */
@@ -408,6 +422,7 @@ void replay_release(replay_broker *rb) {
 
 void replay_drop(replay_broker *rb, const char *why) {
   rb->dropped = true;
+  snprintf(rb->why, sizeof rb->why, "%s", why);
   char err[256];
   snprintf(err, sizeof err, "connection lost: %s", why);
   /* Oldest first; a callback may close or open connections, so each round
@@ -428,7 +443,9 @@ void replay_drop(replay_broker *rb, const char *why) {
       cmd = next;
     }
     c = conn_at(rb, seq);
-    if (c && !c->closing && c->state_cb) c->state_cb(c->data, c, 0);
+    if (c && c->state_cb) c->state_cb(c->data, c, 0);
+    c = conn_at(rb, seq);
+    if (c && c->fault_cb) c->fault_cb(c->data, c, BK_FAULT_DOWN, why);
   }
 }
 

@@ -60,8 +60,10 @@ void replay_release(replay_broker *rb);
 /* Every open connection goes down now, as when the server dies: its queued
  * commands fail with reply NULL and err "connection lost: why", in the order
  * they were sent, then its state callback fires with up = 0 (the order of
- * hiredis). Until replay_restore, bk_command is refused and no connection
- * comes up; after it, they all come up again at the next turn. */
+ * hiredis), then its fault callback (bk_conn_on_fault) with BK_FAULT_DOWN and
+ * why, which bk_conn_fault also says while it is down. Until replay_restore,
+ * bk_command is refused and no connection comes up; after it, they all come
+ * up again at the next turn. */
 void replay_drop(replay_broker *rb, const char *why);
 void replay_restore(replay_broker *rb);
 
