@@ -66,8 +66,9 @@ static int run_writer(int lines, size_t size, int stall, char **out, size_t *len
     n += (size_t)r;
     if (cap - n < 65536) {
       cap *= 2;
-      buf = realloc(buf, cap);
-      ASSERT_NOT_NULL(buf);
+      char *bigger = realloc(buf, cap);
+      ASSERT_NOT_NULL(bigger);
+      buf = bigger;
     }
   }
   buf[n] = '\0';
