@@ -43,6 +43,11 @@
  * (plan_read_wait_ms) and at least STUCK_MIN_MS, means the subscription is stuck. */
 #define STUCK_FACTOR 3
 #define STUCK_MIN_MS 1000
+/* The longest dispatch starts handlers in one go (measured on clock_fresh)
+ * before it lets the loop turn (I/O, timers, the watchdog's beat) and goes
+ * on 1 ms later: a large read of handlers that finish at once must not hold
+ * the loop for as long as all of them take, past the watchdog's limit. */
+#define DISPATCH_SLICE_MS 50
 
 enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
@@ -73,6 +78,7 @@ struct subscription {
   struct held held;         /* claiming and reclaim: entries in a lane or a handler here */
   char last_read[ID_MAX];   /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
+  ltimer *dispatch_timer;   /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
   uint64_t backoff_ms;
   /* Lease commands sent and not answered (the writer, the sweeper, the
    * group setup and the pruner count theirs: see outstanding). */
@@ -238,6 +244,7 @@ static void dispatch(subscription *s) {
   s->dispatching = true;
   struct entry *e;
   int lane;
+  uint64_t began = clock_fresh(s->clock);
   while (s->state == SUB_READING && s->lanes.queued && name_held(s) &&
          (e = lanes_pop(&s->lanes, &lane)) != NULL) {
     e->owner_data = (void *)(intptr_t)lane;
@@ -248,8 +255,17 @@ static void dispatch(subscription *s) {
       entry_free(e);
       lanes_done(&s->lanes, lane);
     }
+    if (clock_fresh(s->clock) - began >= DISPATCH_SLICE_MS) {
+      timer_start(s->dispatch_timer, 1);
+      break;
+    }
   }
   s->dispatching = false;
+}
+
+static void dispatch_fire(ltimer *t, void *data) {
+  (void)t;
+  progress(data);
 }
 
 /* Runs what may run now and reads more when the lanes have room. Called
@@ -613,6 +629,7 @@ static subscription *part_new(handler *h, int p, subscription *leader, broker *b
   s->on_event = part_event;
   s->data = s->leader;
   s->retry_timer = timer_new(clock, retry_fire, s);
+  s->dispatch_timer = timer_new(clock, dispatch_fire, s);
   s->lease_fault.name = "the consumer lease";
   s->retry_key = outcome_retry_key(s->spec);
   plan_init(&s->plan, s->spec, s->retry_key);
@@ -635,7 +652,7 @@ static subscription *part_new(handler *h, int p, subscription *leader, broker *b
       s->pruner = prune_new(b, cmd, clock, s->spec, s->retry_key, still_reading, pruned, s);
     leased_ok = s->identity && s->pruner;
   }
-  if (!leased_ok || !s->retry_timer || !s->retry_key || !s->w || !s->sweeper ||
+  if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w || !s->sweeper ||
       !s->apply || !s->group || (trims && !s->trimmer) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     part_free(s);
@@ -699,6 +716,7 @@ static void part_stop(subscription *s) {
   if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
   s->state = SUB_STOPPING;
   timer_stop(s->retry_timer);
+  timer_stop(s->dispatch_timer);
   sweeper_stop(s->sweeper);
   apply_stop(s->apply);
   group_stop(s->group);
@@ -960,6 +978,7 @@ static void part_free(subscription *s) {
   metric_set(s->metrics.lanes_busy, 0);
   if (s->reader) bk_conn_close(s->b, s->reader);
   if (s->retry_timer) timer_free(s->retry_timer);
+  if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
   lease_free(s->lease);
   free(s->identity);

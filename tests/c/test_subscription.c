@@ -187,6 +187,31 @@ static void on_event(void *data, subscription *s, enum sub_event ev) {
 
 static const char *cmd_log(void) { return without_sweeps(replay_log(F.rb, "cmd")); }
 
+/* A clock for the subscription whose fresh_ms runs 10 ms further ahead of
+ * now_ms at every call, as if each step took 10 ms of CPU; the rest is the
+ * virtual clock's (its timers are the virtual clock's own). */
+static struct busy_clock {
+  lclock base;
+  lclock *inner;
+  uint64_t ahead;
+} busy;
+static bool busy_cpu; /* fx_init gives the subscription the busy clock */
+
+static uint64_t busy_now(lclock *c) { return clock_now(((struct busy_clock *)c)->inner); }
+static uint64_t busy_fresh(lclock *c) {
+  struct busy_clock *b = (struct busy_clock *)c;
+  b->ahead += 10;
+  return clock_now(b->inner) + b->ahead;
+}
+static uint64_t busy_wall(lclock *c) { return clock_wall(((struct busy_clock *)c)->inner); }
+static ltimer *busy_timer_new(lclock *c, ltimer_cb *cb, void *data) {
+  return timer_new(((struct busy_clock *)c)->inner, cb, data);
+}
+static void busy_free(lclock *c) { (void)c; }
+static const struct lclock_ops busy_ops = {
+    .now_ms = busy_now, .fresh_ms = busy_fresh, .wall_ms = busy_wall,
+    .timer_new = busy_timer_new, .free = busy_free};
+
 /* Loads DIR/sub.lua with `opts` over a replay broker whose defaults create
  * groups and ack; the test adds its recorded replies, then calls fx_run. */
 static void fx_init(const char *opts) {
@@ -219,7 +244,8 @@ static void fx_init(const char *opts) {
   if (handler_load(write_handler("sub.lua", opts), &F.env, &h, err, sizeof err) != 0)
     TEST_FAIL_("handler_load: %s", err);
   ASSERT_OK(handler_bind(h, "c-1"));
-  F.s = sub_new(h, F.b, F.cmd, F.clk, NULL, on_event, &F);
+  busy = (struct busy_clock){.base = {&busy_ops}, .inner = F.clk};
+  F.s = sub_new(h, F.b, F.cmd, busy_cpu ? &busy.base : F.clk, NULL, on_event, &F);
   ASSERT_NOT_NULL(F.s);
 }
 
@@ -249,6 +275,7 @@ static void fx_finish(void) {
   broker_free(F.b);
   F.clk->ops->free(F.clk); /* every timer freed by now */
   reads_rb = NULL;
+  busy_cpu = false;
   log_set_sink(NULL, NULL);
   LEAK_CHECK();
 }
@@ -1311,6 +1338,28 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
   fx_finish();
 }
 
+/* Handlers that finish at once are started for DISPATCH_SLICE_MS (50 ms) of
+ * the loop's time, then the loop turns (I/O, timers, the watchdog's beat)
+ * before the rest start: here each step takes 10 ms, so the first five of a
+ * read of 8 entries run and their acks go out before the other three start
+ * (all in one go, they would be acked together). */
+TEST_IMPL(sub_dispatch_lets_the_loop_turn) {
+  busy_cpu = true;
+  fx_init("batch = 10, workers = 10");
+  replay_expect(F.rb, NEW_READ,
+                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1}"), NE("2-0", "data", "{\"n\":2}"),
+                                      NE("3-0", "data", "{\"n\":3}"), NE("4-0", "data", "{\"n\":4}"),
+                                      NE("5-0", "data", "{\"n\":5}"), NE("6-0", "data", "{\"n\":6}"),
+                                      NE("7-0", "data", "{\"n\":7}"), NE("8-0", "data", "{\"n\":8}"))));
+  fx_run(80400);
+  ASSERT_INT_EQ(ngot, 8);
+  ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\nid=4-0 n=4\nid=5-0 n=5\nid=6-0 "
+                       "n=6\nid=7-0 n=7\nid=8-0 n=8\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0 3-0 4-0 5-0\n"
+                                  "XACK payments ledger 6-0 7-0 8-0\n");
+  fx_finish();
+}
+
 /* Reading ahead holds at most 2 x batch entries: the next batch is asked for
  * only while at most one batch is in the lanes. */
 TEST_IMPL(sub_new_holds_at_most_two_batches) {
@@ -1379,6 +1428,7 @@ TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   broker_free(F.b);
   F.clk->ops->free(F.clk);
   reads_rb = NULL;
+  busy_cpu = false;
   log_set_sink(NULL, NULL);
   LEAK_CHECK();
 }
