@@ -15,6 +15,9 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* Optional one-time set-up before the first input (a Lua state): what it
+ * allocates is not counted as an input's leak. */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* An invariant of the parser under test; aborts (a crash to libFuzzer) when
  * it does not hold. */
@@ -45,6 +48,21 @@ static inline char *fuzz_copy(const uint8_t *data, size_t size) {
   if (s == NULL) abort();
   if (size) memcpy(s, data, size);
   return s;
+}
+
+/* For LLVMFuzzerInitialize of the targets that keep a Lua state: turns off
+ * libFuzzer's leak check after each input (-detect_leaks=0 appended to
+ * argv). LuaJIT keeps pointers where LeakSanitizer does not recognise them,
+ * so a live Lua object can be reported mid-run; the state is closed at exit
+ * (atexit), where LeakSanitizer still checks that nothing is left. */
+static inline void fuzz_no_leak_check_per_input(int *argc, char ***argv) {
+  static char *args[64];
+  static char flag[] = "-detect_leaks=0";
+  if (*argc < 1 || *argc > 62) return;
+  memcpy(args, *argv, sizeof *args * (size_t)*argc);
+  args[(*argc)++] = flag;
+  args[*argc] = NULL;
+  *argv = args;
 }
 
 /* The input split at each '\n' into NUL-terminated words (argv-like): a

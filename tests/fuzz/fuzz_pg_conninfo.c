@@ -25,7 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   snprintf(with, size + 64, "%s password=%s", text, SECRET);
   pg_redact(with, out, sizeof out);
   /* only when the input cannot have opened a quote that swallows the keyword */
-  if (strpbrk(text, "'\\=") == NULL && strncmp(text, "postgres", 8) != 0)
+  if (strpbrk(text, "'\\=") == NULL && strncmp(text, "postgres", 8) != 0 &&
+      strstr(text, SECRET) == NULL)
     FUZZ_CHECK(strstr(out, SECRET) == NULL, "%s redacted as %s", with, out);
   free(with);
   free(text);

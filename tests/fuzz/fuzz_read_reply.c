@@ -25,19 +25,20 @@ static bk_reply *node(struct cursor *c, int depth) {
   const char *nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
   const char *line = c->p, *eol = nl ? nl : c->end;
   c->p = nl ? nl + 1 : c->end;
-  if (line[0] == '!') return NULL;
+  char kind = line < eol ? line[0] : '?';
+  if (kind == '!') return NULL;
   c->nodes++;
   bk_reply *r = calloc(1, sizeof *r);
   if (r == NULL) abort();
   char text[32] = "";
-  size_t n = (size_t)(eol - line - 1);
+  size_t n = line < eol ? (size_t)(eol - line - 1) : 0;
   memcpy(text, line + 1, n < sizeof text ? n : sizeof text - 1);
-  switch (line[0]) {
+  switch (kind) {
   case '*':
   case '#':
     r->type = BK_ARRAY;
     r->elements = (size_t)strtoul(text, NULL, 10) % (MAX_ELEMENTS + 1);
-    if (line[0] == '*' && r->elements) {
+    if (kind == '*' && r->elements) {
       if ((r->element = calloc(r->elements, sizeof *r->element)) == NULL) abort();
       for (size_t i = 0; i < r->elements; i++)
         r->element[i] = depth < MAX_DEPTH ? node(c, depth + 1) : NULL;
@@ -46,7 +47,7 @@ static bk_reply *node(struct cursor *c, int depth) {
   case '$':
   case '+':
   case '-':
-    r->type = line[0] == '$' ? BK_STRING : line[0] == '+' ? BK_STATUS : BK_ERROR;
+    r->type = kind == '$' ? BK_STRING : kind == '+' ? BK_STATUS : BK_ERROR;
     r->len = n;
     r->str = fuzz_strdup((const uint8_t *)line + 1, n); /* terminated, as hiredis' are */
     break;

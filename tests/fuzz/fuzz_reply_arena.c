@@ -8,6 +8,7 @@
 #include <lualib.h>
 
 #include "fuzz.h"
+#include "lmem.h"
 #include "redis_reply.h"
 #include "reply_arena.h"
 
@@ -34,7 +35,14 @@ static int push(lua_State *L) {
 
 static lua_State *L;
 
-static void close_state(void) { lua_close(L); }
+static void close_state(void) { lmem_close(L); }
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  fuzz_no_leak_check_per_input(argc, argv);
+  if ((L = lmem_newstate()) == NULL) abort();
+  atexit(close_state);
+  return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
@@ -45,10 +53,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       return 0;
     }
   free(text);
-  if (L == NULL) {
-    if ((L = luaL_newstate()) == NULL) abort();
-    atexit(close_state);
-  }
   size_t chunk = data[0] % 16 + 1;
   data++, size--;
   redisReader *plain = redisReaderCreate(), *r = redisReaderCreate();

@@ -42,8 +42,14 @@ static int replay_file(const char *path) {
   return 0;
 }
 
+/* libFuzzer calls it when a target defines it; so does the replay. */
+__attribute__((weak)) int LLVMFuzzerInitialize(int *argc, char ***argv);
+
 int main(int argc, char **argv) {
   int inputs = 0;
+  int init_argc = 1;
+  char **init_argv = argv; /* a copy: the target may add libFuzzer flags */
+  if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&init_argc, &init_argv);
   for (int i = 1; i < argc; i++) {
     struct stat st;
     if (stat(argv[i], &st) != 0) {
