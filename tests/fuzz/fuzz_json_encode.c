@@ -28,6 +28,13 @@ static const char CHECK_LUA[] =
     "    elseif kind == 1 then\n"
     "      local u = ffi.new('union { uint8_t b[8]; double d; }')\n"
     "      for k = 0, 7 do u.b[k] = byte() end\n"
+    /* LuaJIT's FFI passes a NaN's payload on as is, which a Lua value
+     * reads as another type (NaN-boxing): the one NaN Lua makes instead */
+    "      if u.b[7] % 128 == 127 and u.b[6] >= 240 then\n"
+    "        local m = u.b[6] % 16\n"
+    "        for k = 0, 5 do m = m + u.b[k] end\n"
+    "        if m ~= 0 then return 0 / 0 end\n"
+    "      end\n"
     "      return u.d\n"
     "    elseif kind == 2 then\n"
     "      local n = byte() % 32\n"
