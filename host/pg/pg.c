@@ -131,7 +131,7 @@ const char *pg_sql_head(const char *sql, char *out, size_t max) {
     space = false;
     out[at++] = *p;
   }
-  if (cut) {
+  if (cut && max > 4) { /* below 5 bytes " ..." does not fit: nothing is shown */
     /* back to the end of a word, so no value is shown half */
     while (at > 0 && out[at - 1] != ' ') at--;
     if (at > 0) at--;

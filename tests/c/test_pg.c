@@ -3,6 +3,7 @@
  * errors, values from PostgreSQL's text by type, numbers as parameters, and
  * the server-side timeout below the client's. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
@@ -47,6 +48,17 @@ TEST_IMPL(pg_sql_head_names_the_first_words) {
                 "INSERT INTO ledger (id, ...");
   ASSERT(strlen(h) < 32);
   ASSERT_STR_EQ(pg_sql_head("", h, sizeof h), "");
+}
+
+/* Found by fuzz_pg_conninfo: below 5 bytes " ..." was written past the end. */
+TEST_IMPL(pg_sql_head_fits_a_small_buffer) {
+  for (size_t max = 1; max <= 6; max++) {
+    char *h = malloc(max); /* exact size: ASan sees a write past it */
+    ASSERT_NOT_NULL(h);
+    pg_sql_head("SELECT 1", h, max);
+    ASSERT(strlen(h) < max);
+    free(h);
+  }
 }
 
 static struct pg_value v;
