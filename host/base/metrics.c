@@ -30,7 +30,7 @@ static unsigned generation;
 static struct collector {
   metrics_collect_fn *fn;
   void *data;
-} *collectors;
+} * collectors;
 static size_t ncollectors, collectors_cap;
 
 static char *dup(const char *s) {
@@ -216,19 +216,26 @@ static void put_number(struct page *p, double v) {
 /* A help text: backslash and newline escaped. */
 static void put_help(struct page *p, const char *s) {
   for (; *s; s++) {
-    if (*s == '\\') puts_(p, "\\\\");
-    else if (*s == '\n') puts_(p, "\\n");
-    else put(p, s, 1);
+    if (*s == '\\')
+      puts_(p, "\\\\");
+    else if (*s == '\n')
+      puts_(p, "\\n");
+    else
+      put(p, s, 1);
   }
 }
 
 /* A label value: backslash, double quote and newline escaped. */
 static void put_label_value(struct page *p, const char *s) {
   for (; *s; s++) {
-    if (*s == '\\') puts_(p, "\\\\");
-    else if (*s == '"') puts_(p, "\\\"");
-    else if (*s == '\n') puts_(p, "\\n");
-    else put(p, s, 1);
+    if (*s == '\\')
+      puts_(p, "\\\\");
+    else if (*s == '"')
+      puts_(p, "\\\"");
+    else if (*s == '\n')
+      puts_(p, "\\n");
+    else
+      put(p, s, 1);
   }
 }
 

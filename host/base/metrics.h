@@ -21,8 +21,8 @@ enum metric_type { METRIC_COUNTER, METRIC_GAUGE, METRIC_HISTOGRAM };
 
 struct metric {
   struct metric_family *family;
-  double value;     /* counter, gauge; histogram: the sum of what was observed */
-  uint64_t count;   /* histogram: observations */
+  double value;                        /* counter, gauge; histogram: the sum of what was observed */
+  uint64_t count;                      /* histogram: observations */
   uint64_t bucket[METRIC_BUCKETS_MAX]; /* histogram: observations <= each bound (not cumulative) */
 };
 

@@ -46,7 +46,7 @@ struct block {
   size_t nlen;
   const char *help, *type; /* whole lines with their newline, or NULL */
   size_t help_len, type_len;
-  const char *samples;     /* the sample lines, contiguous */
+  const char *samples; /* the sample lines, contiguous */
   size_t samples_len;
 };
 
@@ -98,8 +98,10 @@ static int page_parse(struct page *pg, const char *text) {
           cur = page_block(pg, name, nlen);
           if (cur == NULL && (cur = page_add(pg, name, nlen)) == NULL) return -1;
         }
-        if (help) cur->help = line, cur->help_len = llen;
-        else cur->type = line, cur->type_len = llen;
+        if (help)
+          cur->help = line, cur->help_len = llen;
+        else
+          cur->type = line, cur->type_len = llen;
       }
     } else if (llen > 1 || line[0] != '\n') {
       if (cur == NULL) { /* a sample without HELP or TYPE: its own family */
@@ -155,39 +157,45 @@ char *scrape_merge(const char *const *pages, const unsigned *restarts, int n, si
     if (page_parse(&pg[i], pages[i]) != 0) oom = true;
     for (int j = 0; !oom && j < pg[i].n; j++) {
       struct block *b = &pg[i].b[j];
-      if (page_block(&order, b->name, b->nlen) == NULL && page_add(&order, b->name, b->nlen) == NULL)
+      if (page_block(&order, b->name, b->nlen) == NULL &&
+          page_add(&order, b->name, b->nlen) == NULL)
         oom = true;
     }
   }
   for (int f = 0; !oom && f < order.n; f++) {
     const struct block *first = NULL;
     for (int i = 0; i < n && first == NULL; i++) {
-      const struct block *b = pages[i] ? page_block(&pg[i], order.b[f].name, order.b[f].nlen) : NULL;
+      const struct block *b =
+          pages[i] ? page_block(&pg[i], order.b[f].name, order.b[f].nlen) : NULL;
       if (b && (b->help || b->type)) first = b;
     }
     if (first && first->help) put(&t, first->help, first->help_len);
     if (first && first->type) put(&t, first->type, first->type_len);
     for (int i = 0; i < n; i++) {
-      const struct block *b = pages[i] ? page_block(&pg[i], order.b[f].name, order.b[f].nlen) : NULL;
+      const struct block *b =
+          pages[i] ? page_block(&pg[i], order.b[f].name, order.b[f].nlen) : NULL;
       if (b && b->samples) put_samples(&t, b, i);
     }
   }
   if (!oom) {
     char line[128];
-    puts_(&t, "# HELP luastream_workers Worker processes the supervisor runs (--processes).\n"
-              "# TYPE luastream_workers gauge\n");
+    puts_(&t,
+          "# HELP luastream_workers Worker processes the supervisor runs (--processes).\n"
+          "# TYPE luastream_workers gauge\n");
     snprintf(line, sizeof line, "luastream_workers %d\n", n);
     puts_(&t, line);
-    puts_(&t, "# HELP luastream_worker_up Whether the worker answered this scrape (1) or not (0): "
-              "a worker that did not is left out of the page.\n"
-              "# TYPE luastream_worker_up gauge\n");
+    puts_(&t,
+          "# HELP luastream_worker_up Whether the worker answered this scrape (1) or not (0): "
+          "a worker that did not is left out of the page.\n"
+          "# TYPE luastream_worker_up gauge\n");
     for (int i = 0; i < n; i++) {
       snprintf(line, sizeof line, "luastream_worker_up{worker=\"%d\"} %d\n", i, pages[i] ? 1 : 0);
       puts_(&t, line);
     }
-    puts_(&t, "# HELP luastream_worker_restarts_total Times the supervisor started the worker "
-              "again after it exited.\n"
-              "# TYPE luastream_worker_restarts_total counter\n");
+    puts_(&t,
+          "# HELP luastream_worker_restarts_total Times the supervisor started the worker "
+          "again after it exited.\n"
+          "# TYPE luastream_worker_restarts_total counter\n");
     for (int i = 0; i < n; i++) {
       snprintf(line, sizeof line, "luastream_worker_restarts_total{worker=\"%d\"} %u\n", i,
                restarts[i]);
@@ -212,8 +220,8 @@ struct scrape {
   uv_timer_t timer;
   uv_connect_t connect;
   uv_write_t write;
-  int open_handles;     /* the struct goes when both handles closed */
-  bool finished;        /* done was called */
+  int open_handles; /* the struct goes when both handles closed */
+  bool finished;    /* done was called */
   scrape_done_fn *done;
   void *data;
   int index;

@@ -26,12 +26,12 @@
 /* A group on one key: the stream itself or the group's retry stream. */
 struct st_key {
   char *key;
-  bool exists;              /* the key is a stream */
-  bool group_exists;        /* the group is on it */
+  bool exists;       /* the key is a stream */
+  bool group_exists; /* the group is on it */
   long long length;
-  char last_id[ID_MAX];     /* the stream's last-generated-id */
-  char delivered[ID_MAX];   /* the group's last-delivered-id */
-  long long lag;            /* -1: Redis cannot tell (nil) */
+  char last_id[ID_MAX];   /* the stream's last-generated-id */
+  char delivered[ID_MAX]; /* the group's last-delivered-id */
+  long long lag;          /* -1: Redis cannot tell (nil) */
   long long pending;
   long long oldest_idle_ms; /* the lowest pending id's idle time; -1: nothing pending */
   char *error;              /* reading it failed: the reason */
@@ -49,14 +49,14 @@ struct st_attention {
 };
 
 struct st_group {
-  char *stream, *group;      /* group NULL: a stream named without DIR that has no group */
-  char *handlers;            /* "a.lua, b.lua" (DIR), else NULL */
-  long long min_idle_ms;     /* the smallest min_idle of its handlers; -1: none */
-  char *dead_letter;         /* the handlers' dead_letter stream, or NULL */
+  char *stream, *group;  /* group NULL: a stream named without DIR that has no group */
+  char *handlers;        /* "a.lua, b.lua" (DIR), else NULL */
+  long long min_idle_ms; /* the smallest min_idle of its handlers; -1: none */
+  char *dead_letter;     /* the handlers' dead_letter stream, or NULL */
   struct st_key src, retry;
-  long long delayed;         /* members of STREAM:delayed:GROUP */
-  long long dead_letters;    /* XLEN of dead_letter; -1 when there is none */
-  char *side_error;          /* reading the delay set or the dead letters failed */
+  long long delayed;      /* members of STREAM:delayed:GROUP */
+  long long dead_letters; /* XLEN of dead_letter; -1 when there is none */
+  char *side_error;       /* reading the delay set or the dead letters failed */
   struct st_consumer *consumers;
   size_t nconsumers;
   long long lags[STATUS_LAG_HISTORY]; /* the lag at the last refreshes, oldest first */
@@ -84,7 +84,7 @@ struct status {
   bool json, watch, tty, dir_mode;
   const char *const *names; /* STREAM... */
   int nnames;
-  struct st_group *specs;   /* DIR: one per stream and group the handlers read */
+  struct st_group *specs; /* DIR: one per stream and group the handlers read */
   size_t nspecs;
   struct st_stream *streams;
   size_t nstreams;
@@ -92,9 +92,9 @@ struct status {
   size_t ngroups, nprev;
   struct query *q;
   size_t nq, capq, next;
-  int phase;                /* 1: the streams and their groups; 2: each group's details */
-  int last_status;          /* of the last refresh printed */
-  bool busy;                /* a refresh is under way */
+  int phase;       /* 1: the streams and their groups; 2: each group's details */
+  int last_status; /* of the last refresh printed */
+  bool busy;       /* a refresh is under way */
   struct client *c;
   uv_timer_t tick;
   uv_signal_t sigint;
@@ -188,8 +188,7 @@ static struct st_group *group_add(struct st_group **gs, size_t *n, const char *s
 static struct st_group *group_find(struct st_group *gs, size_t n, const char *stream,
                                    const char *group) {
   for (size_t i = 0; i < n; i++)
-    if (!strcmp(gs[i].stream, stream) && gs[i].group && !strcmp(gs[i].group, group))
-      return &gs[i];
+    if (!strcmp(gs[i].stream, stream) && gs[i].group && !strcmp(gs[i].group, group)) return &gs[i];
   return NULL;
 }
 
@@ -355,9 +354,9 @@ static void take_count(struct st_group *g, long long *out, const char *key, cons
   if (r->type == BK_INTEGER) {
     *out = r->integer;
   } else if (g->side_error == NULL) {
-    g->side_error = error_is(r, "WRONGTYPE")
-                        ? xprintf("%s is not a %s", key, out == &g->delayed ? "sorted set" : "stream")
-                        : reply_error(r, key);
+    g->side_error = error_is(r, "WRONGTYPE") ? xprintf("%s is not a %s", key,
+                                                       out == &g->delayed ? "sorted set" : "stream")
+                                             : reply_error(r, key);
   }
 }
 
@@ -436,8 +435,9 @@ static void judge(struct status *st, struct st_group *g) {
     if (freshest < 0)
       attention(g, "unread", xprintf("%s and the group has no consumer", count));
     else
-      attention(g, "unread", xprintf("%s and no consumer has read for %s (past %s)", count,
-                                     status_format_ms(freshest, b, sizeof b), why_limit));
+      attention(g, "unread",
+                xprintf("%s and no consumer has read for %s (past %s)", count,
+                        status_format_ms(freshest, b, sizeof b), why_limit));
   }
   if (status_lag_growing(g->lags, g->nlags)) {
     char rise[160] = "";
@@ -448,10 +448,10 @@ static void judge(struct status *st, struct st_group *g) {
               xprintf("the lag grew at each of the last %d refreshes: %s", STATUS_LAG_RISES, rise));
   }
   if (g->dead_letters > 0)
-    attention(g, "dead-letters",
-              xprintf("%lld dead %s on %s (luastream dead-letters list %s)", g->dead_letters,
-                      plural(g->dead_letters, "letter", "letters"), g->dead_letter,
-                      g->dead_letter));
+    attention(
+        g, "dead-letters",
+        xprintf("%lld dead %s on %s (luastream dead-letters list %s)", g->dead_letters,
+                plural(g->dead_letters, "letter", "letters"), g->dead_letter, g->dead_letter));
 }
 
 /* --watch: the lags of the same group at the refreshes before, then this one's. */
@@ -537,30 +537,34 @@ static void print_table(struct status *st, bool needs) {
   printf("%s at %s", st->c->b->name, when);
   if (st->watch) printf(" (every %ds; Ctrl-C stops)", WATCH_EVERY_MS / 1000);
   printf("\n\n");
-  struct table t = {8,
-                    {"STREAM", "GROUP", "LENGTH", "LAG", "PENDING", "OLDEST PENDING", "DELAYED",
-                     "DEAD LETTERS"},
-                    {false, false, true, true, true, true, true, true},
-                    NULL,
-                    0};
+  struct table t = {
+      8,
+      {"STREAM", "GROUP", "LENGTH", "LAG", "PENDING", "OLDEST PENDING", "DELAYED", "DEAD LETTERS"},
+      {false, false, true, true, true, true, true, true},
+      NULL,
+      0};
   for (size_t i = 0; i < st->ngroups; i++) {
     struct st_group *g = &st->groups[i];
     bool have = g->src.exists && g->src.group_exists;
-    char *row[8] = {cell(g->stream),
-                    cell(g->group),
-                    g->src.exists ? cell_num(g->src.length) : xstrdup(g->src.error ? "?" : "missing"),
-                    have ? cell_num(g->src.lag) : xstrdup("-"),
-                    have ? cell_num(g->src.pending) : xstrdup("-"),
-                    cell_ms(have && g->src.pending ? g->src.oldest_idle_ms : -1),
-                    g->group && g->src.exists ? cell_num(g->delayed) : xstrdup("-"),
-                    g->dead_letters >= 0 ? cell_num(g->dead_letters) : xstrdup("-")};
+    char *row[8] = {
+        cell(g->stream),
+        cell(g->group),
+        g->src.exists ? cell_num(g->src.length) : xstrdup(g->src.error ? "?" : "missing"),
+        have ? cell_num(g->src.lag) : xstrdup("-"),
+        have ? cell_num(g->src.pending) : xstrdup("-"),
+        cell_ms(have && g->src.pending ? g->src.oldest_idle_ms : -1),
+        g->group && g->src.exists ? cell_num(g->delayed) : xstrdup("-"),
+        g->dead_letters >= 0 ? cell_num(g->dead_letters) : xstrdup("-")};
     table_row(&t, row);
     if (g->retry.exists && g->retry.group_exists) {
-      char *retry[8] = {cell(g->retry.key),          cell(g->group),
-                        cell_num(g->retry.length),   cell_num(g->retry.lag),
+      char *retry[8] = {cell(g->retry.key),
+                        cell(g->group),
+                        cell_num(g->retry.length),
+                        cell_num(g->retry.lag),
                         cell_num(g->retry.pending),
                         cell_ms(g->retry.pending ? g->retry.oldest_idle_ms : -1),
-                        xstrdup(""),                 xstrdup("")};
+                        xstrdup(""),
+                        xstrdup("")};
       table_row(&t, retry);
     }
   }
@@ -819,28 +823,20 @@ static void on_reply(void *data, const bk_reply *r, const char *err) {
     struct st_group *g = &st->groups[q.target];
     struct st_key *k = q.retry ? &g->retry : &g->src;
     switch (q.kind) {
-    case Q_STREAM:
-      take_stream(k, r);
-      break;
-    case Q_GROUPS:
-      for (size_t i = 0; r->type == BK_ARRAY && i < r->elements; i++)
-        if (name_is(r->element[i], g->group)) take_group_info(k, r->element[i]);
-      break;
-    case Q_CONSUMERS:
-      take_consumers(g, k, r);
-      break;
-    case Q_PENDING:
-      take_pending(k, r);
-      break;
-    case Q_DELAYED: {
-      char *key = xprintf("%s:delayed:%s", g->stream, g->group);
-      take_count(g, &g->delayed, key, r);
-      free(key);
-      break;
-    }
-    case Q_DEAD:
-      take_count(g, &g->dead_letters, g->dead_letter, r);
-      break;
+      case Q_STREAM: take_stream(k, r); break;
+      case Q_GROUPS:
+        for (size_t i = 0; r->type == BK_ARRAY && i < r->elements; i++)
+          if (name_is(r->element[i], g->group)) take_group_info(k, r->element[i]);
+        break;
+      case Q_CONSUMERS: take_consumers(g, k, r); break;
+      case Q_PENDING: take_pending(k, r); break;
+      case Q_DELAYED: {
+        char *key = xprintf("%s:delayed:%s", g->stream, g->group);
+        take_count(g, &g->delayed, key, r);
+        free(key);
+        break;
+      }
+      case Q_DEAD: take_count(g, &g->dead_letters, g->dead_letter, r); break;
     }
   }
   if (st->next < st->nq) return;
@@ -867,7 +863,8 @@ static void refresh(struct status *st) {
   for (size_t i = 0; i < n; i++) {
     const char *name = st->dir_mode ? st->specs[i].stream : st->names[i];
     bool seen = false;
-    for (size_t j = 0; j < st->nstreams && !seen; j++) seen = !strcmp(st->streams[j].info.key, name);
+    for (size_t j = 0; j < st->nstreams && !seen; j++)
+      seen = !strcmp(st->streams[j].info.key, name);
     if (!seen) key_init(&st->streams[st->nstreams++].info, xstrdup(name));
   }
   for (size_t i = 0; i < st->nspecs; i++)
@@ -912,14 +909,18 @@ int cmd_status(int argc, char **argv) {
   struct cli_options o;
   int rc = cli_parse(CLI_STATUS, argc, argv, &o, stdout, stderr);
   if (rc != CLI_OK) return rc == CLI_DONE ? 0 : 2;
-  struct status st = {.json = cli_given(&o, OPT_JSON), .watch = cli_given(&o, OPT_WATCH),
-                      .tty = isatty(STDOUT_FILENO) == 1, .last_status = 1};
+  struct status st = {.json = cli_given(&o, OPT_JSON),
+                      .watch = cli_given(&o, OPT_WATCH),
+                      .tty = isatty(STDOUT_FILENO) == 1,
+                      .last_status = 1};
   struct stat sb;
   int dirs = 0;
   for (int i = 0; i < o.npos; i++) dirs += stat(o.pos[i], &sb) == 0 && S_ISDIR(sb.st_mode);
   if (dirs && o.npos > 1) {
-    fprintf(stderr, "luastream: status takes one DIR or stream names, not both (%s is a "
-                    "directory)\n\n", o.pos[0]);
+    fprintf(stderr,
+            "luastream: status takes one DIR or stream names, not both (%s is a "
+            "directory)\n\n",
+            o.pos[0]);
     cli_print_help(CLI_STATUS, stderr);
     return 2;
   }

@@ -118,8 +118,8 @@ struct pg_pool;
 void host_set_pg(host *h, struct pg_pool *pool, const char *missing, const char *once_table);
 /* Tells fn of every finished delivery (see rt_env.on_delivery). */
 void host_on_delivery(host *h,
-                      void (*fn)(void *data, const struct handler_spec *spec,
-                                 const struct entry *e, const struct rt_result *res),
+                      void (*fn)(void *data, const struct handler_spec *spec, const struct entry *e,
+                                 const struct rt_result *res),
                       void *data);
 void host_free(host *h);
 

@@ -92,7 +92,8 @@ static void entry_fields(const struct entry *e, const char *const *skip, const s
 
 static void put_arg(void *ctx, const char *s, size_t n) { bk_args_add(ctx, s, n); }
 
-#define HDR(name, value) {name, value, strlen(value)}
+#define HDR(name, value) \
+  { name, value, strlen(value) }
 
 /* The headers a copy rewrites; with _TRACED also traceparent, which a copy
  * of an entry with a valid one gets as a child (copy_trace). */
@@ -128,7 +129,8 @@ void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry
   bk_args_str(a, "*");
   const char *count = own_printf(t, "%lld", deliveries);
   const char *trace = own_trace(t, e);
-  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, count), HDR(HDR_ORIGINAL_ID, original_id),
+  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, count),
+                               HDR(HDR_ORIGINAL_ID, original_id),
                                {HDR_TRACEPARENT, trace, TRACEPARENT_LEN}};
   bool traced = trace != NULL;
   entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2, put_arg, a);
@@ -137,9 +139,9 @@ void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
                          const char *original_id, const char *reason, const char *error,
                          size_t error_len, long long deliveries, uint64_t wall_ms) {
-  static const char *const provenance[] = {HDR_DL_STREAM,  HDR_DL_GROUP,   HDR_DL_ID,
+  static const char *const provenance[] = {HDR_DL_STREAM,     HDR_DL_GROUP,   HDR_DL_ID,
                                            HDR_DL_DELIVERIES, HDR_DL_HANDLER, HDR_DL_REASON,
-                                           HDR_DL_ERROR,   HDR_DL_TIME,    NULL};
+                                           HDR_DL_ERROR,      HDR_DL_TIME,    NULL};
   static const char *const provenance_traced[] = {
       HDR_DL_STREAM, HDR_DL_GROUP, HDR_DL_ID,   HDR_DL_DELIVERIES, HDR_DL_HANDLER,
       HDR_DL_REASON, HDR_DL_ERROR, HDR_DL_TIME, HDR_TRACEPARENT,   NULL};
@@ -203,8 +205,8 @@ static char *delay_member(const struct entry *e, const char *deliveries, const c
   struct netstrings ns = {NULL, 0};
   for (int pass = 0; pass < 2; pass++) {
     put_netstring(&ns, e->id, strlen(e->id));
-    entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2,
-                 put_netstring, &ns);
+    entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2, put_netstring,
+                 &ns);
     if (pass == 0) {
       if ((ns.p = malloc(ns.len ? ns.len : 1)) == NULL) return NULL;
       ns.len = 0;

@@ -38,7 +38,7 @@ struct txn {
   struct bk_args cmd[TXN_MAX];
   char *owned[TXN_MAX * 2]; /* strings the builders made */
   int nowned;
-  bool delays;              /* outcome_delay added to the delay set */
+  bool delays; /* outcome_delay added to the delay set */
 };
 
 void txn_init(struct txn *t);

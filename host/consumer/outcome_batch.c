@@ -50,7 +50,9 @@ static const char *arg(const struct outcome_batch *b, size_t i) {
   return i < b->nargs ? b->bytes + b->off[i] : "";
 }
 
-struct outcome_batch *outcome_batch_new(void) { return calloc(1, sizeof(struct outcome_batch)); }
+struct outcome_batch *outcome_batch_new(void) {
+  return calloc(1, sizeof(struct outcome_batch));
+}
 
 void outcome_batch_free(struct outcome_batch *b) {
   if (b == NULL) return;

@@ -27,13 +27,14 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
 static const char *type_name(const bk_reply *r) {
   if (!r) return "missing";
   switch (r->type) {
-  case BK_STRING: return "a string";
-  case BK_ARRAY: return r->elements && !r->element ? "an array with no element vector" : "an array";
-  case BK_INTEGER: return "an integer";
-  case BK_NIL: return "nil";
-  case BK_STATUS: return "a status";
-  case BK_ERROR: return "an error";
-  default: return "of an unknown type";
+    case BK_STRING: return "a string";
+    case BK_ARRAY:
+      return r->elements && !r->element ? "an array with no element vector" : "an array";
+    case BK_INTEGER: return "an integer";
+    case BK_NIL: return "nil";
+    case BK_STATUS: return "a status";
+    case BK_ERROR: return "an error";
+    default: return "of an unknown type";
   }
 }
 
@@ -155,8 +156,8 @@ static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char
 
   if (fields && fields->type == BK_NIL) return 0; /* deleted from the stream, still pending */
   if (!is_array(fields)) {
-    set_err(err, errlen, "entry %zu (%.*s): field list is %s, expected an array or nil", index,
-            idq, id->str, type_name(fields));
+    set_err(err, errlen, "entry %zu (%.*s): field list is %s, expected an array or nil", index, idq,
+            id->str, type_name(fields));
     return -1;
   }
   if (fields->elements % 2 != 0) {
@@ -169,8 +170,8 @@ static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char
   for (size_t i = 0; i < fields->elements; i++) {
     const bk_reply *f = fields->element[i];
     if (!is_string(f)) {
-      set_err(err, errlen, "entry %zu (%.*s): %s %zu is %s, expected a string", index, idq,
-              id->str, i % 2 ? "value" : "field name", i / 2, type_name(f));
+      set_err(err, errlen, "entry %zu (%.*s): %s %zu is %s, expected a string", index, idq, id->str,
+              i % 2 ? "value" : "field name", i / 2, type_name(f));
       return -1;
     }
     if (!entry_size_add(&bytes, f->len) || !entry_size_add(&bytes, 1)) goto oom;
@@ -246,8 +247,8 @@ static int parse_streams(const bk_reply *r, const char *const *keys, size_t nkey
   /* Nil: nothing was served (no new entries, or a BLOCK timed out). */
   if (r && r->type == BK_NIL) return 0;
   if (r && r->type == BK_ERROR) {
-    set_err(err, errlen, "server replied with an error: %.*s",
-            r->len > 200 ? 200 : (int)r->len, QUOTE_STR(r));
+    set_err(err, errlen, "server replied with an error: %.*s", r->len > 200 ? 200 : (int)r->len,
+            QUOTE_STR(r));
     return -1;
   }
   if (!is_array(r)) {
@@ -323,8 +324,8 @@ int entry_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys
   if (count) *count = 0;
   if (deleted) *deleted = NULL;
   if (r && r->type == BK_ERROR) {
-    set_err(err, errlen, "server replied with an error: %.*s",
-            r->len > 200 ? 200 : (int)r->len, QUOTE_STR(r));
+    set_err(err, errlen, "server replied with an error: %.*s", r->len > 200 ? 200 : (int)r->len,
+            QUOTE_STR(r));
     return -1;
   }
   if (!is_array(r) || r->elements != 3) {

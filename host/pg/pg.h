@@ -137,8 +137,7 @@ struct pg_value {
  * bytes (decoded from hex); timestamptz "YYYY-MM-DDTHH:MM:SS[.ffffff]Z",
  * timestamp the same without the Z; anything else its text. buf holds at
  * least len + PG_VALUE_SLACK bytes. */
-void pg_value_from_text(uint32_t oid, const char *text, size_t len, char *buf,
-                        struct pg_value *v);
+void pg_value_from_text(uint32_t oid, const char *text, size_t len, char *buf, struct pg_value *v);
 
 /* x as a parameter's text into out (at least 32 bytes): integral values as
  * the integer (no exponent) when |x| < 2^63, else the fewest digits that read

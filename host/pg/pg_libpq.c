@@ -41,17 +41,17 @@ struct conn;
 /* A query or a session wanted: waiting in the pool's queue, or running. */
 struct req {
   pg_pool *pool;
-  bool session;          /* pg_session_open's, else a query */
+  bool session; /* pg_session_open's, else a query */
   pg_done_fn *done;
   pg_session_fn *ready;
   void *data;
   uint64_t timeout_ms;
-  uv_timer_t timer;      /* the deadline */
-  struct conn *conn;     /* running on, else NULL */
-  struct req *prev, *next; /* the waiting queue */
-  struct req *then;      /* statements deferred before it, sent in its batch first */
+  uv_timer_t timer;          /* the deadline */
+  struct conn *conn;         /* running on, else NULL */
+  struct req *prev, *next;   /* the waiting queue */
+  struct req *then;          /* statements deferred before it, sent in its batch first */
   int parse_step, exec_step; /* where its Parse and its execution sit in the batch */
-  char *sql;             /* points into the same allocation */
+  char *sql;                 /* points into the same allocation */
   int nparams;
   char **params;
 };
@@ -69,10 +69,10 @@ struct conn {
   pg_pool *pool;
   PGconn *pg;
   struct poll *poll;
-  uv_timer_t connecting;           /* the deadline of making it: a server that accepts and
+  uv_timer_t connecting; /* the deadline of making it: a server that accepts and
                                       never answers must not hold the slot */
   int fd;
-  int events;                      /* what the poll watches */
+  int events; /* what the poll watches */
   enum conn_state state;
   PostgresPollingStatusType waits; /* C_CONNECTING: what PQconnectPoll asked for */
   bool want_write;                 /* PQflush has more to send */
@@ -80,24 +80,24 @@ struct conn {
   bool begin_wanted;               /* the session's first statement goes after a BEGIN */
   bool reset_wanted;               /* a statement changed the session: close when given back */
   struct pg_session session;
-  struct req *req;                 /* running */
+  struct req *req;                      /* running */
   struct req *deferred, *deferred_last; /* the session's, for its next batch */
-  PGresult *result;                /* the batch's first error, else the statement's result */
-  const struct req *failed;        /* the statement whose error result holds */
-  int step, nsteps;                /* statements of the batch answered so far, sent */
+  PGresult *result;                     /* the batch's first error, else the statement's result */
+  const struct req *failed;             /* the statement whose error result holds */
+  int step, nsteps;                     /* statements of the batch answered so far, sent */
   struct stmt {
     char *sql;
-    unsigned id;                   /* prepared as "ls<id>" */
+    unsigned id; /* prepared as "ls<id>" */
   } stmts[PG_STATEMENTS_KEPT];
   int nstmts;
-  unsigned next_stmt;              /* the id of the next one prepared */
-  char why[256];                   /* the last failure, for the queries it fails */
+  unsigned next_stmt; /* the id of the next one prepared */
+  char why[256];      /* the last failure, for the queries it fails */
 };
 
 struct pg_pool {
   uv_loop_t *loop;
   char *conninfo;
-  char setup[256];      /* the settings of a new connection, one statement */
+  char setup[256]; /* the settings of a new connection, one statement */
   uint64_t timeout_ms;
   int size;
   struct conn *conns;
@@ -131,9 +131,7 @@ const char *pg_result_value(const pg_result *r, int row, int col, size_t *len) {
   *len = (size_t)PQgetlength(res, row, col);
   return PQgetvalue(res, row, col);
 }
-double pg_result_affected(const pg_result *r) {
-  return strtod(PQcmdTuples((PGresult *)r), NULL);
-}
+double pg_result_affected(const pg_result *r) { return strtod(PQcmdTuples((PGresult *)r), NULL); }
 
 /* ---- the pool's handles ---- */
 
@@ -206,8 +204,10 @@ static void fail(struct req *r, const char *state, const char *msg, bool lost, b
   struct pg_error e = {.message = msg, .lost = lost, .timed_out = timed_out};
   snprintf(e.sqlstate, sizeof e.sqlstate, "%s", state);
   r->conn = NULL;
-  if (r->session) r->ready(r->data, NULL, &e);
-  else r->done(r->data, NULL, &e);
+  if (r->session)
+    r->ready(r->data, NULL, &e);
+  else
+    r->done(r->data, NULL, &e);
   req_free(r);
 }
 
@@ -241,23 +241,31 @@ static struct req *conn_close(struct conn *c) {
 }
 
 static void queue_remove(pg_pool *p, struct req *r) {
-  if (r->prev) r->prev->next = r->next;
-  else p->head = r->next;
-  if (r->next) r->next->prev = r->prev;
-  else p->tail = r->prev;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    p->head = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  else
+    p->tail = r->prev;
   r->prev = r->next = NULL;
 }
 
 static void queue_push(pg_pool *p, struct req *r, bool front) {
   if (front) {
     r->next = p->head;
-    if (p->head) p->head->prev = r;
-    else p->tail = r;
+    if (p->head)
+      p->head->prev = r;
+    else
+      p->tail = r;
     p->head = r;
   } else {
     r->prev = p->tail;
-    if (p->tail) p->tail->next = r;
-    else p->head = r;
+    if (p->tail)
+      p->tail->next = r;
+    else
+      p->head = r;
     p->tail = r;
   }
 }
@@ -324,8 +332,10 @@ static int watch(struct conn *c) {
     c->events = 0;
   }
   int ev = UV_READABLE;
-  if (c->state == C_CONNECTING) ev = c->waits == PGRES_POLLING_WRITING ? UV_WRITABLE : UV_READABLE;
-  else if (c->want_write) ev |= UV_WRITABLE;
+  if (c->state == C_CONNECTING)
+    ev = c->waits == PGRES_POLLING_WRITING ? UV_WRITABLE : UV_READABLE;
+  else if (c->want_write)
+    ev |= UV_WRITABLE;
   /* unchanged: uv_poll_start would still cost an epoll_ctl. Not while
    * connecting: libpq may have moved to a new socket (the next address)
    * under the same number, which epoll has dropped with the old one. */
@@ -574,8 +584,10 @@ static void command_done(struct conn *c) {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
     const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     char line[512];
-    one_line(msg ? msg : res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg), line,
-             sizeof line);
+    one_line(msg   ? msg
+             : res ? PQresultErrorMessage(res)
+                   : PQerrorMessage(c->pg),
+             line, sizeof line);
     const struct req *culprit = c->failed ? c->failed : r;
     struct pg_error e = {.message = line, .sql = culprit != r ? culprit->sql : NULL};
     snprintf(e.sqlstate, sizeof e.sqlstate, "%s", state ? state : "XX000");
@@ -594,7 +606,7 @@ static void command_done(struct conn *c) {
 static void take_result(struct conn *c, PGresult *res) {
   const struct req *q = c->req; /* the statement this result is of: NULL for BEGIN, setup */
   while (q && q->parse_step != c->step && q->exec_step != c->step) q = q->then;
-  if (PQresultStatus(res) == PGRES_PIPELINE_ABORTED) { /* after the error that stands */
+  if (PQresultStatus(res) == PGRES_PIPELINE_ABORTED) {         /* after the error that stands */
     if (q && q->parse_step == c->step) stmt_forget(c, q->sql); /* never prepared */
     PQclear(res);
     return;
@@ -804,7 +816,8 @@ int pg_session_query(pg_session *s, const struct pg_query *q, pg_done_fn *done, 
     return -1;
   }
   if (c->state != C_IDLE) {
-    snprintf(err, errlen, "%s", c->state == C_DOWN ? "the connection was lost" : "a query is running");
+    snprintf(err, errlen, "%s",
+             c->state == C_DOWN ? "the connection was lost" : "a query is running");
     return -1;
   }
   struct req *r = req_new(p, q);
@@ -833,8 +846,8 @@ void pg_session_discard(pg_session *s) {
 int pg_session_defer(pg_session *s, const struct pg_query *q, char *err, size_t errlen) {
   struct conn *c = s->conn;
   if (c->pool->closed || c->state == C_DOWN) {
-    snprintf(err, errlen, "%s", c->pool->closed ? "the PostgreSQL client is closed"
-                                                : "the connection was lost");
+    snprintf(err, errlen, "%s",
+             c->pool->closed ? "the PostgreSQL client is closed" : "the connection was lost");
     return -1;
   }
   struct req *r = req_new(c->pool, q);
@@ -842,8 +855,10 @@ int pg_session_defer(pg_session *s, const struct pg_query *q, char *err, size_t 
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  if (c->deferred_last) c->deferred_last->then = r;
-  else c->deferred = r;
+  if (c->deferred_last)
+    c->deferred_last->then = r;
+  else
+    c->deferred = r;
   c->deferred_last = r;
   return 0;
 }
@@ -887,8 +902,10 @@ void pg_pool_close(pg_pool *p) {
 void pg_pool_free(pg_pool *p) {
   if (p == NULL) return;
   pg_pool_close(p);
-  if (p->open_handles == 0) pool_release(p);
-  else p->free_wanted = true;
+  if (p->open_handles == 0)
+    pool_release(p);
+  else
+    p->free_wanted = true;
 }
 
 pg_pool *pg_libpq_new(uv_loop_t *loop, const struct pg_options *o, char *err, size_t errlen) {
@@ -905,8 +922,10 @@ pg_pool *pg_libpq_new(uv_loop_t *loop, const struct pg_options *o, char *err, si
     if (strcmp(safe, conninfo) == 0)
       snprintf(err, errlen, "invalid PostgreSQL settings: %s", line);
     else
-      snprintf(err, errlen, "invalid PostgreSQL settings \"%s\": not a libpq connection string "
-               "or postgresql:// URL", safe);
+      snprintf(err, errlen,
+               "invalid PostgreSQL settings \"%s\": not a libpq connection string "
+               "or postgresql:// URL",
+               safe);
     return NULL;
   }
   PQconninfoFree(parsed);

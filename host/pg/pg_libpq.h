@@ -27,9 +27,9 @@
 #include "pg.h"
 
 struct pg_options {
-  const char *conninfo;  /* any libpq connection string or URL; "": libpq's PG* variables */
-  int size;              /* connections at most; 0: PG_POOL_SIZE */
-  uint64_t timeout_ms;   /* a query's deadline when it gives none; 0: PG_TIMEOUT_MS */
+  const char *conninfo; /* any libpq connection string or URL; "": libpq's PG* variables */
+  int size;             /* connections at most; 0: PG_POOL_SIZE */
+  uint64_t timeout_ms;  /* a query's deadline when it gives none; 0: PG_TIMEOUT_MS */
 };
 
 #define PG_POOL_SIZE 8

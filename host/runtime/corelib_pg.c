@@ -16,8 +16,8 @@
 #include "runtime.h"
 
 #define PARAMS_STACK 16
-#define PARAMS_MAX 65535       /* the protocol's limit */
-#define VALUE_STACK 256        /* a value converted in a stack buffer up to this */
+#define PARAMS_MAX 65535 /* the protocol's limit */
+#define VALUE_STACK 256  /* a value converted in a stack buffer up to this */
 
 static struct core *self(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
 
@@ -34,8 +34,9 @@ static int raise_at_handler(lua_State *L, const char *name, const char *msg) {
 static struct rt_job *running_job(lua_State *L, const char *name) {
   struct rt_job *job = jobs_running_on(self(L)->jobs, L);
   if (job == NULL)
-    raise_at_handler(L, name, "may only be called while handling an entry, from the handler's "
-                              "own coroutine (not while the file loads)");
+    raise_at_handler(L, name,
+                     "may only be called while handling an entry, from the handler's "
+                     "own coroutine (not while the file loads)");
   return job;
 }
 
@@ -64,31 +65,31 @@ static void statement_from_stack(lua_State *L, const char *name, struct pg_query
     size_t len;
     char num[64];
     switch (lua_type(L, idx)) {
-    case LUA_TSTRING:
-      params[i] = lua_tolstring(L, idx, &len);
-      if (strlen(params[i]) != len)
-        snprintf(why, sizeof why, "parameter %d holds a NUL byte (text cannot; send bytes to a "
-                 "bytea as hex: '\\x' .. hex)", i + 1);
-      break;
-    case LUA_TNUMBER:
-      pg_format_number(lua_tonumber(L, idx), num, sizeof num);
-      lua_pushstring(L, num);
-      lua_replace(L, idx);
-      params[i] = lua_tostring(L, idx);
-      break;
-    case LUA_TBOOLEAN:
-      params[i] = lua_toboolean(L, idx) ? "true" : "false";
-      break;
-    case LUA_TNIL:
-      params[i] = NULL;
-      break;
-    default:
-      if (lua_rawequal(L, idx, 4)) {
-        params[i] = NULL; /* ls.pg.null */
+      case LUA_TSTRING:
+        params[i] = lua_tolstring(L, idx, &len);
+        if (strlen(params[i]) != len)
+          snprintf(why, sizeof why,
+                   "parameter %d holds a NUL byte (text cannot; send bytes to a "
+                   "bytea as hex: '\\x' .. hex)",
+                   i + 1);
         break;
-      }
-      snprintf(why, sizeof why, "parameter %d is a %s (strings, numbers, booleans, ls.pg.null "
-               "or nil)", i + 1, luaL_typename(L, idx));
+      case LUA_TNUMBER:
+        pg_format_number(lua_tonumber(L, idx), num, sizeof num);
+        lua_pushstring(L, num);
+        lua_replace(L, idx);
+        params[i] = lua_tostring(L, idx);
+        break;
+      case LUA_TBOOLEAN: params[i] = lua_toboolean(L, idx) ? "true" : "false"; break;
+      case LUA_TNIL: params[i] = NULL; break;
+      default:
+        if (lua_rawequal(L, idx, 4)) {
+          params[i] = NULL; /* ls.pg.null */
+          break;
+        }
+        snprintf(why, sizeof why,
+                 "parameter %d is a %s (strings, numbers, booleans, ls.pg.null "
+                 "or nil)",
+                 i + 1, luaL_typename(L, idx));
     }
   }
   *q = (struct pg_query){.sql = sql, .nparams = n, .params = params};
@@ -145,9 +146,9 @@ static void push_value(lua_State *L, uint32_t oid, const char *text, size_t len)
   struct pg_value v;
   pg_value_from_text(oid, text, len, buf, &v);
   switch (v.kind) {
-  case PG_VALUE_NUMBER: lua_pushnumber(L, v.number); break;
-  case PG_VALUE_BOOLEAN: lua_pushboolean(L, v.boolean); break;
-  default: lua_pushlstring(L, v.str, v.len); break;
+    case PG_VALUE_NUMBER: lua_pushnumber(L, v.number); break;
+    case PG_VALUE_BOOLEAN: lua_pushboolean(L, v.boolean); break;
+    default: lua_pushlstring(L, v.str, v.len); break;
   }
   if (buf != stack_buf) free(buf);
 }
@@ -175,8 +176,10 @@ static int core_pg_result(lua_State *L) {
       lua_pushvalue(L, names + c);
       size_t len;
       const char *text = pg_result_value(res, r, c, &len);
-      if (text == NULL) lua_pushvalue(L, 1);
-      else push_value(L, pg_result_type(res, c), text, len);
+      if (text == NULL)
+        lua_pushvalue(L, 1);
+      else
+        push_value(L, pg_result_type(res, c), text, len);
       lua_rawset(L, -3);
     }
     lua_rawseti(L, rows, r + 1);
@@ -194,8 +197,7 @@ static int core_pg_begin(lua_State *L) {
   int rc = job_pg_begin(job);
   if (rc == -1) return raise_missing(L, name);
   if (rc == -2) return raise_at_handler(L, name, "out of memory");
-  if (rc == -4)
-    return raise_at_handler(L, name, "already inside a transaction (use its tx:query)");
+  if (rc == -4) return raise_at_handler(L, name, "already inside a transaction (use its tx:query)");
   if (rc == -3) return 0;
   return lua_yield(L, 0);
 }
@@ -233,10 +235,14 @@ static int core_pg_once_table(lua_State *L) {
 }
 
 void core_pg_open(lua_State *L, struct core *c) {
-  static const luaL_Reg fns[] = {{"pg_query", core_pg_query},   {"pg_result", core_pg_result},
-                                 {"pg_begin", core_pg_begin},   {"pg_begun", core_pg_begun},
-                                 {"pg_end", core_pg_end},       {"pg_once_table", core_pg_once_table},
-                                 {"pg_defer", core_pg_defer},   {"pg_discard", core_pg_discard},
+  static const luaL_Reg fns[] = {{"pg_query", core_pg_query},
+                                 {"pg_result", core_pg_result},
+                                 {"pg_begin", core_pg_begin},
+                                 {"pg_begun", core_pg_begun},
+                                 {"pg_end", core_pg_end},
+                                 {"pg_once_table", core_pg_once_table},
+                                 {"pg_defer", core_pg_defer},
+                                 {"pg_discard", core_pg_discard},
                                  {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);

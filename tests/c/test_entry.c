@@ -14,7 +14,6 @@
 #include "fixtures.h"
 #include "task.h"
 
-
 /* ---- a tiny bk_reply builder ---- */
 
 static bk_reply *node(int type) {
@@ -222,10 +221,10 @@ TEST_IMPL(entry_binary_safe_values) {
 
 TEST_IMPL(entry_parse_new_read) {
   /* XREADGROUP GROUP g c COUNT 2 STREAMS s > */
-  struct entry *list = parse_ok(
-      READ(A(2, A(2, S("1-0"), A(2, S("a"), S("1"))),
-             A(2, S("2-0"), A(4, S("b"), S("2"), S(HDR_PARTITION_KEY), S("acme"))))),
-      2, 0);
+  struct entry *list =
+      parse_ok(READ(A(2, A(2, S("1-0"), A(2, S("a"), S("1"))),
+                      A(2, S("2-0"), A(4, S("b"), S("2"), S(HDR_PARTITION_KEY), S("acme"))))),
+               2, 0);
   struct entry *e = list;
   ASSERT_STR_EQ(e->id, "1-0");
   ASSERT_INT_EQ(e->nfields, 2);
@@ -305,11 +304,10 @@ TEST_IMPL(entry_parse_empty_replies) {
 
 TEST_IMPL(entry_parse_skips_deleted) {
   /* A history read where 2-0 was deleted but is still pending (6.2). */
-  struct entry *list = parse_ok(READ(A(4, A(2, S("2-0"), NIL()),
-                                       A(2, S("3-0"), A(2, S("c"), S("3"))),
-                                       A(2, S("4-0"), NIL()),
-                                       A(2, S("5-0"), A(2, S("d"), S("4"))))),
-                                2, 2);
+  struct entry *list =
+      parse_ok(READ(A(4, A(2, S("2-0"), NIL()), A(2, S("3-0"), A(2, S("c"), S("3"))),
+                      A(2, S("4-0"), NIL()), A(2, S("5-0"), A(2, S("d"), S("4"))))),
+               2, 2);
   ASSERT_STR_EQ(list->id, "3-0");
   expect_field(list, "c", "3");
   ASSERT_STR_EQ(list->next->id, "5-0");
@@ -332,7 +330,8 @@ TEST_IMPL(entry_parse_rejects_bad_top_level) {
   parse_fails(NULL, "reply is missing, expected an array or nil");
   parse_fails(ERR("NOGROUP No such key 's' or consumer group 'g'"),
               "server replied with an error: NOGROUP No such key 's' or consumer group 'g'");
-  parse_fails(A(2, A(2, S("s"), A(0)), A(2, S("t"), A(0))), "reply has 2 streams, expected at most 1");
+  parse_fails(A(2, A(2, S("s"), A(0)), A(2, S("t"), A(0))),
+              "reply has 2 streams, expected at most 1");
   parse_fails(A(1, S("s")), "stream reply is a string, expected an array of key and entries");
   parse_fails(A(1, A(3, S("s"), A(0), A(0))),
               "stream reply has 3 elements, expected 2 (key, entries)");
@@ -434,7 +433,8 @@ TEST_IMPL(entry_blocks_reused) {
   ASSERT_NOT_NULL(a);
   void *block = a;
   entry_free(a);
-  struct entry *b = mk_entry("2-1", "data", "{\"amount_cents\":200}", "partition-key", "acme", NULL);
+  struct entry *b =
+      mk_entry("2-1", "data", "{\"amount_cents\":200}", "partition-key", "acme", NULL);
   ASSERT(b == block);
   ASSERT_STR_EQ(b->id, "2-1");
   ASSERT_INT_EQ(b->nfields, 4);

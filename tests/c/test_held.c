@@ -48,7 +48,8 @@ static void check_against_model(int nids, int ops) {
   struct held h = {0};
   unsigned rng = 12345;
   size_t count = 0;
-  for (int i = 0; i < nids; i++) snprintf(ids[i], sizeof ids[i], "%d-%d", 1700000000 + i / 7, i % 7);
+  for (int i = 0; i < nids; i++)
+    snprintf(ids[i], sizeof ids[i], "%d-%d", 1700000000 + i / 7, i % 7);
   for (int op = 0; op < ops; op++) {
     rng = rng * 1103515245u + 12345u;
     int i = (int)((rng >> 8) % (unsigned)nids);
@@ -102,9 +103,12 @@ TEST_IMPL(held_removal_across_the_end) {
   for (int i = 0; i < 4000 && !(last[1] && first); i++) {
     snprintf(ids[i], sizeof ids[i], "%d-0", i + 1);
     size_t home = home_of(ids[i]);
-    if (home == 63 && !last[0]) last[0] = ids[i];
-    else if (home == 63 && !last[1]) last[1] = ids[i];
-    else if (home == 0 && !first) first = ids[i];
+    if (home == 63 && !last[0])
+      last[0] = ids[i];
+    else if (home == 63 && !last[1])
+      last[1] = ids[i];
+    else if (home == 0 && !first)
+      first = ids[i];
   }
   ASSERT(last[0] && last[1] && first);
   struct held h = {0};
@@ -117,7 +121,7 @@ TEST_IMPL(held_removal_across_the_end) {
   ASSERT(!held_has(&h, &a));
   ASSERT(held_has(&h, &b));
   ASSERT(held_has(&h, &c));
-  ASSERT(strcmp(h.slots[0].id, first) == 0);   /* stayed at its home */
+  ASSERT(strcmp(h.slots[0].id, first) == 0);    /* stayed at its home */
   ASSERT(strcmp(h.slots[63].id, last[1]) == 0); /* moved back across the end */
   held_free(&h);
 }

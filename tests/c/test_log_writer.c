@@ -97,7 +97,7 @@ static int check_lines(const char *out, long *warned, long *dropped) {
     const char *at;
     if ((at = strstr(p, " msg=line i=")) != NULL && at < nl) {
       int i = atoi(at + strlen(" msg=line i="));
-      ASSERT(i > last); /* in order, none twice */
+      ASSERT(i > last);            /* in order, none twice */
       ASSERT(nl - p > FILLER / 2); /* whole: one write per line */
       last = i;
       seen++;

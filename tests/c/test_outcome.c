@@ -15,7 +15,6 @@
 #include "fixtures.h"
 #include "task.h"
 
-
 /* ---- fixtures ---- */
 
 static struct handler_spec spec(void) {
@@ -127,8 +126,9 @@ TEST_IMPL(outcome_retry_copy_headers) {
   txn_init(&t);
   outcome_retry_copy(&t, retry, e, 1, "5-0");
   ASSERT_INT_EQ(t.n, 1);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments:retry:ledger * data {\"n\":5} partition-key acct-7 "
-                            "delivery-count 1 original-id 5-0");
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "XADD payments:retry:ledger * data {\"n\":5} partition-key acct-7 "
+                "delivery-count 1 original-id 5-0");
   txn_free(&t);
   entry_free(e);
 
@@ -139,8 +139,9 @@ TEST_IMPL(outcome_retry_copy_headers) {
                "x-trace", "t1", "original-id", "4-0", "partition-key", "acct-7", NULL);
   txn_init(&t);
   outcome_retry_copy(&t, retry, e, 3, "5-0");
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments:retry:ledger * data {\"n\":5} x-trace t1 "
-                            "partition-key acct-7 delivery-count 3 original-id 5-0");
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "XADD payments:retry:ledger * data {\"n\":5} x-trace t1 "
+                "partition-key acct-7 delivery-count 3 original-id 5-0");
   ASSERT_INT_EQ(t.nowned, 1); /* the count */
   txn_free(&t);
   entry_free(e);
@@ -150,10 +151,10 @@ TEST_IMPL(outcome_retry_copy_headers) {
 
 /* ================================================================ dead letter */
 
-#define PROV(id, n, reason, error)                                                          \
-  " dead-letter-stream payments dead-letter-group ledger dead-letter-id " id                \
-  " dead-letter-deliveries " n " dead-letter-handler post_payment.lua dead-letter-reason " \
-  reason " dead-letter-error " error " dead-letter-time 1700000000123"
+#define PROV(id, n, reason, error)                                                                \
+  " dead-letter-stream payments dead-letter-group ledger dead-letter-id " id                      \
+  " dead-letter-deliveries " n " dead-letter-handler post_payment.lua dead-letter-reason " reason \
+  " dead-letter-error " error " dead-letter-time 1700000000123"
 
 TEST_IMPL(outcome_dead_letter_argv) {
   struct handler_spec s = spec();
@@ -162,8 +163,8 @@ TEST_IMPL(outcome_dead_letter_argv) {
   txn_init(&t);
   outcome_dead_letter(&t, &s, e, "7-0", "rejected", "card expired", 12, 2, 1700000000123ULL);
   ASSERT_INT_EQ(t.n, 1);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
-                                PROV("7-0", "2", "rejected", "card expired"));
+  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1" PROV(
+                                "7-0", "2", "rejected", "card expired"));
   ASSERT_INT_EQ(t.cmd[0].argc, 3 + 4 + 16);
   txn_free(&t);
 
@@ -171,12 +172,12 @@ TEST_IMPL(outcome_dead_letter_argv) {
   txn_init(&t);
   outcome_dead_letter(&t, &s, e, "7-0", "handler-error", "boom\nstack traceback", 4, 3,
                       1700000000123ULL);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
-                                PROV("7-0", "3", "handler-error", "boom"));
+  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1" PROV(
+                                "7-0", "3", "handler-error", "boom"));
   outcome_dead_letter(&t, &s, e, "7-0", "max-deliveries", NULL, 99, 3, 1700000000123ULL);
   ASSERT_INT_EQ(t.cmd[1].argvlen[3 + 4 + 13], 0);
-  ASSERT_STR_EQ(cmd(&t, 1), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
-                                PROV("7-0", "3", "max-deliveries", ""));
+  ASSERT_STR_EQ(cmd(&t, 1), "XADD payments.dead * data {\"n\":7} partition-key acct-1" PROV(
+                                "7-0", "3", "max-deliveries", ""));
   txn_free(&t);
 
   /* a handler path without a folder names itself */
@@ -203,9 +204,9 @@ TEST_IMPL(outcome_dead_letter_replaces_old_provenance) {
   txn_init(&t);
   /* dead-letter-id is the id on the source stream the caller names */
   outcome_dead_letter(&t, &s, e, "7-0", "max-deliveries", "again", 5, 3, 1700000000123ULL);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1 "
-                            "original-id 7-0 retry-group ledger"
-                                PROV("7-0", "3", "max-deliveries", "again"));
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "XADD payments.dead * data {\"n\":7} partition-key acct-1 "
+                "original-id 7-0 retry-group ledger" PROV("7-0", "3", "max-deliveries", "again"));
   txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
@@ -235,19 +236,21 @@ TEST_IMPL(outcome_delay_member) {
   ASSERT_INT_EQ(t.n, 1);
   ASSERT_INT_EQ(t.cmd[0].argc, 4);
   /* netstrings: the id, the fields, delivery-count, original-id */
-  ASSERT_STR_EQ(cmd(&t, 0), "ZADD payments:delayed:ledger 1700000002500 "
-                            "3:5-04:data7:{\"n\":5}13:partition-key6:acct-7"
-                            "14:delivery-count1:111:original-id3:5-0");
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "ZADD payments:delayed:ledger 1700000002500 "
+                "3:5-04:data7:{\"n\":5}13:partition-key6:acct-7"
+                "14:delivery-count1:111:original-id3:5-0");
   txn_free(&t);
   entry_free(e);
 
   /* luastream's header names rewritten (count, original id) or dropped (group) */
-  e = mk_entry("9-0", "data", "{}", "delivery-count", "4", "retry-group", "other",
-               "original-id", "4-0", NULL);
+  e = mk_entry("9-0", "data", "{}", "delivery-count", "4", "retry-group", "other", "original-id",
+               "4-0", NULL);
   txn_init(&t);
   outcome_delay(&t, &s, e, 12, "5-0", 1ULL);
-  ASSERT_STR_EQ(cmd(&t, 0), "ZADD payments:delayed:ledger 1 3:9-04:data2:{}"
-                            "14:delivery-count2:1211:original-id3:5-0");
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "ZADD payments:delayed:ledger 1 3:9-04:data2:{}"
+                "14:delivery-count2:1211:original-id3:5-0");
   txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
@@ -273,8 +276,7 @@ TEST_IMPL(outcome_delay_member_binary) {
   n += snprintf(want + n, sizeof want - (size_t)n, "b3:big1000:");
   memset(want + n, 'x', 1000);
   n += 1000;
-  n += snprintf(want + n, sizeof want - (size_t)n,
-                "14:delivery-count1:111:original-id3:1-1");
+  n += snprintf(want + n, sizeof want - (size_t)n, "14:delivery-count1:111:original-id3:1-1");
   ASSERT_INT_EQ(a->argvlen[3], n);
   ASSERT(memcmp(a->argv[3], want, (size_t)n) == 0);
   txn_free(&t);
@@ -309,8 +311,8 @@ TEST_IMPL(outcome_restamp_argv) {
  * txn: nothing left over, nothing leaked. */
 TEST_IMPL(outcome_txn_free_reuse) {
   struct handler_spec s = spec();
-  struct entry *e = mk_entry("4-0", "data", "{\"n\":4}", "delivery-count", "1", "original-id",
-                             "2-0", NULL);
+  struct entry *e =
+      mk_entry("4-0", "data", "{\"n\":4}", "delivery-count", "1", "original-id", "2-0", NULL);
   const char *f[] = {"XADD", "audit", "*", "data", "1"};
   size_t l[] = {4, 5, 1, 4, 1};
   struct rt_write w[] = {{5, f, l}};

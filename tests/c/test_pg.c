@@ -43,9 +43,9 @@ TEST_IMPL(pg_redact_hides_every_password) {
 TEST_IMPL(pg_sql_head_names_the_first_words) {
   char h[48];
   ASSERT_STR_EQ(pg_sql_head("  SELECT\n\t1", h, sizeof h), "SELECT 1");
-  ASSERT_STR_EQ(pg_sql_head("INSERT INTO ledger (id, amount) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                            h, 32),
-                "INSERT INTO ledger (id, ...");
+  ASSERT_STR_EQ(
+      pg_sql_head("INSERT INTO ledger (id, amount) VALUES ($1, $2) ON CONFLICT DO NOTHING", h, 32),
+      "INSERT INTO ledger (id, ...");
   ASSERT(strlen(h) < 32);
   ASSERT_STR_EQ(pg_sql_head("", h, sizeof h), "");
 }
@@ -110,7 +110,8 @@ TEST_IMPL(pg_values_floats_booleans_text) {
   ASSERT(!v.boolean);
   assert_string(25, "it's", "it's");
   assert_string(3802, "{\"a\": 1}", "{\"a\": 1}");
-  assert_string(2950, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+  assert_string(2950, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+                "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
 }
 
 TEST_IMPL(pg_values_bytea_decoded) {
@@ -177,8 +178,9 @@ TEST_IMPL(pg_bad_settings_never_quote_a_password) {
   /* libpq's own message would quote "cret" */
   struct pg_options o = {.conninfo = "host=db password=se cret"};
   ASSERT_NULL(pg_libpq_new(uv_default_loop(), &o, err, sizeof err));
-  ASSERT_STR_EQ(err, "invalid PostgreSQL settings \"host=db password=*** cret\": not a libpq "
-                     "connection string or postgresql:// URL");
+  ASSERT_STR_EQ(err,
+                "invalid PostgreSQL settings \"host=db password=*** cret\": not a libpq "
+                "connection string or postgresql:// URL");
   o.conninfo = "host=db dbname";
   ASSERT_NULL(pg_libpq_new(uv_default_loop(), &o, err, sizeof err));
   ASSERT_CONTAINS(err, "invalid PostgreSQL settings: missing \"=\" after \"dbname\"");

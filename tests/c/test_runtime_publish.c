@@ -28,7 +28,8 @@ static const char PUBLISHER[] =
     "    if msg.bad == 3 then ctx:publish(\"x\", {}, 5) end\n"
     "    if msg.bad == 4 then ctx:publish(\"x\", {}, { headers = 5 }) end\n"
     "    if msg.bad == 5 then ctx:publish(nil, {}) end\n"
-    "    local ok = ctx:publish(\"audit\", { n = msg.n }, { key = \"k1\", headers = { h = \"v\" } })\n"
+    "    local ok = ctx:publish(\"audit\", { n = msg.n }, { key = \"k1\", headers = { h = \"v\" } "
+    "})\n"
     "    local caught = pcall(ctx.publish, ctx, \"\", {})\n"
     "    if msg.sleep then ls.sleep(msg.sleep) end\n"
     "    ctx:publish(\"audit2\", \"plain\")\n"
@@ -97,8 +98,8 @@ TEST_IMPL(runtime_publish_buffered_with_ack) {
 
 TEST_IMPL(runtime_publish_then_reply_last) {
   handler *h = load_ok("publisher.lua", PUBLISHER, NULL);
-  struct entry *e = mk_entry("21-1", "data", "{\"n\":1,\"out\":\"reply\"}", "partition-key",
-                             "acct-1", NULL);
+  struct entry *e =
+      mk_entry("21-1", "data", "{\"n\":1,\"out\":\"reply\"}", "partition-key", "acct-1", NULL);
   struct captured c = run_sync(h, e);
   ASSERT_INT_EQ(c.kind, RT_REPLY);
   ASSERT_INT_EQ(c.nwrites, 4);
@@ -202,4 +203,3 @@ TEST_IMPL(runtime_publish_across_sleep) {
   loop_finish(&loop, clk);
   LEAK_CHECK();
 }
-

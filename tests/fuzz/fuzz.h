@@ -21,15 +21,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* An invariant of the parser under test; aborts (a crash to libFuzzer) when
  * it does not hold. */
-#define FUZZ_CHECK(cond, ...)                                                \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "%s:%d: FUZZ_CHECK(%s) failed: ", __FILE__, __LINE__,  \
-              #cond);                                                        \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fputc('\n', stderr);                                                   \
-      abort();                                                               \
-    }                                                                        \
+#define FUZZ_CHECK(cond, ...)                                                       \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      fprintf(stderr, "%s:%d: FUZZ_CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                                 \
+      fputc('\n', stderr);                                                          \
+      abort();                                                                      \
+    }                                                                               \
   } while (0)
 
 /* A NUL-terminated heap copy of the input (the parser's text arguments);

@@ -10,10 +10,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char why[128];
   double ms = -1;
   if (duration_parse(text, size, &ms, why, sizeof why) == 0) {
-    FUZZ_CHECK(isfinite(ms) && ms >= 0 && ms <= DURATION_MAX_MS, "%.*s -> %g", (int)size, text,
-               ms);
-    FUZZ_CHECK(duration_check_ms(ms, why, sizeof why) == 0, "%.*s -> %g: %s", (int)size, text,
-               ms, why);
+    FUZZ_CHECK(isfinite(ms) && ms >= 0 && ms <= DURATION_MAX_MS, "%.*s -> %g", (int)size, text, ms);
+    FUZZ_CHECK(duration_check_ms(ms, why, sizeof why) == 0, "%.*s -> %g: %s", (int)size, text, ms,
+               why);
   } else {
     FUZZ_CHECK(memchr(why, '\0', sizeof why) != NULL, "why not terminated");
   }

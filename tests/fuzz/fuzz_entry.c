@@ -24,8 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       const char *v = entry_get(e, word[1 + i], &vlen);
       size_t last = i;
       for (size_t j = i + 2; j < nfields; j += 2)
-        if (len[1 + j] == len[1 + i] && memcmp(word[1 + j], word[1 + i], len[1 + i]) == 0)
-          last = j;
+        if (len[1 + j] == len[1 + i] && memcmp(word[1 + j], word[1 + i], len[1 + i]) == 0) last = j;
       FUZZ_CHECK(v == e->field[last + 1] && vlen == len[1 + last + 1], "field %zu", i);
     }
     const char *src = entry_source_id(e);

@@ -29,8 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int id = 0; id < OPT_NOPTIONS; id++) {
       const struct cli_option *opt = &cli_option_table[id];
       const struct cli_value *v = &o->v[id];
-      FUZZ_CHECK(v->nitems >= 0 && (v->nitems == 0 || opt->repeat > 0), "--%s: %d items",
-                 opt->name, v->nitems);
+      FUZZ_CHECK(v->nitems >= 0 && (v->nitems == 0 || opt->repeat > 0), "--%s: %d items", opt->name,
+                 v->nitems);
       if (opt->kind == CLI_INT && v->text)
         FUZZ_CHECK(v->num >= opt->min && v->num <= opt->max, "--%s %lld", opt->name, v->num);
       if (opt->kind == CLI_DURATION && v->text)

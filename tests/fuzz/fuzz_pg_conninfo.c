@@ -13,8 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *r = pg_redact(text, out, sizes[i]);
     FUZZ_CHECK(memchr(r, '\0', sizes[i]) != NULL, "pg_redact: not terminated in %zu", sizes[i]);
     r = pg_sql_head(text, out, sizes[i]);
-    FUZZ_CHECK(memchr(r, '\0', sizes[i]) != NULL, "pg_sql_head: not terminated in %zu",
-               sizes[i]);
+    FUZZ_CHECK(memchr(r, '\0', sizes[i]) != NULL, "pg_sql_head: not terminated in %zu", sizes[i]);
     free(out);
   }
   /* with a password keyword or in a URL the secret is gone */

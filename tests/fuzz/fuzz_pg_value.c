@@ -20,16 +20,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct pg_value v;
   pg_value_from_text(oid, text, len, buf, &v);
   switch (v.kind) {
-  case PG_VALUE_STRING:
-    FUZZ_CHECK(v.str == text ? v.len == len : v.str == buf && v.len <= len + PG_VALUE_SLACK,
-               "type %u: %zu bytes", oid, v.len);
-    break;
-  case PG_VALUE_NUMBER:
-    if (oid != 700 && oid != 701)
-      FUZZ_CHECK(v.number == floor(v.number) && fabs(v.number) <= 9007199254740992.0,
-                 "type %u: %s -> %.17g", oid, text, v.number);
-    break;
-  case PG_VALUE_BOOLEAN: FUZZ_CHECK(oid == 16, "type %u made a boolean", oid); break;
+    case PG_VALUE_STRING:
+      FUZZ_CHECK(v.str == text ? v.len == len : v.str == buf && v.len <= len + PG_VALUE_SLACK,
+                 "type %u: %zu bytes", oid, v.len);
+      break;
+    case PG_VALUE_NUMBER:
+      if (oid != 700 && oid != 701)
+        FUZZ_CHECK(v.number == floor(v.number) && fabs(v.number) <= 9007199254740992.0,
+                   "type %u: %s -> %.17g", oid, text, v.number);
+      break;
+    case PG_VALUE_BOOLEAN: FUZZ_CHECK(oid == 16, "type %u made a boolean", oid); break;
   }
   free(buf);
   free(text);

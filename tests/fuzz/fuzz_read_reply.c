@@ -34,30 +34,30 @@ static bk_reply *node(struct cursor *c, int depth) {
   size_t n = line < eol ? (size_t)(eol - line - 1) : 0;
   memcpy(text, line + 1, n < sizeof text ? n : sizeof text - 1);
   switch (kind) {
-  case '*':
-  case '#':
-    r->type = BK_ARRAY;
-    r->elements = (size_t)strtoul(text, NULL, 10) % (MAX_ELEMENTS + 1);
-    if (kind == '*' && r->elements) {
-      if ((r->element = calloc(r->elements, sizeof *r->element)) == NULL) abort();
-      for (size_t i = 0; i < r->elements; i++)
-        r->element[i] = depth < MAX_DEPTH ? node(c, depth + 1) : NULL;
-    }
-    break;
-  case '$':
-  case '+':
-  case '-':
-    r->type = kind == '$' ? BK_STRING : kind == '+' ? BK_STATUS : BK_ERROR;
-    r->len = n;
-    r->str = fuzz_strdup((const uint8_t *)line + 1, n); /* terminated, as hiredis' are */
-    break;
-  case ':':
-    r->type = BK_INTEGER;
-    r->integer = strtoll(text, NULL, 10);
-    break;
-  case '~': r->type = BK_STRING; break;
-  case '_': r->type = BK_NIL; break;
-  default: r->type = 99; break;
+    case '*':
+    case '#':
+      r->type = BK_ARRAY;
+      r->elements = (size_t)strtoul(text, NULL, 10) % (MAX_ELEMENTS + 1);
+      if (kind == '*' && r->elements) {
+        if ((r->element = calloc(r->elements, sizeof *r->element)) == NULL) abort();
+        for (size_t i = 0; i < r->elements; i++)
+          r->element[i] = depth < MAX_DEPTH ? node(c, depth + 1) : NULL;
+      }
+      break;
+    case '$':
+    case '+':
+    case '-':
+      r->type = kind == '$' ? BK_STRING : kind == '+' ? BK_STATUS : BK_ERROR;
+      r->len = n;
+      r->str = fuzz_strdup((const uint8_t *)line + 1, n); /* terminated, as hiredis' are */
+      break;
+    case ':':
+      r->type = BK_INTEGER;
+      r->integer = strtoll(text, NULL, 10);
+      break;
+    case '~': r->type = BK_STRING; break;
+    case '_': r->type = BK_NIL; break;
+    default: r->type = 99; break;
   }
   return r;
 }
@@ -77,11 +77,14 @@ static void check(int rc, struct entry *list, size_t count, size_t nkeys, const 
   for (struct entry *e = list, *next; e; e = next, n++) {
     next = e->next;
     FUZZ_CHECK(e->id && e->nfields % 2 == 0 && e->key < (nkeys ? nkeys : 1), "entry %zu", n);
-    for (size_t i = 0; i < e->nfields; i++) FUZZ_CHECK(e->field[i][e->field_len[i]] == '\0', "field");
+    for (size_t i = 0; i < e->nfields; i++)
+      FUZZ_CHECK(e->field[i][e->field_len[i]] == '\0', "field");
     entry_free(e);
   }
-  if (rc == 0) FUZZ_CHECK(n == count, "%zu entries listed, %zu counted", n, count);
-  else FUZZ_CHECK(rc == -1 && n == 0 && count == 0 && err[0], "rc %d, %zu entries", rc, n);
+  if (rc == 0)
+    FUZZ_CHECK(n == count, "%zu entries listed, %zu counted", n, count);
+  else
+    FUZZ_CHECK(rc == -1 && n == 0 && count == 0 && err[0], "rc %d, %zu entries", rc, n);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

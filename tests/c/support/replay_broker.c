@@ -56,7 +56,7 @@ struct sent {
 struct rcmd {
   struct rcmd *next;
   uint64_t seq;
-  char *resp; /* NULL: no answer, pending until the connection closes */
+  char *resp;  /* NULL: no answer, pending until the connection closes */
   size_t sent; /* index in rb->sent */
   bk_reply_cb *cb;
   void *data;
@@ -68,7 +68,7 @@ struct bk_conn {
   char *name;
   bk_state_cb *state_cb;
   void *data;
-  uint64_t seq;  /* when it was opened */
+  uint64_t seq; /* when it was opened */
   bool up, closing;
   struct rcmd *head, *tail;
 };
