@@ -107,8 +107,7 @@ static const char PARTITIONED[] =
     "return { stream = \"orders\", group = \"g\", partitions = 8, reply_to = \"out\",\n"
     "  handle = function(msg, ctx)\n"
     "    ctx:write(\"SET\", \"seen:\" .. ctx.partition_tag,\n"
-    "              tostring(ctx.partition) .. \" \" .. ctx.stream .. \" \" .. "
-    "ctx.idempotency_key)\n"
+    "              tostring(ctx.partition) .. \" \" .. ctx.stream .. \" \" .. ctx.idempotency_key)\n"
     "    ctx:publish(\"audit\", 1, { key = \"123456789\", partitions = 16 })\n"
     "    if msg == \"bad\" then ctx:publish(\"audit\", 1, { partitions = 16 }) end\n"
     "    return ls.reply(true)\n"
@@ -133,12 +132,12 @@ TEST_IMPL(partition_ctx) {
   ASSERT_CONTAINS(c.text, "ctx:publish: partitions needs a key");
   handler_release(h);
   /* Unpartitioned: no partition, an empty tag, the stream's own name. */
-  h = load_ok("plain2.lua",
-              "return { stream = \"orders\", group = \"g\", handle = function(msg, ctx)\n"
-              "  ctx:write(\"SET\", \"seen:\" .. ctx.partition_tag, tostring(ctx.partition) .. \" "
-              "\" .. ctx.stream)\n"
-              "end }\n",
-              NULL);
+  h = load_ok(
+      "plain2.lua",
+      "return { stream = \"orders\", group = \"g\", handle = function(msg, ctx)\n"
+      "  ctx:write(\"SET\", \"seen:\" .. ctx.partition_tag, tostring(ctx.partition) .. \" \" .. ctx.stream)\n"
+      "end }\n",
+      NULL);
   c = run_json(h, "1-0", "1");
   ASSERT_INT_EQ(c.kind, RT_ACK);
   ASSERT_STR_EQ(c.writes[0].stream, "seen:");

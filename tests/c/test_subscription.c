@@ -49,26 +49,26 @@ static const char *write_handler(const char *name, const char *opts) {
   snprintf(path, sizeof path, "%s/%s", tmpdir, name);
   FILE *f = fopen(path, "wb");
   ASSERT_NOT_NULL(f);
-  fprintf(f,
-          "local ls = require \"luastream\"\n"
-          "return {\n"
-          "  stream = \"payments\", group = \"ledger\", %s,\n"
-          "  handle = function(msg, ctx)\n"
-          "    local h = ctx.headers\n"
-          "    ls.log.info(\"got\", { id = ctx.id, n = msg.n, deliveries = h[\"delivery-count\"],\n"
-          "                         idle = h[\"idle-ms\"], key = h[\"partition-key\"] })\n"
-          "    if msg.sleep then ls.sleep(msg.sleep) end\n"
-          "    if msg.publish then ctx:publish(msg.publish, { n = msg.n }, { key = \"k\" .. msg.n "
-          "}) end\n"
-          "    if msg.fail then error(msg.fail, 0) end\n"
-          "    if msg.reject then return ls.reject(msg.reject) end\n"
-          "    if msg.after then return ls.retry_after(msg.after) end\n"
-          "    if msg.retry then return ls.retry() end\n"
-          "    if msg.reply then return ls.reply({ n = msg.n }) end\n"
-          "    return ls.ack()\n"
-          "  end,\n"
-          "}\n",
-          opts);
+  fprintf(
+      f,
+      "local ls = require \"luastream\"\n"
+      "return {\n"
+      "  stream = \"payments\", group = \"ledger\", %s,\n"
+      "  handle = function(msg, ctx)\n"
+      "    local h = ctx.headers\n"
+      "    ls.log.info(\"got\", { id = ctx.id, n = msg.n, deliveries = h[\"delivery-count\"],\n"
+      "                         idle = h[\"idle-ms\"], key = h[\"partition-key\"] })\n"
+      "    if msg.sleep then ls.sleep(msg.sleep) end\n"
+      "    if msg.publish then ctx:publish(msg.publish, { n = msg.n }, { key = \"k\" .. msg.n }) end\n"
+      "    if msg.fail then error(msg.fail, 0) end\n"
+      "    if msg.reject then return ls.reject(msg.reject) end\n"
+      "    if msg.after then return ls.retry_after(msg.after) end\n"
+      "    if msg.retry then return ls.retry() end\n"
+      "    if msg.reply then return ls.reply({ n = msg.n }) end\n"
+      "    return ls.ack()\n"
+      "  end,\n"
+      "}\n",
+      opts);
   ASSERT_OK(fclose(f));
   return path;
 }
@@ -311,9 +311,8 @@ static const char CLAIM_REPLY_STR[] =
 #define CLAIM_READ(count)                    \
   "XREADGROUP GROUP ledger c-1 COUNT " count \
   " BLOCK 1000 CLAIM 30000 STREAMS payments payments:retry:ledger > >"
-#define CREATE                                                                              \
-  "XGROUP CREATE payments ledger $ MKSTREAM\nXGROUP CREATE payments:retry:ledger ledger 0 " \
-  "MKSTREAM"
+#define CREATE \
+  "XGROUP CREATE payments ledger $ MKSTREAM\nXGROUP CREATE payments:retry:ledger ledger 0 MKSTREAM"
 
 /* ================================================================ replay broker */
 
@@ -578,15 +577,10 @@ TEST_IMPL(sub_new_retry_copy_to_retry_stream_forged_headers_ignored) {
       F.rb,
       "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
       "*2\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
-      "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n$13\r\npartition-"
-      "key\r\n$6\r\nacct-7\r\n"
-      "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$"
-      "5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
-      "*2\r\n$3\r\n8-0\r\n*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":8}\r\n$11\r\nretry-group\r\n$"
-      "6\r\nledger\r\n"
-      "*2\r\n$21\r\npayments:retry:ledger\r\n*1\r\n*2\r\n$3\r\n6-0\r\n*6\r\n$4\r\ndata\r\n$20\r\n{"
-      "\"n\":6,\"retry\":true}\r\n$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\noriginal-id\r\n$"
-      "3\r\n5-0\r\n");
+      "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
+      "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
+      "*2\r\n$3\r\n8-0\r\n*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":8}\r\n$11\r\nretry-group\r\n$6\r\nledger\r\n"
+      "*2\r\n$21\r\npayments:retry:ledger\r\n*1\r\n*2\r\n$3\r\n6-0\r\n*6\r\n$4\r\ndata\r\n$20\r\n{\"n\":6,\"retry\":true}\r\n$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\noriginal-id\r\n$3\r\n5-0\r\n");
   expect_outcomes(1); /* one call per key */
   expect_outcomes(1);
   fx_run(80400);
@@ -773,8 +767,7 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
       "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
       "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
       /* the group is back: a batch more, whatever still waits */
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > "
-      ">\n");
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
   fx_finish();
 }
