@@ -48,6 +48,7 @@
 #include <strings.h>
 #include <uv.h>
 
+#include "backoff.h"
 #include "log.h"
 #include "metrics.h"
 #include "reply_arena.h"
@@ -364,9 +365,7 @@ static void report(struct rconn *c, const char *why) {
 static void on_timer(uv_timer_t *t);
 
 static void schedule_retry(struct rconn *c) {
-  int shift = c->failures > 0 ? c->failures - 1 : 0; /* 100 ms after the first failure */
-  uint64_t base = shift > 6 ? BACKOFF_MAX_MS : (uint64_t)BACKOFF_MIN_MS << shift;
-  if (base > BACKOFF_MAX_MS) base = BACKOFF_MAX_MS;
+  uint64_t base = backoff_nth(c->failures, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
   /* Half fixed, half random: hosts that lost the same server do not come
    * back in lockstep, and the wait still grows. */
   uint64_t delay = base / 2 + next_rand(c->b) % (base / 2 + 1);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "entry.h"
+#include "handler_name.h"
 #include "outcome.h"
 #include "trace.h"
 
@@ -147,7 +148,6 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
       HDR_DL_REASON, HDR_DL_ERROR, HDR_DL_TIME, HDR_TRACEPARENT,   NULL};
   const char *trace = own_trace(t, e);
   bool traced = trace != NULL;
-  const char *file = strrchr(spec->path, '/');
   struct bk_args *a = next(t);
   bk_args_str(a, "XADD");
   bk_args_str(a, spec->dead_letter);
@@ -163,7 +163,7 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
       HDR(HDR_DL_GROUP, spec->group),
       HDR(HDR_DL_ID, original_id),
       HDR(HDR_DL_DELIVERIES, count),
-      HDR(HDR_DL_HANDLER, file ? file + 1 : spec->path),
+      HDR(HDR_DL_HANDLER, handler_name_file(spec->path)),
       HDR(HDR_DL_REASON, reason),
       {HDR_DL_ERROR, error ? error : "", error ? error_len : 0},
       HDR(HDR_DL_TIME, time),

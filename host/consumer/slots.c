@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "handler_name.h"
 #include "slots.h"
 
 /* The handler a slot runs or is about to run, or NULL. */
@@ -25,10 +26,8 @@ const char *slot_version(const struct slot *sl) {
 }
 
 const char *slot_name(const struct slot *sl, char *buf, size_t len) {
-  const char *base = strrchr(sl->path, '/');
-  base = base ? base + 1 : sl->path;
-  size_t n = strlen(base);
-  if (n > 4 && strcmp(base + n - 4, ".lua") == 0) n -= 4;
+  size_t n;
+  const char *base = handler_name_of(sl->path, &n);
   snprintf(buf, len, "%.*s", (int)n, base);
   return buf;
 }

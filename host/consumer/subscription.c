@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "apply.h"
+#include "backoff.h"
 #include "delivery_metrics.h"
 #include "entry.h"
 #include "fault.h"
@@ -79,7 +80,7 @@ struct subscription {
   char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
   ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
-  uint64_t backoff_ms;
+  uint64_t backoff_ms;    /* the last backoff wait, 0 after a success (backoff.h) */
   /* Lease commands sent and not answered (the writer, the sweeper, the
    * group setup and the pruner count theirs: see outstanding). */
   unsigned writes_pending;
@@ -202,10 +203,9 @@ static void retry_fire(ltimer *t, void *data) {
 }
 
 static void backoff(subscription *s) {
-  uint64_t ms = s->backoff_ms ? s->backoff_ms : BACKOFF_MIN_MS;
-  s->backoff_ms = ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms * 2;
+  s->backoff_ms = backoff_next(s->backoff_ms, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
   s->waiting = true;
-  timer_start(s->retry_timer, ms);
+  timer_start(s->retry_timer, s->backoff_ms);
 }
 
 /* reclaim: nothing idle long enough yet; look again in a while. */
