@@ -94,15 +94,14 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
   for (size_t i = 0; i < q->ngroups; i++) {
     const struct st_group *g = &q->groups[i];
     bool have = g->src.exists && g->src.group_exists;
-    char *row[8] = {
-        cell(g->stream),
-        cell(g->group),
-        g->src.exists ? cell_num(g->src.length) : copy(g->src.error ? "?" : "missing"),
-        have ? cell_num(g->src.lag) : copy("-"),
-        have ? cell_num(g->src.pending) : copy("-"),
-        cell_ms(have && g->src.pending ? g->src.oldest_idle_ms : -1),
-        g->group && g->src.exists ? cell_num(g->delayed) : copy("-"),
-        g->dead_letters >= 0 ? cell_num(g->dead_letters) : copy("-")};
+    char *row[8] = {cell(g->stream),
+                    cell(g->group),
+                    g->src.exists ? cell_num(g->src.length) : copy(g->src.error ? "?" : "missing"),
+                    have ? cell_num(g->src.lag) : copy("-"),
+                    have ? cell_num(g->src.pending) : copy("-"),
+                    cell_ms(have && g->src.pending ? g->src.oldest_idle_ms : -1),
+                    g->group && g->src.exists ? cell_num(g->delayed) : copy("-"),
+                    g->dead_letters >= 0 ? cell_num(g->dead_letters) : copy("-")};
     table_row(&t, row);
     if (g->retry.exists && g->retry.group_exists) {
       char *retry[8] = {cell(g->retry.key),

@@ -225,8 +225,7 @@ static void take_groups(struct status_query *q, size_t si, const bk_reply *r) {
     if (name == NULL || name->type != BK_STRING) continue;
     char *group = status_query_text("%.*s", (int)name->len, name->str);
     struct st_group *g = status_query_group_find(q->groups, q->ngroups, info->key, group);
-    if (g == NULL && !q->dir_mode)
-      g = group_add(&q->groups, &q->ngroups, info->key, group, NULL);
+    if (g == NULL && !q->dir_mode) g = group_add(&q->groups, &q->ngroups, info->key, group, NULL);
     free(group);
     if (g) take_group_info(&g->src, gi);
   }
@@ -272,9 +271,10 @@ static void take_count(struct st_group *g, long long *out, const char *key, cons
   if (r->type == BK_INTEGER) {
     *out = r->integer;
   } else if (g->side_error == NULL) {
-    g->side_error = error_is(r, "WRONGTYPE") ? status_query_text("%s is not a %s", key,
-                                                       out == &g->delayed ? "sorted set" : "stream")
-                                             : reply_error(r, key);
+    g->side_error =
+        error_is(r, "WRONGTYPE")
+            ? status_query_text("%s is not a %s", key, out == &g->delayed ? "sorted set" : "stream")
+            : reply_error(r, key);
   }
 }
 
@@ -393,8 +393,7 @@ void status_query_refresh(struct status_query *q) {
   for (size_t i = 0; i < n; i++) {
     const char *name = q->dir_mode ? q->specs[i].stream : q->names[i];
     bool seen = false;
-    for (size_t j = 0; j < q->nstreams && !seen; j++)
-      seen = !strcmp(q->streams[j].info.key, name);
+    for (size_t j = 0; j < q->nstreams && !seen; j++) seen = !strcmp(q->streams[j].info.key, name);
     if (!seen) key_init(&q->streams[q->nstreams++].info, xstrdup(name));
   }
   for (size_t i = 0; i < q->nspecs; i++)
