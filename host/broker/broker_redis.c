@@ -49,6 +49,7 @@
 #include <uv.h>
 
 #include "backoff.h"
+#include "grow.h"
 #include "log.h"
 #include "metrics.h"
 #include "reply_arena.h"
@@ -594,14 +595,9 @@ static char *put_count(char *p, char tag, size_t n) {
 static size_t resp_format(struct rbroker *b, int argc, const char **argv, const size_t *argvlen) {
   size_t need = 24;
   for (int i = 0; i < argc; i++) need += argvlen[i] + 25;
-  if (need > b->resp_cap) {
-    size_t cap = b->resp_cap ? b->resp_cap : 4096;
-    while (cap < need) cap *= 2;
-    char *grown = realloc(b->resp, cap);
-    if (grown == NULL) return 0;
-    b->resp = grown;
-    b->resp_cap = cap;
-  }
+  char *grown = grow(b->resp, &b->resp_cap, need, 1, 4096);
+  if (grown == NULL) return 0;
+  b->resp = grown;
   char *p = put_count(b->resp, '*', (size_t)argc);
   for (int i = 0; i < argc; i++) {
     p = put_count(p, '$', argvlen[i]);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "handler_name.h"
 #include "slots.h"
 
@@ -33,13 +34,9 @@ const char *slot_name(const struct slot *sl, char *buf, size_t len) {
 }
 
 struct slot *slot_add(struct slots *ss, const char *path) {
-  if (ss->n == ss->cap) {
-    size_t cap = ss->cap ? ss->cap * 2 : 8;
-    struct slot *grown = realloc(ss->v, cap * sizeof *grown);
-    if (grown == NULL) return NULL;
-    ss->v = grown;
-    ss->cap = cap;
-  }
+  struct slot *grown = grow(ss->v, &ss->cap, ss->n + 1, sizeof *grown, 8);
+  if (grown == NULL) return NULL;
+  ss->v = grown;
   struct slot *sl = &ss->v[ss->n];
   memset(sl, 0, sizeof *sl);
   if ((sl->path = strdup(path)) == NULL) return NULL;
