@@ -106,7 +106,7 @@ struct metric *metrics_series(struct metric_family *f, const char *const *values
   return &s->m;
 }
 
-void metric_observe(struct metric *m, double v) {
+void metrics_observe(struct metric *m, double v) {
   if (m == NULL) return;
   const struct metric_family *f = m->family;
   m->value += v;

@@ -696,7 +696,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
   }
   const char *err = NULL;
   if (r && k->sent_ms) {
-    metric_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
+    metrics_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
   }
   if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR) count_error("error_reply");
   if (r && demoted(c, ac, r)) r = NULL; /* fails as if the connection was lost */

@@ -8,19 +8,19 @@
 #include "outcome.h"
 #include "trace.h"
 
-void txn_init(struct txn *t) {
+void outcome_txn_init(struct txn *t) {
   memset(t, 0, sizeof *t);
   for (int i = 0; i < TXN_MAX; i++) bk_args_init(&t->cmd[i]);
 }
 
-void txn_reset(struct txn *t) {
+void outcome_txn_reset(struct txn *t) {
   for (int i = 0; i < t->n; i++) bk_args_reset(&t->cmd[i]);
   for (int i = 0; i < t->nowned; i++) free(t->owned[i]);
   t->n = t->nowned = 0;
   t->delays = false;
 }
 
-void txn_free(struct txn *t) {
+void outcome_txn_free(struct txn *t) {
   for (int i = 0; i < TXN_MAX; i++) bk_args_free(&t->cmd[i]);
   for (int i = 0; i < t->nowned; i++) free(t->owned[i]);
   t->n = t->nowned = 0;
@@ -31,7 +31,7 @@ static struct bk_args *next(struct txn *t) {
   return &t->cmd[t->n++];
 }
 
-/* Keeps s (malloc'd) until txn_free and returns it. */
+/* Keeps s (malloc'd) until outcome_txn_free and returns it. */
 static const char *own(struct txn *t, char *s) {
   if (s == NULL || t->nowned == (int)(sizeof t->owned / sizeof t->owned[0])) abort();
   t->owned[t->nowned++] = s;

@@ -290,7 +290,7 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   subscription *s = data;
   int lane = (int)(intptr_t)e->owner_data;
   uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
-  metric_observe(s->metrics.duration, ran_ms / 1000.0);
+  metrics_observe(s->metrics.duration, ran_ms / 1000.0);
   apply_finished(s->apply, e, res);
   retry_entry_done(s, e);
   held_remove(&s->held, e);
@@ -359,10 +359,11 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   const bk_reply *deleted = NULL;
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   const char *keys[PLAN_NKEYS] = {s->spec->stream, s->retry_key};
-  int rc = plan_is_script(kind)
-               ? entry_parse_claimed(r, keys, PLAN_NKEYS, cursor[0], PLAN_ID_MAX, &list, &count,
+  int rc =
+      plan_is_script(kind)
+          ? read_reply_parse_claimed(r, keys, PLAN_NKEYS, cursor[0], PLAN_ID_MAX, &list, &count,
                                      &deleted, why, sizeof why)
-               : entry_parse_streams(r, keys, PLAN_NKEYS, &list, &count, NULL, why, sizeof why);
+          : read_reply_parse_streams(r, keys, PLAN_NKEYS, &list, &count, NULL, why, sizeof why);
   if (rc != 0) {
     sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);
