@@ -24,7 +24,7 @@ struct entry {
   int64_t deliveries;       /* claimed or own pending: deliveries before this one; else -1 */
   void *owner_data;         /* free for the subscription that holds the entry */
   unsigned char size_class; /* the pool's (entry.c) */
-  unsigned char key;        /* which of the keys read it came from (entry_parse_streams): 0 first */
+  unsigned char key;   /* which of the keys read it came from (read_reply_parse_streams): 0 first */
   uint32_t started_ms; /* when its handler started, on the host's clock (wraps: differences only) */
 };
 

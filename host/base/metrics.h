@@ -46,7 +46,7 @@ static inline void metric_add(struct metric *m, double v) {
 static inline void metric_set(struct metric *m, double v) {
   if (m) m->value = v;
 }
-void metric_observe(struct metric *m, double v);
+void metrics_observe(struct metric *m, double v);
 
 /* Called before each page is written, to set gauges from the state they
  * describe (in no set order). -1 when out of memory; remove with the same

@@ -48,6 +48,8 @@
 #include <strings.h>
 #include <uv.h>
 
+#include "backoff.h"
+#include "grow.h"
 #include "log.h"
 #include "metrics.h"
 #include "reply_arena.h"
@@ -364,9 +366,7 @@ static void report(struct rconn *c, const char *why) {
 static void on_timer(uv_timer_t *t);
 
 static void schedule_retry(struct rconn *c) {
-  int shift = c->failures > 0 ? c->failures - 1 : 0; /* 100 ms after the first failure */
-  uint64_t base = shift > 6 ? BACKOFF_MAX_MS : (uint64_t)BACKOFF_MIN_MS << shift;
-  if (base > BACKOFF_MAX_MS) base = BACKOFF_MAX_MS;
+  uint64_t base = backoff_nth(c->failures, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
   /* Half fixed, half random: hosts that lost the same server do not come
    * back in lockstep, and the wait still grows. */
   uint64_t delay = base / 2 + next_rand(c->b) % (base / 2 + 1);
@@ -595,14 +595,9 @@ static char *put_count(char *p, char tag, size_t n) {
 static size_t resp_format(struct rbroker *b, int argc, const char **argv, const size_t *argvlen) {
   size_t need = 24;
   for (int i = 0; i < argc; i++) need += argvlen[i] + 25;
-  if (need > b->resp_cap) {
-    size_t cap = b->resp_cap ? b->resp_cap : 4096;
-    while (cap < need) cap *= 2;
-    char *grown = realloc(b->resp, cap);
-    if (grown == NULL) return 0;
-    b->resp = grown;
-    b->resp_cap = cap;
-  }
+  char *grown = grow(b->resp, &b->resp_cap, need, 1, 4096);
+  if (grown == NULL) return 0;
+  b->resp = grown;
   char *p = put_count(b->resp, '*', (size_t)argc);
   for (int i = 0; i < argc; i++) {
     p = put_count(p, '$', argvlen[i]);
@@ -701,7 +696,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
   }
   const char *err = NULL;
   if (r && k->sent_ms) {
-    metric_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
+    metrics_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
   }
   if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR) count_error("error_reply");
   if (r && demoted(c, ac, r)) r = NULL; /* fails as if the connection was lost */

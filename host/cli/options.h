@@ -89,11 +89,11 @@ struct cli_option {
   const char *name; /* without the leading "--" */
   const char *arg;  /* the value's placeholder in the help, e.g. "URL"; NULL for a flag */
   enum cli_kind kind;
-  unsigned commands;  /* CLI_IN(command) for each command that accepts it */
-  int group;          /* options sharing a nonzero group exclude each other (cli_groups) */
-  const char *env;    /* used when no option of its group is given; NULL for none */
-  const char *def;    /* default, as text of its kind, when neither it nor env is given */
-  int repeat;         /* >0: repeatable up to this many times; 0: once, the last one counts */
+  unsigned commands; /* CLI_IN(command) for each command that accepts it */
+  int group;       /* options sharing a nonzero group exclude each other (groups[] in options.c) */
+  const char *env; /* used when no option of its group is given; NULL for none */
+  const char *def; /* default, as text of its kind, when neither it nor env is given */
+  int repeat;      /* >0: repeatable up to this many times; 0: once, the last one counts */
   long long min, max; /* CLI_INT: the range allowed */
   bool off;           /* CLI_DURATION: the word "off" reads as 0 ms (for a clearer refusal) */
   bool cores;         /* CLI_INT: the word "auto" reads as the number of cores (cli_cores) */

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <uv.h>
 
+#include "grow.h"
+
 #define SCRAPE_BODY_MAX (64u << 20) /* a longer answer is a failure */
 
 /* ---- a growing text ---- */
@@ -20,17 +22,12 @@ struct text {
 
 static void put(struct text *t, const char *s, size_t n) {
   if (t->oom) return;
-  if (t->len + n + 1 > t->cap) {
-    size_t cap = t->cap ? t->cap : 4096;
-    while (cap < t->len + n + 1) cap *= 2;
-    char *p = realloc(t->p, cap);
-    if (p == NULL) {
-      t->oom = true;
-      return;
-    }
-    t->p = p;
-    t->cap = cap;
+  char *p = grow(t->p, &t->cap, t->len + n + 1, 1, 4096);
+  if (p == NULL) {
+    t->oom = true;
+    return;
   }
+  t->p = p;
   memcpy(t->p + t->len, s, n);
   t->len += n;
   t->p[t->len] = '\0';
@@ -265,17 +262,12 @@ static void on_timeout(uv_timer_t *t) { finish(t->data, false); }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   struct scrape *s = h->data;
-  if (s->in.len + suggested + 1 > s->in.cap) {
-    size_t cap = s->in.cap ? s->in.cap : 16384;
-    while (cap < s->in.len + suggested + 1) cap *= 2;
-    char *p = realloc(s->in.p, cap);
-    if (p == NULL) {
-      *buf = uv_buf_init(NULL, 0); /* read fails with UV_ENOBUFS */
-      return;
-    }
-    s->in.p = p;
-    s->in.cap = cap;
+  char *p = grow(s->in.p, &s->in.cap, s->in.len + suggested + 1, 1, 16384);
+  if (p == NULL) {
+    *buf = uv_buf_init(NULL, 0); /* read fails with UV_ENOBUFS */
+    return;
   }
+  s->in.p = p;
   *buf = uv_buf_init(s->in.p + s->in.len, (unsigned)(s->in.cap - s->in.len - 1));
 }
 

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "backoff.h"
 #include "health.h"
 #include "log.h"
 #include "scrape.h"
@@ -27,9 +28,9 @@ extern char **environ;
 /* ---- the pure parts ---- */
 
 uint64_t supervisor_backoff(uint64_t prev_ms, uint64_t ran_ms) {
-  if (prev_ms == 0 || ran_ms >= SUPERVISOR_STEADY_MS) return SUPERVISOR_BACKOFF_MIN_MS;
-  uint64_t next = prev_ms * 2;
-  return next > SUPERVISOR_BACKOFF_MAX_MS ? SUPERVISOR_BACKOFF_MAX_MS : next;
+  /* a worker that ran a while starts again soon */
+  if (ran_ms >= SUPERVISOR_STEADY_MS) prev_ms = 0;
+  return backoff_next(prev_ms, SUPERVISOR_BACKOFF_MIN_MS, SUPERVISOR_BACKOFF_MAX_MS);
 }
 
 int supervisor_worker_names(int index, int nprocs, int base_instance, const char *base_consumer,

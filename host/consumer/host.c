@@ -9,6 +9,7 @@
 #include "cluster_keys.h"
 #include "entry.h"
 #include "handler_dir.h"
+#include "handler_name.h"
 #include "host.h"
 #include "lease.h"
 #include "log.h"
@@ -324,8 +325,7 @@ static bool server_supports_all(host *h) {
   for (size_t i = 0; i < h->slots.n; i++) {
     const struct handler_spec *s = slot_spec(&h->slots.v[i]);
     if (s == NULL || !needs_claim(h, s)) continue;
-    const char *file = strrchr(s->path, '/');
-    file = file ? file + 1 : s->path;
+    const char *file = handler_name_file(s->path);
     int n =
         snprintf(line, sizeof line,
                  "%s: read = \"claiming\" (stream %s, group %s) needs Redis 8.4 or later; %s "

@@ -1,6 +1,6 @@
 /* host: a directory of handler files running as subscriptions on one broker.
  *
- * Loading is separate from running: host_load_dir validates every file first
+ * Loading is separate from running: host_new validates every file first
  * (what `luastream check` does), so a bad file stops the host before it joins
  * any group. host_start then connects, reads the server version, names the
  * consumers and starts one subscription per file; host_stop drains them

@@ -4,22 +4,23 @@
 #include <string.h>
 
 #include "entry.h"
+#include "handler_name.h"
 #include "outcome.h"
 #include "trace.h"
 
-void txn_init(struct txn *t) {
+void outcome_txn_init(struct txn *t) {
   memset(t, 0, sizeof *t);
   for (int i = 0; i < TXN_MAX; i++) bk_args_init(&t->cmd[i]);
 }
 
-void txn_reset(struct txn *t) {
+void outcome_txn_reset(struct txn *t) {
   for (int i = 0; i < t->n; i++) bk_args_reset(&t->cmd[i]);
   for (int i = 0; i < t->nowned; i++) free(t->owned[i]);
   t->n = t->nowned = 0;
   t->delays = false;
 }
 
-void txn_free(struct txn *t) {
+void outcome_txn_free(struct txn *t) {
   for (int i = 0; i < TXN_MAX; i++) bk_args_free(&t->cmd[i]);
   for (int i = 0; i < t->nowned; i++) free(t->owned[i]);
   t->n = t->nowned = 0;
@@ -30,7 +31,7 @@ static struct bk_args *next(struct txn *t) {
   return &t->cmd[t->n++];
 }
 
-/* Keeps s (malloc'd) until txn_free and returns it. */
+/* Keeps s (malloc'd) until outcome_txn_free and returns it. */
 static const char *own(struct txn *t, char *s) {
   if (s == NULL || t->nowned == (int)(sizeof t->owned / sizeof t->owned[0])) abort();
   t->owned[t->nowned++] = s;
@@ -147,7 +148,6 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
       HDR_DL_REASON, HDR_DL_ERROR, HDR_DL_TIME, HDR_TRACEPARENT,   NULL};
   const char *trace = own_trace(t, e);
   bool traced = trace != NULL;
-  const char *file = strrchr(spec->path, '/');
   struct bk_args *a = next(t);
   bk_args_str(a, "XADD");
   bk_args_str(a, spec->dead_letter);
@@ -163,7 +163,7 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
       HDR(HDR_DL_GROUP, spec->group),
       HDR(HDR_DL_ID, original_id),
       HDR(HDR_DL_DELIVERIES, count),
-      HDR(HDR_DL_HANDLER, file ? file + 1 : spec->path),
+      HDR(HDR_DL_HANDLER, handler_name_file(spec->path)),
       HDR(HDR_DL_REASON, reason),
       {HDR_DL_ERROR, error ? error : "", error ? error_len : 0},
       HDR(HDR_DL_TIME, time),

@@ -76,7 +76,7 @@ void plan_group_new(struct read_plan *p);
 void plan_recover_own(struct read_plan *p);
 
 enum read_kind plan_next(const struct read_plan *p);
-/* The reads sent as EVAL of a script (their reply is entry_parse_claimed's). */
+/* The reads sent as EVAL of a script (their reply is read_reply_parse_claimed's). */
 bool plan_is_script(enum read_kind kind);
 /* Whether this read may go out while the last batch still runs (read-ahead):
  * only a `new` subscription's read of `>`. Reads that claim wait for the acks

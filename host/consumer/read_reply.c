@@ -234,7 +234,7 @@ static int parse_stream(const bk_reply *stream, unsigned char key, struct entry 
   return 0;
 }
 
-/* keys NULL: exactly one stream, whatever its key (entry_parse_read). */
+/* keys NULL: exactly one stream, whatever its key (read_reply_parse_read). */
 static int parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
                          struct entry **out, size_t *count, size_t *deleted, char *err,
                          size_t errlen) {
@@ -301,14 +301,14 @@ fail:
   return -1;
 }
 
-int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
-                     char *err, size_t errlen) {
+int read_reply_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
+                          char *err, size_t errlen) {
   return parse_streams(r, NULL, 0, out, count, deleted, err, errlen);
 }
 
-int entry_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
-                        struct entry **out, size_t *count, size_t *deleted, char *err,
-                        size_t errlen) {
+int read_reply_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
+                             struct entry **out, size_t *count, size_t *deleted, char *err,
+                             size_t errlen) {
   if (nkeys == 0 || nkeys > 8) {
     set_err(err, errlen, "between 1 and 8 keys can be read, not %zu", nkeys);
     *out = NULL;
@@ -317,9 +317,9 @@ int entry_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys
   return parse_streams(r, keys, nkeys, out, count, deleted, err, errlen);
 }
 
-int entry_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
-                        size_t cursorlen, struct entry **out, size_t *count,
-                        const bk_reply **deleted, char *err, size_t errlen) {
+int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
+                             size_t cursorlen, struct entry **out, size_t *count,
+                             const bk_reply **deleted, char *err, size_t errlen) {
   *out = NULL;
   if (count) *count = 0;
   if (deleted) *deleted = NULL;
@@ -357,7 +357,7 @@ int entry_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys
       return -1;
     }
   }
-  if (entry_parse_streams(r->element[1], keys, nkeys, out, count, NULL, err, errlen) != 0)
+  if (read_reply_parse_streams(r->element[1], keys, nkeys, out, count, NULL, err, errlen) != 0)
     return -1;
   for (size_t i = 0; i < nkeys; i++) {
     memcpy(cursor + i * cursorlen, c->element[i]->str, c->element[i]->len);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "apply.h"
+#include "backoff.h"
 #include "delivery_metrics.h"
 #include "entry.h"
 #include "fault.h"
@@ -79,7 +80,7 @@ struct subscription {
   char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
   ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
-  uint64_t backoff_ms;
+  uint64_t backoff_ms;    /* the last backoff wait, 0 after a success (backoff.h) */
   /* Lease commands sent and not answered (the writer, the sweeper, the
    * group setup and the pruner count theirs: see outstanding). */
   unsigned writes_pending;
@@ -202,10 +203,9 @@ static void retry_fire(ltimer *t, void *data) {
 }
 
 static void backoff(subscription *s) {
-  uint64_t ms = s->backoff_ms ? s->backoff_ms : BACKOFF_MIN_MS;
-  s->backoff_ms = ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms * 2;
+  s->backoff_ms = backoff_next(s->backoff_ms, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
   s->waiting = true;
-  timer_start(s->retry_timer, ms);
+  timer_start(s->retry_timer, s->backoff_ms);
 }
 
 /* reclaim: nothing idle long enough yet; look again in a while. */
@@ -290,7 +290,7 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   subscription *s = data;
   int lane = (int)(intptr_t)e->owner_data;
   uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
-  metric_observe(s->metrics.duration, ran_ms / 1000.0);
+  metrics_observe(s->metrics.duration, ran_ms / 1000.0);
   apply_finished(s->apply, e, res);
   retry_entry_done(s, e);
   held_remove(&s->held, e);
@@ -359,10 +359,11 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   const bk_reply *deleted = NULL;
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   const char *keys[PLAN_NKEYS] = {s->spec->stream, s->retry_key};
-  int rc = plan_is_script(kind)
-               ? entry_parse_claimed(r, keys, PLAN_NKEYS, cursor[0], PLAN_ID_MAX, &list, &count,
+  int rc =
+      plan_is_script(kind)
+          ? read_reply_parse_claimed(r, keys, PLAN_NKEYS, cursor[0], PLAN_ID_MAX, &list, &count,
                                      &deleted, why, sizeof why)
-               : entry_parse_streams(r, keys, PLAN_NKEYS, &list, &count, NULL, why, sizeof why);
+          : read_reply_parse_streams(r, keys, PLAN_NKEYS, &list, &count, NULL, why, sizeof why);
   if (rc != 0) {
     sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);

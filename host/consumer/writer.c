@@ -442,7 +442,7 @@ static void send_ready(writer *w) {
 }
 
 struct txn *writer_txn(writer *w) {
-  txn_reset(&w->txn);
+  outcome_txn_reset(&w->txn);
   return &w->txn;
 }
 
@@ -471,7 +471,7 @@ writer *writer_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_
   writer *w = calloc(1, sizeof *w);
   if (w == NULL) return NULL;
   bk_args_init(&w->args);
-  txn_init(&w->txn);
+  outcome_txn_init(&w->txn);
   w->b = b;
   w->cmd = cmd;
   w->clock = clock;
@@ -501,7 +501,7 @@ void writer_free(writer *w) {
   ack_batches_free(w);
   for (int k = 0; k < NKEYS; k++) free(w->acks[k].ids);
   bk_args_free(&w->args);
-  txn_free(&w->txn);
+  outcome_txn_free(&w->txn);
   free(w->retry_key);
   free(w);
 }

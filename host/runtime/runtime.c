@@ -24,6 +24,7 @@
 
 #include "corelib.h"
 #include "embedded_lua.h"
+#include "handler_name.h"
 #include "jobs.h"
 #include "json_decode.h"
 #include "json_encode.h"
@@ -520,10 +521,8 @@ static int load_protected(lua_State *L) {
 }
 
 static char *basename_noext(const char *path) {
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
-  size_t n = strlen(base);
-  if (n > 4 && strcmp(base + n - 4, ".lua") == 0) n -= 4;
+  size_t n;
+  const char *base = handler_name_of(path, &n);
   char *s = malloc(n + 1);
   if (s) {
     memcpy(s, base, n);

@@ -94,7 +94,7 @@ static struct entry *parse_ok(bk_reply *r, size_t want_count, size_t want_delete
   struct entry *out = (struct entry *)&out; /* junk: must be overwritten */
   size_t count = 99, deleted = 99;
   char err[256] = "";
-  int rc = entry_parse_read(r, &out, &count, &deleted, err, sizeof err);
+  int rc = read_reply_parse_read(r, &out, &count, &deleted, err, sizeof err);
   rfree(r);
   if (rc != 0) TEST_FAIL_("parse failed: %s", err);
   ASSERT_STR_EQ(err, "");
@@ -111,7 +111,7 @@ static void parse_fails(bk_reply *r, const char *reason) {
   struct entry *out = (struct entry *)&out;
   size_t count = 99, deleted = 99;
   char err[256] = "";
-  int rc = entry_parse_read(r, &out, &count, &deleted, err, sizeof err);
+  int rc = read_reply_parse_read(r, &out, &count, &deleted, err, sizeof err);
   rfree(r);
   if (rc != -1) TEST_FAIL_("parse succeeded, expected: %s", reason);
   ASSERT_NULL(out);
@@ -217,7 +217,7 @@ TEST_IMPL(entry_binary_safe_values) {
   LEAK_CHECK();
 }
 
-/* ---- entry_parse_read: well-formed replies ---- */
+/* ---- read_reply_parse_read: well-formed replies ---- */
 
 TEST_IMPL(entry_parse_new_read) {
   /* XREADGROUP GROUP g c COUNT 2 STREAMS s > */
@@ -296,7 +296,7 @@ TEST_IMPL(entry_parse_empty_replies) {
   /* count, deleted and err may be left out. */
   struct entry *out = (struct entry *)&out;
   bk_reply *r = READ(A(0));
-  ASSERT_OK(entry_parse_read(r, &out, NULL, NULL, NULL, 0));
+  ASSERT_OK(read_reply_parse_read(r, &out, NULL, NULL, NULL, 0));
   ASSERT_NULL(out);
   rfree(r);
   LEAK_CHECK();
@@ -318,7 +318,7 @@ TEST_IMPL(entry_parse_skips_deleted) {
   LEAK_CHECK();
 }
 
-/* ---- entry_parse_read: malformed replies ---- */
+/* ---- read_reply_parse_read: malformed replies ---- */
 
 /* A good entry that the parser builds before it meets the bad one. */
 static bk_reply *good(void) { return A(2, S("1-0"), A(2, S("data"), S("{}"))); }
@@ -394,7 +394,7 @@ TEST_IMPL(entry_parse_out_of_memory) {
   struct entry *out = (struct entry *)&out;
   size_t count = 99, deleted = 99;
   char err[64];
-  ASSERT_INT_EQ(entry_parse_read(r, &out, &count, &deleted, err, sizeof err), -1);
+  ASSERT_INT_EQ(read_reply_parse_read(r, &out, &count, &deleted, err, sizeof err), -1);
   ASSERT_STR_EQ(err, "out of memory");
   ASSERT_NULL(out);
   ASSERT_INT_EQ(count, 0);
@@ -408,9 +408,9 @@ TEST_IMPL(entry_parse_error_text_is_bounded) {
   char err[12];
   struct entry *out;
   bk_reply *r = READ(A(1, A(2, S("2-0"), A(1, S("a")))));
-  ASSERT_INT_EQ(entry_parse_read(r, &out, NULL, NULL, err, sizeof err), -1);
+  ASSERT_INT_EQ(read_reply_parse_read(r, &out, NULL, NULL, err, sizeof err), -1);
   ASSERT_STR_EQ(err, "entry 0 (2-");
-  ASSERT_INT_EQ(entry_parse_read(r, &out, NULL, NULL, NULL, 0), -1);
+  ASSERT_INT_EQ(read_reply_parse_read(r, &out, NULL, NULL, NULL, 0), -1);
   ASSERT_NULL(out);
   rfree(r);
   /* Long ids and values are quoted only in part. */
@@ -419,7 +419,7 @@ TEST_IMPL(entry_parse_error_text_is_bounded) {
   longid[sizeof longid - 1] = '\0';
   char big[256];
   r = READ(A(1, A(2, S(longid), A(1, S("a")))));
-  ASSERT_INT_EQ(entry_parse_read(r, &out, NULL, NULL, big, sizeof big), -1);
+  ASSERT_INT_EQ(read_reply_parse_read(r, &out, NULL, NULL, big, sizeof big), -1);
   ASSERT(strlen(big) < 120);
   ASSERT_CONTAINS(big, "is not a stream id");
   rfree(r);

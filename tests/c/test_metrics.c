@@ -44,10 +44,10 @@ TEST_IMPL(metrics_histogram_buckets_are_cumulative) {
   struct metric_family *f =
       metrics_family("t_seconds", "Durations", METRIC_HISTOGRAM, 0, NULL, bounds, 3);
   struct metric *m = metrics_series(f, NULL);
-  metric_observe(m, 0.0005);
-  metric_observe(m, 0.05);
-  metric_observe(m, 0.05);
-  metric_observe(m, 7);
+  metrics_observe(m, 0.0005);
+  metrics_observe(m, 0.05);
+  metrics_observe(m, 0.05);
+  metrics_observe(m, 7);
   char *p = page();
   ASSERT_CONTAINS(p,
                   "# TYPE t_seconds histogram\n"
