@@ -116,6 +116,11 @@ const char *pg_redact(const char *conninfo, char *out, size_t len);
  * bytes, whitespace runs as one space, "..." when cut). */
 const char *pg_sql_head(const char *sql, char *out, size_t max);
 
+/* The SQLSTATE a failure's text starts with ("23505: duplicate key ..."):
+ * its five characters (digits and capital letters) followed by ": ", into
+ * state (NUL-terminated); false, state "", when text does not start so. */
+bool pg_sqlstate_of(const char *text, char state[6]);
+
 /* How a value of a type reaches Lua. */
 enum pg_value_kind { PG_VALUE_STRING, PG_VALUE_NUMBER, PG_VALUE_BOOLEAN };
 
