@@ -2,7 +2,7 @@
  *
  * A query (SQL text with $1..$n, text-format parameters, a deadline) goes in,
  * rows or the reason there are none come back. Queries run on a pool of
- * connections (pg_libpq.h), on any free one, or on a session: a connection
+ * connections (pg_pool.h), on any free one, or on a session: a connection
  * checked out for one job, for the statements of a transaction.
  *
  * Rules every implementation keeps:

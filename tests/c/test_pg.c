@@ -1,4 +1,4 @@
-/* Tests for pg.c and pg_libpq.c's pure parts: connection settings as
+/* Tests for pg.c and pg_pool.c's pure parts: connection settings as
  * messages show them (never the password), the start of a query named in
  * errors, the SQLSTATE a failure's text starts with, values from
  * PostgreSQL's text by type, numbers as parameters, and
@@ -9,7 +9,7 @@
 #include <uv.h>
 
 #include "pg.h"
-#include "pg_libpq.h"
+#include "pg_pool.h"
 #include "pg_prune.h"
 #include "task.h"
 
@@ -71,8 +71,13 @@ TEST_IMPL(pg_sqlstate_of_reads_the_code_a_failure_starts_with) {
   ASSERT(pg_sqlstate_of("08006: the connection was lost (BEGIN)", st));
   ASSERT_STR_EQ(st, "08006");
   /* not a code: "" and false */
-  const char *no[] = {"ls.pg: no query was made", "2350: short", "23505 no colon", "23505:x",
-                      "2350a: lower case", "", NULL};
+  const char *no[] = {"ls.pg: no query was made",
+                      "2350: short",
+                      "23505 no colon",
+                      "23505:x",
+                      "2350a: lower case",
+                      "",
+                      NULL};
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
     memcpy(st, "junk", 5);
     ASSERT(!pg_sqlstate_of(no[i], st));
@@ -196,11 +201,11 @@ TEST_IMPL(pg_bad_settings_never_quote_a_password) {
   char err[512];
   /* libpq's own message would quote "cret" */
   struct pg_options o = {.conninfo = "host=db password=se cret"};
-  ASSERT_NULL(pg_libpq_new(uv_default_loop(), &o, err, sizeof err));
+  ASSERT_NULL(pg_pool_new(uv_default_loop(), &o, err, sizeof err));
   ASSERT_STR_EQ(err,
                 "invalid PostgreSQL settings \"host=db password=*** cret\": not a libpq "
                 "connection string or postgresql:// URL");
   o.conninfo = "host=db dbname";
-  ASSERT_NULL(pg_libpq_new(uv_default_loop(), &o, err, sizeof err));
+  ASSERT_NULL(pg_pool_new(uv_default_loop(), &o, err, sizeof err));
   ASSERT_CONTAINS(err, "invalid PostgreSQL settings: missing \"=\" after \"dbname\"");
 }
