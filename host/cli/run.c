@@ -17,7 +17,7 @@
 #include "http.h"
 #include "http_curl.h"
 #include "pg.h"
-#include "pg_libpq.h"
+#include "pg_pool.h"
 #include "pg_prune.h"
 #include "log.h"
 #include "log_writer.h"
@@ -284,7 +284,7 @@ static int open_pg(struct run *r, const struct cli_options *o) {
                           .size = (int)cli_num(o, OPT_PG_POOL),
                           .timeout_ms = (uint64_t)cli_num(o, OPT_PG_TIMEOUT)};
   char err[512], shown[512];
-  if ((r->pg = pg_libpq_new(&r->loop, &po, err, sizeof err)) == NULL) {
+  if ((r->pg = pg_pool_new(&r->loop, &po, err, sizeof err)) == NULL) {
     fprintf(stderr, "luastream: --postgres: %s\n", err);
     return -1;
   }

@@ -142,6 +142,17 @@ const char *pg_sql_head(const char *sql, char *out, size_t max) {
   return out;
 }
 
+bool pg_sqlstate_of(const char *text, char state[6]) {
+  state[0] = '\0';
+  if (text == NULL) return false;
+  for (int i = 0; i < 5; i++)
+    if (!((text[i] >= '0' && text[i] <= '9') || (text[i] >= 'A' && text[i] <= 'Z'))) return false;
+  if (text[5] != ':' || text[6] != ' ') return false;
+  memcpy(state, text, 5);
+  state[5] = '\0';
+  return true;
+}
+
 /* ---- values ---- */
 
 enum {

@@ -99,6 +99,24 @@ static void statement_from_stack(lua_State *L, const char *name, struct pg_query
   }
 }
 
+/* Pushes nil, err and err's SQLSTATE, the three values of a failure
+ * (docs/handlers.md, "Errors"). The code is the one err starts with:
+ * job_pg_result and job_pg_session (jobs.h) give a failure only as that text,
+ * "SQLSTATE: message (the query's first words)", with the server's code or
+ * one of PostgreSQL's client-side codes (pg.h); core_pg_defer writes it the
+ * same way. nil only for a text without one. Returns 3.
+ * [-0, +3] */
+static int push_failure(lua_State *L, const char *err) {
+  char state[6];
+  lua_pushnil(L);
+  lua_pushstring(L, err);
+  if (pg_sqlstate_of(err, state))
+    lua_pushstring(L, state);
+  else
+    lua_pushnil(L);
+  return 3;
+}
+
 /* core.pg_query(name, sql, on_session, null, p1, ..., pn): yields until the
  * answer; does not yield when nothing was sent (pg_result says why). */
 static int core_pg_query(lua_State *L) {
@@ -117,7 +135,8 @@ static int core_pg_query(lua_State *L) {
   return lua_yield(L, 0);
 }
 
-/* core.pg_defer(name, sql, _, null, p1, ..., pn) -> true, or nil and why:
+/* core.pg_defer(name, sql, _, null, p1, ..., pn) -> true, or nil, why and
+ * its SQLSTATE (08006):
  * the statement goes with the transaction's next query or its COMMIT. */
 static int core_pg_defer(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
@@ -130,9 +149,8 @@ static int core_pg_defer(lua_State *L) {
   if (q.params != stack_params) free((void *)q.params);
   if (rc == -4) return raise_at_handler(L, name, "the transaction is over");
   if (rc != 0) {
-    lua_pushnil(L);
     lua_pushfstring(L, "%s: %s", PG_STATE_LOST, err);
-    return 2;
+    return push_failure(L, lua_tostring(L, -1));
   }
   lua_pushboolean(L, 1);
   return 1;
@@ -154,16 +172,13 @@ static void push_value(lua_State *L, uint32_t oid, const char *text, size_t len)
 }
 
 /* core.pg_result(null) -> rows of the job's last query ({ {col = value}, ...,
- * affected = n }, NULL as null), or nil and "SQLSTATE: message (query)". */
+ * affected = n }, NULL as null), or nil, "SQLSTATE: message (query)" and
+ * the SQLSTATE. */
 static int core_pg_result(lua_State *L) {
   struct rt_job *job = running_job(L, "ls.pg");
   const char *err;
   const struct pg_result *res = job_pg_result(job, &err);
-  if (res == NULL) {
-    lua_pushnil(L);
-    lua_pushstring(L, err);
-    return 2;
-  }
+  if (res == NULL) return push_failure(L, err);
   int nrows = pg_result_rows(res), ncols = pg_result_columns(res);
   luaL_checkstack(L, ncols + 8, "ls.pg: too many columns");
   int names = lua_gettop(L) + 1;
@@ -202,16 +217,15 @@ static int core_pg_begin(lua_State *L) {
   return lua_yield(L, 0);
 }
 
-/* core.pg_begun() -> true, or nil and why no connection came. */
+/* core.pg_begun() -> true, or nil, why no connection came and its
+ * SQLSTATE. */
 static int core_pg_begun(lua_State *L) {
   const char *err;
   if (job_pg_session(running_job(L, "ls.pg.transaction"), &err)) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  lua_pushnil(L);
-  lua_pushstring(L, err);
-  return 2;
+  return push_failure(L, err);
 }
 
 /* core.pg_end(): the job's transaction connection goes back to the pool. */

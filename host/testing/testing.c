@@ -68,7 +68,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pg.h"
-#include "pg_libpq.h"
+#include "pg_pool.h"
 #include "corelib.h"
 #include "runtime.h"
 #include "servers.h"
@@ -1067,7 +1067,7 @@ static int core_app(lua_State *L) {
       char err[512];
       struct pg_options po = {
           .conninfo = postgres, .size = 4, .timeout_ms = pg_timeout > 0 ? (uint64_t)pg_timeout : 0};
-      a->w->pg = pg_libpq_new(a->w->pg_loop, &po, err, sizeof err);
+      a->w->pg = pg_pool_new(a->w->pg_loop, &po, err, sizeof err);
       if (a->w->pg == NULL) return luaL_error(L, "postgres: %s", err);
       if (once_table && (a->w->pg_once_table = dups(once_table)) == NULL)
         return luaL_error(L, "out of memory");

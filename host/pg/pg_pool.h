@@ -1,23 +1,21 @@
-/* pg_libpq: the PostgreSQL client of a running host (pg.h's seam): libpq's
- * asynchronous API driven by the host's libuv loop, one uv_poll per
- * connection. Nothing blocks the loop: connections are made with
- * PQconnectStart/PQconnectPoll, and then run in libpq's pipeline mode: a
- * query is one round trip carrying what goes before it (a transaction's
- * BEGIN, its deferred statements, the statement's first Parse), sent with
- * PQsendQueryPrepared (or PQsendQueryParams once a connection's statement
- * cache is full) and read with PQconsumeInput/PQisBusy/PQgetResult as the
- * socket becomes readable.
+/* pg_pool: the PostgreSQL client of a running host (pg.h's seam): a pool of
+ * at most size connections (pg_connection.h: libpq in pipeline mode on the
+ * host's libuv loop) for the whole host, made when queries need them, each
+ * set up with statement_timeout (the query timeout less a margin, so the
+ * server gives up first), DateStyle ISO and TimeZone UTC.
  *
- * A pool of at most size connections for the whole host, made when queries
- * need them, each set up with statement_timeout (the query timeout less a
- * margin, so the server gives up first), DateStyle ISO and TimeZone UTC.
- * Every query has a client-side deadline too: past it the query fails and
+ * The pool lends its connections: a query goes to any idle one, a session
+ * (a transaction) checks one out until it is given back; what finds none
+ * idle waits in a queue, first come first served, while connections are
+ * made for it. Every query has a client-side deadline too, waiting and
+ * connecting included: past it the query fails and, when it was running,
  * its connection is closed (libpq has no asynchronous cancel) and made again
  * later. A connection the server closed (a restart) fails its query in
  * flight, and the next query connects anew; one not made within the
- * timeout is given up. */
-#ifndef LUASTREAM_PG_LIBPQ_H
-#define LUASTREAM_PG_LIBPQ_H
+ * timeout is given up; when no connection can be made the waiting fail at
+ * once rather than at their deadline. */
+#ifndef LUASTREAM_PG_POOL_H
+#define LUASTREAM_PG_POOL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,12 +32,11 @@ struct pg_options {
 
 #define PG_POOL_SIZE 8
 #define PG_TIMEOUT_MS 10000
-#define PG_STATEMENTS_KEPT 64 /* prepared statements per connection */
 
 /* A pool on loop; NULL with a reason in err (the settings do not parse;
  * never the password). Close it (pg_pool_close) before the loop's last run;
  * pg_pool_free then releases the rest once its handles have closed. */
-pg_pool *pg_libpq_new(uv_loop_t *loop, const struct pg_options *o, char *err, size_t errlen);
+pg_pool *pg_pool_new(uv_loop_t *loop, const struct pg_options *o, char *err, size_t errlen);
 
 /* Whether a query is waiting or running (the test harness runs the loop
  * until none is). */
