@@ -55,8 +55,8 @@ struct answer {
   long long integer;
   char text[256];
   size_t elements;
-  long long first;   /* an array's first element, when an integer */
-  long long read;    /* XINFO GROUPS: entries-read of the first group */
+  long long first; /* an array's first element, when an integer */
+  long long read;  /* XINFO GROUPS: entries-read of the first group */
 };
 
 static void got(void *data, const bk_reply *r, const char *err) {

@@ -47,11 +47,11 @@
 /* One request slot: an easy handle reused for request after request. */
 struct slot {
   CURL *easy;
-  char *body;          /* the request body (payment i), or the file's bytes */
+  char *body; /* the request body (payment i), or the file's bytes */
   size_t bodycap;
-  char *response;      /* the response body, up to RESPONSE_MAX */
+  char *response; /* the response body, up to RESPONSE_MAX */
   size_t response_len, response_cap;
-  long request;        /* which request, 1..N */
+  long request; /* which request, 1..N */
 };
 
 /* libcurl's view of one socket: the poll handle watching it. */
@@ -68,8 +68,8 @@ static struct {
   const char *url;
   long count, next, done, failed;
   long timeout_ms;
-  size_t body_bytes;      /* --body-bytes */
-  const char *file_body;  /* --body-file: the same bytes for every request */
+  size_t body_bytes;     /* --body-bytes */
+  const char *file_body; /* --body-file: the same bytes for every request */
   size_t file_len;
   struct slot *slots;
   int concurrency;
@@ -207,8 +207,10 @@ static void on_timeout(uv_timer_t *t) {
 /* libcurl's timer: -1 stops it; 0 means "soon, but not from this callback". */
 static int set_timeout(CURLM *multi, long ms, void *userp) {
   (void)multi, (void)userp;
-  if (ms < 0) uv_timer_stop(&H.timeout);
-  else uv_timer_start(&H.timeout, on_timeout, (uint64_t)ms, 0);
+  if (ms < 0)
+    uv_timer_stop(&H.timeout);
+  else
+    uv_timer_start(&H.timeout, on_timeout, (uint64_t)ms, 0);
   return 0;
 }
 
@@ -250,8 +252,9 @@ static int watch_socket(CURL *easy, curl_socket_t fd, int what, void *userp, voi
 /* ---- main ---- */
 
 static void usage(void) {
-  fprintf(stderr, "usage: http_client --url URL --count N [--concurrency C] [--body-file F]\n"
-                  "                   [--body-bytes B] [--timeout-ms MS]\n");
+  fprintf(stderr,
+          "usage: http_client --url URL --count N [--concurrency C] [--body-file F]\n"
+          "                   [--body-bytes B] [--timeout-ms MS]\n");
   exit(2);
 }
 
@@ -281,13 +284,20 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL) usage();
-    if (!strcmp(a, "--url")) H.url = v;
-    else if (!strcmp(a, "--count")) H.count = atol(v);
-    else if (!strcmp(a, "--concurrency")) H.concurrency = atoi(v);
-    else if (!strcmp(a, "--body-file")) body_file = v;
-    else if (!strcmp(a, "--body-bytes")) H.body_bytes = (size_t)atol(v);
-    else if (!strcmp(a, "--timeout-ms")) H.timeout_ms = atol(v);
-    else usage();
+    if (!strcmp(a, "--url"))
+      H.url = v;
+    else if (!strcmp(a, "--count"))
+      H.count = atol(v);
+    else if (!strcmp(a, "--concurrency"))
+      H.concurrency = atoi(v);
+    else if (!strcmp(a, "--body-file"))
+      body_file = v;
+    else if (!strcmp(a, "--body-bytes"))
+      H.body_bytes = (size_t)atol(v);
+    else if (!strcmp(a, "--timeout-ms"))
+      H.timeout_ms = atol(v);
+    else
+      usage();
     i++;
   }
   if (H.url == NULL || H.count < 1 || H.concurrency < 1 || H.concurrency > MAX_CONCURRENCY ||
@@ -319,7 +329,8 @@ int main(int argc, char **argv) {
   uv_run(H.loop, UV_RUN_DEFAULT);
   double seconds = now_s() - t0, cpu = cpu_s() - cpu0;
 
-  if (H.done != H.count) fprintf(stderr, "http_client: the loop ended after %ld of %ld\n", H.done, H.count);
+  if (H.done != H.count)
+    fprintf(stderr, "http_client: the loop ended after %ld of %ld\n", H.done, H.count);
   printf("requests=%ld rate=%.0f seconds=%.3f cpu_s=%.3f cpu_us_per_request=%.2f failed=%ld\n",
          H.done, (double)H.done / seconds, seconds, cpu, cpu / (double)H.done * 1e6, H.failed);
 

@@ -70,7 +70,9 @@ int main(int argc, char **argv) {
   shapes = json_shapes_new();
   if (L == NULL || shapes == NULL) return 1;
   luaL_openlibs(L);
-  if (luaL_dostring(L, "local j = require('cjson.safe').new() j.decode_invalid_numbers(false) return j.decode"))
+  if (luaL_dostring(
+          L,
+          "local j = require('cjson.safe').new() j.decode_invalid_numbers(false) return j.decode"))
     return 1;
   lua_pushlstring(L, body, len);
   decodes(L, argv[1], 100, body, len); /* warm: interned keys, table sizes, GC pace */

@@ -62,10 +62,12 @@ static long count, pipeline_depth = 1000;
 static long per_call = 1; /* payments per command: 1 = XADD, more = EVALSHA of xadd_script */
 static double publish_s = -1;
 static long publish_from = 1; /* the first payment's number */
-static size_t body_bytes;      /* --body-bytes: 0 = the plain payment */
+static size_t body_bytes;     /* --body-bytes: 0 = the plain payment */
 
 /* The capacity of one payment's body buffer. */
-static size_t body_cap(void) { return body_bytes + 1 > PAYMENT_SMALL ? body_bytes + 1 : PAYMENT_SMALL; }
+static size_t body_cap(void) {
+  return body_bytes + 1 > PAYMENT_SMALL ? body_bytes + 1 : PAYMENT_SMALL;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -100,8 +102,8 @@ static double proc_cpu(long pid) {
   unsigned long utime, stime;
   /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt
    * cmajflt utime stime */
-  if (sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &state, &utime,
-             &stime) != 3)
+  if (sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &state, &utime, &stime) !=
+      3)
     return -1;
   if (state == 'Z' || state == 'X') return -1;
   return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
@@ -141,7 +143,8 @@ static void *publish(void *arg) {
   char sha[41] = "";
   if (per_call > 1) {
     redisReply *r = redisCommand(c, "SCRIPT LOAD %s", xadd_script);
-    if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40) die("SCRIPT LOAD", r ? r->str : c->errstr);
+    if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40)
+      die("SCRIPT LOAD", r ? r->str : c->errstr);
     memcpy(sha, r->str, 40);
     freeReplyObject(r);
   }
@@ -151,12 +154,13 @@ static void *publish(void *arg) {
   size_t *argvlen = calloc(cap, sizeof *argvlen);
   size_t bodycap = body_cap();
   char *body = calloc((size_t)per_call, bodycap);
-  char (*key)[16] = calloc((size_t)per_call, sizeof *key);
+  char(*key)[16] = calloc((size_t)per_call, sizeof *key);
   if (!argv || !argvlen || !body || !key) die("publish", "out of memory");
   double t0 = now_s();
   /* Large bodies: fewer in flight, so that a round is a few MB at most. */
   long depth = pipeline_depth;
-  if (body_bytes > 0 && depth > (long)((8u << 20) / body_cap())) depth = (long)((8u << 20) / body_cap());
+  if (body_bytes > 0 && depth > (long)((8u << 20) / body_cap()))
+    depth = (long)((8u << 20) / body_cap());
   if (depth < per_call) depth = per_call;
   long calls_per_round = (depth + per_call - 1) / per_call;
   for (long i = 0; i < count;) {
@@ -177,7 +181,8 @@ static void *publish(void *arg) {
       for (long j = 0; j < k; j++, i++) {
         int keylen;
         char *b = body + (size_t)j * bodycap;
-        int len = payment_format_sized(publish_from + i, body_bytes, b, bodycap, key[j], sizeof key[j], &keylen);
+        int len = payment_format_sized(publish_from + i, body_bytes, b, bodycap, key[j],
+                                       sizeof key[j], &keylen);
         if (per_call == 1) argv[argc] = "data", argvlen[argc++] = 4;
         argv[argc] = b, argvlen[argc++] = (size_t)len;
         if (per_call == 1) argv[argc] = "partition-key", argvlen[argc++] = 13;
@@ -190,7 +195,8 @@ static void *publish(void *arg) {
       if (redisGetReply(c, &r) != REDIS_OK) die("XADD", c->errstr);
       redisReply *reply = r;
       if (reply->type != (per_call > 1 ? REDIS_REPLY_INTEGER : REDIS_REPLY_STRING))
-        die(per_call > 1 ? "EVALSHA" : "XADD", reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+        die(per_call > 1 ? "EVALSHA" : "XADD",
+            reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
       freeReplyObject(reply);
     }
   }
@@ -218,9 +224,12 @@ static bool group_state(redisContext *c, long long *read, long long *pending) {
     for (size_t i = 0; m->type == REDIS_REPLY_ARRAY && i + 1 < m->elements; i += 2) {
       const char *k = m->element[i]->str;
       redisReply *v = m->element[i + 1];
-      if (!strcmp(k, "name")) name = v->str;
-      else if (!strcmp(k, "entries-read") && v->type == REDIS_REPLY_INTEGER) rd = v->integer;
-      else if (!strcmp(k, "pending") && v->type == REDIS_REPLY_INTEGER) pe = v->integer;
+      if (!strcmp(k, "name"))
+        name = v->str;
+      else if (!strcmp(k, "entries-read") && v->type == REDIS_REPLY_INTEGER)
+        rd = v->integer;
+      else if (!strcmp(k, "pending") && v->type == REDIS_REPLY_INTEGER)
+        pe = v->integer;
     }
     if (name && !strcmp(name, group)) {
       *read = rd;
@@ -247,13 +256,14 @@ static void wait_blocked(redisContext *c, long want, double timeout) {
 }
 
 static void usage(void) {
-  fprintf(stderr,
-          "usage: loadgen run --port P --stream S --group G --count N [--blocked K] [--backlog]\n"
-          "                   [--redis-pid PID] [--consumer-pid PID]... [--pipeline K] [--per-call K]\n"
-          "                   [--timeout SEC] [--body-bytes B]\n"
-          "       loadgen pace --port P --stream S --group G --count N --rate R --out PREFIX\n"
-          "       loadgen publish PORT STREAM N FIRST [B]\n"
-          "       loadgen payload I [B]\n");
+  fprintf(
+      stderr,
+      "usage: loadgen run --port P --stream S --group G --count N [--blocked K] [--backlog]\n"
+      "                   [--redis-pid PID] [--consumer-pid PID]... [--pipeline K] [--per-call K]\n"
+      "                   [--timeout SEC] [--body-bytes B]\n"
+      "       loadgen pace --port P --stream S --group G --count N --rate R --out PREFIX\n"
+      "       loadgen publish PORT STREAM N FIRST [B]\n"
+      "       loadgen payload I [B]\n");
   exit(2);
 }
 
@@ -268,18 +278,30 @@ static int cmd_run(int argc, char **argv) {
       continue;
     }
     if (v == NULL) usage();
-    if (!strcmp(a, "--port")) port = atoi(v);
-    else if (!strcmp(a, "--stream")) stream = v;
-    else if (!strcmp(a, "--group")) group = v;
-    else if (!strcmp(a, "--count")) count = atol(v);
-    else if (!strcmp(a, "--blocked")) blocked = atol(v);
-    else if (!strcmp(a, "--redis-pid")) redis_pid = atol(v);
-    else if (!strcmp(a, "--consumer-pid") && nconsumers < MAX_PIDS) consumer_pid[nconsumers++] = atol(v);
-    else if (!strcmp(a, "--pipeline")) pipeline_depth = atol(v);
-    else if (!strcmp(a, "--per-call")) per_call = atol(v);
-    else if (!strcmp(a, "--timeout")) timeout = atof(v);
-    else if (!strcmp(a, "--body-bytes")) body_bytes = (size_t)atol(v);
-    else usage();
+    if (!strcmp(a, "--port"))
+      port = atoi(v);
+    else if (!strcmp(a, "--stream"))
+      stream = v;
+    else if (!strcmp(a, "--group"))
+      group = v;
+    else if (!strcmp(a, "--count"))
+      count = atol(v);
+    else if (!strcmp(a, "--blocked"))
+      blocked = atol(v);
+    else if (!strcmp(a, "--redis-pid"))
+      redis_pid = atol(v);
+    else if (!strcmp(a, "--consumer-pid") && nconsumers < MAX_PIDS)
+      consumer_pid[nconsumers++] = atol(v);
+    else if (!strcmp(a, "--pipeline"))
+      pipeline_depth = atol(v);
+    else if (!strcmp(a, "--per-call"))
+      per_call = atol(v);
+    else if (!strcmp(a, "--timeout"))
+      timeout = atof(v);
+    else if (!strcmp(a, "--body-bytes"))
+      body_bytes = (size_t)atol(v);
+    else
+      usage();
     i++;
   }
   if (port <= 0 || !stream || !group || count < 1 || pipeline_depth < 1 || per_call < 1) usage();
@@ -331,11 +353,12 @@ static int cmd_run(int argc, char **argv) {
   if (!backlog) pthread_join(publisher, NULL);
   double elapsed = t1 - t0;
   long measured = count - (long)read0;
-  printf("n=%ld elapsed_s=%.3f rate=%.0f publish_s=%.3f redis_cpu=%.3f consumer_cpu=%.3f "
-         "loadgen_cpu=%.3f machine_busy=%.3f\n",
-         measured, elapsed, (double)measured / elapsed, publish_s,
-         redis_pid ? (redis1 - redis0) / elapsed : -1, nconsumers ? (cons1 - cons0) / elapsed : -1,
-         (self1 - self0) / elapsed, total1 > total0 ? (busy1 - busy0) / (total1 - total0) : -1);
+  printf(
+      "n=%ld elapsed_s=%.3f rate=%.0f publish_s=%.3f redis_cpu=%.3f consumer_cpu=%.3f "
+      "loadgen_cpu=%.3f machine_busy=%.3f\n",
+      measured, elapsed, (double)measured / elapsed, publish_s,
+      redis_pid ? (redis1 - redis0) / elapsed : -1, nconsumers ? (cons1 - cons0) / elapsed : -1,
+      (self1 - self0) / elapsed, total1 > total0 ? (busy1 - busy0) / (total1 - total0) : -1);
   redisFree(c);
   return 0;
 }
@@ -376,7 +399,8 @@ static void *watch_acks(void *arg) {
         if (!strcmp(m->element[i]->str, "name")) name = m->element[i + 1]->str;
         if (!strcmp(m->element[i]->str, "last-delivered-id")) last = m->element[i + 1]->str;
       }
-      if (name && last && !strcmp(name, group) && strchr(last, '-')) delivered = atol(strchr(last, '-') + 1);
+      if (name && last && !strcmp(name, group) && strchr(last, '-'))
+        delivered = atol(strchr(last, '-') + 1);
     }
     redisReply *p = r->element[1];
     long upto = delivered;
@@ -399,13 +423,20 @@ static int cmd_pace(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL) usage();
-    if (!strcmp(a, "--port")) port = atoi(v);
-    else if (!strcmp(a, "--stream")) stream = v;
-    else if (!strcmp(a, "--group")) group = v;
-    else if (!strcmp(a, "--count")) count = atol(v);
-    else if (!strcmp(a, "--rate")) rate = atof(v);
-    else if (!strcmp(a, "--out")) prefix = v;
-    else usage();
+    if (!strcmp(a, "--port"))
+      port = atoi(v);
+    else if (!strcmp(a, "--stream"))
+      stream = v;
+    else if (!strcmp(a, "--group"))
+      group = v;
+    else if (!strcmp(a, "--count"))
+      count = atol(v);
+    else if (!strcmp(a, "--rate"))
+      rate = atof(v);
+    else if (!strcmp(a, "--out"))
+      prefix = v;
+    else
+      usage();
     i++;
   }
   if (port <= 0 || !stream || !group || count < 1 || rate <= 0 || !prefix) usage();

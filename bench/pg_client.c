@@ -69,26 +69,26 @@ enum stmt { S_BEGIN, S_KEY, S_LEDGER, S_COMMIT };
 struct pgconn {
   PGconn *conn;
   uv_poll_t poll;
-  int events;              /* the uv_poll events asked for */
-  bool busy;               /* a transaction in flight */
-  struct entry e;          /* its entry */
-  enum stmt sent[MAX_SENT];/* the statements of the round in flight, in order */
-  int nsent, nresults;     /* how many were sent, how many results seen */
-  bool key_new;            /* the key INSERT inserted a row */
-  bool awaiting;           /* a round is in flight: its sync point not seen yet */
+  int events;               /* the uv_poll events asked for */
+  bool busy;                /* a transaction in flight */
+  struct entry e;           /* its entry */
+  enum stmt sent[MAX_SENT]; /* the statements of the round in flight, in order */
+  int nsent, nresults;      /* how many were sent, how many results seen */
+  bool key_new;             /* the key INSERT inserted a row */
+  bool awaiting;            /* a round is in flight: its sync point not seen yet */
 };
 
 static struct {
   uv_loop_t *loop;
   redisAsyncContext *rd, *wr;
   int up;
-  bool reading;             /* an XREADGROUP is in flight */
+  bool reading; /* an XREADGROUP is in flight */
   const char *stream, *group, *consumer;
   char count_arg[24];
   long long want;
   long long handled, acked, posted, duplicates, bad;
   uint64_t first_read_ns, last_ack_ns; /* uv_hrtime: the first entry read, the last ack */
-  struct entry *queue;      /* entries read, not yet given to a connection (a ring) */
+  struct entry *queue;                 /* entries read, not yet given to a connection (a ring) */
   size_t qhead, qlen, qcap;
   struct pgconn *pg;
   int npg;
@@ -134,7 +134,8 @@ static void ack_done(redisAsyncContext *ac, void *r, void *priv) {
   redisReply *reply = r;
   if (reply == NULL) return;
   if (reply->type != REDIS_REPLY_INTEGER) {
-    fprintf(stderr, "pg_client: XACK failed: %s\n", reply->type == REDIS_REPLY_ERROR ? reply->str : "?");
+    fprintf(stderr, "pg_client: XACK failed: %s\n",
+            reply->type == REDIS_REPLY_ERROR ? reply->str : "?");
     stop(1);
     return;
   }
@@ -214,22 +215,18 @@ static bool send_stmt(struct pgconn *p, enum stmt s) {
   const struct entry *e = &p->e;
   int ok = 0;
   switch (s) {
-  case S_BEGIN:
-    ok = PQsendQueryParams(p->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
-    break;
-  case S_COMMIT:
-    ok = PQsendQueryParams(p->conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
-    break;
-  case S_KEY: {
-    const char *v[3] = {C.stream, C.group, e->id};
-    ok = PQsendQueryPrepared(p->conn, "key", 3, v, NULL, NULL, 0);
-    break;
-  }
-  case S_LEDGER: {
-    const char *v[3] = {e->payment_id, e->account, e->amount};
-    ok = PQsendQueryPrepared(p->conn, "ledger", 3, v, NULL, NULL, 0);
-    break;
-  }
+    case S_BEGIN: ok = PQsendQueryParams(p->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0); break;
+    case S_COMMIT: ok = PQsendQueryParams(p->conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0); break;
+    case S_KEY: {
+      const char *v[3] = {C.stream, C.group, e->id};
+      ok = PQsendQueryPrepared(p->conn, "key", 3, v, NULL, NULL, 0);
+      break;
+    }
+    case S_LEDGER: {
+      const char *v[3] = {e->payment_id, e->account, e->amount};
+      ok = PQsendQueryPrepared(p->conn, "ledger", 3, v, NULL, NULL, 0);
+      break;
+    }
   }
   if (!ok) {
     pg_fail(p, "send", NULL);
@@ -259,24 +256,32 @@ static void next_round(struct pgconn *p) {
   enum stmt last = p->sent[p->nsent - 1];
   if (!C.pipeline) {
     enum stmt s;
-    if (last == S_BEGIN) s = S_KEY;
-    else if (last == S_KEY) s = p->key_new ? S_LEDGER : S_COMMIT;
-    else if (last == S_LEDGER) s = S_COMMIT;
-    else goto committed;
+    if (last == S_BEGIN)
+      s = S_KEY;
+    else if (last == S_KEY)
+      s = p->key_new ? S_LEDGER : S_COMMIT;
+    else if (last == S_LEDGER)
+      s = S_COMMIT;
+    else
+      goto committed;
     send_round(p, &s, 1);
     return;
   }
   if (last == S_KEY) {
     static const enum stmt post[] = {S_LEDGER, S_COMMIT}, skip[] = {S_COMMIT};
-    if (p->key_new) send_round(p, post, 2);
-    else send_round(p, skip, 1);
+    if (p->key_new)
+      send_round(p, post, 2);
+    else
+      send_round(p, skip, 1);
     return;
   }
 committed:
   p->busy = false;
   C.handled++;
-  if (p->key_new) C.posted++;
-  else C.duplicates++;
+  if (p->key_new)
+    C.posted++;
+  else
+    C.duplicates++;
   queue_ack(p->e.id);
   dispatch();
 }
@@ -300,7 +305,8 @@ static void pg_results(struct pgconn *p) {
       PQclear(r);
       return;
     }
-    if (p->nresults < p->nsent && p->sent[p->nresults] == S_KEY) p->key_new = strcmp(PQcmdTuples(r), "1") == 0;
+    if (p->nresults < p->nsent && p->sent[p->nresults] == S_KEY)
+      p->key_new = strcmp(PQcmdTuples(r), "1") == 0;
     p->nresults++;
     PQclear(r);
   }
@@ -351,14 +357,16 @@ static void pg_open(struct pgconn *p, const char *conninfo, const char *keys, co
     exit(1);
   }
   char sql[512];
-  snprintf(sql, sizeof sql, "INSERT INTO %s (stream, grp, id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", keys);
+  snprintf(sql, sizeof sql,
+           "INSERT INTO %s (stream, grp, id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", keys);
   PGresult *r = PQprepare(p->conn, "key", sql, 3, NULL);
   if (PQresultStatus(r) != PGRES_COMMAND_OK) {
     fprintf(stderr, "pg_client: prepare: %s", PQresultErrorMessage(r));
     exit(1);
   }
   PQclear(r);
-  snprintf(sql, sizeof sql, "INSERT INTO %s (payment_id, account, amount_cents) VALUES ($1, $2, $3)", ledger);
+  snprintf(sql, sizeof sql,
+           "INSERT INTO %s (payment_id, account, amount_cents) VALUES ($1, $2, $3)", ledger);
   r = PQprepare(p->conn, "ledger", sql, 3, NULL);
   if (PQresultStatus(r) != PGRES_COMMAND_OK) {
     fprintf(stderr, "pg_client: prepare: %s", PQresultErrorMessage(r));
@@ -382,13 +390,14 @@ static void create_tables(const char *conninfo, const char *keys, const char *le
     exit(1);
   }
   char sql[1024];
-  snprintf(sql, sizeof sql,
-           "SET client_min_messages = warning;"
-           "CREATE TABLE IF NOT EXISTS %s (stream text NOT NULL, grp text NOT NULL, id text NOT NULL,"
-           " created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (stream, grp, id));"
-           "CREATE TABLE IF NOT EXISTS %s (payment_id bigint NOT NULL, account text NOT NULL,"
-           " amount_cents bigint NOT NULL)",
-           keys, ledger);
+  snprintf(
+      sql, sizeof sql,
+      "SET client_min_messages = warning;"
+      "CREATE TABLE IF NOT EXISTS %s (stream text NOT NULL, grp text NOT NULL, id text NOT NULL,"
+      " created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (stream, grp, id));"
+      "CREATE TABLE IF NOT EXISTS %s (payment_id bigint NOT NULL, account text NOT NULL,"
+      " amount_cents bigint NOT NULL)",
+      keys, ledger);
   PGresult *r = PQexec(c, sql);
   if (PQresultStatus(r) != PGRES_COMMAND_OK) {
     fprintf(stderr, "pg_client: cannot create the tables: %s", PQresultErrorMessage(r));
@@ -467,7 +476,8 @@ static void read_done(redisAsyncContext *ac, void *r, void *priv) {
       const redisReply *entries = reply->element[s]->element[1];
       for (size_t e = 0; e < entries->elements; e++) {
         const redisReply *entry = entries->element[e];
-        if (entry->element[1]->type == REDIS_REPLY_ARRAY) handle(entry->element[0], entry->element[1]);
+        if (entry->element[1]->type == REDIS_REPLY_ARRAY)
+          handle(entry->element[0], entry->element[1]);
       }
     }
   }
@@ -476,8 +486,8 @@ static void read_done(redisAsyncContext *ac, void *r, void *priv) {
 
 static void read_next(void) {
   if (C.stopping) return;
-  const char *argv[] = {"XREADGROUP", "GROUP", C.group, C.consumer, "COUNT", C.count_arg,
-                        "BLOCK", BLOCK_MS, "STREAMS", C.stream, ">"};
+  const char *argv[] = {"XREADGROUP", "GROUP",  C.group,   C.consumer, "COUNT", C.count_arg,
+                        "BLOCK",      BLOCK_MS, "STREAMS", C.stream,   ">"};
   size_t len[11];
   for (int i = 0; i < 11; i++) len[i] = strlen(argv[i]);
   if (redisAsyncCommandArgv(C.rd, read_done, NULL, 11, argv, len) != REDIS_OK) {
@@ -503,7 +513,8 @@ static void disconnected(const redisAsyncContext *ac, int status) {
   if (ac == C.rd) C.rd = NULL;
   if (ac == C.wr) C.wr = NULL;
   if (!C.stopping) {
-    fprintf(stderr, "pg_client: Redis connection lost: %s\n", status == REDIS_OK ? "closed" : ac->errstr);
+    fprintf(stderr, "pg_client: Redis connection lost: %s\n",
+            status == REDIS_OK ? "closed" : ac->errstr);
     stop(1);
   }
 }
@@ -526,10 +537,11 @@ static redisAsyncContext *open_redis(int port) {
 }
 
 static void usage(void) {
-  fprintf(stderr,
-          "usage: pg_client --port P --stream S --group G [--consumer C] [--batch N] [--count N]\n"
-          "                 [--concurrency N] [--postgres CONNINFO] [--keys TABLE] [--ledger TABLE]\n"
-          "                 [--no-pipeline]\n");
+  fprintf(
+      stderr,
+      "usage: pg_client --port P --stream S --group G [--consumer C] [--batch N] [--count N]\n"
+      "                 [--concurrency N] [--postgres CONNINFO] [--keys TABLE] [--ledger TABLE]\n"
+      "                 [--no-pipeline]\n");
   exit(2);
 }
 
@@ -553,17 +565,28 @@ int main(int argc, char **argv) {
       continue;
     }
     if (v == NULL) usage();
-    if (!strcmp(a, "--port")) port = atoi(v);
-    else if (!strcmp(a, "--stream")) C.stream = v;
-    else if (!strcmp(a, "--group")) C.group = v;
-    else if (!strcmp(a, "--consumer")) C.consumer = v;
-    else if (!strcmp(a, "--batch")) batch = atol(v);
-    else if (!strcmp(a, "--count")) C.want = atoll(v);
-    else if (!strcmp(a, "--concurrency")) concurrency = atoi(v);
-    else if (!strcmp(a, "--postgres")) conninfo = v;
-    else if (!strcmp(a, "--keys")) keys = v;
-    else if (!strcmp(a, "--ledger")) ledger = v;
-    else usage();
+    if (!strcmp(a, "--port"))
+      port = atoi(v);
+    else if (!strcmp(a, "--stream"))
+      C.stream = v;
+    else if (!strcmp(a, "--group"))
+      C.group = v;
+    else if (!strcmp(a, "--consumer"))
+      C.consumer = v;
+    else if (!strcmp(a, "--batch"))
+      batch = atol(v);
+    else if (!strcmp(a, "--count"))
+      C.want = atoll(v);
+    else if (!strcmp(a, "--concurrency"))
+      concurrency = atoi(v);
+    else if (!strcmp(a, "--postgres"))
+      conninfo = v;
+    else if (!strcmp(a, "--keys"))
+      keys = v;
+    else if (!strcmp(a, "--ledger"))
+      ledger = v;
+    else
+      usage();
     i++;
   }
   if (port <= 0 || !C.stream || !C.group || batch < 1 || concurrency < 1 || !plain_name(keys) ||
@@ -590,9 +613,12 @@ int main(int argc, char **argv) {
   uv_close((uv_handle_t *)&C.sigint, NULL);
   uv_run(C.loop, UV_RUN_DEFAULT);
   for (int i = 0; i < C.npg; i++) PQfinish(C.pg[i].conn);
-  double elapsed = C.last_ack_ns > C.first_read_ns ? (double)(C.last_ack_ns - C.first_read_ns) / 1e9 : 0;
-  fprintf(stderr, "handled=%lld acked=%lld posted=%lld duplicates=%lld bad=%lld elapsed_s=%.3f rate=%.0f\n",
-          C.handled, C.acked, C.posted, C.duplicates, C.bad, elapsed, elapsed > 0 ? C.acked / elapsed : 0);
+  double elapsed =
+      C.last_ack_ns > C.first_read_ns ? (double)(C.last_ack_ns - C.first_read_ns) / 1e9 : 0;
+  fprintf(stderr,
+          "handled=%lld acked=%lld posted=%lld duplicates=%lld bad=%lld elapsed_s=%.3f rate=%.0f\n",
+          C.handled, C.acked, C.posted, C.duplicates, C.bad, elapsed,
+          elapsed > 0 ? C.acked / elapsed : 0);
   free(C.pg);
   free(C.queue);
   free(C.acks);

@@ -55,7 +55,7 @@ struct jfield {
   enum jtype type;
   const char *str; /* J_STRING: unescaped text */
   size_t len;
-  double num;      /* J_NUMBER */
+  double num; /* J_NUMBER */
 };
 
 struct jdoc {
@@ -110,8 +110,15 @@ static bool parse_string(struct jparser *j, const char **out, size_t *outlen) {
     }
     if (j->p == j->end) return false;
     char e = *j->p++;
-    char lit = e == '"' ? '"' : e == '\\' ? '\\' : e == '/' ? '/' : e == 'b' ? '\b'
-             : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : 0;
+    char lit = e == '"'    ? '"'
+               : e == '\\' ? '\\'
+               : e == '/'  ? '/'
+               : e == 'b'  ? '\b'
+               : e == 'f'  ? '\f'
+               : e == 'n'  ? '\n'
+               : e == 'r'  ? '\r'
+               : e == 't'  ? '\t'
+                           : 0;
     if (lit) {
       if (w == wend) return false;
       *w++ = lit;
@@ -255,27 +262,13 @@ static bool parse_value(struct jparser *j, enum jtype *type, const char **str, s
                         double *num) {
   if (j->p == j->end) return false;
   switch (*j->p) {
-  case '{':
-    *type = J_OBJECT;
-    return parse_container(j, true, false);
-  case '[':
-    *type = J_ARRAY;
-    return parse_container(j, false, false);
-  case '"':
-    *type = J_STRING;
-    return parse_string(j, str, len);
-  case 't':
-    *type = J_TRUE;
-    return literal(j, "true", 4);
-  case 'f':
-    *type = J_FALSE;
-    return literal(j, "false", 5);
-  case 'n':
-    *type = J_NULL;
-    return literal(j, "null", 4);
-  default:
-    *type = J_NUMBER;
-    return parse_number(j, num);
+    case '{': *type = J_OBJECT; return parse_container(j, true, false);
+    case '[': *type = J_ARRAY; return parse_container(j, false, false);
+    case '"': *type = J_STRING; return parse_string(j, str, len);
+    case 't': *type = J_TRUE; return literal(j, "true", 4);
+    case 'f': *type = J_FALSE; return literal(j, "false", 5);
+    case 'n': *type = J_NULL; return literal(j, "null", 4);
+    default: *type = J_NUMBER; return parse_number(j, num);
   }
 }
 
@@ -312,22 +305,22 @@ static const struct jfield *doc_get(const struct jdoc *d, const char *key) {
 static struct {
   uv_loop_t *loop;
   redisAsyncContext *rd, *wr;
-  int up;                   /* connections up */
+  int up; /* connections up */
   const char *stream, *group, *consumer;
-  char count_arg[24];       /* the COUNT of each read */
-  long long want;           /* --count: stop once this many are acked; 0: never */
+  char count_arg[24]; /* the COUNT of each read */
+  long long want;     /* --count: stop once this many are acked; 0: never */
   long long handled, acked, bad;
-  double checksum;          /* the field read from each payment */
-  char (*acks)[ID_MAX];     /* ids handled, not yet in an XACK */
+  double checksum;      /* the field read from each payment */
+  char (*acks)[ID_MAX]; /* ids handled, not yet in an XACK */
   size_t nacks, cap;
-  const char **argv;        /* the XACK being built */
+  const char **argv; /* the XACK being built */
   size_t *argvlen;
   uv_timer_t flush;
   bool flush_armed;
   uv_signal_t sigterm, sigint;
   bool stopping;
-  bool read_ahead;          /* --read-ahead */
-  const char *hincrby;      /* --hincrby KEY, or NULL */
+  bool read_ahead;     /* --read-ahead */
+  const char *hincrby; /* --hincrby KEY, or NULL */
   int status;
   struct jdoc doc;
 } C;
@@ -355,7 +348,8 @@ static void ack_done(redisAsyncContext *ac, void *r, void *priv) {
   redisReply *reply = r;
   if (reply == NULL) return; /* disconnecting */
   if (reply->type != REDIS_REPLY_INTEGER) {
-    fprintf(stderr, "raw_client: XACK failed: %s\n", reply->type == REDIS_REPLY_ERROR ? reply->str : "?");
+    fprintf(stderr, "raw_client: XACK failed: %s\n",
+            reply->type == REDIS_REPLY_ERROR ? reply->str : "?");
     stop(1);
     return;
   }
@@ -453,7 +447,8 @@ static void read_done(redisAsyncContext *ac, void *r, void *priv) {
       const redisReply *entries = reply->element[s]->element[1];
       for (size_t e = 0; e < entries->elements; e++) {
         const redisReply *entry = entries->element[e];
-        if (entry->element[1]->type == REDIS_REPLY_ARRAY) handle(entry->element[0], entry->element[1]);
+        if (entry->element[1]->type == REDIS_REPLY_ARRAY)
+          handle(entry->element[0], entry->element[1]);
       }
     }
   }
@@ -462,8 +457,8 @@ static void read_done(redisAsyncContext *ac, void *r, void *priv) {
 
 static void read_next(void) {
   if (C.stopping) return;
-  const char *argv[] = {"XREADGROUP", "GROUP", C.group, C.consumer, "COUNT", C.count_arg,
-                        "BLOCK", BLOCK_MS, "STREAMS", C.stream, ">"};
+  const char *argv[] = {"XREADGROUP", "GROUP",  C.group,   C.consumer, "COUNT", C.count_arg,
+                        "BLOCK",      BLOCK_MS, "STREAMS", C.stream,   ">"};
   size_t len[11];
   for (int i = 0; i < 11; i++) len[i] = strlen(argv[i]);
   if (redisAsyncCommandArgv(C.rd, read_done, NULL, 11, argv, len) != REDIS_OK) {
@@ -487,7 +482,8 @@ static void disconnected(const redisAsyncContext *ac, int status) {
   if (ac == C.rd) C.rd = NULL;
   if (ac == C.wr) C.wr = NULL;
   if (!C.stopping) {
-    fprintf(stderr, "raw_client: connection lost: %s\n", status == REDIS_OK ? "closed" : ac->errstr);
+    fprintf(stderr, "raw_client: connection lost: %s\n",
+            status == REDIS_OK ? "closed" : ac->errstr);
     stop(1);
   }
 }
@@ -510,8 +506,9 @@ static redisAsyncContext *open_conn(int port) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: raw_client --port P --stream S --group G [--consumer C] [--batch N] [--count N]\n"
-                  "                  [--read-ahead] [--hincrby KEY]\n");
+  fprintf(stderr,
+          "usage: raw_client --port P --stream S --group G [--consumer C] [--batch N] [--count N]\n"
+          "                  [--read-ahead] [--hincrby KEY]\n");
   exit(2);
 }
 
@@ -526,14 +523,22 @@ int main(int argc, char **argv) {
       continue;
     }
     if (v == NULL) usage();
-    if (!strcmp(a, "--port")) port = atoi(v);
-    else if (!strcmp(a, "--stream")) C.stream = v;
-    else if (!strcmp(a, "--group")) C.group = v;
-    else if (!strcmp(a, "--consumer")) C.consumer = v;
-    else if (!strcmp(a, "--batch")) batch = atol(v);
-    else if (!strcmp(a, "--count")) C.want = atoll(v);
-    else if (!strcmp(a, "--hincrby")) C.hincrby = v;
-    else usage();
+    if (!strcmp(a, "--port"))
+      port = atoi(v);
+    else if (!strcmp(a, "--stream"))
+      C.stream = v;
+    else if (!strcmp(a, "--group"))
+      C.group = v;
+    else if (!strcmp(a, "--consumer"))
+      C.consumer = v;
+    else if (!strcmp(a, "--batch"))
+      batch = atol(v);
+    else if (!strcmp(a, "--count"))
+      C.want = atoll(v);
+    else if (!strcmp(a, "--hincrby"))
+      C.hincrby = v;
+    else
+      usage();
     i++;
   }
   if (port <= 0 || !C.stream || !C.group || batch < 1) usage();

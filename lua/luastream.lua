@@ -47,10 +47,20 @@ setmetatable(ls, {
     if not (host and host.headers) then
       error("ls." .. k .. " needs the luastream host or its test harness module (luastream_testing.so)", 2)
     end
+    local known = {}
     for n, text in pairs(host.headers) do
-      if n ~= "DATA" then rawset(t, n .. "_HEADER", text) end
+      if n ~= "DATA" then
+        rawset(t, n .. "_HEADER", text)
+        known[#known + 1] = "ls." .. n .. "_HEADER"
+      end
     end
-    return rawget(t, k)
+    local text = rawget(t, k)
+    if text == nil then
+      -- a misspelt name would read as nil and match no header, silently
+      table.sort(known)
+      error("ls." .. k .. " is not a header luastream uses; it has " .. table.concat(known, ", "), 2)
+    end
+    return text
   end,
 })
 

@@ -37,15 +37,16 @@ return {
     -- The two writes need no result: tx:exec sends them with the COMMIT (the
     -- entry's record goes with the BEGIN), two round trips in all. Either
     -- failing fails the COMMIT, and nothing is written.
-    local ran, err = ctx:pg_once(function(tx)
+    local ran, err, sqlstate = ctx:pg_once(function(tx)
       tx:exec("INSERT INTO ledger (payment_id, account, amount_cents) VALUES ($1, $2, $3)",
         payment.id, payment.account, payment.amount_cents)
       return tx:exec("INSERT INTO balances (account, cents) VALUES ($1, $2) "
           .. "ON CONFLICT (account) DO UPDATE SET cents = balances.cents + EXCLUDED.cents",
         payment.account, payment.amount_cents)
     end)
-    if ran == nil and err:match("^23505") then
-      -- another entry carried this payment id and posted it: not this one
+    if sqlstate == "23505" then
+      -- unique_violation: another entry carried this payment id and posted
+      -- it: not this one
       return ls.reject("payment " .. payment.id .. " is in the ledger already (another entry)")
     elseif ran == nil then
       -- no database, a timeout, a serialisation failure: nothing was written; try later

@@ -15,15 +15,15 @@ typedef struct ltimer ltimer;
 typedef void ltimer_cb(ltimer *t, void *data);
 
 struct lclock_ops {
-  uint64_t (*now_ms)(lclock *c);                 /* monotonic ms, cached per loop turn */
+  uint64_t (*now_ms)(lclock *c); /* monotonic ms, cached per loop turn */
   /* now_ms read at this instant, never below now_ms: for checks that a
    * pause in the middle of a turn (SIGSTOP, a long callback) must not fool */
   uint64_t (*fresh_ms)(lclock *c);
-  uint64_t (*wall_ms)(lclock *c);                /* Unix ms, for log lines */
+  uint64_t (*wall_ms)(lclock *c); /* Unix ms, for log lines */
   ltimer *(*timer_new)(lclock *c, ltimer_cb *cb, void *data);
   void (*timer_start)(ltimer *t, uint64_t after_ms); /* re-arms if already armed */
   void (*timer_stop)(ltimer *t);
-  void (*timer_free)(ltimer *t);                 /* stops; memory released by the backend;
+  void (*timer_free)(ltimer *t); /* stops; memory released by the backend;
                                                   * safe inside the timer's own callback */
   void (*free)(lclock *c);
 };

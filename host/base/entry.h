@@ -14,19 +14,18 @@
 
 #include "wire.h"
 
-
 struct entry {
-  struct entry *next;     /* queue link, owned by whoever holds the entry */
-  char *id;               /* "ms-seq", NUL-terminated */
-  size_t nfields;         /* number of field/value strings (2 per pair) */
-  const char **field;     /* field[2i] = name, field[2i+1] = value, NUL-terminated */
+  struct entry *next; /* queue link, owned by whoever holds the entry */
+  char *id;           /* "ms-seq", NUL-terminated */
+  size_t nfields;     /* number of field/value strings (2 per pair) */
+  const char **field; /* field[2i] = name, field[2i+1] = value, NUL-terminated */
   size_t *field_len;
-  int64_t idle_ms;        /* claimed or own pending: idle before this delivery; else -1 */
-  int64_t deliveries;     /* claimed or own pending: deliveries before this one; else -1 */
-  void *owner_data;       /* free for the subscription that holds the entry */
+  int64_t idle_ms;          /* claimed or own pending: idle before this delivery; else -1 */
+  int64_t deliveries;       /* claimed or own pending: deliveries before this one; else -1 */
+  void *owner_data;         /* free for the subscription that holds the entry */
   unsigned char size_class; /* the pool's (entry.c) */
-  unsigned char key;      /* which of the keys read it came from (entry_parse_streams): 0 first */
-  uint32_t started_ms;    /* when its handler started, on the host's clock (wraps: differences only) */
+  unsigned char key;   /* which of the keys read it came from (read_reply_parse_streams): 0 first */
+  uint32_t started_ms; /* when its handler started, on the host's clock (wraps: differences only) */
 };
 
 /* A subscription reads two keys (subscription.c): key 0 is the
@@ -58,9 +57,7 @@ static inline bool entry_size_add(size_t *acc, size_t n) {
   *acc += n;
   return true;
 }
-static inline char *entry_strings(struct entry *e) {
-  return (char *)(e->field_len + e->nfields);
-}
+static inline char *entry_strings(struct entry *e) { return (char *)(e->field_len + e->nfields); }
 static inline char *entry_put(char **cursor, const char *s, size_t len) {
   char *dst = *cursor;
   if (len) memcpy(dst, s, len);

@@ -148,14 +148,22 @@ static size_t utf8_seq(const unsigned char *s, size_t n) {
   unsigned char c = s[0], lo = 0x80, hi = 0xbf;
   size_t len;
   if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) len = 2;
-  else if (c == 0xe0) len = 3, lo = 0xa0;
-  else if (c == 0xed) len = 3, hi = 0x9f;
-  else if (c >= 0xe1 && c <= 0xef) len = 3;
-  else if (c == 0xf0) len = 4, lo = 0x90;
-  else if (c == 0xf4) len = 4, hi = 0x8f;
-  else if (c >= 0xf1 && c <= 0xf3) len = 4;
-  else return 0;
+  if (c >= 0xc2 && c <= 0xdf)
+    len = 2;
+  else if (c == 0xe0)
+    len = 3, lo = 0xa0;
+  else if (c == 0xed)
+    len = 3, hi = 0x9f;
+  else if (c >= 0xe1 && c <= 0xef)
+    len = 3;
+  else if (c == 0xf0)
+    len = 4, lo = 0x90;
+  else if (c == 0xf4)
+    len = 4, hi = 0x8f;
+  else if (c >= 0xf1 && c <= 0xf3)
+    len = 4;
+  else
+    return 0;
   if (n < len || s[1] < lo || s[1] > hi) return 0;
   for (size_t i = 2; i < len; i++)
     if (s[i] < 0x80 || s[i] > 0xbf) return 0;
@@ -335,9 +343,8 @@ static int format_time(char *buf, size_t cap, uint64_t ms) {
   struct tm tm;
   time_t sec = (time_t)(ms / 1000u);
   gmtime_r(&sec, &tm);
-  return snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  (int)(ms % 1000u));
+  return snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000u));
 }
 
 static void build_logfmt(struct line *l, uint64_t ms, enum log_level level, const char *handler,
@@ -419,8 +426,8 @@ static void end_field(struct line *l) {
   if (!l->cut) l->field_end = l->len;
 }
 
-static void add_json_field(struct line *l, struct names *taken, const char *key,
-                           const char *value, size_t n) {
+static void add_json_field(struct line *l, struct names *taken, const char *key, const char *value,
+                           size_t n) {
   add_json_key(l, taken, key, strlen(key), 1);
   add_encoded(l, encode_json_string, value, n);
   end_field(l);

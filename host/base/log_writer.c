@@ -33,8 +33,8 @@ static struct {
   pthread_t thread;
   struct buf fill, out;
   bool running, stopping, writing;
-  uint64_t dropped;       /* since start, for log_writer_dropped */
-  uint64_t unreported;    /* dropped and not yet said in a warning */
+  uint64_t dropped;    /* since start, for log_writer_dropped */
+  uint64_t unreported; /* dropped and not yet said in a warning */
 } w = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
        .written = PTHREAD_COND_INITIALIZER};
@@ -125,7 +125,8 @@ int log_writer_start(void) {
   w.fill.len = w.out.len = 0;
   w.stopping = false;
   w.dropped = w.unreported = 0;
-  if (w.fill.p == NULL || w.out.p == NULL || pthread_create(&w.thread, NULL, writer_main, NULL) != 0) {
+  if (w.fill.p == NULL || w.out.p == NULL ||
+      pthread_create(&w.thread, NULL, writer_main, NULL) != 0) {
     free(w.fill.p);
     free(w.out.p);
     w.fill.p = w.out.p = NULL;
@@ -148,7 +149,8 @@ void log_writer_stop(uint64_t timeout_ms) {
   w.stopping = true;
   pthread_cond_signal(&w.wake);
   int rc = 0;
-  while ((w.fill.len || w.writing) && rc == 0) rc = pthread_cond_timedwait(&w.written, &w.lock, &until);
+  while ((w.fill.len || w.writing) && rc == 0)
+    rc = pthread_cond_timedwait(&w.written, &w.lock, &until);
   bool stuck = w.fill.len || w.writing;
   pthread_mutex_unlock(&w.lock);
   /* A thread still inside write() after the deadline is cancelled there

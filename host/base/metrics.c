@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 struct series {
   struct metric m;
   char *values[METRIC_LABELS_MAX];
@@ -30,7 +32,7 @@ static unsigned generation;
 static struct collector {
   metrics_collect_fn *fn;
   void *data;
-} *collectors;
+} * collectors;
 static size_t ncollectors, collectors_cap;
 
 static char *dup(const char *s) {
@@ -104,7 +106,7 @@ struct metric *metrics_series(struct metric_family *f, const char *const *values
   return &s->m;
 }
 
-void metric_observe(struct metric *m, double v) {
+void metrics_observe(struct metric *m, double v) {
   if (m == NULL) return;
   const struct metric_family *f = m->family;
   m->value += v;
@@ -117,13 +119,9 @@ void metric_observe(struct metric *m, double v) {
 }
 
 int metrics_add_collector(metrics_collect_fn *fn, void *data) {
-  if (ncollectors == collectors_cap) {
-    size_t cap = collectors_cap ? collectors_cap * 2 : 8;
-    struct collector *v = realloc(collectors, cap * sizeof *v);
-    if (v == NULL) return -1;
-    collectors = v;
-    collectors_cap = cap;
-  }
+  struct collector *v = grow(collectors, &collectors_cap, ncollectors + 1, sizeof *v, 8);
+  if (v == NULL) return -1;
+  collectors = v;
   collectors[ncollectors++] = (struct collector){fn, data};
   return 0;
 }
@@ -163,17 +161,12 @@ struct page {
 
 static void put(struct page *p, const char *s, size_t n) {
   if (p->failed) return;
-  if (p->len + n + 1 > p->cap) {
-    size_t cap = p->cap ? p->cap * 2 : 8192;
-    while (cap < p->len + n + 1) cap *= 2;
-    char *b = realloc(p->buf, cap);
-    if (b == NULL) {
-      p->failed = true;
-      return;
-    }
-    p->buf = b;
-    p->cap = cap;
+  char *b = grow(p->buf, &p->cap, p->len + n + 1, 1, 8192);
+  if (b == NULL) {
+    p->failed = true;
+    return;
   }
+  p->buf = b;
   memcpy(p->buf + p->len, s, n);
   p->len += n;
   p->buf[p->len] = '\0';
@@ -216,19 +209,26 @@ static void put_number(struct page *p, double v) {
 /* A help text: backslash and newline escaped. */
 static void put_help(struct page *p, const char *s) {
   for (; *s; s++) {
-    if (*s == '\\') puts_(p, "\\\\");
-    else if (*s == '\n') puts_(p, "\\n");
-    else put(p, s, 1);
+    if (*s == '\\')
+      puts_(p, "\\\\");
+    else if (*s == '\n')
+      puts_(p, "\\n");
+    else
+      put(p, s, 1);
   }
 }
 
 /* A label value: backslash, double quote and newline escaped. */
 static void put_label_value(struct page *p, const char *s) {
   for (; *s; s++) {
-    if (*s == '\\') puts_(p, "\\\\");
-    else if (*s == '"') puts_(p, "\\\"");
-    else if (*s == '\n') puts_(p, "\\n");
-    else put(p, s, 1);
+    if (*s == '\\')
+      puts_(p, "\\\\");
+    else if (*s == '"')
+      puts_(p, "\\\"");
+    else if (*s == '\n')
+      puts_(p, "\\n");
+    else
+      put(p, s, 1);
   }
 }
 

@@ -21,8 +21,8 @@ enum metric_type { METRIC_COUNTER, METRIC_GAUGE, METRIC_HISTOGRAM };
 
 struct metric {
   struct metric_family *family;
-  double value;     /* counter, gauge; histogram: the sum of what was observed */
-  uint64_t count;   /* histogram: observations */
+  double value;                        /* counter, gauge; histogram: the sum of what was observed */
+  uint64_t count;                      /* histogram: observations */
   uint64_t bucket[METRIC_BUCKETS_MAX]; /* histogram: observations <= each bound (not cumulative) */
 };
 
@@ -46,7 +46,7 @@ static inline void metric_add(struct metric *m, double v) {
 static inline void metric_set(struct metric *m, double v) {
   if (m) m->value = v;
 }
-void metric_observe(struct metric *m, double v);
+void metrics_observe(struct metric *m, double v);
 
 /* Called before each page is written, to set gauges from the state they
  * describe (in no set order). -1 when out of memory; remove with the same

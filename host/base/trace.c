@@ -53,7 +53,7 @@ static uint64_t next_id(void) {
 
 bool trace_child(const char *v, size_t len, char *out) {
   if (!valid(v, len)) return false;
-  snprintf(out, TRACEPARENT_LEN + 1, "00-%.32s-%016llx-%.2s", v + 3,
-           (unsigned long long)next_id(), v + 53);
+  snprintf(out, TRACEPARENT_LEN + 1, "00-%.32s-%016llx-%.2s", v + 3, (unsigned long long)next_id(),
+           v + 53);
   return true;
 }

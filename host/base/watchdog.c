@@ -24,24 +24,24 @@
 #include "log.h"
 
 struct running {
-  bool on;                /* a handler runs (enter without leave) */
-  uint64_t since_ms;      /* when it was entered, monotonic */
+  bool on;           /* a handler runs (enter without leave) */
+  uint64_t since_ms; /* when it was entered, monotonic */
   char handler[64];
   char file[256];
   char stream[128];
   char group[128];
-  char id[48];            /* "" while a file loads */
+  char id[48]; /* "" while a file loads */
 };
 
-static atomic_bool armed;              /* the thread runs: the loop publishes */
+static atomic_bool armed; /* the thread runs: the loop publishes */
 static atomic_uint_fast64_t beats;
 static pthread_mutex_t now_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct running now;             /* under now_mu */
+static struct running now; /* under now_mu */
 
 static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ctl_cond;        /* on CLOCK_MONOTONIC */
-static bool stopping;                  /* under ctl_mu */
-static bool started;                   /* the thread exists (loop thread only) */
+static pthread_cond_t ctl_cond; /* on CLOCK_MONOTONIC */
+static bool stopping;           /* under ctl_mu */
+static bool started;            /* the thread exists (loop thread only) */
 static pthread_t thread;
 static uint64_t limit_ms, interval_ms;
 
@@ -150,10 +150,10 @@ static void fire(uint64_t stalled_ms) {
   add(&f, "stalled_ms", stalled, true);
   snprintf(status, sizeof status, "%d", WATCHDOG_EXIT_STATUS);
   add(&f, "exit_status", status, true);
-  size_t at = log_format_line(line, sizeof line, wall, LOG_ERROR,
-                              r.on && r.handler[0] ? r.handler : NULL,
-                              "watchdog: the event loop has not turned within the limit, exiting",
-                              f.n, f.kv, f.kvlen, f.numeric);
+  size_t at =
+      log_format_line(line, sizeof line, wall, LOG_ERROR, r.on && r.handler[0] ? r.handler : NULL,
+                      "watchdog: the event loop has not turned within the limit, exiting", f.n,
+                      f.kv, f.kvlen, f.numeric);
   write_all(line, at);
   /* At once, from this thread: the loop thread cannot run exit handlers. */
   _exit(WATCHDOG_EXIT_STATUS);

@@ -65,8 +65,7 @@ long bk_info_version(const bk_reply *info, char *out, size_t outlen) {
   static const char key[] = "redis_version:";
   const size_t klen = sizeof key - 1;
   if (out && outlen) out[0] = '\0';
-  if (info == NULL || (info->type != BK_STRING && info->type != BK_STATUS) ||
-      info->str == NULL)
+  if (info == NULL || (info->type != BK_STRING && info->type != BK_STATUS) || info->str == NULL)
     return -1;
   const char *s = info->str, *end = info->str + info->len;
   /* The key must start a line: another section could hold a field whose name

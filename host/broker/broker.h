@@ -68,8 +68,8 @@ typedef void bk_fault_cb(void *data, bk_conn *conn, enum bk_fault fault, const c
 
 struct broker_ops {
   bk_conn *(*conn_open)(broker *b, const char *name, bk_state_cb *state_cb, void *data);
-  int (*command)(bk_conn *c, int argc, const char **argv, const size_t *argvlen,
-                 bk_reply_cb *cb, void *data);
+  int (*command)(bk_conn *c, int argc, const char **argv, const size_t *argvlen, bk_reply_cb *cb,
+                 void *data);
   int (*connected)(bk_conn *c);
   /* Writes what bk_command queued on c now rather than when the loop next
    * turns (hiredis writes only then): a read sent before a batch runs then
@@ -82,7 +82,7 @@ struct broker_ops {
    * fire again. Safe inside any callback of the same connection. c must not
    * be used once this returns. */
   void (*conn_close)(bk_conn *c);
-  void (*free)(broker *b);        /* all connections must be closed first */
+  void (*free)(broker *b); /* all connections must be closed first */
   /* Optional (NULL: never a fault). The last failure since c was last up:
    * its kind, and why in why (len bytes, "" for BK_FAULT_NONE), e.g.
    * "authentication failed: WRONGPASS invalid username-password pair ...". */
@@ -98,7 +98,7 @@ struct broker_ops {
 
 struct broker {
   const struct broker_ops *ops;
-  char name[512];                  /* what messages call this server: the redacted URL */
+  char name[512]; /* what messages call this server: the redacted URL */
 };
 
 static inline bk_conn *bk_conn_open(broker *b, const char *name, bk_state_cb *cb, void *data) {
@@ -149,7 +149,7 @@ struct bk_args {
   int cap;
   const char **argv;
   size_t *argvlen;
-  char numbuf[8][24];   /* storage for numbers added with bk_args_num */
+  char numbuf[8][24]; /* storage for numbers added with bk_args_num */
   int nnum;
 };
 void bk_args_init(struct bk_args *a);

@@ -51,7 +51,7 @@
 enum mode { MODE_UNKNOWN, MODE_SINGLE, MODE_CLUSTER };
 
 struct cnode {
-  char addr[300];   /* "host:port", as the cluster names it */
+  char addr[300]; /* "host:port", as the cluster names it */
   struct redis_url url;
   broker *b;        /* NULL while the node serves no slot */
   bk_conn *control; /* asks INFO and CLUSTER SLOTS */
@@ -75,9 +75,9 @@ struct cconn {
   size_t ninner;
   bool up;
   bool closing;
-  unsigned seen;         /* the map version conn_follow_map last applied */
-  int busy;              /* inside a callback to the caller: free later */
-  struct ccmd *pending;  /* in flight (cluster mode), oldest first */
+  unsigned seen;        /* the map version conn_follow_map last applied */
+  int busy;             /* inside a callback to the caller: free later */
+  struct ccmd *pending; /* in flight (cluster mode), oldest first */
   struct ccmd *pending_tail;
   struct cconn *prev, *next;
 };
@@ -89,7 +89,7 @@ struct ccmd {
   bk_reply_cb *cb;
   void *data;
   int redirects;
-  size_t node;     /* where it went last */
+  size_t node; /* where it went last */
   int argc;
   const char **argv;
   size_t *argvlen;
@@ -106,17 +106,17 @@ struct cbroker {
   enum mode mode;
   struct cnode **nodes; /* node 0 is the seed */
   size_t nnodes, cap;
-  uint16_t *slots;      /* KEYSLOT_COUNT node indexes, NO_NODE when unserved */
-  bool mapped;          /* slots holds a map */
-  unsigned version;     /* of the map, for walks over the connections */
-  size_t first_master;  /* where keyless commands go */
+  uint16_t *slots;     /* KEYSLOT_COUNT node indexes, NO_NODE when unserved */
+  bool mapped;         /* slots holds a map */
+  unsigned version;    /* of the map, for walks over the connections */
+  size_t first_master; /* where keyless commands go */
   struct cconn *conns;
   bk_node_broker_fn *make_node; /* makes each node's broker: broker_redis_new in production */
   void *make_node_data;
   uv_timer_t refresh;
-  bool asking_map;      /* a CLUSTER SLOTS is in flight */
-  size_t asked;         /* ... to this node */
-  bool map_wanted;      /* ... and another is wanted after it */
+  bool asking_map; /* a CLUSTER SLOTS is in flight */
+  size_t asked;    /* ... to this node */
+  bool map_wanted; /* ... and another is wanted after it */
   struct ccmd *spare;
   int nspare;
 };
@@ -155,8 +155,7 @@ static size_t node_find(struct cbroker *b, const char *addr, const char *asked_h
   struct redis_url u;
   if (node_url(b, addr, asked_host, &u) != 0) return NO_NODE;
   for (size_t i = 0; i < b->nnodes; i++)
-    if (b->nodes[i]->url.port == u.port && strcmp(b->nodes[i]->url.host, u.host) == 0)
-      return i;
+    if (b->nodes[i]->url.port == u.port && strcmp(b->nodes[i]->url.host, u.host) == 0) return i;
   if (b->nnodes == NO_NODE) return NO_NODE;
   if (b->nnodes == b->cap) {
     size_t cap = b->cap ? b->cap * 2 : 8;
@@ -223,8 +222,14 @@ static void ccmd_release(struct cbroker *b, struct ccmd *k) {
 }
 
 static void unlink_cmd(struct cconn *c, struct ccmd *k) {
-  if (k->prev) k->prev->next = k->next; else c->pending = k->next;
-  if (k->next) k->next->prev = k->prev; else c->pending_tail = k->prev;
+  if (k->prev)
+    k->prev->next = k->next;
+  else
+    c->pending = k->next;
+  if (k->next)
+    k->next->prev = k->prev;
+  else
+    c->pending_tail = k->prev;
   k->prev = k->next = NULL;
 }
 
@@ -366,11 +371,12 @@ static void inner_fault(void *data, bk_conn *conn, enum bk_fault fault, const ch
 
 /* ---- the map ---- */
 
-static bool is_str(const bk_reply *r) { return r && (r->type == BK_STRING || r->type == BK_STATUS); }
+static bool is_str(const bk_reply *r) {
+  return r && (r->type == BK_STRING || r->type == BK_STATUS);
+}
 
 /* CLUSTER SLOTS: [[start, end, [host, port, id, ...], replicas...], ...]. */
-static int read_map(struct cbroker *b, const bk_reply *r, const char *asked_host,
-                    uint16_t *slots) {
+static int read_map(struct cbroker *b, const bk_reply *r, const char *asked_host, uint16_t *slots) {
   if (r == NULL || r->type != BK_ARRAY) return -1;
   for (size_t s = 0; s < KEYSLOT_COUNT; s++) slots[s] = NO_NODE;
   for (size_t i = 0; i < r->elements; i++) {
@@ -383,8 +389,7 @@ static int read_map(struct cbroker *b, const bk_reply *r, const char *asked_host
         m->elements < 2 || !(is_str(m->element[0]) || m->element[0]->type == BK_NIL) ||
         m->element[1]->type != BK_INTEGER)
       return -1;
-    if (from->integer < 0 || to->integer >= KEYSLOT_COUNT || from->integer > to->integer)
-      return -1;
+    if (from->integer < 0 || to->integer >= KEYSLOT_COUNT || from->integer > to->integer) return -1;
     char addr[320];
     snprintf(addr, sizeof addr, "%.*s:%lld",
              m->element[0]->type == BK_NIL ? 0 : (int)m->element[0]->len,
@@ -449,8 +454,8 @@ static void apply_map(struct cbroker *b, const uint16_t *slots) {
   if (changed) {
     char count[16];
     snprintf(count, sizeof count, "%zu", masters);
-    log_line(LOG_INFO, NULL, "redis cluster slot map", "redis", b->base.name,
-             LOG_NUMBER "masters", count, NULL);
+    log_line(LOG_INFO, NULL, "redis cluster slot map", "redis", b->base.name, LOG_NUMBER "masters",
+             count, NULL);
   }
   follow_map_all(b);
 }
@@ -498,8 +503,7 @@ static void ask_map(struct cbroker *b) {
   for (size_t pass = 0; pass < 2; pass++)
     for (size_t i = 0; i < b->nnodes; i++) {
       struct cnode *n = b->nodes[i];
-      if ((pass == 0) != n->owns || n->control == NULL || !bk_connected(n->b, n->control))
-        continue;
+      if ((pass == 0) != n->owns || n->control == NULL || !bk_connected(n->b, n->control)) continue;
       const char *argv[] = {"CLUSTER", "SLOTS"};
       const size_t len[] = {7, 5};
       if (bk_command(n->b, n->control, 2, argv, len, on_slots, b) == 0) {
@@ -634,11 +638,13 @@ static bool redirection(struct cbroker *b, const bk_reply *r, bool *ask, size_t 
   char text[360];
   snprintf(text, sizeof text, "%.*s", (int)r->len, r->str);
   char word[8], addr[320];
-  if (sscanf(text, "%7s %u %319s", word, slot, addr) != 3 || *slot >= KEYSLOT_COUNT)
+  if (sscanf(text, "%7s %u %319s", word, slot, addr) != 3 || *slot >= KEYSLOT_COUNT) return false;
+  if (strcmp(word, "MOVED") == 0)
+    *ask = false;
+  else if (strcmp(word, "ASK") == 0)
+    *ask = true;
+  else
     return false;
-  if (strcmp(word, "MOVED") == 0) *ask = false;
-  else if (strcmp(word, "ASK") == 0) *ask = true;
-  else return false;
   *node = node_find(b, addr, asked_host);
   return *node != NO_NODE;
 }
@@ -654,7 +660,10 @@ static void answer(struct cconn *c, struct ccmd *k, const bk_reply *r, const cha
 static void link_cmd(struct cconn *c, struct ccmd *k) {
   k->prev = c->pending_tail;
   k->next = NULL;
-  if (c->pending_tail) c->pending_tail->next = k; else c->pending = k;
+  if (c->pending_tail)
+    c->pending_tail->next = k;
+  else
+    c->pending = k;
   c->pending_tail = k;
 }
 
@@ -817,7 +826,10 @@ static void cconn_close(bk_conn *bc) {
     k->c = NULL;
     if (k->cb) k->cb(k->data, NULL, "connection closed");
   }
-  if (c->prev) c->prev->next = c->next; else b->conns = c->next;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    b->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   for (size_t i = 0; i < c->ninner; i++) inner_close(c, i);
   if (b->conns == NULL) controls_close(b);

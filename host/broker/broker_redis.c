@@ -48,6 +48,8 @@
 #include <strings.h>
 #include <uv.h>
 
+#include "backoff.h"
+#include "grow.h"
 #include "log.h"
 #include "metrics.h"
 #include "reply_arena.h"
@@ -66,7 +68,7 @@
  * command fails with "connection lost" (hiredis 0.14 has no timeouts). */
 #define COMMAND_TIMEOUT_MS 10000
 
-#define container_of(ptr, type, field) ((type *)((char *)(ptr) - offsetof(type, field)))
+#define container_of(ptr, type, field) ((type *)((char *)(ptr)-offsetof(type, field)))
 
 /* ---- bk_reply is redisReply ---- */
 
@@ -75,9 +77,9 @@ _Static_assert(BK_STRING == REDIS_REPLY_STRING && BK_ARRAY == REDIS_REPLY_ARRAY 
                    BK_STATUS == REDIS_REPLY_STATUS && BK_ERROR == REDIS_REPLY_ERROR,
                "BK_* must equal REDIS_REPLY_*");
 _Static_assert(sizeof(bk_reply) == sizeof(redisReply), "bk_reply size differs from redisReply");
-#define SAME_FIELD(f, T)                                                                 \
-  _Static_assert(offsetof(bk_reply, f) == offsetof(redisReply, f) &&                     \
-                     _Generic(((redisReply *)0)->f, T: 1, default: 0),                   \
+#define SAME_FIELD(f, T)                                                 \
+  _Static_assert(offsetof(bk_reply, f) == offsetof(redisReply, f) &&     \
+                     _Generic(((redisReply *)0)->f, T : 1, default : 0), \
                  "bk_reply." #f " differs from redisReply." #f)
 SAME_FIELD(type, int);
 SAME_FIELD(integer, long long);
@@ -95,10 +97,10 @@ struct rbroker {
   struct redis_url url; /* a copy; holds the password */
   int nopen;            /* connections opened and not yet closed */
   uint64_t command_timeout_ms;
-  uint64_t rng;         /* xorshift state for the backoff jitter */
+  uint64_t rng;               /* xorshift state for the backoff jitter */
   char sha[SCRIPT_COUNT][41]; /* each compiled-in script's SHA1 */
-  int evalsha_refused;  /* the ACL refused EVALSHA: scripts go as EVAL */
-  char *resp;           /* the command being sent, in RESP (resp_format) */
+  int evalsha_refused;        /* the ACL refused EVALSHA: scripts go as EVAL */
+  char *resp;                 /* the command being sent, in RESP (resp_format) */
   size_t resp_cap;
   struct sentinel *sentinel; /* redis+sentinel://: where the master is; else NULL */
   struct rconn *conns;       /* open connections (for a master switch) */
@@ -110,27 +112,27 @@ struct rconn {
   bk_state_cb *state_cb; /* NULL allowed */
   bk_fault_cb *fault_cb; /* NULL allowed */
   void *data;
-  redisAsyncContext *ac; /* current attempt or live connection; NULL in between */
-  uv_timer_t timer;      /* backoff between attempts; timeout during one */
-  uv_getaddrinfo_t gai;  /* host name lookup while resolving */
-  int resolving;         /* gai is in flight; its callback is still due */
-  int handshake_left;    /* AUTH / SELECT / ROLE / PING replies still awaited */
-  int step;              /* index in steps of the next handshake reply */
-  const char *steps[4];  /* the command each handshake reply answers */
+  redisAsyncContext *ac;               /* current attempt or live connection; NULL in between */
+  uv_timer_t timer;                    /* backoff between attempts; timeout during one */
+  uv_getaddrinfo_t gai;                /* host name lookup while resolving */
+  int resolving;                       /* gai is in flight; its callback is still due */
+  int handshake_left;                  /* AUTH / SELECT / ROLE / PING replies still awaited */
+  int step;                            /* index in steps of the next handshake reply */
+  const char *steps[4];                /* the command each handshake reply answers */
   struct rconn *next_conn, *prev_conn; /* in b->conns */
-  struct sentinel_ask *ask; /* asking the sentinels for the master, NULL if not */
-  char ip[64];           /* the address of this attempt or connection */
+  struct sentinel_ask *ask;            /* asking the sentinels for the master, NULL if not */
+  char ip[64];                         /* the address of this attempt or connection */
   int port;
-  char addr[80];         /* "ip:port" with a sentinel, for log lines; else "" */
-  int up;                /* handshake done: commands accepted */
-  int ever_up;           /* it was up once: a failure now is a loss, not a first connect */
-  int closing;           /* bk_conn_close was called */
-  unsigned sent_scripts; /* bit i: script i went as EVAL since the connection came up */
-  int timer_closed;      /* the timer's close callback ran */
-  uv_timer_t watchdog;   /* fires when the oldest unanswered command is overdue */
-  int watchdog_closed;   /* its close callback ran */
+  char addr[80];                /* "ip:port" with a sentinel, for log lines; else "" */
+  int up;                       /* handshake done: commands accepted */
+  int ever_up;                  /* it was up once: a failure now is a loss, not a first connect */
+  int closing;                  /* bk_conn_close was called */
+  unsigned sent_scripts;        /* bit i: script i went as EVAL since the connection came up */
+  int timer_closed;             /* the timer's close callback ran */
+  uv_timer_t watchdog;          /* fires when the oldest unanswered command is overdue */
+  int watchdog_closed;          /* its close callback ran */
   struct rcmd *oldest, *newest; /* unanswered commands, in send order */
-  struct rcmd *spare;    /* answered command records, kept for the next commands */
+  struct rcmd *spare;           /* answered command records, kept for the next commands */
   int nspare;
   int attempts;          /* attempts since the connection was last up */
   int failures;          /* failed attempts and drops since last up: the backoff step */
@@ -160,7 +162,8 @@ struct rcmd {
 /* luastream_redis_command_duration_seconds: from sending a command to its
  * reply, on the loop's clock (a millisecond's resolution), blocking reads
  * left out; luastream_redis_errors_total{kind}. */
-static const double RTT_BOUNDS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+static const double RTT_BOUNDS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                    0.1,   0.25,   0.5,   1,    2.5};
 
 static struct metric *rtt_series(void) {
   static struct metric *m;
@@ -249,8 +252,8 @@ static void rpoll_set(struct rpoll *p, int events) {
 }
 
 static bool writable_now(const redisAsyncContext *ac) {
-  return (ac->c.flags & REDIS_CONNECTED) && !(ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) &&
-         !ac->c.err;
+  return (ac->c.flags & REDIS_CONNECTED) &&
+         !(ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) && !ac->c.err;
 }
 
 static void rpoll_flush(uv_prepare_t *h) {
@@ -335,35 +338,35 @@ static uint64_t next_rand(struct rbroker *b) {
  * backoff already spaces the lines out. */
 static void report(struct rconn *c, const char *why) {
   if (!c->timed_out)
-    count_error(c->denied                         ? "denied"
-                : !c->logged_lost && c->ever_up   ? "connection_lost"
-                                                  : "connect_failed");
+    count_error(c->denied                       ? "denied"
+                : !c->logged_lost && c->ever_up ? "connection_lost"
+                                                : "connect_failed");
   c->timed_out = 0;
   char attempt[16];
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
   if (c->denied) {
     c->logged_lost = 1;
-    log_line(LOG_ERROR, NULL, c->denied, "redis", c->b->base.name, "conn", c->name,
-             "master", c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempt", attempt, "error",
-             why, "hint", c->hint, NULL);
+    log_line(LOG_ERROR, NULL, c->denied, "redis", c->b->base.name, "conn", c->name, "master",
+             c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempt", attempt, "error", why, "hint",
+             c->hint, NULL);
   } else if (!c->logged_lost) {
     c->logged_lost = 1;
-    log_line(LOG_ERROR, NULL, c->ever_up ? "redis connection lost, reconnecting" : "cannot connect to redis, retrying",
-             "redis", c->b->base.name, "conn", c->name, "master", c->addr[0] ? c->addr : NULL,
-             "error", why, NULL);
+    log_line(
+        LOG_ERROR, NULL,
+        c->ever_up ? "redis connection lost, reconnecting" : "cannot connect to redis, retrying",
+        "redis", c->b->base.name, "conn", c->name, "master", c->addr[0] ? c->addr : NULL, "error",
+        why, NULL);
   } else {
-    log_line(LOG_DEBUG, NULL, "redis connect attempt failed", "redis", c->b->base.name,
-             "conn", c->name, "master", c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempt",
-             attempt, "error", why, NULL);
+    log_line(LOG_DEBUG, NULL, "redis connect attempt failed", "redis", c->b->base.name, "conn",
+             c->name, "master", c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempt", attempt, "error",
+             why, NULL);
   }
 }
 
 static void on_timer(uv_timer_t *t);
 
 static void schedule_retry(struct rconn *c) {
-  int shift = c->failures > 0 ? c->failures - 1 : 0; /* 100 ms after the first failure */
-  uint64_t base = shift > 6 ? BACKOFF_MAX_MS : (uint64_t)BACKOFF_MIN_MS << shift;
-  if (base > BACKOFF_MAX_MS) base = BACKOFF_MAX_MS;
+  uint64_t base = backoff_nth(c->failures, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
   /* Half fixed, half random: hosts that lost the same server do not come
    * back in lockstep, and the wait still grows. */
   uint64_t delay = base / 2 + next_rand(c->b) % (base / 2 + 1);
@@ -412,9 +415,9 @@ static void went_up(struct rconn *c) {
            (unsigned long long)(uv_now(c->b->loop) - c->outage_start));
   /* A first connect at the first try is routine; a recovery is news. */
   enum log_level level = had_outage || c->attempts > 1 ? LOG_INFO : LOG_DEBUG;
-  log_line(level, NULL, "redis connected", "redis", c->b->base.name, "conn", c->name,
-           "master", c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempts", attempts, LOG_NUMBER "down_ms", had_outage ? down_ms : NULL,
-           NULL);
+  log_line(level, NULL, "redis connected", "redis", c->b->base.name, "conn", c->name, "master",
+           c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempts", attempts, LOG_NUMBER "down_ms",
+           had_outage ? down_ms : NULL, NULL);
   c->attempts = 0;
   c->failures = 0;
   c->in_outage = 0;
@@ -447,7 +450,7 @@ static const char *ctx_error(struct rconn *c, const redisAsyncContext *ac) {
 static void on_connect(const redisAsyncContext *ac, int status) {
   struct rconn *c = ac->data;
   if (status == REDIS_OK) return; /* up only once the handshake replies arrive */
-  ctx_gone(c, ctx_error(c, ac)); /* hiredis frees the context when we return */
+  ctx_gone(c, ctx_error(c, ac));  /* hiredis frees the context when we return */
 }
 
 /* Called while hiredis frees a context that had connected, after the pending
@@ -556,10 +559,14 @@ static uint64_t block_ms(int argc, const char **argv, const size_t *argvlen) {
 }
 
 static void unlink_cmd(struct rconn *c, struct rcmd *k) {
-  if (k->prev) k->prev->next = k->next;
-  else c->oldest = k->next;
-  if (k->next) k->next->prev = k->prev;
-  else c->newest = k->prev;
+  if (k->prev)
+    k->prev->next = k->next;
+  else
+    c->oldest = k->next;
+  if (k->next)
+    k->next->prev = k->prev;
+  else
+    c->newest = k->prev;
 }
 
 /* ---- commands in RESP ----
@@ -588,14 +595,9 @@ static char *put_count(char *p, char tag, size_t n) {
 static size_t resp_format(struct rbroker *b, int argc, const char **argv, const size_t *argvlen) {
   size_t need = 24;
   for (int i = 0; i < argc; i++) need += argvlen[i] + 25;
-  if (need > b->resp_cap) {
-    size_t cap = b->resp_cap ? b->resp_cap : 4096;
-    while (cap < need) cap *= 2;
-    char *grown = realloc(b->resp, cap);
-    if (grown == NULL) return 0;
-    b->resp = grown;
-    b->resp_cap = cap;
-  }
+  char *grown = grow(b->resp, &b->resp_cap, need, 1, 4096);
+  if (grown == NULL) return 0;
+  b->resp = grown;
   char *p = put_count(b->resp, '*', (size_t)argc);
   for (int i = 0; i < argc; i++) {
     p = put_count(p, '$', argvlen[i]);
@@ -608,8 +610,8 @@ static size_t resp_format(struct rbroker *b, int argc, const char **argv, const 
   return (size_t)(p - b->resp);
 }
 
-static int send_command(struct rbroker *b, redisAsyncContext *ac, redisCallbackFn *fn, void *privdata,
-                        int argc, const char **argv, const size_t *argvlen) {
+static int send_command(struct rbroker *b, redisAsyncContext *ac, redisCallbackFn *fn,
+                        void *privdata, int argc, const char **argv, const size_t *argvlen) {
   size_t len = resp_format(b, argc, argv, argvlen);
   if (len == 0) return REDIS_ERR;
   int rc = redisAsyncFormattedCommand(ac, fn, privdata, b->resp, len);
@@ -626,8 +628,10 @@ static int send_command(struct rbroker *b, redisAsyncContext *ac, redisCallbackF
 static void link_cmd(struct rconn *c, struct rcmd *k) {
   k->next = NULL;
   k->prev = c->newest;
-  if (c->newest) c->newest->next = k;
-  else c->oldest = k;
+  if (c->newest)
+    c->newest->next = k;
+  else
+    c->oldest = k;
   c->newest = k;
   if (k->prev == NULL) watch(c);
 }
@@ -692,7 +696,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
   }
   const char *err = NULL;
   if (r && k->sent_ms) {
-    metric_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
+    metrics_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
   }
   if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR) count_error("error_reply");
   if (r && demoted(c, ac, r)) r = NULL; /* fails as if the connection was lost */
@@ -878,7 +882,8 @@ static void start_attempt(struct rconn *c) {
            LOG_NUMBER "attempt", attempt, NULL);
   if (c->b->sentinel) {
     c->addr[0] = '\0';
-    if ((c->ask = sentinel_ask(c->b->sentinel, on_master, c)) == NULL) went_down(c, "out of memory");
+    if ((c->ask = sentinel_ask(c->b->sentinel, on_master, c)) == NULL)
+      went_down(c, "out of memory");
     return;
   }
   if (u->path[0]) {
@@ -908,7 +913,7 @@ static void on_timer(uv_timer_t *t) {
   if (c->ac) {
     if (!c->reason[0]) /* else on_switch asked for the drop */
       snprintf(c->reason, sizeof c->reason, "no answer within %d ms", CONNECT_TIMEOUT_MS);
-    redisAsyncFree(c->ac); /* not inside a hiredis callback: frees now */
+    redisAsyncFree(c->ac);  /* not inside a hiredis callback: frees now */
     ctx_gone(c, c->reason); /* no-op if on_disconnect already reported it */
     return;
   }
@@ -1068,8 +1073,10 @@ static void rconn_close(bk_conn *bc) {
   if (c == NULL || c->closing) return;
   c->closing = 1;
   c->up = 0;
-  if (c->prev_conn) c->prev_conn->next_conn = c->next_conn;
-  else c->b->conns = c->next_conn;
+  if (c->prev_conn)
+    c->prev_conn->next_conn = c->next_conn;
+  else
+    c->b->conns = c->next_conn;
   if (c->next_conn) c->next_conn->prev_conn = c->prev_conn;
   if (--c->b->nopen == 0 && c->b->sentinel) sentinel_watch(c->b->sentinel, 0);
   sentinel_ask_cancel(c->ask);
@@ -1097,8 +1104,7 @@ static void rbroker_free(broker *bb) {
   if (b->nopen != 0) {
     /* Open connections point at the broker: freeing it now would turn into
      * a use-after-free on their next reconnect. */
-    log_line(LOG_ERROR, NULL, "broker freed with open connections", "redis", b->base.name,
-             NULL);
+    log_line(LOG_ERROR, NULL, "broker freed with open connections", "redis", b->base.name, NULL);
     abort();
   }
   sentinel_free(b->sentinel);
@@ -1132,8 +1138,7 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {
   b->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)b) | 1;
   b->command_timeout_ms = COMMAND_TIMEOUT_MS;
   if (url->nsentinels > 0 &&
-      (b->sentinel = sentinel_new(loop, url, b->base.name, rpoll_attach, on_switch, b)) ==
-          NULL) {
+      (b->sentinel = sentinel_new(loop, url, b->base.name, rpoll_attach, on_switch, b)) == NULL) {
     free(b);
     return NULL;
   }

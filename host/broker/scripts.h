@@ -5,7 +5,7 @@
  * The claim scripts run atomically on the server (EVAL), so two hosts never
  * claim the same entry. They read every key in KEYS (a subscription passes
  * its stream and its retry stream, outcome.h), each key on its own with
- * COUNT per key, and both answer in one shape (entry_parse_claimed in
+ * COUNT per key, and both answer in one shape (read_reply_parse_claimed in
  * entry.h):
  *
  *   [[cursor per key], [[key, [[id, fields, idle_ms, deliveries], ...]], ...],

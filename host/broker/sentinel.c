@@ -25,7 +25,7 @@
 #include "log.h"
 #include "url.h"
 
-#define container_of(ptr, type, field) ((type *)((char *)(ptr) - offsetof(type, field)))
+#define container_of(ptr, type, field) ((type *)((char *)(ptr)-offsetof(type, field)))
 
 struct sentinel {
   uv_loop_t *loop;
@@ -34,27 +34,27 @@ struct sentinel {
   sentinel_attach_fn *attach;
   sentinel_switch_cb *on_switch;
   void *data;
-  int preferred;        /* the sentinel that answered last: asked first */
-  struct probe *watch;  /* the subscription, NULL when not watching */
+  int preferred;       /* the sentinel that answered last: asked first */
+  struct probe *watch; /* the subscription, NULL when not watching */
 };
 
 enum probe_kind { PROBE_ASK, PROBE_WATCH };
 
 struct probe {
-  struct sentinel *s;     /* NULL once done */
+  struct sentinel *s; /* NULL once done */
   enum probe_kind kind;
-  int idx;                /* the sentinel tried now */
-  int tried;              /* sentinels tried in this round (questions) */
-  int refused;            /* ... of which refused the credentials */
-  redisAsyncContext *ac;  /* the connection to it, NULL in between */
-  struct lookup *lookup;  /* the host name lookup in flight, NULL if none */
-  uv_timer_t timer;       /* a question's timeout; the subscription's retry */
+  int idx;               /* the sentinel tried now */
+  int tried;             /* sentinels tried in this round (questions) */
+  int refused;           /* ... of which refused the credentials */
+  redisAsyncContext *ac; /* the connection to it, NULL in between */
+  struct lookup *lookup; /* the host name lookup in flight, NULL if none */
+  uv_timer_t timer;      /* a question's timeout; the subscription's retry */
   int timer_closed;
   int subscribed;         /* the subscription was confirmed on this connection */
   char addr[300];         /* "host:port" of the sentinel tried now, for messages */
   sentinel_answer_cb *cb; /* questions */
   void *data;
-  char why[1024];         /* what each sentinel said, for a failed question */
+  char why[1024]; /* what each sentinel said, for a failed question */
 };
 
 struct sentinel_ask {
@@ -125,8 +125,8 @@ static void probe_failed(struct probe *p, const char *what, int refused) {
   uv_timer_stop(&p->timer);
   if (p->kind == PROBE_WATCH) {
     log_line(was_subscribed ? LOG_WARN : LOG_DEBUG, NULL,
-             "sentinel subscription failed, trying the next sentinel", "redis", s->name,
-             "sentinel", p->addr, "error", what, NULL);
+             "sentinel subscription failed, trying the next sentinel", "redis", s->name, "sentinel",
+             p->addr, "error", what, NULL);
     p->idx = (p->idx + 1) % s->url.nsentinels;
     uv_timer_start(&p->timer, on_timer, SENTINEL_WATCH_RETRY_MS, 0);
     return;
@@ -227,8 +227,8 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata) {
   if (strcmp(reply->element[0]->str, "subscribe") == 0) {
     p->subscribed = 1;
     uv_timer_stop(&p->timer);
-    log_line(LOG_DEBUG, NULL, "sentinel subscription ready", "redis", s->name, "sentinel",
-             p->addr, NULL);
+    log_line(LOG_DEBUG, NULL, "sentinel subscription ready", "redis", s->name, "sentinel", p->addr,
+             NULL);
     return;
   }
   if (strcmp(reply->element[0]->str, "message") != 0 ||
@@ -381,9 +381,9 @@ static struct probe *probe_new(struct sentinel *s, enum probe_kind kind, size_t 
 
 /* ---- public ---- */
 
-struct sentinel *sentinel_new(struct uv_loop_s *loop, const struct redis_url *url,
-                              const char *name, sentinel_attach_fn *attach,
-                              sentinel_switch_cb *on_switch, void *data) {
+struct sentinel *sentinel_new(struct uv_loop_s *loop, const struct redis_url *url, const char *name,
+                              sentinel_attach_fn *attach, sentinel_switch_cb *on_switch,
+                              void *data) {
   if (url->nsentinels <= 0) return NULL;
   struct sentinel *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;

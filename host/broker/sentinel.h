@@ -27,8 +27,7 @@ typedef int sentinel_attach_fn(struct redisAsyncContext *ac, struct uv_loop_s *l
 /* The answer to one question: the master's ip and port, or ip NULL and why
  * (naming each sentinel and what it said). denied: every sentinel refused
  * the sentinel credentials, which retrying cannot fix. */
-typedef void sentinel_answer_cb(void *data, const char *ip, int port, const char *why,
-                                int denied);
+typedef void sentinel_answer_cb(void *data, const char *ip, int port, const char *why, int denied);
 /* A sentinel announced that the service's master is now ip:port. */
 typedef void sentinel_switch_cb(void *data, const char *ip, int port);
 
@@ -38,9 +37,9 @@ struct sentinel_ask;
 /* url must be a redis+sentinel:// URL (nsentinels > 0); it is copied. name:
  * what log lines call the server (the redacted URL). NULL when out of
  * memory. */
-struct sentinel *sentinel_new(struct uv_loop_s *loop, const struct redis_url *url,
-                              const char *name, sentinel_attach_fn *attach,
-                              sentinel_switch_cb *on_switch, void *data);
+struct sentinel *sentinel_new(struct uv_loop_s *loop, const struct redis_url *url, const char *name,
+                              sentinel_attach_fn *attach, sentinel_switch_cb *on_switch,
+                              void *data);
 /* Asks for the master. cb runs exactly once, never before this returns,
  * unless the question is cancelled first. NULL when out of memory. */
 struct sentinel_ask *sentinel_ask(struct sentinel *s, sentinel_answer_cb *cb, void *data);

@@ -15,10 +15,14 @@ static void sha1_block(uint32_t h[5], const unsigned char *p) {
   for (int i = 16; i < 80; i++) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
   for (int i = 0; i < 80; i++) {
     uint32_t f, k;
-    if (i < 20) f = (b & c) | (~b & d), k = 0x5A827999;
-    else if (i < 40) f = b ^ c ^ d, k = 0x6ED9EBA1;
-    else if (i < 60) f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
-    else f = b ^ c ^ d, k = 0xCA62C1D6;
+    if (i < 20)
+      f = (b & c) | (~b & d), k = 0x5A827999;
+    else if (i < 40)
+      f = b ^ c ^ d, k = 0x6ED9EBA1;
+    else if (i < 60)
+      f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
+    else
+      f = b ^ c ^ d, k = 0xCA62C1D6;
     uint32_t t = rol(a, 5) + f + e + k + w[i];
     e = d, d = c, c = rol(b, 30), b = a, a = t;
   }

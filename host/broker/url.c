@@ -23,8 +23,8 @@
 /* sockaddr_un.sun_path holds 108 bytes including the NUL on Linux. */
 #define SOCKET_PATH_MAX 107
 
-__attribute__((format(printf, 4, 5)))
-static int fail(char *err, size_t errlen, const char *redacted, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen,
+                                                      const char *redacted, const char *fmt, ...) {
   char why[256];
   va_list ap;
   va_start(ap, fmt);
@@ -57,8 +57,7 @@ static void put(struct text *t, const char *s, size_t n) {
 static void puts0(struct text *t, const char *s) { put(t, s, strlen(s)); }
 
 /* rest: text after "scheme://"; at: the '@' ending the credentials, or NULL. */
-static void redact(const char *text, const char *rest, const char *at, char *out,
-                   size_t cap) {
+static void redact(const char *text, const char *rest, const char *at, char *out, size_t cap) {
   struct text t = {out, 0, cap};
   out[0] = '\0';
   put(&t, text, (size_t)(rest - text));
@@ -148,8 +147,8 @@ static int parse_db(const char *s, size_t n, int *db) {
 }
 
 static int host_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '.' || c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_';
 }
 
 /* One host[:port] (or [v6]:port) in a[0..alen), into host and *port
@@ -191,8 +190,7 @@ static int parse_authority(const char *a, size_t alen, char *host, size_t hostca
       return fail(err, errlen, red, "host is longer than %zu bytes", hostcap - 1);
     for (size_t i = 0; i < hlen; i++)
       if (!host_char(a[i]))
-        return fail(err, errlen, red,
-                    "invalid character in host (letters, digits, '-', '.', '_')");
+        return fail(err, errlen, red, "invalid character in host (letters, digits, '-', '.', '_')");
     memcpy(host, a, hlen);
     host[hlen] = '\0';
   }
@@ -216,8 +214,8 @@ static int parse_authority(const char *a, size_t alen, char *host, size_t hostca
 static int parse_tcp(const char *hp, struct redis_url *out, char *err, size_t errlen) {
   const char *red = out->redacted;
   size_t alen = strcspn(hp, "/?#"); /* the authority: host and port */
-  if (parse_authority(hp, alen, out->host, sizeof out->host, &out->port, 6379, red, err,
-                      errlen) != 0)
+  if (parse_authority(hp, alen, out->host, sizeof out->host, &out->port, 6379, red, err, errlen) !=
+      0)
     return -1;
 
   const char *p = hp + alen;
@@ -275,8 +273,7 @@ static int parse_sentinel(const char *hp, struct redis_url *out, char *err, size
     return fail(err, errlen, red, "missing service name (write " SENTINEL_FORM ")");
   size_t slen = strcspn(++p, "/?#");
   if (slen >= sizeof out->service)
-    return fail(err, errlen, red, "service name is longer than %zu bytes",
-                sizeof out->service - 1);
+    return fail(err, errlen, red, "service name is longer than %zu bytes", sizeof out->service - 1);
   for (size_t i = 0; i < slen; i++)
     if ((unsigned char)p[i] <= ' ' || p[i] == 0x7f || p[i] == '%' || p[i] == ',')
       return fail(err, errlen, red, "invalid character in the service name");
@@ -298,8 +295,8 @@ static int parse_sentinel(const char *hp, struct redis_url *out, char *err, size
       const char *v = eq ? eq + 1 : p + n;
       size_t vn = (size_t)(p + n - v);
       if (k == 13 && strncmp(p, "sentinel_user", 13) == 0) {
-        if (query_value(v, vn, out->sentinel_user, sizeof out->sentinel_user,
-                        "sentinel_user", red, err, errlen) != 0)
+        if (query_value(v, vn, out->sentinel_user, sizeof out->sentinel_user, "sentinel_user", red,
+                        err, errlen) != 0)
           return -1;
       } else if (k == 17 && strncmp(p, "sentinel_password", 17) == 0) {
         if (query_value(v, vn, out->sentinel_password, sizeof out->sentinel_password,
@@ -410,19 +407,16 @@ int url_parse(const char *text, struct redis_url *out, char *err, size_t errlen)
     size_t ilen = (size_t)(at - rest);
     const char *colon = memchr(rest, ':', ilen);
     if (colon == NULL)
-      return fail(err, errlen, red,
-                  "credentials must be written user:password@ or :password@");
+      return fail(err, errlen, red, "credentials must be written user:password@ or :password@");
     size_t ulen = (size_t)(colon - rest);
     int rc = pct_decode(rest, ulen, out->user, sizeof out->user);
     if (rc == -1) return fail(err, errlen, red, "bad %%-escape in the user name");
     if (rc == -2)
-      return fail(err, errlen, red, "user name is longer than %zu bytes",
-                  sizeof out->user - 1);
+      return fail(err, errlen, red, "user name is longer than %zu bytes", sizeof out->user - 1);
     rc = pct_decode(colon + 1, ilen - ulen - 1, out->password, sizeof out->password);
     if (rc == -1) return fail(err, errlen, red, "bad %%-escape in the password");
     if (rc == -2)
-      return fail(err, errlen, red, "password is longer than %zu bytes",
-                  sizeof out->password - 1);
+      return fail(err, errlen, red, "password is longer than %zu bytes", sizeof out->password - 1);
     if (out->user[0] && !out->password[0])
       return fail(err, errlen, red, "a user needs a password (user:password@)");
   }

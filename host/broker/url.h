@@ -33,12 +33,12 @@ struct url_sentinel {
 };
 
 struct redis_url {
-  char host[256];        /* empty for unix sockets; IPv6 without brackets */
-  int port;              /* 6379 when not given; 0 for unix sockets */
-  char path[256];        /* unix socket path, empty for TCP */
-  char user[128];        /* empty when not given (decoded) */
-  char password[256];    /* empty when not given (decoded) */
-  int db;                /* 0 when not given */
+  char host[256];     /* empty for unix sockets; IPv6 without brackets */
+  int port;           /* 6379 when not given; 0 for unix sockets */
+  char path[256];     /* unix socket path, empty for TCP */
+  char user[128];     /* empty when not given (decoded) */
+  char password[256]; /* empty when not given (decoded) */
+  int db;             /* 0 when not given */
   /* redis+sentinel:// only (nsentinels > 0; host and port are then empty) */
   char service[128];
   int nsentinels;

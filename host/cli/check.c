@@ -27,7 +27,8 @@ int cmd_check(int argc, char **argv) {
                                  cli_given(&o, OPT_CLUSTER) ? check_slots : NULL, &slot_problems);
   problems += slot_problems;
   if (problems) {
-    fprintf(stderr, "%s: %d handler file%s with problems\n", dir, problems, problems == 1 ? "" : "s");
+    fprintf(stderr, "%s: %d handler file%s with problems\n", dir, problems,
+            problems == 1 ? "" : "s");
     return 1;
   }
   printf("%s: every handler file is valid%s\n", dir,

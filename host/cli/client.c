@@ -47,8 +47,8 @@ static void client_state(void *data, bk_conn *conn, int up) {
 static void client_fault(void *data, bk_conn *conn, enum bk_fault fault, const char *why) {
   struct client *c = data;
   if (c->started || c->finished || conn != c->conn || fault == BK_FAULT_NONE) return;
-  fprintf(stderr, "luastream: cannot %s %s: %s\n",
-          fault == BK_FAULT_DENIED ? "use" : "reach", c->b->name, why);
+  fprintf(stderr, "luastream: cannot %s %s: %s\n", fault == BK_FAULT_DENIED ? "use" : "reach",
+          c->b->name, why);
   client_done(c, 1);
 }
 
@@ -68,8 +68,7 @@ static void drop_log_line(void *data, enum log_level level, const char *line, si
   (void)data, (void)level, (void)line, (void)len;
 }
 
-int client_run(const struct redis_url *url, const char *name, client_start_fn *start,
-               void *data) {
+int client_run(const struct redis_url *url, const char *name, client_start_fn *start, void *data) {
   /* The output is the result, and every failure is said once on stderr by
    * the command itself; the broker's log lines would say it again. */
   log_set_sink(drop_log_line, NULL);

@@ -22,16 +22,16 @@ struct uv_loop_s;
 
 struct client {
   broker *b;
-  lclock *clock;            /* for a command's own timers (status --watch) */
-  struct uv_loop_s *loop;   /* for a command's own handles (status --watch's SIGINT);
+  lclock *clock;          /* for a command's own timers (status --watch) */
+  struct uv_loop_s *loop; /* for a command's own handles (status --watch's SIGINT);
                              * unref them, so that client_done still ends the loop */
   bk_conn *conn;
-  ltimer *timeout;          /* to connect, then for each reply */
+  ltimer *timeout; /* to connect, then for each reply */
   client_start_fn *start;
-  void *data;               /* the command's own state */
-  bool started;             /* start has run */
-  bool finished;            /* client_done has run: replies still arriving are ignored */
-  int status;               /* the exit code */
+  void *data;    /* the command's own state */
+  bool started;  /* start has run */
+  bool finished; /* client_done has run: replies still arriving are ignored */
+  int status;    /* the exit code */
 };
 
 /* Connects to url (the connection named name), calls start once connected

@@ -90,9 +90,8 @@ static void print_dead_letter(const bk_reply *e) {
   static const struct {
     const char *field, *label;
   } provenance[] = {
-      {HDR_DL_STREAM, "source"},         {HDR_DL_GROUP, "group"},
-      {HDR_DL_ID, "original id"},        {HDR_DL_DELIVERIES, "deliveries"},
-      {HDR_DL_HANDLER, "handler"},       {HDR_DL_REASON, "reason"},
+      {HDR_DL_STREAM, "source"},         {HDR_DL_GROUP, "group"},     {HDR_DL_ID, "original id"},
+      {HDR_DL_DELIVERIES, "deliveries"}, {HDR_DL_HANDLER, "handler"}, {HDR_DL_REASON, "reason"},
       {HDR_DL_ERROR, "error"},           {HDR_DL_TIME, "time"},
   };
   const bk_reply *id = e->element[0], *fields = e->element[1];
@@ -147,8 +146,9 @@ static bool dl_stream_exists(struct client *c, const char *stream, const bk_repl
   if (why == NULL && (r->type == BK_STATUS || r->type == BK_STRING)) {
     if (r->len == 6 && !memcmp(r->str, "stream", 6)) return true;
     if (r->len == 4 && !memcmp(r->str, "none", 4))
-      fprintf(stderr, "luastream: stream %s does not exist on %s (check the name: a handler's "
-                      "dead_letter stream is made by its first dead letter)\n",
+      fprintf(stderr,
+              "luastream: stream %s does not exist on %s (check the name: a handler's "
+              "dead_letter stream is made by its first dead letter)\n",
               stream, c->b->name);
     else
       fprintf(stderr, "luastream: %s on %s is a %.*s, not a stream\n", stream, c->b->name,
@@ -175,7 +175,7 @@ static int dl_send_type(struct client *c, const char *stream, bk_reply_cb *cb) {
 struct dl_list {
   const char *stream;
   long long count;
-  long long total;          /* XLEN */
+  long long total; /* XLEN */
 };
 
 static void dl_list_range(void *data, const bk_reply *r, const char *err) {
@@ -253,7 +253,7 @@ static int cmd_dl_list(int argc, char **argv) {
 
 struct dl_replay {
   const char *stream;
-  const char *const *ids;   /* --id, or NULL for --all */
+  const char *const *ids; /* --id, or NULL for --all */
   int nids;
   char after[64], last[64]; /* --all: where the next batch starts and ends */
   long long replayed;
@@ -286,8 +286,8 @@ static void dl_replay_done(void *data, const bk_reply *r, const char *err) {
   if (!ok) {
     if (why && !strncmp(why, "ERR ", 4)) why += 4;
     /* Refused by the ACL: Redis names neither the script nor the key. */
-    bool refused = why && (strstr(why, "NOPERM") || strstr(why, "can't access") ||
-                           strstr(why, "can't run"));
+    bool refused =
+        why && (strstr(why, "NOPERM") || strstr(why, "can't access") || strstr(why, "can't run"));
     if (refused)
       fprintf(stderr,
               "luastream: replay from %s failed: the replay script (EVAL on %s: TYPE, XRANGE, "
@@ -368,8 +368,8 @@ static int cmd_dl_replay(int argc, char **argv) {
   int rc = cli_parse(CLI_DL_REPLAY, argc, argv, &o, stdout, stderr);
   if (rc != CLI_OK) return rc == CLI_DONE ? 0 : 2;
   const struct cli_value *ids = &o.v[OPT_ID];
-  struct dl_replay rp = {.stream = o.pos[0], .ids = ids->nitems ? ids->items : NULL,
-                         .nids = ids->nitems};
+  struct dl_replay rp = {
+      .stream = o.pos[0], .ids = ids->nitems ? ids->items : NULL, .nids = ids->nitems};
   strcpy(rp.after, "-");
   strcpy(rp.last, "+");
   return client_run(&o.url, "dead-letters", dl_replay_start, &rp);
@@ -388,9 +388,9 @@ int cmd_dead_letters(int argc, char **argv) {
   if (sub && !strcmp(sub, "list")) return cmd_dl_list(argc - 1, argv + 1);
   if (sub && !strcmp(sub, "replay")) return cmd_dl_replay(argc - 1, argv + 1);
   if (sub)
-    fprintf(stderr, "luastream: unknown dead-letters command \"%s\"\n\n%s", sub, usage_dead_letters);
+    fprintf(stderr, "luastream: unknown dead-letters command \"%s\"\n\n%s", sub,
+            usage_dead_letters);
   else
     fputs(usage_dead_letters, stderr);
   return 2;
 }
-

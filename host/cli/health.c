@@ -23,9 +23,9 @@
 #include "log.h"
 #include "metrics.h"
 
-#define HEALTH_IDLE_MS 5000    /* a connection without a whole request by then is dropped */
-#define HEALTH_SWEEP_MS 1000   /* how often idle connections are looked for */
-#define HEALTH_MAX_CONNS 64    /* open at once; more are closed on accept */
+#define HEALTH_IDLE_MS 5000  /* a connection without a whole request by then is dropped */
+#define HEALTH_SWEEP_MS 1000 /* how often idle connections are looked for */
+#define HEALTH_MAX_CONNS 64  /* open at once; more are closed on accept */
 #define HOST_MAX 256
 #define RESPONSE_MAX 768
 
@@ -74,9 +74,12 @@ enum health_route health_parse_request(const char *buf, size_t len) {
   const char *q = memchr(target, '?', tlen);
   size_t plen = q ? (size_t)(q - target) : tlen;
   enum health_route found = HEALTH_NOT_FOUND;
-  if (plen == 8 && memcmp(target, "/healthz", 8) == 0) found = HEALTH_LIVE;
-  else if (plen == 7 && memcmp(target, "/readyz", 7) == 0) found = HEALTH_READY;
-  else if (plen == 8 && memcmp(target, "/metrics", 8) == 0) found = HEALTH_METRICS;
+  if (plen == 8 && memcmp(target, "/healthz", 8) == 0)
+    found = HEALTH_LIVE;
+  else if (plen == 7 && memcmp(target, "/readyz", 7) == 0)
+    found = HEALTH_READY;
+  else if (plen == 8 && memcmp(target, "/metrics", 8) == 0)
+    found = HEALTH_METRICS;
   if (found != HEALTH_NOT_FOUND && !(m == 3 && memcmp(buf, "GET", 3) == 0))
     return HEALTH_NOT_ALLOWED;
   return found;
@@ -84,29 +87,29 @@ enum health_route health_parse_request(const char *buf, size_t len) {
 
 static const char *reason_phrase(int status) {
   switch (status) {
-  case 200: return "OK";
-  case 400: return "Bad Request";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 431: return "Request Header Fields Too Large";
-  case 503: return "Service Unavailable";
-  default: return "Unknown";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
   }
 }
 
 int health_format_response(char *out, size_t cap, int status, const char *body) {
   size_t blen = strlen(body) + 1; /* the newline */
-  int n = snprintf(out, cap,
-                   "HTTP/1.1 %d %s\r\n"
-                   "Content-Type: text/plain; charset=utf-8\r\n"
-                   "Content-Length: %zu\r\n"
-                   "Connection: close\r\n"
-                   "Cache-Control: no-store\r\n"
-                   "%s"
-                   "\r\n"
-                   "%s\n",
-                   status, reason_phrase(status), blen, status == 405 ? "Allow: GET\r\n" : "",
-                   body);
+  int n =
+      snprintf(out, cap,
+               "HTTP/1.1 %d %s\r\n"
+               "Content-Type: text/plain; charset=utf-8\r\n"
+               "Content-Length: %zu\r\n"
+               "Connection: close\r\n"
+               "Cache-Control: no-store\r\n"
+               "%s"
+               "\r\n"
+               "%s\n",
+               status, reason_phrase(status), blen, status == 405 ? "Allow: GET\r\n" : "", body);
   return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
@@ -154,31 +157,31 @@ struct hconn;
 
 struct health {
   uv_tcp_t listener;
-  uv_timer_t sweep;          /* drops idle connections; runs while some are open */
-  int open_handles;          /* of the two above: the struct goes when both closed */
+  uv_timer_t sweep; /* drops idle connections; runs while some are open */
+  int open_handles; /* of the two above: the struct goes when both closed */
   bool closing;
   int port;
   health_ready_fn *ready;
   void *ready_data;
-  struct hconn *conns;       /* open connections, for the sweep and health_close */
+  struct hconn *conns; /* open connections, for the sweep and health_close */
   int nconns;
-  health_defer_fn *defer;    /* health_set_defer, or NULL */
+  health_defer_fn *defer; /* health_set_defer, or NULL */
   void *defer_data;
 };
 
 struct hconn {
-  uv_tcp_t tcp;              /* tcp.data points back here */
+  uv_tcp_t tcp; /* tcp.data points back here */
   health *hs;
   struct hconn *prev, *next; /* in hs->conns while open */
   uint64_t opened_ms;
-  bool answered;             /* the response is on its way: reading has stopped */
+  bool answered; /* the response is on its way: reading has stopped */
   size_t len;
   char buf[HEALTH_REQUEST_MAX];
   uv_write_t wr;
   char out[RESPONSE_MAX];
-  char *page;                /* /metrics: the body, freed with the connection */
-  bool deferred;             /* handed to hs->defer, not replied to yet */
-  bool closed;               /* the handle has closed: the reply frees c */
+  char *page;    /* /metrics: the body, freed with the connection */
+  bool deferred; /* handed to hs->defer, not replied to yet */
+  bool closed;   /* the handle has closed: the reply frees c */
 };
 
 /* A deferred request is its connection. */
@@ -200,8 +203,10 @@ static void conn_closed(uv_handle_t *handle) {
 static void conn_close(struct hconn *c) {
   if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
   health *hs = c->hs;
-  if (c->prev) c->prev->next = c->next;
-  else hs->conns = c->next;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    hs->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   hs->nconns--;
   if (hs->nconns == 0 && !hs->closing) uv_timer_stop(&hs->sweep);
@@ -274,8 +279,10 @@ void health_reply_text(health_request *req, int status, const char *line) {
 
 void health_reply_page(health_request *req, char *page, size_t len) {
   struct hconn *c = &req->c;
-  if (undefer(c)) answer_page(c, page, len);
-  else free(page);
+  if (undefer(c))
+    answer_page(c, page, len);
+  else
+    free(page);
 }
 
 void health_set_defer(health *hs, health_defer_fn *fn, void *data) {
@@ -286,28 +293,24 @@ void health_set_defer(health *hs, health_defer_fn *fn, void *data) {
 static void route(struct hconn *c, enum health_route r) {
   char why[512];
   switch (r) {
-  case HEALTH_INCOMPLETE:
-    if (c->len == sizeof c->buf) answer(c, 431, "request too large");
-    return;
-  case HEALTH_BAD_REQUEST:
-    return answer(c, 400, "bad request");
-  case HEALTH_NOT_ALLOWED:
-    return answer(c, 405, "method not allowed: use GET");
-  case HEALTH_NOT_FOUND:
-    return answer(c, 404, "not found: try /healthz, /readyz or /metrics");
-  case HEALTH_METRICS:
-    if (c->hs->defer) return defer(c, r);
-    return answer_metrics(c);
-  case HEALTH_LIVE:
-    return answer(c, 200, "ok");
-  case HEALTH_READY:
-    if (c->hs->defer) return defer(c, r);
-    why[0] = '\0';
-    if (c->hs->ready(c->hs->ready_data, why, sizeof why)) return answer(c, 200, "ready");
-    /* One line, whatever the reason holds. */
-    for (char *p = why; *p; p++)
-      if (*p == '\r' || *p == '\n') *p = ' ';
-    return answer(c, 503, why[0] ? why : "not ready");
+    case HEALTH_INCOMPLETE:
+      if (c->len == sizeof c->buf) answer(c, 431, "request too large");
+      return;
+    case HEALTH_BAD_REQUEST: return answer(c, 400, "bad request");
+    case HEALTH_NOT_ALLOWED: return answer(c, 405, "method not allowed: use GET");
+    case HEALTH_NOT_FOUND: return answer(c, 404, "not found: try /healthz, /readyz or /metrics");
+    case HEALTH_METRICS:
+      if (c->hs->defer) return defer(c, r);
+      return answer_metrics(c);
+    case HEALTH_LIVE: return answer(c, 200, "ok");
+    case HEALTH_READY:
+      if (c->hs->defer) return defer(c, r);
+      why[0] = '\0';
+      if (c->hs->ready(c->hs->ready_data, why, sizeof why)) return answer(c, 200, "ready");
+      /* One line, whatever the reason holds. */
+      for (char *p = why; *p; p++)
+        if (*p == '\r' || *p == '\n') *p = ' ';
+      return answer(c, 503, why[0] ? why : "not ready");
   }
 }
 
@@ -378,8 +381,8 @@ static bool ipv6_available(void) {
  * every interface, IPv4 and IPv6: one dual-stack socket on "::" (libuv turns
  * IPV6_V6ONLY off unless asked), or 0.0.0.0 where IPv6 is unavailable. */
 static int bind_addr(health *hs, const char *host, int port, char *err, size_t errlen) {
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *res = NULL;
   char service[8];
   snprintf(service, sizeof service, "%d", port);
@@ -394,8 +397,9 @@ static int bind_addr(health *hs, const char *host, int port, char *err, size_t e
   if (rc == 0) rc = uv_listen((uv_stream_t *)&hs->listener, 64, on_connection);
   freeaddrinfo(res);
   if (rc != 0) {
-    snprintf(err, errlen, strchr(host, ':') ? "--http: cannot listen on [%s]:%d: %s"
-                                            : "--http: cannot listen on %s:%d: %s",
+    snprintf(err, errlen,
+             strchr(host, ':') ? "--http: cannot listen on [%s]:%d: %s"
+                               : "--http: cannot listen on %s:%d: %s",
              host, port, uv_strerror(rc));
     return -1;
   }

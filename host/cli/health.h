@@ -29,13 +29,13 @@
 #define HEALTH_REQUEST_MAX 4096
 
 enum health_route {
-  HEALTH_INCOMPLETE,   /* no blank line after the headers yet: read more */
-  HEALTH_BAD_REQUEST,  /* not an HTTP/1.x request line: 400 */
-  HEALTH_NOT_ALLOWED,  /* /healthz or /readyz with a method other than GET: 405 */
-  HEALTH_NOT_FOUND,    /* any other path: 404 */
-  HEALTH_LIVE,         /* GET /healthz */
-  HEALTH_READY,        /* GET /readyz */
-  HEALTH_METRICS,      /* GET /metrics */
+  HEALTH_INCOMPLETE,  /* no blank line after the headers yet: read more */
+  HEALTH_BAD_REQUEST, /* not an HTTP/1.x request line: 400 */
+  HEALTH_NOT_ALLOWED, /* /healthz or /readyz with a method other than GET: 405 */
+  HEALTH_NOT_FOUND,   /* any other path: 404 */
+  HEALTH_LIVE,        /* GET /healthz */
+  HEALTH_READY,       /* GET /readyz */
+  HEALTH_METRICS,     /* GET /metrics */
 };
 
 /* Routes the len bytes at buf, the start of a request: METHOD SP TARGET SP

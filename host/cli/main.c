@@ -54,7 +54,8 @@ static const char usage_main[] =
     "  --version      print luastream's version (every command takes it too)\n"
     "\n"
     "`luastream <command> --help` describes each command. The server comes from\n"
-    "--redis URL, --redis-file PATH or REDIS_URL (" CLI_DEFAULT_URL "\n"
+    "--redis URL, --redis-file PATH or REDIS_URL (" CLI_DEFAULT_URL
+    "\n"
     "when none is given). A password in --redis is visible to every user of the\n"
     "machine (ps): put the URL in a file only you can read and pass\n"
     "--redis-file, or set REDIS_URL.\n";

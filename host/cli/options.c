@@ -25,86 +25,82 @@
 /* ---- the commands ---- */
 
 struct cli_command_def {
-  const char *name;       /* as typed after "luastream" */
-  const char *args;       /* the positional arguments in the synopsis */
-  int nargs;              /* how many are required */
-  int max_args;           /* how many are allowed when more than nargs (CLI_ARGS_MAX at most) */
-  const char *about;      /* the paragraph(s) between the synopsis and the options */
-  const char *footer;     /* after the options, or NULL */
+  const char *name;   /* as typed after "luastream" */
+  const char *args;   /* the positional arguments in the synopsis */
+  int nargs;          /* how many are required */
+  int max_args;       /* how many are allowed when more than nargs (CLI_ARGS_MAX at most) */
+  const char *about;  /* the paragraph(s) between the synopsis and the options */
+  const char *footer; /* after the options, or NULL */
 };
 
 static const struct cli_command_def commands[CLI_NCOMMANDS] = {
-    [CLI_RUN] = {
-        "run", "DIR", 1, 0,
-        "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
-        "groups, reads, calls the handlers and applies their outcomes. Files whose\n"
-        "name starts with _ are modules the handlers may require, not handlers.\n"
-        "Edited, added and removed handler files are picked up while running (hot\n"
-        "reload: a file that fails to load keeps the running version); SIGHUP\n"
-        "reloads every handler file. SIGTERM or SIGINT stops reading, lets running\n"
-        "handlers finish, flushes acks and exits 0; handlers still running at the\n"
-        "shutdown timeout are abandoned (their entries stay pending for another\n"
-        "host) and the exit is still 0. A second signal exits at once (status 1).\n"
-        "With --processes N above 1 a supervisor runs N such hosts as worker\n"
-        "processes, starts a worker again when it dies and passes the signals on;\n"
-        "it exits 0 when every worker stopped cleanly (docs/operations.md).\n",
-        "Handler files are code: they run with this process's rights and\n"
-        "environment (docs/handlers.md says what is contained).\n"},
-    [CLI_CHECK] = {
-        "check", "DIR", 1, 0,
-        "Loads and validates every handler file of DIR without connecting to Redis.\n"
-        "Prints `file:line: message` for each problem and exits 1 if there is any.\n"
-        "Loading runs each file's top-level code (with the rights of this process):\n"
-        "check only what you would run.\n",
-        NULL},
-    [CLI_PUBLISH] = {
-        "publish", "STREAM JSON", 2, 0,
-        "Adds one entry to STREAM with JSON as its body (field `data`) and prints the\n"
-        "new entry id.\n",
-        NULL},
-    [CLI_DL_LIST] = {
-        "dead-letters list", "STREAM", 1, 0,
-        "Prints the dead letters of STREAM, oldest first: for each, its id, where it\n"
-        "came from (source stream, group, original id, handler), why (reason,\n"
-        "error), how often it was delivered, when it was dead-lettered (UTC), its\n"
-        "other headers and its body.\n",
-        NULL},
-    [CLI_DL_REPLAY] = {
-        "dead-letters replay", "STREAM", 1, 0,
-        "Puts dead letters of STREAM back for the group that dead-lettered them: on\n"
-        "the retry stream SOURCE:retry:GROUP of the source stream and group luastream\n"
-        "recorded in each (never on the source stream, so the stream's other groups\n"
-        "never see them), as new entries with their body and headers but without the\n"
-        "dead-letter-* fields, so their delivery count starts afresh. An entry without\n"
-        "that provenance is refused. Each entry is added there and deleted from STREAM\n"
-        "in one server-side script, so it is never on both streams nor on neither.\n"
-        "Prints `ID -> RETRY-STREAM NEW-ID` per entry and a count.\n",
-        NULL},
-    [CLI_STATUS] = {
-        "status", "DIR | STREAM...", 1, CLI_ARGS_MAX,
-        "Shows, for each stream and group the handlers of DIR read (or every group\n"
-        "of each STREAM named), the stream's length, the group's lag (entries not\n"
-        "yet delivered; ? when Redis cannot tell), its pending entries and how long\n"
-        "the oldest has been idle, its consumers with their pending entries and idle\n"
-        "time, the group's retry stream (STREAM:retry:GROUP), its delayed entries\n"
-        "(STREAM:delayed:GROUP) and, with DIR, the length of each handler's\n"
-        "dead_letter stream. An argument that is a directory is DIR (the handler\n"
-        "files are loaded as `luastream check` does, without connecting them);\n"
-        "otherwise the arguments are stream names.\n"
-        "\n"
-        "What needs attention is said under the table:\n"
-        "  - a consumer that holds pending entries and has not read for longer than\n"
-        "    the handler's min_idle (60s when no handler says: a stream named\n"
-        "    without DIR, a handler without min_idle);\n"
-        "  - entries waiting (lag above 0) while no consumer of the group has read\n"
-        "    for that long, or the group has no consumer;\n"
-        "  - with --watch, a lag that grew at each of the last 3 refreshes;\n"
-        "  - dead letters on a handler's dead_letter stream; a stream or group a\n"
-        "    handler reads that does not exist; a key that cannot be read.\n",
-        "Exit status: 0 when nothing needs attention, 1 when something does (or the\n"
-        "server cannot be reached or read, said on stderr), 2 on a usage error.\n"
-        "--watch ends at SIGINT with the status of its last refresh.\n"
-        "docs/operations.md describes the table and the --json document.\n"},
+    [CLI_RUN] = {"run", "DIR", 1, 0,
+                 "Runs every handler file (*.lua) of DIR as a subscription: creates missing\n"
+                 "groups, reads, calls the handlers and applies their outcomes. Files whose\n"
+                 "name starts with _ are modules the handlers may require, not handlers.\n"
+                 "Edited, added and removed handler files are picked up while running (hot\n"
+                 "reload: a file that fails to load keeps the running version); SIGHUP\n"
+                 "reloads every handler file. SIGTERM or SIGINT stops reading, lets running\n"
+                 "handlers finish, flushes acks and exits 0; handlers still running at the\n"
+                 "shutdown timeout are abandoned (their entries stay pending for another\n"
+                 "host) and the exit is still 0. A second signal exits at once (status 1).\n"
+                 "With --processes N above 1 a supervisor runs N such hosts as worker\n"
+                 "processes, starts a worker again when it dies and passes the signals on;\n"
+                 "it exits 0 when every worker stopped cleanly (docs/operations.md).\n",
+                 "Handler files are code: they run with this process's rights and\n"
+                 "environment (docs/handlers.md says what is contained).\n"},
+    [CLI_CHECK] = {"check", "DIR", 1, 0,
+                   "Loads and validates every handler file of DIR without connecting to Redis.\n"
+                   "Prints `file:line: message` for each problem and exits 1 if there is any.\n"
+                   "Loading runs each file's top-level code (with the rights of this process):\n"
+                   "check only what you would run.\n",
+                   NULL},
+    [CLI_PUBLISH] =
+        {"publish", "STREAM JSON", 2, 0,
+         "Adds one entry to STREAM with JSON as its body (field `data`) and prints the\n"
+         "new entry id.\n",
+         NULL},
+    [CLI_DL_LIST] = {"dead-letters list", "STREAM", 1, 0,
+                     "Prints the dead letters of STREAM, oldest first: for each, its id, where it\n"
+                     "came from (source stream, group, original id, handler), why (reason,\n"
+                     "error), how often it was delivered, when it was dead-lettered (UTC), its\n"
+                     "other headers and its body.\n",
+                     NULL},
+    [CLI_DL_REPLAY] =
+        {"dead-letters replay", "STREAM", 1, 0,
+         "Puts dead letters of STREAM back for the group that dead-lettered them: on\n"
+         "the retry stream SOURCE:retry:GROUP of the source stream and group luastream\n"
+         "recorded in each (never on the source stream, so the stream's other groups\n"
+         "never see them), as new entries with their body and headers but without the\n"
+         "dead-letter-* fields, so their delivery count starts afresh. An entry without\n"
+         "that provenance is refused. Each entry is added there and deleted from STREAM\n"
+         "in one server-side script, so it is never on both streams nor on neither.\n"
+         "Prints `ID -> RETRY-STREAM NEW-ID` per entry and a count.\n",
+         NULL},
+    [CLI_STATUS] = {"status", "DIR | STREAM...", 1, CLI_ARGS_MAX,
+                    "Shows, for each stream and group the handlers of DIR read (or every group\n"
+                    "of each STREAM named), the stream's length, the group's lag (entries not\n"
+                    "yet delivered; ? when Redis cannot tell), its pending entries and how long\n"
+                    "the oldest has been idle, its consumers with their pending entries and idle\n"
+                    "time, the group's retry stream (STREAM:retry:GROUP), its delayed entries\n"
+                    "(STREAM:delayed:GROUP) and, with DIR, the length of each handler's\n"
+                    "dead_letter stream. An argument that is a directory is DIR (the handler\n"
+                    "files are loaded as `luastream check` does, without connecting them);\n"
+                    "otherwise the arguments are stream names.\n"
+                    "\n"
+                    "What needs attention is said under the table:\n"
+                    "  - a consumer that holds pending entries and has not read for longer than\n"
+                    "    the handler's min_idle (60s when no handler says: a stream named\n"
+                    "    without DIR, a handler without min_idle);\n"
+                    "  - entries waiting (lag above 0) while no consumer of the group has read\n"
+                    "    for that long, or the group has no consumer;\n"
+                    "  - with --watch, a lag that grew at each of the last 3 refreshes;\n"
+                    "  - dead letters on a handler's dead_letter stream; a stream or group a\n"
+                    "    handler reads that does not exist; a key that cannot be read.\n",
+                    "Exit status: 0 when nothing needs attention, 1 when something does (or the\n"
+                    "server cannot be reached or read, said on stderr), 2 on a usage error.\n"
+                    "--watch ends at SIGINT with the status of its last refresh.\n"
+                    "docs/operations.md describes the table and the --json document.\n"},
 };
 
 const char *cli_command_name(enum cli_command command) { return commands[command].name; }
@@ -121,14 +117,14 @@ enum { GROUP_NONE, GROUP_SERVER, GROUP_NAME, GROUP_REPLAY, CLI_NGROUPS };
 
 static const struct cli_group groups[CLI_NGROUPS] = {
     [GROUP_SERVER] = {false, "give --redis or --redis-file, not both"},
-    [GROUP_NAME] = {false, "--instance numbers generated consumer names; with --consumer NAME "
-                           "give each process its own NAME instead"},
+    [GROUP_NAME] = {false,
+                    "--instance numbers generated consumer names; with --consumer NAME "
+                    "give each process its own NAME instead"},
     [GROUP_REPLAY] = {true, "replay needs either --id ID (repeatable) or --all"},
 };
 
 /* --load-timeout, --http-timeout: a limit of 0 would fail every file, every request. */
-static int check_above_zero(const char *who, const struct cli_value *v, char *err,
-                            size_t errlen) {
+static int check_above_zero(const char *who, const struct cli_value *v, char *err, size_t errlen) {
   if (v->num > 0) return 0;
   snprintf(err, errlen, "%s needs a duration above 0 such as 5s or 500ms", who);
   return -1;
@@ -157,8 +153,7 @@ static int check_watchdog(const char *who, const struct cli_value *v, char *err,
 
 /* --pg-once-table: spliced into SQL, so a plain (optionally schema-qualified)
  * identifier only. */
-static int check_table_name(const char *who, const struct cli_value *v, char *err,
-                            size_t errlen) {
+static int check_table_name(const char *who, const struct cli_value *v, char *err, size_t errlen) {
   const char *p = v->text;
   int parts = 0;
   for (;;) {
@@ -174,175 +169,278 @@ static int check_table_name(const char *who, const struct cli_value *v, char *er
     if (*p == '\0' && p - v->text <= 63 * 2 + 1) return 0;
     break;
   }
-  snprintf(err, errlen, "%s must be a table name (letters, digits and _, optionally "
-           "schema.table), got \"%s\"", who, v->text);
+  snprintf(err, errlen,
+           "%s must be a table name (letters, digits and _, optionally "
+           "schema.table), got \"%s\"",
+           who, v->text);
   return -1;
 }
 
-#define SERVER                                                                                     \
-  (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) |           \
+#define SERVER                                                                           \
+  (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) | \
    CLI_IN(CLI_STATUS))
 
 const struct cli_option cli_option_table[OPT_NOPTIONS] = {
-    [OPT_REDIS] = {
-        .name = "redis", .arg = "URL", .kind = CLI_URL, .commands = SERVER,
-        .group = GROUP_SERVER, .env = "REDIS_URL", .def = CLI_DEFAULT_URL,
-        .help = "redis://[[user]:password@]host[:port][/db] or "
-                "unix:///path/to/socket[?db=N]; a password here shows in ps: prefer "
-                "--redis-file"},
-    [OPT_REDIS_FILE] = {
-        .name = "redis-file", .arg = "PATH", .kind = CLI_URL_FILE, .commands = SERVER,
-        .group = GROUP_SERVER,
-        .help = "read the URL from the first line of PATH (keep it readable by this user "
-                "only)"},
-    [OPT_INSTANCE] = {
-        .name = "instance", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
-        .group = GROUP_NAME, .env = "LUASTREAM_INSTANCE", .min = 0, .max = 999999,
-        .help = "this process's number on this machine, for running several (one per "
-                "core): consumer names become HOSTNAME-HANDLER-N (without it "
-                "HOSTNAME-HANDLER, HANDLER being the file name without .lua)"},
-    [OPT_CONSUMER] = {
-        .name = "consumer", .arg = "NAME", .kind = CLI_NAME, .commands = CLI_IN(CLI_RUN),
-        .group = GROUP_NAME,
-        .help = "consumer name for handlers that do not set one (instead of the generated "
-                "names). A name is held by one live process at a time: a second process "
-                "with the same name in a group refuses to start"},
-    [OPT_PROCESSES] = {
-        .name = "processes", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
-        .def = "1", .min = 1, .max = 1024, .cores = true,
-        .help = "run N worker processes, each a whole host, under one supervisor that "
-                "restarts a worker that dies, passes signals on and serves --http for all; "
-                "auto is one per core. Worker I's consumer names end in -I (with "
-                "--instance K: -(K*N+I); with --consumer NAME: NAME-I)"},
-    [OPT_LOG_LEVEL] = {
-        .name = "log-level", .arg = "LEVEL", .kind = CLI_LOG_LEVEL,
-        .commands = CLI_IN(CLI_RUN), .def = "info",
-        .help = "debug, info, warn or error"},
-    [OPT_LOG_FORMAT] = {
-        .name = "log-format", .arg = "FORMAT", .kind = CLI_LOG_FORMAT,
-        .commands = CLI_IN(CLI_RUN), .env = "LUASTREAM_LOG_FORMAT", .def = "logfmt",
-        .help = "logfmt (key=value) or json (one object per line, the same fields, "
-                "numbers as numbers)"},
-    [OPT_SHUTDOWN_TIMEOUT] = {
-        .name = "shutdown-timeout", .arg = "DURATION", .kind = CLI_DURATION,
-        .commands = CLI_IN(CLI_RUN), .def = "30s",
-        .help = "how long running handlers may take to finish after the first signal, "
-                "with a unit: 500ms, 30s, 2m, 1h"},
-    [OPT_HTTP] = {
-        .name = "http", .arg = "ADDR:PORT", .kind = CLI_ADDR, .commands = CLI_IN(CLI_RUN),
-        .help = "serve GET /healthz (200 while running), GET /readyz (200 when "
-                "connected and every subscription reads, at least one, else 503 and why) "
-                "and GET /metrics (Prometheus) on ADDR:PORT, e.g. 127.0.0.1:8080; port 0 "
-                "picks a free port (logged)"},
-    [OPT_NO_RELOAD] = {
-        .name = "no-reload", .kind = CLI_FLAG, .commands = CLI_IN(CLI_RUN),
-        .help = "do not watch DIR for changes (SIGHUP still reloads)"},
-    [OPT_LOAD_TIMEOUT] = {
-        .name = "load-timeout", .arg = "DURATION", .kind = CLI_DURATION,
-        .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS), .def = "5s",
-        .check = check_above_zero,
-        .help = "how long a handler file's top-level code may run when the file is "
-                "loaded: longer is a load error naming the file"},
-    [OPT_WATCHDOG] = {
-        .name = "watchdog", .arg = "DURATION", .kind = CLI_DURATION,
-        .commands = CLI_IN(CLI_RUN), .def = "10s", .off = true, .check = check_watchdog,
-        .help = "when the event loop has not turned for this long (a handler that never "
-                "yields), log which handler and entry were running and exit with status 70 "
-                "(at most 10s, so that a stalled process ends before its consumer leases "
-                "can expire; keep it above --load-timeout; it cannot be off)"},
-    [OPT_HTTP_TIMEOUT] = {
-        .name = "http-timeout", .arg = "DURATION", .kind = CLI_DURATION,
-        .commands = CLI_IN(CLI_RUN), .def = "10s", .check = check_above_zero,
-        .help = "how long an ls.http request may take, queueing for a connection "
-                "included, unless the request gives its own timeout"},
-    [OPT_HTTP_MAX_BODY] = {
-        .name = "http-max-body", .arg = "BYTES", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
-        .def = "16777216", .min = 1, .max = 1LL << 40,
-        .help = "the largest ls.http response body; a longer one fails the request "
-                "(\"the response body is larger than ...\") unless the request gives its own "
-                "max_body"},
-    [OPT_HTTP_PER_HOST] = {
-        .name = "http-per-host", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
-        .def = "32", .min = 1, .max = 100000,
-        .help = "connections ls.http opens to one host at once, kept open for reuse; "
-                "more requests wait for one"},
-    [OPT_HTTP_CA_FILE] = {
-        .name = "http-ca-file", .arg = "PATH", .kind = CLI_NAME, .commands = CLI_IN(CLI_RUN),
-        .help = "check HTTPS servers' certificates against the CAs in this PEM file "
-                "instead of the system's CA store"},
-    [OPT_POSTGRES] = {
-        .name = "postgres", .arg = "CONNINFO", .kind = CLI_STRING, .commands = CLI_IN(CLI_RUN),
-        .env = "LUASTREAM_POSTGRES",
-        .help = "the PostgreSQL server of ls.pg and ctx:pg_once: a libpq connection string "
-                "(\"host=db dbname=app user=ls\") or a postgresql:// URL; without it "
-                "LUASTREAM_POSTGRES, else libpq's own PG* variables and service file when PGHOST, "
-                "PGSERVICE or PGDATABASE is set. A password given here shows in ps: give it in "
-                "LUASTREAM_POSTGRES, PGPASSWORD or a PGPASSFILE instead"},
-    [OPT_PG_POOL] = {
-        .name = "pg-pool", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_RUN),
-        .def = "8", .min = 1, .max = 1000,
-        .help = "connections to PostgreSQL at most, made when queries need them and kept; "
-                "more queries wait for one"},
-    [OPT_PG_TIMEOUT] = {
-        .name = "pg-timeout", .arg = "DURATION", .kind = CLI_DURATION,
-        .commands = CLI_IN(CLI_RUN), .def = "10s", .check = check_above_zero,
-        .help = "how long an ls.pg query may take, waiting for a connection included: past "
-                "it the query fails and its connection is closed; the server's "
-                "statement_timeout is set a little below it"},
-    [OPT_PG_ONCE_TABLE] = {
-        .name = "pg-once-table", .arg = "NAME", .kind = CLI_NAME, .commands = CLI_IN(CLI_RUN),
-        .def = "luastream_processed", .check = check_table_name,
-        .help = "the table ctx:pg_once records handled entries in (made when missing)"},
-    [OPT_PG_ONCE_KEEP] = {
-        .name = "pg-once-keep", .arg = "DURATION", .kind = CLI_DURATION,
-        .commands = CLI_IN(CLI_RUN), .def = "off", .off = true,
-        .help = "delete ctx:pg_once's rows recorded longer ago than this (720h: 30 days), "
-                "every quarter of it (at least every hour); keep them longer than an entry can "
-                "be delivered again. off: never (prune them yourself)"},
-    [OPT_KEY] = {
-        .name = "key", .arg = "K", .kind = CLI_STRING, .commands = CLI_IN(CLI_PUBLISH),
-        .help = "partition key (header partition-key)"},
-    [OPT_MAXLEN] = {
-        .name = "maxlen", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_PUBLISH),
-        .min = 1, .max = 1LL << 62,
-        .help = "trim the stream to its newest N entries as the entry is added (XADD MAXLEN "
-                "N): older entries go whether or not every group has handled them"},
-    [OPT_PARTITIONS] = {
-        .name = "partitions", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_PUBLISH),
-        .min = 1, .max = 1024,
-        .help = "STREAM is partitioned over N keys: add to STREAM:{p}, p = crc16(K) % N "
-                "for --key K (required)"},
-    [OPT_HEADER] = {
-        .name = "header", .arg = "NAME=VALUE", .kind = CLI_HEADER,
-        .commands = CLI_IN(CLI_PUBLISH), .repeat = 64,
-        .help = "an extra header; repeatable"},
-    [OPT_COUNT] = {
-        .name = "count", .arg = "N", .kind = CLI_INT, .commands = CLI_IN(CLI_DL_LIST),
-        .def = "100", .min = 1, .max = 1000000000,
-        .help = "show at most N entries"},
-    [OPT_ID] = {
-        .name = "id", .arg = "ID", .kind = CLI_ENTRY_ID, .commands = CLI_IN(CLI_DL_REPLAY),
-        .group = GROUP_REPLAY, .repeat = 1024,
-        .help = "the dead letter with this id; repeatable. Nothing is replayed if one of "
-                "them is missing or not a dead letter."},
-    [OPT_ALL] = {
-        .name = "all", .kind = CLI_FLAG, .commands = CLI_IN(CLI_DL_REPLAY),
-        .group = GROUP_REPLAY,
-        .help = "every dead letter on STREAM when the command starts (in batches of 500; "
-                "entries that are not dead letters stay)"},
-    [OPT_JSON] = {
-        .name = "json", .kind = CLI_FLAG, .commands = CLI_IN(CLI_STATUS),
-        .help = "print one JSON document instead of the table (with --watch, one per "
-                "refresh, one per line)"},
-    [OPT_WATCH] = {
-        .name = "watch", .kind = CLI_FLAG, .commands = CLI_IN(CLI_STATUS),
-        .help = "refresh every 2s until SIGINT: in place on a terminal, else block after "
-                "block"},
-    [OPT_CLUSTER] = {
-        .name = "cluster", .kind = CLI_FLAG, .commands = CLI_IN(CLI_CHECK),
-        .help = "also check that each handler's keys (stream, retry stream, delay set, "
-                "reply_to, dead_letter) share a hash slot, as Redis Cluster needs, and say "
-                "how to name them when they do not"},
+    [OPT_REDIS] = {.name = "redis",
+                   .arg = "URL",
+                   .kind = CLI_URL,
+                   .commands = SERVER,
+                   .group = GROUP_SERVER,
+                   .env = "REDIS_URL",
+                   .def = CLI_DEFAULT_URL,
+                   .help = "redis://[[user]:password@]host[:port][/db] or "
+                           "unix:///path/to/socket[?db=N]; a password here shows in ps: prefer "
+                           "--redis-file"},
+    [OPT_REDIS_FILE] =
+        {.name = "redis-file",
+         .arg = "PATH",
+         .kind = CLI_URL_FILE,
+         .commands = SERVER,
+         .group = GROUP_SERVER,
+         .help = "read the URL from the first line of PATH (keep it readable by this user "
+                 "only)"},
+    [OPT_INSTANCE] = {.name = "instance",
+                      .arg = "N",
+                      .kind = CLI_INT,
+                      .commands = CLI_IN(CLI_RUN),
+                      .group = GROUP_NAME,
+                      .env = "LUASTREAM_INSTANCE",
+                      .min = 0,
+                      .max = 999999,
+                      .help = "this process's number on this machine, for running several (one per "
+                              "core): consumer names become HOSTNAME-HANDLER-N (without it "
+                              "HOSTNAME-HANDLER, HANDLER being the file name without .lua)"},
+    [OPT_CONSUMER] =
+        {.name = "consumer",
+         .arg = "NAME",
+         .kind = CLI_NAME,
+         .commands = CLI_IN(CLI_RUN),
+         .group = GROUP_NAME,
+         .help = "consumer name for handlers that do not set one (instead of the generated "
+                 "names). A name is held by one live process at a time: a second process "
+                 "with the same name in a group refuses to start"},
+    [OPT_PROCESSES] =
+        {.name = "processes",
+         .arg = "N",
+         .kind = CLI_INT,
+         .commands = CLI_IN(CLI_RUN),
+         .def = "1",
+         .min = 1,
+         .max = 1024,
+         .cores = true,
+         .help = "run N worker processes, each a whole host, under one supervisor that "
+                 "restarts a worker that dies, passes signals on and serves --http for all; "
+                 "auto is one per core. Worker I's consumer names end in -I (with "
+                 "--instance K: -(K*N+I); with --consumer NAME: NAME-I)"},
+    [OPT_LOG_LEVEL] = {.name = "log-level",
+                       .arg = "LEVEL",
+                       .kind = CLI_LOG_LEVEL,
+                       .commands = CLI_IN(CLI_RUN),
+                       .def = "info",
+                       .help = "debug, info, warn or error"},
+    [OPT_LOG_FORMAT] = {.name = "log-format",
+                        .arg = "FORMAT",
+                        .kind = CLI_LOG_FORMAT,
+                        .commands = CLI_IN(CLI_RUN),
+                        .env = "LUASTREAM_LOG_FORMAT",
+                        .def = "logfmt",
+                        .help = "logfmt (key=value) or json (one object per line, the same fields, "
+                                "numbers as numbers)"},
+    [OPT_SHUTDOWN_TIMEOUT] =
+        {.name = "shutdown-timeout",
+         .arg = "DURATION",
+         .kind = CLI_DURATION,
+         .commands = CLI_IN(CLI_RUN),
+         .def = "30s",
+         .help = "how long running handlers may take to finish after the first signal, "
+                 "with a unit: 500ms, 30s, 2m, 1h"},
+    [OPT_HTTP] = {.name = "http",
+                  .arg = "ADDR:PORT",
+                  .kind = CLI_ADDR,
+                  .commands = CLI_IN(CLI_RUN),
+                  .help = "serve GET /healthz (200 while running), GET /readyz (200 when "
+                          "connected and every subscription reads, at least one, else 503 and why) "
+                          "and GET /metrics (Prometheus) on ADDR:PORT, e.g. 127.0.0.1:8080; port 0 "
+                          "picks a free port (logged)"},
+    [OPT_NO_RELOAD] = {.name = "no-reload",
+                       .kind = CLI_FLAG,
+                       .commands = CLI_IN(CLI_RUN),
+                       .help = "do not watch DIR for changes (SIGHUP still reloads)"},
+    [OPT_LOAD_TIMEOUT] = {.name = "load-timeout",
+                          .arg = "DURATION",
+                          .kind = CLI_DURATION,
+                          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS),
+                          .def = "5s",
+                          .check = check_above_zero,
+                          .help =
+                              "how long a handler file's top-level code may run when the file is "
+                              "loaded: longer is a load error naming the file"},
+    [OPT_WATCHDOG] =
+        {.name = "watchdog",
+         .arg = "DURATION",
+         .kind = CLI_DURATION,
+         .commands = CLI_IN(CLI_RUN),
+         .def = "10s",
+         .off = true,
+         .check = check_watchdog,
+         .help = "when the event loop has not turned for this long (a handler that never "
+                 "yields), log which handler and entry were running and exit with status 70 "
+                 "(at most 10s, so that a stalled process ends before its consumer leases "
+                 "can expire; keep it above --load-timeout; it cannot be off)"},
+    [OPT_HTTP_TIMEOUT] = {.name = "http-timeout",
+                          .arg = "DURATION",
+                          .kind = CLI_DURATION,
+                          .commands = CLI_IN(CLI_RUN),
+                          .def = "10s",
+                          .check = check_above_zero,
+                          .help = "how long an ls.http request may take, queueing for a connection "
+                                  "included, unless the request gives its own timeout"},
+    [OPT_HTTP_MAX_BODY] =
+        {.name = "http-max-body",
+         .arg = "BYTES",
+         .kind = CLI_INT,
+         .commands = CLI_IN(CLI_RUN),
+         .def = "16777216",
+         .min = 1,
+         .max = 1LL << 40,
+         .help = "the largest ls.http response body; a longer one fails the request "
+                 "(\"the response body is larger than ...\") unless the request gives its own "
+                 "max_body"},
+    [OPT_HTTP_PER_HOST] =
+        {.name = "http-per-host",
+         .arg = "N",
+         .kind = CLI_INT,
+         .commands = CLI_IN(CLI_RUN),
+         .def = "32",
+         .min = 1,
+         .max = 100000,
+         .help = "connections ls.http opens to one host at once, kept open for reuse; "
+                 "more requests wait for one"},
+    [OPT_HTTP_CA_FILE] = {.name = "http-ca-file",
+                          .arg = "PATH",
+                          .kind = CLI_NAME,
+                          .commands = CLI_IN(CLI_RUN),
+                          .help =
+                              "check HTTPS servers' certificates against the CAs in this PEM file "
+                              "instead of the system's CA store"},
+    [OPT_POSTGRES] =
+        {.name = "postgres",
+         .arg = "CONNINFO",
+         .kind = CLI_STRING,
+         .commands = CLI_IN(CLI_RUN),
+         .env = "LUASTREAM_POSTGRES",
+         .help = "the PostgreSQL server of ls.pg and ctx:pg_once: a libpq connection string "
+                 "(\"host=db dbname=app user=ls\") or a postgresql:// URL; without it "
+                 "LUASTREAM_POSTGRES, else libpq's own PG* variables and service file when PGHOST, "
+                 "PGSERVICE or PGDATABASE is set. A password given here shows in ps: give it in "
+                 "LUASTREAM_POSTGRES, PGPASSWORD or a PGPASSFILE instead"},
+    [OPT_PG_POOL] = {.name = "pg-pool",
+                     .arg = "N",
+                     .kind = CLI_INT,
+                     .commands = CLI_IN(CLI_RUN),
+                     .def = "8",
+                     .min = 1,
+                     .max = 1000,
+                     .help =
+                         "connections to PostgreSQL at most, made when queries need them and kept; "
+                         "more queries wait for one"},
+    [OPT_PG_TIMEOUT] =
+        {.name = "pg-timeout",
+         .arg = "DURATION",
+         .kind = CLI_DURATION,
+         .commands = CLI_IN(CLI_RUN),
+         .def = "10s",
+         .check = check_above_zero,
+         .help = "how long an ls.pg query may take, waiting for a connection included: past "
+                 "it the query fails and its connection is closed; the server's "
+                 "statement_timeout is set a little below it"},
+    [OPT_PG_ONCE_TABLE] =
+        {.name = "pg-once-table",
+         .arg = "NAME",
+         .kind = CLI_NAME,
+         .commands = CLI_IN(CLI_RUN),
+         .def = "luastream_processed",
+         .check = check_table_name,
+         .help = "the table ctx:pg_once records handled entries in (made when missing)"},
+    [OPT_PG_ONCE_KEEP] =
+        {.name = "pg-once-keep",
+         .arg = "DURATION",
+         .kind = CLI_DURATION,
+         .commands = CLI_IN(CLI_RUN),
+         .def = "off",
+         .off = true,
+         .help = "delete ctx:pg_once's rows recorded longer ago than this (720h: 30 days), "
+                 "every quarter of it (at least every hour); keep them longer than an entry can "
+                 "be delivered again. off: never (prune them yourself)"},
+    [OPT_KEY] = {.name = "key",
+                 .arg = "K",
+                 .kind = CLI_STRING,
+                 .commands = CLI_IN(CLI_PUBLISH),
+                 .help = "partition key (header partition-key)"},
+    [OPT_MAXLEN] =
+        {.name = "maxlen",
+         .arg = "N",
+         .kind = CLI_INT,
+         .commands = CLI_IN(CLI_PUBLISH),
+         .min = 1,
+         .max = 1LL << 62,
+         .help = "trim the stream to its newest N entries as the entry is added (XADD MAXLEN "
+                 "N): older entries go whether or not every group has handled them"},
+    [OPT_PARTITIONS] =
+        {.name = "partitions",
+         .arg = "N",
+         .kind = CLI_INT,
+         .commands = CLI_IN(CLI_PUBLISH),
+         .min = 1,
+         .max = 1024,
+         .help = "STREAM is partitioned over N keys: add to STREAM:{p}, p = crc16(K) % N "
+                 "for --key K (required)"},
+    [OPT_HEADER] = {.name = "header",
+                    .arg = "NAME=VALUE",
+                    .kind = CLI_HEADER,
+                    .commands = CLI_IN(CLI_PUBLISH),
+                    .repeat = 64,
+                    .help = "an extra header; repeatable"},
+    [OPT_COUNT] = {.name = "count",
+                   .arg = "N",
+                   .kind = CLI_INT,
+                   .commands = CLI_IN(CLI_DL_LIST),
+                   .def = "100",
+                   .min = 1,
+                   .max = 1000000000,
+                   .help = "show at most N entries"},
+    [OPT_ID] = {.name = "id",
+                .arg = "ID",
+                .kind = CLI_ENTRY_ID,
+                .commands = CLI_IN(CLI_DL_REPLAY),
+                .group = GROUP_REPLAY,
+                .repeat = 1024,
+                .help = "the dead letter with this id; repeatable. Nothing is replayed if one of "
+                        "them is missing or not a dead letter."},
+    [OPT_ALL] = {.name = "all",
+                 .kind = CLI_FLAG,
+                 .commands = CLI_IN(CLI_DL_REPLAY),
+                 .group = GROUP_REPLAY,
+                 .help = "every dead letter on STREAM when the command starts (in batches of 500; "
+                         "entries that are not dead letters stay)"},
+    [OPT_JSON] = {.name = "json",
+                  .kind = CLI_FLAG,
+                  .commands = CLI_IN(CLI_STATUS),
+                  .help = "print one JSON document instead of the table (with --watch, one per "
+                          "refresh, one per line)"},
+    [OPT_WATCH] = {.name = "watch",
+                   .kind = CLI_FLAG,
+                   .commands = CLI_IN(CLI_STATUS),
+                   .help =
+                       "refresh every 2s until SIGINT: in place on a terminal, else block after "
+                       "block"},
+    [OPT_CLUSTER] =
+        {.name = "cluster",
+         .kind = CLI_FLAG,
+         .commands = CLI_IN(CLI_CHECK),
+         .help = "also check that each handler's keys (stream, retry stream, delay set, "
+                 "reply_to, dead_letter) share a hash slot, as Redis Cluster needs, and say "
+                 "how to name them when they do not"},
 };
 
 static bool takes(enum cli_command command, int id) {
@@ -523,8 +621,9 @@ static int take_url(struct cli_options *o, const char *text, const char *who, bo
     return -1;
   }
   if (in_argv && o->url.password[0])
-    fprintf(err, "luastream: warning: the password in %s can be seen by every user of "
-                 "this machine (ps): use --redis-file PATH or REDIS_URL instead\n",
+    fprintf(err,
+            "luastream: warning: the password in %s can be seen by every user of "
+            "this machine (ps): use --redis-file PATH or REDIS_URL instead\n",
             who);
   return 0;
 }
@@ -543,95 +642,91 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
                       const char *text, const char *who, FILE *err) {
   char why[1024];
   switch (opt->kind) {
-  case CLI_FLAG:
-    v->num = 1;
-    return 0;
-  case CLI_STRING:
-    return 0;
-  case CLI_NAME:
-    if (text[0] != '\0') return 0;
-    fprintf(err, "luastream: %s needs a non-empty name\n", who);
-    return -1;
-  case CLI_URL:
-    return take_url(o, text, who, v->from_env, v->given && !v->from_env, err);
-  case CLI_URL_FILE: {
-    char line[URL_TEXT_MAX + 2], from[1100];
-    if (read_url_file(text, line, sizeof line, err) != 0) return -1;
-    snprintf(from, sizeof from, "%s %s", who, text);
-    int rc = take_url(o, line, from, false, false, err);
-    memset(line, 0, sizeof line); /* held a password, maybe */
-    return rc;
-  }
-  case CLI_DURATION: {
-    double ms;
-    if (opt->off && !strcmp(text, "off")) {
-      v->num = 0;
-      return 0;
+    case CLI_FLAG: v->num = 1; return 0;
+    case CLI_STRING: return 0;
+    case CLI_NAME:
+      if (text[0] != '\0') return 0;
+      fprintf(err, "luastream: %s needs a non-empty name\n", who);
+      return -1;
+    case CLI_URL: return take_url(o, text, who, v->from_env, v->given && !v->from_env, err);
+    case CLI_URL_FILE: {
+      char line[URL_TEXT_MAX + 2], from[1100];
+      if (read_url_file(text, line, sizeof line, err) != 0) return -1;
+      snprintf(from, sizeof from, "%s %s", who, text);
+      int rc = take_url(o, line, from, false, false, err);
+      memset(line, 0, sizeof line); /* held a password, maybe */
+      return rc;
     }
-    if (duration_parse(text, strlen(text), &ms, why, sizeof why) == 0) {
-      v->num = (long long)ms;
-      return 0;
+    case CLI_DURATION: {
+      double ms;
+      if (opt->off && !strcmp(text, "off")) {
+        v->num = 0;
+        return 0;
+      }
+      if (duration_parse(text, strlen(text), &ms, why, sizeof why) == 0) {
+        v->num = (long long)ms;
+        return 0;
+      }
+      size_t digits = strspn(text, "0123456789");
+      if (digits > 0 && text[digits] == '\0')
+        fprintf(err, "luastream: %s %s: add a unit, e.g. %ss (or %sms, %sm, %sh)\n", who, text,
+                text, text, text, text);
+      else
+        fprintf(err, "luastream: %s \"%s\" %s\n", who, text, why);
+      return -1;
     }
-    size_t digits = strspn(text, "0123456789");
-    if (digits > 0 && text[digits] == '\0')
-      fprintf(err, "luastream: %s %s: add a unit, e.g. %ss (or %sms, %sm, %sh)\n", who, text,
-              text, text, text, text);
-    else
-      fprintf(err, "luastream: %s \"%s\" %s\n", who, text, why);
-    return -1;
-  }
-  case CLI_INT: {
-    if (opt->cores && !strcmp(text, "auto")) {
-      v->num = cli_cores();
-      if (v->num > opt->max) v->num = opt->max;
-      return 0;
+    case CLI_INT: {
+      if (opt->cores && !strcmp(text, "auto")) {
+        v->num = cli_cores();
+        if (v->num > opt->max) v->num = opt->max;
+        return 0;
+      }
+      size_t digits = strspn(text, "0123456789");
+      long long n = digits > 0 && digits <= 18 && text[digits] == '\0' ? atoll(text) : -1;
+      if (n >= opt->min && n <= opt->max) {
+        v->num = n;
+        return 0;
+      }
+      fprintf(err, "luastream: %s needs a number from %lld to %lld%s, got \"%s\"\n", who, opt->min,
+              opt->max, opt->cores ? " or auto" : "", text);
+      return -1;
     }
-    size_t digits = strspn(text, "0123456789");
-    long long n = digits > 0 && digits <= 18 && text[digits] == '\0' ? atoll(text) : -1;
-    if (n >= opt->min && n <= opt->max) {
-      v->num = n;
-      return 0;
+    case CLI_LOG_LEVEL: {
+      int level = log_level_parse(text);
+      if (level >= 0) {
+        v->num = level;
+        return 0;
+      }
+      fprintf(err, "luastream: %s must be debug, info, warn or error, got \"%s\"\n", who, text);
+      return -1;
     }
-    fprintf(err, "luastream: %s needs a number from %lld to %lld%s, got \"%s\"\n", who,
-            opt->min, opt->max, opt->cores ? " or auto" : "", text);
-    return -1;
-  }
-  case CLI_LOG_LEVEL: {
-    int level = log_level_parse(text);
-    if (level >= 0) {
-      v->num = level;
-      return 0;
+    case CLI_LOG_FORMAT: {
+      int format = log_format_parse(text);
+      if (format >= 0) {
+        v->num = format;
+        return 0;
+      }
+      fprintf(err, "luastream: %s must be logfmt or json, got \"%s\"\n", who, text);
+      return -1;
     }
-    fprintf(err, "luastream: %s must be debug, info, warn or error, got \"%s\"\n", who, text);
-    return -1;
-  }
-  case CLI_LOG_FORMAT: {
-    int format = log_format_parse(text);
-    if (format >= 0) {
-      v->num = format;
-      return 0;
+    case CLI_ADDR: {
+      char host[256];
+      int port;
+      if (health_parse_addr(text, host, sizeof host, &port, why, sizeof why) == 0) return 0;
+      fprintf(err, "luastream: %s\n", why);
+      return -1;
     }
-    fprintf(err, "luastream: %s must be logfmt or json, got \"%s\"\n", who, text);
-    return -1;
-  }
-  case CLI_ADDR: {
-    char host[256];
-    int port;
-    if (health_parse_addr(text, host, sizeof host, &port, why, sizeof why) == 0) return 0;
-    fprintf(err, "luastream: %s\n", why);
-    return -1;
-  }
-  case CLI_HEADER: {
-    const char *eq = strchr(text, '=');
-    if (eq != NULL && eq != text) return 0;
-    fprintf(err, "luastream: %s needs NAME=VALUE, got \"%s\"\n", who, text);
-    return -1;
-  }
-  case CLI_ENTRY_ID:
-    if (full_id(text)) return 0;
-    fprintf(err, "luastream: %s needs an entry id such as 1700000000000-0, got \"%s\"\n", who,
-            text);
-    return -1;
+    case CLI_HEADER: {
+      const char *eq = strchr(text, '=');
+      if (eq != NULL && eq != text) return 0;
+      fprintf(err, "luastream: %s needs NAME=VALUE, got \"%s\"\n", who, text);
+      return -1;
+    }
+    case CLI_ENTRY_ID:
+      if (full_id(text)) return 0;
+      fprintf(err, "luastream: %s needs an entry id such as 1700000000000-0, got \"%s\"\n", who,
+              text);
+      return -1;
   }
   return -1;
 }
@@ -639,8 +734,7 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
 /* Whether another option of group was given on the command line. */
 static bool group_given(const struct cli_options *o, int group, int except) {
   for (int id = 0; group && id < OPT_NOPTIONS; id++)
-    if (id != except && cli_option_table[id].group == group && o->v[id].given &&
-        !o->v[id].from_env)
+    if (id != except && cli_option_table[id].group == group && o->v[id].given && !o->v[id].from_env)
       return true;
   return false;
 }

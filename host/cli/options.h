@@ -69,31 +69,31 @@ enum cli_option_id {
 
 /* What an option's value is, and so how it is checked. */
 enum cli_kind {
-  CLI_FLAG,      /* no value */
-  CLI_STRING,    /* any text */
-  CLI_NAME,      /* any text but the empty one */
-  CLI_URL,       /* a Redis URL (url.h); the parsed form goes to cli_options.url */
-  CLI_URL_FILE,  /* a file whose first line is a Redis URL, into cli_options.url */
-  CLI_DURATION,  /* duration.h text with a unit, into num as ms */
-  CLI_INT,       /* digits only, from min to max, into num */
-  CLI_LOG_LEVEL, /* debug, info, warn or error, into num as enum log_level */
+  CLI_FLAG,       /* no value */
+  CLI_STRING,     /* any text */
+  CLI_NAME,       /* any text but the empty one */
+  CLI_URL,        /* a Redis URL (url.h); the parsed form goes to cli_options.url */
+  CLI_URL_FILE,   /* a file whose first line is a Redis URL, into cli_options.url */
+  CLI_DURATION,   /* duration.h text with a unit, into num as ms */
+  CLI_INT,        /* digits only, from min to max, into num */
+  CLI_LOG_LEVEL,  /* debug, info, warn or error, into num as enum log_level */
   CLI_LOG_FORMAT, /* logfmt or json, into num as enum log_format */
-  CLI_ADDR,      /* ADDR:PORT to listen on (health_parse_addr) */
-  CLI_HEADER,    /* NAME=VALUE with a non-empty NAME */
-  CLI_ENTRY_ID,  /* a full stream entry id, ms-seq */
+  CLI_ADDR,       /* ADDR:PORT to listen on (health_parse_addr) */
+  CLI_HEADER,     /* NAME=VALUE with a non-empty NAME */
+  CLI_ENTRY_ID,   /* a full stream entry id, ms-seq */
 };
 
 struct cli_value;
 
 struct cli_option {
-  const char *name;   /* without the leading "--" */
-  const char *arg;    /* the value's placeholder in the help, e.g. "URL"; NULL for a flag */
+  const char *name; /* without the leading "--" */
+  const char *arg;  /* the value's placeholder in the help, e.g. "URL"; NULL for a flag */
   enum cli_kind kind;
-  unsigned commands;  /* CLI_IN(command) for each command that accepts it */
-  int group;          /* options sharing a nonzero group exclude each other (cli_groups) */
-  const char *env;    /* used when no option of its group is given; NULL for none */
-  const char *def;    /* default, as text of its kind, when neither it nor env is given */
-  int repeat;         /* >0: repeatable up to this many times; 0: once, the last one counts */
+  unsigned commands; /* CLI_IN(command) for each command that accepts it */
+  int group;       /* options sharing a nonzero group exclude each other (groups[] in options.c) */
+  const char *env; /* used when no option of its group is given; NULL for none */
+  const char *def; /* default, as text of its kind, when neither it nor env is given */
+  int repeat;      /* >0: repeatable up to this many times; 0: once, the last one counts */
   long long min, max; /* CLI_INT: the range allowed */
   bool off;           /* CLI_DURATION: the word "off" reads as 0 ms (for a clearer refusal) */
   bool cores;         /* CLI_INT: the word "auto" reads as the number of cores (cli_cores) */
@@ -101,7 +101,7 @@ struct cli_option {
    * with one line (without the "luastream: " prefix) naming who, the option
    * or variable, in err. NULL when the kind says it all. */
   int (*check)(const char *who, const struct cli_value *v, char *err, size_t errlen);
-  const char *help;   /* wrapped when printed; the default is appended */
+  const char *help; /* wrapped when printed; the default is appended */
 };
 
 #define CLI_IN(command) (1u << (command))
@@ -116,10 +116,10 @@ struct cli_group {
 
 /* One option's value after parsing. */
 struct cli_value {
-  const char *text;   /* the last value given, the env var's, or the default; NULL when none */
-  long long num;      /* CLI_FLAG: 1 when given; CLI_DURATION: ms; CLI_INT; CLI_LOG_LEVEL, _FORMAT */
-  bool given;         /* on the command line or in the environment (not a default) */
-  bool from_env;      /* given by the option's environment variable */
+  const char *text; /* the last value given, the env var's, or the default; NULL when none */
+  long long num;    /* CLI_FLAG: 1 when given; CLI_DURATION: ms; CLI_INT; CLI_LOG_LEVEL, _FORMAT */
+  bool given;       /* on the command line or in the environment (not a default) */
+  bool from_env;    /* given by the option's environment variable */
   const char **items; /* a repeatable option's values, in order */
   int nitems;
 };

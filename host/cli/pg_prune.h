@@ -15,9 +15,9 @@ struct pg_prune {
   pg_pool *pool;
   uint64_t keep_ms;
   char sql[192];
-  char keep[32];     /* the parameter: "<keep_ms> milliseconds" */
-  bool running;      /* a DELETE is in flight */
-  bool armed;        /* timer is initialised */
+  char keep[32]; /* the parameter: "<keep_ms> milliseconds" */
+  bool running;  /* a DELETE is in flight */
+  bool armed;    /* timer is initialised */
   uv_timer_t timer;
 };
 

@@ -29,8 +29,12 @@ static int read_stat(unsigned long *utime, unsigned long *stime, long *rss) {
   const char *p = strrchr(buf, ')');
   if (p == NULL) return -1;
   /* after ")": state(3) ... utime(14) stime(15) ... rss(24) */
-  return sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d "
-                       "%*u %*u %ld", utime, stime, rss) == 3 ? 0 : -1;
+  return sscanf(p + 1,
+                " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d "
+                "%*u %*u %ld",
+                utime, stime, rss) == 3
+             ? 0
+             : -1;
 }
 
 static int open_fds(void) {
@@ -52,9 +56,9 @@ static void collect(void *data) {
     metric_set(gauge("process_cpu_seconds_total", "Total user and system CPU time spent in seconds",
                      METRIC_COUNTER),
                (double)(utime + stime) / tick);
-    metric_set(gauge("process_resident_memory_bytes", "Resident memory size in bytes",
-                     METRIC_GAUGE),
-               (double)rss * page);
+    metric_set(
+        gauge("process_resident_memory_bytes", "Resident memory size in bytes", METRIC_GAUGE),
+        (double)rss * page);
   }
   int fds = open_fds();
   if (fds >= 0)

@@ -72,8 +72,9 @@ int cmd_publish(int argc, char **argv) {
   if (cli_given(&o, OPT_PARTITIONS)) {
     const char *key = cli_text(&o, OPT_KEY);
     if (key == NULL) {
-      fprintf(stderr, "luastream: --partitions needs --key: the partition is crc16(key) %% N, "
-                      "so an entry without a partition key has none\n");
+      fprintf(stderr,
+              "luastream: --partitions needs --key: the partition is crc16(key) %% N, "
+              "so an entry without a partition key has none\n");
       return 2;
     }
     int p = (int)keyslot_partition(key, strlen(key), (unsigned)cli_num(&o, OPT_PARTITIONS));

@@ -17,7 +17,7 @@
 #include "http.h"
 #include "http_curl.h"
 #include "pg.h"
-#include "pg_libpq.h"
+#include "pg_pool.h"
 #include "pg_prune.h"
 #include "log.h"
 #include "log_writer.h"
@@ -35,28 +35,28 @@
 
 struct run {
   const char *dir;
-  uint64_t shutdown_ms;     /* --shutdown-timeout */
+  uint64_t shutdown_ms; /* --shutdown-timeout */
   /* built in this order; each is NULL or false until it is */
   bool log_writer;
   bool loop_ready;
   uv_loop_t loop;
   lclock *clock;
   broker *broker;
-  http_client *http;        /* ls.http */
-  pg_pool *pg;              /* ls.pg, when PostgreSQL is configured */
-  struct pg_prune prune;    /* --pg-once-keep */
+  http_client *http;     /* ls.http */
+  pg_pool *pg;           /* ls.pg, when PostgreSQL is configured */
+  struct pg_prune prune; /* --pg-once-keep */
   host *host;
-  health *health;           /* --http, else NULL */
-  bool signals;             /* sigterm, sigint and sighup are initialised */
+  health *health; /* --http, else NULL */
+  bool signals;   /* sigterm, sigint and sighup are initialised */
   uv_signal_t sigterm, sigint, sighup;
-  bool watching;            /* watch and dir_poll are initialised (not --no-reload) */
-  uv_fs_event_t watch;      /* DIR's entries */
-  uv_fs_poll_t dir_poll;    /* DIR itself: gone, back or replaced */
-  bool dir_missing;         /* the last stat of DIR failed */
-  bool beating;             /* beat is initialised */
-  uv_timer_t beat;          /* feeds the watchdog */
-  int nsignals;             /* SIGTERM/SIGINT received */
-  bool worker;              /* a worker of the supervisor (supervisor.h) */
+  bool watching;         /* watch and dir_poll are initialised (not --no-reload) */
+  uv_fs_event_t watch;   /* DIR's entries */
+  uv_fs_poll_t dir_poll; /* DIR itself: gone, back or replaced */
+  bool dir_missing;      /* the last stat of DIR failed */
+  bool beating;          /* beat is initialised */
+  uv_timer_t beat;       /* feeds the watchdog */
+  int nsignals;          /* SIGTERM/SIGINT received */
+  bool worker;           /* a worker of the supervisor (supervisor.h) */
 };
 
 /* Closes the handles that keep the loop running; each once. */
@@ -87,7 +87,7 @@ static int run_teardown(struct run *r, int status) {
   health_close(r->health);
   r->health = NULL;
   if (r->host) host_free(r->host);
-  http_free(r->http); /* after the host: its jobs' requests are let go */
+  http_free(r->http);  /* after the host: its jobs' requests are let go */
   pg_pool_free(r->pg); /* after the host: its jobs' transactions are given back */
   if (r->broker) broker_free(r->broker);
   if (r->clock) {
@@ -284,7 +284,7 @@ static int open_pg(struct run *r, const struct cli_options *o) {
                           .size = (int)cli_num(o, OPT_PG_POOL),
                           .timeout_ms = (uint64_t)cli_num(o, OPT_PG_TIMEOUT)};
   char err[512], shown[512];
-  if ((r->pg = pg_libpq_new(&r->loop, &po, err, sizeof err)) == NULL) {
+  if ((r->pg = pg_pool_new(&r->loop, &po, err, sizeof err)) == NULL) {
     fprintf(stderr, "luastream: --postgres: %s\n", err);
     return -1;
   }
@@ -333,9 +333,9 @@ int cmd_run(int argc, char **argv) {
   char worker_consumer[512];
   r.worker = is_worker == 1;
   if (is_worker) { /* the names of worker I of N (supervisor.h) */
-    names.instance = supervisor_worker_names(worker.index, (int)cli_num(&o, OPT_PROCESSES),
-                                             names.instance, names.consumer, worker_consumer,
-                                             sizeof worker_consumer);
+    names.instance =
+        supervisor_worker_names(worker.index, (int)cli_num(&o, OPT_PROCESSES), names.instance,
+                                names.consumer, worker_consumer, sizeof worker_consumer);
     if (names.consumer) names.consumer = worker_consumer;
   }
   /* A stalled reader of stderr must not stop the host: the log is written
@@ -356,14 +356,15 @@ int cmd_run(int argc, char **argv) {
   }
   log_set_clock(r.clock); /* log times from the clock the host runs on */
   if ((r.broker = broker_cluster_new(&r.loop, &o.url)) == NULL) {
-    fprintf(stderr, "luastream: cannot create the client for %s: out of memory\n",
-            o.url.redacted);
+    fprintf(stderr, "luastream: cannot create the client for %s: out of memory\n", o.url.redacted);
     goto out;
   }
   r.host = host_new(r.dir, r.broker, r.clock, &names, load_ms, &problems);
   if (r.host == NULL) {
-    if (problems) fputs(problems, stderr);
-    else fprintf(stderr, "luastream: cannot create the host: out of memory\n");
+    if (problems)
+      fputs(problems, stderr);
+    else
+      fprintf(stderr, "luastream: cannot create the host: out of memory\n");
     free(problems);
     log_line(LOG_ERROR, NULL, "handlers failed to load; not starting", "dir", r.dir, NULL);
     goto out;

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <uv.h>
 
+#include "grow.h"
+
 #define SCRAPE_BODY_MAX (64u << 20) /* a longer answer is a failure */
 
 /* ---- a growing text ---- */
@@ -20,17 +22,12 @@ struct text {
 
 static void put(struct text *t, const char *s, size_t n) {
   if (t->oom) return;
-  if (t->len + n + 1 > t->cap) {
-    size_t cap = t->cap ? t->cap : 4096;
-    while (cap < t->len + n + 1) cap *= 2;
-    char *p = realloc(t->p, cap);
-    if (p == NULL) {
-      t->oom = true;
-      return;
-    }
-    t->p = p;
-    t->cap = cap;
+  char *p = grow(t->p, &t->cap, t->len + n + 1, 1, 4096);
+  if (p == NULL) {
+    t->oom = true;
+    return;
   }
+  t->p = p;
   memcpy(t->p + t->len, s, n);
   t->len += n;
   t->p[t->len] = '\0';
@@ -46,7 +43,7 @@ struct block {
   size_t nlen;
   const char *help, *type; /* whole lines with their newline, or NULL */
   size_t help_len, type_len;
-  const char *samples;     /* the sample lines, contiguous */
+  const char *samples; /* the sample lines, contiguous */
   size_t samples_len;
 };
 
@@ -98,8 +95,10 @@ static int page_parse(struct page *pg, const char *text) {
           cur = page_block(pg, name, nlen);
           if (cur == NULL && (cur = page_add(pg, name, nlen)) == NULL) return -1;
         }
-        if (help) cur->help = line, cur->help_len = llen;
-        else cur->type = line, cur->type_len = llen;
+        if (help)
+          cur->help = line, cur->help_len = llen;
+        else
+          cur->type = line, cur->type_len = llen;
       }
     } else if (llen > 1 || line[0] != '\n') {
       if (cur == NULL) { /* a sample without HELP or TYPE: its own family */
@@ -155,39 +154,45 @@ char *scrape_merge(const char *const *pages, const unsigned *restarts, int n, si
     if (page_parse(&pg[i], pages[i]) != 0) oom = true;
     for (int j = 0; !oom && j < pg[i].n; j++) {
       struct block *b = &pg[i].b[j];
-      if (page_block(&order, b->name, b->nlen) == NULL && page_add(&order, b->name, b->nlen) == NULL)
+      if (page_block(&order, b->name, b->nlen) == NULL &&
+          page_add(&order, b->name, b->nlen) == NULL)
         oom = true;
     }
   }
   for (int f = 0; !oom && f < order.n; f++) {
     const struct block *first = NULL;
     for (int i = 0; i < n && first == NULL; i++) {
-      const struct block *b = pages[i] ? page_block(&pg[i], order.b[f].name, order.b[f].nlen) : NULL;
+      const struct block *b =
+          pages[i] ? page_block(&pg[i], order.b[f].name, order.b[f].nlen) : NULL;
       if (b && (b->help || b->type)) first = b;
     }
     if (first && first->help) put(&t, first->help, first->help_len);
     if (first && first->type) put(&t, first->type, first->type_len);
     for (int i = 0; i < n; i++) {
-      const struct block *b = pages[i] ? page_block(&pg[i], order.b[f].name, order.b[f].nlen) : NULL;
+      const struct block *b =
+          pages[i] ? page_block(&pg[i], order.b[f].name, order.b[f].nlen) : NULL;
       if (b && b->samples) put_samples(&t, b, i);
     }
   }
   if (!oom) {
     char line[128];
-    puts_(&t, "# HELP luastream_workers Worker processes the supervisor runs (--processes).\n"
-              "# TYPE luastream_workers gauge\n");
+    puts_(&t,
+          "# HELP luastream_workers Worker processes the supervisor runs (--processes).\n"
+          "# TYPE luastream_workers gauge\n");
     snprintf(line, sizeof line, "luastream_workers %d\n", n);
     puts_(&t, line);
-    puts_(&t, "# HELP luastream_worker_up Whether the worker answered this scrape (1) or not (0): "
-              "a worker that did not is left out of the page.\n"
-              "# TYPE luastream_worker_up gauge\n");
+    puts_(&t,
+          "# HELP luastream_worker_up Whether the worker answered this scrape (1) or not (0): "
+          "a worker that did not is left out of the page.\n"
+          "# TYPE luastream_worker_up gauge\n");
     for (int i = 0; i < n; i++) {
       snprintf(line, sizeof line, "luastream_worker_up{worker=\"%d\"} %d\n", i, pages[i] ? 1 : 0);
       puts_(&t, line);
     }
-    puts_(&t, "# HELP luastream_worker_restarts_total Times the supervisor started the worker "
-              "again after it exited.\n"
-              "# TYPE luastream_worker_restarts_total counter\n");
+    puts_(&t,
+          "# HELP luastream_worker_restarts_total Times the supervisor started the worker "
+          "again after it exited.\n"
+          "# TYPE luastream_worker_restarts_total counter\n");
     for (int i = 0; i < n; i++) {
       snprintf(line, sizeof line, "luastream_worker_restarts_total{worker=\"%d\"} %u\n", i,
                restarts[i]);
@@ -212,8 +217,8 @@ struct scrape {
   uv_timer_t timer;
   uv_connect_t connect;
   uv_write_t write;
-  int open_handles;     /* the struct goes when both handles closed */
-  bool finished;        /* done was called */
+  int open_handles; /* the struct goes when both handles closed */
+  bool finished;    /* done was called */
   scrape_done_fn *done;
   void *data;
   int index;
@@ -257,17 +262,12 @@ static void on_timeout(uv_timer_t *t) { finish(t->data, false); }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   struct scrape *s = h->data;
-  if (s->in.len + suggested + 1 > s->in.cap) {
-    size_t cap = s->in.cap ? s->in.cap : 16384;
-    while (cap < s->in.len + suggested + 1) cap *= 2;
-    char *p = realloc(s->in.p, cap);
-    if (p == NULL) {
-      *buf = uv_buf_init(NULL, 0); /* read fails with UV_ENOBUFS */
-      return;
-    }
-    s->in.p = p;
-    s->in.cap = cap;
+  char *p = grow(s->in.p, &s->in.cap, s->in.len + suggested + 1, 1, 16384);
+  if (p == NULL) {
+    *buf = uv_buf_init(NULL, 0); /* read fails with UV_ENOBUFS */
+    return;
   }
+  s->in.p = p;
   *buf = uv_buf_init(s->in.p + s->in.len, (unsigned)(s->in.cap - s->in.len - 1));
 }
 

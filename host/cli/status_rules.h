@@ -38,8 +38,7 @@ bool status_consumer_stalled(long long pending, long long idle_ms, long long sta
  * them but the group's last delivered id is behind the stream's last id);
  * freshest_idle_ms: the smallest idle time of the group's consumers, -1 when
  * it has none. */
-bool status_waiting_unread(long long waiting, long long freshest_idle_ms,
-                           long long stall_after_ms);
+bool status_waiting_unread(long long waiting, long long freshest_idle_ms, long long stall_after_ms);
 
 /* lags: the group's lag at the last n refreshes, oldest first, -1 where it
  * was unknown. True when the newest STATUS_LAG_RISES + 1 are all known and

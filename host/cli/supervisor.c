@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "backoff.h"
 #include "health.h"
 #include "log.h"
 #include "scrape.h"
@@ -27,9 +28,9 @@ extern char **environ;
 /* ---- the pure parts ---- */
 
 uint64_t supervisor_backoff(uint64_t prev_ms, uint64_t ran_ms) {
-  if (prev_ms == 0 || ran_ms >= SUPERVISOR_STEADY_MS) return SUPERVISOR_BACKOFF_MIN_MS;
-  uint64_t next = prev_ms * 2;
-  return next > SUPERVISOR_BACKOFF_MAX_MS ? SUPERVISOR_BACKOFF_MAX_MS : next;
+  /* a worker that ran a while starts again soon */
+  if (ran_ms >= SUPERVISOR_STEADY_MS) prev_ms = 0;
+  return backoff_next(prev_ms, SUPERVISOR_BACKOFF_MIN_MS, SUPERVISOR_BACKOFF_MAX_MS);
 }
 
 int supervisor_worker_names(int index, int nprocs, int base_instance, const char *base_consumer,
@@ -118,12 +119,12 @@ struct sv;
 struct worker {
   struct sv *sv;
   int index;
-  uv_process_t *proc;   /* NULL while not running */
+  uv_process_t *proc; /* NULL while not running */
   int pid;
   uint64_t started_ms;
-  uint64_t backoff_ms;  /* the last wait before a restart, 0 for none */
-  uv_timer_t restart;   /* the wait before starting it again */
-  int listen_fd, port;  /* its health socket (with --http), else -1, 0 */
+  uint64_t backoff_ms; /* the last wait before a restart, 0 for none */
+  uv_timer_t restart;  /* the wait before starting it again */
+  int listen_fd, port; /* its health socket (with --http), else -1, 0 */
   unsigned restarts;
 };
 
@@ -136,10 +137,10 @@ struct sv {
   size_t nenv;          /* the inherited part */
   bool signals, timers; /* initialised handles */
   uv_signal_t sigterm, sigint, sighup;
-  int nsignals;         /* SIGTERM/SIGINT received */
+  int nsignals; /* SIGTERM/SIGINT received */
   bool stopping;
-  int running;          /* workers with a process */
-  int status;           /* the exit status */
+  int running; /* workers with a process */
+  int status;  /* the exit status */
   health *health;
 };
 
@@ -149,8 +150,8 @@ struct ask {
   health_request *req;
   enum health_route route;
   int waiting;
-  int *status;          /* per worker, 0 when it did not answer */
-  char **body;          /* per worker, malloc'd or NULL */
+  int *status; /* per worker, 0 when it did not answer */
+  char **body; /* per worker, malloc'd or NULL */
 };
 
 static void log_worker(enum log_level level, const char *msg, const struct worker *w,
@@ -216,8 +217,8 @@ static void on_worker_exit(uv_process_t *p, int64_t exit_status, int term_signal
   if (w->restarts == 0 && term_signal == 0 && (exit_status == 1 || exit_status == 2) &&
       ran_ms < SUPERVISOR_STEADY_MS) {
     /* As `run` alone would: the handlers or the server refused to start. */
-    log_worker(LOG_ERROR, "worker failed to start: stopping every worker", w,
-               LOG_NUMBER "status", text, NULL, NULL);
+    log_worker(LOG_ERROR, "worker failed to start: stopping every worker", w, LOG_NUMBER "status",
+               text, NULL, NULL);
     sv->status = (int)exit_status;
     sv->stopping = true;
     sv->nsignals = 1; /* a signal from here on is the second one */
@@ -285,8 +286,8 @@ static void start_worker(struct worker *w) {
   sv->running++;
   char port[16];
   snprintf(port, sizeof port, "%d", w->port);
-  log_worker(LOG_INFO, "worker started", w, w->listen_fd >= 0 ? LOG_NUMBER "http_port" : NULL,
-             port, NULL, NULL);
+  log_worker(LOG_INFO, "worker started", w, w->listen_fd >= 0 ? LOG_NUMBER "http_port" : NULL, port,
+             NULL, NULL);
 }
 
 static void on_restart(uv_timer_t *t) {
@@ -312,8 +313,7 @@ static void on_stop_signal(uv_signal_t *s, int signum) {
   char buf[24];
   const char *name = supervisor_signal_name(signum, buf, sizeof buf);
   if (++sv->nsignals > 1) {
-    log_line(LOG_WARN, NULL, "second signal: killing every worker (SIGKILL)", "signal", name,
-             NULL);
+    log_line(LOG_WARN, NULL, "second signal: killing every worker (SIGKILL)", "signal", name, NULL);
     sv->status = 1;
     /* A worker takes SIGTERM and SIGINT as one graceful stop however often
      * they come (a service manager may signal every process of the service):
@@ -480,8 +480,7 @@ int supervisor_run(const struct cli_options *o, int argc, char **argv) {
     fprintf(stderr, "luastream: out of memory\n");
     goto out;
   }
-  for (int i = 0; i < sv.n; i++)
-    sv.w[i] = (struct worker){.sv = &sv, .index = i, .listen_fd = -1};
+  for (int i = 0; i < sv.n; i++) sv.w[i] = (struct worker){.sv = &sv, .index = i, .listen_fd = -1};
   int rc = uv_loop_init(&sv.loop);
   if (rc != 0) {
     fprintf(stderr, "luastream: cannot create the event loop: %s\n", uv_strerror(rc));

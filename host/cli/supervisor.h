@@ -45,9 +45,9 @@
 #define SUPERVISOR_SCRAPE_MS 2000  /* how long a worker may take to answer /readyz, /metrics */
 
 /* The environment a worker is started with. */
-#define SUPERVISOR_ENV_WORKER "LUASTREAM_WORKER"           /* its index */
-#define SUPERVISOR_ENV_PARENT "LUASTREAM_SUPERVISOR_PID"   /* the supervisor's pid */
-#define SUPERVISOR_ENV_HTTP_FD "LUASTREAM_WORKER_HTTP_FD"  /* its health socket */
+#define SUPERVISOR_ENV_WORKER "LUASTREAM_WORKER"          /* its index */
+#define SUPERVISOR_ENV_PARENT "LUASTREAM_SUPERVISOR_PID"  /* the supervisor's pid */
+#define SUPERVISOR_ENV_HTTP_FD "LUASTREAM_WORKER_HTTP_FD" /* its health socket */
 
 /* Runs the supervisor for the parsed `run` command line o, whose arguments
  * after "run" are argv (given again to every worker). Returns the exit

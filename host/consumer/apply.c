@@ -19,7 +19,7 @@ struct applier {
   struct delivery_metrics *metrics;
   apply_reading_fn *reading;
   void *data;
-  ltimer *retry_log_timer;  /* ends the interval whose retries are counted (log_retries) */
+  ltimer *retry_log_timer; /* ends the interval whose retries are counted (log_retries) */
   bool retry_log_armed;
   uint64_t retries_unlogged; /* retries in this interval not logged yet */
   uint64_t retries_total;    /* retries since the subscription started */
@@ -45,8 +45,10 @@ static void log_retries(ltimer *t, void *data) {
   log_line(LOG_INFO, sp->name, "entries retried", "stream", sp->stream, "group", sp->group,
            "consumer", sp->consumer, LOG_NUMBER "count", count, LOG_NUMBER "total", total, NULL);
   a->retries_unlogged = 0;
-  if (a->reading(a->data)) timer_start(t, APPLY_RETRY_LOG_MS);
-  else a->retry_log_armed = false;
+  if (a->reading(a->data))
+    timer_start(t, APPLY_RETRY_LOG_MS);
+  else
+    a->retry_log_armed = false;
 }
 
 /* The trace id of e's traceparent into buf (TRACE_ID_LEN + 1 bytes), for
@@ -103,80 +105,78 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
   const char *trace_id = d->note != POLICY_NOTE_NONE ? trace_of(e, trace) : NULL;
   if (d->note >= POLICY_NOTE_DEAD_LETTERED) snprintf(count, sizeof count, "%lld", d->deliveries);
   switch (d->note) {
-  case POLICY_NOTE_NONE:
-    break;
-  case POLICY_NOTE_RETRIED:
-    count_retry(a, e, d->deliveries);
-    break;
-  case POLICY_NOTE_TOO_MANY_WRITES:
-    log_line(LOG_ERROR, sp->name,
-             "too many writes by one delivery (ctx:write, ctx:publish, the reply), left pending",
-             "stream", sp->stream, "group", sp->group, "id", e->id, "trace_id", trace_id, NULL);
-    break;
-  case POLICY_NOTE_DEAD_LETTERED:
-    log_line(LOG_WARN, sp->name, "entry dead-lettered", "stream", sp->stream, "group", sp->group,
-             "retry_stream", retry_stream, "id", e->id, "trace_id", trace_id, "reason", d->reason,
-             LOG_NUMBER "deliveries", count, "dead_letter", sp->dead_letter, "version", version,
-             NULL);
-    break;
-  case POLICY_NOTE_REJECTED_ACKED:
-  case POLICY_NOTE_BAD_INPUT_LEFT:
-  case POLICY_NOTE_LIMIT_LEFT:
-    log_line(LOG_ERROR, sp->name,
-             d->note == POLICY_NOTE_REJECTED_ACKED ? "entry rejected, acked (no dead_letter stream)"
-             : d->note == POLICY_NOTE_BAD_INPUT_LEFT
-                 ? "bad entry left pending"
-                 : "delivery limit reached, entry left pending (no dead_letter stream)",
-             "stream", sp->stream, "group", sp->group, "retry_stream", retry_stream, "id", e->id,
-             "trace_id", trace_id, "reason", d->reason, LOG_NUMBER "deliveries", count, "version",
-             version, "error", error, NULL);
-    break;
+    case POLICY_NOTE_NONE: break;
+    case POLICY_NOTE_RETRIED: count_retry(a, e, d->deliveries); break;
+    case POLICY_NOTE_TOO_MANY_WRITES:
+      log_line(LOG_ERROR, sp->name,
+               "too many writes by one delivery (ctx:write, ctx:publish, the reply), left pending",
+               "stream", sp->stream, "group", sp->group, "id", e->id, "trace_id", trace_id, NULL);
+      break;
+    case POLICY_NOTE_DEAD_LETTERED:
+      log_line(LOG_WARN, sp->name, "entry dead-lettered", "stream", sp->stream, "group", sp->group,
+               "retry_stream", retry_stream, "id", e->id, "trace_id", trace_id, "reason", d->reason,
+               LOG_NUMBER "deliveries", count, "dead_letter", sp->dead_letter, "version", version,
+               NULL);
+      break;
+    case POLICY_NOTE_REJECTED_ACKED:
+    case POLICY_NOTE_BAD_INPUT_LEFT:
+    case POLICY_NOTE_LIMIT_LEFT:
+      log_line(LOG_ERROR, sp->name,
+               d->note == POLICY_NOTE_REJECTED_ACKED
+                   ? "entry rejected, acked (no dead_letter stream)"
+               : d->note == POLICY_NOTE_BAD_INPUT_LEFT
+                   ? "bad entry left pending"
+                   : "delivery limit reached, entry left pending (no dead_letter stream)",
+               "stream", sp->stream, "group", sp->group, "retry_stream", retry_stream, "id", e->id,
+               "trace_id", trace_id, "reason", d->reason, LOG_NUMBER "deliveries", count, "version",
+               version, "error", error, NULL);
+      break;
   }
   struct delivery_metrics *m = a->metrics;
   if (m) {
     bool delay = d->action == POLICY_DELAY || d->action == POLICY_RESTAMP;
-    if (delay) metric_add(m->delays, 1);
-    else if (d->note == POLICY_NOTE_RETRIED) metric_add(m->retries, 1);
+    if (delay)
+      metric_add(m->delays, 1);
+    else if (d->note == POLICY_NOTE_RETRIED)
+      metric_add(m->retries, 1);
     if (d->action == POLICY_DEAD_LETTER) dm_dead_letter(m, d->reason);
   }
   struct txn *t;
   const char *what;
   switch (d->action) {
-  case POLICY_RUN:
-  case POLICY_LEAVE:
-    return;
-  case POLICY_ACK:
-    writer_ack(a->w, e->key, e->id); /* coalesced with the others */
-    return;
-  case POLICY_RESTAMP: /* stays pending: no ack */
-    t = writer_txn(a->w);
-    outcome_restamp(t, sp, entry_key(a, e), e, d->delay_ms);
-    writer_outcome(a->w, e->key, e->id, "retry_after", false);
-    return;
-  case POLICY_WRITE:
-    t = writer_txn(a->w);
-    if (outcome_writes(t, res) != 0) return; /* the policy let through only what fits */
-    what = res->kind == RT_REPLY ? "reply" : "writes";
-    break;
-  case POLICY_RETRY_COPY:
-    t = writer_txn(a->w);
-    outcome_retry_copy(t, a->retry_key, e, d->deliveries, entry_source_id(e));
-    what = "retry";
-    break;
-  case POLICY_DELAY:
-    t = writer_txn(a->w);
-    outcome_delay(t, sp, e, d->deliveries, entry_source_id(e),
-                  clock_wall(a->clock) + (uint64_t)d->delay_ms);
-    what = "retry_after";
-    break;
-  case POLICY_DEAD_LETTER:
-    t = writer_txn(a->w);
-    outcome_dead_letter(t, sp, e, entry_source_id(e), d->reason, error, error_len,
-                        d->deliveries, clock_wall(a->clock));
-    what = "dead letter";
-    break;
-  default:
-    return;
+    case POLICY_RUN:
+    case POLICY_LEAVE: return;
+    case POLICY_ACK:
+      writer_ack(a->w, e->key, e->id); /* coalesced with the others */
+      return;
+    case POLICY_RESTAMP: /* stays pending: no ack */
+      t = writer_txn(a->w);
+      outcome_restamp(t, sp, entry_key(a, e), e, d->delay_ms);
+      writer_outcome(a->w, e->key, e->id, "retry_after", false);
+      return;
+    case POLICY_WRITE:
+      t = writer_txn(a->w);
+      if (outcome_writes(t, res) != 0) return; /* the policy let through only what fits */
+      what = res->kind == RT_REPLY ? "reply" : "writes";
+      break;
+    case POLICY_RETRY_COPY:
+      t = writer_txn(a->w);
+      outcome_retry_copy(t, a->retry_key, e, d->deliveries, entry_source_id(e));
+      what = "retry";
+      break;
+    case POLICY_DELAY:
+      t = writer_txn(a->w);
+      outcome_delay(t, sp, e, d->deliveries, entry_source_id(e),
+                    clock_wall(a->clock) + (uint64_t)d->delay_ms);
+      what = "retry_after";
+      break;
+    case POLICY_DEAD_LETTER:
+      t = writer_txn(a->w);
+      outcome_dead_letter(t, sp, e, entry_source_id(e), d->reason, error, error_len, d->deliveries,
+                          clock_wall(a->clock));
+      what = "dead letter";
+      break;
+    default: return;
   }
   writer_outcome(a->w, e->key, e->id, what, true); /* with its ack */
 }
@@ -217,15 +217,14 @@ void apply_finished(applier *a, const struct entry *e, const struct rt_result *r
     log_line(LOG_ERROR, a->spec->name, "handler failed, entry left pending", "stream",
              a->spec->stream, "group", a->spec->group, "retry_stream",
              e->key == ENTRY_KEY_RETRY ? a->retry_key : NULL, "id", e->id, "trace_id",
-             trace_of(e, trace), "reason", res->reason, "version", res->version, "error",
-             res->text, NULL);
+             trace_of(e, trace), "reason", res->reason, "version", res->version, "error", res->text,
+             NULL);
   }
   carry_out(a, e, &d, res, res->version, res->text, res->text_len);
 }
 
-applier *apply_new(writer *w, lclock *clock, const struct handler_spec *spec,
-                   const char *retry_key, struct delivery_metrics *m, apply_reading_fn *reading,
-                   void *data) {
+applier *apply_new(writer *w, lclock *clock, const struct handler_spec *spec, const char *retry_key,
+                   struct delivery_metrics *m, apply_reading_fn *reading, void *data) {
   applier *a = calloc(1, sizeof *a);
   if (a == NULL) return NULL;
   a->w = w;

@@ -34,9 +34,8 @@ typedef bool apply_reading_fn(void *data);
  * handler is swapped. */
 struct delivery_metrics;
 /* m (borrowed; NULL for none) counts the outcomes. */
-applier *apply_new(writer *w, lclock *clock, const struct handler_spec *spec,
-                   const char *retry_key, struct delivery_metrics *m, apply_reading_fn *reading,
-                   void *data);
+applier *apply_new(writer *w, lclock *clock, const struct handler_spec *spec, const char *retry_key,
+                   struct delivery_metrics *m, apply_reading_fn *reading, void *data);
 void apply_set_spec(applier *a, const struct handler_spec *spec);
 /* An entry just read (its deliveries complete): true when it may run;
  * false when the policy decided otherwise (delivered max_deliveries times

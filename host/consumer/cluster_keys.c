@@ -37,8 +37,8 @@ int cluster_keys_check(const struct handler_spec *s, char *why, size_t len) {
   }
   char *retry = outcome_retry_key(s), *delay = outcome_delay_key(s);
   char *leases = lease_key(s->stream, s->group, ""); /* their common prefix */
-  const char *what[] = {"stream", "retry stream", "delay set", "reply_to", "dead_letter",
-                        "consumer leases"};
+  const char *what[] = {"stream",   "retry stream", "delay set",
+                        "reply_to", "dead_letter",  "consumer leases"};
   const char *key[] = {s->stream, retry, delay, s->reply_to, s->dead_letter, leases};
   int rc = 0;
   if (retry == NULL || delay == NULL || leases == NULL) {
@@ -52,8 +52,9 @@ int cluster_keys_check(const struct handler_spec *s, char *why, size_t len) {
     if (key[i] && slot_of(key[i]) != slot) differ = true;
   if (!differ) goto done;
   rc = -1;
-  size_t n = (size_t)snprintf(why, len, "in Redis Cluster the keys an outcome writes in one "
-                                        "step must share a hash slot, and these do not:");
+  size_t n = (size_t)snprintf(why, len,
+                              "in Redis Cluster the keys an outcome writes in one "
+                              "step must share a hash slot, and these do not:");
   /* the leases' name is luastream's: named only when it is the odd one */
   for (size_t i = 0; i < sizeof key / sizeof key[0] && n < len; i++)
     if (key[i] && (key[i] != leases || slot_of(leases) != slot))

@@ -7,12 +7,12 @@
 static const char *const LABELS[] = {"handler", "stream", "group"};
 static const char *const OUTCOME_LABELS[] = {"handler", "stream", "group", "outcome"};
 static const char *const REASON_LABELS[] = {"handler", "stream", "group", "reason"};
-static const char *const OUTCOMES[DM_OUTCOMES] = {
-    "ack", "retry", "retry_after", "reply", "reject", "error", "invalid", "dead_letter"};
+static const char *const OUTCOMES[DM_OUTCOMES] = {"ack",    "retry", "retry_after", "reply",
+                                                  "reject", "error", "invalid",     "dead_letter"};
 /* Handlers run from microseconds (a decode and an ack) to seconds (a call
  * to another service). */
-static const double DURATION_BOUNDS[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                         0.05,   0.1,   0.25,   0.5,   1,    2.5, 5, 10};
+static const double DURATION_BOUNDS[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                         0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 
 static struct metric *series(const char *name, const char *help, enum metric_type type,
                              char *const *labels) {
@@ -20,8 +20,7 @@ static struct metric *series(const char *name, const char *help, enum metric_typ
   return metrics_series(f, (const char *const *)labels);
 }
 
-void dm_init(struct delivery_metrics *m, const char *name, const char *stream,
-             const char *group) {
+void dm_init(struct delivery_metrics *m, const char *name, const char *stream, const char *group) {
   memset(m, 0, sizeof *m);
   const char *given[3] = {name, stream, group};
   for (int i = 0; i < 3; i++)
@@ -43,24 +42,23 @@ void dm_init(struct delivery_metrics *m, const char *name, const char *stream,
                      METRIC_HISTOGRAM, 3, LABELS, DURATION_BOUNDS,
                      (int)(sizeof DURATION_BOUNDS / sizeof *DURATION_BOUNDS));
   m->duration = metrics_series(f, (const char *const *)m->labels);
-  m->reads = series("luastream_reads_total", "Reads that brought entries (batches)",
-                    METRIC_COUNTER, m->labels);
+  m->reads = series("luastream_reads_total", "Reads that brought entries (batches)", METRIC_COUNTER,
+                    m->labels);
   m->entries_read = series("luastream_entries_read_total", "Entries the reads brought",
                            METRIC_COUNTER, m->labels);
   m->retries = series("luastream_retries_scheduled_total",
                       "Entries to be delivered again (ls.retry)", METRIC_COUNTER, m->labels);
   m->delays = series("luastream_delays_scheduled_total",
-                     "Entries to be delivered again after a delay (ls.retry_after)",
-                     METRIC_COUNTER, m->labels);
+                     "Entries to be delivered again after a delay (ls.retry_after)", METRIC_COUNTER,
+                     m->labels);
   m->skipped = series("luastream_outcomes_skipped_total",
-                       "Outcomes that found their entry acknowledged by another consumer and "
-                       "wrote nothing",
-                       METRIC_COUNTER, m->labels);
+                      "Outcomes that found their entry acknowledged by another consumer and "
+                      "wrote nothing",
+                      METRIC_COUNTER, m->labels);
   m->in_flight = series("luastream_entries_in_flight",
                         "Entries read and not finished: running or waiting for a lane",
                         METRIC_GAUGE, m->labels);
-  m->lanes_busy = series("luastream_lanes_busy", "Lanes running an entry", METRIC_GAUGE,
-                         m->labels);
+  m->lanes_busy = series("luastream_lanes_busy", "Lanes running an entry", METRIC_GAUGE, m->labels);
 }
 
 void dm_free(struct delivery_metrics *m) {
@@ -72,22 +70,22 @@ void dm_free(struct delivery_metrics *m) {
 
 enum dm_outcome dm_outcome_of(enum rt_outcome kind) {
   switch (kind) {
-  case RT_ACK: return DM_ACK;
-  case RT_RETRY: return DM_RETRY;
-  case RT_RETRY_AFTER: return DM_RETRY_AFTER;
-  case RT_REPLY: return DM_REPLY;
-  case RT_REJECT: return DM_REJECT;
-  case RT_INVALID: return DM_INVALID;
-  case RT_ERROR: break;
+    case RT_ACK: return DM_ACK;
+    case RT_RETRY: return DM_RETRY;
+    case RT_RETRY_AFTER: return DM_RETRY_AFTER;
+    case RT_REPLY: return DM_REPLY;
+    case RT_REJECT: return DM_REJECT;
+    case RT_INVALID: return DM_INVALID;
+    case RT_ERROR: break;
   }
   return DM_ERROR;
 }
 
 void dm_dead_letter(struct delivery_metrics *m, const char *reason) {
   if (m == NULL || m->labels[0] == NULL) return;
-  struct metric_family *f = metrics_family(
-      "luastream_dead_letters_total", "Dead letters written, by reason", METRIC_COUNTER, 4,
-      REASON_LABELS, NULL, 0);
+  struct metric_family *f =
+      metrics_family("luastream_dead_letters_total", "Dead letters written, by reason",
+                     METRIC_COUNTER, 4, REASON_LABELS, NULL, 0);
   const char *values[4] = {m->labels[0], m->labels[1], m->labels[2], reason ? reason : "unknown"};
   metric_add(metrics_series(f, values), 1);
 }

@@ -31,20 +31,19 @@ enum dm_outcome {
 
 struct delivery_metrics {
   struct metric *outcome[DM_OUTCOMES];
-  struct metric *duration;     /* seconds, histogram */
-  struct metric *reads;        /* reads that brought entries */
+  struct metric *duration; /* seconds, histogram */
+  struct metric *reads;    /* reads that brought entries */
   struct metric *entries_read;
   struct metric *retries, *delays;
-  struct metric *skipped;      /* outcomes that found the entry acknowledged elsewhere */
+  struct metric *skipped;                /* outcomes that found the entry acknowledged elsewhere */
   struct metric *in_flight, *lanes_busy; /* set by the subscription's collector */
-  char *labels[3];             /* handler, stream, group: for dead letters' series */
+  char *labels[3];                       /* handler, stream, group: for dead letters' series */
 };
 
 /* The series of a subscription of handler `name` reading stream as group
  * (copied). Series that cannot be made (out of memory) stay NULL: updates
  * through them do nothing. */
-void dm_init(struct delivery_metrics *m, const char *name, const char *stream,
-             const char *group);
+void dm_init(struct delivery_metrics *m, const char *name, const char *stream, const char *group);
 void dm_free(struct delivery_metrics *m);
 
 static inline void dm_count(struct delivery_metrics *m, enum dm_outcome o) {

@@ -17,7 +17,7 @@
 #define FAULT_RELOG_MS 60000
 
 struct fault {
-  const char *name;   /* the work, for logs and readiness: "acks", ... (static) */
+  const char *name; /* the work, for logs and readiness: "acks", ... (static) */
   bool failing;
   uint64_t since_ms;  /* the first failure since the last success */
   uint64_t logged_ms; /* when it was last logged at its level */

@@ -13,21 +13,21 @@ struct group_setup {
   const char *retry_key;
   group_event_fn *on_event;
   void *data;
-  unsigned pending;        /* commands sent and not answered */
+  unsigned pending; /* commands sent and not answered */
   bool stopped;
-  bool started;            /* group_create's: start_at is spent */
+  bool started; /* group_create's: start_at is spent */
   /* The stream's XGROUP CREATE is answered before the retry stream's (one
    * connection, replies in order); its verdict waits here. */
   bool stream_created, stream_create_failed, create_alone;
   char create_error[256];
-  char fault[400];         /* the last failure, "" when none */
+  char fault[400]; /* the last failure, "" when none */
 };
 
 static void group_log(group_setup *g, enum log_level level, const char *msg, const char *k1,
                       const char *v1) {
   const struct handler_spec *sp = g->spec;
-  log_line(level, sp->name, msg, "stream", sp->stream, "group", sp->group, "consumer",
-           sp->consumer, k1, v1, NULL);
+  log_line(level, sp->name, msg, "stream", sp->stream, "group", sp->group, "consumer", sp->consumer,
+           k1, v1, NULL);
 }
 
 static const char *start_id(const char *start) {
@@ -117,8 +117,7 @@ static void create_retry_done(void *data, const bk_reply *r, const char *err) {
   if (r->type == BK_STATUS)
     group_log(g, LOG_INFO, "group created on the retry stream", "retry_stream", g->retry_key);
   if (g->stream_create_failed)
-    return create_failed(g, "cannot create the group, retrying", g->spec->stream,
-                         g->create_error);
+    return create_failed(g, "cannot create the group, retrying", g->spec->stream, g->create_error);
   bool created = g->stream_created;
   if (created) group_log(g, LOG_INFO, "group created", "start", creation_start(g));
   /* start_at moves an existing group, at start-up only: a new one already

@@ -80,17 +80,17 @@ static void answered(void *data, const bk_reply *r, const char *err) {
       read_groups(q, r);
     } else if (q->ask == ASK_OLDEST && r->type == BK_ARRAY) { /* [[id, consumer, idle, n]] */
       const bk_reply *e = r->elements ? r->element[0] : NULL;
-      double idle = e && e->type == BK_ARRAY && e->elements >= 3 &&
-                            e->element[2]->type == BK_INTEGER
-                        ? (double)e->element[2]->integer / 1000.0
-                        : 0;
+      double idle =
+          e && e->type == BK_ARRAY && e->elements >= 3 && e->element[2]->type == BK_INTEGER
+              ? (double)e->element[2]->integer / 1000.0
+              : 0;
       set("luastream_group_oldest_pending_idle_seconds",
           "How long the group's oldest pending entry has waited since its last delivery (0: none "
           "pending)",
           q, idle);
     } else if (q->ask == ASK_DELAYED && r->type == BK_INTEGER) {
-      set("luastream_group_delayed_entries", "Entries in the group's delay set (ls.retry_after)",
-          q, (double)r->integer);
+      set("luastream_group_delayed_entries", "Entries in the group's delay set (ls.retry_after)", q,
+          (double)r->integer);
     } else if (q->ask == ASK_DEAD && r->type == BK_INTEGER) {
       set("luastream_dead_letter_stream_length",
           "Entries on the dead-letter stream of the group's handlers", q, (double)r->integer);
@@ -162,6 +162,8 @@ group_stats *group_stats_new(broker *b, bk_conn *cmd, lclock *clock, group_stats
 void group_stats_free(group_stats *g) {
   if (g == NULL) return;
   metrics_remove_collector(poll_groups, g);
-  if (g->waiting) g->freed = true;
-  else free(g);
+  if (g->waiting)
+    g->freed = true;
+  else
+    free(g);
 }

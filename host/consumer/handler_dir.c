@@ -86,8 +86,8 @@ static bool shared_key(const struct handler_spec *a, const struct handler_spec *
   return true;
 }
 
-bool handler_dir_split_group(const struct handler_spec *a, const struct handler_spec *b,
-                             char *why, size_t len) {
+bool handler_dir_split_group(const struct handler_spec *a, const struct handler_spec *b, char *why,
+                             size_t len) {
   char key[1100];
   if (strcmp(a->group, b->group) != 0 || !shared_key(a, b, key, sizeof key)) return false;
   bool pair = (a->read == READ_NEW && b->read == READ_RECLAIM) ||
@@ -100,4 +100,3 @@ bool handler_dir_split_group(const struct handler_spec *a, const struct handler_
            a->path, b->path, key, a->group);
   return true;
 }
-

@@ -20,7 +20,7 @@ void handler_dir_free(char **paths);
  * entries, the other only recovers idle pending ones). A partitioned file
  * reads each of its partitions' keys (partition.h), so it shares a stream
  * with a file naming one of them. True, with why, when a and b would. */
-bool handler_dir_split_group(const struct handler_spec *a, const struct handler_spec *b,
-                             char *why, size_t len);
+bool handler_dir_split_group(const struct handler_spec *a, const struct handler_spec *b, char *why,
+                             size_t len);
 
 #endif

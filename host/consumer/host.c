@@ -9,6 +9,7 @@
 #include "cluster_keys.h"
 #include "entry.h"
 #include "handler_dir.h"
+#include "handler_name.h"
 #include "host.h"
 #include "lease.h"
 #include "log.h"
@@ -23,37 +24,37 @@
 #define RELOAD_DEBOUNCE_MS 200 /* host_reload_soon: quiet time before a reload */
 
 struct host {
-  char *dir;                /* the handler directory */
-  char *consumer_override;  /* --consumer, or NULL */
-  int instance;             /* --instance, or -1 */
-  char hostname[256];       /* the machine, in generated consumer names */
+  char *dir;                         /* the handler directory */
+  char *consumer_override;           /* --consumer, or NULL */
+  int instance;                      /* --instance, or -1 */
+  char hostname[256];                /* the machine, in generated consumer names */
   char identity[LEASE_IDENTITY_MAX]; /* this host's lease value */
   broker *b;
   lclock *clock;
-  struct rt_env env;        /* what handlers see: the clock, the delivery hook, calls */
+  struct rt_env env; /* what handlers see: the clock, the delivery hook, calls */
   bk_conn *cmd;
-  group_stats *stats;       /* the groups' lag, pending, ... for /metrics, on cmd */
-  bk_conn *calls;           /* handlers' own commands (ls.redis.call), in env too */
-  struct servers servers;   /* other servers' connections (ls.redis.connect), in env too */
-  struct slots slots;       /* the handler files and what runs each */
-  struct reloader reload;   /* hot reload of dir */
-  size_t undrained;         /* subscriptions created and not drained yet */
+  group_stats *stats;     /* the groups' lag, pending, ... for /metrics, on cmd */
+  bk_conn *calls;         /* handlers' own commands (ls.redis.call), in env too */
+  struct servers servers; /* other servers' connections (ls.redis.connect), in env too */
+  struct slots slots;     /* the handler files and what runs each */
+  struct reloader reload; /* hot reload of dir */
+  size_t undrained;       /* subscriptions created and not drained yet */
   bool ready_logged;
-  bool connected;           /* the command connection has been up once */
-  bool started;             /* subscriptions exist */
+  bool connected; /* the command connection has been up once */
+  bool started;   /* subscriptions exist */
   bool stopping;
-  bool at_deadline;         /* inside deadline_fire: it finishes the stop itself */
-  bool reload_wanted;       /* a reload asked for before the start: runs after it */
-  ltimer *deadline_timer;   /* host_stop_within: when running handlers are given up */
-  ltimer *reap_timer;       /* frees drained subscriptions, starts their successors */
-  ltimer *reload_timer;     /* host_reload_soon */
+  bool at_deadline;       /* inside deadline_fire: it finishes the stop itself */
+  bool reload_wanted;     /* a reload asked for before the start: runs after it */
+  ltimer *deadline_timer; /* host_stop_within: when running handlers are given up */
+  ltimer *reap_timer;     /* frees drained subscriptions, starts their successors */
+  ltimer *reload_timer;   /* host_reload_soon */
   host_stopped_fn *stopped;
   void *stopped_data;
-  ltimer *info_timer;       /* retries INFO until the server answers */
+  ltimer *info_timer; /* retries INFO until the server answers */
   char version[32];
-  long version_num;         /* bk_version_parse of version */
-  bool failed;              /* stopped because it cannot run here (exit non-zero) */
-  char *why_failed;         /* what the version gate said, one line per subscription */
+  long version_num; /* bk_version_parse of version */
+  bool failed;      /* stopped because it cannot run here (exit non-zero) */
+  char *why_failed; /* what the version gate said, one line per subscription */
 };
 
 /* ---- the handler directory ---- */
@@ -88,7 +89,8 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
   }
   for (int i = 0; hs && i < n; i++)
     for (int j = i + 1; hs[i] && j < n; j++)
-      if (hs[j] && handler_dir_split_group(handler_spec(hs[i]), handler_spec(hs[j]), err, sizeof err)) {
+      if (hs[j] &&
+          handler_dir_split_group(handler_spec(hs[i]), handler_spec(hs[j]), err, sizeof err)) {
         fprintf(report, "%s: %s\n", handler_spec(hs[j])->path, err);
         problems++;
       }
@@ -160,9 +162,9 @@ static int bind_consumer(host *h, struct slot *sl, handler *hd) {
 static void collect_handlers(void *data) {
   host *h = data;
   static const char *const labels[] = {"handler", "version"};
-  struct metric_family *f = metrics_family(
-      "luastream_handler_info", "The handler files running and their script versions",
-      METRIC_GAUGE, 2, labels, NULL, 0);
+  struct metric_family *f = metrics_family("luastream_handler_info",
+                                           "The handler files running and their script versions",
+                                           METRIC_GAUGE, 2, labels, NULL, 0);
   metrics_clear(f);
   char name[256];
   for (size_t i = 0; i < h->slots.n; i++) {
@@ -230,8 +232,10 @@ error:
   for (size_t i = 0; hs && i < n; i++)
     if (hs[i]) handler_release(hs[i]);
   free(hs);
-  if (report) fclose(report); /* *problems holds the text now */
-  else *problems = strdup("out of memory\n");
+  if (report)
+    fclose(report); /* *problems holds the text now */
+  else
+    *problems = strdup("out of memory\n");
   host_free(h);
   return NULL;
 }
@@ -246,8 +250,8 @@ static void start_slot(host *h, struct slot *sl, handler *hd, bool keep_cursor) 
   const char *name = handler_spec(hd)->name;
   char why[1024];
   if (h->env.cluster && cluster_keys_check(handler_spec(hd), why, sizeof why) != 0) {
-    log_line(LOG_ERROR, name, "handler reload failed, not started", "file", sl->path, "error",
-             why, NULL);
+    log_line(LOG_ERROR, name, "handler reload failed, not started", "file", sl->path, "error", why,
+             NULL);
     snprintf(sl->failed, sizeof sl->failed, "%s", handler_version(hd));
     handler_release(hd);
     return;
@@ -321,13 +325,13 @@ static bool server_supports_all(host *h) {
   for (size_t i = 0; i < h->slots.n; i++) {
     const struct handler_spec *s = slot_spec(&h->slots.v[i]);
     if (s == NULL || !needs_claim(h, s)) continue;
-    const char *file = strrchr(s->path, '/');
-    file = file ? file + 1 : s->path;
-    int n = snprintf(line, sizeof line,
-                     "%s: read = \"claiming\" (stream %s, group %s) needs Redis 8.4 or later; %s "
-                     "runs %s; on this server set claim_fallback = true, or read with read = "
-                     "\"new\" beside a read = \"reclaim\" subscription (see handlers/before-8.4/)\n",
-                     file, s->stream, s->group, h->b->name, h->version);
+    const char *file = handler_name_file(s->path);
+    int n =
+        snprintf(line, sizeof line,
+                 "%s: read = \"claiming\" (stream %s, group %s) needs Redis 8.4 or later; %s "
+                 "runs %s; on this server set claim_fallback = true, or read with read = "
+                 "\"new\" beside a read = \"reclaim\" subscription (see handlers/before-8.4/)\n",
+                 file, s->stream, s->group, h->b->name, h->version);
     (void)n;
     if (add_failure(h, line) != 0) break;
   }
@@ -354,8 +358,8 @@ static bool keys_fit_cluster(host *h) {
  * credentials or a right that every run needs. Waiting cannot help, so the
  * host stops and exits non-zero, saying what to fix. */
 static void fail_start(host *h, const char *why) {
-  log_line(LOG_ERROR, NULL, "redis refused luastream: not starting", "redis", h->b->name,
-           "error", why, NULL);
+  log_line(LOG_ERROR, NULL, "redis refused luastream: not starting", "redis", h->b->name, "error",
+           why, NULL);
   char line[768];
   int n = snprintf(line, sizeof line, "luastream: cannot start: %s refused: %s\n", h->b->name, why);
   free(h->why_failed);
@@ -376,7 +380,10 @@ static void info_done(void *data, const bk_reply *r, const char *err) {
   long v = r ? bk_info_version(r, h->version, sizeof h->version) : -1;
   if (v < 0) {
     log_line(LOG_ERROR, NULL, "cannot read the server version, retrying", "redis", h->b->name,
-             "error", r && r->type == BK_ERROR ? r->str : err ? err : "no redis_version in INFO",
+             "error",
+             r && r->type == BK_ERROR ? r->str
+             : err                    ? err
+                                      : "no redis_version in INFO",
              NULL);
     timer_start(h->info_timer, 1000);
     return;
@@ -406,13 +413,13 @@ static void info_retry(ltimer *t, void *data) {
 /* luastream_redis_connected and luastream_redis_reconnects_total, for the
  * host's command connection (acks and outcomes go on it). */
 static void count_connection(bool up, bool again) {
-  struct metric_family *f = metrics_family(
-      "luastream_redis_connected", "1 while the host's command connection to Redis is up",
-      METRIC_GAUGE, 0, NULL, NULL, 0);
+  struct metric_family *f = metrics_family("luastream_redis_connected",
+                                           "1 while the host's command connection to Redis is up",
+                                           METRIC_GAUGE, 0, NULL, NULL, 0);
   metric_set(metrics_series(f, NULL), up ? 1 : 0);
   f = metrics_family("luastream_redis_reconnects_total",
-                     "Times the command connection came up again after it was lost",
-                     METRIC_COUNTER, 0, NULL, NULL, 0);
+                     "Times the command connection came up again after it was lost", METRIC_COUNTER,
+                     0, NULL, NULL, 0);
   metric_add(metrics_series(f, NULL), again ? 1 : 0);
 }
 
@@ -524,8 +531,8 @@ static int reload_bind(void *data, struct slot *sl, handler *hd) {
 }
 
 /* The version gate for a file added or changed by a reload. */
-static bool reload_refuse(void *data, const char *path, const struct handler_spec *spec,
-                          char *why, size_t len) {
+static bool reload_refuse(void *data, const char *path, const struct handler_spec *spec, char *why,
+                          size_t len) {
   host *h = data;
   if (!needs_claim(h, spec)) return false;
   snprintf(why, len,
@@ -635,8 +642,7 @@ static void deadline_fire(ltimer *t, void *data) {
   snprintf(running, sizeof running, "%zu", unfinished);
   snprintf(acks, sizeof acks, "%zu", unacked);
   log_line(LOG_WARN, NULL, "shutdown deadline reached", LOG_NUMBER "unfinished", running,
-           LOG_NUMBER "unacked",
-           unacked ? acks : NULL, NULL);
+           LOG_NUMBER "unacked", unacked ? acks : NULL, NULL);
   h->at_deadline = false;
   if (h->undrained == 0) return finish_stop(h);
   bk_conn *cmd = h->cmd;
@@ -653,7 +659,7 @@ static void stop(host *h, bool deadline, uint64_t timeout_ms) {
   snprintf(timeout, sizeof timeout, "%llums", (unsigned long long)timeout_ms);
   log_line(LOG_INFO, NULL, "stopping: finishing running handlers", "timeout",
            deadline ? timeout : NULL, NULL);
-  if (!h->started) return finish_stop(h); /* never got as far as the subscriptions */
+  if (!h->started) return finish_stop(h);   /* never got as far as the subscriptions */
   for (size_t i = 0; i < h->slots.n; i++) { /* restarts waiting for a drain never start */
     if (h->slots.v[i].next) handler_release(h->slots.v[i].next);
     h->slots.v[i].next = NULL;
@@ -666,8 +672,10 @@ static void stop(host *h, bool deadline, uint64_t timeout_ms) {
    * deadline fires. */
   if (deadline && h->undrained > 0) {
     h->deadline_timer = timer_new(h->clock, deadline_fire, h);
-    if (h->deadline_timer) timer_start(h->deadline_timer, timeout_ms);
-    else log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
+    if (h->deadline_timer)
+      timer_start(h->deadline_timer, timeout_ms);
+    else
+      log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
   }
 }
 
@@ -702,7 +710,8 @@ bool host_is_ready(const host *h, char *why, size_t len) {
     const struct slot *sl = &h->slots.v[i];
     running += sl->sub != NULL;
     if (sl->next) {
-      snprintf(why, len, "subscription %s: restarting (hot reload)", slot_name(sl, name, sizeof name));
+      snprintf(why, len, "subscription %s: restarting (hot reload)",
+               slot_name(sl, name, sizeof name));
       return false;
     }
     if (sl->sub && !sub_healthy(sl->sub, reason, sizeof reason)) {
@@ -721,7 +730,8 @@ bool host_is_ready(const host *h, char *why, size_t len) {
 size_t host_subscriptions(const host *h) {
   if (!h->started) return h->slots.n;
   size_t n = 0;
-  for (size_t i = 0; i < h->slots.n; i++) n += (h->slots.v[i].sub != NULL) + (h->slots.v[i].old != NULL);
+  for (size_t i = 0; i < h->slots.n; i++)
+    n += (h->slots.v[i].sub != NULL) + (h->slots.v[i].old != NULL);
   return n;
 }
 
@@ -739,8 +749,8 @@ const char *host_failed(const host *h) {
 }
 
 void host_on_delivery(host *h,
-                      void (*fn)(void *data, const struct handler_spec *spec,
-                                 const struct entry *e, const struct rt_result *res),
+                      void (*fn)(void *data, const struct handler_spec *spec, const struct entry *e,
+                                 const struct rt_result *res),
                       void *data) {
   h->env.on_delivery = fn;
   h->env.on_delivery_data = data;

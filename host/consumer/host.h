@@ -1,6 +1,6 @@
 /* host: a directory of handler files running as subscriptions on one broker.
  *
- * Loading is separate from running: host_load_dir validates every file first
+ * Loading is separate from running: host_new validates every file first
  * (what `luastream check` does), so a bad file stops the host before it joins
  * any group. host_start then connects, reads the server version, names the
  * consumers and starts one subscription per file; host_stop drains them
@@ -118,8 +118,8 @@ struct pg_pool;
 void host_set_pg(host *h, struct pg_pool *pool, const char *missing, const char *once_table);
 /* Tells fn of every finished delivery (see rt_env.on_delivery). */
 void host_on_delivery(host *h,
-                      void (*fn)(void *data, const struct handler_spec *spec,
-                                 const struct entry *e, const struct rt_result *res),
+                      void (*fn)(void *data, const struct handler_spec *spec, const struct entry *e,
+                                 const struct rt_result *res),
                       void *data);
 void host_free(host *h);
 

@@ -98,8 +98,7 @@ int key_table_find(const struct key_table *t, const char *key, size_t len) {
   uint64_t h = key_table_hash(key, len);
   for (size_t i = (size_t)h & t->mask; t->slot[i]; i = (i + 1) & t->mask) {
     const struct key_rec *r = &t->rec[t->slot[i] - 1];
-    if (r->hash == h && r->len == len && memcmp(r->key, key, len) == 0)
-      return (int)t->slot[i] - 1;
+    if (r->hash == h && r->len == len && memcmp(r->key, key, len) == 0) return (int)t->slot[i] - 1;
   }
   return -1;
 }
@@ -108,8 +107,8 @@ int key_table_add(struct key_table *t, const char *key, size_t len) {
   int id = t->free_id;
   if (id < 0) return -1;
   t->free_id = t->rec[id].next_free;
-  t->rec[id] = (struct key_rec){.key = key, .len = len, .hash = key_table_hash(key, len),
-                                .next_free = -1};
+  t->rec[id] =
+      (struct key_rec){.key = key, .len = len, .hash = key_table_hash(key, len), .next_free = -1};
   place(t->slot, t->mask, t->rec, id);
   t->count++;
   return id;

@@ -17,19 +17,19 @@
 #include <stdint.h>
 
 struct key_rec {
-  const char *key;             /* the caller's bytes, not a copy */
+  const char *key; /* the caller's bytes, not a copy */
   size_t len;
   uint64_t hash;
-  int next_free;               /* the free list's link while the id is unused */
+  int next_free; /* the free list's link while the id is unused */
 };
 
 struct key_table {
-  struct key_rec *rec;         /* indexed by id */
-  uint32_t *slot;              /* id + 1, or 0 for an empty slot */
-  size_t cap;                  /* ids available */
-  size_t mask;                 /* slot count - 1 (a power of two) */
-  size_t count;                /* keys in the table */
-  int free_id;                 /* first unused id, or -1 */
+  struct key_rec *rec; /* indexed by id */
+  uint32_t *slot;      /* id + 1, or 0 for an empty slot */
+  size_t cap;          /* ids available */
+  size_t mask;         /* slot count - 1 (a power of two) */
+  size_t count;        /* keys in the table */
+  int free_id;         /* first unused id, or -1 */
 };
 
 /* Room for cap keys. Returns 0, or -1 when cap < 1 or out of memory (t is then

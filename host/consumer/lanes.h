@@ -22,8 +22,8 @@ struct lane_job {
   struct entry *e;
   const char *key;
   size_t keylen;
-  int key_id;                  /* in `keys`, or -1 for no key */
-  int next;                    /* the list the job is in, or the free list; -1 ends it */
+  int key_id; /* in `keys`, or -1 for no key */
+  int next;   /* the list the job is in, or the free list; -1 ends it */
 };
 
 /* The entries of one key waiting for the one now ready or running. */
@@ -32,18 +32,18 @@ struct lane_key {
 };
 
 struct lanes {
-  int n;                       /* number of lanes (workers) */
+  int n; /* number of lanes (workers) */
   bool by_key;
-  int *on_lane;                /* per lane: the job it runs, or -1 when free */
-  struct lane_job *job;        /* preallocated; grows only if ever short */
-  size_t cap;                  /* jobs (and key ids) allocated */
+  int *on_lane;         /* per lane: the job it runs, or -1 when free */
+  struct lane_job *job; /* preallocated; grows only if ever short */
+  size_t cap;           /* jobs (and key ids) allocated */
   int free_job;
-  int ready_head, ready_tail;  /* jobs that may start now, in the order they became ready */
-  struct lane_key *waiting;    /* by key id */
-  struct key_table keys;       /* keys with a job ready, running or waiting */
-  size_t queued;               /* entries pushed and not yet popped */
-  size_t running;              /* entries popped and not yet done */
-  int next_free;               /* where the search for a free lane starts (fairness) */
+  int ready_head, ready_tail; /* jobs that may start now, in the order they became ready */
+  struct lane_key *waiting;   /* by key id */
+  struct key_table keys;      /* keys with a job ready, running or waiting */
+  size_t queued;              /* entries pushed and not yet popped */
+  size_t running;             /* entries popped and not yet done */
+  int next_free;              /* where the search for a free lane starts (fairness) */
 };
 
 /* `expected`: the most entries the caller holds in the lanes at once; jobs and
@@ -51,7 +51,7 @@ struct lanes {
  * there (beyond it, the tables double). Returns 0, or -1 when n < 1 or out of
  * memory (l is then zeroed). */
 int lanes_init(struct lanes *l, int n, bool by_key, size_t expected);
-void lanes_free(struct lanes *l);  /* entries still queued are not freed */
+void lanes_free(struct lanes *l); /* entries still queued are not freed */
 
 /* Queues e. key may be NULL or empty for no key; with by_key, its bytes must
  * stay valid until e is done or drained (an entry's own header does). Returns
@@ -70,9 +70,7 @@ struct entry *lanes_pop(struct lanes *l, int *lane_out);
 void lanes_done(struct lanes *l, int lane);
 
 /* Entries pushed and not yet done (queued + running). */
-static inline size_t lanes_in_flight(const struct lanes *l) {
-  return l->queued + l->running;
-}
+static inline size_t lanes_in_flight(const struct lanes *l) { return l->queued + l->running; }
 
 /* Removes and returns every queued entry (shutdown), linked through e->next;
  * running ones stay. Each key's entries keep push order in the list; order

@@ -25,13 +25,13 @@ struct lease {
   char *key;
   char identity[LEASE_IDENTITY_MAX];
   enum lease_state state;
-  ltimer *timer;            /* renewal, or the next try while waiting */
-  uint64_t wait_until;      /* waiting: refused if still held then */
-  bool in_flight;           /* a script call is outstanding */
-  uint64_t sent_ms;         /* when the outstanding call was sent */
-  uint64_t confirmed_ms;    /* when the last successful take or renewal was sent */
-  bool wanted;              /* lease_confirm: someone waits for LEASE_CONFIRMED */
-  void (*done)(void *);     /* lease_release's callback */
+  ltimer *timer;         /* renewal, or the next try while waiting */
+  uint64_t wait_until;   /* waiting: refused if still held then */
+  bool in_flight;        /* a script call is outstanding */
+  uint64_t sent_ms;      /* when the outstanding call was sent */
+  uint64_t confirmed_ms; /* when the last successful take or renewal was sent */
+  bool wanted;           /* lease_confirm: someone waits for LEASE_CONFIRMED */
+  void (*done)(void *);  /* lease_release's callback */
   void *done_data;
 };
 
@@ -66,7 +66,8 @@ int lease_identity(const char *hostname, char *out, size_t len) {
     clock_gettime(CLOCK_REALTIME, &ts);
     unsigned long long v = (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 20) ^
                            ((unsigned long long)getpid() << 40);
-    for (size_t i = 0; i < sizeof r; i++) r[i] = (unsigned char)(v >> ((i % 8) * 8)) ^ (unsigned char)i;
+    for (size_t i = 0; i < sizeof r; i++)
+      r[i] = (unsigned char)(v >> ((i % 8) * 8)) ^ (unsigned char)i;
   }
   char token[33], machine[128];
   for (size_t i = 0; i < sizeof r; i++) snprintf(token + 2 * i, 3, "%02x", r[i]);
@@ -196,7 +197,7 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
     timer_start(l->timer, LEASE_POLL_MS);
     return;
   }
-  if (holder_gone(holder, l->identity)) { /* its process is gone: take it over now */
+  if (holder_gone(holder, l->identity)) {           /* its process is gone: take it over now */
     if (call(l, "steal", holder, take_done) == 0) { /* the argv is copied */
       report(l, LEASE_TAKEOVER, holder, 0);
       return;
@@ -240,7 +241,7 @@ static void renew_done(void *data, const bk_reply *r, const char *err) {
   }
   l->confirmed_ms = l->sent_ms;
   report(l, code == 2 ? LEASE_RETAKEN : LEASE_RENEWED, NULL, 0);
-  if (l->state != L_HELD) return; /* released from the callback */
+  if (l->state != L_HELD) return;     /* released from the callback */
   if (l->wanted && !lease_valid(l)) { /* sent before a pause that has ended since */
     if (call(l, "renew", NULL, renew_done) != 0) timer_start(l->timer, LEASE_POLL_MS);
     return;

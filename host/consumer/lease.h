@@ -56,15 +56,15 @@
 typedef struct lease lease;
 
 enum lease_event {
-  LEASE_TAKEN,   /* held: reading may start */
-  LEASE_WAITING, /* held by another process that may have crashed: waiting */
-  LEASE_REFUSED, /* held by a live process */
-  LEASE_LOST,    /* another process holds it now: stop reading */
-  LEASE_TAKEOVER, /* the holder's process is gone (this machine): taking it over */
-  LEASE_RETAKEN, /* a renewal found the key gone (expired) and took it again */
+  LEASE_TAKEN,     /* held: reading may start */
+  LEASE_WAITING,   /* held by another process that may have crashed: waiting */
+  LEASE_REFUSED,   /* held by a live process */
+  LEASE_LOST,      /* another process holds it now: stop reading */
+  LEASE_TAKEOVER,  /* the holder's process is gone (this machine): taking it over */
+  LEASE_RETAKEN,   /* a renewal found the key gone (expired) and took it again */
   LEASE_CONFIRMED, /* after lease_confirm: a renewal succeeded, valid again */
-  LEASE_RENEWED, /* a renewal worked */
-  LEASE_FAILED,  /* the server answered a take or renewal with an error (a
+  LEASE_RENEWED,   /* a renewal worked */
+  LEASE_FAILED,    /* the server answered a take or renewal with an error (a
                     NOPERM, say): tried again as after a lost connection */
 };
 /* holder: who holds it ("host pid N"), for WAITING, REFUSED, LOST and TAKEOVER;

@@ -4,22 +4,23 @@
 #include <string.h>
 
 #include "entry.h"
+#include "handler_name.h"
 #include "outcome.h"
 #include "trace.h"
 
-void txn_init(struct txn *t) {
+void outcome_txn_init(struct txn *t) {
   memset(t, 0, sizeof *t);
   for (int i = 0; i < TXN_MAX; i++) bk_args_init(&t->cmd[i]);
 }
 
-void txn_reset(struct txn *t) {
+void outcome_txn_reset(struct txn *t) {
   for (int i = 0; i < t->n; i++) bk_args_reset(&t->cmd[i]);
   for (int i = 0; i < t->nowned; i++) free(t->owned[i]);
   t->n = t->nowned = 0;
   t->delays = false;
 }
 
-void txn_free(struct txn *t) {
+void outcome_txn_free(struct txn *t) {
   for (int i = 0; i < TXN_MAX; i++) bk_args_free(&t->cmd[i]);
   for (int i = 0; i < t->nowned; i++) free(t->owned[i]);
   t->n = t->nowned = 0;
@@ -30,7 +31,7 @@ static struct bk_args *next(struct txn *t) {
   return &t->cmd[t->n++];
 }
 
-/* Keeps s (malloc'd) until txn_free and returns it. */
+/* Keeps s (malloc'd) until outcome_txn_free and returns it. */
 static const char *own(struct txn *t, char *s) {
   if (s == NULL || t->nowned == (int)(sizeof t->owned / sizeof t->owned[0])) abort();
   t->owned[t->nowned++] = s;
@@ -92,7 +93,8 @@ static void entry_fields(const struct entry *e, const char *const *skip, const s
 
 static void put_arg(void *ctx, const char *s, size_t n) { bk_args_add(ctx, s, n); }
 
-#define HDR(name, value) {name, value, strlen(value)}
+#define HDR(name, value) \
+  { name, value, strlen(value) }
 
 /* The headers a copy rewrites; with _TRACED also traceparent, which a copy
  * of an entry with a valid one gets as a child (copy_trace). */
@@ -128,7 +130,8 @@ void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry
   bk_args_str(a, "*");
   const char *count = own_printf(t, "%lld", deliveries);
   const char *trace = own_trace(t, e);
-  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, count), HDR(HDR_ORIGINAL_ID, original_id),
+  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, count),
+                               HDR(HDR_ORIGINAL_ID, original_id),
                                {HDR_TRACEPARENT, trace, TRACEPARENT_LEN}};
   bool traced = trace != NULL;
   entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2, put_arg, a);
@@ -137,15 +140,14 @@ void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
                          const char *original_id, const char *reason, const char *error,
                          size_t error_len, long long deliveries, uint64_t wall_ms) {
-  static const char *const provenance[] = {HDR_DL_STREAM,  HDR_DL_GROUP,   HDR_DL_ID,
+  static const char *const provenance[] = {HDR_DL_STREAM,     HDR_DL_GROUP,   HDR_DL_ID,
                                            HDR_DL_DELIVERIES, HDR_DL_HANDLER, HDR_DL_REASON,
-                                           HDR_DL_ERROR,   HDR_DL_TIME,    NULL};
+                                           HDR_DL_ERROR,      HDR_DL_TIME,    NULL};
   static const char *const provenance_traced[] = {
       HDR_DL_STREAM, HDR_DL_GROUP, HDR_DL_ID,   HDR_DL_DELIVERIES, HDR_DL_HANDLER,
       HDR_DL_REASON, HDR_DL_ERROR, HDR_DL_TIME, HDR_TRACEPARENT,   NULL};
   const char *trace = own_trace(t, e);
   bool traced = trace != NULL;
-  const char *file = strrchr(spec->path, '/');
   struct bk_args *a = next(t);
   bk_args_str(a, "XADD");
   bk_args_str(a, spec->dead_letter);
@@ -161,7 +163,7 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
       HDR(HDR_DL_GROUP, spec->group),
       HDR(HDR_DL_ID, original_id),
       HDR(HDR_DL_DELIVERIES, count),
-      HDR(HDR_DL_HANDLER, file ? file + 1 : spec->path),
+      HDR(HDR_DL_HANDLER, handler_name_file(spec->path)),
       HDR(HDR_DL_REASON, reason),
       {HDR_DL_ERROR, error ? error : "", error ? error_len : 0},
       HDR(HDR_DL_TIME, time),
@@ -203,8 +205,8 @@ static char *delay_member(const struct entry *e, const char *deliveries, const c
   struct netstrings ns = {NULL, 0};
   for (int pass = 0; pass < 2; pass++) {
     put_netstring(&ns, e->id, strlen(e->id));
-    entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2,
-                 put_netstring, &ns);
+    entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2, put_netstring,
+                 &ns);
     if (pass == 0) {
       if ((ns.p = malloc(ns.len ? ns.len : 1)) == NULL) return NULL;
       ns.len = 0;

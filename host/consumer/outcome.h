@@ -38,13 +38,13 @@ struct txn {
   struct bk_args cmd[TXN_MAX];
   char *owned[TXN_MAX * 2]; /* strings the builders made */
   int nowned;
-  bool delays;              /* outcome_delay added to the delay set */
+  bool delays; /* outcome_delay added to the delay set */
 };
 
-void txn_init(struct txn *t);
+void outcome_txn_init(struct txn *t);
 /* Empties t for the next transaction, keeping the builders' memory. */
-void txn_reset(struct txn *t);
-void txn_free(struct txn *t);
+void outcome_txn_reset(struct txn *t);
+void outcome_txn_free(struct txn *t);
 
 /* The commands of res: its ctx:write commands, its ctx:publish entries and
  * its reply, in the order the handler made them. Returns -1 when there are

@@ -5,22 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "scripts.h"
-
-static int grow(void **p, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap) return 0;
-  size_t n = *cap ? *cap : 16;
-  while (n < need) n *= 2;
-  void *q = realloc(*p, n * size);
-  if (q == NULL) return -1;
-  *p = q;
-  *cap = n;
-  return 0;
-}
 
 /* Appends one argument; -1 when out of memory. */
 static int put(struct outcome_batch *b, const char *s, size_t n) {
-  if (grow((void **)&b->bytes, &b->bytes_cap, b->nbytes + n + 1, 1) != 0) return -1;
+  char *bytes = grow(b->bytes, &b->bytes_cap, b->nbytes + n + 1, 1, 16);
+  if (bytes == NULL) return -1;
+  b->bytes = bytes;
   if (b->nargs == b->args_cap) {
     size_t cap = b->args_cap ? b->args_cap * 2 : 64;
     size_t *off = realloc(b->off, cap * sizeof *off);
@@ -50,7 +42,9 @@ static const char *arg(const struct outcome_batch *b, size_t i) {
   return i < b->nargs ? b->bytes + b->off[i] : "";
 }
 
-struct outcome_batch *outcome_batch_new(void) { return calloc(1, sizeof(struct outcome_batch)); }
+struct outcome_batch *outcome_batch_new(void) {
+  return calloc(1, sizeof(struct outcome_batch));
+}
 
 void outcome_batch_free(struct outcome_batch *b) {
   if (b == NULL) return;
@@ -86,7 +80,9 @@ int outcome_batch_add(struct outcome_batch *b, const struct txn *t, const char *
     for (int k = 0; k < t->cmd[i].argc; k++)
       if (put(b, t->cmd[i].argv[k], t->cmd[i].argvlen[k]) != 0) goto undo;
   }
-  if (grow((void **)&b->items, &b->items_cap, b->nitems + 1, sizeof *b->items) != 0) goto undo;
+  struct outcome_item *items = grow(b->items, &b->items_cap, b->nitems + 1, sizeof *items, 16);
+  if (items == NULL) goto undo;
+  b->items = items;
   struct outcome_item *it = &b->items[b->nitems++];
   size_t n = strlen(id);
   if (n >= OUTCOME_ID_MAX) n = OUTCOME_ID_MAX - 1;

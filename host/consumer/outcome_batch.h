@@ -19,26 +19,26 @@
 /* One entry's outcome in a batch. */
 struct outcome_item {
   char id[OUTCOME_ID_MAX];
-  const char *what;  /* "retry", "reply", "dead letter", ... (static) */
-  bool ack;          /* written with the ack (else only while still pending) */
-  size_t first_cmd;  /* argument index of its first command's argc */
+  const char *what; /* "retry", "reply", "dead letter", ... (static) */
+  bool ack;         /* written with the ack (else only while still pending) */
+  size_t first_cmd; /* argument index of its first command's argc */
 };
 
 struct outcome_batch {
   struct outcome_batch *next; /* the owner's lists */
   void *owner;
-  unsigned char key;          /* the owner's name for the key */
-  bool resent;                /* cut off once: a 0 may be this batch's own earlier write */
-  bool delays;                /* an outcome of it adds to the delay set (txn.delays) */
+  unsigned char key; /* the owner's name for the key */
+  bool resent;       /* cut off once: a 0 may be this batch's own earlier write */
+  bool delays;       /* an outcome of it adds to the delay set (txn.delays) */
   struct outcome_item *items;
   size_t nitems;
   /* the arguments after "EVAL script": numkeys key group consumer, then per entry */
-  char *bytes;                /* each NUL-terminated */
+  char *bytes; /* each NUL-terminated */
   size_t nbytes, bytes_cap;
   size_t *off, *len;
   size_t nargs, args_cap;
   size_t items_cap;
-  const char **argv;          /* built by outcome_batch_argv */
+  const char **argv; /* built by outcome_batch_argv */
   size_t *argvlen;
   size_t argv_cap;
 };

@@ -32,8 +32,8 @@ static void dead_letter(const struct policy_in *in, const char *reason, long lon
     out->note = POLICY_NOTE_REJECTED_ACKED;
   } else {
     out->action = POLICY_LEAVE;
-    out->note = wire_reason_is_bad_input(reason) ? POLICY_NOTE_BAD_INPUT_LEFT
-                                                 : POLICY_NOTE_LIMIT_LEFT;
+    out->note =
+        wire_reason_is_bad_input(reason) ? POLICY_NOTE_BAD_INPUT_LEFT : POLICY_NOTE_LIMIT_LEFT;
   }
 }
 
@@ -59,8 +59,8 @@ static void retry(const struct policy_in *in, long long deliveries, struct polic
   out->deliveries = deliveries;
   if (in->kind == RT_RETRY_AFTER) {
     out->delay_ms = in->delay_ms;
-    out->action = in->read != READ_NEW && in->delay_ms <= in->min_idle_ms ? POLICY_RESTAMP
-                                                                          : POLICY_DELAY;
+    out->action =
+        in->read != READ_NEW && in->delay_ms <= in->min_idle_ms ? POLICY_RESTAMP : POLICY_DELAY;
   } else {
     /* claiming and reclaim: nothing to write, the entry stays pending and
      * is claimed again once idle min_idle. */
@@ -73,33 +73,29 @@ void policy_decide(const struct policy_in *in, struct policy_out *out) {
   long long deliveries = in->before + 1; /* this one counts */
   out->deliveries = deliveries;
   switch (in->kind) {
-  case RT_ACK:
-  case RT_REPLY:
-    if (policy_plain_ack(in->kind, in->nwrites)) {
-      out->action = POLICY_ACK;
-    } else if (in->nwrites + 2 > TXN_MAX) { /* at most TXN_MAX - 2: the documented 30 */
-      out->action = POLICY_LEAVE;
-      out->note = POLICY_NOTE_TOO_MANY_WRITES;
-    } else {
-      out->action = POLICY_WRITE;
-    }
-    return;
-  case RT_RETRY:
-  case RT_RETRY_AFTER:
-    retry(in, deliveries, out);
-    return;
-  case RT_REJECT:
-    dead_letter(in, REASON_REJECTED, deliveries, out);
-    return;
-  case RT_ERROR:
-    out->handler_failed = true;
-    /* The last delivery max_deliveries allows failed: dead-letter it now,
+    case RT_ACK:
+    case RT_REPLY:
+      if (policy_plain_ack(in->kind, in->nwrites)) {
+        out->action = POLICY_ACK;
+      } else if (in->nwrites + 2 > TXN_MAX) { /* at most TXN_MAX - 2: the documented 30 */
+        out->action = POLICY_LEAVE;
+        out->note = POLICY_NOTE_TOO_MANY_WRITES;
+      } else {
+        out->action = POLICY_WRITE;
+      }
+      return;
+    case RT_RETRY:
+    case RT_RETRY_AFTER: retry(in, deliveries, out); return;
+    case RT_REJECT: dead_letter(in, REASON_REJECTED, deliveries, out); return;
+    case RT_ERROR:
+      out->handler_failed = true;
+      /* The last delivery max_deliveries allows failed: dead-letter it now,
      * with the error that ended it. */
-    if (in->max_deliveries && deliveries >= in->max_deliveries)
-      dead_letter(in, REASON_HANDLER_ERROR, deliveries, out);
-    return;
-  case RT_INVALID: /* the handler never saw it */
-    dead_letter(in, in->reason, deliveries, out);
-    return;
+      if (in->max_deliveries && deliveries >= in->max_deliveries)
+        dead_letter(in, REASON_HANDLER_ERROR, deliveries, out);
+      return;
+    case RT_INVALID: /* the handler never saw it */
+      dead_letter(in, in->reason, deliveries, out);
+      return;
   }
 }

@@ -52,16 +52,16 @@ enum policy_note {
 struct policy_in {
   /* The handler's result (policy_decide only). */
   enum rt_outcome kind;
-  const char *reason;   /* RT_ERROR, RT_INVALID: a REASON_* kind */
-  int64_t delay_ms;     /* RT_RETRY_AFTER */
-  size_t nwrites;       /* RT_ACK, RT_REPLY */
+  const char *reason; /* RT_ERROR, RT_INVALID: a REASON_* kind */
+  int64_t delay_ms;   /* RT_RETRY_AFTER */
+  size_t nwrites;     /* RT_ACK, RT_REPLY */
   /* The delivery. */
-  long long before;     /* deliveries before this one (policy_deliveries_before) */
+  long long before; /* deliveries before this one (policy_deliveries_before) */
   /* The handler file. */
   enum read_mode read;
   int64_t min_idle_ms;
-  int max_deliveries;   /* 0: no cap */
-  bool dead_letter;     /* a dead-letter stream is set */
+  int max_deliveries; /* 0: no cap */
+  bool dead_letter;   /* a dead-letter stream is set */
 };
 
 struct policy_out {

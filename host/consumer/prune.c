@@ -43,8 +43,8 @@ static void prune_done(void *data, const bk_reply *r, const char *err) {
       const char *name = e->element[1]->str;
       if (strcmp(e->element[0]->str, p->retry_key) == 0)
         log_line(LOG_INFO, p->spec->name, "idle consumer removed from the group", "stream",
-                 p->spec->stream, "group", p->spec->group, "retry_stream", p->retry_key,
-                 "removed", name, NULL);
+                 p->spec->stream, "group", p->spec->group, "retry_stream", p->retry_key, "removed",
+                 name, NULL);
       else
         log_line(LOG_INFO, p->spec->name, "idle consumer removed from the group", "stream",
                  p->spec->stream, "group", p->spec->group, "removed", name, NULL);
@@ -77,8 +77,8 @@ static void prune(ltimer *t, void *data) {
   }
   char idle[24];
   snprintf(idle, sizeof idle, "%llu", (unsigned long long)PRUNE_IDLE_MS);
-  const char *argv[] = {"EVAL",        SCRIPT_PRUNE,   "2",  p->spec->stream,
-                        p->retry_key,  p->spec->group, idle, p->lease_prefix};
+  const char *argv[] = {"EVAL",       SCRIPT_PRUNE,   "2",  p->spec->stream,
+                        p->retry_key, p->spec->group, idle, p->lease_prefix};
   size_t len[8];
   for (int i = 0; i < 8; i++) len[i] = strlen(argv[i]);
   if (bk_command(p->b, p->cmd, 8, argv, len, prune_done, p) == 0)
@@ -88,8 +88,8 @@ static void prune(ltimer *t, void *data) {
 }
 
 pruner *prune_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_spec *spec,
-                  const char *retry_key, prune_reading_fn *reading,
-                  prune_answered_fn *answered, void *data) {
+                  const char *retry_key, prune_reading_fn *reading, prune_answered_fn *answered,
+                  void *data) {
   pruner *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
   p->b = b;

@@ -33,8 +33,8 @@ typedef void prune_answered_fn(void *data);
  * handler is swapped) on cmd; retry_key: the group's retry stream
  * (borrowed). */
 pruner *prune_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_spec *spec,
-                  const char *retry_key, prune_reading_fn *reading,
-                  prune_answered_fn *answered, void *data);
+                  const char *retry_key, prune_reading_fn *reading, prune_answered_fn *answered,
+                  void *data);
 void prune_set_spec(pruner *p, const struct handler_spec *spec);
 /* The subscription reads: the first prune goes out now; the timer keeps it
  * going while the subscription reads. A later call (reading again after the

@@ -38,6 +38,6 @@ bool read_log_failed(const struct handler_spec *spec, const char *retry_key, enu
 void read_log_deleted(const struct handler_spec *spec, const bk_reply *deleted) {
   for (size_t i = 0; deleted && i < deleted->elements; i++)
     log_line(LOG_WARN, spec->name, "pending entry no longer in the stream, dropped", "stream",
-             deleted->element[i]->element[0]->str, "group", spec->group, "consumer",
-             spec->consumer, "id", deleted->element[i]->element[1]->str, NULL);
+             deleted->element[i]->element[0]->str, "group", spec->group, "consumer", spec->consumer,
+             "id", deleted->element[i]->element[1]->str, NULL);
 }

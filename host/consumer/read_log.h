@@ -20,7 +20,7 @@
 bool read_log_failed(const struct handler_spec *spec, const char *retry_key, enum read_kind kind,
                      const bk_reply *r, const char *err);
 /* Logs each pair of key and id a script read reports dropped from the pending
- * list because the entry is no longer in the stream (entry_parse_claimed's
+ * list because the entry is no longer in the stream (read_reply_parse_claimed's
  * deleted; NULL: none). */
 void read_log_deleted(const struct handler_spec *spec, const bk_reply *deleted);
 

@@ -29,14 +29,13 @@ void plan_recover_own(struct read_plan *p) {
 
 enum read_kind plan_next(const struct read_plan *p) {
   switch (p->spec->read) {
-  case READ_CLAIMING:
-    if (p->native_claim) return READ_CLAIM_NATIVE;
-    return p->block_next ? READ_PLAIN : READ_CLAIM_SCRIPT;
-  case READ_RECLAIM:
-    return READ_RECLAIM_SCRIPT;
-  case READ_NEW:
-    if (p->recover) return READ_OWN;
-    break;
+    case READ_CLAIMING:
+      if (p->native_claim) return READ_CLAIM_NATIVE;
+      return p->block_next ? READ_PLAIN : READ_CLAIM_SCRIPT;
+    case READ_RECLAIM: return READ_RECLAIM_SCRIPT;
+    case READ_NEW:
+      if (p->recover) return READ_OWN;
+      break;
   }
   return READ_PLAIN;
 }

@@ -49,13 +49,14 @@ enum read_kind { READ_PLAIN, READ_OWN, READ_CLAIM_NATIVE, READ_CLAIM_SCRIPT, REA
 struct read_plan {
   const struct handler_spec *spec; /* borrowed: plan_set_spec replaces it */
   const char *retry_key;           /* borrowed: the group's retry stream */
-  bool native_claim;        /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
-  bool block_next;          /* claim script found nothing: next read blocks on `>` */
+  bool native_claim;               /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
+  bool block_next;                 /* claim script found nothing: next read blocks on `>` */
   /* `new`: read this consumer's own pending entries before `>` again
    * (plan_recover_own). */
   bool recover;
-  char cursor[PLAN_NKEYS][PLAN_ID_MAX];     /* reclaim: where each key's next XAUTOCLAIM starts */
-  char own_cursor[PLAN_NKEYS][PLAN_ID_MAX]; /* `new`: the history read of each key goes on after this id */
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX]; /* reclaim: where each key's next XAUTOCLAIM starts */
+  char own_cursor[PLAN_NKEYS]
+                 [PLAN_ID_MAX]; /* `new`: the history read of each key goes on after this id */
 };
 
 /* spec and retry_key are borrowed. Reads as for a group just created
@@ -75,7 +76,7 @@ void plan_group_new(struct read_plan *p);
 void plan_recover_own(struct read_plan *p);
 
 enum read_kind plan_next(const struct read_plan *p);
-/* The reads sent as EVAL of a script (their reply is entry_parse_claimed's). */
+/* The reads sent as EVAL of a script (their reply is read_reply_parse_claimed's). */
 bool plan_is_script(enum read_kind kind);
 /* Whether this read may go out while the last batch still runs (read-ahead):
  * only a `new` subscription's read of `>`. Reads that claim wait for the acks

@@ -27,13 +27,14 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
 static const char *type_name(const bk_reply *r) {
   if (!r) return "missing";
   switch (r->type) {
-  case BK_STRING: return "a string";
-  case BK_ARRAY: return r->elements && !r->element ? "an array with no element vector" : "an array";
-  case BK_INTEGER: return "an integer";
-  case BK_NIL: return "nil";
-  case BK_STATUS: return "a status";
-  case BK_ERROR: return "an error";
-  default: return "of an unknown type";
+    case BK_STRING: return "a string";
+    case BK_ARRAY:
+      return r->elements && !r->element ? "an array with no element vector" : "an array";
+    case BK_INTEGER: return "an integer";
+    case BK_NIL: return "nil";
+    case BK_STATUS: return "a status";
+    case BK_ERROR: return "an error";
+    default: return "of an unknown type";
   }
 }
 
@@ -155,8 +156,8 @@ static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char
 
   if (fields && fields->type == BK_NIL) return 0; /* deleted from the stream, still pending */
   if (!is_array(fields)) {
-    set_err(err, errlen, "entry %zu (%.*s): field list is %s, expected an array or nil", index,
-            idq, id->str, type_name(fields));
+    set_err(err, errlen, "entry %zu (%.*s): field list is %s, expected an array or nil", index, idq,
+            id->str, type_name(fields));
     return -1;
   }
   if (fields->elements % 2 != 0) {
@@ -169,8 +170,8 @@ static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char
   for (size_t i = 0; i < fields->elements; i++) {
     const bk_reply *f = fields->element[i];
     if (!is_string(f)) {
-      set_err(err, errlen, "entry %zu (%.*s): %s %zu is %s, expected a string", index, idq,
-              id->str, i % 2 ? "value" : "field name", i / 2, type_name(f));
+      set_err(err, errlen, "entry %zu (%.*s): %s %zu is %s, expected a string", index, idq, id->str,
+              i % 2 ? "value" : "field name", i / 2, type_name(f));
       return -1;
     }
     if (!entry_size_add(&bytes, f->len) || !entry_size_add(&bytes, 1)) goto oom;
@@ -233,7 +234,7 @@ static int parse_stream(const bk_reply *stream, unsigned char key, struct entry 
   return 0;
 }
 
-/* keys NULL: exactly one stream, whatever its key (entry_parse_read). */
+/* keys NULL: exactly one stream, whatever its key (read_reply_parse_read). */
 static int parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
                          struct entry **out, size_t *count, size_t *deleted, char *err,
                          size_t errlen) {
@@ -246,8 +247,8 @@ static int parse_streams(const bk_reply *r, const char *const *keys, size_t nkey
   /* Nil: nothing was served (no new entries, or a BLOCK timed out). */
   if (r && r->type == BK_NIL) return 0;
   if (r && r->type == BK_ERROR) {
-    set_err(err, errlen, "server replied with an error: %.*s",
-            r->len > 200 ? 200 : (int)r->len, QUOTE_STR(r));
+    set_err(err, errlen, "server replied with an error: %.*s", r->len > 200 ? 200 : (int)r->len,
+            QUOTE_STR(r));
     return -1;
   }
   if (!is_array(r)) {
@@ -300,14 +301,14 @@ fail:
   return -1;
 }
 
-int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
-                     char *err, size_t errlen) {
+int read_reply_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
+                          char *err, size_t errlen) {
   return parse_streams(r, NULL, 0, out, count, deleted, err, errlen);
 }
 
-int entry_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
-                        struct entry **out, size_t *count, size_t *deleted, char *err,
-                        size_t errlen) {
+int read_reply_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
+                             struct entry **out, size_t *count, size_t *deleted, char *err,
+                             size_t errlen) {
   if (nkeys == 0 || nkeys > 8) {
     set_err(err, errlen, "between 1 and 8 keys can be read, not %zu", nkeys);
     *out = NULL;
@@ -316,15 +317,15 @@ int entry_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys
   return parse_streams(r, keys, nkeys, out, count, deleted, err, errlen);
 }
 
-int entry_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
-                        size_t cursorlen, struct entry **out, size_t *count,
-                        const bk_reply **deleted, char *err, size_t errlen) {
+int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
+                             size_t cursorlen, struct entry **out, size_t *count,
+                             const bk_reply **deleted, char *err, size_t errlen) {
   *out = NULL;
   if (count) *count = 0;
   if (deleted) *deleted = NULL;
   if (r && r->type == BK_ERROR) {
-    set_err(err, errlen, "server replied with an error: %.*s",
-            r->len > 200 ? 200 : (int)r->len, QUOTE_STR(r));
+    set_err(err, errlen, "server replied with an error: %.*s", r->len > 200 ? 200 : (int)r->len,
+            QUOTE_STR(r));
     return -1;
   }
   if (!is_array(r) || r->elements != 3) {
@@ -356,7 +357,7 @@ int entry_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys
       return -1;
     }
   }
-  if (entry_parse_streams(r->element[1], keys, nkeys, out, count, NULL, err, errlen) != 0)
+  if (read_reply_parse_streams(r->element[1], keys, nkeys, out, count, NULL, err, errlen) != 0)
     return -1;
   for (size_t i = 0; i < nkeys; i++) {
     memcpy(cursor + i * cursorlen, c->element[i]->str, c->element[i]->len);

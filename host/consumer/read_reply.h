@@ -17,28 +17,28 @@
  * reply ("entry N" counts from 0) or on OOM ("out of memory"); on -1 *out is
  * NULL, the counts are 0 and nothing is leaked. count, deleted and err may be
  * NULL. */
-int entry_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
-                     char *err, size_t errlen);
+int read_reply_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
+                          char *err, size_t errlen);
 
 /* Parses the reply of `XREADGROUP ... STREAMS k1 k2 ... id1 id2 ...` read
  * from the nkeys keys in keys: one [key, entries] pair per stream served, in
  * any order, each key at most once. Every entry's `key` is the index in keys
  * of the stream it came from; the list holds the streams one after the
  * other, each in reply order. A key not in keys is a reply of the wrong
- * shape. Otherwise as entry_parse_read. */
-int entry_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
-                        struct entry **out, size_t *count, size_t *deleted, char *err,
-                        size_t errlen);
+ * shape. Otherwise as read_reply_parse_read. */
+int read_reply_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
+                             struct entry **out, size_t *count, size_t *deleted, char *err,
+                             size_t errlen);
 
 /* Parses the reply of a claim script (scripts.h) over the nkeys keys in keys:
  *   [[cursor per key], [[key, entries], ...], [[key, deleted id], ...]]
- * entries as for entry_parse_streams (4 elements each). Cursor i goes to
+ * entries as for read_reply_parse_streams (4 elements each). Cursor i goes to
  * cursor + i * cursorlen (cursorlen bytes with the NUL); *deleted points at
  * the pairs of key and id the server dropped from the pending list (part of
  * r: valid while r is; each element an array of two strings).
  * Returns 0, or -1 with a reason in err; on -1 *out is NULL. */
-int entry_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
-                        size_t cursorlen, struct entry **out, size_t *count,
-                        const bk_reply **deleted, char *err, size_t errlen);
+int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
+                             size_t cursorlen, struct entry **out, size_t *count,
+                             const bk_reply **deleted, char *err, size_t errlen);
 
 #endif

@@ -11,8 +11,8 @@
 
 #define ERR_MAX 4096
 
-void reload_init(struct reloader *r, const char *dir, const struct rt_env *env,
-                 struct slots *slots, const struct reload_ops *ops) {
+void reload_init(struct reloader *r, const char *dir, const struct rt_env *env, struct slots *slots,
+                 const struct reload_ops *ops) {
   r->dir = dir;
   r->env = env;
   r->slots = slots;
@@ -68,9 +68,9 @@ static void file_gone(struct reloader *r, size_t i) {
  * refused (failed). */
 static void count_reload(const char *name, bool ok) {
   static const char *const labels[] = {"handler", "result"};
-  struct metric_family *f = metrics_family(
-      "luastream_reloads_total", "Handler files reloaded while running, by result",
-      METRIC_COUNTER, 2, labels, NULL, 0);
+  struct metric_family *f =
+      metrics_family("luastream_reloads_total", "Handler files reloaded while running, by result",
+                     METRIC_COUNTER, 2, labels, NULL, 0);
   const char *values[] = {name, ok ? "ok" : "failed"};
   metric_add(metrics_series(f, values), 1);
 }
@@ -175,8 +175,9 @@ void reload_dir(struct reloader *r, bool force) {
     /* Gone (a deploy replacing it): so are its files. Their subscriptions
      * stop; the directory is looked for again at the next reload. */
     if (!r->dir_gone)
-      log_line(LOG_WARN, NULL, "handler directory is gone: stopping its subscriptions until it is back",
-               "dir", r->dir, NULL);
+      log_line(LOG_WARN, NULL,
+               "handler directory is gone: stopping its subscriptions until it is back", "dir",
+               r->dir, NULL);
     r->dir_gone = true;
     n = 0;
     paths = NULL;

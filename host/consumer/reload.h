@@ -38,11 +38,11 @@ struct reloader {
   const struct rt_env *env; /* what loaded handlers see (borrowed) */
   struct slots *slots;      /* the host's (borrowed) */
   struct reload_ops ops;
-  bool dir_gone;            /* the last reload found no handler directory */
+  bool dir_gone; /* the last reload found no handler directory */
 };
 
-void reload_init(struct reloader *r, const char *dir, const struct rt_env *env,
-                 struct slots *slots, const struct reload_ops *ops);
+void reload_init(struct reloader *r, const char *dir, const struct rt_env *env, struct slots *slots,
+                 const struct reload_ops *ops);
 /* Looks at the directory again (see above); only once the host runs its
  * subscriptions. */
 void reload_dir(struct reloader *r, bool force);

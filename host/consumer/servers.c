@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "log.h"
 #include "url.h"
 
@@ -40,13 +41,9 @@ int servers_connect(void *data, const char *url, broker **b, bk_conn **conn, cha
   if (sv == NULL) {
     struct redis_url parsed;
     if (url_parse(url, &parsed, err, errlen) != 0) return -1;
-    if (s->n == s->cap) {
-      size_t cap = s->cap ? s->cap * 2 : 4;
-      struct server *v = realloc(s->v, cap * sizeof *v);
-      if (v == NULL) goto oom;
-      s->v = v;
-      s->cap = cap;
-    }
+    struct server *v = grow(s->v, &s->cap, s->n + 1, sizeof *v, 4);
+    if (v == NULL) goto oom;
+    s->v = v;
     sv = &s->v[s->n];
     *sv = (struct server){.url = strdup(url), .redacted = strdup(parsed.redacted)};
     if (sv->url == NULL || sv->redacted == NULL) {

@@ -31,10 +31,10 @@ struct servers_backend {
 };
 
 struct server {
-  char *url;        /* as the handler wrote it: the key */
-  char *redacted;   /* the password as "***": what the log shows */
-  broker *b;        /* NULL until opened */
-  bk_conn *conn;    /* NULL until opened, and once closed */
+  char *url;      /* as the handler wrote it: the key */
+  char *redacted; /* the password as "***": what the log shows */
+  broker *b;      /* NULL until opened */
+  bk_conn *conn;  /* NULL until opened, and once closed */
 };
 
 struct servers {

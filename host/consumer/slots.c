@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+#include "handler_name.h"
 #include "slots.h"
 
 /* The handler a slot runs or is about to run, or NULL. */
@@ -25,22 +27,16 @@ const char *slot_version(const struct slot *sl) {
 }
 
 const char *slot_name(const struct slot *sl, char *buf, size_t len) {
-  const char *base = strrchr(sl->path, '/');
-  base = base ? base + 1 : sl->path;
-  size_t n = strlen(base);
-  if (n > 4 && strcmp(base + n - 4, ".lua") == 0) n -= 4;
+  size_t n;
+  const char *base = handler_name_of(sl->path, &n);
   snprintf(buf, len, "%.*s", (int)n, base);
   return buf;
 }
 
 struct slot *slot_add(struct slots *ss, const char *path) {
-  if (ss->n == ss->cap) {
-    size_t cap = ss->cap ? ss->cap * 2 : 8;
-    struct slot *grown = realloc(ss->v, cap * sizeof *grown);
-    if (grown == NULL) return NULL;
-    ss->v = grown;
-    ss->cap = cap;
-  }
+  struct slot *grown = grow(ss->v, &ss->cap, ss->n + 1, sizeof *grown, 8);
+  if (grown == NULL) return NULL;
+  ss->v = grown;
   struct slot *sl = &ss->v[ss->n];
   memset(sl, 0, sizeof *sl);
   if ((sl->path = strdup(path)) == NULL) return NULL;

@@ -12,14 +12,14 @@
 #include "subscription.h"
 
 struct slot {
-  char *path;               /* the handler file, as listed */
-  handler *loaded;          /* before start: loaded and bound, not yet running */
-  subscription *sub;        /* running */
-  subscription *old;        /* stopping (restart or removal); freed once drained */
-  handler *next;            /* restart: bound, starts once old has drained */
-  char *consumer;           /* the consumer name bound last */
-  bool initial;             /* started with the host: a refused lease fails the host */
-  bool removed;             /* the file is gone */
+  char *path;                  /* the handler file, as listed */
+  handler *loaded;             /* before start: loaded and bound, not yet running */
+  subscription *sub;           /* running */
+  subscription *old;           /* stopping (restart or removal); freed once drained */
+  handler *next;               /* restart: bound, starts once old has drained */
+  char *consumer;              /* the consumer name bound last */
+  bool initial;                /* started with the host: a refused lease fails the host */
+  bool removed;                /* the file is gone */
   char failed[RT_VERSION_LEN]; /* content that failed to load (reported once); "" none */
 };
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "apply.h"
+#include "backoff.h"
 #include "delivery_metrics.h"
 #include "entry.h"
 #include "fault.h"
@@ -43,6 +44,11 @@
  * (plan_read_wait_ms) and at least STUCK_MIN_MS, means the subscription is stuck. */
 #define STUCK_FACTOR 3
 #define STUCK_MIN_MS 1000
+/* The longest dispatch starts handlers in one go (measured on clock_fresh)
+ * before it lets the loop turn (I/O, timers, the watchdog's beat) and goes
+ * on 1 ms later: a large read of handlers that finish at once must not hold
+ * the loop for as long as all of them take, past the watchdog's limit. */
+#define DISPATCH_SLICE_MS 50
 
 enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
@@ -50,30 +56,31 @@ struct subscription {
   handler *h;
   const struct handler_spec *spec;
   broker *b;
-  bk_conn *cmd;             /* shared: outcomes and group commands */
-  bk_conn *reader;          /* ours: blocking reads */
+  bk_conn *cmd;    /* shared: outcomes and group commands */
+  bk_conn *reader; /* ours: blocking reads */
   lclock *clock;
   sub_event_fn *on_event;
   void *data;
 
   enum sub_state state;
   struct lanes lanes;
-  bool read_pending;        /* an XREADGROUP is outstanding */
-  bool dispatching;         /* inside dispatch(): jobs finishing at once must not recurse */
-  bool waiting;             /* retry_timer runs (backoff or reclaim poll): do not read before */
-  bool abandoned;           /* shutdown deadline: running jobs dropped, nothing more written */
-  bool read_failing;        /* the last read failed; failing_since_ms says since when */
-  uint64_t read_sent_ms;    /* when the outstanding read went out (read_pending) */
+  bool read_pending;         /* an XREADGROUP is outstanding */
+  bool dispatching;          /* inside dispatch(): jobs finishing at once must not recurse */
+  bool waiting;              /* retry_timer runs (backoff or reclaim poll): do not read before */
+  bool abandoned;            /* shutdown deadline: running jobs dropped, nothing more written */
+  bool read_failing;         /* the last read failed; failing_since_ms says since when */
+  uint64_t read_sent_ms;     /* when the outstanding read went out (read_pending) */
   uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
-  bool started;             /* has read once: start_at is spent */
+  bool started;              /* has read once: start_at is spent */
   /* What the next read is. A `new` subscription's own pending list is read
    * only with nothing in flight (read_next), so nothing runs twice. */
   struct read_plan plan;
-  bool was_down;            /* the read connection went down since it was up */
-  struct held held;         /* claiming and reclaim: entries in a lane or a handler here */
-  char last_read[ID_MAX];   /* the newest id a read has brought from the stream, "" before any */
-  ltimer *retry_timer;      /* backoff before re-creating the group or reading again */
-  uint64_t backoff_ms;
+  bool was_down;          /* the read connection went down since it was up */
+  struct held held;       /* claiming and reclaim: entries in a lane or a handler here */
+  char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
+  ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
+  ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
+  uint64_t backoff_ms;    /* the last backoff wait, 0 after a success (backoff.h) */
   /* Lease commands sent and not answered (the writer, the sweeper, the
    * group setup and the pruner count theirs: see outstanding). */
   unsigned writes_pending;
@@ -81,36 +88,36 @@ struct subscription {
    * (writer_unwritten) count toward the entries held here, so reading
    * waits for writing. */
   writer *w;
-  sweeper *sweeper;         /* moves due entries of the delay set back */
-  struct bk_args args;      /* builds the reads, reused */
-  char *retry_key;          /* the group's retry stream (outcome_retry_key) */
-  group_setup *group;       /* creates the group, moves its cursor */
-  applier *apply;           /* carries out what the policy decides, counts retries */
+  sweeper *sweeper;                /* moves due entries of the delay set back */
+  struct bk_args args;             /* builds the reads, reused */
+  char *retry_key;                 /* the group's retry stream (outcome_retry_key) */
+  group_setup *group;              /* creates the group, moves its cursor */
+  applier *apply;                  /* carries out what the policy decides, counts retries */
   struct delivery_metrics metrics; /* this subscription's series (metrics.h) */
-  trimmer *trimmer;         /* trim, trim_max_len: the stream's retention */
-  lease *lease;             /* the consumer name, held while this runs; NULL without */
-  char *identity;           /* this process's lease value (lease_identity) */
+  trimmer *trimmer;                /* trim, trim_max_len: the stream's retention */
+  lease *lease;                    /* the consumer name, held while this runs; NULL without */
+  char *identity;                  /* this process's lease value (lease_identity) */
   /* Entries wait, read or not, until the lease is confirmed again (see
    * name_held); logged once per wait. */
   bool lease_unconfirmed;
   bool lease_releasing;     /* drain: lease_release sent */
   bool lease_released;      /* drain: lease_release answered */
   pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
-  struct fault lease_fault;  /* the consumer lease failing (readiness) */
+  struct fault lease_fault; /* the consumer lease failing (readiness) */
   char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sub_denied) */
 
   /* A partitioned handler runs one of these per partition, each reading
    * its partition's keys on its own connection; partition 0's (the
    * leader) is the one the host holds, and every call on it covers them
    * all. The handler (one Lua state) is shared: the leader releases it. */
-  int partition;            /* -1: unpartitioned */
+  int partition;                 /* -1: unpartitioned */
   struct handler_spec part_spec; /* partitioned: spec is this (partition.h) */
-  subscription *leader;     /* partition 0's, or itself */
-  subscription **parts;     /* leader: every partition's (parts[0] is itself) */
-  size_t nparts;            /* leader: 1 when unpartitioned */
-  sub_event_fn *host_event; /* leader: the host's event callback */
+  subscription *leader;          /* partition 0's, or itself */
+  subscription **parts;          /* leader: every partition's (parts[0] is itself) */
+  size_t nparts;                 /* leader: 1 when unpartitioned */
+  sub_event_fn *host_event;      /* leader: the host's event callback */
   void *host_data;
-  bool drained_told;        /* leader: SUB_EV_DRAINED went to the host */
+  bool drained_told; /* leader: SUB_EV_DRAINED went to the host */
 };
 
 /* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
@@ -196,10 +203,9 @@ static void retry_fire(ltimer *t, void *data) {
 }
 
 static void backoff(subscription *s) {
-  uint64_t ms = s->backoff_ms ? s->backoff_ms : BACKOFF_MIN_MS;
-  s->backoff_ms = ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms * 2;
+  s->backoff_ms = backoff_next(s->backoff_ms, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
   s->waiting = true;
-  timer_start(s->retry_timer, ms);
+  timer_start(s->retry_timer, s->backoff_ms);
 }
 
 /* reclaim: nothing idle long enough yet; look again in a while. */
@@ -223,9 +229,9 @@ static bool name_held(subscription *s) {
     char limit[32];
     snprintf(limit, sizeof limit, "%dms", LEASE_VALID_MS);
     sub_log(s, LOG_WARN,
-             "consumer lease not confirmed recently (process paused or loop stalled): entries wait "
-             "until it is renewed",
-             "lease", lease_key_of(s->lease), "limit", limit);
+            "consumer lease not confirmed recently (process paused or loop stalled): entries wait "
+            "until it is renewed",
+            "lease", lease_key_of(s->lease), "limit", limit);
   }
   lease_confirm(s->lease);
   return false;
@@ -238,6 +244,7 @@ static void dispatch(subscription *s) {
   s->dispatching = true;
   struct entry *e;
   int lane;
+  uint64_t began = clock_fresh(s->clock);
   while (s->state == SUB_READING && s->lanes.queued && name_held(s) &&
          (e = lanes_pop(&s->lanes, &lane)) != NULL) {
     e->owner_data = (void *)(intptr_t)lane;
@@ -248,8 +255,17 @@ static void dispatch(subscription *s) {
       entry_free(e);
       lanes_done(&s->lanes, lane);
     }
+    if (clock_fresh(s->clock) - began >= DISPATCH_SLICE_MS) {
+      timer_start(s->dispatch_timer, 1);
+      break;
+    }
   }
   s->dispatching = false;
+}
+
+static void dispatch_fire(ltimer *t, void *data) {
+  (void)t;
+  progress(data);
 }
 
 /* Runs what may run now and reads more when the lanes have room. Called
@@ -274,7 +290,7 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   subscription *s = data;
   int lane = (int)(intptr_t)e->owner_data;
   uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
-  metric_observe(s->metrics.duration, ran_ms / 1000.0);
+  metrics_observe(s->metrics.duration, ran_ms / 1000.0);
   apply_finished(s->apply, e, res);
   retry_entry_done(s, e);
   held_remove(&s->held, e);
@@ -343,10 +359,11 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   const bk_reply *deleted = NULL;
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   const char *keys[PLAN_NKEYS] = {s->spec->stream, s->retry_key};
-  int rc = plan_is_script(kind)
-               ? entry_parse_claimed(r, keys, PLAN_NKEYS, cursor[0], PLAN_ID_MAX, &list, &count,
+  int rc =
+      plan_is_script(kind)
+          ? read_reply_parse_claimed(r, keys, PLAN_NKEYS, cursor[0], PLAN_ID_MAX, &list, &count,
                                      &deleted, why, sizeof why)
-               : entry_parse_streams(r, keys, PLAN_NKEYS, &list, &count, NULL, why, sizeof why);
+          : read_reply_parse_streams(r, keys, PLAN_NKEYS, &list, &count, NULL, why, sizeof why);
   if (rc != 0) {
     sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);
@@ -405,13 +422,10 @@ static void read_next(subscription *s) {
   if (in_flight > (ahead ? batch : batch / 2) || writer_unwritten(s->w) > batch) return;
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
-  if (s->spec->read != READ_NEW && (writer_queued(s->w) || outstanding(s)))
-    return;
+  if (s->spec->read != READ_NEW && (writer_queued(s->w) || outstanding(s))) return;
   /* The own pending list holds what runs here too: read it only once all
    * of that is finished and written. */
-  if (kind == READ_OWN &&
-      (in_flight || writer_queued(s->w) || outstanding(s)))
-    return;
+  if (kind == READ_OWN && (in_flight || writer_queued(s->w) || outstanding(s))) return;
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   /* A read assigns entries to the name (and a claiming one takes them over). */
   if (!name_held(s)) return;
@@ -445,60 +459,58 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
   const char *key = lease_key_of(s->lease);
   char wait[32];
   switch (ev) {
-  case LEASE_FAILED: { /* holder: Redis's error */
-    char detail[1024];
-    snprintf(detail, sizeof detail, "EVAL on %s: %s", key, holder);
-    enum log_level level = fault_failed(&s->lease_fault, clock_now(s->clock), LOG_ERROR, detail);
-    log_line(level, s->spec->name, "the consumer lease failed, retrying", "stream",
-             s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
-             "EVAL", "script", "the consumer lease", "key", key, "error", holder, NULL);
-    denied(s, "EVAL (the consumer lease)", key, holder);
-    return;
-  }
-  case LEASE_RENEWED:
-    fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
-    return;
-  case LEASE_TAKEN:
-    fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
-    if (s->state != SUB_LEASING) return;
-    sub_log(s, LOG_DEBUG, "consumer lease taken", "lease", key, NULL, NULL);
-    return ensure_group(s);
-  case LEASE_TAKEOVER:
-    sub_log(s, LOG_WARN, "consumer lease taken over from a process that is gone", "holder",
-             holder, "lease", key);
-    return;
-  case LEASE_RETAKEN:
-    fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
-    sub_log(s, LOG_WARN, "consumer lease had expired (paused or Redis unreachable); taken again",
-             "lease", key, NULL, NULL);
-    return;
-  case LEASE_CONFIRMED:
-    if (s->lease_unconfirmed)
-      sub_log(s, LOG_INFO, "consumer lease renewed: entries run again", "lease", key, NULL, NULL);
-    s->lease_unconfirmed = false;
-    if (s->state == SUB_READING) progress(s);
-    return;
-  case LEASE_WAITING:
-    snprintf(wait, sizeof wait, "%lldms", wait_ms);
-    sub_log(s, LOG_WARN,
-             "consumer name held by another process: waiting for its lease to expire in case it "
-             "crashed",
-             "holder", holder, "wait", wait);
-    return;
-  case LEASE_REFUSED:
-  case LEASE_LOST:
-    if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
-    log_line(LOG_ERROR, s->spec->name,
-             ev == LEASE_REFUSED ? "consumer name in use by a live process"
-                                 : "consumer lease lost to another process: stopped reading",
-             "stream", s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer,
-             "holder", holder, "lease", key, "hint",
-             "give each process its own name: --instance N (one number per process on a machine) "
-             "or --consumer NAME",
-             NULL);
-    s->on_event(s->data, s, ev == LEASE_REFUSED ? SUB_EV_REFUSED : SUB_EV_LOST);
-    sub_stop(s);
-    return;
+    case LEASE_FAILED: { /* holder: Redis's error */
+      char detail[1024];
+      snprintf(detail, sizeof detail, "EVAL on %s: %s", key, holder);
+      enum log_level level = fault_failed(&s->lease_fault, clock_now(s->clock), LOG_ERROR, detail);
+      log_line(level, s->spec->name, "the consumer lease failed, retrying", "stream",
+               s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
+               "EVAL", "script", "the consumer lease", "key", key, "error", holder, NULL);
+      denied(s, "EVAL (the consumer lease)", key, holder);
+      return;
+    }
+    case LEASE_RENEWED: fault_ok(&s->lease_fault, clock_now(s->clock), s->spec); return;
+    case LEASE_TAKEN:
+      fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
+      if (s->state != SUB_LEASING) return;
+      sub_log(s, LOG_DEBUG, "consumer lease taken", "lease", key, NULL, NULL);
+      return ensure_group(s);
+    case LEASE_TAKEOVER:
+      sub_log(s, LOG_WARN, "consumer lease taken over from a process that is gone", "holder",
+              holder, "lease", key);
+      return;
+    case LEASE_RETAKEN:
+      fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
+      sub_log(s, LOG_WARN, "consumer lease had expired (paused or Redis unreachable); taken again",
+              "lease", key, NULL, NULL);
+      return;
+    case LEASE_CONFIRMED:
+      if (s->lease_unconfirmed)
+        sub_log(s, LOG_INFO, "consumer lease renewed: entries run again", "lease", key, NULL, NULL);
+      s->lease_unconfirmed = false;
+      if (s->state == SUB_READING) progress(s);
+      return;
+    case LEASE_WAITING:
+      snprintf(wait, sizeof wait, "%lldms", wait_ms);
+      sub_log(s, LOG_WARN,
+              "consumer name held by another process: waiting for its lease to expire in case it "
+              "crashed",
+              "holder", holder, "wait", wait);
+      return;
+    case LEASE_REFUSED:
+    case LEASE_LOST:
+      if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
+      log_line(LOG_ERROR, s->spec->name,
+               ev == LEASE_REFUSED ? "consumer name in use by a live process"
+                                   : "consumer lease lost to another process: stopped reading",
+               "stream", s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer,
+               "holder", holder, "lease", key, "hint",
+               "give each process its own name: --instance N (one number per process on a machine) "
+               "or --consumer NAME",
+               NULL);
+      s->on_event(s->data, s, ev == LEASE_REFUSED ? SUB_EV_REFUSED : SUB_EV_LOST);
+      sub_stop(s);
+      return;
   }
 }
 
@@ -511,8 +523,8 @@ static void start_reading(subscription *s) {
   s->backoff_ms = 0;
   static const char *const mode[] = {"new", "claiming", "reclaim"};
   const char *how = s->spec->read != READ_CLAIMING ? NULL
-                    : s->plan.native_claim            ? "XREADGROUP CLAIM"
-                                                  : "claim script (claim_fallback)";
+                    : s->plan.native_claim         ? "XREADGROUP CLAIM"
+                                                   : "claim script (claim_fallback)";
   sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
   s->on_event(s->data, s, SUB_EV_READING);
   sweeper_start(s->sweeper);
@@ -525,15 +537,10 @@ static void group_event(void *data, enum group_event ev, const char *key, const 
   subscription *s = data;
   if (s->state != SUB_CREATING) return maybe_drained(s);
   switch (ev) {
-  case GROUP_ANSWERED:
-    return;
-  case GROUP_READY:
-    return start_reading(s);
-  case GROUP_CREATE_REFUSED:
-    denied(s, "XGROUP CREATE", key, why);
-    break;
-  case GROUP_FAILED:
-    break;
+    case GROUP_ANSWERED: return;
+    case GROUP_READY: return start_reading(s);
+    case GROUP_CREATE_REFUSED: denied(s, "XGROUP CREATE", key, why); break;
+    case GROUP_FAILED: break;
   }
   backoff(s);
 }
@@ -613,6 +620,7 @@ static subscription *part_new(handler *h, int p, subscription *leader, broker *b
   s->on_event = part_event;
   s->data = s->leader;
   s->retry_timer = timer_new(clock, retry_fire, s);
+  s->dispatch_timer = timer_new(clock, dispatch_fire, s);
   s->lease_fault.name = "the consumer lease";
   s->retry_key = outcome_retry_key(s->spec);
   plan_init(&s->plan, s->spec, s->retry_key);
@@ -635,8 +643,8 @@ static subscription *part_new(handler *h, int p, subscription *leader, broker *b
       s->pruner = prune_new(b, cmd, clock, s->spec, s->retry_key, still_reading, pruned, s);
     leased_ok = s->identity && s->pruner;
   }
-  if (!leased_ok || !s->retry_timer || !s->retry_key || !s->w || !s->sweeper ||
-      !s->apply || !s->group || (trims && !s->trimmer) ||
+  if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
+      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     part_free(s);
     return NULL;
@@ -699,6 +707,7 @@ static void part_stop(subscription *s) {
   if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
   s->state = SUB_STOPPING;
   timer_stop(s->retry_timer);
+  timer_stop(s->dispatch_timer);
   sweeper_stop(s->sweeper);
   apply_stop(s->apply);
   group_stop(s->group);
@@ -736,21 +745,20 @@ void sub_stop(subscription *s) {
 static void part_event(void *data, subscription *s, enum sub_event ev) {
   subscription *l = data;
   switch (ev) {
-  case SUB_EV_READING:
-    break;
-  case SUB_EV_DRAINED:
-    if (l->drained_told || !sub_drained(l)) return;
-    l->drained_told = true;
-    break;
-  case SUB_EV_DENIED:
-    if (s != l) snprintf(l->denied, sizeof l->denied, "%s", s->denied);
-    break;
-  case SUB_EV_REFUSED:
-  case SUB_EV_LOST:
-    /* The other partitions stop with it: the file runs whole or not at all. */
-    l->host_event(l->host_data, l, ev);
-    sub_stop(l);
-    return;
+    case SUB_EV_READING: break;
+    case SUB_EV_DRAINED:
+      if (l->drained_told || !sub_drained(l)) return;
+      l->drained_told = true;
+      break;
+    case SUB_EV_DENIED:
+      if (s != l) snprintf(l->denied, sizeof l->denied, "%s", s->denied);
+      break;
+    case SUB_EV_REFUSED:
+    case SUB_EV_LOST:
+      /* The other partitions stop with it: the file runs whole or not at all. */
+      l->host_event(l->host_data, l, ev);
+      sub_stop(l);
+      return;
   }
   l->host_event(l->host_data, l, ev);
 }
@@ -782,7 +790,7 @@ size_t sub_abandon(subscription *s, size_t *unacked) {
     snprintf(running, sizeof running, "%zu", n);
     snprintf(acks, sizeof acks, "%zu", *unacked);
     sub_log(s, LOG_WARN, "shutdown deadline: handlers abandoned, entries stay pending",
-             "unfinished", running, "unacked", *unacked ? acks : NULL);
+            "unfinished", running, "unacked", *unacked ? acks : NULL);
   }
   for (size_t i = 0; i < s->nparts; i++) maybe_drained(s->parts[i]);
   return n;
@@ -858,28 +866,23 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
 
 static bool part_healthy(const subscription *s, char *why, size_t len) {
   switch (s->state) {
-  case SUB_IDLE:
-    snprintf(why, len, "not started");
-    return false;
-  case SUB_LEASING:
-    if (s->lease_fault.failing)
-      snprintf(why, len, "waiting for the consumer name's lease: %s failing: %s",
-               s->lease_fault.name, s->lease_fault.detail);
-    else
-      snprintf(why, len, "waiting for the consumer name's lease");
-    return false;
-  case SUB_CREATING:
-    if (group_fault(s->group)[0])
-      snprintf(why, len, "creating group: %s", group_fault(s->group));
-    else
-      snprintf(why, len, "creating group");
-    return false;
-  case SUB_STOPPING:
-  case SUB_DRAINED:
-    snprintf(why, len, "stopping");
-    return false;
-  case SUB_READING:
-    break;
+    case SUB_IDLE: snprintf(why, len, "not started"); return false;
+    case SUB_LEASING:
+      if (s->lease_fault.failing)
+        snprintf(why, len, "waiting for the consumer name's lease: %s failing: %s",
+                 s->lease_fault.name, s->lease_fault.detail);
+      else
+        snprintf(why, len, "waiting for the consumer name's lease");
+      return false;
+    case SUB_CREATING:
+      if (group_fault(s->group)[0])
+        snprintf(why, len, "creating group: %s", group_fault(s->group));
+      else
+        snprintf(why, len, "creating group");
+      return false;
+    case SUB_STOPPING:
+    case SUB_DRAINED: snprintf(why, len, "stopping"); return false;
+    case SUB_READING: break;
   }
   uint64_t now = clock_now(s->clock);
   const struct fault *lf = &s->lease_fault;
@@ -889,7 +892,8 @@ static bool part_healthy(const subscription *s, char *why, size_t len) {
       snprintf(why, len, "stuck: %s failing for %llu ms: %s", lf->name,
                (unsigned long long)(now - lf->since_ms), lf->detail);
     else
-      snprintf(why, len, "waiting for the consumer lease's renewal (process paused or loop stalled)");
+      snprintf(why, len,
+               "waiting for the consumer lease's renewal (process paused or loop stalled)");
     return false;
   }
   if (s->reader == NULL || !bk_connected(s->b, s->reader)) {
@@ -928,8 +932,8 @@ static bool part_healthy(const subscription *s, char *why, size_t len) {
 }
 
 static bool part_idle(const subscription *s) {
-  return s->state == SUB_READING && lanes_in_flight(&s->lanes) == 0 &&
-         writer_queued(s->w) == 0 && outstanding(s) == 0;
+  return s->state == SUB_READING && lanes_in_flight(&s->lanes) == 0 && writer_queued(s->w) == 0 &&
+         outstanding(s) == 0;
 }
 
 bool sub_idle(const subscription *s) {
@@ -960,6 +964,7 @@ static void part_free(subscription *s) {
   metric_set(s->metrics.lanes_busy, 0);
   if (s->reader) bk_conn_close(s->b, s->reader);
   if (s->retry_timer) timer_free(s->retry_timer);
+  if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
   lease_free(s->lease);
   free(s->identity);

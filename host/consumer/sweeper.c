@@ -24,8 +24,8 @@ struct sweeper {
   char *delay_key;      /* the group's delay set (outcome_delay_key) */
   char *unreadable_key; /* where members it cannot read go */
   ltimer *timer;
-  uint64_t next_at;     /* clock_now when the timer fires; UINT64_MAX: it does not */
-  bool asked;           /* sweeper_soon while a sweep was out: ask_ms after its answer */
+  uint64_t next_at; /* clock_now when the timer fires; UINT64_MAX: it does not */
+  bool asked;       /* sweeper_soon while a sweep was out: ask_ms after its answer */
   uint64_t ask_ms;
   struct bk_args args;
   struct fault fault;
@@ -68,8 +68,8 @@ static void sweep_done(void *data, const bk_reply *r, const char *err) {
     if (taken > unreadable) {
       snprintf(n, sizeof n, "%lld", taken - unreadable);
       log_line(LOG_DEBUG, spec->name, "delayed entries back on the retry stream", "stream",
-               spec->stream, "group", spec->group, "consumer", spec->consumer,
-               LOG_NUMBER "entries", n, NULL);
+               spec->stream, "group", spec->group, "consumer", spec->consumer, LOG_NUMBER "entries",
+               n, NULL);
     }
     if (unreadable > 0) {
       snprintf(n, sizeof n, "%lld", unreadable);

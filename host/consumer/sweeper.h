@@ -26,9 +26,9 @@
 #include "fault.h"
 #include "runtime.h"
 
-#define SWEEP_MS 1000        /* after a failed sweep, the next */
-#define SWEEP_IDLE_MS 60000  /* the longest between two sweeps */
-#define SWEEP_COUNT 100      /* most entries one sweep moves */
+#define SWEEP_MS 1000       /* after a failed sweep, the next */
+#define SWEEP_IDLE_MS 60000 /* the longest between two sweeps */
+#define SWEEP_COUNT 100     /* most entries one sweep moves */
 
 typedef struct sweeper sweeper;
 

@@ -15,9 +15,9 @@ struct trimmer {
   const struct handler_spec *spec;
   ltimer *timer;
   bool armed;
-  bool waiting;  /* a trim is on its way */
-  bool freed;    /* trimmer_free came while it was */
-  bool failing;  /* the last trim failed: logged once until one works */
+  bool waiting; /* a trim is on its way */
+  bool freed;   /* trimmer_free came while it was */
+  bool failing; /* the last trim failed: logged once until one works */
 };
 
 static void trimmed(void *data, const bk_reply *r, const char *err) {
@@ -32,8 +32,8 @@ static void trimmed(void *data, const bk_reply *r, const char *err) {
     if (r->integer > 0) {
       char n[24];
       snprintf(n, sizeof n, "%lld", r->integer);
-      log_line(LOG_DEBUG, s->name, "stream trimmed to what every group has finished with",
-               "stream", s->stream, LOG_NUMBER "trimmed", n, NULL);
+      log_line(LOG_DEBUG, s->name, "stream trimmed to what every group has finished with", "stream",
+               s->stream, LOG_NUMBER "trimmed", n, NULL);
     }
     if (t->failing) log_line(LOG_INFO, s->name, "trimming works again", "stream", s->stream, NULL);
     t->failing = false;
@@ -41,7 +41,11 @@ static void trimmed(void *data, const bk_reply *r, const char *err) {
   }
   if (!t->failing)
     log_line(LOG_WARN, s->name, "cannot trim the stream; its entries stay", "stream", s->stream,
-             "error", r && r->type == BK_ERROR ? r->str : err ? err : "unexpected reply", NULL);
+             "error",
+             r && r->type == BK_ERROR ? r->str
+             : err                    ? err
+                                      : "unexpected reply",
+             NULL);
   t->failing = true;
 }
 
@@ -85,6 +89,8 @@ void trimmer_soon(trimmer *t) {
 void trimmer_free(trimmer *t) {
   if (t == NULL) return;
   timer_free(t->timer);
-  if (t->waiting) t->freed = true;
-  else free(t);
+  if (t->waiting)
+    t->freed = true;
+  else
+    free(t);
 }

@@ -29,19 +29,19 @@ struct writer {
   char *retry_key;
   writer_written_fn *on_written;
   void *data;
-  bool abandoned;           /* shutdown deadline: nothing more written */
-  unsigned pending;         /* commands sent and not answered */
-  size_t unwritten;         /* outcomes (not plain acks) not written yet */
-  struct outcome_batch *open[NKEYS]; /* outcomes of this loop turn, per key */
+  bool abandoned;                            /* shutdown deadline: nothing more written */
+  unsigned pending;                          /* commands sent and not answered */
+  size_t unwritten;                          /* outcomes (not plain acks) not written yet */
+  struct outcome_batch *open[NKEYS];         /* outcomes of this loop turn, per key */
   struct outcome_batch *ready, **ready_tail; /* batches to send, in order (cut-off ones too) */
-  struct outcome_batch *spare_outcomes; /* answered batches, kept with their buffers */
+  struct outcome_batch *spare_outcomes;      /* answered batches, kept with their buffers */
   size_t nspare_outcomes;
-  struct txn txn;           /* builds each outcome's commands, reused */
-  struct ack_queue acks[NKEYS]; /* ids finished and not yet in an XACK, per key */
-  size_t nacks;             /* of both keys */
+  struct txn txn;                  /* builds each outcome's commands, reused */
+  struct ack_queue acks[NKEYS];    /* ids finished and not yet in an XACK, per key */
+  size_t nacks;                    /* of both keys */
   struct ack_batch *spare_batches; /* answered XACK batches, kept with their arrays */
-  struct bk_args args;      /* builds the XACKs, reused */
-  ltimer *flush_timer;      /* flushes acks at the next loop turn */
+  struct bk_args args;             /* builds the XACKs, reused */
+  ltimer *flush_timer;             /* flushes acks at the next loop turn */
   bool flush_armed;
   struct fault work[WRITER_NWORK];
 };
@@ -66,10 +66,10 @@ static void arm_flush(writer *w, uint64_t ms) {
 
 /* ---- outcomes: gathered per key, one SCRIPT_OUTCOME call per batch ---- */
 
-#define BATCH_ITEMS_MAX 256          /* outcomes per script call: keeps each call short */
-#define BATCH_BYTES_MAX (1u << 20)   /* ... and its arguments about a megabyte */
+#define BATCH_ITEMS_MAX 256        /* outcomes per script call: keeps each call short */
+#define BATCH_BYTES_MAX (1u << 20) /* ... and its arguments about a megabyte */
 #define BATCH_SPARE_MAX 4
-#define BATCH_KEEP_BYTES (4u << 20)  /* larger buffers (big bodies) are not kept */
+#define BATCH_KEEP_BYTES (4u << 20) /* larger buffers (big bodies) are not kept */
 
 /* An empty batch for key k: a spare one if there is one. */
 static struct outcome_batch *batch_new(writer *w, unsigned char k) {
@@ -109,9 +109,7 @@ static void batch_ready(writer *w, struct outcome_batch *b) {
   w->ready_tail = &b->next;
 }
 
-static bool outcomes_queued(const writer *w) {
-  return w->ready || w->open[0] || w->open[1];
-}
+static bool outcomes_queued(const writer *w) { return w->ready || w->open[0] || w->open[1]; }
 
 static void outcomes_free(writer *w) {
   struct outcome_batch *lists[] = {w->ready, w->spare_outcomes, w->open[0], w->open[1]};
@@ -131,7 +129,7 @@ static void outcomes_free(writer *w) {
  * allocates nothing once warm. */
 struct ack_batch {
   writer *w;
-  unsigned char key;   /* entry key: one XACK per key */
+  unsigned char key; /* entry key: one XACK per key */
   size_t n, cap;
   char (*ids)[ID_MAX];
   struct ack_batch *next;
@@ -186,8 +184,8 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
       char count[24];
       snprintf(count, sizeof count, "%lld", (long long)batch->n - r->integer);
       log_line(LOG_INFO, spec->name, "entries already acknowledged by another consumer", "stream",
-               spec->stream, "group", spec->group, "consumer", spec->consumer,
-               LOG_NUMBER "entries", count, NULL);
+               spec->stream, "group", spec->group, "consumer", spec->consumer, LOG_NUMBER "entries",
+               count, NULL);
     }
     /* Entries are being written again: an earlier outcome that failed once
      * (its entry logged and left pending) no longer makes the host unready. */
@@ -204,8 +202,10 @@ static void ack_done(void *data, const bk_reply *r, const char *err) {
 static int send_acks(writer *w, unsigned char k) {
   struct ack_queue *q = &w->acks[k];
   struct ack_batch *batch = w->spare_batches;
-  if (batch) w->spare_batches = batch->next;
-  else if ((batch = calloc(1, sizeof *batch)) == NULL) return -1;
+  if (batch)
+    w->spare_batches = batch->next;
+  else if ((batch = calloc(1, sizeof *batch)) == NULL)
+    return -1;
   batch->w = w;
   batch->key = k;
   struct bk_args *a = &w->args;
@@ -357,8 +357,8 @@ static bool item_answered(writer *w, const struct outcome_batch *b, const struct
     bk_reply_text(r, NULL, why, sizeof why);
     item_failed(w, it, "outcome not written, entry left pending", "EVAL", key, why, true);
   } else if (c == 0) {
-    item_failed(w, it, "outcome not written, entry left pending",
-                it->ack ? "XACK" : "XPENDING", key, why, true);
+    item_failed(w, it, "outcome not written, entry left pending", it->ack ? "XACK" : "XPENDING",
+                key, why, true);
   } else if (c < 0) { /* refused before anything was written */
     const char *name, *cmd_key;
     outcome_batch_cmd(b, it, -c, &name, &cmd_key);
@@ -366,8 +366,8 @@ static bool item_answered(writer *w, const struct outcome_batch *b, const struct
   } else {
     const char *name, *cmd_key;
     outcome_batch_cmd(b, it, c, &name, &cmd_key);
-    item_failed(w, it, "outcome partly written: entry acked, a write failed", name, cmd_key,
-                why, true);
+    item_failed(w, it, "outcome partly written: entry acked, a write failed", name, cmd_key, why,
+                true);
   }
   return true;
 }
@@ -394,7 +394,8 @@ static void outcomes_done(void *data, const bk_reply *r, const char *err) {
   bool delays = b->delays;
   if (r && r->type == BK_ARRAY && r->elements == b->nitems) {
     bool refused = false;
-    for (size_t i = 0; i < b->nitems; i++) refused |= item_answered(w, b, &b->items[i], r->element[i]);
+    for (size_t i = 0; i < b->nitems; i++)
+      refused |= item_answered(w, b, &b->items[i], r->element[i]);
     if (!refused) fault_ok(&w->work[WRITER_OUTCOMES], clock_now(w->clock), w->spec);
   } else {
     char why[256];
@@ -441,7 +442,7 @@ static void send_ready(writer *w) {
 }
 
 struct txn *writer_txn(writer *w) {
-  txn_reset(&w->txn);
+  outcome_txn_reset(&w->txn);
   return &w->txn;
 }
 
@@ -470,7 +471,7 @@ writer *writer_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_
   writer *w = calloc(1, sizeof *w);
   if (w == NULL) return NULL;
   bk_args_init(&w->args);
-  txn_init(&w->txn);
+  outcome_txn_init(&w->txn);
   w->b = b;
   w->cmd = cmd;
   w->clock = clock;
@@ -500,7 +501,7 @@ void writer_free(writer *w) {
   ack_batches_free(w);
   for (int k = 0; k < NKEYS; k++) free(w->acks[k].ids);
   bk_args_free(&w->args);
-  txn_free(&w->txn);
+  outcome_txn_free(&w->txn);
   free(w->retry_key);
   free(w);
 }
@@ -516,4 +517,3 @@ size_t writer_queued(const writer *w) {
 unsigned writer_pending(const writer *w) { return w->pending; }
 size_t writer_unwritten(const writer *w) { return w->unwritten; }
 const struct fault *writer_fault(const writer *w, enum writer_work work) { return &w->work[work]; }
-

@@ -27,15 +27,15 @@
 #include <stdint.h>
 
 struct http_request {
-  const char *method;          /* "GET", "POST", ...: upper-case letters */
-  const char *url;             /* http:// or https:// */
-  const char *const *headers;  /* "Name: value" lines, no CR or LF in them */
+  const char *method;         /* "GET", "POST", ...: upper-case letters */
+  const char *url;            /* http:// or https:// */
+  const char *const *headers; /* "Name: value" lines, no CR or LF in them */
   size_t nheaders;
-  const char *body;            /* NULL: no body */
+  const char *body; /* NULL: no body */
   size_t body_len;
-  uint64_t timeout_ms;         /* the whole exchange, queueing for a connection included */
-  size_t max_body;             /* a longer response body fails the request */
-  bool follow_redirects;       /* at most HTTP_MAX_REDIRECTS */
+  uint64_t timeout_ms;   /* the whole exchange, queueing for a connection included */
+  size_t max_body;       /* a longer response body fails the request */
+  bool follow_redirects; /* at most HTTP_MAX_REDIRECTS */
 };
 
 struct http_response {
@@ -50,8 +50,7 @@ struct http_response {
 
 /* res valid during the call only; err NULL on a response, else why none;
  * fatal: see the rules above (never set with a response). */
-typedef void http_done_fn(void *data, const struct http_response *res, const char *err,
-                          bool fatal);
+typedef void http_done_fn(void *data, const struct http_response *res, const char *err, bool fatal);
 
 typedef struct http_client http_client;
 

@@ -22,9 +22,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define SPARE_KEPT 64              /* finished transfers kept for reuse */
+#define SPARE_KEPT 64            /* finished transfers kept for reuse */
 #define HEADERS_MAX (256 * 1024) /* a response's header lines, all of them */
-#define BUFFER_KEPT (64 * 1024)    /* a kept transfer's buffers above this are freed */
+#define BUFFER_KEPT (64 * 1024)  /* a kept transfer's buffers above this are freed */
 
 struct curl_client;
 
@@ -33,14 +33,14 @@ struct transfer {
   struct curl_client *cc;
   CURL *easy;
   struct curl_slist *headers;
-  char *out;             /* the request body: libcurl reads it while it runs */
+  char *out; /* the request body: libcurl reads it while it runs */
   size_t out_cap;
-  char *body;            /* the response body */
+  char *body; /* the response body */
   size_t body_len, body_cap;
-  char *head;            /* the last response's header lines */
+  char *head; /* the last response's header lines */
   size_t head_len, head_cap;
   size_t max_body;
-  bool too_large;         /* the body passed max_body */
+  bool too_large; /* the body passed max_body */
   bool headers_too_large;
   uint64_t timeout_ms;
   http_done_fn *done;
@@ -73,9 +73,9 @@ struct curl_client {
   struct transfer *spare;
   size_t nspare;
   struct fd_slot {
-    struct sock *s;   /* its uv_poll, or NULL */
-    bool ours;        /* opened by on_open_socket, to be closed by on_close_socket */
-  } *fds;             /* by fd */
+    struct sock *s; /* its uv_poll, or NULL */
+    bool ours;      /* opened by on_open_socket, to be closed by on_close_socket */
+  } * fds;          /* by fd */
   size_t nfd;
   int open_handles; /* the timer and the polls, until their close callbacks ran */
   bool closed;
@@ -184,7 +184,8 @@ static int setup(struct transfer *t, const struct http_request *req) {
   }
   /* No "Expect: 100-continue" round trip before a larger body; no form
    * content type that the handler did not ask for. */
-  if (add_header(t, "Expect:") != 0 || (sends_body && !typed && add_header(t, "Content-Type:") != 0))
+  if (add_header(t, "Expect:") != 0 ||
+      (sends_body && !typed && add_header(t, "Content-Type:") != 0))
     return -1;
   t->max_body = req->max_body;
   t->timeout_ms = req->timeout_ms;
@@ -219,7 +220,6 @@ static int setup(struct transfer *t, const struct http_request *req) {
 }
 
 #undef SET
-
 
 static void transfer_destroy(struct transfer *t) {
   if (t->easy) curl_easy_cleanup(t->easy);
@@ -277,8 +277,10 @@ static void running_add(struct curl_client *cc, struct transfer *t) {
 }
 
 static void running_remove(struct curl_client *cc, struct transfer *t) {
-  if (t->prev) t->prev->next = t->next;
-  else cc->running = t->next;
+  if (t->prev)
+    t->prev->next = t->next;
+  else
+    cc->running = t->next;
   if (t->next) t->next->prev = t->prev;
   t->prev = t->next = NULL;
 }
@@ -329,8 +331,7 @@ static void transfer_finish(struct curl_client *cc, struct transfer *t, CURLcode
       snprintf(why, sizeof why, "the response body is larger than %zu bytes (max_body)",
                t->max_body);
     else if (rc == CURLE_OPERATION_TIMEDOUT)
-      snprintf(why, sizeof why, "no response within %llums",
-               (unsigned long long)t->timeout_ms);
+      snprintf(why, sizeof why, "no response within %llums", (unsigned long long)t->timeout_ms);
     else
       snprintf(why, sizeof why, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc));
     done(data, NULL, why, false);
@@ -454,8 +455,10 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
   struct sock *s = socketp;
   if (cc->closed) return 0;
   if (what == CURL_POLL_REMOVE) {
-    if (s && cc->fds[fd].ours) uv_poll_stop(&s->poll); /* kept until libcurl closes it */
-    else if (s) sock_close(cc, s);
+    if (s && cc->fds[fd].ours)
+      uv_poll_stop(&s->poll); /* kept until libcurl closes it */
+    else if (s)
+      sock_close(cc, s);
     curl_multi_assign(cc->multi, fd, NULL);
     return 0;
   }
@@ -464,7 +467,8 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     if ((s = sock_of(cc, fd)) == NULL) return -1;
     curl_multi_assign(cc->multi, fd, s);
   }
-  int events = ((what & CURL_POLL_IN) ? UV_READABLE : 0) | ((what & CURL_POLL_OUT) ? UV_WRITABLE : 0);
+  int events =
+      ((what & CURL_POLL_IN) ? UV_READABLE : 0) | ((what & CURL_POLL_OUT) ? UV_WRITABLE : 0);
   uv_poll_start(&s->poll, events, on_poll);
   return 0;
 }
@@ -480,15 +484,17 @@ static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
   (void)multi;
   struct curl_client *cc = userp;
   if (cc->closed) return 0;
-  if (timeout_ms < 0) uv_timer_stop(&cc->timer);
-  else uv_timer_start(&cc->timer, on_timeout, (uint64_t)timeout_ms, 0);
+  if (timeout_ms < 0)
+    uv_timer_stop(&cc->timer);
+  else
+    uv_timer_start(&cc->timer, on_timeout, (uint64_t)timeout_ms, 0);
   return 0;
 }
 
 /* ---- the seam ---- */
 
 static int client_request(http_client *c, const struct http_request *req, http_done_fn *done,
-                        void *data) {
+                          void *data) {
   struct curl_client *cc = (struct curl_client *)c;
   if (cc->closed) return -1;
   struct transfer *t = transfer_get(cc);
@@ -571,6 +577,7 @@ http_client *http_curl_new(uv_loop_t *loop, const struct http_curl_options *o, c
   curl_multi_setopt(cc->multi, CURLMOPT_SOCKETDATA, cc);
   curl_multi_setopt(cc->multi, CURLMOPT_TIMERFUNCTION, on_timer);
   curl_multi_setopt(cc->multi, CURLMOPT_TIMERDATA, cc);
-  if (o->max_per_host > 0) curl_multi_setopt(cc->multi, CURLMOPT_MAX_HOST_CONNECTIONS, o->max_per_host);
+  if (o->max_per_host > 0)
+    curl_multi_setopt(cc->multi, CURLMOPT_MAX_HOST_CONNECTIONS, o->max_per_host);
   return &cc->base;
 }

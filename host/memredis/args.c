@@ -155,7 +155,7 @@ bk_reply *ms_err_arity(const char *cmd) {
 
 bk_reply *ms_reply_id(msid id) {
   char buf[48];
-  int n = snprintf(buf, sizeof buf, "%llu-%llu", (unsigned long long)id.ms,
-                   (unsigned long long)id.seq);
+  int n =
+      snprintf(buf, sizeof buf, "%llu-%llu", (unsigned long long)id.ms, (unsigned long long)id.seq);
   return mr_bulk(buf, (size_t)n);
 }

@@ -19,10 +19,10 @@ typedef struct {
 /* What a command that wants to block (XREADGROUP, DEBUG SLEEP) leaves in
  * the call. */
 struct ms_block {
-  long long timeout_ms;  /* 0: forever */
-  long long claim_ms;    /* CLAIM min-idle-time (8.4), -1 without */
-  int first_key, nkeys;  /* the keys it waits on: argv[first_key ...] */
-  bool ok_at_timeout;    /* answer +OK, not nil, when the time is up (DEBUG SLEEP) */
+  long long timeout_ms; /* 0: forever */
+  long long claim_ms;   /* CLAIM min-idle-time (8.4), -1 without */
+  int first_key, nkeys; /* the keys it waits on: argv[first_key ...] */
+  bool ok_at_timeout;   /* answer +OK, not nil, when the time is up (DEBUG SLEEP) */
 };
 
 /* One command invocation. */

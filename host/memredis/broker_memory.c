@@ -34,43 +34,43 @@
 
 struct mcmd {
   struct mcmd *next;
-  uint64_t seq;        /* arrival order across all connections */
+  uint64_t seq; /* arrival order across all connections */
   int argc;
-  char **argv;         /* owned copies */
+  char **argv; /* owned copies */
   size_t *argvlen;
   bk_reply_cb *cb;
   void *data;
-  bk_reply *reply;     /* set once answered while parked; the pump delivers it */
+  bk_reply *reply; /* set once answered while parked; the pump delivers it */
 };
 
 struct mbroker;
 
 struct mconn {
   struct mbroker *b;
-  struct mconn *next;      /* the broker's list, in open order */
+  struct mconn *next; /* the broker's list, in open order */
   char name[64];
-  bk_state_cb *state_cb;   /* NULL allowed */
-  bk_fault_cb *fault_cb;   /* NULL allowed */
+  bk_state_cb *state_cb; /* NULL allowed */
+  bk_fault_cb *fault_cb; /* NULL allowed */
   void *data;
   struct mcmd *head, *tail;
-  int reported;            /* what state_cb was last told: -1 nothing yet, 0 down, 1 up */
+  int reported; /* what state_cb was last told: -1 nothing yet, 0 down, 1 up */
   bool closed;
-  int busy;                /* inside one of its callbacks: freed only when it returns */
-  bool multi, dirty;       /* inside MULTI; a queueing error aborts the EXEC */
+  int busy;                       /* inside one of its callbacks: freed only when it returns */
+  bool multi, dirty;              /* inside MULTI; a queueing error aborts the EXEC */
   struct mcmd *mq_head, *mq_tail; /* commands queued by MULTI */
-  bool blocked;            /* head is a parked XREADGROUP */
-  uint64_t block_seq;      /* order in which clients blocked */
+  bool blocked;                   /* head is a parked XREADGROUP */
+  uint64_t block_seq;             /* order in which clients blocked */
   struct ms_block blk;
-  ltimer *timeout;         /* BLOCK ms */
-  ltimer *claim;           /* 8.4 CLAIM: a pending entry turns claimable */
+  ltimer *timeout; /* BLOCK ms */
+  ltimer *claim;   /* 8.4 CLAIM: a pending entry turns claimable */
 };
 
 #define NCOMMANDS_MAX 128 /* entries of the command table, at most */
 
 struct mbroker {
-  broker base;             /* first: a broker * is an mbroker * */
-  lclock *clock;           /* borrowed */
-  uint64_t wall0, mono0;   /* wall time = wall0 + (now - mono0) */
+  broker base;           /* first: a broker * is an mbroker * */
+  lclock *clock;         /* borrowed */
+  uint64_t wall0, mono0; /* wall time = wall0 + (now - mono0) */
   struct memdb db;
   memscript *script;
   struct mconn *conns;
@@ -85,9 +85,7 @@ struct mbroker {
 static void arm_pump(struct mbroker *b);
 static void rearm_claims(struct mbroker *b);
 
-static uint64_t wall_now(struct mbroker *b) {
-  return b->wall0 + (clock_now(b->clock) - b->mono0);
-}
+static uint64_t wall_now(struct mbroker *b) { return b->wall0 + (clock_now(b->clock) - b->mono0); }
 
 /* ---- the command table ---- */
 
@@ -99,9 +97,9 @@ struct subdef {
 };
 
 struct cmddef {
-  const char *name;      /* lower case, as Redis names it in errors */
-  int arity;             /* Redis' rule: n exact, -n at least n */
-  ms_cmd_fn *fn;         /* NULL: handled here (MULTI, EXEC, DISCARD, EVAL) */
+  const char *name; /* lower case, as Redis names it in errors */
+  int arity;        /* Redis' rule: n exact, -n at least n */
+  ms_cmd_fn *fn;    /* NULL: handled here (MULTI, EXEC, DISCARD, EVAL) */
   int flags;
   const struct subdef *subs;
 };
@@ -126,12 +124,16 @@ static bk_reply *cmd_debug(struct memdb *db, struct ms_call *c) {
   num[n] = '\0';
   char *end;
   double sec = strtod(num, &end);
-  if (c->argvlen[2] == 0 || *end != '\0' || !(sec == sec)) return mr_err("ERR value is not a valid float");
+  if (c->argvlen[2] == 0 || *end != '\0' || !(sec == sec))
+    return mr_err("ERR value is not a valid float");
   if (sec <= 0 || c->multi || c->script) return mr_status("OK"); /* no wait inside EXEC */
   double ms = sec * 1000.0;
   c->blocked = true;
-  c->block = (struct ms_block){.timeout_ms = ms < 1 ? 1 : ms > 1e12 ? (long long)1e12 : (long long)ms,
-                               .claim_ms = -1, .ok_at_timeout = true};
+  c->block = (struct ms_block){.timeout_ms = ms < 1      ? 1
+                                             : ms > 1e12 ? (long long)1e12
+                                                         : (long long)ms,
+                               .claim_ms = -1,
+                               .ok_at_timeout = true};
   return NULL;
 }
 
@@ -147,9 +149,9 @@ static bk_reply *cmd_info(struct memdb *db, struct ms_call *c) {
   return mr_bulk(buf, (size_t)n);
 }
 
-static const struct subdef xgroup_subs[] = {
-    {"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5}, {"delconsumer", 5},
-    {NULL, 0}};
+static const struct subdef xgroup_subs[] = {{"create", -5},     {"setid", -5},
+                                            {"destroy", 4},     {"createconsumer", 5},
+                                            {"delconsumer", 5}, {NULL, 0}};
 static const struct subdef xinfo_subs[] = {
     {"stream", -3}, {"groups", 3}, {"consumers", 4}, {NULL, 0}};
 
@@ -249,9 +251,10 @@ static bk_reply *check(const struct cmddef *d, int argc, const char **argv, cons
     if (script) return mr_err("ERR Unknown Redis command called from script");
     /* Redis's own prefix, so that code matching it still does; then where
      * to go instead of Redis's list of arguments. */
-    return mr_err("ERR unknown command '%.*s' (the in-memory Redis of luastream.testing does "
-                  "not have it: testing.app(dir, {redis = URL}) runs on a real server)",
-                  (int)(len[0] < 128 ? len[0] : 128), argv[0]);
+    return mr_err(
+        "ERR unknown command '%.*s' (the in-memory Redis of luastream.testing does "
+        "not have it: testing.app(dir, {redis = URL}) runs on a real server)",
+        (int)(len[0] < 128 ? len[0] : 128), argv[0]);
   }
   if (!arity_ok(d->arity, argc))
     return script ? mr_err("ERR Wrong number of args calling Redis command from script")
@@ -268,8 +271,7 @@ static bk_reply *check(const struct cmddef *d, int argc, const char **argv, cons
                     (int)(len[1] < 128 ? len[1] : 128), argv[1], upper);
     if (!arity_ok(s->arity, argc))
       return script ? mr_err("ERR Wrong number of args calling Redis command from script")
-                    : mr_err("ERR wrong number of arguments for '%s|%s' command", d->name,
-                             s->name);
+                    : mr_err("ERR wrong number of arguments for '%s|%s' command", d->name, s->name);
   }
   if (script && (d->flags & F_NOSCRIPT))
     return mr_err("ERR This Redis command is not allowed from script");
@@ -278,8 +280,8 @@ static bk_reply *check(const struct cmddef *d, int argc, const char **argv, cons
 
 /* ---- running commands ---- */
 
-static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_t *len,
-                     bool script, bool multi, struct ms_call *call);
+static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_t *len, bool script,
+                     bool multi, struct ms_call *call);
 
 /* memscript_known_fn: the command, and its subcommand if it has them. */
 static int script_knows(void *ctx, int argc, const char **argv, const size_t *len) {
@@ -307,8 +309,8 @@ static bk_reply *run_script_command(struct mbroker *b, const struct cmddef *d, i
   if (word_is(argv[1], len[1], "load")) return memscript_load(b->script, argv[2], len[2]);
   if (word_is(argv[1], len[1], "exists")) return memscript_exists(b->script, argc, argv, len);
   /* flush [SYNC|ASYNC] */
-  if (argc > 3 || (argc == 3 && !word_is(argv[2], len[2], "sync") &&
-                   !word_is(argv[2], len[2], "async")))
+  if (argc > 3 ||
+      (argc == 3 && !word_is(argv[2], len[2], "sync") && !word_is(argv[2], len[2], "async")))
     return mr_err("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
   memscript_flush(b->script);
   return mr_status("OK");
@@ -338,8 +340,8 @@ static bk_reply *commandstats(struct mbroker *b) {
 
 /* Runs one command (not MULTI, EXEC or DISCARD). NULL: it blocked, and
  * call->block says how. */
-static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_t *len,
-                     bool script, bool multi, struct ms_call *call) {
+static bk_reply *run(struct mbroker *b, int argc, const char **argv, const size_t *len, bool script,
+                     bool multi, struct ms_call *call) {
   const struct cmddef *d = lookup(argv[0], len[0]);
   bk_reply *err = check(d, argc, argv, len, script);
   if (err) return err;
@@ -590,7 +592,8 @@ static int report_state(struct mbroker *b) {
     c->reported = up;
     c->busy++;
     if (c->state_cb) c->state_cb(c->data, (bk_conn *)c, up);
-    if (!up && c->fault_cb && !c->closed) c->fault_cb(c->data, (bk_conn *)c, BK_FAULT_DOWN, MEM_DOWN);
+    if (!up && c->fault_cb && !c->closed)
+      c->fault_cb(c->data, (bk_conn *)c, BK_FAULT_DOWN, MEM_DOWN);
     c->busy--;
     reap(c);
     return 1;
@@ -605,8 +608,7 @@ static void pump(ltimer *t, void *data) {
   struct mbroker *b = data;
   b->pump_armed = false;
   uint64_t limit = b->seq;
-  while (report_state(b)) {
-  }
+  while (report_state(b)) {}
   for (;;) {
     struct mconn *next = NULL;
     for (struct mconn *c = b->conns; c; c = c->next) {

@@ -16,20 +16,20 @@
 #define SETTLE_CAP 1000000
 
 struct vtimer {
-  ltimer base;        /* first: the ltimer pointer is the vtimer pointer */
+  ltimer base; /* first: the ltimer pointer is the vtimer pointer */
   ltimer_cb *cb;
   void *data;
-  uint64_t due;       /* now_ms at which it fires */
-  uint64_t seq;       /* arming order: breaks ties between equal due times */
-  size_t slot;        /* index in the heap; NOT_ARMED when not armed */
-  int firing;         /* inside its own callback */
-  int freed;          /* timer_free was called while firing */
+  uint64_t due; /* now_ms at which it fires */
+  uint64_t seq; /* arming order: breaks ties between equal due times */
+  size_t slot;  /* index in the heap; NOT_ARMED when not armed */
+  int firing;   /* inside its own callback */
+  int freed;    /* timer_free was called while firing */
 };
 
 #define NOT_ARMED ((size_t)-1)
 
 struct vclock {
-  lclock base;        /* first: the lclock pointer is the vclock pointer */
+  lclock base; /* first: the lclock pointer is the vclock pointer */
   uint64_t now;
   uint64_t wall_start;
   uint64_t seq;

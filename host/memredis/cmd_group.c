@@ -58,9 +58,10 @@ bk_reply *ms_cmd_xgroup(struct memdb *db, struct ms_call *c) {
   struct ms_group *g = NULL;
   if (!mkstream) {
     if (s == NULL)
-      return mr_err("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE "
-                    "you may want to use the MKSTREAM option to create an empty stream "
-                    "automatically.");
+      return mr_err(
+          "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE "
+          "you may want to use the MKSTREAM option to create an empty stream "
+          "automatically.");
     g = ms_group_find(s, c->argv[3], c->argvlen[3]);
     if (g == NULL && !create && !ms_arg_is(c, 1, "DESTROY")) return err_nogroup_named(c, 3, 2);
   }
@@ -335,8 +336,9 @@ bk_reply *ms_cmd_xautoclaim(struct memdb *db, struct ms_call *c) {
    * cannot allocate (modelled as more than XAUTOCLAIM_MAX_ALLOC bytes) is
    * refused, after the key and group checks. */
   if ((unsigned long long)count > XAUTOCLAIM_MAX_ALLOC / sizeof(msid))
-    return mr_err("ERR Insufficient memory, failed allocating transient memory, COUNT too "
-                  "high.");
+    return mr_err(
+        "ERR Insufficient memory, failed allocating transient memory, COUNT too "
+        "high.");
 
   struct ms_consumer *me = NULL;
   if (MS_V72(db)) {

@@ -20,11 +20,16 @@ static bk_reply *expire_generic(struct memdb *db, struct ms_call *c, bool second
                                 const char *name) {
   bool nx = false, xx = false, gt = false, lt = false;
   for (int j = 3; j < c->argc; j++) {
-    if (ms_arg_is(c, j, "NX")) nx = true;
-    else if (ms_arg_is(c, j, "XX")) xx = true;
-    else if (ms_arg_is(c, j, "GT")) gt = true;
-    else if (ms_arg_is(c, j, "LT")) lt = true;
-    else return mr_err("ERR Unsupported option %.*s", (int)c->argvlen[j], c->argv[j]);
+    if (ms_arg_is(c, j, "NX"))
+      nx = true;
+    else if (ms_arg_is(c, j, "XX"))
+      xx = true;
+    else if (ms_arg_is(c, j, "GT"))
+      gt = true;
+    else if (ms_arg_is(c, j, "LT"))
+      lt = true;
+    else
+      return mr_err("ERR Unsupported option %.*s", (int)c->argvlen[j], c->argv[j]);
   }
   if (nx && (xx || gt || lt))
     return mr_err("ERR NX and XX, GT or LT options at the same time are not compatible");
@@ -87,8 +92,7 @@ bk_reply *ms_cmd_persist(struct memdb *db, struct ms_call *c) {
 
 bk_reply *ms_cmd_del(struct memdb *db, struct ms_call *c) {
   long long n = 0;
-  for (int i = 1; i < c->argc; i++)
-    n += ms_key_delete(db, c->argv[i], c->argvlen[i]);
+  for (int i = 1; i < c->argc; i++) n += ms_key_delete(db, c->argv[i], c->argvlen[i]);
   return mr_int(n);
 }
 

@@ -22,11 +22,11 @@
 struct xrg {
   const char *group, *cons;
   size_t glen, clen;
-  long long count;  /* 0: no limit */
-  long long block;  /* -1: no BLOCK */
-  long long claim;  /* -1: no CLAIM */
+  long long count; /* 0: no limit */
+  long long block; /* -1: no BLOCK */
+  long long claim; /* -1: no CLAIM */
   bool noack;
-  int sa, n;        /* keys at argv[sa ..], ids at argv[sa + n ..] */
+  int sa, n; /* keys at argv[sa ..], ids at argv[sa + n ..] */
 };
 
 /* Parses the options; NULL, or the error reply. */
@@ -50,10 +50,12 @@ static bk_reply *parse(struct memdb *db, const struct ms_call *c, struct xrg *o)
     } else if (ms_arg_is(c, i, "STREAMS") && more) {
       o->sa = i + 1;
       if ((c->argc - o->sa) % 2)
-        return MS_V72(db) ? mr_err("ERR Unbalanced 'xreadgroup' list of streams: for each stream "
-                                   "key an ID or '>' must be specified.")
-                          : mr_err("ERR Unbalanced XREAD list of streams: for each stream key an "
-                                   "ID or '$' must be specified.");
+        return MS_V72(db) ? mr_err(
+                                "ERR Unbalanced 'xreadgroup' list of streams: for each stream "
+                                "key an ID or '>' must be specified.")
+                          : mr_err(
+                                "ERR Unbalanced XREAD list of streams: for each stream key an "
+                                "ID or '$' must be specified.");
       o->n = (c->argc - o->sa) / 2;
       break;
     } else if (ms_arg_is(c, i, "GROUP") && more >= 2) {
@@ -87,17 +89,18 @@ static bool is_new_id(const struct ms_call *c, int i) {
 }
 
 static bk_reply *err_nogroup(const struct ms_call *c, const struct xrg *o, int k) {
-  return mr_err("NOGROUP No such key '%.*s' or consumer group '%.*s' in XREADGROUP with GROUP "
-                "option",
-                (int)c->argvlen[o->sa + k], c->argv[o->sa + k], (int)o->glen, o->group);
+  return mr_err(
+      "NOGROUP No such key '%.*s' or consumer group '%.*s' in XREADGROUP with GROUP "
+      "option",
+      (int)c->argvlen[o->sa + k], c->argv[o->sa + k], (int)o->glen, o->group);
 }
 
 /* One stream of the call, as found by the per-stream checks. */
 struct target {
   struct ms_stream *s;
   struct ms_group *g;
-  bool fresh;  /* ">" */
-  msid after;  /* history: entries of the caller's PEL after this id */
+  bool fresh; /* ">" */
+  msid after; /* history: entries of the caller's PEL after this id */
 };
 
 /* ---- serving ---- */
@@ -241,15 +244,17 @@ bk_reply *ms_cmd_xreadgroup(struct memdb *db, struct ms_call *c) {
     }
     t[k].fresh = is_new_id(c, ii);
     if (ms_arg_char(c, ii, '$')) {
-      err = mr_err("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read "
-                   "the history of this consumer by specifying a proper ID, or use the > ID to "
-                   "get new messages. The $ ID would just return an empty result set.");
+      err = mr_err(
+          "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read "
+          "the history of this consumer by specifying a proper ID, or use the > ID to "
+          "get new messages. The $ ID would just return an empty result set.");
       goto done;
     }
     if (MS_V74(db) && ms_arg_char(c, ii, '+')) {
-      err = mr_err("ERR The + ID is meaningless in the context of XREADGROUP: you want to read "
-                   "the history of this consumer by specifying a proper ID, or use the > ID to "
-                   "get new messages. The + ID would just return an empty result set.");
+      err = mr_err(
+          "ERR The + ID is meaningless in the context of XREADGROUP: you want to read "
+          "the history of this consumer by specifying a proper ID, or use the > ID to "
+          "get new messages. The + ID would just return an empty result set.");
       goto done;
     }
     if (!t[k].fresh && !ms_parse_id(c->argv[ii], c->argvlen[ii], &t[k].after, 0, true, NULL)) {

@@ -12,7 +12,7 @@
 /* XADD's and XTRIM's options. */
 struct trim_args {
   struct ms_trim t;
-  bool nomkstream;     /* XADD only */
+  bool nomkstream; /* XADD only */
   bool id_given, seq_star;
   msid id;
 };
@@ -34,8 +34,9 @@ static int parse_trim(const struct ms_call *c, int i, bool xadd, struct trim_arg
     } else if ((ms_arg_is(c, i, "MAXLEN") || ms_arg_is(c, i, "MINID")) && more) {
       bool maxlen = ms_arg_is(c, i, "MAXLEN");
       if (t->strategy) {
-        *err = mr_err("ERR syntax error, MAXLEN and MINID options at the same time are not "
-                      "compatible");
+        *err = mr_err(
+            "ERR syntax error, MAXLEN and MINID options at the same time are not "
+            "compatible");
         return -1;
       }
       t->approx = false;
@@ -91,8 +92,9 @@ static int parse_trim(const struct ms_call *c, int i, bool xadd, struct trim_arg
   }
 done:
   if (limit_given && t->strategy == 0) {
-    *err = mr_err("ERR syntax error, LIMIT cannot be used without specifying a trimming "
-                  "strategy");
+    *err = mr_err(
+        "ERR syntax error, LIMIT cannot be used without specifying a trimming "
+        "strategy");
     return -1;
   }
   if (!xadd && t->strategy == 0) {
@@ -158,8 +160,9 @@ bk_reply *ms_cmd_xadd(struct memdb *db, struct ms_call *c) {
   ms_signal(db, c->argv[1], c->argvlen[1]);
   return ms_reply_id(id);
 too_small: /* never on a new stream: any id but 0-0 is above its 0-0 */
-  return mr_err("ERR The ID specified in XADD is equal or smaller than the target stream top "
-                "item");
+  return mr_err(
+      "ERR The ID specified in XADD is equal or smaller than the target stream top "
+      "item");
 }
 
 /* ---- XLEN, XRANGE, XREVRANGE, XDEL, XTRIM ---- */
@@ -246,9 +249,10 @@ bk_reply *ms_xinfo_stream(struct memdb *db, struct ms_call *c) {
     bool full = (c->argc == 4 || c->argc == 6) && ms_arg_is(c, 3, "FULL") &&
                 (c->argc == 4 || ms_arg_is(c, 4, "COUNT"));
     if (!full)
-      return mr_err("ERR unknown subcommand or wrong number of arguments for '%.*s'. Try XINFO "
-                    "HELP.",
-                    (int)c->argvlen[1], c->argv[1]);
+      return mr_err(
+          "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try XINFO "
+          "HELP.",
+          (int)c->argvlen[1], c->argv[1]);
     return mr_err("ERR XINFO STREAM FULL is not supported by the in-memory broker");
   }
   struct ms_stream *s = ms_lookup(db, c->argv[2], c->argvlen[2]);

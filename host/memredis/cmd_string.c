@@ -66,7 +66,8 @@ static bk_reply *set_expire_at(struct ms_call *c, int arg, int unit, uint64_t *a
     return mr_err("ERR invalid expire time in 'set' command");
   if (seconds) t *= 1000;
   if (unit == SET_EX || unit == SET_PX) {
-    if (t > LLONG_MAX - (long long)c->now) return mr_err("ERR invalid expire time in 'set' command");
+    if (t > LLONG_MAX - (long long)c->now)
+      return mr_err("ERR invalid expire time in 'set' command");
     t += (long long)c->now;
   }
   *at = (uint64_t)t;

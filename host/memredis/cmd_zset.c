@@ -68,13 +68,20 @@ bk_reply *ms_cmd_zadd(struct memdb *db, struct ms_call *c) {
   bool nx = false, xx = false, gt = false, lt = false, ch = false, incr = false;
   int i = 2;
   for (;; i++) {
-    if (ms_arg_is(c, i, "NX")) nx = true;
-    else if (ms_arg_is(c, i, "XX")) xx = true;
-    else if (ms_arg_is(c, i, "GT")) gt = true;
-    else if (ms_arg_is(c, i, "LT")) lt = true;
-    else if (ms_arg_is(c, i, "CH")) ch = true;
-    else if (ms_arg_is(c, i, "INCR")) incr = true;
-    else break;
+    if (ms_arg_is(c, i, "NX"))
+      nx = true;
+    else if (ms_arg_is(c, i, "XX"))
+      xx = true;
+    else if (ms_arg_is(c, i, "GT"))
+      gt = true;
+    else if (ms_arg_is(c, i, "LT"))
+      lt = true;
+    else if (ms_arg_is(c, i, "CH"))
+      ch = true;
+    else if (ms_arg_is(c, i, "INCR"))
+      incr = true;
+    else
+      break;
   }
   int pairs = (c->argc - i) / 2;
   if (pairs == 0 || (c->argc - i) % 2) return ms_err_syntax();
@@ -211,8 +218,9 @@ static bk_reply *zrange(struct memdb *db, struct ms_call *c, bool byscore_cmd) {
     }
   }
   if (limit != -1 && !byscore && !bylex)
-    return mr_err("ERR syntax error, LIMIT is only supported in combination with either BYSCORE "
-                  "or BYLEX");
+    return mr_err(
+        "ERR syntax error, LIMIT is only supported in combination with either BYSCORE "
+        "or BYLEX");
   if (withscores && bylex)
     return mr_err("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
   if (bylex) return mr_err("ERR BYLEX is not supported by the in-memory broker");
@@ -250,13 +258,15 @@ static bk_reply *zrange(struct memdb *db, struct ms_call *c, bool byscore_cmd) {
     if (avail <= 0) return a;
     if (limit >= 0 && limit < avail) avail = limit;
     /* the offset counts from the first listed: the highest when REV */
-    if (rev) to -= offset, from = to - avail;
-    else from += offset, to = from + avail;
+    if (rev)
+      to -= offset, from = to - avail;
+    else
+      from += offset, to = from + avail;
   }
   for (long long k = 0; k < to - from; k++) {
     /* REV by index counts positions from the end; REV by score lists the
      * window backwards */
-    const struct ms_zmember *e = !rev ? &z->v[from + k]
+    const struct ms_zmember *e = !rev      ? &z->v[from + k]
                                  : byscore ? &z->v[to - 1 - k]
                                            : &z->v[n - 1 - (from + k)];
     mr_push(a, mr_bulk(e->m, e->len));

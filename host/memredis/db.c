@@ -22,19 +22,19 @@ void memdb_set_version(struct memdb *db, const char *version) {
 
 static void value_free(struct ms_key *k) {
   switch (k->type) {
-  case MS_STREAM:
-    ms_groups_free(k->v.stream);
-    ms_stream_free(k->v.stream);
-    break;
-  case MS_ZSET: ms_zset_free(k->v.zset); break;
-  case MS_STRING:
-    free(k->v.str->val);
-    free(k->v.str);
-    break;
-  case MS_HASH: ms_hash_free(k->v.hash); break;
-  case MS_SET: ms_set_free(k->v.set); break;
-  case MS_LIST: ms_list_free(k->v.list); break;
-  case MS_NONE: break;
+    case MS_STREAM:
+      ms_groups_free(k->v.stream);
+      ms_stream_free(k->v.stream);
+      break;
+    case MS_ZSET: ms_zset_free(k->v.zset); break;
+    case MS_STRING:
+      free(k->v.str->val);
+      free(k->v.str);
+      break;
+    case MS_HASH: ms_hash_free(k->v.hash); break;
+    case MS_SET: ms_set_free(k->v.set); break;
+    case MS_LIST: ms_list_free(k->v.list); break;
+    case MS_NONE: break;
   }
   free(k->name);
 }
@@ -88,8 +88,7 @@ bk_reply *ms_check_type(struct memdb *db, const char *key, size_t len, enum ms_t
   return t == MS_NONE || t == want ? NULL : ms_err_wrongtype();
 }
 
-static struct ms_key *find_typed(struct memdb *db, const char *key, size_t len,
-                                 enum ms_type want) {
+static struct ms_key *find_typed(struct memdb *db, const char *key, size_t len, enum ms_type want) {
   struct ms_key *k = find(db, key, len);
   return k && k->type == want ? k : NULL;
 }
@@ -144,12 +143,18 @@ static struct ms_key *create(struct memdb *db, const char *key, size_t len, enum
   k->len = len;
   k->type = type;
   k->expire_at = 0;
-  if (type == MS_STREAM) k->v.stream = ms_stream_new();
-  else if (type == MS_ZSET) k->v.zset = ms_zset_new();
-  else if (type == MS_HASH) k->v.hash = ms_hash_new();
-  else if (type == MS_SET) k->v.set = ms_set_new();
-  else if (type == MS_LIST) k->v.list = ms_list_new();
-  else k->v.str = mr_alloc(sizeof *k->v.str);
+  if (type == MS_STREAM)
+    k->v.stream = ms_stream_new();
+  else if (type == MS_ZSET)
+    k->v.zset = ms_zset_new();
+  else if (type == MS_HASH)
+    k->v.hash = ms_hash_new();
+  else if (type == MS_SET)
+    k->v.set = ms_set_new();
+  else if (type == MS_LIST)
+    k->v.list = ms_list_new();
+  else
+    k->v.str = mr_alloc(sizeof *k->v.str);
   return k;
 }
 

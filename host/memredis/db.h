@@ -46,10 +46,10 @@ struct ms_key {
 };
 
 struct memdb {
-  struct ms_key *keys;     /* sorted by name */
+  struct ms_key *keys; /* sorted by name */
   size_t nkeys, cap;
-  uint64_t next_expire;    /* no key expires before this (Unix ms); 0: none does */
-  long version;            /* bk_version_parse form: 80400 for 8.4.0 */
+  uint64_t next_expire; /* no key expires before this (Unix ms); 0: none does */
+  long version;         /* bk_version_parse form: 80400 for 8.4.0 */
   char version_text[32];
   /* Keys whose blocked readers must look again (XADD, DEL, XGROUP DESTROY),
    * in signal order, no duplicates. broker_memory drains it. */

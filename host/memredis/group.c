@@ -74,8 +74,8 @@ struct ms_consumer *ms_consumer_find(struct ms_group *g, const char *name, size_
   return found ? g->cons[i] : NULL;
 }
 
-struct ms_consumer *ms_consumer_get(struct ms_group *g, const char *name, size_t len,
-                                    uint64_t now, int *created) {
+struct ms_consumer *ms_consumer_get(struct ms_group *g, const char *name, size_t len, uint64_t now,
+                                    int *created) {
   int found;
   size_t i = consumer_slot(g, name, len, &found);
   if (created) *created = !found;
@@ -181,8 +181,7 @@ void ms_group_delivered(struct ms_stream *s, struct ms_group *g, msid id) {
 }
 
 /* -1 stands for nil. */
-long long ms_group_lag(const struct ms_stream *s, const struct ms_group *g, bool v80,
-                       bool *valid) {
+long long ms_group_lag(const struct ms_stream *s, const struct ms_group *g, bool v80, bool *valid) {
   *valid = true;
   if (s->entries_added == 0) return 0;
   if (v80) {

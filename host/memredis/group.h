@@ -16,8 +16,8 @@
 struct ms_consumer {
   char *name;
   size_t len;
-  uint64_t seen_time;   /* last read or claim attempt (7.0: last one served) */
-  int64_t active_time;  /* last read or claim that delivered something; -1 never */
+  uint64_t seen_time;  /* last read or claim attempt (7.0: last one served) */
+  int64_t active_time; /* last read or claim that delivered something; -1 never */
 };
 
 struct ms_nack {
@@ -31,8 +31,8 @@ struct ms_group {
   char *name;
   size_t len;
   msid last_id;
-  long long entries_read;  /* -1: invalid (shown as nil) */
-  struct ms_nack *pel;     /* sorted by id */
+  long long entries_read; /* -1: invalid (shown as nil) */
+  struct ms_nack *pel;    /* sorted by id */
   size_t npel, pelcap;
   struct ms_consumer **cons; /* sorted by name */
   size_t ncons, conscap;
@@ -47,8 +47,8 @@ void ms_groups_free(struct ms_stream *s);
 
 struct ms_consumer *ms_consumer_find(struct ms_group *g, const char *name, size_t len);
 /* Finds or creates it (seen now, never active); *created (may be NULL) says which. */
-struct ms_consumer *ms_consumer_get(struct ms_group *g, const char *name, size_t len,
-                                    uint64_t now, int *created);
+struct ms_consumer *ms_consumer_get(struct ms_group *g, const char *name, size_t len, uint64_t now,
+                                    int *created);
 /* Deletes it and its pending entries; returns how many were pending, -1 if
  * there was no such consumer. */
 long long ms_consumer_del(struct ms_group *g, const char *name, size_t len);
@@ -65,7 +65,6 @@ void ms_nack_del(struct ms_group *g, struct ms_nack *n);
 /* Advances the group's last_id and entries_read past a delivered id. */
 void ms_group_delivered(struct ms_stream *s, struct ms_group *g, msid id);
 /* XINFO GROUPS' lag; *valid false for nil. v80: the 8.0 rules. */
-long long ms_group_lag(const struct ms_stream *s, const struct ms_group *g, bool v80,
-                       bool *valid);
+long long ms_group_lag(const struct ms_stream *s, const struct ms_group *g, bool v80, bool *valid);
 
 #endif

@@ -6,7 +6,9 @@
 
 #include "memreply.h"
 
-struct ms_hash *ms_hash_new(void) { return mr_alloc(sizeof(struct ms_hash)); }
+struct ms_hash *ms_hash_new(void) {
+  return mr_alloc(sizeof(struct ms_hash));
+}
 
 void ms_hash_free(struct ms_hash *h) {
   for (size_t i = 0; i < h->n; i++) {

@@ -6,7 +6,9 @@
 
 #include "memreply.h"
 
-struct ms_list *ms_list_new(void) { return mr_alloc(sizeof(struct ms_list)); }
+struct ms_list *ms_list_new(void) {
+  return mr_alloc(sizeof(struct ms_list));
+}
 
 void ms_list_free(struct ms_list *l) {
   for (size_t i = 0; i < l->n; i++) free(l->v[i].p);

@@ -19,7 +19,7 @@ bk_reply *mr_status(const char *s);
 /* An error whose full text is the formatted string, code first
  * ("ERR syntax error", "NOGROUP ..."). Key names go in with %.*s. */
 bk_reply *mr_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-bk_reply *mr_arr(void);                       /* an empty array */
+bk_reply *mr_arr(void); /* an empty array */
 /* Appends el (owned by the array from now on) and returns arr. */
 bk_reply *mr_push(bk_reply *arr, bk_reply *el);
 void mr_free(bk_reply *r);

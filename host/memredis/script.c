@@ -46,7 +46,7 @@ struct memscript {
 static memscript_call_fn *cur_call; /* set during memscript_eval */
 static memscript_known_fn *cur_known;
 static void *cur_ctx;
-static int cur_line;                /* the script line running, from a line hook */
+static int cur_line; /* the script line running, from a line hook */
 
 /* ---- replies to Lua (RESP2 rules) ---- */
 
@@ -62,30 +62,22 @@ static void push_error_table(lua_State *L, const char *msg, size_t len) {
 static void push_reply(lua_State *L, const bk_reply *r) {
   luaL_checkstack(L, 4, "reply nested too deeply");
   switch (r->type) {
-  case BK_INTEGER:
-    lua_pushnumber(L, (lua_Number)r->integer);
-    break;
-  case BK_STRING:
-    lua_pushlstring(L, r->str, r->len);
-    break;
-  case BK_STATUS:
-    lua_newtable(L);
-    lua_pushlstring(L, r->str, r->len);
-    lua_setfield(L, -2, "ok");
-    break;
-  case BK_ERROR:
-    push_error_table(L, r->str, r->len);
-    break;
-  case BK_ARRAY:
-    lua_createtable(L, (int)r->elements, 0);
-    for (size_t i = 0; i < r->elements; i++) {
-      push_reply(L, r->element[i]);
-      lua_rawseti(L, -2, (int)i + 1);
-    }
-    break;
-  default:
-    lua_pushboolean(L, 0);
-    break;
+    case BK_INTEGER: lua_pushnumber(L, (lua_Number)r->integer); break;
+    case BK_STRING: lua_pushlstring(L, r->str, r->len); break;
+    case BK_STATUS:
+      lua_newtable(L);
+      lua_pushlstring(L, r->str, r->len);
+      lua_setfield(L, -2, "ok");
+      break;
+    case BK_ERROR: push_error_table(L, r->str, r->len); break;
+    case BK_ARRAY:
+      lua_createtable(L, (int)r->elements, 0);
+      for (size_t i = 0; i < r->elements; i++) {
+        push_reply(L, r->element[i]);
+        lua_rawseti(L, -2, (int)i + 1);
+      }
+      break;
+    default: lua_pushboolean(L, 0); break;
   }
 }
 
@@ -101,23 +93,20 @@ static void push_reply(lua_State *L, const bk_reply *r) {
  * so a metatable cannot run code here. */
 static bk_reply *to_reply(lua_State *L) {
   switch (lua_type(L, -1)) {
-  case LUA_TSTRING: {
-    size_t len;
-    const char *s = lua_tolstring(L, -1, &len);
-    return mr_bulk(s, len);
-  }
-  case LUA_TBOOLEAN:
-    return lua_toboolean(L, -1) ? mr_int(1) : mr_nil();
-  case LUA_TNUMBER: {
-    /* Out of range (or NaN) as x86 converts it, without C's undefined cast. */
-    lua_Number n = lua_tonumber(L, -1);
-    return mr_int(n > -9223372036854775808.0 && n < 9223372036854775808.0 ? (long long)n
+    case LUA_TSTRING: {
+      size_t len;
+      const char *s = lua_tolstring(L, -1, &len);
+      return mr_bulk(s, len);
+    }
+    case LUA_TBOOLEAN: return lua_toboolean(L, -1) ? mr_int(1) : mr_nil();
+    case LUA_TNUMBER: {
+      /* Out of range (or NaN) as x86 converts it, without C's undefined cast. */
+      lua_Number n = lua_tonumber(L, -1);
+      return mr_int(n > -9223372036854775808.0 && n < 9223372036854775808.0 ? (long long)n
                                                                             : LLONG_MIN);
-  }
-  case LUA_TTABLE:
-    break;
-  default:
-    return mr_nil();
+    }
+    case LUA_TTABLE: break;
+    default: return mr_nil();
   }
   if (lua_gettop(L) + 4 > REPLY_STACK_LIMIT || !lua_checkstack(L, 4))
     return mr_err("reached lua stack limit");
@@ -270,7 +259,7 @@ memscript *memscript_new(void) {
     return NULL;
   }
   static const lua_CFunction libs[] = {luaopen_base, luaopen_table, luaopen_string,
-                                       luaopen_math, luaopen_bit, luaopen_debug};
+                                       luaopen_math, luaopen_bit,   luaopen_debug};
   for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
     lua_pushcfunction(L, libs[i]);
     lua_call(L, 0, 0);
@@ -393,9 +382,9 @@ static bk_reply *error_reply(lua_State *L, const char *sha) {
   }
   lua_getfield(L, -1, "err");
   const char *err = lua_tostring(L, -1);
-  bk_reply *r = cur_line > 0 ? mr_err("%s script: %s, on @user_script:%d.", err ? err : "ERR", sha,
-                                      cur_line)
-                             : mr_err("%s", err ? err : "ERR");
+  bk_reply *r = cur_line > 0
+                    ? mr_err("%s script: %s, on @user_script:%d.", err ? err : "ERR", sha, cur_line)
+                    : mr_err("%s", err ? err : "ERR");
   lua_pop(L, 1);
   return r;
 }

@@ -18,8 +18,7 @@
 typedef struct memscript memscript;
 
 /* Runs one command for a script; returns an owned reply (memreply.h). */
-typedef bk_reply *memscript_call_fn(void *ctx, int argc, const char **argv,
-                                    const size_t *argvlen);
+typedef bk_reply *memscript_call_fn(void *ctx, int argc, const char **argv, const size_t *argvlen);
 /* Whether the broker has the command argv[0] (and its subcommand). */
 typedef int memscript_known_fn(void *ctx, int argc, const char **argv, const size_t *argvlen);
 

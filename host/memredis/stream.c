@@ -6,7 +6,6 @@
 
 #include "memreply.h"
 
-
 enum { FLAG_DELETED = 1, FLAG_SAMEFIELDS = 2 }; /* an entry's flags in its listpack */
 
 /* ---- listpack sizes (Redis 7.0's listpack.c) ---- */
@@ -16,10 +15,10 @@ static size_t lp_backlen(size_t l) {
 }
 
 static size_t lp_int(long long v) {
-  size_t enc = v >= 0 && v <= 127              ? 1
-               : v >= -4096 && v <= 4095       ? 2
-               : v >= -32768 && v <= 32767     ? 3
-               : v >= -8388608 && v <= 8388607 ? 4
+  size_t enc = v >= 0 && v <= 127                        ? 1
+               : v >= -4096 && v <= 4095                 ? 2
+               : v >= -32768 && v <= 32767               ? 3
+               : v >= -8388608 && v <= 8388607           ? 4
                : v >= -2147483648LL && v <= 2147483647LL ? 5
                                                          : 9;
   return enc + lp_backlen(enc);
@@ -50,7 +49,9 @@ static void node_clear(struct ms_node *nd) {
   free(nd->flen);
 }
 
-struct ms_stream *ms_stream_new(void) { return mr_alloc(sizeof(struct ms_stream)); }
+struct ms_stream *ms_stream_new(void) {
+  return mr_alloc(sizeof(struct ms_stream));
+}
 
 void ms_stream_free(struct ms_stream *s) {
   for (size_t i = 0; i < s->n; i++) entry_free(s->e[i]);
@@ -151,8 +152,8 @@ void ms_stream_append(struct ms_stream *s, msid id, int nvals, const char **vals
   size_t totelelen = 0;
   for (int i = 0; i < nvals; i++) totelelen += lens[i];
   struct ms_node *nd = s->nnodes ? &s->nodes[s->nnodes - 1] : NULL;
-  if (nd && (nd->bytes + totelelen >= MS_NODE_MAX_BYTES ||
-             nd->live + nd->deleted >= MS_NODE_MAX_ENTRIES))
+  if (nd &&
+      (nd->bytes + totelelen >= MS_NODE_MAX_BYTES || nd->live + nd->deleted >= MS_NODE_MAX_ENTRIES))
     nd = NULL;
   bool same = true;
   if (nd == NULL)
@@ -234,7 +235,7 @@ long long ms_stream_trim(struct ms_stream *s, const struct ms_trim *t) {
     if (t->approx) break;
     size_t k = 0;
     while (k < nd->live && (t->strategy == 1 ? (long long)(s->n - k) > t->maxlen
-                                              : ms_idcmp(s->e[k]->id, t->minid) < 0))
+                                             : ms_idcmp(s->e[k]->id, t->minid) < 0))
       k++;
     drop_entries(s, 0, k);
     nd->live -= k;
@@ -244,4 +245,3 @@ long long ms_stream_trim(struct ms_stream *s, const struct ms_trim *t) {
   }
   return deleted;
 }
-

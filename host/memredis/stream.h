@@ -44,12 +44,12 @@ struct ms_entry {
 };
 
 struct ms_node {
-  uint64_t no;        /* ms_entry.node of its entries */
-  msid master;        /* the first id appended to it (its radix tree key) */
-  msid last;          /* the last id appended to it, deleted or not */
+  uint64_t no; /* ms_entry.node of its entries */
+  msid master; /* the first id appended to it (its radix tree key) */
+  msid last;   /* the last id appended to it, deleted or not */
   size_t live, deleted;
-  size_t bytes;       /* its listpack's size */
-  size_t nfields;     /* the master entry's field names */
+  size_t bytes;   /* its listpack's size */
+  size_t nfields; /* the master entry's field names */
   char **field;
   size_t *flen;
 };
@@ -57,13 +57,13 @@ struct ms_node {
 struct ms_group;
 
 struct ms_stream {
-  struct ms_entry **e;     /* sorted by id */
+  struct ms_entry **e; /* sorted by id */
   size_t n, cap;
-  struct ms_node *nodes;   /* oldest first */
+  struct ms_node *nodes; /* oldest first */
   size_t nnodes, nodecap;
-  uint64_t node_seq;       /* the last node number given out */
-  msid last_id;            /* highest id ever generated */
-  msid max_deleted;        /* highest id removed by XDEL (not by trimming) */
+  uint64_t node_seq; /* the last node number given out */
+  msid last_id;      /* highest id ever generated */
+  msid max_deleted;  /* highest id removed by XDEL (not by trimming) */
   uint64_t entries_added;
   struct ms_group **groups; /* sorted by name (group.h) */
   size_t ngroups, gcap;
@@ -71,11 +71,11 @@ struct ms_stream {
 
 /* A trimming request (XADD's and XTRIM's options). */
 struct ms_trim {
-  int strategy;        /* 0 none, 1 MAXLEN, 2 MINID */
-  bool approx;         /* ~ */
+  int strategy; /* 0 none, 1 MAXLEN, 2 MINID */
+  bool approx;  /* ~ */
   long long maxlen;
   msid minid;
-  long long limit;     /* entries; 0 no limit */
+  long long limit; /* entries; 0 no limit */
 };
 
 struct ms_stream *ms_stream_new(void);

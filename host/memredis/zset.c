@@ -7,7 +7,9 @@
 #include "args.h"
 #include "memreply.h"
 
-struct ms_zset *ms_zset_new(void) { return mr_alloc(sizeof(struct ms_zset)); }
+struct ms_zset *ms_zset_new(void) {
+  return mr_alloc(sizeof(struct ms_zset));
+}
 
 void ms_zset_free(struct ms_zset *z) {
   for (size_t k = 0; k < z->n; k++) free(z->v[k].m);

@@ -10,7 +10,7 @@
 /* A member: binary-safe bytes and a score (never NaN). */
 struct ms_zmember {
   double score;
-  char *m;   /* NUL-terminated copy */
+  char *m; /* NUL-terminated copy */
   size_t len;
 };
 

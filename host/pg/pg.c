@@ -131,7 +131,7 @@ const char *pg_sql_head(const char *sql, char *out, size_t max) {
     space = false;
     out[at++] = *p;
   }
-  if (cut) {
+  if (cut && max > 4) { /* below 5 bytes " ..." does not fit: nothing is shown */
     /* back to the end of a word, so no value is shown half */
     while (at > 0 && out[at - 1] != ' ') at--;
     if (at > 0) at--;
@@ -142,11 +142,30 @@ const char *pg_sql_head(const char *sql, char *out, size_t max) {
   return out;
 }
 
+bool pg_sqlstate_of(const char *text, char state[6]) {
+  state[0] = '\0';
+  if (text == NULL) return false;
+  for (int i = 0; i < 5; i++)
+    if (!((text[i] >= '0' && text[i] <= '9') || (text[i] >= 'A' && text[i] <= 'Z'))) return false;
+  if (text[5] != ':' || text[6] != ' ') return false;
+  memcpy(state, text, 5);
+  state[5] = '\0';
+  return true;
+}
+
 /* ---- values ---- */
 
 enum {
-  OID_BOOL = 16, OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_OID = 26,
-  OID_FLOAT4 = 700, OID_FLOAT8 = 701, OID_TIMESTAMP = 1114, OID_TIMESTAMPTZ = 1184,
+  OID_BOOL = 16,
+  OID_BYTEA = 17,
+  OID_INT8 = 20,
+  OID_INT2 = 21,
+  OID_INT4 = 23,
+  OID_OID = 26,
+  OID_FLOAT4 = 700,
+  OID_FLOAT8 = 701,
+  OID_TIMESTAMP = 1114,
+  OID_TIMESTAMPTZ = 1184,
   OID_NUMERIC = 1700
 };
 
@@ -209,55 +228,61 @@ static bool iso_timestamp(const char *s, size_t len, bool zone, char *buf, size_
   return true;
 }
 
-void pg_value_from_text(uint32_t oid, const char *text, size_t len, char *buf,
-                        struct pg_value *v) {
+void pg_value_from_text(uint32_t oid, const char *text, size_t len, char *buf, struct pg_value *v) {
   *v = (struct pg_value){.kind = PG_VALUE_STRING, .str = text, .len = len};
   switch (oid) {
-  case OID_INT2: case OID_INT4: case OID_INT8: case OID_OID: case OID_NUMERIC:
-    if (exact_integer(text, len, &v->number)) v->kind = PG_VALUE_NUMBER;
-    return;
-  case OID_FLOAT4: case OID_FLOAT8: {
-    char *end;
-    double d = strtod(text, &end); /* "NaN", "Infinity", "-Infinity" included */
-    if (end == text + len && len > 0) {
-      v->kind = PG_VALUE_NUMBER;
-      v->number = d;
-    }
-    return;
-  }
-  case OID_BOOL:
-    v->kind = PG_VALUE_BOOLEAN;
-    v->boolean = len > 0 && text[0] == 't';
-    return;
-  case OID_BYTEA:
-    if (len >= 2 && text[0] == '\\' && text[1] == 'x' && len % 2 == 0) {
-      size_t n = 0;
-      for (size_t i = 2; i < len; i += 2) {
-        int hi = hex(text[i]), lo = hex(text[i + 1]);
-        if (hi < 0 || lo < 0) return; /* not the hex format: the text as is */
-        buf[n++] = (char)(hi << 4 | lo);
+    case OID_INT2:
+    case OID_INT4:
+    case OID_INT8:
+    case OID_OID:
+    case OID_NUMERIC:
+      if (exact_integer(text, len, &v->number)) v->kind = PG_VALUE_NUMBER;
+      return;
+    case OID_FLOAT4:
+    case OID_FLOAT8: {
+      char *end;
+      double d = strtod(text, &end); /* "NaN", "Infinity", "-Infinity" included */
+      if (end == text + len && len > 0) {
+        v->kind = PG_VALUE_NUMBER;
+        v->number = d;
       }
-      v->str = buf;
-      v->len = n;
+      return;
     }
-    return;
-  case OID_TIMESTAMP: case OID_TIMESTAMPTZ: {
-    size_t n;
-    if (iso_timestamp(text, len, oid == OID_TIMESTAMPTZ, buf, &n)) {
-      v->str = buf;
-      v->len = n;
+    case OID_BOOL:
+      v->kind = PG_VALUE_BOOLEAN;
+      v->boolean = len > 0 && text[0] == 't';
+      return;
+    case OID_BYTEA:
+      if (len >= 2 && text[0] == '\\' && text[1] == 'x' && len % 2 == 0) {
+        size_t n = 0;
+        for (size_t i = 2; i < len; i += 2) {
+          int hi = hex(text[i]), lo = hex(text[i + 1]);
+          if (hi < 0 || lo < 0) return; /* not the hex format: the text as is */
+          buf[n++] = (char)(hi << 4 | lo);
+        }
+        v->str = buf;
+        v->len = n;
+      }
+      return;
+    case OID_TIMESTAMP:
+    case OID_TIMESTAMPTZ: {
+      size_t n;
+      if (iso_timestamp(text, len, oid == OID_TIMESTAMPTZ, buf, &n)) {
+        v->str = buf;
+        v->len = n;
+      }
+      return;
     }
-    return;
-  }
-  default:
-    return;
+    default: return;
   }
 }
 
 size_t pg_format_number(double x, char *out, size_t len) {
   int n;
-  if (isnan(x)) n = snprintf(out, len, "NaN");
-  else if (isinf(x)) n = snprintf(out, len, x > 0 ? "Infinity" : "-Infinity");
+  if (isnan(x))
+    n = snprintf(out, len, "NaN");
+  else if (isinf(x))
+    n = snprintf(out, len, x > 0 ? "Infinity" : "-Infinity");
   else if (x == floor(x) && x >= -9223372036854775808.0 && x < 9223372036854775808.0)
     n = snprintf(out, len, "%lld", (long long)x);
   else {

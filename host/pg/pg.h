@@ -2,7 +2,7 @@
  *
  * A query (SQL text with $1..$n, text-format parameters, a deadline) goes in,
  * rows or the reason there are none come back. Queries run on a pool of
- * connections (pg_libpq.h), on any free one, or on a session: a connection
+ * connections (pg_pool.h), on any free one, or on a session: a connection
  * checked out for one job, for the statements of a transaction.
  *
  * Rules every implementation keeps:
@@ -116,6 +116,11 @@ const char *pg_redact(const char *conninfo, char *out, size_t len);
  * bytes, whitespace runs as one space, "..." when cut). */
 const char *pg_sql_head(const char *sql, char *out, size_t max);
 
+/* The SQLSTATE a failure's text starts with ("23505: duplicate key ..."):
+ * its five characters (digits and capital letters) followed by ": ", into
+ * state (NUL-terminated); false, state "", when text does not start so. */
+bool pg_sqlstate_of(const char *text, char state[6]);
+
 /* How a value of a type reaches Lua. */
 enum pg_value_kind { PG_VALUE_STRING, PG_VALUE_NUMBER, PG_VALUE_BOOLEAN };
 
@@ -137,8 +142,7 @@ struct pg_value {
  * bytes (decoded from hex); timestamptz "YYYY-MM-DDTHH:MM:SS[.ffffff]Z",
  * timestamp the same without the Z; anything else its text. buf holds at
  * least len + PG_VALUE_SLACK bytes. */
-void pg_value_from_text(uint32_t oid, const char *text, size_t len, char *buf,
-                        struct pg_value *v);
+void pg_value_from_text(uint32_t oid, const char *text, size_t len, char *buf, struct pg_value *v);
 
 /* x as a parameter's text into out (at least 32 bytes): integral values as
  * the integer (no exponent) when |x| < 2^63, else the fewest digits that read

@@ -155,17 +155,17 @@ static const struct {
 } refused_commands[] = {
 #define SHARED "it would change the connection every handler shares"
 #define BLOCKS "it blocks the connection every handler shares; poll instead"
-    {"SUBSCRIBE", SHARED},  {"PSUBSCRIBE", SHARED}, {"SSUBSCRIBE", SHARED},
+    {"SUBSCRIBE", SHARED},   {"PSUBSCRIBE", SHARED},   {"SSUBSCRIBE", SHARED},
     {"UNSUBSCRIBE", SHARED}, {"PUNSUBSCRIBE", SHARED}, {"SUNSUBSCRIBE", SHARED},
-    {"MONITOR", SHARED},    {"CLIENT", SHARED},     {"MULTI", SHARED},
-    {"EXEC", SHARED},       {"DISCARD", SHARED},    {"WATCH", SHARED},
-    {"UNWATCH", SHARED},    {"SELECT", SHARED},     {"AUTH", SHARED},
-    {"HELLO", SHARED},      {"RESET", SHARED},      {"QUIT", SHARED},
-    {"SYNC", SHARED},       {"PSYNC", SHARED},      {"REPLCONF", SHARED},
-    {"READONLY", SHARED},   {"READWRITE", SHARED},  {"ASKING", SHARED},
-    {"BLPOP", BLOCKS},      {"BRPOP", BLOCKS},      {"BRPOPLPUSH", BLOCKS},
-    {"BLMOVE", BLOCKS},     {"BLMPOP", BLOCKS},     {"BZPOPMIN", BLOCKS},
-    {"BZPOPMAX", BLOCKS},   {"BZMPOP", BLOCKS},     {"WAIT", BLOCKS},
+    {"MONITOR", SHARED},     {"CLIENT", SHARED},       {"MULTI", SHARED},
+    {"EXEC", SHARED},        {"DISCARD", SHARED},      {"WATCH", SHARED},
+    {"UNWATCH", SHARED},     {"SELECT", SHARED},       {"AUTH", SHARED},
+    {"HELLO", SHARED},       {"RESET", SHARED},        {"QUIT", SHARED},
+    {"SYNC", SHARED},        {"PSYNC", SHARED},        {"REPLCONF", SHARED},
+    {"READONLY", SHARED},    {"READWRITE", SHARED},    {"ASKING", SHARED},
+    {"BLPOP", BLOCKS},       {"BRPOP", BLOCKS},        {"BRPOPLPUSH", BLOCKS},
+    {"BLMOVE", BLOCKS},      {"BLMPOP", BLOCKS},       {"BZPOPMIN", BLOCKS},
+    {"BZPOPMAX", BLOCKS},    {"BZMPOP", BLOCKS},       {"WAIT", BLOCKS},
     {"WAITAOF", BLOCKS},
 #undef SHARED
 #undef BLOCKS
@@ -192,7 +192,8 @@ static const char *refused(lua_State *L, int first) {
       /* strings only: lua_tolstring would rewrite a number in place, inexactly */
       const char *a = lua_type(L, i) == LUA_TSTRING ? lua_tolstring(L, i, &alen) : NULL;
       if (a && word_is(a, alen, "STREAMS")) break; /* keys and ids from here on */
-      if (a && word_is(a, alen, "BLOCK")) return "BLOCK blocks the connection every handler shares; read without it";
+      if (a && word_is(a, alen, "BLOCK"))
+        return "BLOCK blocks the connection every handler shares; read without it";
     }
   return NULL;
 }
@@ -242,10 +243,11 @@ static void check_command(lua_State *L, const char *name, int first, const char 
 
 /* Commands that cannot, or must not, run inside the script that writes an
  * outcome: scripts, and the server's administration. */
-static const char *const not_in_scripts[] = {
-    "EVAL",   "EVALSHA",      "EVAL_RO",  "EVALSHA_RO", "FCALL",     "FCALL_RO", "SCRIPT",
-    "FUNCTION", "CONFIG",     "ACL",      "SAVE",       "BGSAVE",    "BGREWRITEAOF",
-    "SHUTDOWN", "REPLICAOF",  "SLAVEOF",  "FAILOVER",   "DEBUG",     "MIGRATE",  NULL};
+static const char *const not_in_scripts[] = {"EVAL",         "EVALSHA",  "EVAL_RO",   "EVALSHA_RO",
+                                             "FCALL",        "FCALL_RO", "SCRIPT",    "FUNCTION",
+                                             "CONFIG",       "ACL",      "SAVE",      "BGSAVE",
+                                             "BGREWRITEAOF", "SHUTDOWN", "REPLICAOF", "SLAVEOF",
+                                             "FAILOVER",     "DEBUG",    "MIGRATE",   NULL};
 
 /* core.command(name, cmd, ...) -> {cmd, arg, ...}: a command checked as
  * core.redis checks it (numbers as strings), for ctx:write, which sends it
@@ -281,7 +283,8 @@ static int core_slot_check(lua_State *L) {
   const char *stream = luaL_checkstring(L, 3);
   int argc = (int)lua_objlen(L, 2);
   /* every argument may be a key (DEL k1 k2 ...): as many slots as arguments */
-  const char **argv = lua_newuserdata(L, (size_t)argc * (sizeof(char *) + sizeof(size_t) + sizeof(int)) + 1);
+  const char **argv =
+      lua_newuserdata(L, (size_t)argc * (sizeof(char *) + sizeof(size_t) + sizeof(int)) + 1);
   size_t *argvlen = (size_t *)(void *)(argv + argc);
   int *keys = (int *)(void *)(argvlen + argc);
   for (int i = 0; i < argc; i++) {
@@ -319,8 +322,10 @@ static int core_redis(lua_State *L) {
   const char *name = luaL_checkstring(L, first);
   struct rt_job *job = jobs_running_on(self(L)->jobs, L);
   if (job == NULL)
-    return raise_in_handler(L, "%s may only be called while handling an entry, from the "
-                               "handler's own coroutine (not while the file loads)", name);
+    return raise_in_handler(L,
+                            "%s may only be called while handling an entry, from the "
+                            "handler's own coroutine (not while the file loads)",
+                            name);
   lua_Number timeout = luaL_checknumber(L, first + 1);
   int cmd = first + 2; /* the command's index; its arguments follow */
   check_command(L, name, cmd, NULL, NULL);
@@ -364,7 +369,8 @@ static int core_redis_connect(lua_State *L) {
   broker *b;
   bk_conn *conn;
   if (url_parse(url, &parsed, err, sizeof err) != 0 ||
-      (env && env->connect && env->connect(env->connect_data, url, &b, &conn, err, sizeof err) != 0))
+      (env && env->connect &&
+       env->connect(env->connect_data, url, &b, &conn, err, sizeof err) != 0))
     return raise_in_handler(L, "ls.redis.connect: %s", err);
   lua_pushstring(L, parsed.redacted);
   return 1;
@@ -382,8 +388,10 @@ static int core_redis_result(lua_State *L) {
     return 1;
   }
   lua_pushnil(L);
-  if (r) lua_pushlstring(L, r->str ? r->str : "", r->str ? r->len : 0);
-  else lua_pushstring(L, err);
+  if (r)
+    lua_pushlstring(L, r->str ? r->str : "", r->str ? r->len : 0);
+  else
+    lua_pushstring(L, err);
   return 2;
 }
 
@@ -393,8 +401,9 @@ static const struct entry *entry_by_seq(lua_State *L) {
   lua_Number seq = luaL_checknumber(L, 1);
   const struct entry *e = jobs_entry(self(L)->jobs, seq);
   if (e == NULL)
-    luaL_error(L, "ctx.id, ctx.headers and ctx.fields can be read only while the handler "
-                  "runs (first read them before it returns)");
+    luaL_error(L,
+               "ctx.id, ctx.headers and ctx.fields can be read only while the handler "
+               "runs (first read them before it returns)");
   return e;
 }
 
@@ -462,8 +471,10 @@ static int core_traceparent(lua_State *L) {
   size_t len = 0;
   const char *tp = entry_get(e, HDR_TRACEPARENT, &len);
   char child[TRACEPARENT_LEN + 1];
-  if (tp && trace_child(tp, len, child)) lua_pushlstring(L, child, TRACEPARENT_LEN);
-  else lua_pushnil(L);
+  if (tp && trace_child(tp, len, child))
+    lua_pushlstring(L, child, TRACEPARENT_LEN);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
@@ -616,14 +627,20 @@ void core_set_wire_names(lua_State *L, int idx) {
 }
 
 int core_open(lua_State *L, struct core *c) {
-  static const luaL_Reg fns[] = {{"log", core_log},     {"sleep", core_sleep},
-                                 {"entry", core_entry}, {"field", core_field},
-                                 {"message", core_message}, {"source_id", core_source_id},
-                                 {"deliveries", core_deliveries}, {"redis", core_redis},
-                                 {"redis_result", core_redis_result}, {"command", core_command},
+  static const luaL_Reg fns[] = {{"log", core_log},
+                                 {"sleep", core_sleep},
+                                 {"entry", core_entry},
+                                 {"field", core_field},
+                                 {"message", core_message},
+                                 {"source_id", core_source_id},
+                                 {"deliveries", core_deliveries},
+                                 {"redis", core_redis},
+                                 {"redis_result", core_redis_result},
+                                 {"command", core_command},
                                  {"slot_check", core_slot_check},
                                  {"redis_connect", core_redis_connect},
-                                 {"traceparent", core_traceparent}, {NULL, NULL}};
+                                 {"traceparent", core_traceparent},
+                                 {NULL, NULL}};
   lua_createtable(L, 0, 32);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, c);

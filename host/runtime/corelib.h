@@ -14,9 +14,9 @@ struct jobs;
 
 /* What luastream.core of one handler state works on. */
 struct core {
-  struct jobs *jobs;     /* the running entries (their spec, version, clock) */
-  json_shapes *shapes;   /* constructors for the body shapes seen (core.message) */
-  size_t flat_reads;     /* bodies read through luastream_flat (the FFI) */
+  struct jobs *jobs;   /* the running entries (their spec, version, clock) */
+  json_shapes *shapes; /* constructors for the body shapes seen (core.message) */
+  size_t flat_reads;   /* bodies read through luastream_flat (the FFI) */
 };
 
 /* Opens luastream.core for c:  [-0, +1] pushes the module table. c must

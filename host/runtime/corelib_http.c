@@ -39,8 +39,10 @@ static int core_http(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   struct rt_job *job = jobs_running_on(self(L)->jobs, L);
   if (job == NULL)
-    return raise_at_handler(L, "%s may only be called while handling an entry, from the "
-                               "handler's own coroutine (not while the file loads)%s", name, "");
+    return raise_at_handler(L,
+                            "%s may only be called while handling an entry, from the "
+                            "handler's own coroutine (not while the file loads)%s",
+                            name, "");
   const struct rt_env *env = self(L)->jobs->env;
   struct http_request req = {.method = luaL_checkstring(L, 2), .url = luaL_checkstring(L, 3)};
   luaL_checktype(L, 4, LUA_TTABLE);
@@ -75,7 +77,8 @@ static int core_http(lua_State *L) {
   int rc = http_request_check(&req, err, sizeof err) == 0 ? job_http(job, &req) : -4;
   if (headers != stack_headers) free(headers);
   if (rc == -4) return raise_at_handler(L, "%s: %s", name, err);
-  if (rc == -1) return raise_at_handler(L, "%s: this host offers no HTTP client to handlers%s", name, "");
+  if (rc == -1)
+    return raise_at_handler(L, "%s: this host offers no HTTP client to handlers%s", name, "");
   if (rc == -2) return raise_at_handler(L, "%s: out of memory%s", name, "");
   if (rc == -3) return 0;
   return lua_yield(L, 0);
@@ -100,9 +103,9 @@ static int core_http_headers(lua_State *L) {
       while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) ve--;
       luaL_buffinit(L, &b);
       for (const char *k = p; k < colon; k++) luaL_addchar(&b, (char)tolower((unsigned char)*k));
-      luaL_pushresult(&b);            /* name */
+      luaL_pushresult(&b); /* name */
       lua_pushvalue(L, -1);
-      lua_rawget(L, -3);              /* name, old */
+      lua_rawget(L, -3); /* name, old */
       if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
         lua_pushlstring(L, v, (size_t)(ve - v));

@@ -19,14 +19,15 @@ static const char pg_lua[] = {
 };
 
 struct module {
-  const char *name;   /* for require */
-  const char *file;   /* under lua/ (or LUASTREAM_LUA_DIR) */
-  const char *chunk;  /* for error positions and tracebacks: the source file */
+  const char *name;  /* for require */
+  const char *file;  /* under lua/ (or LUASTREAM_LUA_DIR) */
+  const char *chunk; /* for error positions and tracebacks: the source file */
   const char *text;
   size_t len;
 };
 
-#define MODULE(name, file, text) {name, file, "@lua/" file, text, sizeof text - 1}
+#define MODULE(name, file, text) \
+  { name, file, "@lua/" file, text, sizeof text - 1 }
 static const struct module modules[] = {
     MODULE("luastream", "luastream.lua", luastream_lua),
     MODULE("luastream.handler", "luastream/handler.lua", handler_lua),

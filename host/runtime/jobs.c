@@ -62,27 +62,27 @@ static void call_put(struct call *c) {
 /* One entry running in its own coroutine. */
 struct rt_job {
   struct jobs *pool;
-  lua_State *co;          /* the coroutine; anchored by co_ref */
-  int co_ref;             /* registry ref keeping co alive */
-  double seq;             /* which delivery this is (core.entry checks it) */
-  struct entry *e;        /* borrowed from the caller until done */
+  lua_State *co;   /* the coroutine; anchored by co_ref */
+  int co_ref;      /* registry ref keeping co alive */
+  double seq;      /* which delivery this is (core.entry checks it) */
+  struct entry *e; /* borrowed from the caller until done */
   rt_done_fn *done;
   void *data;
-  enum job_op op;         /* what the coroutine waits for, OP_NONE while running */
-  ltimer *timer;          /* ls.sleep, a call's timeout; created on first use */
-  struct call *call;      /* OP_CALL, OP_HTTP: the call in flight */
+  enum job_op op;    /* what the coroutine waits for, OP_NONE while running */
+  ltimer *timer;     /* ls.sleep, a call's timeout; created on first use */
+  struct call *call; /* OP_CALL, OP_HTTP: the call in flight */
   uint64_t call_timeout_ms;
-  char call_name[192];    /* the command (and another server's URL), or method and URL */
+  char call_name[192]; /* the command (and another server's URL), or method and URL */
   /* A call's answer while the job runs after it (job_call_reply,
    * job_http_response): the reply or response (the broker's or the
    * client's, valid until the coroutine next yields), else why not. */
   const bk_reply *reply;
   const struct http_response *response;
   const char *reply_err;
-  bool reply_fatal;       /* the HTTP client says the request itself is at fault */
+  bool reply_fatal; /* the HTTP client says the request itself is at fault */
   char reply_why[320];
-  const pg_result *pg_res; /* OP_PG's answer, the pool's until the coroutine yields */
-  pg_session *session;     /* ls.pg.transaction's connection, held until job_pg_end */
+  const pg_result *pg_res;    /* OP_PG's answer, the pool's until the coroutine yields */
+  pg_session *session;        /* ls.pg.transaction's connection, held until job_pg_end */
   struct rt_job *prev, *next; /* the pool's running jobs, for jobs_abandon */
 };
 
@@ -134,8 +134,10 @@ void jobs_free(struct jobs *j) {
 /* Takes job off its pool's list of running jobs. */
 static void job_unlink(struct rt_job *job) {
   struct jobs *j = job->pool;
-  if (job->prev) job->prev->next = job->next;
-  else j->running = job->next;
+  if (job->prev)
+    job->prev->next = job->next;
+  else
+    j->running = job->next;
   if (job->next) job->next->prev = job->prev;
   job->prev = job->next = NULL;
 }
@@ -262,7 +264,7 @@ static int read_writes(struct jobs *j, lua_State *co, int idx, struct rt_result 
   size_t at = 0;
   for (size_t w = 0; w < nwrites; w++) {
     struct rt_write *out = &j->scratch_writes[w];
-    lua_rawgeti(co, idx, (int)w + 1);              /* ... write */
+    lua_rawgeti(co, idx, (int)w + 1); /* ... write */
     out->argc = lua_objlen(co, -1);
     out->argv = j->scratch + at;
     out->argvlen = j->scratch_len + at;
@@ -287,7 +289,8 @@ static void finish_returned(struct rt_job *job) {
   if (kind == NULL || strcmp(kind, "ack") == 0 || strcmp(kind, "reply") == 0) {
     res.kind = kind && kind[0] == 'r' ? RT_REPLY : RT_ACK;
     if (read_writes(job->pool, co, 2, &res) != 0) {
-      res = (struct rt_result){.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR, .text = "out of memory"};
+      res = (struct rt_result){
+          .kind = RT_ERROR, .reason = REASON_HANDLER_ERROR, .text = "out of memory"};
       res.text_len = strlen(res.text);
     }
   } else if (strcmp(kind, "retry") == 0) {
@@ -310,7 +313,8 @@ static void finish_returned(struct rt_job *job) {
 static void finish_failed(struct rt_job *job, const char *why) {
   lua_State *L = job->pool->L;
   const char *msg = why ? why : lua_tostring(job->co, -1);
-  if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(job->co, -1));
+  if (msg == NULL)
+    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(job->co, -1));
   luaL_traceback(L, job->co, msg, 0);
   struct rt_result res = {.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR};
   res.text = lua_tolstring(L, -1, &res.text_len);
@@ -482,8 +486,8 @@ int job_call_on(struct rt_job *job, const char *url, const char *server, int arg
   bk_conn *conn = NULL;
   char err[256];
   if (env->connect(env->connect_data, url, &b, &conn, err, sizeof err) != 0) {
-    snprintf(job->reply_why, sizeof job->reply_why, "redis %.*s (%s): %s", (int)argvlen[0],
-             argv[0], server, err);
+    snprintf(job->reply_why, sizeof job->reply_why, "redis %.*s (%s): %s", (int)argvlen[0], argv[0],
+             server, err);
     job->reply_err = job->reply_why;
     return -3;
   }
@@ -500,7 +504,8 @@ int job_call_on(struct rt_job *job, const char *url, const char *server, int arg
 static int call_send(struct rt_job *job, broker *b, bk_conn *conn, const char *server, int argc,
                      const char **argv, const size_t *argvlen, uint64_t timeout_ms) {
   const struct rt_env *env = job->pool->env;
-  if (timeout_ms == 0) timeout_ms = env->call_timeout_ms ? env->call_timeout_ms : RT_CALL_TIMEOUT_MS;
+  if (timeout_ms == 0)
+    timeout_ms = env->call_timeout_ms ? env->call_timeout_ms : RT_CALL_TIMEOUT_MS;
   /* The timer first: once the command is sent, nothing may fail unsaid. */
   if (job->timer == NULL) job->timer = timer_new(env->clock, timer_done, job);
   if (job->timer == NULL) return -2;
@@ -535,8 +540,7 @@ const bk_reply *job_call_reply(struct rt_job *job, const char **err) {
   return r;
 }
 
-static void http_done(void *data, const struct http_response *res, const char *err,
-                      bool fatal) {
+static void http_done(void *data, const struct http_response *res, const char *err, bool fatal) {
   struct rt_job *job = call_answered(data);
   if (job == NULL) return;
   job->response = res;
@@ -578,8 +582,7 @@ int job_http(struct rt_job *job, const struct http_request *req) {
   return 0;
 }
 
-const struct http_response *job_http_response(struct rt_job *job, const char **err,
-                                              bool *fatal) {
+const struct http_response *job_http_response(struct rt_job *job, const char **err, bool *fatal) {
   const struct http_response *r = job->response;
   *err = r ? NULL : job->reply_err ? job->reply_err : "http: no request was made";
   *fatal = r == NULL && job->reply_fatal;
@@ -599,8 +602,8 @@ static void pg_done(void *data, const pg_result *res, const struct pg_error *err
   job->pg_res = res;
   if (res == NULL) {
     char head[48];
-    snprintf(job->reply_why, sizeof job->reply_why, "%s: %.240s (%.48s)", err->sqlstate, err->message,
-             err->sql ? pg_sql_head(err->sql, head, sizeof head) : job->call_name);
+    snprintf(job->reply_why, sizeof job->reply_why, "%s: %.240s (%.48s)", err->sqlstate,
+             err->message, err->sql ? pg_sql_head(err->sql, head, sizeof head) : job->call_name);
     job->reply_err = job->reply_why;
   }
   run(job, 0);
@@ -614,8 +617,8 @@ static void pg_session_ready(void *data, pg_session *s, const struct pg_error *e
   }
   job->session = s;
   if (s == NULL) {
-    snprintf(job->reply_why, sizeof job->reply_why, "%s: %.240s (%.48s)", err->sqlstate, err->message,
-             job->call_name);
+    snprintf(job->reply_why, sizeof job->reply_why, "%s: %.240s (%.48s)", err->sqlstate,
+             err->message, job->call_name);
     job->reply_err = job->reply_why;
   }
   run(job, 0);

@@ -121,8 +121,7 @@ int job_http(struct rt_job *job, const struct http_request *req);
  * the coroutine next yields or returns), or NULL with *err saying why there
  * is none ("http POST https://...: no response within 10000ms") and *fatal
  * true when the client said the request itself is at fault (http.h). */
-const struct http_response *job_http_response(struct rt_job *job, const char **err,
-                                              bool *fatal);
+const struct http_response *job_http_response(struct rt_job *job, const char **err, bool *fatal);
 
 struct pg_query;
 struct pg_result;

@@ -67,15 +67,15 @@ enum {
 };
 
 static const unsigned char cls[256] = {
-  [' '] = WS, ['\t'] = WS, ['\n'] = WS, ['\r'] = WS,
-  ['"'] = STR_STOP, ['\\'] = STR_STOP, ['\0'] = STR_STOP,
-  ['.'] = INT_STOP, ['e'] = INT_STOP, ['E'] = INT_STOP, ['x'] = INT_STOP, ['X'] = INT_STOP,
+    [' '] = WS,       ['\t'] = WS,       ['\n'] = WS,       ['\r'] = WS,
+    ['"'] = STR_STOP, ['\\'] = STR_STOP, ['\0'] = STR_STOP, ['.'] = INT_STOP,
+    ['e'] = INT_STOP, ['E'] = INT_STOP,  ['x'] = INT_STOP,  ['X'] = INT_STOP,
 };
 
 /* The single-character escapes; 'u' is handled on its own. */
 static const char unescape_char[256] = {
-  ['"'] = '"', ['\\'] = '\\', ['/'] = '/', ['b'] = '\b',
-  ['f'] = '\f', ['n'] = '\n', ['r'] = '\r', ['t'] = '\t',
+    ['"'] = '"',  ['\\'] = '\\', ['/'] = '/',  ['b'] = '\b',
+    ['f'] = '\f', ['n'] = '\n',  ['r'] = '\r', ['t'] = '\t',
 };
 
 static inline const char *skip_ws(const char *p, const char *end) {
@@ -121,8 +121,8 @@ static int fail(struct decoder *d, const char *expected, const char *found, cons
   return -1;
 }
 
-static const char *check_string(const char *p, const char *end, const char **close,
-                                size_t *outlen, const char **why);
+static const char *check_string(const char *p, const char *end, const char **close, size_t *outlen,
+                                const char **why);
 enum number_kind {
   NUM_DOUBLE,       /* a double: exact, or the nearest one (fractions, exponents) */
   NUM_BIG_INTEGER,  /* an integer literal above 2^53 in magnitude: kept as its digits */
@@ -140,24 +140,30 @@ static int fail_token(struct decoder *d, const char *expected, const char *p) {
   const char *end = d->end, *found = "invalid token", *at = p, *why;
   if (p == end || *p == '\0') return fail(d, expected, "T_END", p);
   switch (*p) {
-  case '{': found = "T_OBJ_BEGIN"; break;
-  case '}': found = "T_OBJ_END"; break;
-  case '[': found = "T_ARR_BEGIN"; break;
-  case ']': found = "T_ARR_END"; break;
-  case ',': found = "T_COMMA"; break;
-  case ':': found = "T_COLON"; break;
-  case '"': {
-    const char *bad = check_string(p, end, NULL, NULL, &why);
-    found = bad ? why : "T_STRING";
-    if (bad) at = bad;
-    break;
-  }
-  case 't': if (literal(p, end, "true", 4)) found = "T_BOOLEAN"; break;
-  case 'f': if (literal(p, end, "false", 5)) found = "T_BOOLEAN"; break;
-  case 'n': if (literal(p, end, "null", 4)) found = "T_NULL"; break;
-  default:
-    if (*p == '-' || is_digit(*p))
-      found = scan_number(NULL, p, end, NULL, NULL) ? "T_NUMBER" : "invalid number";
+    case '{': found = "T_OBJ_BEGIN"; break;
+    case '}': found = "T_OBJ_END"; break;
+    case '[': found = "T_ARR_BEGIN"; break;
+    case ']': found = "T_ARR_END"; break;
+    case ',': found = "T_COMMA"; break;
+    case ':': found = "T_COLON"; break;
+    case '"': {
+      const char *bad = check_string(p, end, NULL, NULL, &why);
+      found = bad ? why : "T_STRING";
+      if (bad) at = bad;
+      break;
+    }
+    case 't':
+      if (literal(p, end, "true", 4)) found = "T_BOOLEAN";
+      break;
+    case 'f':
+      if (literal(p, end, "false", 5)) found = "T_BOOLEAN";
+      break;
+    case 'n':
+      if (literal(p, end, "null", 4)) found = "T_NULL";
+      break;
+    default:
+      if (*p == '-' || is_digit(*p))
+        found = scan_number(NULL, p, end, NULL, NULL) ? "T_NUMBER" : "invalid number";
   }
   return fail(d, expected, found, at);
 }
@@ -206,21 +212,21 @@ static size_t utf8_len(uint32_t cp) {
 static size_t utf8_encode(uint32_t cp, char *out) {
   size_t n = utf8_len(cp);
   switch (n) {
-  case 1: out[0] = (char)cp; break;
-  case 2:
-    out[0] = (char)(0xC0 | cp >> 6);
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    break;
-  case 3:
-    out[0] = (char)(0xE0 | cp >> 12);
-    out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    break;
-  default:
-    out[0] = (char)(0xF0 | cp >> 18);
-    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
+    case 1: out[0] = (char)cp; break;
+    case 2:
+      out[0] = (char)(0xC0 | cp >> 6);
+      out[1] = (char)(0x80 | (cp & 0x3F));
+      break;
+    case 3:
+      out[0] = (char)(0xE0 | cp >> 12);
+      out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+      out[2] = (char)(0x80 | (cp & 0x3F));
+      break;
+    default:
+      out[0] = (char)(0xF0 | cp >> 18);
+      out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+      out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+      out[3] = (char)(0x80 | (cp & 0x3F));
   }
   return n;
 }
@@ -229,8 +235,8 @@ static size_t utf8_encode(uint32_t cp, char *out) {
  * it, with its closing quote in *close and its decoded length in *outlen (both
  * optional); else where cjson reports the problem, and *why names it. A NUL
  * ends the string early, as the end of the input does: cjson reads C strings. */
-static const char *check_string(const char *p, const char *end, const char **close,
-                                size_t *outlen, const char **why) {
+static const char *check_string(const char *p, const char *end, const char **close, size_t *outlen,
+                                const char **why) {
   size_t n = 0;
   for (p++;;) {
     if (p == end || *p == '\0') {
@@ -337,8 +343,8 @@ static inline int push_string(struct decoder *d, const char **pp, const char *ex
 
 /* Powers of ten a double holds exactly. */
 static const double pow10_exact[] = {
-  1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 };
 
 /* strtod on [p, stop) in the C locale's notation. Handlers never set a locale,
@@ -389,14 +395,13 @@ static const char *scan_number(lua_State *L, const char *p, const char *end, dou
   bool neg = *p == '-';
   if (neg) p++;
   /* cjson refuses hex and leading zeros before strtod could read them. */
-  if (p < end && *p == '0' && p + 1 < end && ((p[1] | 0x20) == 'x' || is_digit(p[1])))
-    return NULL;
+  if (p < end && *p == '0' && p + 1 < end && ((p[1] | 0x20) == 'x' || is_digit(p[1]))) return NULL;
 
-  uint64_t m = 0;    /* the significant digits, while there are at most 15 */
-  uint64_t whole = 0; /* the integer part, while it has at most 19 digits */
-  int sig = 0;       /* significant digits seen */
-  int digits = 0;    /* all mantissa digits seen */
-  long e10 = 0;      /* the power of ten m is to be scaled by */
+  uint64_t m = 0;      /* the significant digits, while there are at most 15 */
+  uint64_t whole = 0;  /* the integer part, while it has at most 19 digits */
+  int sig = 0;         /* significant digits seen */
+  int digits = 0;      /* all mantissa digits seen */
+  long e10 = 0;        /* the power of ten m is to be scaled by */
   bool integer = true; /* no fraction and no exponent */
   for (; p < end && is_digit(*p); p++, digits++) {
     if (digits < 19) whole = whole * 10 + (uint64_t)(*p - '0');
@@ -489,67 +494,70 @@ value: /* a value is next: push it */
   p = skip_ws(p, end);
   if (p == end) goto unexpected_value;
   switch (*p) {
-  case '"':
-    if (push_string(d, &p, "value") != 0) goto failed;
-    break;
-  case '{':
-  case '[':
-    if (++depth > JSON_DECODE_MAX_DEPTH || !lua_checkstack(L, STACK_NEED)) {
-      if (errlen)
-        snprintf(err, errlen, "Found too many nested data structures (%d) at character %zu",
-                 depth, (size_t)(p - text) + 1);
-      goto failed;
-    }
-    /* Room for a few keys or items from the start: a payment-sized object
-     * is filled without the hash part growing three times on the way. */
-    if (*p == '{') lua_createtable(L, 0, PRESIZE);
-    else lua_createtable(L, PRESIZE, 0);
-    next[depth] = *p++ == '{' ? 0 : 1;
-    p = skip_ws(p, end);
-    if (p < end && *p == (next[depth] ? ']' : '}')) {
-      p++;
-      depth--;
+    case '"':
+      if (push_string(d, &p, "value") != 0) goto failed;
       break;
+    case '{':
+    case '[':
+      if (++depth > JSON_DECODE_MAX_DEPTH || !lua_checkstack(L, STACK_NEED)) {
+        if (errlen)
+          snprintf(err, errlen, "Found too many nested data structures (%d) at character %zu",
+                   depth, (size_t)(p - text) + 1);
+        goto failed;
+      }
+      /* Room for a few keys or items from the start: a payment-sized object
+     * is filled without the hash part growing three times on the way. */
+      if (*p == '{')
+        lua_createtable(L, 0, PRESIZE);
+      else
+        lua_createtable(L, PRESIZE, 0);
+      next[depth] = *p++ == '{' ? 0 : 1;
+      p = skip_ws(p, end);
+      if (p < end && *p == (next[depth] ? ']' : '}')) {
+        p++;
+        depth--;
+        break;
+      }
+      if (next[depth]) goto value;
+      goto key;
+    case 't':
+      if (!literal(p, end, "true", 4)) goto unexpected_value;
+      lua_pushboolean(L, 1);
+      p += 4;
+      break;
+    case 'f':
+      if (!literal(p, end, "false", 5)) goto unexpected_value;
+      lua_pushboolean(L, 0);
+      p += 5;
+      break;
+    case 'n':
+      if (!literal(p, end, "null", 4)) goto unexpected_value;
+      lua_pushlightuserdata(L, NULL); /* cjson.null */
+      p += 4;
+      break;
+    default: {
+      double v;
+      const char *q;
+      enum number_kind kind;
+      if (*p != '-' && !is_digit(*p)) goto unexpected_value;
+      if (!(q = read_number(L, p, end, &v, &kind))) {
+        fail(d, "value", "invalid number", p);
+        goto failed;
+      }
+      if (kind == NUM_BIG_INTEGER) {
+        lua_pushlstring(L, p, (size_t)(q - p));
+      } else if (kind == NUM_OUT_OF_RANGE) {
+        if (errlen)
+          snprintf(err, errlen, "Number out of range at character %zu: %.*s%s",
+                   (size_t)(p - text) + 1, q - p > 40 ? 40 : (int)(q - p), p,
+                   q - p > 40 ? "..." : "");
+        rc = JSON_DECODE_RANGE;
+        goto failed;
+      } else {
+        lua_pushnumber(L, v);
+      }
+      p = q;
     }
-    if (next[depth]) goto value;
-    goto key;
-  case 't':
-    if (!literal(p, end, "true", 4)) goto unexpected_value;
-    lua_pushboolean(L, 1);
-    p += 4;
-    break;
-  case 'f':
-    if (!literal(p, end, "false", 5)) goto unexpected_value;
-    lua_pushboolean(L, 0);
-    p += 5;
-    break;
-  case 'n':
-    if (!literal(p, end, "null", 4)) goto unexpected_value;
-    lua_pushlightuserdata(L, NULL); /* cjson.null */
-    p += 4;
-    break;
-  default: {
-    double v;
-    const char *q;
-    enum number_kind kind;
-    if (*p != '-' && !is_digit(*p)) goto unexpected_value;
-    if (!(q = read_number(L, p, end, &v, &kind))) {
-      fail(d, "value", "invalid number", p);
-      goto failed;
-    }
-    if (kind == NUM_BIG_INTEGER) {
-      lua_pushlstring(L, p, (size_t)(q - p));
-    } else if (kind == NUM_OUT_OF_RANGE) {
-      if (errlen)
-        snprintf(err, errlen, "Number out of range at character %zu: %.*s%s", (size_t)(p - text) + 1,
-                 q - p > 40 ? 40 : (int)(q - p), p, q - p > 40 ? "..." : "");
-      rc = JSON_DECODE_RANGE;
-      goto failed;
-    } else {
-      lua_pushnumber(L, v);
-    }
-    p = q;
-  }
   }
 
   /* A value is on top: store it in its container; a closing bracket makes
@@ -630,11 +638,11 @@ static int decode_flat(struct decoder *d, json_shapes *shapes) {
   lua_pushnil(L); /* the table's slot */
   for (int i = 0; i < rec.n; i++) {
     switch (rec.type[i]) {
-    case JSON_FLAT_NUMBER: lua_pushnumber(L, rec.num[i]); break;
-    case JSON_FLAT_STRING: lua_pushlstring(L, rec.str[i], rec.len[i]); break;
-    case JSON_FLAT_TRUE: lua_pushboolean(L, 1); break;
-    case JSON_FLAT_FALSE: lua_pushboolean(L, 0); break;
-    default: lua_pushlightuserdata(L, NULL); /* cjson.null */
+      case JSON_FLAT_NUMBER: lua_pushnumber(L, rec.num[i]); break;
+      case JSON_FLAT_STRING: lua_pushlstring(L, rec.str[i], rec.len[i]); break;
+      case JSON_FLAT_TRUE: lua_pushboolean(L, 1); break;
+      case JSON_FLAT_FALSE: lua_pushboolean(L, 0); break;
+      default: lua_pushlightuserdata(L, NULL); /* cjson.null */
     }
   }
   if (json_shapes_push(shapes, L, rec.key, rec.n)) {
@@ -690,46 +698,46 @@ int json_scan_flat(const char *text, size_t len, struct json_flat *rec) {
     p = skip_ws(p + 1, end);
     if (p == end) return 0;
     switch (*p) {
-    case '"': {
-      const char *v = p + 1, *w = skip_plain(v, end);
-      while (w < end && !(cls[(unsigned char)*w] & STR_STOP)) w++;
-      if (w == end || *w != '"') return 0; /* an escape: the C API path unescapes */
-      rec->type[n] = JSON_FLAT_STRING;
-      rec->str[n] = v;
-      rec->len[n] = (size_t)(w - v);
-      p = w + 1;
-      break;
-    }
-    case 't':
-      if (!literal(p, end, "true", 4)) return 0;
-      rec->type[n] = JSON_FLAT_TRUE;
-      p += 4;
-      break;
-    case 'f':
-      if (!literal(p, end, "false", 5)) return 0;
-      rec->type[n] = JSON_FLAT_FALSE;
-      p += 5;
-      break;
-    case 'n':
-      if (!literal(p, end, "null", 4)) return 0;
-      rec->type[n] = JSON_FLAT_NULL;
-      p += 4;
-      break;
-    default: {
-      const char *q2;
-      enum number_kind kind;
-      if ((*p != '-' && !is_digit(*p)) || !(q2 = read_number(NULL, p, end, &rec->num[n], &kind)) ||
-          kind == NUM_OUT_OF_RANGE)
-        return 0;
-      if (kind == NUM_BIG_INTEGER) { /* its digits, as parse() pushes them */
+      case '"': {
+        const char *v = p + 1, *w = skip_plain(v, end);
+        while (w < end && !(cls[(unsigned char)*w] & STR_STOP)) w++;
+        if (w == end || *w != '"') return 0; /* an escape: the C API path unescapes */
         rec->type[n] = JSON_FLAT_STRING;
-        rec->str[n] = p;
-        rec->len[n] = (size_t)(q2 - p);
-      } else {
-        rec->type[n] = JSON_FLAT_NUMBER;
+        rec->str[n] = v;
+        rec->len[n] = (size_t)(w - v);
+        p = w + 1;
+        break;
       }
-      p = q2;
-    }
+      case 't':
+        if (!literal(p, end, "true", 4)) return 0;
+        rec->type[n] = JSON_FLAT_TRUE;
+        p += 4;
+        break;
+      case 'f':
+        if (!literal(p, end, "false", 5)) return 0;
+        rec->type[n] = JSON_FLAT_FALSE;
+        p += 5;
+        break;
+      case 'n':
+        if (!literal(p, end, "null", 4)) return 0;
+        rec->type[n] = JSON_FLAT_NULL;
+        p += 4;
+        break;
+      default: {
+        const char *q2;
+        enum number_kind kind;
+        if ((*p != '-' && !is_digit(*p)) ||
+            !(q2 = read_number(NULL, p, end, &rec->num[n], &kind)) || kind == NUM_OUT_OF_RANGE)
+          return 0;
+        if (kind == NUM_BIG_INTEGER) { /* its digits, as parse() pushes them */
+          rec->type[n] = JSON_FLAT_STRING;
+          rec->str[n] = p;
+          rec->len[n] = (size_t)(q2 - p);
+        } else {
+          rec->type[n] = JSON_FLAT_NUMBER;
+        }
+        p = q2;
+      }
     }
     n++;
     p = skip_ws(p, end);

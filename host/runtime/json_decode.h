@@ -54,7 +54,7 @@ int json_decode_lua(lua_State *L);
  * corelib.c); the Lua declaration there must match this one. */
 enum { JSON_FLAT_NUMBER = 1, JSON_FLAT_STRING, JSON_FLAT_TRUE, JSON_FLAT_FALSE, JSON_FLAT_NULL };
 struct json_flat {
-  int32_t slot, n;     /* set by luastream_flat / json_scan_flat */
+  int32_t slot, n; /* set by luastream_flat / json_scan_flat */
   uint32_t gen, pad;
   uint8_t type[JSON_SHAPE_MAX_KEYS];
   double num[JSON_SHAPE_MAX_KEYS];
@@ -65,10 +65,11 @@ struct json_flat {
 
 /* The Lua declaration (luastream/handler.lua) assumes this layout. */
 _Static_assert(JSON_SHAPE_MAX_KEYS == 32, "struct luastream_json_flat has arrays of 32");
-_Static_assert(offsetof(struct json_flat, type) == 16 && offsetof(struct json_flat, num) == 48 &&
-                   offsetof(struct json_flat, str) == 304 && offsetof(struct json_flat, len) == 560 &&
-                   offsetof(struct json_flat, key) == 816 && sizeof(struct json_flat) == 1328,
-               "struct json_flat no longer matches struct luastream_json_flat in luastream/handler.lua");
+_Static_assert(
+    offsetof(struct json_flat, type) == 16 && offsetof(struct json_flat, num) == 48 &&
+        offsetof(struct json_flat, str) == 304 && offsetof(struct json_flat, len) == 560 &&
+        offsetof(struct json_flat, key) == 816 && sizeof(struct json_flat) == 1328,
+    "struct json_flat no longer matches struct luastream_json_flat in luastream/handler.lua");
 
 /* Reads text as json_decode_push would when it is an object of at most
  * JSON_SHAPE_MAX_KEYS plain keys whose values are strings without escapes,

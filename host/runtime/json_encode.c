@@ -116,11 +116,12 @@ static inline void putc1(struct encoder *e, char c) {
 /* cjson's escapes: control bytes, '"', '\\', '/' and DEL; other bytes (UTF-8
  * or not) as they are. */
 static const char *const escape[256] = {
-  "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
-  "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r",     "\\u000e", "\\u000f",
-  "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
-  "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
-  ['"'] = "\\\"", ['\\'] = "\\\\", ['/'] = "\\/", [127] = "\\u007f",
+    "\\u0000", "\\u0001", "\\u0002",      "\\u0003",       "\\u0004",     "\\u0005",
+    "\\u0006", "\\u0007", "\\b",          "\\t",           "\\n",         "\\u000b",
+    "\\f",     "\\r",     "\\u000e",      "\\u000f",       "\\u0010",     "\\u0011",
+    "\\u0012", "\\u0013", "\\u0014",      "\\u0015",       "\\u0016",     "\\u0017",
+    "\\u0018", "\\u0019", "\\u001a",      "\\u001b",       "\\u001c",     "\\u001d",
+    "\\u001e", "\\u001f", ['"'] = "\\\"", ['\\'] = "\\\\", ['/'] = "\\/", [127] = "\\u007f",
 };
 
 static void put_string(struct encoder *e, const char *s, size_t n) {
@@ -208,19 +209,19 @@ static bool put_table(struct encoder *e, int depth) {
     if (!first) putc1(e, ',');
     first = false;
     switch (lua_type(L, -2)) {
-    case LUA_TSTRING: {
-      size_t len;
-      const char *k = lua_tolstring(L, -2, &len);
-      put_string(e, k, len);
-      break;
-    }
-    case LUA_TNUMBER:
-      putc1(e, '"');
-      if (!put_number(e, lua_tonumber(L, -2))) return false;
-      putc1(e, '"');
-      break;
-    default:
-      return fail(e, lua_typename(L, lua_type(L, -2)), "table key must be a number or string");
+      case LUA_TSTRING: {
+        size_t len;
+        const char *k = lua_tolstring(L, -2, &len);
+        put_string(e, k, len);
+        break;
+      }
+      case LUA_TNUMBER:
+        putc1(e, '"');
+        if (!put_number(e, lua_tonumber(L, -2))) return false;
+        putc1(e, '"');
+        break;
+      default:
+        return fail(e, lua_typename(L, lua_type(L, -2)), "table key must be a number or string");
     }
     putc1(e, ':');
     if (!put_value(e, depth)) return false;
@@ -234,26 +235,28 @@ static bool put_table(struct encoder *e, int depth) {
 static bool put_value(struct encoder *e, int depth) {
   lua_State *L = e->L;
   switch (lua_type(L, -1)) {
-  case LUA_TSTRING: {
-    size_t len;
-    const char *s = lua_tolstring(L, -1, &len);
-    put_string(e, s, len);
-    return true;
-  }
-  case LUA_TNUMBER: return put_number(e, lua_tonumber(L, -1));
-  case LUA_TBOOLEAN:
-    if (lua_toboolean(L, -1)) put(e, "true", 4);
-    else put(e, "false", 5);
-    return true;
-  case LUA_TTABLE: return put_table(e, depth + 1);
-  case LUA_TNIL: put(e, "null", 4); return true;
-  case LUA_TLIGHTUSERDATA:
-    if (lua_touserdata(L, -1) == NULL) {
-      put(e, "null", 4);
+    case LUA_TSTRING: {
+      size_t len;
+      const char *s = lua_tolstring(L, -1, &len);
+      put_string(e, s, len);
       return true;
     }
-    /* fall through */
-  default: return fail(e, lua_typename(L, lua_type(L, -1)), "type not supported");
+    case LUA_TNUMBER: return put_number(e, lua_tonumber(L, -1));
+    case LUA_TBOOLEAN:
+      if (lua_toboolean(L, -1))
+        put(e, "true", 4);
+      else
+        put(e, "false", 5);
+      return true;
+    case LUA_TTABLE: return put_table(e, depth + 1);
+    case LUA_TNIL: put(e, "null", 4); return true;
+    case LUA_TLIGHTUSERDATA:
+      if (lua_touserdata(L, -1) == NULL) {
+        put(e, "null", 4);
+        return true;
+      }
+      /* fall through */
+    default: return fail(e, lua_typename(L, lua_type(L, -1)), "type not supported");
   }
 }
 
@@ -262,7 +265,7 @@ static int encode(lua_State *L) {
   luaL_argcheck(L, lua_gettop(L) == 1, 1, "expected 1 argument");
   char stack_buf[STACK_BUF];
   struct encoder e = {.L = L, .buf = stack_buf, .len = 0, .cap = sizeof stack_buf};
-  lua_pushnil(L);     /* BUF_INDEX: the buffer once it outgrows stack_buf */
+  lua_pushnil(L); /* BUF_INDEX: the buffer once it outgrows stack_buf */
   lua_pushvalue(L, 1);
   if (!put_value(&e, 0)) {
     lua_pushnil(L);

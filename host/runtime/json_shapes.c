@@ -13,10 +13,10 @@
 struct shape {
   unsigned char *keys; /* each key as its length (2 bytes, native order) and its bytes */
   size_t cap;
-  int nkeys;           /* 0: a free slot */
-  int ref;             /* the constructor in the registry; LUA_NOREF until compiled */
-  uint64_t used;       /* shapes->decodes when last matched */
-  uint32_t gen;        /* counts the constructors compiled into this slot */
+  int nkeys;     /* 0: a free slot */
+  int ref;       /* the constructor in the registry; LUA_NOREF until compiled */
+  uint64_t used; /* shapes->decodes when last matched */
+  uint32_t gen;  /* counts the constructors compiled into this slot */
 };
 
 /* The compile budget: a flat object decoded earns one credit, a compile
@@ -26,7 +26,7 @@ struct shape {
 
 struct json_shapes {
   struct shape slot[JSON_SHAPES];
-  int last;       /* the slot matched last, tried first */
+  int last; /* the slot matched last, tried first */
   uint64_t decodes;
   unsigned credit; /* see CREDIT_MAX */
 };
@@ -144,7 +144,8 @@ int json_shapes_push(json_shapes *shapes, lua_State *L, const struct json_key *k
     for (int i = 0; i < nkeys; i++) bytes += keys[i].len;
     if (bytes > JSON_SHAPE_MAX_KEY_BYTES) return 0;
     sh = victim(shapes);
-    if (remember(L, sh, keys, nkeys, bytes + (size_t)nkeys * sizeof(uint16_t))) sh->used = shapes->decodes;
+    if (remember(L, sh, keys, nkeys, bytes + (size_t)nkeys * sizeof(uint16_t)))
+      sh->used = shapes->decodes;
     return 0;
   }
   sh->used = shapes->decodes;

@@ -1,4 +1,4 @@
-/* lmem: the allocator of the handlers' Lua states (see lua_memory.h). */
+/* lmem: the allocator of the handlers' Lua states (see lmem.h). */
 #include "lmem.h"
 
 #include <stdbool.h>

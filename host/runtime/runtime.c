@@ -24,6 +24,7 @@
 
 #include "corelib.h"
 #include "embedded_lua.h"
+#include "handler_name.h"
 #include "jobs.h"
 #include "json_decode.h"
 #include "json_encode.h"
@@ -35,13 +36,13 @@
 struct handler {
   lua_State *L;
   struct handler_spec spec;
-  const struct rt_env *env; /* owned by the host; NULL when only validating */
-  struct jobs jobs;         /* the entries running on L */
-  struct core core;         /* what luastream.core works on */
+  const struct rt_env *env;     /* owned by the host; NULL when only validating */
+  struct jobs jobs;             /* the entries running on L */
+  struct core core;             /* what luastream.core works on */
   char version[RT_VERSION_LEN]; /* short content hash of the file (handler_version) */
-  struct handler *older;  /* generations this one replaced that still run jobs */
-  struct handler *newer;  /* the generation that replaced this one, NULL for the newest */
-  bool jit_off;           /* the file called jit.off() at load: the engine stays off */
+  struct handler *older;        /* generations this one replaced that still run jobs */
+  struct handler *newer;        /* the generation that replaced this one, NULL for the newest */
+  bool jit_off;                 /* the file called jit.off() at load: the engine stays off */
 };
 
 /* The registry slot of the validated spec table, from load to bind. */
@@ -80,14 +81,14 @@ static int panic(lua_State *L) {
  * a field validate always fills must be there, and a key this list does not
  * name fails the load, so Lua and C cannot drift apart unseen. */
 enum spec_kind {
-  SPEC_STRING,   /* char *: the string, NULL when absent */
-  SPEC_INT,      /* int: a number, always set */
-  SPEC_SIZE,     /* size_t: a number, always set */
-  SPEC_BOOL,     /* bool: a boolean, always set */
-  SPEC_READ,     /* enum read_mode: "new", "claiming" or "reclaim", always set */
-  SPEC_MS,       /* int64_t: a number of ms, -1 when absent */
-  SPEC_CAP,      /* int: a number, 0 when absent (no cap) */
-  SPEC_LUA,      /* stays in Lua (handle) */
+  SPEC_STRING, /* char *: the string, NULL when absent */
+  SPEC_INT,    /* int: a number, always set */
+  SPEC_SIZE,   /* size_t: a number, always set */
+  SPEC_BOOL,   /* bool: a boolean, always set */
+  SPEC_READ,   /* enum read_mode: "new", "claiming" or "reclaim", always set */
+  SPEC_MS,     /* int64_t: a number of ms, -1 when absent */
+  SPEC_CAP,    /* int: a number, 0 when absent (no cap) */
+  SPEC_LUA,    /* stays in Lua (handle) */
 };
 
 static const struct spec_field {
@@ -99,14 +100,27 @@ static const struct spec_field {
    * handler_spec_diff does not name it. */
   bool at_start;
 } spec_fields[] = {
-#define F(name, kind) {#name, kind, offsetof(struct handler_spec, name), false}
-    F(stream, SPEC_STRING),      F(group, SPEC_STRING),      F(read, SPEC_READ),
-    F(min_idle_ms, SPEC_MS),     F(consumer, SPEC_STRING),   F(start, SPEC_STRING),
+#define F(name, kind) \
+  { #name, kind, offsetof(struct handler_spec, name), false }
+    F(stream, SPEC_STRING),
+    F(group, SPEC_STRING),
+    F(read, SPEC_READ),
+    F(min_idle_ms, SPEC_MS),
+    F(consumer, SPEC_STRING),
+    F(start, SPEC_STRING),
     {"start_at", SPEC_STRING, offsetof(struct handler_spec, start_at), true},
-    F(workers, SPEC_INT),        F(by_key, SPEC_BOOL),       F(batch, SPEC_INT),
-    F(claim_fallback, SPEC_BOOL), F(reply_to, SPEC_STRING),  F(dead_letter, SPEC_STRING),
-    F(max_deliveries, SPEC_CAP), F(max_body, SPEC_SIZE),      F(trim, SPEC_BOOL),
-    F(trim_max_len, SPEC_CAP),   F(reply_max_len, SPEC_CAP), F(dead_letter_max_len, SPEC_CAP),
+    F(workers, SPEC_INT),
+    F(by_key, SPEC_BOOL),
+    F(batch, SPEC_INT),
+    F(claim_fallback, SPEC_BOOL),
+    F(reply_to, SPEC_STRING),
+    F(dead_letter, SPEC_STRING),
+    F(max_deliveries, SPEC_CAP),
+    F(max_body, SPEC_SIZE),
+    F(trim, SPEC_BOOL),
+    F(trim_max_len, SPEC_CAP),
+    F(reply_max_len, SPEC_CAP),
+    F(dead_letter_max_len, SPEC_CAP),
     F(partitions, SPEC_CAP),
 #undef F
     {"handle", SPEC_LUA, 0, false},
@@ -124,41 +138,56 @@ static int read_field(lua_State *L, int idx, const struct spec_field *f, struct 
   lua_getfield(L, idx, spec_name(f));
   int t = lua_type(L, -1), rc = 0;
   switch (f->kind) {
-  case SPEC_STRING:
-    *(char **)at = NULL;
-    if (t == LUA_TSTRING && (*(char **)at = strdup(lua_tostring(L, -1))) == NULL) rc = -2;
-    else if (t != LUA_TSTRING && t != LUA_TNIL) rc = -1;
-    break;
-  case SPEC_INT:
-  case SPEC_CAP:
-    if (t == LUA_TNUMBER) *(int *)at = (int)lua_tonumber(L, -1);
-    else if (f->kind == SPEC_CAP && t == LUA_TNIL) *(int *)at = 0;
-    else rc = -1;
-    break;
-  case SPEC_SIZE:
-    if (t == LUA_TNUMBER) *(size_t *)at = (size_t)lua_tonumber(L, -1);
-    else rc = -1;
-    break;
-  case SPEC_BOOL:
-    if (t == LUA_TBOOLEAN) *(bool *)at = lua_toboolean(L, -1);
-    else rc = -1;
-    break;
-  case SPEC_MS:
-    if (t == LUA_TNUMBER) *(int64_t *)at = (int64_t)lua_tonumber(L, -1);
-    else if (t == LUA_TNIL) *(int64_t *)at = -1;
-    else rc = -1;
-    break;
-  case SPEC_READ: {
-    const char *v = t == LUA_TSTRING ? lua_tostring(L, -1) : "";
-    enum read_mode *mode = at;
-    if (strcmp(v, "new") == 0) *mode = READ_NEW;
-    else if (strcmp(v, "claiming") == 0) *mode = READ_CLAIMING;
-    else if (strcmp(v, "reclaim") == 0) *mode = READ_RECLAIM;
-    else rc = -1;
-    break;
-  }
-  case SPEC_LUA:
-    break;
+    case SPEC_STRING:
+      *(char **)at = NULL;
+      if (t == LUA_TSTRING && (*(char **)at = strdup(lua_tostring(L, -1))) == NULL)
+        rc = -2;
+      else if (t != LUA_TSTRING && t != LUA_TNIL)
+        rc = -1;
+      break;
+    case SPEC_INT:
+    case SPEC_CAP:
+      if (t == LUA_TNUMBER)
+        *(int *)at = (int)lua_tonumber(L, -1);
+      else if (f->kind == SPEC_CAP && t == LUA_TNIL)
+        *(int *)at = 0;
+      else
+        rc = -1;
+      break;
+    case SPEC_SIZE:
+      if (t == LUA_TNUMBER)
+        *(size_t *)at = (size_t)lua_tonumber(L, -1);
+      else
+        rc = -1;
+      break;
+    case SPEC_BOOL:
+      if (t == LUA_TBOOLEAN)
+        *(bool *)at = lua_toboolean(L, -1);
+      else
+        rc = -1;
+      break;
+    case SPEC_MS:
+      if (t == LUA_TNUMBER)
+        *(int64_t *)at = (int64_t)lua_tonumber(L, -1);
+      else if (t == LUA_TNIL)
+        *(int64_t *)at = -1;
+      else
+        rc = -1;
+      break;
+    case SPEC_READ: {
+      const char *v = t == LUA_TSTRING ? lua_tostring(L, -1) : "";
+      enum read_mode *mode = at;
+      if (strcmp(v, "new") == 0)
+        *mode = READ_NEW;
+      else if (strcmp(v, "claiming") == 0)
+        *mode = READ_CLAIMING;
+      else if (strcmp(v, "reclaim") == 0)
+        *mode = READ_RECLAIM;
+      else
+        rc = -1;
+      break;
+    }
+    case SPEC_LUA: break;
   }
   lua_pop(L, 1);
   return rc;
@@ -171,29 +200,23 @@ static bool same_field(const struct spec_field *f, const struct handler_spec *a,
                        const struct handler_spec *b) {
   const void *x = (const char *)a + f->offset, *y = (const char *)b + f->offset;
   switch (f->kind) {
-  case SPEC_STRING: {
-    const char *p = *(char *const *)x, *q = *(char *const *)y;
-    return p == q || (p && q && strcmp(p, q) == 0);
-  }
-  case SPEC_INT:
-  case SPEC_CAP:
-    return *(const int *)x == *(const int *)y;
-  case SPEC_SIZE:
-    return *(const size_t *)x == *(const size_t *)y;
-  case SPEC_BOOL:
-    return *(const bool *)x == *(const bool *)y;
-  case SPEC_MS:
-    return *(const int64_t *)x == *(const int64_t *)y;
-  case SPEC_READ:
-    return *(const enum read_mode *)x == *(const enum read_mode *)y;
-  case SPEC_LUA:
-    break;
+    case SPEC_STRING: {
+      const char *p = *(char *const *)x, *q = *(char *const *)y;
+      return p == q || (p && q && strcmp(p, q) == 0);
+    }
+    case SPEC_INT:
+    case SPEC_CAP: return *(const int *)x == *(const int *)y;
+    case SPEC_SIZE: return *(const size_t *)x == *(const size_t *)y;
+    case SPEC_BOOL: return *(const bool *)x == *(const bool *)y;
+    case SPEC_MS: return *(const int64_t *)x == *(const int64_t *)y;
+    case SPEC_READ: return *(const enum read_mode *)x == *(const enum read_mode *)y;
+    case SPEC_LUA: break;
   }
   return true;
 }
 
-const char *handler_spec_diff(const struct handler_spec *a, const struct handler_spec *b,
-                              char *out, size_t len) {
+const char *handler_spec_diff(const struct handler_spec *a, const struct handler_spec *b, char *out,
+                              size_t len) {
   size_t at = 0;
   if (len) out[0] = '\0';
   for (size_t i = 0; i < NSPEC_FIELDS && len; i++) {
@@ -220,8 +243,10 @@ static int read_spec(lua_State *L, int idx, struct handler *h, char *err, size_t
       return -1;
     }
     if (rc != 0) {
-      snprintf(err, errlen, "%s: the host cannot read field '%s' of the validated spec "
-               "(luastream.handler and the host disagree)", s->path, spec_name(&spec_fields[i]));
+      snprintf(err, errlen,
+               "%s: the host cannot read field '%s' of the validated spec "
+               "(luastream.handler and the host disagree)",
+               s->path, spec_name(&spec_fields[i]));
       return -1;
     }
   }
@@ -232,8 +257,10 @@ static int read_spec(lua_State *L, int idx, struct handler *h, char *err, size_t
     size_t i = 0;
     while (i < NSPEC_FIELDS && strcmp(spec_name(&spec_fields[i]), key) != 0) i++;
     if (i == NSPEC_FIELDS) {
-      snprintf(err, errlen, "%s: the validated spec has a field the host does not know: '%s' "
-               "(luastream.handler and the host disagree)", s->path, key);
+      snprintf(err, errlen,
+               "%s: the validated spec has a field the host does not know: '%s' "
+               "(luastream.handler and the host disagree)",
+               s->path, key);
       lua_pop(L, 1);
       return -1;
     }
@@ -252,11 +279,11 @@ static void set_lua_path(lua_State *L, const char *handler_path) {
     int hlen = slash ? (int)(slash - handler_path) : 1;
     const char *hdir = slash ? handler_path : ".";
     lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");                       /* package oldpath */
-    lua_pushlstring(L, hdir, (size_t)hlen);            /* lua_pushfstring has no %.*s */
+    lua_getfield(L, -1, "path");            /* package oldpath */
+    lua_pushlstring(L, hdir, (size_t)hlen); /* lua_pushfstring has no %.*s */
     lua_pushliteral(L, "/?.lua;");
-    lua_pushvalue(L, -3);                              /* package oldpath hdir pat oldpath */
-    lua_concat(L, 3);                                  /* package oldpath newpath */
+    lua_pushvalue(L, -3); /* package oldpath hdir pat oldpath */
+    lua_concat(L, 3);     /* package oldpath newpath */
     lua_setfield(L, -3, "path");
     lua_pop(L, 2);
   }
@@ -279,10 +306,10 @@ static int no_exit(lua_State *L) {
  * count hook checks. */
 struct load_guard {
   const char *path;
-  uint64_t deadline_ns;   /* CLOCK_MONOTONIC */
+  uint64_t deadline_ns; /* CLOCK_MONOTONIC */
   uint64_t limit_ms;
   bool expired;
-  bool jit_off;           /* the file called jit.off() (jit_engine) */
+  bool jit_off; /* the file called jit.off() (jit_engine) */
 };
 static struct load_guard *loading;
 
@@ -319,8 +346,9 @@ static void load_hook(lua_State *L, lua_Debug *ar) {
   char limit[24]; /* lua_pushfstring has no %llu */
   snprintf(limit, sizeof limit, "%llu", (unsigned long long)g->limit_ms);
   /* Not luaL_error: the position is the file's, not the hooked function's caller. */
-  lua_pushfstring(L, "%s:%d: still running after %sms at load (--load-timeout): a handler "
-                     "file's top level must return its table promptly; loops belong in handle",
+  lua_pushfstring(L,
+                  "%s:%d: still running after %sms at load (--load-timeout): a handler "
+                  "file's top level must return its table promptly; loops belong in handle",
                   g->path, file_line(L, g->path), limit);
   lua_error(L);
 }
@@ -344,8 +372,9 @@ static int jit_engine(lua_State *L) {
 /* debug.sethook while a file loads would take the load deadline's hook away. */
 static int sethook_guarded(lua_State *L) {
   if (loading)
-    return luaL_error(L, "debug.sethook is not available while a handler file loads: "
-                         "the load deadline (--load-timeout) uses the hook");
+    return luaL_error(L,
+                      "debug.sethook is not available while a handler file loads: "
+                      "the load deadline (--load-timeout) uses the hook");
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
@@ -462,11 +491,11 @@ static int load_protected(lua_State *L) {
 
   lua_getglobal(L, "require");
   lua_pushliteral(L, "luastream.handler");
-  lua_call(L, 1, 1);                                   /* handler module */
-  lua_getfield(L, -1, "validate");                     /* module validate */
+  lua_call(L, 1, 1);               /* handler module */
+  lua_getfield(L, -1, "validate"); /* module validate */
   lua_pushfstring(L, "@%s", h->spec.path);
   int rc = luaL_loadbufferx(L, src->buf, src->len, lua_tostring(L, -1), "t");
-  lua_remove(L, -2);                                   /* module validate chunk|message */
+  lua_remove(L, -2); /* module validate chunk|message */
   if (rc != 0) {
     const char *msg = lua_tostring(L, -1);
     if (msg && strstr(msg, "wrong mode"))
@@ -486,16 +515,14 @@ static int load_protected(lua_State *L) {
     lua_error(L);
   }
   lua_pushstring(L, h->spec.path);
-  lua_pushlstring(L, src->buf, src->len);              /* module validate value path source */
-  lua_call(L, 3, 1);                                   /* module spec */
+  lua_pushlstring(L, src->buf, src->len); /* module validate value path source */
+  lua_call(L, 3, 1);                      /* module spec */
   return 1;
 }
 
 static char *basename_noext(const char *path) {
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
-  size_t n = strlen(base);
-  if (n > 4 && strcmp(base + n - 4, ".lua") == 0) n -= 4;
+  size_t n;
+  const char *base = handler_name_of(path, &n);
   char *s = malloc(n + 1);
   if (s) {
     memcpy(s, base, n);
@@ -554,8 +581,8 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   src.buf = buf;
   version_of(buf, src.len, h->version);
   uint64_t limit_ms = env && env->load_timeout_ms ? env->load_timeout_ms : RT_LOAD_TIMEOUT_MS;
-  struct load_guard guard = {.path = path, .limit_ms = limit_ms,
-                             .deadline_ns = now_ns() + limit_ms * 1000000u};
+  struct load_guard guard = {
+      .path = path, .limit_ms = limit_ms, .deadline_ns = now_ns() + limit_ms * 1000000u};
   loading = &guard;
   watchdog_enter(h->spec.name, path, NULL, NULL, NULL);
   /* A C function under pcall, so even setup errors come back as messages. */

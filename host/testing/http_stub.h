@@ -17,10 +17,10 @@
 #include "http.h"
 
 enum http_stub_kind {
-  HTTP_STUB_FAULT,    /* the request is at fault: error (the handler's call raises) */
-  HTTP_STUB_RESPOND,  /* a response: status, headers, body */
-  HTTP_STUB_FAIL,     /* a transport failure: error (the handler gets nil, error) */
-  HTTP_STUB_PASS,     /* to the real client, now (a fault when there is none) */
+  HTTP_STUB_FAULT,   /* the request is at fault: error (the handler's call raises) */
+  HTTP_STUB_RESPOND, /* a response: status, headers, body */
+  HTTP_STUB_FAIL,    /* a transport failure: error (the handler gets nil, error) */
+  HTTP_STUB_PASS,    /* to the real client, now (a fault when there is none) */
 };
 
 /* One answer, filled by the answer function. Strings are malloc'd and

@@ -68,7 +68,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pg.h"
-#include "pg_libpq.h"
+#include "pg_pool.h"
 #include "corelib.h"
 #include "runtime.h"
 #include "servers.h"
@@ -83,7 +83,7 @@ struct delivery {
   char *handler, *id, *outcome, *reason, *error, *version;
   long long deliveries, idle_ms; /* claimed entries; else -1 */
   size_t nfields;
-  char **field;          /* copies */
+  char **field; /* copies */
   size_t *field_len;
 };
 
@@ -93,38 +93,38 @@ struct delivery {
  * made apart never see each other's lines. */
 /* Another server of a world: what ls.redis.connect(url) reaches. */
 struct world_server {
-  char *key;             /* the URL redacted */
+  char *key; /* the URL redacted */
   broker *b;
-  bk_conn *conn;         /* the spec's own (command_on) */
+  bk_conn *conn; /* the spec's own (command_on) */
 };
 
 struct world {
-  uv_loop_t *loop;       /* only with a real server (opts.redis); else NULL */
+  uv_loop_t *loop; /* only with a real server (opts.redis); else NULL */
   lclock *clock;
   broker *b;
   struct world_server *servers; /* ls.redis.connect's, made on first use */
   size_t nservers;
-  http_client *http;     /* every host's: the stubs (http_stub.h) */
-  int http_answer_ref;   /* opts.http_answer in the spec's state, or LUA_NOREF */
-  bool http_pass;        /* unanswered requests go to real servers */
-  pg_pool *pg;           /* opts.postgres's, else NULL */
-  uv_loop_t *pg_loop;    /* pg's loop: loop, or one of its own on the virtual clock */
+  http_client *http;   /* every host's: the stubs (http_stub.h) */
+  int http_answer_ref; /* opts.http_answer in the spec's state, or LUA_NOREF */
+  bool http_pass;      /* unanswered requests go to real servers */
+  pg_pool *pg;         /* opts.postgres's, else NULL */
+  uv_loop_t *pg_loop;  /* pg's loop: loop, or one of its own on the virtual clock */
   char *pg_once_table;
-  lua_State *L;          /* the spec's state, inside the call now running the world */
-  int apps;              /* apps using it */
-  char **logs;           /* every line its hosts logged */
+  lua_State *L; /* the spec's state, inside the call now running the world */
+  int apps;     /* apps using it */
+  char **logs;  /* every line its hosts logged */
   size_t nlogs, logcap;
 };
 
 struct app {
   struct world *w;
   host *host;
-  bk_conn *conn;         /* the spec's own connection (publish, inspect) */
+  bk_conn *conn; /* the spec's own connection (publish, inspect) */
   bool stopped;
   struct delivery *deliveries;
   size_t ndeliveries, cap;
-  size_t errors_seen;    /* handler errors already raised to the spec */
-  bool raise_errors;     /* a handler error fails the settle/advance that ran it */
+  size_t errors_seen; /* handler errors already raised to the spec */
+  bool raise_errors;  /* a handler error fails the settle/advance that ran it */
   int nresults;
   bool replied;
 };
@@ -335,9 +335,9 @@ static void command_done(void *data, const bk_reply *r, const char *err);
  * waiter gave up (a blocking command, a slow server) finds `a` NULL and is
  * dropped instead of landing on a stack that has moved on. */
 struct waiter {
-  struct app *a;             /* NULL once abandoned */
-  lua_State *L;              /* command(): where the reply is pushed */
-  struct info_query *q;      /* group_caught_up(): where the value goes */
+  struct app *a;        /* NULL once abandoned */
+  lua_State *L;         /* command(): where the reply is pushed */
+  struct info_query *q; /* group_caught_up(): where the value goes */
 };
 
 /* Sends argv on the spec's connection and runs the clock or loop until the
@@ -376,7 +376,6 @@ static bool roundtrip_on(lua_State *L, struct app *a, broker *b, bk_conn *conn,
   return wait_reply_on(a, b, conn, w, args->argc, args->argv, args->argvlen, command_done);
 }
 
-
 /* The value of key in a flat [key, value, ...] reply, or NULL. */
 static const bk_reply *field_of(const bk_reply *r, const char *key) {
   for (size_t i = 0; r && r->type == BK_ARRAY && i + 1 < r->elements; i += 2)
@@ -388,9 +387,9 @@ static const bk_reply *field_of(const bk_reply *r, const char *key) {
 /* One XINFO question: the id under `key`, in the reply itself (XINFO
  * STREAM) or in the element whose name is `group` (XINFO GROUPS). */
 struct info_query {
-  const char *group;    /* NULL for XINFO STREAM */
+  const char *group; /* NULL for XINFO STREAM */
   const char *key;
-  char value[64];       /* "" when not found */
+  char value[64]; /* "" when not found */
 };
 
 static void info_done(void *data, const bk_reply *r, const char *err) {
@@ -450,7 +449,8 @@ static void settle_real(lua_State *L, struct app *a) {
   uint64_t deadline = uv_now(a->w->loop) + REAL_WAIT_MS;
   int quiet_checks = 0;
   while (quiet_checks < 2) {
-    if (uv_now(a->w->loop) > deadline) luaL_error(L, "the host did not settle within %d ms", REAL_WAIT_MS);
+    if (uv_now(a->w->loop) > deadline)
+      luaL_error(L, "the host did not settle within %d ms", REAL_WAIT_MS);
     if (!run_until(a, host_quiet)) continue;
     bool all = true;
     for (size_t i = 0; all && i < host_subscriptions(a->host); i++) {
@@ -476,7 +476,9 @@ static int app_settle(lua_State *L) {
 
 static int app_advance(lua_State *L) {
   struct app *a = check_app(L);
-  if (a->w->loop) return luaL_error(L, "advance needs the in-memory broker: a real server's clock cannot be moved");
+  if (a->w->loop)
+    return luaL_error(L,
+                      "advance needs the in-memory broker: a real server's clock cannot be moved");
   lua_Number ms = luaL_checknumber(L, 2);
   luaL_argcheck(L, ms >= 0, 2, "cannot move the clock back");
   world_settle(a->w);
@@ -492,7 +494,8 @@ static int app_advance(lua_State *L) {
  * start a second host, whose first commands then go before the late ones). */
 static int app_pause(lua_State *L) {
   struct app *a = check_app(L);
-  if (a->w->loop) return luaL_error(L, "pause needs the in-memory broker: a real server's clock cannot be moved");
+  if (a->w->loop)
+    return luaL_error(L, "pause needs the in-memory broker: a real server's clock cannot be moved");
   lua_Number ms = luaL_checknumber(L, 2);
   luaL_argcheck(L, ms >= 0, 2, "cannot move the clock back");
   world_settle(a->w);
@@ -533,26 +536,21 @@ static int app_now(lua_State *L) {
 static void push_reply(lua_State *L, const bk_reply *r) {
   luaL_checkstack(L, 4, "reply too deep");
   switch (r->type) {
-  case BK_STRING:
-  case BK_STATUS:
-  case BK_ERROR:
-    lua_pushlstring(L, r->str, r->len);
-    break;
-  case BK_INTEGER:
-    lua_pushnumber(L, (lua_Number)r->integer);
-    break;
-  case BK_ARRAY:
-    lua_createtable(L, (int)r->elements, 0);
-    for (size_t i = 0; i < r->elements; i++) {
-      if (r->element[i]->type == BK_NIL)
-        lua_pushboolean(L, 0); /* a hole would end the array */
-      else
-        push_reply(L, r->element[i]);
-      lua_rawseti(L, -2, (int)i + 1);
-    }
-    break;
-  default:
-    lua_pushnil(L);
+    case BK_STRING:
+    case BK_STATUS:
+    case BK_ERROR: lua_pushlstring(L, r->str, r->len); break;
+    case BK_INTEGER: lua_pushnumber(L, (lua_Number)r->integer); break;
+    case BK_ARRAY:
+      lua_createtable(L, (int)r->elements, 0);
+      for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type == BK_NIL)
+          lua_pushboolean(L, 0); /* a hole would end the array */
+        else
+          push_reply(L, r->element[i]);
+        lua_rawseti(L, -2, (int)i + 1);
+      }
+      break;
+    default: lua_pushnil(L);
   }
 }
 
@@ -791,7 +789,8 @@ static void world_http_answer(void *data, const struct http_request *req,
   if (lua_pcall(L, 1, 1, 0) != 0) {
     const char *why = lua_tostring(L, -1);
     char text[1024];
-    snprintf(text, sizeof text, "the stub failed: %s", why ? why : "(an error that is not a string)");
+    snprintf(text, sizeof text, "the stub failed: %s",
+             why ? why : "(an error that is not a string)");
     out->error = dups(text);
   } else if (lua_istable(L, -1)) {
     read_answer(L, out);
@@ -808,8 +807,9 @@ static void world_http_answer(void *data, const struct http_request *req,
 static int app_http_passthrough(lua_State *L) {
   struct app *a = check_app(L);
   if (a->w->loop == NULL)
-    return luaL_error(L, "http_passthrough needs an app on a real server: testing.app(dir, "
-                         "{redis = URL}) (in memory, every request needs a stub)");
+    return luaL_error(L,
+                      "http_passthrough needs an app on a real server: testing.app(dir, "
+                      "{redis = URL}) (in memory, every request needs a stub)");
   bool on = lua_toboolean(L, 2);
   if (on && !a->w->http_pass) {
     char err[256];
@@ -1039,10 +1039,12 @@ static int core_app(lua_State *L) {
     if (redis) {
       struct redis_url url;
       char err[512];
-      if (version) return luaL_argerror(L, 2, "version applies to the in-memory broker, not with redis");
+      if (version)
+        return luaL_argerror(L, 2, "version applies to the in-memory broker, not with redis");
       if (url_parse(redis, &url, err, sizeof err) != 0) return luaL_error(L, "%s", err);
       a->w->loop = malloc(sizeof *a->w->loop);
-      if (a->w->loop == NULL || uv_loop_init(a->w->loop) != 0) return luaL_error(L, "cannot start a loop");
+      if (a->w->loop == NULL || uv_loop_init(a->w->loop) != 0)
+        return luaL_error(L, "cannot start a loop");
       a->w->clock = clock_uv_new(a->w->loop);
       a->w->b = a->w->clock ? broker_redis_new(a->w->loop, &url) : NULL;
     } else {
@@ -1063,9 +1065,9 @@ static int core_app(lua_State *L) {
         }
       }
       char err[512];
-      struct pg_options po = {.conninfo = postgres, .size = 4,
-                              .timeout_ms = pg_timeout > 0 ? (uint64_t)pg_timeout : 0};
-      a->w->pg = pg_libpq_new(a->w->pg_loop, &po, err, sizeof err);
+      struct pg_options po = {
+          .conninfo = postgres, .size = 4, .timeout_ms = pg_timeout > 0 ? (uint64_t)pg_timeout : 0};
+      a->w->pg = pg_pool_new(a->w->pg_loop, &po, err, sizeof err);
       if (a->w->pg == NULL) return luaL_error(L, "postgres: %s", err);
       if (once_table && (a->w->pg_once_table = dups(once_table)) == NULL)
         return luaL_error(L, "out of memory");
@@ -1095,7 +1097,8 @@ static int core_app(lua_State *L) {
   if (a->w->loop) {
     if (!run_until(a, host_ready)) {
       app_release(a);
-      return luaL_error(L, "the host did not start reading from %s within %d ms", redis, REAL_WAIT_MS);
+      return luaL_error(L, "the host did not start reading from %s within %d ms", redis,
+                        REAL_WAIT_MS);
     }
   } else {
     world_settle(a->w);
@@ -1109,16 +1112,22 @@ static int core_app(lua_State *L) {
   return 1;
 }
 
-
 int luaopen_luastream_testing(lua_State *L) {
-  static const luaL_Reg methods[] = {
-      {"settle", app_settle},     {"advance", app_advance}, {"pause", app_pause},
-      {"now", app_now},
-      {"command", app_command},   {"deliveries", app_deliveries},
-      {"logs", app_logs},         {"stop", app_stop},       {"reload", app_reload},
-      {"reload_soon", app_reload_soon}, {"ready", app_ready},
-      {"command_on", app_command_on}, {"server_down", app_server_down},
-      {"http_passthrough", app_http_passthrough}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"settle", app_settle},
+                                     {"advance", app_advance},
+                                     {"pause", app_pause},
+                                     {"now", app_now},
+                                     {"command", app_command},
+                                     {"deliveries", app_deliveries},
+                                     {"logs", app_logs},
+                                     {"stop", app_stop},
+                                     {"reload", app_reload},
+                                     {"reload_soon", app_reload_soon},
+                                     {"ready", app_ready},
+                                     {"command_on", app_command_on},
+                                     {"server_down", app_server_down},
+                                     {"http_passthrough", app_http_passthrough},
+                                     {NULL, NULL}};
   luaL_newmetatable(L, APP_MT);
   lua_newtable(L);
   luaL_register(L, NULL, methods);

@@ -1,15 +1,22 @@
 -- luastream.pg: ls.pg, PostgreSQL for handlers (docs/handlers.md, "Calling
 -- PostgreSQL").
 --
---   ls.pg.query(sql, ...) -> rows ({ {col = value}, ..., affected = n }) or nil, err
---   ls.pg.transaction(function(tx) ... tx:query(sql, ...) ... end) -> what fn returned, or nil, err
---     tx:exec(sql, ...): a statement whose result fn does not need, sent with
---     the next tx:query or the COMMIT (one round trip fewer)
---   ctx:pg_once(function(tx) ... end) -> true, what fn returned | false (done before) | nil, err
+--   ls.pg.query(sql, ...) -> rows ({ {col = value}, ..., affected = n }) or nil, err, sqlstate
+--   ls.pg.transaction(function(tx) ... tx:query(sql, ...) ... end) -> what fn returned,
+--     or nil, err, sqlstate
+--     tx:exec(sql, ...) -> true or nil, err, sqlstate: a statement whose result
+--     fn does not need, sent with the next tx:query or the COMMIT (one round
+--     trip fewer)
+--   ctx:pg_once(function(tx) ... end) -> true, what fn returned | false (done before)
+--     | nil, err, sqlstate
 --
 -- Parameters are $1..$n, sent apart from the SQL text (never spliced in).
--- err is "SQLSTATE: message (the query's first words)". The queries run on
--- the host's pool (luastream.core's pg_*); the handler waits, other lanes run.
+-- err is "SQLSTATE: message (the query's first words)" and sqlstate its first
+-- five characters ("23505"): the server's code, or PostgreSQL's for what
+-- happened on the client's side (08001, 08006, 57014). A transaction whose
+-- function returned nil, err[, sqlstate] of its own returns those. The
+-- queries run on the host's pool (luastream.core's pg_*); the handler waits,
+-- other lanes run.
 local has_core, core = pcall(require, "luastream.core")
 if not has_core then
   local function outside() error("only available inside a running luastream host", 3) end
@@ -46,9 +53,9 @@ function TX:query(sql, ...)
   if getmetatable(self) ~= TX then error("tx:query: call it with a colon (tx:query(sql, ...))", 2) end
   if self.over then error("tx:query: the transaction is over", 2) end
   self.sent = true -- the first statement sent carries the session's BEGIN
-  local rows, err = run("tx:query", true, sql, ...)
+  local rows, err, state = run("tx:query", true, sql, ...)
   if not rows and not self.failed then self.failed = err end
-  return rows, err
+  return rows, err, state
 end
 
 function TX:exec(sql, ...)
@@ -56,9 +63,9 @@ function TX:exec(sql, ...)
   if self.over then error("tx:exec: the transaction is over", 2) end
   if type(sql) ~= "string" then error("tx:exec: sql must be a string, got " .. type(sql), 2) end
   self.deferred = true
-  local ok, err = core.pg_defer("tx:exec", sql, nil, NULL, ...)
+  local ok, err, state = core.pg_defer("tx:exec", sql, nil, NULL, ...)
   if not ok and not self.failed then self.failed = err end
-  return ok, err
+  return ok, err, state
 end
 
 local function pack(...) return { n = select("#", ...), ... } end
@@ -67,13 +74,14 @@ local function pack(...) return { n = select("#", ...), ... } end
 -- deferred statements; a rollback drops them, and sends ROLLBACK only when
 -- something was sent (nothing sent: no transaction began).
 local function finish(tx, commit)
-  local rows, err = true, nil
+  local rows, err, state = true, nil, nil
   if commit and tx.failed then
-    rows, err = nil, "25P02: the transaction was rolled back: a statement in it failed (" .. tx.failed .. ")"
+    rows, err, state = nil, "25P02: the transaction was rolled back: a statement in it failed (" .. tx.failed .. ")",
+      "25P02"
     commit = false
   end
   if commit and (tx.sent or tx.deferred) then
-    rows, err = run("tx:query", true, "COMMIT")
+    rows, err, state = run("tx:query", true, "COMMIT")
     -- a deferred statement failed (its error is the COMMIT's answer): the
     -- transaction is still open, aborted
     if not rows then run("tx:query", true, "ROLLBACK") end
@@ -83,14 +91,14 @@ local function finish(tx, commit)
   end
   tx.over = true
   core.pg_end()
-  return rows, err
+  return rows, err, state
 end
 
 local function transaction(name, fn)
   if type(fn) ~= "function" then error(name .. ": expects a function(tx), got " .. type(fn), 3) end
   core.pg_begin(name)
-  local ok, err = core.pg_begun()
-  if not ok then return nil, err end
+  local ok, err, state = core.pg_begun()
+  if not ok then return nil, err, state end
   local tx = setmetatable({}, TX)
   local res = pack(pcall(fn, tx))
   if not res[1] then
@@ -99,11 +107,11 @@ local function transaction(name, fn)
   end
   if res[2] == nil and res[3] ~= nil then
     finish(tx, false)
-    return nil, res[3]
+    return nil, res[3], res[4] -- fn's own nil, err[, sqlstate]
   end
   local done
-  done, err = finish(tx, true)
-  if not done then return nil, err end
+  done, err, state = finish(tx, true)
+  if not done then return nil, err, state end
   return unpack(res, 2, res.n)
 end
 
@@ -117,28 +125,29 @@ end
 -- a duplicate error from the server (23505, 42P07, 42710): the table is
 -- then looked for again.
 local table_ready = false
+local DUPLICATE = { ["23505"] = true, ["42P07"] = true, ["42710"] = true }
 local function table_present(name)
-  local found, why = run("ctx:pg_once", false, "SELECT to_regclass($1) IS NOT NULL AS present", name)
-  if not found then return nil, why end
+  local found, why, state = run("ctx:pg_once", false, "SELECT to_regclass($1) IS NOT NULL AS present", name)
+  if not found then return nil, why, state end
   return found[1].present
 end
 
 local function once_table()
   local name = core.pg_once_table()
   if table_ready then return name end
-  local present, why = table_present(name)
-  if present == nil then return nil, why end
+  local present, why, why_state = table_present(name)
+  if present == nil then return nil, why, why_state end
   if present then
     table_ready = true
     return name
   end
   local sql = "CREATE TABLE IF NOT EXISTS " .. name .. " (stream text NOT NULL, grp text NOT NULL, "
     .. "id text NOT NULL, done_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (stream, grp, id))"
-  local ok, err = run("ctx:pg_once", false, sql)
-  if not ok and (err:match("^23505") or err:match("^42P07") or err:match("^42710")) then
+  local ok, err, state = run("ctx:pg_once", false, sql)
+  if not ok and DUPLICATE[state] then
     ok = table_present(name)
   end
-  if not ok then return nil, err end
+  if not ok then return nil, err, state end
   table_ready = true
   return name
 end
@@ -150,22 +159,22 @@ local once_name, once_insert -- the key's INSERT, made once per table name
 -- (stream, group, id on the source stream); skipped when it already is.
 function M.once(stream, group, id, fn)
   if type(fn) ~= "function" then error("ctx:pg_once: expects a function(tx), got " .. type(fn), 3) end
-  local name, err = once_table()
-  if not name then return nil, err end
+  local name, err, state = once_table()
+  if not name then return nil, err, state end
   if name ~= once_name then
     once_name = name
     once_insert = "INSERT INTO " .. name .. " (stream, grp, id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
   end
   local insert = once_insert
   local res = pack(transaction("ctx:pg_once", function(tx)
-    local rows, why = tx:query(insert, stream, group, id)
-    if not rows then return nil, why end
+    local rows, why, why_state = tx:query(insert, stream, group, id)
+    if not rows then return nil, why, why_state end
     if rows.affected == 0 then return SKIPPED end
     local out = pack(fn(tx))
-    if out[1] == nil and out[2] ~= nil then return nil, out[2] end
+    if out[1] == nil and out[2] ~= nil then return nil, out[2], out[3] end
     return true, unpack(out, 1, out.n)
   end))
-  if res[1] == nil then return nil, res[2] end
+  if res[1] == nil then return nil, res[2], res[3] end
   if res[1] == SKIPPED then return false end
   return unpack(res, 1, res.n)
 end

@@ -8,7 +8,6 @@
 #include "broker.h"
 #include "task.h"
 
-
 static bk_reply str_reply(int type, const char *s) {
   bk_reply r;
   memset(&r, 0, sizeof r);
@@ -47,9 +46,9 @@ TEST_IMPL(broker_version_parse) {
   /* len bounds the text: a version inside a longer buffer */
   ASSERT_INT_EQ(bk_version_parse("7.0.15\r\nredis_git_sha1", 6), 70015);
 
-  const char *bad[] = {"", "7", "7.0", "7.0.", ".0.1", "7..1", "7.0.15.1", "v7.0.1",
-                       "7.0.1-rc1", "7.0.1 ", " 7.0.1", "7.100.0", "a.b.c",
-                       "garbage", "7,0,1"};
+  const char *bad[] = {"",       "7",        "7.0",    "7.0.",      ".0.1",
+                       "7..1",   "7.0.15.1", "v7.0.1", "7.0.1-rc1", "7.0.1 ",
+                       " 7.0.1", "7.100.0",  "a.b.c",  "garbage",   "7,0,1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     if (bk_version_parse(bad[i], strlen(bad[i])) != -1)
       TEST_FAIL_("bk_version_parse(\"%s\") should be -1", bad[i]);

@@ -110,10 +110,9 @@ static char *resp_slots(void) {
       const struct node *n = &cl->nodes[cl->owner[s]];
       const char *colon = strchr(n->addr, ':');
       ASSERT(len + 200 < cap);
-      len += (size_t)snprintf(body + len, cap - len,
-                              "*3\r\n:%u\r\n:%u\r\n*3\r\n$%d\r\n%.*s\r\n:%s\r\n$4\r\nid%02d\r\n",
-                              s, e, (int)(colon - n->addr), (int)(colon - n->addr), n->addr,
-                              colon + 1, cl->owner[s]);
+      len += (size_t)snprintf(
+          body + len, cap - len, "*3\r\n:%u\r\n:%u\r\n*3\r\n$%d\r\n%.*s\r\n:%s\r\n$4\r\nid%02d\r\n",
+          s, e, (int)(colon - n->addr), (int)(colon - n->addr), n->addr, colon + 1, cl->owner[s]);
       ranges++;
     }
     s = e + 1;
@@ -135,7 +134,8 @@ static char *respond(void *data, const char *conn, int argc, char **words) {
     snprintf(n->asking_conn, sizeof n->asking_conn, "%s", conn);
     return strdup("+OK\r\n");
   }
-  if (argc == 2 && strcmp(words[0], "INFO") == 0) return resp_bulk("# Cluster\r\ncluster_enabled:1");
+  if (argc == 2 && strcmp(words[0], "INFO") == 0)
+    return resp_bulk("# Cluster\r\ncluster_enabled:1");
   if (argc == 2 && strcmp(words[0], "CLUSTER") == 0) return resp_slots();
   if (argc == 1 && strcmp(words[0], "PING") == 0) {
     char text[48];
@@ -156,8 +156,8 @@ static char *respond(void *data, const char *conn, int argc, char **words) {
   if (cl->down) return strdup("-CLUSTERDOWN The cluster is down\r\n");
   unsigned slot = slot_of(key);
   int owner = cl->owner[slot], target = cl->importing[slot];
-  bool serves = (owner == self && !(target != NO_OWNER && cl->gone[slot])) ||
-                (target == self && asking);
+  bool serves =
+      (owner == self && !(target != NO_OWNER && cl->gone[slot])) || (target == self && asking);
   if (serves) {
     char text[160];
     snprintf(text, sizeof text, "%d %s %s", self, key, token);
@@ -218,14 +218,14 @@ static void cluster_stop(void) {
 /* Turns the loop until cond holds; fails after 5 s. It waits for a timer
  * (the router's map refresh) only when nothing else is due: a UV_RUN_ONCE
  * would wait for that timer after what made cond true. */
-#define RUN_UNTIL(cond)                                                           \
-  do {                                                                            \
-    uint64_t deadline_ = uv_now(&cl->loop) + 5000;                                \
-    while (!(cond)) {                                                             \
-      if (uv_now(&cl->loop) > deadline_) TEST_FAIL_("never true: %s", #cond);     \
+#define RUN_UNTIL(cond)                                                                    \
+  do {                                                                                     \
+    uint64_t deadline_ = uv_now(&cl->loop) + 5000;                                         \
+    while (!(cond)) {                                                                      \
+      if (uv_now(&cl->loop) > deadline_) TEST_FAIL_("never true: %s", #cond);              \
       uv_run(&cl->loop, uv_backend_timeout(&cl->loop) == 0 ? UV_RUN_NOWAIT : UV_RUN_ONCE); \
-      uv_update_time(&cl->loop);                                                  \
-    }                                                                             \
+      uv_update_time(&cl->loop);                                                           \
+    }                                                                                      \
   } while (0)
 
 /* Runs the loop until nothing is due now. */
@@ -239,8 +239,8 @@ struct caller {
   bk_conn *conn;
   int ups, downs;
   bool up;
-  int faults;        /* fault callbacks */
-  char fault[128];   /* the last one's why */
+  int faults;      /* fault callbacks */
+  char fault[128]; /* the last one's why */
 };
 
 static void on_fault(void *data, bk_conn *conn, enum bk_fault fault, const char *why) {
@@ -270,7 +270,7 @@ struct call {
   int node;         /* the node that executed it; -1 if it failed */
   bool error_reply; /* an error reply (text in err) */
   char err[160];
-  int order;        /* when its callback ran, counted from 1 */
+  int order; /* when its callback ran, counted from 1 */
 };
 
 static int calls_done;
@@ -412,7 +412,12 @@ TEST_IMPL(cluster_interleaved_replies_reach_their_commands) {
   for (int i = 0; i < PER; i++)
     for (int n = 0; n < 3; n++) {
       char key[32];
-      unsigned from = n == 0 ? 0 : n == 1 ? 5461 : 10923, to = n == 0 ? 5460 : n == 1 ? 10922 : 16383;
+      unsigned from = n == 0   ? 0
+                      : n == 1 ? 5461
+                               : 10923,
+               to = n == 0   ? 5460
+                    : n == 1 ? 10922
+                             : 16383;
       key_in(key, sizeof key, from, to, i * 3 + n);
       ASSERT_OK(send_set(&c, &calls[n][i], key, i * 3 + n));
     }
@@ -657,7 +662,8 @@ TEST_IMPL(cluster_failover_to_a_promoted_replica) {
   ASSERT_CONTAINS(a.err, "connection lost");
   ASSERT_INT_EQ(c.downs, 1);
   ASSERT(!bk_connected(cl->b, c.conn));
-  ASSERT_INT_EQ(bk_command(cl->b, c.conn, 1, (const char *[]){"PING"}, (size_t[]){4}, on_call, &a), -1);
+  ASSERT_INT_EQ(bk_command(cl->b, c.conn, 1, (const char *[]){"PING"}, (size_t[]){4}, on_call, &a),
+                -1);
   /* the caller hears why from the node that dropped */
   ASSERT_INT_EQ(c.faults, 1);
   ASSERT_STR_EQ(c.fault, "Connection reset by peer");
@@ -906,12 +912,11 @@ static unsigned rnd(unsigned n) {
  * MOVED, the ASK to the spare or a restart took the connection down, in
  * which case the caller sends it again once up, as a real caller would. */
 TEST_IMPL(cluster_randomized_redirections) {
-  uint64_t seed = getenv("CLUSTER_SEED") ? strtoull(getenv("CLUSTER_SEED"), NULL, 10)
-                                         : (uint64_t)uv_hrtime();
+  uint64_t seed =
+      getenv("CLUSTER_SEED") ? strtoull(getenv("CLUSTER_SEED"), NULL, 10) : (uint64_t)uv_hrtime();
   if (seed == 0) seed = 1;
   rng_state = seed;
-  fprintf(stderr, "cluster_randomized_redirections: CLUSTER_SEED=%llu\n",
-          (unsigned long long)seed);
+  fprintf(stderr, "cluster_randomized_redirections: CLUSTER_SEED=%llu\n", (unsigned long long)seed);
   cluster_start();
   add_node(7005);
   struct caller c;
@@ -926,28 +931,27 @@ TEST_IMPL(cluster_randomized_redirections) {
     /* the cluster changes (the router learns it from the redirections) */
     unsigned slot = slot_of(keys[rnd(KEYS)]);
     switch (rnd(4)) {
-    case 0: /* a slot moved */
-      if (cl->importing[slot] == NO_OWNER) cl->owner[slot] = (uint8_t)rnd((unsigned)cl->nnodes);
-      break;
-    case 1: /* a migration started, its keys gone to the target */
-      if (cl->importing[slot] == NO_OWNER) {
-        uint8_t t = (uint8_t)rnd((unsigned)cl->nnodes);
-        if (t != cl->owner[slot]) {
-          cl->importing[slot] = t;
-          cl->gone[slot] = true;
+      case 0: /* a slot moved */
+        if (cl->importing[slot] == NO_OWNER) cl->owner[slot] = (uint8_t)rnd((unsigned)cl->nnodes);
+        break;
+      case 1: /* a migration started, its keys gone to the target */
+        if (cl->importing[slot] == NO_OWNER) {
+          uint8_t t = (uint8_t)rnd((unsigned)cl->nnodes);
+          if (t != cl->owner[slot]) {
+            cl->importing[slot] = t;
+            cl->gone[slot] = true;
+          }
         }
-      }
-      break;
-    case 2: /* every migration finished */
-      for (unsigned s = 0; s < KEYSLOT_COUNT; s++)
-        if (cl->importing[s] != NO_OWNER) {
-          cl->owner[s] = cl->importing[s];
-          cl->importing[s] = NO_OWNER;
-          cl->gone[s] = false;
-        }
-      break;
-    default:
-      break;
+        break;
+      case 2: /* every migration finished */
+        for (unsigned s = 0; s < KEYSLOT_COUNT; s++)
+          if (cl->importing[s] != NO_OWNER) {
+            cl->owner[s] = cl->importing[s];
+            cl->importing[s] = NO_OWNER;
+            cl->gone[s] = false;
+          }
+        break;
+      default: break;
     }
     /* a node whose replies come after the others' this round, or none */
     int held = (int)rnd((unsigned)cl->nnodes + 1) - 1;
@@ -988,7 +992,8 @@ TEST_IMPL(cluster_randomized_redirections) {
         if (calls[i].node >= 0) {
           /* executed by the node serving its slot (or the target, asked) */
           unsigned s = slot_of(calls[i].key);
-          int expect = cl->importing[s] != NO_OWNER && cl->gone[s] ? cl->importing[s] : cl->owner[s];
+          int expect =
+              cl->importing[s] != NO_OWNER && cl->gone[s] ? cl->importing[s] : cl->owner[s];
           if (calls[i].node != expect)
             TEST_FAIL_("seed %llu: %s (slot %u) answered by node %d, not %d",
                        (unsigned long long)seed, calls[i].key, s, calls[i].node, expect);
@@ -1007,7 +1012,8 @@ TEST_IMPL(cluster_randomized_redirections) {
       }
     }
   }
-  fprintf(stderr, "%d answered, %d lost and sent again, %d answered after ASK, %d downs, %d restarts\n",
+  fprintf(stderr,
+          "%d answered, %d lost and sent again, %d answered after ASK, %d downs, %d restarts\n",
           answered, lost, redirected_asks, c.downs, restarts);
   ASSERT_INT_EQ(answered, ROUNDS * PER);
   bk_conn_close(cl->b, c.conn);

@@ -25,30 +25,30 @@ static bk_conn *conn;
 /* ---- rendering ---- */
 
 static void render_into(const bk_reply *r, char *buf, size_t cap, size_t *n) {
-#define OUT(...)                                                          \
-  do {                                                                    \
-    int w_ = snprintf(buf + *n, *n < cap ? cap - *n : 0, __VA_ARGS__);    \
-    if (w_ > 0) *n += (size_t)w_;                                         \
+#define OUT(...)                                                       \
+  do {                                                                 \
+    int w_ = snprintf(buf + *n, *n < cap ? cap - *n : 0, __VA_ARGS__); \
+    if (w_ > 0) *n += (size_t)w_;                                      \
   } while (0)
   if (r == NULL) {
     OUT("(null)");
     return;
   }
   switch (r->type) {
-  case BK_STRING: OUT("%.*s", (int)r->len, r->str); break;
-  case BK_STATUS: OUT("+%.*s", (int)r->len, r->str); break;
-  case BK_ERROR: OUT("-%.*s", (int)r->len, r->str); break;
-  case BK_INTEGER: OUT(":%lld", r->integer); break;
-  case BK_NIL: OUT("nil"); break;
-  case BK_ARRAY:
-    OUT("[");
-    for (size_t i = 0; i < r->elements; i++) {
-      if (i) OUT(",");
-      render_into(r->element[i], buf, cap, n);
-    }
-    OUT("]");
-    break;
-  default: OUT("?%d", r->type);
+    case BK_STRING: OUT("%.*s", (int)r->len, r->str); break;
+    case BK_STATUS: OUT("+%.*s", (int)r->len, r->str); break;
+    case BK_ERROR: OUT("-%.*s", (int)r->len, r->str); break;
+    case BK_INTEGER: OUT(":%lld", r->integer); break;
+    case BK_NIL: OUT("nil"); break;
+    case BK_ARRAY:
+      OUT("[");
+      for (size_t i = 0; i < r->elements; i++) {
+        if (i) OUT(",");
+        render_into(r->element[i], buf, cap, n);
+      }
+      OUT("]");
+      break;
+    default: OUT("?%d", r->type);
   }
 #undef OUT
 }
@@ -66,10 +66,10 @@ static const char *show(const bk_reply *r) {
 /* ---- sending ---- */
 
 struct res {
-  int n;              /* callbacks so far */
-  bk_reply *r;        /* copy of the last reply */
-  char err[128];      /* last err, "" for none */
-  int order;          /* global completion order of the last callback */
+  int n;         /* callbacks so far */
+  bk_reply *r;   /* copy of the last reply */
+  char err[128]; /* last err, "" for none */
+  int order;     /* global completion order of the last callback */
 };
 
 static int completions;
@@ -166,8 +166,10 @@ TEST_IMPL(broker_memory_info_reports_the_version) {
   clock_virtual_settle(clk);
   ASSERT_INT_EQ(bk_info_version(x.r, text, sizeof text), 70015);
   mr_free(x.r);
-  CHECK("-ERR unknown command 'XDELEX' (the in-memory Redis of luastream.testing does not have it: "
-        "testing.app(dir, {redis = URL}) runs on a real server)", "XDELEX", "s", "IDS");
+  CHECK(
+      "-ERR unknown command 'XDELEX' (the in-memory Redis of luastream.testing does not have it: "
+      "testing.app(dir, {redis = URL}) runs on a real server)",
+      "XDELEX", "s", "IDS");
   CHECK("-ERR wrong number of arguments for 'xlen' command", "XLEN");
   teardown();
 }
@@ -183,16 +185,15 @@ TEST_IMPL(broker_memory_xadd_ids_and_errors) {
   CHECK("1000005-7", "XADD", "s", "1000005-7", "f", "v");
   CHECK("1000005-8", "XADD", "s", "1000005-*", "f", "v");
   CHECK("2000000-0", "XADD", "s", "2000000-*", "f", "v");
-  CHECK("-ERR The ID specified in XADD is equal or smaller than the target stream top item",
-        "XADD", "s", "5-0", "f", "v");
+  CHECK("-ERR The ID specified in XADD is equal or smaller than the target stream top item", "XADD",
+        "s", "5-0", "f", "v");
   CHECK("-ERR The ID specified in XADD must be greater than 0-0", "XADD", "t", "0-0", "f", "v");
   CHECK(":0", "EXISTS", "t");
   CHECK("0-1", "XADD", "t", "0-*", "f", "v");
   CHECK("nil", "XADD", "u", "NOMKSTREAM", "*", "f", "v");
   CHECK(":0", "EXISTS", "u");
   CHECK("-ERR wrong number of arguments for 'xadd' command", "XADD", "s", "*", "f");
-  CHECK("-ERR Invalid stream ID specified as stream command argument", "XADD", "s", "x", "f",
-        "v");
+  CHECK("-ERR Invalid stream ID specified as stream command argument", "XADD", "s", "x", "f", "v");
   CHECK("-ERR syntax error, LIMIT cannot be used without the special ~ option", "XADD", "s",
         "MAXLEN", "2", "LIMIT", "5", "*", "f", "v");
   CHECK("-ERR The MAXLEN argument must be >= 0.", "XADD", "s", "MAXLEN", "-1", "*", "f", "v");
@@ -201,8 +202,8 @@ TEST_IMPL(broker_memory_xadd_ids_and_errors) {
   CHECK("[[2000000-0,[f,v]],[2000000-1,[f,w]]]", "XRANGE", "s", "-", "+");
   CHECK("1-0", "XADD", "m", "MAXLEN", "0", "1-0", "f", "v"); /* trimmed away at once */
   CHECK(":0", "XLEN", "m");
-  CHECK("-ERR The ID specified in XADD is equal or smaller than the target stream top item",
-        "XADD", "m", "1-0", "f", "v"); /* last_id survives trimming */
+  CHECK("-ERR The ID specified in XADD is equal or smaller than the target stream top item", "XADD",
+        "m", "1-0", "f", "v"); /* last_id survives trimming */
   teardown();
 }
 
@@ -223,7 +224,7 @@ TEST_IMPL(broker_memory_xrange_xdel_xtrim) {
   CHECK("-ERR syntax error", "XRANGE", "r", "-", "+", "LIMIT");
   CHECK(":1", "XDEL", "r", "2-0", "9-0");
   CHECK("-ERR Invalid stream ID specified as stream command argument", "XDEL", "r", "3-0", "+");
-  CHECK(":4", "XLEN", "r"); /* nothing deleted by the failed XDEL */
+  CHECK(":4", "XLEN", "r");                      /* nothing deleted by the failed XDEL */
   CHECK(":0", "XTRIM", "r", "MAXLEN", "~", "1"); /* ~ on a small stream keeps everything */
   CHECK(":2", "XTRIM", "r", "MAXLEN", "=", "2");
   CHECK("[[4-0,[f,4]],[5-0,[f,5]]]", "XRANGE", "r", "-", "+");
@@ -233,8 +234,8 @@ TEST_IMPL(broker_memory_xrange_xdel_xtrim) {
   CHECK("-ERR syntax error", "XTRIM", "r", "FOO", "1");
   CHECK("-ERR syntax error, LIMIT cannot be used without specifying a trimming strategy", "XTRIM",
         "r", "LIMIT", "10");
-  CHECK("-ERR syntax error, MAXLEN and MINID options at the same time are not compatible",
-        "XTRIM", "r", "MAXLEN", "1", "MINID", "1");
+  CHECK("-ERR syntax error, MAXLEN and MINID options at the same time are not compatible", "XTRIM",
+        "r", "MAXLEN", "1", "MINID", "1");
   teardown();
 }
 
@@ -242,9 +243,10 @@ TEST_IMPL(broker_memory_xrange_xdel_xtrim) {
 
 TEST_IMPL(broker_memory_xgroup) {
   setup(NULL);
-  CHECK("-ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want "
-        "to use the MKSTREAM option to create an empty stream automatically.",
-        "XGROUP", "CREATE", "s", "g", "$");
+  CHECK(
+      "-ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want "
+      "to use the MKSTREAM option to create an empty stream automatically.",
+      "XGROUP", "CREATE", "s", "g", "$");
   CHECK("+OK", "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM");
   CHECK("-BUSYGROUP Consumer Group name already exists", "XGROUP", "CREATE", "s", "g", "$");
   CHECK("-NOGROUP No such consumer group 'x' for key name 's'", "XGROUP", "SETID", "s", "x", "0");
@@ -282,8 +284,8 @@ TEST_IMPL(broker_memory_xreadgroup_new_history_noack) {
   CHECK("[[s,[[1-0,[f,1]],[2-0,[f,2]],[3-0,[f,3]]]]]", "XREADGROUP", "GROUP", "g", "alice",
         "STREAMS", "s", "0");
   CHECK(":1", "XDEL", "s", "2-0");
-  CHECK("[[s,[[1-0,[f,1]],[2-0,nil],[3-0,[f,3]]]]]", "XREADGROUP", "GROUP", "g", "alice",
-        "STREAMS", "s", "0-0");
+  CHECK("[[s,[[1-0,[f,1]],[2-0,nil],[3-0,[f,3]]]]]", "XREADGROUP", "GROUP", "g", "alice", "STREAMS",
+        "s", "0-0");
   CHECK("[[s,[[3-0,[f,3]]]]]", "XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "2");
   /* history counts deliveries; the deleted entry kept its count */
   CHECK("[[1-0,alice,:0,:3],[2-0,alice,:0,:2],[3-0,alice,:0,:4]]", "XPENDING", "s", "g", "-", "+",
@@ -299,10 +301,11 @@ static void xreadgroup_errors(const char *version) {
   setup(version);
   three_entries();
   bool v84 = strcmp(version, "8.4.0") == 0;
-  CHECK("-ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history "
-        "of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ "
-        "ID would just return an empty result set.",
-        "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "$");
+  CHECK(
+      "-ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history "
+      "of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ "
+      "ID would just return an empty result set.",
+      "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "$");
   CHECK("-NOGROUP No such key 's' or consumer group 'nog' in XREADGROUP with GROUP option",
         "XREADGROUP", "GROUP", "nog", "c", "STREAMS", "s", ">");
   CHECK(v84 ? "-ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' "
@@ -312,14 +315,14 @@ static void xreadgroup_errors(const char *version) {
         "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "t", ">");
   CHECK("-ERR value is not an integer or out of range", "XREADGROUP", "GROUP", "g", "c", "COUNT",
         "x", "STREAMS", "s", ">");
-  CHECK("-ERR timeout is negative", "XREADGROUP", "GROUP", "g", "c", "BLOCK", "-1", "STREAMS",
+  CHECK("-ERR timeout is negative", "XREADGROUP", "GROUP", "g", "c", "BLOCK", "-1", "STREAMS", "s",
+        ">");
+  CHECK("-ERR timeout is not an integer or out of range", "XREADGROUP", "GROUP", "g", "c", "BLOCK",
+        "1.5", "STREAMS", "s", ">");
+  CHECK("-ERR Missing GROUP option for XREADGROUP", "XREADGROUP", "COUNT", "1", "NOACK", "STREAMS",
         "s", ">");
-  CHECK("-ERR timeout is not an integer or out of range", "XREADGROUP", "GROUP", "g", "c",
-        "BLOCK", "1.5", "STREAMS", "s", ">");
-  CHECK("-ERR Missing GROUP option for XREADGROUP", "XREADGROUP", "COUNT", "1", "NOACK",
-        "STREAMS", "s", ">");
-  CHECK("-ERR wrong number of arguments for 'xreadgroup' command", "XREADGROUP", "GROUP", "g",
-        "c", "STREAMS", "s");
+  CHECK("-ERR wrong number of arguments for 'xreadgroup' command", "XREADGROUP", "GROUP", "g", "c",
+        "STREAMS", "s");
   CHECK(v84 ? "-ERR min-idle-time is not an integer" : "-ERR syntax error", "XREADGROUP", "CLAIM",
         "-0", "GROUP", "g", "c", "STREAMS", "s", ">");
   CHECK(v84 ? "-ERR min-idle-time must be a positive integer" : "-ERR syntax error", "XREADGROUP",
@@ -363,15 +366,16 @@ static void idle_and_info(const char *version) {
   CHECK(strcmp(version, "8.4.0") == 0 ? "[[name,alice,pending,:1,idle,:1500,inactive,:1500]]"
                                       : "[[name,alice,pending,:1,idle,:1500]]",
         "XINFO", "CONSUMERS", "s", "g");
-  CHECK("[[name,g,consumers,:1,pending,:1,last-delivered-id,1-0,entries-read,:1,lag,:0]]",
-        "XINFO", "GROUPS", "s");
+  CHECK("[[name,g,consumers,:1,pending,:1,last-delivered-id,1-0,entries-read,:1,lag,:0]]", "XINFO",
+        "GROUPS", "s");
   CHECK("2-0", "XADD", "s", "2-0", "f", "w");
-  CHECK("[[name,g,consumers,:1,pending,:1,last-delivered-id,1-0,entries-read,:1,lag,:1]]",
-        "XINFO", "GROUPS", "s");
-  CHECK("[length,:2,radix-tree-keys,:1,radix-tree-nodes,:2,last-generated-id,2-0,"
-        "max-deleted-entry-id,0-0,entries-added,:2,recorded-first-entry-id,1-0,groups,:1,"
-        "first-entry,[1-0,[f,v]],last-entry,[2-0,[f,w]]]",
-        "XINFO", "STREAM", "s");
+  CHECK("[[name,g,consumers,:1,pending,:1,last-delivered-id,1-0,entries-read,:1,lag,:1]]", "XINFO",
+        "GROUPS", "s");
+  CHECK(
+      "[length,:2,radix-tree-keys,:1,radix-tree-nodes,:2,last-generated-id,2-0,"
+      "max-deleted-entry-id,0-0,entries-added,:2,recorded-first-entry-id,1-0,groups,:1,"
+      "first-entry,[1-0,[f,v]],last-entry,[2-0,[f,w]]]",
+      "XINFO", "STREAM", "s");
   CHECK("-ERR no such key", "XINFO", "STREAM", "nokey");
   CHECK("-NOGROUP No such consumer group 'nog' for key name 's'", "XINFO", "CONSUMERS", "s", "nog");
   CHECK(":0", "XACK", "s", "nog", "1-0");
@@ -402,17 +406,15 @@ TEST_IMPL(broker_memory_xclaim) {
   CHECK("[[1-0,[f,1]]]", "XCLAIM", "s", "g", "dave", "0", "1-0", "IDLE", "500", "RETRYCOUNT", "7");
   CHECK("[[1-0,dave,:500,:7],[3-0,carol,:0,:2]]", "XPENDING", "s", "g", "-", "+", "10");
   /* a negative idle time (the future) means now, however large */
-  CHECK("[3-0]", "XCLAIM", "s", "g", "carol", "0", "3-0", "IDLE", "-9223372036854775808",
-        "JUSTID");
-  CHECK("[3-0]", "XCLAIM", "s", "g", "carol", "0", "3-0", "IDLE", "9223372036854775807",
-        "JUSTID");
+  CHECK("[3-0]", "XCLAIM", "s", "g", "carol", "0", "3-0", "IDLE", "-9223372036854775808", "JUSTID");
+  CHECK("[3-0]", "XCLAIM", "s", "g", "carol", "0", "3-0", "IDLE", "9223372036854775807", "JUSTID");
   CHECK("[[1-0,dave,:500,:7],[3-0,carol,:0,:2]]", "XPENDING", "s", "g", "-", "+", "10");
   CHECK("4-0", "XADD", "s", "4-0", "f", "4");
   CHECK("[[4-0,[f,4]]]", "XCLAIM", "s", "g", "erin", "0", "4-0", "FORCE");
   CHECK("[[4-0,erin,:0,:2]]", "XPENDING", "s", "g", "4", "4", "1"); /* FORCE ends at 2 */
   CHECK("[]", "XCLAIM", "s", "g", "erin", "0", "9-0", "LASTID", "9-0");
-  CHECK("[[name,g,consumers,:5,pending,:3,last-delivered-id,9-0,entries-read,:3,lag,:1]]",
-        "XINFO", "GROUPS", "s");
+  CHECK("[[name,g,consumers,:5,pending,:3,last-delivered-id,9-0,entries-read,:3,lag,:1]]", "XINFO",
+        "GROUPS", "s");
   CHECK("-ERR Unrecognized XCLAIM option 'FOO'", "XCLAIM", "s", "g", "erin", "0", "4-0", "FOO");
   CHECK("-ERR Invalid min-idle-time argument for XCLAIM", "XCLAIM", "s", "g", "erin", "x", "4-0");
   CHECK("-NOGROUP No such key 's' or consumer group 'nog'", "XCLAIM", "s", "nog", "erin", "0",
@@ -438,8 +440,8 @@ TEST_IMPL(broker_memory_xautoclaim) {
   CHECK("[[1-0,Bob,:0,:2],[3-0,Bob,:0,:1],[4-0,Bob,:0,:1]]", "XPENDING", "x", "grp", "-", "+",
         "10");
   CHECK("-ERR COUNT must be > 0", "XAUTOCLAIM", "x", "grp", "Bob", "0", "0", "COUNT", "0");
-  CHECK("-ERR Invalid min-idle-time argument for XAUTOCLAIM", "XAUTOCLAIM", "x", "grp", "Bob",
-        "x", "0");
+  CHECK("-ERR Invalid min-idle-time argument for XAUTOCLAIM", "XAUTOCLAIM", "x", "grp", "Bob", "x",
+        "0");
   CHECK("-NOGROUP No such key 'x' or consumer group 'nog'", "XAUTOCLAIM", "x", "nog", "Bob", "0",
         "0");
   teardown();
@@ -452,8 +454,8 @@ TEST_IMPL(broker_memory_xreadgroup_claim) {
   three_entries();
   CMD("XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "s", ">");
   clock_virtual_advance(clk, 100);
-  CHECK("[[s,[[1-0,[f,1],:100,:1],[2-0,[f,2],:100,:1],[3-0,[f,3],:0,:0]]]]", "XREADGROUP",
-        "GROUP", "g", "bob", "COUNT", "3", "CLAIM", "50", "STREAMS", "s", ">");
+  CHECK("[[s,[[1-0,[f,1],:100,:1],[2-0,[f,2],:100,:1],[3-0,[f,3],:0,:0]]]]", "XREADGROUP", "GROUP",
+        "g", "bob", "COUNT", "3", "CLAIM", "50", "STREAMS", "s", ">");
   CHECK("[[1-0,bob,:0,:2],[2-0,bob,:0,:2],[3-0,bob,:0,:1]]", "XPENDING", "s", "g", "-", "+", "10");
   CHECK("nil", "XREADGROUP", "GROUP", "g", "bob", "CLAIM", "50", "STREAMS", "s", ">");
   clock_virtual_advance(clk, 100);
@@ -466,7 +468,7 @@ TEST_IMPL(broker_memory_xreadgroup_claim) {
   struct entry *list = NULL;
   size_t n = 0;
   char why[128];
-  ASSERT_OK(entry_parse_read(x.r, &list, &n, NULL, why, sizeof why)); /* the host reads it */
+  ASSERT_OK(read_reply_parse_read(x.r, &list, &n, NULL, why, sizeof why)); /* the host reads it */
   ASSERT_INT_EQ(n, 1);
   ASSERT_INT_EQ(list->idle_ms, 100);
   ASSERT_INT_EQ(list->deliveries, 2);
@@ -596,8 +598,8 @@ TEST_IMPL(broker_memory_block_claim_wakes_when_claimable) {
   CMD("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">");
   bk_conn *c1 = bk_conn_open(b, "c1", NULL, NULL);
   struct res r1 = {0};
-  SEND(c1, &r1, "XREADGROUP", "GROUP", "g", "bob", "BLOCK", "5000", "CLAIM", "1000", "STREAMS",
-       "s", ">");
+  SEND(c1, &r1, "XREADGROUP", "GROUP", "g", "bob", "BLOCK", "5000", "CLAIM", "1000", "STREAMS", "s",
+       ">");
   clock_virtual_settle(clk);
   clock_virtual_advance(clk, 999);
   ASSERT_INT_EQ(r1.n, 0);
@@ -606,15 +608,15 @@ TEST_IMPL(broker_memory_block_claim_wakes_when_claimable) {
   ASSERT_INT_EQ(r1.n, 1);
   ASSERT_STR_EQ(show(r1.r), "[[s,[[1-0,[f,1],:1000,:1]]]]");
   /* new entries wake a claiming reader before anything is claimable */
-  SEND(c1, &r1, "XREADGROUP", "GROUP", "g", "bob", "BLOCK", "5000", "CLAIM", "1000", "STREAMS",
-       "s", ">");
+  SEND(c1, &r1, "XREADGROUP", "GROUP", "g", "bob", "BLOCK", "5000", "CLAIM", "1000", "STREAMS", "s",
+       ">");
   clock_virtual_advance(clk, 100);
   CHECK("2-0", "XADD", "s", "2-0", "f", "2");
   ASSERT_INT_EQ(r1.n, 2);
   ASSERT_STR_EQ(show(r1.r), "[[s,[[2-0,[f,2],:0,:0]]]]");
   /* an ack before the moment cancels the wake-up: the timeout answers */
-  SEND(c1, &r1, "XREADGROUP", "GROUP", "g", "bob", "BLOCK", "5000", "CLAIM", "1000", "STREAMS",
-       "s", ">");
+  SEND(c1, &r1, "XREADGROUP", "GROUP", "g", "bob", "BLOCK", "5000", "CLAIM", "1000", "STREAMS", "s",
+       ">");
   clock_virtual_settle(clk);
   CHECK(":2", "XACK", "s", "g", "1-0", "2-0");
   clock_virtual_advance(clk, 4999);
@@ -661,8 +663,8 @@ TEST_IMPL(broker_memory_block_claim_huge_min_idle) {
   CMD("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">");
   bk_conn *c1 = bk_conn_open(b, "c1", NULL, NULL);
   struct res r1 = {0};
-  SEND(c1, &r1, "XREADGROUP", "GROUP", "g", "bob", "BLOCK", "5000", "CLAIM",
-       "9223372036854775807", "STREAMS", "s", ">");
+  SEND(c1, &r1, "XREADGROUP", "GROUP", "g", "bob", "BLOCK", "5000", "CLAIM", "9223372036854775807",
+       "STREAMS", "s", ">");
   clock_virtual_settle(clk); /* returns */
   ASSERT_INT_EQ(r1.n, 0);
   clock_virtual_advance(clk, 5000);
@@ -683,12 +685,15 @@ TEST_IMPL(broker_memory_multi_exec) {
   CHECK("+QUEUED", "XADD", "s", "1-0", "f", "v");
   CHECK("+QUEUED", "XLEN", "s");
   CHECK("+QUEUED", "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">");
-  CHECK("[1-0,-ERR The ID specified in XADD is equal or smaller than the target stream top item,"
-        ":1,-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option]",
-        "EXEC");
+  CHECK(
+      "[1-0,-ERR The ID specified in XADD is equal or smaller than the target stream top item,"
+      ":1,-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option]",
+      "EXEC");
   CHECK("+OK", "MULTI");
-  CHECK("-ERR unknown command 'FOO' (the in-memory Redis of luastream.testing does not have it: "
-        "testing.app(dir, {redis = URL}) runs on a real server)", "FOO");
+  CHECK(
+      "-ERR unknown command 'FOO' (the in-memory Redis of luastream.testing does not have it: "
+      "testing.app(dir, {redis = URL}) runs on a real server)",
+      "FOO");
   CHECK("+QUEUED", "XADD", "s", "2-0", "f", "v");
   CHECK("-EXECABORT Transaction discarded because of previous errors.", "EXEC");
   CHECK(":1", "XLEN", "s");
@@ -713,34 +718,39 @@ TEST_IMPL(broker_memory_multi_exec) {
 
 TEST_IMPL(broker_memory_eval_conversions_and_errors) {
   setup(NULL);
-  CHECK("[:1,a,+fine,nil,:3,-My Error]",
-        "EVAL", "return {1, 'a', {ok='fine'}, false, 3.9, {err='My Error'}, nil, 'after'}", "0");
+  CHECK("[:1,a,+fine,nil,:3,-My Error]", "EVAL",
+        "return {1, 'a', {ok='fine'}, false, 3.9, {err='My Error'}, nil, 'after'}", "0");
   CHECK("ky", "EVAL", "return KEYS[1] .. ARGV[2]", "1", "k", "x", "y");
   CHECK(":0", "EVAL", "return redis.call('XLEN', KEYS[1])", "1", "s");
   CHECK("1-0", "EVAL", "return redis.call('XADD', KEYS[1], 1, 'f', 10)", "1", "s");
   CHECK("[1-0,[f,10]]", "EVAL", "return redis.call('XRANGE', 's', '-', '+')[1]", "0");
   CHECK("-NOGROUP No such consumer group 'nog' for key name 's'", "EVAL",
         "return redis.pcall('XGROUP', 'SETID', 's', 'nog', '0')", "0");
-  CHECK("-NOGROUP No such consumer group 'nog' for key name 's' script: "
-        "e3c0bf4c617895fcb5457fd64b12f9ce4855c562, on @user_script:2.",
-        "EVAL", "local x = 1\nreturn redis.call('XGROUP', 'SETID', 's', 'nog', '0')", "0");
-  CHECK("-ERR user_script:1: attempt to perform arithmetic on a nil value script: "
-        "d13bc48d895ba57f297c4db70c1d256548a54e2d, on @user_script:1.",
-        "EVAL", "return nil + 1", "0");
+  CHECK(
+      "-NOGROUP No such consumer group 'nog' for key name 's' script: "
+      "e3c0bf4c617895fcb5457fd64b12f9ce4855c562, on @user_script:2.",
+      "EVAL", "local x = 1\nreturn redis.call('XGROUP', 'SETID', 's', 'nog', '0')", "0");
+  CHECK(
+      "-ERR user_script:1: attempt to perform arithmetic on a nil value script: "
+      "d13bc48d895ba57f297c4db70c1d256548a54e2d, on @user_script:1.",
+      "EVAL", "return nil + 1", "0");
   ASSERT_CONTAINS(CMD("EVAL", "return +", "0"),
                   "-ERR Error compiling script (new function): user_script:1:");
   CHECK("-ERR Number of keys can't be greater than number of args", "EVAL", "return 1", "2", "k");
   CHECK("-ERR Number of keys can't be negative", "EVAL", "return 1", "-1");
-  CHECK("-ERR This Redis command is not allowed from script", "EVAL",
-        "return redis.pcall('MULTI')", "0");
-  CHECK("-ERR Unknown Redis command called from script", "EVAL", "return redis.pcall('FOO')",
+  CHECK("-ERR This Redis command is not allowed from script", "EVAL", "return redis.pcall('MULTI')",
         "0");
+  CHECK("-ERR Unknown Redis command called from script", "EVAL", "return redis.pcall('FOO')", "0");
   CHECK("+OK", "XGROUP", "CREATE", "s", "g", "$");
-  CHECK("nil", "EVAL", "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'BLOCK', 0, 'STREAMS', "
-        "'s', '>')", "0"); /* 8.4: BLOCK in a script never blocks */
+  CHECK("nil", "EVAL",
+        "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'BLOCK', 0, 'STREAMS', "
+        "'s', '>')",
+        "0"); /* 8.4: BLOCK in a script never blocks */
   broker_memory_set_version(b, "7.0.15");
-  ASSERT_CONTAINS(CMD("EVAL", "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'BLOCK', 0, "
-                              "'STREAMS', 's', '>')", "0"),
+  ASSERT_CONTAINS(CMD("EVAL",
+                      "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'BLOCK', 0, "
+                      "'STREAMS', 's', '>')",
+                      "0"),
                   "-ERR XREADGROUP command is not allowed with BLOCK option from scripts");
   teardown();
 }
@@ -768,8 +778,8 @@ TEST_IMPL(broker_memory_eval_claim_script) {
   size_t n = 0;
   const bk_reply *deleted = NULL;
   const char *keys[] = {"s"};
-  ASSERT_OK(entry_parse_claimed(x.r, keys, 1, cursor, sizeof cursor, &list, &n, &deleted, why,
-                                sizeof why));
+  ASSERT_OK(read_reply_parse_claimed(x.r, keys, 1, cursor, sizeof cursor, &list, &n, &deleted, why,
+                                     sizeof why));
   ASSERT_STR_EQ(cursor, "0-0");
   ASSERT_INT_EQ(n, 1);
   ASSERT_INT_EQ(list->idle_ms, 100);
@@ -817,10 +827,13 @@ TEST_IMPL(broker_memory_eval_many_arguments_and_unpack_limit) {
   setup(NULL);
   CHECK(":3999", "EVAL",
         "local t = {'z'} for i = 1, 7998 do t[i + 1] = i end\n"
-        "return redis.call('ZADD', unpack(t))", "0");
+        "return redis.call('ZADD', unpack(t))",
+        "0");
   CHECK(":3999", "EVAL", "return redis.call('ZCARD', 'z')", "0");
-  ASSERT_CONTAINS(CMD("EVAL", "local t = {} for i = 1, 8000 do t[i] = i end\n"
-                              "return #{unpack(t)}", "0"),
+  ASSERT_CONTAINS(CMD("EVAL",
+                      "local t = {} for i = 1, 8000 do t[i] = i end\n"
+                      "return #{unpack(t)}",
+                      "0"),
                   "-ERR user_script:2: too many results to unpack script: ");
   teardown();
 }
@@ -845,8 +858,7 @@ TEST_IMPL(broker_memory_eval_self_referencing_table) {
   ASSERT(depth > 1000 && depth < 8000);
   mr_free(x.r);
   /* a metatable is not consulted: err and ok are the table's own fields */
-  CHECK("[:1]", "EVAL",
-        "return setmetatable({1}, {__index = function() error('no') end})", "0");
+  CHECK("[:1]", "EVAL", "return setmetatable({1}, {__index = function() error('no') end})", "0");
   CHECK(":-9223372036854775808", "EVAL", "return 1e300", "0");
   CHECK(":0", "EVAL", "return redis.call('XLEN', 1e300)", "0");
   teardown();
@@ -866,15 +878,16 @@ TEST_IMPL(broker_memory_eval_claim_script_two_keys) {
   struct res x = {0};
   SEND(conn, &x, "EVAL", SCRIPT_CLAIM, "2", "s", "s:retry:g", "g", "bob", "50", "2");
   clock_virtual_settle(clk);
-  ASSERT_STR_EQ(show(x.r), "[[0-0,0-0],[[s,[[1-0,[f,1],:200,:1],[2-0,[f,2],:200,:1]]],"
-                           "[s:retry:g,[[5-0,[f,5],:100,:1],[6-0,[f,6],:0,:0]]]],[]]");
+  ASSERT_STR_EQ(show(x.r),
+                "[[0-0,0-0],[[s,[[1-0,[f,1],:200,:1],[2-0,[f,2],:200,:1]]],"
+                "[s:retry:g,[[5-0,[f,5],:100,:1],[6-0,[f,6],:0,:0]]]],[]]");
   char cursor[2][48], why[128];
   struct entry *list = NULL;
   size_t n = 0;
   const bk_reply *deleted = NULL;
   const char *keys[] = {"s", "s:retry:g"};
-  ASSERT_OK(entry_parse_claimed(x.r, keys, 2, cursor[0], sizeof cursor[0], &list, &n, &deleted,
-                                why, sizeof why));
+  ASSERT_OK(read_reply_parse_claimed(x.r, keys, 2, cursor[0], sizeof cursor[0], &list, &n, &deleted,
+                                     why, sizeof why));
   ASSERT_INT_EQ(n, 4);
   int want_key[] = {0, 0, 1, 1};
   int i = 0;
@@ -901,8 +914,8 @@ TEST_IMPL(broker_memory_eval_reclaim_script) {
   CHECK(":1", "XDEL", "s", "1-0");
   clock_virtual_advance(clk, 60);
   CHECK("[[2-0],[],[[s,1-0]]]", "EVAL", SCRIPT_RECLAIM, "1", "s", "g", "bob", "50", "1", "0-0");
-  CHECK("[[0-0],[[s,[[2-0,[f,2],:60,:3]]]],[]]", "EVAL", SCRIPT_RECLAIM, "1", "s", "g", "bob",
-        "50", "1", "2-0");
+  CHECK("[[0-0],[[s,[[2-0,[f,2],:60,:3]]]],[]]", "EVAL", SCRIPT_RECLAIM, "1", "s", "g", "bob", "50",
+        "1", "2-0");
   teardown();
 }
 
@@ -935,8 +948,8 @@ TEST_IMPL(broker_memory_zset_order_scores_ranges) {
    * 0xff after every ASCII byte (all six have score 1). */
   check_bin(":2", 6, (const char *[]){"ZADD", "z", "1", "a\0", "1", "\xff"},
             (const size_t[]){4, 1, 1, 2, 1, 1});
-  bk_reply *r = cmd_bin(4, (const char *[]){"ZRANGE", "z", "0", "-1"},
-                        (const size_t[]){6, 1, 1, 2});
+  bk_reply *r =
+      cmd_bin(4, (const char *[]){"ZRANGE", "z", "0", "-1"}, (const size_t[]){6, 1, 1, 2});
   ASSERT_INT_EQ(r->elements, 6);
   ASSERT_MEM_EQ(r->element[0]->str, r->element[0]->len, "a");
   ASSERT_INT_EQ(r->element[1]->len, 2);
@@ -976,8 +989,8 @@ TEST_IMPL(broker_memory_zset_order_scores_ranges) {
   CHECK("9", "ZSCORE", "n", "x");
   CHECK(":0", "ZADD", "n", "LT", "CH", "10", "x");
   CHECK("nil", "ZSCORE", "n", "other");
-  CHECK("-ERR XX and NX options at the same time are not compatible", "ZADD", "n", "XX", "NX",
-        "1", "x");
+  CHECK("-ERR XX and NX options at the same time are not compatible", "ZADD", "n", "XX", "NX", "1",
+        "x");
   CHECK("-ERR value is not a valid float", "ZADD", "n", "1", "x", "nan", "y");
   CHECK("-ERR syntax error", "ZADD", "n", "1", "x", "2");
   /* a set that empties is gone */
@@ -1052,8 +1065,8 @@ TEST_IMPL(broker_memory_eval_sweep_script) {
                          (const char *[]){"2-0", "data", "x:1:", "delivery-count", "3",
                                           "retry-group", "g", "original-id", "0-1"},
                          (const size_t[]){3, 4, 4, 14, 1, 11, 1, 11, 3}, 9);
-  size_t l3 = netstrings(m3, (const char *[]){"3-0", "data", "later"},
-                         (const size_t[]){3, 4, 5}, 3);
+  size_t l3 =
+      netstrings(m3, (const char *[]){"3-0", "data", "later"}, (const size_t[]){3, 4, 5}, 3);
   CHECK("+OK", "MULTI");
   const char *zadd[] = {"ZADD", "s:delayed:g", "999990", m1};
   check_bin("+QUEUED", 4, zadd, (const size_t[]){4, 11, 6, l1});

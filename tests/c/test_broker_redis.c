@@ -22,7 +22,6 @@
 #include "task.h"
 #include "url.h"
 
-
 static uv_loop_t loop;
 static uv_timer_t deadline; /* bounds every wait, so a hang fails with a line number */
 static int timed_out;
@@ -83,11 +82,11 @@ static void run_for(int ms) {
   run_until(&never, 1, ms);
 }
 
-#define WAIT(counter, want, ms)                                                       \
-  do {                                                                                \
-    if (run_until(&(counter), (want), (ms)) != 0)                                     \
-      TEST_FAIL_("timed out after %d ms waiting for %s to reach %d (it is %d)", (ms), \
-                 #counter, (want), (counter));                                        \
+#define WAIT(counter, want, ms)                                                                 \
+  do {                                                                                          \
+    if (run_until(&(counter), (want), (ms)) != 0)                                               \
+      TEST_FAIL_("timed out after %d ms waiting for %s to reach %d (it is %d)", (ms), #counter, \
+                 (want), (counter));                                                            \
   } while (0)
 
 static void setup(const char *const *server_args) {
@@ -126,7 +125,7 @@ struct state {
   int ups, downs;
   int close_on_up, close_on_down; /* close the conn from inside the callback */
   broker *b;
-  struct faults *faults;            /* on_fault's tally */
+  struct faults *faults; /* on_fault's tally */
 };
 
 static void on_state(void *data, bk_conn *c, int up) {
@@ -348,8 +347,9 @@ TEST_IMPL(broker_redis_password_auth) {
   ASSERT_INT_EQ(log_count("msg=\"redis connect attempt failed\"", "conn=badpw"), 0);
   char why[256];
   ASSERT_INT_EQ(bk_conn_fault(b4, c4, why, sizeof why), BK_FAULT_DENIED);
-  ASSERT_STR_EQ(why, "authentication failed: WRONGPASS invalid username-password pair or user is "
-                     "disabled.");
+  ASSERT_STR_EQ(why,
+                "authentication failed: WRONGPASS invalid username-password pair or user is "
+                "disabled.");
   ASSERT_INT_EQ(bk_conn_fault(b3, c3, why, sizeof why), BK_FAULT_DENIED);
   ASSERT_STR_EQ(why, "authentication failed: NOAUTH Authentication required.");
   ASSERT_INT_EQ(bk_conn_fault(b1, c1, why, sizeof why), BK_FAULT_NONE);
@@ -428,7 +428,8 @@ TEST_IMPL(broker_redis_server_restart) {
 
   run_for(1000); /* refused attempts at ~100, 200, 400 ms ... */
   ASSERT_INT_EQ(log_count("level=error msg=\"redis connection lost, reconnecting\"",
-                          "conn=flaky error=\"Server closed the connection\""), 1);
+                          "conn=flaky error=\"Server closed the connection\""),
+                1);
   ASSERT_INT_EQ(log_count("level=error", NULL), 1);
   ASSERT(log_count("msg=\"redis connect attempt failed\"", "conn=flaky") >= 2);
   ASSERT_INT_EQ(st.downs, 1);
@@ -459,8 +460,8 @@ TEST_IMPL(broker_redis_close_pending_xreadgroup) {
   broker *b = make_broker(srv.url);
   bk_conn *c = open_up(b, "reader", &st);
   ASSERT_OK(cmdv(b, c, on_call, &group, "XGROUP", "CREATE", "orders", "g", "$", "MKSTREAM", NULL));
-  ASSERT_OK(cmdv(b, c, on_call, &read, "XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0",
-                 "STREAMS", "orders", ">", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &read, "XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0", "STREAMS",
+                 "orders", ">", NULL));
   ASSERT_OK(cmdv(b, c, on_call, &ping, "PING", NULL)); /* queued behind the read */
   WAIT(group.calls, 1, 5000);
   run_for(100);
@@ -608,7 +609,8 @@ TEST_IMPL(broker_redis_refused_does_not_block) {
   run_for(800);
   ASSERT(ticks >= 40);
   ASSERT_INT_EQ(st.ups, 0);
-  ASSERT_INT_EQ(log_count("msg=\"cannot connect to redis, retrying\"", "error=\"Connection refused\""), 1);
+  ASSERT_INT_EQ(
+      log_count("msg=\"cannot connect to redis, retrying\"", "error=\"Connection refused\""), 1);
   ASSERT(log_count("msg=\"redis connecting\"", "conn=nobody") >= 3);
   ASSERT(f.calls >= 3);
   ASSERT_INT_EQ(f.last, BK_FAULT_DOWN);
@@ -661,7 +663,8 @@ TEST_IMPL(broker_redis_hostname) {
   struct state st3 = {0};
   st3.b = bad;
   bk_conn *c3 = bk_conn_open(bad, "badname", on_state, &st3);
-  for (int i = 0; i < 100 && log_count("msg=\"cannot connect to redis, retrying\"", "conn=badname") == 0; i++)
+  for (int i = 0;
+       i < 100 && log_count("msg=\"cannot connect to redis, retrying\"", "conn=badname") == 0; i++)
     run_for(50);
   ASSERT_INT_EQ(
       log_count("level=error", "conn=badname error=\"cannot resolve no-such-host.invalid"), 1);
@@ -689,7 +692,8 @@ TEST_IMPL(broker_redis_handshake_timeout) {
   broker *b = make_broker(url);
   st.b = b;
   bk_conn *c = bk_conn_open(b, "silent", on_state, &st);
-  for (int i = 0; i < 140 && log_count("msg=\"cannot connect to redis, retrying\"", "conn=silent") == 0; i++)
+  for (int i = 0;
+       i < 140 && log_count("msg=\"cannot connect to redis, retrying\"", "conn=silent") == 0; i++)
     run_for(50);
   ASSERT_INT_EQ(log_count("error=\"no answer within 5000 ms\"", "conn=silent"), 1);
   ASSERT_INT_EQ(st.ups + st.downs, 0);
@@ -806,7 +810,8 @@ TEST_IMPL(broker_redis_command_timeout) {
 
   /* BLOCK 500 + 300 ms: still within its time after 600 ms */
   struct call blocked = {0};
-  ASSERT_OK(cmdv(b, c, on_call, &blocked, "XREAD", "BLOCK", "500", "STREAMS", "nothing", "$", NULL));
+  ASSERT_OK(
+      cmdv(b, c, on_call, &blocked, "XREAD", "BLOCK", "500", "STREAMS", "nothing", "$", NULL));
   run_for(400);
   ASSERT_INT_EQ(blocked.calls, 0); /* past the command timeout, within BLOCK + it */
   WAIT(blocked.calls, 1, 2000);
@@ -822,7 +827,8 @@ TEST_IMPL(broker_redis_command_timeout) {
   ASSERT_STR_EQ(hung.err, "connection lost: no reply to a command within 300 ms");
   ASSERT_INT_EQ(st.downs, 1);
   ASSERT_INT_EQ(log_count("msg=\"redis connection lost, reconnecting\"",
-                          "error=\"no reply to a command within 300 ms\""), 1);
+                          "error=\"no reply to a command within 300 ms\""),
+                1);
 
   ASSERT_OK(kill(srv.pid, SIGCONT));
   WAIT(st.ups, 2, 5000);

@@ -7,7 +7,6 @@
 #include "clock.h"
 #include "task.h"
 
-
 static int fired;
 static uint64_t fired_at;
 static lclock *clk;

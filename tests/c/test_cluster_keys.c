@@ -5,8 +5,8 @@
 #include "task.h"
 
 static struct handler_spec spec(char *stream, char *reply_to, char *dead_letter) {
-  struct handler_spec s = {.stream = stream, .group = "ledger", .reply_to = reply_to,
-                           .dead_letter = dead_letter};
+  struct handler_spec s = {
+      .stream = stream, .group = "ledger", .reply_to = reply_to, .dead_letter = dead_letter};
   return s;
 }
 
@@ -36,8 +36,9 @@ TEST_IMPL(cluster_keys_untagged_names_are_explained) {
                 "stream and delay set follow the stream's name)");
   s = spec("orders", "payments.posted", "orders:dead");
   ASSERT_INT_EQ(cluster_keys_check(&s, why, sizeof why), -1);
-  ASSERT_CONTAINS(why, "e.g. stream = \"{orders}\", reply_to = \"{orders}:payments.posted\", "
-                       "dead_letter = \"{orders}:dead\" (the retry");
+  ASSERT_CONTAINS(why,
+                  "e.g. stream = \"{orders}\", reply_to = \"{orders}:payments.posted\", "
+                  "dead_letter = \"{orders}:dead\" (the retry");
   /* a '}' without a tag: the leases' braces around the name would not hash
    * to the name's slot */
   s = spec("a}b", NULL, NULL);
@@ -45,6 +46,7 @@ TEST_IMPL(cluster_keys_untagged_names_are_explained) {
   ASSERT_CONTAINS(why, "consumer leases \"luastream:consumer:{a}b}:ledger:\"");
   s = spec("{payments}", "payments.posted", NULL);
   ASSERT_INT_EQ(cluster_keys_check(&s, why, sizeof why), -1);
-  ASSERT_CONTAINS(why, "reply_to \"payments.posted\" (slot 1806); put the stream's hash tag "
-                          "{payments} in every name");
+  ASSERT_CONTAINS(why,
+                  "reply_to \"payments.posted\" (slot 1806); put the stream's hash tag "
+                  "{payments} in every name");
 }

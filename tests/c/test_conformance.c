@@ -28,7 +28,8 @@
 #include "scripts.h"
 #include "task.h"
 
-#define END {.op = CF_END}
+#define END \
+  { .op = CF_END }
 #define C(...) CF_C(0, __VA_ARGS__)
 #define S1(...) CF_S(1, __VA_ARGS__)
 #define S2(...) CF_S(2, __VA_ARGS__)
@@ -210,43 +211,33 @@ TEST_IMPL(conformance_7_0_xadd_xrange_xdel_xtrim) { CONFORM(xadd); }
  * delivery counts), NOACK, several streams, consumers created only when
  * served (7.0), and the errors. */
 static const struct cf_step xreadgroup[] = {
-    C("XADD", "s", "1-0", "f", "1"),
-    C("XADD", "s", "2-0", "f", "2"),
-    C("XADD", "s", "3-0", "f", "3"),
-    C("XADD", "s", "4-0", "f", "4"),
+    C("XADD", "s", "1-0", "f", "1"), C("XADD", "s", "2-0", "f", "2"),
+    C("XADD", "s", "3-0", "f", "3"), C("XADD", "s", "4-0", "f", "4"),
     C("XGROUP", "CREATE", "s", "g", "0"),
     C("XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "s", ">"),
     C("XREADGROUP", "GROUP", "g", "alice", "COUNT", "1", "STREAMS", "s", ">"),
     C("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", ">"),
     C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"),
     C("XREADGROUP", "GROUP", "g", "nobody", "COUNT", "5", "STREAMS", "s", ">"),
-    C("XINFO", "CONSUMERS", "s", "g"),
-    C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "0"),
+    C("XINFO", "CONSUMERS", "s", "g"), C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "0"),
     C("XREADGROUP", "GROUP", "g", "alice", "COUNT", "1", "STREAMS", "s", "0-0"),
-    C("XDEL", "s", "2-0"),
-    C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "0"),
+    C("XDEL", "s", "2-0"), C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "0"),
     C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "1"),
     C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "3-0"),
     C("XREADGROUP", "GROUP", "g", "alice", "NOACK", "BLOCK", "100", "STREAMS", "s", "0"),
     C("XPENDING", "s", "g", "-", "+", "10"),
-    C("XREADGROUP", "GROUP", "g", "carol", "STREAMS", "s", "0"),
-    C("XINFO", "CONSUMERS", "s", "g"),
+    C("XREADGROUP", "GROUP", "g", "carol", "STREAMS", "s", "0"), C("XINFO", "CONSUMERS", "s", "g"),
     C("XADD", "s", "5-0", "f", "5"),
-    C("XREADGROUP", "GROUP", "g", "carol", "NOACK", "STREAMS", "s", ">"),
-    C("XPENDING", "s", "g"),
-    C("XINFO", "GROUPS", "s"),
-    C("XADD", "s", "6-0", "f", "6"),
-    C("XADD", "s", "7-0", "f", "7"),
-    C("XADD", "t", "1-0", "f", "t1"),
-    C("XADD", "t", "2-0", "f", "t2"),
+    C("XREADGROUP", "GROUP", "g", "carol", "NOACK", "STREAMS", "s", ">"), C("XPENDING", "s", "g"),
+    C("XINFO", "GROUPS", "s"), C("XADD", "s", "6-0", "f", "6"), C("XADD", "s", "7-0", "f", "7"),
+    C("XADD", "t", "1-0", "f", "t1"), C("XADD", "t", "2-0", "f", "t2"),
     C("XGROUP", "CREATE", "t", "g", "0"),
     C("XREADGROUP", "GROUP", "g", "dave", "COUNT", "1", "STREAMS", "s", "t", ">", ">"),
     C("XREADGROUP", "GROUP", "g", "dave", "COUNT", "-1", "STREAMS", "t", "s", ">", "0"),
     C("XREADGROUP", "GROUP", "g", "dave", "STREAMS", "s", "t", ">", ">"),
     C("XREADGROUP", "GROUP", "g", "dave", "STREAMS", "s", "s", "0", "0"),
     /* >: last entry deleted, nothing newer: not served */
-    C("XADD", "s", "8-0", "f", "8"),
-    C("XDEL", "s", "8-0"),
+    C("XADD", "s", "8-0", "f", "8"), C("XDEL", "s", "8-0"),
     C("XREADGROUP", "GROUP", "g", "dave", "STREAMS", "s", ">"),
     /* errors */
     C("XREADGROUP", "GROUP", "nog", "c", "STREAMS", "s", ">"),
@@ -264,8 +255,7 @@ static const struct cf_step xreadgroup[] = {
     C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "x"),
     C("XREADGROUP", "COUNT", "1", "NOACK", "STREAMS", "s", ">"),
     C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s"),
-    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "s", ">"),
-    C("XINFO", "CONSUMERS", "s", "g"),
+    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "s", ">"), C("XINFO", "CONSUMERS", "s", "g"),
     END};
 
 TEST_IMPL(conformance_7_0_xreadgroup) { CONFORM(xreadgroup); }
@@ -276,87 +266,56 @@ TEST_IMPL(conformance_7_0_xreadgroup) { CONFORM(xreadgroup); }
 static const struct cf_step block[] = {
     C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
     C("XGROUP", "CREATE", "t", "g", "$", "MKSTREAM"),
-    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "50", "STREAMS", "s", ">"),
-    ADV(50),
-    W1,
+    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "50", "STREAMS", "s", ">"), ADV(50), W1,
     C("XINFO", "CONSUMERS", "s", "g"),
     S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
     S2("XREADGROUP", "GROUP", "g", "two", "BLOCK", "0", "STREAMS", "s", ">"),
-    C("XADD", "s", "1-0", "f", "1"),
-    W1,
-    B2,
-    C("XADD", "s", "2-0", "f", "2"),
-    W2,
-    C("XPENDING", "s", "g", "-", "+", "10"),
-    C("XINFO", "CONSUMERS", "s", "g"),
+    C("XADD", "s", "1-0", "f", "1"), W1, B2, C("XADD", "s", "2-0", "f", "2"), W2,
+    C("XPENDING", "s", "g", "-", "+", "10"), C("XINFO", "CONSUMERS", "s", "g"),
     /* a reader of two streams is served only the one that got data */
-    C("XADD", "t", "1-0", "f", "t1"),
-    C("XREADGROUP", "GROUP", "g", "one", "STREAMS", "t", ">"),
-    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", "t", ">", ">"),
-    C("MULTI"),
-    C("XADD", "t", "2-0", "f", "t2"),
-    C("XADD", "s", "3-0", "f", "3"),
-    C("EXEC"),
-    W1,
+    C("XADD", "t", "1-0", "f", "t1"), C("XREADGROUP", "GROUP", "g", "one", "STREAMS", "t", ">"),
+    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", "t", ">", ">"), C("MULTI"),
+    C("XADD", "t", "2-0", "f", "t2"), C("XADD", "s", "3-0", "f", "3"), C("EXEC"), W1,
     C("XREADGROUP", "GROUP", "g", "one", "STREAMS", "s", "t", ">", ">"),
     /* a history read never blocks */
     C("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", "0"),
     /* added and deleted before the reader is served */
-    S1("XREADGROUP", "GROUP", "g", "three", "BLOCK", "0", "STREAMS", "s", ">"),
-    C("MULTI"),
-    C("XADD", "s", "5-0", "f", "5"),
-    C("XDEL", "s", "5-0"),
-    C("EXEC"),
-    W1,
+    S1("XREADGROUP", "GROUP", "g", "three", "BLOCK", "0", "STREAMS", "s", ">"), C("MULTI"),
+    C("XADD", "s", "5-0", "f", "5"), C("XDEL", "s", "5-0"), C("EXEC"), W1,
     C("XINFO", "CONSUMERS", "s", "g"),
     /* the key goes, the group goes */
     S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
-    C("XGROUP", "DESTROY", "s", "g"),
-    W1,
+    C("XGROUP", "DESTROY", "s", "g"), W1,
     S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "t", ">"),
-    S2("XREADGROUP", "GROUP", "g", "two", "BLOCK", "0", "STREAMS", "t", ">"),
-    C("DEL", "t"),
-    W1,
-    W2,
+    S2("XREADGROUP", "GROUP", "g", "two", "BLOCK", "0", "STREAMS", "t", ">"), C("DEL", "t"), W1, W2,
     C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
     /* gone and back within one transaction: still blocked */
-    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
-    C("MULTI"),
-    C("DEL", "s"),
-    C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
-    C("EXEC"),
-    B1,
-    C("MULTI"),
-    C("XGROUP", "DESTROY", "s", "g"),
-    C("XGROUP", "CREATE", "s", "g", "$"),
-    C("EXEC"),
-    B1,
-    C("FLUSHALL"),
-    W1,
-    C("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
+    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"), C("MULTI"),
+    C("DEL", "s"), C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"), C("EXEC"), B1, C("MULTI"),
+    C("XGROUP", "DESTROY", "s", "g"), C("XGROUP", "CREATE", "s", "g", "$"), C("EXEC"), B1,
+    C("FLUSHALL"), W1, C("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
     END};
 
 TEST_IMPL(conformance_7_0_block) { CONFORM(block); }
 
 /* XACK: counts, unknown ids, deleted entries, invalid ids, missing group. */
-static const struct cf_step xack[] = {
-    C("XADD", "s", "1-0", "f", "1"),
-    C("XADD", "s", "2-0", "f", "2"),
-    C("XADD", "s", "3-0", "f", "3"),
-    C("XGROUP", "CREATE", "s", "g", "0"),
-    C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"),
-    C("XACK", "s", "g", "1-0", "9-0"),
-    C("XACK", "s", "g", "1-0"),
-    C("XDEL", "s", "2-0"),
-    C("XACK", "s", "g", "2"),
-    C("XACK", "s", "g", "3-0", "bad"),
-    C("XACK", "s", "g", "3-0", "-"),
-    C("XPENDING", "s", "g"),
-    C("XACK", "s", "nog", "3-0"),
-    C("XACK", "nokey", "g", "bad"),
-    C("XACK", "s", "g", "3-0", "3-0"),
-    C("XPENDING", "s", "g"),
-    END};
+static const struct cf_step xack[] = {C("XADD", "s", "1-0", "f", "1"),
+                                      C("XADD", "s", "2-0", "f", "2"),
+                                      C("XADD", "s", "3-0", "f", "3"),
+                                      C("XGROUP", "CREATE", "s", "g", "0"),
+                                      C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"),
+                                      C("XACK", "s", "g", "1-0", "9-0"),
+                                      C("XACK", "s", "g", "1-0"),
+                                      C("XDEL", "s", "2-0"),
+                                      C("XACK", "s", "g", "2"),
+                                      C("XACK", "s", "g", "3-0", "bad"),
+                                      C("XACK", "s", "g", "3-0", "-"),
+                                      C("XPENDING", "s", "g"),
+                                      C("XACK", "s", "nog", "3-0"),
+                                      C("XACK", "nokey", "g", "bad"),
+                                      C("XACK", "s", "g", "3-0", "3-0"),
+                                      C("XPENDING", "s", "g"),
+                                      END};
 
 TEST_IMPL(conformance_7_0_xack) { CONFORM(xack); }
 
@@ -525,8 +484,7 @@ TEST_IMPL(conformance_7_0_multi_exec) { CONFORM(multi); }
 static const struct cf_step retry_stream[] = {
     C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
     C("XGROUP", "CREATE", "s:retry:g", "g", "0", "MKSTREAM"),
-    C("XGROUP", "CREATE", "s:retry:g", "g", "0", "MKSTREAM"),
-    C("XADD", "s", "1-0", "f", "1"),
+    C("XGROUP", "CREATE", "s:retry:g", "g", "0", "MKSTREAM"), C("XADD", "s", "1-0", "f", "1"),
     C("XADD", "s", "2-0", "f", "2"),
     C("XADD", "s:retry:g", "1-0", "f", "r1", "delivery-count", "1", "original-id", "0-1"),
     C("XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "BLOCK", "100", "STREAMS", "s", "s:retry:g",
@@ -539,16 +497,11 @@ static const struct cf_step retry_stream[] = {
     C("XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s", "s:retry:g", ">", ">"),
     S1("XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "BLOCK", "0", "STREAMS", "s", "s:retry:g",
        ">", ">"),
-    B1,
-    C("XADD", "s:retry:g", "2-0", "f", "r2"),
-    W1,
-    C("XACK", "s", "g", "1-0", "2-0"),
-    C("XACK", "s:retry:g", "g", "1-0"),
-    C("XPENDING", "s", "g", "-", "+", "10"),
+    B1, C("XADD", "s:retry:g", "2-0", "f", "r2"), W1, C("XACK", "s", "g", "1-0", "2-0"),
+    C("XACK", "s:retry:g", "g", "1-0"), C("XPENDING", "s", "g", "-", "+", "10"),
     C("XPENDING", "s:retry:g", "g", "-", "+", "10"),
     /* claim scripts over both keys: idle set with XCLAIM IDLE */
-    C("XADD", "s", "3-0", "f", "3"),
-    C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
+    C("XADD", "s", "3-0", "f", "3"), C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
     C("XCLAIM", "s", "g", "c", "0", "3-0", "IDLE", "30000", "JUSTID"),
     C("XCLAIM", "s:retry:g", "g", "c", "0", "2-0", "IDLE", "30000", "JUSTID"),
     C("XADD", "s:retry:g", "3-0", "f", "r3"),
@@ -558,8 +511,7 @@ static const struct cf_step retry_stream[] = {
     C("XDEL", "s:retry:g", "2-0"),
     C("EVAL", SCRIPT_RECLAIM, "2", "s", "s:retry:g", "g", "e", "10000", "1", "0-0", "0-0"),
     C("EVAL", SCRIPT_RECLAIM, "2", "s", "s:retry:g", "g", "e", "10000", "1", "0-0", "0-0"),
-    C("XPENDING", "s:retry:g", "g", "-", "+", "10"),
-    END};
+    C("XPENDING", "s:retry:g", "g", "-", "+", "10"), END};
 
 TEST_IMPL(conformance_7_0_retry_stream) { CONFORM(retry_stream); }
 
@@ -598,29 +550,24 @@ TEST_IMPL(conformance_7_0_own_script) { CONFORM(own_script); }
 /* EVAL: the host's two scripts on idle entries set up with XCLAIM IDLE,
  * conversions, and errors worded as Redis 7 words them. */
 static const struct cf_step eval_scripts[] = {
-    C("XADD", "s", "1-0", "f", "1"),
-    C("XADD", "s", "2-0", "f", "2"),
-    C("XADD", "s", "3-0", "f", "3"),
-    C("XGROUP", "CREATE", "s", "g", "0"),
+    C("XADD", "s", "1-0", "f", "1"), C("XADD", "s", "2-0", "f", "2"),
+    C("XADD", "s", "3-0", "f", "3"), C("XGROUP", "CREATE", "s", "g", "0"),
     C("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"),
     C("XCLAIM", "s", "g", "alice", "0", "2-0", "IDLE", "30000", "JUSTID"),
     C("XCLAIM", "s", "g", "alice", "0", "1-0", "IDLE", "20000", "JUSTID"),
-    C("XADD", "s", "4-0", "f", "4"),
-    C("XADD", "s", "5-0", "f", "5"),
+    C("XADD", "s", "4-0", "f", "4"), C("XADD", "s", "5-0", "f", "5"),
     /* longest idle first (2-0, then 1-0), then new entries, sharing COUNT */
     C("EVAL", SCRIPT_CLAIM, "1", "s", "g", "bob", "10000", "3"),
     C("XPENDING", "s", "g", "-", "+", "10"),
     C("EVAL", SCRIPT_CLAIM, "1", "s", "g", "bob", "10000", "3"),
     C("XCLAIM", "s", "g", "bob", "0", "1-0", "2-0", "3-0", "IDLE", "15000", "JUSTID"),
-    C("XDEL", "s", "2-0"),
-    C("EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol", "10000", "2"),
+    C("XDEL", "s", "2-0"), C("EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol", "10000", "2"),
     C("XPENDING", "s", "g", "-", "+", "10"),
     C("EVAL", SCRIPT_CLAIM, "1", "s", "g", "carol", "10000", "2"),
     C("EVAL", SCRIPT_CLAIM, "1", "s", "nog", "carol", "10000", "2"),
     /* reclaim: XAUTOCLAIM plus idle before and deliveries after */
     C("XCLAIM", "s", "g", "carol", "0", "1-0", "3-0", "4-0", "5-0", "IDLE", "25000", "JUSTID"),
-    C("XDEL", "s", "3-0"),
-    C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "2", "0-0"),
+    C("XDEL", "s", "3-0"), C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "2", "0-0"),
     C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "2", "4-0"),
     C("EVAL", SCRIPT_RECLAIM, "1", "s", "g", "dave", "20000", "2", "0-0"),
     C("XPENDING", "s", "g", "-", "+", "10"),
@@ -634,11 +581,8 @@ static const struct cf_step eval_scripts[] = {
     C("EVAL", "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'BLOCK', 0, 'STREAMS', 's', '>')",
       "0"),
     C("EVAL", "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'STREAMS', 's', '>')", "0"),
-    C("EVAL", "return nil + 1", "0"),
-    C("EVAL", "return 1", "2", "k"),
-    C("EVAL", "return 1", "-1"),
-    C("EVAL", "return redis.pcall('FOO')", "0"),
-    C("EVAL", "return redis.pcall('MULTI')", "0"),
+    C("EVAL", "return nil + 1", "0"), C("EVAL", "return 1", "2", "k"), C("EVAL", "return 1", "-1"),
+    C("EVAL", "return redis.pcall('FOO')", "0"), C("EVAL", "return redis.pcall('MULTI')", "0"),
     END};
 
 TEST_IMPL(conformance_7_0_eval_scripts) { CONFORM(eval_scripts); }
@@ -646,50 +590,30 @@ TEST_IMPL(conformance_7_0_eval_scripts) { CONFORM(eval_scripts); }
 /* entries-read and lag (XINFO GROUPS) as XDEL, trimming, SETID and
  * ENTRIESREAD move them; the 7.0 rules are not the 8.x ones. */
 static const struct cf_step lag[] = {
-    C("XADD", "s", "1-0", "f", "1"),
-    C("XADD", "s", "2-0", "f", "2"),
-    C("XADD", "s", "3-0", "f", "3"),
-    C("XADD", "s", "4-0", "f", "4"),
-    C("XADD", "s", "5-0", "f", "5"),
-    C("XGROUP", "CREATE", "s", "a", "0"),
-    C("XGROUP", "CREATE", "s", "b", "0"),
-    C("XGROUP", "CREATE", "s", "c", "$"),
+    C("XADD", "s", "1-0", "f", "1"), C("XADD", "s", "2-0", "f", "2"),
+    C("XADD", "s", "3-0", "f", "3"), C("XADD", "s", "4-0", "f", "4"),
+    C("XADD", "s", "5-0", "f", "5"), C("XGROUP", "CREATE", "s", "a", "0"),
+    C("XGROUP", "CREATE", "s", "b", "0"), C("XGROUP", "CREATE", "s", "c", "$"),
     C("XGROUP", "CREATE", "s", "d", "0", "ENTRIESREAD", "2"),
-    C("XGROUP", "CREATE", "s", "e", "0", "ENTRIESREAD", "9"),
-    C("XINFO", "GROUPS", "s"),
+    C("XGROUP", "CREATE", "s", "e", "0", "ENTRIESREAD", "9"), C("XINFO", "GROUPS", "s"),
     C("XREADGROUP", "GROUP", "a", "x", "COUNT", "1", "STREAMS", "s", ">"),
     C("XREADGROUP", "GROUP", "d", "x", "COUNT", "1", "STREAMS", "s", ">"),
     C("XREADGROUP", "GROUP", "e", "x", "COUNT", "1", "STREAMS", "s", ">"),
     C("XINFO", "GROUPS", "s"),
     /* a tombstone ahead of the groups */
-    C("XDEL", "s", "3-0"),
-    C("XINFO", "GROUPS", "s"),
+    C("XDEL", "s", "3-0"), C("XINFO", "GROUPS", "s"),
     C("XREADGROUP", "GROUP", "a", "x", "COUNT", "1", "STREAMS", "s", ">"),
-    C("XINFO", "GROUPS", "s"),
-    C("XREADGROUP", "GROUP", "a", "x", "STREAMS", "s", ">"),
-    C("XREADGROUP", "GROUP", "b", "x", "STREAMS", "s", ">"),
-    C("XINFO", "GROUPS", "s"),
-    C("XADD", "s", "6-0", "f", "6"),
-    C("XINFO", "GROUPS", "s"),
+    C("XINFO", "GROUPS", "s"), C("XREADGROUP", "GROUP", "a", "x", "STREAMS", "s", ">"),
+    C("XREADGROUP", "GROUP", "b", "x", "STREAMS", "s", ">"), C("XINFO", "GROUPS", "s"),
+    C("XADD", "s", "6-0", "f", "6"), C("XINFO", "GROUPS", "s"),
     /* the first entry deleted, then trimming */
-    C("XDEL", "s", "1-0"),
-    C("XINFO", "GROUPS", "s"),
-    C("XTRIM", "s", "MAXLEN", "2"),
-    C("XINFO", "GROUPS", "s"),
-    C("XGROUP", "SETID", "s", "b", "0"),
-    C("XGROUP", "SETID", "s", "c", "5-0", "ENTRIESREAD", "5"),
-    C("XGROUP", "SETID", "s", "d", "$"),
-    C("XINFO", "GROUPS", "s"),
-    C("XREADGROUP", "GROUP", "b", "x", "STREAMS", "s", ">"),
-    C("XREADGROUP", "GROUP", "c", "x", "STREAMS", "s", ">"),
-    C("XINFO", "GROUPS", "s"),
-    C("XINFO", "STREAM", "s"),
-    C("XTRIM", "s", "MAXLEN", "0"),
-    C("XINFO", "GROUPS", "s"),
-    C("XINFO", "STREAM", "s"),
-    C("XADD", "s", "9-0", "f", "9"),
-    C("XINFO", "GROUPS", "s"),
-    END};
+    C("XDEL", "s", "1-0"), C("XINFO", "GROUPS", "s"), C("XTRIM", "s", "MAXLEN", "2"),
+    C("XINFO", "GROUPS", "s"), C("XGROUP", "SETID", "s", "b", "0"),
+    C("XGROUP", "SETID", "s", "c", "5-0", "ENTRIESREAD", "5"), C("XGROUP", "SETID", "s", "d", "$"),
+    C("XINFO", "GROUPS", "s"), C("XREADGROUP", "GROUP", "b", "x", "STREAMS", "s", ">"),
+    C("XREADGROUP", "GROUP", "c", "x", "STREAMS", "s", ">"), C("XINFO", "GROUPS", "s"),
+    C("XINFO", "STREAM", "s"), C("XTRIM", "s", "MAXLEN", "0"), C("XINFO", "GROUPS", "s"),
+    C("XINFO", "STREAM", "s"), C("XADD", "s", "9-0", "f", "9"), C("XINFO", "GROUPS", "s"), END};
 
 TEST_IMPL(conformance_7_0_lag) { CONFORM(lag); }
 
@@ -733,47 +657,30 @@ TEST_IMPL(conformance_7_0_redeliver) { CONFORM(redeliver); }
  * counted, whole nodes only (stream.h). */
 static const struct cf_step trimming[] = {
     C("EVAL", "for i = 1, 450 do redis.call('XADD', KEYS[1], i .. '-0', 'f', 'v') end", "1", "s"),
-    C("XLEN", "s"),
-    C("XTRIM", "s", "MAXLEN", "~", "400"),
-    C("XTRIM", "s", "MAXLEN", "~", "300"),
-    C("XLEN", "s"),
-    C("XRANGE", "s", "-", "+", "COUNT", "1"),
-    C("XTRIM", "s", "MINID", "~", "260"),
+    C("XLEN", "s"), C("XTRIM", "s", "MAXLEN", "~", "400"), C("XTRIM", "s", "MAXLEN", "~", "300"),
+    C("XLEN", "s"), C("XRANGE", "s", "-", "+", "COUNT", "1"), C("XTRIM", "s", "MINID", "~", "260"),
     C("XTRIM", "s", "MINID", "~", "400", "LIMIT", "50"),
-    C("XTRIM", "s", "MINID", "~", "400", "LIMIT", "100"),
-    C("XRANGE", "s", "-", "+", "COUNT", "1"),
-    C("XADD", "s", "MAXLEN", "~", "10", "*", "f", "v"),
-    C("XLEN", "s"),
-    C("XINFO", "STREAM", "s"),
-    C("XTRIM", "s", "MAXLEN", "~", "0", "LIMIT", "0"),
-    C("XLEN", "s"),
-    C("XINFO", "STREAM", "s"),
+    C("XTRIM", "s", "MINID", "~", "400", "LIMIT", "100"), C("XRANGE", "s", "-", "+", "COUNT", "1"),
+    C("XADD", "s", "MAXLEN", "~", "10", "*", "f", "v"), C("XLEN", "s"), C("XINFO", "STREAM", "s"),
+    C("XTRIM", "s", "MAXLEN", "~", "0", "LIMIT", "0"), C("XLEN", "s"), C("XINFO", "STREAM", "s"),
     C("EVAL", "for i = 1, 250 do redis.call('XADD', KEYS[1], i .. '-0', 'f', 'v') end", "1", "t"),
-    C("XDEL", "t", "150-0"),
-    C("XTRIM", "t", "MAXLEN", "~", "5"),
-    C("XLEN", "t"),
+    C("XDEL", "t", "150-0"), C("XTRIM", "t", "MAXLEN", "~", "5"), C("XLEN", "t"),
     C("XINFO", "STREAM", "t"),
     /* a node keeps the id of its last entry after an XDEL; exact trimming
      * inside a node; a tail node whose entries are all deleted goes */
     C("EVAL", "for i = 1, 150 do redis.call('XADD', KEYS[1], i .. '-0', 'f', 'v') end", "1", "v"),
-    C("XDEL", "v", "100-0"),
-    C("XTRIM", "v", "MINID", "~", "100"),
-    C("XTRIM", "v", "MINID", "~", "101"),
-    C("XADD", "v", "151-0", "f", "v"),
-    C("XTRIM", "v", "MAXLEN", "20"),
-    C("XINFO", "STREAM", "v"),
-    C("XDEL", "v", "132-0", "133-0", "134-0", "135-0", "136-0", "137-0", "138-0", "139-0",
-      "140-0", "141-0"),
+    C("XDEL", "v", "100-0"), C("XTRIM", "v", "MINID", "~", "100"),
+    C("XTRIM", "v", "MINID", "~", "101"), C("XADD", "v", "151-0", "f", "v"),
+    C("XTRIM", "v", "MAXLEN", "20"), C("XINFO", "STREAM", "v"),
+    C("XDEL", "v", "132-0", "133-0", "134-0", "135-0", "136-0", "137-0", "138-0", "139-0", "140-0",
+      "141-0"),
     C("XTRIM", "v", "MAXLEN", "~", "1"),
     C("EVAL", "for i = 1, 105 do redis.call('XADD', KEYS[1], i .. '-0', 'f', 'v') end", "1", "w"),
-    C("XDEL", "w", "101-0", "102-0", "103-0", "104-0", "105-0"),
-    C("XADD", "w", "106-0", "f", "v"),
+    C("XDEL", "w", "101-0", "102-0", "103-0", "104-0", "105-0"), C("XADD", "w", "106-0", "f", "v"),
     /* (not XINFO STREAM here: with two nodes a server's radix-tree-nodes is
      * 6, the count of its radix tree's inner nodes, which the memory broker
      * does not model; keys and nodes agree up to one node) */
-    C("XTRIM", "w", "MAXLEN", "~", "1"),
-    C("XLEN", "w"),
-    END};
+    C("XTRIM", "w", "MAXLEN", "~", "1"), C("XLEN", "w"), END};
 
 TEST_IMPL(conformance_7_0_trimming) { CONFORM(trimming); }
 
@@ -809,36 +716,35 @@ TEST_IMPL(conformance_7_0_seen_time) { CONFORM(seen_time); }
  * NX/XX/PX/EX, GET, PEXPIRE, PTTL of a key without one and of no key, expiry
  * seen by GET, EXISTS and TYPE (one real wait of 300 ms), and the type rules
  * against streams. */
-static const struct cf_step strings[] = {
-    C("SET", "k", "v1", "NX", "PX", "200"),
-    C("SET", "k", "v2", "NX", "PX", "200"),
-    C("GET", "k"),
-    C("SET", "k", "v3", "XX"),
-    C("PTTL", "k"),
-    C("PEXPIRE", "k", "200"),
-    C("PEXPIRE", "nokey", "200"),
-    C("PTTL", "nokey"),
-    C("SET", "x", "1", "EX", "0"),
-    C("SET", "x", "1", "NX", "XX"),
-    C("SET", "x", "1", "PX", "ten"),
-    C("SET", "x", "1", "XX"),
-    C("SET", "gone", "soon", "PX", "100"),
-    C("EXISTS", "k", "gone"),
-    C("TYPE", "k"),
-    ADV(300),
-    C("GET", "k"),
-    C("EXISTS", "k", "gone"),
-    C("TYPE", "k"),
-    C("XADD", "s", "1-0", "f", "v"),
-    C("GET", "s"),
-    C("SET", "t", "v"),
-    C("XADD", "t", "1-0", "f", "v"),
-    C("XLEN", "t"),
-    C("TYPE", "t"),
-    C("SET", "s", "now a string"),
-    C("TYPE", "s"),
-    C("DEL", "s", "t"),
-    END};
+static const struct cf_step strings[] = {C("SET", "k", "v1", "NX", "PX", "200"),
+                                         C("SET", "k", "v2", "NX", "PX", "200"),
+                                         C("GET", "k"),
+                                         C("SET", "k", "v3", "XX"),
+                                         C("PTTL", "k"),
+                                         C("PEXPIRE", "k", "200"),
+                                         C("PEXPIRE", "nokey", "200"),
+                                         C("PTTL", "nokey"),
+                                         C("SET", "x", "1", "EX", "0"),
+                                         C("SET", "x", "1", "NX", "XX"),
+                                         C("SET", "x", "1", "PX", "ten"),
+                                         C("SET", "x", "1", "XX"),
+                                         C("SET", "gone", "soon", "PX", "100"),
+                                         C("EXISTS", "k", "gone"),
+                                         C("TYPE", "k"),
+                                         ADV(300),
+                                         C("GET", "k"),
+                                         C("EXISTS", "k", "gone"),
+                                         C("TYPE", "k"),
+                                         C("XADD", "s", "1-0", "f", "v"),
+                                         C("GET", "s"),
+                                         C("SET", "t", "v"),
+                                         C("XADD", "t", "1-0", "f", "v"),
+                                         C("XLEN", "t"),
+                                         C("TYPE", "t"),
+                                         C("SET", "s", "now a string"),
+                                         C("TYPE", "s"),
+                                         C("DEL", "s", "t"),
+                                         END};
 
 TEST_IMPL(conformance_7_0_strings) { CONFORM(strings); }
 
@@ -878,30 +784,22 @@ TEST_IMPL(conformance_7_0_lease_script) { CONFORM(lease_script); }
  * stream without groups, and a missing one, are kept; a cap keeps the
  * newest entries whatever the groups did. */
 static const struct cf_step trim_script[] = {
-    C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
-    C("XGROUP", "CREATE", "s", "h", "$"),
+    C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"), C("XGROUP", "CREATE", "s", "h", "$"),
     C("EVAL", "for i = 1, 10 do redis.call('XADD', KEYS[1], i .. '-0', 'f', i) end", "1", "s"),
     C("XREADGROUP", "GROUP", "g", "one", "COUNT", "6", "STREAMS", "s", ">"),
     C("XACK", "s", "g", "1-0", "2-0", "3-0"),
     C("XREADGROUP", "GROUP", "h", "two", "COUNT", "2", "STREAMS", "s", ">"),
-    C("XACK", "s", "h", "1-0", "2-0"),
-    C("EVAL", SCRIPT_TRIM, "1", "s", "1", "0"),
+    C("XACK", "s", "h", "1-0", "2-0"), C("EVAL", SCRIPT_TRIM, "1", "s", "1", "0"),
     C("XRANGE", "s", "-", "+", "COUNT", "1"),
     C("XREADGROUP", "GROUP", "h", "two", "STREAMS", "s", ">"),
     C("XACK", "s", "h", "3-0", "4-0", "5-0", "6-0", "7-0", "8-0", "9-0", "10-0"),
-    C("EVAL", SCRIPT_TRIM, "1", "s", "1", "0"),
-    C("XLEN", "s"),
-    C("XACK", "s", "g", "4-0", "5-0", "6-0"),
-    C("EVAL", SCRIPT_TRIM, "1", "s", "1", "0"),
-    C("XLEN", "s"),
-    C("XADD", "t", "1-0", "f", "x"),
-    C("EVAL", SCRIPT_TRIM, "1", "t", "1", "0"),
+    C("EVAL", SCRIPT_TRIM, "1", "s", "1", "0"), C("XLEN", "s"),
+    C("XACK", "s", "g", "4-0", "5-0", "6-0"), C("EVAL", SCRIPT_TRIM, "1", "s", "1", "0"),
+    C("XLEN", "s"), C("XADD", "t", "1-0", "f", "x"), C("EVAL", SCRIPT_TRIM, "1", "t", "1", "0"),
     C("EVAL", SCRIPT_TRIM, "1", "missing", "1", "0"),
     /* a cap alone: the newest 2, finished or not */
     C("EVAL", "for i = 11, 15 do redis.call('XADD', KEYS[1], i .. '-0', 'f', i) end", "1", "s"),
-    C("EVAL", SCRIPT_TRIM, "1", "s", "0", "2"),
-    C("XRANGE", "s", "-", "+"),
-    END};
+    C("EVAL", SCRIPT_TRIM, "1", "s", "0", "2"), C("XRANGE", "s", "-", "+"), END};
 
 TEST_IMPL(conformance_7_0_trim_script) { CONFORM(trim_script); }
 
@@ -938,41 +836,26 @@ TEST_IMPL(conformance_7_0_prune_script) { CONFORM(prune_script); }
 static const struct cf_step block_more[] = {
     C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
     S1("XREADGROUP", "GROUP", "g", "one", "COUNT", "2", "BLOCK", "0", "STREAMS", "s", ">"),
-    C("EVAL", "for i = 1, 5 do redis.call('XADD', KEYS[1], i .. '-0', 'f', i) end", "1", "s"),
-    W1,
-    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
-    W1,
+    C("EVAL", "for i = 1, 5 do redis.call('XADD', KEYS[1], i .. '-0', 'f', i) end", "1", "s"), W1,
+    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"), W1,
     S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
     C("EVAL", "for i = 6, 1010 do redis.call('XADD', KEYS[1], i .. '-0', 'f', i) end", "1", "s"),
-    W1,
-    C("XPENDING", "s", "g"),
-    C("XREADGROUP", "GROUP", "g", "one", "STREAMS", "s", ">"),
+    W1, C("XPENDING", "s", "g"), C("XREADGROUP", "GROUP", "g", "one", "STREAMS", "s", ">"),
     /* (A read blocked on a second group here, right after the first group
      * read the last entries, is answered nil at once by redis-server 7.0.15
      * in some runs and blocks in others: not a scenario to compare.) */
-    C("XGROUP", "DESTROY", "s", "g"),
-    C("XGROUP", "CREATE", "s", "g", "$"),
+    C("XGROUP", "DESTROY", "s", "g"), C("XGROUP", "CREATE", "s", "g", "$"),
     /* SETID before the read: with the read already blocked, redis-server
      * 7.0.15 leaves it unanswered for seconds in some runs. */
-    C("XGROUP", "SETID", "s", "g", "1005-0"),
-    C("XADD", "s", "2000-0", "f", "x"),
-    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
-    W1,
-    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", "s", ">", "0"),
-    W1,
+    C("XGROUP", "SETID", "s", "g", "1005-0"), C("XADD", "s", "2000-0", "f", "x"),
+    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"), W1,
+    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", "s", ">", "0"), W1,
     S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
     S2("XREADGROUP", "GROUP", "g", "two", "BLOCK", "80", "STREAMS", "s", ">"),
-    C("XADD", "s", "2001-0", "f", "y"),
-    W1,
-    ADV(80),
-    W2,
-    C("XINFO", "CONSUMERS", "s", "g"),
+    C("XADD", "s", "2001-0", "f", "y"), W1, ADV(80), W2, C("XINFO", "CONSUMERS", "s", "g"),
     S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "s", ">"),
-    C("XADD", "s", "NOMKSTREAM", "2002-0", "f", "z"),
-    W1,
-    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "nokey", ">"),
-    W1,
-    END};
+    C("XADD", "s", "NOMKSTREAM", "2002-0", "f", "z"), W1,
+    S1("XREADGROUP", "GROUP", "g", "one", "BLOCK", "0", "STREAMS", "nokey", ">"), W1, END};
 
 TEST_IMPL(conformance_7_0_block_more) { CONFORM(block_more); }
 
@@ -1042,11 +925,13 @@ static const struct cf_step parsing[] = {
     C("XADD", "t", "*-1", "f", "v"),
     C("XADD", "q", "1- 1", "f", "v"),
     C("XADD", "q", "2- -5", "f", "v"),
-    C("XADD", "q", "0000000000000000000000000000000000000000000000000000000000000000000000000"
-                  "00000000000000000000000000000000000000000000000000003-0",
+    C("XADD", "q",
+      "0000000000000000000000000000000000000000000000000000000000000000000000000"
+      "00000000000000000000000000000000000000000000000000003-0",
       "f", "v"), /* 128 bytes */
-    C("XADD", "q", "0000000000000000000000000000000000000000000000000000000000000000000000000"
-                  "0000000000000000000000000000000000000000000000000004-0",
+    C("XADD", "q",
+      "0000000000000000000000000000000000000000000000000000000000000000000000000"
+      "0000000000000000000000000000000000000000000000000004-0",
       "f", "v"), /* 127 bytes: the longest id there is */
     C("XCLAIM", "q", "nog", "c", "0", "+5"),
     C("XRANGE", "t", "-", "+"),
@@ -1110,110 +995,64 @@ TEST_IMPL(conformance_7_0_parsing) { CONFORM(parsing); }
  * ZCARD, ZREM emptying a key, ZRANGEBYSCORE bounds and LIMIT, ZRANGE by
  * index, BYSCORE and REV, and their errors. */
 static const struct cf_step zset[] = {
-    C("ZADD", "z", "1", "a", "0.1", "b", "1767225601000", "c", "inf", "d", "-inf", "e", "1e3",
-      "f", "0x10", "g"),
+    C("ZADD", "z", "1", "a", "0.1", "b", "1767225601000", "c", "inf", "d", "-inf", "e", "1e3", "f",
+      "0x10", "g"),
     C("ZRANGE", "z", "0", "-1", "WITHSCORES"),
     C("ZADD", "z", "1", "b", "1", "aa", "1", "", "1", "ab", "1", "\xc3\xa9", "1", "z", "1", "a b"),
-    C("ZRANGE", "z", "0", "-1"),
-    C("ZSCORE", "z", "b"),
-    C("ZSCORE", "z", "c"),
-    C("ZSCORE", "z", "d"),
-    C("ZSCORE", "z", "e"),
-    C("ZSCORE", "z", "nope"),
-    C("ZSCORE", "nokey", "a"),
-    C("ZCARD", "z"),
-    C("ZCARD", "nokey"),
+    C("ZRANGE", "z", "0", "-1"), C("ZSCORE", "z", "b"), C("ZSCORE", "z", "c"),
+    C("ZSCORE", "z", "d"), C("ZSCORE", "z", "e"), C("ZSCORE", "z", "nope"),
+    C("ZSCORE", "nokey", "a"), C("ZCARD", "z"), C("ZCARD", "nokey"),
     C("ZADD", "n", "0.1", "x", "-0.25", "y", "2.5e-5", "w", "1e21", "v", "-0", "u", "1e-310", "t"),
     C("ZRANGE", "n", "0", "-1", "WITHSCORES"),
     /* score syntax */
-    C("ZADD", "z", " 1", "a"),
-    C("ZADD", "z", "1 ", "a"),
-    C("ZADD", "z", "nan", "a"),
-    C("ZADD", "z", "", "a"),
-    C("ZADD", "z", "1e400", "a"),
-    C("ZADD", "z", "1e-400", "a"),
-    C("ZADD", "z", "+inf", "a", "x", "b"),
-    C("ZSCORE", "z", "a"),
+    C("ZADD", "z", " 1", "a"), C("ZADD", "z", "1 ", "a"), C("ZADD", "z", "nan", "a"),
+    C("ZADD", "z", "", "a"), C("ZADD", "z", "1e400", "a"), C("ZADD", "z", "1e-400", "a"),
+    C("ZADD", "z", "+inf", "a", "x", "b"), C("ZSCORE", "z", "a"),
     /* options and their errors */
-    C("ZADD", "z", "1"),
-    C("ZADD", "z", "1", "a", "2"),
-    C("ZADD", "z", "NX"),
-    C("ZADD", "z", "NX", "XX"),
-    C("ZADD", "z", "NX", "XX", "1", "a"),
-    C("ZADD", "z", "GT", "LT", "1", "a"),
-    C("ZADD", "z", "GT", "NX", "1", "a"),
-    C("ZADD", "z", "INCR", "1", "a", "2", "b"),
-    C("ZADD", "z", "FOO", "1", "a"),
-    C("ZADD", "o", "5", "a", "3", "a"),
-    C("ZADD", "o", "NX", "9", "a", "1", "b"),
-    C("ZADD", "o", "XX", "CH", "7", "a", "8", "c"),
-    C("ZADD", "o", "GT", "CH", "1", "a", "9", "a"),
-    C("ZADD", "o", "LT", "3", "a"),
-    C("ZADD", "o", "lt", "ch", "2", "a", "5", "d"),
-    C("ZADD", "o", "INCR", "5", "a"),
-    C("ZADD", "o", "INCR", "0.5", "new"),
-    C("ZADD", "o", "NX", "INCR", "1", "a"),
-    C("ZADD", "o", "XX", "INCR", "1", "missing"),
-    C("ZADD", "o", "GT", "INCR", "-1", "a"),
-    C("ZADD", "o", "INCR", "inf", "d"),
-    C("ZADD", "o", "INCR", "-inf", "d"),
-    C("ZADD", "nokey", "XX", "1", "a"),
-    C("ZADD", "nokey", "XX", "INCR", "1", "a"),
-    C("EXISTS", "nokey"),
+    C("ZADD", "z", "1"), C("ZADD", "z", "1", "a", "2"), C("ZADD", "z", "NX"),
+    C("ZADD", "z", "NX", "XX"), C("ZADD", "z", "NX", "XX", "1", "a"),
+    C("ZADD", "z", "GT", "LT", "1", "a"), C("ZADD", "z", "GT", "NX", "1", "a"),
+    C("ZADD", "z", "INCR", "1", "a", "2", "b"), C("ZADD", "z", "FOO", "1", "a"),
+    C("ZADD", "o", "5", "a", "3", "a"), C("ZADD", "o", "NX", "9", "a", "1", "b"),
+    C("ZADD", "o", "XX", "CH", "7", "a", "8", "c"), C("ZADD", "o", "GT", "CH", "1", "a", "9", "a"),
+    C("ZADD", "o", "LT", "3", "a"), C("ZADD", "o", "lt", "ch", "2", "a", "5", "d"),
+    C("ZADD", "o", "INCR", "5", "a"), C("ZADD", "o", "INCR", "0.5", "new"),
+    C("ZADD", "o", "NX", "INCR", "1", "a"), C("ZADD", "o", "XX", "INCR", "1", "missing"),
+    C("ZADD", "o", "GT", "INCR", "-1", "a"), C("ZADD", "o", "INCR", "inf", "d"),
+    C("ZADD", "o", "INCR", "-inf", "d"), C("ZADD", "nokey", "XX", "1", "a"),
+    C("ZADD", "nokey", "XX", "INCR", "1", "a"), C("EXISTS", "nokey"),
     C("ZRANGE", "o", "0", "-1", "WITHSCORES"),
     /* ZRANGEBYSCORE */
     C("ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES", "LIMIT", "1", "2"),
-    C("ZRANGEBYSCORE", "z", "1", "1"),
-    C("ZRANGEBYSCORE", "z", "(1", "+inf"),
-    C("ZRANGEBYSCORE", "z", "-inf", "(1"),
-    C("ZRANGEBYSCORE", "z", "(1", "(1"),
-    C("ZRANGEBYSCORE", "z", "1", "0"),
-    C("ZRANGEBYSCORE", "z", "1", "1", "LIMIT", "2", "3"),
+    C("ZRANGEBYSCORE", "z", "1", "1"), C("ZRANGEBYSCORE", "z", "(1", "+inf"),
+    C("ZRANGEBYSCORE", "z", "-inf", "(1"), C("ZRANGEBYSCORE", "z", "(1", "(1"),
+    C("ZRANGEBYSCORE", "z", "1", "0"), C("ZRANGEBYSCORE", "z", "1", "1", "LIMIT", "2", "3"),
     C("ZRANGEBYSCORE", "z", "1", "1", "LIMIT", "6", "3"),
     C("ZRANGEBYSCORE", "z", "1", "1", "LIMIT", "7", "3"),
     C("ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "-1", "2"),
     C("ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "0", "-1"),
     C("ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "0", "0"),
     C("ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "1", "1", "LIMIT", "2", "1"),
-    C("ZRANGEBYSCORE", "z", "", "("),
-    C("ZRANGEBYSCORE", "z", " 1", "1e400"),
+    C("ZRANGEBYSCORE", "z", "", "("), C("ZRANGEBYSCORE", "z", " 1", "1e400"),
     C("ZRANGEBYSCORE", "z", "1767225601000", "1767225601000", "withscores"),
-    C("ZRANGEBYSCORE", "z", "x", "1"),
-    C("ZRANGEBYSCORE", "z", "(nan", "1"),
-    C("ZRANGEBYSCORE", "z", "1", "2", "FOO"),
-    C("ZRANGEBYSCORE", "z", "1", "2", "LIMIT", "1"),
-    C("ZRANGEBYSCORE", "z", "1", "2", "LIMIT", "x", "1"),
-    C("ZRANGEBYSCORE", "z", "1", "2", "REV"),
-    C("ZRANGEBYSCORE", "nokey", "x", "1"),
-    C("ZRANGEBYSCORE", "nokey", "0", "1"),
+    C("ZRANGEBYSCORE", "z", "x", "1"), C("ZRANGEBYSCORE", "z", "(nan", "1"),
+    C("ZRANGEBYSCORE", "z", "1", "2", "FOO"), C("ZRANGEBYSCORE", "z", "1", "2", "LIMIT", "1"),
+    C("ZRANGEBYSCORE", "z", "1", "2", "LIMIT", "x", "1"), C("ZRANGEBYSCORE", "z", "1", "2", "REV"),
+    C("ZRANGEBYSCORE", "nokey", "x", "1"), C("ZRANGEBYSCORE", "nokey", "0", "1"),
     C("ZRANGEBYSCORE", "z", "0"),
     /* ZRANGE */
-    C("ZRANGE", "z", "-2", "-1"),
-    C("ZRANGE", "z", "5", "1"),
-    C("ZRANGE", "z", "-100", "1"),
-    C("ZRANGE", "z", "12", "100"),
-    C("ZRANGE", "z", "0", "1", "REV", "WITHSCORES"),
+    C("ZRANGE", "z", "-2", "-1"), C("ZRANGE", "z", "5", "1"), C("ZRANGE", "z", "-100", "1"),
+    C("ZRANGE", "z", "12", "100"), C("ZRANGE", "z", "0", "1", "REV", "WITHSCORES"),
     C("ZRANGE", "z", "1", "(1767225601000", "BYSCORE"),
     C("ZRANGE", "z", "+inf", "1", "BYSCORE", "REV", "LIMIT", "1", "3"),
-    C("ZRANGE", "z", "0", "-1", "LIMIT", "0", "1"),
-    C("ZRANGE", "z", "0", "-1", "LIMIT", "0", "-1"),
+    C("ZRANGE", "z", "0", "-1", "LIMIT", "0", "1"), C("ZRANGE", "z", "0", "-1", "LIMIT", "0", "-1"),
     C("ZRANGE", "z", "0", "1", "withscores", "withscores"),
-    C("ZRANGE", "z", "0", "1", "REV", "REV"),
-    C("ZRANGE", "z", "0", "1", "BYSCORE", "BYSCORE"),
-    C("ZRANGE", "z", "x", "1"),
-    C("ZRANGE", "z", "0", "1", "FOO"),
-    C("ZRANGE", "nokey", "0", "-1"),
+    C("ZRANGE", "z", "0", "1", "REV", "REV"), C("ZRANGE", "z", "0", "1", "BYSCORE", "BYSCORE"),
+    C("ZRANGE", "z", "x", "1"), C("ZRANGE", "z", "0", "1", "FOO"), C("ZRANGE", "nokey", "0", "-1"),
     /* ZREM */
-    C("ZREM", "z", "a", "nope", "b", "a"),
-    C("ZREM", "nokey", "a"),
-    C("ZREM", "z"),
-    C("ZREM", "n", "x", "y", "w", "v", "u", "t", "gone"),
-    C("EXISTS", "n"),
-    C("ZCARD", "n"),
-    C("zadd", "n", "1", "back"),
-    C("ZrangeByScore", "n", "-INF", "+Inf"),
-    C("ZCARD", "z"),
-    END};
+    C("ZREM", "z", "a", "nope", "b", "a"), C("ZREM", "nokey", "a"), C("ZREM", "z"),
+    C("ZREM", "n", "x", "y", "w", "v", "u", "t", "gone"), C("EXISTS", "n"), C("ZCARD", "n"),
+    C("zadd", "n", "1", "back"), C("ZrangeByScore", "n", "-INF", "+Inf"), C("ZCARD", "z"), END};
 
 TEST_IMPL(conformance_7_0_zset) { CONFORM(zset); }
 
@@ -1314,7 +1153,7 @@ TEST_IMPL(conformance_7_0_wrongtype) { CONFORM(wrongtype); }
  * XREADGROUP reads new entries as '>' does; a COUNT XAUTOCLAIM cannot
  * allocate; the node exact trimming empties and keeps; nodes closed at
  * 4096 listpack bytes. */
-#define BIG                                                                                   \
+#define BIG                                                                                    \
   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
@@ -1373,14 +1212,18 @@ TEST_IMPL(conformance_7_0_found_by_differential) { CONFORM(found_by_differential
  * sweep of the wrong keys, and members that are not netstrings of an id and
  * field pairs, which go to the third key with their scores while a
  * readable member due after them still moves. */
-#define DELAYED_5 "3:5-04:data1:a13:partition-key2:k114:delivery-count1:2" \
-                  "11:retry-group7:billing11:original-id3:5-0"
-#define DELAYED_6 "3:6-04:data6:x:12:y14:delivery-count1:311:retry-group7:billing" \
-                  "11:original-id3:4-0"
-#define DELAYED_7 "3:7-04:data1:c14:delivery-count1:211:retry-group7:billing" \
-                  "11:original-id3:7-0"
-#define DELAYED_8 "3:8-04:data5:later14:delivery-count1:211:retry-group7:billing" \
-                  "11:original-id3:8-0"
+#define DELAYED_5                                          \
+  "3:5-04:data1:a13:partition-key2:k114:delivery-count1:2" \
+  "11:retry-group7:billing11:original-id3:5-0"
+#define DELAYED_6                                                  \
+  "3:6-04:data6:x:12:y14:delivery-count1:311:retry-group7:billing" \
+  "11:original-id3:4-0"
+#define DELAYED_7                                             \
+  "3:7-04:data1:c14:delivery-count1:211:retry-group7:billing" \
+  "11:original-id3:7-0"
+#define DELAYED_8                                                 \
+  "3:8-04:data5:later14:delivery-count1:211:retry-group7:billing" \
+  "11:original-id3:8-0"
 #define DSET "orders:delayed:billing"
 #define DBAD "orders:delayed:billing:unreadable"
 static const struct cf_step sweep[] = {
@@ -1481,67 +1324,33 @@ TEST_IMPL(conformance_7_0_scripts_by_sha) { CONFORM(scripts_by_sha); }
 #define RDBAD "s:delayed:g:unreadable"
 #define RSWEEP(now) C("EVAL", SCRIPT_SWEEP, "3", RDSET, RT, RDBAD, now, "100", "g")
 static const struct cf_step retry_trim[] = {
-    C("XADD", "s", "1-0", "data", "a"),
-    C("XGROUP", "CREATE", "s", "g", "0"),
-    C("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"),
-    C("XACK", "s", "g", "1-0"),
-    C("XGROUP", "CREATE", RT, "g", "0", "MKSTREAM"),
-    RSWEEP("1767225600000"),
-    C("XADD", RT, "1-0", "data", "1"),
-    C("XADD", RT, "2-0", "data", "2"),
-    C("XADD", RT, "3-0", "data", "3"),
-    C("XADD", RT, "4-0", "data", "4"),
-    C("XADD", RT, "5-0", "data", "5"),
-    C("XADD", RT, "6-0", "data", "6"),
+    C("XADD", "s", "1-0", "data", "a"), C("XGROUP", "CREATE", "s", "g", "0"),
+    C("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"), C("XACK", "s", "g", "1-0"),
+    C("XGROUP", "CREATE", RT, "g", "0", "MKSTREAM"), RSWEEP("1767225600000"),
+    C("XADD", RT, "1-0", "data", "1"), C("XADD", RT, "2-0", "data", "2"),
+    C("XADD", RT, "3-0", "data", "3"), C("XADD", RT, "4-0", "data", "4"),
+    C("XADD", RT, "5-0", "data", "5"), C("XADD", RT, "6-0", "data", "6"),
     C("XREADGROUP", "GROUP", "g", "a", "COUNT", "4", "STREAMS", RT, ">"),
-    C("XACK", RT, "g", "1-0", "3-0"),
-    RSWEEP("1767225600000"),
-    C("XRANGE", RT, "-", "+"),
-    RSWEEP("1767225600000"),
-    C("XACK", RT, "g", "2-0"),
-    RSWEEP("1767225600000"),
-    C("XRANGE", RT, "-", "+"),
-    C("XACK", RT, "g", "4-0"),
-    RSWEEP("1767225600000"),
-    C("XRANGE", RT, "-", "+"),
-    C("XREADGROUP", "GROUP", "g", "a", "STREAMS", RT, ">"),
-    RSWEEP("1767225600000"),
-    C("XACK", RT, "g", "5-0", "6-0"),
-    RSWEEP("1767225600000"),
-    C("XLEN", RT),
-    C("XINFO", "STREAM", RT),
-    C("XINFO", "GROUPS", RT),
-    C("XPENDING", RT, "g"),
+    C("XACK", RT, "g", "1-0", "3-0"), RSWEEP("1767225600000"), C("XRANGE", RT, "-", "+"),
+    RSWEEP("1767225600000"), C("XACK", RT, "g", "2-0"), RSWEEP("1767225600000"),
+    C("XRANGE", RT, "-", "+"), C("XACK", RT, "g", "4-0"), RSWEEP("1767225600000"),
+    C("XRANGE", RT, "-", "+"), C("XREADGROUP", "GROUP", "g", "a", "STREAMS", RT, ">"),
+    RSWEEP("1767225600000"), C("XACK", RT, "g", "5-0", "6-0"), RSWEEP("1767225600000"),
+    C("XLEN", RT), C("XINFO", "STREAM", RT), C("XINFO", "GROUPS", RT), C("XPENDING", RT, "g"),
     RSWEEP("1767225600000"),
     /* the sweep's own XADD */
-    C("XADD", RT, "7-0", "data", "7"),
-    C("XREADGROUP", "GROUP", "g", "a", "STREAMS", RT, ">"),
-    C("XACK", RT, "g", "7-0"),
-    C("ZADD", RDSET, "1", "3:9-04:data1:x"),
-    RSWEEP("1767225600000"),
-    C("XRANGE", RT, "-", "+"),
-    RSWEEP("1767225600000"),
-    C("XLEN", RT),
+    C("XADD", RT, "7-0", "data", "7"), C("XREADGROUP", "GROUP", "g", "a", "STREAMS", RT, ">"),
+    C("XACK", RT, "g", "7-0"), C("ZADD", RDSET, "1", "3:9-04:data1:x"), RSWEEP("1767225600000"),
+    C("XRANGE", RT, "-", "+"), RSWEEP("1767225600000"), C("XLEN", RT),
     /* moved back */
-    C("XADD", RT, "*", "data", "y"),
-    C("XREADGROUP", "GROUP", "g", "a", "STREAMS", RT, ">"),
-    C("XACK", RT, "g", "<id1>"),
-    C("XGROUP", "SETID", RT, "g", "0"),
-    RSWEEP("1767225600000"),
-    C("XLEN", RT),
-    C("XREADGROUP", "GROUP", "g", "a", "COUNT", "1", "STREAMS", RT, ">"),
-    C("XACK", RT, "g", "<id1>"),
-    RSWEEP("1767225600000"),
-    C("XRANGE", RT, "-", "+"),
+    C("XADD", RT, "*", "data", "y"), C("XREADGROUP", "GROUP", "g", "a", "STREAMS", RT, ">"),
+    C("XACK", RT, "g", "<id1>"), C("XGROUP", "SETID", RT, "g", "0"), RSWEEP("1767225600000"),
+    C("XLEN", RT), C("XREADGROUP", "GROUP", "g", "a", "COUNT", "1", "STREAMS", RT, ">"),
+    C("XACK", RT, "g", "<id1>"), RSWEEP("1767225600000"), C("XRANGE", RT, "-", "+"),
     C("XINFO", "GROUPS", RT),
     /* no group: nothing trimmed */
-    C("XACK", RT, "g", "<id2>"),
-    C("XGROUP", "DESTROY", RT, "g"),
-    RSWEEP("1767225600000"),
-    C("XLEN", RT),
-    C("XLEN", "s"),
-    C("XRANGE", "s", "-", "+"),
-    END};
+    C("XACK", RT, "g", "<id2>"), C("XGROUP", "DESTROY", RT, "g"), RSWEEP("1767225600000"),
+    C("XLEN", RT), C("XLEN", "s"), C("XRANGE", "s", "-", "+"), END};
 
 TEST_IMPL(conformance_7_0_retry_stream_trim) { CONFORM(retry_trim); }
 
@@ -1582,14 +1391,14 @@ TEST_IMPL(conformance_7_0_prune_both_keys) { CONFORM(prune_retry); }
 /* ==== 8.4.0: memory broker vs the spec ==== */
 
 /* Four entries, group g from 0; alice reads 1-0 and 2-0 at t=0. */
-#define FOUR_ENTRIES                                                          \
-  C("XADD", "s", "1-0", "f", "1"), C("XADD", "s", "2-0", "f", "2"),            \
-      C("XADD", "s", "3-0", "f", "3"), C("XADD", "s", "4-0", "f", "4"),        \
-      C("XGROUP", "CREATE", "s", "g", "0"),                                   \
+#define FOUR_ENTRIES                                                    \
+  C("XADD", "s", "1-0", "f", "1"), C("XADD", "s", "2-0", "f", "2"),     \
+      C("XADD", "s", "3-0", "f", "3"), C("XADD", "s", "4-0", "f", "4"), \
+      C("XGROUP", "CREATE", "s", "g", "0"),                             \
       C("XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "s", ">")
-#define FOUR_ENTRIES_LINES                                                    \
-  "XADD s 1-0 f 1 -> 1-0", "XADD s 2-0 f 2 -> 2-0", "XADD s 3-0 f 3 -> 3-0",   \
-      "XADD s 4-0 f 4 -> 4-0", "XGROUP CREATE s g 0 -> +OK",                  \
+#define FOUR_ENTRIES_LINES                                                   \
+  "XADD s 1-0 f 1 -> 1-0", "XADD s 2-0 f 2 -> 2-0", "XADD s 3-0 f 3 -> 3-0", \
+      "XADD s 4-0 f 4 -> 4-0", "XGROUP CREATE s g 0 -> +OK",                 \
       "XREADGROUP GROUP g alice COUNT 2 STREAMS s > -> [[s,[[1-0,[f,1]],[2-0,[f,2]]]]]"
 
 /* CLAIM selection and order, the 4-element entries: candidates are
@@ -1710,28 +1519,27 @@ static const struct cf_step claim_counts[] = {
     END};
 
 TEST_IMPL(conformance_8_4_claim_delivery_counts_s7_2) {
-  EXPECT84(claim_counts, "XADD s 1-0 f 1 -> 1-0", "XGROUP CREATE s g 0 -> +OK",
-           "XREADGROUP GROUP g alice STREAMS s > -> [[s,[[1-0,[f,1]]]]]",
-           "XPENDING s g - + 10 -> [[1-0,alice,:0,:1]]", "advance 10 ms",
-           "XREADGROUP GROUP g bob CLAIM 10 STREAMS s > -> [[s,[[1-0,[f,1],:10,:1]]]]",
-           "XPENDING s g - + 10 -> [[1-0,bob,:0,:2]]", "advance 10 ms",
-           "XREADGROUP GROUP g bob CLAIM 10 STREAMS s > -> [[s,[[1-0,[f,1],:10,:2]]]]",
-           "advance 10 ms",
-           "XREADGROUP GROUP g alice CLAIM 10 STREAMS s > -> [[s,[[1-0,[f,1],:10,:3]]]]",
-           "XPENDING s g - + 10 -> [[1-0,alice,:0,:4]]", "XADD s 2-0 f 2 -> 2-0",
-           "XREADGROUP GROUP g alice STREAMS s > -> [[s,[[2-0,[f,2]]]]]",
-           "XGROUP SETID s g 0 -> +OK", "advance 100 ms",
-           "XREADGROUP GROUP g bob CLAIM 50 STREAMS s > -> "
-           "[[s,[[1-0,[f,1],:100,:4],[2-0,[f,2],:100,:1],[1-0,[f,1],:0,:0],[2-0,[f,2],:0,:0]]]]",
-           "XPENDING s g - + 10 -> [[1-0,bob,:0,:1],[2-0,bob,:0,:1]]",
-           "XACK s g 1-0 -> :1", "XADD s 3-0 f 3 -> 3-0",
-           "XCLAIM s g carol 0 3-0 FORCE JUSTID -> [3-0]", "advance 100 ms",
-           /* 2-0 and 3-0 were delivered at the same time: id order; 3-0 is
+  EXPECT84(
+      claim_counts, "XADD s 1-0 f 1 -> 1-0", "XGROUP CREATE s g 0 -> +OK",
+      "XREADGROUP GROUP g alice STREAMS s > -> [[s,[[1-0,[f,1]]]]]",
+      "XPENDING s g - + 10 -> [[1-0,alice,:0,:1]]", "advance 10 ms",
+      "XREADGROUP GROUP g bob CLAIM 10 STREAMS s > -> [[s,[[1-0,[f,1],:10,:1]]]]",
+      "XPENDING s g - + 10 -> [[1-0,bob,:0,:2]]", "advance 10 ms",
+      "XREADGROUP GROUP g bob CLAIM 10 STREAMS s > -> [[s,[[1-0,[f,1],:10,:2]]]]", "advance 10 ms",
+      "XREADGROUP GROUP g alice CLAIM 10 STREAMS s > -> [[s,[[1-0,[f,1],:10,:3]]]]",
+      "XPENDING s g - + 10 -> [[1-0,alice,:0,:4]]", "XADD s 2-0 f 2 -> 2-0",
+      "XREADGROUP GROUP g alice STREAMS s > -> [[s,[[2-0,[f,2]]]]]", "XGROUP SETID s g 0 -> +OK",
+      "advance 100 ms",
+      "XREADGROUP GROUP g bob CLAIM 50 STREAMS s > -> "
+      "[[s,[[1-0,[f,1],:100,:4],[2-0,[f,2],:100,:1],[1-0,[f,1],:0,:0],[2-0,[f,2],:0,:0]]]]",
+      "XPENDING s g - + 10 -> [[1-0,bob,:0,:1],[2-0,bob,:0,:1]]", "XACK s g 1-0 -> :1",
+      "XADD s 3-0 f 3 -> 3-0", "XCLAIM s g carol 0 3-0 FORCE JUSTID -> [3-0]", "advance 100 ms",
+      /* 2-0 and 3-0 were delivered at the same time: id order; 3-0 is
             * also new to the group */
-           "XREADGROUP GROUP g dave CLAIM 50 STREAMS s > -> "
-           "[[s,[[2-0,[f,2],:100,:1],[3-0,[f,3],:100,:1],[3-0,[f,3],:0,:0]]]]",
-           "XGROUP DELCONSUMER s g dave -> :2", "advance 100 ms",
-           "XREADGROUP GROUP g erin CLAIM 0 STREAMS s > -> nil");
+      "XREADGROUP GROUP g dave CLAIM 50 STREAMS s > -> "
+      "[[s,[[2-0,[f,2],:100,:1],[3-0,[f,3],:100,:1],[3-0,[f,3],:0,:0]]]]",
+      "XGROUP DELCONSUMER s g dave -> :2", "advance 100 ms",
+      "XREADGROUP GROUP g erin CLAIM 0 STREAMS s > -> nil");
 }
 
 /* CLAIM: NOACK applies to new entries only; entries gone from the
@@ -1771,8 +1579,7 @@ static const struct cf_step claim_block[] = {
     ADV(100),
     C("XADD", "s", "2-0", "f", "2"),
     W1,
-    S1("XREADGROUP", "GROUP", "g", "carol", "BLOCK", "5000", "CLAIM", "1000", "STREAMS", "s",
-       ">"),
+    S1("XREADGROUP", "GROUP", "g", "carol", "BLOCK", "5000", "CLAIM", "1000", "STREAMS", "s", ">"),
     ADV(899),
     B1,
     ADV(1),

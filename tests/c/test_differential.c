@@ -69,8 +69,8 @@ static struct redis_server srv;
 
 struct gen {
   uint64_t state;
-  int ids;        /* <idN> named so far (the memory side's count) */
-  uint64_t s2_ms; /* s2 takes explicit ids: the ms part it is at */
+  int ids;          /* <idN> named so far (the memory side's count) */
+  uint64_t s2_ms;   /* s2 takes explicit ids: the ms part it is at */
   char s2_last[48]; /* the last id an XADD to s2 named */
   char next[96];    /* a follow-up the generator planned: its arguments, spaces between */
 };
@@ -113,15 +113,15 @@ static const char *oneof(struct gen *g, const char *const *list) {
 }
 
 static const char *stream_key(struct gen *g) {
-  static const char *const keys[] = {"s1", "s1", "s1", "s1", "s1", "s1", "s1", "s2", "s2",
-                                     "s2", "s2", "s2", "z", "str", "none", NULL};
+  static const char *const keys[] = {"s1", "s1", "s1", "s1", "s1", "s1",  "s1",   "s2",
+                                     "s2", "s2", "s2", "s2", "z",  "str", "none", NULL};
   return oneof(g, keys);
 }
 
 /* A key for the commands of any type; never s1, which they could delete. */
 static const char *any_key(struct gen *g) {
-  static const char *const keys[] = {"s2", "z", "z", "str", "str", "none", "none",
-                                     "h", "si", "st", "l", NULL};
+  static const char *const keys[] = {"s2",   "z", "z",  "str", "str", "none",
+                                     "none", "h", "si", "st",  "l",   NULL};
   return oneof(g, keys);
 }
 
@@ -162,9 +162,22 @@ static void add_count(struct gen *g, struct cmd *c) {
 
 /* An id: kinds of ids a command may meet, valid or not. */
 static void add_id(struct gen *g, struct cmd *c, bool range) {
-  static const char *const edge[] = {"0-0", "0-1", "0", MAXID, "18446744073709551615",
-                                     "18446744073709551616-0", "1-18446744073709551616",
-                                     "-", "+", "$", ">", "abc", "1-abc", "-1", "1-", "",
+  static const char *const edge[] = {"0-0",
+                                     "0-1",
+                                     "0",
+                                     MAXID,
+                                     "18446744073709551615",
+                                     "18446744073709551616-0",
+                                     "1-18446744073709551616",
+                                     "-",
+                                     "+",
+                                     "$",
+                                     ">",
+                                     "abc",
+                                     "1-abc",
+                                     "-1",
+                                     "1-",
+                                     "",
                                      NULL};
   int r = pick(g, 100);
   const char *prefix = range && chance(g, 25) ? "(" : "";
@@ -213,8 +226,8 @@ static void add_trim(struct gen *g, struct cmd *c, bool required) {
   add(c, "%s", maxlen ? "MAXLEN" : "MINID");
   if (chance(g, 60)) add(c, "%s", chance(g, 60) ? "~" : "=");
   if (maxlen) {
-    static const char *const lens[] = {"0", "1", "5", "50", "99", "100", "101", "150",
-                                       "250", "-1", "abc", NULL};
+    static const char *const lens[] = {"0",   "1",   "5",   "50", "99",  "100",
+                                       "101", "150", "250", "-1", "abc", NULL};
     add(c, "%s", oneof(g, lens));
   } else {
     add_id(g, c, false);
@@ -238,9 +251,12 @@ static void gen_xadd(struct gen *g, struct cmd *c) {
    * so no generated id may come twice on one side (the virtual clock stands
    * still). */
   if (strcmp(key, "s1") == 0) {
-    if (r < 92) add(c, "*");
-    else if (r < 96 && g->ids > 0) add(c, "<id%d>", g->ids);
-    else add(c, "%s", oneof(g, s1_ids));
+    if (r < 92)
+      add(c, "*");
+    else if (r < 96 && g->ids > 0)
+      add(c, "<id%d>", g->ids);
+    else
+      add(c, "%s", oneof(g, s1_ids));
   } else if (r < 85) {
     g->s2_ms += (uint64_t)pick(g, 3);
     if (chance(g, 30))
@@ -282,8 +298,10 @@ static void gen_xgroup(struct gen *g, struct cmd *c) {
     add(c, "CREATE");
     add(c, "%s", stream_key(g));
     add(c, "%s", group(g));
-    if (chance(g, 50)) add(c, "$");
-    else add_id(g, c, false);
+    if (chance(g, 50))
+      add(c, "$");
+    else
+      add_id(g, c, false);
     if (chance(g, 50)) add(c, "MKSTREAM");
     if (chance(g, 25)) {
       add(c, "ENTRIESREAD");
@@ -293,8 +311,10 @@ static void gen_xgroup(struct gen *g, struct cmd *c) {
     add(c, "SETID");
     add(c, "%s", stream_key(g));
     add(c, "%s", group(g));
-    if (chance(g, 30)) add(c, "$");
-    else add_id(g, c, false);
+    if (chance(g, 30))
+      add(c, "$");
+    else
+      add_id(g, c, false);
     if (chance(g, 25)) {
       add(c, "ENTRIESREAD");
       add_count(g, c);
@@ -332,9 +352,12 @@ static void gen_xreadgroup(struct gen *g, struct cmd *c) {
   int n = chance(g, 80) ? 1 : 2;
   for (int i = 0; i < n; i++) add(c, "%s", stream_key(g));
   for (int i = 0; i < n; i++) {
-    if (chance(g, 55)) add(c, ">");
-    else if (chance(g, 30)) add(c, "%s", chance(g, 50) ? "0" : MAXID);
-    else add_id(g, c, false);
+    if (chance(g, 55))
+      add(c, ">");
+    else if (chance(g, 30))
+      add(c, "%s", chance(g, 50) ? "0" : MAXID);
+    else
+      add_id(g, c, false);
   }
 }
 
@@ -398,8 +421,10 @@ static void gen_xautoclaim(struct gen *g, struct cmd *c) {
   add(c, "%s", group(g));
   add(c, "%s", consumer(g));
   add(c, "%s", oneof(g, idle));
-  if (chance(g, 50)) add(c, "0-0");
-  else add_id(g, c, true);
+  if (chance(g, 50))
+    add(c, "0-0");
+  else
+    add_id(g, c, true);
   if (chance(g, 50)) {
     add(c, "COUNT");
     add_count(g, c);
@@ -469,11 +494,24 @@ static const char *str_key(struct gen *g) {
 
 /* An integer argument of INCRBY / DECRBY, or a value SET gives a counter. */
 static void add_int(struct gen *g, struct cmd *c) {
-  static const char *const odd[] = {"9223372036854775807", "-9223372036854775807",
-                                    "-9223372036854775808", "9223372036854775808",
-                                    "4611686018427387904", "-4611686018427387905",
-                                    "9223372036854775806", "abc", "1.5", "", "+1", "+3", "01",
-                                    "-0", " 1", "0", "-1", NULL};
+  static const char *const odd[] = {"9223372036854775807",
+                                    "-9223372036854775807",
+                                    "-9223372036854775808",
+                                    "9223372036854775808",
+                                    "4611686018427387904",
+                                    "-4611686018427387905",
+                                    "9223372036854775806",
+                                    "abc",
+                                    "1.5",
+                                    "",
+                                    "+1",
+                                    "+3",
+                                    "01",
+                                    "-0",
+                                    " 1",
+                                    "0",
+                                    "-1",
+                                    NULL};
   if (chance(g, 55))
     add(c, "%d", pick(g, 200) - 100);
   else
@@ -485,28 +523,42 @@ static void add_int(struct gen *g, struct cmd *c) {
  * still while the server's moves), past ones (EXAT 1, a non-positive
  * EXPIRE: the key is gone at once on both sides) and invalid ones. */
 static void add_ttl(struct gen *g, struct cmd *c) {
-  static const char *const times[] = {"100000000", "100000000", "2000000000", "0", "-1",
-                                      "-100", "abc", "", "1.5", "9223372036854775807",
-                                      "9223372036854775", "-9223372036854775808", NULL};
+  static const char *const times[] = {"100000000",
+                                      "100000000",
+                                      "2000000000",
+                                      "0",
+                                      "-1",
+                                      "-100",
+                                      "abc",
+                                      "",
+                                      "1.5",
+                                      "9223372036854775807",
+                                      "9223372036854775",
+                                      "-9223372036854775808",
+                                      NULL};
   add(c, "%s", oneof(g, times));
 }
 
 static void gen_string(struct gen *g, struct cmd *c) {
   int r = pick(g, 100);
   if (r < 25) { /* SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT|KEEPTTL], in any order */
-    static const char *const opts[] = {"NX", "XX", "GET", "KEEPTTL", "EX", "PX", "EXAT",
-                                       "PXAT", "nx", "bogus", NULL};
-    static const char *const abs[] = {"1", "1000", "4102444800", "4102444800000",
-                                      "9223372036854775807", "0", NULL};
+    static const char *const opts[] = {"NX",   "XX",   "GET", "KEEPTTL", "EX", "PX",
+                                       "EXAT", "PXAT", "nx",  "bogus",   NULL};
+    static const char *const abs[] = {
+        "1", "1000", "4102444800", "4102444800000", "9223372036854775807", "0", NULL};
     add(c, "SET");
     add(c, "%s", chance(g, 70) ? "str" : str_key(g));
-    if (chance(g, 40)) add_int(g, c);
-    else add(c, "x%d", pick(g, 10));
+    if (chance(g, 40))
+      add_int(g, c);
+    else
+      add(c, "x%d", pick(g, 10));
     for (int i = 0, n = pick(g, 4); i < n; i++) {
       const char *o = oneof(g, opts);
       add(c, "%s", o);
-      if (!strcmp(o, "EX") || !strcmp(o, "PX")) add_ttl(g, c);
-      else if (!strcmp(o, "EXAT") || !strcmp(o, "PXAT")) add(c, "%s", oneof(g, abs));
+      if (!strcmp(o, "EX") || !strcmp(o, "PX"))
+        add_ttl(g, c);
+      else if (!strcmp(o, "EXAT") || !strcmp(o, "PXAT"))
+        add(c, "%s", oneof(g, abs));
     }
   } else if (r < 40) {
     static const char *const incr[] = {"INCR", "DECR", "INCRBY", "DECRBY", NULL};
@@ -583,8 +635,10 @@ static void gen_hash(struct gen *g, struct cmd *c) {
     add(c, "%s", key);
     for (int i = 0, n = 1 + (chance(g, 70) ? 0 : pick(g, 3)); i < n; i++) {
       add(c, "%s", oneof(g, fields));
-      if (chance(g, 40)) add_int(g, c);
-      else add(c, "v%d", pick(g, 100));
+      if (chance(g, 40))
+        add_int(g, c);
+      else
+        add(c, "v%d", pick(g, 100));
     }
     if (chance(g, 3)) add(c, "f9"); /* a field without a value */
   } else if (r < 32) {
@@ -623,10 +677,19 @@ static void gen_hash(struct gen *g, struct cmd *c) {
 }
 
 static void gen_set(struct gen *g, struct cmd *c) {
-  static const char *const ints[] = {"0", "1", "2", "-1", "7", "100", "-100", "65536",
-                                     "9223372036854775807", "-9223372036854775808", NULL};
-  static const char *const any[] = {"a", "b", "c", "x y", "1", "2", "-1", "01", "+3", "-0",
-                                    "2147483648", "", "m", "n", NULL};
+  static const char *const ints[] = {"0",
+                                     "1",
+                                     "2",
+                                     "-1",
+                                     "7",
+                                     "100",
+                                     "-100",
+                                     "65536",
+                                     "9223372036854775807",
+                                     "-9223372036854775808",
+                                     NULL};
+  static const char *const any[] = {"a",  "b",  "c",          "x y", "1", "2", "-1", "01",
+                                    "+3", "-0", "2147483648", "",    "m", "n", NULL};
   bool isint = chance(g, 50);
   int r = pick(g, 100);
   const char *key = coll_key(g, isint ? "si" : "st", r < 35);
@@ -654,9 +717,21 @@ static void gen_set(struct gen *g, struct cmd *c) {
 }
 
 static void gen_list(struct gen *g, struct cmd *c) {
-  static const char *const idx[] = {"0", "-1", "1", "-2", "2", "5", "-5", "100", "-100",
-                                    "9223372036854775807", "-9223372036854775808",
-                                    "9223372036854775808", "abc", "", NULL};
+  static const char *const idx[] = {"0",
+                                    "-1",
+                                    "1",
+                                    "-2",
+                                    "2",
+                                    "5",
+                                    "-5",
+                                    "100",
+                                    "-100",
+                                    "9223372036854775807",
+                                    "-9223372036854775808",
+                                    "9223372036854775808",
+                                    "abc",
+                                    "",
+                                    NULL};
   int r = pick(g, 100);
   const char *key = coll_key(g, "l", r < 30);
   if (r < 30) {
@@ -667,8 +742,10 @@ static void gen_list(struct gen *g, struct cmd *c) {
   } else if (r < 60) {
     add(c, chance(g, 50) ? "LPOP" : "RPOP");
     add(c, "%s", key);
-    if (chance(g, 50)) add_count(g, c);
-    else if (chance(g, 20)) add_int(g, c);
+    if (chance(g, 50))
+      add_count(g, c);
+    else if (chance(g, 20))
+      add_int(g, c);
   } else if (r < 88) {
     add(c, "LRANGE");
     add(c, "%s", key);
@@ -686,8 +763,8 @@ static void gen_list(struct gen *g, struct cmd *c) {
 }
 
 static void gen_zincrby(struct gen *g, struct cmd *c) {
-  static const char *const incr[] = {"1", "2.5", "-3", "0", "inf", "-inf", "1e308", "abc", "",
-                                     "NX", "XX", "INCR", "nan", NULL};
+  static const char *const incr[] = {"1",   "2.5", "-3", "0",  "inf",  "-inf", "1e308",
+                                     "abc", "",    "NX", "XX", "INCR", "nan",  NULL};
   add(c, "ZINCRBY");
   add(c, "%s", chance(g, 80) ? "z" : any_key(g));
   add(c, "%s", chance(g, 60) ? "1" : oneof(g, incr));
@@ -696,10 +773,14 @@ static void gen_zincrby(struct gen *g, struct cmd *c) {
 
 static void gen_coll(struct gen *g, struct cmd *c) {
   int r = pick(g, 100);
-  if (r < 35) gen_hash(g, c);
-  else if (r < 65) gen_set(g, c);
-  else if (r < 93) gen_list(g, c);
-  else gen_zincrby(g, c);
+  if (r < 35)
+    gen_hash(g, c);
+  else if (r < 65)
+    gen_set(g, c);
+  else if (r < 93)
+    gen_list(g, c);
+  else
+    gen_zincrby(g, c);
 }
 
 /* One random command into c. */
@@ -711,16 +792,26 @@ static void generate(struct gen *g, struct cmd *c) {
     return;
   }
   int r = pick(g, 100);
-  if (chance(g, 25)) gen_coll(g, c);
-  else if (r < 14) gen_string(g, c);
-  else if (r < 30) gen_xadd(g, c);
-  else if (r < 38) gen_range(g, c);
-  else if (r < 48) gen_xgroup(g, c);
-  else if (r < 60) gen_xreadgroup(g, c);
-  else if (r < 67) gen_xpending(g, c);
-  else if (r < 72) gen_xclaim(g, c);
-  else if (r < 77) gen_xautoclaim(g, c);
-  else gen_other(g, c);
+  if (chance(g, 25))
+    gen_coll(g, c);
+  else if (r < 14)
+    gen_string(g, c);
+  else if (r < 30)
+    gen_xadd(g, c);
+  else if (r < 38)
+    gen_range(g, c);
+  else if (r < 48)
+    gen_xgroup(g, c);
+  else if (r < 60)
+    gen_xreadgroup(g, c);
+  else if (r < 67)
+    gen_xpending(g, c);
+  else if (r < 72)
+    gen_xclaim(g, c);
+  else if (r < 77)
+    gen_xautoclaim(g, c);
+  else
+    gen_other(g, c);
   if (chance(g, 3) && c->argc > 1) { /* a missing argument */
     free(c->argv[--c->argc]);
   } else if (chance(g, 2) && strcmp(c->argv[1], "si") != 0) { /* si: integers only */
@@ -921,8 +1012,7 @@ static void differential(struct run *r, uint64_t seed, int count) {
       free(s);
       continue;
     }
-    fprintf(stderr,
-            "differential: seed %llu, command #%d of %d differs\n  command      ",
+    fprintf(stderr, "differential: seed %llu, command #%d of %d differs\n  command      ",
             (unsigned long long)seed, i + 1, count);
     show(&list[i], stderr);
     fprintf(stderr, "\n  memory       %s\n  redis-server %s\n", m, s);

@@ -14,7 +14,6 @@
 #include "fixtures.h"
 #include "task.h"
 
-
 /* ---- a tiny bk_reply builder ---- */
 
 static bk_reply *node(int type) {
@@ -95,7 +94,7 @@ static struct entry *parse_ok(bk_reply *r, size_t want_count, size_t want_delete
   struct entry *out = (struct entry *)&out; /* junk: must be overwritten */
   size_t count = 99, deleted = 99;
   char err[256] = "";
-  int rc = entry_parse_read(r, &out, &count, &deleted, err, sizeof err);
+  int rc = read_reply_parse_read(r, &out, &count, &deleted, err, sizeof err);
   rfree(r);
   if (rc != 0) TEST_FAIL_("parse failed: %s", err);
   ASSERT_STR_EQ(err, "");
@@ -112,7 +111,7 @@ static void parse_fails(bk_reply *r, const char *reason) {
   struct entry *out = (struct entry *)&out;
   size_t count = 99, deleted = 99;
   char err[256] = "";
-  int rc = entry_parse_read(r, &out, &count, &deleted, err, sizeof err);
+  int rc = read_reply_parse_read(r, &out, &count, &deleted, err, sizeof err);
   rfree(r);
   if (rc != -1) TEST_FAIL_("parse succeeded, expected: %s", reason);
   ASSERT_NULL(out);
@@ -218,14 +217,14 @@ TEST_IMPL(entry_binary_safe_values) {
   LEAK_CHECK();
 }
 
-/* ---- entry_parse_read: well-formed replies ---- */
+/* ---- read_reply_parse_read: well-formed replies ---- */
 
 TEST_IMPL(entry_parse_new_read) {
   /* XREADGROUP GROUP g c COUNT 2 STREAMS s > */
-  struct entry *list = parse_ok(
-      READ(A(2, A(2, S("1-0"), A(2, S("a"), S("1"))),
-             A(2, S("2-0"), A(4, S("b"), S("2"), S(HDR_PARTITION_KEY), S("acme"))))),
-      2, 0);
+  struct entry *list =
+      parse_ok(READ(A(2, A(2, S("1-0"), A(2, S("a"), S("1"))),
+                      A(2, S("2-0"), A(4, S("b"), S("2"), S(HDR_PARTITION_KEY), S("acme"))))),
+               2, 0);
   struct entry *e = list;
   ASSERT_STR_EQ(e->id, "1-0");
   ASSERT_INT_EQ(e->nfields, 2);
@@ -297,7 +296,7 @@ TEST_IMPL(entry_parse_empty_replies) {
   /* count, deleted and err may be left out. */
   struct entry *out = (struct entry *)&out;
   bk_reply *r = READ(A(0));
-  ASSERT_OK(entry_parse_read(r, &out, NULL, NULL, NULL, 0));
+  ASSERT_OK(read_reply_parse_read(r, &out, NULL, NULL, NULL, 0));
   ASSERT_NULL(out);
   rfree(r);
   LEAK_CHECK();
@@ -305,11 +304,10 @@ TEST_IMPL(entry_parse_empty_replies) {
 
 TEST_IMPL(entry_parse_skips_deleted) {
   /* A history read where 2-0 was deleted but is still pending (6.2). */
-  struct entry *list = parse_ok(READ(A(4, A(2, S("2-0"), NIL()),
-                                       A(2, S("3-0"), A(2, S("c"), S("3"))),
-                                       A(2, S("4-0"), NIL()),
-                                       A(2, S("5-0"), A(2, S("d"), S("4"))))),
-                                2, 2);
+  struct entry *list =
+      parse_ok(READ(A(4, A(2, S("2-0"), NIL()), A(2, S("3-0"), A(2, S("c"), S("3"))),
+                      A(2, S("4-0"), NIL()), A(2, S("5-0"), A(2, S("d"), S("4"))))),
+               2, 2);
   ASSERT_STR_EQ(list->id, "3-0");
   expect_field(list, "c", "3");
   ASSERT_STR_EQ(list->next->id, "5-0");
@@ -320,7 +318,7 @@ TEST_IMPL(entry_parse_skips_deleted) {
   LEAK_CHECK();
 }
 
-/* ---- entry_parse_read: malformed replies ---- */
+/* ---- read_reply_parse_read: malformed replies ---- */
 
 /* A good entry that the parser builds before it meets the bad one. */
 static bk_reply *good(void) { return A(2, S("1-0"), A(2, S("data"), S("{}"))); }
@@ -332,7 +330,8 @@ TEST_IMPL(entry_parse_rejects_bad_top_level) {
   parse_fails(NULL, "reply is missing, expected an array or nil");
   parse_fails(ERR("NOGROUP No such key 's' or consumer group 'g'"),
               "server replied with an error: NOGROUP No such key 's' or consumer group 'g'");
-  parse_fails(A(2, A(2, S("s"), A(0)), A(2, S("t"), A(0))), "reply has 2 streams, expected at most 1");
+  parse_fails(A(2, A(2, S("s"), A(0)), A(2, S("t"), A(0))),
+              "reply has 2 streams, expected at most 1");
   parse_fails(A(1, S("s")), "stream reply is a string, expected an array of key and entries");
   parse_fails(A(1, A(3, S("s"), A(0), A(0))),
               "stream reply has 3 elements, expected 2 (key, entries)");
@@ -395,7 +394,7 @@ TEST_IMPL(entry_parse_out_of_memory) {
   struct entry *out = (struct entry *)&out;
   size_t count = 99, deleted = 99;
   char err[64];
-  ASSERT_INT_EQ(entry_parse_read(r, &out, &count, &deleted, err, sizeof err), -1);
+  ASSERT_INT_EQ(read_reply_parse_read(r, &out, &count, &deleted, err, sizeof err), -1);
   ASSERT_STR_EQ(err, "out of memory");
   ASSERT_NULL(out);
   ASSERT_INT_EQ(count, 0);
@@ -409,9 +408,9 @@ TEST_IMPL(entry_parse_error_text_is_bounded) {
   char err[12];
   struct entry *out;
   bk_reply *r = READ(A(1, A(2, S("2-0"), A(1, S("a")))));
-  ASSERT_INT_EQ(entry_parse_read(r, &out, NULL, NULL, err, sizeof err), -1);
+  ASSERT_INT_EQ(read_reply_parse_read(r, &out, NULL, NULL, err, sizeof err), -1);
   ASSERT_STR_EQ(err, "entry 0 (2-");
-  ASSERT_INT_EQ(entry_parse_read(r, &out, NULL, NULL, NULL, 0), -1);
+  ASSERT_INT_EQ(read_reply_parse_read(r, &out, NULL, NULL, NULL, 0), -1);
   ASSERT_NULL(out);
   rfree(r);
   /* Long ids and values are quoted only in part. */
@@ -420,7 +419,7 @@ TEST_IMPL(entry_parse_error_text_is_bounded) {
   longid[sizeof longid - 1] = '\0';
   char big[256];
   r = READ(A(1, A(2, S(longid), A(1, S("a")))));
-  ASSERT_INT_EQ(entry_parse_read(r, &out, NULL, NULL, big, sizeof big), -1);
+  ASSERT_INT_EQ(read_reply_parse_read(r, &out, NULL, NULL, big, sizeof big), -1);
   ASSERT(strlen(big) < 120);
   ASSERT_CONTAINS(big, "is not a stream id");
   rfree(r);
@@ -434,7 +433,8 @@ TEST_IMPL(entry_blocks_reused) {
   ASSERT_NOT_NULL(a);
   void *block = a;
   entry_free(a);
-  struct entry *b = mk_entry("2-1", "data", "{\"amount_cents\":200}", "partition-key", "acme", NULL);
+  struct entry *b =
+      mk_entry("2-1", "data", "{\"amount_cents\":200}", "partition-key", "acme", NULL);
   ASSERT(b == block);
   ASSERT_STR_EQ(b->id, "2-1");
   ASSERT_INT_EQ(b->nfields, 4);

@@ -24,7 +24,8 @@ TEST_IMPL(health_routes_get_paths) {
 TEST_IMPL(health_other_methods) {
   ASSERT_INT_EQ(route("POST /readyz HTTP/1.1\r\nContent-Length: 0\r\n\r\n"), HEALTH_NOT_ALLOWED);
   ASSERT_INT_EQ(route("HEAD /healthz HTTP/1.1\r\n\r\n"), HEALTH_NOT_ALLOWED);
-  ASSERT_INT_EQ(route("get /healthz HTTP/1.1\r\n\r\n"), HEALTH_NOT_ALLOWED); /* methods are case-sensitive */
+  ASSERT_INT_EQ(route("get /healthz HTTP/1.1\r\n\r\n"),
+                HEALTH_NOT_ALLOWED); /* methods are case-sensitive */
   ASSERT_INT_EQ(route("DELETE /nothing HTTP/1.1\r\n\r\n"), HEALTH_NOT_FOUND);
 }
 
@@ -43,7 +44,7 @@ TEST_IMPL(health_incomplete_until_blank_line) {
 TEST_IMPL(health_bad_requests) {
   ASSERT_INT_EQ(route("\x16\x03\x01\x02"), HEALTH_BAD_REQUEST); /* TLS hello: refused at once */
   ASSERT_INT_EQ(route(" GET /healthz HTTP/1.1\r\n\r\n"), HEALTH_BAD_REQUEST);
-  ASSERT_INT_EQ(route("GET /healthz\r\n\r\n"), HEALTH_BAD_REQUEST);          /* HTTP/0.9 */
+  ASSERT_INT_EQ(route("GET /healthz\r\n\r\n"), HEALTH_BAD_REQUEST); /* HTTP/0.9 */
   ASSERT_INT_EQ(route("GET  /healthz HTTP/1.1\r\n\r\n"), HEALTH_BAD_REQUEST);
   ASSERT_INT_EQ(route("GET /healthz HTTP/2.0\r\n\r\n"), HEALTH_BAD_REQUEST);
   ASSERT_INT_EQ(route("GET /healthz HTTP/1.1 x\r\n\r\n"), HEALTH_BAD_REQUEST);
@@ -91,14 +92,16 @@ TEST_IMPL(health_addresses) {
 
   ASSERT_INT_EQ(health_parse_addr("8080", host, sizeof host, &port, err, sizeof err), -1);
   ASSERT_CONTAINS(err, "ADDR:PORT");
-  ASSERT_INT_EQ(health_parse_addr("127.0.0.1:65536", host, sizeof host, &port, err, sizeof err), -1);
+  ASSERT_INT_EQ(health_parse_addr("127.0.0.1:65536", host, sizeof host, &port, err, sizeof err),
+                -1);
   ASSERT_CONTAINS(err, "0 to 65535");
   ASSERT_INT_EQ(health_parse_addr("127.0.0.1:", host, sizeof host, &port, err, sizeof err), -1);
   ASSERT_INT_EQ(health_parse_addr("127.0.0.1:80x", host, sizeof host, &port, err, sizeof err), -1);
   ASSERT_INT_EQ(health_parse_addr("::1:8080", host, sizeof host, &port, err, sizeof err), -1);
   ASSERT_CONTAINS(err, "brackets");
   ASSERT_INT_EQ(health_parse_addr("[::1:8080", host, sizeof host, &port, err, sizeof err), -1);
-  ASSERT_INT_EQ(health_parse_addr("a-very-long-host-name-that-does-not-fit-in-sixty-four-bytes.example:1",
-                                  host, sizeof host, &port, err, sizeof err),
-                -1);
+  ASSERT_INT_EQ(
+      health_parse_addr("a-very-long-host-name-that-does-not-fit-in-sixty-four-bytes.example:1",
+                        host, sizeof host, &port, err, sizeof err),
+      -1);
 }

@@ -8,8 +8,12 @@ static char err[256];
 
 static int check(const char *method, const char *url, const char *header) {
   const char *headers[] = {header};
-  struct http_request req = {.method = method, .url = url, .headers = headers,
-                             .nheaders = header ? 1 : 0, .timeout_ms = 1000, .max_body = 10};
+  struct http_request req = {.method = method,
+                             .url = url,
+                             .headers = headers,
+                             .nheaders = header ? 1 : 0,
+                             .timeout_ms = 1000,
+                             .max_body = 10};
   err[0] = '\0';
   return http_request_check(&req, err, sizeof err);
 }
@@ -26,8 +30,8 @@ TEST_IMPL(http_check_refuses_what_could_smuggle_or_escape) {
   ASSERT_INT_EQ(check("GET\r\nX", "http://h/", NULL), -1);
   ASSERT_INT_EQ(check("", "http://h/", NULL), -1);
   const char *no_headers[] = {NULL};
-  struct http_request head = {.method = "HEAD", .url = "http://h/", .headers = no_headers,
-                              .body = "x", .body_len = 1};
+  struct http_request head = {
+      .method = "HEAD", .url = "http://h/", .headers = no_headers, .body = "x", .body_len = 1};
   ASSERT_INT_EQ(http_request_check(&head, err, sizeof err), -1);
   ASSERT_STR_EQ(err, "a HEAD request has no body");
   ASSERT_INT_EQ(check("GET", "file:///etc/passwd", NULL), -1);

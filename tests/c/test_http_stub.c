@@ -17,7 +17,7 @@ struct next_answer {
   long status;
   const char *body, *error;
   uint64_t delay_ms;
-  char url[128];  /* the request it was asked about */
+  char url[128]; /* the request it was asked about */
 };
 static struct next_answer next;
 
@@ -61,15 +61,19 @@ static void done(void *data, const struct http_response *res, const char *err, b
   }
 }
 
-static const struct http_request REQ = {.method = "POST", .url = "https://provider.test/v1/charges",
-                                        .body = "{}", .body_len = 2, .timeout_ms = 10000,
+static const struct http_request REQ = {.method = "POST",
+                                        .url = "https://provider.test/v1/charges",
+                                        .body = "{}",
+                                        .body_len = 2,
+                                        .timeout_ms = 10000,
                                         .max_body = 1024};
 
 TEST_IMPL(http_stub_answers_after_the_delay_on_the_clock) {
   clk = clock_virtual_new(0);
   http_client *c = http_stub_new(clk, answer, NULL);
   ASSERT_NOT_NULL(c);
-  next = (struct next_answer){.kind = HTTP_STUB_RESPOND, .status = 201, .body = "ok", .delay_ms = 2000};
+  next = (struct next_answer){
+      .kind = HTTP_STUB_RESPOND, .status = 201, .body = "ok", .delay_ms = 2000};
   struct got g = {0};
   ASSERT_OK(http_request(c, &REQ, done, &g));
   ASSERT_STR_EQ(next.url, "POST https://provider.test/v1/charges");
@@ -127,7 +131,8 @@ struct fake {
   bool *freed;
 };
 
-static int fake_request(http_client *c, const struct http_request *req, http_done_fn *d, void *data) {
+static int fake_request(http_client *c, const struct http_request *req, http_done_fn *d,
+                        void *data) {
   struct fake *f = (struct fake *)c;
   (void)req;
   f->requests++;
@@ -158,7 +163,8 @@ TEST_IMPL(http_stub_passes_to_the_real_client_and_closes_everything) {
   struct got passed = {0}, slow = {0}, late = {0};
   ASSERT_OK(http_request(c, &REQ, done, &passed));
   ASSERT_INT_EQ(f->requests, 1);
-  next = (struct next_answer){.kind = HTTP_STUB_RESPOND, .status = 200, .body = "x", .delay_ms = 60000};
+  next = (struct next_answer){
+      .kind = HTTP_STUB_RESPOND, .status = 200, .body = "x", .delay_ms = 60000};
   ASSERT_OK(http_request(c, &REQ, done, &slow));
   clock_virtual_advance(clk, 1000);
   ASSERT_INT_EQ(slow.calls, 0);

@@ -120,7 +120,7 @@ TEST_IMPL(runtime_sleep_waits_on_the_clock) {
   start = uv_now(&loop);
   ASSERT_OK(handler_run(h, e, on_done, &c));
   ASSERT_INT_EQ(uv_run(&loop, UV_RUN_ONCE), 1); /* still a timer armed */
-  ASSERT_INT_EQ(c.calls, 0); /* the first wait is over, the second is not */
+  ASSERT_INT_EQ(c.calls, 0);                    /* the first wait is over, the second is not */
   ASSERT_INT_EQ(handler_jobs(h), 1);
   ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
   ASSERT_INT_EQ(c.calls, 1);
@@ -213,8 +213,9 @@ TEST_IMPL(runtime_yield_and_misplaced_waits) {
    * as is, true is a bad return, and the publish is dropped with it)... */
   c = run_json(h, "12-3", "{\"mode\":\"publish\"}");
   expect_fail(&c, RT_ERROR, "bad-return");
-  ASSERT_STR_EQ(c.text, "handle returned boolean true; expected ls.ack(), ls.retry(), "
-                        "ls.reply(...) or nothing");
+  ASSERT_STR_EQ(c.text,
+                "handle returned boolean true; expected ls.ack(), ls.retry(), "
+                "ls.reply(...) or nothing");
   /* ...and is written with the ack */
   c = run_json(h, "12-4", "{\"mode\":\"trypublish\"}");
   ASSERT_INT_EQ(c.kind, RT_ACK);
@@ -250,10 +251,11 @@ TEST_IMPL(runtime_sleep_at_load_time) {
   ASSERT_OK(uv_loop_init(&loop));
   lclock *clk = clock_uv_new(&loop);
   struct rt_env env = {.clock = clk};
-  const char *path = write_file("sleepy_load.lua",
-                                "local ls = require \"luastream\"\n"
-                                "ls.sleep(10)\n"
-                                "return { stream = \"s\", group = \"g\", handle = function() end }\n");
+  const char *path =
+      write_file("sleepy_load.lua",
+                 "local ls = require \"luastream\"\n"
+                 "ls.sleep(10)\n"
+                 "return { stream = \"s\", group = \"g\", handle = function() end }\n");
   handler *h = NULL;
   ASSERT_INT_EQ(handler_load(path, &env, &h, load_error, sizeof load_error), -1);
   ASSERT_NULL(h);
@@ -351,4 +353,3 @@ TEST_IMPL(runtime_release_in_done_callback_after_error) {
   entry_free(e);
   LEAK_CHECK();
 }
-

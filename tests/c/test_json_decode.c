@@ -30,27 +30,27 @@ static char err[256];
 /* same(a, b): nil, or where and how a (cjson's) and b (ours) differ. Tables
  * must hold the same keys with the same values (in any pairs() order). */
 static const char same_lua[] =
-  "local function same(a, b, path)\n"
-  "  if type(a) ~= type(b) then return path .. ': ' .. type(a) .. ' vs ' .. type(b) end\n"
-  "  if type(a) == 'number' then\n"
-  "    if a ~= b or 1 / a ~= 1 / b then\n"
-  "      return path .. (': %.17g vs %.17g'):format(a, b)\n"
-  "    end\n"
-  "  elseif type(a) == 'table' then\n"
-  "    if getmetatable(a) ~= getmetatable(b) then return path .. ': metatables' end\n"
-  "    if #a ~= #b then return path .. ': lengths ' .. #a .. ' vs ' .. #b end\n"
-  "    for k, v in pairs(a) do\n"
-  "      local why = same(v, b[k], path .. '.' .. tostring(k))\n"
-  "      if why then return why end\n"
-  "    end\n"
-  "    for k in pairs(b) do\n"
-  "      if a[k] == nil then return path .. ': key ' .. tostring(k) .. ' only in ours' end\n"
-  "    end\n"
-  "  elseif a ~= b then\n"
-  "    return path .. ': ' .. ('%q'):format(tostring(a)) .. ' vs ' .. ('%q'):format(tostring(b))\n"
-  "  end\n"
-  "end\n"
-  "return function(a, b) return same(a, b, '$') end\n";
+    "local function same(a, b, path)\n"
+    "  if type(a) ~= type(b) then return path .. ': ' .. type(a) .. ' vs ' .. type(b) end\n"
+    "  if type(a) == 'number' then\n"
+    "    if a ~= b or 1 / a ~= 1 / b then\n"
+    "      return path .. (': %.17g vs %.17g'):format(a, b)\n"
+    "    end\n"
+    "  elseif type(a) == 'table' then\n"
+    "    if getmetatable(a) ~= getmetatable(b) then return path .. ': metatables' end\n"
+    "    if #a ~= #b then return path .. ': lengths ' .. #a .. ' vs ' .. #b end\n"
+    "    for k, v in pairs(a) do\n"
+    "      local why = same(v, b[k], path .. '.' .. tostring(k))\n"
+    "      if why then return why end\n"
+    "    end\n"
+    "    for k in pairs(b) do\n"
+    "      if a[k] == nil then return path .. ': key ' .. tostring(k) .. ' only in ours' end\n"
+    "    end\n"
+    "  elseif a ~= b then\n"
+    "    return path .. ': ' .. ('%q'):format(tostring(a)) .. ' vs ' .. ('%q'):format(tostring(b))\n"
+    "  end\n"
+    "end\n"
+    "return function(a, b) return same(a, b, '$') end\n";
 
 /* The shape cache of the state new_state made last. */
 static json_shapes *shapes;
@@ -88,12 +88,12 @@ static void push_flat(lua_State *L, const struct json_flat *rec) {
   for (int i = 0; i < rec->n; i++) {
     lua_pushlstring(L, rec->key[i].s, rec->key[i].len);
     switch (rec->type[i]) {
-    case JSON_FLAT_NUMBER: lua_pushnumber(L, rec->num[i]); break;
-    case JSON_FLAT_STRING: lua_pushlstring(L, rec->str[i], rec->len[i]); break;
-    case JSON_FLAT_TRUE: lua_pushboolean(L, 1); break;
-    case JSON_FLAT_FALSE: lua_pushboolean(L, 0); break;
-    case JSON_FLAT_NULL: lua_pushlightuserdata(L, NULL); break;
-    default: TEST_FAIL_("json_scan_flat: value %d has type %d", i, rec->type[i]);
+      case JSON_FLAT_NUMBER: lua_pushnumber(L, rec->num[i]); break;
+      case JSON_FLAT_STRING: lua_pushlstring(L, rec->str[i], rec->len[i]); break;
+      case JSON_FLAT_TRUE: lua_pushboolean(L, 1); break;
+      case JSON_FLAT_FALSE: lua_pushboolean(L, 0); break;
+      case JSON_FLAT_NULL: lua_pushlightuserdata(L, NULL); break;
+      default: TEST_FAIL_("json_scan_flat: value %d has type %d", i, rec->type[i]);
     }
     lua_rawset(L, -3);
   }
@@ -127,7 +127,8 @@ static int decode(lua_State *L, const char *text, size_t len) {
   }
   struct json_flat rec;
   if (json_scan_flat(copy, len, &rec)) {
-    if (rc != 0) TEST_FAIL_("json_scan_flat accepts %.*s, json_decode_push refuses: %s", (int)len, text, err);
+    if (rc != 0)
+      TEST_FAIL_("json_scan_flat accepts %.*s, json_decode_push refuses: %s", (int)len, text, err);
     push_flat(L, &rec);
     assert_same(L, top + 1, top + 2, "json_scan_flat");
     lua_pop(L, 1);
@@ -141,7 +142,8 @@ static void decode_ok(lua_State *L, const char *text) {
 }
 
 static void decode_err_n(lua_State *L, const char *text, size_t len, const char *want) {
-  if (decode(L, text, len) == 0) TEST_FAIL_("decode(%.*s) succeeded, wanted: %s", (int)len, text, want);
+  if (decode(L, text, len) == 0)
+    TEST_FAIL_("decode(%.*s) succeeded, wanted: %s", (int)len, text, want);
   if (strcmp(err, want) != 0)
     TEST_FAIL_("decode(%.*s):\n  got  %s\n  want %s", (int)len, text, err, want);
 }
@@ -194,9 +196,11 @@ TEST_IMPL(json_decode_scalars) {
 
 TEST_IMPL(json_decode_objects) {
   lua_State *L = new_state();
-  decodes_as(L, "{\"id\":\"pay-000001\",\"amount_cents\":1234,\"currency\":\"EUR\",\"account\":\"acct-42\"}",
-             "assert(v.id == 'pay-000001' and v.amount_cents == 1234 and v.currency == 'EUR'"
-             " and v.account == 'acct-42')");
+  decodes_as(
+      L,
+      "{\"id\":\"pay-000001\",\"amount_cents\":1234,\"currency\":\"EUR\",\"account\":\"acct-42\"}",
+      "assert(v.id == 'pay-000001' and v.amount_cents == 1234 and v.currency == 'EUR'"
+      " and v.account == 'acct-42')");
   decodes_as(L, "{}", "assert(type(v) == 'table' and next(v) == nil and getmetatable(v) == nil)");
   decodes_as(L, "{\"a\":1,\"a\":2,\"b\":3,\"a\":4}", "assert(v.a == 4 and v.b == 3)");
   decodes_as(L, "{\"n\":null}", "assert(v.n == null and type(v.n) == 'userdata')");
@@ -219,7 +223,8 @@ TEST_IMPL(json_decode_arrays) {
   char big[8192];
   size_t n = 0;
   big[n++] = '[';
-  for (int i = 1; i <= 1000; i++) n += (size_t)snprintf(big + n, sizeof big - n, "%s%d", i > 1 ? "," : "", i);
+  for (int i = 1; i <= 1000; i++)
+    n += (size_t)snprintf(big + n, sizeof big - n, "%s%d", i > 1 ? "," : "", i);
   big[n++] = ']';
   big[n] = '\0';
   decodes_as(L, big, "assert(#v == 1000) for i = 1, 1000 do assert(v[i] == i) end");
@@ -230,8 +235,8 @@ TEST_IMPL(json_decode_strings) {
   lua_State *L = new_state();
   decodes_as(L, "\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", "assert(v == '\"\\\\/\\b\\f\\n\\r\\t')");
   decodes_as(L, "\"a\\u0041\\u00e9\\u20AC\"", "assert(v == 'aA\\195\\169\\226\\130\\172')");
-  decodes_as(L, "\"\\ud83d\\ude00\"", "assert(v == '\\240\\159\\152\\128')");   /* U+1F600 */
-  decodes_as(L, "\"\\uDBFF\\uDFFF\"", "assert(v == '\\244\\143\\191\\191')");   /* U+10FFFF */
+  decodes_as(L, "\"\\ud83d\\ude00\"", "assert(v == '\\240\\159\\152\\128')"); /* U+1F600 */
+  decodes_as(L, "\"\\uDBFF\\uDFFF\"", "assert(v == '\\244\\143\\191\\191')"); /* U+10FFFF */
   decodes_as(L, "\"x\\u0000y\"", "assert(v == 'x\\0y' and #v == 3)");
   decodes_as(L, "\"\\uFFFF\"", "assert(v == '\\239\\191\\191')");
   /* cjson checks neither raw control bytes nor UTF-8: both pass through. */
@@ -244,15 +249,23 @@ TEST_IMPL(json_decode_strings) {
   decode_err(L, "\"\\U0041\"", "Expected value but found invalid escape code at character 2");
   decode_err(L, "\"\\u12\"", "Expected value but found invalid unicode escape code at character 2");
   decode_err(L, "\"\\u12", "Expected value but found invalid unicode escape code at character 2");
-  decode_err(L, "\"\\u12g4\"", "Expected value but found invalid unicode escape code at character 2");
-  decode_err(L, "\"\\ud800\"", "Expected value but found invalid unicode escape code at character 2");
-  decode_err(L, "\"\\udc00\\ud800\"", "Expected value but found invalid unicode escape code at character 2");
-  decode_err(L, "\"\\ud800\\u0041\"", "Expected value but found invalid unicode escape code at character 2");
-  decode_err(L, "\"\\ud800\\ud800\"", "Expected value but found invalid unicode escape code at character 2");
-  decode_err(L, "\"x\\ud800\\n\"", "Expected value but found invalid unicode escape code at character 3");
+  decode_err(L, "\"\\u12g4\"",
+             "Expected value but found invalid unicode escape code at character 2");
+  decode_err(L, "\"\\ud800\"",
+             "Expected value but found invalid unicode escape code at character 2");
+  decode_err(L, "\"\\udc00\\ud800\"",
+             "Expected value but found invalid unicode escape code at character 2");
+  decode_err(L, "\"\\ud800\\u0041\"",
+             "Expected value but found invalid unicode escape code at character 2");
+  decode_err(L, "\"\\ud800\\ud800\"",
+             "Expected value but found invalid unicode escape code at character 2");
+  decode_err(L, "\"x\\ud800\\n\"",
+             "Expected value but found invalid unicode escape code at character 3");
   decode_err(L, "\"abc", "Expected value but found unexpected end of string at character 5");
-  decode_err_n(L, "\"a\0b\"", 5, "Expected value but found unexpected end of string at character 3");
-  decode_err(L, "{\"a\\q\":1}", "Expected object key string but found invalid escape code at character 4");
+  decode_err_n(L, "\"a\0b\"", 5,
+               "Expected value but found unexpected end of string at character 3");
+  decode_err(L, "{\"a\\q\":1}",
+             "Expected object key string but found invalid escape code at character 4");
   decode_err(L, "{\"a\":\"\\q\"}", "Expected value but found invalid escape code at character 7");
   close_state(L);
 }
@@ -304,18 +317,56 @@ TEST_IMPL(json_decode_numbers) {
   lua_State *L = new_state();
   /* What strtod gives (the rule), on fast-path and strtod-path inputs alike. */
   static const char *const same_as_strtod[] = {
-    "0", "-0", "1", "-1", "1234", "999999999999999", "9007199254740992", "0.1", "0.3", "1.5", "-2.25", "3.14159", "123456.789012345",
-    "1e5", "1E5", "1e+5", "1e-5", "2.5e-3", "1e22", "1e23", "123e-22", "1e-23",
-    "0.0000001", "1e308", "1.7976931348623157e308", "2.2250738585072014e-308",
-    "4.9e-324", "1e-400", "0e99999", "1e-100000000000000000000",
-    "-.5", "0.", "1.", "1.e5", "-0.0", "0.000", "89255.0e-22", "8.988465674311579e+307",
-    "0.1000000000000000055511151231257827021181583404541015625",
-    "1.00000000000000011102230246251565404236316680908203125",
-    "123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890.0",
-    "12345678901234567e0", "12345678901234567.0", "9007199254740993.0",
-    /* 16 digits: one rounding to a double, a second in the scaling would be
+      "0",
+      "-0",
+      "1",
+      "-1",
+      "1234",
+      "999999999999999",
+      "9007199254740992",
+      "0.1",
+      "0.3",
+      "1.5",
+      "-2.25",
+      "3.14159",
+      "123456.789012345",
+      "1e5",
+      "1E5",
+      "1e+5",
+      "1e-5",
+      "2.5e-3",
+      "1e22",
+      "1e23",
+      "123e-22",
+      "1e-23",
+      "0.0000001",
+      "1e308",
+      "1.7976931348623157e308",
+      "2.2250738585072014e-308",
+      "4.9e-324",
+      "1e-400",
+      "0e99999",
+      "1e-100000000000000000000",
+      "-.5",
+      "0.",
+      "1.",
+      "1.e5",
+      "-0.0",
+      "0.000",
+      "89255.0e-22",
+      "8.988465674311579e+307",
+      "0.1000000000000000055511151231257827021181583404541015625",
+      "1.00000000000000011102230246251565404236316680908203125",
+      "123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890.0",
+      "12345678901234567e0",
+      "12345678901234567.0",
+      "9007199254740993.0",
+      /* 16 digits: one rounding to a double, a second in the scaling would be
      * one too many (these come out wrong if the fast path took them). */
-    "9541352740099505e6", "970.4755302980305", "9331273258469299e-18", "9458938454789077e16",
+      "9541352740099505e6",
+      "970.4755302980305",
+      "9331273258469299e-18",
+      "9458938454789077e16",
   };
   for (size_t i = 0; i < sizeof same_as_strtod / sizeof *same_as_strtod; i++) {
     const char *s = same_as_strtod[i];
@@ -326,8 +377,9 @@ TEST_IMPL(json_decode_numbers) {
   ASSERT(signbit(decode_number(L, "-0.0e5")));
   ASSERT(!signbit(decode_number(L, "0")));
 
-  static const char *const invalid[] = {"-", "-x", "-inf", "-Infinity", "-nan", "01", "-01", "00",
-                                        "0x1", "0X1", "-0x1", "-.", "-e5", "- 1", "--1"};
+  static const char *const invalid[] = {"-",    "-x",  "-inf", "-Infinity", "-nan",
+                                        "01",   "-01", "00",   "0x1",       "0X1",
+                                        "-0x1", "-.",  "-e5",  "- 1",       "--1"};
   for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++)
     decode_err(L, invalid[i], "Expected value but found invalid number at character 1");
   decode_err(L, "+1", "Expected value but found invalid token at character 1");
@@ -353,15 +405,21 @@ TEST_IMPL(json_decode_numbers) {
 TEST_IMPL(json_decode_numbers_a_double_cannot_hold) {
   lua_State *L = new_state();
   static const char *const exact[] = {"9007199254740991", "9007199254740992", "-9007199254740992",
-                                      "123456789012345", "1234567890123456", "-1234567890123456"};
+                                      "123456789012345",  "1234567890123456", "-1234567890123456"};
   for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
     double got = decode_number(L, exact[i]);
     if (got != strtod(exact[i], NULL)) TEST_FAIL_("%s: got %.17g", exact[i], got);
   }
   static const char *const digits[] = {
-    "9007199254740993", "-9007199254740993", "9007199254740994", "9999999999999999",
-    "12345678901234567", "1234567890123456789", "-1234567890123456789", "18446744073709551616",
-    "123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890",
+      "9007199254740993",
+      "-9007199254740993",
+      "9007199254740994",
+      "9999999999999999",
+      "12345678901234567",
+      "1234567890123456789",
+      "-1234567890123456789",
+      "18446744073709551616",
+      "123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890",
   };
   for (size_t i = 0; i < sizeof digits / sizeof *digits; i++) {
     decode_ok(L, digits[i]);
@@ -372,8 +430,9 @@ TEST_IMPL(json_decode_numbers_a_double_cannot_hold) {
   /* in containers, and in the flat objects json_scan_flat reads */
   decodes_as(L, "[9007199254740993, 9007199254740992, -0]",
              "assert(v[1] == '9007199254740993' and v[2] == 2^53 and v[3] == 0 and 1/v[3] < 0)");
-  decodes_as(L, "{\"id\":1234567890123456789,\"amount\":123456789012345,\"x\":0.1}",
-             "assert(v.id == '1234567890123456789' and v.amount == 123456789012345 and v.x == 0.1)");
+  decodes_as(
+      L, "{\"id\":1234567890123456789,\"amount\":123456789012345,\"x\":0.1}",
+      "assert(v.id == '1234567890123456789' and v.amount == 123456789012345 and v.x == 0.1)");
   decodes_as(L, "{\"a\":{\"id\":-12345678901234567}}", "assert(v.a.id == '-12345678901234567')");
   struct json_flat rec;
   const char *flat = "{\"id\":12345678901234567,\"n\":1}";
@@ -388,18 +447,22 @@ TEST_IMPL(json_decode_numbers_a_double_cannot_hold) {
   ASSERT(decode_number(L, "1.7976931348623157e308") == DBL_MAX);
   ASSERT(decode_number(L, "1e-400") == 0);
 
-  static const struct { const char *text, *msg; } range[] = {
-    {"1e400", "Number out of range at character 1: 1e400"},
-    {"-1e400", "Number out of range at character 1: -1e400"},
-    {"1.8e308", "Number out of range at character 1: 1.8e308"},
-    {"[1, 1e999]", "Number out of range at character 5: 1e999"},
-    {"{\"amount\":-1e400}", "Number out of range at character 11: -1e400"},
-    {"{\"a\":1e100000000000000000000}", "Number out of range at character 6: 1e100000000000000000000"},
-    {"1" "00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
-     "00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
-     "00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
-     "000000000000000000000000.0",
-     "Number out of range at character 1: 1000000000000000000000000000000000000000..."},
+  static const struct {
+    const char *text, *msg;
+  } range[] = {
+      {"1e400", "Number out of range at character 1: 1e400"},
+      {"-1e400", "Number out of range at character 1: -1e400"},
+      {"1.8e308", "Number out of range at character 1: 1.8e308"},
+      {"[1, 1e999]", "Number out of range at character 5: 1e999"},
+      {"{\"amount\":-1e400}", "Number out of range at character 11: -1e400"},
+      {"{\"a\":1e100000000000000000000}",
+       "Number out of range at character 6: 1e100000000000000000000"},
+      {"1"
+       "00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+       "00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+       "00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+       "000000000000000000000000.0",
+       "Number out of range at character 1: 1000000000000000000000000000000000000000..."},
   };
   for (size_t i = 0; i < sizeof range / sizeof *range; i++) {
     int top = lua_gettop(L);
@@ -423,9 +486,10 @@ TEST_IMPL(json_decode_numbers_in_a_comma_locale) {
   if (!found) setlocale(LC_NUMERIC, "C"); /* then only the C locale is checked */
   lua_State *L = new_state();
   ASSERT(decode_number(L, "1.5") == 1.5);
-  ASSERT(decode_number(L, "1.50000000000000000001") == 1.5);  /* through strtod */
-  double v = decode_number(L, "0.100000000000000000000000000000000000000000000000000000000000000000001");
-  ASSERT(v == 0.1);                                            /* the long copy */
+  ASSERT(decode_number(L, "1.50000000000000000001") == 1.5); /* through strtod */
+  double v =
+      decode_number(L, "0.100000000000000000000000000000000000000000000000000000000000000000001");
+  ASSERT(v == 0.1); /* the long copy */
   setlocale(LC_NUMERIC, "C");
   close_state(L);
 }
@@ -436,7 +500,10 @@ TEST_IMPL(json_decode_whitespace) {
   /* JSON's four, no more: cjson refuses form feed and vertical tab. */
   decode_err(L, "\f1", "Expected value but found invalid token at character 1");
   decode_err(L, "\v1", "Expected value but found invalid token at character 1");
-  decode_err(L, "[1,\xa0" "2]", "Expected value but found invalid token at character 4");
+  decode_err(L,
+             "[1,\xa0"
+             "2]",
+             "Expected value but found invalid token at character 4");
   decode_err(L, "", "Expected value but found T_END at character 1");
   decode_err(L, "   ", "Expected value but found T_END at character 4");
   close_state(L);
@@ -457,12 +524,15 @@ TEST_IMPL(json_decode_depth) {
   obj[n++] = '1';
   for (int i = 0; i < JSON_DECODE_MAX_DEPTH; i++) obj[n++] = '}';
   ASSERT_OK(decode(L, obj, n));
-  check(L, "local n = 0 while type(v) == 'table' do n = n + 1 v = v.k end assert(n == 1000 and v == 1)");
+  check(
+      L,
+      "local n = 0 while type(v) == 'table' do n = n + 1 v = v.k end assert(n == 1000 and v == 1)");
   free(obj);
   /* 1001: refused, where the 1001st opens, as cjson says it. */
   memset(text, '[', JSON_DECODE_MAX_DEPTH + 1);
   memset(text + JSON_DECODE_MAX_DEPTH + 1, ']', JSON_DECODE_MAX_DEPTH + 1);
-  decode_err_n(L, text, sizeof text - 1, "Found too many nested data structures (1001) at character 1001");
+  decode_err_n(L, text, sizeof text - 1,
+               "Found too many nested data structures (1001) at character 1001");
   obj = malloc(5 * (JSON_DECODE_MAX_DEPTH + 1) + 2);
   ASSERT_NOT_NULL(obj);
   n = 0;
@@ -486,40 +556,41 @@ TEST_IMPL(json_decode_depth) {
 TEST_IMPL(json_decode_syntax_errors) {
   lua_State *L = new_state();
   static const char *const cases[][2] = {
-    {"[1,]", "Expected value but found T_ARR_END at character 4"},
-    {"[,1]", "Expected value but found T_COMMA at character 2"},
-    {"[1 2]", "Expected comma or array end but found T_NUMBER at character 4"},
-    {"[1,2", "Expected comma or array end but found T_END at character 5"},
-    {"[1}", "Expected comma or array end but found T_OBJ_END at character 3"},
-    {"[", "Expected value but found T_END at character 2"},
-    {"]", "Expected value but found T_ARR_END at character 1"},
-    {"{\"a\":1,}", "Expected object key string but found T_OBJ_END at character 8"},
-    {"{\"a\" 1}", "Expected colon but found T_NUMBER at character 6"},
-    {"{\"a\"", "Expected colon but found T_END at character 5"},
-    {"{\"a\":}", "Expected value but found T_OBJ_END at character 6"},
-    {"{1:2}", "Expected object key string but found T_NUMBER at character 2"},
-    {"{a:1}", "Expected object key string but found invalid token at character 2"},
-    {"{null:1}", "Expected object key string but found T_NULL at character 2"},
-    {"{[]:1}", "Expected object key string but found T_ARR_BEGIN at character 2"},
-    {"{\"a\":1 \"b\":2}", "Expected comma or object end but found T_STRING at character 8"},
-    {"{\"a\":1 \"b\\x\":2}", "Expected comma or object end but found invalid escape code at character 10"},
-    {"{\"a\":1]", "Expected comma or object end but found T_ARR_END at character 7"},
-    {"{\"a\"::1}", "Expected value but found T_COLON at character 6"},
-    {"{\"a\":1,,}", "Expected object key string but found T_COMMA at character 8"},
-    {"{\"a\":1 true}", "Expected comma or object end but found T_BOOLEAN at character 8"},
-    {"{\"a\":1 {", "Expected comma or object end but found T_OBJ_BEGIN at character 8"},
-    {"{\"a\":1 -x", "Expected comma or object end but found invalid number at character 8"},
-    {"{\"a\":1 -5", "Expected comma or object end but found T_NUMBER at character 8"},
-    {"tru", "Expected value but found invalid token at character 1"},
-    {"nul", "Expected value but found invalid token at character 1"},
-    {"True", "Expected value but found invalid token at character 1"},
-    {"truex", "Expected the end but found invalid token at character 5"},
-    {"true false", "Expected the end but found T_BOOLEAN at character 6"},
-    {"{} {}", "Expected the end but found T_OBJ_BEGIN at character 4"},
-    {"1 x", "Expected the end but found invalid token at character 3"},
-    {"\"a\" \"b", "Expected the end but found unexpected end of string at character 7"},
-    {"'a'", "Expected value but found invalid token at character 1"},
-    {"/* */ 1", "Expected value but found invalid token at character 1"},
+      {"[1,]", "Expected value but found T_ARR_END at character 4"},
+      {"[,1]", "Expected value but found T_COMMA at character 2"},
+      {"[1 2]", "Expected comma or array end but found T_NUMBER at character 4"},
+      {"[1,2", "Expected comma or array end but found T_END at character 5"},
+      {"[1}", "Expected comma or array end but found T_OBJ_END at character 3"},
+      {"[", "Expected value but found T_END at character 2"},
+      {"]", "Expected value but found T_ARR_END at character 1"},
+      {"{\"a\":1,}", "Expected object key string but found T_OBJ_END at character 8"},
+      {"{\"a\" 1}", "Expected colon but found T_NUMBER at character 6"},
+      {"{\"a\"", "Expected colon but found T_END at character 5"},
+      {"{\"a\":}", "Expected value but found T_OBJ_END at character 6"},
+      {"{1:2}", "Expected object key string but found T_NUMBER at character 2"},
+      {"{a:1}", "Expected object key string but found invalid token at character 2"},
+      {"{null:1}", "Expected object key string but found T_NULL at character 2"},
+      {"{[]:1}", "Expected object key string but found T_ARR_BEGIN at character 2"},
+      {"{\"a\":1 \"b\":2}", "Expected comma or object end but found T_STRING at character 8"},
+      {"{\"a\":1 \"b\\x\":2}",
+       "Expected comma or object end but found invalid escape code at character 10"},
+      {"{\"a\":1]", "Expected comma or object end but found T_ARR_END at character 7"},
+      {"{\"a\"::1}", "Expected value but found T_COLON at character 6"},
+      {"{\"a\":1,,}", "Expected object key string but found T_COMMA at character 8"},
+      {"{\"a\":1 true}", "Expected comma or object end but found T_BOOLEAN at character 8"},
+      {"{\"a\":1 {", "Expected comma or object end but found T_OBJ_BEGIN at character 8"},
+      {"{\"a\":1 -x", "Expected comma or object end but found invalid number at character 8"},
+      {"{\"a\":1 -5", "Expected comma or object end but found T_NUMBER at character 8"},
+      {"tru", "Expected value but found invalid token at character 1"},
+      {"nul", "Expected value but found invalid token at character 1"},
+      {"True", "Expected value but found invalid token at character 1"},
+      {"truex", "Expected the end but found invalid token at character 5"},
+      {"true false", "Expected the end but found T_BOOLEAN at character 6"},
+      {"{} {}", "Expected the end but found T_OBJ_BEGIN at character 4"},
+      {"1 x", "Expected the end but found invalid token at character 3"},
+      {"\"a\" \"b", "Expected the end but found unexpected end of string at character 7"},
+      {"'a'", "Expected value but found invalid token at character 1"},
+      {"/* */ 1", "Expected value but found invalid token at character 1"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) decode_err(L, cases[i][0], cases[i][1]);
   close_state(L);
@@ -555,8 +626,10 @@ TEST_IMPL(json_decode_cut_at_the_end) {
 TEST_IMPL(json_decode_keeps_the_stack_on_error) {
   lua_State *L = new_state();
   lua_pushstring(L, "below");
-  decode_err(L, "{\"a\":[1,2,{\"b\":\"c\"", "Expected comma or object end but found T_END at character 19");
-  decode_err(L, "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x", "Expected value but found invalid token at character 41");
+  decode_err(L, "{\"a\":[1,2,{\"b\":\"c\"",
+             "Expected comma or object end but found T_END at character 19");
+  decode_err(L, "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x",
+             "Expected value but found invalid token at character 41");
   ASSERT_INT_EQ(lua_gettop(L), 1);
   ASSERT_STR_EQ(lua_tostring(L, 1), "below");
   /* err may be small or absent. */
@@ -588,9 +661,11 @@ static const char *object_of(char *buf, size_t cap, const char *prefix, int n) {
 
 TEST_IMPL(json_decode_shapes_compile_on_the_second_sighting) {
   lua_State *L = new_state();
-  const char *payment = "{\"id\":7,\"account\":\"acct-007\",\"amount_cents\":1234,\"ok\":true,\"n\":null}";
-  const char *check_payment = "assert(v.id == 7 and v.account == 'acct-007' and v.amount_cents == 1234"
-                              " and v.ok == true and v.n == null)";
+  const char *payment =
+      "{\"id\":7,\"account\":\"acct-007\",\"amount_cents\":1234,\"ok\":true,\"n\":null}";
+  const char *check_payment =
+      "assert(v.id == 7 and v.account == 'acct-007' and v.amount_cents == 1234"
+      " and v.ok == true and v.n == null)";
   shaped_as(L, payment, check_payment);
   ASSERT_INT_EQ(json_shapes_compiled(shapes), 0);
   shaped_as(L, payment, check_payment);
@@ -604,13 +679,16 @@ TEST_IMPL(json_decode_shapes_compile_on_the_second_sighting) {
             "assert(v.id == 8 and v.account == 'a\"b' and v.amount_cents == -1.5 and v.ok == false"
             " and v.n == 0)");
   /* The same keys in another order are another shape. */
-  shaped_as(L, "{\"account\":\"x\",\"id\":1,\"amount_cents\":2,\"ok\":true,\"n\":null}", "assert(v.id == 1)");
+  shaped_as(L, "{\"account\":\"x\",\"id\":1,\"amount_cents\":2,\"ok\":true,\"n\":null}",
+            "assert(v.id == 1)");
   ASSERT_INT_EQ(json_shapes_compiled(shapes), 1);
   /* Keys any bytes but an escape: written into the constructor as escapes. */
   const char *odd = "{\"]]=\x01\xff\":1,\"end\\\\\":2}";
   decodes_as(L, odd, "assert(v[']]=\\1\\255'] == 1)");
-  shaped_as(L, "{\"]]=\x01\xff\":1,\"a b\":2,\"\":3}", "assert(v[']]=\\1\\255'] == 1 and v['a b'] == 2 and v[''] == 3)");
-  shaped_as(L, "{\"]]=\x01\xff\":1,\"a b\":2,\"\":3}", "assert(v[']]=\\1\\255'] == 1 and v['a b'] == 2 and v[''] == 3)");
+  shaped_as(L, "{\"]]=\x01\xff\":1,\"a b\":2,\"\":3}",
+            "assert(v[']]=\\1\\255'] == 1 and v['a b'] == 2 and v[''] == 3)");
+  shaped_as(L, "{\"]]=\x01\xff\":1,\"a b\":2,\"\":3}",
+            "assert(v[']]=\\1\\255'] == 1 and v['a b'] == 2 and v[''] == 3)");
   ASSERT_INT_EQ(json_shapes_compiled(shapes), 2);
   /* A repeated key: the last one wins, as without shapes. */
   shaped_as(L, "{\"a\":1,\"b\":2,\"a\":3}", "assert(v.a == 3 and v.b == 2)");
@@ -645,7 +723,8 @@ TEST_IMPL(json_decode_shapes_ready_once_compiled) {
   ASSERT_INT_EQ(json_shapes_ready(shapes, rec.key, rec.n, &gen), -1); /* evicted */
   shaped_as(L, text, "assert(v.id == 1)");
   shaped_as(L, text, "assert(v.id == 1)");
-  for (int i = 0; i < JSON_SHAPES * JSON_SHAPES_COMPILE_EVERY; i++) shaped_as(L, text, "assert(v.id == 1)");
+  for (int i = 0; i < JSON_SHAPES * JSON_SHAPES_COMPILE_EVERY; i++)
+    shaped_as(L, text, "assert(v.id == 1)");
   int slot2 = json_shapes_ready(shapes, rec.key, rec.n, &gen2);
   ASSERT(slot2 >= 0);
   /* compiled again: back in its old slot, its constructor is another one */
@@ -660,12 +739,15 @@ TEST_IMPL(json_decode_shapes_hand_over_to_the_parser) {
   for (int round = 0; round < 2; round++) {
     decodes_as(L, "{\"a\":1,\"b\":{\"c\":[2,{\"d\":3}]},\"e\":4}",
                "assert(v.a == 1 and v.b.c[2].d == 3 and v.e == 4)");
-    decodes_as(L, "{\"a\":1,\"b\\n\":2,\"c\":3}", "assert(v.a == 1 and v['b\\n'] == 2 and v.c == 3)");
+    decodes_as(L, "{\"a\":1,\"b\\n\":2,\"c\":3}",
+               "assert(v.a == 1 and v['b\\n'] == 2 and v.c == 3)");
     decodes_as(L, "{\"a\":[],\"b\":{}}", "assert(#v.a == 0 and next(v.b) == nil)");
-    decodes_as(L, object_of(buf, sizeof buf, "k", JSON_SHAPE_MAX_KEYS),
-               "local n = 0 for k, x in pairs(v) do n = n + 1 assert(k == 'k' .. x) end assert(n == 32)");
-    decodes_as(L, object_of(buf, sizeof buf, "k", JSON_SHAPE_MAX_KEYS + 1),
-               "local n = 0 for k, x in pairs(v) do n = n + 1 assert(k == 'k' .. x) end assert(n == 33)");
+    decodes_as(
+        L, object_of(buf, sizeof buf, "k", JSON_SHAPE_MAX_KEYS),
+        "local n = 0 for k, x in pairs(v) do n = n + 1 assert(k == 'k' .. x) end assert(n == 32)");
+    decodes_as(
+        L, object_of(buf, sizeof buf, "k", JSON_SHAPE_MAX_KEYS + 1),
+        "local n = 0 for k, x in pairs(v) do n = n + 1 assert(k == 'k' .. x) end assert(n == 33)");
     decodes_as(L, object_of(buf, sizeof buf, "k", 50), "assert(v.k50 == 50)");
     decode_err(L, "{\"a\":1,\"b\":}", "Expected value but found T_OBJ_END at character 12");
     decode_err(L, "{\"a\":1,}", "Expected object key string but found T_OBJ_END at character 8");
@@ -705,9 +787,10 @@ TEST_IMPL(json_decode_shapes_compile_the_largest_shape) {
   }
   text[at++] = '}';
   text[at] = '\0';
-  const char *want = "local n = 0 for k, x in pairs(v) do n = n + 1"
-                     " assert(#k == 32 and k:byte(32) == 48 + x and k:byte(1) == 255) end"
-                     " assert(n == 32)";
+  const char *want =
+      "local n = 0 for k, x in pairs(v) do n = n + 1"
+      " assert(#k == 32 and k:byte(32) == 48 + x and k:byte(1) == 255) end"
+      " assert(n == 32)";
   int compiled = json_shapes_compiled(shapes);
   shaped_as(L, text, want);
   shaped_as(L, text, want);
@@ -752,24 +835,24 @@ TEST_IMPL(json_decode_shapes_are_bounded) {
 /* Wraps same() (passed as ...): where a is a number and b a string, b must
  * be the digits of an integer literal above 2^53 that reads as a. */
 static const char big_integers_lua[] =
-  "local same = ...\n"
-  "local function big(s)\n"
-  "  local d = s:match('^%-?([1-9]%d*)$')\n"
-  "  return d ~= nil and (#d > 16 or (#d == 16 and d > '9007199254740992'))\n"
-  "end\n"
-  "local function fold(a, b)\n"
-  "  if type(a) == 'number' and type(b) == 'string' then\n"
-  "    if big(b) and tonumber(b) == a then return a end\n"
-  "    return b\n"
-  "  end\n"
-  "  if type(a) == 'table' and type(b) == 'table' then\n"
-  "    local c = {}\n"
-  "    for k, v in pairs(b) do c[k] = fold(a[k], v) end\n"
-  "    return c\n"
-  "  end\n"
-  "  return b\n"
-  "end\n"
-  "return function(a, b) return same(a, fold(a, b)) end\n";
+    "local same = ...\n"
+    "local function big(s)\n"
+    "  local d = s:match('^%-?([1-9]%d*)$')\n"
+    "  return d ~= nil and (#d > 16 or (#d == 16 and d > '9007199254740992'))\n"
+    "end\n"
+    "local function fold(a, b)\n"
+    "  if type(a) == 'number' and type(b) == 'string' then\n"
+    "    if big(b) and tonumber(b) == a then return a end\n"
+    "    return b\n"
+    "  end\n"
+    "  if type(a) == 'table' and type(b) == 'table' then\n"
+    "    local c = {}\n"
+    "    for k, v in pairs(b) do c[k] = fold(a[k], v) end\n"
+    "    return c\n"
+    "  end\n"
+    "  return b\n"
+    "end\n"
+    "return function(a, b) return same(a, fold(a, b)) end\n";
 
 struct differ {
   lua_State *L;
@@ -782,9 +865,12 @@ static void show(const char *text, size_t len) {
   fputs("  input: \"", stderr);
   for (size_t i = 0; i < len && i < 300; i++) {
     unsigned char c = (unsigned char)text[i];
-    if (c == '"' || c == '\\') fprintf(stderr, "\\%c", c);
-    else if (c < 0x20 || c >= 0x7f) fprintf(stderr, "\\x%02x", c);
-    else fputc(c, stderr);
+    if (c == '"' || c == '\\')
+      fprintf(stderr, "\\%c", c);
+    else if (c < 0x20 || c >= 0x7f)
+      fprintf(stderr, "\\x%02x", c);
+    else
+      fputc(c, stderr);
   }
   fprintf(stderr, "\"%s (%zu bytes)\n", len > 300 ? "..." : "", len);
 }
@@ -828,7 +914,8 @@ static void compare(struct differ *df, const char *text, size_t len) {
                strtod(num, NULL));
       why = msg;
     } else if (!cjson_ok && ours > theirs) {
-      snprintf(msg, sizeof msg, "we refuse a number out of range (%s) after cjson's error (%s)", err, want);
+      snprintf(msg, sizeof msg, "we refuse a number out of range (%s) after cjson's error (%s)",
+               err, want);
       why = msg;
     }
     if (!why) df->accepted++;
@@ -906,42 +993,76 @@ static void gen_ws(struct text *t) {
 /* A number as a JSON writer would print it, or one in the corners of the
  * grammar cjson and strtod share. */
 static void gen_number(struct text *t) {
-  static const char *const odd[] = {"-0", "0.0", "1e400", "-1e400", "4.9e-324", "1e-400",
-                                    "2.2250738585072011e-308", "9007199254740993", "0.1", "-.5",
-                                    "1.", "1.e3", "0e0", "1E+2", "123456789012345678", "1e22",
-                                    "1e23", "5e-324", "1.7976931348623157e308", "-0.0e-0"};
+  static const char *const odd[] = {"-0",
+                                    "0.0",
+                                    "1e400",
+                                    "-1e400",
+                                    "4.9e-324",
+                                    "1e-400",
+                                    "2.2250738585072011e-308",
+                                    "9007199254740993",
+                                    "0.1",
+                                    "-.5",
+                                    "1.",
+                                    "1.e3",
+                                    "0e0",
+                                    "1E+2",
+                                    "123456789012345678",
+                                    "1e22",
+                                    "1e23",
+                                    "5e-324",
+                                    "1.7976931348623157e308",
+                                    "-0.0e-0"};
   char buf[64];
   switch (rnd(6)) {
-  case 0:
-    adds(t, odd[rnd(sizeof odd / sizeof *odd)]);
-    return;
-  case 1:
-    snprintf(buf, sizeof buf, "%d", (int)rnd(2000001) - 1000000);
-    break;
-  case 2:
-    snprintf(buf, sizeof buf, "%.*g", (int)rnd(17) + 1, ((double)rnd(1u << 30) - (1 << 29)) / (rnd(1000) + 1));
-    break;
-  case 3:
-    snprintf(buf, sizeof buf, "%.17g", ldexp((double)rnd(1u << 31), (int)rnd(400) - 200));
-    break;
-  case 4:
-    snprintf(buf, sizeof buf, "%u.%0*u", rnd(100000), (int)rnd(8) + 1, rnd(100000));
-    break;
-  default:
-    snprintf(buf, sizeof buf, "%ue%s%u", rnd(1000), rnd(2) ? "-" : "", rnd(30));
+    case 0: adds(t, odd[rnd(sizeof odd / sizeof *odd)]); return;
+    case 1: snprintf(buf, sizeof buf, "%d", (int)rnd(2000001) - 1000000); break;
+    case 2:
+      snprintf(buf, sizeof buf, "%.*g", (int)rnd(17) + 1,
+               ((double)rnd(1u << 30) - (1 << 29)) / (rnd(1000) + 1));
+      break;
+    case 3:
+      snprintf(buf, sizeof buf, "%.17g", ldexp((double)rnd(1u << 31), (int)rnd(400) - 200));
+      break;
+    case 4: snprintf(buf, sizeof buf, "%u.%0*u", rnd(100000), (int)rnd(8) + 1, rnd(100000)); break;
+    default: snprintf(buf, sizeof buf, "%ue%s%u", rnd(1000), rnd(2) ? "-" : "", rnd(30));
   }
   adds(t, buf);
 }
 
 static void gen_string(struct text *t) {
   static const char *const pieces[] = {
-    "a", "pay", "acct-42", " ", "\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t",
-    "\\u0041", "\\u00e9", "\\u20ac", "\\uFFFF", "\\u0000", "\\ud83d\\ude00", "\\uDBFF\\uDFFF",
-    "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\x01", "\x1f", "\t", "\x7f", "\xff",
+      "a",
+      "pay",
+      "acct-42",
+      " ",
+      "\\\"",
+      "\\\\",
+      "\\/",
+      "\\b",
+      "\\f",
+      "\\n",
+      "\\r",
+      "\\t",
+      "\\u0041",
+      "\\u00e9",
+      "\\u20ac",
+      "\\uFFFF",
+      "\\u0000",
+      "\\ud83d\\ude00",
+      "\\uDBFF\\uDFFF",
+      "\xc3\xa9",
+      "\xe2\x82\xac",
+      "\xf0\x9f\x98\x80",
+      "\x01",
+      "\x1f",
+      "\t",
+      "\x7f",
+      "\xff",
   };
   add(t, "\"", 1);
   for (uint32_t n = rnd(8); n > 0; n--) adds(t, pieces[rnd(sizeof pieces / sizeof *pieces)]);
-  if (rnd(40) == 0)  /* past the decoder's stack buffer */
+  if (rnd(40) == 0) /* past the decoder's stack buffer */
     for (int i = 0; i < 300; i++) adds(t, i % 7 ? "x" : "\\n");
   add(t, "\"", 1);
 }
@@ -950,34 +1071,37 @@ static void gen_value(struct text *t, int depth) {
   uint32_t kind = rnd(depth > 6 ? 6 : 9);
   gen_ws(t);
   switch (kind) {
-  case 0: adds(t, "null"); break;
-  case 1: adds(t, rnd(2) ? "true" : "false"); break;
-  case 2: case 3: gen_number(t); break;
-  case 4: case 5: gen_string(t); break;
-  case 6: case 7: {
-    static const char *const keys[] = {"\"id\"", "\"a\"", "\"b\"", "\"amount_cents\"", "\"\"",
-                                       "\"k\\u0065y\"", "\"1\"", "\"x y\""};
-    add(t, "{", 1);
-    for (uint32_t i = 0, n = rnd(6); i < n; i++) {  /* keys repeat: the last one wins */
-      if (i) add(t, ",", 1);
+    case 0: adds(t, "null"); break;
+    case 1: adds(t, rnd(2) ? "true" : "false"); break;
+    case 2:
+    case 3: gen_number(t); break;
+    case 4:
+    case 5: gen_string(t); break;
+    case 6:
+    case 7: {
+      static const char *const keys[] = {"\"id\"", "\"a\"",         "\"b\"", "\"amount_cents\"",
+                                         "\"\"",   "\"k\\u0065y\"", "\"1\"", "\"x y\""};
+      add(t, "{", 1);
+      for (uint32_t i = 0, n = rnd(6); i < n; i++) { /* keys repeat: the last one wins */
+        if (i) add(t, ",", 1);
+        gen_ws(t);
+        adds(t, keys[rnd(sizeof keys / sizeof *keys)]);
+        gen_ws(t);
+        add(t, ":", 1);
+        gen_value(t, depth + 1);
+      }
       gen_ws(t);
-      adds(t, keys[rnd(sizeof keys / sizeof *keys)]);
+      add(t, "}", 1);
+      break;
+    }
+    default:
+      add(t, "[", 1);
+      for (uint32_t i = 0, n = rnd(7); i < n; i++) {
+        if (i) add(t, ",", 1);
+        gen_value(t, depth + 1);
+      }
       gen_ws(t);
-      add(t, ":", 1);
-      gen_value(t, depth + 1);
-    }
-    gen_ws(t);
-    add(t, "}", 1);
-    break;
-  }
-  default:
-    add(t, "[", 1);
-    for (uint32_t i = 0, n = rnd(7); i < n; i++) {
-      if (i) add(t, ",", 1);
-      gen_value(t, depth + 1);
-    }
-    gen_ws(t);
-    add(t, "]", 1);
+      add(t, "]", 1);
   }
   gen_ws(t);
 }
@@ -985,55 +1109,174 @@ static void gen_value(struct text *t, int depth) {
 /* One random edit: a cut, a swap of neighbours, a byte replaced, inserted or
  * deleted (bytes drawn mostly from JSON's own syntax, NUL included). */
 static size_t mutate(char *s, size_t len, size_t cap) {
-  static const char bytes[] = "\"\\{}[],:0-+.eE1x \t\nu\0d8\xff" "ntf";
+  static const char bytes[] =
+      "\"\\{}[],:0-+.eE1x \t\nu\0d8\xff"
+      "ntf";
   char b = bytes[rnd(sizeof bytes - 1)];
   if (len == 0) return 0;
   size_t i = rnd((uint32_t)len);
   switch (rnd(5)) {
-  case 0: return i;
-  case 1:
-    if (i + 1 < len) {
-      char c = s[i];
-      s[i] = s[i + 1];
-      s[i + 1] = c;
-    }
-    return len;
-  case 2: s[i] = b; return len;
-  case 3:
-    if (len + 1 > cap) return len;
-    memmove(s + i + 1, s + i, len - i);
-    s[i] = b;
-    return len + 1;
-  default:
-    memmove(s + i, s + i + 1, len - i - 1);
-    return len - 1;
+    case 0: return i;
+    case 1:
+      if (i + 1 < len) {
+        char c = s[i];
+        s[i] = s[i + 1];
+        s[i + 1] = c;
+      }
+      return len;
+    case 2: s[i] = b; return len;
+    case 3:
+      if (len + 1 > cap) return len;
+      memmove(s + i + 1, s + i, len - i);
+      s[i] = b;
+      return len + 1;
+    default: memmove(s + i, s + i + 1, len - i - 1); return len - 1;
   }
 }
 
 /* Inputs written to probe each rule and where cjson's and strtod's grammars
  * meet. */
 static const char *const tricky[] = {
-  "", " ", "{}", "[]", "null", "true", "false", "0", "-0", "\"\"", "{\"a\":1}", "[1,2,3]",
-  "-.5", "0.", "1.e5", ".5", "-", "-x", "-inf", "+1", "01", "-01", "0x1", "1e", "1e+", "1e-",
-  "1E5", "1e05", "-0.0", "0e0", "00", "1.5.3", "1..5", "1ee5", "1e5e5", "-e", "2.", "2.e",
-  "1e99999", "-1e99999", "1e-99999", "Infinity", "-Infinity", "NaN", "nan", "inf", "infinity",
-  "[1,]", "[,]", "[,1]", "[1 2]", "{\"a\":1,}", "{\"a\" 1}", "{1:2}", "{\"a\"}", "{\"a\":}",
-  "{,}", "{\"a\":1,,\"b\":2}", "[1,2", "{\"a\":1", "[", "{", "]", "}", ":", ",", "\"",
-  "\"\\x\"", "\"\\", "\"\\u", "\"\\u1", "\"\\u123", "\"\\u1234", "\"\\u1234\"", "\"\\ud800\"",
-  "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\\ud800\\udbff\"", "\"\\ud800\\udc00\"",
-  "\"\\ud800\\", "\"\\ud800\\u", "\"\\ud800\\udc0\"", "\"\\uD83D\\uDE00\"", "\"\\u0000\"",
-  "\"\\/\"", "\"\\'\"", "\"\\a\"", "\"\\0\"", "truex", "true false", "nul", "nulll", "fals",
-  "falsey", "True", "NULL", "[true,false,null]", "{\"a\":[{\"b\":[{}]}]}", "1 x", "1 2",
-  "\t\r\n 1 \t", "\f1", "\v1", "\"abc", "\"a\nb\"", "\"\x01\"", "\"\xff\"", "[1,2]]", "{}}",
-  "{\"a\":1 \"b\"}", "-0x", "--1", "-+1", "+-1", "- 1", "1 .5", "[-]", "[-.]", "[.5]",
-  "{\"a\":-}", "[1e]", "[1e,2]", "[0.]", "[-0.e-0]", "123456789012345678901234567890",
-  "0.000000000000000000000000000000000000000000000000001", "[\"\\u00e9\",\"\\u20AC\"]",
-  "{\"\":\"\"}", "{\"a\":1,\"a\":2}", "/**/1", "'a'", "[1,,2]", "[[[[]]]]", "{\"a\":{\"b\":{}}}",
+    "",
+    " ",
+    "{}",
+    "[]",
+    "null",
+    "true",
+    "false",
+    "0",
+    "-0",
+    "\"\"",
+    "{\"a\":1}",
+    "[1,2,3]",
+    "-.5",
+    "0.",
+    "1.e5",
+    ".5",
+    "-",
+    "-x",
+    "-inf",
+    "+1",
+    "01",
+    "-01",
+    "0x1",
+    "1e",
+    "1e+",
+    "1e-",
+    "1E5",
+    "1e05",
+    "-0.0",
+    "0e0",
+    "00",
+    "1.5.3",
+    "1..5",
+    "1ee5",
+    "1e5e5",
+    "-e",
+    "2.",
+    "2.e",
+    "1e99999",
+    "-1e99999",
+    "1e-99999",
+    "Infinity",
+    "-Infinity",
+    "NaN",
+    "nan",
+    "inf",
+    "infinity",
+    "[1,]",
+    "[,]",
+    "[,1]",
+    "[1 2]",
+    "{\"a\":1,}",
+    "{\"a\" 1}",
+    "{1:2}",
+    "{\"a\"}",
+    "{\"a\":}",
+    "{,}",
+    "{\"a\":1,,\"b\":2}",
+    "[1,2",
+    "{\"a\":1",
+    "[",
+    "{",
+    "]",
+    "}",
+    ":",
+    ",",
+    "\"",
+    "\"\\x\"",
+    "\"\\",
+    "\"\\u",
+    "\"\\u1",
+    "\"\\u123",
+    "\"\\u1234",
+    "\"\\u1234\"",
+    "\"\\ud800\"",
+    "\"\\udc00\"",
+    "\"\\ud800\\u0041\"",
+    "\"\\ud800\\udbff\"",
+    "\"\\ud800\\udc00\"",
+    "\"\\ud800\\",
+    "\"\\ud800\\u",
+    "\"\\ud800\\udc0\"",
+    "\"\\uD83D\\uDE00\"",
+    "\"\\u0000\"",
+    "\"\\/\"",
+    "\"\\'\"",
+    "\"\\a\"",
+    "\"\\0\"",
+    "truex",
+    "true false",
+    "nul",
+    "nulll",
+    "fals",
+    "falsey",
+    "True",
+    "NULL",
+    "[true,false,null]",
+    "{\"a\":[{\"b\":[{}]}]}",
+    "1 x",
+    "1 2",
+    "\t\r\n 1 \t",
+    "\f1",
+    "\v1",
+    "\"abc",
+    "\"a\nb\"",
+    "\"\x01\"",
+    "\"\xff\"",
+    "[1,2]]",
+    "{}}",
+    "{\"a\":1 \"b\"}",
+    "-0x",
+    "--1",
+    "-+1",
+    "+-1",
+    "- 1",
+    "1 .5",
+    "[-]",
+    "[-.]",
+    "[.5]",
+    "{\"a\":-}",
+    "[1e]",
+    "[1e,2]",
+    "[0.]",
+    "[-0.e-0]",
+    "123456789012345678901234567890",
+    "0.000000000000000000000000000000000000000000000000001",
+    "[\"\\u00e9\",\"\\u20AC\"]",
+    "{\"\":\"\"}",
+    "{\"a\":1,\"a\":2}",
+    "/**/1",
+    "'a'",
+    "[1,,2]",
+    "[[[[]]]]",
+    "{\"a\":{\"b\":{}}}",
 };
 
 TEST_IMPL(json_decode_matches_cjson) {
   lua_State *L = new_state();
-  luaL_dostring(L, "local j = require('cjson.safe').new() j.decode_invalid_numbers(false) return j.decode");
+  luaL_dostring(
+      L, "local j = require('cjson.safe').new() j.decode_invalid_numbers(false) return j.decode");
   if (!lua_isfunction(L, -1))
     TEST_FAIL_("cannot load cjson.safe: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
   if (luaL_dostring(L, same_lua) != 0) TEST_FAIL_("%s", lua_tostring(L, -1));
@@ -1045,7 +1288,8 @@ TEST_IMPL(json_decode_matches_cjson) {
   lua_replace(L, 2);
   struct differ df = {.L = L, .cjson_decode = 1, .same = 2};
 
-  for (size_t i = 0; i < sizeof tricky / sizeof *tricky; i++) compare(&df, tricky[i], strlen(tricky[i]));
+  for (size_t i = 0; i < sizeof tricky / sizeof *tricky; i++)
+    compare(&df, tricky[i], strlen(tricky[i]));
   /* The tricky inputs with a NUL or a stray byte here and there. */
   for (size_t i = 0; i < sizeof tricky / sizeof *tricky; i++) {
     char buf[128];

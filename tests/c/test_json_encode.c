@@ -37,8 +37,10 @@ static void check_round_trip(double x) {
     char shorter[JSON_NUMBER_MAX];
     int digits = 0;
     for (const char *p = s; *p && *p != 'e'; p++)
-      if (*p >= '1' && *p <= '9') digits++;
-      else if (*p == '0' && digits > 0) digits++;
+      if (*p >= '1' && *p <= '9')
+        digits++;
+      else if (*p == '0' && digits > 0)
+        digits++;
     snprintf(shorter, sizeof shorter, "%.*g", digits - 1, x);
     if (digits > 15 && strtod(shorter, NULL) == x)
       TEST_FAIL_("%.17g written %s, but %s (fewer digits) reads back the same", x, s, shorter);
@@ -47,9 +49,12 @@ static void check_round_trip(double x) {
   }
   /* JSON's grammar: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? */
   const char *p = s + (*s == '-');
-  if (*p == '0') p++;
-  else if (*p >= '1' && *p <= '9') while (*p >= '0' && *p <= '9') p++;
-  else TEST_FAIL_("%s is not JSON", s);
+  if (*p == '0')
+    p++;
+  else if (*p >= '1' && *p <= '9')
+    while (*p >= '0' && *p <= '9') p++;
+  else
+    TEST_FAIL_("%s is not JSON", s);
   if (*p == '.') {
     p++;
     if (!(*p >= '0' && *p <= '9')) TEST_FAIL_("%s is not JSON", s);
@@ -65,22 +70,43 @@ static void check_round_trip(double x) {
 }
 
 TEST_IMPL(json_encode_numbers) {
-  static const struct { double x; const char *want; } cases[] = {
-    {0, "0"}, {-0.0, "-0"}, {1, "1"}, {-1, "-1"},
-    {9007199254740991.0, "9007199254740991"}, {9007199254740992.0, "9007199254740992"},
-    {9007199254740994.0, "9007199254740994"}, {-9007199254740994.0, "-9007199254740994"},
-    {123456789012345.0, "123456789012345"}, {1234567890123456.0, "1234567890123456"},
-    {12345678901234567.0, "12345678901234568"}, {1e20, "100000000000000000000"},
-    {1e23, "99999999999999991611392"}, {9223372036854775808.0, "9223372036854775808"},
-    {-9223372036854775808.0, "-9223372036854775808"}, {18446744073709551616.0, "18446744073709551616"},
-    {0.1, "0.1"}, {1.5, "1.5"}, {-2.25, "-2.25"}, {0.1 + 0.2, "0.30000000000000004"},
-    {1.0 / 3, "0.3333333333333333"}, {2.0 / 3, "0.6666666666666666"}, {1e-7, "1e-07"},
-    {5e-324, "4.94065645841247e-324"}, {123456.789, "123456.789"}, {1234567890123.5, "1234567890123.5"},
-    {4503599627370495.5, "4503599627370495.5"}, {DBL_MIN, "2.2250738585072014e-308"},
+  static const struct {
+    double x;
+    const char *want;
+  } cases[] = {
+      {0, "0"},
+      {-0.0, "-0"},
+      {1, "1"},
+      {-1, "-1"},
+      {9007199254740991.0, "9007199254740991"},
+      {9007199254740992.0, "9007199254740992"},
+      {9007199254740994.0, "9007199254740994"},
+      {-9007199254740994.0, "-9007199254740994"},
+      {123456789012345.0, "123456789012345"},
+      {1234567890123456.0, "1234567890123456"},
+      {12345678901234567.0, "12345678901234568"},
+      {1e20, "100000000000000000000"},
+      {1e23, "99999999999999991611392"},
+      {9223372036854775808.0, "9223372036854775808"},
+      {-9223372036854775808.0, "-9223372036854775808"},
+      {18446744073709551616.0, "18446744073709551616"},
+      {0.1, "0.1"},
+      {1.5, "1.5"},
+      {-2.25, "-2.25"},
+      {0.1 + 0.2, "0.30000000000000004"},
+      {1.0 / 3, "0.3333333333333333"},
+      {2.0 / 3, "0.6666666666666666"},
+      {1e-7, "1e-07"},
+      {5e-324, "4.94065645841247e-324"},
+      {123456.789, "123456.789"},
+      {1234567890123.5, "1234567890123.5"},
+      {4503599627370495.5, "4503599627370495.5"},
+      {DBL_MIN, "2.2250738585072014e-308"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     const char *got = fmt(cases[i].x);
-    if (strcmp(got, cases[i].want) != 0) TEST_FAIL_("%.17g: got %s, want %s", cases[i].x, got, cases[i].want);
+    if (strcmp(got, cases[i].want) != 0)
+      TEST_FAIL_("%.17g: got %s, want %s", cases[i].x, got, cases[i].want);
     check_round_trip(cases[i].x);
   }
   /* the largest doubles: every digit of the integer, nothing else */
@@ -109,10 +135,10 @@ TEST_IMPL(json_encode_numbers_read_back_the_same) {
     uint64_t bits = rnd64();
     double x;
     switch (i % 4) {
-    case 0: memcpy(&x, &bits, sizeof x); break;            /* any double */
-    case 1: x = (double)(int64_t)(bits >> (bits & 63)); break; /* integers of every size */
-    case 2: x = (double)(bits % 100000000) / 100; break;   /* cents */
-    default: x = ldexp((double)(bits >> 11), (int)(bits % 200) - 160); /* fractions */
+      case 0: memcpy(&x, &bits, sizeof x); break;                /* any double */
+      case 1: x = (double)(int64_t)(bits >> (bits & 63)); break; /* integers of every size */
+      case 2: x = (double)(bits % 100000000) / 100; break;       /* cents */
+      default: x = ldexp((double)(bits >> 11), (int)(bits % 200) - 160); /* fractions */
     }
     if (!isfinite(x)) continue;
     check_round_trip(x);
@@ -138,52 +164,53 @@ TEST_IMPL(json_encode_numbers_in_a_comma_locale) {
 /* Random values (numbers only those cjson writes exactly: integers below
  * 10^14 and short fractions), encoded by both: the same text or error. */
 static const char differ_lua[] =
-  "local ours, cjson = ...\n"
-  "local seed = 12345\n"
-  "local function rnd(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n end\n"
-  "local strings = { '', 'pay', 'a/b', '\"', '\\\\', '\\0', '\\1\\31\\127', '\\200\\255', 'caf\\195\\169',\n"
-  "  '\\n\\r\\t\\b\\f', 'acct-42' }\n"
-  "local function value(depth)\n"
-  "  local k = rnd(depth > 4 and 6 or 10)\n"
-  "  if k == 0 then return rnd(2) == 0 end\n"
-  "  if k == 1 then return (rnd(2000001) - 1000000) end\n"
-  "  if k == 2 then return (rnd(20001) - 10000) / 4 end\n"
-  "  if k == 3 then local s = {} for i = 1, rnd(4) do s[i] = strings[rnd(#strings) + 1] end return table.concat(s) end\n"
-  "  if k == 4 then return cjson_null end\n"
-  "  if k == 5 then return rnd(100000000000000) end\n"
-  "  local t = {}\n"
-  "  if k < 8 then\n"
-  "    for i = 1, rnd(6) do t[i] = value(depth + 1) end\n"
-  "    if rnd(5) == 0 then t[rnd(14) + 1] = value(depth + 1) end\n"
-  "  else\n"
-  "    for _ = 1, rnd(6) do\n"
-  "      local key = rnd(3) == 0 and (rnd(2) == 0 and rnd(5) - 2 or rnd(8) / 2) or strings[rnd(#strings) + 1]\n"
-  "      t[key] = value(depth + 1)\n"
-  "    end\n"
-  "    if rnd(30) == 0 then t[true] = 1 end\n"
-  "    if rnd(30) == 0 then t.f = print end\n"
-  "  end\n"
-  "  return t\n"
-  "end\n"
-  "local n, errors = 0, 0\n"
-  "for i = 1, 20000 do\n"
-  "  local v = value(0)\n"
-  "  local a, ae = ours(v)\n"
-  "  local b, be = cjson(v)\n"
-  "  if a ~= b or ae ~= be then\n"
-  "    error(('case %d: ours %s %s, cjson %s %s'):format(i, tostring(a), tostring(ae), tostring(b), tostring(be)))\n"
-  "  end\n"
-  "  n = n + 1\n"
-  "  if not a then errors = errors + 1 end\n"
-  "end\n"
-  "return n, errors\n";
+    "local ours, cjson = ...\n"
+    "local seed = 12345\n"
+    "local function rnd(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n end\n"
+    "local strings = { '', 'pay', 'a/b', '\"', '\\\\', '\\0', '\\1\\31\\127', '\\200\\255', 'caf\\195\\169',\n"
+    "  '\\n\\r\\t\\b\\f', 'acct-42' }\n"
+    "local function value(depth)\n"
+    "  local k = rnd(depth > 4 and 6 or 10)\n"
+    "  if k == 0 then return rnd(2) == 0 end\n"
+    "  if k == 1 then return (rnd(2000001) - 1000000) end\n"
+    "  if k == 2 then return (rnd(20001) - 10000) / 4 end\n"
+    "  if k == 3 then local s = {} for i = 1, rnd(4) do s[i] = strings[rnd(#strings) + 1] end return table.concat(s) end\n"
+    "  if k == 4 then return cjson_null end\n"
+    "  if k == 5 then return rnd(100000000000000) end\n"
+    "  local t = {}\n"
+    "  if k < 8 then\n"
+    "    for i = 1, rnd(6) do t[i] = value(depth + 1) end\n"
+    "    if rnd(5) == 0 then t[rnd(14) + 1] = value(depth + 1) end\n"
+    "  else\n"
+    "    for _ = 1, rnd(6) do\n"
+    "      local key = rnd(3) == 0 and (rnd(2) == 0 and rnd(5) - 2 or rnd(8) / 2) or strings[rnd(#strings) + 1]\n"
+    "      t[key] = value(depth + 1)\n"
+    "    end\n"
+    "    if rnd(30) == 0 then t[true] = 1 end\n"
+    "    if rnd(30) == 0 then t.f = print end\n"
+    "  end\n"
+    "  return t\n"
+    "end\n"
+    "local n, errors = 0, 0\n"
+    "for i = 1, 20000 do\n"
+    "  local v = value(0)\n"
+    "  local a, ae = ours(v)\n"
+    "  local b, be = cjson(v)\n"
+    "  if a ~= b or ae ~= be then\n"
+    "    error(('case %d: ours %s %s, cjson %s %s'):format(i, tostring(a), tostring(ae), tostring(b), tostring(be)))\n"
+    "  end\n"
+    "  n = n + 1\n"
+    "  if not a then errors = errors + 1 end\n"
+    "end\n"
+    "return n, errors\n";
 
 TEST_IMPL(json_encode_matches_cjson) {
   lua_State *L = luaL_newstate();
   ASSERT_NOT_NULL(L);
   luaL_openlibs(L);
-  if (luaL_dostring(L, "local j = require('cjson.safe').new() j.encode_invalid_numbers(false) "
-                       "cjson_null = j.null return j.encode") != 0)
+  if (luaL_dostring(L,
+                    "local j = require('cjson.safe').new() j.encode_invalid_numbers(false) "
+                    "cjson_null = j.null return j.encode") != 0)
     TEST_FAIL_("cannot load cjson.safe: %s", lua_tostring(L, -1));
   if (luaL_loadstring(L, differ_lua) != 0) TEST_FAIL_("%s", lua_tostring(L, -1));
   luaopen_luastream_json_encode(L);

@@ -18,7 +18,7 @@
 
 TEST_IMPL(runtime_json_valid) {
   char e[256];
-  const char *good[] = {"{}", "[]", "{\"a\":[1,2,{\"b\":null}]}", "\"x\"", "null", "true",
+  const char *good[] = {"{}",     "[]", "{\"a\":[1,2,{\"b\":null}]}", "\"x\"", "null", "true",
                         "-1.5e3", " 1 "};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     e[0] = '\0';
@@ -48,4 +48,3 @@ TEST_IMPL(runtime_json_valid_rejects_non_json_numbers) {
     if (rt_json_valid(bad[i], strlen(bad[i]), e, sizeof e)) TEST_FAIL_("accepted %s", bad[i]);
   LEAK_CHECK();
 }
-

@@ -365,9 +365,9 @@ TEST_IMPL(lanes_drain_returns_all_queued) {
 #define P_KEYS 7
 
 static struct entry pent[P_ENTRIES];
-static int pkey[P_ENTRIES];      /* key index, or -1 for none */
-static size_t pseq[P_ENTRIES];   /* order within its key, or within the shared queue */
-static bool pshared[P_ENTRIES];  /* went to the shared queue */
+static int pkey[P_ENTRIES];     /* key index, or -1 for none */
+static size_t pseq[P_ENTRIES];  /* order within its key, or within the shared queue */
+static bool pshared[P_ENTRIES]; /* went to the shared queue */
 
 static uint64_t rng_state;
 static uint64_t rng(void) {
@@ -429,7 +429,7 @@ static void property_run(int n, bool by_key, uint64_t seed, int ops) {
         if (by_key) ASSERT_INT_EQ(pkey[i], -1);
       } else {
         int k = pkey[i];
-        ASSERT(!key_running[k]); /* at most one per key */
+        ASSERT(!key_running[k]);            /* at most one per key */
         ASSERT_INT_EQ(pseq[i], started[k]); /* push order per key */
         key_running[k] = true;
         started[k]++;

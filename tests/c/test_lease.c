@@ -19,11 +19,10 @@ static size_t nevents;
 static void on_lease(void *data, enum lease_event ev, const char *holder, long long wait_ms) {
   (void)data, (void)holder, (void)wait_ms;
   if (ev == LEASE_RENEWED) return; /* every renewal: not what these tests count */
-  static const char code[] = {[LEASE_TAKEN] = 'T',     [LEASE_WAITING] = 'W',
-                              [LEASE_REFUSED] = 'R',   [LEASE_LOST] = 'L',
-                              [LEASE_TAKEOVER] = 'O',  [LEASE_RETAKEN] = 'A',
-                              [LEASE_CONFIRMED] = 'C', [LEASE_RENEWED] = 'N',
-                              [LEASE_FAILED] = 'F'};
+  static const char code[] = {
+      [LEASE_TAKEN] = 'T',     [LEASE_WAITING] = 'W',  [LEASE_REFUSED] = 'R',
+      [LEASE_LOST] = 'L',      [LEASE_TAKEOVER] = 'O', [LEASE_RETAKEN] = 'A',
+      [LEASE_CONFIRMED] = 'C', [LEASE_RENEWED] = 'N',  [LEASE_FAILED] = 'F'};
   if (nevents + 1 < sizeof events) events[nevents++] = code[ev];
 }
 

@@ -30,8 +30,8 @@ TEST_IMPL(lmem_resizes_keep_the_bytes) {
   void *ud;
   lua_Alloc f = allocator(L, &ud);
   /* Through every class and past LUA_MEMORY_SMALL, up and back down. */
-  static const size_t sizes[] = {1,   8,   16,  17,  31,  32,  33,   100,  256,  511, 512,
-                                 513, 600, 4096, 513, 512, 300, 64, 17, 16, 1};
+  static const size_t sizes[] = {1,   8,   16,   17,  31,  32,  33, 100, 256, 511, 512,
+                                 513, 600, 4096, 513, 512, 300, 64, 17,  16,  1};
   size_t n = sizes[0];
   unsigned char *p = f(ud, NULL, 0, n);
   ASSERT_NOT_NULL(p);

@@ -9,7 +9,6 @@
 #include "runtime.h"
 #include "task.h"
 
-
 /* ---- capture sink ---- */
 
 static char cap[65536];
@@ -69,17 +68,17 @@ static const char *after_time(void) {
 
 TEST_IMPL(log_line_layout) {
   cap_reset();
-  log_line(LOG_INFO, "post_payment", "payment posted", "payment_id", "42", "account", "acme",
-           NULL);
+  log_line(LOG_INFO, "post_payment", "payment posted", "payment_id", "42", "account", "acme", NULL);
   ASSERT_INT_EQ(cap_lines, 1);
   ASSERT_INT_EQ(cap_level, LOG_INFO);
-  ASSERT_STR_EQ(after_time(), "level=info handler=post_payment msg=\"payment posted\" "
-                              "payment_id=42 account=acme\n");
+  ASSERT_STR_EQ(after_time(),
+                "level=info handler=post_payment msg=\"payment posted\" "
+                "payment_id=42 account=acme\n");
 
   /* time=YYYY-MM-DDTHH:MM:SS.mmmZ */
   ASSERT_INT_EQ(strchr(cap, ' ') - cap, 5 + 24);
-  ASSERT(cap[9] == '-' && cap[12] == '-' && cap[15] == 'T' && cap[18] == ':' &&
-         cap[21] == ':' && cap[24] == '.' && cap[28] == 'Z');
+  ASSERT(cap[9] == '-' && cap[12] == '-' && cap[15] == 'T' && cap[18] == ':' && cap[21] == ':' &&
+         cap[24] == '.' && cap[28] == 'Z');
 
   cap_reset();
   log_line(LOG_WARN, NULL, "started", NULL);
@@ -146,8 +145,9 @@ TEST_IMPL(log_pairs) {
   const size_t kvlen[] = {1, 1, 1, 3, 5, 10, 3, 3};
   cap_reset();
   log_line_pairs(LOG_INFO, "h", "from lua", 4, kv, kvlen, NULL);
-  ASSERT_STR_EQ(after_time(), "level=info handler=h msg=\"from lua\" a=1 b=\"x y\" "
-                              "k_v_z=\"line\\nbreak\" bin=\"a\\u0000b\"\n");
+  ASSERT_STR_EQ(after_time(),
+                "level=info handler=h msg=\"from lua\" a=1 b=\"x y\" "
+                "k_v_z=\"line\\nbreak\" bin=\"a\\u0000b\"\n");
   cap_reset();
   log_line_pairs(LOG_INFO, NULL, "m", 0, NULL, NULL, NULL);
   ASSERT_STR_EQ(after_time(), "level=info msg=m\n");
@@ -182,8 +182,8 @@ TEST_IMPL(log_long_line) {
                  70) == 0);
   /* each frame has a tab and a newline, one extra byte each once escaped;
    * plus the two quotes */
-  size_t want = strlen("level=error handler=h msg=\"handler failed\" traceback=") + n +
-                2 * frames + 2 + strlen(" after=end\n");
+  size_t want = strlen("level=error handler=h msg=\"handler failed\" traceback=") + n + 2 * frames +
+                2 + strlen(" after=end\n");
   ASSERT_INT_EQ(strlen(line), want);
   ASSERT_CONTAINS(line, "'handle'\\n\" after=end\n");
   LEAK_CHECK();
@@ -272,9 +272,10 @@ TEST_IMPL(log_json_layout) {
   ASSERT_INT_EQ(cap_lines, 1);
   ASSERT_INT_EQ(cap_level, LOG_WARN);
   /* a string that looks like a number stays a string: only marked fields are numbers */
-  ASSERT_STR_EQ(json_after_time(), ",\"level\":\"warn\",\"handler\":\"post_payment\","
-                                   "\"msg\":\"payment posted\",\"payment_id\":\"42\","
-                                   "\"attempt\":3,\"account\":\"acme\"}\n");
+  ASSERT_STR_EQ(json_after_time(),
+                ",\"level\":\"warn\",\"handler\":\"post_payment\","
+                "\"msg\":\"payment posted\",\"payment_id\":\"42\","
+                "\"attempt\":3,\"account\":\"acme\"}\n");
   json_reset();
   log_line(LOG_INFO, NULL, NULL, NULL);
   ASSERT_STR_EQ(json_after_time(), ",\"level\":\"info\",\"msg\":\"\"}\n");
@@ -297,8 +298,9 @@ TEST_IMPL(log_number_mark_in_logfmt) {
 }
 
 TEST_IMPL(log_json_escapes) {
-  const char *kv[] = {"q", "say \"hi\"\\now", "ctl", "a\nb\rc\td\be\ff\x01g\x7fh\0i",
-                      "k\"e\ny", "v", "", "empty key", "utf8", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"};
+  const char *kv[] = {
+      "q", "say \"hi\"\\now", "ctl",  "a\nb\rc\td\be\ff\x01g\x7fh\0i",       "k\"e\ny", "v",
+      "",  "empty key",       "utf8", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"};
   const size_t kvlen[] = {1, 12, 3, 17, 5, 1, 0, 9, 4, 9};
   json_reset();
   log_line_pairs(LOG_INFO, "h\"", "line\none", 5, kv, kvlen, NULL);
@@ -318,14 +320,14 @@ TEST_IMPL(log_json_invalid_utf8) {
     const char *in, *out;
   } cases[] = {
       {"\xff", "\\ufffd"},
-      {"a\xc3", "a\\ufffd"},                            /* cut at the end */
-      {"\xc3(", "\\ufffd("},                            /* bad continuation */
-      {"\xc0\xaf", "\\ufffd\\ufffd"},                   /* overlong '/' */
-      {"\xe0\x80\xaf", "\\ufffd\\ufffd\\ufffd"},        /* overlong, 3 bytes */
-      {"\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd"},        /* a surrogate */
+      {"a\xc3", "a\\ufffd"},                                /* cut at the end */
+      {"\xc3(", "\\ufffd("},                                /* bad continuation */
+      {"\xc0\xaf", "\\ufffd\\ufffd"},                       /* overlong '/' */
+      {"\xe0\x80\xaf", "\\ufffd\\ufffd\\ufffd"},            /* overlong, 3 bytes */
+      {"\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd"},            /* a surrogate */
       {"\xf4\x90\x80\x80", "\\ufffd\\ufffd\\ufffd\\ufffd"}, /* above U+10FFFF */
-      {"\x80\xc3\xa9", "\\ufffd\xc3\xa9"},              /* stray continuation, then é */
-      {"\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf"},         /* U+10FFFF itself */
+      {"\x80\xc3\xa9", "\\ufffd\xc3\xa9"},                  /* stray continuation, then é */
+      {"\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf"},             /* U+10FFFF itself */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *kv[] = {"k\xfe", cases[i].in};
@@ -343,9 +345,11 @@ TEST_IMPL(log_json_invalid_utf8) {
 /* Marked values are numbers when they are JSON numbers, strings otherwise;
  * unmarked values are always strings. */
 TEST_IMPL(log_json_numbers) {
-  const char *kv[] = {"int", "42", "neg", "-7", "frac", "1.5", "exp", "-2.5e-3", "big",
-                      "18446744073709551615", "unit", "10ms", "lead0", "01", "nan", "nan",
-                      "empty", "", "dot", "1.", "plain", "42", "sp", " 1"};
+  const char *kv[] = {"int",   "42",    "neg",     "-7",  "frac",
+                      "1.5",   "exp",   "-2.5e-3", "big", "18446744073709551615",
+                      "unit",  "10ms",  "lead0",   "01",  "nan",
+                      "nan",   "empty", "",        "dot", "1.",
+                      "plain", "42",    "sp",      " 1"};
   size_t kvlen[24];
   for (int i = 0; i < 24; i++) kvlen[i] = strlen(kv[i]);
   const unsigned char numeric[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1};
@@ -362,8 +366,8 @@ TEST_IMPL(log_json_numbers) {
 /* A key is written once: the fixed fields keep theirs, the last pair with a
  * key keeps it, other repeats become fields.KEY, fields.KEY.2, ... */
 TEST_IMPL(log_json_duplicates) {
-  const char *kv[] = {"fields.msg", "c", "msg", "a", "version", "mine", "level", "b",
-                      "x", "1", "x", "2", "version", "v7"};
+  const char *kv[] = {"fields.msg", "c", "msg", "a", "version", "mine",    "level",
+                      "b",          "x", "1",   "x", "2",       "version", "v7"};
   size_t kvlen[14];
   for (int i = 0; i < 14; i++) kvlen[i] = strlen(kv[i]);
   json_reset();
@@ -375,22 +379,25 @@ TEST_IMPL(log_json_duplicates) {
   /* logfmt writes every pair as given */
   cap_reset();
   log_line_pairs(LOG_INFO, "h", "m", 7, kv, kvlen, NULL);
-  ASSERT_STR_EQ(after_time(), "level=info handler=h msg=m fields.msg=c msg=a version=mine "
-                              "level=b x=1 x=2 version=v7\n");
+  ASSERT_STR_EQ(after_time(),
+                "level=info handler=h msg=m fields.msg=c msg=a version=mine "
+                "level=b x=1 x=2 version=v7\n");
   /* a renamed key may meet a pair of that name: renamed again */
   const char *again[] = {"msg", "a", "fields.msg", "b"};
   const size_t againlen[] = {3, 1, 10, 1};
   json_reset();
   log_line_pairs(LOG_INFO, NULL, "m", 2, again, againlen, NULL);
-  ASSERT_STR_EQ(json_after_time(), ",\"level\":\"info\",\"msg\":\"m\",\"fields.msg\":\"a\","
-                                   "\"fields.fields.msg\":\"b\"}\n");
+  ASSERT_STR_EQ(json_after_time(),
+                ",\"level\":\"info\",\"msg\":\"m\",\"fields.msg\":\"a\","
+                "\"fields.fields.msg\":\"b\"}\n");
   /* keys that differ only in invalid bytes read the same once replaced: still unique */
   const char *bad[] = {"k\xff", "1", "k\xfe", "2"};
   const size_t badlen[] = {2, 1, 2, 1};
   json_reset();
   log_line_pairs(LOG_INFO, NULL, "m", 2, bad, badlen, NULL);
-  ASSERT_STR_EQ(json_after_time(), ",\"level\":\"info\",\"msg\":\"m\",\"k\\ufffd\":\"1\","
-                                   "\"fields.k\\ufffd\":\"2\"}\n");
+  ASSERT_STR_EQ(json_after_time(),
+                ",\"level\":\"info\",\"msg\":\"m\",\"k\\ufffd\":\"1\","
+                "\"fields.k\\ufffd\":\"2\"}\n");
   log_set_format(LOG_FORMAT_LOGFMT);
 }
 
@@ -424,8 +431,9 @@ TEST_IMPL(log_json_long_line) {
   log_line(LOG_ERROR, "h", "handler failed", "traceback", tb, LOG_NUMBER "n", "7", NULL);
   ASSERT_INT_EQ(cap_lines, 1);
   const char *line = json_after_time();
-  size_t want = strlen(",\"level\":\"error\",\"handler\":\"h\",\"msg\":\"handler failed\","
-                       "\"traceback\":\"\"") +
+  size_t want = strlen(
+                    ",\"level\":\"error\",\"handler\":\"h\",\"msg\":\"handler failed\","
+                    "\"traceback\":\"\"") +
                 n + 2 * frames + strlen(",\"n\":7}\n");
   ASSERT_INT_EQ(strlen(line), want);
   ASSERT_CONTAINS(line, "'handle'\\n\",\"n\":7}\n");
@@ -437,22 +445,27 @@ TEST_IMPL(log_json_long_line) {
  * and marked (still one JSON object) when not. */
 TEST_IMPL(log_format_line_fixed) {
   char buf[160], e[256];
-  const char *kv[] = {"phase", "loop", "stalled_ms", "10500", "long", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"};
+  const char *kv[] = {
+      "phase", "loop", "stalled_ms",
+      "10500", "long", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"};
   size_t kvlen[] = {5, 4, 10, 5, 4, strlen(kv[5])};
   const unsigned char numeric[] = {0, 1, 0};
   log_set_format(LOG_FORMAT_JSON);
   size_t n = log_format_line(buf, sizeof buf, 0, LOG_ERROR, NULL, "stalled", 2, kv, kvlen, numeric);
-  ASSERT_STR_EQ(buf, "{\"time\":\"1970-01-01T00:00:00.000Z\",\"level\":\"error\",\"msg\":\"stalled\","
-                     "\"phase\":\"loop\",\"stalled_ms\":10500}\n");
+  ASSERT_STR_EQ(buf,
+                "{\"time\":\"1970-01-01T00:00:00.000Z\",\"level\":\"error\",\"msg\":\"stalled\","
+                "\"phase\":\"loop\",\"stalled_ms\":10500}\n");
   ASSERT_INT_EQ(n, strlen(buf));
   n = log_format_line(buf, sizeof buf, 0, LOG_ERROR, NULL, "stalled", 3, kv, kvlen, numeric);
-  ASSERT_STR_EQ(buf, "{\"time\":\"1970-01-01T00:00:00.000Z\",\"level\":\"error\",\"msg\":\"stalled\","
-                     "\"phase\":\"loop\",\"stalled_ms\":10500,\"log_truncated\":true}\n");
+  ASSERT_STR_EQ(buf,
+                "{\"time\":\"1970-01-01T00:00:00.000Z\",\"level\":\"error\",\"msg\":\"stalled\","
+                "\"phase\":\"loop\",\"stalled_ms\":10500,\"log_truncated\":true}\n");
   ASSERT(rt_json_valid(buf, n - 1, e, sizeof e));
   log_set_format(LOG_FORMAT_LOGFMT);
   n = log_format_line(buf, sizeof buf, 0, LOG_ERROR, "h", "stalled", 2, kv, kvlen, numeric);
-  ASSERT_STR_EQ(buf, "time=1970-01-01T00:00:00.000Z level=error handler=h msg=stalled phase=loop "
-                     "stalled_ms=10500\n");
+  ASSERT_STR_EQ(buf,
+                "time=1970-01-01T00:00:00.000Z level=error handler=h msg=stalled phase=loop "
+                "stalled_ms=10500\n");
   ASSERT_INT_EQ(n, strlen(buf));
   ASSERT_INT_EQ(log_format_line(buf, 8, 0, LOG_ERROR, NULL, "m", 0, NULL, NULL, NULL), 0);
 }

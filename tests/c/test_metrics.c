@@ -18,9 +18,8 @@ static char *page(void) {
 
 TEST_IMPL(metrics_counters_and_labels) {
   static const char *const labels[] = {"handler", "outcome"};
-  struct metric_family *f =
-      metrics_family("t_deliveries_total", "Deliveries\nby outcome \\ kind", METRIC_COUNTER, 2,
-                     labels, NULL, 0);
+  struct metric_family *f = metrics_family("t_deliveries_total", "Deliveries\nby outcome \\ kind",
+                                           METRIC_COUNTER, 2, labels, NULL, 0);
   ASSERT_NOT_NULL(f);
   ASSERT(f == metrics_family("t_deliveries_total", "ignored", METRIC_COUNTER, 2, labels, NULL, 0));
   const char *ack[] = {"pay", "ack"}, *odd[] = {"we\"ird\\na\nme", "error"};
@@ -31,10 +30,11 @@ TEST_IMPL(metrics_counters_and_labels) {
   metric_add(metrics_series(f, odd), 0.5);
   metric_add(NULL, 1); /* a series that could not be made: nothing happens */
   char *p = page();
-  ASSERT_CONTAINS(p, "# HELP t_deliveries_total Deliveries\\nby outcome \\\\ kind\n"
-                     "# TYPE t_deliveries_total counter\n"
-                     "t_deliveries_total{handler=\"pay\",outcome=\"ack\"} 3\n"
-                     "t_deliveries_total{handler=\"we\\\"ird\\\\na\\nme\",outcome=\"error\"} 0.5\n");
+  ASSERT_CONTAINS(p,
+                  "# HELP t_deliveries_total Deliveries\\nby outcome \\\\ kind\n"
+                  "# TYPE t_deliveries_total counter\n"
+                  "t_deliveries_total{handler=\"pay\",outcome=\"ack\"} 3\n"
+                  "t_deliveries_total{handler=\"we\\\"ird\\\\na\\nme\",outcome=\"error\"} 0.5\n");
   free(p);
   metrics_reset();
 }
@@ -44,18 +44,19 @@ TEST_IMPL(metrics_histogram_buckets_are_cumulative) {
   struct metric_family *f =
       metrics_family("t_seconds", "Durations", METRIC_HISTOGRAM, 0, NULL, bounds, 3);
   struct metric *m = metrics_series(f, NULL);
-  metric_observe(m, 0.0005);
-  metric_observe(m, 0.05);
-  metric_observe(m, 0.05);
-  metric_observe(m, 7);
+  metrics_observe(m, 0.0005);
+  metrics_observe(m, 0.05);
+  metrics_observe(m, 0.05);
+  metrics_observe(m, 7);
   char *p = page();
-  ASSERT_CONTAINS(p, "# TYPE t_seconds histogram\n"
-                     "t_seconds_bucket{le=\"0.001\"} 1\n"
-                     "t_seconds_bucket{le=\"0.1\"} 3\n"
-                     "t_seconds_bucket{le=\"1\"} 3\n"
-                     "t_seconds_bucket{le=\"+Inf\"} 4\n"
-                     "t_seconds_sum 7.1005\n"
-                     "t_seconds_count 4\n");
+  ASSERT_CONTAINS(p,
+                  "# TYPE t_seconds histogram\n"
+                  "t_seconds_bucket{le=\"0.001\"} 1\n"
+                  "t_seconds_bucket{le=\"0.1\"} 3\n"
+                  "t_seconds_bucket{le=\"1\"} 3\n"
+                  "t_seconds_bucket{le=\"+Inf\"} 4\n"
+                  "t_seconds_sum 7.1005\n"
+                  "t_seconds_count 4\n");
   free(p);
   metrics_reset();
 }
@@ -71,8 +72,7 @@ static void collect(void *data) {
 
 TEST_IMPL(metrics_collectors_rebuild_info_families) {
   static const char *const labels[] = {"version"};
-  struct metric_family *f =
-      metrics_family("t_info", "Versions", METRIC_GAUGE, 1, labels, NULL, 0);
+  struct metric_family *f = metrics_family("t_info", "Versions", METRIC_GAUGE, 1, labels, NULL, 0);
   ASSERT_INT_EQ(metrics_add_collector(collect, f), 0);
   char *p = page();
   ASSERT_CONTAINS(p, "t_info{version=\"a\"} 1\n");

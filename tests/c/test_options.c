@@ -112,7 +112,8 @@ TEST_IMPL(options_defaults_and_env) {
   /* a bad value names the variable */
   setenv("LUASTREAM_INSTANCE", "seven", 1);
   ASSERT_INT_EQ(PARSE(CLI_RUN, "dir"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text, "luastream: LUASTREAM_INSTANCE needs a number from 0 to 999999, got \"seven\"\n");
+  ASSERT_STR_EQ(err_text,
+                "luastream: LUASTREAM_INSTANCE needs a number from 0 to 999999, got \"seven\"\n");
   setenv("REDIS_URL", "", 1);
   ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "REDIS_URL is empty");
@@ -145,9 +146,9 @@ TEST_IMPL(options_log_format) {
 
 TEST_IMPL(options_repeatable_and_groups) {
   clean_env();
-  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "payments", "{}", "--key", "acme", "--header", "a=1",
-                      "--header=b=2=3"),
-                CLI_OK);
+  ASSERT_INT_EQ(
+      PARSE(CLI_PUBLISH, "payments", "{}", "--key", "acme", "--header", "a=1", "--header=b=2=3"),
+      CLI_OK);
   ASSERT_STR_EQ(o.pos[0], "payments");
   ASSERT_STR_EQ(o.pos[1], "{}");
   ASSERT_STR_EQ(cli_text(&o, OPT_KEY), "acme");
@@ -163,7 +164,8 @@ TEST_IMPL(options_repeatable_and_groups) {
   ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "replay needs either");
   ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl", "--id", "17"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text, "luastream: --id needs an entry id such as 1700000000000-0, got \"17\"\n");
+  ASSERT_STR_EQ(err_text,
+                "luastream: --id needs an entry id such as 1700000000000-0, got \"17\"\n");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--redis", "redis://a", "--redis-file", "/f", "dir"), CLI_USAGE);
   ASSERT_STR_EQ(err_text, "luastream: give --redis or --redis-file, not both\n");
   ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}", "--header", "=v"), CLI_USAGE);
@@ -198,15 +200,19 @@ TEST_IMPL(options_missing_value) {
 TEST_IMPL(options_bad_duration) {
   clean_env();
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--shutdown-timeout", "30", "dir"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text, "luastream: --shutdown-timeout 30: add a unit, e.g. 30s (or 30ms, 30m, 30h)\n");
+  ASSERT_STR_EQ(err_text,
+                "luastream: --shutdown-timeout 30: add a unit, e.g. 30s (or 30ms, 30m, 30h)\n");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--shutdown-timeout", "off", "dir"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "luastream: --shutdown-timeout \"off\" must be a duration");
   ASSERT_INT_EQ(PARSE(CLI_CHECK, "--load-timeout", "0s", "dir"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text, "luastream: --load-timeout needs a duration above 0 such as 5s or 500ms\n");
+  ASSERT_STR_EQ(err_text,
+                "luastream: --load-timeout needs a duration above 0 such as 5s or 500ms\n");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--http-timeout", "0ms", "dir"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text, "luastream: --http-timeout needs a duration above 0 such as 5s or 500ms\n");
+  ASSERT_STR_EQ(err_text,
+                "luastream: --http-timeout needs a duration above 0 such as 5s or 500ms\n");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--http-per-host", "0", "dir"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text, "luastream: --http-per-host needs a number from 1 to 100000, got \"0\"\n");
+  ASSERT_STR_EQ(err_text,
+                "luastream: --http-per-host needs a number from 1 to 100000, got \"0\"\n");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "off", "dir"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "luastream: --watchdog cannot be off: ");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "11s", "dir"), CLI_USAGE);
@@ -236,8 +242,10 @@ TEST_IMPL(options_help_lists_every_option) {
       /* each option the command takes has an entry: "\n  --name ARG" */
       snprintf(want, sizeof want, "\n  --%s%s%s", opt->name, opt->arg ? " " : "",
                opt->arg ? opt->arg : "");
-      if (opt->commands & CLI_IN(c)) ASSERT_CONTAINS(help, want);
-      else if (has_entry(help, want)) TEST_FAIL_("%s help lists --%s", cli_command_name(c), opt->name);
+      if (opt->commands & CLI_IN(c))
+        ASSERT_CONTAINS(help, want);
+      else if (has_entry(help, want))
+        TEST_FAIL_("%s help lists --%s", cli_command_name(c), opt->name);
     }
     free(help);
   }
@@ -265,8 +273,9 @@ TEST_IMPL(options_help_fits_its_command) {
     /* wrapped to 79 columns, the synopsis and the about text included */
     for (const char *line = help; *line;) {
       size_t n = strcspn(line, "\n");
-      if (n > 79) TEST_FAIL_("%s help has a line of %zu columns: %.*s",
-                             cli_command_name((enum cli_command)c), n, (int)n, line);
+      if (n > 79)
+        TEST_FAIL_("%s help has a line of %zu columns: %.*s", cli_command_name((enum cli_command)c),
+                   n, (int)n, line);
       line += n + (line[n] == '\n');
     }
     free(help);
@@ -295,13 +304,15 @@ TEST_IMPL(options_processes) {
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "2", "--consumer", "c", "dir"), CLI_OK);
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "2", "--instance", "3", "dir"), CLI_OK);
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "0", "dir"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text, "luastream: --processes needs a number from 1 to 1024 or auto, got \"0\"\n");
+  ASSERT_STR_EQ(err_text,
+                "luastream: --processes needs a number from 1 to 1024 or auto, got \"0\"\n");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "many", "dir"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "or auto, got \"many\"");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--processes", "1025", "dir"), CLI_USAGE);
   /* auto is only a word for --processes */
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--http-per-host", "auto", "dir"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text, "luastream: --http-per-host needs a number from 1 to 100000, got \"auto\"\n");
+  ASSERT_STR_EQ(err_text,
+                "luastream: --http-per-host needs a number from 1 to 100000, got \"auto\"\n");
   ASSERT_INT_EQ(PARSE(CLI_CHECK, "--processes", "2", "dir"), CLI_USAGE);
   char *help = help_of(CLI_RUN);
   ASSERT_CONTAINS(help, "[--processes N]");

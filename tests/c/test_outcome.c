@@ -15,7 +15,6 @@
 #include "fixtures.h"
 #include "task.h"
 
-
 /* ---- fixtures ---- */
 
 static struct handler_spec spec(void) {
@@ -73,7 +72,7 @@ TEST_IMPL(outcome_writes_argv) {
   struct rt_result res = {.kind = RT_REPLY, .nwrites = 3, .writes = w};
   struct entry *e = mk_entry("1-0", "data", "{}", NULL);
   struct txn t;
-  txn_init(&t);
+  outcome_txn_init(&t);
   ASSERT_OK(outcome_writes(&t, &res));
   ASSERT_INT_EQ(t.n, 3);
   ASSERT_STR_EQ(cmd(&t, 0), "HINCRBY balances acct-1 250");
@@ -83,14 +82,14 @@ TEST_IMPL(outcome_writes_argv) {
   /* the strings are the caller's: borrowed, not copied */
   ASSERT(t.cmd[0].argv[2] == c1[2]);
   ASSERT_INT_EQ(t.nowned, 0);
-  txn_free(&t);
+  outcome_txn_free(&t);
 
   /* no writes: nothing */
   struct rt_result none = {.kind = RT_ACK};
-  txn_init(&t);
+  outcome_txn_init(&t);
   ASSERT_OK(outcome_writes(&t, &none));
   ASSERT_INT_EQ(t.n, 0);
-  txn_free(&t);
+  outcome_txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
 }
@@ -101,7 +100,7 @@ TEST_IMPL(outcome_writes_too_many) {
   struct rt_write w[TXN_MAX];
   for (int i = 0; i < TXN_MAX; i++) w[i] = (struct rt_write){2, f, l};
   struct txn t;
-  txn_init(&t);
+  outcome_txn_init(&t);
   /* with room to spare they must fit in one outcome */
   struct rt_result res = {.kind = RT_ACK, .nwrites = TXN_MAX - 1, .writes = w};
   ASSERT_INT_EQ(outcome_writes(&t, &res), -1);
@@ -109,7 +108,7 @@ TEST_IMPL(outcome_writes_too_many) {
   res.nwrites = TXN_MAX - 2;
   ASSERT_OK(outcome_writes(&t, &res));
   ASSERT_INT_EQ(t.n, TXN_MAX - 2);
-  txn_free(&t);
+  outcome_txn_free(&t);
   LEAK_CHECK();
 }
 
@@ -124,12 +123,13 @@ TEST_IMPL(outcome_retry_copy_headers) {
    * group's retry stream, never to the shared stream */
   struct entry *e = mk_entry("5-0", "data", "{\"n\":5}", "partition-key", "acct-7", NULL);
   struct txn t;
-  txn_init(&t);
+  outcome_txn_init(&t);
   outcome_retry_copy(&t, retry, e, 1, "5-0");
   ASSERT_INT_EQ(t.n, 1);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments:retry:ledger * data {\"n\":5} partition-key acct-7 "
-                            "delivery-count 1 original-id 5-0");
-  txn_free(&t);
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "XADD payments:retry:ledger * data {\"n\":5} partition-key acct-7 "
+                "delivery-count 1 original-id 5-0");
+  outcome_txn_free(&t);
   entry_free(e);
 
   /* luastream's header names are rewritten wherever they were (retry-group
@@ -137,12 +137,13 @@ TEST_IMPL(outcome_retry_copy_headers) {
    * their order */
   e = mk_entry("9-0", "delivery-count", "2", "data", "{\"n\":5}", "retry-group", "ledger",
                "x-trace", "t1", "original-id", "4-0", "partition-key", "acct-7", NULL);
-  txn_init(&t);
+  outcome_txn_init(&t);
   outcome_retry_copy(&t, retry, e, 3, "5-0");
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments:retry:ledger * data {\"n\":5} x-trace t1 "
-                            "partition-key acct-7 delivery-count 3 original-id 5-0");
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "XADD payments:retry:ledger * data {\"n\":5} x-trace t1 "
+                "partition-key acct-7 delivery-count 3 original-id 5-0");
   ASSERT_INT_EQ(t.nowned, 1); /* the count */
-  txn_free(&t);
+  outcome_txn_free(&t);
   entry_free(e);
   free(retry);
   LEAK_CHECK();
@@ -150,42 +151,42 @@ TEST_IMPL(outcome_retry_copy_headers) {
 
 /* ================================================================ dead letter */
 
-#define PROV(id, n, reason, error)                                                          \
-  " dead-letter-stream payments dead-letter-group ledger dead-letter-id " id                \
-  " dead-letter-deliveries " n " dead-letter-handler post_payment.lua dead-letter-reason " \
-  reason " dead-letter-error " error " dead-letter-time 1700000000123"
+#define PROV(id, n, reason, error)                                                                \
+  " dead-letter-stream payments dead-letter-group ledger dead-letter-id " id                      \
+  " dead-letter-deliveries " n " dead-letter-handler post_payment.lua dead-letter-reason " reason \
+  " dead-letter-error " error " dead-letter-time 1700000000123"
 
 TEST_IMPL(outcome_dead_letter_argv) {
   struct handler_spec s = spec();
   struct entry *e = mk_entry("7-0", "data", "{\"n\":7}", "partition-key", "acct-1", NULL);
   struct txn t;
-  txn_init(&t);
+  outcome_txn_init(&t);
   outcome_dead_letter(&t, &s, e, "7-0", "rejected", "card expired", 12, 2, 1700000000123ULL);
   ASSERT_INT_EQ(t.n, 1);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
-                                PROV("7-0", "2", "rejected", "card expired"));
+  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1" PROV(
+                                "7-0", "2", "rejected", "card expired"));
   ASSERT_INT_EQ(t.cmd[0].argc, 3 + 4 + 16);
-  txn_free(&t);
+  outcome_txn_free(&t);
 
   /* error_len counts, not the NUL; no error: an empty value */
-  txn_init(&t);
+  outcome_txn_init(&t);
   outcome_dead_letter(&t, &s, e, "7-0", "handler-error", "boom\nstack traceback", 4, 3,
                       1700000000123ULL);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
-                                PROV("7-0", "3", "handler-error", "boom"));
+  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1" PROV(
+                                "7-0", "3", "handler-error", "boom"));
   outcome_dead_letter(&t, &s, e, "7-0", "max-deliveries", NULL, 99, 3, 1700000000123ULL);
   ASSERT_INT_EQ(t.cmd[1].argvlen[3 + 4 + 13], 0);
-  ASSERT_STR_EQ(cmd(&t, 1), "XADD payments.dead * data {\"n\":7} partition-key acct-1"
-                                PROV("7-0", "3", "max-deliveries", ""));
-  txn_free(&t);
+  ASSERT_STR_EQ(cmd(&t, 1), "XADD payments.dead * data {\"n\":7} partition-key acct-1" PROV(
+                                "7-0", "3", "max-deliveries", ""));
+  outcome_txn_free(&t);
 
   /* a handler path without a folder names itself */
   s.path = (char *)"local.lua";
-  txn_init(&t);
+  outcome_txn_init(&t);
   outcome_dead_letter(&t, &s, e, "7-0", "rejected", "x", 1, 1, 0);
   ASSERT_CONTAINS(cmd(&t, 0), " dead-letter-handler local.lua ");
   ASSERT_CONTAINS(cmd(&t, 0), " dead-letter-time 0");
-  txn_free(&t);
+  outcome_txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
 }
@@ -200,13 +201,13 @@ TEST_IMPL(outcome_dead_letter_replaces_old_provenance) {
       "partition-key", "acct-1", "dead-letter-reason", "rejected", "dead-letter-error", "old",
       "dead-letter-time", "1", "original-id", "7-0", "retry-group", "ledger", NULL);
   struct txn t;
-  txn_init(&t);
+  outcome_txn_init(&t);
   /* dead-letter-id is the id on the source stream the caller names */
   outcome_dead_letter(&t, &s, e, "7-0", "max-deliveries", "again", 5, 3, 1700000000123ULL);
-  ASSERT_STR_EQ(cmd(&t, 0), "XADD payments.dead * data {\"n\":7} partition-key acct-1 "
-                            "original-id 7-0 retry-group ledger"
-                                PROV("7-0", "3", "max-deliveries", "again"));
-  txn_free(&t);
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "XADD payments.dead * data {\"n\":7} partition-key acct-1 "
+                "original-id 7-0 retry-group ledger" PROV("7-0", "3", "max-deliveries", "again"));
+  outcome_txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
 }
@@ -230,25 +231,27 @@ TEST_IMPL(outcome_delay_member) {
   struct handler_spec s = spec();
   struct entry *e = mk_entry("5-0", "data", "{\"n\":5}", "partition-key", "acct-7", NULL);
   struct txn t;
-  txn_init(&t);
+  outcome_txn_init(&t);
   outcome_delay(&t, &s, e, 1, "5-0", 1700000002500ULL);
   ASSERT_INT_EQ(t.n, 1);
   ASSERT_INT_EQ(t.cmd[0].argc, 4);
   /* netstrings: the id, the fields, delivery-count, original-id */
-  ASSERT_STR_EQ(cmd(&t, 0), "ZADD payments:delayed:ledger 1700000002500 "
-                            "3:5-04:data7:{\"n\":5}13:partition-key6:acct-7"
-                            "14:delivery-count1:111:original-id3:5-0");
-  txn_free(&t);
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "ZADD payments:delayed:ledger 1700000002500 "
+                "3:5-04:data7:{\"n\":5}13:partition-key6:acct-7"
+                "14:delivery-count1:111:original-id3:5-0");
+  outcome_txn_free(&t);
   entry_free(e);
 
   /* luastream's header names rewritten (count, original id) or dropped (group) */
-  e = mk_entry("9-0", "data", "{}", "delivery-count", "4", "retry-group", "other",
-               "original-id", "4-0", NULL);
-  txn_init(&t);
+  e = mk_entry("9-0", "data", "{}", "delivery-count", "4", "retry-group", "other", "original-id",
+               "4-0", NULL);
+  outcome_txn_init(&t);
   outcome_delay(&t, &s, e, 12, "5-0", 1ULL);
-  ASSERT_STR_EQ(cmd(&t, 0), "ZADD payments:delayed:ledger 1 3:9-04:data2:{}"
-                            "14:delivery-count2:1211:original-id3:5-0");
-  txn_free(&t);
+  ASSERT_STR_EQ(cmd(&t, 0),
+                "ZADD payments:delayed:ledger 1 3:9-04:data2:{}"
+                "14:delivery-count2:1211:original-id3:5-0");
+  outcome_txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
 }
@@ -264,7 +267,7 @@ TEST_IMPL(outcome_delay_member_binary) {
   struct entry *e = entry_new("1-1", 3, 4, field, len);
   ASSERT_NOT_NULL(e);
   struct txn t;
-  txn_init(&t);
+  outcome_txn_init(&t);
   outcome_delay(&t, &s, e, 1, "1-1", 5);
   const struct bk_args *a = &t.cmd[0];
   char want[1200];
@@ -273,11 +276,10 @@ TEST_IMPL(outcome_delay_member_binary) {
   n += snprintf(want + n, sizeof want - (size_t)n, "b3:big1000:");
   memset(want + n, 'x', 1000);
   n += 1000;
-  n += snprintf(want + n, sizeof want - (size_t)n,
-                "14:delivery-count1:111:original-id3:1-1");
+  n += snprintf(want + n, sizeof want - (size_t)n, "14:delivery-count1:111:original-id3:1-1");
   ASSERT_INT_EQ(a->argvlen[3], n);
   ASSERT(memcmp(a->argv[3], want, (size_t)n) == 0);
-  txn_free(&t);
+  outcome_txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
 }
@@ -288,7 +290,7 @@ TEST_IMPL(outcome_restamp_argv) {
   struct handler_spec s = spec(); /* min_idle 30000 */
   struct entry *e = mk_entry("3-0", "data", "{}", NULL);
   struct txn t;
-  txn_init(&t);
+  outcome_txn_init(&t);
   outcome_restamp(&t, &s, s.stream, e, 5000);
   outcome_restamp(&t, &s, s.stream, e, 30000);
   outcome_restamp(&t, &s, s.stream, e, 0);
@@ -298,7 +300,7 @@ TEST_IMPL(outcome_restamp_argv) {
   ASSERT_STR_EQ(cmd(&t, 1), "XCLAIM payments ledger c-1 0 3-0 IDLE 0 JUSTID");
   ASSERT_STR_EQ(cmd(&t, 2), "XCLAIM payments ledger c-1 0 3-0 IDLE 30000 JUSTID");
   ASSERT_STR_EQ(cmd(&t, 3), "XCLAIM payments ledger c-1 0 3-0 IDLE 0 JUSTID");
-  txn_free(&t);
+  outcome_txn_free(&t);
   entry_free(e);
   LEAK_CHECK();
 }
@@ -309,14 +311,14 @@ TEST_IMPL(outcome_restamp_argv) {
  * txn: nothing left over, nothing leaked. */
 TEST_IMPL(outcome_txn_free_reuse) {
   struct handler_spec s = spec();
-  struct entry *e = mk_entry("4-0", "data", "{\"n\":4}", "delivery-count", "1", "original-id",
-                             "2-0", NULL);
+  struct entry *e =
+      mk_entry("4-0", "data", "{\"n\":4}", "delivery-count", "1", "original-id", "2-0", NULL);
   const char *f[] = {"XADD", "audit", "*", "data", "1"};
   size_t l[] = {4, 5, 1, 4, 1};
   struct rt_write w[] = {{5, f, l}};
   struct rt_result res = {.kind = RT_ACK, .nwrites = 1, .writes = w};
   struct txn t;
-  txn_init(&t);
+  outcome_txn_init(&t);
   for (int round = 0; round < 3; round++) {
     ASSERT_OK(outcome_writes(&t, &res));
     outcome_retry_copy(&t, "payments:retry:ledger", e, 2, "2-0");
@@ -325,11 +327,11 @@ TEST_IMPL(outcome_txn_free_reuse) {
     outcome_restamp(&t, &s, s.stream, e, 10);
     ASSERT_INT_EQ(t.n, 5);
     ASSERT_STR_EQ(cmd(&t, 0), "XADD audit * data 1");
-    txn_free(&t);
+    outcome_txn_free(&t);
     ASSERT_INT_EQ(t.n, 0);
     ASSERT_INT_EQ(t.nowned, 0);
   }
-  txn_free(&t); /* twice is harmless */
+  outcome_txn_free(&t); /* twice is harmless */
   entry_free(e);
   LEAK_CHECK();
 }

@@ -31,9 +31,13 @@ TEST_IMPL(partition_key_names) {
 }
 
 TEST_IMPL(partition_spec_keys) {
-  struct handler_spec base = {.name = "h", .stream = "payments", .group = "ledger",
-                              .reply_to = "out", .dead_letter = "payments.dead",
-                              .partitions = 16, .workers = 4};
+  struct handler_spec base = {.name = "h",
+                              .stream = "payments",
+                              .group = "ledger",
+                              .reply_to = "out",
+                              .dead_letter = "payments.dead",
+                              .partitions = 16,
+                              .workers = 4};
   struct handler_spec p;
   ASSERT_OK(partition_spec(&base, 7, &p));
   ASSERT_STR_EQ(p.stream, "payments:{7}");
@@ -58,9 +62,9 @@ TEST_IMPL(partition_spec_field) {
                        "  handle = function() end }\n",
                        NULL);
   ASSERT_INT_EQ(handler_spec(h)->partitions, 16);
-  handler *u = load_ok("plain.lua",
-                       "return { stream = \"payments\", group = \"ledger\", handle = function() end }\n",
-                       NULL);
+  handler *u = load_ok(
+      "plain.lua",
+      "return { stream = \"payments\", group = \"ledger\", handle = function() end }\n", NULL);
   ASSERT_INT_EQ(handler_spec(u)->partitions, 0);
   char diff[128];
   ASSERT_STR_EQ(handler_spec_diff(handler_spec(u), handler_spec(h), diff, sizeof diff),
@@ -82,7 +86,8 @@ TEST_IMPL(partition_spec_field) {
                  "return { stream = \"s\", group = \"g\", partitions = 2,\n"
                  "  dead_letter = \"d{x}\", handle = function() end }\n",
                  &path);
-  ASSERT_CONTAINS(err, at(path, 2, "field 'dead_letter' must not hold '{' in a partitioned handler"));
+  ASSERT_CONTAINS(err,
+                  at(path, 2, "field 'dead_letter' must not hold '{' in a partitioned handler"));
   LEAK_CHECK();
 }
 
@@ -127,11 +132,12 @@ TEST_IMPL(partition_ctx) {
   ASSERT_CONTAINS(c.text, "ctx:publish: partitions needs a key");
   handler_release(h);
   /* Unpartitioned: no partition, an empty tag, the stream's own name. */
-  h = load_ok("plain2.lua",
-              "return { stream = \"orders\", group = \"g\", handle = function(msg, ctx)\n"
-              "  ctx:write(\"SET\", \"seen:\" .. ctx.partition_tag, tostring(ctx.partition) .. \" \" .. ctx.stream)\n"
-              "end }\n",
-              NULL);
+  h = load_ok(
+      "plain2.lua",
+      "return { stream = \"orders\", group = \"g\", handle = function(msg, ctx)\n"
+      "  ctx:write(\"SET\", \"seen:\" .. ctx.partition_tag, tostring(ctx.partition) .. \" \" .. ctx.stream)\n"
+      "end }\n",
+      NULL);
   c = run_json(h, "1-0", "1");
   ASSERT_INT_EQ(c.kind, RT_ACK);
   ASSERT_STR_EQ(c.writes[0].stream, "seen:");
@@ -144,10 +150,10 @@ TEST_IMPL(partition_ctx) {
  * file reads each partition's key. */
 TEST_IMPL(partition_split_group) {
   char why[1024];
-  struct handler_spec parts = {.path = "a.lua", .stream = "orders", .group = "g",
-                               .partitions = 4, .read = READ_NEW};
-  struct handler_spec plain = {.path = "b.lua", .stream = "orders:{3}", .group = "g",
-                               .read = READ_NEW};
+  struct handler_spec parts = {
+      .path = "a.lua", .stream = "orders", .group = "g", .partitions = 4, .read = READ_NEW};
+  struct handler_spec plain = {
+      .path = "b.lua", .stream = "orders:{3}", .group = "g", .read = READ_NEW};
   ASSERT(handler_dir_split_group(&parts, &plain, why, sizeof why));
   ASSERT_CONTAINS(why, "both read stream orders:{3} as group g");
   ASSERT(handler_dir_split_group(&plain, &parts, why, sizeof why));

@@ -1,13 +1,15 @@
-/* Tests for pg.c and pg_libpq.c's pure parts: connection settings as
+/* Tests for pg.c and pg_pool.c's pure parts: connection settings as
  * messages show them (never the password), the start of a query named in
- * errors, values from PostgreSQL's text by type, numbers as parameters, and
+ * errors, the SQLSTATE a failure's text starts with, values from
+ * PostgreSQL's text by type, numbers as parameters, and
  * the server-side timeout below the client's. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
 #include "pg.h"
-#include "pg_libpq.h"
+#include "pg_pool.h"
 #include "pg_prune.h"
 #include "task.h"
 
@@ -42,11 +44,45 @@ TEST_IMPL(pg_redact_hides_every_password) {
 TEST_IMPL(pg_sql_head_names_the_first_words) {
   char h[48];
   ASSERT_STR_EQ(pg_sql_head("  SELECT\n\t1", h, sizeof h), "SELECT 1");
-  ASSERT_STR_EQ(pg_sql_head("INSERT INTO ledger (id, amount) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                            h, 32),
-                "INSERT INTO ledger (id, ...");
+  ASSERT_STR_EQ(
+      pg_sql_head("INSERT INTO ledger (id, amount) VALUES ($1, $2) ON CONFLICT DO NOTHING", h, 32),
+      "INSERT INTO ledger (id, ...");
   ASSERT(strlen(h) < 32);
   ASSERT_STR_EQ(pg_sql_head("", h, sizeof h), "");
+}
+
+/* Found by fuzz_pg_conninfo: below 5 bytes " ..." was written past the end. */
+TEST_IMPL(pg_sql_head_fits_a_small_buffer) {
+  for (size_t max = 1; max <= 6; max++) {
+    char *h = malloc(max); /* exact size: ASan sees a write past it */
+    ASSERT_NOT_NULL(h);
+    pg_sql_head("SELECT 1", h, max);
+    ASSERT(strlen(h) < max);
+    free(h);
+  }
+}
+
+TEST_IMPL(pg_sqlstate_of_reads_the_code_a_failure_starts_with) {
+  char st[6] = "junk";
+  ASSERT(pg_sqlstate_of("23505: duplicate key value (INSERT ...)", st));
+  ASSERT_STR_EQ(st, "23505");
+  ASSERT(pg_sqlstate_of("42P01: relation \"x\" does not exist (SELECT ...)", st));
+  ASSERT_STR_EQ(st, "42P01");
+  ASSERT(pg_sqlstate_of("08006: the connection was lost (BEGIN)", st));
+  ASSERT_STR_EQ(st, "08006");
+  /* not a code: "" and false */
+  const char *no[] = {"ls.pg: no query was made",
+                      "2350: short",
+                      "23505 no colon",
+                      "23505:x",
+                      "2350a: lower case",
+                      "",
+                      NULL};
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+    memcpy(st, "junk", 5);
+    ASSERT(!pg_sqlstate_of(no[i], st));
+    ASSERT_STR_EQ(st, "");
+  }
 }
 
 static struct pg_value v;
@@ -98,7 +134,8 @@ TEST_IMPL(pg_values_floats_booleans_text) {
   ASSERT(!v.boolean);
   assert_string(25, "it's", "it's");
   assert_string(3802, "{\"a\": 1}", "{\"a\": 1}");
-  assert_string(2950, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+  assert_string(2950, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+                "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
 }
 
 TEST_IMPL(pg_values_bytea_decoded) {
@@ -164,10 +201,11 @@ TEST_IMPL(pg_bad_settings_never_quote_a_password) {
   char err[512];
   /* libpq's own message would quote "cret" */
   struct pg_options o = {.conninfo = "host=db password=se cret"};
-  ASSERT_NULL(pg_libpq_new(uv_default_loop(), &o, err, sizeof err));
-  ASSERT_STR_EQ(err, "invalid PostgreSQL settings \"host=db password=*** cret\": not a libpq "
-                     "connection string or postgresql:// URL");
+  ASSERT_NULL(pg_pool_new(uv_default_loop(), &o, err, sizeof err));
+  ASSERT_STR_EQ(err,
+                "invalid PostgreSQL settings \"host=db password=*** cret\": not a libpq "
+                "connection string or postgresql:// URL");
   o.conninfo = "host=db dbname";
-  ASSERT_NULL(pg_libpq_new(uv_default_loop(), &o, err, sizeof err));
+  ASSERT_NULL(pg_pool_new(uv_default_loop(), &o, err, sizeof err));
   ASSERT_CONTAINS(err, "invalid PostgreSQL settings: missing \"=\" after \"dbname\"");
 }

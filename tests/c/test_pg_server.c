@@ -43,7 +43,8 @@ TEST_IMPL(pg_server_connect_restart_stop) {
   ASSERT_CONTAINS(PQerrorMessage(c), "password authentication failed");
   PQfinish(c);
 
-  ASSERT_OK(pg_server_exec(&s, "CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1), (2)"));
+  ASSERT_OK(
+      pg_server_exec(&s, "CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1), (2)"));
   /* a session open: its backend is killed with the server */
   PGconn *session = PQconnectdb(s.conninfo);
   ASSERT_INT_EQ(PQstatus(session), CONNECTION_OK);

@@ -34,7 +34,8 @@ TEST_IMPL(redis_reply_converts_as_redis_scripting) {
   luaL_openlibs(L);
   bk_reply s = str(BK_STRING, "hello"), empty = str(BK_STRING, "");
   bk_reply bin = {.type = BK_STRING, .str = "a\0b", .len = 3};
-  bk_reply i = {.type = BK_INTEGER, .integer = -42}, big = {.type = BK_INTEGER, .integer = 1LL << 53};
+  bk_reply i = {.type = BK_INTEGER, .integer = -42},
+           big = {.type = BK_INTEGER, .integer = 1LL << 53};
   bk_reply nil = {.type = BK_NIL}, ok = str(BK_STATUS, "OK"), err = str(BK_ERROR, "ERR wrong");
   check(L, &s, "assert(v == 'hello')");
   check(L, &empty, "assert(v == '')");
@@ -51,9 +52,10 @@ TEST_IMPL(redis_reply_converts_as_redis_scripting) {
   bk_reply inner = {.type = BK_ARRAY, .elements = 2, .element = inner_el};
   bk_reply *outer_el[] = {&s, &i, &nil, &ok, &err, &inner};
   bk_reply outer = {.type = BK_ARRAY, .elements = 6, .element = outer_el};
-  check(L, &outer, "assert(#v == 6 and v[1] == 'hello' and v[2] == -42 and v[3] == false and "
-                   "v[4].ok == 'OK' and v[5].err == 'ERR wrong' and #v[6] == 2 and "
-                   "v[6][1] == '' and v[6][2] == false)");
+  check(L, &outer,
+        "assert(#v == 6 and v[1] == 'hello' and v[2] == -42 and v[3] == false and "
+        "v[4].ok == 'OK' and v[5].err == 'ERR wrong' and #v[6] == 2 and "
+        "v[6][1] == '' and v[6][2] == false)");
   lua_close(L);
 }
 

@@ -45,8 +45,9 @@ static void release(struct reader *rd, redisReply *reply) { rd->r->fn->freeObjec
 TEST_IMPL(reply_arena_builds_hiredis_trees) {
   struct reader rd = reader_new();
   /* An XREADGROUP-shaped reply: [[stream, [[id, [f, v]]]]], a nil and an integer. */
-  redisReply *r = FEED(&rd, "*3\r\n*2\r\n$8\r\npayments\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$4\r\ndata\r\n"
-                            "$2\r\n{}\r\n$-1\r\n:42\r\n");
+  redisReply *r = FEED(&rd,
+                       "*3\r\n*2\r\n$8\r\npayments\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$4\r\ndata\r\n"
+                       "$2\r\n{}\r\n$-1\r\n:42\r\n");
   ASSERT_NOT_NULL(r);
   ASSERT_INT_EQ(r->type, REDIS_REPLY_ARRAY);
   ASSERT_INT_EQ(r->elements, 3);
@@ -106,7 +107,8 @@ TEST_IMPL(reply_arena_larger_than_its_block) {
   memset(value, 'x', 100);
   value[100] = '\0';
   size_t len = (size_t)snprintf(resp, cap, "*%zu\r\n", n);
-  for (size_t i = 0; i < n; i++) len += (size_t)snprintf(resp + len, cap - len, "$100\r\n%s\r\n", value);
+  for (size_t i = 0; i < n; i++)
+    len += (size_t)snprintf(resp + len, cap - len, "$100\r\n%s\r\n", value);
   for (int round = 0; round < 3; round++) { /* grown once, then reused */
     redisReply *r = feed(&rd, resp, len);
     ASSERT_NOT_NULL(r);

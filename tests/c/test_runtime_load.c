@@ -53,8 +53,9 @@ TEST_IMPL(runtime_load_os_exit_raises) {
                            "os.exit(0)\n"
                            "return { stream = \"s\", group = \"g\", handle = function() end }\n",
                            &path);
-  ASSERT_STR_EQ(e, at(path, 2, "os.exit is not available to handlers: return an outcome or raise "
-                               "an error"));
+  ASSERT_STR_EQ(e, at(path, 2,
+                      "os.exit is not available to handlers: return an outcome or raise "
+                      "an error"));
   LEAK_CHECK();
 }
 
@@ -62,8 +63,9 @@ TEST_IMPL(runtime_load_os_exit_raises) {
 TEST_IMPL(runtime_load_sethook_refused) {
   const char *path;
   const char *e = load_err("unhook.lua", "debug.sethook()\nwhile true do end\n", &path);
-  ASSERT_STR_EQ(e, at(path, 1, "debug.sethook is not available while a handler file loads: "
-                               "the load deadline (--load-timeout) uses the hook"));
+  ASSERT_STR_EQ(e, at(path, 1,
+                      "debug.sethook is not available while a handler file loads: "
+                      "the load deadline (--load-timeout) uses the hook"));
   /* the wrappers hold nothing a file could change into a crash */
   handler *h = load_ok("tamper.lua",
                        "debug.setupvalue(debug.sethook, 2, 1)\n"
@@ -93,7 +95,8 @@ static void expect_load_stopped(const char *name, const char *text, int line, ui
   snprintf(want, sizeof want, "still running after %llums at load", (unsigned long long)ms);
   /* file:line: first (coroutine.wrap adds the line of its call), then the
    * message from the line that ran. */
-  if (strncmp(load_error, at(path, line, ""), strlen(at(path, line, ""))) != 0 || !strstr(load_error, want))
+  if (strncmp(load_error, at(path, line, ""), strlen(at(path, line, ""))) != 0 ||
+      !strstr(load_error, want))
     TEST_FAIL_("%s: got \"%s\"", name, load_error);
   ASSERT_NULL(h);
 }
@@ -167,8 +170,8 @@ static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
 TEST_IMPL(runtime_load_bytecode_refused) {
   lua_State *L = luaL_newstate();
   ASSERT_NOT_NULL(L);
-  ASSERT_OK(luaL_loadstring(
-      L, "return { stream = \"s\", group = \"g\", handle = function() end }"));
+  ASSERT_OK(
+      luaL_loadstring(L, "return { stream = \"s\", group = \"g\", handle = function() end }"));
   dumped_len = 0;
   ASSERT_OK(lua_dump(L, dump_writer, NULL));
   lua_close(L);
@@ -178,7 +181,9 @@ TEST_IMPL(runtime_load_bytecode_refused) {
   handler *h = NULL;
   ASSERT_INT_EQ(handler_load(path, NULL, &h, load_error, sizeof load_error), -1);
   ASSERT_NULL(h);
-  ASSERT_CONTAINS(load_error, "precompiled bytecode is not accepted"); /* LuaJIT: "attempt to load chunk with wrong mode" */
+  ASSERT_CONTAINS(
+      load_error,
+      "precompiled bytecode is not accepted"); /* LuaJIT: "attempt to load chunk with wrong mode" */
   /* BUG (runtime.c load_protected): the loader's message is passed through as
    * is, so the error does not say which file was refused. */
   ASSERT(strncmp(load_error, path, strlen(path)) == 0);
@@ -206,7 +211,8 @@ TEST_IMPL(runtime_load_several_problems) {
 }
 TEST_IMPL(runtime_load_missing_file) {
   handler *h = NULL;
-  ASSERT_INT_EQ(handler_load("/nonexistent/dir/gone.lua", NULL, &h, load_error, sizeof load_error), -1);
+  ASSERT_INT_EQ(handler_load("/nonexistent/dir/gone.lua", NULL, &h, load_error, sizeof load_error),
+                -1);
   ASSERT_NULL(h);
   ASSERT_CONTAINS(load_error, "/nonexistent/dir/gone.lua");
   /* A short buffer gets a truncated, terminated message. */
@@ -215,4 +221,3 @@ TEST_IMPL(runtime_load_missing_file) {
   ASSERT_INT_EQ(strlen(small), 7);
   LEAK_CHECK();
 }
-

@@ -69,4 +69,3 @@ TEST_IMPL(runtime_log_keys_sanitized) {
   handler_release(h);
   LEAK_CHECK();
 }
-

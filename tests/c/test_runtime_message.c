@@ -100,8 +100,8 @@ static const char ECHO_HANDLER[] =
 
 TEST_IMPL(runtime_message_field_table) {
   handler *h = load_ok("echo.lua", ECHO_HANDLER, NULL);
-  struct entry *e = mk_entry("8-1", "b", "two", "a", "1", "delivery-count", "3", "partition-key",
-                             "k7", NULL);
+  struct entry *e =
+      mk_entry("8-1", "b", "two", "a", "1", "delivery-count", "3", "partition-key", "k7", NULL);
   struct captured c = run_sync(h, e);
   ASSERT_INT_EQ(c.kind, RT_REPLY);
   ASSERT_STR_EQ(c.stream, "echo");
@@ -137,8 +137,8 @@ TEST_IMPL(runtime_message_content_type) {
 
 TEST_IMPL(runtime_ctx_fields) {
   handler *h = load_ok("echo.lua", ECHO_HANDLER, NULL);
-  struct entry *e = mk_entry("1700000000001-2", "data", "[1]", "what", "ctx", "x-trace", "t77",
-                             NULL);
+  struct entry *e =
+      mk_entry("1700000000001-2", "data", "[1]", "what", "ctx", "x-trace", "t77", NULL);
   struct captured c = run_sync(h, e);
   expect_reply(&c, "echo",
                "\"1700000000001-2|orders|billing|c-1|table:what=ctx,x-trace=t77|"
@@ -149,8 +149,8 @@ TEST_IMPL(runtime_ctx_fields) {
   ASSERT_OK(handler_bind(h, "luastream-3"));
   e = mk_entry("9-9", "what", "ctx", NULL);
   c = run_sync(h, e);
-  expect_reply(&c, "echo", "\"9-9|orders|billing|luastream-3|table:what=ctx|table:what=ctx|function\"",
-               "9-9");
+  expect_reply(&c, "echo",
+               "\"9-9|orders|billing|luastream-3|table:what=ctx|table:what=ctx|function\"", "9-9");
   entry_free(e);
   handler_release(h);
   LEAK_CHECK();
@@ -179,7 +179,8 @@ TEST_IMPL(runtime_ctx_read_after_return) {
   entry_free(e);
   e = mk_entry("2-1", "data", "{\"step\":\"look\"}", "tag", "second", NULL);
   c = run_sync(h, e);
-  expect_reply(&c, "out", "\"1-1|false|can be read only while the handler runs|2-1|second\"", "2-1");
+  expect_reply(&c, "out", "\"1-1|false|can be read only while the handler runs|2-1|second\"",
+               "2-1");
   entry_free(e);
   handler_release(h);
   LEAK_CHECK();

@@ -39,12 +39,13 @@ TEST_IMPL(runtime_outcomes_ack_retry) {
  * handlers), and the standard package.path stays searchable after it. */
 TEST_IMPL(runtime_require_sibling_module) {
   write_file("_rules.lua", "return { verdict = function() return { retry = true } end }\n");
-  handler *h = load_ok("uses_sibling.lua",
-                       "local rules = require \"_rules\"\n"
-                       "local cjson = require \"cjson\"\n"
-                       "return { stream = \"s\", group = \"g\",\n"
-                       "  handle = function() assert(cjson.encode({1}) == \"[1]\"); return rules.verdict() end }\n",
-                       NULL);
+  handler *h = load_ok(
+      "uses_sibling.lua",
+      "local rules = require \"_rules\"\n"
+      "local cjson = require \"cjson\"\n"
+      "return { stream = \"s\", group = \"g\",\n"
+      "  handle = function() assert(cjson.encode({1}) == \"[1]\"); return rules.verdict() end }\n",
+      NULL);
   struct captured c = run_json(h, "1-1", "{}");
   expect_plain(&c, RT_RETRY);
   handler_release(h);
@@ -87,8 +88,9 @@ TEST_IMPL(runtime_flat_bodies_read_through_the_ffi) {
   /* other values, the same shape: other types in the same places too */
   described_as(h, " { \"a\" : \"1\" , \"b\":1e3,\"c\":false,\"d\":0,\"e\":\"\"}",
                "a=1:string b=1000:number c=false:boolean d=0:number e=:string");
-  described_as(h, "{\"a\":-0,\"b\":123456789012345678,\"c\":null,\"d\":\"\xc3\xa9\",\"e\":0.1}",
-               "a=-0:number b=123456789012345678:string c=null:userdata d=\xc3\xa9:string e=0.1:number");
+  described_as(
+      h, "{\"a\":-0,\"b\":123456789012345678,\"c\":null,\"d\":\"\xc3\xa9\",\"e\":0.1}",
+      "a=-0:number b=123456789012345678:string c=null:userdata d=\xc3\xa9:string e=0.1:number");
   ASSERT_INT_EQ(handler_flat_reads(h), 3);
   /* what the FFI path leaves to core.message: an escape, a nested value */
   described_as(h, "{\"a\":1,\"b\":\"x\\ny\",\"c\":true,\"d\":null,\"e\":2}",
@@ -100,7 +102,8 @@ TEST_IMPL(runtime_flat_bodies_read_through_the_ffi) {
   char json[64], want[64];
   /* Hot enough for the JIT: values of every kind taking turns in each place. */
   const char *kinds[] = {"7", "\"seven\"", "true", "null", "-7.5"};
-  const char *shown[] = {"7:number", "seven:string", "true:boolean", "null:userdata", "-7.5:number"};
+  const char *shown[] = {"7:number", "seven:string", "true:boolean", "null:userdata",
+                         "-7.5:number"};
   size_t before = handler_flat_reads(h);
   for (int i = 0; i < 400; i++) {
     snprintf(json, sizeof json, "{\"x\":%s,\"y\":%s}", kinds[i % 5], kinds[(i / 5) % 5]);
@@ -112,7 +115,8 @@ TEST_IMPL(runtime_flat_bodies_read_through_the_ffi) {
   /* Keys of any bytes but an escape, and a repeated key (the last wins). */
   const char *odd = "{\"]]=\":1,\"\x01\":2,\"\xff\":3,\"\":4,\"a\":5,\"a\":6}";
   before = handler_flat_reads(h);
-  for (int i = 0; i < 3; i++) described_as(h, odd, "=4:number \x01=2:number ]]==1:number a=6:number \xff=3:number");
+  for (int i = 0; i < 3; i++)
+    described_as(h, odd, "=4:number \x01=2:number ]]==1:number a=6:number \xff=3:number");
   ASSERT_INT_EQ(handler_flat_reads(h), before + 1);
 
   /* More shapes of one size than a handler keeps, in turn: each slot's
@@ -162,8 +166,8 @@ TEST_IMPL(runtime_outcome_reply_fields) {
   expect_reply(&c, "answers", "{\"echo\":\"yo\"}", "1700000000000-6");
 
   /* An explicit key replaces the entry's. */
-  e = mk_entry("1700000000000-7", "data", "{\"mode\":\"keyed\",\"v\":1}", "partition-key",
-               "acct-9", NULL);
+  e = mk_entry("1700000000000-7", "data", "{\"mode\":\"keyed\",\"v\":1}", "partition-key", "acct-9",
+               NULL);
   c = run_sync(h, e);
   ASSERT_INT_EQ(c.kind, RT_REPLY);
   ASSERT_INT_EQ(c.nfields, 8); /* ... handler-version last */
@@ -235,4 +239,3 @@ TEST_IMPL(runtime_outcome_handler_error) {
   handler_release(h);
   LEAK_CHECK();
 }
-

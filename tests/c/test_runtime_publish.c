@@ -97,8 +97,8 @@ TEST_IMPL(runtime_publish_buffered_with_ack) {
 
 TEST_IMPL(runtime_publish_then_reply_last) {
   handler *h = load_ok("publisher.lua", PUBLISHER, NULL);
-  struct entry *e = mk_entry("21-1", "data", "{\"n\":1,\"out\":\"reply\"}", "partition-key",
-                             "acct-1", NULL);
+  struct entry *e =
+      mk_entry("21-1", "data", "{\"n\":1,\"out\":\"reply\"}", "partition-key", "acct-1", NULL);
   struct captured c = run_sync(h, e);
   ASSERT_INT_EQ(c.kind, RT_REPLY);
   ASSERT_INT_EQ(c.nwrites, 4);
@@ -202,4 +202,3 @@ TEST_IMPL(runtime_publish_across_sleep) {
   loop_finish(&loop, clk);
   LEAK_CHECK();
 }
-

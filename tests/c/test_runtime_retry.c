@@ -20,15 +20,15 @@
 /* ============================================================ retry_after, reject */
 
 static const char LATER[] =
-    "local ls = require \"luastream\"\n"                                          /* 1 */
-    "return { stream = \"s\", group = \"g\",\n"                                   /* 2 */
-    "  handle = function(msg)\n"                                                  /* 3 */
-    "    local m = msg.mode\n"                                                    /* 4 */
-    "    if m == \"helper\" then return ls.retry_after(msg.delay) end\n"          /* 5 */
-    "    if m == \"raw\" then return { retry_after = msg.delay } end\n"           /* 6 */
-    "    if m == \"reject\" then return ls.reject(msg.reason) end\n"              /* 7 */
-    "    if m == \"rawreject\" then return { reject = msg.reason } end\n"         /* 8 */
-    "    if m == \"noreason\" then return ls.reject() end\n"                      /* 9 */
+    "local ls = require \"luastream\"\n"                                             /* 1 */
+    "return { stream = \"s\", group = \"g\",\n"                                      /* 2 */
+    "  handle = function(msg)\n"                                                     /* 3 */
+    "    local m = msg.mode\n"                                                       /* 4 */
+    "    if m == \"helper\" then return ls.retry_after(msg.delay) end\n"             /* 5 */
+    "    if m == \"raw\" then return { retry_after = msg.delay } end\n"              /* 6 */
+    "    if m == \"reject\" then return ls.reject(msg.reason) end\n"                 /* 7 */
+    "    if m == \"rawreject\" then return { reject = msg.reason } end\n"            /* 8 */
+    "    if m == \"noreason\" then return ls.reject() end\n"                         /* 9 */
     "    if m == \"local\" then local r = ls.retry_after(msg.delay); return r end\n" /* 10 */
     "  end }\n";
 
@@ -76,15 +76,18 @@ TEST_IMPL(runtime_retry_after) {
   for (size_t m = 0; m < 2; m++) {
     c = run_later(h, how[m], "\"soon\"");
     expect_fail(&c, RT_ERROR, "bad-return");
-    ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be a duration such as \"500ms\", \"30s\", \"2m\" or \"1h\"");
+    ASSERT_STR_EQ(
+        c.text,
+        "ls.retry_after: delay must be a duration such as \"500ms\", \"30s\", \"2m\" or \"1h\"");
   }
   c = run_later(h, "helper", "-1");
   expect_fail(&c, RT_ERROR, "bad-return");
   ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be a non-negative number of milliseconds");
   c = run_later(h, "helper", NULL);
   expect_fail(&c, RT_ERROR, "bad-return");
-  ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be a number of milliseconds or a duration "
-                        "such as \"30s\", got nil");
+  ASSERT_STR_EQ(c.text,
+                "ls.retry_after: delay must be a number of milliseconds or a duration "
+                "such as \"30s\", got nil");
 
   /* the plain table works the same, a bad one is a bad return */
   c = run_later(h, "raw", "100");
@@ -93,7 +96,9 @@ TEST_IMPL(runtime_retry_after) {
   expect_after(&c, 2000);
   c = run_later(h, "raw", "\"never\"");
   expect_fail(&c, RT_ERROR, "bad-return");
-  ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be a duration such as \"500ms\", \"30s\", \"2m\" or \"1h\"");
+  ASSERT_STR_EQ(
+      c.text,
+      "ls.retry_after: delay must be a duration such as \"500ms\", \"30s\", \"2m\" or \"1h\"");
   c = run_later(h, "raw", "-5");
   expect_fail(&c, RT_ERROR, "bad-return");
   ASSERT_STR_EQ(c.text, "ls.retry_after: delay must be a non-negative number of milliseconds");
@@ -202,4 +207,3 @@ TEST_IMPL(runtime_backoff_reads_delivery_count) {
   handler_release(h);
   LEAK_CHECK();
 }
-

@@ -105,33 +105,36 @@ TEST_IMPL(runtime_spec_recovery_modes) {
 /* ============================================================ dead letters */
 
 TEST_IMPL(runtime_spec_max_deliveries_dead_letter) {
-  handler *h = load_ok("capped.lua",
-                       "return { stream = \"payments\", group = \"ledger\", handle = function() end,\n"
-                       "  max_deliveries = 3, dead_letter = \"payments.dead\" }\n",
-                       NULL);
+  handler *h =
+      load_ok("capped.lua",
+              "return { stream = \"payments\", group = \"ledger\", handle = function() end,\n"
+              "  max_deliveries = 3, dead_letter = \"payments.dead\" }\n",
+              NULL);
   ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 3);
   ASSERT_STR_EQ(handler_spec(h)->dead_letter, "payments.dead");
   handler_release(h);
   /* either without the other */
-  h = load_ok("capped2.lua",
-              "return { stream = \"s\", group = \"g\", handle = function() end, max_deliveries = 1 }\n",
-              NULL);
+  h = load_ok(
+      "capped2.lua",
+      "return { stream = \"s\", group = \"g\", handle = function() end, max_deliveries = 1 }\n",
+      NULL);
   ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 1);
   ASSERT_NULL(handler_spec(h)->dead_letter);
   handler_release(h);
-  h = load_ok("capped3.lua",
-              "return { stream = \"s\", group = \"g\", handle = function() end, dead_letter = \"d\" }\n",
-              NULL);
+  h = load_ok(
+      "capped3.lua",
+      "return { stream = \"s\", group = \"g\", handle = function() end, dead_letter = \"d\" }\n",
+      NULL);
   ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 10); /* the default cap */
   ASSERT_STR_EQ(handler_spec(h)->dead_letter, "d");
   handler_release(h);
-  h = load_ok("uncapped.lua",
-              "return { stream = \"s\", group = \"g\", handle = function() end, max_deliveries = false }\n",
-              NULL);
+  h = load_ok(
+      "uncapped.lua",
+      "return { stream = \"s\", group = \"g\", handle = function() end, max_deliveries = false }\n",
+      NULL);
   ASSERT_INT_EQ(handler_spec(h)->max_deliveries, 0); /* no cap */
   handler_release(h);
 
   /* Bad values of both: tests/spec/validate_spec.lua. */
   LEAK_CHECK();
 }
-

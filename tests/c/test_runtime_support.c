@@ -186,8 +186,7 @@ void expect_fail(const struct captured *c, enum rt_outcome kind, const char *rea
 }
 
 /* A reply whose only content is `data` = json, plus original-id = id. */
-void expect_reply(const struct captured *c, const char *stream, const char *json,
-                         const char *id) {
+void expect_reply(const struct captured *c, const char *stream, const char *json, const char *id) {
   ASSERT_INT_EQ(c->kind, RT_REPLY);
   ASSERT_INT_EQ(c->nwrites, 1); /* the reply alone */
   ASSERT_STR_EQ(c->stream, stream);
@@ -243,42 +242,40 @@ void log_capture_start(void) {
   log_set_sink(log_capture, &log_lines);
 }
 
-
 /* ---- shared handler files ---- */
 
 /* msg.mode picks what handle returns; line numbers matter for tracebacks. */
 const char MODES[] =
-    "local ls = require \"luastream\"\n"                                  /* 1 */
-    "local modes = {\n"                                                   /* 2 */
-    "  none = function() end,\n"                                          /* 3 */
-    "  ack = function() return ls.ack() end,\n"                           /* 4 */
-    "  rawack = function() return { ack = true } end,\n"                  /* 5 */
-    "  retry = function() return ls.retry() end,\n"                       /* 6 */
-    "  rawretry = function() return { retry = true } end,\n"              /* 7 */
-    "  reply = function(m) return ls.reply({ echo = m.v }) end,\n"        /* 8 */
+    "local ls = require \"luastream\"\n"                                             /* 1 */
+    "local modes = {\n"                                                              /* 2 */
+    "  none = function() end,\n"                                                     /* 3 */
+    "  ack = function() return ls.ack() end,\n"                                      /* 4 */
+    "  rawack = function() return { ack = true } end,\n"                             /* 5 */
+    "  retry = function() return ls.retry() end,\n"                                  /* 6 */
+    "  rawretry = function() return { retry = true } end,\n"                         /* 7 */
+    "  reply = function(m) return ls.reply({ echo = m.v }) end,\n"                   /* 8 */
     "  keyed = function(m) return ls.reply({ echo = m.v }, { key = \"k2\" }) end,\n" /* 9 */
-    "  number = function() return 42 end,\n"                              /* 10 */
-    "  empty = function() return {} end,\n"                               /* 11 */
-    "  raise = function() error(\"x\") end,\n"                            /* 12 */
-    "  later = function() local r = ls.retry_after(5) return r end,\n"   /* 13 */
-    "  yield = function() coroutine.yield() return ls.ack() end,\n"       /* 14 */
-    "  publish = function(m, ctx) return ctx:publish(\"other\", { a = 1 }) end,\n" /* 15 */
-    "  trypublish = function(m, ctx)\n"                                   /* 16 */
-    "    local ok, e = pcall(ctx.publish, ctx, \"other\", { a = 1 })\n"   /* 17 */
-    "    if ok then return ls.ack() end\n"                                /* 18 */
-    "    return ls.reply({ err = e })\n"                                  /* 19 */
-    "  end,\n"                                                            /* 20 */
-    "  sleep = function() ls.sleep(1) return ls.ack() end,\n"             /* 21 */
-    "  nested = function()\n"                                             /* 22 */
-    "    coroutine.wrap(function() ls.sleep(1) end)()\n"                  /* 23 */
-    "  end,\n"                                                            /* 24 */
-    "  errtable = function() error({ code = 1 }) end,\n"                  /* 25 */
-    "}\n"                                                                 /* 26 */
-    "return {\n"                                                          /* 27 */
-    "  stream = \"orders\", group = \"billing\", reply_to = \"answers\",\n" /* 28 */
-    "  handle = function(msg, ctx) return modes[msg.mode](msg, ctx) end,\n" /* 29 */
+    "  number = function() return 42 end,\n"                                         /* 10 */
+    "  empty = function() return {} end,\n"                                          /* 11 */
+    "  raise = function() error(\"x\") end,\n"                                       /* 12 */
+    "  later = function() local r = ls.retry_after(5) return r end,\n"               /* 13 */
+    "  yield = function() coroutine.yield() return ls.ack() end,\n"                  /* 14 */
+    "  publish = function(m, ctx) return ctx:publish(\"other\", { a = 1 }) end,\n"   /* 15 */
+    "  trypublish = function(m, ctx)\n"                                              /* 16 */
+    "    local ok, e = pcall(ctx.publish, ctx, \"other\", { a = 1 })\n"              /* 17 */
+    "    if ok then return ls.ack() end\n"                                           /* 18 */
+    "    return ls.reply({ err = e })\n"                                             /* 19 */
+    "  end,\n"                                                                       /* 20 */
+    "  sleep = function() ls.sleep(1) return ls.ack() end,\n"                        /* 21 */
+    "  nested = function()\n"                                                        /* 22 */
+    "    coroutine.wrap(function() ls.sleep(1) end)()\n"                             /* 23 */
+    "  end,\n"                                                                       /* 24 */
+    "  errtable = function() error({ code = 1 }) end,\n"                             /* 25 */
+    "}\n"                                                                            /* 26 */
+    "return {\n"                                                                     /* 27 */
+    "  stream = \"orders\", group = \"billing\", reply_to = \"answers\",\n"          /* 28 */
+    "  handle = function(msg, ctx) return modes[msg.mode](msg, ctx) end,\n"          /* 29 */
     "}\n";
-
 
 const char SLEEPER[] =
     "local ls = require \"luastream\"\n"

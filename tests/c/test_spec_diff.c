@@ -37,12 +37,12 @@ TEST_IMPL(spec_diff_each_field) {
   struct handler_spec a = base();
   char out[256];
   struct handler_spec b;
-#define EXPECT(stmt, want)                                                                      \
-  do {                                                                                          \
-    b = base();                                                                                 \
-    stmt;                                                                                       \
-    ASSERT_STR_EQ(handler_spec_diff(&a, &b, out, sizeof out), want);                            \
-    ASSERT_STR_EQ(handler_spec_diff(&b, &a, out, sizeof out), want);                            \
+#define EXPECT(stmt, want)                                           \
+  do {                                                               \
+    b = base();                                                      \
+    stmt;                                                            \
+    ASSERT_STR_EQ(handler_spec_diff(&a, &b, out, sizeof out), want); \
+    ASSERT_STR_EQ(handler_spec_diff(&b, &a, out, sizeof out), want); \
   } while (0)
   EXPECT(b.stream = "orders", "stream");
   EXPECT(b.group = "audit", "group");

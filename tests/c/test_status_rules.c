@@ -7,12 +7,11 @@ TEST_IMPL(status_format_ms) {
   static const struct {
     long long ms;
     const char *text;
-  } cases[] = {{0, "0ms"},           {850, "850ms"},       {999, "999ms"},
-               {1000, "1s"},         {1234, "1.2s"},       {9999, "9.9s"},
-               {10000, "10s"},       {59999, "59s"},       {60000, "1m"},
-               {90000, "1.5m"},      {180000, "3m"},       {3599999, "59m"},
-               {3600000, "1h"},      {9000000, "2.5h"},    {7200000, "2h"},
-               {86400000, "1d"},     {5 * 86400000LL, "5d"}, {-1, "-"}};
+  } cases[] = {
+      {0, "0ms"},       {850, "850ms"},         {999, "999ms"},  {1000, "1s"},      {1234, "1.2s"},
+      {9999, "9.9s"},   {10000, "10s"},         {59999, "59s"},  {60000, "1m"},     {90000, "1.5m"},
+      {180000, "3m"},   {3599999, "59m"},       {3600000, "1h"}, {9000000, "2.5h"}, {7200000, "2h"},
+      {86400000, "1d"}, {5 * 86400000LL, "5d"}, {-1, "-"}};
   char buf[32];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     ASSERT_STR_EQ(status_format_ms(cases[i].ms, buf, sizeof buf), cases[i].text);
@@ -23,7 +22,7 @@ TEST_IMPL(status_stall_limit) {
   ASSERT_INT_EQ(status_stall_after(-1), STATUS_STALL_DEFAULT_MS);
   ASSERT_INT_EQ(status_stall_after(0), STATUS_STALL_DEFAULT_MS);
   ASSERT(status_consumer_stalled(3, 30001, 30000));
-  ASSERT(!status_consumer_stalled(3, 30000, 30000)); /* at the limit: not yet */
+  ASSERT(!status_consumer_stalled(3, 30000, 30000));  /* at the limit: not yet */
   ASSERT(!status_consumer_stalled(0, 999999, 30000)); /* idle but holding nothing */
   ASSERT(!status_consumer_stalled(3, 10, 30000));
 }

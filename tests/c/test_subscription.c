@@ -26,7 +26,6 @@
 #include "fixtures.h"
 #include "task.h"
 
-
 /* ---- handler files in a temporary folder ---- */
 
 static char tmpdir[64];
@@ -50,25 +49,26 @@ static const char *write_handler(const char *name, const char *opts) {
   snprintf(path, sizeof path, "%s/%s", tmpdir, name);
   FILE *f = fopen(path, "wb");
   ASSERT_NOT_NULL(f);
-  fprintf(f,
-          "local ls = require \"luastream\"\n"
-          "return {\n"
-          "  stream = \"payments\", group = \"ledger\", %s,\n"
-          "  handle = function(msg, ctx)\n"
-          "    local h = ctx.headers\n"
-          "    ls.log.info(\"got\", { id = ctx.id, n = msg.n, deliveries = h[\"delivery-count\"],\n"
-          "                         idle = h[\"idle-ms\"], key = h[\"partition-key\"] })\n"
-          "    if msg.sleep then ls.sleep(msg.sleep) end\n"
-          "    if msg.publish then ctx:publish(msg.publish, { n = msg.n }, { key = \"k\" .. msg.n }) end\n"
-          "    if msg.fail then error(msg.fail, 0) end\n"
-          "    if msg.reject then return ls.reject(msg.reject) end\n"
-          "    if msg.after then return ls.retry_after(msg.after) end\n"
-          "    if msg.retry then return ls.retry() end\n"
-          "    if msg.reply then return ls.reply({ n = msg.n }) end\n"
-          "    return ls.ack()\n"
-          "  end,\n"
-          "}\n",
-          opts);
+  fprintf(
+      f,
+      "local ls = require \"luastream\"\n"
+      "return {\n"
+      "  stream = \"payments\", group = \"ledger\", %s,\n"
+      "  handle = function(msg, ctx)\n"
+      "    local h = ctx.headers\n"
+      "    ls.log.info(\"got\", { id = ctx.id, n = msg.n, deliveries = h[\"delivery-count\"],\n"
+      "                         idle = h[\"idle-ms\"], key = h[\"partition-key\"] })\n"
+      "    if msg.sleep then ls.sleep(msg.sleep) end\n"
+      "    if msg.publish then ctx:publish(msg.publish, { n = msg.n }, { key = \"k\" .. msg.n }) end\n"
+      "    if msg.fail then error(msg.fail, 0) end\n"
+      "    if msg.reject then return ls.reject(msg.reject) end\n"
+      "    if msg.after then return ls.retry_after(msg.after) end\n"
+      "    if msg.retry then return ls.retry() end\n"
+      "    if msg.reply then return ls.reply({ n = msg.n }) end\n"
+      "    return ls.ack()\n"
+      "  end,\n"
+      "}\n",
+      opts);
   ASSERT_OK(fclose(f));
   return path;
 }
@@ -187,6 +187,33 @@ static void on_event(void *data, subscription *s, enum sub_event ev) {
 
 static const char *cmd_log(void) { return without_sweeps(replay_log(F.rb, "cmd")); }
 
+/* A clock for the subscription whose fresh_ms runs 10 ms further ahead of
+ * now_ms at every call, as if each step took 10 ms of CPU; the rest is the
+ * virtual clock's (its timers are the virtual clock's own). */
+static struct busy_clock {
+  lclock base;
+  lclock *inner;
+  uint64_t ahead;
+} busy;
+static bool busy_cpu; /* fx_init gives the subscription the busy clock */
+
+static uint64_t busy_now(lclock *c) { return clock_now(((struct busy_clock *)c)->inner); }
+static uint64_t busy_fresh(lclock *c) {
+  struct busy_clock *b = (struct busy_clock *)c;
+  b->ahead += 10;
+  return clock_now(b->inner) + b->ahead;
+}
+static uint64_t busy_wall(lclock *c) { return clock_wall(((struct busy_clock *)c)->inner); }
+static ltimer *busy_timer_new(lclock *c, ltimer_cb *cb, void *data) {
+  return timer_new(((struct busy_clock *)c)->inner, cb, data);
+}
+static void busy_free(lclock *c) { (void)c; }
+static const struct lclock_ops busy_ops = {.now_ms = busy_now,
+                                           .fresh_ms = busy_fresh,
+                                           .wall_ms = busy_wall,
+                                           .timer_new = busy_timer_new,
+                                           .free = busy_free};
+
 /* Loads DIR/sub.lua with `opts` over a replay broker whose defaults create
  * groups and ack; the test adds its recorded replies, then calls fx_run. */
 static void fx_init(const char *opts) {
@@ -219,7 +246,8 @@ static void fx_init(const char *opts) {
   if (handler_load(write_handler("sub.lua", opts), &F.env, &h, err, sizeof err) != 0)
     TEST_FAIL_("handler_load: %s", err);
   ASSERT_OK(handler_bind(h, "c-1"));
-  F.s = sub_new(h, F.b, F.cmd, F.clk, NULL, on_event, &F);
+  busy = (struct busy_clock){.base = {&busy_ops}, .inner = F.clk};
+  F.s = sub_new(h, F.b, F.cmd, busy_cpu ? &busy.base : F.clk, NULL, on_event, &F);
   ASSERT_NOT_NULL(F.s);
 }
 
@@ -249,6 +277,7 @@ static void fx_finish(void) {
   broker_free(F.b);
   F.clk->ops->free(F.clk); /* every timer freed by now */
   reads_rb = NULL;
+  busy_cpu = false;
   log_set_sink(NULL, NULL);
   LEAK_CHECK();
 }
@@ -279,9 +308,11 @@ static const char CLAIM_REPLY_STR[] =
 
 #define CLAIMING "read = \"claiming\", min_idle = 30000, batch = 10"
 /* BLOCK is recovery_wait_ms: min_idle / 2, at most 1000. */
-#define CLAIM_READ(count)                                                                    \
-  "XREADGROUP GROUP ledger c-1 COUNT " count " BLOCK 1000 CLAIM 30000 STREAMS payments payments:retry:ledger > >"
-#define CREATE "XGROUP CREATE payments ledger $ MKSTREAM\nXGROUP CREATE payments:retry:ledger ledger 0 MKSTREAM"
+#define CLAIM_READ(count)                    \
+  "XREADGROUP GROUP ledger c-1 COUNT " count \
+  " BLOCK 1000 CLAIM 30000 STREAMS payments payments:retry:ledger > >"
+#define CREATE \
+  "XGROUP CREATE payments ledger $ MKSTREAM\nXGROUP CREATE payments:retry:ledger ledger 0 MKSTREAM"
 
 /* ================================================================ replay broker */
 
@@ -386,14 +417,14 @@ static void claim_reply_handled(const char *reply) {
   ASSERT_CONTAINS(logbuf, "msg=\"subscription reading\"");
   ASSERT_CONTAINS(logbuf, "read=claiming via=\"XREADGROUP CLAIM\"");
   /* Claimed first, then new; the deleted entry never reaches the handler. */
-  ASSERT_STR_EQ(got(), "id=1700000000000-0 deliveries=1 idle=31000 n=1\n"
-                       "id=1700000000002-0 deliveries=0 idle=0 n=2\n");
+  ASSERT_STR_EQ(got(),
+                "id=1700000000000-0 deliveries=1 idle=31000 n=1\n"
+                "id=1700000000002-0 deliveries=0 idle=0 n=2\n");
   /* The next read waited until the acks of what finished were written: a
    * claiming read must not take an entry back before its ack lands. */
   ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("10") "\n");
   /* Both handled entries in one XACK; the deleted one is not acked. */
-  ASSERT_STR_EQ(cmd_log(),
-                CREATE "\nXACK payments ledger 1700000000000-0 1700000000002-0\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1700000000000-0 1700000000002-0\n");
   ASSERT_INT_EQ(replay_outstanding(F.rb), 1); /* the second read blocks */
   ASSERT_NULL(strstr(logbuf, "level=error"));
   fx_finish();
@@ -448,8 +479,9 @@ TEST_IMPL(sub_claim_native_two_streams) {
                 "*4\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":4}\r\n:0\r\n:0\r\n");
   expect_outcomes(1);
   fx_run(80400);
-  ASSERT_STR_EQ(got(), "id=1-0 deliveries=1 idle=31000 n=1\nid=2-0 deliveries=0 idle=0 n=2\n"
-                       "id=1-0 deliveries=3 idle=40000 n=3\nid=2-0 deliveries=0 idle=0 n=4\n");
+  ASSERT_STR_EQ(got(),
+                "id=1-0 deliveries=1 idle=31000 n=1\nid=2-0 deliveries=0 idle=0 n=2\n"
+                "id=1-0 deliveries=3 idle=40000 n=3\nid=2-0 deliveries=0 idle=0 n=4\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\n"
                            OUTCOMES("payments:retry:ledger") " 1-0 pending 1 9 XCLAIM "
                            "payments:retry:ledger ledger c-1 0 1-0 IDLE 29900 JUSTID\n"
@@ -472,23 +504,26 @@ TEST_IMPL(sub_claim_fallback_script) {
   /* Nothing claimable and nothing new: the next read blocks on `>`. */
   replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10",
                 "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >",
-                "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
-                "*2\r\n$3\r\n6-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":6}\r\n");
+  replay_expect(
+      F.rb,
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >",
+      "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
+      "*2\r\n$3\r\n6-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":6}\r\n");
   fx_run(70015);
 
   ASSERT_CONTAINS(logbuf, "read=claiming via=\"claim script (claim_fallback)\"");
-  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"pending entry no longer in the stream, "
-                          "dropped\" stream=payments group=ledger consumer=c-1 id=4-0\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=warn handler=sub msg=\"pending entry no longer in the stream, "
+                  "dropped\" stream=payments group=ledger consumer=c-1 id=4-0\n");
   /* The plain read's entries count as new: 0 and 0, as CLAIM would say. */
   ASSERT_STR_EQ(got(), "id=5-0 deliveries=3 idle=45000 n=5\nid=6-0 deliveries=0 idle=0 n=6\n");
-  ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
-                "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
-                "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n");
-  ASSERT_STR_EQ(cmd_log(),
-                CREATE "\nXACK payments ledger 5-0\nXACK payments ledger 6-0\n");
+  ASSERT_STR_EQ(
+      replay_log(F.rb, READER),
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 5-0\nXACK payments ledger 6-0\n");
   fx_finish();
 }
 
@@ -512,14 +547,17 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), "id=3-0 deliveries=2 idle=40000 key=acct-7 n=3\n");
-  ASSERT_CONTAINS(logbuf, "msg=\"pending entry no longer in the stream, dropped\" "
-                          "stream=payments group=ledger consumer=c-1 id=4-0\n");
-  ASSERT_CONTAINS(logbuf, "msg=\"pending entry no longer in the stream, dropped\" "
-                          "stream=payments group=ledger consumer=c-1 id=6-0\n");
+  ASSERT_CONTAINS(logbuf,
+                  "msg=\"pending entry no longer in the stream, dropped\" "
+                  "stream=payments group=ledger consumer=c-1 id=4-0\n");
+  ASSERT_CONTAINS(logbuf,
+                  "msg=\"pending entry no longer in the stream, dropped\" "
+                  "stream=payments group=ledger consumer=c-1 id=6-0\n");
   /* The cursor is carried; a full pass with nothing to claim waits a poll. */
-  ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
-                                          "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
-                                          "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
   ASSERT(clock_now(F.clk) - start >= 100);
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n");
   fx_finish();
@@ -535,19 +573,22 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
  * not carried into the copy. */
 TEST_IMPL(sub_new_retry_copy_to_retry_stream_forged_headers_ignored) {
   fx_init("batch = 10, max_deliveries = 5, dead_letter = \"payments.dead\"");
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
-                "*2\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
-                "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
-                "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
-                "*2\r\n$3\r\n8-0\r\n*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":8}\r\n$11\r\nretry-group\r\n$6\r\nledger\r\n"
-                "*2\r\n$21\r\npayments:retry:ledger\r\n*1\r\n*2\r\n$3\r\n6-0\r\n*6\r\n$4\r\ndata\r\n$20\r\n{\"n\":6,\"retry\":true}\r\n$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\noriginal-id\r\n$3\r\n5-0\r\n");
+  replay_expect(
+      F.rb,
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
+      "*2\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
+      "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
+      "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
+      "*2\r\n$3\r\n8-0\r\n*4\r\n$4\r\ndata\r\n$7\r\n{\"n\":8}\r\n$11\r\nretry-group\r\n$6\r\nledger\r\n"
+      "*2\r\n$21\r\npayments:retry:ledger\r\n*1\r\n*2\r\n$3\r\n6-0\r\n*6\r\n$4\r\ndata\r\n$20\r\n{\"n\":6,\"retry\":true}\r\n$14\r\ndelivery-count\r\n$1\r\n2\r\n$11\r\noriginal-id\r\n$3\r\n5-0\r\n");
   expect_outcomes(1); /* one call per key */
   expect_outcomes(1);
   fx_run(80400);
 
   /* every entry handled, the forged headers handed over as data */
-  ASSERT_STR_EQ(got(), "id=5-0 key=acct-7 n=5\nid=7-0 deliveries=999 n=7\nid=8-0 n=8\n"
-                       "id=6-0 deliveries=2 n=6\n");
+  ASSERT_STR_EQ(got(),
+                "id=5-0 key=acct-7 n=5\nid=7-0 deliveries=999 n=7\nid=8-0 n=8\n"
+                "id=6-0 deliveries=2 n=6\n");
   ASSERT_STR_EQ(cmd_log(),
                 CREATE "\n"
                 OUTCOMES("payments") " 5-0 ack 1 11 XADD payments:retry:ledger * "
@@ -570,8 +611,9 @@ TEST_IMPL(sub_nogroup_creates_group_again) {
                 "with GROUP option\r\n");
   fx_run(80400);
 
-  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"group or stream disappeared, creating "
-                          "it again\"");
+  ASSERT_CONTAINS(logbuf,
+                  "level=error handler=sub msg=\"group or stream disappeared, creating "
+                  "it again\"");
   ASSERT_STR_EQ(cmd_log(), CREATE "\n" CREATE "\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER), CLAIM_READ("10") "\n" CLAIM_READ("10") "\n");
   ASSERT_INT_EQ(F.reading, 2);
@@ -595,9 +637,10 @@ TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
 
   ASSERT_CONTAINS(logbuf, "msg=\"group or stream disappeared, creating it again\"");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n" CREATE "\n");
-  ASSERT_STR_EQ(replay_log(F.rb, READER), "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
-                                          "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
-                                          "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
   fx_finish();
 }
 
@@ -687,8 +730,9 @@ TEST_IMPL(sub_failed_ack_retried_after_backoff) {
   fx_run(80400);
 
   ASSERT_INT_EQ(nxack, 3);
-  ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0\n"
-                                         "XACK payments ledger 1-0\nXACK payments ledger 1-0\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE
+                "\nXACK payments ledger 1-0\n"
+                "XACK payments ledger 1-0\nXACK payments ledger 1-0\n");
   ASSERT_CONTAINS(logbuf, "msg=\"ack failed, will retry\"");
   if (xack_at[1] - xack_at[0] < 100)
     TEST_FAIL_("failed XACK sent again after %llu ms; expected a backoff (>= 100 ms)",
@@ -701,24 +745,29 @@ TEST_IMPL(sub_failed_ack_retried_after_backoff) {
  * next read's BLOCK. */
 TEST_IMPL(sub_entries_run_after_group_recreated) {
   fx_init("batch = 10"); /* one worker */
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
-                "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
-                "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
-                "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
-                "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
+  replay_expect(
+      F.rb,
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
+      "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
+      "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
+      "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
+      "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
   /* Read ahead, before 1-0 runs: a whole batch. */
-  replay_expect(F.rb, "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
-                "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
-                "with GROUP option\r\n");
+  replay_expect(
+      F.rb,
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
+      "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
+      "with GROUP option\r\n");
   fx_run(80400);
 
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
-  ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
-                /* the group is back: a batch more, whatever still waits */
-                "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n");
+  ASSERT_STR_EQ(
+      replay_log(F.rb, READER),
+      "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
+      /* the group is back: a batch more, whatever still waits */
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
   fx_finish();
 }
@@ -760,14 +809,15 @@ static const char *read_resp(bool claim, const struct ent *e, size_t n) {
 #define RETRY_KEY "payments:retry:ledger"
 
 /* An entry of a `new` read, of a claiming read (idle, deliveries before). */
-#define NE(id, ...) {id, {__VA_ARGS__}, 0, 0}
-#define CE(id, idle, deliveries, ...) {id, {__VA_ARGS__}, idle, deliveries}
-#define NEW_READ "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+#define NE(id, ...) \
+  { id, {__VA_ARGS__}, 0, 0 }
+#define CE(id, idle, deliveries, ...) \
+  { id, {__VA_ARGS__}, idle, deliveries }
+#define NEW_READ \
+  "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 /* The entries given, and how many: read_resp(claim, ENTS(NE(...), ...)). */
-#define ENTS(...)                                                                            \
-  (const struct ent[]){__VA_ARGS__},                                                         \
-      sizeof((const struct ent[]){__VA_ARGS__}) / sizeof(struct ent)
-
+#define ENTS(...) \
+  (const struct ent[]){__VA_ARGS__}, sizeof((const struct ent[]){__VA_ARGS__}) / sizeof(struct ent)
 
 /* The i-th command on the command connection, sweeps left out (a command may
  * hold newlines: an error text with its traceback). */
@@ -780,17 +830,17 @@ static const char *cmd_sent(size_t i) {
   return NULL;
 }
 
-#define DL_HEAD(id, deliveries)                                                               \
-  " dead-letter-stream payments dead-letter-group ledger dead-letter-id " id                \
+#define DL_HEAD(id, deliveries)                                              \
+  " dead-letter-stream payments dead-letter-group ledger dead-letter-id " id \
   " dead-letter-deliveries " deliveries " dead-letter-handler sub.lua dead-letter-reason "
 #define DL_TIME " dead-letter-time 1700000000000"
 
 TEST_IMPL(sub_publish_written_with_ack_in_one_txn) {
   fx_init("batch = 10");
-  replay_expect(F.rb, NEW_READ,
-                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"publish\":\"audit\"}"),
-                                      NE("2-0", "data", "{\"n\":2}"),
-                                      NE("3-0", "data", "{\"n\":3}"))));
+  replay_expect(
+      F.rb, NEW_READ,
+      read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"publish\":\"audit\"}"),
+                            NE("2-0", "data", "{\"n\":2}"), NE("3-0", "data", "{\"n\":3}"))));
   expect_outcomes(1);
   fx_run(80400);
 
@@ -805,11 +855,11 @@ TEST_IMPL(sub_publish_written_with_ack_in_one_txn) {
 
 TEST_IMPL(sub_reply_written_with_ack_in_one_txn) {
   fx_init("reply_to = \"payments.replies\", batch = 10");
-  replay_expect(F.rb, NEW_READ,
-                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reply\":true}", "partition-key",
-                                               "acct-1"),
-                                      NE("2-0", "data",
-                                         "{\"n\":2,\"reply\":true,\"publish\":\"audit\"}"))));
+  replay_expect(
+      F.rb, NEW_READ,
+      read_resp(false,
+                ENTS(NE("1-0", "data", "{\"n\":1,\"reply\":true}", "partition-key", "acct-1"),
+                     NE("2-0", "data", "{\"n\":2,\"reply\":true,\"publish\":\"audit\"}"))));
   expect_outcomes(2);
   fx_run(80400);
 
@@ -832,7 +882,7 @@ TEST_IMPL(sub_reject_dead_lettered) {
   fx_init("dead_letter = \"payments.dead\", batch = 10");
   replay_expect(F.rb, NEW_READ,
                 read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"card expired\"}",
-                                               "partition-key", "acct-1"))));
+                                         "partition-key", "acct-1"))));
   expect_outcomes(1);
   fx_run(80400);
 
@@ -841,9 +891,10 @@ TEST_IMPL(sub_reject_dead_lettered) {
                 " 1-0 ack 1 23 XADD payments.dead * data {\"n\":1,\"reject\":\"card expired\"} "
                 "partition-key acct-1" DL_HEAD("1-0", "1") "rejected dead-letter-error "
                 "card expired" DL_TIME "\n");
-  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
-                          "group=ledger id=1-0 reason=rejected deliveries=1 "
-                          "dead_letter=payments.dead\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
+                  "group=ledger id=1-0 reason=rejected deliveries=1 "
+                  "dead_letter=payments.dead\n");
   ASSERT_NULL(strstr(logbuf, "level=error"));
   fx_finish();
 }
@@ -854,9 +905,10 @@ TEST_IMPL(sub_reject_without_dead_letter_logged_and_acked) {
                 read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1,\"reject\":\"nope\"}"),
                                       NE("2-0", "data", "{\"n\":2}"))));
   fx_run(80400);
-  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"entry rejected, acked (no dead_letter "
-                          "stream)\" stream=payments group=ledger id=1-0 reason=rejected "
-                          "deliveries=1 error=nope\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=error handler=sub msg=\"entry rejected, acked (no dead_letter "
+                  "stream)\" stream=payments group=ledger id=1-0 reason=rejected "
+                  "deliveries=1 error=nope\n");
   /* acked with the others: nothing else to write */
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0\n");
   fx_finish();
@@ -875,10 +927,12 @@ TEST_IMPL(sub_max_deliveries_claimed_dead_lettered_unhandled) {
 
   /* 1-0 was delivered 3 times before: the handler never sees it again */
   ASSERT_STR_EQ(got(), "id=2-0 deliveries=2 idle=31000 n=2\nid=3-0 deliveries=0 idle=0 n=3\n");
-  ASSERT_STR_EQ(cmd_log(), CREATE "\n" OUTCOMES("payments")
-                " 1-0 ack 1 21 XADD payments.dead * data {\"n\":1}" DL_HEAD("1-0", "3")
-                "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME "\n"
-                "XACK payments ledger 2-0 3-0\n");
+  ASSERT_STR_EQ(
+      cmd_log(),
+      CREATE "\n" OUTCOMES("payments") " 1-0 ack 1 21 XADD payments.dead * data {\"n\":1}" DL_HEAD(
+          "1-0", "3") "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME
+                      "\n"
+                      "XACK payments ledger 2-0 3-0\n");
   fx_finish();
 }
 
@@ -891,10 +945,11 @@ TEST_IMPL(sub_max_deliveries_without_dead_letter_left_pending) {
                                      CE("3-0", 0, 0, "data", "{\"n\":3}"))));
   fx_run(80400);
   ASSERT_STR_EQ(got(), "id=3-0 deliveries=0 idle=0 n=3\n");
-  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"delivery limit reached, entry left pending "
-                          "(no dead_letter stream)\" stream=payments group=ledger id=1-0 "
-                          "reason=max-deliveries deliveries=3 error=\"delivered 3 times without "
-                          "an ack\"\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=error handler=sub msg=\"delivery limit reached, entry left pending "
+                  "(no dead_letter stream)\" stream=payments group=ledger id=1-0 "
+                  "reason=max-deliveries deliveries=3 error=\"delivered 3 times without "
+                  "an ack\"\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n");
   fx_finish();
 }
@@ -903,15 +958,14 @@ TEST_IMPL(sub_max_deliveries_without_dead_letter_left_pending) {
 /* Copies on the retry stream carry their count (trusted there only). */
 TEST_IMPL(sub_max_deliveries_new_copies) {
   fx_init("max_deliveries = 3, dead_letter = \"payments.dead\", batch = 10");
-  replay_expect(
-      F.rb, NEW_READ,
-      read_resp_on(RETRY_KEY, false,
-                   ENTS(NE("6-0", "data", "{\"n\":6,\"retry\":true}", "delivery-count", "2",
-                           "original-id", "5-0"),
-                        NE("7-0", "data", "{\"n\":7,\"retry\":true}", "delivery-count", "1",
-                           "original-id", "4-0"),
-                        NE("8-0", "data", "{\"n\":8}", "delivery-count", "3", "original-id",
-                           "3-0"))));
+  replay_expect(F.rb, NEW_READ,
+                read_resp_on(RETRY_KEY, false,
+                             ENTS(NE("6-0", "data", "{\"n\":6,\"retry\":true}", "delivery-count",
+                                     "2", "original-id", "5-0"),
+                                  NE("7-0", "data", "{\"n\":7,\"retry\":true}", "delivery-count",
+                                     "1", "original-id", "4-0"),
+                                  NE("8-0", "data", "{\"n\":8}", "delivery-count", "3",
+                                     "original-id", "3-0"))));
   expect_outcomes(3);
   fx_run(80400);
 
@@ -940,12 +994,15 @@ TEST_IMPL(sub_handler_error_on_last_delivery_dead_lettered) {
   expect_outcomes(1);
   fx_run(80400);
 
-  ASSERT_CONTAINS(logbuf, "msg=\"handler failed, entry left pending\" stream=payments "
-                          "group=ledger id=1-0 reason=handler-error error=\"boom");
-  ASSERT_CONTAINS(logbuf, "msg=\"handler failed, entry left pending\" stream=payments "
-                          "group=ledger id=2-0 reason=handler-error error=\"boom");
-  ASSERT_CONTAINS(logbuf, "msg=\"entry dead-lettered\" stream=payments group=ledger id=1-0 "
-                          "reason=handler-error deliveries=3");
+  ASSERT_CONTAINS(logbuf,
+                  "msg=\"handler failed, entry left pending\" stream=payments "
+                  "group=ledger id=1-0 reason=handler-error error=\"boom");
+  ASSERT_CONTAINS(logbuf,
+                  "msg=\"handler failed, entry left pending\" stream=payments "
+                  "group=ledger id=2-0 reason=handler-error error=\"boom");
+  ASSERT_CONTAINS(logbuf,
+                  "msg=\"entry dead-lettered\" stream=payments group=ledger id=1-0 "
+                  "reason=handler-error deliveries=3");
   ASSERT_STR_EQ(cmd_sent(0), "XGROUP CREATE payments ledger $ MKSTREAM");
   ASSERT_STR_EQ(cmd_sent(1), "XGROUP CREATE payments:retry:ledger ledger 0 MKSTREAM");
   /* the error that ended it, traceback included */
@@ -962,23 +1019,24 @@ TEST_IMPL(sub_handler_error_on_last_delivery_dead_lettered) {
 
 TEST_IMPL(sub_bad_input_dead_lettered) {
   fx_init("dead_letter = \"payments.dead\", max_body = 10, batch = 10");
-  replay_expect(F.rb, NEW_READ,
-                read_resp(false, ENTS(NE("1-0", "data", "{nope"),
-                                      NE("2-0", "data", "\"0123456789\""))));
+  replay_expect(
+      F.rb, NEW_READ,
+      read_resp(false, ENTS(NE("1-0", "data", "{nope"), NE("2-0", "data", "\"0123456789\""))));
   expect_outcomes(2);
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), ""); /* the handler saw neither */
   const char *call = cmd_sent(2);
-  const char *head = OUTCOMES("payments") " 1-0 ack 1 21 XADD payments.dead * data {nope"
-      DL_HEAD("1-0", "1") "decode-error dead-letter-error body is not valid JSON: ";
+  const char *head = OUTCOMES("payments") " 1-0 ack 1 21 XADD payments.dead * data {nope" DL_HEAD(
+      "1-0", "1") "decode-error dead-letter-error body is not valid JSON: ";
   if (strncmp(call, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", call);
   ASSERT_CONTAINS(call, DL_TIME " 2-0 ack 1 21 XADD payments.dead * data \"0123456789\""
                   DL_HEAD("2-0", "1") "too-large dead-letter-error body is 12 bytes, over "
                   "max_body (10)" DL_TIME);
   ASSERT_NULL(cmd_sent(3));
-  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
-                          "group=ledger id=1-0 reason=decode-error");
+  ASSERT_CONTAINS(logbuf,
+                  "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
+                  "group=ledger id=1-0 reason=decode-error");
   fx_finish();
 }
 
@@ -987,8 +1045,9 @@ TEST_IMPL(sub_bad_input_without_dead_letter_left_pending) {
   replay_expect(F.rb, NEW_READ,
                 read_resp(false, ENTS(NE("1-0", "data", "{nope"), NE("2-0", "data", "{\"n\":2}"))));
   fx_run(80400);
-  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"bad entry left pending\" "
-                          "stream=payments group=ledger id=1-0 reason=decode-error");
+  ASSERT_CONTAINS(logbuf,
+                  "level=error handler=sub msg=\"bad entry left pending\" "
+                  "stream=payments group=ledger id=1-0 reason=decode-error");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 2-0\n");
   fx_finish();
 }
@@ -1019,12 +1078,13 @@ TEST_IMPL(sub_retry_after_claiming) {
 
 TEST_IMPL(sub_retry_after_new_moves_to_delay_set) {
   fx_init("batch = 10");
-  replay_expect(F.rb, NEW_READ,
-                read_resp(false, ENTS(NE("5-0", "data", "{\"n\":5,\"after\":2500}", "partition-key",
-                                               "acct-7"),
-                                      NE("6-0", "data", "{\"n\":6,\"after\":\"1m\"}",
-                                               "delivery-count", "2", "partition-key", "acct-7",
-                                               "retry-group", "ledger", "original-id", "5-0"))));
+  replay_expect(
+      F.rb, NEW_READ,
+      read_resp(
+          false,
+          ENTS(NE("5-0", "data", "{\"n\":5,\"after\":2500}", "partition-key", "acct-7"),
+               NE("6-0", "data", "{\"n\":6,\"after\":\"1m\"}", "delivery-count", "2",
+                  "partition-key", "acct-7", "retry-group", "ledger", "original-id", "5-0"))));
   expect_outcomes(2);
   fx_run(80400);
 
@@ -1045,10 +1105,9 @@ TEST_IMPL(sub_retry_after_new_moves_to_delay_set) {
 
 /* ================================================================ the sweeper */
 
-#define SWEEP(now)                                                                         \
-  "EVAL <sweep> 3 payments:delayed:ledger payments:retry:ledger "                          \
-  "payments:delayed:ledger:unreadable " now \
-  " 100 ledger"
+#define SWEEP(now)                                                \
+  "EVAL <sweep> 3 payments:delayed:ledger payments:retry:ledger " \
+  "payments:delayed:ledger:unreadable " now " 100 ledger"
 
 static size_t nsweeps(void) {
   size_t n = 0;
@@ -1063,8 +1122,7 @@ TEST_IMPL(sub_sweeper_sweeps_when_due_else_every_minute) {
   /* another host's delay, due at 65 s */
   replay_expect(F.rb, SWEEP("1700000060000"), "*4\r\n:0\r\n:0\r\n:0\r\n:1700000065000\r\n");
   /* then many due at once: the most one sweep moves */
-  replay_expect(F.rb, SWEEP("1700000065000"),
-                "*4\r\n:100\r\n:0\r\n:0\r\n:1700000065000\r\n");
+  replay_expect(F.rb, SWEEP("1700000065000"), "*4\r\n:100\r\n:0\r\n:0\r\n:1700000065000\r\n");
   replay_expect(F.rb, SWEEP("1700000125000"), "-ERR something broke\r\n");
   /* the first left is due in an hour: a minute is the longest wait */
   replay_expect(F.rb, SWEEP("1700000126000"), "*4\r\n:0\r\n:0\r\n:0\r\n:1700003600000\r\n");
@@ -1085,19 +1143,21 @@ TEST_IMPL(sub_sweeper_sweeps_when_due_else_every_minute) {
   ASSERT_INT_EQ(nsweeps(), 4); /* it moved 100: at once again */
   ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 4), SWEEP("1700000065000"));
   ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 5), SWEEP("1700000065000"));
-  ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
-                          "stream=payments group=ledger consumer=c-1 entries=100\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
+                  "stream=payments group=ledger consumer=c-1 entries=100\n");
   /* that one found the set empty: a minute; 125,000: an error is logged and
    * the sweep tried again a second later */
   clock_virtual_advance(F.clk, 59999);
   ASSERT_INT_EQ(nsweeps(), 4);
   clock_virtual_advance(F.clk, 1);
   ASSERT_INT_EQ(nsweeps(), 5);
-  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"the delay-set sweep failed, "
-                          "retrying\" stream=payments group=ledger consumer=c-1 command=EVAL "
-                          "script=\"the delay-set sweep\" keys=\"payments:delayed:ledger "
-                          "payments:retry:ledger payments:delayed:ledger:unreadable\" "
-                          "error=\"ERR something broke\"\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=warn handler=sub msg=\"the delay-set sweep failed, "
+                  "retrying\" stream=payments group=ledger consumer=c-1 command=EVAL "
+                  "script=\"the delay-set sweep\" keys=\"payments:delayed:ledger "
+                  "payments:retry:ledger payments:delayed:ledger:unreadable\" "
+                  "error=\"ERR something broke\"\n");
   clock_virtual_advance(F.clk, 1000);
   ASSERT_INT_EQ(nsweeps(), 6);
   ASSERT_STR_EQ(replay_sent(F.rb, "cmd", 7), SWEEP("1700000126000"));
@@ -1123,14 +1183,17 @@ TEST_IMPL(sub_sweeper_reports_unreadable_members) {
   replay_expect(F.rb, SWEEP("1700000000000"), "*4\r\n:3\r\n:1\r\n:5\r\n:-1\r\n");
   fx_run(80400); /* the sweep at start */
   ASSERT_INT_EQ(nsweeps(), 1);
-  ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
-                          "stream=payments group=ledger consumer=c-1 entries=2\n");
-  ASSERT_CONTAINS(logbuf, "level=debug handler=sub msg=\"acknowledged entries trimmed from the "
-                          "retry stream\" stream=payments group=ledger consumer=c-1 entries=5 "
-                          "retry_stream=payments:retry:ledger\n");
-  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"unreadable members of the delay set "
-                          "moved aside, not delivered\" stream=payments group=ledger members=1 "
-                          "moved_to=payments:delayed:ledger:unreadable\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=debug handler=sub msg=\"delayed entries back on the retry stream\" "
+                  "stream=payments group=ledger consumer=c-1 entries=2\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=debug handler=sub msg=\"acknowledged entries trimmed from the "
+                  "retry stream\" stream=payments group=ledger consumer=c-1 entries=5 "
+                  "retry_stream=payments:retry:ledger\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=error handler=sub msg=\"unreadable members of the delay set "
+                  "moved aside, not delivered\" stream=payments group=ledger members=1 "
+                  "moved_to=payments:delayed:ledger:unreadable\n");
   clock_virtual_advance(F.clk, 59100); /* the next sweep, a minute later: the set is empty */
   ASSERT_INT_EQ(nsweeps(), 2);
   sub_stop(F.s);
@@ -1153,11 +1216,12 @@ TEST_IMPL(sub_outcome_write_refused_reported_as_acked) {
 #undef NOPERM
   replay_expect(F.rb, "EVAL <outcome> **", resp);
   fx_run(80400);
-  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"outcome partly written: entry acked, a "
-                          "write failed\" stream=payments group=ledger id=1-0 "
-                          "outcome=\"dead letter\" command=XADD key=payments.dead "
-                          "error=\"NOPERM this user has no permissions to access one of the "
-                          "keys used as arguments\"\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=error handler=sub msg=\"outcome partly written: entry acked, a "
+                  "write failed\" stream=payments group=ledger id=1-0 "
+                  "outcome=\"dead letter\" command=XADD key=payments.dead "
+                  "error=\"NOPERM this user has no permissions to access one of the "
+                  "keys used as arguments\"\n");
   if (strstr(logbuf, "entry left pending"))
     TEST_FAIL_("an acked entry whose dead letter failed is logged as left pending:\n%s", logbuf);
   fx_finish();
@@ -1175,12 +1239,14 @@ TEST_IMPL(sub_outcome_per_entry_answers) {
   replay_expect(F.rb, "EVAL <outcome> **",
                 "*3\r\n$33\r\n0 NOGROUP No such key or consumer\r\n:0\r\n:1\r\n");
   fx_run(80400);
-  ASSERT_CONTAINS(logbuf, "level=error handler=sub msg=\"outcome not written, entry left "
-                          "pending\" stream=payments group=ledger id=1-0 outcome=reply "
-                          "command=XACK key=payments error=\"NOGROUP No such key or consumer\"\n");
-  ASSERT_CONTAINS(logbuf, "level=warn handler=sub msg=\"already acknowledged by another "
-                          "consumer; effects skipped\" stream=payments group=ledger "
-                          "consumer=c-1 id=2-0 outcome=reply\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=error handler=sub msg=\"outcome not written, entry left "
+                  "pending\" stream=payments group=ledger id=1-0 outcome=reply "
+                  "command=XACK key=payments error=\"NOGROUP No such key or consumer\"\n");
+  ASSERT_CONTAINS(logbuf,
+                  "level=warn handler=sub msg=\"already acknowledged by another "
+                  "consumer; effects skipped\" stream=payments group=ledger "
+                  "consumer=c-1 id=2-0 outcome=reply\n");
   ASSERT_NULL(strstr(logbuf, "id=3-0 outcome"));
   fx_finish();
 }
@@ -1193,8 +1259,8 @@ static const char *own_resp(const char *c0, const char *c1, const struct ent *se
   static char bufs[2][16384];
   static int next;
   char *out = bufs[next++ % 2], *o = out, *end = out + sizeof bufs[0];
-  o += snprintf(o, (size_t)(end - o), "*3\r\n*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n*%d\r\n",
-                strlen(c0), c0, strlen(c1), c1, (ns > 0) + (nr > 0));
+  o += snprintf(o, (size_t)(end - o), "*3\r\n*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n*%d\r\n", strlen(c0),
+                c0, strlen(c1), c1, (ns > 0) + (nr > 0));
   /* read_resp_on's reply holds one [key, entries] pair after its "*1\r\n" */
   if (ns) o += snprintf(o, (size_t)(end - o), "%s", read_resp_on("payments", true, se, ns) + 4);
   if (nr) o += snprintf(o, (size_t)(end - o), "%s", read_resp_on(RETRY_KEY, true, re, nr) + 4);
@@ -1224,7 +1290,8 @@ TEST_IMPL(sub_new_reads_own_pending_list_first) {
   /* the next page waited for the acks of the first; then `>` */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
                 "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0\n" NEW_READ "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0\n" NEW_READ
+                "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0 4-0\n");
   fx_finish();
 }
@@ -1245,7 +1312,8 @@ TEST_IMPL(sub_new_own_pending_list_read_past_deleted_entries) {
   ASSERT_STR_EQ(replay_log(F.rb, READER),
                 "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
                 "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0\n" NEW_READ "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0\n" NEW_READ
+                "\n");
   fx_finish();
 }
 
@@ -1256,15 +1324,14 @@ TEST_IMPL(sub_new_own_pending_list_read_past_deleted_entries) {
  * crashing once the same name has read the entry max_deliveries times. */
 TEST_IMPL(sub_new_own_pending_list_counts_deliveries) {
   fx_init("max_deliveries = 3, dead_letter = \"payments.dead\", batch = 10");
-  replay_expect(
-      F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
-      own_resp("5-0", "9-0",
-               ENTS(CE("3-0", 40000, 3, "data", "{\"n\":3}"),
-                    CE("5-0", 40000, 1, "data", "{\"n\":5}", "delivery-count", "999")),
-               ENTS(CE("8-0", 40000, 1, "data", "{\"n\":8}", "delivery-count", "1",
-                       "original-id", "2-0"),
-                    CE("9-0", 40000, 1, "data", "{\"n\":9}", "delivery-count", "2",
-                       "original-id", "4-0"))));
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+                own_resp("5-0", "9-0",
+                         ENTS(CE("3-0", 40000, 3, "data", "{\"n\":3}"),
+                              CE("5-0", 40000, 1, "data", "{\"n\":5}", "delivery-count", "999")),
+                         ENTS(CE("8-0", 40000, 1, "data", "{\"n\":8}", "delivery-count", "1",
+                                 "original-id", "2-0"),
+                              CE("9-0", 40000, 1, "data", "{\"n\":9}", "delivery-count", "2",
+                                 "original-id", "4-0"))));
   replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 5-0 9-0",
                 own_resp("5-0", "9-0", NO_ENTS, NO_ENTS));
   expect_outcomes(1);
@@ -1272,10 +1339,11 @@ TEST_IMPL(sub_new_own_pending_list_counts_deliveries) {
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), "id=5-0 deliveries=1 idle=40000 n=5\nid=8-0 deliveries=2 idle=40000 n=8\n");
-  ASSERT_CONTAINS(cmd_log(), OUTCOMES("payments")
-                  " 3-0 ack 1 21 XADD payments.dead * data {\"n\":3}" DL_HEAD("3-0", "3")
-                  "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME
-                  "\n");
+  ASSERT_CONTAINS(
+      cmd_log(),
+      OUTCOMES("payments") " 3-0 ack 1 21 XADD payments.dead * data {\"n\":3}" DL_HEAD(
+          "3-0", "3") "max-deliveries dead-letter-error delivered 3 times without an ack" DL_TIME
+                      "\n");
   ASSERT_CONTAINS(cmd_log(), OUTCOMES(RETRY_KEY)
                   " 9-0 ack 1 25 XADD payments.dead * data {\"n\":9} delivery-count 2 "
                   "original-id 4-0" DL_HEAD("4-0", "3") "max-deliveries dead-letter-error "
@@ -1292,10 +1360,10 @@ TEST_IMPL(sub_new_own_pending_list_counts_deliveries) {
  * handlers work. */
 TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
   fx_init("batch = 10");
-  replay_expect(F.rb, NEW_READ,
-                read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1}"),
-                                      NE("2-0", "data", "{\"n\":2}"),
-                                      NE("3-0", "data", "{\"n\":3}"))));
+  replay_expect(
+      F.rb, NEW_READ,
+      read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1}"), NE("2-0", "data", "{\"n\":2}"),
+                            NE("3-0", "data", "{\"n\":3}"))));
   /* The read ahead: nobody answers, it stays blocked. */
   fx_run(80400);
 
@@ -1304,10 +1372,34 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
   ASSERT_INT_EQ(ngot, 3);
   ASSERT_INT_EQ(reads_at_got[0], 3);
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-                NEW_READ "\n"
-                NEW_READ "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n" NEW_READ
+                "\n" NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0 3-0\n");
+  fx_finish();
+}
+
+/* Handlers that finish at once are started for DISPATCH_SLICE_MS (50 ms) of
+ * the loop's time, then the loop turns (I/O, timers, the watchdog's beat)
+ * before the rest start: here each step takes 10 ms, so the first five of a
+ * read of 8 entries run and their acks go out before the other three start
+ * (all in one go, they would be acked together). */
+TEST_IMPL(sub_dispatch_lets_the_loop_turn) {
+  busy_cpu = true;
+  fx_init("batch = 10, workers = 10");
+  replay_expect(
+      F.rb, NEW_READ,
+      read_resp(false, ENTS(NE("1-0", "data", "{\"n\":1}"), NE("2-0", "data", "{\"n\":2}"),
+                            NE("3-0", "data", "{\"n\":3}"), NE("4-0", "data", "{\"n\":4}"),
+                            NE("5-0", "data", "{\"n\":5}"), NE("6-0", "data", "{\"n\":6}"),
+                            NE("7-0", "data", "{\"n\":7}"), NE("8-0", "data", "{\"n\":8}"))));
+  fx_run(80400);
+  ASSERT_INT_EQ(ngot, 8);
+  ASSERT_STR_EQ(got(),
+                "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\nid=4-0 n=4\nid=5-0 n=5\nid=6-0 "
+                "n=6\nid=7-0 n=7\nid=8-0 n=8\n");
+  ASSERT_STR_EQ(cmd_log(), CREATE
+                "\nXACK payments ledger 1-0 2-0 3-0 4-0 5-0\n"
+                "XACK payments ledger 6-0 7-0 8-0\n");
   fx_finish();
 }
 
@@ -1315,14 +1407,15 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
  * only while at most one batch is in the lanes. */
 TEST_IMPL(sub_new_holds_at_most_two_batches) {
   fx_init("batch = 4"); /* one worker: the entries run one after another */
-#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+#define READ4 \
+  "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 #define SLOW(id, n) NE(id, "data", "{\"n\":" #n ",\"sleep\":1000}")
-  replay_expect(F.rb, READ4,
-                read_resp(false, ENTS(SLOW("1-0", 1), SLOW("2-0", 2), SLOW("3-0", 3),
-                                      SLOW("4-0", 4))));
-  replay_expect(F.rb, READ4,
-                read_resp(false, ENTS(SLOW("5-0", 5), SLOW("6-0", 6), SLOW("7-0", 7),
-                                      SLOW("8-0", 8))));
+  replay_expect(
+      F.rb, READ4,
+      read_resp(false, ENTS(SLOW("1-0", 1), SLOW("2-0", 2), SLOW("3-0", 3), SLOW("4-0", 4))));
+  replay_expect(
+      F.rb, READ4,
+      read_resp(false, ENTS(SLOW("5-0", 5), SLOW("6-0", 6), SLOW("7-0", 7), SLOW("8-0", 8))));
 #undef SLOW
   fx_run(80400); /* 1-0 runs until 1000 ms */
   /* 8 held, 2 x batch: no third read. */
@@ -1347,14 +1440,15 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
  * ahead of it) instead of reading the whole backlog into memory. */
 TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   fx_init("reply_to = \"payments.replies\", batch = 4");
-#define READ4 "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+#define READ4 \
+  "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 #define REPLY(id, n) NE(id, "data", "{\"n\":" #n ",\"reply\":true}")
-  replay_expect(F.rb, READ4,
-                read_resp(false, ENTS(REPLY("1-0", 1), REPLY("2-0", 2), REPLY("3-0", 3),
-                                      REPLY("4-0", 4))));
-  replay_expect(F.rb, READ4,
-                read_resp(false, ENTS(REPLY("5-0", 5), REPLY("6-0", 6), REPLY("7-0", 7),
-                                      REPLY("8-0", 8))));
+  replay_expect(
+      F.rb, READ4,
+      read_resp(false, ENTS(REPLY("1-0", 1), REPLY("2-0", 2), REPLY("3-0", 3), REPLY("4-0", 4))));
+  replay_expect(
+      F.rb, READ4,
+      read_resp(false, ENTS(REPLY("5-0", 5), REPLY("6-0", 6), REPLY("7-0", 7), REPLY("8-0", 8))));
   replay_expect(F.rb, READ4,
                 read_resp(false, ENTS(REPLY("9-0", 9), REPLY("10-0", 10), REPLY("11-0", 11),
                                       REPLY("12-0", 12))));
@@ -1379,6 +1473,7 @@ TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   broker_free(F.b);
   F.clk->ops->free(F.clk);
   reads_rb = NULL;
+  busy_cpu = false;
   log_set_sink(NULL, NULL);
   LEAK_CHECK();
 }

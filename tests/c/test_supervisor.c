@@ -105,11 +105,13 @@ TEST_IMPL(supervisor_merge_labels_and_groups) {
       "# HELP luastream_workers";
   ASSERT_INT_EQ(strncmp(m, want, strlen(want)), 0);
   ASSERT_CONTAINS(m, "\nluastream_workers 3\n");
-  ASSERT_CONTAINS(m, "\nluastream_worker_up{worker=\"0\"} 1\n"
-                     "luastream_worker_up{worker=\"1\"} 1\n"
-                     "luastream_worker_up{worker=\"2\"} 0\n");
-  ASSERT_CONTAINS(m, "\nluastream_worker_restarts_total{worker=\"1\"} 2\n"
-                     "luastream_worker_restarts_total{worker=\"2\"} 5\n");
+  ASSERT_CONTAINS(m,
+                  "\nluastream_worker_up{worker=\"0\"} 1\n"
+                  "luastream_worker_up{worker=\"1\"} 1\n"
+                  "luastream_worker_up{worker=\"2\"} 0\n");
+  ASSERT_CONTAINS(m,
+                  "\nluastream_worker_restarts_total{worker=\"1\"} 2\n"
+                  "luastream_worker_restarts_total{worker=\"2\"} 5\n");
   /* every family's HELP once */
   ASSERT(strstr(strstr(m, "# HELP h ") + 1, "# HELP h ") == NULL);
   free(m);
@@ -150,8 +152,10 @@ static bool ready_no(void *data, char *why, size_t len) {
 
 static void defer_page(void *data, enum health_route route, health_request *req) {
   (void)data;
-  if (route == HEALTH_METRICS) health_reply_page(req, strdup("x_total 1\n"), 10);
-  else health_reply_text(req, 200, "deferred ready");
+  if (route == HEALTH_METRICS)
+    health_reply_page(req, strdup("x_total 1\n"), 10);
+  else
+    health_reply_text(req, 200, "deferred ready");
 }
 
 /* A loopback socket listening on a free port. */

@@ -77,14 +77,11 @@ TEST_IMPL(url_ipv6) {
   ASSERT_STR_EQ(u.host, "2001:db8::42");
   ASSERT_INT_EQ(u.port, 6379);
 
-  parse_err("redis://[::1", "redis://[::1",
-            "missing ']' after the IPv6 address", NULL);
-  parse_err("redis://[nope]:1", "redis://[nope]:1",
-            "invalid IPv6 address in brackets", NULL);
-  parse_err("redis://[]:1", "redis://[]:1",
-            "invalid IPv6 address in brackets", NULL);
-  parse_err("redis://[::1]x", "redis://[::1]x",
-            "unexpected text after ']' (write [address]:port)", NULL);
+  parse_err("redis://[::1", "redis://[::1", "missing ']' after the IPv6 address", NULL);
+  parse_err("redis://[nope]:1", "redis://[nope]:1", "invalid IPv6 address in brackets", NULL);
+  parse_err("redis://[]:1", "redis://[]:1", "invalid IPv6 address in brackets", NULL);
+  parse_err("redis://[::1]x", "redis://[::1]x", "unexpected text after ']' (write [address]:port)",
+            NULL);
   parse_err("redis://::1:6379", "redis://::1:6379",
             "an IPv6 address must be in brackets, e.g. redis://[::1]:6379", NULL);
 }
@@ -128,57 +125,43 @@ TEST_IMPL(url_credential_errors) {
   /* No colon: most likely a password written without it; hidden whole. */
   parse_err("redis://hunter2@h", "redis://***@h",
             "credentials must be written user:password@ or :password@", "hunter2");
-  parse_err("redis://bob:@h", "redis://bob:@h",
-            "a user needs a password (user:password@)", NULL);
-  parse_err("redis://:pa%zzss@h", "redis://:***@h",
-            "bad %-escape in the password", "pa%zz");
-  parse_err("redis://:pa%4@h", "redis://:***@h",
-            "bad %-escape in the password", NULL);
-  parse_err("redis://:pa%00@h", "redis://:***@h",
-            "bad %-escape in the password", NULL);
-  parse_err("redis://b%g1:pw@h", "redis://b%g1:***@h",
-            "bad %-escape in the user name", NULL);
+  parse_err("redis://bob:@h", "redis://bob:@h", "a user needs a password (user:password@)", NULL);
+  parse_err("redis://:pa%zzss@h", "redis://:***@h", "bad %-escape in the password", "pa%zz");
+  parse_err("redis://:pa%4@h", "redis://:***@h", "bad %-escape in the password", NULL);
+  parse_err("redis://:pa%00@h", "redis://:***@h", "bad %-escape in the password", NULL);
+  parse_err("redis://b%g1:pw@h", "redis://b%g1:***@h", "bad %-escape in the user name", NULL);
 }
 
 TEST_IMPL(url_port_errors) {
-  parse_err("redis://:topsecret@host:99999", "redis://:***@host:99999",
-            "port must be 1-65535", "topsecret");
-  parse_err("redis://host:0", "redis://host:0",
-            "port must be 1-65535", NULL);
-  parse_err("redis://host:65536", "redis://host:65536",
-            "port must be 1-65535", NULL);
+  parse_err("redis://:topsecret@host:99999", "redis://:***@host:99999", "port must be 1-65535",
+            "topsecret");
+  parse_err("redis://host:0", "redis://host:0", "port must be 1-65535", NULL);
+  parse_err("redis://host:65536", "redis://host:65536", "port must be 1-65535", NULL);
   parse_err("redis://host:12345678901234567890", "redis://host:12345678901234567890",
             "port must be 1-65535", NULL);
-  parse_err("redis://host:http", "redis://host:http",
-            "port must be 1-65535", NULL);
-  parse_err("redis://host:-1", "redis://host:-1",
-            "port must be 1-65535", NULL);
-  parse_err("redis://host:", "redis://host:",
-            "missing port after ':'", NULL);
+  parse_err("redis://host:http", "redis://host:http", "port must be 1-65535", NULL);
+  parse_err("redis://host:-1", "redis://host:-1", "port must be 1-65535", NULL);
+  parse_err("redis://host:", "redis://host:", "missing port after ':'", NULL);
 }
 
 TEST_IMPL(url_host_and_db_errors) {
-  parse_err("redis://", "redis://",
-            "missing host", NULL);
-  parse_err("redis://:pw@:6379", "redis://:***@:6379",
-            "missing host", "pw@");
-  parse_err("redis:///3", "redis:///3",
-            "missing host", NULL);
+  parse_err("redis://", "redis://", "missing host", NULL);
+  parse_err("redis://:pw@:6379", "redis://:***@:6379", "missing host", "pw@");
+  parse_err("redis:///3", "redis:///3", "missing host", NULL);
   parse_err("redis://ho st", "redis://ho st",
             "invalid character in host (letters, digits, '-', '.', '_')", NULL);
   /* A newline from a config file: the message stays on one line. */
   parse_err("redis://host\n", "redis://host?",
             "invalid character in host (letters, digits, '-', '.', '_')", NULL);
-  parse_err("redis://h/x", "redis://h/x",
-            "db must be a number 0 or more (redis://host:port/N)", NULL);
-  parse_err("redis://h/-1", "redis://h/-1",
-            "db must be a number 0 or more (redis://host:port/N)", NULL);
+  parse_err("redis://h/x", "redis://h/x", "db must be a number 0 or more (redis://host:port/N)",
+            NULL);
+  parse_err("redis://h/-1", "redis://h/-1", "db must be a number 0 or more (redis://host:port/N)",
+            NULL);
   parse_err("redis://h/99999999999", "redis://h/99999999999",
             "db must be a number 0 or more (redis://host:port/N)", NULL);
-  parse_err("redis://h/1/2", "redis://h/1/2",
-            "db must be a number 0 or more (redis://host:port/N)", NULL);
-  parse_err("redis://h#frag", "redis://h#frag",
-            "unexpected '#' fragment", NULL);
+  parse_err("redis://h/1/2", "redis://h/1/2", "db must be a number 0 or more (redis://host:port/N)",
+            NULL);
+  parse_err("redis://h#frag", "redis://h#frag", "unexpected '#' fragment", NULL);
   /* redis-py style query: refused, and its values are hidden. */
   parse_err("redis://h:1?password=hunter2&db=2", "redis://h:1?password=***&db=2",
             "query parameters are not supported in redis:// URLs "
@@ -195,8 +178,7 @@ TEST_IMPL(url_scheme_errors) {
             "missing scheme (write redis://host[:port][/db] or unix:///path/to/socket)", NULL);
   parse_err("u:pw@localhost", "u:***@localhost",
             "missing scheme (write redis://host[:port][/db] or unix:///path/to/socket)", "pw");
-  parse_err("", NULL,
-            "empty (write redis://host[:port][/db] or unix:///path/to/socket)", NULL);
+  parse_err("", NULL, "empty (write redis://host[:port][/db] or unix:///path/to/socket)", NULL);
   ASSERT_INT_EQ(url_parse(NULL, &u, err, sizeof err), -1);
 
   char big[600];
@@ -234,8 +216,7 @@ TEST_IMPL(url_unix) {
 TEST_IMPL(url_unix_errors) {
   parse_err("unix://localhost/tmp/r.sock", "unix://localhost/tmp/r.sock",
             "a unix socket URL needs an absolute path: unix:///path/to/socket", NULL);
-  parse_err("unix:///", "unix:///",
-            "missing socket path", NULL);
+  parse_err("unix:///", "unix:///", "missing socket path", NULL);
   parse_err("unix:///tmp/r.sock?db=x", "unix:///tmp/r.sock?db=x",
             "db must be a number 0 or more (?db=N)", NULL);
   parse_err("unix:///tmp/r.sock?password=hunter2", "unix:///tmp/r.sock?password=***",
@@ -288,8 +269,7 @@ TEST_IMPL(url_sentinel) {
   ASSERT_STR_EQ(u.sentinel_user, "mon");
   ASSERT_STR_EQ(u.sentinel_password, "t@p");
   ASSERT_INT_EQ(u.db, 0);
-  ASSERT_STR_EQ(u.redacted,
-                "redis+sentinel://:***@h/m/?sentinel_user=***&sentinel_password=***");
+  ASSERT_STR_EQ(u.redacted, "redis+sentinel://:***@h/m/?sentinel_user=***&sentinel_password=***");
 
   parse_ok("redis+sentinel://h/m?sentinel_password=only");
   ASSERT_STR_EQ(u.sentinel_user, "");
@@ -299,43 +279,50 @@ TEST_IMPL(url_sentinel) {
 TEST_IMPL(url_sentinel_errors) {
   parse_err("redis+sentinel:///m", "redis+sentinel:///m",
             "missing sentinel address (write "
-            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])",
+            NULL);
   parse_err("redis+sentinel://:pw@h1,,h2/m", "redis+sentinel://:***@h1,,h2/m",
             "empty sentinel address in the list", "pw");
   parse_err("redis+sentinel://h1,/m", "redis+sentinel://h1,/m",
             "empty sentinel address in the list", NULL);
-  parse_err("redis+sentinel://h1:0,h2/m", "redis+sentinel://h1:0,h2/m",
-            "port must be 1-65535", NULL);
-  parse_err("redis+sentinel://h1,h2:x/m", "redis+sentinel://h1,h2:x/m",
-            "port must be 1-65535", NULL);
+  parse_err("redis+sentinel://h1:0,h2/m", "redis+sentinel://h1:0,h2/m", "port must be 1-65535",
+            NULL);
+  parse_err("redis+sentinel://h1,h2:x/m", "redis+sentinel://h1,h2:x/m", "port must be 1-65535",
+            NULL);
   parse_err("redis+sentinel://h1:26379", "redis+sentinel://h1:26379",
             "missing service name (write "
-            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])",
+            NULL);
   parse_err("redis+sentinel://h1/", "redis+sentinel://h1/",
             "missing service name (write "
-            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])",
+            NULL);
   parse_err("redis+sentinel://h1//0", "redis+sentinel://h1//0",
             "missing service name (write "
-            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+            "redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])",
+            NULL);
   parse_err("redis+sentinel://h1/m/x", "redis+sentinel://h1/m/x",
             "db must be a number 0 or more "
-            "(redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+            "(redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])",
+            NULL);
   parse_err("redis+sentinel://h1/m/1/2", "redis+sentinel://h1/m/1/2",
             "db must be a number 0 or more "
-            "(redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])", NULL);
+            "(redis+sentinel://host[:port][,host[:port]...]/SERVICE[/db])",
+            NULL);
   parse_err("redis+sentinel://h1/m%20x", "redis+sentinel://h1/m%20x",
             "invalid character in the service name", NULL);
   parse_err("redis+sentinel://h1/m?password=hunter2", "redis+sentinel://h1/m?password=***",
             "unknown parameter \"password\" (only sentinel_user and sentinel_password "
-            "are supported)", "hunter2");
+            "are supported)",
+            "hunter2");
   parse_err("redis+sentinel://h1/m?sentinel_user=u", "redis+sentinel://h1/m?sentinel_user=***",
             "sentinel_user needs a sentinel_password", NULL);
   parse_err("redis+sentinel://h1/m?sentinel_password=a%zz",
-            "redis+sentinel://h1/m?sentinel_password=***",
-            "bad %-escape in sentinel_password", "a%zz");
+            "redis+sentinel://h1/m?sentinel_password=***", "bad %-escape in sentinel_password",
+            "a%zz");
   /* a '#' in the password ends the query: what follows is hidden too */
-  parse_err("redis+sentinel://h1/m?sentinel_password=ab#cd", "redis+sentinel://h1/m?sentinel_password=***#***",
-            "unexpected '#' fragment", "cd");
+  parse_err("redis+sentinel://h1/m?sentinel_password=ab#cd",
+            "redis+sentinel://h1/m?sentinel_password=***#***", "unexpected '#' fragment", "cd");
   parse_err("redis+sentinel://a,b,c,d,e,f,g,h,i/m", "redis+sentinel://a,b,c,d,e,f,g,h,i/m",
             "more than 8 sentinels", NULL);
   parse_err("redis+sentinel://ho st/m", "redis+sentinel://ho st/m",

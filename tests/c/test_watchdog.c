@@ -74,9 +74,10 @@ TEST_IMPL(watchdog_starved_logs_what_ran_and_exits_70) {
   long ms = (long)(b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
   ASSERT(ms >= 200 && ms < 5000);
   ASSERT(strncmp(out, "time=", 5) == 0);
-  ASSERT_CONTAINS(out, " level=error handler=spin msg=\"watchdog: the event loop has not turned "
-                       "within the limit, exiting\" phase=handle file=/h/spin.lua stream=payments "
-                       "group=ledger id=1700000000000-7 running_ms=");
+  ASSERT_CONTAINS(out,
+                  " level=error handler=spin msg=\"watchdog: the event loop has not turned "
+                  "within the limit, exiting\" phase=handle file=/h/spin.lua stream=payments "
+                  "group=ledger id=1700000000000-7 running_ms=");
   ASSERT_CONTAINS(out, " limit=200ms stalled_ms=");
   ASSERT_CONTAINS(out, " exit_status=70\n");
   ASSERT_INT_EQ(strchr(out, '\n') - out + 1, (long)strlen(out)); /* one line */
@@ -90,10 +91,11 @@ TEST_IMPL(watchdog_starved_logs_json) {
   ASSERT_INT_EQ(starve(100, out, sizeof out), WATCHDOG_EXIT_STATUS);
   log_set_format(LOG_FORMAT_LOGFMT);
   ASSERT(strncmp(out, "{\"time\":\"", 9) == 0);
-  ASSERT_CONTAINS(out, "\",\"level\":\"error\",\"handler\":\"spin\",\"msg\":\"watchdog: the "
-                       "event loop has not turned within the limit, exiting\",\"phase\":\"handle\","
-                       "\"file\":\"/h/spin.lua\",\"stream\":\"payments\",\"group\":\"ledger\","
-                       "\"id\":\"1700000000000-7\",\"running_ms\":");
+  ASSERT_CONTAINS(out,
+                  "\",\"level\":\"error\",\"handler\":\"spin\",\"msg\":\"watchdog: the "
+                  "event loop has not turned within the limit, exiting\",\"phase\":\"handle\","
+                  "\"file\":\"/h/spin.lua\",\"stream\":\"payments\",\"group\":\"ledger\","
+                  "\"id\":\"1700000000000-7\",\"running_ms\":");
   ASSERT_CONTAINS(out, ",\"limit\":\"100ms\",\"stalled_ms\":");
   ASSERT_CONTAINS(out, ",\"exit_status\":70}\n");
   size_t len = strlen(out);

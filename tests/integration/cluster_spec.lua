@@ -151,7 +151,7 @@ describe("a Redis Cluster", function()
     assert.equal(0, host:stop())
   end)
 
-  it("carries on after its master fails over, every payment posted exactly once", function()
+  it("carries on after its master fails over, every payment posted exactly once #slow", function()
     local c = cluster.start { masters = 3, replicas = 1 }
     local N = 4000
     make_group(c)

@@ -1004,7 +1004,7 @@ return {
     assert.equal(0, h:stop())
   end)
 
-  it("killed at any moment: every entry is pending or dead-lettered and acked, never neither nor both", function()
+  it("killed at any moment: every entry is pending or dead-lettered and acked, never neither nor both #slow", function()
     local srv = helper.redis_start()
     local REJECT_ALL = [[
 local ls = require "luastream"

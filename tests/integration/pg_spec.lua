@@ -84,12 +84,25 @@ function ops.null(p)
 end
 
 function ops.errors(p)
-  local _, dup = ls.pg.query("INSERT INTO pg_spec_u (k) VALUES ($1)", "secret-value-1")
-  local _, dup2 = ls.pg.query("INSERT INTO pg_spec_u (k) VALUES ($1)", "secret-value-1")
-  local _, syntax = ls.pg.query("SELEC 1")
-  local _, missing = ls.pg.query("SELECT * FROM pg_spec_nowhere WHERE x = $1", 5)
+  local _, dup, dup_state = ls.pg.query("INSERT INTO pg_spec_u (k) VALUES ($1)", "secret-value-1")
+  local _, dup2, dup2_state = ls.pg.query("INSERT INTO pg_spec_u (k) VALUES ($1)", "secret-value-1")
+  local _, syntax, syntax_state = ls.pg.query("SELEC 1")
+  local _, missing, missing_state = ls.pg.query("SELECT * FROM pg_spec_nowhere WHERE x = $1", 5)
   ls.pg.query("DROP TABLE IF EXISTS pg_spec_nowhere") -- a NOTICE, which must not reach the log
-  ls.log.info("errors", { dup = tostring(dup), dup2 = dup2, syntax = syntax, missing = missing })
+  -- the same through a transaction: tx:query's, and the COMMIT's for a tx:exec
+  local _, _, tx_state = ls.pg.transaction(function(tx)
+    local rows, err, state = tx:query("INSERT INTO pg_spec_u (k) VALUES ($1)", "secret-value-1")
+    if not rows then return nil, err, state end
+  end)
+  local _, _, exec_state = ls.pg.transaction(function(tx)
+    tx:exec("INSERT INTO pg_spec_u (k) VALUES ($1)", "secret-value-1")
+    return true
+  end)
+  local _, _, own_state = ls.pg.transaction(function() return nil, "changed my mind" end)
+  ls.log.info("errors", { dup = tostring(dup), dup_state = tostring(dup_state), dup2 = dup2,
+                          dup2_state = dup2_state, syntax = syntax, syntax_state = syntax_state,
+                          missing = missing, missing_state = missing_state, tx_state = tx_state,
+                          exec_state = exec_state, own_state = tostring(own_state) })
 end
 
 function ops.slow(p)
@@ -97,27 +110,28 @@ function ops.slow(p)
   -- a busy machine could eat the margin the server's timeout has
   ls.pg.query("SELECT 1")
   -- the server's statement_timeout (a little below --pg-timeout) ends it first
-  local _, server = ls.pg.query("SELECT pg_sleep(5)")
+  local _, server, server_state = ls.pg.query("SELECT pg_sleep(5)")
   -- without it, the client's deadline: the connection is closed
-  local _, client = ls.pg.transaction(function(tx)
+  local _, client, client_state = ls.pg.transaction(function(tx)
     tx:query("SET LOCAL statement_timeout = 0")
-    local rows, err = tx:query("SELECT pg_sleep(5)")
-    if not rows then return nil, err end
+    local rows, err, state = tx:query("SELECT pg_sleep(5)")
+    if not rows then return nil, err, state end
     return rows
   end)
   local after = ls.pg.query("SELECT 1 AS one")
-  ls.log.info("slow", { server = server, client = client, after = after and after[1].one })
+  ls.log.info("slow", { server = server, server_state = server_state, client = client,
+                        client_state = client_state, after = after and after[1].one })
 end
 
 function ops.inflight(p)
   ls.log.info("waiting", { id = p.id })
-  local rows, err = ls.pg.query("SELECT pg_sleep(30) AS slept")
-  ls.log.info("inflight", { id = p.id, rows = tostring(rows), err = err })
+  local rows, err, state = ls.pg.query("SELECT pg_sleep(30) AS slept")
+  ls.log.info("inflight", { id = p.id, rows = tostring(rows), err = err, state = state })
 end
 
 function ops.after(p)
-  local rows, err = ls.pg.query("SELECT $1::int AS id", p.id)
-  ls.log.info("after", { id = rows and rows[1].id, err = err })
+  local rows, err, state = ls.pg.query("SELECT $1::int AS id", p.id)
+  ls.log.info("after", { id = rows and rows[1].id, err = err, state = state })
 end
 
 function ops.altered(p)
@@ -356,10 +370,18 @@ describe("ls.pg on a real PostgreSQL", function()
     publish('{"op":"errors"}')
     local r = host:wait_records({ msg = "errors" }, 1, 20, "the errors")[1]
     assert.equal("nil", r.dup)
+    assert.equal("nil", r.dup_state)
     assert.equal('23505: duplicate key value violates unique constraint "pg_spec_u_pkey" '
       .. "(INSERT INTO pg_spec_u (k) VALUES ($1))", r.dup2)
     assert.truthy(r.syntax:match('^42601: syntax error at or near "SELEC" %(SELEC 1%)$'), r.syntax)
     assert.truthy(r.missing:match('^42P01: relation "pg_spec_nowhere" does not exist'), r.missing)
+    -- the third value: the code alone, for a handler to branch on
+    assert.equal("23505", r.dup2_state)
+    assert.equal("42601", r.syntax_state)
+    assert.equal("42P01", r.missing_state)
+    assert.equal("23505", r.tx_state)
+    assert.equal("23505", r.exec_state)
+    assert.equal("nil", r.own_state)
     assert.is_nil(r.dup2:find("secret-value", 1, true))
     assert.same({}, host:lines("NOTICE", true))
     assert.equal(0, host:stop())
@@ -371,6 +393,8 @@ describe("ls.pg on a real PostgreSQL", function()
     local r = host:wait_records({ msg = "slow" }, 1, 30, "the slow queries")[1]
     assert.equal("57014: canceling statement due to statement timeout (SELECT pg_sleep(5))", r.server)
     assert.equal("57014: no result within 3000ms (the connection was closed) (SELECT pg_sleep(5))", r.client)
+    assert.equal("57014", r.server_state)
+    assert.equal("57014", r.client_state)
     assert.equal("1", r.after)
     assert.equal(0, host:stop())
   end)
@@ -389,6 +413,7 @@ describe("ls.pg on a real PostgreSQL", function()
     assert.equal("nil", r.rows)
     assert.truthy(r.err:match("^08006: .*terminating connection due to administrator command"), r.err)
     assert.truthy(r.err:match("%(SELECT pg_sleep%(30%) AS slept%)$"), r.err)
+    assert.equal("08006", r.state)
     publish('{"op":"after","id":7}')
     local a = host:wait_records({ msg = "after" }, 1, 20, "a query after")[1]
     assert.equal("7", a.id)
@@ -478,6 +503,7 @@ describe("ls.pg on a real PostgreSQL", function()
     publish('{"op":"after","id":2}')
     local r = host:wait_records({ msg = "after" }, 2, 20, "the second query")
     assert.truthy(r[1].err:match("^57014: no connection within 1000ms"), r[1].err)
+    assert.equal("57014", r[1].state)
     assert.truthy(r[2].err:match("^57014: no connection within 1000ms"), r[2].err)
     -- the first attempt was given up, not left holding the pool's one slot
     assert.equal(2, silent.connections())
@@ -575,6 +601,10 @@ describe("ls.pg on a real PostgreSQL", function()
     start({ "--log-level", "debug" }, { LUASTREAM_POSTGRES = "postgresql://ls:" .. secret .. "@127.0.0.1:" .. port .. "/db" })
     publish('{"op":"errors"}')
     host:wait_log("08001", 20, { plain = true })
+    -- refused: no server answered, PostgreSQL's client-side code
+    local r = host:wait_records({ msg = "errors" }, 1, 20, "the failed queries")[1]
+    assert.equal("08001", r.dup2_state)
+    assert.equal("08001", r.tx_state)
     host:wait_log('conninfo=postgresql://ls:***@127.0.0.1:' .. port .. '/db', 5, { plain = true })
     assert.equal(0, host:stop())
     local port2 = helper.free_port()

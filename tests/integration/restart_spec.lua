@@ -22,7 +22,7 @@ return {
 describe("a Redis restart under load", function()
   after_each(helper.cleanup)
 
-  it("loses no payment and answers each exactly once", function()
+  it("loses no payment and answers each exactly once #slow", function()
     local srv = helper.redis_start({ appendonly = true, args = { "--appendfsync", "always" } })
     local host = helper.host_start({}, { server = srv, dir = helper.handlers_dir({ ["screen.lua"] = SCREEN }) })
     host:wait_log(READY, 20, { plain = true })

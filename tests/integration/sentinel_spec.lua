@@ -131,7 +131,7 @@ end
 describe("Redis Sentinel", function()
   after_each(helper.cleanup)
 
-  it(string.format("follows a failover (master SIGKILLed) under load: %d payments posted exactly once", PAYMENTS), function()
+  it(string.format("follows a failover (master SIGKILLed) under load: %d payments posted exactly once #slow", PAYMENTS), function()
     local started = helper.now()
     local set = sentinels.start()
     local old, new = set.master, set.replica

@@ -51,4 +51,30 @@ describe("ls.pg on the harness", function()
     assert.equal("350", recs[4].total)
     assert.same({ "ack", "ack" }, { app:received("ledger")[3].outcome, app:received("ledger")[4].outcome })
   end)
+
+  it("returns nil, err, sqlstate: the server's code, or PostgreSQL's for the client's side", function()
+    os.execute("env -u LD_PRELOAD psql -X -q " .. "'" .. PG:gsub("'", "'\\''") .. "'"
+      .. " -c 'SET client_min_messages = warning; DROP TABLE IF EXISTS pg_harness_unique;"
+      .. " CREATE TABLE pg_harness_unique (k text PRIMARY KEY)' >/dev/null")
+    local app = start("pg_errors", { postgres = PG, pg_timeout = 1000 })
+    local want = {
+      duplicate = { "23505", '^23505: duplicate key value violates unique constraint "pg_harness_unique_pkey"' },
+      syntax = { "42601", '^42601: syntax error at or near "SELEC" %(SELEC 1%)$' },
+      timeout = { "57014", "^57014: canceling statement due to statement timeout %(SELECT pg_sleep%(3%)%)$" },
+      deadline = { "57014", "^57014: no result within 1000ms %(the connection was closed%)" },
+      lost = { "08006", "^08006: terminating connection due to administrator command" },
+      commit = { "23505", "^23505: duplicate key value .*%(INSERT INTO pg_harness_unique" },
+    }
+    local order = { "duplicate", "syntax", "timeout", "deadline", "lost", "commit" }
+    for i, op in ipairs(order) do
+      app:publish("ops", { op = op })
+      local recs = app:records("failed")
+      assert.equal(i, #recs, op)
+      local r = recs[i]
+      assert.equal(op, r.op)
+      assert.equal("nil", r.rows, op)
+      assert.equal(want[op][1], r.state, op .. ": " .. r.err)
+      assert.truthy(r.err:match(want[op][2]), op .. ": " .. r.err)
+    end
+  end)
 end)

@@ -20,11 +20,11 @@
 #include "task.h"
 #include "url.h"
 
-#define REPLY_WAIT_MS 3000  /* a real server answers a plain command well within this */
-#define BLOCK_POLL_MS 3000  /* how long a send may take to reach the server and block */
-#define MAX_IDS 8192 /* a long differential run names thousands */
-#define ID_MAX_LEN 48       /* "ms-seq" of two 64-bit numbers, with room */
-#define MAX_TIMES 4096      /* idle times in one reply */
+#define REPLY_WAIT_MS 3000 /* a real server answers a plain command well within this */
+#define BLOCK_POLL_MS 3000 /* how long a send may take to reach the server and block */
+#define MAX_IDS 8192       /* a long differential run names thousands */
+#define ID_MAX_LEN 48      /* "ms-seq" of two 64-bit numbers, with room */
+#define MAX_TIMES 4096     /* idle times in one reply */
 #define LINE_MAX_LEN (1 << 16)
 
 /* ---- small text buffer ---- */
@@ -74,9 +74,9 @@ static uint64_t real_wall_ms(void) {
 /* ---- sides ---- */
 
 struct cf_slot {
-  bool busy;          /* sent, no answer read yet */
-  bool done;          /* answered */
-  bk_reply *reply;    /* copy; NULL when err */
+  bool busy;       /* sent, no answer read yet */
+  bool done;       /* answered */
+  bk_reply *reply; /* copy; NULL when err */
   char err[128];
 };
 
@@ -219,8 +219,8 @@ struct redis_side {
   uv_loop_t loop;
   uv_timer_t deadline;
   bool timed_out;
-  bk_conn *ctl;   /* the runner's own connection: FLUSHALL, polling */
-  int ups;        /* state callbacks saying up, all connections */
+  bk_conn *ctl; /* the runner's own connection: FLUSHALL, polling */
+  int ups;      /* state callbacks saying up, all connections */
 };
 
 /* uv_stop, not only the flag: libuv 1.44's UV_RUN_ONCE runs due timers
@@ -365,9 +365,8 @@ static void redis_free(struct cf_side *s) {
   free(r);
 }
 
-static const struct side_ops redis_ops = {redis_reset,   redis_finish,  redis_settle,
-                                          redis_placed,  redis_blocked, redis_advance,
-                                          redis_wall,    redis_free};
+static const struct side_ops redis_ops = {redis_reset,   redis_finish,  redis_settle, redis_placed,
+                                          redis_blocked, redis_advance, redis_wall,   redis_free};
 
 struct cf_side *cf_redis(const char *url) {
   struct redis_side *r = mr_alloc(sizeof *r);
@@ -397,7 +396,7 @@ struct norm {
   bool lenient;                     /* an unknown <idN> stays as written */
   const bk_reply *times[MAX_TIMES]; /* the integer nodes of a reply that are idle times */
   int ntimes;
-  const bk_reply *approx;           /* a radix-tree-nodes the memory broker only estimates */
+  const bk_reply *approx; /* a radix-tree-nodes the memory broker only estimates */
 };
 
 /* A generated id: "ms-seq" with ms from a clock (>= 10^12), not 1-0. */
@@ -455,9 +454,8 @@ static void mark_times(struct norm *n, const char *const *argv, const bk_reply *
   if (r == NULL || r->type != BK_ARRAY) return;
   int argc = 0;
   while (argv[argc]) argc++;
-  if (arg_is(argv[0], "EVAL") && argc > 3 && strcmp(argv[2], "0") == 0 &&
-      argv[1] != SCRIPT_CLAIM && argv[1] != SCRIPT_RECLAIM && argv[1] != SCRIPT_OWN &&
-      argv[1] != SCRIPT_SWEEP) {
+  if (arg_is(argv[0], "EVAL") && argc > 3 && strcmp(argv[2], "0") == 0 && argv[1] != SCRIPT_CLAIM &&
+      argv[1] != SCRIPT_RECLAIM && argv[1] != SCRIPT_OWN && argv[1] != SCRIPT_SWEEP) {
     mark_times(n, argv + 3, r); /* a command run through a script: EVAL s 0 cmd args... */
     return;
   }
@@ -497,50 +495,50 @@ static void mark_times(struct norm *n, const char *const *argv, const bk_reply *
 
 static void render(struct norm *n, struct buf *b, const bk_reply *r) {
   switch (r->type) {
-  case BK_STRING:
-    if (generated_id(r->str, r->len))
-      put(b, "<id%d>", id_name(n, r->str, r->len));
-    else
+    case BK_STRING:
+      if (generated_id(r->str, r->len))
+        put(b, "<id%d>", id_name(n, r->str, r->len));
+      else
+        put_text(b, r->str, r->len);
+      break;
+    case BK_STATUS:
+      put(b, "+");
       put_text(b, r->str, r->len);
-    break;
-  case BK_STATUS:
-    put(b, "+");
-    put_text(b, r->str, r->len);
-    break;
-  case BK_ERROR: {
-    /* An unknown command: the name only, as the memory broker's text goes
+      break;
+    case BK_ERROR: {
+      /* An unknown command: the name only, as the memory broker's text goes
      * on to point at the real-server mode where Redis lists the arguments. */
-    static const char unknown[] = "ERR unknown command '";
-    size_t len = r->len, pre = sizeof unknown - 1;
-    const char *q = len > pre && memcmp(r->str, unknown, pre) == 0
-                        ? memchr(r->str + pre, '\'', len - pre)
-                        : NULL;
-    if (q) len = (size_t)(q - r->str) + 1;
-    put(b, "-");
-    put_text(b, r->str, len);
-    if (q) put(b, " ...");
-    break;
-  }
-  case BK_INTEGER:
-    if (r == n->approx)
-      put(b, "<approx>");
-    else if (n->mask_times && r->integer >= 0 && is_time(n, r))
-      put(b, "<t>");
-    else if (!n->exact && r->integer >= 0 && is_time(n, r))
-      put(b, "~%llds", r->integer / 1000);
-    else
-      put(b, ":%lld", r->integer);
-    break;
-  case BK_NIL: put(b, "nil"); break;
-  case BK_ARRAY:
-    put(b, "[");
-    for (size_t i = 0; i < r->elements; i++) {
-      if (i) put(b, ",");
-      render(n, b, r->element[i]);
+      static const char unknown[] = "ERR unknown command '";
+      size_t len = r->len, pre = sizeof unknown - 1;
+      const char *q = len > pre && memcmp(r->str, unknown, pre) == 0
+                          ? memchr(r->str + pre, '\'', len - pre)
+                          : NULL;
+      if (q) len = (size_t)(q - r->str) + 1;
+      put(b, "-");
+      put_text(b, r->str, len);
+      if (q) put(b, " ...");
+      break;
     }
-    put(b, "]");
-    break;
-  default: put(b, "?%d", r->type);
+    case BK_INTEGER:
+      if (r == n->approx)
+        put(b, "<approx>");
+      else if (n->mask_times && r->integer >= 0 && is_time(n, r))
+        put(b, "<t>");
+      else if (!n->exact && r->integer >= 0 && is_time(n, r))
+        put(b, "~%llds", r->integer / 1000);
+      else
+        put(b, ":%lld", r->integer);
+      break;
+    case BK_NIL: put(b, "nil"); break;
+    case BK_ARRAY:
+      put(b, "[");
+      for (size_t i = 0; i < r->elements; i++) {
+        if (i) put(b, ",");
+        render(n, b, r->element[i]);
+      }
+      put(b, "]");
+      break;
+    default: put(b, "?%d", r->type);
   }
 }
 
@@ -652,8 +650,8 @@ char *cf_transcript(struct cf_side *side, const struct cf_step *steps, bool exac
       for (const struct cf_step *q = steps; q < st; q++)
         if (q->op == CF_SEND && q->conn == st->conn) sent = q;
       if (sent == NULL)
-        TEST_FAIL_("conformance: step %d waits on c%d, which sent nothing",
-                   (int)(st - steps) + 1, st->conn);
+        TEST_FAIL_("conformance: step %d waits on c%d, which sent nothing", (int)(st - steps) + 1,
+                   st->conn);
       if (!slot->busy) { /* answered at an earlier CF_BLOCKED */
         put(&out, "(no reply pending)\n");
         continue;
@@ -785,8 +783,7 @@ void cf_expect_lines(const char *scenario, const char *name, const char *got,
     if (!have && w == NULL) return;
     if (have && w && strcmp(line, w) == 0) continue;
     size_t wl = w ? strlen(w) : 0;
-    if (have && wl > 3 && strcmp(w + wl - 3, "...") == 0 && strncmp(line, w, wl - 3) == 0)
-      continue;
+    if (have && wl > 3 && strcmp(w + wl - 3, "...") == 0 && strncmp(line, w, wl - 3) == 0) continue;
     if (!getenv("CF_DUMP")) dump(scenario, name, got);
     TEST_FAIL_("scenario %s, step %d differs:\n  %-14s %s\n  %-14s %s", scenario, step, name,
                have ? clip(line) : "(end)", "expected", w ? clip(w) : "(end)");

@@ -50,11 +50,20 @@ struct cf_step {
   const char *argv[CF_MAXARGS]; /* NULL-terminated */
 };
 
-#define CF_C(c, ...) {.op = CF_CMD, .conn = (c), .argv = {__VA_ARGS__}}
-#define CF_S(c, ...) {.op = CF_SEND, .conn = (c), .argv = {__VA_ARGS__}}
-#define CF_W(c) {.op = CF_WAIT, .conn = (c)}
-#define CF_B(c) {.op = CF_BLOCKED, .conn = (c)}
-#define CF_A(n) {.op = CF_ADVANCE, .ms = (n)}
+#define CF_C(c, ...)                                   \
+  {                                                    \
+    .op = CF_CMD, .conn = (c), .argv = { __VA_ARGS__ } \
+  }
+#define CF_S(c, ...)                                    \
+  {                                                     \
+    .op = CF_SEND, .conn = (c), .argv = { __VA_ARGS__ } \
+  }
+#define CF_W(c) \
+  { .op = CF_WAIT, .conn = (c) }
+#define CF_B(c) \
+  { .op = CF_BLOCKED, .conn = (c) }
+#define CF_A(n) \
+  { .op = CF_ADVANCE, .ms = (n) }
 
 struct cf_side;
 

@@ -140,8 +140,7 @@ static void become_server_user(uid_t uid, gid_t gid) {
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 static int free_port(void) {
@@ -204,8 +203,7 @@ static int run_initdb(struct pg_server *s, const char *bindir, uid_t uid, gid_t 
     _exit(127);
   }
   int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
   fprintf(stderr, "initdb failed\n");
   print_log(s, "initdb.log");
@@ -218,7 +216,8 @@ static int write_hba(const struct pg_server *s, uid_t uid, gid_t gid) {
   snprintf(path, sizeof path, "%s/data/pg_hba.conf", s->dir);
   FILE *f = fopen(path, "w");
   if (f == NULL) return -1;
-  fprintf(f, "local all " SUPERUSER " trust\n"
+  fprintf(f, "local all " SUPERUSER
+             " trust\n"
              "local all all scram-sha-256\n"
              "host all all 127.0.0.1/32 scram-sha-256\n");
   if (fclose(f) != 0) return -1;
@@ -227,11 +226,12 @@ static int write_hba(const struct pg_server *s, uid_t uid, gid_t gid) {
 
 static void set_urls(struct pg_server *s) {
   snprintf(s->conninfo, sizeof s->conninfo,
-           "host=127.0.0.1 port=%d dbname=luastream user=luastream password=%s", s->port, s->password);
+           "host=127.0.0.1 port=%d dbname=luastream user=luastream password=%s", s->port,
+           s->password);
   snprintf(s->url, sizeof s->url, "postgresql://luastream:%s@127.0.0.1:%d/luastream", s->password,
            s->port);
-  snprintf(s->admin, sizeof s->admin, "host=%s port=%d dbname=postgres user=" SUPERUSER
-           " connect_timeout=5", s->dir, s->port);
+  snprintf(s->admin, sizeof s->admin,
+           "host=%s port=%d dbname=postgres user=" SUPERUSER " connect_timeout=5", s->dir, s->port);
 }
 
 /* In the child: never returns. */
@@ -243,8 +243,8 @@ static void exec_server(const struct pg_server *s, const char *bindir, uid_t uid
   redirect(s, "postgres.log");
   become_server_user(uid, gid);
   execl(prog, "postgres", "-D", data, "-p", port, "-k", s->dir, "-c", "listen_addresses=127.0.0.1",
-        "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
-        "-c", "logging_collector=off", (char *)NULL);
+        "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200", "-c",
+        "logging_collector=off", (char *)NULL);
   fprintf(stderr, "exec %s: %s\n", prog, strerror(errno));
   _exit(127);
 }
@@ -341,8 +341,10 @@ int pg_server_exec(const struct pg_server *s, const char *sql) {
   } else {
     PGresult *r = PQexec(c, sql);
     ExecStatusType st = PQresultStatus(r);
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) rc = 0;
-    else fprintf(stderr, "pg_server_exec: %s", PQresultErrorMessage(r));
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+      rc = 0;
+    else
+      fprintf(stderr, "pg_server_exec: %s", PQresultErrorMessage(r));
     PQclear(r);
   }
   PQfinish(c);
@@ -354,8 +356,10 @@ static int create(struct pg_server *s, const char *bindir) {
   uid_t uid;
   gid_t gid;
   if (server_user(&uid, &gid) != 0) {
-    fprintf(stderr, "pg_server_start: running as root and there is no %s user to run "
-                    "PostgreSQL as (the postgresql package creates it)\n", SUPERUSER);
+    fprintf(stderr,
+            "pg_server_start: running as root and there is no %s user to run "
+            "PostgreSQL as (the postgresql package creates it)\n",
+            SUPERUSER);
     return -1;
   }
   snprintf(s->dir, sizeof s->dir, "/tmp/luastream-pg-XXXXXX");
@@ -388,9 +392,10 @@ int pg_server_start(struct pg_server *s) {
     return -1;
   }
   if (find_bindir(bindir, sizeof bindir) != 0) {
-    static const char why[] = "PostgreSQL's initdb and postgres were not found (pg_config --bindir, "
-                              "/usr/lib/postgresql/*/bin): this test starts its own server (install "
-                              "it, e.g. apt-get install postgresql)";
+    static const char why[] =
+        "PostgreSQL's initdb and postgres were not found (pg_config --bindir, "
+        "/usr/lib/postgresql/*/bin): this test starts its own server (install "
+        "it, e.g. apt-get install postgresql)";
     if (!required()) TEST_SKIP("%s", why);
     fprintf(stderr, "%s and LUASTREAM_REQUIRE_REDIS is set\n", why);
     return -1;
@@ -433,8 +438,7 @@ void pg_server_kill(struct pg_server *s) {
   int n = children_of(s->pid, kids, MAX_CHILDREN);
   for (int i = 0; i < n; i++) kill(kids[i], SIGKILL);
   kill(s->pid, SIGKILL);
-  while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {}
   for (int i = 0; i < n; i++) wait_gone(kids[i]);
   s->pid = 0;
 }
@@ -459,8 +463,7 @@ void pg_server_stop(struct pg_server *s) {
     _exit(127);
   }
   if (pid > 0)
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
   s->dir[0] = '\0';
   track(s, 0);
 }

@@ -108,8 +108,7 @@ static int accepts(const char *sock) {
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 static void print_log(const struct redis_server *s) {
@@ -191,8 +190,8 @@ static int launch(struct redis_server *s, const char *const *extra) {
     if (accepts(s->sock)) return 0;
     sleep_ms(10);
   }
-  fprintf(stderr, "redis-server on port %d did not accept connections within %d ms\n",
-          s->port, READY_TIMEOUT_MS);
+  fprintf(stderr, "redis-server on port %d did not accept connections within %d ms\n", s->port,
+          READY_TIMEOUT_MS);
   print_log(s);
   redis_server_kill(s);
   return -1;
@@ -205,8 +204,9 @@ int redis_server_start(struct redis_server *s, const char *const *extra) {
   }
   if (!in_path("redis-server")) {
     if (!required())
-      TEST_SKIP("redis-server is not on PATH: this test starts its own server "
-                "(install it, e.g. apt-get install redis-server)");
+      TEST_SKIP(
+          "redis-server is not on PATH: this test starts its own server "
+          "(install it, e.g. apt-get install redis-server)");
     fprintf(stderr,
             "redis-server is not on PATH and LUASTREAM_REQUIRE_REDIS is set: this "
             "test starts its own server (install it, e.g. apt-get install redis-server)\n");
@@ -247,8 +247,7 @@ int redis_server_start(struct redis_server *s, const char *const *extra) {
 void redis_server_kill(struct redis_server *s) {
   if (s->pid == 0) return;
   kill(s->pid, SIGKILL);
-  while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {}
   s->pid = 0;
 }
 

@@ -56,7 +56,7 @@ struct sent {
 struct rcmd {
   struct rcmd *next;
   uint64_t seq;
-  char *resp; /* NULL: no answer, pending until the connection closes */
+  char *resp;  /* NULL: no answer, pending until the connection closes */
   size_t sent; /* index in rb->sent */
   bk_reply_cb *cb;
   void *data;
@@ -69,7 +69,7 @@ struct bk_conn {
   bk_state_cb *state_cb;
   bk_fault_cb *fault_cb;
   void *data;
-  uint64_t seq;  /* when it was opened */
+  uint64_t seq; /* when it was opened */
   bool up, closing;
   struct rcmd *head, *tail;
 };
@@ -88,8 +88,8 @@ struct replay_broker {
   void *hook_data;
   replay_respond_fn *respond;
   void *respond_data;
-  bool held;    /* replay_hold: nothing is delivered */
-  bool dropped; /* replay_drop: nothing comes up, commands are refused */
+  bool held;     /* replay_hold: nothing is delivered */
+  bool dropped;  /* replay_drop: nothing comes up, commands are refused */
   char why[200]; /* replay_drop's reason */
 };
 

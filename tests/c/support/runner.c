@@ -56,8 +56,7 @@ static enum result run_one(const struct test *t) {
     exit(0); /* not _exit: LeakSanitizer checks at exit */
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
+  while (waitpid(pid, &status, 0) < 0) {}
   if (WIFEXITED(status)) {
     if (WEXITSTATUS(status) == 0) return PASSED;
     return WEXITSTATUS(status) == TEST_SKIP_STATUS ? SKIPPED : FAILED;

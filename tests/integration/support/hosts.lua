@@ -54,7 +54,10 @@ end
 
 -- ---- hosts ---------------------------------------------------------------
 
-local SANITIZER_PATTERNS = { "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:" }
+local SANITIZER_PATTERNS = {
+  "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+  "WARNING: ThreadSanitizer", -- ./dev tsan: a data race (or another TSan report)
+}
 
 local Host = {}
 Host.__index = Host

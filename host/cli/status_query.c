@@ -1,0 +1,417 @@
+/* status_query: what `luastream status` asks the server (status_query.h). */
+#include "status_query.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handler_name.h"
+#include "partition.h"
+
+enum query_kind { Q_STREAM, Q_GROUPS, Q_CONSUMERS, Q_PENDING, Q_DELAYED, Q_DEAD };
+
+/* A command sent and the row its reply fills: replies come back in the order
+ * the commands went out, so the next reply answers sent[next]. */
+struct st_command {
+  enum query_kind kind;
+  size_t target; /* phase A: a stream; phase B: a group */
+  bool retry;    /* phase B: about the retry stream */
+};
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (p == NULL) {
+    fputs("luastream: out of memory\n", stderr);
+    exit(1);
+  }
+  return p;
+}
+
+static void *xrealloc(void *p, size_t size) {
+  p = realloc(p, size);
+  if (p == NULL) {
+    fputs("luastream: out of memory\n", stderr);
+    exit(1);
+  }
+  return p;
+}
+
+static char *xstrdup(const char *s) {
+  char *d = xcalloc(1, strlen(s) + 1);
+  return strcpy(d, s);
+}
+
+char *status_query_text(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = xcalloc(1, (size_t)n + 1);
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+static void key_init(struct st_key *k, char *key) {
+  memset(k, 0, sizeof *k);
+  k->key = key;
+  k->lag = -1;
+  k->oldest_idle_ms = -1;
+}
+
+static void key_free(struct st_key *k) {
+  free(k->key);
+  free(k->error);
+}
+
+static void group_free(struct st_group *g) {
+  free(g->stream);
+  free(g->group);
+  free(g->handlers);
+  free(g->dead_letter);
+  key_free(&g->src);
+  key_free(&g->retry);
+  free(g->side_error);
+  for (size_t i = 0; i < g->nconsumers; i++) free(g->consumers[i].name);
+  free(g->consumers);
+  for (size_t i = 0; i < g->natt; i++) free(g->att[i].text);
+  free(g->att);
+}
+
+static void groups_free(struct st_group *gs, size_t n) {
+  for (size_t i = 0; i < n; i++) group_free(&gs[i]);
+  free(gs);
+}
+
+/* A new row for stream and group (copied), with what the handlers say of
+ * them when spec is given. */
+static struct st_group *group_add(struct st_group **gs, size_t *n, const char *stream,
+                                  const char *group, const struct st_group *spec) {
+  *gs = xrealloc(*gs, (*n + 1) * sizeof **gs);
+  struct st_group *g = &(*gs)[(*n)++];
+  memset(g, 0, sizeof *g);
+  g->stream = xstrdup(stream);
+  g->group = group ? xstrdup(group) : NULL;
+  g->min_idle_ms = spec ? spec->min_idle_ms : -1;
+  g->handlers = spec && spec->handlers ? xstrdup(spec->handlers) : NULL;
+  g->dead_letter = spec && spec->dead_letter ? xstrdup(spec->dead_letter) : NULL;
+  g->dead_letters = -1;
+  key_init(&g->src, xstrdup(stream));
+  key_init(&g->retry, group ? status_query_text("%s:retry:%s", stream, group) : NULL);
+  return g;
+}
+
+struct st_group *status_query_group_find(struct st_group *gs, size_t n, const char *stream,
+                                         const char *group) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(gs[i].stream, stream) && gs[i].group && !strcmp(gs[i].group, group)) return &gs[i];
+  return NULL;
+}
+
+void status_query_attention(struct st_group *g, const char *kind, char *text) {
+  g->att = xrealloc(g->att, (g->natt + 1) * sizeof *g->att);
+  g->att[g->natt++] = (struct st_attention){kind, text};
+}
+
+/* ---- the handlers of DIR ---- */
+
+static void take_one(struct status_query *q, const struct handler_spec *s);
+
+/* host_check_each: one row per stream and group, merging the handlers that
+ * share one (a `new` and a `reclaim` subscription); a partitioned handler
+ * has a row per partition (its keys, partition.h). */
+void status_query_add_handler(void *data, const struct handler_spec *s) {
+  struct status_query *q = data;
+  if (s->partitions <= 0) return take_one(q, s);
+  for (int p = 0; p < s->partitions; p++) {
+    struct handler_spec part;
+    if (partition_spec(s, p, &part) != 0) {
+      fputs("luastream: out of memory\n", stderr);
+      exit(1);
+    }
+    take_one(q, &part);
+    partition_spec_free(&part);
+  }
+}
+
+static void take_one(struct status_query *q, const struct handler_spec *s) {
+  struct st_group *g = status_query_group_find(q->specs, q->nspecs, s->stream, s->group);
+  if (g == NULL) g = group_add(&q->specs, &q->nspecs, s->stream, s->group, NULL);
+  const char *file = handler_name_file(s->path);
+  char *handlers = g->handlers ? status_query_text("%s, %s", g->handlers, file) : xstrdup(file);
+  free(g->handlers);
+  g->handlers = handlers;
+  if (s->min_idle_ms > 0 && (g->min_idle_ms <= 0 || s->min_idle_ms < g->min_idle_ms))
+    g->min_idle_ms = s->min_idle_ms;
+  if (s->dead_letter && g->dead_letter == NULL) g->dead_letter = xstrdup(s->dead_letter);
+}
+
+/* ---- replies ---- */
+
+static const bk_reply *kv(const bk_reply *r, const char *name) {
+  size_t len = strlen(name);
+  if (r == NULL || r->type != BK_ARRAY) return NULL;
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    const bk_reply *k = r->element[i];
+    if ((k->type == BK_STRING || k->type == BK_STATUS) && k->len == len &&
+        !memcmp(k->str, name, len))
+      return r->element[i + 1];
+  }
+  return NULL;
+}
+
+static long long kv_int(const bk_reply *r, const char *name, long long missing) {
+  const bk_reply *v = kv(r, name);
+  return v && v->type == BK_INTEGER ? v->integer : missing;
+}
+
+static void kv_str(const bk_reply *r, const char *name, char *out, size_t len) {
+  const bk_reply *v = kv(r, name);
+  if (v && v->type == BK_STRING)
+    snprintf(out, len, "%.*s", (int)v->len, v->str);
+  else
+    out[0] = '\0';
+}
+
+static bool error_is(const bk_reply *r, const char *text) {
+  return r->type == BK_ERROR && r->str && strstr(r->str, text) != NULL;
+}
+
+/* A missing key or group: a state to show, not a failure. */
+static bool absent(const bk_reply *r) {
+  return error_is(r, "no such key") || error_is(r, "No such key") || error_is(r, "NOGROUP");
+}
+
+static char *reply_error(const bk_reply *r, const char *key) {
+  if (error_is(r, "WRONGTYPE")) return status_query_text("%s is not a stream", key);
+  if (r->type == BK_ERROR) return status_query_text("%s", r->str);
+  return status_query_text("unexpected reply about %s", key);
+}
+
+/* XINFO STREAM key */
+static void take_stream(struct st_key *k, const bk_reply *r) {
+  if (r->type == BK_ERROR) {
+    if (!absent(r)) k->error = reply_error(r, k->key);
+    return;
+  }
+  k->exists = true;
+  k->length = kv_int(r, "length", 0);
+  kv_str(r, "last-generated-id", k->last_id, sizeof k->last_id);
+}
+
+/* One group of XINFO GROUPS into k. */
+static void take_group_info(struct st_key *k, const bk_reply *info) {
+  k->group_exists = true;
+  k->pending = kv_int(info, "pending", 0);
+  k->lag = kv_int(info, "lag", -1);
+  if (k->lag < 0) k->lag = -1; /* nil, or a negative estimate (7.0 after ENTRIESREAD) */
+  kv_str(info, "last-delivered-id", k->delivered, sizeof k->delivered);
+}
+
+static bool name_is(const bk_reply *info, const char *name) {
+  const bk_reply *v = kv(info, "name");
+  return v && v->type == BK_STRING && v->len == strlen(name) && !memcmp(v->str, name, v->len);
+}
+
+/* XINFO GROUPS of a stream named on the command line or read by DIR's handlers. */
+static void take_groups(struct status_query *q, size_t si, const bk_reply *r) {
+  struct st_key *info = &q->streams[si].info;
+  if (r->type != BK_ARRAY) return; /* a missing key: XINFO STREAM said so */
+  for (size_t i = 0; i < r->elements; i++) {
+    const bk_reply *gi = r->element[i];
+    const bk_reply *name = kv(gi, "name");
+    if (name == NULL || name->type != BK_STRING) continue;
+    char *group = status_query_text("%.*s", (int)name->len, name->str);
+    struct st_group *g = status_query_group_find(q->groups, q->ngroups, info->key, group);
+    if (g == NULL && !q->dir_mode) g = group_add(&q->groups, &q->ngroups, info->key, group, NULL);
+    free(group);
+    if (g) take_group_info(&g->src, gi);
+  }
+}
+
+static void take_consumers(struct st_group *g, struct st_key *k, const bk_reply *r) {
+  if (r->type == BK_ERROR) {
+    if (!absent(r) && k->error == NULL) k->error = reply_error(r, k->key);
+    return;
+  }
+  for (size_t i = 0; r->type == BK_ARRAY && i < r->elements; i++) {
+    const bk_reply *ci = r->element[i];
+    const bk_reply *name = kv(ci, "name");
+    if (name == NULL || name->type != BK_STRING) continue;
+    long long pending = kv_int(ci, "pending", 0), idle = kv_int(ci, "idle", -1);
+    struct st_consumer *c = NULL;
+    for (size_t j = 0; j < g->nconsumers && c == NULL; j++)
+      if (strlen(g->consumers[j].name) == name->len &&
+          !memcmp(g->consumers[j].name, name->str, name->len))
+        c = &g->consumers[j];
+    if (c == NULL) {
+      g->consumers = xrealloc(g->consumers, (g->nconsumers + 1) * sizeof *g->consumers);
+      c = &g->consumers[g->nconsumers++];
+      *c = (struct st_consumer){status_query_text("%.*s", (int)name->len, name->str), 0, idle};
+    }
+    c->pending += pending;
+    if (idle >= 0 && (c->idle_ms < 0 || idle < c->idle_ms)) c->idle_ms = idle;
+  }
+}
+
+/* XPENDING key group - + 1: [[id, consumer, idle, deliveries]] */
+static void take_pending(struct st_key *k, const bk_reply *r) {
+  if (r->type == BK_ERROR) {
+    if (!absent(r) && k->error == NULL) k->error = reply_error(r, k->key);
+    return;
+  }
+  if (r->type == BK_ARRAY && r->elements == 1 && r->element[0]->type == BK_ARRAY &&
+      r->element[0]->elements >= 3 && r->element[0]->element[2]->type == BK_INTEGER)
+    k->oldest_idle_ms = r->element[0]->element[2]->integer;
+}
+
+static void take_count(struct st_group *g, long long *out, const char *key, const bk_reply *r) {
+  if (r->type == BK_INTEGER) {
+    *out = r->integer;
+  } else if (g->side_error == NULL) {
+    g->side_error =
+        error_is(r, "WRONGTYPE")
+            ? status_query_text("%s is not a %s", key, out == &g->delayed ? "sorted set" : "stream")
+            : reply_error(r, key);
+  }
+}
+
+/* ---- one refresh ---- */
+
+static void on_reply(void *data, const bk_reply *r, const char *err);
+
+static void ask(struct status_query *q, enum query_kind kind, size_t target, bool retry,
+                const char *const *argv, int argc) {
+  struct bk_args a;
+  bk_args_init(&a);
+  for (int i = 0; i < argc; i++) bk_args_str(&a, argv[i]);
+  if (q->nsent == q->capsent) {
+    q->capsent = q->capsent ? q->capsent * 2 : 16;
+    q->sent = xrealloc(q->sent, q->capsent * sizeof *q->sent);
+  }
+  q->sent[q->nsent++] = (struct st_command){kind, target, retry};
+  if (client_send(q->c, &a, on_reply) != 0) q->nsent--;
+  bk_args_free(&a);
+}
+
+static void phase_b(struct status_query *q) {
+  q->phase = 2;
+  q->nsent = q->next = 0;
+  for (size_t i = 0; i < q->nstreams; i++) {
+    /* a stream without groups still gets a row when it was named */
+    struct st_key *info = &q->streams[i].info;
+    bool any = false;
+    for (size_t j = 0; j < q->ngroups && !any; j++) any = !strcmp(q->groups[j].stream, info->key);
+    if (!any) group_add(&q->groups, &q->ngroups, info->key, NULL, NULL);
+  }
+  for (size_t i = 0; i < q->ngroups; i++) {
+    struct st_group *g = &q->groups[i];
+    for (size_t j = 0; j < q->nstreams; j++) {
+      const struct st_key *info = &q->streams[j].info;
+      if (strcmp(info->key, g->stream)) continue;
+      g->src.exists = info->exists;
+      g->src.length = info->length;
+      memcpy(g->src.last_id, info->last_id, sizeof g->src.last_id);
+      if (info->error && g->src.error == NULL) g->src.error = xstrdup(info->error);
+    }
+    if (g->group == NULL || !g->src.exists) continue;
+    const char *s = g->stream, *grp = g->group, *rk = g->retry.key;
+    if (g->src.group_exists) {
+      ask(q, Q_CONSUMERS, i, false, (const char *[]){"XINFO", "CONSUMERS", s, grp}, 4);
+      ask(q, Q_PENDING, i, false, (const char *[]){"XPENDING", s, grp, "-", "+", "1"}, 6);
+    }
+    ask(q, Q_STREAM, i, true, (const char *[]){"XINFO", "STREAM", rk}, 3);
+    ask(q, Q_GROUPS, i, true, (const char *[]){"XINFO", "GROUPS", rk}, 3);
+    ask(q, Q_CONSUMERS, i, true, (const char *[]){"XINFO", "CONSUMERS", rk, grp}, 4);
+    ask(q, Q_PENDING, i, true, (const char *[]){"XPENDING", rk, grp, "-", "+", "1"}, 6);
+    char *delayed = status_query_text("%s:delayed:%s", s, grp);
+    ask(q, Q_DELAYED, i, false, (const char *[]){"ZCARD", delayed}, 2);
+    free(delayed);
+    if (g->dead_letter) ask(q, Q_DEAD, i, false, (const char *[]){"XLEN", g->dead_letter}, 2);
+    if (q->c->finished) return;
+  }
+  if (q->nsent == 0 && !q->c->finished) q->done(q, false);
+}
+
+static void on_reply(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  struct status_query *q = c->data;
+  if (c->finished) return;
+  if (r == NULL) {
+    fprintf(stderr, "luastream: no reply from %s: %s\n", c->b->name, err ? err : "connection lost");
+    q->done(q, true);
+    return;
+  }
+  struct st_command cmd = q->sent[q->next++];
+  if (q->phase == 1) {
+    if (cmd.kind == Q_STREAM)
+      take_stream(&q->streams[cmd.target].info, r);
+    else
+      take_groups(q, cmd.target, r);
+  } else {
+    struct st_group *g = &q->groups[cmd.target];
+    struct st_key *k = cmd.retry ? &g->retry : &g->src;
+    switch (cmd.kind) {
+      case Q_STREAM: take_stream(k, r); break;
+      case Q_GROUPS:
+        for (size_t i = 0; r->type == BK_ARRAY && i < r->elements; i++)
+          if (name_is(r->element[i], g->group)) take_group_info(k, r->element[i]);
+        break;
+      case Q_CONSUMERS: take_consumers(g, k, r); break;
+      case Q_PENDING: take_pending(k, r); break;
+      case Q_DELAYED: {
+        char *key = status_query_text("%s:delayed:%s", g->stream, g->group);
+        take_count(g, &g->delayed, key, r);
+        free(key);
+        break;
+      }
+      case Q_DEAD: take_count(g, &g->dead_letters, g->dead_letter, r); break;
+    }
+  }
+  if (q->next < q->nsent) return;
+  if (q->phase == 1)
+    phase_b(q);
+  else
+    q->done(q, false);
+}
+
+void status_query_refresh(struct status_query *q) {
+  groups_free(q->prev, q->nprev);
+  q->prev = q->groups;
+  q->nprev = q->ngroups;
+  q->groups = NULL;
+  q->ngroups = 0;
+  for (size_t i = 0; i < q->nstreams; i++) key_free(&q->streams[i].info);
+  free(q->streams);
+  q->streams = NULL;
+  q->nstreams = 0;
+  /* the streams to look at: DIR's, each once, or those named */
+  size_t n = q->dir_mode ? q->nspecs : (size_t)q->nnames;
+  q->streams = xcalloc(n, sizeof *q->streams);
+  for (size_t i = 0; i < n; i++) {
+    const char *name = q->dir_mode ? q->specs[i].stream : q->names[i];
+    bool seen = false;
+    for (size_t j = 0; j < q->nstreams && !seen; j++) seen = !strcmp(q->streams[j].info.key, name);
+    if (!seen) key_init(&q->streams[q->nstreams++].info, xstrdup(name));
+  }
+  for (size_t i = 0; i < q->nspecs; i++)
+    group_add(&q->groups, &q->ngroups, q->specs[i].stream, q->specs[i].group, &q->specs[i]);
+  q->phase = 1;
+  q->nsent = q->next = 0;
+  for (size_t i = 0; i < q->nstreams && !q->c->finished; i++) {
+    const char *key = q->streams[i].info.key;
+    ask(q, Q_STREAM, i, false, (const char *[]){"XINFO", "STREAM", key}, 3);
+    ask(q, Q_GROUPS, i, false, (const char *[]){"XINFO", "GROUPS", key}, 3);
+  }
+}
+
+void status_query_free(struct status_query *q) {
+  groups_free(q->specs, q->nspecs);
+  groups_free(q->groups, q->ngroups);
+  groups_free(q->prev, q->nprev);
+  for (size_t i = 0; i < q->nstreams; i++) key_free(&q->streams[i].info);
+  free(q->streams);
+  free(q->sent);
+}

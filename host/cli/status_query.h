@@ -1,0 +1,112 @@
+/* status_query: what `luastream status` asks the server, and the rows its
+ * answers fill (status.h). One refresh is two pipelined rounds: the streams
+ * and their groups (XINFO STREAM, XINFO GROUPS), then each group's details
+ * (its consumers, oldest pending entry, retry stream, delay set and dead
+ * letters). Under DIR, the streams and groups are those its handlers read
+ * (status_query_add_handler), else the streams named and all their groups.
+ * Out of memory ends the program, as everywhere in this one-shot command. */
+#ifndef LUASTREAM_STATUS_QUERY_H
+#define LUASTREAM_STATUS_QUERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "client.h"
+#include "runtime.h"
+#include "status_rules.h"
+
+#define STATUS_ID_MAX 48 /* "ms-seq", two 20-digit numbers */
+
+/* A group on one key: the stream itself or the group's retry stream. */
+struct st_key {
+  char *key;
+  bool exists;       /* the key is a stream */
+  bool group_exists; /* the group is on it */
+  long long length;
+  char last_id[STATUS_ID_MAX];   /* the stream's last-generated-id */
+  char delivered[STATUS_ID_MAX]; /* the group's last-delivered-id */
+  long long lag;                 /* -1: Redis cannot tell (nil) */
+  long long pending;
+  long long oldest_idle_ms; /* the lowest pending id's idle time; -1: nothing pending */
+  char *error;              /* reading it failed: the reason */
+};
+
+struct st_consumer {
+  char *name;
+  long long pending; /* on the stream and the retry stream together */
+  long long idle_ms; /* the smaller of the two */
+};
+
+/* Something that needs attention (status_rules.h), found by status.c. */
+struct st_attention {
+  const char *kind;
+  char *text;
+};
+
+struct st_group {
+  char *stream, *group;  /* group NULL: a stream named without DIR that has no group */
+  char *handlers;        /* "a.lua, b.lua" (DIR), else NULL */
+  long long min_idle_ms; /* the smallest min_idle of its handlers; -1: none */
+  char *dead_letter;     /* the handlers' dead_letter stream, or NULL */
+  struct st_key src, retry;
+  long long delayed;      /* members of STREAM:delayed:GROUP */
+  long long dead_letters; /* XLEN of dead_letter; -1 when there is none */
+  char *side_error;       /* reading the delay set or the dead letters failed */
+  struct st_consumer *consumers;
+  size_t nconsumers;
+  long long lags[STATUS_LAG_HISTORY]; /* the lag at the last refreshes, oldest first */
+  int nlags;
+  struct st_attention *att;
+  size_t natt;
+};
+
+/* A stream as XINFO STREAM tells of it, before its groups are known. */
+struct st_stream {
+  struct st_key info;
+};
+
+struct st_command; /* a command sent and the row its reply fills */
+
+struct status_query {
+  bool dir_mode;
+  const char *const *names; /* STREAM... */
+  int nnames;
+  struct st_group *specs; /* DIR: one per stream and group the handlers read */
+  size_t nspecs;
+  struct st_stream *streams;
+  size_t nstreams;
+  struct st_group *groups, *prev; /* this refresh's, the last one's (--watch) */
+  size_t ngroups, nprev;
+  struct st_command *sent; /* in the order sent: replies come back in it */
+  size_t nsent, capsent, next;
+  int phase; /* 1: the streams and their groups; 2: each group's details */
+  struct client *c;
+  /* Called once a refresh has every reply (failed false: groups is
+   * filled), or when the server could not answer (failed true, said on
+   * stderr). */
+  void (*done)(struct status_query *q, bool failed);
+  void *data; /* the caller's */
+};
+
+/* host_check_each's callback (data: the query): one row per stream and
+ * group, merging the handlers that share one (a `new` and a `reclaim`
+ * subscription); a partitioned handler has a row per partition. */
+void status_query_add_handler(void *data, const struct handler_spec *s);
+
+/* Starts a refresh on q->c: this one's groups become q->prev. */
+void status_query_refresh(struct status_query *q);
+
+/* The row of stream and group in gs, or NULL. */
+struct st_group *status_query_group_find(struct st_group *gs, size_t n, const char *stream,
+                                         const char *group);
+
+/* Adds what needs attention to g (text: from status_query_text, now g's). */
+void status_query_attention(struct st_group *g, const char *kind, char *text);
+
+/* printf into a new string; out of memory ends the program. */
+char *status_query_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Frees what q holds (not q). */
+void status_query_free(struct status_query *q);
+
+#endif
