@@ -280,31 +280,54 @@ static int read_writes(struct jobs *j, lua_State *co, int idx, struct rt_result 
   return 0;
 }
 
+/* The code at idx of co's stack, or -1 when it holds no integer. */
+static long long code_at(lua_State *co, int idx) {
+  if (lua_type(co, idx) != LUA_TNUMBER) return -1;
+  lua_Number n = lua_tonumber(co, idx);
+  return n >= 0 && n < 1024 && n == (lua_Number)(long long)n ? (long long)n : -1;
+}
+
+/* A result the dispatcher should not have given: bad-return, with why. */
+static struct rt_result bad_code(const char *text) {
+  return (struct rt_result){
+      .kind = RT_ERROR, .reason = REASON_BAD_RETURN, .text = text, .text_len = strlen(text)};
+}
+
 /* The dispatcher returned; its results are on co's stack (see outcome() in
- * luastream/handler.lua): kind, then what that kind carries. */
+ * luastream/handler.lua): an outcome code (core.outcomes, enum rt_outcome),
+ * then what that outcome carries; for an error, a reason code
+ * (core.reasons, enum wire_reason) and the message. */
 static void finish_returned(struct rt_job *job) {
   lua_State *co = job->co;
   struct rt_result res = {.kind = RT_ACK};
-  const char *kind = lua_tostring(co, 1);
-  if (kind == NULL || strcmp(kind, "ack") == 0 || strcmp(kind, "reply") == 0) {
-    res.kind = kind && kind[0] == 'r' ? RT_REPLY : RT_ACK;
-    if (read_writes(job->pool, co, 2, &res) != 0) {
-      res = (struct rt_result){
-          .kind = RT_ERROR, .reason = REASON_HANDLER_ERROR, .text = "out of memory"};
-      res.text_len = strlen(res.text);
-    }
-  } else if (strcmp(kind, "retry") == 0) {
-    res.kind = RT_RETRY;
-  } else if (strcmp(kind, "retry_after") == 0) {
-    res.kind = RT_RETRY_AFTER;
-    res.delay_ms = (int64_t)lua_tonumber(co, 2);
-  } else if (strcmp(kind, "reject") == 0) {
-    res.kind = RT_REJECT;
-    res.text = lua_tolstring(co, 2, &res.text_len);
-  } else {
-    res.kind = strcmp(kind, "invalid") == 0 ? RT_INVALID : RT_ERROR;
-    res.reason = lua_tostring(co, 2);
-    res.text = lua_tolstring(co, 3, &res.text_len);
+  long long kind = lua_isnoneornil(co, 1) ? RT_ACK : code_at(co, 1);
+  switch (kind) {
+    case RT_ACK:
+    case RT_REPLY:
+      res.kind = (enum rt_outcome)kind;
+      if (read_writes(job->pool, co, 2, &res) != 0) {
+        res = (struct rt_result){
+            .kind = RT_ERROR, .reason = REASON_HANDLER_ERROR, .text = "out of memory"};
+        res.text_len = strlen(res.text);
+      }
+      break;
+    case RT_RETRY: res.kind = RT_RETRY; break;
+    case RT_RETRY_AFTER:
+      res.kind = RT_RETRY_AFTER;
+      res.delay_ms = (int64_t)lua_tonumber(co, 2);
+      break;
+    case RT_REJECT:
+      res.kind = RT_REJECT;
+      res.text = lua_tolstring(co, 2, &res.text_len);
+      break;
+    case RT_ERROR:
+    case RT_INVALID:
+      res.kind = (enum rt_outcome)kind;
+      res.reason = wire_reason_text(code_at(co, 2));
+      res.text = lua_tolstring(co, 3, &res.text_len);
+      if (res.reason == NULL) res = bad_code("the dispatcher returned an error without a reason");
+      break;
+    default: res = bad_code("the dispatcher returned no outcome code"); break;
   }
   report(job, &res);
   job_end(job, true);

@@ -197,12 +197,14 @@ end
 ---------------------------------------------------------------- dispatch
 
 -- luastream.core exists only inside a host (validate() needs none). The
--- header names and reasons are the host's (wire.h, as core.headers and
--- core.reasons).
+-- header names are the host's (wire.h, as core.headers); outcomes and the
+-- reasons of errors go back to it as its codes (core.outcomes: runtime.h's
+-- enum rt_outcome; core.reasons: wire.h's enum wire_reason), never as text.
 local has_core, core = pcall(require, "luastream.core")
 if not has_core then core = nil end
 local H = core and core.headers or {}
 local R = core and core.reasons or {}
+local O = core and core.outcomes or {}
 local encode = json.encode
 local DATA, KEY_HEADER = H.DATA, H.PARTITION_KEY
 local DELIVERY_COUNT_HEADER, IDLE_MS_HEADER = H.DELIVERY_COUNT, H.IDLE_MS
@@ -362,24 +364,25 @@ local function describe(v)
   return type(v) .. " " .. tostring(v)
 end
 
--- outcome(result, ctx, spec, seq) -> what the host applies:
---   "ack" [writes] | "reply" writes | "retry" | "retry_after" ms | "reject" reason
---   | "error" reason message
+-- outcome(result, ctx, spec, seq) -> what the host applies, as codes (O:
+-- core.outcomes, R: core.reasons; read by host/runtime/jobs.c):
+--   O.ACK [writes] | O.REPLY writes | O.RETRY | O.RETRY_AFTER ms | O.REJECT reason
+--   | O.ERROR R.<reason> message
 -- writes: { {cmd, arg, ...}, ... }: the handler's ctx:write commands and
--- ctx:publish XADDs, and for "reply" the reply's XADD last; written together
+-- ctx:publish XADDs, and for O.REPLY the reply's XADD last; written together
 -- with the ack. ctx is nil for a handle that takes no ctx (see dispatcher).
 local function outcome(result, ctx, spec, seq, reply_to)
   local writes = ctx and pending_writes[ctx]
-  if result == nil then return "ack", writes end
+  if result == nil then return O.ACK, writes end
   if type(result) ~= "table" then
-    return "error", R.BAD_RETURN, "handle returned " .. describe(result) ..
+    return O.ERROR, R.BAD_RETURN, "handle returned " .. describe(result) ..
       "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
   end
-  if result.ack == true then return "ack", writes end
-  if result.retry == true then return "retry" end
+  if result.ack == true then return O.ACK, writes end
+  if result.retry == true then return O.RETRY end
   if result.reply ~= nil then
     if not reply_to then
-      return "error", R.BAD_RETURN, "handle returned ls.reply(...) but the handler has no reply_to stream"
+      return O.ERROR, R.BAD_RETURN, "handle returned ls.reply(...) but the handler has no reply_to stream"
     end
     local opts = result.opts
     -- XADD reply_to *, then room for the body, the original id, the key,
@@ -391,9 +394,9 @@ local function outcome(result, ctx, spec, seq, reply_to)
     end
     local why
     fields, why = entry_fields(result.reply, opts, fields)
-    if not fields then return "error", R.BAD_RETURN, "ls.reply: " .. why end
+    if not fields then return O.ERROR, R.BAD_RETURN, "ls.reply: " .. why end
     if #fields + 8 > core.command_args_max then
-      return "error", R.BAD_RETURN, "ls.reply: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have"
+      return O.ERROR, R.BAD_RETURN, "ls.reply: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have"
     end
     -- From what the host delivered, not from ctx, which the handler may change:
     -- the id on the source stream, also for a copy read from the retry stream.
@@ -411,15 +414,15 @@ local function outcome(result, ctx, spec, seq, reply_to)
     end
     add_trace(fields, opts, seq)
     if writes then writes[#writes + 1] = fields else writes = { fields } end
-    return "reply", writes
+    return O.REPLY, writes
   end
   if result.retry_after ~= nil or result.outcome == "retry_after" then
     local ms, why = ls.duration(result.retry_after)
-    if not ms then return "error", R.BAD_RETURN, "ls.retry_after: delay " .. why end
-    return "retry_after", math.floor(ms)
+    if not ms then return O.ERROR, R.BAD_RETURN, "ls.retry_after: delay " .. why end
+    return O.RETRY_AFTER, math.floor(ms)
   end
-  if result.reject ~= nil then return "reject", tostring(result.reject) end
-  return "error", R.BAD_RETURN, "handle returned " .. describe(result) ..
+  if result.reject ~= nil then return O.REJECT, tostring(result.reject) end
+  return O.ERROR, R.BAD_RETURN, "handle returned " .. describe(result) ..
     "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
 end
 
@@ -567,13 +570,13 @@ function M.dispatcher(spec, consumer)
     partition = partition or NONE
     local v = views[partition] or view(partition)
     local msg, reason, text = message(seq)
-    if reason then return "invalid", reason, text end
+    if reason then return O.INVALID, reason, text end
     if msg ~= nil and not wants_ctx then return outcome(handle(msg), nil, spec, seq, v.reply_to) end
     local ctx = setmetatable({ [SEQ] = seq }, v.Ctx)
     if msg == nil then
       msg = message_from_fields(ctx)
       if msg == nil then
-        return "invalid", R.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver"
+        return O.INVALID, R.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver"
       end
     end
     return outcome(handle(msg, ctx), ctx, spec, seq, v.reply_to)
