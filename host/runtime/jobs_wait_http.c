@@ -61,4 +61,3 @@ const struct http_response *job_http_response(struct rt_job *job, const char **e
   job->reply_fatal = false;
   return r;
 }
-

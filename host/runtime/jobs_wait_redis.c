@@ -100,4 +100,3 @@ const bk_reply *job_call_reply(struct rt_job *job, const char **err) {
   job->reply_err = NULL;
   return r;
 }
-
