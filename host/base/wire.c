@@ -26,13 +26,18 @@ const struct wire_name wire_headers[] = {
     {NULL, NULL},
 };
 
+/* Indexed by enum wire_reason: each code next to its text. */
+#define REASON(n) [WIRE_##n] = NAME(REASON_, n)
 const struct wire_name wire_reasons[] = {
-    NAME(REASON_, HANDLER_ERROR),   NAME(REASON_, BAD_RETURN),
-    NAME(REASON_, REJECTED),        NAME(REASON_, MAX_DELIVERIES),
-    NAME(REASON_, INPUT_DECODE),    NAME(REASON_, INPUT_TOO_LARGE),
-    NAME(REASON_, INPUT_NO_FIELDS), NAME(REASON_, INPUT_NUMBER),
-    NAME(REASON_, INPUT_DUPLICATE), {NULL, NULL},
+    REASON(HANDLER_ERROR),         REASON(BAD_RETURN),   REASON(REJECTED),
+    REASON(MAX_DELIVERIES),        REASON(INPUT_DECODE), REASON(INPUT_TOO_LARGE),
+    REASON(INPUT_NO_FIELDS),       REASON(INPUT_NUMBER), REASON(INPUT_DUPLICATE),
+    [WIRE_REASONS] = {NULL, NULL},
 };
+
+const char *wire_reason_text(long long code) {
+  return code >= 0 && code < WIRE_REASONS ? wire_reasons[code].text : NULL;
+}
 
 int wire_reason_is_bad_input(const char *reason) {
   for (const struct wire_name *r = wire_reasons; r->name; r++)

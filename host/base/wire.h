@@ -39,14 +39,35 @@
 #define REASON_INPUT_NUMBER "number-out-of-range" /* a number no double holds */
 #define REASON_INPUT_DUPLICATE "duplicate-data"   /* two data fields */
 
+/* The same reasons as codes: what Lua and C pass each other (the
+ * dispatcher returns core.reasons.BAD_RETURN, which is WIRE_BAD_RETURN;
+ * core.message returns WIRE_INPUT_DECODE), so that no text crosses the
+ * boundary to be compared. The text (logs, dead letters, metric labels)
+ * comes from the code through wire_reasons[], the one table of both. */
+enum wire_reason {
+  WIRE_HANDLER_ERROR,
+  WIRE_BAD_RETURN,
+  WIRE_REJECTED,
+  WIRE_MAX_DELIVERIES,
+  WIRE_INPUT_DECODE,
+  WIRE_INPUT_TOO_LARGE,
+  WIRE_INPUT_NO_FIELDS,
+  WIRE_INPUT_NUMBER,
+  WIRE_INPUT_DUPLICATE,
+};
+#define WIRE_REASONS (WIRE_INPUT_DUPLICATE + 1)
+
 /* The lists, for export and lookup: {lua name, text}, ended by {NULL, NULL}.
- * Lua names are the macro names without their prefix (PARTITION_KEY). */
+ * Lua names are the macro names without their prefix (PARTITION_KEY).
+ * wire_reasons[code] is the reason of enum wire_reason code. */
 struct wire_name {
   const char *name;
   const char *text;
 };
 extern const struct wire_name wire_headers[];
 extern const struct wire_name wire_reasons[];
+/* The text of reason code (a REASON_* string), or NULL when code is none. */
+const char *wire_reason_text(long long code);
 /* Whether reason names bad input (a REASON_INPUT_* kind). */
 int wire_reason_is_bad_input(const char *reason);
 

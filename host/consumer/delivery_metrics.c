@@ -7,8 +7,6 @@
 static const char *const LABELS[] = {"handler", "stream", "group"};
 static const char *const OUTCOME_LABELS[] = {"handler", "stream", "group", "outcome"};
 static const char *const REASON_LABELS[] = {"handler", "stream", "group", "reason"};
-static const char *const OUTCOMES[DM_OUTCOMES] = {"ack",    "retry", "retry_after", "reply",
-                                                  "reject", "error", "invalid",     "dead_letter"};
 /* Handlers run from microseconds (a decode and an ack) to seconds (a call
  * to another service). */
 static const double DURATION_BOUNDS[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -33,8 +31,12 @@ void dm_init(struct delivery_metrics *m, const char *name, const char *stream, c
                      "Deliveries that finished, by outcome: what the handler returned, invalid "
                      "(bad input), dead_letter (past max_deliveries)",
                      METRIC_COUNTER, 4, OUTCOME_LABELS, NULL, 0);
+  /* The outcome label is the outcome's name (rt_outcome_name), but for
+   * dead_letter, which is no outcome of a handler. */
+  const char *outcomes[DM_OUTCOMES] = {[DM_DEAD_LETTER] = "dead_letter"};
+  for (int k = 0; k < RT_OUTCOMES; k++) outcomes[dm_outcome_of(k)] = rt_outcome_name(k);
   for (int o = 0; o < DM_OUTCOMES; o++) {
-    const char *values[4] = {name, stream, group, OUTCOMES[o]};
+    const char *values[4] = {name, stream, group, outcomes[o]};
     m->outcome[o] = metrics_series(f, values);
   }
   f = metrics_family("luastream_handler_duration_seconds",

@@ -521,11 +521,11 @@ static void start_reading(subscription *s) {
   if (!s->started) plan_recover_own(&s->plan); /* a host back under the same name */
   s->started = true;
   s->backoff_ms = 0;
-  static const char *const mode[] = {"new", "claiming", "reclaim"};
   const char *how = s->spec->read != READ_CLAIMING ? NULL
                     : s->plan.native_claim         ? "XREADGROUP CLAIM"
                                                    : "claim script (claim_fallback)";
-  sub_log(s, LOG_INFO, "subscription reading", "read", mode[s->spec->read], "via", how);
+  sub_log(s, LOG_INFO, "subscription reading", "read", rt_read_mode_name(s->spec->read), "via",
+          how);
   s->on_event(s->data, s, SUB_EV_READING);
   sweeper_start(s->sweeper);
   if (s->pruner) prune_start(s->pruner);

@@ -11,6 +11,7 @@
  * this entry.
  * (ctx:publish needs no C: its entries are written with the outcome.) */
 #include <lauxlib.h>
+#include <ctype.h>
 #include <lua.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -492,7 +493,8 @@ static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
 /* core.message(seq) -> the message of the entry job seq runs (see
  * dispatcher() in luastream/handler.lua): the decoded JSON body, or the text
  * of a body whose content-type is not JSON; nil for an entry without a `data`
- * field; nil, reason, text for bad input (two `data` fields, a body over
+ * field; nil, reason, text for bad input (reason: an enum wire_reason code,
+ * core.reasons.INPUT_*: two `data` fields, a body over
  * max_body, not JSON, a number out of range).
  * The dispatcher calls it first thing, so decoding runs inside the job's
  * coroutine: an error there (out of memory) fails this entry, not the host. */
@@ -519,13 +521,13 @@ static int core_message(lua_State *L) {
   if (body == NULL) return 0;
   if (bodies > 1) {
     lua_pushnil(L);
-    lua_pushliteral(L, REASON_INPUT_DUPLICATE);
+    lua_pushinteger(L, WIRE_INPUT_DUPLICATE);
     lua_pushfstring(L, "entry has %d data fields: which one is the body cannot be known", bodies);
     return 3;
   }
   if (body_len > max_body) {
     lua_pushnil(L);
-    lua_pushliteral(L, REASON_INPUT_TOO_LARGE);
+    lua_pushinteger(L, WIRE_INPUT_TOO_LARGE);
     lua_pushfstring(L, "body is %d bytes, over max_body (%d)", (int)body_len, (int)max_body);
     return 3;
   }
@@ -538,10 +540,10 @@ static int core_message(lua_State *L) {
   if (rc == 0) return 1;
   lua_pushnil(L);
   if (rc == JSON_DECODE_RANGE) {
-    lua_pushliteral(L, REASON_INPUT_NUMBER);
+    lua_pushinteger(L, WIRE_INPUT_NUMBER);
     lua_pushfstring(L, "body has a number no double can hold: %s", err);
   } else {
-    lua_pushliteral(L, REASON_INPUT_DECODE);
+    lua_pushinteger(L, WIRE_INPUT_DECODE);
     lua_pushfstring(L, "body is not valid JSON: %s", err);
   }
   return 3;
@@ -601,15 +603,37 @@ int core_duration(lua_State *L) {
   return 1;
 }
 
-static void set_names(lua_State *L, int idx, const char *key, const struct wire_name *names) {
+/* t[key] = {NAME = "text", ...} from names, or {NAME = i, ...} (the index
+ * in names: the code) when codes. */
+static void set_names(lua_State *L, int idx, const char *key, const struct wire_name *names,
+                      bool codes) {
   size_t n = 0;
   while (names[n].name) n++;
   lua_createtable(L, 0, (int)n);
-  for (const struct wire_name *w = names; w->name; w++) {
-    lua_pushstring(L, w->text);
-    lua_setfield(L, -2, w->name);
+  for (size_t i = 0; i < n; i++) {
+    if (codes)
+      lua_pushinteger(L, (lua_Integer)i);
+    else
+      lua_pushstring(L, names[i].text);
+    lua_setfield(L, -2, names[i].name);
   }
   lua_setfield(L, idx < 0 ? idx - 1 : idx, key);
+}
+
+/* t.outcomes = {ACK = RT_ACK, ...}: the names of rt_outcome_name,
+ * upper-cased. */
+static void set_outcomes(lua_State *L, int idx) {
+  lua_createtable(L, 0, RT_OUTCOMES);
+  for (int k = 0; k < RT_OUTCOMES; k++) {
+    char name[32];
+    const char *s = rt_outcome_name(k);
+    size_t i = 0;
+    for (; s[i] && i + 1 < sizeof name; i++) name[i] = (char)toupper((unsigned char)s[i]);
+    name[i] = '\0';
+    lua_pushinteger(L, k);
+    lua_setfield(L, -2, name);
+  }
+  lua_setfield(L, idx < 0 ? idx - 1 : idx, "outcomes");
 }
 
 int core_partition(lua_State *L) {
@@ -622,8 +646,9 @@ int core_partition(lua_State *L) {
 }
 
 void core_set_wire_names(lua_State *L, int idx) {
-  set_names(L, idx, "headers", wire_headers);
-  set_names(L, idx, "reasons", wire_reasons);
+  set_names(L, idx, "headers", wire_headers, false);
+  set_names(L, idx, "reasons", wire_reasons, true);
+  set_outcomes(L, idx);
 }
 
 int core_open(lua_State *L, struct core *c) {

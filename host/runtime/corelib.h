@@ -27,9 +27,11 @@ int core_open(lua_State *L, struct core *c);
  * or nil and why (a phrase: "must be ..." / "needs a unit ..."). */
 int core_duration(lua_State *L);
 
-/* Sets t.headers and t.reasons on the table at idx (wire.h's lists as
- * {NAME = "text"}): luastream.core has them, and so does luastream_testing
- * for Lua code outside a host.  [-0, +0] */
+/* Sets t.headers (wire.h's header names as {NAME = "text"}), t.reasons
+ * (its reasons as codes, {NAME = enum wire_reason}) and t.outcomes
+ * (runtime.h's outcome codes, {ACK = RT_ACK, ...}) on the table at idx:
+ * luastream.core has them, and so does luastream_testing for Lua code
+ * outside a host.  [-0, +0] */
 void core_set_wire_names(lua_State *L, int idx);
 /* core.partition(key, n) -> the partition (0 .. n-1) of partition key key
  * (keyslot_partition): for ctx:publish and the test harness's publish. */

@@ -11,6 +11,18 @@ static const char luastream_lua[] = {
 static const char handler_lua[] = {
 #include "lua/luastream/handler.lua.inc"
 };
+static const char handler_spec_lua[] = {
+#include "lua/luastream/handler_spec.lua.inc"
+};
+static const char ctx_lua[] = {
+#include "lua/luastream/ctx.lua.inc"
+};
+static const char message_lua[] = {
+#include "lua/luastream/message.lua.inc"
+};
+static const char outcome_lua[] = {
+#include "lua/luastream/outcome.lua.inc"
+};
 static const char json_lua[] = {
 #include "lua/luastream/json.lua.inc"
 };
@@ -31,6 +43,10 @@ struct module {
 static const struct module modules[] = {
     MODULE("luastream", "luastream.lua", luastream_lua),
     MODULE("luastream.handler", "luastream/handler.lua", handler_lua),
+    MODULE("luastream.handler_spec", "luastream/handler_spec.lua", handler_spec_lua),
+    MODULE("luastream.ctx", "luastream/ctx.lua", ctx_lua),
+    MODULE("luastream.message", "luastream/message.lua", message_lua),
+    MODULE("luastream.outcome", "luastream/outcome.lua", outcome_lua),
     MODULE("luastream.json", "luastream/json.lua", json_lua),
     MODULE("luastream.pg", "luastream/pg.lua", pg_lua),
 };

@@ -8,10 +8,16 @@
  * broker's reply, with the timer as its timeout; a reply that comes after
  * the job stopped waiting is dropped; an HTTP request (ls.http) waits
  * likewise, and so does a PostgreSQL query (ls.pg), whose deadline is the
- * pool's. The dispatcher's return values become an rt_result for the
- * job's done callback. The pool knows nothing of loading or generations:
- * runtime.c owns those, and is told through a callback when a released pool
- * has no job left. */
+ * pool's. The dispatcher's return values (codes: core.outcomes and
+ * core.reasons) become an rt_result for the job's done callback. The pool
+ * knows nothing of loading or generations: runtime.c owns those, and is
+ * told through a callback when a released pool has no job left.
+ *
+ * Files: jobs.c (the pool, a job from start to done, the one resume, the
+ * job's timer); one file per way of waiting, jobs_wait_sleep.c (ls.sleep),
+ * jobs_wait_redis.c (ls.redis), jobs_wait_http.c (ls.http), jobs_wait_pg.c
+ * (ls.pg); what they share, jobs_wait.c (the job record, in jobs_wait.h,
+ * and call records). */
 #ifndef LUASTREAM_JOBS_H
 #define LUASTREAM_JOBS_H
 
@@ -79,10 +85,24 @@ struct entry *jobs_entry(const struct jobs *j, double seq);
 /* The entry job runs (a running job's, from jobs_running_on). */
 const struct entry *job_entry(const struct rt_job *job);
 
+/* ---- for the ways a job waits (jobs_wait_*.c) ---- */
+
+/* The job's timer, made on first use (on the host's clock): when it fires
+ * the job's call, if any, has timed out, and the job is resumed. NULL when
+ * the host has no clock, or out of memory. */
+ltimer *jobs_timer(struct rt_job *job);
+/* Resumes job with no values: its wait is over (jobs.c's run, the one
+ * place a job's coroutine is resumed). */
+void jobs_resume(struct rt_job *job);
+
+/* ---- ls.sleep (jobs_wait_sleep.c) ---- */
+
 /* ls.sleep: arms job's timer for ms; the caller must then yield the job's
  * coroutine (lua_yield), and the timer resumes it with no values. Returns 0,
  * -1 when the host has no clock, -2 when out of memory. */
 int job_sleep(struct rt_job *job, uint64_t ms);
+
+/* ---- ls.redis (jobs_wait_redis.c) ---- */
 
 struct bk_reply;
 /* ls.redis.call: sends argv (copied before this returns) on the host's calls
@@ -106,6 +126,8 @@ int job_call_on(struct rt_job *job, const char *url, const char *server, int arg
  * lost: ..."). */
 const struct bk_reply *job_call_reply(struct rt_job *job, const char **err);
 
+/* ---- ls.http (jobs_wait_http.c) ---- */
+
 struct http_request;
 struct http_response;
 /* ls.http.request: sends req (checked by the caller with
@@ -122,6 +144,8 @@ int job_http(struct rt_job *job, const struct http_request *req);
  * is none ("http POST https://...: no response within 10000ms") and *fatal
  * true when the client said the request itself is at fault (http.h). */
 const struct http_response *job_http_response(struct rt_job *job, const char **err, bool *fatal);
+
+/* ---- ls.pg (jobs_wait_pg.c) ---- */
 
 struct pg_query;
 struct pg_result;
@@ -154,7 +178,9 @@ int job_pg_begin(struct rt_job *job);
 bool job_pg_session(struct rt_job *job, const char **err);
 void job_pg_end(struct rt_job *job);
 
-/* Frees the spare records of handlers' Redis calls (at exit, so that nothing
+/* ---- call records (jobs_wait.c) ---- */
+
+/* Frees the spare records of handlers' calls (at exit, so that nothing
  * is left allocated). */
 void jobs_calls_trim(void);
 

@@ -176,13 +176,10 @@ static int read_field(lua_State *L, int idx, const struct spec_field *f, struct 
       break;
     case SPEC_READ: {
       const char *v = t == LUA_TSTRING ? lua_tostring(L, -1) : "";
-      enum read_mode *mode = at;
-      if (strcmp(v, "new") == 0)
-        *mode = READ_NEW;
-      else if (strcmp(v, "claiming") == 0)
-        *mode = READ_CLAIMING;
-      else if (strcmp(v, "reclaim") == 0)
-        *mode = READ_RECLAIM;
+      int m = 0;
+      while (m < READ_MODES && strcmp(v, rt_read_mode_name(m)) != 0) m++;
+      if (m < READ_MODES)
+        *(enum read_mode *)at = (enum read_mode)m;
       else
         rc = -1;
       break;

@@ -18,13 +18,12 @@
 #include <stdint.h>
 
 #include "clock.h"
+#include "codes.h" /* enum read_mode, enum rt_outcome */
 
 struct entry;
 struct rt_result;
 struct broker;
 struct bk_conn;
-
-enum read_mode { READ_NEW, READ_CLAIMING, READ_RECLAIM };
 
 /* The subscription fields of a handler file, validated and with defaults. */
 struct handler_spec {
@@ -171,16 +170,6 @@ typedef void rt_abandon_fn(void *data, struct entry *e);
  * dropped. */
 size_t handler_abandon(handler *h, rt_abandon_fn *abandoned);
 
-enum rt_outcome {
-  RT_ACK,         /* done: acknowledge (with the writes, if any) */
-  RT_RETRY,       /* deliver again (how depends on the read mode) */
-  RT_REPLY,       /* the last write is the reply; acknowledge with the writes */
-  RT_ERROR,       /* the handler raised or returned a malformed value: leave pending */
-  RT_INVALID,     /* bad input, the handler was not called */
-  RT_RETRY_AFTER, /* deliver again after delay_ms */
-  RT_REJECT,      /* dead-letter now; text is the handler's reason */
-};
-
 /* A command written with the ack: ctx:write's, the XADD of a ctx:publish
  * entry or of a reply. */
 struct rt_write {
@@ -193,7 +182,7 @@ struct rt_result {
   enum rt_outcome kind;
   const char *text; /* RT_ERROR/RT_INVALID: message (with traceback); RT_REJECT: reason */
   size_t text_len;
-  const char *reason; /* RT_ERROR/RT_INVALID: short kind, e.g. "handler-error", "decode-error" */
+  const char *reason; /* RT_ERROR/RT_INVALID: a REASON_* text of wire.h (static) */
   int64_t delay_ms;   /* RT_RETRY_AFTER */
   size_t nwrites;     /* RT_ACK, RT_REPLY: commands written with the ack */
   const struct rt_write *writes;

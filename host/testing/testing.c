@@ -129,12 +129,6 @@ struct app {
   bool replied;
 };
 
-static const char *outcome_name(enum rt_outcome k) {
-  static const char *const names[] = {"ack",     "retry",       "reply", "error",
-                                      "invalid", "retry_after", "reject"};
-  return names[k];
-}
-
 static char *dupn(const char *s, size_t n) {
   char *d = malloc(n + 1);
   if (d) {
@@ -162,7 +156,7 @@ static void record(void *data, const struct handler_spec *spec, const struct ent
   memset(d, 0, sizeof *d);
   d->handler = dups(spec->name);
   d->id = dups(e->id);
-  d->outcome = dups(outcome_name(res->kind));
+  d->outcome = dups(rt_outcome_name(res->kind));
   d->reason = dups(res->reason);
   d->error = res->text ? dupn(res->text, res->text_len) : NULL;
   d->version = dups(res->version);

@@ -1,0 +1,188 @@
+-- luastream.handler_spec: what a handler file returns, checked (internal).
+--
+-- validate() turns what a handler file returned into a checked subscription
+-- spec, naming the file, line and field of every problem. It needs no host,
+-- so specs can call it directly (also as luastream.handler's validate).
+--
+-- FIELDS below is the one definition of a handler file's fields and their
+-- defaults: the host copies the validated spec into its C struct without
+-- defaults of its own (read_spec in host/runtime/runtime.c, which refuses a
+-- field it does not know), and docs/handlers.md's table is checked against it
+-- (tests/spec/handler_fields_spec.lua).
+local ls = require "luastream"
+
+local M = {}
+
+-- Every subscription caps deliveries unless its file says max_deliveries =
+-- false: an entry whose handler always retries cannot spin for ever.
+M.DEFAULT_MAX_DELIVERIES = 10
+M.MAX_WORKERS = 1024
+M.MAX_BATCH = 10000
+-- Partitions of a partitioned stream: each is a key with its own read
+-- connection in the host.
+M.MAX_PARTITIONS = 1024
+
+local function is_stream_id(s)
+  return s:match("^%d+$") or s:match("^%d+%-%d+$")
+end
+
+local function check_string(v) if type(v) ~= "string" or v == "" then return "must be a non-empty string" end end
+local function check_boolean(v) if type(v) ~= "boolean" then return "must be true or false" end end
+local function check_function(v) if type(v) ~= "function" then return "must be a function" end end
+local function check_count(v)
+  if type(v) ~= "number" or v < 1 or v ~= math.floor(v) or v > 1e9 then
+    return "must be a positive integer"
+  end
+end
+-- A count with an upper bound the host can afford (each lane holds a Lua
+-- coroutine and its stack; a batch is read into memory at once).
+local function check_count_upto(max)
+  return function(v)
+    local why = check_count(v)
+    if why then return why end
+    if v > max then return string.format("must be at most %d, got %d", max, v) end
+  end
+end
+-- max_deliveries: a positive integer, or false for no cap at all.
+local function check_cap(v)
+  if v == false then return end
+  if check_count(v) then return "must be a positive integer, or false for no cap" end
+end
+local function check_duration(v)
+  local _, why = ls.duration(v)
+  return why
+end
+local function check_start(v)
+  if type(v) ~= "string" then return "must be \"new\", \"beginning\" or a stream id" end
+  if v ~= "new" and v ~= "beginning" and not is_stream_id(v) then
+    return "must be \"new\", \"beginning\" or a stream id such as \"1700000000000-0\", got \"" .. v .. "\""
+  end
+end
+local function check_read(v)
+  if v ~= "new" and v ~= "claiming" and v ~= "reclaim" then
+    return "must be \"new\", \"claiming\" or \"reclaim\""
+  end
+end
+
+-- The fields a handler file may set, in the order problems are reported:
+-- { name, check, required = true | default = value }. A field without either
+-- is optional and absent (nil) when not set.
+local FIELDS = {
+  { "stream", check_string, required = true },
+  { "group", check_string, required = true },
+  { "handle", check_function, required = true },
+  { "read", check_read, default = "new" },
+  { "min_idle", check_duration },
+  { "start", check_start, default = "new" },
+  { "start_at", check_start },
+  { "consumer", check_string },
+  { "batch", check_count_upto(M.MAX_BATCH), default = 100 },
+  { "workers", check_count_upto(M.MAX_WORKERS), default = 1 },
+  { "by_key", check_boolean, default = false },
+  { "reply_to", check_string },
+  { "max_body", check_count, default = 1048576 },
+  { "claim_fallback", check_boolean, default = false },
+  { "max_deliveries", check_cap, default = M.DEFAULT_MAX_DELIVERIES },
+  { "dead_letter", check_string },
+  { "trim", check_boolean, default = false },
+  { "trim_max_len", check_count },
+  { "reply_max_len", check_count },
+  { "dead_letter_max_len", check_count },
+  { "partitions", check_count_upto(M.MAX_PARTITIONS) },
+}
+M.FIELDS = FIELDS
+local KNOWN = {}
+for _, f in ipairs(FIELDS) do KNOWN[f[1]] = true end
+
+-- The line where `name =` or `["name"] =` first appears, else the line of the
+-- last `return`.
+local function line_of(source, name)
+  local bare, quoted
+  if name then
+    local escaped = name:gsub("%p", "%%%0")
+    bare = "%f[%w_]" .. escaped .. "%s*="
+    quoted = "%[%s*[\"']" .. escaped .. "[\"']%s*%]%s*="
+  end
+  local n, fallback = 0, 1
+  for line in (source .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if name and (line:find(bare) or line:find(quoted)) then return n end
+    if line:find("^%s*return%f[%W]") then fallback = n end
+  end
+  return fallback
+end
+
+-- validate(value, path, source) -> spec, or raises "path:line: message"
+-- lines. source is the file's text as the host loaded it (for the lines of
+-- problems; the file is not read again).
+function M.validate(value, path, source)
+  source = source or ""
+  local problems = {}
+  local function problem(field, msg)
+    problems[#problems + 1] = string.format("%s:%d: %s", path, line_of(source, field), msg)
+  end
+  if type(value) ~= "table" then
+    problem(nil, "a handler file must return a table with stream, group and handle, got " .. type(value))
+    error(table.concat(problems, "\n"), 0)
+  end
+  for k in pairs(value) do
+    if not KNOWN[k] then
+      problem(type(k) == "string" and k or nil, string.format("unknown field '%s'", tostring(k)))
+    end
+  end
+  local spec = {}
+  for _, f in ipairs(FIELDS) do
+    local name, check = f[1], f[2]
+    local v = value[name]
+    if v == nil then
+      if f.required then problem(nil, string.format("missing required field '%s'", name)) end
+      v = f.default
+    else
+      local why = check(v)
+      if why then problem(name, string.format("field '%s' %s", name, why)) end
+    end
+    spec[name] = v
+  end
+  if spec.min_idle ~= nil and check_duration(spec.min_idle) == nil and ls.duration(spec.min_idle) < 1 then
+    problem("min_idle", "field 'min_idle' must be at least 1 ms: with 0 every read claims back " ..
+      "what is still running")
+  end
+  if (spec.read == "claiming" or spec.read == "reclaim") and value.min_idle == nil then
+    problem("read", string.format("read = \"%s\" needs min_idle: how long an entry stays pending before " ..
+      "it counts as abandoned (ms, or a string such as \"30s\"); it has no default", spec.read))
+  end
+  if spec.reply_to ~= nil and spec.reply_to == spec.stream then
+    problem("reply_to", "field 'reply_to' must name another stream than 'stream': " ..
+      "the group would read its own replies")
+  end
+  if spec.reply_max_len ~= nil and spec.reply_to == nil then
+    problem("reply_max_len", "field 'reply_max_len' caps the reply_to stream, and there is no reply_to")
+  end
+  if spec.dead_letter_max_len ~= nil and spec.dead_letter == nil then
+    problem("dead_letter_max_len", "field 'dead_letter_max_len' caps the dead_letter stream, and there is no dead_letter")
+  end
+  if spec.dead_letter ~= nil and spec.dead_letter == spec.stream then
+    problem("dead_letter", "field 'dead_letter' must name another stream than 'stream': " ..
+      "a dead letter would be read and dead-lettered again")
+  end
+  if spec.partitions ~= nil then
+    -- The partition's key is "<name>:{p}": its hash tag {p} alone must decide
+    -- its Redis Cluster slot, so the names may hold no '{' of their own.
+    for _, field in ipairs({ "stream", "reply_to", "dead_letter" }) do
+      local name = spec[field]
+      if type(name) == "string" and name:find("{", 1, true) then
+        problem(field, string.format("field '%s' must not hold '{' in a partitioned handler: " ..
+          "partition p reads and writes \"%s:{p}\", whose hash tag is the partition number", field, name))
+      end
+    end
+  end
+  if value.claim_fallback ~= nil and spec.read ~= "claiming" then
+    problem("claim_fallback", "field 'claim_fallback' only applies to read = \"claiming\"")
+  end
+  if #problems > 0 then error(table.concat(problems, "\n"), 0) end
+  spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
+  if spec.max_deliveries == false then spec.max_deliveries = nil end -- no cap
+  return spec
+end
+
+return M
