@@ -127,18 +127,18 @@ describe("claiming with claim_fallback on Redis 7.0", function()
 
     local warned = host:wait_records({ msg = "account locked, payment left pending" }, 1, 10, "the locked payment retried")[1]
     assert.equal(locked, warned.entry_id)
-    -- nothing written: it waits in the pending list under its own id
-    local _, set = srv:pending_ids("payments", "ledger")
-    assert.is_not_nil(set[locked], "the retried entry is not pending")
-    assert.equal(2, srv:xlen("payments"))
 
+    -- Nothing written: it waited in the pending list under its own id, which
+    -- the delivery that brings it back shows (same id, delivered once before,
+    -- idle at least min_idle; no copy on the stream, checked at the end).
+    -- Not by reading the pending list now: on a slow run it may already have
+    -- come back and been acked. Nor by the log's timestamps (how soon it came
+    -- back, or a gap that the first run's own delay shortens): idle-ms is
+    -- what Redis measured.
     local back = host:wait_records({ msg = "payment handled", payment_id = 1 }, 1, 10, "the locked payment back")[1]
     assert.equal(locked, back.entry_id, "it came back under another id")
     assert.equal("1", back.delivery_count)
     assert.is_true(tonumber(back.idle_ms) >= MIN_IDLE_MS, "idle-ms " .. back.idle_ms)
-    local gap = helper.parse_time(back.time) - helper.parse_time(warned.time)
-    assert.is_true(gap >= MIN_IDLE_MS / 1000 - 0.05, string.format("back after %.3f s", gap))
-    assert.is_true(gap <= MIN_IDLE_MS / 1000 + 1, string.format("back after %.3f s", gap))
 
     local once = host:wait_records({ msg = "payment handled", payment_id = 2 }, 1, 10, "the other payment")
     assert.equal(1, #once)
@@ -178,15 +178,21 @@ describe("claiming with claim_fallback on Redis 7.0", function()
 
   it("shares COUNT: batch = 2 with 3 claimable and 3 new entries reads 2 claimed first", function()
     local srv = helper.redis_start()
-    local ids = abandon(srv, 1, 3, { [3] = 5000, [1] = 4000, [2] = 3000 })
+    local ids = abandon(srv, 1, 3, { [3] = 50000, [1] = 40000, [2] = 30000 })
     srv:pipe(helper.payment_commands(4, 6, 3))
     local last_delivered = srv:group("payments", "ledger")["last-delivered-id"]
     assert.equal(ids[3], last_delivered)
-    -- The first two deliveries hold both lanes for 400 ms (well under min_idle,
-    -- so they cannot become claimable meanwhile); with no free lane nothing
-    -- more is read, so the group shows what the first read took.
-    local host = start_host(srv, claiming("min_idle = 1000, batch = 2, workers = 2,",
-      "if deliveries <= 2 then ls.sleep(400) end"))
+    -- The first two deliveries hold both lanes until the spec has looked (the
+    -- gate file; at most 15 s, under min_idle, so they cannot become
+    -- claimable meanwhile); with no free lane nothing more is read, so the
+    -- group shows what the first read took. A fixed hold (400 ms) let a slow
+    -- look see the second read.
+    local gate = helper.tmpdir("gate") .. "/open"
+    local host = start_host(srv, claiming("min_idle = 20000, batch = 2, workers = 2,", string.format([[
+    if deliveries <= 2 then
+      local held = 0
+      while not io.open(%q) and held < 15000 do ls.sleep(20) held = held + 20 end
+    end]], gate)))
     local started = host:wait_records({ msg = "payment started" }, 2, 10, "the first read's 2 entries started")
     local taken = {}
     for _, p in ipairs(pending_for(srv, "live")) do taken[p[1]] = p[4] end
@@ -195,6 +201,7 @@ describe("claiming with claim_fallback on Redis 7.0", function()
     assert.equal(last_delivered, group["last-delivered-id"], "the first read also took new entries")
     local first_two = { [started[1].payment_id] = true, [started[2].payment_id] = true }
     assert.same({ ["3"] = true, ["1"] = true }, first_two)
+    helper.write_file(gate, "")
 
     local recs = host:wait_records(HANDLED, 6, 10, "6 payments handled")
     wait_pel_empty(srv)
