@@ -39,20 +39,13 @@ return {
 ]], extra or "min_idle = 400,", before or "")
 end
 
--- Retries a payment of a "migrating-" account on its first delivery; its next
--- delivery waits for the file `gate`, so the entry stays pending until the
--- spec has looked.
-local function retry_migrating(gate)
-  return claiming("min_idle = 400,", string.format([[
-    if payment.account:find("^migrating%%-") then
-      if count == "0" then
-        ls.log.warn("account locked, payment left pending", { payment_id = payment.id, entry_id = ctx.id })
-        return ls.retry()
-      end
-      while not io.open(%q) do ls.sleep(20) end
+-- Retries a payment of a "migrating-" account on its first delivery.
+local RETRY_MIGRATING = claiming("min_idle = 400,", [[
+    if payment.account:find("^migrating%-") and count == "0" then
+      ls.log.warn("account locked, payment left pending", { payment_id = payment.id, entry_id = ctx.id })
+      return ls.retry()
     end
-]], gate))
-end
+]])
 
 -- Never finishes a payment: the host that runs it is killed. Its min_idle is
 -- long so that it never claims its own entries back while it runs.
@@ -128,29 +121,24 @@ describe("claiming with claim_fallback on Redis 7.0", function()
 
   it("leaves a retried entry pending; it comes back under its id after min_idle, with no copy", function()
     local srv = helper.redis_start()
-    local gate = helper.tmpdir("gate") .. "/go"
-    local host = start_host(srv, retry_migrating(gate))
+    local host = start_host(srv, RETRY_MIGRATING)
     local locked = helper.publish(srv, "payments", helper.payment(1, "migrating-acme", 700), { key = "migrating-acme" })
     local plain = helper.publish(srv, "payments", helper.payment(2, "acme", 800), { key = "acme" })
 
     local warned = host:wait_records({ msg = "account locked, payment left pending" }, 1, 10, "the locked payment retried")[1]
     assert.equal(locked, warned.entry_id)
-    -- nothing written: it waits in the pending list under its own id (idle,
-    -- or delivered again and held at the gate)
-    local _, set = srv:pending_ids("payments", "ledger")
-    assert.is_not_nil(set[locked], "the retried entry is not pending")
-    assert.equal(2, srv:xlen("payments"))
-    helper.write_file(gate, "")
 
+    -- Nothing written: it waited in the pending list under its own id, which
+    -- the delivery that brings it back shows (same id, delivered once before,
+    -- idle at least min_idle; no copy on the stream, checked at the end).
+    -- Not by reading the pending list now: on a slow run it may already have
+    -- come back and been acked. Nor by the log's timestamps (how soon it came
+    -- back, or a gap that the first run's own delay shortens): idle-ms is
+    -- what Redis measured.
     local back = host:wait_records({ msg = "payment handled", payment_id = 1 }, 1, 10, "the locked payment back")[1]
     assert.equal(locked, back.entry_id, "it came back under another id")
     assert.equal("1", back.delivery_count)
     assert.is_true(tonumber(back.idle_ms) >= MIN_IDLE_MS, "idle-ms " .. back.idle_ms)
-    -- never before min_idle; soon after it (a bound a busy machine keeps)
-    local again = host:records({ msg = "payment started", payment_id = 1 })[2]
-    local gap = helper.parse_time(again.time) - helper.parse_time(warned.time)
-    assert.is_true(gap >= MIN_IDLE_MS / 1000 - 0.05, string.format("back after %.3f s", gap))
-    assert.is_true(gap <= MIN_IDLE_MS / 1000 + 5, string.format("back after %.3f s", gap))
 
     local once = host:wait_records({ msg = "payment handled", payment_id = 2 }, 1, 10, "the other payment")
     assert.equal(1, #once)
@@ -190,15 +178,21 @@ describe("claiming with claim_fallback on Redis 7.0", function()
 
   it("shares COUNT: batch = 2 with 3 claimable and 3 new entries reads 2 claimed first", function()
     local srv = helper.redis_start()
-    local ids = abandon(srv, 1, 3, { [3] = 5000, [1] = 4000, [2] = 3000 })
+    local ids = abandon(srv, 1, 3, { [3] = 50000, [1] = 40000, [2] = 30000 })
     srv:pipe(helper.payment_commands(4, 6, 3))
     local last_delivered = srv:group("payments", "ledger")["last-delivered-id"]
     assert.equal(ids[3], last_delivered)
-    -- The first two deliveries hold both lanes for 400 ms (well under min_idle,
-    -- so they cannot become claimable meanwhile); with no free lane nothing
-    -- more is read, so the group shows what the first read took.
-    local host = start_host(srv, claiming("min_idle = 1000, batch = 2, workers = 2,",
-      "if deliveries <= 2 then ls.sleep(400) end"))
+    -- The first two deliveries hold both lanes until the spec has looked (the
+    -- gate file; at most 15 s, under min_idle, so they cannot become
+    -- claimable meanwhile); with no free lane nothing more is read, so the
+    -- group shows what the first read took. A fixed hold (400 ms) let a slow
+    -- look see the second read.
+    local gate = helper.tmpdir("gate") .. "/open"
+    local host = start_host(srv, claiming("min_idle = 20000, batch = 2, workers = 2,", string.format([[
+    if deliveries <= 2 then
+      local held = 0
+      while not io.open(%q) and held < 15000 do ls.sleep(20) held = held + 20 end
+    end]], gate)))
     local started = host:wait_records({ msg = "payment started" }, 2, 10, "the first read's 2 entries started")
     local taken = {}
     for _, p in ipairs(pending_for(srv, "live")) do taken[p[1]] = p[4] end
@@ -207,6 +201,7 @@ describe("claiming with claim_fallback on Redis 7.0", function()
     assert.equal(last_delivered, group["last-delivered-id"], "the first read also took new entries")
     local first_two = { [started[1].payment_id] = true, [started[2].payment_id] = true }
     assert.same({ ["3"] = true, ["1"] = true }, first_two)
+    helper.write_file(gate, "")
 
     local recs = host:wait_records(HANDLED, 6, 10, "6 payments handled")
     wait_pel_empty(srv)

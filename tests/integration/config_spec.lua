@@ -116,7 +116,11 @@ describe("configuration errors", function()
       for _, case in ipairs(cases) do
         local code, out, err, took = timed(unpack(case[1]))
         assert.equal(1, code, table.concat(case[1], " ") .. ": " .. out .. err)
-        assert(took < 1.5, table.concat(case[1], " ") .. " took " .. took .. " s")
+        -- "at once": the first failed attempt ends it, not the 10 s client
+        -- timeout (CLIENT_TIMEOUT_MS), whose message says "cannot reach" too.
+        -- 5 s tells the two apart on a busy machine; 1.5 s did not always
+        -- (0.9 s seen idle with the sanitizer build)
+        assert(took < 5, table.concat(case[1], " ") .. " took " .. took .. " s")
         assert.matches(case[2], err, 1, true)
         helper.assert_no_secret(WRONG, out, err)
       end

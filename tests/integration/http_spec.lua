@@ -171,10 +171,10 @@ describe("ls.http on a real HTTP server", function()
     local held = {}
     for i = 1, 3 do held[i] = publish(srv2, { op = "get", id = i, path = "/never", timeout = "60s" }) end
     helper.wait_until(function() return web:stats().in_flight >= 3 end, 10, "3 requests held")
-    local t0 = helper.now()
     stuck:signal("TERM")
-    stuck:wait_exit(20)
-    assert.is_true(helper.now() - t0 < 5, "the host took " .. (helper.now() - t0) .. " s to stop")
+    -- the requests are held for 60 s: an exit within 30 s is the 500 ms
+    -- deadline's (a bound that holds on a busy machine, unlike "within 5 s")
+    stuck:wait_exit(30)
     assert.equal(0, stuck:count({ msg = "got" }))
     table.sort(held)
     local pending = srv2:pending_ids("payments", "hooks")

@@ -28,7 +28,7 @@ return {
 ]]
 
 -- 20 accounts on 8 lanes: a key holds a lane only while one of its payments
--- runs, so the timing check below sees the lanes run side by side.
+-- runs, so the lanes run side by side.
 local ACCOUNTS = {
   "acct-17", "acct-28", "acct-36", "acct-52", "acct-115", "acct-136", "acct-163", "acct-167", "acct-175", "acct-182",
   "acct-204", "acct-209", "acct-220", "acct-223", "acct-228", "acct-229", "acct-235", "acct-277", "acct-285", "acct-296",
@@ -44,16 +44,14 @@ describe("per-key order on 8 lanes", function()
     local host = helper.host_start({}, { server = srv, dir = dir })
     host:wait_log(READY, 20, { plain = true })
 
-    local t0 = helper.now()
     srv:pipe(helper.payment_commands(1, N, ACCOUNTS))
     host:wait_records(POSTED, N, 90, N .. " payments posted")
-    local measured = helper.now() - t0
     assert.equal(0, host:stop())
     local posted = host:records(POSTED)
     assert.equal(N, #posted)
 
     -- exactly once, and per account in stream order (ids were published in order)
-    local seen, last, slept, most = {}, {}, 0, 0
+    local seen, last, most = {}, {}, 0
     for _, rec in ipairs(posted) do
       local id = tonumber(rec.payment_id)
       assert(not seen[id], "payment posted twice: " .. rec.payment_id)
@@ -64,23 +62,12 @@ describe("per-key order on 8 lanes", function()
         assert(id > last[account], string.format("%s: payment %d posted after %d", account, id, last[account]))
       end
       last[account] = id
-      slept = slept + tonumber(rec.slept_ms)
       most = math.max(most, tonumber(rec.most_sleeping))
     end
 
-    -- concurrency: several handlers were asleep at once ...
+    -- concurrency: several handlers were asleep at once. (Not how long the run
+    -- took against the sum of the sleeps: that is throughput, which a busy
+    -- machine changes; the counter says what must happen.)
     assert(most > 1, "at most " .. most .. " handler(s) slept at the same time")
-    -- ... and the whole run took well under the sum of the sleeps (one lane at
-    -- a time would take at least that sum). The host's own timestamps measure
-    -- first to last posted when they carry fractions of a second; otherwise the
-    -- test's clock (publish to last seen) bounds it from above.
-    local wall = measured
-    if tostring(posted[1].time):find("[.,]%d") then
-      local first, final = helper.parse_time(posted[1].time), helper.parse_time(posted[N].time)
-      if first and final then wall = final - first end
-    end
-    local sleeps = slept / 1000
-    assert(wall < 0.75 * sleeps, string.format(
-      "posting took %.3f s for %.3f s of sleeps (most asleep at once: %d)", wall, sleeps, most))
   end)
 end)

@@ -3,8 +3,9 @@
 -- writes the ledger row and the balance in one transaction) on two hosts.
 -- While payments are published and handled, the spec SIGKILLs and restarts a
 -- host, SIGSTOPs a host past min_idle (the other claims its entries, and its
--- open transaction holds the entry's key until it resumes), and restarts
--- PostgreSQL (queries in flight fail, their entries come back later). The
+-- open transaction holds the entry's key until it resumes), and stops
+-- PostgreSQL while payments arrive, starting it again once a write has
+-- failed (the failed entries come back later). The
 -- ledger table here has no primary key, so a payment posted twice would
 -- show: at the end every payment is in it exactly once, every balance is the
 -- exact sum, nothing is pending and nothing was rejected.
@@ -55,27 +56,54 @@ describe("ctx:pg_once under faults", function()
     finally(function() if stopped and stopped:alive() then stopped:signal("CONT") end end)
 
     local chunk = PAYMENTS / 3
-    -- 1: a host killed mid-chunk, and started again under its name
+    local function posted(h) return h:count({ msg = "payment posted" }) end
+    local function held_by(k) return assert(srv:call("XPENDING", "payments", "ledger-pg", "-", "+", "100000", "h" .. k)) end
+    -- 1: a host killed mid-chunk, and started again under its name. Either
+    -- host may be handed most of the chunk (a read takes what has arrived):
+    -- the one seen posting is killed.
     srv:pipe(xadds(1, chunk))
-    hosts[1]:wait_records({ msg = "payment posted" }, 20, 20, "host 1 posting")
-    hosts[1]:signal("KILL")
-    hosts[1]:wait_exit(10)
-    start(1)
+    local killed = helper.wait_until(function()
+      for k, h in ipairs(hosts) do if posted(h) >= 20 then return k end end
+    end, 60, "a host posting")
+    hosts[killed]:signal("KILL")
+    hosts[killed]:wait_exit(10)
+    start(killed)
     -- 2: a host stalled past min_idle with entries in hand, then resumed
     srv:pipe(xadds(chunk + 1, 2 * chunk))
-    hosts[2]:wait_records({ msg = "payment posted" }, 1, 20, "host 2 posting")
-    hosts[2]:signal("STOP")
-    stopped = hosts[2]
-    helper.wait_until(function() return helper.proc_state(hosts[2].proc.pid) == "T" end, 5, "host 2 stopped")
+    local stalled = helper.wait_until(function()
+      for k = 1, 2 do if #held_by(k) > 0 then return k end end
+    end, 60, "a host holding entries")
+    hosts[stalled]:signal("STOP")
+    stopped = hosts[stalled]
+    helper.wait_until(function() return helper.proc_state(hosts[stalled].proc.pid) == "T" end, 5, "the host stopped")
+    -- The other claims every entry the stalled host holds once it is past
+    -- min_idle: wait for that, not for the other to post some share of the
+    -- chunk (how much the stalled host posted before the stop depends on timing).
     helper.wait_until(function()
-      local n = #hosts[1]:records({ msg = "payment posted" })
-      return n >= chunk / 2, n .. " posted by host 1"
-    end, 60, "host 1 taking over")
-    hosts[2]:signal("CONT")
+      local n = #held_by(stalled)
+      return n == 0, n .. " still held by the stalled host"
+    end, 60, "the other host taking over the stalled host's entries")
+    hosts[stalled]:signal("CONT")
     stopped = nil
-    -- 3: PostgreSQL restarted under load
+    -- 3: PostgreSQL down while payments arrive, started again once a write
+    -- has failed. Stopped first, so that writes fail for certain: a restart
+    -- that lands between two writes fails none (the pool reconnects). Only
+    -- failures logged from here on, on the connection (SQLSTATE class 08),
+    -- count: not step 2's (a write blocked behind the stalled host's open
+    -- transaction times out).
+    local marks = { hosts[1]:mark(), hosts[2]:mark() }
+    local function connection_failures()
+      local n = 0
+      for k, h in ipairs(hosts) do
+        n = n + h:count(function(rec)
+          return rec._pos > marks[k] and rec.msg == "ledger write failed, retrying" and (rec.error or ""):match("^08") ~= nil
+        end)
+      end
+      return n
+    end
+    pg:stop()
     srv:pipe(xadds(2 * chunk + 1, PAYMENTS))
-    hosts[1]:wait_records({ msg = "payment posted" }, chunk, 60, "host 1 busy again")
+    helper.wait_until(function() return connection_failures() > 0 end, 60, "a ledger write failing with the database down")
     pg:restart()
 
     helper.wait_until(function()
@@ -101,10 +129,6 @@ describe("ctx:pg_once under faults", function()
       assert.equal(0, h:count({ msg = "entry rejected, acked (no dead_letter stream)" }))
       assert.equal(0, h:count({ msg = "entry dead-lettered" }))
     end
-    -- the claims and the database restart were seen, so the faults did bite
-    local retried = 0
-    for _, h in ipairs(hosts) do retried = retried + h:count({ msg = "ledger write failed, retrying" }) end
-    assert.is_true(retried > 0, "no write failed across the database restart")
     for _, h in ipairs(hosts) do assert.equal(0, h:stop()) end
   end)
 

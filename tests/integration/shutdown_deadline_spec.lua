@@ -65,10 +65,11 @@ describe("the shutdown deadline", function()
 
     local t0 = helper.now()
     a:signal("TERM")
-    assert.equal(0, a:wait_exit(10))
+    -- the even handlers sleep 60 s: an exit within 30 s is the deadline's
+    -- (a bound that holds on a busy machine, unlike "within 3 s")
+    assert.equal(0, a:wait_exit(30))
     local took = helper.now() - t0
     assert(took >= 0.9, string.format("the host stopped after %.2f s, before the 1 s deadline", took))
-    assert(took < 3, string.format("the host took %.2f s to stop with --shutdown-timeout 1s", took))
 
     local deadline = a:records({ msg = "shutdown deadline reached" })
     assert.equal(1, #deadline, "one deadline line")
@@ -101,16 +102,16 @@ describe("the shutdown deadline", function()
 
   it("exits without waiting when everything finished before the deadline", function()
     local srv = helper.redis_start()
-    local a = helper.host_start({ "--shutdown-timeout", "500ms" },
+    -- a deadline far longer than the handler (300 ms) and than the exit wait
+    -- below: an exit before it did not wait for it, however busy the machine
+    local a = helper.host_start({ "--shutdown-timeout", "60s" },
       { server = srv, dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW_EVEN }) })
     a:wait_log(READY, 20, { plain = true })
     srv:pipe(helper.payment_commands(1, 1, 1))
     a:wait_records({ msg = "payment started" }, 1, 20, "the handler asleep")
-    local t0 = helper.now()
     a:signal("TERM")
-    assert.equal(0, a:wait_exit(10))
-    assert(helper.now() - t0 < 0.5 + 0.4, "the host waited for the deadline with nothing running")
-    assert.equal(1, a:count({ msg = "stopping: finishing running handlers", timeout = "500ms" }))
+    assert.equal(0, a:wait_exit(30))
+    assert.equal(1, a:count({ msg = "stopping: finishing running handlers", timeout = "60000ms" }))
     assert.equal(0, a:count({ msg = "shutdown deadline reached" }))
     assert.equal(1, a:count({ msg = "payment posted" }))
     assert.same({}, (srv:pending_ids("payments", "ledger")))
@@ -124,10 +125,10 @@ describe("the shutdown deadline", function()
     a:wait_records({ msg = "payment started" }, 1, 20, "the handler asleep")
     a:signal("TERM")
     a:wait_log("stopping: finishing running handlers", 10, { plain = true })
-    local t0 = helper.now()
+    -- the handler sleeps 60 s and the default deadline is 30 s: an exit
+    -- within 15 s is the second signal's
     a:signal("INT")
-    assert.equal(1, a:wait_exit(5))
-    assert(helper.now() - t0 < 2, "the second signal did not stop the host at once")
+    assert.equal(1, a:wait_exit(15))
     assert.equal(1, a:count({ msg = "second signal: exiting now", signal = "SIGINT" }))
     assert.equal(1, #(srv:pending_ids("payments", "ledger")), "the unfinished entry stays pending")
   end)
@@ -170,10 +171,9 @@ describe("the shutdown deadline of a partitioned handler", function()
     assert.equal(0, code, out .. err)
     local rec = select(2, host:wait_log('msg="order started"', 10, { plain = true }))
     assert.equal("3", rec.partition)
-    local started = helper.now()
     host:signal("TERM")
-    assert.equal(0, host:wait_exit(10))
-    assert.is_true(helper.now() - started < 5, "the host outlived its 1 s deadline")
+    -- the handler sleeps 60 s: an exit within 30 s is the 1 s deadline's
+    assert.equal(0, host:wait_exit(30))
     assert.equal(1, host:count { msg = "shutdown deadline: handlers abandoned, entries stay pending" })
     assert.equal(1, #srv:pending_ids("orders:{3}", "g"))
   end)

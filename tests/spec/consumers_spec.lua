@@ -11,6 +11,7 @@ local testing = require "luastream.testing"
 local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
 local DIR = HERE .. "/consumers"
 local SLOW = HERE .. "/consumers_slow" -- one lane, each entry takes 1 s
+local ELSEWHERE = HERE .. "/consumers_elsewhere" -- reads another stream
 local KEY = "luastream:consumer:{payments}:ledger:box-post"
 
 local apps = {}
@@ -98,7 +99,8 @@ describe("consumer leases", function()
   end)
 
   it("stop the subscription when another process takes the name while it runs", function()
-    local probe = start({ hostname = "probe" })
+    -- the probe reads another stream: the app is the only reader of the group
+    local probe = start({ hostname = "probe", dir = ELSEWHERE })
     local app = start({ with = probe })
     probe:command("SET", KEY, "intruder 1 other/1 elsewhere", "PX", "60000")
     pcall(app.advance, app, "6s")
@@ -106,7 +108,8 @@ describe("consumer leases", function()
     assert.equal(1, #lost)
     assert.equal("elsewhere pid 1", lost[1].holder)
     probe:publish("payments", { id = 3 })
-    for _, r in ipairs(probe:records("handled")) do assert.equal("probe-post", r.consumer) end
+    assert.same({}, probe:records("handled"), "handled after the lease was lost")
+    assert.same({}, probe:pending("payments", "ledger"), "read after the lease was lost")
     assert.equal("intruder 1 other/1 elsewhere", probe:command("GET", KEY), "the other's lease untouched")
   end)
 
