@@ -67,7 +67,7 @@ end
 describe("exactly-once effects under faults", function()
   after_each(helper.cleanup)
 
-  it(string.format("posts %d payments over %d accounts once each while hosts and Redis are killed and a host stalls",
+  it(string.format("posts %d payments over %d accounts once each while hosts and Redis are killed and a host stalls #slow",
     PAYMENTS, ACCOUNTS), function()
     local srv = helper.redis_start({ appendonly = true, args = { "--appendfsync", "always" } })
     local recover, n = helper.read_file(SHIPPED .. "recover_payment.lua")

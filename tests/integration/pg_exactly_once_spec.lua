@@ -30,7 +30,7 @@ end
 describe("ctx:pg_once under faults", function()
   after_each(helper.cleanup)
 
-  it("posts every payment into PostgreSQL once while hosts are killed and stalled and the database restarts", function()
+  it("posts every payment into PostgreSQL once while hosts are killed and stalled and the database restarts #slow", function()
     local srv = helper.redis_start()
     local pg = helper.postgres_start()
     pg:psql([[
