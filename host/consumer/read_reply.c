@@ -360,7 +360,8 @@ int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t 
   if (read_reply_parse_streams(r->element[1], keys, nkeys, out, count, NULL, err, errlen) != 0)
     return -1;
   for (size_t i = 0; i < nkeys; i++) {
-    memcpy(cursor + i * cursorlen, c->element[i]->str, c->element[i]->len);
+    /* an empty string may come without bytes (str NULL): nothing to copy */
+    if (c->element[i]->len) memcpy(cursor + i * cursorlen, c->element[i]->str, c->element[i]->len);
     cursor[i * cursorlen + c->element[i]->len] = '\0';
   }
   if (deleted) *deleted = gone;
