@@ -1,6 +1,7 @@
-/* grow: the one way the host grows an array or a byte buffer that it
- * appends to: the capacity doubles, so n appends cost O(n) copying.
- * (http/ and pg/ use nothing of ours and keep their own.) */
+/* grow: growing an array or a byte buffer that is appended to: the
+ * capacity doubles, so n appends cost O(n) copying. New code uses it; a few
+ * older arrays still double by hand (and http/ and pg/, which use nothing of
+ * ours, keep their own). */
 #ifndef LUASTREAM_GROW_H
 #define LUASTREAM_GROW_H
 

@@ -39,7 +39,8 @@ bool held_has(const struct held *h, const struct entry *e) {
   return !empty(&h->slots[find(h, want.key, want.id)]);
 }
 
-static bool grow(struct held *h) {
+/* Twice the slots (64 at first), every held id moved to its place there. */
+static bool rehash(struct held *h) {
   size_t cap = h->cap ? h->cap * 2 : 64;
   struct held_id *slots = calloc(cap, sizeof *slots);
   if (slots == NULL) return false;
@@ -56,7 +57,7 @@ static bool grow(struct held *h) {
 
 bool held_add(struct held *h, const struct entry *e) {
   /* at most half full, so that probes stay short */
-  if ((h->n + 1) * 2 > h->cap && !grow(h)) return false;
+  if ((h->n + 1) * 2 > h->cap && !rehash(h)) return false;
   struct held_id id;
   held_id_set(&id, e);
   struct held_id *slot = &h->slots[find(h, id.key, id.id)];

@@ -1,6 +1,7 @@
 /* codes: the codes C and Lua share about a handler's runs, and their
- * names. Each list is defined once, here, with one table of names in
- * codes.c: luastream.core exports the codes to Lua (core.outcomes,
+ * names (the reasons an entry fails are the other such list: enum
+ * wire_reason, base/wire.h). Each list here is defined once, with one table
+ * of names in codes.c: luastream.core exports the codes to Lua (core.outcomes,
  * corelib.c), the Lua side returns them, and C switches on them; the names
  * are only for people (logs, metric labels, the test harness) and for the
  * values a handler file writes (`read = "claiming"`). */

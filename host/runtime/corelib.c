@@ -490,8 +490,8 @@ static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
   return false;
 }
 
-/* core.message(seq) -> the message of the entry job seq runs (see
- * dispatcher() in luastream/handler.lua): the decoded JSON body, or the text
+/* core.message(seq) -> the message of the entry job seq runs (read by
+ * luastream/message.lua for dispatcher() in luastream/handler.lua): the decoded JSON body, or the text
  * of a body whose content-type is not JSON; nil for an entry without a `data`
  * field; nil, reason, text for bad input (reason: an enum wire_reason code,
  * core.reasons.INPUT_*: two `data` fields, a body over

@@ -200,8 +200,8 @@ static struct rt_result bad_code(const char *text) {
       .kind = RT_ERROR, .reason = REASON_BAD_RETURN, .text = text, .text_len = strlen(text)};
 }
 
-/* The dispatcher returned; its results are on co's stack (see outcome() in
- * luastream/handler.lua): an outcome code (core.outcomes, enum rt_outcome),
+/* The dispatcher returned; its results are on co's stack (see of() in
+ * luastream/outcome.lua): an outcome code (core.outcomes, enum rt_outcome),
  * then what that outcome carries; for an error, a reason code
  * (core.reasons, enum wire_reason) and the message. */
 static void finish_returned(struct rt_job *job) {

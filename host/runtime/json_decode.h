@@ -63,13 +63,13 @@ struct json_flat {
   struct json_key key[JSON_SHAPE_MAX_KEYS];
 };
 
-/* The Lua declaration (luastream/handler.lua) assumes this layout. */
+/* The Lua declaration (luastream/message.lua) assumes this layout. */
 _Static_assert(JSON_SHAPE_MAX_KEYS == 32, "struct luastream_json_flat has arrays of 32");
 _Static_assert(
     offsetof(struct json_flat, type) == 16 && offsetof(struct json_flat, num) == 48 &&
         offsetof(struct json_flat, str) == 304 && offsetof(struct json_flat, len) == 560 &&
         offsetof(struct json_flat, key) == 816 && sizeof(struct json_flat) == 1328,
-    "struct json_flat no longer matches struct luastream_json_flat in luastream/handler.lua");
+    "struct json_flat no longer matches struct luastream_json_flat in luastream/message.lua");
 
 /* Reads text as json_decode_push would when it is an object of at most
  * JSON_SHAPE_MAX_KEYS plain keys whose values are strings without escapes,

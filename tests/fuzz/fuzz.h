@@ -68,8 +68,8 @@ static inline void fuzz_no_leak_check_per_input(int *argc, char ***argv) {
 
 /* The input split at each '\n' into NUL-terminated words (argv-like): a
  * heap copy with the separators replaced, *n words of len[i] bytes each
- * (a word may hold NUL bytes). At most max words. Free word[0] (the
- * copy), word and len. */
+ * (a word may hold NUL bytes). At most max words, max >= 1, so there is
+ * always one. Free word[0] (the copy), word and len. */
 static inline char **fuzz_split(const uint8_t *data, size_t size, int max, int *n, size_t **len) {
   char *copy = fuzz_strdup(data, size);
   char **word = malloc(sizeof *word * (size_t)(max + 1));
@@ -85,8 +85,7 @@ static inline char **fuzz_split(const uint8_t *data, size_t size, int max, int *
       start = copy + i + 1;
     }
   }
-  if (k == 0) word[0] = copy; /* max 0: still freeable */
-  word[k] = NULL;
+  word[k] = NULL; /* k >= 1 (max >= 1): word[0] is the copy, for free() */
   *n = k;
   return word;
 }
