@@ -21,7 +21,7 @@ local function echoed_id(body)
 end
 
 function ops.post(p, ctx)
-  local res, err = ls.http.post(URL .. "/echo", {
+  local res, err = ls.http.post(URL .. "/echo" .. (p.query or ""), {
     json = { id = p.id, amount_cents = p.amount_cents },
     headers = { ["Idempotency-Key"] = ctx.idempotency_key },
   })
@@ -128,8 +128,11 @@ describe("ls.http on a real HTTP server", function()
     local srv, host = start(web, { "--http-per-host", "8" })
     local cmds = {}
     for i = 1, 1000 do
+      -- the first requests wait at the server until two are in flight at
+      -- once (10 s at most): lanes that run requests side by side get there
+      -- at once, one request at a time never does
       cmds[i] = { "XADD", "payments", "*", "data",
-                  cjson.encode({ op = "post", id = i, amount_cents = i }) }
+                  cjson.encode({ op = "post", id = i, amount_cents = i, query = "?together=2" }) }
     end
     srv:pipe(cmds)
     host:wait_records({ msg = "posted" }, 1000, 60, "1,000 payments posted")

@@ -4,7 +4,9 @@
 Standard library only. Keep-alive works (HTTP/1.1, one thread per
 connection), optionally over TLS. Paths (any method unless said):
 
-  /echo             200, JSON {method, path, query, headers, body}; recorded
+  /echo             200, JSON {method, path, query, headers, body}; recorded.
+                    With ?together=N it first waits (10 s at most) until N
+                    requests have been in flight at once
   /status/NNN       status NNN, JSON {"status": NNN} (Location: /echo for 3xx)
   /never            reads the request, never answers (until the client or the
                     server goes away)
@@ -45,6 +47,7 @@ class State:
 
     def __init__(self):
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # in_flight went up
         self.stop = threading.Event()
         self.accepted = 0      # TCP connections accepted
         self.connections = 0   # connections that carried a counted request
@@ -157,6 +160,7 @@ class Handler(BaseHTTPRequestHandler):
                     state.connections += 1
                 state.in_flight += 1
                 state.max_concurrent = max(state.max_concurrent, state.in_flight)
+                state.changed.notify_all()
         try:
             self.route(path, url.query, query, body)
         finally:
@@ -167,6 +171,10 @@ class Handler(BaseHTTPRequestHandler):
     def route(self, path, raw_query, query, body):
         state = self.server.state
         if path == "/echo":
+            if "together" in query:
+                n = int(query["together"])
+                with state.lock:
+                    state.changed.wait_for(lambda: state.max_concurrent >= n, timeout=10)
             headers = {}
             for name, value in self.headers.items():
                 name = name.lower()
