@@ -44,6 +44,15 @@ struct call *wait_call_new(struct rt_job *job) {
   return c;
 }
 
+void wait_arm(struct rt_job *job, struct call *c, enum job_op op, ltimer *timer,
+              uint64_t timeout_ms, void (*timed_out)(struct rt_job *job)) {
+  job->call_timeout_ms = timeout_ms;
+  job->call = c;
+  job->timed_out = timed_out;
+  timer_start(timer, timeout_ms);
+  job->op = op;
+}
+
 struct rt_job *wait_answered(struct call *c) {
   struct rt_job *job = c->job;
   wait_call_drop(c);

@@ -69,6 +69,10 @@ struct rt_job {
 /* A call record for job's next wait (free again when answered); NULL when
  * out of memory. */
 struct call *wait_call_new(struct rt_job *job);
+/* The call c was sent: job waits for its answer, timed_out running if
+ * timeout_ms pass first on timer (jobs_timer's, made before the send). */
+void wait_arm(struct rt_job *job, struct call *c, enum job_op op, ltimer *timer,
+              uint64_t timeout_ms, void (*timed_out)(struct rt_job *job));
 /* Gives back a record whose call was never sent. */
 void wait_call_drop(struct call *c);
 /* The job a call's answer is for, done waiting (its timer stopped); NULL

@@ -28,6 +28,7 @@ int job_http(struct rt_job *job, const struct http_request *req) {
   const struct rt_env *env = job->pool->env;
   wait_reset(job);
   if (env == NULL || env->http == NULL || env->clock == NULL) return -1;
+  /* The timer first: once the request is sent, nothing may fail unsaid. */
   ltimer *timer = jobs_timer(job);
   if (timer == NULL) return -2;
   struct call *c = wait_call_new(job);
@@ -44,11 +45,7 @@ int job_http(struct rt_job *job, const struct http_request *req) {
   }
   /* The client has the same limit; the job's timer keeps it on the host's
    * clock (the virtual one in the harness). */
-  job->call_timeout_ms = req->timeout_ms;
-  job->call = c;
-  job->timed_out = timed_out;
-  timer_start(timer, req->timeout_ms);
-  job->op = OP_HTTP;
+  wait_arm(job, c, OP_HTTP, timer, req->timeout_ms, timed_out);
   return 0;
 }
 

@@ -68,7 +68,7 @@ static int call_send(struct rt_job *job, broker *b, bk_conn *conn, const char *s
   const struct rt_env *env = job->pool->env;
   if (timeout_ms == 0)
     timeout_ms = env->call_timeout_ms ? env->call_timeout_ms : RT_CALL_TIMEOUT_MS;
-  /* The timer first: once the command is sent, nothing may fail unsaid. */
+  /* The timer first: once the request is sent, nothing may fail unsaid. */
   ltimer *timer = jobs_timer(job);
   if (timer == NULL) return -2;
   struct call *c = wait_call_new(job);
@@ -85,11 +85,7 @@ static int call_send(struct rt_job *job, broker *b, bk_conn *conn, const char *s
     job->reply_err = job->reply_why;
     return -3;
   }
-  job->call_timeout_ms = timeout_ms;
-  job->call = c;
-  job->timed_out = timed_out;
-  timer_start(timer, timeout_ms);
-  job->op = OP_CALL;
+  wait_arm(job, c, OP_CALL, timer, timeout_ms, timed_out);
   return 0;
 }
 
