@@ -33,9 +33,14 @@ local function replace(path, text)
 end
 
 -- The pid of worker index's latest process, from the supervisor's log.
-local function worker_pid(host, index)
-  local recs = host:records({ msg = "worker started", worker = index })
-  return recs[#recs] and tonumber(recs[#recs].pid)
+-- The pid of worker index's nth start (the first by default), from the
+-- supervisor's "worker started" line, waited for: a worker's own lines
+-- ("host ready") may be written before the supervisor's line about it.
+local function worker_pid(host, index, nth)
+  nth = nth or 1
+  local recs = host:wait_records({ msg = "worker started", worker = index }, nth, 20,
+    "worker " .. index .. " started " .. nth .. " time(s)")
+  return tonumber(recs[nth].pid)
 end
 
 -- Whether pid is gone (or a zombie nobody reaped yet).
@@ -125,7 +130,7 @@ describe("run --processes", function()
     assert.equal("SIGKILL", exited.signal)
     assert.equal(tostring(pid0), exited.pid)
     host:wait_records(READY, 3, 30, "worker 0 ready again")
-    assert.is_not.equal(pid0, worker_pid(host, 0))
+    assert.is_not.equal(pid0, worker_pid(host, 0, 2))
     srv:pipe(entries(N + 1, 2 * N))
     helper.wait_until(function() return handled(host) >= 2 * N, handled(host) end, 30, "the next entries handled")
     assert_each_once(host, 2 * N)
@@ -136,7 +141,7 @@ describe("run --processes", function()
     assert.truthy(body:find('luastream_worker_restarts_total{worker="1"} 0\n', 1, true), body)
 
     -- SIGTERM: every worker stops, status 0
-    local pids = { worker_pid(host, 0), worker_pid(host, 1) }
+    local pids = { worker_pid(host, 0, 2), worker_pid(host, 1) }
     assert.equal(0, host:stop(30))
     for _, pid in ipairs(pids) do assert.is_true(gone(pid), "worker " .. pid .. " still runs") end
     assert.equal(2, host:count({ msg = "worker exited", status = 0 }))
