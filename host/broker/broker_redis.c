@@ -182,7 +182,14 @@ static struct metric *rtt_series(void) {
 
 /* Every kind's series is made with the broker, at 0: Prometheus cannot see
  * the first increase of a series whose first sample is already 1. */
-enum error_kind { ERR_CONNECTION_LOST, ERR_CONNECT_FAILED, ERR_DENIED, ERR_TIMEOUT, ERR_REPLY, ERR_KINDS };
+enum error_kind {
+  ERR_CONNECTION_LOST,
+  ERR_CONNECT_FAILED,
+  ERR_DENIED,
+  ERR_TIMEOUT,
+  ERR_REPLY,
+  ERR_KINDS
+};
 static const char *const ERROR_KINDS[ERR_KINDS] = {"connection_lost", "connect_failed", "denied",
                                                    "timeout", "error_reply"};
 
