@@ -1,9 +1,10 @@
 /* status_query: what `luastream status` asks the server, and the rows its
- * answers fill (status.h). One refresh is two pipelined rounds: the streams
- * and their groups (XINFO STREAM, XINFO GROUPS), then each group's details
- * (its consumers, oldest pending entry, retry stream, delay set and dead
- * letters), then the lease of each consumer (PTTL). Under DIR, the streams and groups are those its handlers read
- * (status_query_add_handler), else the streams named and all their groups.
+ * answers fill (status.h). One refresh is three pipelined rounds: the
+ * streams and their groups (XINFO STREAM, XINFO GROUPS), then each group's
+ * details (its consumers, oldest pending entry, retry stream, delay set and
+ * dead letters), then the lease of each consumer (PTTL). Under DIR, the
+ * streams and groups are those its handlers read (status_query_add_handler),
+ * else the streams named and all their groups.
  * Out of memory ends the program, as everywhere in this one-shot command. */
 #ifndef LUASTREAM_STATUS_QUERY_H
 #define LUASTREAM_STATUS_QUERY_H
@@ -35,9 +36,10 @@ struct st_consumer {
   char *name;
   long long pending; /* on the stream and the retry stream together */
   long long idle_ms; /* the smaller of the two */
-  bool lease_read;   /* lease_ttl_ms is known */
-  long long
-      lease_ttl_ms; /* PTTL of its lease key (lease.h): STATUS_LEASE_NONE when there is none */
+  /* The PTTL of its lease key (lease.h), STATUS_LEASE_NONE when there is
+   * none; known when lease_read. */
+  bool lease_read;
+  long long lease_ttl_ms;
 };
 
 /* Something that needs attention (status_rules.h), found by status.c. */
