@@ -180,15 +180,30 @@ static struct metric *rtt_series(void) {
   return m;
 }
 
-static void count_error(const char *kind) {
+/* Every kind's series is made with the broker, at 0: Prometheus cannot see
+ * the first increase of a series whose first sample is already 1. */
+enum error_kind {
+  ERR_CONNECTION_LOST,
+  ERR_CONNECT_FAILED,
+  ERR_DENIED,
+  ERR_TIMEOUT,
+  ERR_REPLY,
+  ERR_KINDS
+};
+static const char *const ERROR_KINDS[ERR_KINDS] = {"connection_lost", "connect_failed", "denied",
+                                                   "timeout", "error_reply"};
+
+static struct metric *error_series(enum error_kind kind) {
   static const char *const labels[] = {"kind"};
   struct metric_family *f = metrics_family(
       "luastream_redis_errors_total",
       "Redis failures by kind: connection_lost, connect_failed, denied, timeout, error_reply",
       METRIC_COUNTER, 1, labels, NULL, 0);
-  const char *values[] = {kind};
-  metric_add(metrics_series(f, values), 1);
+  const char *values[] = {ERROR_KINDS[kind]};
+  return metrics_series(f, values);
 }
+
+static void count_error(enum error_kind kind) { metric_add(error_series(kind), 1); }
 
 /* An EVALSHA's arguments, copied: argv[0] and argv[1] are set to the command
  * and the script (its SHA, or its compiled-in text), the others point into
@@ -338,9 +353,9 @@ static uint64_t next_rand(struct rbroker *b) {
  * backoff already spaces the lines out. */
 static void report(struct rconn *c, const char *why) {
   if (!c->timed_out)
-    count_error(c->denied                       ? "denied"
-                : !c->logged_lost && c->ever_up ? "connection_lost"
-                                                : "connect_failed");
+    count_error(c->denied                       ? ERR_DENIED
+                : !c->logged_lost && c->ever_up ? ERR_CONNECTION_LOST
+                                                : ERR_CONNECT_FAILED);
   c->timed_out = 0;
   char attempt[16];
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
@@ -544,7 +559,7 @@ static void on_watchdog(uv_timer_t *t) {
   if (uv_now(c->b->loop) < c->oldest->deadline) return watch(c);
   snprintf(c->reason, sizeof c->reason, "no reply to a command within %llu ms",
            (unsigned long long)c->b->command_timeout_ms);
-  count_error("timeout");
+  count_error(ERR_TIMEOUT);
   c->timed_out = 1;
   redisAsyncFree(c->ac); /* not inside a hiredis callback: pending callbacks run now */
   ctx_gone(c, c->reason);
@@ -698,7 +713,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
   if (r && k->sent_ms) {
     metrics_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
   }
-  if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR) count_error("error_reply");
+  if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR) count_error(ERR_REPLY);
   if (r && demoted(c, ac, r)) r = NULL; /* fails as if the connection was lost */
   if (r == NULL) {
     if (c->closing) {
@@ -1137,6 +1152,7 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {
   b->url = *url;
   b->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)b) | 1;
   b->command_timeout_ms = COMMAND_TIMEOUT_MS;
+  for (int k = 0; k < ERR_KINDS; k++) error_series(k);
   if (url->nsentinels > 0 &&
       (b->sentinel = sentinel_new(loop, url, b->base.name, rpoll_attach, on_switch, b)) == NULL) {
     free(b);

@@ -94,12 +94,34 @@ static void judge(const struct status *st, struct st_group *g) {
   for (size_t i = 0; i < g->nconsumers; i++) {
     const struct st_consumer *c = &g->consumers[i];
     if (c->idle_ms >= 0 && (freshest < 0 || c->idle_ms < freshest)) freshest = c->idle_ms;
-    if (status_consumer_stalled(c->pending, c->idle_ms, limit))
-      status_query_attention(
-          g, "stalled-consumer",
-          status_query_text("consumer %s holds %lld pending %s and has not read for %s (past %s)",
-                            c->name, c->pending, plural(c->pending, "entry", "entries"),
-                            status_format_ms(c->idle_ms, b, sizeof b), why_limit));
+    if (!c->lease_read || !status_consumer_stalled(c->pending, c->lease_ttl_ms)) continue;
+    long long age = status_lease_age(c->lease_ttl_ms);
+    char *text = age < 0 ? status_query_text(
+                               "consumer %s holds %lld pending %s and no running host holds its "
+                               "name (its lease is gone): the process stopped",
+                               c->name, c->pending, plural(c->pending, "entry", "entries"))
+                         : status_query_text(
+                               "consumer %s holds %lld pending %s and its lease was last renewed "
+                               "%s ago (every %ds while its host runs): the process is stopped, "
+                               "paused or stalled",
+                               c->name, c->pending, plural(c->pending, "entry", "entries"),
+                               status_format_ms(age, b, sizeof b), LEASE_RENEW_MS / 1000);
+    status_query_attention(g, "stalled-consumer", text);
+  }
+  long long oldest = -1; /* the first pending entry's idle time, the longer of the two keys' */
+  if (g->src.pending > 0) oldest = g->src.oldest_idle_ms;
+  if (g->retry.pending > 0 && g->retry.oldest_idle_ms > oldest) oldest = g->retry.oldest_idle_ms;
+  if (g->handlers && status_pending_unretried(g->claims, oldest, limit)) {
+    long long n = g->src.pending + g->retry.pending;
+    status_query_attention(
+        g, "unretried",
+        status_query_text("%lld pending %s (the first idle for %s, past %s) and no handler of the "
+                          "group claims pending entries: read = \"new\" takes an entry again only "
+                          "when its consumer's host starts again under the same name. Add a "
+                          "handler with read = \"reclaim\" and min_idle for the group, or read "
+                          "= \"claiming\"",
+                          n, plural(n, "entry", "entries"), status_format_ms(oldest, b, sizeof b),
+                          why_limit));
   }
   long long w = waiting(&g->src) + waiting(&g->retry);
   if (status_waiting_unread(w, freshest, limit)) {

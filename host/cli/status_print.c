@@ -116,17 +116,27 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
     }
   }
   table_print(&t);
-  struct table ct = {5,
-                     {"STREAM", "GROUP", "CONSUMER", "PENDING", "IDLE"},
-                     {false, false, false, true, true},
+  struct table ct = {6,
+                     {"STREAM", "GROUP", "CONSUMER", "PENDING", "IDLE", "LEASE RENEWED"},
+                     {false, false, false, true, true, true},
                      NULL,
                      0,
                      0};
+  char buf[32];
   for (size_t i = 0; i < q->ngroups; i++) {
     const struct st_group *g = &q->groups[i];
     for (size_t j = 0; j < g->nconsumers; j++) {
-      char *row[5] = {cell(g->stream), cell(g->group), cell(g->consumers[j].name),
-                      cell_num(g->consumers[j].pending), cell_ms(g->consumers[j].idle_ms)};
+      const struct st_consumer *c = &g->consumers[j];
+      long long age = c->lease_read ? status_lease_age(c->lease_ttl_ms) : -1;
+      char *row[6] = {cell(g->stream),
+                      cell(g->group),
+                      cell(c->name),
+                      cell_num(c->pending),
+                      cell_ms(c->idle_ms),
+                      !c->lease_read ? copy("?")
+                      : age < 0
+                          ? copy("none")
+                          : status_query_text("%s ago", status_format_ms(age, buf, sizeof buf))};
       table_row(&ct, row);
     }
   }
@@ -242,15 +252,17 @@ void status_print_json(const struct status_query *q, bool needs) {
       fputs("null", stdout);
     }
     fputs(",\"consumers\":[", stdout);
-    long long limit = status_stall_after(g->min_idle_ms);
     for (size_t j = 0; j < g->nconsumers; j++) {
       const struct st_consumer *c = &g->consumers[j];
       printf("%s{\"name\":", j ? "," : "");
       json_str(c->name);
       printf(",\"pending\":%lld,\"idle_ms\":", c->pending);
       json_num(c->idle_ms);
-      printf(",\"stalled\":%s}",
-             status_consumer_stalled(c->pending, c->idle_ms, limit) ? "true" : "false");
+      fputs(",\"lease_renewed_ms_ago\":", stdout);
+      json_num(c->lease_read ? status_lease_age(c->lease_ttl_ms) : -1);
+      printf(
+          ",\"stalled\":%s}",
+          c->lease_read && status_consumer_stalled(c->pending, c->lease_ttl_ms) ? "true" : "false");
     }
     fputs("],\"attention\":[", stdout);
     for (size_t j = 0; j < g->natt; j++) {

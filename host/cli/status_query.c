@@ -7,16 +7,18 @@
 #include <string.h>
 
 #include "handler_name.h"
+#include "lease.h"
 #include "partition.h"
 
-enum query_kind { Q_STREAM, Q_GROUPS, Q_CONSUMERS, Q_PENDING, Q_DELAYED, Q_DEAD };
+enum query_kind { Q_STREAM, Q_GROUPS, Q_CONSUMERS, Q_PENDING, Q_DELAYED, Q_DEAD, Q_LEASE };
 
 /* A command sent and the row its reply fills: replies come back in the order
  * the commands went out, so the next reply answers sent[next]. */
 struct st_command {
   enum query_kind kind;
-  size_t target; /* phase A: a stream; phase B: a group */
-  bool retry;    /* phase B: about the retry stream */
+  size_t target;   /* phase 1: a stream; phases 2 and 3: a group */
+  bool retry;      /* phase 2: about the retry stream */
+  size_t consumer; /* phase 3: whose lease */
 };
 
 static void *xcalloc(size_t n, size_t size) {
@@ -95,6 +97,7 @@ static struct st_group *group_add(struct st_group **gs, size_t *n, const char *s
   g->stream = xstrdup(stream);
   g->group = group ? xstrdup(group) : NULL;
   g->min_idle_ms = spec ? spec->min_idle_ms : -1;
+  g->claims = spec && spec->claims;
   g->handlers = spec && spec->handlers ? xstrdup(spec->handlers) : NULL;
   g->dead_letter = spec && spec->dead_letter ? xstrdup(spec->dead_letter) : NULL;
   g->dead_letters = -1;
@@ -146,6 +149,7 @@ static void take_one(struct status_query *q, const struct handler_spec *s) {
   if (s->min_idle_ms > 0 && (g->min_idle_ms <= 0 || s->min_idle_ms < g->min_idle_ms))
     g->min_idle_ms = s->min_idle_ms;
   if (s->dead_letter && g->dead_letter == NULL) g->dead_letter = xstrdup(s->dead_letter);
+  if (s->read != READ_NEW) g->claims = true;
 }
 
 /* ---- replies ---- */
@@ -249,7 +253,8 @@ static void take_consumers(struct st_group *g, struct st_key *k, const bk_reply 
     if (c == NULL) {
       g->consumers = xrealloc(g->consumers, (g->nconsumers + 1) * sizeof *g->consumers);
       c = &g->consumers[g->nconsumers++];
-      *c = (struct st_consumer){status_query_text("%.*s", (int)name->len, name->str), 0, idle};
+      *c = (struct st_consumer){.name = status_query_text("%.*s", (int)name->len, name->str),
+                                .idle_ms = idle};
     }
     c->pending += pending;
     if (idle >= 0 && (c->idle_ms < 0 || idle < c->idle_ms)) c->idle_ms = idle;
@@ -278,12 +283,34 @@ static void take_count(struct st_group *g, long long *out, const char *key, cons
   }
 }
 
+static char *consumer_lease_key(const struct st_group *g, const struct st_consumer *c) {
+  char *key = lease_key(g->stream, g->group, c->name);
+  if (key == NULL) {
+    fputs("luastream: out of memory\n", stderr);
+    exit(1);
+  }
+  return key;
+}
+
+/* PTTL of a consumer's lease key */
+static void take_lease(struct st_group *g, struct st_consumer *c, const bk_reply *r) {
+  if (r->type == BK_INTEGER) {
+    c->lease_read = true;
+    c->lease_ttl_ms = r->integer;
+  } else if (g->side_error == NULL) {
+    char *key = consumer_lease_key(g, c);
+    g->side_error = status_query_text("cannot read the lease %s: %s", key,
+                                      r->type == BK_ERROR ? r->str : "unexpected reply");
+    free(key);
+  }
+}
+
 /* ---- one refresh ---- */
 
 static void on_reply(void *data, const bk_reply *r, const char *err);
 
-static void ask(struct status_query *q, enum query_kind kind, size_t target, bool retry,
-                const char *const *argv, int argc) {
+static void send_command(struct status_query *q, struct st_command cmd, const char *const *argv,
+                         int argc) {
   struct bk_args a;
   bk_args_init(&a);
   for (int i = 0; i < argc; i++) bk_args_str(&a, argv[i]);
@@ -291,9 +318,29 @@ static void ask(struct status_query *q, enum query_kind kind, size_t target, boo
     q->capsent = q->capsent ? q->capsent * 2 : 16;
     q->sent = xrealloc(q->sent, q->capsent * sizeof *q->sent);
   }
-  q->sent[q->nsent++] = (struct st_command){kind, target, retry};
+  q->sent[q->nsent++] = cmd;
   if (client_send(q->c, &a, on_reply) != 0) q->nsent--;
   bk_args_free(&a);
+}
+
+static void ask(struct status_query *q, enum query_kind kind, size_t target, bool retry,
+                const char *const *argv, int argc) {
+  send_command(q, (struct st_command){kind, target, retry, 0}, argv, argc);
+}
+
+/* Each consumer's lease, to tell a running host from a stopped one. */
+static void phase_c(struct status_query *q) {
+  q->phase = 3;
+  q->nsent = q->next = 0;
+  for (size_t i = 0; i < q->ngroups && !q->c->finished; i++) {
+    const struct st_group *g = &q->groups[i];
+    for (size_t j = 0; j < g->nconsumers && !q->c->finished; j++) {
+      char *key = consumer_lease_key(g, &g->consumers[j]);
+      send_command(q, (struct st_command){Q_LEASE, i, false, j}, (const char *[]){"PTTL", key}, 2);
+      free(key);
+    }
+  }
+  if (q->nsent == 0 && !q->c->finished) q->done(q, false);
 }
 
 static void phase_b(struct status_query *q) {
@@ -332,7 +379,7 @@ static void phase_b(struct status_query *q) {
     if (g->dead_letter) ask(q, Q_DEAD, i, false, (const char *[]){"XLEN", g->dead_letter}, 2);
     if (q->c->finished) return;
   }
-  if (q->nsent == 0 && !q->c->finished) q->done(q, false);
+  if (q->nsent == 0 && !q->c->finished) phase_c(q);
 }
 
 static void on_reply(void *data, const bk_reply *r, const char *err) {
@@ -368,11 +415,14 @@ static void on_reply(void *data, const bk_reply *r, const char *err) {
         break;
       }
       case Q_DEAD: take_count(g, &g->dead_letters, g->dead_letter, r); break;
+      case Q_LEASE: take_lease(g, &g->consumers[cmd.consumer], r); break;
     }
   }
   if (q->next < q->nsent) return;
   if (q->phase == 1)
     phase_b(q);
+  else if (q->phase == 2)
+    phase_c(q);
   else
     q->done(q, false);
 }

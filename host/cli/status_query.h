@@ -1,9 +1,10 @@
 /* status_query: what `luastream status` asks the server, and the rows its
- * answers fill (status.h). One refresh is two pipelined rounds: the streams
- * and their groups (XINFO STREAM, XINFO GROUPS), then each group's details
- * (its consumers, oldest pending entry, retry stream, delay set and dead
- * letters). Under DIR, the streams and groups are those its handlers read
- * (status_query_add_handler), else the streams named and all their groups.
+ * answers fill (status.h). One refresh is three pipelined rounds: the
+ * streams and their groups (XINFO STREAM, XINFO GROUPS), then each group's
+ * details (its consumers, oldest pending entry, retry stream, delay set and
+ * dead letters), then the lease of each consumer (PTTL). Under DIR, the
+ * streams and groups are those its handlers read (status_query_add_handler),
+ * else the streams named and all their groups.
  * Out of memory ends the program, as everywhere in this one-shot command. */
 #ifndef LUASTREAM_STATUS_QUERY_H
 #define LUASTREAM_STATUS_QUERY_H
@@ -35,6 +36,10 @@ struct st_consumer {
   char *name;
   long long pending; /* on the stream and the retry stream together */
   long long idle_ms; /* the smaller of the two */
+  /* The PTTL of its lease key (lease.h), STATUS_LEASE_NONE when there is
+   * none; known when lease_read. */
+  bool lease_read;
+  long long lease_ttl_ms;
 };
 
 /* Something that needs attention (status_rules.h), found by status.c. */
@@ -47,6 +52,7 @@ struct st_group {
   char *stream, *group;  /* group NULL: a stream named without DIR that has no group */
   char *handlers;        /* "a.lua, b.lua" (DIR), else NULL */
   long long min_idle_ms; /* the smallest min_idle of its handlers; -1: none */
+  bool claims;           /* one of its handlers claims pending entries (claiming, reclaim) */
   char *dead_letter;     /* the handlers' dead_letter stream, or NULL */
   struct st_key src, retry;
   long long delayed;      /* members of STREAM:delayed:GROUP */
@@ -79,7 +85,7 @@ struct status_query {
   size_t ngroups, nprev;
   struct st_command *sent; /* in the order sent: replies come back in it */
   size_t nsent, capsent, next;
-  int phase; /* 1: the streams and their groups; 2: each group's details */
+  int phase; /* 1: the streams and their groups; 2: each group's details; 3: leases */
   struct client *c;
   /* Called once a refresh has every reply (failed false: groups is
    * filled), or when the server could not answer (failed true, said on

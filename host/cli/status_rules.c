@@ -31,8 +31,19 @@ long long status_stall_after(long long min_idle_ms) {
   return min_idle_ms > 0 ? min_idle_ms : STATUS_STALL_DEFAULT_MS;
 }
 
-bool status_consumer_stalled(long long pending, long long idle_ms, long long stall_after_ms) {
-  return pending > 0 && idle_ms > stall_after_ms;
+long long status_lease_age(long long ttl_ms) {
+  if (ttl_ms == STATUS_LEASE_NONE) return -1;
+  /* -1, a key without a time to live, is no lease of a host's: not late */
+  return ttl_ms < 0 || ttl_ms > LEASE_TTL_MS ? 0 : LEASE_TTL_MS - ttl_ms;
+}
+
+bool status_consumer_stalled(long long pending, long long lease_ttl_ms) {
+  long long age = status_lease_age(lease_ttl_ms);
+  return pending > 0 && (age < 0 || age > STATUS_LEASE_LATE_MS);
+}
+
+bool status_pending_unretried(bool claims, long long oldest_idle_ms, long long stall_after_ms) {
+  return !claims && oldest_idle_ms > stall_after_ms;
 }
 
 bool status_waiting_unread(long long waiting, long long freshest_idle_ms,

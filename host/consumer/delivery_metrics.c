@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire.h"
+
 static const char *const LABELS[] = {"handler", "stream", "group"};
 static const char *const OUTCOME_LABELS[] = {"handler", "stream", "group", "outcome"};
 static const char *const REASON_LABELS[] = {"handler", "stream", "group", "reason"};
@@ -18,7 +20,13 @@ static struct metric *series(const char *name, const char *help, enum metric_typ
   return metrics_series(f, (const char *const *)labels);
 }
 
-void dm_init(struct delivery_metrics *m, const char *name, const char *stream, const char *group) {
+static struct metric_family *dead_letters_family(void) {
+  return metrics_family("luastream_dead_letters_total", "Dead letters written, by reason",
+                        METRIC_COUNTER, 4, REASON_LABELS, NULL, 0);
+}
+
+void dm_init(struct delivery_metrics *m, const char *name, const char *stream, const char *group,
+             bool dead_letter) {
   memset(m, 0, sizeof *m);
   const char *given[3] = {name, stream, group};
   for (int i = 0; i < 3; i++)
@@ -61,6 +69,12 @@ void dm_init(struct delivery_metrics *m, const char *name, const char *stream, c
                         "Entries read and not finished: running or waiting for a lane",
                         METRIC_GAUGE, m->labels);
   m->lanes_busy = series("luastream_lanes_busy", "Lanes running an entry", METRIC_GAUGE, m->labels);
+  if (!dead_letter) return;
+  f = dead_letters_family();
+  for (int r = 0; r < WIRE_REASONS; r++) {
+    const char *values[4] = {name, stream, group, wire_reasons[r].text};
+    metrics_series(f, values);
+  }
 }
 
 void dm_free(struct delivery_metrics *m) {
@@ -85,9 +99,6 @@ enum dm_outcome dm_outcome_of(enum rt_outcome kind) {
 
 void dm_dead_letter(struct delivery_metrics *m, const char *reason) {
   if (m == NULL || m->labels[0] == NULL) return;
-  struct metric_family *f =
-      metrics_family("luastream_dead_letters_total", "Dead letters written, by reason",
-                     METRIC_COUNTER, 4, REASON_LABELS, NULL, 0);
   const char *values[4] = {m->labels[0], m->labels[1], m->labels[2], reason ? reason : "unknown"};
-  metric_add(metrics_series(f, values), 1);
+  metric_add(metrics_series(dead_letters_family(), values), 1);
 }

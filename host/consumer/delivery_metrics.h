@@ -10,9 +10,15 @@
  * handler retried or failed once too often, or it was read again past the
  * cap). Dead letters are counted by reason on their own, and so are the
  * outcomes that found their entry already acknowledged by another consumer
- * (skipped: written nothing), which the delivery was counted under too. */
+ * (skipped: written nothing), which the delivery was counted under too.
+ *
+ * Every counter series exists from dm_init on, at 0, dead letters too (each
+ * reason, for a subscription with a dead_letter stream): Prometheus cannot
+ * see the first increase of a series whose first sample is already 1. */
 #ifndef LUASTREAM_DELIVERY_METRICS_H
 #define LUASTREAM_DELIVERY_METRICS_H
+
+#include <stdbool.h>
 
 #include "metrics.h"
 #include "runtime.h"
@@ -41,9 +47,11 @@ struct delivery_metrics {
 };
 
 /* The series of a subscription of handler `name` reading stream as group
- * (copied). Series that cannot be made (out of memory) stay NULL: updates
- * through them do nothing. */
-void dm_init(struct delivery_metrics *m, const char *name, const char *stream, const char *group);
+ * (copied), with those of its dead letters when dead_letter. Series that
+ * cannot be made (out of memory) stay NULL: updates through them do
+ * nothing. */
+void dm_init(struct delivery_metrics *m, const char *name, const char *stream, const char *group,
+             bool dead_letter);
 void dm_free(struct delivery_metrics *m);
 
 static inline void dm_count(struct delivery_metrics *m, enum dm_outcome o) {

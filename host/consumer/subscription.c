@@ -624,7 +624,8 @@ static subscription *part_new(handler *h, int p, subscription *leader, broker *b
   s->lease_fault.name = "the consumer lease";
   s->retry_key = outcome_retry_key(s->spec);
   plan_init(&s->plan, s->spec, s->retry_key);
-  dm_init(&s->metrics, s->spec->name, s->spec->stream, s->spec->group);
+  dm_init(&s->metrics, s->spec->name, s->spec->stream, s->spec->group,
+          s->spec->dead_letter != NULL);
   if (s->retry_key) {
     s->w = writer_new(b, cmd, clock, s->spec, s->retry_key, written, s);
     s->sweeper = sweeper_new(b, cmd, clock, s->spec, s->retry_key, swept, s);

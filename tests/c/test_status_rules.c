@@ -21,10 +21,27 @@ TEST_IMPL(status_stall_limit) {
   ASSERT_INT_EQ(status_stall_after(30000), 30000);
   ASSERT_INT_EQ(status_stall_after(-1), STATUS_STALL_DEFAULT_MS);
   ASSERT_INT_EQ(status_stall_after(0), STATUS_STALL_DEFAULT_MS);
-  ASSERT(status_consumer_stalled(3, 30001, 30000));
-  ASSERT(!status_consumer_stalled(3, 30000, 30000));  /* at the limit: not yet */
-  ASSERT(!status_consumer_stalled(0, 999999, 30000)); /* idle but holding nothing */
-  ASSERT(!status_consumer_stalled(3, 10, 30000));
+}
+
+/* Stalled by the consumer's lease, not its idle time (which an empty
+ * blocking read does not reset on Redis 7.0). */
+TEST_IMPL(status_consumer_stalled) {
+  ASSERT_INT_EQ(status_lease_age(LEASE_TTL_MS), 0);
+  ASSERT_INT_EQ(status_lease_age(LEASE_TTL_MS - 1200), 1200);
+  ASSERT_INT_EQ(status_lease_age(STATUS_LEASE_NONE), -1);
+  ASSERT_INT_EQ(status_lease_age(-1), 0); /* no time to live: never late */
+  ASSERT(status_consumer_stalled(3, STATUS_LEASE_NONE));
+  ASSERT(status_consumer_stalled(3, LEASE_TTL_MS - STATUS_LEASE_LATE_MS - 1));
+  ASSERT(!status_consumer_stalled(3, LEASE_TTL_MS - STATUS_LEASE_LATE_MS)); /* at the limit */
+  ASSERT(!status_consumer_stalled(3, LEASE_TTL_MS - LEASE_RENEW_MS - 500)); /* a renewal late */
+  ASSERT(!status_consumer_stalled(0, STATUS_LEASE_NONE)); /* a stopped host holding nothing */
+}
+
+TEST_IMPL(status_pending_unretried) {
+  ASSERT(status_pending_unretried(false, 60001, 60000));
+  ASSERT(!status_pending_unretried(false, 60000, 60000)); /* at the limit: not yet */
+  ASSERT(!status_pending_unretried(true, 999999, 60000)); /* a claiming read takes it */
+  ASSERT(!status_pending_unretried(false, -1, 60000));    /* nothing pending */
 }
 
 TEST_IMPL(status_waiting_unread) {

@@ -169,12 +169,21 @@ describe("the documented Redis ACL", function()
     helper.wait_until(function() return tonumber(srv:cli("PTTL", key)) > ttl end, 10, "a lease renewal")
     assert_nothing_pending(srv, "payments", "ledger")
     assert_nothing_pending(srv, "payments", "fraud")
+    -- status reads all it needs, the consumers' leases included
+    setuser(srv, words(assert(users["payments-status"])))
+    local code, out, err = helper.luastream("status", "handlers/before-8.4",
+      { env = { REDIS_URL = url_of(srv, "payments-status") } })
+    assert.equal(0, code, out .. err)
+    assert.matches("nothing needs attention", out, 1, true)
+    local _, leases = out:gsub("%d+%.?%d*m?s ago\n", "")
+    assert.is_true(leases >= 2, out) -- ledger's and fraud's consumers at least: each lease renewed
+    assert.is_nil(out:find(" none\n", 1, true), out)
     assert.equal(0, host:stop())
     assert_quiet(host)
     assert.equal("", srv:cli("KEYS", "luastream:consumer:*"), "the leases are given back")
 
     -- the producer may write the source stream and nothing else
-    local code, out, err = helper.luastream("publish", "payments:retry:ledger", '{"id":9}',
+    code, out, err = helper.luastream("publish", "payments:retry:ledger", '{"id":9}',
       { env = { REDIS_URL = url_of(srv, "payments-producer") } })
     assert.equal(1, code, out .. err)
     assert.matches("XADD payments:retry:ledger", err, 1, true)

@@ -199,6 +199,38 @@ return { stream = "payments", group = "slow", start = "beginning", batch = 1,
     assert.equal(0, host:stop())
   end)
 
+  it("shows every counter series the alerts and the dashboard use at 0 right after start", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["post.lua"] = HANDLER, ["plain.lua"] = [[
+return { stream = "orders", group = "ship", handle = function() end }
+]] })
+    local host = helper.host_start({ "--http", "127.0.0.1:0" }, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    local page, body = scrape(helper.health_port(host))
+    local L = { handler = "post", stream = "payments", group = "ledger" }
+    local function with(name, v)
+      local t = { [name] = v }
+      for k, x in pairs(L) do t[k] = x end
+      return t
+    end
+    for _, o in ipairs { "ack", "retry", "retry_after", "reply", "reject", "error", "invalid", "dead_letter" } do
+      assert.equal(0, value(page, "luastream_deliveries_total", with("outcome", o)), o)
+    end
+    for _, r in ipairs { "handler-error", "bad-return", "rejected", "max-deliveries", "decode-error",
+      "too-large", "no-fields", "number-out-of-range", "duplicate-data" } do
+      assert.equal(0, value(page, "luastream_dead_letters_total", with("reason", r)), r)
+    end
+    -- a handler without dead_letter writes none: no series
+    assert.is_nil(value(page, "luastream_dead_letters_total", { handler = "plain" }), body)
+    assert.equal(0, value(page, "luastream_deliveries_total", { handler = "plain", outcome = "error" }))
+    for _, k in ipairs { "connection_lost", "connect_failed", "denied", "timeout", "error_reply" } do
+      assert.equal(0, value(page, "luastream_redis_errors_total", { kind = k }), k)
+    end
+    assert.equal(0, value(page, "luastream_redis_reconnects_total"))
+    assert.equal(0, value(page, "luastream_handler_duration_seconds", L, "luastream_handler_duration_seconds_count"))
+    assert.equal(0, host:stop())
+  end)
+
   it("counts what the spec made happen, in a page a strict reader accepts", function()
     local srv = helper.redis_start()
     local dir = helper.handlers_dir({ ["post.lua"] = HANDLER })

@@ -1,8 +1,10 @@
--- `luastream status` against a real redis-server: a consumer that holds
--- entries and stopped reading is flagged (exit 1), a running host is not
--- (exit 0), dead letters are, --json field by field, streams named without
--- DIR (every group, a missing stream), --watch's repeated blocks until SIGINT,
--- and a server that is not there.
+-- `luastream status` against a real redis-server (7.0 in the suite): a
+-- consumer that holds entries and whose host is gone or paused is flagged
+-- (exit 1), a running host is not, even while Redis 7.0 lets its idle time
+-- grow between empty reads; entries a `new` handler left pending that nothing
+-- retries are; dead letters are, --json field by field, streams named
+-- without DIR (every group, a missing stream), --watch's repeated blocks
+-- until SIGINT, and a server that is not there.
 local helper = require "tests.integration.helper"
 local cjson = require "cjson"
 
@@ -27,6 +29,16 @@ local function status_json(srv, ...)
   local ok, doc = pcall(cjson.decode, out)
   assert(ok, "not JSON: " .. out .. err)
   return code, doc, out
+end
+
+-- A `new` handler that raises on {"op":"fail"}, leaving it pending.
+local function failing(fields)
+  return string.format([[
+return {
+  stream = "payments", group = "ledger", %s
+  handle = function(p) if p.op == "fail" then error("refused") end end,
+}
+]], fields or "")
 end
 
 local function kinds(group)
@@ -73,14 +85,16 @@ describe("luastream status", function()
     local code, out, err
     helper.wait_until(function()
       code, out, err = status(srv, dir)
-      return code == 1 and out:find("consumer stuck holds", 1, true), out .. err
-    end, 10, "status to flag the stalled consumer")
+      return code == 1 and out:find("no consumer has read for", 1, true), out .. err
+    end, 10, "status to flag the entries nobody reads")
     assert.equal("", err)
     assert.matches("payments  ledger       3    1        2", out, 1, true)
     assert.matches("needs attention:", out, 1, true)
-    assert.matches("payments ledger: consumer stuck holds 2 pending entries and has not read for ", out, 1, true)
-    assert.matches("(past min_idle 300ms)", out, 1, true)
+    assert.matches("payments ledger: consumer stuck holds 2 pending entries and no running host holds "
+      .. "its name (its lease is gone): the process stopped", out, 1, true)
     assert.matches("payments ledger: 1 entry waits and no consumer has read for ", out, 1, true)
+    assert.matches("(past min_idle 300ms)", out, 1, true)
+    assert.matches("stuck +2 +[%d.]+m?s +none\n", out)
 
     local doc
     code, doc = status_json(srv, dir)
@@ -113,6 +127,7 @@ describe("luastream status", function()
     assert.equal("stuck", g.consumers[1].name)
     assert.equal(2, g.consumers[1].pending)
     assert.is_true(g.consumers[1].idle_ms >= 300)
+    assert.equal(cjson.null, g.consumers[1].lease_renewed_ms_ago)
     assert.is_true(g.consumers[1].stalled)
     assert.equal("stalled-consumer,unread", kinds(g))
   end)
@@ -145,6 +160,7 @@ describe("luastream status", function()
     assert.is_true(g.retry.group_exists)
     assert.equal(1, #g.consumers)
     assert.equal(0, g.consumers[1].pending)
+    assert.is_true(g.consumers[1].lease_renewed_ms_ago < 10000)
     assert.is_false(g.consumers[1].stalled)
     assert.same({}, g.attention)
 
@@ -155,6 +171,82 @@ describe("luastream status", function()
     assert.equal("dead-letters", kinds(doc.groups[1]))
     assert.matches("1 dead letter on payments.dead", doc.groups[1].attention[1].message, 1, true)
     assert.equal(0, host:stop())
+  end)
+
+  it("does not call a reading host stalled while its idle time grows (Redis 7.0), and says what nothing retries", function()
+    local srv = helper.redis_start()
+    -- min_idle 5s: the stall limit, above the 4 s a `new` read blocks
+    local dir = helper.handlers_dir { ["post.lua"] = failing('min_idle = "5s",') }
+    local host = helper.host_start({}, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    helper.publish(srv, "payments", '{"op":"fail"}')
+    host:wait_log('msg="handler failed, entry left pending"', 20, { plain = true })
+    -- the host keeps reading (blocking reads that find nothing); Redis 7.0
+    -- does not count those as reads
+    local consumer
+    helper.wait_until(function()
+      consumer = srv:call("XINFO", "CONSUMERS", "payments", "ledger")[1]
+      return consumer.idle > 6000, "idle " .. consumer.idle
+    end, 20, "the consumer's idle time past the stall limit")
+    assert.is_true(host:alive())
+
+    local code, doc = status_json(srv, dir)
+    assert.equal(1, code)
+    local g = doc.groups[1]
+    assert.equal("unretried", kinds(g))
+    assert.equal(1, #g.consumers)
+    assert.equal(consumer.name, g.consumers[1].name)
+    assert.equal(1, g.consumers[1].pending)
+    assert.is_true(g.consumers[1].idle_ms > 6000)
+    assert.is_true(g.consumers[1].lease_renewed_ms_ago < 10000)
+    assert.is_false(g.consumers[1].stalled)
+    local out, err
+    code, out, err = status(srv, dir)
+    assert.equal(1, code, out .. err)
+    assert.is_nil(out:find("stalled", 1, true), out)
+    assert.matches("LEASE RENEWED", out, 1, true)
+    assert.matches("payments ledger: 1 pending entry (the first idle for ", out, 1, true)
+    assert.matches(', past min_idle 5s) and no handler of the group claims pending entries: read = "new" takes an '
+      .. "entry again only when its consumer's host starts again under the same name. Add a handler with "
+      .. 'read = "reclaim" and min_idle for the group, or read = "claiming"\n', out, 1, true)
+    assert.equal(0, host:stop())
+  end)
+
+  it("calls a host stalled once its lease is not renewed (paused) or gone (stopped)", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir { ["post.lua"] = failing() }
+    local host = helper.host_start({}, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    helper.publish(srv, "payments", '{"op":"fail"}')
+    host:wait_log('msg="handler failed, entry left pending"', 20, { plain = true })
+    local code, doc = status_json(srv, dir)
+    assert.equal(0, code) -- not yet past the default stall limit, 60 s
+    assert.is_false(doc.groups[1].consumers[1].stalled)
+
+    host:signal("STOP")
+    local out, err
+    helper.wait_until(function()
+      code, out, err = status(srv, dir)
+      return code == 1 and out:find("its lease was last renewed", 1, true),
+        out .. err
+    end, 20, "status to flag the paused host")
+    assert.matches("payments ledger: consumer [^ ]+ holds 1 pending entry and its lease was last renewed "
+      .. "1?%d[.%d]*s ago %(every 5s while its host runs%): the process is stopped, paused or stalled\n", out)
+    host:signal("CONT")
+    helper.wait_until(function()
+      code, doc = status_json(srv, dir)
+      return code == 0, cjson.encode(doc)
+    end, 20, "the host renewing its lease again")
+
+    assert.equal(0, host:stop())
+    code, doc = status_json(srv, dir)
+    assert.equal(1, code)
+    local g = doc.groups[1]
+    assert.equal("stalled-consumer", kinds(g))
+    assert.is_true(g.consumers[1].stalled)
+    assert.equal(cjson.null, g.consumers[1].lease_renewed_ms_ago)
+    assert.matches("holds 1 pending entry and no running host holds its name (its lease is gone): the process stopped",
+      g.attention[1].message, 1, true)
   end)
 
   it("shows every group of the streams named, and a missing stream", function()
