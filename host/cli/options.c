@@ -43,7 +43,8 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                  "reloads every handler file. SIGTERM or SIGINT stops reading, lets running\n"
                  "handlers finish, flushes acks and exits 0; handlers still running at the\n"
                  "shutdown timeout are abandoned (their entries stay pending for another\n"
-                 "host) and the exit is still 0. A second signal exits at once (status 1).\n"
+                 "host) and the exit is still 0. A second signal exits at once (status 1);\n"
+                 "the same one again within 1 s (as GNU timeout sends) is the same stop.\n"
                  "With --processes N above 1 a supervisor runs N such hosts as worker\n"
                  "processes, starts a worker again when it dies and passes the signals on;\n"
                  "it exits 0 when every worker stopped cleanly (docs/operations.md).\n",
