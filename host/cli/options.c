@@ -14,6 +14,7 @@
 #include "health.h"
 #include "lease.h"
 #include "log.h"
+#include "watchdog.h"
 
 #ifndef LUASTREAM_VERSION
 #define LUASTREAM_VERSION "0.0.0"
@@ -144,6 +145,14 @@ static int check_watchdog(const char *who, const struct cli_value *v, char *err,
              "(%ds) lets another process take this process's consumer names and run the same "
              "entries while this one still runs; give a limit of at most %ds",
              who, LEASE_TTL_MS / 1000, LEASE_STALL_MAX_MS / 1000);
+    return -1;
+  }
+  if (v->num < WATCHDOG_MIN_MS) {
+    snprintf(err, errlen,
+             "%s must be at least %ds, got %s: the event loop can be busy for a moment without "
+             "anything being stuck (loading handler files, a large entry), and a shorter limit "
+             "would end a healthy process",
+             who, WATCHDOG_MIN_MS / 1000, v->text);
     return -1;
   }
   if (v->num > LEASE_STALL_MAX_MS) {
@@ -291,8 +300,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .check = check_watchdog,
          .help = "when the event loop has not turned for this long (a handler that never "
                  "yields), log which handler and entry were running and exit with status 70 "
-                 "(at most 10s, so that a stalled process ends before its consumer leases "
-                 "can expire; keep it above --load-timeout; it cannot be off)"},
+                 "(at least 1s; at most 10s, so that a stalled process ends before its "
+                 "consumer leases can expire; keep it above --load-timeout; it cannot be off)"},
     [OPT_HTTP_TIMEOUT] = {.name = "http-timeout",
                           .arg = "DURATION",
                           .kind = CLI_DURATION,
