@@ -29,6 +29,7 @@ struct host {
   int instance;                      /* --instance, or -1 */
   char hostname[256];                /* the machine, in generated consumer names */
   char identity[LEASE_IDENTITY_MAX]; /* this host's lease value */
+  lease_keepalive *keepalive;        /* renews every lease of this host, on cmd */
   broker *b;
   lclock *clock;
   struct rt_env env; /* what handlers see: the clock, the delivery hook, calls */
@@ -257,7 +258,9 @@ static void start_slot(host *h, struct slot *sl, handler *hd, bool keep_cursor) 
     return;
   }
   log_line(LOG_INFO, name, "handler loaded", "version", handler_version(hd), NULL);
-  subscription *s = sub_new(hd, h->b, h->cmd, h->clock, h->identity, sub_event, h);
+  subscription *s =
+      h->keepalive ? sub_new(hd, h->b, h->cmd, h->clock, h->keepalive, sub_event, h) : NULL;
+  if (h->keepalive == NULL) handler_release(hd);
   if (s == NULL) { /* sub_new released hd */
     log_line(LOG_ERROR, NULL, "out of memory: subscription not started", "file", sl->path, NULL);
     return;
@@ -596,6 +599,7 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
   if (h->cmd) bk_conn_on_fault(h->b, h->cmd, cmd_fault);
   if (h->cmd) h->stats = group_stats_new(h->b, h->cmd, h->clock, running_specs, h);
+  if (h->cmd) h->keepalive = lease_keepalive_new(h->b, h->cmd, h->clock, h->identity);
   /* Not the read connections (they sit in BLOCK) nor the writer's: a slow
    * handler command must delay no ack. */
   h->calls = bk_conn_open(h->b, "calls", NULL, NULL);
@@ -769,6 +773,7 @@ void host_free(host *h) {
     free(sl->path);
     free(sl->consumer);
   }
+  lease_keepalive_free(h->keepalive); /* after the subscriptions' leases */
   if (h->cmd) bk_conn_close(h->b, h->cmd);
   close_calls(h);
   servers_free(&h->servers);

@@ -237,3 +237,52 @@ return {
     assert.equal(0, host:stop())
   end)
 end)
+
+describe("consumer leases", function()
+  after_each(helper.cleanup)
+
+  -- The keepalive: every lease of a process renewed in one script call per
+  -- slot (one on a single server) every 5 s; each consumer still told when
+  -- its own lease was taken.
+  it("renews every lease of a process in one call every 5 s, and a lost one stops only its consumer", function()
+    local srv = helper.redis_start()
+    local files, n = {}, 5
+    for i = 1, n do
+      files[string.format("h%d.lua", i)] = string.format([[
+return { stream = "ka-%d", group = "g", handle = function() end }
+]], i)
+    end
+    local host = helper.host_start({}, { server = srv, dir = helper.handlers_dir(files) })
+    host:wait_log(READY, 20, { plain = true })
+    local monitor = srv:monitor()
+    -- the renewals the host sent (not the commands its scripts ran)
+    local function renewals()
+      local out = {}
+      for _, c in ipairs(monitor:commands()) do
+        local a = c.args
+        if c.client ~= "lua" and (a[1] == "EVALSHA" or a[1] == "EVAL") then
+          local nkeys = tonumber(a[3])
+          if nkeys and a[4 + nkeys] == "renew" then out[#out + 1] = nkeys end
+        end
+      end
+      return out
+    end
+    helper.wait_until(function() return #renewals() >= 2 end, 15, "two renewals")
+    local seen = renewals()
+    for i, nkeys in ipairs(seen) do
+      assert.equal(n, nkeys, "renewal " .. i .. " renews " .. nkeys .. " of the " .. n .. " leases")
+    end
+    -- another process takes h3's name: the renewal tells h3's consumer, and
+    -- only it (the host then stops, as on any lost name)
+    local key = assert(srv:call("KEYS", "luastream:consumer:{ka-3}:*"))[1]
+    assert(key, "h3's lease")
+    srv:cli("SET", key, "x 1 other/1 elsewhere", "PX", "60000")
+    assert.equal(1, host:wait_exit(15))
+    local lost = host:records({ msg = "consumer lease lost to another process: stopped reading" })
+    assert.equal(1, #lost)
+    assert.equal("ka-3", lost[1].stream)
+    assert.equal("elsewhere pid 1", lost[1].holder)
+    assert.equal("x 1 other/1 elsewhere", srv:cli("GET", key), "not dropped: another process's")
+    monitor:stop()
+  end)
+end)
