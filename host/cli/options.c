@@ -224,7 +224,9 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                       .max = 999999,
                       .help = "this process's number on this machine, for running several (one per "
                               "core): consumer names become HOSTNAME-HANDLER-N (without it "
-                              "HOSTNAME-HANDLER, HANDLER being the file name without .lua)"},
+                              "HOSTNAME-HANDLER, HANDLER being the file name without .lua, or, "
+                              "when a live process here holds those, -1, -2, ...: the lowest "
+                              "number free, logged)"},
     [OPT_CONSUMER] =
         {.name = "consumer",
          .arg = "NAME",
@@ -233,7 +235,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .group = GROUP_NAME,
          .help = "consumer name for handlers that do not set one (instead of the generated "
                  "names). A name is held by one live process at a time: a second process "
-                 "with the same name in a group refuses to start"},
+                 "with the same name in a group refuses to start (at once when the holder "
+                 "is a live process of this machine)"},
     [OPT_PROCESSES] =
         {.name = "processes",
          .arg = "N",
@@ -246,7 +249,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .help = "run N worker processes, each a whole host, under one supervisor that "
                  "restarts a worker that dies, passes signals on and serves --http for all; "
                  "auto is one per core. Worker I's consumer names end in -I (with "
-                 "--instance K: -(K*N+I); with --consumer NAME: NAME-I)"},
+                 "--instance K: -(K*N+I); with --consumer NAME: NAME-I; beside another "
+                 "supervisor here: the first free of I+N, I+2N, ...)"},
     [OPT_LOG_LEVEL] = {.name = "log-level",
                        .arg = "LEVEL",
                        .kind = CLI_LOG_LEVEL,

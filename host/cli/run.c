@@ -336,13 +336,18 @@ int cmd_run(int argc, char **argv) {
   char *problems = NULL;
   struct host_names names = {.consumer = cli_text(&o, OPT_CONSUMER), .instance = -1};
   if (cli_text(&o, OPT_INSTANCE)) names.instance = (int)cli_num(&o, OPT_INSTANCE);
+  /* Neither name given: a process started beside a live one numbers its
+   * names (host.h), -1, -2, ...; worker I of N tries I, I + N, I + 2N, ... */
+  bool numbered = names.instance < 0 && names.consumer == NULL;
+  if (numbered) names.number_step = 1;
   char worker_consumer[512];
   r.worker = is_worker == 1;
   if (is_worker) { /* the names of worker I of N (supervisor.h) */
-    names.instance =
-        supervisor_worker_names(worker.index, (int)cli_num(&o, OPT_PROCESSES), names.instance,
-                                names.consumer, worker_consumer, sizeof worker_consumer);
+    int nprocs = (int)cli_num(&o, OPT_PROCESSES);
+    names.instance = supervisor_worker_names(worker.index, nprocs, names.instance, names.consumer,
+                                             worker_consumer, sizeof worker_consumer);
     if (names.consumer) names.consumer = worker_consumer;
+    if (numbered) names.number_step = nprocs;
   }
   /* A stalled reader of stderr must not stop the host: the log is written
    * by a thread of its own, given a few seconds at the end. */

@@ -20,9 +20,11 @@
  * when the supervisor dies (PR_SET_PDEATHSIG), so none outlives a
  * SIGKILLed supervisor.
  *
- * Names: worker I's consumer names are HOSTNAME-HANDLER-I; with --instance
- * K, HOSTNAME-HANDLER-(K*N+I), so supervisors with the same N and different
- * K on one machine never share a name; with --consumer NAME, NAME-I. The
+ * Names: worker I's consumer names are HOSTNAME-HANDLER-I, or, when a live
+ * process of this machine holds those, the first free of I+N, I+2N, ...
+ * (host.h, numbering); with --instance K, HOSTNAME-HANDLER-(K*N+I), so
+ * supervisors with the same N and different K on one machine never share a
+ * name; with --consumer NAME, NAME-I. The
  * same index gets the same names after a restart (the lease of the dead
  * worker's pid is taken over at once, lease.h).
  *

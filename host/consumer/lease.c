@@ -75,7 +75,7 @@ static void machine_id(char *out, size_t len) {
   snprintf(out, len, "%s/%llu", boot[0] ? boot : "unknown", ns);
 }
 
-int lease_identity(const char *hostname, char *out, size_t len) {
+int lease_identity(const char *machine, const char *hostname, char *out, size_t len) {
   unsigned char r[16];
   size_t got = 0;
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -92,10 +92,11 @@ int lease_identity(const char *hostname, char *out, size_t len) {
     for (size_t i = 0; i < sizeof r; i++)
       r[i] = (unsigned char)(v >> ((i % 8) * 8)) ^ (unsigned char)i;
   }
-  char token[33], machine[128];
+  char token[33], here[128];
   for (size_t i = 0; i < sizeof r; i++) snprintf(token + 2 * i, 3, "%02x", r[i]);
-  machine_id(machine, sizeof machine);
-  int n = snprintf(out, len, "%s %ld %s %s", token, (long)getpid(), machine, hostname);
+  machine_id(here, sizeof here);
+  int n =
+      snprintf(out, len, "%s %ld %s %s", token, (long)getpid(), machine ? machine : here, hostname);
   return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
@@ -134,6 +135,17 @@ static bool holder_gone(const char *value, const char *mine) {
   if (strcmp(machine, my_machine) != 0 || strncmp(machine, "unknown/", 8) == 0) return false;
   if (pid <= 0 || pid == my_pid) return false;
   return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int lease_holder_alive_here(const char *value, const char *mine) {
+  long pid, my_pid;
+  char machine[128], my_machine[128];
+  const char *host, *my_host;
+  if (!parse_value(value, &pid, machine, sizeof machine, &host)) return 0;
+  if (!parse_value(mine, &my_pid, my_machine, sizeof my_machine, &my_host)) return 0;
+  if (strcmp(machine, my_machine) != 0 || strncmp(machine, "unknown/", 8) == 0) return 0;
+  if (pid <= 0 || pid == my_pid) return 0; /* this process: a host of it that is gone */
+  return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
 char *lease_key(const char *stream, const char *group, const char *consumer) {
@@ -227,6 +239,10 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
     }
   }
   uint64_t now = clock_now(l->clock);
+  if (lease_holder_alive_here(holder, l->identity)) { /* alive: no use waiting */
+    l->state = L_IDLE;
+    return report(l, LEASE_REFUSED, holder, 0);
+  }
   if (l->state == L_TAKING) {
     if (pttl < 0) { /* never expires: nobody will give it back */
       l->state = L_IDLE;

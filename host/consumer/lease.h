@@ -26,7 +26,8 @@
  *
  * Taking it: a free key (or one this process holds) is taken at once. A key
  * held by a process on this machine that no longer exists (same machine and
- * pid namespace, no such pid) is taken over at once. Otherwise the holder
+ * pid namespace, no such pid) is taken over at once; one held by a live
+ * process of this machine is refused at once (LEASE_REFUSED). Otherwise the holder
  * may have crashed and stopped renewing: the lease waits (LEASE_WAITING,
  * logged by the caller) for the key's remaining time to live and a margin,
  * polling; if the key is still held then, it is being renewed by a live
@@ -78,8 +79,13 @@ enum lease_event {
 typedef void lease_fn(void *data, enum lease_event ev, const char *holder, long long wait_ms);
 
 /* This process's identity as a lease value: "<token> <pid> <machine>
- * <hostname>", the token random per call. -1 when it cannot be made. */
-int lease_identity(const char *hostname, char *out, size_t len);
+ * <hostname>", the token random per call; machine: NULL for this machine's
+ * (its boot id and pid namespace), else one made up (the test harness, whose
+ * hosts are each a process of their own). -1 when it cannot be made. */
+int lease_identity(const char *machine, const char *hostname, char *out, size_t len);
+/* 1 when the lease value names a live process of this machine other than
+ * this one (mine: this process's identity): its pid exists. */
+int lease_holder_alive_here(const char *value, const char *mine);
 /* "host pid N" of a lease value, for messages. */
 void lease_holder_text(const char *value, char *out, size_t len);
 /* The key of a consumer's lease (malloc'd): LEASE_PREFIX {stream}:group:consumer,
