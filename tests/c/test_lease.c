@@ -191,3 +191,62 @@ TEST_IMPL(lease_keepalive_renews_every_lease_in_one_call) {
   broker_free(b);
   clk->ops->free(clk);
 }
+
+/* On a Redis Cluster a script's keys must share a slot: one call per slot. */
+static int always_cluster(broker *b) {
+  (void)b;
+  return 1;
+}
+
+TEST_IMPL(lease_keepalive_renews_one_call_per_cluster_slot) {
+  lclock *clk = clock_virtual_new(0);
+  replay_broker *rb = replay_new(clk);
+  broker *b = replay_base(rb);
+  struct broker_ops ops = *b->ops; /* the replay broker, saying it is a cluster */
+  ops.cluster = always_cluster;
+  const struct broker_ops *plain = b->ops;
+  b->ops = &ops;
+  replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_default(rb, "EVAL <lease> 1 * take **", "*1\r\n:1\r\n");
+  replay_default(rb, "EVAL <lease> 2 * * renew **", "*2\r\n:1\r\n:1\r\n");
+  replay_default(rb, "EVAL <lease> 1 * renew **", "*1\r\n:1\r\n");
+  replay_default(rb, "EVAL <lease> 1 * drop **", "*1\r\n:1\r\n");
+  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
+  clock_virtual_settle(clk);
+  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  /* payments (two groups: one slot), orders and orders:{7} (a slot each) */
+  const char *stream[4] = {"payments", "payments", "orders", "orders:{7}"};
+  const char *group[4] = {"ledger", "fraud", "g", "g"};
+  lease *l[4];
+  int index[4];
+  for (int i = 0; i < 4; i++) {
+    index[i] = i;
+    l[i] = lease_new(ka, stream[i], group[i], "c", on_lease_n, &index[i]);
+    lease_take(l[i]);
+  }
+  clock_virtual_settle(clk);
+  size_t taken = replay_nsent(rb, "cmd");
+  clock_virtual_advance(clk, LEASE_RENEW_MS);
+  ASSERT_INT_EQ(replay_nsent(rb, "cmd"), taken + 3); /* three slots, three calls */
+  int pair = 0;
+  for (size_t i = taken; i < taken + 3; i++) {
+    const char *sent = replay_sent(rb, "cmd", i);
+    if (strstr(sent, "<lease> 2 ")) {
+      pair++;
+      ASSERT_CONTAINS(sent, "{payments}:ledger:c luastream:consumer:{payments}:fraud:c renew");
+    }
+  }
+  ASSERT_INT_EQ(pair, 1);
+  for (int i = 0; i < 4; i++) ASSERT(lease_valid(l[i]));
+  for (int i = 0; i < 4; i++) {
+    int done = 0;
+    lease_release(l[i], released, &done);
+    clock_virtual_settle(clk);
+    lease_free(l[i]);
+  }
+  lease_keepalive_free(ka);
+  bk_conn_close(b, c);
+  b->ops = plain;
+  broker_free(b);
+  clk->ops->free(clk);
+}
