@@ -515,6 +515,7 @@ static void number_answer(void *data, const bk_reply *r, const char *err) {
 static void number_round(host *h, int candidate) {
   struct number_probe *p = calloc(1, sizeof *p);
   if (p == NULL) return numbered(h, h->instance);
+  if (h->probe) h->probe->h = NULL; /* a round from before a reconnect: superseded */
   p->h = h;
   p->candidate = candidate;
   p->waiting = 1; /* this function's own hold, released at the end */

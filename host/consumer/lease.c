@@ -186,13 +186,14 @@ static int call(lease *l, const char *op, const char *old, bk_reply_cb *cb) {
   return 0;
 }
 
-/* {1}/{2}: done; {0, holder, pttl}: held by holder. -1: not an answer. */
+/* The answer to a take or steal: {1}: done; {0, holder, pttl}: held by
+ * holder. -1: not an answer. */
 static int answer(const bk_reply *r, const char **holder, long long *pttl) {
   if (r == NULL || r->type != BK_ARRAY || r->elements < 1 || r->element[0]->type != BK_INTEGER)
     return -1;
   long long code = r->element[0]->integer;
   /* not (int)code: a code of 2^32 would read as 0, "held", with no holder */
-  if (code != 0) return code == 1 || code == 2 ? (int)code : -1;
+  if (code != 0) return code == 1 ? 1 : -1;
   if (r->elements < 3 || r->element[1]->type != BK_STRING || r->element[2]->type != BK_INTEGER)
     return -1;
   *holder = r->element[1]->str;
