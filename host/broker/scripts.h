@@ -139,11 +139,14 @@ extern const char SCRIPT_REPLAY[];
  *   KEYS: lease key   ARGV: op value ttl_ms [old value]
  *   op "take":  set it to value (PX ttl) when free or already value's
  *   op "steal": the same, also when it holds `old value` (a holder known dead)
- *   op "renew": extend it when it holds value; take it when it is gone
  *   op "drop":  delete it when it holds value
- * Reply: {1} done ({2} for a renew that found the key gone and took it
- * again), or {0, holder, pttl}: another value holds it (pttl: ms left, -1
- * when it never expires). */
+ * Reply: {1} done, or {0, holder, pttl}: another value holds it (pttl: ms
+ * left, -1 when it never expires).
+ *   KEYS: lease key...   ARGV: "renew" value ttl_ms
+ *   op "renew": every key of KEYS (one process's leases, in one slot): extend
+ *   it when it holds value; take it when it is gone.
+ * Reply: one element per key: 1 renewed, 2 found gone and taken again, or
+ * the value of another holder. */
 extern const char SCRIPT_LEASE[];
 
 /* SCRIPT_PRUNE removes, from the group on each key, the consumers that have

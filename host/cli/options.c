@@ -14,6 +14,7 @@
 #include "health.h"
 #include "lease.h"
 #include "log.h"
+#include "watchdog.h"
 
 #ifndef LUASTREAM_VERSION
 #define LUASTREAM_VERSION "0.0.0"
@@ -43,7 +44,8 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                  "reloads every handler file. SIGTERM or SIGINT stops reading, lets running\n"
                  "handlers finish, flushes acks and exits 0; handlers still running at the\n"
                  "shutdown timeout are abandoned (their entries stay pending for another\n"
-                 "host) and the exit is still 0. A second signal exits at once (status 1).\n"
+                 "host) and the exit is still 0. A second signal exits at once (status 1);\n"
+                 "the same one again within 1 s (as GNU timeout sends) is the same stop.\n"
                  "With --processes N above 1 a supervisor runs N such hosts as worker\n"
                  "processes, starts a worker again when it dies and passes the signals on;\n"
                  "it exits 0 when every worker stopped cleanly (docs/operations.md).\n",
@@ -145,6 +147,14 @@ static int check_watchdog(const char *who, const struct cli_value *v, char *err,
              who, LEASE_TTL_MS / 1000, LEASE_STALL_MAX_MS / 1000);
     return -1;
   }
+  if (v->num < WATCHDOG_MIN_MS) {
+    snprintf(err, errlen,
+             "%s must be at least %ds, got %s: the event loop can be busy for a moment without "
+             "anything being stuck (loading handler files, a large entry), and a shorter limit "
+             "would end a healthy process",
+             who, WATCHDOG_MIN_MS / 1000, v->text);
+    return -1;
+  }
   if (v->num > LEASE_STALL_MAX_MS) {
     snprintf(err, errlen,
              "%s must be at most %ds, got %s: consumer names are leased for %ds and renewed every "
@@ -214,7 +224,9 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                       .max = 999999,
                       .help = "this process's number on this machine, for running several (one per "
                               "core): consumer names become HOSTNAME-HANDLER-N (without it "
-                              "HOSTNAME-HANDLER, HANDLER being the file name without .lua)"},
+                              "HOSTNAME-HANDLER, HANDLER being the file name without .lua, or, "
+                              "when a live process here holds those, -1, -2, ...: the lowest "
+                              "number free, logged)"},
     [OPT_CONSUMER] =
         {.name = "consumer",
          .arg = "NAME",
@@ -223,7 +235,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .group = GROUP_NAME,
          .help = "consumer name for handlers that do not set one (instead of the generated "
                  "names). A name is held by one live process at a time: a second process "
-                 "with the same name in a group refuses to start"},
+                 "with the same name in a group refuses to start (at once when the holder "
+                 "is a live process of this machine)"},
     [OPT_PROCESSES] =
         {.name = "processes",
          .arg = "N",
@@ -236,7 +249,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .help = "run N worker processes, each a whole host, under one supervisor that "
                  "restarts a worker that dies, passes signals on and serves --http for all; "
                  "auto is one per core. Worker I's consumer names end in -I (with "
-                 "--instance K: -(K*N+I); with --consumer NAME: NAME-I)"},
+                 "--instance K: -(K*N+I); with --consumer NAME: NAME-I; beside another "
+                 "supervisor here: the first free of I+N, I+2N, ...)"},
     [OPT_LOG_LEVEL] = {.name = "log-level",
                        .arg = "LEVEL",
                        .kind = CLI_LOG_LEVEL,
@@ -290,8 +304,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .check = check_watchdog,
          .help = "when the event loop has not turned for this long (a handler that never "
                  "yields), log which handler and entry were running and exit with status 70 "
-                 "(at most 10s, so that a stalled process ends before its consumer leases "
-                 "can expire; keep it above --load-timeout; it cannot be off)"},
+                 "(at least 1s; at most 10s, so that a stalled process ends before its "
+                 "consumer leases can expire; keep it above --load-timeout; it cannot be off)"},
     [OPT_HTTP_TIMEOUT] = {.name = "http-timeout",
                           .arg = "DURATION",
                           .kind = CLI_DURATION,

@@ -26,6 +26,7 @@
 #include "options.h"
 #include "process_metrics.h"
 #include "servers.h"
+#include "stop_signal.h"
 #include "supervisor.h"
 #include "watchdog.h"
 
@@ -49,14 +50,14 @@ struct run {
   health *health; /* --http, else NULL */
   bool signals;   /* sigterm, sigint and sighup are initialised */
   uv_signal_t sigterm, sigint, sighup;
-  bool watching;         /* watch and dir_poll are initialised (not --no-reload) */
-  uv_fs_event_t watch;   /* DIR's entries */
-  uv_fs_poll_t dir_poll; /* DIR itself: gone, back or replaced */
-  bool dir_missing;      /* the last stat of DIR failed */
-  bool beating;          /* beat is initialised */
-  uv_timer_t beat;       /* feeds the watchdog */
-  int nsignals;          /* SIGTERM/SIGINT received */
-  bool worker;           /* a worker of the supervisor (supervisor.h) */
+  bool watching;             /* watch and dir_poll are initialised (not --no-reload) */
+  uv_fs_event_t watch;       /* DIR's entries */
+  uv_fs_poll_t dir_poll;     /* DIR itself: gone, back or replaced */
+  bool dir_missing;          /* the last stat of DIR failed */
+  bool beating;              /* beat is initialised */
+  uv_timer_t beat;           /* feeds the watchdog */
+  struct stop_signals stops; /* SIGTERM/SIGINT received */
+  bool worker;               /* a worker of the supervisor (supervisor.h) */
 };
 
 /* Closes the handles that keep the loop running; each once. */
@@ -169,23 +170,28 @@ static void on_sighup(uv_signal_t *sig, int signum) {
 
 static void on_signal(uv_signal_t *sig, int signum) {
   struct run *r = sig->data;
-  if (++r->nsignals > 1 && r->worker) {
+  const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+  enum stop_signal_kind kind = stop_signal_take(&r->stops, signum, uv_hrtime() / 1000000);
+  if (kind != STOP_FIRST && r->worker) {
     /* The same stop again (systemd or pkill signal every process, besides the
      * supervisor passing it on); the supervisor ends a worker at once with
      * SIGKILL. */
     return;
   }
-  if (r->nsignals > 1) {
-    log_line(LOG_WARN, NULL, "second signal: exiting now", "signal",
-             signum == SIGINT ? "SIGINT" : "SIGTERM", NULL);
+  if (kind == STOP_AGAIN) {
+    /* GNU timeout signals the child and then its process group. */
+    log_line(LOG_INFO, NULL, "the same signal again: still stopping", "signal", name, NULL);
+    return;
+  }
+  if (kind == STOP_NOW) {
+    log_line(LOG_WARN, NULL, "second signal: exiting now", "signal", name, NULL);
     /* At once: no atexit handlers (a leak check would report the Lua states
      * still open), only a moment for the log lines still buffered. Entries
      * not acked stay pending in Redis. */
     log_writer_stop(LOG_DRAIN_EXIT_MS);
     _exit(1);
   }
-  log_line(LOG_INFO, NULL, "signal received", "signal", signum == SIGINT ? "SIGINT" : "SIGTERM",
-           NULL);
+  log_line(LOG_INFO, NULL, "signal received", "signal", name, NULL);
   host_stop_within(r->host, r->shutdown_ms);
 }
 
@@ -330,13 +336,18 @@ int cmd_run(int argc, char **argv) {
   char *problems = NULL;
   struct host_names names = {.consumer = cli_text(&o, OPT_CONSUMER), .instance = -1};
   if (cli_text(&o, OPT_INSTANCE)) names.instance = (int)cli_num(&o, OPT_INSTANCE);
+  /* Neither name given: a process started beside a live one numbers its
+   * names (host.h), -1, -2, ...; worker I of N tries I, I + N, I + 2N, ... */
+  bool numbered = names.instance < 0 && names.consumer == NULL;
+  if (numbered) names.number_step = 1;
   char worker_consumer[512];
   r.worker = is_worker == 1;
   if (is_worker) { /* the names of worker I of N (supervisor.h) */
-    names.instance =
-        supervisor_worker_names(worker.index, (int)cli_num(&o, OPT_PROCESSES), names.instance,
-                                names.consumer, worker_consumer, sizeof worker_consumer);
+    int nprocs = (int)cli_num(&o, OPT_PROCESSES);
+    names.instance = supervisor_worker_names(worker.index, nprocs, names.instance, names.consumer,
+                                             worker_consumer, sizeof worker_consumer);
     if (names.consumer) names.consumer = worker_consumer;
+    if (numbered) names.number_step = nprocs;
   }
   /* A stalled reader of stderr must not stop the host: the log is written
    * by a thread of its own, given a few seconds at the end. */

@@ -42,6 +42,14 @@ struct host_names {
   const char *consumer; /* --consumer NAME, or NULL */
   int instance;         /* --instance N (>= 0), or -1 */
   const char *hostname; /* NULL: gethostname() */
+  const char *machine;  /* NULL: this machine (lease_identity) */
+  /* Numbering on demand (neither --instance nor --consumer), 0 for none:
+   * when a live process of this machine holds a generated name of
+   * `instance`, the host tries instance + step, + 2 x step, ... (from 0 for
+   * -1: the unnumbered names, then -1, -2, ...) and takes the first number
+   * whose names none holds (logged), before any subscription starts. A
+   * restarted process finds its number free again (its holder is gone). */
+  int number_step;
 };
 
 /* Loads every handler of dir, each within load_timeout_ms (0: the default,

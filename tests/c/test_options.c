@@ -217,6 +217,9 @@ TEST_IMPL(options_bad_duration) {
   ASSERT_CONTAINS(err_text, "luastream: --watchdog cannot be off: ");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "11s", "dir"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "luastream: --watchdog must be at most 10s, got 11s: ");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "999ms", "dir"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: --watchdog must be at least 1s, got 999ms: ");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "1s", "dir"), CLI_OK);
   ASSERT_INT_EQ(PARSE(CLI_DL_LIST, "--count", "+5", "dl"), CLI_USAGE);
   ASSERT_STR_EQ(err_text, "luastream: --count needs a number from 1 to 1000000000, got \"+5\"\n");
 }

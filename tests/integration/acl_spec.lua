@@ -192,6 +192,41 @@ describe("the documented Redis ACL", function()
     assert.matches("no permissions", denied)
   end)
 
+  -- The keys a process reads to number its names (the leases, with GET) and
+  -- renews together (one script call): all in the documented patterns.
+  it("numbers a second process's names and renews its leases under the documented run user", function()
+    local srv = helper.redis_start()
+    local users = documented()
+    setuser(srv, words(assert(users["payments-host"])))
+    local env = { REDIS_URL = url_of(srv, "payments-host") }
+    local a = helper.host_start({}, { url = false, env = env, dir = "handlers/before-8.4" })
+    a:wait_log(READY, 20, { plain = true })
+    local b = helper.host_start({}, { url = false, env = env, dir = "handlers/before-8.4" })
+    b:wait_log(READY, 10, { plain = true })
+    local numbered = b:records({ msg = "consumer names numbered: a live process on this machine holds the names before" })
+    assert.equal(1, #numbered, b:log())
+    assert.equal("1", numbered[1].instance)
+    assert.equal(0, b:count({ msg = "cannot look for free consumer names: using the first" }))
+    -- both processes' leases, renewed (every 5 s) under the same user
+    local keys = {}
+    for k in srv:cli("KEYS", "luastream:consumer:{payments}:*"):gmatch("[^\n]+") do keys[#keys + 1] = k end
+    assert.is_true(#keys >= 4, table.concat(keys, " "))
+    local ttl = {}
+    for i, k in ipairs(keys) do ttl[i] = tonumber(srv:cli("PTTL", k)) end
+    helper.wait_until(function()
+      for i, k in ipairs(keys) do
+        if tonumber(srv:cli("PTTL", k)) <= ttl[i] then return false, k end
+      end
+      return true
+    end, 10, "every lease renewed")
+    assert.equal(0, b:count({ msg = "the consumer lease failed, retrying" }))
+    assert.equal(0, a:count({ msg = "the consumer lease failed, retrying" }))
+    assert.equal(0, b:stop())
+    assert.equal(0, a:stop())
+    assert_quiet(a)
+    assert_quiet(b)
+  end)
+
   it("runs every outcome (ack, retry, delay, reply, publish, reject, claim, re-stamp) under the documented run user", function()
     local srv = helper.redis_start()
     setuser(srv, run_user("orders-host", SUBS))
