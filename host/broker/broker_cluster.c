@@ -9,15 +9,19 @@
  * cluster node makes it route: it learns the slot map (CLUSTER SLOTS), each
  * bk_conn holds one broker_redis connection per master, and each command
  * goes to the master serving the slot of its first key (command_keys.h),
- * keyless ones to the first master. Commands of one slot keep their order.
+ * keyless ones to the first master. Commands of one slot keep their order;
+ * replies come back as each node answers, interleaved across masters, each
+ * to its own command's callback (broker.h).
  *
  * Redirections: MOVED (a slot has moved) updates the slot, asks for a new
  * map, and takes the bk_conn down as a drop would (below): commands sent
  * after the redirected one may already be on the new node, so sending it
  * again there would break the order of its slot. ASK (a slot is moving, and
  * the key has gone) sends ASKING and the command to the node named, which
- * keeps the order (the old node answers in order); a node an ASK names is
- * connected to as a master is until it owns slots. A command is redirected
+ * keeps the order of the commands on keys that have gone (the old node
+ * answers in order, each ASK sends one on); such a reply comes after those
+ * of commands sent behind it that the old node served. A node an ASK names
+ * is connected to as a master is until it owns slots. A command is redirected
  * at most MAX_REDIRECTS times; past that its caller gets the error reply.
  *
  * A bk_conn is up when the map is known and its connection to every master
