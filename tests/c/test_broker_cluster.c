@@ -758,7 +758,10 @@ TEST_IMPL(cluster_close_answers_commands_in_flight) {
   cluster_stop();
 }
 
-/* A server without cluster mode: commands pass through to it unchanged. */
+/* A server without cluster mode: commands pass through to it unchanged.
+ * The caller's own connection asked what the server is: the router opened
+ * none of its own there (whose failures, a wrong password, would be logged
+ * under a name of the router's). */
 TEST_IMPL(cluster_standalone_server_passes_through) {
   cluster_start();
   replay_expect(cl->nodes[0].rb, "INFO cluster", "$17\r\ncluster_enabled:0\r\n");
@@ -766,6 +769,7 @@ TEST_IMPL(cluster_standalone_server_passes_through) {
   open_caller(&c, "app");
   ASSERT_INT_EQ(bk_is_cluster(cl->b), 0);
   ASSERT_INT_EQ(cl->made, 1);
+  ASSERT_STR_EQ(replay_log(cl->nodes[0].rb, NULL), "app: INFO cluster\n");
   static struct call k;
   char key[32];
   key_in(key, sizeof key, 10923, 16383, 40); /* node 2's in the model: not asked here */
@@ -890,7 +894,7 @@ TEST_IMPL(cluster_ask_resends_a_script) {
   RUN_UNTIL(k.done);
   ASSERT_INT_EQ(k.node, 0);
   char log[128];
-  snprintf(log, sizeof log, "ASKING\nEVAL <claim> 1 %s t1\n", key);
+  snprintf(log, sizeof log, "INFO cluster\nASKING\nEVAL <claim> 1 %s t1\n", key);
   ASSERT_STR_EQ(replay_log(cl->nodes[0].rb, "app"), log);
   bk_conn_close(cl->b, c.conn);
   cluster_stop();

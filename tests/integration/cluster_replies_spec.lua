@@ -24,8 +24,11 @@ local CALLS = ]] .. CALLS .. [[
 return {
   stream = "{calls}", group = "check", start = "beginning", workers = 32, batch = 64,
   -- an entry whose outcome could not be written while the cluster was down
-  -- (CLUSTERDOWN until the replica took over) is claimed again
-  read = "claiming", claim_fallback = true, min_idle = "1s",
+  -- (CLUSTERDOWN until the replica took over) is claimed again; one whose
+  -- calls are cut off again and again (each MOVED of the migration takes
+  -- the connection down for a moment) is not dead-lettered: only a
+  -- mismatch is
+  read = "claiming", claim_fallback = true, min_idle = "1s", max_deliveries = false,
   dead_letter = "{calls}.dead",
   handle = function(m, ctx)
     for i = 1, CALLS do
