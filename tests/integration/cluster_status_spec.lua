@@ -194,5 +194,20 @@ describe("luastream status on a Redis Cluster", function()
       assert.equal(1, code, out .. err)
       check_table(out, wants)
     end
+
+    -- the streams named instead of DIR: their rows in the order named,
+    -- whichever master answered first
+    local args, named = { "status", "--redis", c.url, "--json" }, {}
+    for p = PARTITIONS - 1, 0, -1 do
+      args[#args + 1] = "orders:{" .. p .. "}"
+      named[#named + 1] = wants[p + 1]
+    end
+    for _ = 1, 3 do
+      local code, out, err = helper.luastream(unpack(args))
+      assert.equal(1, code, out .. err)
+      local ok, doc = pcall(cjson.decode, out)
+      assert(ok, "not JSON: " .. out .. err)
+      check_json(doc, named)
+    end
   end)
 end)
