@@ -45,6 +45,10 @@ describe("configuration errors", function()
         err, 1, true)
       helper.assert_no_secret(WRONG, out, err)
       assert.equal(0, srv:call("EXISTS", "payments"))
+      -- logged under the host's connections: a standalone server gets none
+      -- of the cluster router's own
+      assert.matches('msg="redis authentication failed"', err, 1, true)
+      assert.is_nil(err:find('conn="cluster map"', 1, true), err)
     end)
 
     it("run exits 1 at once without a password (NOAUTH)", function()
