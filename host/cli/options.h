@@ -28,6 +28,7 @@ enum cli_command {
   CLI_PUBLISH,
   CLI_DL_LIST,
   CLI_DL_REPLAY,
+  CLI_DL_DELETE,
   CLI_STATUS,
   CLI_NCOMMANDS
 };
@@ -61,6 +62,8 @@ enum cli_option_id {
   OPT_COUNT,
   OPT_ID,
   OPT_ALL,
+  OPT_REASON,
+  OPT_YES,
   OPT_JSON,
   OPT_WATCH,
   OPT_CLUSTER,

@@ -52,7 +52,8 @@ describe("luastream CLI", function()
 
   it("help COMMAND prints that command's --help", function()
     for _, args in ipairs { { "run" }, { "check" }, { "publish" }, { "dead-letters" },
-                            { "dead-letters", "list" }, { "dead-letters", "replay" } } do
+                            { "dead-letters", "list" }, { "dead-letters", "replay" },
+                            { "dead-letters", "delete" } } do
       local with_flag = { unpack(args) }
       with_flag[#with_flag + 1] = "--help"
       local code, want, stderr = helper.luastream(unpack(with_flag))
@@ -70,9 +71,9 @@ describe("luastream CLI", function()
     assert.matches('unknown command "bogus"', stderr, 1, true)
   end)
 
-  it("dead-letters --help shows the synopses of list --help and replay --help", function()
+  it("dead-letters --help shows the synopses of list --help, replay --help and delete --help", function()
     local _, usage = helper.luastream("dead-letters", "--help")
-    for _, sub in ipairs { "list", "replay" } do
+    for _, sub in ipairs { "list", "replay", "delete" } do
       local code, stdout = helper.luastream("dead-letters", sub, "--help")
       assert.equal(0, code)
       local synopsis = stdout:match("^usage: (.-)\n\n"):gsub("%s+", " ")
