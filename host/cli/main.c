@@ -6,7 +6,7 @@
  *                 [--no-reload] [--load-timeout DURATION] [--watchdog DURATION] DIR   (run.c)
  *   luastream check [--load-timeout DURATION] DIR                                     (check.c)
  *   luastream publish [--redis URL | --redis-file PATH] STREAM JSON [--key K]
- *                     [--header NAME=VALUE]...                                        (publish.c)
+ *                     [--header NAME=VALUE]... [--wait N[,TIMEOUT]]                   (publish.c)
  *   luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]
  *                                                                               (dead_letters.c)
  *   luastream dead-letters replay [--redis URL | --redis-file PATH] DIR STREAM

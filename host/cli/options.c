@@ -198,6 +198,42 @@ static int check_table_name(const char *who, const struct cli_value *v, char *er
   return -1;
 }
 
+int cli_wait_parse(const char *text, long long *replicas, long long *timeout_ms, char *err,
+                   size_t errlen) {
+  size_t digits = strspn(text, "0123456789");
+  long long n = digits > 0 && digits <= 6 ? atoll(text) : 0;
+  if (n < 1 || (text[digits] != '\0' && text[digits] != ',')) {
+    snprintf(err, errlen, "needs N[,TIMEOUT]: N replicas, at least 1, e.g. 1 or 2,500ms; got \"%s\"",
+             text);
+    return -1;
+  }
+  *replicas = n;
+  *timeout_ms = PUBLISH_WAIT_DEFAULT_MS;
+  if (text[digits] == '\0') return 0;
+  const char *t = text + digits + 1;
+  double ms;
+  char why[256];
+  if (duration_parse(t, strlen(t), &ms, why, sizeof why) != 0) {
+    snprintf(err, errlen, "TIMEOUT \"%s\" %s (a duration with a unit, e.g. 1,500ms)", t, why);
+    return -1;
+  }
+  if (ms < 1 || ms > PUBLISH_WAIT_MAX_MS) {
+    snprintf(err, errlen, "TIMEOUT must be from 1ms to %ds, got %s", PUBLISH_WAIT_MAX_MS / 1000, t);
+    return -1;
+  }
+  *timeout_ms = (long long)ms;
+  return 0;
+}
+
+/* --wait N[,TIMEOUT]. */
+static int check_wait(const char *who, const struct cli_value *v, char *err, size_t errlen) {
+  long long n, ms;
+  char why[512];
+  if (cli_wait_parse(v->text, &n, &ms, why, sizeof why) == 0) return 0;
+  snprintf(err, errlen, "%s %s", who, why);
+  return -1;
+}
+
 #define SERVER                                                                           \
   (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) | \
    CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS))
@@ -458,6 +494,16 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                  .kind = CLI_FLAG,
                  .commands = CLI_IN(CLI_DL_DELETE),
                  .help = "delete; without it, only say what would be deleted"},
+    [OPT_WAIT] = {.name = "wait",
+                  .arg = "N[,TIMEOUT]",
+                  .kind = CLI_STRING,
+                  .commands = CLI_IN(CLI_PUBLISH),
+                  .check = check_wait,
+                  .help = "after adding the entry, wait (WAIT) until N replicas have it or "
+                          "TIMEOUT passed (a duration, default 1s, at most 5s), and say on stderr "
+                          "how many did; exit 3 (the id still printed: the entry was added) when "
+                          "fewer than N did. It narrows, not closes, the window in which a "
+                          "failover loses an acknowledged entry (docs/operations.md)"},
     [OPT_JSON] = {.name = "json",
                   .kind = CLI_FLAG,
                   .commands = CLI_IN(CLI_STATUS),

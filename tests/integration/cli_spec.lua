@@ -22,7 +22,7 @@ describe("luastream CLI", function()
   local OPTIONS = {
     run = { "--redis", "--instance", "--consumer", "--log-level" },
     check = {},
-    publish = { "--redis", "--key", "--header" },
+    publish = { "--redis", "--key", "--header", "--wait" },
   }
   for _, command in ipairs { "run", "check", "publish" } do
     it(command .. " --help and --version", function()
@@ -113,6 +113,45 @@ describe("luastream CLI", function()
     assert.equal(2, code)
     assert.matches("--maxlen needs a number from 1", stderr, 1, true)
     assert.equal(3, srv:xlen("payments"))
+  end)
+
+  it("publish --wait N[,TIMEOUT] waits for N replicas and says how many acknowledged; fewer exits 3", function()
+    local master = helper.redis_start()
+    local replica = helper.redis_start({ args = { "--replicaof", "127.0.0.1", tostring(master.port) } })
+    helper.wait_until(function()
+      local info = replica:cli("INFO", "replication")
+      return info:find("master_link_status:up", 1, true) ~= nil, info
+    end, 30, "the replica in sync with the master")
+    local function publish(body, wait)
+      local code, out, err = helper.luastream("publish", "--redis", master.url, "payments", body, "--wait", wait)
+      return code, helper.trim(out), err
+    end
+    -- one replica asked for, and it has the entry
+    local code, id, err = publish('{"id":1}', "1")
+    assert.equal(0, code, id .. err)
+    assert.matches("^%d+%-%d+$", id)
+    assert.matches("1 of 1 replica acknowledged entry " .. id, err, 1, true)
+    assert.equal(1, #replica:xrange("payments", id, id), "the replica has the entry")
+    -- two asked for, one there: the id printed (the entry was added), exit 3
+    code, id, err = publish('{"id":2}', "2,300ms")
+    assert.equal(3, code, id .. err)
+    assert.matches("^%d+%-%d+$", id)
+    assert.matches("1 of 2 replicas acknowledged entry " .. id .. " within 300ms: it is on the master", err, 1, true)
+    assert.equal(1, #master:xrange("payments", id, id))
+    -- the replica stopped: connected, but acknowledging nothing
+    replica.proc:kill("STOP")
+    code, id, err = publish('{"id":3}', "1,200ms")
+    replica.proc:kill("CONT")
+    assert.equal(3, code, id .. err)
+    assert.matches("0 of 1 replica acknowledged entry " .. id .. " within 200ms", err, 1, true)
+    assert.equal(1, #master:xrange("payments", id, id))
+    -- usage errors add nothing
+    for _, bad in ipairs { "0", "x", "1,5", "1,6s", "1,", "-1" } do
+      code, id, err = publish('{"id":4}', bad)
+      assert.equal(2, code, bad .. ": " .. id .. err)
+      assert.matches("--wait", err, 1, true)
+    end
+    assert.equal(3, master:xlen("payments"))
   end)
 
   it("publish reads REDIS_URL when --redis is not given", function()
