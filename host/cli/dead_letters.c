@@ -149,8 +149,11 @@ static void dl_list_range(void *data, const bk_reply *r, const char *err) {
   if ((long long)r->elements < l->total)
     printf("%zu of %lld entries on %s shown, oldest first (--count N shows more)\n", r->elements,
            l->total, l->stream);
-  else
+  else if (letters == r->elements)
     printf("%zu dead letter%s on %s\n", r->elements, r->elements == 1 ? "" : "s", l->stream);
+  else /* the others are marked above */
+    printf("%zu entries on %s, %zu of them dead letter%s\n", r->elements, l->stream, letters,
+           letters == 1 ? "" : "s");
   client_done(c, 0);
 }
 

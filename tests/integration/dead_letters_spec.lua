@@ -1055,6 +1055,13 @@ return {
     assert.equal(1, code, out .. err)
     assert.matches("is not a dead-letter stream", err, 1, true)
     assert.equal(2, srv:xlen("payments.dead"))
+    -- with a dead letter among them: listed, the others marked and not counted as dead letters
+    srv:cli("XADD", "payments.dead", "*", "data", "{}", "dead-letter-stream", "payments", "dead-letter-group", "ledger",
+      "dead-letter-id", "1-0")
+    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments.dead")
+    assert.equal(0, code, out .. err)
+    assert.matches("(no dead-letter-stream field: not a dead letter luastream wrote)", out, 1, true)
+    assert.matches("3 entries on payments.dead, 1 of them dead letter\n", out, 1, true)
   end)
 
   it("delete: by id, by reason, --all; says what it would delete without --yes; never entries that are not dead letters", function()
