@@ -125,7 +125,7 @@ static void dl_list_range(void *data, const bk_reply *r, const char *err) {
   size_t letters = 0;
   for (size_t i = 0; i < r->elements; i++) letters += dl_has_provenance(r->element[i]->element[1]);
   if (r->elements > 0 && letters == 0) { /* a source stream, most likely */
-    char which[64];
+    char which[96];
     if ((long long)r->elements < l->total)
       snprintf(which, sizeof which, "none of its first %zu entries (of %lld) carries", r->elements,
                l->total);
@@ -177,9 +177,10 @@ static void dl_list_type(void *data, const bk_reply *r, const char *err) {
   const char *stream = ((struct dl_list *)c->data)->stream;
   /* a stream: XLEN and XRANGE, sent behind TYPE, print */
   if (dl_stream_type(c, stream, r, err) != DL_MISSING) return;
-  printf("0 dead letters on %s (no such stream on %s: a handler's dead_letter stream is made by "
-         "its first dead letter)\n",
-         stream, c->b->name);
+  printf(
+      "0 dead letters on %s (no such stream on %s: a handler's dead_letter stream is made by "
+      "its first dead letter)\n",
+      stream, c->b->name);
   client_done(c, 0);
 }
 

@@ -88,8 +88,7 @@ static void summary(struct client *c) {
   } else {
     printf("0 dead letters%s to delete on %s", which, d->stream);
   }
-  if (d->others)
-    printf(" (%lld of other reasons left)", d->others);
+  if (d->others) printf(" (%lld of other reasons left)", d->others);
   if (d->left)
     printf(" (%lld %s that %s not dead letters left)", d->left,
            dl_plural(d->left, "entry", "entries"), d->left == 1 ? "is" : "are");
@@ -234,7 +233,9 @@ static void typed(void *data, const bk_reply *r, const char *err) {
   for (int i = 0; i < d->nids; i++) send_range(c, "XRANGE", d->ids[i], d->ids[i], 1, id_answered);
 }
 
-static void delete_start(struct client *c) { dl_send_type(c, ((struct dl_delete *)c->data)->stream, typed); }
+static void delete_start(struct client *c) {
+  dl_send_type(c, ((struct dl_delete *)c->data)->stream, typed);
+}
 
 static bool known_reason(const char *reason) {
   for (const struct wire_name *w = wire_reasons; w->name; w++)
@@ -246,10 +247,11 @@ int cmd_dl_delete(int argc, char **argv) {
   struct cli_options o;
   int rc = cli_parse(CLI_DL_DELETE, argc, argv, &o, stdout, stderr);
   if (rc != CLI_OK) return rc == CLI_DONE ? 0 : 2;
-  struct dl_delete d = {.stream = o.pos[0], .reason = cli_text(&o, OPT_REASON),
-                        .yes = cli_given(&o, OPT_YES)};
+  struct dl_delete d = {
+      .stream = o.pos[0], .reason = cli_text(&o, OPT_REASON), .yes = cli_given(&o, OPT_YES)};
   if (d.reason && !known_reason(d.reason)) {
-    fprintf(stderr, "luastream: --reason %s: not a reason luastream writes; the reasons are", d.reason);
+    fprintf(stderr, "luastream: --reason %s: not a reason luastream writes; the reasons are",
+            d.reason);
     for (const struct wire_name *w = wire_reasons; w->name; w++)
       fprintf(stderr, "%s %s", w == wire_reasons ? "" : ",", w->text);
     fputc('\n', stderr);

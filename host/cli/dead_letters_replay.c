@@ -205,11 +205,11 @@ static void dl_replay_done(void *data, const bk_reply *r, const char *err) {
     dl_replay_send(c);
     return;
   }
-  printf("replayed %lld dead %s from %s", rp->replayed, dl_plural(rp->replayed, "letter", "letters"),
-         rp->stream);
+  printf("replayed %lld dead %s from %s", rp->replayed,
+         dl_plural(rp->replayed, "letter", "letters"), rp->stream);
   if (rp->skipped)
-    printf(" (%lld %s skipped, left on %s)", rp->skipped, dl_plural(rp->skipped, "entry", "entries"),
-           rp->stream);
+    printf(" (%lld %s skipped, left on %s)", rp->skipped,
+           dl_plural(rp->skipped, "entry", "entries"), rp->stream);
   putchar('\n');
   if (rp->skipped && rp->replayed == 0)
     fprintf(stderr,
@@ -261,15 +261,16 @@ int cmd_dl_replay(int argc, char **argv) {
   int problems =
       host_check_each(rp.dir, (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT), take_handler, &rp);
   if (problems) {
-    fprintf(stderr, "luastream: %s: %d handler file%s with problems (luastream check %s)\n",
-            rp.dir, problems, problems == 1 ? "" : "s", rp.dir);
+    fprintf(stderr, "luastream: %s: %d handler file%s with problems (luastream check %s)\n", rp.dir,
+            problems, problems == 1 ? "" : "s", rp.dir);
     rc = 1;
   } else if (rp.oom) {
     fprintf(stderr, "luastream: out of memory\n");
     rc = 1;
   } else if (rp.npairs == 0) {
-    fprintf(stderr, "luastream: no handler of %s has dead_letter = \"%s\": replay puts back only "
-                    "the dead letters of the handlers it is given",
+    fprintf(stderr,
+            "luastream: no handler of %s has dead_letter = \"%s\": replay puts back only "
+            "the dead letters of the handlers it is given",
             rp.dir, rp.stream);
     if (rp.nothers == 0) fprintf(stderr, " (none of them has a dead_letter)");
     for (size_t i = 0; i < rp.nothers; i++)

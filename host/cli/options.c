@@ -203,8 +203,8 @@ int cli_wait_parse(const char *text, long long *replicas, long long *timeout_ms,
   size_t digits = strspn(text, "0123456789");
   long long n = digits > 0 && digits <= 6 ? atoll(text) : 0;
   if (n < 1 || (text[digits] != '\0' && text[digits] != ',')) {
-    snprintf(err, errlen, "needs N[,TIMEOUT]: N replicas, at least 1, e.g. 1 or 2,500ms; got \"%s\"",
-             text);
+    snprintf(err, errlen,
+             "needs N[,TIMEOUT]: N replicas, at least 1, e.g. 1 or 2,500ms; got \"%s\"", text);
     return -1;
   }
   *replicas = n;

@@ -165,8 +165,9 @@ TEST_IMPL(options_repeatable_and_groups) {
   ASSERT(cli_given(&o, OPT_YES));
 
   ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl", "--id", "1-0", "--all"), CLI_USAGE);
-  ASSERT_CONTAINS(err_text, "luastream: say which dead letters, one way: --id ID (repeatable) or "
-                            "--all (delete also takes --reason REASON)\n");
+  ASSERT_CONTAINS(err_text,
+                  "luastream: say which dead letters, one way: --id ID (repeatable) or "
+                  "--all (delete also takes --reason REASON)\n");
   ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "say which dead letters");
   ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl", "--all"), CLI_USAGE); /* DIR is required */

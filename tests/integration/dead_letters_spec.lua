@@ -732,6 +732,7 @@ describe("luastream dead-letters", function()
     assert.equal(0, code)
     for _, opt in ipairs { "--redis", "--id", "--all", "--reason", "--yes" } do assert.matches(opt, out, 1, true) end
     code, out = helper.luastream("dead-letters", "--help")
+    assert.equal(0, code)
     assert.matches("dead-letters delete", out, 1, true)
     code, out = helper.luastream("--help")
     assert.equal(0, code)
@@ -934,7 +935,7 @@ describe("luastream dead-letters", function()
       for _, f in ipairs(fields) do args[#args + 1] = f end
       return srv:cli(unpack(args))
     end
-    local elsewhere = forge("forged.dead", { "dead-letter-stream", "victim", "dead-letter-group", "billing",
+    forge("forged.dead", { "dead-letter-stream", "victim", "dead-letter-group", "billing",
       "dead-letter-id", "1-0" })
     local victim = forge("payments.dead", { "dead-letter-stream", "victim", "dead-letter-group", "billing",
       "dead-letter-id", "1-0" })
@@ -1102,6 +1103,7 @@ return {
     assert.matches("left " .. junk .. " on payments.dead: not a dead letter", err, 1, true)
     assert.equal(3, srv:xlen("payments.dead"))
     code, out, err = dl("payments.dead", "--reason", "decode-error", "--yes")
+    assert.equal(1, code, out .. err)
     assert.matches("deleted 1 dead letter of reason decode-error from payments.dead", out, 1, true)
     assert.same({}, srv:xrange("payments.dead", d1, d1))
     assert.equal(1, #srv:xrange("payments.dead", r2, r2))
@@ -1113,6 +1115,7 @@ return {
       'dead-letter-group', 'ledger', 'dead-letter-id', i .. '-0', 'dead-letter-reason', i % 2 == 0 and 'rejected' or 'too-large') end]],
       "1", "payments.dead")
     code, out, err = dl("payments.dead", "--reason", "rejected", "--yes")
+    assert.equal(1, code, out .. err)
     assert.matches("deleted 601 dead letters of reason rejected from payments.dead", out, 1, true)
     assert.equal(1 + 600, srv:xlen("payments.dead"))
     code, out, err = dl("payments.dead", "--all", "--yes")
