@@ -32,7 +32,13 @@ static void waited(void *data, const bk_reply *r, const char *err) {
     client_done(c, PUBLISH_NOT_REPLICATED);
     return;
   }
-  if (r->integer >= p->replicas) {
+  if (r->integer > p->replicas) { /* WAIT counts every replica that has it */
+    fprintf(stderr, "luastream: %lld replicas acknowledged entry %s (%lld asked for)\n", r->integer,
+            p->id, p->replicas);
+    client_done(c, 0);
+    return;
+  }
+  if (r->integer == p->replicas) {
     fprintf(stderr, "luastream: %lld of %lld replica%s acknowledged entry %s\n", r->integer,
             p->replicas, p->replicas == 1 ? "" : "s", p->id);
     client_done(c, 0);
