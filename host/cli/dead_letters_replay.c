@@ -33,6 +33,7 @@ struct dl_replay {
   char **others; /* the other dead_letter streams of DIR, for a refusal */
   size_t nothers;
   bool oom;
+  bool told;                /* say_allowed has run */
   char after[64], last[64]; /* --all: where the next batch starts and ends */
   long long replayed;
   long long skipped;
@@ -118,8 +119,10 @@ static void replay_free(struct dl_replay *rp) {
   free(rp->others);
 }
 
-/* Says which streams and groups DIR allows (after a refusal). */
-static void say_allowed(const struct dl_replay *rp) {
+/* Says which streams and groups DIR allows (after a refusal), once. */
+static void say_allowed(struct dl_replay *rp) {
+  if (rp->told) return;
+  rp->told = true;
   fprintf(stderr, "luastream: the handlers of %s with dead_letter = \"%s\":", rp->dir, rp->stream);
   for (size_t i = 0; i < rp->npairs; i++)
     fprintf(stderr, "%s stream %s group %s (%s)", i ? ";" : "", rp->pairs[i].stream,

@@ -81,7 +81,8 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
          "STREAM in one server-side script, so it is never on both streams nor on\n"
          "neither. Prints `ID -> RETRY-STREAM NEW-ID` per entry and a count; exits 1\n"
          "when an entry was refused or left on STREAM.\n",
-         NULL},
+         "DIR is loaded as `luastream check` loads it: each file's top-level code runs\n"
+         "with the rights of this process.\n"},
     [CLI_DL_DELETE] =
         {"dead-letters delete", "STREAM", 1, 0,
          "Deletes dead letters from STREAM: those given by id, those of one reason\n"
