@@ -273,6 +273,12 @@ describe("the documented Redis ACL", function()
     local url = url_of(srv, "payments-producer")
     local code, out, err = helper.luastream("publish", "payments", '{"id":1}', { env = { REDIS_URL = url } })
     assert.equal(0, code, out .. err)
+    -- --wait needs +wait, as the recipe says: without it the entry is added and WAIT refused, exit 3
+    code, out, err = helper.luastream("publish", "payments", '{"id":1}', "--wait", "1,100ms", { env = { REDIS_URL = url } })
+    assert.equal(3, code, out .. err)
+    assert.matches("WAIT on redis://payments-producer:***@127.0.0.1:" .. srv.port .. " failed: NOPERM", err, 1, true)
+    assert.matches("entry " .. helper.trim(out) .. " was added", err, 1, true)
+    assert.equal(2, srv:xlen("payments"))
     -- an entry on the dead-letter stream (a forged dead letter), a retry copy: each refused
     for _, stream in ipairs { "payments.dead", "payments:retry:ledger" } do
       code, out, err = helper.luastream("publish", stream, '{"id":2}', { env = { REDIS_URL = url } })
