@@ -69,15 +69,31 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                      "other headers and its body.\n",
                      NULL},
     [CLI_DL_REPLAY] =
-        {"dead-letters replay", "STREAM", 1, 0,
+        {"dead-letters replay", "DIR STREAM", 2, 0,
          "Puts dead letters of STREAM back for the group that dead-lettered them: on\n"
          "the retry stream SOURCE:retry:GROUP of the source stream and group luastream\n"
          "recorded in each (never on the source stream, so the stream's other groups\n"
          "never see them), as new entries with their body and headers but without the\n"
-         "dead-letter-* fields, so their delivery count starts afresh. An entry without\n"
-         "that provenance is refused. Each entry is added there and deleted from STREAM\n"
-         "in one server-side script, so it is never on both streams nor on neither.\n"
-         "Prints `ID -> RETRY-STREAM NEW-ID` per entry and a count.\n",
+         "dead-letter-* fields, so their delivery count starts afresh. The handler\n"
+         "files of DIR say what may be replayed: STREAM must be the dead_letter of one\n"
+         "of them, and an entry whose dead-letter-stream and dead-letter-group are not\n"
+         "the stream and group of such a handler, or whose dead-letter-id is not an\n"
+         "entry id, is refused, named, with the field and what was expected (so is an\n"
+         "entry without that provenance). Each entry is added there and deleted from\n"
+         "STREAM in one server-side script, so it is never on both streams nor on\n"
+         "neither. Prints `ID -> RETRY-STREAM NEW-ID` per entry and a count; exits 1\n"
+         "when an entry was refused or left on STREAM.\n",
+         "DIR is loaded as `luastream check` loads it: each file's top-level code runs\n"
+         "with the rights of this process.\n"},
+    [CLI_DL_DELETE] =
+        {"dead-letters delete", "STREAM", 1, 0,
+         "Deletes dead letters from STREAM: those given by id, those of one reason\n"
+         "(dead-letter-reason), or all of them. Without --yes it only prints what it\n"
+         "would delete (each id with its reason, and a count) and deletes nothing.\n"
+         "Only entries with dead-letter provenance are deleted: an --id of another\n"
+         "entry is refused (nothing is deleted), and --reason and --all leave such\n"
+         "entries, naming them. --reason and --all take what STREAM holds when the\n"
+         "command starts, 500 entries at a time. Prints each id deleted and a count.\n",
          NULL},
     [CLI_STATUS] = {"status", "DIR | STREAM...", 1, CLI_ARGS_MAX,
                     "Shows, for each stream and group the handlers of DIR read (or every group\n"
@@ -120,14 +136,16 @@ long long cli_cores(void) {
 
 /* ---- the options ---- */
 
-enum { GROUP_NONE, GROUP_SERVER, GROUP_NAME, GROUP_REPLAY, CLI_NGROUPS };
+enum { GROUP_NONE, GROUP_SERVER, GROUP_NAME, GROUP_WHICH, CLI_NGROUPS };
 
 static const struct cli_group groups[CLI_NGROUPS] = {
     [GROUP_SERVER] = {false, "give --redis or --redis-file, not both"},
     [GROUP_NAME] = {false,
                     "--instance numbers generated consumer names; with --consumer NAME "
                     "give each process its own NAME instead"},
-    [GROUP_REPLAY] = {true, "replay needs either --id ID (repeatable) or --all"},
+    [GROUP_WHICH] = {true,
+                     "say which dead letters, one way: --id ID (repeatable) or --all (delete "
+                     "also takes --reason REASON)"},
 };
 
 /* --load-timeout, --http-timeout: a limit of 0 would fail every file, every request. */
@@ -191,9 +209,45 @@ static int check_table_name(const char *who, const struct cli_value *v, char *er
   return -1;
 }
 
+int cli_wait_parse(const char *text, long long *replicas, long long *timeout_ms, char *err,
+                   size_t errlen) {
+  size_t digits = strspn(text, "0123456789");
+  long long n = digits > 0 && digits <= 6 ? atoll(text) : 0;
+  if (n < 1 || (text[digits] != '\0' && text[digits] != ',')) {
+    snprintf(err, errlen,
+             "needs N[,TIMEOUT]: N replicas, at least 1, e.g. 1 or 2,500ms; got \"%s\"", text);
+    return -1;
+  }
+  *replicas = n;
+  *timeout_ms = PUBLISH_WAIT_DEFAULT_MS;
+  if (text[digits] == '\0') return 0;
+  const char *t = text + digits + 1;
+  double ms;
+  char why[256];
+  if (duration_parse(t, strlen(t), &ms, why, sizeof why) != 0) {
+    snprintf(err, errlen, "TIMEOUT \"%s\" %s (a duration with a unit, e.g. 1,500ms)", t, why);
+    return -1;
+  }
+  if (ms < 1 || ms > PUBLISH_WAIT_MAX_MS) {
+    snprintf(err, errlen, "TIMEOUT must be from 1ms to %ds, got %s", PUBLISH_WAIT_MAX_MS / 1000, t);
+    return -1;
+  }
+  *timeout_ms = (long long)ms;
+  return 0;
+}
+
+/* --wait N[,TIMEOUT]. */
+static int check_wait(const char *who, const struct cli_value *v, char *err, size_t errlen) {
+  long long n, ms;
+  char why[512];
+  if (cli_wait_parse(v->text, &n, &ms, why, sizeof why) == 0) return 0;
+  snprintf(err, errlen, "%s %s", who, why);
+  return -1;
+}
+
 #define SERVER                                                                           \
   (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) | \
-   CLI_IN(CLI_STATUS))
+   CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS))
 
 const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_REDIS] = {.name = "redis",
@@ -288,7 +342,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_LOAD_TIMEOUT] = {.name = "load-timeout",
                           .arg = "DURATION",
                           .kind = CLI_DURATION,
-                          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS),
+                          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
+                                      CLI_IN(CLI_DL_REPLAY),
                           .def = "5s",
                           .check = check_above_zero,
                           .help =
@@ -431,17 +486,39 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_ID] = {.name = "id",
                 .arg = "ID",
                 .kind = CLI_ENTRY_ID,
-                .commands = CLI_IN(CLI_DL_REPLAY),
-                .group = GROUP_REPLAY,
+                .commands = CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_DL_DELETE),
+                .group = GROUP_WHICH,
                 .repeat = 1024,
-                .help = "the dead letter with this id; repeatable. Nothing is replayed if one of "
-                        "them is missing or not a dead letter."},
+                .help = "the dead letter with this id; repeatable. Nothing is done if one of "
+                        "them is missing or cannot be replayed (deleted)."},
     [OPT_ALL] = {.name = "all",
                  .kind = CLI_FLAG,
-                 .commands = CLI_IN(CLI_DL_REPLAY),
-                 .group = GROUP_REPLAY,
+                 .commands = CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_DL_DELETE),
+                 .group = GROUP_WHICH,
                  .help = "every dead letter on STREAM when the command starts (in batches of 500; "
                          "entries that are not dead letters stay)"},
+    [OPT_REASON] = {.name = "reason",
+                    .arg = "REASON",
+                    .kind = CLI_NAME,
+                    .commands = CLI_IN(CLI_DL_DELETE),
+                    .group = GROUP_WHICH,
+                    .help = "every dead letter on STREAM with this dead-letter-reason: rejected, "
+                            "max-deliveries, handler-error, bad-return, decode-error, too-large, "
+                            "no-fields, ... (`luastream dead-letters list` shows each one's)"},
+    [OPT_YES] = {.name = "yes",
+                 .kind = CLI_FLAG,
+                 .commands = CLI_IN(CLI_DL_DELETE),
+                 .help = "delete; without it, only say what would be deleted"},
+    [OPT_WAIT] = {.name = "wait",
+                  .arg = "N[,TIMEOUT]",
+                  .kind = CLI_STRING,
+                  .commands = CLI_IN(CLI_PUBLISH),
+                  .check = check_wait,
+                  .help = "after adding the entry, wait (WAIT) until N replicas have it or "
+                          "TIMEOUT passed (a duration, default 1s, at most 5s), and say on stderr "
+                          "how many did; exit 3 (the id still printed: the entry was added) when "
+                          "fewer than N did. It narrows, not closes, the window in which a "
+                          "failover loses an acknowledged entry (docs/operations.md)"},
     [OPT_JSON] = {.name = "json",
                   .kind = CLI_FLAG,
                   .commands = CLI_IN(CLI_STATUS),

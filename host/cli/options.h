@@ -28,6 +28,7 @@ enum cli_command {
   CLI_PUBLISH,
   CLI_DL_LIST,
   CLI_DL_REPLAY,
+  CLI_DL_DELETE,
   CLI_STATUS,
   CLI_NCOMMANDS
 };
@@ -61,6 +62,9 @@ enum cli_option_id {
   OPT_COUNT,
   OPT_ID,
   OPT_ALL,
+  OPT_REASON,
+  OPT_YES,
+  OPT_WAIT,
   OPT_JSON,
   OPT_WATCH,
   OPT_CLUSTER,
@@ -159,6 +163,14 @@ long long cli_cores(void);
 
 /* The name as typed after "luastream", e.g. "dead-letters list". */
 const char *cli_command_name(enum cli_command command);
+
+/* publish --wait N[,TIMEOUT]: the replicas to wait for and how long (ms;
+ * PUBLISH_WAIT_DEFAULT_MS when TIMEOUT is not given, at most
+ * PUBLISH_WAIT_MAX_MS). Returns 0, or -1 with why in err. */
+#define PUBLISH_WAIT_DEFAULT_MS 1000
+#define PUBLISH_WAIT_MAX_MS 5000
+int cli_wait_parse(const char *text, long long *replicas, long long *timeout_ms, char *err,
+                   size_t errlen);
 
 static inline const char *cli_text(const struct cli_options *o, enum cli_option_id id) {
   return o->v[id].text;

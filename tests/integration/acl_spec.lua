@@ -253,18 +253,22 @@ describe("the documented Redis ACL", function()
     assert_quiet(host)
   end)
 
-  it("lists and replays dead letters under the documented users", function()
+  it("lists, replays and deletes dead letters under the documented users", function()
     local srv = helper.redis_start()
     local users = documented()
     setuser(srv, words(assert(users["payments-dead-letters-list"])))
     setuser(srv, words(assert(users["payments-dead-letters-replay"])))
+    setuser(srv, words(assert(users["payments-dead-letters-delete"])))
+    -- the ledger's and the fraud group's handlers both dead-letter to payments.dead
+    local handler = [[return { stream = "payments", group = "%s", dead_letter = "payments.dead", handle = function() end }]]
+    local dir = helper.handlers_dir({ ["post.lua"] = handler:format("ledger"), ["screen.lua"] = handler:format("fraud") })
     srv:cli("XADD", "payments.dead", "*", "data", '{"id":1}', "dead-letter-stream", "payments",
       "dead-letter-group", "ledger", "dead-letter-id", "1-0", "dead-letter-reason", "rejected")
     local code, out, err = helper.luastream("dead-letters", "list", "payments.dead",
       { env = { REDIS_URL = url_of(srv, "payments-dead-letters-list") } })
     assert.equal(0, code, out .. err)
     assert.matches("1 dead letter on payments.dead", out, 1, true)
-    code, out, err = helper.luastream("dead-letters", "replay", "payments.dead", "--all",
+    code, out, err = helper.luastream("dead-letters", "replay", dir, "payments.dead", "--all",
       { env = { REDIS_URL = url_of(srv, "payments-dead-letters-replay") } })
     assert.equal(0, code, out .. err)
     assert.matches("replayed 1 dead letter from payments.dead", out, 1, true)
@@ -272,12 +276,12 @@ describe("the documented Redis ACL", function()
     assert.equal(0, srv:xlen("payments.dead"))
 
     -- the list user cannot replay; the replay user cannot reach another group
-    code, out, err = helper.luastream("dead-letters", "replay", "payments.dead", "--all",
+    code, out, err = helper.luastream("dead-letters", "replay", dir, "payments.dead", "--all",
       { env = { REDIS_URL = url_of(srv, "payments-dead-letters-list") } })
     assert.equal(1, code, out .. err)
     srv:cli("XADD", "payments.dead", "*", "data", '{"id":2}', "dead-letter-stream", "payments",
-      "dead-letter-group", "fraud", "dead-letter-id", "2-0")
-    code, out, err = helper.luastream("dead-letters", "replay", "payments.dead", "--all",
+      "dead-letter-group", "fraud", "dead-letter-id", "2-0", "dead-letter-reason", "rejected")
+    code, out, err = helper.luastream("dead-letters", "replay", dir, "payments.dead", "--all",
       { env = { REDIS_URL = url_of(srv, "payments-dead-letters-replay") } })
     assert.equal(1, code, out .. err)
     assert.matches("the replay script", err, 1, true)
@@ -285,6 +289,40 @@ describe("the documented Redis ACL", function()
     assert.matches("can't access", err, 1, true)
     assert.matches("(TYPE payments:retry:fraud of dead letter", err, 1, true)
     assert.equal(1, srv:xlen("payments.dead"), "nothing moved")
+
+    -- the delete user deletes; the list user cannot
+    code, out, err = helper.luastream("dead-letters", "delete", "payments.dead", "--all", "--yes",
+      { env = { REDIS_URL = url_of(srv, "payments-dead-letters-list") } })
+    assert.equal(1, code, out .. err)
+    assert.equal(1, srv:xlen("payments.dead"))
+    code, out, err = helper.luastream("dead-letters", "delete", "payments.dead", "--reason", "rejected", "--yes",
+      { env = { REDIS_URL = url_of(srv, "payments-dead-letters-delete") } })
+    assert.equal(0, code, out .. err)
+    assert.matches("deleted 1 dead letter of reason rejected from payments.dead", out, 1, true)
+    assert.equal(0, srv:xlen("payments.dead"))
+  end)
+
+  it("keeps producers off dead-letter streams and retry streams", function()
+    local srv = helper.redis_start()
+    setuser(srv, words(assert(documented()["payments-producer"], "docs/operations.md has no payments-producer line")))
+    local url = url_of(srv, "payments-producer")
+    local code, out, err = helper.luastream("publish", "payments", '{"id":1}', { env = { REDIS_URL = url } })
+    assert.equal(0, code, out .. err)
+    -- --wait needs +wait, as the recipe says: without it the entry is added and WAIT refused, exit 3
+    code, out, err = helper.luastream("publish", "payments", '{"id":1}', "--wait", "1,100ms", { env = { REDIS_URL = url } })
+    assert.equal(3, code, out .. err)
+    assert.matches("WAIT on redis://payments-producer:***@127.0.0.1:" .. srv.port .. " failed: NOPERM", err, 1, true)
+    assert.matches("entry " .. helper.trim(out) .. " was added", err, 1, true)
+    assert.equal(2, srv:xlen("payments"))
+    -- an entry on the dead-letter stream (a forged dead letter), a retry copy: each refused
+    for _, stream in ipairs { "payments.dead", "payments:retry:ledger" } do
+      code, out, err = helper.luastream("publish", stream, '{"id":2}', { env = { REDIS_URL = url } })
+      assert.equal(1, code, out .. err)
+      assert.matches("XADD " .. stream, err, 1, true)
+      assert.matches("NOPERM", err, 1, true)
+      assert.equal(0, srv:xlen(stream))
+    end
+    assert.equal(0, srv:xlen("payments.dead"))
   end)
 end)
 
