@@ -14,6 +14,7 @@
 #include "health.h"
 #include "lease.h"
 #include "log.h"
+#include "trust.h"
 
 #ifndef LUASTREAM_VERSION
 #define LUASTREAM_VERSION "0.0.0"
@@ -280,6 +281,22 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                           .help =
                               "how long a handler file's top-level code may run when the file is "
                               "loaded: longer is a load error naming the file"},
+    [OPT_TRUST_OWNER] =
+        {.name = "trust-owner",
+         .arg = "USER",
+         .kind = CLI_NAME,
+         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS),
+         .repeat = TRUST_OWNERS_MAX,
+         .help = "a user (e.g. the deploy user) who may own DIR, its parent folders and the "
+                 "handler files, beside root and the user luastream runs as; repeatable. "
+                 "Code anyone else can change (owned by another user, group- or "
+                 "world-writable) is not loaded"},
+    [OPT_ALLOW_WRITABLE_DIR] =
+        {.name = "allow-writable-dir",
+         .kind = CLI_FLAG,
+         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS),
+         .help = "load handler code other users can change all the same, with a warning naming "
+                 "each such file or folder: whoever can write it runs code as this user"},
     [OPT_WATCHDOG] =
         {.name = "watchdog",
          .arg = "DURATION",
@@ -873,4 +890,17 @@ int cli_parse(enum cli_command command, int argc, char **argv, struct cli_option
     return CLI_USAGE;
   }
   return take_values(o, err) == 0 ? CLI_OK : CLI_USAGE;
+}
+
+int cli_trust(const struct cli_options *o, struct trust *t, FILE *err) {
+  *t = (struct trust){.allow_writable = cli_given(o, OPT_ALLOW_WRITABLE_DIR)};
+  const struct cli_value *users = &o->v[OPT_TRUST_OWNER];
+  for (int i = 0; i < users->nitems; i++) {
+    char why[256];
+    if (trust_add_owner(t, users->items[i], why, sizeof why) != 0) {
+      fprintf(err, "luastream: %s\n", why);
+      return -1;
+    }
+  }
+  return 0;
 }

@@ -27,6 +27,7 @@
 #include "process_metrics.h"
 #include "servers.h"
 #include "supervisor.h"
+#include "trust.h"
 #include "watchdog.h"
 
 #define LOG_DRAIN_MS 5000     /* how long the buffered log may take at exit */
@@ -36,6 +37,7 @@
 struct run {
   const char *dir;
   uint64_t shutdown_ms; /* --shutdown-timeout */
+  struct trust trust;   /* --trust-owner, --allow-writable-dir: the host keeps a pointer */
   /* built in this order; each is NULL or false until it is */
   bool log_writer;
   bool loop_ready;
@@ -325,6 +327,7 @@ int cmd_run(int argc, char **argv) {
   if (!is_worker && cli_num(&o, OPT_PROCESSES) > 1) return supervisor_run(&o, argc, argv);
 
   struct run r = {.dir = o.pos[0], .shutdown_ms = (uint64_t)cli_num(&o, OPT_SHUTDOWN_TIMEOUT)};
+  if (cli_trust(&o, &r.trust, stderr) != 0) return 2;
   int status = 1;
   char err[512];
   char *problems = NULL;
@@ -359,7 +362,12 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "luastream: cannot create the client for %s: out of memory\n", o.url.redacted);
     goto out;
   }
-  r.host = host_new(r.dir, r.broker, r.clock, &names, load_ms, &problems);
+  if (r.trust.allow_writable)
+    log_line(LOG_WARN, NULL,
+             "--allow-writable-dir: handler code other users can change is loaded; whoever can "
+             "write it runs code as this user",
+             "dir", r.dir, NULL);
+  r.host = host_new(r.dir, r.broker, r.clock, &names, load_ms, &r.trust, &problems);
   if (r.host == NULL) {
     if (problems)
       fputs(problems, stderr);

@@ -1072,7 +1072,7 @@ static int core_app(lua_State *L) {
 
   char *problems = NULL;
   struct host_names names = {.consumer = consumer, .instance = instance, .hostname = hostname};
-  a->host = host_new(dir, a->w->b, a->w->clock, &names, 0, &problems);
+  a->host = host_new(dir, a->w->b, a->w->clock, &names, 0, NULL, &problems);
   if (a->host == NULL) {
     lua_pushstring(L, problems ? problems : "cannot load the handlers");
     free(problems);
