@@ -3,6 +3,7 @@
 #include "options.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -588,9 +589,38 @@ void cli_print_version(FILE *out) { fprintf(out, "luastream %s\n", LUASTREAM_VER
 
 /* ---- values ---- */
 
+/* A warning about the command line: said on err at once, or for `run`
+ * kept in o->warnings for cli_log_warnings, so that it is a log line in the
+ * log's format (--log-format json: JSON too). */
+static void warn(struct cli_options *o, FILE *err, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (o->command != CLI_RUN) {
+    fprintf(err, "luastream: warning: %s\n", line);
+    return;
+  }
+  size_t used = strlen(o->warnings);
+  snprintf(o->warnings + used, sizeof o->warnings - used, "%s\n", line);
+}
+
+void cli_log_warnings(const struct cli_options *o) {
+  for (const char *p = o->warnings; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)n, p);
+    log_line(LOG_WARN, NULL, line, NULL);
+    p += nl ? n + 1 : n;
+  }
+}
+
 /* The first line of path, trailing blanks and line end stripped, into buf.
  * Returns 0, or -1 (reported). Warns when others may read the file. */
-static int read_url_file(const char *path, char *buf, size_t len, FILE *err) {
+static int read_url_file(struct cli_options *o, const char *path, char *buf, size_t len,
+                         FILE *err) {
   FILE *f = fopen(path, "r");
   if (f == NULL) {
     fprintf(err, "luastream: --redis-file %s: cannot read it: %s\n", path, strerror(errno));
@@ -598,10 +628,7 @@ static int read_url_file(const char *path, char *buf, size_t len, FILE *err) {
   }
   struct stat st;
   if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)))
-    fprintf(err,
-            "luastream: warning: --redis-file %s can be read by %s (mode %03o): "
-            "chmod 600 it\n",
-            path, (st.st_mode & S_IROTH) ? "every user" : "its group",
+    warn(o, err, "--redis-file %s can be read by %s (mode %03o): chmod 600 it", path, (st.st_mode & S_IROTH) ? "every user" : "its group",
             (unsigned)(st.st_mode & 0777));
   bool got = fgets(buf, (int)len, f) != NULL;
   bool error = ferror(f) != 0;
@@ -643,10 +670,10 @@ static int take_url(struct cli_options *o, const char *text, const char *who, bo
     return -1;
   }
   if (in_argv && o->url.password[0])
-    fprintf(err,
-            "luastream: warning: the password in %s can be seen by every user of "
-            "this machine (ps): use --redis-file PATH or REDIS_URL instead\n",
-            who);
+    warn(o, err,
+         "the password in %s can be seen by every user of this machine (ps): use "
+         "--redis-file PATH or REDIS_URL instead",
+         who);
   return 0;
 }
 
@@ -673,7 +700,7 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
     case CLI_URL: return take_url(o, text, who, v->from_env, v->given && !v->from_env, err);
     case CLI_URL_FILE: {
       char line[URL_TEXT_MAX + 2], from[1100];
-      if (read_url_file(text, line, sizeof line, err) != 0) return -1;
+      if (read_url_file(o, text, line, sizeof line, err) != 0) return -1;
       snprintf(from, sizeof from, "%s %s", who, text);
       int rc = take_url(o, line, from, false, false, err);
       memset(line, 0, sizeof line); /* held a password, maybe */

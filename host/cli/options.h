@@ -140,6 +140,7 @@ struct cli_options {
   int npos;
   struct redis_url url; /* the server, for commands that accept --redis */
   const char *items[CLI_ITEMS_MAX];
+  char warnings[2048]; /* run: warnings about the command line, one a line (cli_log_warnings) */
 };
 
 enum { CLI_OK = 0, CLI_DONE = 1, CLI_USAGE = -1 };
@@ -151,6 +152,11 @@ enum { CLI_OK = 0, CLI_DONE = 1, CLI_USAGE = -1 };
  * LUASTREAM_INSTANCE, and the --redis-file. */
 int cli_parse(enum cli_command command, int argc, char **argv, struct cli_options *o, FILE *out,
               FILE *err);
+
+/* Logs the warnings cli_parse kept for `run` (the password in --redis, a
+ * --redis-file others can read), each a log line at warn level: call once
+ * the log's format is set. */
+void cli_log_warnings(const struct cli_options *o);
 
 struct trust;
 /* Who may change the handler code (trust.h), from --trust-owner and
