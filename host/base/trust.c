@@ -162,7 +162,7 @@ static int check_path(const struct trust *t, const char *path, bool file, char *
       continue;
     }
     if (last && file) { /* the file itself is the caller's (fstat) */
-      struct stat dir;   /* its own folder: no sticky exception */
+      struct stat dir;  /* its own folder: no sticky exception */
       if (cur[0] == '\0' || flagged) break;
       if (stat(cur, &dir) != 0) goto failed;
       if (check_stat(t, cur, &dir, true, err, errlen) != 0 && finding(t, err) != 0) return -1;

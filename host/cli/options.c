@@ -628,8 +628,8 @@ static int read_url_file(struct cli_options *o, const char *path, char *buf, siz
   }
   struct stat st;
   if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)))
-    warn(o, err, "--redis-file %s can be read by %s (mode %03o): chmod 600 it", path, (st.st_mode & S_IROTH) ? "every user" : "its group",
-            (unsigned)(st.st_mode & 0777));
+    warn(o, err, "--redis-file %s can be read by %s (mode %03o): chmod 600 it", path,
+         (st.st_mode & S_IROTH) ? "every user" : "its group", (unsigned)(st.st_mode & 0777));
   bool got = fgets(buf, (int)len, f) != NULL;
   bool error = ferror(f) != 0;
   fclose(f);

@@ -61,8 +61,7 @@ static const char *trace_of(const struct entry *e, char *buf) {
 
 /* after_ms: the delay of ls.retry_after, or -1 for ls.retry (or a retry
  * the handler did not ask for). */
-static void count_retry(applier *a, const struct entry *e, long long deliveries,
-                        int64_t after_ms) {
+static void count_retry(applier *a, const struct entry *e, long long deliveries, int64_t after_ms) {
   a->retries_total++;
   if (a->retry_log_armed) {
     a->retries_unlogged++;
@@ -74,8 +73,8 @@ static void count_retry(applier *a, const struct entry *e, long long deliveries,
   snprintf(delay, sizeof delay, "%lld", (long long)after_ms);
   log_line(LOG_INFO, sp->name, after_ms >= 0 ? "entry retried after a delay" : "entry retried",
            "stream", sp->stream, "group", sp->group, "consumer", sp->consumer, "id", e->id,
-           "trace_id", trace_of(e, trace), LOG_NUMBER "deliveries", n,
-           LOG_NUMBER "delay_ms", after_ms >= 0 ? delay : NULL, NULL);
+           "trace_id", trace_of(e, trace), LOG_NUMBER "deliveries", n, LOG_NUMBER "delay_ms",
+           after_ms >= 0 ? delay : NULL, NULL);
   a->retry_log_armed = true;
   timer_start(a->retry_log_timer, APPLY_RETRY_LOG_MS);
 }

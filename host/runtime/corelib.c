@@ -225,7 +225,8 @@ static void check_command(lua_State *L, const char *name, int first, const char 
   size_t len, sublen = 0;
   const char *cmd = lua_tolstring(L, first, &len);
   /* strings only: lua_tolstring would rewrite a number in place */
-  const char *sub = lua_type(L, first + 1) == LUA_TSTRING ? lua_tolstring(L, first + 1, &sublen) : NULL;
+  const char *sub =
+      lua_type(L, first + 1) == LUA_TSTRING ? lua_tolstring(L, first + 1, &sublen) : NULL;
   const char *admin = why ? NULL : admin_command(cmd, len, sub, sublen);
   if (admin)
     raise_in_handler(L,

@@ -326,9 +326,9 @@ static int read_file(const char *path, const struct trust *trust, char **buf, si
 static int search_module(lua_State *L) {
   const struct handler *h = lua_touserdata(L, lua_upvalueindex(1));
   const char *name = luaL_gsub(L, luaL_checkstring(L, 1), ".", "/"); /* 2 */
-  lua_getglobal(L, "package");                                        /* 3 */
-  lua_getfield(L, 3, "path");                                         /* 4 */
-  lua_pushliteral(L, "");                                             /* 5: the places tried */
+  lua_getglobal(L, "package");                                       /* 3 */
+  lua_getfield(L, 3, "path");                                        /* 4 */
+  lua_pushliteral(L, "");                                            /* 5: the places tried */
   const char *templates = lua_tostring(L, 4);
   for (const char *t = templates ? templates : ""; *t;) {
     const char *end = strchr(t, ';');
@@ -338,7 +338,8 @@ static int search_module(lua_State *L) {
     const char *path = luaL_gsub(L, lua_tostring(L, -1), "?", name);
     char *buf = NULL, err[1024];
     size_t len = 0;
-    int rc = n == 0 ? -1 : read_file(path, h->env ? h->env->trust : NULL, &buf, &len, err, sizeof err);
+    int rc =
+        n == 0 ? -1 : read_file(path, h->env ? h->env->trust : NULL, &buf, &len, err, sizeof err);
     if (rc == -2) { /* at the line of the require, wherever it is */
       int where = 0;
       for (int level = 1; level < 16 && !where; level++) {

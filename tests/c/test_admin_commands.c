@@ -9,10 +9,10 @@
 #include "redis_server.h"
 #include "task.h"
 
-static const char *const additions[] = {"flushall",       "flushdb",        "swapdb",
-                                        "restore",        "restore-asking", "migrate",
-                                        "script|flush",   "function|flush", "function|delete",
-                                        "function|restore", NULL};
+static const char *const additions[] = {
+    "flushall", "flushdb",      "swapdb",         "restore",         "restore-asking",
+    "migrate",  "script|flush", "function|flush", "function|delete", "function|restore",
+    NULL};
 
 static bool in_list(const char *const *list, const char *name) {
   for (; *list; list++)

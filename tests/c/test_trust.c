@@ -176,7 +176,8 @@ TEST_IMPL(trust_owner_names) {
   struct trust t = {0};
   ASSERT_INT_EQ(trust_add_owner(&t, "no-such-user-here", err, sizeof err), -1);
   ASSERT_STR_EQ(err, "--trust-owner no-such-user-here: no such user");
-  for (int i = 0; i < TRUST_OWNERS_MAX; i++) ASSERT_OK(trust_add_owner(&t, "root", err, sizeof err));
+  for (int i = 0; i < TRUST_OWNERS_MAX; i++)
+    ASSERT_OK(trust_add_owner(&t, "root", err, sizeof err));
   ASSERT_INT_EQ(trust_add_owner(&t, "root", err, sizeof err), -1);
   ASSERT_STR_EQ(err, "--trust-owner: at most 8 users");
 }
