@@ -352,8 +352,10 @@ static int search_module(lua_State *L) {
       return lua_error(L);
     }
     if (rc != 0) {
-      if (n) lua_pushfstring(L, "%s\n\tno file '%s'", lua_tostring(L, 5), path);
-      if (n) lua_replace(L, 5);
+      if (n) {
+        lua_pushfstring(L, "%s\n\tno file '%s'", lua_tostring(L, 5), path);
+        lua_replace(L, 5);
+      }
       lua_settop(L, 5);
       continue;
     }
