@@ -3,6 +3,7 @@
 #include "options.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "health.h"
 #include "lease.h"
 #include "log.h"
+#include "trust.h"
 #include "watchdog.h"
 
 #ifndef LUASTREAM_VERSION
@@ -349,6 +351,24 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                           .help =
                               "how long a handler file's top-level code may run when the file is "
                               "loaded: longer is a load error naming the file"},
+    [OPT_TRUST_OWNER] =
+        {.name = "trust-owner",
+         .arg = "USER",
+         .kind = CLI_NAME,
+         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
+                     CLI_IN(CLI_DL_REPLAY),
+         .repeat = TRUST_OWNERS_MAX,
+         .help = "a user (e.g. the deploy user) who may own DIR, its parent folders and the "
+                 "handler files, beside root and the user luastream runs as; repeatable. "
+                 "Code anyone else can change (owned by another user, group- or "
+                 "world-writable) is not loaded"},
+    [OPT_ALLOW_WRITABLE_DIR] =
+        {.name = "allow-writable-dir",
+         .kind = CLI_FLAG,
+         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
+                     CLI_IN(CLI_DL_REPLAY),
+         .help = "load handler code other users can change all the same, with a warning naming "
+                 "each such file or folder: whoever can write it runs code as this user"},
     [OPT_WATCHDOG] =
         {.name = "watchdog",
          .arg = "DURATION",
@@ -662,9 +682,38 @@ void cli_print_version(FILE *out) { fprintf(out, "luastream %s\n", LUASTREAM_VER
 
 /* ---- values ---- */
 
+/* A warning about the command line: said on err at once, or for `run`
+ * kept in o->warnings for cli_log_warnings, so that it is a log line in the
+ * log's format (--log-format json: JSON too). */
+static void warn(struct cli_options *o, FILE *err, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (o->command != CLI_RUN) {
+    fprintf(err, "luastream: warning: %s\n", line);
+    return;
+  }
+  size_t used = strlen(o->warnings);
+  snprintf(o->warnings + used, sizeof o->warnings - used, "%s\n", line);
+}
+
+void cli_log_warnings(const struct cli_options *o) {
+  for (const char *p = o->warnings; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)n, p);
+    log_line(LOG_WARN, NULL, line, NULL);
+    p += nl ? n + 1 : n;
+  }
+}
+
 /* The first line of path, trailing blanks and line end stripped, into buf.
  * Returns 0, or -1 (reported). Warns when others may read the file. */
-static int read_url_file(const char *path, char *buf, size_t len, FILE *err) {
+static int read_url_file(struct cli_options *o, const char *path, char *buf, size_t len,
+                         FILE *err) {
   FILE *f = fopen(path, "r");
   if (f == NULL) {
     fprintf(err, "luastream: --redis-file %s: cannot read it: %s\n", path, strerror(errno));
@@ -672,11 +721,8 @@ static int read_url_file(const char *path, char *buf, size_t len, FILE *err) {
   }
   struct stat st;
   if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)))
-    fprintf(err,
-            "luastream: warning: --redis-file %s can be read by %s (mode %03o): "
-            "chmod 600 it\n",
-            path, (st.st_mode & S_IROTH) ? "every user" : "its group",
-            (unsigned)(st.st_mode & 0777));
+    warn(o, err, "--redis-file %s can be read by %s (mode %03o): chmod 600 it", path,
+         (st.st_mode & S_IROTH) ? "every user" : "its group", (unsigned)(st.st_mode & 0777));
   bool got = fgets(buf, (int)len, f) != NULL;
   bool error = ferror(f) != 0;
   fclose(f);
@@ -717,10 +763,10 @@ static int take_url(struct cli_options *o, const char *text, const char *who, bo
     return -1;
   }
   if (in_argv && o->url.password[0])
-    fprintf(err,
-            "luastream: warning: the password in %s can be seen by every user of "
-            "this machine (ps): use --redis-file PATH or REDIS_URL instead\n",
-            who);
+    warn(o, err,
+         "the password in %s can be seen by every user of this machine (ps): use "
+         "--redis-file PATH or REDIS_URL instead",
+         who);
   return 0;
 }
 
@@ -747,7 +793,7 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
     case CLI_URL: return take_url(o, text, who, v->from_env, v->given && !v->from_env, err);
     case CLI_URL_FILE: {
       char line[URL_TEXT_MAX + 2], from[1100];
-      if (read_url_file(text, line, sizeof line, err) != 0) return -1;
+      if (read_url_file(o, text, line, sizeof line, err) != 0) return -1;
       snprintf(from, sizeof from, "%s %s", who, text);
       int rc = take_url(o, line, from, false, false, err);
       memset(line, 0, sizeof line); /* held a password, maybe */
@@ -964,4 +1010,17 @@ int cli_parse(enum cli_command command, int argc, char **argv, struct cli_option
     return CLI_USAGE;
   }
   return take_values(o, err) == 0 ? CLI_OK : CLI_USAGE;
+}
+
+int cli_trust(const struct cli_options *o, struct trust *t, FILE *err) {
+  *t = (struct trust){.allow_writable = cli_given(o, OPT_ALLOW_WRITABLE_DIR)};
+  const struct cli_value *users = &o->v[OPT_TRUST_OWNER];
+  for (int i = 0; i < users->nitems; i++) {
+    char why[256];
+    if (trust_add_owner(t, users->items[i], why, sizeof why) != 0) {
+      fprintf(err, "luastream: %s\n", why);
+      return -1;
+    }
+  }
+  return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -28,6 +29,7 @@
 #include "servers.h"
 #include "stop_signal.h"
 #include "supervisor.h"
+#include "trust.h"
 #include "watchdog.h"
 
 #define LOG_DRAIN_MS 5000     /* how long the buffered log may take at exit */
@@ -37,6 +39,7 @@
 struct run {
   const char *dir;
   uint64_t shutdown_ms; /* --shutdown-timeout */
+  struct trust trust;   /* --trust-owner, --allow-writable-dir: the host keeps a pointer */
   /* built in this order; each is NULL or false until it is */
   bool log_writer;
   bool loop_ready;
@@ -269,6 +272,34 @@ static int run_attach(struct run *r, bool reload, uint64_t watchdog_ms) {
   return 0;
 }
 
+/* The load problems (`file:line: message` lines), each an error record: with
+ * --log-format json every line on stderr is JSON. */
+static void log_problems(const char *problems) {
+  for (const char *p = problems; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    char line[4096];
+    snprintf(line, sizeof line, "%.*s", (int)n, p);
+    log_line(LOG_ERROR, NULL, "load problem", "error", line, NULL);
+    p += nl ? n + 1 : n;
+  }
+}
+
+/* Warnings about the command line, as log lines in the log's format: those
+ * cli_parse kept, and a password in --postgres, which ps shows as it shows
+ * one in --redis. */
+static void warn_command_line(const struct cli_options *o) {
+  cli_log_warnings(o);
+  const struct cli_value *pg = &o->v[OPT_POSTGRES];
+  char shown[1024];
+  if (pg->given && !pg->from_env && strlen(pg->text) < sizeof shown &&
+      strcmp(pg_redact(pg->text, shown, sizeof shown), pg->text) != 0)
+    log_line(LOG_WARN, NULL,
+             "the password in --postgres can be seen by every user of this machine (ps): use "
+             "LUASTREAM_POSTGRES, PGPASSWORD or a PGPASSFILE instead",
+             NULL);
+}
+
 /* PostgreSQL is configured: --postgres or LUASTREAM_POSTGRES, or libpq's
  * own variables naming a server (PGHOST, PGSERVICE, PGDATABASE). */
 static bool pg_configured(const struct cli_options *o) {
@@ -328,9 +359,11 @@ int cmd_run(int argc, char **argv) {
   struct supervisor_worker worker = {.index = -1, .http_fd = -1};
   int is_worker = supervisor_worker_setup(&worker);
   if (is_worker < 0) return 1;
+  if (!is_worker) warn_command_line(&o); /* workers have the same command line */
   if (!is_worker && cli_num(&o, OPT_PROCESSES) > 1) return supervisor_run(&o, argc, argv);
 
   struct run r = {.dir = o.pos[0], .shutdown_ms = (uint64_t)cli_num(&o, OPT_SHUTDOWN_TIMEOUT)};
+  if (cli_trust(&o, &r.trust, stderr) != 0) return 2;
   int status = 1;
   char err[512];
   char *problems = NULL;
@@ -370,9 +403,16 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "luastream: cannot create the client for %s: out of memory\n", o.url.redacted);
     goto out;
   }
-  r.host = host_new(r.dir, r.broker, r.clock, &names, load_ms, &problems);
+  if (r.trust.allow_writable)
+    log_line(LOG_WARN, NULL,
+             "--allow-writable-dir: handler code other users can change is loaded; whoever can "
+             "write it runs code as this user",
+             "dir", r.dir, NULL);
+  r.host = host_new(r.dir, r.broker, r.clock, &names, load_ms, &r.trust, &problems);
   if (r.host == NULL) {
-    if (problems)
+    if (problems && log_get_format() == LOG_FORMAT_JSON)
+      log_problems(problems);
+    else if (problems)
       fputs(problems, stderr);
     else
       fprintf(stderr, "luastream: cannot create the host: out of memory\n");

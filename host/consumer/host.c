@@ -63,8 +63,9 @@ struct host {
 
 /* ---- the handler directory ---- */
 
-int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen) {
-  int n = handler_dir_list(dir, false, paths, err, errlen);
+int host_list_dir(const char *dir, const struct trust *trust, char ***paths, char *err,
+                  size_t errlen) {
+  int n = handler_dir_list(dir, trust, false, paths, err, errlen);
   return n < 0 ? -1 : n;
 }
 
@@ -78,7 +79,7 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
   char **paths = NULL;
   *out = NULL;
   *count = 0;
-  int n = host_list_dir(dir, &paths, err, sizeof err);
+  int n = host_list_dir(dir, env->trust, &paths, err, sizeof err);
   if (n < 0) {
     fprintf(report, "%s\n", err);
     return 1;
@@ -110,10 +111,12 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
   return problems;
 }
 
-int host_check_each(const char *dir, uint64_t load_timeout_ms, host_spec_fn *each, void *data) {
+int host_check_each(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
+                    host_spec_fn *each, void *data) {
   handler **hs = NULL;
   size_t n = 0;
-  struct rt_env env = {.load_timeout_ms = load_timeout_ms}; /* no clock: nothing runs */
+  /* no clock: nothing runs */
+  struct rt_env env = {.load_timeout_ms = load_timeout_ms, .trust = trust};
   int problems = load_all(dir, &env, &hs, &n, stderr);
   for (size_t i = 0; each && hs && i < n; i++) each(data, handler_spec(hs[i]));
   for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
@@ -121,8 +124,8 @@ int host_check_each(const char *dir, uint64_t load_timeout_ms, host_spec_fn *eac
   return problems;
 }
 
-int host_check(const char *dir, uint64_t load_timeout_ms) {
-  return host_check_each(dir, load_timeout_ms, NULL, NULL);
+int host_check(const char *dir, uint64_t load_timeout_ms, const struct trust *trust) {
+  return host_check_each(dir, load_timeout_ms, trust, NULL, NULL);
 }
 
 /* ---- consumer names ---- */
@@ -206,7 +209,7 @@ static int bind_all(host *h, bool fresh) {
 }
 
 host *host_new(const char *dir, broker *b, lclock *clock, const struct host_names *names,
-               uint64_t load_timeout_ms, char **problems) {
+               uint64_t load_timeout_ms, const struct trust *trust, char **problems) {
   const char *consumer_override = names ? names->consumer : NULL;
   size_t len = 0;
   *problems = NULL;
@@ -219,6 +222,7 @@ host *host_new(const char *dir, broker *b, lclock *clock, const struct host_name
   h->clock = clock;
   h->env.clock = clock;
   h->env.load_timeout_ms = load_timeout_ms;
+  h->env.trust = trust;
   h->env.connect = servers_connect; /* registers at load; opens once started */
   h->env.connect_data = &h->servers;
   h->dir = strdup(dir);
