@@ -19,6 +19,7 @@ static const char usage_dead_letters[] =
     "                                   [--count N] STREAM\n"
     "       luastream dead-letters replay [--redis URL | --redis-file PATH]\n"
     "                                     [--load-timeout DURATION]\n"
+    "                                     [--trust-owner USER]... [--allow-writable-dir]\n"
     "                                     (--id ID... | --all) DIR STREAM\n"
     "       luastream dead-letters delete [--redis URL | --redis-file PATH]\n"
     "                                     (--id ID... | --all | --reason REASON)\n"
