@@ -11,6 +11,7 @@
  * listening socket with it), the connection struct in its own callback,
  * after libuv has cancelled a write still in flight. A connection answers
  * once and closes. */
+#define _GNU_SOURCE /* accept4: non-blocking and close-on-exec in one call */
 #include "health.h"
 
 #include <errno.h>
@@ -608,6 +609,8 @@ health *health_start_fd(struct uv_loop_s *loop, int fd, health_ready_fn *ready, 
   }
   return hs;
 }
+
+int health_port(const health *hs) { return hs->port; }
 
 void health_close(health *hs) {
   if (hs == NULL || hs->closing) return;
