@@ -439,7 +439,8 @@ static void pause_accepting(health *hs, int err) {
 static void on_listen(uv_poll_t *p, int status, int events) {
   (void)events;
   health *hs = p->data;
-  if (status < 0 || hs->closing) return;
+  if (hs->closing) return;
+  if (status < 0) return pause_accepting(hs, -status); /* an error on the socket */
   /* A bounded batch per turn of the loop: a flood of connections waits in
    * the backlog while the loop serves Redis too. A quarter of the cap at
    * most, so that two batches cannot push out a connection accepted with
