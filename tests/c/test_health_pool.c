@@ -6,6 +6,8 @@
 #include "health_pool.h"
 #include "task.h"
 
+#include <stdint.h>
+
 #define N 6
 
 static struct health_slot slots[N];
@@ -78,4 +80,60 @@ TEST_IMPL(health_pool_deadlines) {
   ASSERT(!health_slot_expired(&slots[0], 1500 + HEALTH_ANSWER_MS - 1));
   ASSERT(health_slot_expired(&slots[0], 1500 + HEALTH_ANSWER_MS));
   ASSERT(HEALTH_REQUEST_MS <= 2000); /* well inside a probe's period */
+}
+
+/* Random accepts (with or without bytes), requests and closes against a
+ * model: the pool never holds more than the cap once the victim is closed,
+ * a victim is never being answered unless it is the newcomer, and it is
+ * the oldest connection still waiting. */
+TEST_IMPL(health_pool_random_operations_keep_the_invariants) {
+#define M 64
+  static struct health_slot s[M];
+  bool in[M] = {false};
+  uint64_t order[M] = {0}; /* when each was added */
+  struct health_pool p;
+  health_pool_init(&p, 8);
+  uint32_t seed = 12345;
+  uint64_t now = 0;
+  for (int step = 0; step < 20000; step++) {
+    seed = seed * 1103515245u + 12345u;
+    int i = (int)((seed >> 8) % M), op = (int)((seed >> 20) % 4);
+    now++;
+    if (!in[i]) {
+      order[i] = now;
+      in[i] = true;
+      struct health_slot *v = health_pool_add(&p, &s[i], now, op & 1);
+      if (v == NULL) {
+        ASSERT(p.n <= p.cap);
+        continue;
+      }
+      int vi = (int)(v - s);
+      ASSERT(vi >= 0 && vi < M && in[vi]);
+      if (vi != i) {
+        ASSERT(op & 1); /* only a newcomer that has sent something evicts */
+        ASSERT(!v->answering);
+        for (int k = 0; k < M; k++) /* nothing waiting is older */
+          ASSERT(!(in[k] && k != i && !s[k].answering && order[k] < order[vi]));
+      }
+      health_pool_remove(&p, v);
+      in[vi] = false;
+      ASSERT(p.n <= p.cap);
+    } else if (op == 0 && !s[i].answering) {
+      health_pool_answering(&s[i], now);
+    } else if (op == 1) {
+      health_pool_remove(&p, &s[i]);
+      in[i] = false;
+    }
+    /* the list holds exactly the slots in the pool, oldest first */
+    int n = 0;
+    uint64_t last = 0;
+    for (struct health_slot *x = p.oldest; x; x = x->next, n++) {
+      int xi = (int)(x - s);
+      ASSERT(in[xi] && order[xi] > last);
+      last = order[xi];
+      ASSERT(x->next ? x->next->prev == x : p.newest == x);
+    }
+    ASSERT_INT_EQ(n, p.n);
+  }
+#undef M
 }
