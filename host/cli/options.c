@@ -336,7 +336,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                   .help = "serve GET /healthz (200 while running), GET /readyz (200 when "
                           "connected and every subscription reads, at least one, else 503 and why) "
                           "and GET /metrics (Prometheus) on ADDR:PORT, e.g. 127.0.0.1:8080; port 0 "
-                          "picks a free port (logged)"},
+                          "picks a free port (logged). Unauthenticated: bind to the pod's or a "
+                          "loopback address"},
     [OPT_NO_RELOAD] = {.name = "no-reload",
                        .kind = CLI_FLAG,
                        .commands = CLI_IN(CLI_RUN),

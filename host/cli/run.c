@@ -3,11 +3,13 @@
  * way out after the options are read. */
 #include "run.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -339,6 +341,30 @@ static int open_pg(struct run *r, const struct cli_options *o) {
   return 0;
 }
 
+/* Raises the soft open-file limit to the hard one and logs the limit: Redis
+ * and PostgreSQL connections, handler files and the health endpoint's
+ * connections (a share of this, health_pool.h) all take descriptors, and a
+ * soft limit of 1024 is the default of many shells and service managers. */
+static void raise_nofile(void) {
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  char was[24], now[24];
+  snprintf(was, sizeof was, "%llu", (unsigned long long)lim.rlim_cur);
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+      log_line(LOG_WARN, NULL, "cannot raise the open file limit", LOG_NUMBER "limit", was, "error",
+               strerror(errno), NULL);
+      return;
+    }
+    snprintf(now, sizeof now, "%llu", (unsigned long long)lim.rlim_cur);
+    log_line(LOG_INFO, NULL, "open file limit raised", LOG_NUMBER "limit", now, LOG_NUMBER "from",
+             was, NULL);
+    return;
+  }
+  log_line(LOG_INFO, NULL, "open file limit", LOG_NUMBER "limit", was, NULL);
+}
+
 int cmd_run(int argc, char **argv) {
   struct cli_options o;
   int rc = cli_parse(CLI_RUN, argc, argv, &o, stdout, stderr);
@@ -359,7 +385,10 @@ int cmd_run(int argc, char **argv) {
   struct supervisor_worker worker = {.index = -1, .http_fd = -1};
   int is_worker = supervisor_worker_setup(&worker);
   if (is_worker < 0) return 1;
-  if (!is_worker) warn_command_line(&o); /* workers have the same command line */
+  if (!is_worker) {
+    warn_command_line(&o); /* workers have the same command line */
+    raise_nofile();        /* workers inherit the supervisor's */
+  }
   if (!is_worker && cli_num(&o, OPT_PROCESSES) > 1) return supervisor_run(&o, argc, argv);
 
   struct run r = {.dir = o.pos[0], .shutdown_ms = (uint64_t)cli_num(&o, OPT_SHUTDOWN_TIMEOUT)};
