@@ -51,6 +51,10 @@ struct handler_spec {
   /* 0: one stream. Else partition p (0 .. partitions-1) is the key
    * "<stream>:{p}" (partition.h), and so are its reply_to and dead_letter. */
   int partitions;
+  /* The most the handler's Lua state may hold (bytes, garbage not yet
+   * collected included); past it, what runs on the state fails with
+   * REASON_MEMORY and a fresh state of the same version takes over. */
+  size_t memory;
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler
@@ -97,6 +101,10 @@ struct rt_env {
 /* The default limit on loading one handler file (its top level and the
  * validation of what it returns). */
 #define RT_LOAD_TIMEOUT_MS 5000
+/* The memory limit a handler file's top level runs under (its own
+ * `memory` applies once it has loaded): luastream.handler's default of the
+ * field. */
+#define RT_MEMORY_DEFAULT (256u * 1024 * 1024)
 /* The default limit on one ls.redis.call: past it the call fails with an
  * error (the command may still have run on the server). */
 #define RT_CALL_TIMEOUT_MS 5000
