@@ -296,14 +296,16 @@ static void fail_on_memory(struct jobs *j, const struct rt_job *culprit) {
            "the handler's Lua state went past its memory limit (memory = %zu bytes) while entry "
            "%s ran beside this one",
            limit, culprit->e ? culprit->e->id : "?");
+  /* Each counts as running until reported, as in job_end: a release from
+   * a done callback cannot drain the pool under this loop. */
   while (failed) {
     struct rt_job *job = failed;
     failed = job->next;
-    j->count--;
     const char *text = job == culprit ? ran : beside;
     struct rt_result res = {
         .kind = RT_ERROR, .reason = REASON_MEMORY, .text = text, .text_len = strlen(text)};
     report(job, &res);
+    j->count--;
     if (job->timer) timer_free(job->timer);
     free(job);
   }

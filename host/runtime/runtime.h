@@ -134,7 +134,11 @@ typedef struct handler handler;
  * fails with `file:line: still running after Nms at load`. A single long C
  * call (a huge string operation) is not interrupted. env is borrowed and must outlive the handler; the host may fill it
  * in after loading (a connection opened later). The handler's consumer name is
- * fixed later by handler_bind. */
+ * fixed later by handler_bind. The top level runs under RT_MEMORY_DEFAULT
+ * bytes of Lua memory, the handler under its spec's memory from then on (a
+ * state that holds more once loaded fails the load). The source is kept:
+ * a state that goes past its limit while entries run is replaced by a fresh
+ * one made from it (jobs_on_memory), whatever the file holds by then. */
 int handler_load(const char *path, const struct rt_env *env, handler **out, char *err,
                  size_t errlen);
 const struct handler_spec *handler_spec(const handler *h);
@@ -203,6 +207,8 @@ typedef void rt_done_fn(void *data, struct entry *e, const struct rt_result *res
 
 /* Starts the handler on entry e (borrowed until done is called). Runs until the
  * coroutine finishes or first waits; done may be called before this returns.
+ * When the state goes past its memory limit, this job and every other one
+ * running on the state end with RT_ERROR and REASON_MEMORY.
  * Returns 0, or -1 when the job could not be started (out of memory). */
 int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data);
 /* handler_run for an entry of partition p (0 .. spec->partitions - 1) of a

@@ -10,8 +10,10 @@ local READY = 'msg="host ready"'
 local PAST = "handler state went past its memory limit: the entries running on it fail, a fresh state of the same version takes over"
 
 -- grow.lua: {grow = true} grows a table the state keeps until allocation
--- fails; any other entry logs how much the state kept and which file ran.
-local function grower(fields, mark)
+-- fails, by small strings or by `step`; any other entry logs how much the
+-- state kept and which file ran.
+local SMALL = 'string.rep("x", 1000) .. #keep'
+local function grower(fields, mark, step)
   return string.format([[
 local ls = require "luastream"
 local keep = {}
@@ -19,12 +21,12 @@ return {
   stream = "big", group = "g", %s
   handle = function(msg)
     if msg.grow then
-      while true do keep[#keep + 1] = string.rep("x", 1000) .. #keep end
+      while true do keep[#keep + 1] = %s end
     end
     ls.log.info("small", { n = msg.n, kept = #keep, mark = %q })
   end,
 }
-]], fields, mark)
+]], fields, step or SMALL, mark)
 end
 
 local OTHER = [[
@@ -107,7 +109,9 @@ describe("a handler's memory limit", function()
   it("exits 70 naming the handler when the process runs out of memory under the limit", function()
     local srv = helper.redis_start()
     local dir = helper.handlers_dir({
-      ["grow.lua"] = grower("memory = 1024 * 1024 * 1024 * 1024,", "one"),
+      -- 128 MB strings: a few reach the ulimit (or one AddressSanitizer's
+      -- largest allocation) long before the limit or the watchdog.
+      ["grow.lua"] = grower("memory = 1024 * 1024 * 1024 * 1024,", "one", 'string.rep("x", 2 ^ 27 + #keep)'),
       ["other.lua"] = OTHER,
     })
     local bin = helper.bin()
