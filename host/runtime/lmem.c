@@ -129,7 +129,8 @@ static void *pool_alloc(void *ud, void *p, size_t osize, size_t nsize) {
   return q;
 }
 
-/* The record of states on LuaJIT's own allocator: no limit, never exceeded. */
+/* The record of states on LuaJIT's own allocator: nothing counted, never
+ * exceeded (lmem_set_limit may write it: nothing reads it). */
 static struct lmem unlimited = {.limit = SIZE_MAX, .cap = SIZE_MAX};
 
 lua_State *lmem_newstate(size_t limit, const char *name) {
@@ -137,6 +138,7 @@ lua_State *lmem_newstate(size_t limit, const char *name) {
   if (pool == NULL) return NULL;
   pool->mem.limit = pool->mem.cap = limit;
   pool->mem.name = name;
+  pool->mem.counted = true;
   lua_State *L = lua_newstate(pool_alloc, pool);
   if (L) return L;
   /* Asked for memory and failed: the limit is below what a state needs. */

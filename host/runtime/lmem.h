@@ -42,13 +42,16 @@ struct lmem {
   size_t cap;       /* growth past this is refused: limit while enforced, else SIZE_MAX */
   bool exceeded;    /* a growth was refused for the limit */
   const char *name; /* the handler, named when the process exits; borrowed, may be NULL */
+  bool counted;     /* false: the state is on LuaJIT's own allocator, nothing is counted */
 };
 
 /* A new Lua state (as luaL_newstate, but no panic function) on a new pool
  * with the limit limit, enforced (lmem_enforce); name (borrowed: it must
  * outlive the state) is the handler the exit for a failed malloc names.
- * NULL when out of memory, or when this LuaJIT takes no allocator (x86-64
- * builds without GC64: luastream needs one that does). */
+ * NULL when out of memory or when the limit is below what a state needs. A
+ * LuaJIT that takes no allocator (x86-64 builds without GC64) gets a state
+ * on its own allocator, where no limit applies (lmem_of(L)->counted is
+ * false). */
 lua_State *lmem_newstate(size_t limit, const char *name);
 
 /* The memory record of L (from lmem_newstate). */

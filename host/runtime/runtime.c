@@ -580,6 +580,14 @@ static int load_state(struct handler *h, char *err, size_t errlen) {
   }
   struct lmem *mem = lmem_of(h->L);
   lmem_enforce(mem, false); /* only around the protected calls below and in jobs.c */
+  static bool warned;
+  if (!mem->counted && !warned) {
+    warned = true;
+    log_line(LOG_WARN, NULL,
+             "this LuaJIT takes no allocator (x86-64 without GC64): handlers' memory limits are "
+             "not enforced",
+             NULL);
+  }
   h->jobs.L = h->L;
   h->jobs.mem = mem;
   lua_atpanic(h->L, panic);

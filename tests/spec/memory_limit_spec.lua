@@ -108,6 +108,19 @@ describe("a handler's memory limit", function()
     assert.equal("0", app:records("small")[1].kept)
   end)
 
+  it("takes a new memory on reload without restarting the subscription", function()
+    write(dir .. "/grow.lua", grower("one"))
+    app = testing.app(dir, { handler_errors = "record" })
+    write(dir .. "/grow.lua", (grower("one", "memory = 12 * 1024 * 1024,"):gsub("memory = 8 %* 1024 %* 1024, ", "")))
+    app:reload()
+    assert.equal(1, #app:records("handler reloaded"))
+    assert.equal(0, #app:records("handler reloaded, restarting its subscription"))
+    app:publish("big", { grow = true })
+    local past = app:records("handler state went past its memory limit: the entries running on it fail, " ..
+      "a fresh state of the same version takes over")
+    assert.equal(tostring(12 * 1024 * 1024), past[1].limit)
+  end)
+
   it("refuses a file whose top level holds more than its memory", function()
     write(dir .. "/big.lua", [[
 local t = {}
