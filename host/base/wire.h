@@ -33,7 +33,7 @@
 #define REASON_BAD_RETURN "bad-return"            /* handle returned no valid outcome */
 #define REASON_REJECTED "rejected"                /* ls.reject(...) */
 #define REASON_MAX_DELIVERIES "max-deliveries"    /* the delivery cap was reached */
-#define REASON_MEMORY "memory" /* the handler's Lua state went past its memory limit */
+#define REASON_MEMORY "memory"                    /* the Lua state went past `memory` */
 #define REASON_INPUT_DECODE "decode-error"        /* the body is not JSON */
 #define REASON_INPUT_TOO_LARGE "too-large"        /* the body is over max_body */
 #define REASON_INPUT_NO_FIELDS "no-fields"        /* no data field and nothing else */

@@ -284,8 +284,8 @@ static void fail_on_memory(struct jobs *j, const struct rt_job *culprit) {
            "handler state went past its memory limit: the entries running on it fail, a fresh "
            "state of the same version takes over",
            "stream", j->spec->stream, "group", j->spec->group, "id",
-           culprit->e ? culprit->e->id : NULL, LOG_NUMBER "limit", limit_text,
-           LOG_NUMBER "failed", count, "version", j->version, NULL);
+           culprit->e ? culprit->e->id : NULL, LOG_NUMBER "limit", limit_text, LOG_NUMBER "failed",
+           count, "version", j->version, NULL);
   if (!j->drained && j->renew) j->renew(j->renew_data);
   char ran[320], beside[320];
   snprintf(ran, sizeof ran,

@@ -39,7 +39,7 @@ typedef void jobs_renew_fn(void *data);
  * handler_bind). */
 struct jobs {
   lua_State *L;
-  struct lmem *mem; /* L's memory: enforced while a job runs */
+  struct lmem *mem;                /* L's memory: enforced while a job runs */
   const struct handler_spec *spec; /* for the watchdog, host functions, on_delivery */
   const char *version;             /* into every result (rt_result.version) */
   const struct rt_env *env;        /* clock for ls.sleep; on_delivery; may be NULL */

@@ -78,9 +78,7 @@ static int pcall_traced(lua_State *L, int nargs, int nresults) {
 /* An error outside any protected call: the state cannot go on, and the
  * process ends (status 70) rather than running on with a handler that does
  * nothing. */
-static int panic(lua_State *L) {
-  lmem_fatal(lmem_of(L)->name, "lua panic", lua_tostring(L, -1));
-}
+static int panic(lua_State *L) { lmem_fatal(lmem_of(L)->name, "lua panic", lua_tostring(L, -1)); }
 
 /* ---- loading ---- */
 
@@ -707,8 +705,7 @@ int handler_bind(handler *h, const char *consumer) {
   h->spec.consumer = strdup(consumer);
   if (h->spec.consumer == NULL) return -1;
   if (bind_dispatcher(h) != 0) {
-    log_line(LOG_ERROR, h->spec.name, "cannot prepare handler", "error", lua_tostring(L, -1),
-             NULL);
+    log_line(LOG_ERROR, h->spec.name, "cannot prepare handler", "error", lua_tostring(L, -1), NULL);
     lua_settop(L, top);
     return -1;
   }
@@ -730,7 +727,8 @@ static void renew(void *data) {
   h->L = NULL;
   json_shapes_free(h->core.shapes);
   h->core.shapes = json_shapes_new();
-  if (h->core.shapes == NULL) lmem_fatal(h->spec.name, "cannot make a fresh state", "out of memory");
+  if (h->core.shapes == NULL)
+    lmem_fatal(h->spec.name, "cannot make a fresh state", "out of memory");
   if (load_state(h, err, sizeof err) != 0 || settle_state(h, err, sizeof err) != 0)
     lmem_fatal(h->spec.name, "cannot make a fresh state", err);
   if (h->spec.consumer && bind_dispatcher(h) != 0)

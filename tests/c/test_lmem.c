@@ -181,6 +181,4 @@ TEST_IMPL(lmem_limit_raises_in_lua) {
   lmem_close(L);
 }
 
-TEST_IMPL(lmem_limit_below_a_state) {
-  ASSERT_NULL(lmem_newstate(1000, "tiny"));
-}
+TEST_IMPL(lmem_limit_below_a_state) { ASSERT_NULL(lmem_newstate(1000, "tiny")); }
