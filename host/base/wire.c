@@ -29,9 +29,16 @@ const struct wire_name wire_headers[] = {
 /* Indexed by enum wire_reason: each code next to its text. */
 #define REASON(n) [WIRE_##n] = NAME(REASON_, n)
 const struct wire_name wire_reasons[] = {
-    REASON(HANDLER_ERROR),         REASON(BAD_RETURN),   REASON(REJECTED),
-    REASON(MAX_DELIVERIES),        REASON(INPUT_DECODE), REASON(INPUT_TOO_LARGE),
-    REASON(INPUT_NO_FIELDS),       REASON(INPUT_NUMBER), REASON(INPUT_DUPLICATE),
+    REASON(HANDLER_ERROR),
+    REASON(BAD_RETURN),
+    REASON(REJECTED),
+    REASON(MAX_DELIVERIES),
+    REASON(INPUT_DECODE),
+    REASON(INPUT_TOO_LARGE),
+    REASON(INPUT_NO_FIELDS),
+    REASON(INPUT_NUMBER),
+    REASON(INPUT_DUPLICATE),
+    REASON(MEMORY),
     [WIRE_REASONS] = {NULL, NULL},
 };
 

@@ -33,6 +33,7 @@
 #define REASON_BAD_RETURN "bad-return"            /* handle returned no valid outcome */
 #define REASON_REJECTED "rejected"                /* ls.reject(...) */
 #define REASON_MAX_DELIVERIES "max-deliveries"    /* the delivery cap was reached */
+#define REASON_MEMORY "memory"                    /* the Lua state went past `memory` */
 #define REASON_INPUT_DECODE "decode-error"        /* the body is not JSON */
 #define REASON_INPUT_TOO_LARGE "too-large"        /* the body is over max_body */
 #define REASON_INPUT_NO_FIELDS "no-fields"        /* no data field and nothing else */
@@ -54,8 +55,9 @@ enum wire_reason {
   WIRE_INPUT_NO_FIELDS,
   WIRE_INPUT_NUMBER,
   WIRE_INPUT_DUPLICATE,
+  WIRE_MEMORY,
 };
-#define WIRE_REASONS (WIRE_INPUT_DUPLICATE + 1)
+#define WIRE_REASONS (WIRE_MEMORY + 1)
 
 /* The lists, for export and lookup: {lua name, text}, ended by {NULL, NULL}.
  * Lua names are the macro names without their prefix (PARTITION_KEY).

@@ -90,9 +90,13 @@ void policy_decide(const struct policy_in *in, struct policy_out *out) {
     case RT_ERROR:
       out->handler_failed = true;
       /* The last delivery max_deliveries allows failed: dead-letter it now,
-     * with the error that ended it. */
+       * with the error that ended it (a handler error; memory when the
+       * state went past its limit). */
       if (in->max_deliveries && deliveries >= in->max_deliveries)
-        dead_letter(in, REASON_HANDLER_ERROR, deliveries, out);
+        dead_letter(in,
+                    in->reason && strcmp(in->reason, REASON_MEMORY) == 0 ? REASON_MEMORY
+                                                                         : REASON_HANDLER_ERROR,
+                    deliveries, out);
       return;
     case RT_INVALID: /* the handler never saw it */
       dead_letter(in, in->reason, deliveries, out);

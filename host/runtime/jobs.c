@@ -9,6 +9,7 @@
 
 #include "entry.h"
 #include "jobs_wait.h"
+#include "log.h"
 #include "watchdog.h"
 #include "wire.h"
 
@@ -42,6 +43,12 @@ void jobs_free(struct jobs *j) {
   j->scratch = NULL;
   j->scratch_len = NULL;
   j->scratch_writes = NULL;
+  j->scratch_cap = j->scratch_writes_cap = 0;
+}
+
+void jobs_on_memory(struct jobs *j, jobs_renew_fn *renew, void *data) {
+  j->renew = renew;
+  j->renew_data = data;
 }
 
 /* Takes job off its pool's list of running jobs. */
@@ -253,15 +260,78 @@ static void finish_failed(struct rt_job *job, const char *why) {
   job_end(job, false);
 }
 
+/* The state went past its memory limit while culprit ran: every running
+ * job (culprit among them) fails with reason memory, and the pool goes on in
+ * a fresh state (jobs_on_memory). The jobs leave the state before it is
+ * renewed, and are reported after, so that a done callback that starts the
+ * next entry starts it on the fresh state. */
+static void fail_on_memory(struct jobs *j, const struct rt_job *culprit) {
+  size_t limit = j->mem->limit, n = 0;
+  struct rt_job *failed = j->running;
+  j->running = NULL;
+  for (struct rt_job *job = failed; job; job = job->next, n++) {
+    if (job->timer) timer_stop(job->timer);
+    wait_detach(job); /* an answer on its way is dropped */
+    wait_session_end(job);
+    job->op = OP_NONE;
+    job->co = NULL; /* the state's, like co_ref: gone with it */
+    job->co_ref = LUA_NOREF;
+  }
+  char limit_text[24], count[24];
+  snprintf(limit_text, sizeof limit_text, "%zu", limit);
+  snprintf(count, sizeof count, "%zu", n);
+  log_line(LOG_WARN, j->spec->name,
+           "handler state went past its memory limit: the entries running on it fail, a fresh "
+           "state of the same version takes over",
+           "stream", j->spec->stream, "group", j->spec->group, "id",
+           culprit->e ? culprit->e->id : NULL, LOG_NUMBER "limit", limit_text, LOG_NUMBER "failed",
+           count, "version", j->version, NULL);
+  if (!j->drained && j->renew) j->renew(j->renew_data);
+  char ran[320], beside[320];
+  snprintf(ran, sizeof ran,
+           "the handler's Lua state went past its memory limit (memory = %zu bytes) while this "
+           "entry ran",
+           limit);
+  snprintf(beside, sizeof beside,
+           "the handler's Lua state went past its memory limit (memory = %zu bytes) while entry "
+           "%s ran beside this one",
+           limit, culprit->e ? culprit->e->id : "?");
+  /* Each counts as running until reported, as in job_end: a release from
+   * a done callback cannot drain the pool under this loop. */
+  while (failed) {
+    struct rt_job *job = failed;
+    failed = job->next;
+    const char *text = job == culprit ? ran : beside;
+    struct rt_result res = {
+        .kind = RT_ERROR, .reason = REASON_MEMORY, .text = text, .text_len = strlen(text)};
+    report(job, &res);
+    j->count--;
+    if (job->timer) timer_free(job->timer);
+    free(job);
+  }
+  drain_if_done(j); /* may free the pool */
+}
+
 /* The one place a job's coroutine is resumed. */
 static void run(struct rt_job *job, int nargs) {
   struct jobs *j = job->pool;
   const struct handler_spec *s = j->spec;
   j->current = job;
   watchdog_enter(s->name, s->path, s->stream, s->group, job->e ? job->e->id : NULL);
+  lmem_enforce(j->mem, true);
   int rc = lua_resume(job->co, nargs);
+  lmem_enforce(j->mem, false);
   watchdog_leave();
   j->current = NULL;
+  if (j->mem->exceeded) {
+    /* Whatever the coroutine did after (a pcall in the handler may have
+     * caught "not enough memory"): the delivery failed. */
+    job->reply = NULL;
+    job->response = NULL;
+    job->pg_res = NULL;
+    fail_on_memory(j, job);
+    return;
+  }
   /* A call's reply is the broker's only during its callback (a response the
    * client's): whatever the coroutine did not take of it is gone now. */
   job->reply = NULL;

@@ -26,17 +26,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lmem.h"
 #include "runtime.h"
 
 struct rt_job;
 
 typedef void jobs_drained_fn(void *data);
+typedef void jobs_renew_fn(void *data);
 
 /* The jobs of one handler state. Fields are read by host functions
  * (corelib.c); only jobs.c changes them, but for dispatch_ref (set by
  * handler_bind). */
 struct jobs {
   lua_State *L;
+  struct lmem *mem;                /* L's memory: enforced while a job runs */
   const struct handler_spec *spec; /* for the watchdog, host functions, on_delivery */
   const char *version;             /* into every result (rt_result.version) */
   const struct rt_env *env;        /* clock for ls.sleep; on_delivery; may be NULL */
@@ -53,6 +56,8 @@ struct jobs {
   size_t scratch_writes_cap;
   jobs_drained_fn *drained; /* set by jobs_release */
   void *drained_data;
+  jobs_renew_fn *renew; /* set by jobs_on_memory */
+  void *renew_data;
 };
 
 /* An empty pool on L; spec, version and env are borrowed. */
@@ -61,6 +66,13 @@ void jobs_init(struct jobs *j, lua_State *L, const struct handler_spec *spec, co
 /* Frees the idle jobs and the scratch arrays; call before L is closed, when
  * no job runs. */
 void jobs_free(struct jobs *j);
+
+/* When L goes past its memory limit (mem->exceeded, seen after a job's
+ * resume), every running job is taken off it and fails with reason
+ * REASON_MEMORY (each done called once, after renew), and, unless the pool
+ * was released, renew(data) gives the pool a fresh state: it frees the
+ * idle jobs (jobs_free), closes L and sets L, mem and dispatch_ref anew. */
+void jobs_on_memory(struct jobs *j, jobs_renew_fn *renew, void *data);
 
 /* Starts the dispatch function on entry e of partition p (< 0: none; see
  * handler_run_partition). */

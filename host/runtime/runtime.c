@@ -7,6 +7,10 @@
  * loading contains what it can: os.exit raises an error (at load and in
  * handlers), and the load runs with the JIT off under a count hook that ends
  * it at a deadline (LuaJIT checks hooks only outside compiled traces).
+ * Memory: the state's allocator (lmem.c) holds it to the file's `memory`
+ * (the top level to RT_MEMORY_DEFAULT); a state that went past it is
+ * replaced by a fresh one made from the source kept since the load, so the
+ * handler goes on in the version it was running whatever the file holds now.
  * Running: the handler's jobs (jobs.c) run entries in coroutines of its
  * state, with luastream.core (corelib.c) as their host functions; here, the
  * generations of a file (hot reload) and when a state closes. */
@@ -46,6 +50,8 @@ struct handler {
   struct handler *older;        /* generations this one replaced that still run jobs */
   struct handler *newer;        /* the generation that replaced this one, NULL for the newest */
   bool jit_off;                 /* the file called jit.off() at load: the engine stays off */
+  char *source;                 /* the file's bytes as loaded: a fresh state is made of them */
+  size_t source_len;
 };
 
 /* The registry slot of the validated spec table, from load to bind. */
@@ -72,10 +78,10 @@ static int pcall_traced(lua_State *L, int nargs, int nresults) {
   return rc;
 }
 
-static int panic(lua_State *L) {
-  log_line(LOG_ERROR, NULL, "lua panic", "error", lua_tostring(L, -1), NULL);
-  abort();
-}
+/* An error outside any protected call: the state cannot go on, and the
+ * process ends (status 70) rather than running on with a handler that does
+ * nothing. */
+static int panic(lua_State *L) { lmem_fatal(lmem_of(L)->name, "lua panic", lua_tostring(L, -1)); }
 
 /* ---- loading ---- */
 
@@ -98,10 +104,11 @@ static const struct spec_field {
   const char *name;
   enum spec_kind kind;
   size_t offset;
-  /* Applies once, when the host starts (start_at moves a group's cursor at
-   * start-up only): a later change to it changes nothing that runs, so
-   * handler_spec_diff does not name it. */
-  bool at_start;
+  /* Not named by handler_spec_diff, its change restarting nothing:
+   * start_at applies once, when the host starts (it moves a group's cursor
+   * at start-up only); memory is the state's, and a reload makes a new
+   * state with the new limit. */
+  bool no_restart;
 } spec_fields[] = {
 #define F(name, kind) \
   { #name, kind, offsetof(struct handler_spec, name), false }
@@ -125,6 +132,7 @@ static const struct spec_field {
     F(reply_max_len, SPEC_CAP),
     F(dead_letter_max_len, SPEC_CAP),
     F(partitions, SPEC_CAP),
+    {"memory", SPEC_SIZE, offsetof(struct handler_spec, memory), true},
 #undef F
     {"handle", SPEC_LUA, 0, false},
 };
@@ -221,7 +229,7 @@ const char *handler_spec_diff(const struct handler_spec *a, const struct handler
   if (len) out[0] = '\0';
   for (size_t i = 0; i < NSPEC_FIELDS && len; i++) {
     const struct spec_field *f = &spec_fields[i];
-    if (f->at_start || same_field(f, a, b)) continue;
+    if (f->no_restart || same_field(f, a, b)) continue;
     int n = snprintf(out + at, len - at, "%s%s", at ? "," : "", spec_name(f));
     if (n < 0 || (size_t)n >= len - at) {
       out[at] = '\0'; /* no part of a name */
@@ -642,38 +650,42 @@ static void handler_destroy(struct handler *h) {
   if (h->L) lmem_close(h->L);
   json_shapes_free(h->core.shapes); /* after the state that holds its constructors */
   spec_free(&h->spec);
+  free(h->source);
   free(h);
 }
 
 /* A released handler's last job ended. */
 static void drained(void *data) { handler_destroy(data); }
 
-int handler_load(const char *path, const struct rt_env *env, handler **out, char *err,
-                 size_t errlen) {
-  struct handler *h = calloc(1, sizeof *h);
-  if (h == NULL) goto oom;
-  h->env = env;
-  h->spec.path = strdup(path);
-  h->spec.name = basename_noext(path);
-  h->L = lmem_newstate();
-  h->core.shapes = json_shapes_new();
-  if (!h->spec.path || !h->spec.name || !h->L || !h->core.shapes) goto oom;
-  jobs_init(&h->jobs, h->L, &h->spec, h->version, env);
-  h->core.jobs = &h->jobs;
-  lua_atpanic(h->L, panic);
+static void renew(void *data);
 
-  struct source src;
-  char *buf = NULL;
-  int read = read_file(path, env ? env->trust : NULL, &buf, &src.len, err, errlen);
-  if (read != 0) {
-    if (read == -1)
-      snprintf(err, errlen, "%s:1: cannot read the handler file: %s", path, strerror(errno));
-    handler_destroy(h);
+/* Makes h->L (closed or NULL before) and runs the file's source in it:
+ * loaded, validated, the JIT as the file left it. Returns 0 with the
+ * validated spec table on the stack, or -1 with the message in err (h->L
+ * may be left open: handler_destroy closes it).  [-0, +1] */
+static int load_state(struct handler *h, char *err, size_t errlen) {
+  const char *path = h->spec.path;
+  h->L = lmem_newstate(RT_MEMORY_DEFAULT, h->spec.name);
+  if (h->L == NULL) {
+    snprintf(err, errlen, "%s: out of memory", path);
     return -1;
   }
-  src.buf = buf;
-  version_of(buf, src.len, h->version);
-  uint64_t limit_ms = env && env->load_timeout_ms ? env->load_timeout_ms : RT_LOAD_TIMEOUT_MS;
+  struct lmem *mem = lmem_of(h->L);
+  lmem_enforce(mem, false); /* only around the protected calls below and in jobs.c */
+  static bool warned;
+  if (!mem->counted && !warned) {
+    warned = true;
+    log_line(LOG_WARN, NULL,
+             "this LuaJIT takes no allocator (x86-64 without GC64): handlers' memory limits are "
+             "not enforced",
+             NULL);
+  }
+  h->jobs.L = h->L;
+  h->jobs.mem = mem;
+  lua_atpanic(h->L, panic);
+  struct source src = {.buf = h->source, .len = h->source_len};
+  uint64_t limit_ms =
+      h->env && h->env->load_timeout_ms ? h->env->load_timeout_ms : RT_LOAD_TIMEOUT_MS;
   struct load_guard guard = {
       .path = path, .limit_ms = limit_ms, .deadline_ns = now_ns() + limit_ms * 1000000u};
   loading = &guard;
@@ -682,23 +694,39 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   lua_pushcfunction(h->L, load_protected);
   lua_pushlightuserdata(h->L, h);
   lua_pushlightuserdata(h->L, &src);
+  lmem_enforce(mem, true);
   int rc = lua_pcall(h->L, 2, 1, 0);
+  lmem_enforce(mem, false);
   watchdog_leave();
   lua_sethook(h->L, NULL, 0, 0);
   h->jit_off = guard.jit_off;
   loading = NULL;
-  free(buf);
-  if (rc == 0)
-    /* cppcheck-suppress badBitmaskCheck ; LUAJIT_MODE_ENGINE is 0 by design: luajit.h's documented mode|flag idiom */
-    luaJIT_setmode(h->L, 0, LUAJIT_MODE_ENGINE | (h->jit_off ? LUAJIT_MODE_OFF : LUAJIT_MODE_ON));
   if (rc != 0) {
     const char *msg = lua_tostring(h->L, -1);
-    snprintf(err, errlen, "%s", msg ? msg : "unknown error while loading");
-    handler_destroy(h);
+    if (mem->exceeded)
+      snprintf(err, errlen,
+               "%s:1: the file's top level went past %u bytes of memory at load (a file loads "
+               "under that limit; its `memory` applies once it has loaded): %s",
+               path, (unsigned)RT_MEMORY_DEFAULT, msg ? msg : "not enough memory");
+    else
+      snprintf(err, errlen, "%s", msg ? msg : "unknown error while loading");
     return -1;
   }
-  if (read_spec(h->L, lua_gettop(h->L), h, err, errlen) != 0) {
-    handler_destroy(h);
+  /* cppcheck-suppress badBitmaskCheck ; LUAJIT_MODE_ENGINE is 0 by design: luajit.h's documented mode|flag idiom */
+  luaJIT_setmode(h->L, 0, LUAJIT_MODE_ENGINE | (h->jit_off ? LUAJIT_MODE_OFF : LUAJIT_MODE_ON));
+  return 0;
+}
+
+/* The loaded state takes the file's own limit, and keeps the validated spec
+ * table at the top of its stack for bind. Returns 0, or -1 with err when it
+ * holds more than that already.  [-1, +0] */
+static int settle_state(struct handler *h, char *err, size_t errlen) {
+  struct lmem *mem = lmem_of(h->L);
+  lmem_set_limit(mem, h->spec.memory);
+  if (mem->used > h->spec.memory) {
+    snprintf(err, errlen,
+             "%s: holds %zu bytes once loaded, more than its field 'memory' allows (%zu bytes)",
+             h->spec.path, mem->used, h->spec.memory);
     return -1;
   }
   /* The spec table keeps `handle`; the registry keeps the spec for bind.
@@ -709,6 +737,34 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
   lua_insert(h->L, -2);
   lua_rawset(h->L, LUA_REGISTRYINDEX);
   lua_settop(h->L, 0);
+  return 0;
+}
+
+int handler_load(const char *path, const struct rt_env *env, handler **out, char *err,
+                 size_t errlen) {
+  struct handler *h = calloc(1, sizeof *h);
+  if (h == NULL) goto oom;
+  h->env = env;
+  h->spec.path = strdup(path);
+  h->spec.name = basename_noext(path);
+  h->core.shapes = json_shapes_new();
+  if (!h->spec.path || !h->spec.name || !h->core.shapes) goto oom;
+  jobs_init(&h->jobs, NULL, &h->spec, h->version, env);
+  jobs_on_memory(&h->jobs, renew, h);
+  h->core.jobs = &h->jobs;
+  int read = read_file(path, env ? env->trust : NULL, &h->source, &h->source_len, err, errlen);
+  if (read != 0) {
+    if (read == -1)
+      snprintf(err, errlen, "%s:1: cannot read the handler file: %s", path, strerror(errno));
+    handler_destroy(h);
+    return -1;
+  }
+  version_of(h->source, h->source_len, h->version);
+  if (load_state(h, err, errlen) != 0 || read_spec(h->L, lua_gettop(h->L), h, err, errlen) != 0 ||
+      settle_state(h, err, errlen) != 0) {
+    handler_destroy(h);
+    return -1;
+  }
   *out = h;
   return 0;
 oom:
@@ -721,28 +777,59 @@ const struct handler_spec *handler_spec(const handler *h) { return &h->spec; }
 size_t handler_jobs(const handler *h) { return h->jobs.count; }
 size_t handler_flat_reads(const handler *h) { return h->core.flat_reads; }
 
+/* The dispatcher of the bound consumer (h->spec.consumer) into
+ * jobs.dispatch_ref. Returns 0, or -1 with the message on the stack. */
+static int bind_dispatcher(struct handler *h) {
+  lua_State *L = h->L;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "luastream.handler");
+  if (pcall_traced(L, 1, 1) != 0) return -1;
+  lua_getfield(L, -1, "dispatcher");
+  lua_pushlightuserdata(L, (void *)&spec_key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  lua_pushstring(L, h->spec.consumer);
+  if (pcall_traced(L, 2, 1) != 0) return -1;
+  if (h->jobs.dispatch_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, h->jobs.dispatch_ref);
+  h->jobs.dispatch_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
+
 int handler_bind(handler *h, const char *consumer) {
   lua_State *L = h->L;
   int top = lua_gettop(L);
   free(h->spec.consumer);
   h->spec.consumer = strdup(consumer);
   if (h->spec.consumer == NULL) return -1;
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "luastream.handler");
-  if (pcall_traced(L, 1, 1) != 0) goto error;
-  lua_getfield(L, -1, "dispatcher");
-  lua_pushlightuserdata(L, (void *)&spec_key);
-  lua_rawget(L, LUA_REGISTRYINDEX);
-  lua_pushstring(L, consumer);
-  if (pcall_traced(L, 2, 1) != 0) goto error;
-  if (h->jobs.dispatch_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, h->jobs.dispatch_ref);
-  h->jobs.dispatch_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  if (bind_dispatcher(h) != 0) {
+    log_line(LOG_ERROR, h->spec.name, "cannot prepare handler", "error", lua_tostring(L, -1), NULL);
+    lua_settop(L, top);
+    return -1;
+  }
   lua_settop(L, top);
   return 0;
-error:
-  log_line(LOG_ERROR, h->spec.name, "cannot prepare handler", "error", lua_tostring(L, -1), NULL);
-  lua_settop(L, top);
-  return -1;
+}
+
+/* jobs.c's call when the state went past its memory limit, its jobs taken
+ * off it: a fresh state of the same source (not the file as it is now) and
+ * the same consumer takes its place. A version that loaded once and does not
+ * load again (its top level depends on something that changed) leaves the
+ * handler nothing to run on: the process exits (lmem_fatal). */
+static void renew(void *data) {
+  struct handler *h = data;
+  char err[1024];
+  jobs_free(&h->jobs); /* the idle coroutines are the old state's */
+  h->jobs.dispatch_ref = LUA_NOREF;
+  lmem_close(h->L);
+  h->L = NULL;
+  json_shapes_free(h->core.shapes);
+  h->core.shapes = json_shapes_new();
+  if (h->core.shapes == NULL)
+    lmem_fatal(h->spec.name, "cannot make a fresh state", "out of memory");
+  if (load_state(h, err, sizeof err) != 0 || settle_state(h, err, sizeof err) != 0)
+    lmem_fatal(h->spec.name, "cannot make a fresh state", err);
+  if (h->spec.consumer && bind_dispatcher(h) != 0)
+    lmem_fatal(h->spec.name, "cannot make a fresh state", lua_tostring(h->L, -1));
+  lua_settop(h->L, 0);
 }
 
 void handler_release(handler *h) { jobs_release(&h->jobs, drained, h); }

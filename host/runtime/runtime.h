@@ -52,6 +52,10 @@ struct handler_spec {
   /* 0: one stream. Else partition p (0 .. partitions-1) is the key
    * "<stream>:{p}" (partition.h), and so are its reply_to and dead_letter. */
   int partitions;
+  /* The most the handler's Lua state may hold (bytes, garbage not yet
+   * collected included); past it, what runs on the state fails with
+   * REASON_MEMORY and a fresh state of the same version takes over. */
+  size_t memory;
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler
@@ -102,6 +106,10 @@ struct rt_env {
 /* The default limit on loading one handler file (its top level and the
  * validation of what it returns). */
 #define RT_LOAD_TIMEOUT_MS 5000
+/* The memory limit a handler file's top level runs under (its own
+ * `memory` applies once it has loaded): luastream.handler's default of the
+ * field. */
+#define RT_MEMORY_DEFAULT (256u * 1024 * 1024)
 /* The default limit on one ls.redis.call: past it the call fails with an
  * error (the command may still have run on the server). */
 #define RT_CALL_TIMEOUT_MS 5000
@@ -131,7 +139,11 @@ typedef struct handler handler;
  * fails with `file:line: still running after Nms at load`. A single long C
  * call (a huge string operation) is not interrupted. env is borrowed and must outlive the handler; the host may fill it
  * in after loading (a connection opened later). The handler's consumer name is
- * fixed later by handler_bind. */
+ * fixed later by handler_bind. The top level runs under RT_MEMORY_DEFAULT
+ * bytes of Lua memory, the handler under its spec's memory from then on (a
+ * state that holds more once loaded fails the load). The source is kept:
+ * a state that goes past its limit while entries run is replaced by a fresh
+ * one made from it (jobs_on_memory), whatever the file holds by then. */
 int handler_load(const char *path, const struct rt_env *env, handler **out, char *err,
                  size_t errlen);
 const struct handler_spec *handler_spec(const handler *h);
@@ -200,6 +212,8 @@ typedef void rt_done_fn(void *data, struct entry *e, const struct rt_result *res
 
 /* Starts the handler on entry e (borrowed until done is called). Runs until the
  * coroutine finishes or first waits; done may be called before this returns.
+ * When the state goes past its memory limit, this job and every other one
+ * running on the state end with RT_ERROR and REASON_MEMORY.
  * Returns 0, or -1 when the job could not be started (out of memory). */
 int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data);
 /* handler_run for an entry of partition p (0 .. spec->partitions - 1) of a

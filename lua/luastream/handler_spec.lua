@@ -21,6 +21,12 @@ M.MAX_BATCH = 10000
 -- Partitions of a partitioned stream: each is a key with its own read
 -- connection in the host.
 M.MAX_PARTITIONS = 1024
+-- memory: the most a handler's Lua state may hold, in bytes. A state with
+-- luastream's library loaded holds about 1 MB; the host's size fields go up
+-- to 2^40 (--http-max-body).
+M.DEFAULT_MEMORY = 256 * 1024 * 1024
+M.MIN_MEMORY = 4 * 1024 * 1024
+M.MAX_MEMORY = 2 ^ 40
 
 local function is_stream_id(s)
   return s:match("^%d+$") or s:match("^%d+%-%d+$")
@@ -41,6 +47,15 @@ local function check_count_upto(max)
     local why = check_count(v)
     if why then return why end
     if v > max then return string.format("must be at most %d, got %d", max, v) end
+  end
+end
+-- A number of bytes from min to max.
+local function check_bytes(min, max)
+  return function(v)
+    if type(v) ~= "number" or v ~= math.floor(v) or v < min or v > max then
+      return string.format("must be a number of bytes from %d to %d, got %s", min, max,
+        type(v) == "number" and string.format("%.17g", v) or type(v))
+    end
   end
 end
 -- max_deliveries: a positive integer, or false for no cap at all.
@@ -89,6 +104,7 @@ local FIELDS = {
   { "reply_max_len", check_count },
   { "dead_letter_max_len", check_count },
   { "partitions", check_count_upto(M.MAX_PARTITIONS) },
+  { "memory", check_bytes(M.MIN_MEMORY, M.MAX_MEMORY), default = M.DEFAULT_MEMORY },
 }
 M.FIELDS = FIELDS
 local KNOWN = {}

@@ -1,7 +1,10 @@
 /* Tests for lmem.c: the pool's allocator called as Lua calls it (new
  * blocks, resizes within and across size classes and to and from the large
  * sizes malloc serves, frees), a freed block served again to its class, and
- * a whole Lua state living on it, closed with nothing left behind (ASan). */
+ * a whole Lua state living on it, closed with nothing left behind (ASan);
+ * the memory limit: what a state holds counted as Lua counts it, growth past
+ * the limit refused (Lua raises) while enforced and only counted while not,
+ * shrinks always served. */
 #include <stdint.h>
 #include <string.h>
 
@@ -25,7 +28,7 @@ static void expect(const unsigned char *p, size_t n, unsigned seed) {
 }
 
 TEST_IMPL(lmem_resizes_keep_the_bytes) {
-  lua_State *L = lmem_newstate();
+  lua_State *L = lmem_newstate(SIZE_MAX, NULL);
   ASSERT_NOT_NULL(L);
   void *ud;
   lua_Alloc f = allocator(L, &ud);
@@ -51,7 +54,7 @@ TEST_IMPL(lmem_resizes_keep_the_bytes) {
 }
 
 TEST_IMPL(lmem_serves_a_freed_block_to_its_class) {
-  lua_State *L = lmem_newstate();
+  lua_State *L = lmem_newstate(SIZE_MAX, NULL);
   ASSERT_NOT_NULL(L);
   void *ud;
   lua_Alloc f = allocator(L, &ud);
@@ -70,7 +73,7 @@ TEST_IMPL(lmem_serves_a_freed_block_to_its_class) {
 }
 
 TEST_IMPL(lmem_runs_a_state) {
-  lua_State *L = lmem_newstate();
+  lua_State *L = lmem_newstate(SIZE_MAX, NULL);
   ASSERT_NOT_NULL(L);
   luaL_openlibs(L);
   /* Strings of every small size and larger, tables that grow through the
@@ -96,3 +99,86 @@ TEST_IMPL(lmem_runs_a_state) {
   ASSERT(lua_tonumber(L, -1) == want);
   lmem_close(L);
 }
+
+/* Bytes f's pool holds after each call, as Lua asked for them. */
+TEST_IMPL(lmem_counts_what_lua_holds) {
+  lua_State *L = lmem_newstate(SIZE_MAX, NULL);
+  ASSERT_NOT_NULL(L);
+  struct lmem *m = lmem_of(L);
+  void *ud;
+  lua_Alloc f = allocator(L, &ud);
+  size_t base = m->used;
+  ASSERT(base > 0); /* the state itself */
+  void *p = f(ud, NULL, 0, 100);
+  ASSERT_INT_EQ(m->used, base + 100);
+  p = f(ud, p, 100, 600);
+  ASSERT_INT_EQ(m->used, base + 600);
+  p = f(ud, p, 600, 50);
+  ASSERT_INT_EQ(m->used, base + 50);
+  p = f(ud, p, 50, 40); /* the same class */
+  ASSERT_INT_EQ(m->used, base + 40);
+  f(ud, p, 40, 0);
+  ASSERT_INT_EQ(m->used, base);
+  lmem_close(L);
+}
+
+TEST_IMPL(lmem_refuses_growth_past_the_limit) {
+  lua_State *L = lmem_newstate(1u << 20, "h");
+  ASSERT_NOT_NULL(L);
+  struct lmem *m = lmem_of(L);
+  ASSERT_STR_EQ(m->name, "h");
+  void *ud;
+  lua_Alloc f = allocator(L, &ud);
+  size_t room = m->limit - m->used;
+  void *big = f(ud, NULL, 0, room); /* up to the limit exactly */
+  ASSERT_NOT_NULL(big);
+  ASSERT(!m->exceeded);
+  ASSERT_NULL(f(ud, NULL, 0, 1)); /* one byte more */
+  ASSERT(m->exceeded);
+  ASSERT_INT_EQ(m->used, m->limit);
+  /* Past the limit growth is refused, a shrink served. */
+  ASSERT_NULL(f(ud, big, room, room + 1));
+  void *smaller = f(ud, big, room, 1000);
+  ASSERT_NOT_NULL(smaller);
+  ASSERT_INT_EQ(m->used, m->limit - room + 1000);
+  /* Not enforced: counted, not refused. */
+  lmem_enforce(m, false);
+  void *over = f(ud, NULL, 0, 2u << 20);
+  ASSERT_NOT_NULL(over);
+  ASSERT(m->used > m->limit);
+  /* Enforced again while over: any growth is refused, freeing works. */
+  lmem_enforce(m, true);
+  ASSERT_NULL(f(ud, NULL, 0, 16));
+  f(ud, over, 2u << 20, 0);
+  f(ud, smaller, 1000, 0);
+  ASSERT(m->used < m->limit);
+  lmem_close(L);
+}
+
+/* A script growing a table until the state's limit: Lua raises "not enough
+ * memory", which a pcall can catch; the state stays usable and closes clean. */
+TEST_IMPL(lmem_limit_raises_in_lua) {
+  lua_State *L = lmem_newstate(8u << 20, "grower");
+  ASSERT_NOT_NULL(L);
+  luaL_openlibs(L);
+  struct lmem *m = lmem_of(L);
+  const char *chunk =
+      "local t = {}\n"
+      "local ok, err = pcall(function()\n"
+      "  for i = 1, 1e9 do t[i] = string.rep('x', 64) .. i end\n"
+      "end)\n"
+      "local n = #t\n"
+      "t = nil\n"
+      "collectgarbage()\n"
+      "return ok, err, n\n";
+  if (luaL_loadstring(L, chunk) != 0) TEST_FAIL_("%s", lua_tostring(L, -1));
+  if (lua_pcall(L, 0, 3, 0) != 0) TEST_FAIL_("%s", lua_tostring(L, -1));
+  ASSERT(!lua_toboolean(L, -3));
+  ASSERT_STR_EQ(lua_tostring(L, -2), "not enough memory");
+  ASSERT(lua_tonumber(L, -1) > 10000);
+  ASSERT(m->exceeded);
+  ASSERT(m->used < m->limit / 2); /* the table was collected */
+  lmem_close(L);
+}
+
+TEST_IMPL(lmem_limit_below_a_state) { ASSERT_NULL(lmem_newstate(1000, "tiny")); }

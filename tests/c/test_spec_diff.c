@@ -1,6 +1,7 @@
 /* handler_spec_diff on literal specs: which fields of a handler file it
  * names as changed (every subscription field, in one fixed order), and
- * which it leaves out (start_at, applied once at start-up). */
+ * which it leaves out (start_at, applied once at start-up; memory, which
+ * the reload's new state takes without a restart). */
 #include <stdbool.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ static struct handler_spec base(void) {
   s.workers = 1;
   s.max_body = 1048576;
   s.max_deliveries = 10;
+  s.memory = 256u * 1024 * 1024;
   return s;
 }
 
@@ -60,6 +62,8 @@ TEST_IMPL(spec_diff_each_field) {
   EXPECT(b.max_body = 10, "max_body");
   /* start_at applies at start-up only; path and name are not fields. */
   EXPECT(b.start_at = "0", "");
+  /* memory is the state's: the reload's new state has the new limit. */
+  EXPECT(b.memory = 8u * 1024 * 1024, "");
   EXPECT((b.path = "other/pay.lua", b.name = "other"), "");
 #undef EXPECT
 }

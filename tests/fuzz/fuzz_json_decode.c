@@ -53,7 +53,7 @@ static int inputs;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   fuzz_no_leak_check_per_input(argc, argv);
-  L = lmem_newstate();
+  L = lmem_newstate(SIZE_MAX, NULL);
   if (L == NULL) abort();
   atexit(close_state);
   luaL_openlibs(L);

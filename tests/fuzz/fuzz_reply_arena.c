@@ -39,7 +39,7 @@ static void close_state(void) { lmem_close(L); }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   fuzz_no_leak_check_per_input(argc, argv);
-  if ((L = lmem_newstate()) == NULL) abort();
+  if ((L = lmem_newstate(SIZE_MAX, NULL)) == NULL) abort();
   atexit(close_state);
   return 0;
 }
