@@ -29,7 +29,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 9
+#define SCRIPT_COUNT 10
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -51,6 +51,19 @@ extern const char SCRIPT_RECLAIM[];
  * history read drops nothing from the pending list).
  *   KEYS: stream...   ARGV: group consumer count cursor-per-key... */
 extern const char SCRIPT_OWN[];
+
+/* SCRIPT_READ is a `new` subscription's read of `>` on both keys (COUNT per
+ * key, no BLOCK: it answers at once), which sends no entry too large for the
+ * host whole: an entry whose `data` is over max_body, or whose names and
+ * values in all are over max_entry, comes as [id, cut, [body bytes, entry
+ * bytes]], cut being its first keep_pairs fields with each name and value
+ * cut to its first keep bytes. Same reply shape as the claim scripts (the
+ * cursors are "0-0", the deleted list empty; the other entries are [id,
+ * fields], as XREADGROUP gives them): so a read of many entries brings the
+ * host none over those limits whole (read_plan.h).
+ *   KEYS: stream, retry stream
+ *   ARGV: group consumer count max_body max_entry keep keep_pairs */
+extern const char SCRIPT_READ[];
 
 /* SCRIPT_SWEEP moves the entries of a delay set (outcome.h) that are due
  * onto the group's retry stream, each as a new entry, and removes them from
@@ -115,7 +128,10 @@ extern const char SCRIPT_OUTCOME[];
  * dead-letter-id is not a dead letter luastream wrote and is refused (named).
  * A replayed entry keeps its fields but luastream's own (dead-letter-*,
  * delivery-count, retry-group, original-id), so its delivery count starts
- * afresh, and gets original-id = the dead-letter-id.
+ * afresh, and gets original-id = the dead-letter-id. A dead letter with
+ * dead-letter-cut keeps its entry cut (too large to hold, entry.h): it
+ * replays the source entry's fields instead (XRANGE of dead-letter-stream
+ * at dead-letter-id), and is refused, saying so, once that entry is gone.
  *   KEYS: dead-letter stream (an error when it does not exist)
  *   ARGV: "ids" id...                 those entries; an unknown id or an entry
  *                                     that is not a dead letter is an error

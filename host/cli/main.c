@@ -81,7 +81,7 @@ static int dispatch(const char *cmd, int argc, char **argv) {
  * (reply, Lua strings, decoded fields), is then reused from the heap, and a
  * host keeps at most 64 MB of free heap after a burst of large entries. */
 static void tune_malloc(void) {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_MMAP_THRESHOLD, 16 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
