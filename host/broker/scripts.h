@@ -57,10 +57,9 @@ extern const char SCRIPT_OWN[];
  * host whole: an entry whose `data` is over max_body, or whose names and
  * values in all are over max_entry, comes as [id, cut, [body bytes, entry
  * bytes]], cut being its first keep_pairs fields with each name and value
- * cut to its first keep bytes. Same reply shape as the claim scripts (the
- * cursors are "0-0", the deleted list empty; the other entries are [id,
- * fields], as XREADGROUP gives them): so a read of many entries brings the
- * host none over those limits whole (read_plan.h).
+ * cut to its first keep bytes. Otherwise the reply is XREADGROUP's (nil when
+ * there is nothing): so a read of many entries brings the host none over
+ * those limits whole (read_plan.h).
  *   KEYS: stream, retry stream
  *   ARGV: group consumer count max_body max_entry keep keep_pairs */
 extern const char SCRIPT_READ[];

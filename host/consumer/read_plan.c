@@ -45,6 +45,10 @@ bool plan_is_script(enum read_kind kind) {
          kind == READ_RECLAIM_SCRIPT;
 }
 
+bool plan_replies_claimed(enum read_kind kind) {
+  return plan_is_script(kind) && kind != READ_FRESH;
+}
+
 bool plan_reads_ahead(const struct read_plan *p, enum read_kind kind) {
   return (kind == READ_PLAIN || kind == READ_FRESH) && p->spec->read == READ_NEW;
 }

@@ -90,8 +90,11 @@ void plan_group_new(struct read_plan *p);
 void plan_recover_own(struct read_plan *p);
 
 enum read_kind plan_next(const struct read_plan *p);
-/* The reads sent as EVAL of a script (their reply is read_reply_parse_claimed's). */
+/* The reads sent as EVAL of a script. */
 bool plan_is_script(enum read_kind kind);
+/* The reads whose reply has the claim scripts' shape (read_reply_parse_claimed's);
+ * the others' is XREADGROUP's (read_reply_parse_streams'). */
+bool plan_replies_claimed(enum read_kind kind);
 /* Whether this read may go out while the last batch still runs (read-ahead):
  * only a `new` subscription's read of `>`. Reads that claim wait for the acks
  * of what ran here, and the own pending list is read with nothing in flight. */

@@ -136,6 +136,13 @@ static struct {
 } F;
 
 #define OWN_READ "EVAL <own> 2 payments payments:retry:ledger ledger c-1 * 0-0 0-0"
+/* `new` reads `>` with SCRIPT_READ (max_body 1 MB) and, once it finds
+ * nothing, blocks for one entry. */
+#define NEW_READ_N(count, max_body, max_entry) \
+  "EVAL <read> 2 payments payments:retry:ledger ledger c-1 " count " " max_body " " max_entry " 1024 64"
+#define NEW_READ NEW_READ_N("10", "1048576", "1114112")
+#define BLOCK_READ \
+  "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 
 /* log without the lines starting with "EVAL <sweep> " (one of 4 rotating buffers). */
 static const char *without_sweeps(const char *log) {
@@ -231,6 +238,7 @@ static void fx_init(const char *opts) {
   replay_alias(F.rb, SCRIPT_RECLAIM, "<reclaim>");
   replay_alias(F.rb, SCRIPT_SWEEP, "<sweep>");
   replay_alias(F.rb, SCRIPT_OWN, "<own>");
+  replay_alias(F.rb, SCRIPT_READ, "<read>");
   replay_alias(F.rb, SCRIPT_OUTCOME, "<outcome>");
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
@@ -574,8 +582,7 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
 TEST_IMPL(sub_new_retry_copy_to_retry_stream_forged_headers_ignored) {
   fx_init("batch = 10, max_deliveries = 5, dead_letter = \"payments.dead\"");
   replay_expect(
-      F.rb,
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
+      F.rb, NEW_READ,
       "*2\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
       "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
       "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
@@ -746,16 +753,14 @@ TEST_IMPL(sub_failed_ack_retried_after_backoff) {
 TEST_IMPL(sub_entries_run_after_group_recreated) {
   fx_init("batch = 10"); /* one worker */
   replay_expect(
-      F.rb,
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
+      F.rb, NEW_READ,
       "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
       "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
       "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
       "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
   /* Read ahead, before 1-0 runs: a whole batch. */
   replay_expect(
-      F.rb,
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
+      F.rb, NEW_READ,
       "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
       "with GROUP option\r\n");
   fx_run(80400);
@@ -763,11 +768,10 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
   ASSERT_STR_EQ(
       replay_log(F.rb, READER),
-      "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
+      "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n" NEW_READ "\n" NEW_READ
+      "\n"
       /* the group is back: a batch more, whatever still waits */
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n");
+      NEW_READ "\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
   fx_finish();
 }
@@ -813,8 +817,7 @@ static const char *read_resp(bool claim, const struct ent *e, size_t n) {
   { id, {__VA_ARGS__}, 0, 0 }
 #define CE(id, idle, deliveries, ...) \
   { id, {__VA_ARGS__}, idle, deliveries }
-#define NEW_READ \
-  "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+
 /* The entries given, and how many: read_resp(claim, ENTS(NE(...), ...)). */
 #define ENTS(...) \
   (const struct ent[]){__VA_ARGS__}, sizeof((const struct ent[]){__VA_ARGS__}) / sizeof(struct ent)
@@ -1020,19 +1023,20 @@ TEST_IMPL(sub_handler_error_on_last_delivery_dead_lettered) {
 TEST_IMPL(sub_bad_input_dead_lettered) {
   fx_init("dead_letter = \"payments.dead\", max_body = 10, batch = 10");
   replay_expect(
-      F.rb, NEW_READ,
+      F.rb, NEW_READ_N("10", "10", "65546"),
       read_resp(false, ENTS(NE("1-0", "data", "{nope"), NE("2-0", "data", "\"0123456789\""))));
   expect_outcomes(2);
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), ""); /* the handler saw neither */
+  /* 2-0 is over max_body as read: kept cut (whole here, under 1024 bytes)
+   * and dead-lettered before anything runs, saying how large it was. */
   const char *call = cmd_sent(2);
-  const char *head = OUTCOMES("payments") " 1-0 ack 1 21 XADD payments.dead * data {nope" DL_HEAD(
-      "1-0", "1") "decode-error dead-letter-error body is not valid JSON: ";
+  const char *head = OUTCOMES("payments") " 2-0 ack 1 23 XADD payments.dead * data \"0123456789\""
+      DL_HEAD("2-0", "1") "too-large dead-letter-error body is 12 bytes, over max_body (10)" DL_TIME
+      " dead-letter-cut 16 1-0 ack 1 21 XADD payments.dead * data {nope" DL_HEAD("1-0", "1")
+      "decode-error dead-letter-error body is not valid JSON: ";
   if (strncmp(call, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", call);
-  ASSERT_CONTAINS(call, DL_TIME " 2-0 ack 1 21 XADD payments.dead * data \"0123456789\""
-                  DL_HEAD("2-0", "1") "too-large dead-letter-error body is 12 bytes, over "
-                  "max_body (10)" DL_TIME);
   ASSERT_NULL(cmd_sent(3));
   ASSERT_CONTAINS(logbuf,
                   "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
@@ -1407,8 +1411,7 @@ TEST_IMPL(sub_dispatch_lets_the_loop_turn) {
  * only while at most one batch is in the lanes. */
 TEST_IMPL(sub_new_holds_at_most_two_batches) {
   fx_init("batch = 4"); /* one worker: the entries run one after another */
-#define READ4 \
-  "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+#define READ4 NEW_READ_N("4", "1048576", "1114112")
 #define SLOW(id, n) NE(id, "data", "{\"n\":" #n ",\"sleep\":1000}")
   replay_expect(
       F.rb, READ4,
@@ -1440,8 +1443,7 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
  * ahead of it) instead of reading the whole backlog into memory. */
 TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   fx_init("reply_to = \"payments.replies\", batch = 4");
-#define READ4 \
-  "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+#define READ4 NEW_READ_N("4", "1048576", "1114112")
 #define REPLY(id, n) NE(id, "data", "{\"n\":" #n ",\"reply\":true}")
   replay_expect(
       F.rb, READ4,

@@ -5,7 +5,7 @@ local max_body, max_entry = tonumber(ARGV[4]), tonumber(ARGV[5])
 local keep, keep_pairs = tonumber(ARGV[6]), tonumber(ARGV[7])
 local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count,
                      'STREAMS', KEYS[1], KEYS[2], '>', '>')
-if not r then return {{'0-0', '0-0'}, {}, {}} end
+if not r then return false end
 for _, s in ipairs(r) do
   local entries = s[2]
   for i, e in ipairs(entries) do
@@ -23,4 +23,4 @@ for _, s in ipairs(r) do
     end
   end
 end
-return {{'0-0', '0-0'}, r, {}}
+return r
