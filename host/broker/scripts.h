@@ -18,12 +18,18 @@
  * claimed with XCLAIM, then new entries with `>`, sharing COUNT. deliveries
  * is the count before this delivery (0 for new entries), as the 8.4 CLAIM
  * reply says. The cursors are all "0-0".
- *   KEYS: stream...   ARGV: group consumer min_idle count
+ *   KEYS: stream...   ARGV: group consumer min_idle count [limits]
  *
  * SCRIPT_RECLAIM is XAUTOCLAIM over several keys (one call per key, from the
  * key's own cursor) plus what it does not report: each entry's idle time
  * before the claim and its delivery count after it.
- *   KEYS: stream...   ARGV: group consumer min_idle count cursor-per-key... */
+ *   KEYS: stream...   ARGV: group consumer min_idle count cursor-per-key... [limits]
+ *
+ * Every script read (these, SCRIPT_OWN, SCRIPT_READ) ends its arguments
+ * with the host's limits: max_body max_entry keep keep_pairs; past them an
+ * entry comes cut, as SCRIPT_READ says, with its sizes after the other
+ * elements ([id, cut, idle, deliveries, [body bytes, entry bytes]]).
+ * Without them nothing is cut. */
 #ifndef LUASTREAM_SCRIPTS_H
 #define LUASTREAM_SCRIPTS_H
 
@@ -49,7 +55,7 @@ extern const char SCRIPT_RECLAIM[];
  * given when it gave none: the own pending list is read to its end once
  * every cursor comes back unchanged. The deleted list is always empty (a
  * history read drops nothing from the pending list).
- *   KEYS: stream...   ARGV: group consumer count cursor-per-key... */
+ *   KEYS: stream...   ARGV: group consumer count cursor-per-key... [limits] */
 extern const char SCRIPT_OWN[];
 
 /* SCRIPT_READ is a `new` subscription's read of `>` on both keys (COUNT per

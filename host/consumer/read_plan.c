@@ -54,7 +54,8 @@ bool plan_reads_ahead(const struct read_plan *p, enum read_kind kind) {
 }
 
 long long plan_count(const struct read_plan *p, enum read_kind kind, long long room) {
-  return kind == READ_PLAIN && p->spec->read == READ_NEW ? 1 : room;
+  (void)p;
+  return kind == READ_PLAIN ? 1 : room;
 }
 
 bool plan_reads_new_only(const struct read_plan *p, enum read_kind kind) {
@@ -70,6 +71,15 @@ uint64_t plan_recovery_wait_ms(const struct read_plan *p) {
 
 uint64_t plan_read_wait_ms(const struct read_plan *p) {
   return p->spec->read == READ_NEW ? PLAN_BLOCK_MS : plan_recovery_wait_ms(p);
+}
+
+/* What every script read gets last: the limits past which it sends an entry
+ * cut (entry.h). */
+static void add_limits(struct bk_args *a, const struct handler_spec *spec) {
+  bk_args_num(a, (long long)spec->max_body);
+  bk_args_num(a, (long long)entry_max_size(spec->max_body));
+  bk_args_num(a, ENTRY_CUT_KEEP);
+  bk_args_num(a, ENTRY_CUT_PAIRS);
 }
 
 void plan_add_args(const struct read_plan *p, struct bk_args *a, enum read_kind kind,
@@ -88,10 +98,7 @@ void plan_add_args(const struct read_plan *p, struct bk_args *a, enum read_kind 
     bk_args_str(a, spec->consumer);
     if (kind == READ_FRESH) {
       bk_args_num(a, count);
-      bk_args_num(a, (long long)spec->max_body);
-      bk_args_num(a, (long long)entry_max_size(spec->max_body));
-      bk_args_num(a, ENTRY_CUT_KEEP);
-      bk_args_num(a, ENTRY_CUT_PAIRS);
+      add_limits(a, spec);
       return;
     }
     if (kind != READ_OWN) bk_args_num(a, spec->min_idle_ms);
@@ -99,6 +106,7 @@ void plan_add_args(const struct read_plan *p, struct bk_args *a, enum read_kind 
     if (kind != READ_CLAIM_SCRIPT)
       for (int k = 0; k < PLAN_NKEYS; k++)
         bk_args_str(a, kind == READ_OWN ? p->own_cursor[k] : p->cursor[k]);
+    add_limits(a, spec);
     return;
   }
   bk_args_str(a, "XREADGROUP");

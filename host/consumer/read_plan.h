@@ -50,7 +50,11 @@ enum { PLAN_KEY_STREAM = 0, PLAN_KEY_RETRY = ENTRY_KEY_RETRY, PLAN_NKEYS = 2 };
  * nothing it blocks with a plain XREADGROUP (READ_PLAIN) of COUNT 1, which
  * wakes on the next entry, and reads on with the script. So no read brings
  * the host more than one entry per key that it has not checked: a producer
- * can make the host hold one huge entry, never a batch of them. */
+ * can make the host hold one huge entry, never a batch of them. The other
+ * script reads (own pending, claim, reclaim) cut such entries as SCRIPT_READ
+ * does, and a claiming read's blocking wait (READ_PLAIN) asks for one entry
+ * too; only Redis 8.4's XREADGROUP ... CLAIM (READ_CLAIM_NATIVE) brings a
+ * batch unchecked, cut by the host as read. */
 enum read_kind {
   READ_PLAIN,
   READ_FRESH,
@@ -100,7 +104,8 @@ bool plan_replies_claimed(enum read_kind kind);
  * of what ran here, and the own pending list is read with nothing in flight. */
 bool plan_reads_ahead(const struct read_plan *p, enum read_kind kind);
 /* The COUNT a read of kind asks for when the lanes have room for `room`
- * entries: 1 for a blocking read of `new` (READ_PLAIN), else room. */
+ * entries: 1 for a blocking read (READ_PLAIN, on `new` and a claiming
+ * read's wait for new entries), else room. */
 long long plan_count(const struct read_plan *p, enum read_kind kind, long long room);
 /* A claiming subscription's blocking `>` read: it brings only new entries,
  * never delivered before and not idle (a claiming read would report 0 and 0). */

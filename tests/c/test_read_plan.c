@@ -94,14 +94,14 @@ TEST_IMPL(read_plan_new_own_pending_until_cursors_stay) {
   ASSERT(plan_is_script(READ_OWN));
   ASSERT(!plan_reads_ahead(&p, READ_OWN));
   ASSERT_STR_EQ(command(&p, READ_OWN, 10),
-                "EVAL <own> 2 orders orders:retry:billing billing c1 10 0-0 0-0");
+                "EVAL <own> 2 orders orders:retry:billing billing c1 10 0-0 0-0 0 65536 1024 64");
   /* The history read moved on: read again from where it stopped. */
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   set_cursor(cursor, "5-1", "0-0");
   ASSERT(!plan_read_done(&p, READ_OWN, 2, cursor));
   ASSERT_INT_EQ(plan_next(&p), READ_OWN);
   ASSERT_STR_EQ(command(&p, READ_OWN, 10),
-                "EVAL <own> 2 orders orders:retry:billing billing c1 10 5-1 0-0");
+                "EVAL <own> 2 orders orders:retry:billing billing c1 10 5-1 0-0 0 65536 1024 64");
   set_cursor(cursor, "5-1", "9-0");
   ASSERT(!plan_read_done(&p, READ_OWN, 1, cursor));
   ASSERT_INT_EQ(plan_next(&p), READ_OWN);
@@ -112,7 +112,7 @@ TEST_IMPL(read_plan_new_own_pending_until_cursors_stay) {
   plan_recover_own(&p);
   ASSERT_INT_EQ(plan_next(&p), READ_OWN);
   ASSERT_STR_EQ(command(&p, READ_OWN, 4),
-                "EVAL <own> 2 orders orders:retry:billing billing c1 4 0-0 0-0");
+                "EVAL <own> 2 orders orders:retry:billing billing c1 4 0-0 0-0 0 65536 1024 64");
 }
 
 TEST_IMPL(read_plan_recover_own_only_on_new) {
@@ -154,7 +154,7 @@ TEST_IMPL(read_plan_claiming_script_blocks_after_nothing) {
   ASSERT(plan_is_script(READ_CLAIM_SCRIPT));
   /* No cursors: the claim script scans from the start each time. */
   ASSERT_STR_EQ(command(&p, READ_CLAIM_SCRIPT, 10),
-                "EVAL <claim> 2 orders orders:retry:billing billing c1 400 10");
+                "EVAL <claim> 2 orders orders:retry:billing billing c1 400 10 0 65536 1024 64");
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   set_cursor(cursor, "0-0", "0-0");
   ASSERT(!plan_read_done(&p, READ_CLAIM_SCRIPT, 2, cursor));
@@ -185,13 +185,13 @@ TEST_IMPL(read_plan_reclaim_cursors_and_poll) {
   ASSERT(!plan_reads_ahead(&p, READ_RECLAIM_SCRIPT));
   ASSERT_INT_EQ(plan_recovery_wait_ms(&p), PLAN_RECOVERY_WAIT_MIN_MS); /* 15 raised to 50 */
   ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 10),
-                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0");
+                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0 0 65536 1024 64");
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   /* The pass goes on where each key's XAUTOCLAIM stopped. */
   set_cursor(cursor, "12-3", "0-0");
   ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor)); /* not a full pass */
   ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 8),
-                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 8 12-3 0-0");
+                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 8 12-3 0-0 0 65536 1024 64");
   set_cursor(cursor, "0-0", "0-0");
   ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 1, cursor)); /* found one: read again */
   ASSERT(plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor));  /* full pass, nothing: wait */
@@ -201,7 +201,7 @@ TEST_IMPL(read_plan_reclaim_cursors_and_poll) {
   ASSERT_STR_EQ(p.cursor[PLAN_KEY_RETRY], "41-0");
   plan_group_new(&p);
   ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 10),
-                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0");
+                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0 0 65536 1024 64");
 }
 
 TEST_IMPL(read_plan_recovery_wait_bounds) {

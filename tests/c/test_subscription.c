@@ -135,7 +135,9 @@ static struct {
   char cmd_log_at_drain[8192];
 } F;
 
-#define OWN_READ "EVAL <own> 2 payments payments:retry:ledger ledger c-1 * 0-0 0-0"
+/* What every script read ends with: max_body's limits (1 MB), read_plan.c. */
+#define LIMITS " 1048576 1114112 1024 64"
+#define OWN_READ "EVAL <own> 2 payments payments:retry:ledger ledger c-1 * 0-0 0-0 **"
 /* `new` reads `>` with SCRIPT_READ (max_body 1 MB) and, once it finds
  * nothing, blocks for one entry. */
 #define NEW_READ_N(count, max_body, max_entry) \
@@ -504,17 +506,18 @@ TEST_IMPL(sub_claim_fallback_script) {
   fx_init(CLAIMING ", claim_fallback = true");
   /* One entry claimed (idle 45000, delivered 3 times before); 4-0 was no
    * longer in the stream (XCLAIM dropped it). */
-  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10",
+  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS,
                 "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n5-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":5}\r\n:45000\r\n:3\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n$3\r\n4-0\r\n");
-  /* Nothing claimable and nothing new: the next read blocks on `>`. */
-  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10",
+  /* Nothing claimable and nothing new: the next read blocks on `>`, for one
+   * entry (one too large for max_body may come: one at most). */
+  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS,
                 "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
   replay_expect(
       F.rb,
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >",
+      "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 1000 STREAMS payments payments:retry:ledger > >",
       "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
       "*2\r\n$3\r\n6-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":6}\r\n");
   fx_run(70015);
@@ -527,10 +530,10 @@ TEST_IMPL(sub_claim_fallback_script) {
   ASSERT_STR_EQ(got(), "id=5-0 deliveries=3 idle=45000 n=5\nid=6-0 deliveries=0 idle=0 n=6\n");
   ASSERT_STR_EQ(
       replay_log(F.rb, READER),
-      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
-      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
-      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n");
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS "\n"
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS "\n"
+      "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 5-0\nXACK payments ledger 6-0\n");
   fx_finish();
 }
@@ -541,7 +544,7 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
   fx_init("read = \"reclaim\", min_idle = 200, batch = 10"); /* polls every 100 ms */
   /* [cursor, [[key, entries]], [deleted]]: the 4th element is Redis's
    * delivery count after the claim. */
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0",
+  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS,
                 "*3\r\n*2\r\n$3\r\n9-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n3-0\r\n"
@@ -549,7 +552,7 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
                 ":40000\r\n:2\r\n"
                 "*2\r\n*2\r\n$8\r\npayments\r\n$3\r\n4-0\r\n*2\r\n$8\r\npayments\r\n$3\r\n6-0\r\n");
   /* The rest of the pending list, from 9-0: nothing idle enough. */
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0",
+  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS,
                 "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
   uint64_t start = clock_now(F.clk);
   fx_run(80400);
@@ -563,9 +566,9 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
                   "stream=payments group=ledger consumer=c-1 id=6-0\n");
   /* The cursor is carried; a full pass with nothing to claim waits a poll. */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS "\n");
   ASSERT(clock_now(F.clk) - start >= 100);
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n");
   fx_finish();
@@ -632,12 +635,12 @@ TEST_IMPL(sub_nogroup_creates_group_again) {
  * group has a new pending list: the scan starts again at 0-0. */
 TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
   fx_init("read = \"reclaim\", min_idle = 200, batch = 10");
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0",
+  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS,
                 "*3\r\n*2\r\n$3\r\n9-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n:40000\r\n:2\r\n"
                 "*0\r\n");
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0",
+  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS,
                 "-NOGROUP No such key 'payments' or consumer group 'ledger' script: "
                 "0d1b4c0a4c3f8b9c2f1e6e4d7a5b3c2d1e0f9a8b, on @user_script:9.\r\n");
   fx_run(80400);
@@ -645,9 +648,9 @@ TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
   ASSERT_CONTAINS(logbuf, "msg=\"group or stream disappeared, creating it again\"");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n" CREATE "\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS "\n");
   fx_finish();
 }
 
@@ -768,7 +771,7 @@ TEST_IMPL(sub_entries_run_after_group_recreated) {
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
   ASSERT_STR_EQ(
       replay_log(F.rb, READER),
-      "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n" NEW_READ "\n" NEW_READ
+      "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS "\n" NEW_READ "\n" NEW_READ
       "\n"
       /* the group is back: a batch more, whatever still waits */
       NEW_READ "\n");
@@ -1280,21 +1283,21 @@ static const char *own_resp(const char *c0, const char *c1, const struct ent *se
  * handler sees the deliveries before this one, as on a claiming read. */
 TEST_IMPL(sub_new_reads_own_pending_list_first) {
   fx_init("batch = 10");
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS,
                 own_resp("4-0", "0-0",
                          ENTS(CE("3-0", 5000, 1, "data", "{\"n\":3}"),
                               CE("4-0", 5000, 2, "data", "{\"n\":4}")),
                          NO_ENTS));
   /* Both cursors back as sent: the list is read to its end. */
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0" LIMITS,
                 own_resp("4-0", "0-0", NO_ENTS, NO_ENTS));
   fx_run(80400);
   ASSERT_STR_EQ(got(), "id=3-0 deliveries=1 idle=5000 n=3\nid=4-0 deliveries=2 idle=5000 n=4\n");
   ASSERT_CONTAINS(logbuf, "msg=\"entries delivered here earlier and never acked, handled now\"");
   /* the next page waited for the acks of the first; then `>` */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0\n" NEW_READ
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS "\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0" LIMITS "\n" NEW_READ
                 "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0 4-0\n");
   fx_finish();
@@ -1305,18 +1308,18 @@ TEST_IMPL(sub_new_reads_own_pending_list_first) {
  * on until the cursors stop moving. */
 TEST_IMPL(sub_new_own_pending_list_read_past_deleted_entries) {
   fx_init("batch = 10");
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS,
                 own_resp("2-0", "0-0", NO_ENTS, NO_ENTS));
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0" LIMITS,
                 own_resp("3-0", "0-0", ENTS(CE("3-0", 5000, 1, "data", "{\"n\":3}")), NO_ENTS));
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0" LIMITS,
                 own_resp("3-0", "0-0", NO_ENTS, NO_ENTS));
   fx_run(80400);
   ASSERT_STR_EQ(got(), "id=3-0 deliveries=1 idle=5000 n=3\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0\n" NEW_READ
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS "\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0" LIMITS "\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0" LIMITS "\n" NEW_READ
                 "\n");
   fx_finish();
 }
@@ -1328,7 +1331,7 @@ TEST_IMPL(sub_new_own_pending_list_read_past_deleted_entries) {
  * crashing once the same name has read the entry max_deliveries times. */
 TEST_IMPL(sub_new_own_pending_list_counts_deliveries) {
   fx_init("max_deliveries = 3, dead_letter = \"payments.dead\", batch = 10");
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS,
                 own_resp("5-0", "9-0",
                          ENTS(CE("3-0", 40000, 3, "data", "{\"n\":3}"),
                               CE("5-0", 40000, 1, "data", "{\"n\":5}", "delivery-count", "999")),
@@ -1336,7 +1339,7 @@ TEST_IMPL(sub_new_own_pending_list_counts_deliveries) {
                                  "original-id", "2-0"),
                               CE("9-0", 40000, 1, "data", "{\"n\":9}", "delivery-count", "2",
                                  "original-id", "4-0"))));
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 5-0 9-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 5-0 9-0" LIMITS,
                 own_resp("5-0", "9-0", NO_ENTS, NO_ENTS));
   expect_outcomes(1);
   expect_outcomes(1);
@@ -1376,7 +1379,7 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
   ASSERT_INT_EQ(ngot, 3);
   ASSERT_INT_EQ(reads_at_got[0], 3);
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n" NEW_READ
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS "\n" NEW_READ
                 "\n" NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0 3-0\n");
   fx_finish();
