@@ -182,4 +182,39 @@ return {
     assert.equal(3, srv:xlen("uploads.dead"))
     assert.equal(1, srv:xlen("uploads:retry:scan"))
   end)
+
+  -- Each script read, run on the real server as the host runs it: an entry
+  -- over the limits comes cut (its fields to 16 bytes here) with the sizes
+  -- it had last, the others whole.
+  it("over max_body: every read script sends the entry cut, with its sizes", function()
+    local srv = helper.redis_start()
+    local function script(name) return helper.read_file("host/broker/scripts/" .. name .. ".lua") end
+    local LIMITS = { 100, 100 + 65536, 16, 64 }
+    local big = string.rep("x", 300)
+    srv:pipe({
+      { "XGROUP", "CREATE", "s", "g", "0", "MKSTREAM" },
+      { "XGROUP", "CREATE", "s:retry:g", "g", "0", "MKSTREAM" },
+      { "XADD", "s", "1-1", "data", big, "source", "a" },
+      { "XADD", "s", "1-2", "data", "{}" },
+    })
+    local cut = { "data", string.rep("x", 16), "source", "a" }
+    local sizes = { 300, 311 }
+    local function call(name, argv)
+      local args = { "EVAL", script(name), 2, "s", "s:retry:g" }
+      for _, a in ipairs(argv) do args[#args + 1] = a end
+      for _, a in ipairs(LIMITS) do args[#args + 1] = a end
+      return assert(srv:call(unpack(args)))
+    end
+    assert.same({ { "s", { { "1-1", cut, sizes }, { "1-2", { "data", "{}" } } } } },
+      call("read", { "g", "c", 10 }))
+    local own = call("own", { "g", "c", 10, "0-0", "0-0" })[2][1][2]
+    assert.same({ "1-1", cut, 0, 0, sizes }, { own[1][1], own[1][2], 0, 0, own[1][5] })
+    assert.equal(4, #own[2])
+    local claimed = call("claim", { "g", "c2", 0, 10 })[2][1][2]
+    assert.same({ "1-1", cut, sizes }, { claimed[1][1], claimed[1][2], claimed[1][5] })
+    assert.equal(4, #claimed[2])
+    local reclaimed = call("reclaim", { "g", "c3", 0, 10, "0-0", "0-0" })[2][1][2]
+    assert.same({ "1-1", cut, sizes }, { reclaimed[1][1], reclaimed[1][2], reclaimed[1][5] })
+    assert.equal(4, #reclaimed[2])
+  end)
 end)
