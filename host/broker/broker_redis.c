@@ -250,12 +250,18 @@ struct rpoll {
   struct reply_arena *arena;
 };
 
+/* Hands the heap's free memory back to the system: glibc keeps what was
+ * freed below its mmap threshold, up to its trim threshold (main.c). */
+static void trim_heap(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 /* After a reply larger than REPLY_ARENA_KEEP_MAX (a burst of large
  * entries), the process goes back to its steady size: the read buffer, once
  * empty, is let go now rather than at the next read (which a blocked read
- * may keep seconds away), and malloc returns the freed memory to the system
- * (glibc keeps freed memory under its mmap threshold, which grows up to
- * 32 MB after large frees, in its heap). */
+ * may keep seconds away), and the heap is trimmed. */
 static void memory_back(struct rpoll *p) {
   redisReader *r = p->ac->c.reader;
   bool large = p->arena && reply_arena_freed_large(p->arena);
@@ -268,9 +274,7 @@ static void memory_back(struct rpoll *p) {
       large = true;
     }
   }
-#ifdef __GLIBC__
-  if (large) malloc_trim(0);
-#endif
+  if (large) trim_heap();
 }
 
 static void rpoll_cb(uv_poll_t *h, int status, int events) {

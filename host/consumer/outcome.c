@@ -140,13 +140,13 @@ void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
                          const char *original_id, const char *reason, const char *error,
                          size_t error_len, long long deliveries, uint64_t wall_ms) {
-  static const char *const provenance[] = {HDR_DL_STREAM,     HDR_DL_GROUP,   HDR_DL_ID,
-                                           HDR_DL_DELIVERIES, HDR_DL_HANDLER, HDR_DL_REASON,
-                                           HDR_DL_ERROR,      HDR_DL_TIME,    HDR_DL_CUT,
-                                           NULL};
+  static const char *const provenance[] = {
+      HDR_DL_STREAM, HDR_DL_GROUP, HDR_DL_ID,   HDR_DL_DELIVERIES, HDR_DL_HANDLER,
+      HDR_DL_REASON, HDR_DL_ERROR, HDR_DL_TIME, HDR_DL_CUT,        NULL};
   static const char *const provenance_traced[] = {
-      HDR_DL_STREAM, HDR_DL_GROUP, HDR_DL_ID,  HDR_DL_DELIVERIES, HDR_DL_HANDLER,
-      HDR_DL_REASON, HDR_DL_ERROR, HDR_DL_TIME, HDR_DL_CUT,       HDR_TRACEPARENT, NULL};
+      HDR_DL_STREAM,  HDR_DL_GROUP,    HDR_DL_ID,    HDR_DL_DELIVERIES,
+      HDR_DL_HANDLER, HDR_DL_REASON,   HDR_DL_ERROR, HDR_DL_TIME,
+      HDR_DL_CUT,     HDR_TRACEPARENT, NULL};
   const char *trace = own_trace(t, e);
   bool traced = trace != NULL;
   struct bk_args *a = next(t);

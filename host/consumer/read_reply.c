@@ -135,9 +135,10 @@ static int parse_entry(const bk_reply *r, size_t index, uint64_t max_body, struc
     return -1;
   }
   if (r->elements < 2 || r->elements > 5) {
-    set_err(err, errlen,
-            "entry %zu: has %zu elements, expected 2 or 4 (with CLAIM), or 3 or 5 (cut by a script)",
-            index, r->elements);
+    set_err(
+        err, errlen,
+        "entry %zu: has %zu elements, expected 2 or 4 (with CLAIM), or 3 or 5 (cut by a script)",
+        index, r->elements);
     return -1;
   }
   const bk_reply *id = r->element[0], *fields = r->element[1];
@@ -176,8 +177,9 @@ static int parse_entry(const bk_reply *r, size_t index, uint64_t max_body, struc
   int64_t cut_body = 0, cut_size = 0;
   bool cut = r->elements == 3 || r->elements == 5;
   if (cut && !cut_sizes(r->element[r->elements - 1], &cut_body, &cut_size)) {
-    set_err(err, errlen, "entry %zu (%.*s): the sizes of a cut entry are %s, expected [body, entry]",
-            index, idq, id->str, type_name(r->element[r->elements - 1]));
+    set_err(err, errlen,
+            "entry %zu (%.*s): the sizes of a cut entry are %s, expected [body, entry]", index, idq,
+            id->str, type_name(r->element[r->elements - 1]));
     return -1;
   }
 
@@ -250,9 +252,8 @@ static void free_list(struct entry *e) {
 
 /* Appends the entries of one [key, entries] pair to the list (tagged key). */
 static int parse_stream(const bk_reply *stream, unsigned char key, uint64_t max_body,
-                        struct entry **head,
-                        struct entry **tail, size_t *n, size_t *ndeleted, char *err,
-                        size_t errlen) {
+                        struct entry **head, struct entry **tail, size_t *n, size_t *ndeleted,
+                        char *err, size_t errlen) {
   const bk_reply *entries = stream->element[1];
   if (!is_array(entries)) {
     set_err(err, errlen, "entry list is %s, expected an array", type_name(entries));
@@ -281,8 +282,8 @@ static int parse_stream(const bk_reply *stream, unsigned char key, uint64_t max_
 
 /* keys NULL: exactly one stream, whatever its key (read_reply_parse_read). */
 static int parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
-                         uint64_t max_body, struct entry **out, size_t *count, size_t *deleted, char *err,
-                         size_t errlen) {
+                         uint64_t max_body, struct entry **out, size_t *count, size_t *deleted,
+                         char *err, size_t errlen) {
   struct entry *head = NULL, *tail = NULL;
   size_t n = 0, ndeleted = 0;
   *out = NULL;
@@ -364,8 +365,8 @@ int read_reply_parse_streams(const bk_reply *r, const char *const *keys, size_t 
 }
 
 int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys,
-                             uint64_t max_body, char *cursor, size_t cursorlen, struct entry **out, size_t *count,
-                             const bk_reply **deleted, char *err, size_t errlen) {
+                             uint64_t max_body, char *cursor, size_t cursorlen, struct entry **out,
+                             size_t *count, const bk_reply **deleted, char *err, size_t errlen) {
   *out = NULL;
   if (count) *count = 0;
   if (deleted) *deleted = NULL;

@@ -44,7 +44,6 @@ int read_reply_parse_streams(const bk_reply *r, const char *const *keys, size_t 
  * Returns 0, or -1 with a reason in err; on -1 *out is NULL. */
 int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys,
                              uint64_t max_body, char *cursor, size_t cursorlen, struct entry **out,
-                             size_t *count,
-                             const bk_reply **deleted, char *err, size_t errlen);
+                             size_t *count, const bk_reply **deleted, char *err, size_t errlen);
 
 #endif

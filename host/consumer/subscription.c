@@ -359,12 +359,11 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   const bk_reply *deleted = NULL;
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   const char *keys[PLAN_NKEYS] = {s->spec->stream, s->retry_key};
-  int rc =
-      plan_replies_claimed(kind)
-          ? read_reply_parse_claimed(r, keys, PLAN_NKEYS, s->spec->max_body, cursor[0],
-                                     PLAN_ID_MAX, &list, &count, &deleted, why, sizeof why)
-          : read_reply_parse_streams(r, keys, PLAN_NKEYS, s->spec->max_body, &list, &count, NULL,
-                                     why, sizeof why);
+  int rc = plan_replies_claimed(kind)
+               ? read_reply_parse_claimed(r, keys, PLAN_NKEYS, s->spec->max_body, cursor[0],
+                                          PLAN_ID_MAX, &list, &count, &deleted, why, sizeof why)
+               : read_reply_parse_streams(r, keys, PLAN_NKEYS, s->spec->max_body, &list, &count,
+                                          NULL, why, sizeof why);
   if (rc != 0) {
     sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);

@@ -184,14 +184,16 @@ TEST_IMPL(read_plan_reclaim_cursors_and_poll) {
   ASSERT_INT_EQ(plan_next(&p), READ_RECLAIM_SCRIPT);
   ASSERT(!plan_reads_ahead(&p, READ_RECLAIM_SCRIPT));
   ASSERT_INT_EQ(plan_recovery_wait_ms(&p), PLAN_RECOVERY_WAIT_MIN_MS); /* 15 raised to 50 */
-  ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 10),
-                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0 0 65536 1024 64");
+  ASSERT_STR_EQ(
+      command(&p, READ_RECLAIM_SCRIPT, 10),
+      "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0 0 65536 1024 64");
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   /* The pass goes on where each key's XAUTOCLAIM stopped. */
   set_cursor(cursor, "12-3", "0-0");
   ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor)); /* not a full pass */
-  ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 8),
-                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 8 12-3 0-0 0 65536 1024 64");
+  ASSERT_STR_EQ(
+      command(&p, READ_RECLAIM_SCRIPT, 8),
+      "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 8 12-3 0-0 0 65536 1024 64");
   set_cursor(cursor, "0-0", "0-0");
   ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 1, cursor)); /* found one: read again */
   ASSERT(plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor));  /* full pass, nothing: wait */
@@ -200,8 +202,9 @@ TEST_IMPL(read_plan_reclaim_cursors_and_poll) {
   ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor));
   ASSERT_STR_EQ(p.cursor[PLAN_KEY_RETRY], "41-0");
   plan_group_new(&p);
-  ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 10),
-                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0 0 65536 1024 64");
+  ASSERT_STR_EQ(
+      command(&p, READ_RECLAIM_SCRIPT, 10),
+      "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0 0 65536 1024 64");
 }
 
 TEST_IMPL(read_plan_recovery_wait_bounds) {

@@ -140,8 +140,9 @@ static struct {
 #define OWN_READ "EVAL <own> 2 payments payments:retry:ledger ledger c-1 * 0-0 0-0 **"
 /* `new` reads `>` with SCRIPT_READ (max_body 1 MB) and, once it finds
  * nothing, blocks for one entry. */
-#define NEW_READ_N(count, max_body, max_entry) \
-  "EVAL <read> 2 payments payments:retry:ledger ledger c-1 " count " " max_body " " max_entry " 1024 64"
+#define NEW_READ_N(count, max_body, max_entry)                                                \
+  "EVAL <read> 2 payments payments:retry:ledger ledger c-1 " count " " max_body " " max_entry \
+  " 1024 64"
 #define NEW_READ NEW_READ_N("10", "1048576", "1114112")
 #define BLOCK_READ \
   "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
@@ -530,8 +531,10 @@ TEST_IMPL(sub_claim_fallback_script) {
   ASSERT_STR_EQ(got(), "id=5-0 deliveries=3 idle=45000 n=5\nid=6-0 deliveries=0 idle=0 n=6\n");
   ASSERT_STR_EQ(
       replay_log(F.rb, READER),
-      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS "\n"
-      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS "\n"
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS
+      "\n"
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS
+      "\n"
       "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
       "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 5-0\nXACK payments ledger 6-0\n");
@@ -544,7 +547,8 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
   fx_init("read = \"reclaim\", min_idle = 200, batch = 10"); /* polls every 100 ms */
   /* [cursor, [[key, entries]], [deleted]]: the 4th element is Redis's
    * delivery count after the claim. */
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS,
+  replay_expect(F.rb,
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS,
                 "*3\r\n*2\r\n$3\r\n9-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n3-0\r\n"
@@ -552,7 +556,8 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
                 ":40000\r\n:2\r\n"
                 "*2\r\n*2\r\n$8\r\npayments\r\n$3\r\n4-0\r\n*2\r\n$8\r\npayments\r\n$3\r\n6-0\r\n");
   /* The rest of the pending list, from 9-0: nothing idle enough. */
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS,
+  replay_expect(F.rb,
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS,
                 "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
   uint64_t start = clock_now(F.clk);
   fx_run(80400);
@@ -566,9 +571,12 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
                   "stream=payments group=ledger consumer=c-1 id=6-0\n");
   /* The cursor is carried; a full pass with nothing to claim waits a poll. */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS "\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS "\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS "\n");
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS
+                "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS
+                "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS
+                "\n");
   ASSERT(clock_now(F.clk) - start >= 100);
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n");
   fx_finish();
@@ -635,12 +643,14 @@ TEST_IMPL(sub_nogroup_creates_group_again) {
  * group has a new pending list: the scan starts again at 0-0. */
 TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
   fx_init("read = \"reclaim\", min_idle = 200, batch = 10");
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS,
+  replay_expect(F.rb,
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS,
                 "*3\r\n*2\r\n$3\r\n9-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n:40000\r\n:2\r\n"
                 "*0\r\n");
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS,
+  replay_expect(F.rb,
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS,
                 "-NOGROUP No such key 'payments' or consumer group 'ledger' script: "
                 "0d1b4c0a4c3f8b9c2f1e6e4d7a5b3c2d1e0f9a8b, on @user_script:9.\r\n");
   fx_run(80400);
@@ -648,9 +658,12 @@ TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
   ASSERT_CONTAINS(logbuf, "msg=\"group or stream disappeared, creating it again\"");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n" CREATE "\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS "\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS "\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS "\n");
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS
+                "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS
+                "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS
+                "\n");
   fx_finish();
 }
 
@@ -755,26 +768,23 @@ TEST_IMPL(sub_failed_ack_retried_after_backoff) {
  * next read's BLOCK. */
 TEST_IMPL(sub_entries_run_after_group_recreated) {
   fx_init("batch = 10"); /* one worker */
-  replay_expect(
-      F.rb, NEW_READ,
-      "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
-      "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
-      "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
-      "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
+  replay_expect(F.rb, NEW_READ,
+                "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
+                "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
+                "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
+                "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
   /* Read ahead, before 1-0 runs: a whole batch. */
-  replay_expect(
-      F.rb, NEW_READ,
-      "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
-      "with GROUP option\r\n");
+  replay_expect(F.rb, NEW_READ,
+                "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
+                "with GROUP option\r\n");
   fx_run(80400);
 
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
-  ASSERT_STR_EQ(
-      replay_log(F.rb, READER),
-      "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS "\n" NEW_READ "\n" NEW_READ
-      "\n"
-      /* the group is back: a batch more, whatever still waits */
-      NEW_READ "\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS
+                "\n" NEW_READ "\n" NEW_READ "\n"
+                /* the group is back: a batch more, whatever still waits */
+                NEW_READ "\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
   fx_finish();
 }
@@ -1035,10 +1045,11 @@ TEST_IMPL(sub_bad_input_dead_lettered) {
   /* 2-0 is over max_body as read: kept cut (whole here, under 1024 bytes)
    * and dead-lettered before anything runs, saying how large it was. */
   const char *call = cmd_sent(2);
-  const char *head = OUTCOMES("payments") " 2-0 ack 1 23 XADD payments.dead * data \"0123456789\""
-      DL_HEAD("2-0", "1") "too-large dead-letter-error body is 12 bytes, over max_body (10)" DL_TIME
-      " dead-letter-cut 16 1-0 ack 1 21 XADD payments.dead * data {nope" DL_HEAD("1-0", "1")
-      "decode-error dead-letter-error body is not valid JSON: ";
+  const char *head =
+      OUTCOMES("payments") " 2-0 ack 1 23 XADD payments.dead * data \"0123456789\"" DL_HEAD(
+          "2-0", "1") "too-large dead-letter-error body is 12 bytes, over max_body (10)" DL_TIME
+                      " dead-letter-cut 16 1-0 ack 1 21 XADD payments.dead * data {nope" DL_HEAD(
+                          "1-0", "1") "decode-error dead-letter-error body is not valid JSON: ";
   if (strncmp(call, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", call);
   ASSERT_NULL(cmd_sent(3));
   ASSERT_CONTAINS(logbuf,
@@ -1296,9 +1307,10 @@ TEST_IMPL(sub_new_reads_own_pending_list_first) {
   ASSERT_CONTAINS(logbuf, "msg=\"entries delivered here earlier and never acked, handled now\"");
   /* the next page waited for the acks of the first; then `>` */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS "\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0" LIMITS "\n" NEW_READ
-                "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS
+                "\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0" LIMITS
+                "\n" NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0 4-0\n");
   fx_finish();
 }
@@ -1317,10 +1329,12 @@ TEST_IMPL(sub_new_own_pending_list_read_past_deleted_entries) {
   fx_run(80400);
   ASSERT_STR_EQ(got(), "id=3-0 deliveries=1 idle=5000 n=3\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS "\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0" LIMITS "\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0" LIMITS "\n" NEW_READ
-                "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS
+                "\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0" LIMITS
+                "\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0" LIMITS
+                "\n" NEW_READ "\n");
   fx_finish();
 }
 
@@ -1379,8 +1393,8 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
   ASSERT_INT_EQ(ngot, 3);
   ASSERT_INT_EQ(reads_at_got[0], 3);
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS "\n" NEW_READ
-                "\n" NEW_READ "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS
+                "\n" NEW_READ "\n" NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0 3-0\n");
   fx_finish();
 }

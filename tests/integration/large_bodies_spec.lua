@@ -171,6 +171,7 @@ return {
     -- Replay reads the source entry, whole, while it is there.
     code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "uploads.dead", "--id", dead[1].id)
     assert.equal(0, code, err)
+    assert.is_truthy(out:find(dead[1].id .. " -> uploads:retry:scan ", 1, true), out)
     assert.same({ { "1-1", HUGE, "upload-1-1" } }, srv:call("EVAL", SIZES, 1, "uploads:retry:scan"))
     -- Once it is gone, replay refuses, saying so, and the dead letter stays.
     srv:call("XDEL", "uploads", "1-2")
