@@ -126,7 +126,7 @@ static void stopped(void *data) { *(bool *)data = true; }
 
 static host *load(const char *dir) {
   char *problems = NULL;
-  host *h = host_new(dir, broker_, clock_, NULL, 0, &problems);
+  host *h = host_new(dir, broker_, clock_, NULL, 0, NULL, &problems);
   if (h == NULL) fail(dir, problems ? problems : "cannot load");
   return h;
 }

@@ -19,6 +19,10 @@
 #include <stdint.h>
 
 #define WATCHDOG_EXIT_STATUS 70 /* EX_SOFTWARE */
+/* The shortest limit: the loop can be busy this long without anything being
+ * stuck (loading handler files, decoding a large entry, a full garbage
+ * collection), and a shorter limit would end a healthy process. */
+#define WATCHDOG_MIN_MS 1000
 
 /* Starts the thread with a limit of limit_ms (> 0). The loop must then call
  * watchdog_beat at least every watchdog_interval_ms. Returns 0, or -1 with a

@@ -15,7 +15,12 @@
  * - commands on one connection are sent in order and pipelined: no call waits
  *   for an earlier reply (one exception: broker_redis sends the host's scripts
  *   by SHA, and a call the server answers NOSCRIPT, having run nothing, goes
- *   again as EVAL, after what was sent since). */
+ *   again as EVAL, after what was sent since);
+ * - replies come back in the order sent only from one server: on Redis
+ *   Cluster (broker_cluster) a connection's commands go to several masters,
+ *   whose replies interleave, and a command redirected by ASK is answered
+ *   after those sent behind it. A caller with several commands in flight
+ *   gives each its own data and never pairs replies with commands by order. */
 #ifndef LUASTREAM_BROKER_H
 #define LUASTREAM_BROKER_H
 

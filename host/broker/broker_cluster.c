@@ -2,22 +2,29 @@
  * Cluster, on top of broker_redis (one broker_redis per node; unit tests
  * give broker_cluster_new_with a factory of scripted node brokers instead).
  *
- * The first connection to the server given (the seed) asks `INFO cluster`.
- * A server without cluster mode makes this broker a thin pass-through: each
+ * The first caller's connection to the server given (the seed) asks `INFO
+ * cluster` once it is up, before the caller hears of it (so a refusal is
+ * logged under that connection's name: no connection of the broker's own
+ * exists yet). A server without cluster mode makes this broker a thin
+ * pass-through: each
  * bk_conn is one broker_redis connection to the seed, and commands go to it
  * with the caller's callback, as if broker_redis were used directly. A
  * cluster node makes it route: it learns the slot map (CLUSTER SLOTS), each
  * bk_conn holds one broker_redis connection per master, and each command
  * goes to the master serving the slot of its first key (command_keys.h),
- * keyless ones to the first master. Commands of one slot keep their order.
+ * keyless ones to the first master. Commands of one slot keep their order;
+ * replies come back as each node answers, interleaved across masters, each
+ * to its own command's callback (broker.h).
  *
  * Redirections: MOVED (a slot has moved) updates the slot, asks for a new
  * map, and takes the bk_conn down as a drop would (below): commands sent
  * after the redirected one may already be on the new node, so sending it
  * again there would break the order of its slot. ASK (a slot is moving, and
  * the key has gone) sends ASKING and the command to the node named, which
- * keeps the order (the old node answers in order); a node an ASK names is
- * connected to as a master is until it owns slots. A command is redirected
+ * keeps the order of the commands on keys that have gone (the old node
+ * answers in order, each ASK sends one on); such a reply comes after those
+ * of commands sent behind it that the old node served. A node an ASK names
+ * is connected to as a master is until it owns slots. A command is redirected
  * at most MAX_REDIRECTS times; past that its caller gets the error reply.
  *
  * A bk_conn is up when the map is known and its connection to every master
@@ -114,9 +121,10 @@ struct cbroker {
   bk_node_broker_fn *make_node; /* makes each node's broker: broker_redis_new in production */
   void *make_node_data;
   uv_timer_t refresh;
-  bool asking_map; /* a CLUSTER SLOTS is in flight */
-  size_t asked;    /* ... to this node */
-  bool map_wanted; /* ... and another is wanted after it */
+  bool asking_kind; /* an INFO cluster is in flight (on a caller's connection to the seed) */
+  bool asking_map;  /* a CLUSTER SLOTS is in flight */
+  size_t asked;     /* ... to this node */
+  bool map_wanted;  /* ... and another is wanted after it */
   struct ccmd *spare;
   int nspare;
 };
@@ -124,6 +132,7 @@ struct cbroker {
 static void inner_state(void *data, bk_conn *conn, int up);
 static void inner_fault(void *data, bk_conn *conn, enum bk_fault fault, const char *why);
 static void ask_map(struct cbroker *b);
+static void ask_kind(struct cbroker *b);
 
 /* ---- nodes ---- */
 
@@ -345,6 +354,7 @@ static void inner_state(void *data, bk_conn *conn, int up) {
   struct cconn *c = in->c;
   (void)conn;
   if (up) {
+    if (c->b->mode == MODE_UNKNOWN) return ask_kind(c->b); /* up once the answer says how */
     conn_check_up(c);
     maybe_free_conn(c);
   } else if (c->b->mode != MODE_CLUSTER || wanted(c->b->nodes[in->node])) {
@@ -403,16 +413,14 @@ static int read_map(struct cbroker *b, const bk_reply *r, const char *asked_host
 
 static void control_state(void *data, bk_conn *conn, int up);
 
-/* The broker's own connections (INFO, CLUSTER SLOTS) live only while a
- * caller has a connection open, so that a loop with nothing else to do can
- * end: the seed's until the server's kind is known, each master's after. */
+/* The broker's own connections (CLUSTER SLOTS) live only while a caller has
+ * a connection open, so that a loop with nothing else to do can end, and
+ * only on a cluster: the seed's until a map names the masters, each
+ * master's after. */
 static void controls_open(struct cbroker *b) {
   for (size_t i = 0; i < b->nnodes; i++) {
     struct cnode *n = b->nodes[i];
-    /* the seed until a map names the masters */
-    bool want = b->mode == MODE_UNKNOWN || (b->mode == MODE_CLUSTER && !b->mapped)
-                    ? i == 0
-                    : b->mode == MODE_CLUSTER && n->owns;
+    bool want = b->mode == MODE_CLUSTER && (b->mapped ? n->owns : i == 0);
     if (want && n->control == NULL && node_broker(b, i)) {
       n->control = bk_conn_open(n->b, "cluster map", control_state, b);
     } else if (!want && n->control && b->mapped) {
@@ -425,7 +433,8 @@ static void controls_open(struct cbroker *b) {
 }
 
 static void controls_close(struct cbroker *b) {
-  b->asking_map = false; /* on_slots then ignores its "connection closed" */
+  b->asking_kind = false; /* the callers' connections are all closed */
+  b->asking_map = false;  /* on_slots then ignores its "connection closed" */
   b->map_wanted = false;
   uv_timer_stop(&b->refresh);
   for (size_t i = 0; i < b->nnodes; i++) {
@@ -519,42 +528,41 @@ static void ask_map(struct cbroker *b) {
 
 static void refresh_fired(uv_timer_t *t) { ask_map(t->data); }
 
-static void become_single(struct cbroker *b) {
-  b->mode = MODE_SINGLE;
-  struct cnode *seed = b->nodes[0];
-  if (seed->control) {
-    bk_conn_close(seed->b, seed->control); /* inside its own reply callback: safe */
-    seed->control = NULL;
-  }
-  follow_map_all(b); /* only tells each one it is up */
-}
-
 static void on_info(void *data, const bk_reply *r, const char *err) {
   struct cbroker *b = data;
   (void)err;
-  if (b->mode != MODE_UNKNOWN || r == NULL) return; /* lost: asked again when back up */
+  b->asking_kind = false;
+  if (b->mode != MODE_UNKNOWN) return;
+  if (r == NULL) return ask_kind(b); /* lost or closed: another caller's, or when back up */
   bool cluster = is_str(r) && strstr(r->str, "cluster_enabled:1") != NULL;
-  if (!cluster) return become_single(b); /* a refused INFO too: the host reports that */
+  if (!cluster) { /* a refused INFO too: the host reports that */
+    b->mode = MODE_SINGLE;
+    return follow_map_all(b); /* only tells each one it is up */
+  }
   b->mode = MODE_CLUSTER;
   log_line(LOG_INFO, NULL, "redis is a cluster: commands go to the node of their key's slot",
            "redis", b->base.name, NULL);
-  ask_map(b);
+  controls_open(b); /* the seed's, which asks for the map once up */
+}
+
+/* Asks whether the server is a cluster, on the first caller's connection to
+ * the seed that is up (none up: asked when one comes up). */
+static void ask_kind(struct cbroker *b) {
+  if (b->mode != MODE_UNKNOWN || b->asking_kind) return;
+  const char *argv[] = {"INFO", "cluster"};
+  const size_t len[] = {4, 7};
+  for (struct cconn *c = b->conns; c; c = c->next)
+    if (!c->closing && inner_up(c, 0) &&
+        bk_command(b->nodes[0]->b, c->inner[0]->conn, 2, argv, len, on_info, b) == 0) {
+      b->asking_kind = true;
+      return;
+    }
 }
 
 static void control_state(void *data, bk_conn *conn, int up) {
   struct cbroker *b = data;
-  if (!up) {
-    if (b->mode == MODE_CLUSTER) ask_map(b);
-    return;
-  }
-  struct cnode *seed = b->nodes[0];
-  if (b->mode == MODE_UNKNOWN && conn == seed->control) {
-    const char *argv[] = {"INFO", "cluster"};
-    const size_t len[] = {4, 7};
-    bk_command(seed->b, seed->control, 2, argv, len, on_info, b);
-  } else if (b->mode == MODE_CLUSTER && (!b->mapped || any_down(b))) {
-    ask_map(b);
-  }
+  (void)conn;
+  if (b->mode == MODE_CLUSTER && (!up || !b->mapped || any_down(b))) ask_map(b);
 }
 
 /* ---- commands ---- */

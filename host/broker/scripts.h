@@ -130,20 +130,28 @@ extern const char SCRIPT_OUTCOME[];
  * streams. Nothing is ever written to a source stream. Every entry of a call
  * is checked before anything is written, so a call that fails writes
  * nothing. An entry without all of dead-letter-stream, dead-letter-group and
- * dead-letter-id is not a dead letter luastream wrote and is refused (named).
- * A replayed entry keeps its fields but luastream's own (dead-letter-*,
- * delivery-count, retry-group, original-id), so its delivery count starts
- * afresh, and gets original-id = the dead-letter-id. A dead letter with
- * dead-letter-cut keeps its entry cut (too large to hold, entry.h): it
- * replays the source entry's fields instead (XRANGE of dead-letter-stream
- * at dead-letter-id), and is refused, saying so, once that entry is gone.
- *   KEYS: dead-letter stream (an error when it does not exist)
- *   ARGV: "ids" id...                 those entries; an unknown id or an entry
- *                                     that is not a dead letter is an error
- *     or  "all" after last count      up to count entries after `after` ("-"
- *                                     for the start) up to `last` ("+": the
- *                                     newest now); an entry that cannot be
- *                                     replayed is skipped and left in place
+ * dead-letter-id is not a dead letter luastream wrote and is refused (named);
+ * so is one whose stream and group are not a pair the caller allows (the
+ * handlers that write to this dead-letter stream), or whose dead-letter-id is
+ * not an entry id: the refusal names the entry, the field, its value and
+ * what was expected. A replayed entry keeps its fields but luastream's own
+ * (dead-letter-*, delivery-count, retry-group, original-id), so its delivery
+ * count starts afresh, and gets original-id = the dead-letter-id. A dead
+ * letter with dead-letter-cut keeps its entry cut (too large to hold,
+ * entry.h): it replays the source entry's fields instead (XRANGE of
+ * dead-letter-stream at dead-letter-id), and is refused, saying so, once that
+ * entry is gone.
+ *   KEYS: dead-letter stream (missing: nothing to replay)
+ *   ARGV: n, then n pairs: stream group      the pairs allowed
+ *         then "ids" id...                   those entries; an unknown id or
+ *                                            an entry that cannot be replayed
+ *                                            is an error
+ *     or  "all" after last count             up to count entries after
+ *                                            `after` ("-" for the start) up
+ *                                            to `last` ("+": the newest now);
+ *                                            an entry that cannot be
+ *                                            replayed is skipped and left in
+ *                                            place
  *   Reply: [[[dead-letter id, retry stream, new id], ...], [[skipped id,
  *           why], ...], next, last]: "all" calls go on with after = next and
  *           last = last until next is "" (always "" for "ids"). An error
@@ -151,7 +159,8 @@ extern const char SCRIPT_OUTCOME[];
  *           names its retry stream, the entry and how many moved before it
  *           (those stay moved: each XADD goes with its XDEL).
  * The retry streams are not in KEYS (they are named by the dead letters):
- * fine on one server; Redis Cluster is not supported yet. */
+ * fine on one server; on Redis Cluster they share the dead-letter stream's
+ * slot when the handler's keys do (`luastream check --cluster`). */
 extern const char SCRIPT_REPLAY[];
 
 /* SCRIPT_LEASE: the consumer lease (lease.h), a string key whose value names
@@ -160,11 +169,14 @@ extern const char SCRIPT_REPLAY[];
  *   KEYS: lease key   ARGV: op value ttl_ms [old value]
  *   op "take":  set it to value (PX ttl) when free or already value's
  *   op "steal": the same, also when it holds `old value` (a holder known dead)
- *   op "renew": extend it when it holds value; take it when it is gone
  *   op "drop":  delete it when it holds value
- * Reply: {1} done ({2} for a renew that found the key gone and took it
- * again), or {0, holder, pttl}: another value holds it (pttl: ms left, -1
- * when it never expires). */
+ * Reply: {1} done, or {0, holder, pttl}: another value holds it (pttl: ms
+ * left, -1 when it never expires).
+ *   KEYS: lease key...   ARGV: "renew" value ttl_ms
+ *   op "renew": every key of KEYS (one process's leases, in one slot): extend
+ *   it when it holds value; take it when it is gone.
+ * Reply: one element per key: 1 renewed, 2 found gone and taken again, or
+ * the value of another holder. */
 extern const char SCRIPT_LEASE[];
 
 /* SCRIPT_PRUNE removes, from the group on each key, the consumers that have

@@ -6,6 +6,7 @@
 #include "cluster_keys.h"
 #include "host.h"
 #include "options.h"
+#include "trust.h"
 
 /* host_spec_fn for --cluster: says which handlers' keys would not share a
  * slot on Redis Cluster. */
@@ -22,8 +23,10 @@ int cmd_check(int argc, char **argv) {
   int rc = cli_parse(CLI_CHECK, argc, argv, &o, stdout, stderr);
   if (rc != CLI_OK) return rc == CLI_DONE ? 0 : 2;
   const char *dir = o.pos[0];
+  struct trust trust;
+  if (cli_trust(&o, &trust, stderr) != 0) return 2;
   int slot_problems = 0;
-  int problems = host_check_each(dir, (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT),
+  int problems = host_check_each(dir, (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT), &trust,
                                  cli_given(&o, OPT_CLUSTER) ? check_slots : NULL, &slot_problems);
   problems += slot_problems;
   if (problems) {

@@ -2,6 +2,7 @@
 #include "client.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <uv.h>
 
 #include "log.h"
@@ -22,6 +23,38 @@ void client_done(struct client *c, int status) {
 int client_send(struct client *c, const struct bk_args *a, bk_reply_cb *cb) {
   if (c->finished) return -1;
   if (bk_command(c->b, c->conn, a->argc, a->argv, a->argvlen, cb, c) != 0) {
+    fprintf(stderr, "luastream: lost the connection to %s\n", c->b->name);
+    client_done(c, 1);
+    return -1;
+  }
+  timer_start(c->timeout, CLIENT_TIMEOUT_MS);
+  return 0;
+}
+
+/* One command of client_send_with: what its reply is handed to. */
+struct client_request {
+  struct client *c;
+  client_reply_fn *cb;
+  void *arg;
+};
+
+static void request_answered(void *data, const bk_reply *r, const char *err) {
+  struct client_request req = *(struct client_request *)data;
+  free(data);
+  req.cb(req.c, req.arg, r, err);
+}
+
+int client_send_with(struct client *c, const struct bk_args *a, client_reply_fn *cb, void *arg) {
+  if (c->finished) return -1;
+  struct client_request *req = malloc(sizeof *req);
+  if (req == NULL) {
+    fprintf(stderr, "luastream: out of memory\n");
+    client_done(c, 1);
+    return -1;
+  }
+  *req = (struct client_request){c, cb, arg};
+  if (bk_command(c->b, c->conn, a->argc, a->argv, a->argvlen, request_answered, req) != 0) {
+    free(req);
     fprintf(stderr, "luastream: lost the connection to %s\n", c->b->name);
     client_done(c, 1);
     return -1;

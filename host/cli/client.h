@@ -43,10 +43,20 @@ int client_run(const struct redis_url *url, const char *name, client_start_fn *s
  * status. Safe inside any callback of the client. */
 void client_done(struct client *c, int status);
 
-/* Sends one command; cb gets the reply (data = the client). Commands on the
- * connection go out and come back in order. Returns 0, or -1 when the
+/* Sends one command; cb gets the reply (data = the client). Commands go out
+ * in order, but on Redis Cluster their replies need not come back in it:
+ * commands on different slots go to different nodes, and one redirected by
+ * ASK is answered after those behind it. A caller with several commands in
+ * flight tells them apart with client_send_with. Returns 0, or -1 when the
  * connection is gone (reported; the session has ended with status 1). */
 int client_send(struct client *c, const struct bk_args *a, bk_reply_cb *cb);
+
+/* A reply, with the arg its command was sent with. */
+typedef void client_reply_fn(struct client *c, void *arg, const bk_reply *r, const char *err);
+
+/* client_send, with arg handed to cb with this command's reply (and only
+ * with it). cb runs exactly once when this returns 0, as client_send's. */
+int client_send_with(struct client *c, const struct bk_args *a, client_reply_fn *cb, void *arg);
 
 /* The error text of a failed reply: the server's message, or why no reply
  * came. NULL when r is a reply of another type than an error. */

@@ -1,4 +1,4 @@
-/* dead_letters: `luastream dead-letters list|replay` (dead_letters.h). */
+/* dead_letters: `luastream dead-letters` and its `list` (dead_letters.h). */
 #include "dead_letters.h"
 
 #include <stdbool.h>
@@ -8,18 +8,23 @@
 #include <time.h>
 
 #include "client.h"
+#include "dead_letters_delete.h"
+#include "dead_letters_entry.h"
+#include "dead_letters_replay.h"
 #include "entry.h"
 #include "options.h"
-#include "scripts.h"
 #include "wire.h"
-
-#define REPLAY_BATCH 500 /* replay --all: entries per script call */
 
 static const char usage_dead_letters[] =
     "usage: luastream dead-letters list [--redis URL | --redis-file PATH]\n"
     "                                   [--count N] STREAM\n"
     "       luastream dead-letters replay [--redis URL | --redis-file PATH]\n"
-    "                                     (--id ID... | --all) STREAM\n"
+    "                                     [--load-timeout DURATION]\n"
+    "                                     [--trust-owner USER]... [--allow-writable-dir]\n"
+    "                                     (--id ID... | --all) DIR STREAM\n"
+    "       luastream dead-letters delete [--redis URL | --redis-file PATH]\n"
+    "                                     (--id ID... | --all | --reason REASON)\n"
+    "                                     [--yes] STREAM\n"
     "\n"
     "A handler with dead_letter = \"STREAM\" moves the entries it rejects, cannot\n"
     "decode or gives up on (max_deliveries) to STREAM, each with where it came\n"
@@ -29,31 +34,18 @@ static const char usage_dead_letters[] =
     "their own partition.\n"
     "\n"
     "  list     prints the dead letters of STREAM, oldest first\n"
-    "  replay   puts dead letters back for their group (its retry stream)\n"
+    "  replay   puts dead letters back for their group (its retry stream), for\n"
+    "           the handlers of DIR whose dead_letter is STREAM only\n"
+    "  delete   deletes dead letters from STREAM (with --yes; without, says what\n"
+    "           it would delete)\n"
     "\n"
-    "`luastream dead-letters list --help` and `... replay --help` say more.\n";
-
-/* Writes n bytes of s for a person to read: control characters (but tab) as
- * \xNN, and each line after the first indented by `indent` spaces. Trailing
- * newlines are dropped. */
-static void put_text(const char *s, size_t n, int indent) {
-  while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r')) n--;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (ch == '\n')
-      printf("\n%*s", indent, "");
-    else if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-      printf("\\x%02x", ch);
-    else
-      putchar(ch);
-  }
-}
+    "`luastream dead-letters list --help` (and replay, delete) say more.\n";
 
 #define LABEL_WIDTH 13 /* "original id" and two spaces */
 
 static void put_line(const char *label, const char *s, size_t n) {
   printf("  %-*s", LABEL_WIDTH, label);
-  put_text(s, n, LABEL_WIDTH + 2);
+  dl_put_text(s, n, LABEL_WIDTH + 2);
   putchar('\n');
 }
 
@@ -75,20 +67,10 @@ static bool iso_time(const char *s, size_t n, char *out, size_t outlen) {
   return true;
 }
 
-static const bk_reply *field_value(const bk_reply *fields, const char *name) {
-  size_t len = strlen(name);
-  for (size_t i = 0; i + 1 < fields->elements; i += 2) {
-    const bk_reply *k = fields->element[i];
-    if (k->type == BK_STRING && k->len == len && memcmp(k->str, name, len) == 0)
-      return fields->element[i + 1];
-  }
-  return NULL;
-}
-
 /* A dead letter of an entry read cut (too large to hold): says so under the
  * provenance. */
 static void print_cut(const bk_reply *fields) {
-  const bk_reply *v = field_value(fields, HDR_DL_CUT);
+  const bk_reply *v = dl_field(fields, HDR_DL_CUT);
   if (v == NULL || v->type != BK_STRING) return;
   char line[200];
   snprintf(line, sizeof line,
@@ -109,10 +91,10 @@ static void print_dead_letter(const bk_reply *e) {
   };
   const bk_reply *id = e->element[0], *fields = e->element[1];
   printf("dead letter %.*s\n", (int)id->len, id->str);
-  if (field_value(fields, HDR_DL_STREAM) == NULL)
+  if (dl_field(fields, HDR_DL_STREAM) == NULL)
     printf("  (no %s field: not a dead letter luastream wrote)\n", HDR_DL_STREAM);
   for (size_t p = 0; p < sizeof provenance / sizeof provenance[0]; p++) {
-    const bk_reply *v = field_value(fields, provenance[p].field);
+    const bk_reply *v = dl_field(fields, provenance[p].field);
     if (v == NULL || v->type != BK_STRING || v->len == 0) continue;
     char when[48];
     if (!strcmp(provenance[p].field, HDR_DL_TIME) && iso_time(v->str, v->len, when, sizeof when))
@@ -130,60 +112,12 @@ static void print_dead_letter(const bk_reply *e) {
     }
     if (k->len >= 12 && !memcmp(k->str, "dead-letter-", 12)) continue;
     printf("  %-*s", LABEL_WIDTH, "header");
-    put_text(k->str, k->len, LABEL_WIDTH + 2);
+    dl_put_text(k->str, k->len, LABEL_WIDTH + 2);
     printf(": ");
-    put_text(v->str, v->len, LABEL_WIDTH + 2);
+    dl_put_text(v->str, v->len, LABEL_WIDTH + 2);
     putchar('\n');
   }
   if (data) put_line("data", data->str, data->len);
-}
-
-/* An XRANGE reply: [[id, [field, value, ...]], ...]. */
-static bool is_range(const bk_reply *r) {
-  if (r == NULL || r->type != BK_ARRAY) return false;
-  for (size_t i = 0; i < r->elements; i++) {
-    const bk_reply *e = r->element[i];
-    if (e->type != BK_ARRAY || e->elements != 2 || e->element[0]->type != BK_STRING ||
-        e->element[1]->type != BK_ARRAY)
-      return false;
-    for (size_t j = 0; j < e->element[1]->elements; j++)
-      if (e->element[1]->element[j]->type != BK_STRING) return false;
-  }
-  return true;
-}
-
-/* TYPE's answer for a dead-letter stream: true when it is one; else says
- * why not (missing, another type) and ends the session with status 1. */
-static bool dl_stream_exists(struct client *c, const char *stream, const bk_reply *r,
-                             const char *err) {
-  const char *why = client_error(r, err);
-  if (why == NULL && (r->type == BK_STATUS || r->type == BK_STRING)) {
-    if (r->len == 6 && !memcmp(r->str, "stream", 6)) return true;
-    if (r->len == 4 && !memcmp(r->str, "none", 4))
-      fprintf(stderr,
-              "luastream: stream %s does not exist on %s (check the name: a handler's "
-              "dead_letter stream is made by its first dead letter)\n",
-              stream, c->b->name);
-    else
-      fprintf(stderr, "luastream: %s on %s is a %.*s, not a stream\n", stream, c->b->name,
-              (int)r->len, r->str);
-  } else {
-    fprintf(stderr, "luastream: cannot read %s on %s: TYPE %s: %s\n", stream, c->b->name, stream,
-            why ? why : "unexpected reply to TYPE");
-  }
-  client_done(c, 1);
-  return false;
-}
-
-/* TYPE stream, answered by cb. */
-static int dl_send_type(struct client *c, const char *stream, bk_reply_cb *cb) {
-  struct bk_args a;
-  bk_args_init(&a);
-  bk_args_str(&a, "TYPE");
-  bk_args_str(&a, stream);
-  int rc = client_send(c, &a, cb);
-  bk_args_free(&a);
-  return rc;
 }
 
 struct dl_list {
@@ -197,9 +131,28 @@ static void dl_list_range(void *data, const bk_reply *r, const char *err) {
   struct dl_list *l = c->data;
   if (c->finished) return;
   const char *why = client_error(r, err);
-  if (why || !is_range(r)) {
+  if (why || !dl_is_range(r)) {
     fprintf(stderr, "luastream: cannot list %s on %s: XRANGE %s: %s\n", l->stream, c->b->name,
             l->stream, why ? why : "unexpected reply to XRANGE");
+    client_done(c, 1);
+    return;
+  }
+  size_t letters = 0;
+  for (size_t i = 0; i < r->elements; i++) letters += dl_has_provenance(r->element[i]->element[1]);
+  if (r->elements > 0 && letters == 0) { /* a source stream, most likely */
+    char which[96];
+    if ((long long)r->elements < l->total)
+      snprintf(which, sizeof which, "none of its first %zu entries (of %lld) carries", r->elements,
+               l->total);
+    else if (r->elements == 1)
+      snprintf(which, sizeof which, "its one entry carries no");
+    else
+      snprintf(which, sizeof which, "none of its %zu entries carries", r->elements);
+    fprintf(stderr,
+            "luastream: %s on %s is not a dead-letter stream: %s dead-letter provenance (the %s "
+            "field luastream writes on each dead letter); a handler's dead_letter field names "
+            "its dead-letter stream\n",
+            l->stream, c->b->name, which, HDR_DL_STREAM);
     client_done(c, 1);
     return;
   }
@@ -208,13 +161,14 @@ static void dl_list_range(void *data, const bk_reply *r, const char *err) {
     print_dead_letter(r->element[i]);
   }
   if (r->elements) putchar('\n');
-  if (r->elements == 0)
-    printf("no dead letters on %s\n", l->stream);
-  else if ((long long)r->elements < l->total)
+  if ((long long)r->elements < l->total)
     printf("%zu of %lld entries on %s shown, oldest first (--count N shows more)\n", r->elements,
            l->total, l->stream);
-  else
+  else if (letters == r->elements)
     printf("%zu dead letter%s on %s\n", r->elements, r->elements == 1 ? "" : "s", l->stream);
+  else /* the others are marked above */
+    printf("%zu entries on %s, %zu of them dead letter%s\n", r->elements, l->stream, letters,
+           letters == 1 ? "" : "s");
   client_done(c, 0);
 }
 
@@ -235,7 +189,14 @@ static void dl_list_len(void *data, const bk_reply *r, const char *err) {
 static void dl_list_type(void *data, const bk_reply *r, const char *err) {
   struct client *c = data;
   if (c->finished) return;
-  dl_stream_exists(c, ((struct dl_list *)c->data)->stream, r, err); /* XLEN and XRANGE follow */
+  const char *stream = ((struct dl_list *)c->data)->stream;
+  /* a stream: XLEN and XRANGE, sent behind TYPE, print */
+  if (dl_stream_type(c, stream, r, err) != DL_MISSING) return;
+  printf(
+      "0 dead letters on %s (no such stream on %s: a handler's dead_letter stream is made by "
+      "its first dead letter)\n",
+      stream, c->b->name);
+  client_done(c, 0);
 }
 
 static void dl_list_start(struct client *c) {
@@ -265,130 +226,6 @@ static int cmd_dl_list(int argc, char **argv) {
   return client_run(&o.url, "dead-letters", dl_list_start, &l);
 }
 
-struct dl_replay {
-  const char *stream;
-  const char *const *ids; /* --id, or NULL for --all */
-  int nids;
-  char after[64], last[64]; /* --all: where the next batch starts and ends */
-  long long replayed;
-  long long skipped;
-};
-
-static void dl_replay_send(struct client *c);
-
-static bool is_string_reply(const bk_reply *r) { return r && r->type == BK_STRING; }
-
-static void dl_replay_done(void *data, const bk_reply *r, const char *err) {
-  struct client *c = data;
-  struct dl_replay *rp = c->data;
-  if (c->finished) return;
-  const char *why = client_error(r, err);
-  bool ok = why == NULL && r->type == BK_ARRAY && r->elements == 4 &&
-            r->element[0]->type == BK_ARRAY && r->element[1]->type == BK_ARRAY &&
-            is_string_reply(r->element[2]) && is_string_reply(r->element[3]) &&
-            r->element[2]->len < sizeof rp->after && r->element[3]->len < sizeof rp->last;
-  for (size_t i = 0; ok && i < r->element[0]->elements; i++) {
-    const bk_reply *m = r->element[0]->element[i];
-    ok = m->type == BK_ARRAY && m->elements == 3 && is_string_reply(m->element[0]) &&
-         is_string_reply(m->element[1]) && is_string_reply(m->element[2]);
-  }
-  for (size_t i = 0; ok && i < r->element[1]->elements; i++) {
-    const bk_reply *sk = r->element[1]->element[i];
-    ok = sk->type == BK_ARRAY && sk->elements == 2 && is_string_reply(sk->element[0]) &&
-         is_string_reply(sk->element[1]);
-  }
-  if (!ok) {
-    if (why && !strncmp(why, "ERR ", 4)) why += 4;
-    /* Refused by the ACL: Redis names neither the script nor the key. */
-    bool refused =
-        why && (strstr(why, "NOPERM") || strstr(why, "can't access") || strstr(why, "can't run"));
-    if (refused)
-      fprintf(stderr,
-              "luastream: replay from %s failed: the replay script (EVAL on %s: TYPE, XRANGE, "
-              "XREVRANGE and XDEL there, TYPE and XADD on the retry stream "
-              "<dead-letter-stream>:retry:<dead-letter-group> each entry names) was refused: %s\n",
-              rp->stream, rp->stream, why);
-    else
-      fprintf(stderr, "luastream: replay from %s failed: %s\n", rp->stream,
-              why ? why : "unexpected reply to the replay script");
-    if (rp->replayed)
-      printf("replayed %lld dead letter%s from %s before the failure\n", rp->replayed,
-             rp->replayed == 1 ? "" : "s", rp->stream);
-    client_done(c, 1);
-    return;
-  }
-  const bk_reply *moved = r->element[0], *skipped = r->element[1];
-  for (size_t i = 0; i < moved->elements; i++) {
-    const bk_reply *m = moved->element[i];
-    printf("%.*s -> %.*s %.*s\n", (int)m->element[0]->len, m->element[0]->str,
-           (int)m->element[1]->len, m->element[1]->str, (int)m->element[2]->len,
-           m->element[2]->str);
-  }
-  for (size_t i = 0; i < skipped->elements; i++) {
-    const bk_reply *sk = skipped->element[i];
-    fprintf(stderr, "luastream: skipped: %.*s\n", (int)sk->element[1]->len, sk->element[1]->str);
-  }
-  rp->replayed += (long long)moved->elements;
-  rp->skipped += (long long)skipped->elements;
-  fflush(stdout);
-  if (r->element[2]->len > 0) { /* --all: another batch */
-    snprintf(rp->after, sizeof rp->after, "%.*s", (int)r->element[2]->len, r->element[2]->str);
-    snprintf(rp->last, sizeof rp->last, "%.*s", (int)r->element[3]->len, r->element[3]->str);
-    dl_replay_send(c);
-    return;
-  }
-  printf("replayed %lld dead letter%s from %s", rp->replayed, rp->replayed == 1 ? "" : "s",
-         rp->stream);
-  if (rp->skipped)
-    printf(" (%lld entr%s skipped, left on %s)", rp->skipped, rp->skipped == 1 ? "y" : "ies",
-           rp->stream);
-  putchar('\n');
-  client_done(c, 0);
-}
-
-static void dl_replay_send(struct client *c) {
-  struct dl_replay *rp = c->data;
-  struct bk_args a;
-  bk_args_init(&a);
-  bk_args_str(&a, "EVAL");
-  bk_args_str(&a, SCRIPT_REPLAY);
-  bk_args_str(&a, "1");
-  bk_args_str(&a, rp->stream);
-  if (rp->ids) {
-    bk_args_str(&a, "ids");
-    for (int i = 0; i < rp->nids; i++) bk_args_str(&a, rp->ids[i]);
-  } else {
-    bk_args_str(&a, "all");
-    bk_args_str(&a, rp->after);
-    bk_args_str(&a, rp->last);
-    bk_args_num(&a, REPLAY_BATCH);
-  }
-  client_send(c, &a, dl_replay_done);
-  bk_args_free(&a);
-}
-
-static void dl_replay_type(void *data, const bk_reply *r, const char *err) {
-  struct client *c = data;
-  if (c->finished) return;
-  if (dl_stream_exists(c, ((struct dl_replay *)c->data)->stream, r, err)) dl_replay_send(c);
-}
-
-static void dl_replay_start(struct client *c) {
-  dl_send_type(c, ((struct dl_replay *)c->data)->stream, dl_replay_type);
-}
-
-static int cmd_dl_replay(int argc, char **argv) {
-  struct cli_options o;
-  int rc = cli_parse(CLI_DL_REPLAY, argc, argv, &o, stdout, stderr);
-  if (rc != CLI_OK) return rc == CLI_DONE ? 0 : 2;
-  const struct cli_value *ids = &o.v[OPT_ID];
-  struct dl_replay rp = {
-      .stream = o.pos[0], .ids = ids->nitems ? ids->items : NULL, .nids = ids->nitems};
-  strcpy(rp.after, "-");
-  strcpy(rp.last, "+");
-  return client_run(&o.url, "dead-letters", dl_replay_start, &rp);
-}
-
 int cmd_dead_letters(int argc, char **argv) {
   const char *sub = argc > 0 ? argv[0] : NULL;
   if (sub && (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help"))) {
@@ -401,6 +238,7 @@ int cmd_dead_letters(int argc, char **argv) {
   }
   if (sub && !strcmp(sub, "list")) return cmd_dl_list(argc - 1, argv + 1);
   if (sub && !strcmp(sub, "replay")) return cmd_dl_replay(argc - 1, argv + 1);
+  if (sub && !strcmp(sub, "delete")) return cmd_dl_delete(argc - 1, argv + 1);
   if (sub)
     fprintf(stderr, "luastream: unknown dead-letters command \"%s\"\n\n%s", sub,
             usage_dead_letters);

@@ -10,7 +10,8 @@
  *
  * Other paths get 404, other methods on these paths 405. Every response
  * carries Connection: close: one request per connection, no keep-alive, no
- * chunking. The parser only reads the request line; headers are skipped up
+ * chunking. Idle and slow clients cannot hold the port: connections have
+ * deadlines and a cap, a share of the open-file limit (health_pool.h). The parser only reads the request line; headers are skipped up
  * to the blank line that ends them (read whole so that closing the socket
  * never resets a client still sending them). The request parser and the
  * response formatter are pure, for the unit tests; the rest is the libuv
@@ -71,6 +72,9 @@ health *health_start(struct uv_loop_s *loop, const char *addr, health_ready_fn *
  * the supervisor, supervisor.h); logs nothing. */
 health *health_start_fd(struct uv_loop_s *loop, int fd, health_ready_fn *ready, void *data,
                         char *err, size_t errlen);
+
+/* The port hs listens on. */
+int health_port(const health *hs);
 
 /* A request whose answer comes later (the supervisor asks its workers
  * first). health_set_defer: GET /readyz and GET /metrics go to fn instead of

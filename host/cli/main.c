@@ -6,10 +6,14 @@
  *                 [--no-reload] [--load-timeout DURATION] [--watchdog DURATION] DIR   (run.c)
  *   luastream check [--load-timeout DURATION] DIR                                     (check.c)
  *   luastream publish [--redis URL | --redis-file PATH] STREAM JSON [--key K]
- *                     [--header NAME=VALUE]...                                        (publish.c)
+ *                     [--header NAME=VALUE]... [--wait N[,TIMEOUT]]                   (publish.c)
  *   luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]
- *   luastream dead-letters replay [--redis URL | --redis-file PATH] STREAM
- *                                 (--id ID... | --all)                          (dead_letters.c)
+ *                                                                               (dead_letters.c)
+ *   luastream dead-letters replay [--redis URL | --redis-file PATH] DIR STREAM
+ *                                 (--id ID... | --all)                   (dead_letters_replay.c)
+ *   luastream dead-letters delete [--redis URL | --redis-file PATH] STREAM
+ *                                 (--id ID... | --reason REASON | --all) [--yes]
+ *                                                                        (dead_letters_delete.c)
  *   luastream status [--redis URL | --redis-file PATH] [--load-timeout DURATION]
  *                    [--json] [--watch] DIR | STREAM...                            (status.c)
  *   luastream help [COMMAND]    the commands, or COMMAND's --help
@@ -41,8 +45,9 @@ static const char usage_main[] =
     "  check          load and validate the handlers of a directory without\n"
     "                 connecting\n"
     "  publish        add one entry to a stream\n"
-    "  dead-letters   list the dead letters of a stream (list), or hand them back\n"
-    "                 to the group that gave up on them (replay)\n"
+    "  dead-letters   list the dead letters of a stream (list), hand them back\n"
+    "                 to the group that gave up on them (replay), or delete them\n"
+    "                 (delete)\n"
     "  status         each stream and group of a directory's handlers (or of the\n"
     "                 streams named): lag, pending, consumers, dead letters, and\n"
     "                 what needs attention\n"
@@ -104,7 +109,7 @@ int main(int argc, char **argv) {
     static char help_flag[] = "--help";
     char *args[2];
     int n = 0;
-    if (argc > 3) args[n++] = argv[3]; /* dead-letters' list or replay */
+    if (argc > 3) args[n++] = argv[3]; /* dead-letters' list, replay or delete */
     args[n++] = help_flag;
     cmd = argv[2];
     int rc = dispatch(cmd, n, args);

@@ -3,6 +3,7 @@
 #include "options.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include "health.h"
 #include "lease.h"
 #include "log.h"
+#include "trust.h"
+#include "watchdog.h"
 
 #ifndef LUASTREAM_VERSION
 #define LUASTREAM_VERSION "0.0.0"
@@ -43,7 +46,8 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                  "reloads every handler file. SIGTERM or SIGINT stops reading, lets running\n"
                  "handlers finish, flushes acks and exits 0; handlers still running at the\n"
                  "shutdown timeout are abandoned (their entries stay pending for another\n"
-                 "host) and the exit is still 0. A second signal exits at once (status 1).\n"
+                 "host) and the exit is still 0. A second signal exits at once (status 1);\n"
+                 "the same one again within 1 s (as GNU timeout sends) is the same stop.\n"
                  "With --processes N above 1 a supervisor runs N such hosts as worker\n"
                  "processes, starts a worker again when it dies and passes the signals on;\n"
                  "it exits 0 when every worker stopped cleanly (docs/operations.md).\n",
@@ -67,15 +71,31 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                      "other headers and its body.\n",
                      NULL},
     [CLI_DL_REPLAY] =
-        {"dead-letters replay", "STREAM", 1, 0,
+        {"dead-letters replay", "DIR STREAM", 2, 0,
          "Puts dead letters of STREAM back for the group that dead-lettered them: on\n"
          "the retry stream SOURCE:retry:GROUP of the source stream and group luastream\n"
          "recorded in each (never on the source stream, so the stream's other groups\n"
          "never see them), as new entries with their body and headers but without the\n"
-         "dead-letter-* fields, so their delivery count starts afresh. An entry without\n"
-         "that provenance is refused. Each entry is added there and deleted from STREAM\n"
-         "in one server-side script, so it is never on both streams nor on neither.\n"
-         "Prints `ID -> RETRY-STREAM NEW-ID` per entry and a count.\n",
+         "dead-letter-* fields, so their delivery count starts afresh. The handler\n"
+         "files of DIR say what may be replayed: STREAM must be the dead_letter of one\n"
+         "of them, and an entry whose dead-letter-stream and dead-letter-group are not\n"
+         "the stream and group of such a handler, or whose dead-letter-id is not an\n"
+         "entry id, is refused, named, with the field and what was expected (so is an\n"
+         "entry without that provenance). Each entry is added there and deleted from\n"
+         "STREAM in one server-side script, so it is never on both streams nor on\n"
+         "neither. Prints `ID -> RETRY-STREAM NEW-ID` per entry and a count; exits 1\n"
+         "when an entry was refused or left on STREAM.\n",
+         "DIR is loaded as `luastream check` loads it: each file's top-level code runs\n"
+         "with the rights of this process.\n"},
+    [CLI_DL_DELETE] =
+        {"dead-letters delete", "STREAM", 1, 0,
+         "Deletes dead letters from STREAM: those given by id, those of one reason\n"
+         "(dead-letter-reason), or all of them. Without --yes it only prints what it\n"
+         "would delete (each id with its reason, and a count) and deletes nothing.\n"
+         "Only entries with dead-letter provenance are deleted: an --id of another\n"
+         "entry is refused (nothing is deleted), and --reason and --all leave such\n"
+         "entries, naming them. --reason and --all take what STREAM holds when the\n"
+         "command starts, 500 entries at a time. Prints each id deleted and a count.\n",
          NULL},
     [CLI_STATUS] = {"status", "DIR | STREAM...", 1, CLI_ARGS_MAX,
                     "Shows, for each stream and group the handlers of DIR read (or every group\n"
@@ -118,14 +138,16 @@ long long cli_cores(void) {
 
 /* ---- the options ---- */
 
-enum { GROUP_NONE, GROUP_SERVER, GROUP_NAME, GROUP_REPLAY, CLI_NGROUPS };
+enum { GROUP_NONE, GROUP_SERVER, GROUP_NAME, GROUP_WHICH, CLI_NGROUPS };
 
 static const struct cli_group groups[CLI_NGROUPS] = {
     [GROUP_SERVER] = {false, "give --redis or --redis-file, not both"},
     [GROUP_NAME] = {false,
                     "--instance numbers generated consumer names; with --consumer NAME "
                     "give each process its own NAME instead"},
-    [GROUP_REPLAY] = {true, "replay needs either --id ID (repeatable) or --all"},
+    [GROUP_WHICH] = {true,
+                     "say which dead letters, one way: --id ID (repeatable) or --all (delete "
+                     "also takes --reason REASON)"},
 };
 
 /* --load-timeout, --http-timeout: a limit of 0 would fail every file, every request. */
@@ -143,6 +165,14 @@ static int check_watchdog(const char *who, const struct cli_value *v, char *err,
              "(%ds) lets another process take this process's consumer names and run the same "
              "entries while this one still runs; give a limit of at most %ds",
              who, LEASE_TTL_MS / 1000, LEASE_STALL_MAX_MS / 1000);
+    return -1;
+  }
+  if (v->num < WATCHDOG_MIN_MS) {
+    snprintf(err, errlen,
+             "%s must be at least %ds, got %s: the event loop can be busy for a moment without "
+             "anything being stuck (loading handler files, a large entry), and a shorter limit "
+             "would end a healthy process",
+             who, WATCHDOG_MIN_MS / 1000, v->text);
     return -1;
   }
   if (v->num > LEASE_STALL_MAX_MS) {
@@ -181,9 +211,45 @@ static int check_table_name(const char *who, const struct cli_value *v, char *er
   return -1;
 }
 
+int cli_wait_parse(const char *text, long long *replicas, long long *timeout_ms, char *err,
+                   size_t errlen) {
+  size_t digits = strspn(text, "0123456789");
+  long long n = digits > 0 && digits <= 6 ? atoll(text) : 0;
+  if (n < 1 || (text[digits] != '\0' && text[digits] != ',')) {
+    snprintf(err, errlen,
+             "needs N[,TIMEOUT]: N replicas, at least 1, e.g. 1 or 2,500ms; got \"%s\"", text);
+    return -1;
+  }
+  *replicas = n;
+  *timeout_ms = PUBLISH_WAIT_DEFAULT_MS;
+  if (text[digits] == '\0') return 0;
+  const char *t = text + digits + 1;
+  double ms;
+  char why[256];
+  if (duration_parse(t, strlen(t), &ms, why, sizeof why) != 0) {
+    snprintf(err, errlen, "TIMEOUT \"%s\" %s (a duration with a unit, e.g. 1,500ms)", t, why);
+    return -1;
+  }
+  if (ms < 1 || ms > PUBLISH_WAIT_MAX_MS) {
+    snprintf(err, errlen, "TIMEOUT must be from 1ms to %ds, got %s", PUBLISH_WAIT_MAX_MS / 1000, t);
+    return -1;
+  }
+  *timeout_ms = (long long)ms;
+  return 0;
+}
+
+/* --wait N[,TIMEOUT]. */
+static int check_wait(const char *who, const struct cli_value *v, char *err, size_t errlen) {
+  long long n, ms;
+  char why[512];
+  if (cli_wait_parse(v->text, &n, &ms, why, sizeof why) == 0) return 0;
+  snprintf(err, errlen, "%s %s", who, why);
+  return -1;
+}
+
 #define SERVER                                                                           \
   (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) | \
-   CLI_IN(CLI_STATUS))
+   CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS))
 
 const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_REDIS] = {.name = "redis",
@@ -214,7 +280,9 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                       .max = 999999,
                       .help = "this process's number on this machine, for running several (one per "
                               "core): consumer names become HOSTNAME-HANDLER-N (without it "
-                              "HOSTNAME-HANDLER, HANDLER being the file name without .lua)"},
+                              "HOSTNAME-HANDLER, HANDLER being the file name without .lua, or, "
+                              "when a live process here holds those, -1, -2, ...: the lowest "
+                              "number free, logged)"},
     [OPT_CONSUMER] =
         {.name = "consumer",
          .arg = "NAME",
@@ -223,7 +291,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .group = GROUP_NAME,
          .help = "consumer name for handlers that do not set one (instead of the generated "
                  "names). A name is held by one live process at a time: a second process "
-                 "with the same name in a group refuses to start"},
+                 "with the same name in a group refuses to start (at once when the holder "
+                 "is a live process of this machine)"},
     [OPT_PROCESSES] =
         {.name = "processes",
          .arg = "N",
@@ -236,7 +305,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .help = "run N worker processes, each a whole host, under one supervisor that "
                  "restarts a worker that dies, passes signals on and serves --http for all; "
                  "auto is one per core. Worker I's consumer names end in -I (with "
-                 "--instance K: -(K*N+I); with --consumer NAME: NAME-I)"},
+                 "--instance K: -(K*N+I); with --consumer NAME: NAME-I; beside another "
+                 "supervisor here: the first free of I+N, I+2N, ...)"},
     [OPT_LOG_LEVEL] = {.name = "log-level",
                        .arg = "LEVEL",
                        .kind = CLI_LOG_LEVEL,
@@ -266,7 +336,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                   .help = "serve GET /healthz (200 while running), GET /readyz (200 when "
                           "connected and every subscription reads, at least one, else 503 and why) "
                           "and GET /metrics (Prometheus) on ADDR:PORT, e.g. 127.0.0.1:8080; port 0 "
-                          "picks a free port (logged)"},
+                          "picks a free port (logged). Unauthenticated: bind to the pod's or a "
+                          "loopback address"},
     [OPT_NO_RELOAD] = {.name = "no-reload",
                        .kind = CLI_FLAG,
                        .commands = CLI_IN(CLI_RUN),
@@ -274,12 +345,31 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_LOAD_TIMEOUT] = {.name = "load-timeout",
                           .arg = "DURATION",
                           .kind = CLI_DURATION,
-                          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS),
+                          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
+                                      CLI_IN(CLI_DL_REPLAY),
                           .def = "5s",
                           .check = check_above_zero,
                           .help =
                               "how long a handler file's top-level code may run when the file is "
                               "loaded: longer is a load error naming the file"},
+    [OPT_TRUST_OWNER] =
+        {.name = "trust-owner",
+         .arg = "USER",
+         .kind = CLI_NAME,
+         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
+                     CLI_IN(CLI_DL_REPLAY),
+         .repeat = TRUST_OWNERS_MAX,
+         .help = "a user (e.g. the deploy user) who may own DIR, its parent folders and the "
+                 "handler files, beside root and the user luastream runs as; repeatable. "
+                 "Code anyone else can change (owned by another user, group- or "
+                 "world-writable) is not loaded"},
+    [OPT_ALLOW_WRITABLE_DIR] =
+        {.name = "allow-writable-dir",
+         .kind = CLI_FLAG,
+         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
+                     CLI_IN(CLI_DL_REPLAY),
+         .help = "load handler code other users can change all the same, with a warning naming "
+                 "each such file or folder: whoever can write it runs code as this user"},
     [OPT_WATCHDOG] =
         {.name = "watchdog",
          .arg = "DURATION",
@@ -290,8 +380,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .check = check_watchdog,
          .help = "when the event loop has not turned for this long (a handler that never "
                  "yields), log which handler and entry were running and exit with status 70 "
-                 "(at most 10s, so that a stalled process ends before its consumer leases "
-                 "can expire; keep it above --load-timeout; it cannot be off)"},
+                 "(at least 1s; at most 10s, so that a stalled process ends before its "
+                 "consumer leases can expire; keep it above --load-timeout; it cannot be off)"},
     [OPT_HTTP_TIMEOUT] = {.name = "http-timeout",
                           .arg = "DURATION",
                           .kind = CLI_DURATION,
@@ -417,17 +507,39 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_ID] = {.name = "id",
                 .arg = "ID",
                 .kind = CLI_ENTRY_ID,
-                .commands = CLI_IN(CLI_DL_REPLAY),
-                .group = GROUP_REPLAY,
+                .commands = CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_DL_DELETE),
+                .group = GROUP_WHICH,
                 .repeat = 1024,
-                .help = "the dead letter with this id; repeatable. Nothing is replayed if one of "
-                        "them is missing or not a dead letter."},
+                .help = "the dead letter with this id; repeatable. Nothing is done if one of "
+                        "them is missing or cannot be replayed (deleted)."},
     [OPT_ALL] = {.name = "all",
                  .kind = CLI_FLAG,
-                 .commands = CLI_IN(CLI_DL_REPLAY),
-                 .group = GROUP_REPLAY,
+                 .commands = CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_DL_DELETE),
+                 .group = GROUP_WHICH,
                  .help = "every dead letter on STREAM when the command starts (in batches of 500; "
                          "entries that are not dead letters stay)"},
+    [OPT_REASON] = {.name = "reason",
+                    .arg = "REASON",
+                    .kind = CLI_NAME,
+                    .commands = CLI_IN(CLI_DL_DELETE),
+                    .group = GROUP_WHICH,
+                    .help = "every dead letter on STREAM with this dead-letter-reason: rejected, "
+                            "max-deliveries, handler-error, bad-return, decode-error, too-large, "
+                            "no-fields, ... (`luastream dead-letters list` shows each one's)"},
+    [OPT_YES] = {.name = "yes",
+                 .kind = CLI_FLAG,
+                 .commands = CLI_IN(CLI_DL_DELETE),
+                 .help = "delete; without it, only say what would be deleted"},
+    [OPT_WAIT] = {.name = "wait",
+                  .arg = "N[,TIMEOUT]",
+                  .kind = CLI_STRING,
+                  .commands = CLI_IN(CLI_PUBLISH),
+                  .check = check_wait,
+                  .help = "after adding the entry, wait (WAIT) until N replicas have it or "
+                          "TIMEOUT passed (a duration, default 1s, at most 5s), and say on stderr "
+                          "how many did; exit 3 (the id still printed: the entry was added) when "
+                          "fewer than N did. It narrows, not closes, the window in which a "
+                          "failover loses an acknowledged entry (docs/operations.md)"},
     [OPT_JSON] = {.name = "json",
                   .kind = CLI_FLAG,
                   .commands = CLI_IN(CLI_STATUS),
@@ -571,9 +683,38 @@ void cli_print_version(FILE *out) { fprintf(out, "luastream %s\n", LUASTREAM_VER
 
 /* ---- values ---- */
 
+/* A warning about the command line: said on err at once, or for `run`
+ * kept in o->warnings for cli_log_warnings, so that it is a log line in the
+ * log's format (--log-format json: JSON too). */
+static void warn(struct cli_options *o, FILE *err, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (o->command != CLI_RUN) {
+    fprintf(err, "luastream: warning: %s\n", line);
+    return;
+  }
+  size_t used = strlen(o->warnings);
+  snprintf(o->warnings + used, sizeof o->warnings - used, "%s\n", line);
+}
+
+void cli_log_warnings(const struct cli_options *o) {
+  for (const char *p = o->warnings; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)n, p);
+    log_line(LOG_WARN, NULL, line, NULL);
+    p += nl ? n + 1 : n;
+  }
+}
+
 /* The first line of path, trailing blanks and line end stripped, into buf.
  * Returns 0, or -1 (reported). Warns when others may read the file. */
-static int read_url_file(const char *path, char *buf, size_t len, FILE *err) {
+static int read_url_file(struct cli_options *o, const char *path, char *buf, size_t len,
+                         FILE *err) {
   FILE *f = fopen(path, "r");
   if (f == NULL) {
     fprintf(err, "luastream: --redis-file %s: cannot read it: %s\n", path, strerror(errno));
@@ -581,11 +722,8 @@ static int read_url_file(const char *path, char *buf, size_t len, FILE *err) {
   }
   struct stat st;
   if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)))
-    fprintf(err,
-            "luastream: warning: --redis-file %s can be read by %s (mode %03o): "
-            "chmod 600 it\n",
-            path, (st.st_mode & S_IROTH) ? "every user" : "its group",
-            (unsigned)(st.st_mode & 0777));
+    warn(o, err, "--redis-file %s can be read by %s (mode %03o): chmod 600 it", path,
+         (st.st_mode & S_IROTH) ? "every user" : "its group", (unsigned)(st.st_mode & 0777));
   bool got = fgets(buf, (int)len, f) != NULL;
   bool error = ferror(f) != 0;
   fclose(f);
@@ -626,10 +764,10 @@ static int take_url(struct cli_options *o, const char *text, const char *who, bo
     return -1;
   }
   if (in_argv && o->url.password[0])
-    fprintf(err,
-            "luastream: warning: the password in %s can be seen by every user of "
-            "this machine (ps): use --redis-file PATH or REDIS_URL instead\n",
-            who);
+    warn(o, err,
+         "the password in %s can be seen by every user of this machine (ps): use "
+         "--redis-file PATH or REDIS_URL instead",
+         who);
   return 0;
 }
 
@@ -656,7 +794,7 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
     case CLI_URL: return take_url(o, text, who, v->from_env, v->given && !v->from_env, err);
     case CLI_URL_FILE: {
       char line[URL_TEXT_MAX + 2], from[1100];
-      if (read_url_file(text, line, sizeof line, err) != 0) return -1;
+      if (read_url_file(o, text, line, sizeof line, err) != 0) return -1;
       snprintf(from, sizeof from, "%s %s", who, text);
       int rc = take_url(o, line, from, false, false, err);
       memset(line, 0, sizeof line); /* held a password, maybe */
@@ -873,4 +1011,17 @@ int cli_parse(enum cli_command command, int argc, char **argv, struct cli_option
     return CLI_USAGE;
   }
   return take_values(o, err) == 0 ? CLI_OK : CLI_USAGE;
+}
+
+int cli_trust(const struct cli_options *o, struct trust *t, FILE *err) {
+  *t = (struct trust){.allow_writable = cli_given(o, OPT_ALLOW_WRITABLE_DIR)};
+  const struct cli_value *users = &o->v[OPT_TRUST_OWNER];
+  for (int i = 0; i < users->nitems; i++) {
+    char why[256];
+    if (trust_add_owner(t, users->items[i], why, sizeof why) != 0) {
+      fprintf(err, "luastream: %s\n", why);
+      return -1;
+    }
+  }
+  return 0;
 }

@@ -28,6 +28,7 @@ enum cli_command {
   CLI_PUBLISH,
   CLI_DL_LIST,
   CLI_DL_REPLAY,
+  CLI_DL_DELETE,
   CLI_STATUS,
   CLI_NCOMMANDS
 };
@@ -44,6 +45,8 @@ enum cli_option_id {
   OPT_HTTP,
   OPT_NO_RELOAD,
   OPT_LOAD_TIMEOUT,
+  OPT_TRUST_OWNER,
+  OPT_ALLOW_WRITABLE_DIR,
   OPT_WATCHDOG,
   OPT_HTTP_TIMEOUT,
   OPT_HTTP_MAX_BODY,
@@ -61,6 +64,9 @@ enum cli_option_id {
   OPT_COUNT,
   OPT_ID,
   OPT_ALL,
+  OPT_REASON,
+  OPT_YES,
+  OPT_WAIT,
   OPT_JSON,
   OPT_WATCH,
   OPT_CLUSTER,
@@ -127,8 +133,9 @@ struct cli_value {
 /* The most positional arguments a command takes (status STREAM...). */
 #define CLI_ARGS_MAX 64
 
-/* Items of all repeatable options together (--header 64, --id 1024). */
-#define CLI_ITEMS_MAX 1088
+/* Items of all repeatable options together (--header 64, --id 1024,
+ * --trust-owner 8). */
+#define CLI_ITEMS_MAX 1096
 
 struct cli_options {
   enum cli_command command;
@@ -137,6 +144,7 @@ struct cli_options {
   int npos;
   struct redis_url url; /* the server, for commands that accept --redis */
   const char *items[CLI_ITEMS_MAX];
+  char warnings[2048]; /* run: warnings about the command line, one a line (cli_log_warnings) */
 };
 
 enum { CLI_OK = 0, CLI_DONE = 1, CLI_USAGE = -1 };
@@ -149,6 +157,16 @@ enum { CLI_OK = 0, CLI_DONE = 1, CLI_USAGE = -1 };
 int cli_parse(enum cli_command command, int argc, char **argv, struct cli_options *o, FILE *out,
               FILE *err);
 
+/* Logs the warnings cli_parse kept for `run` (the password in --redis, a
+ * --redis-file others can read), each a log line at warn level: call once
+ * the log's format is set. */
+void cli_log_warnings(const struct cli_options *o);
+
+struct trust;
+/* Who may change the handler code (trust.h), from --trust-owner and
+ * --allow-writable-dir, into *t. Returns 0, or -1 having said why on err. */
+int cli_trust(const struct cli_options *o, struct trust *t, FILE *err);
+
 /* The command's help: synopsis, description, one entry per option. */
 void cli_print_help(enum cli_command command, FILE *out);
 void cli_print_version(FILE *out);
@@ -159,6 +177,14 @@ long long cli_cores(void);
 
 /* The name as typed after "luastream", e.g. "dead-letters list". */
 const char *cli_command_name(enum cli_command command);
+
+/* publish --wait N[,TIMEOUT]: the replicas to wait for and how long (ms;
+ * PUBLISH_WAIT_DEFAULT_MS when TIMEOUT is not given, at most
+ * PUBLISH_WAIT_MAX_MS). Returns 0, or -1 with why in err. */
+#define PUBLISH_WAIT_DEFAULT_MS 1000
+#define PUBLISH_WAIT_MAX_MS 5000
+int cli_wait_parse(const char *text, long long *replicas, long long *timeout_ms, char *err,
+                   size_t errlen);
 
 static inline const char *cli_text(const struct cli_options *o, enum cli_option_id id) {
   return o->v[id].text;

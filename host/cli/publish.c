@@ -12,22 +12,84 @@
 #include "runtime.h"
 #include "wire.h"
 
-static void publish_done(void *data, const bk_reply *r, const char *err) {
+struct publish {
+  struct bk_args xadd;
+  long long replicas; /* --wait N, or 0 */
+  long long wait_ms;  /* --wait's TIMEOUT */
+  char id[64];        /* the new entry's */
+};
+
+static void waited(void *data, const bk_reply *r, const char *err) {
   struct client *c = data;
+  struct publish *p = c->data;
   if (c->finished) return;
-  if (r && r->type == BK_STRING) {
-    printf("%.*s\n", (int)r->len, r->str);
+  if (r == NULL || r->type != BK_INTEGER) {
+    const char *why = client_error(r, err);
+    fprintf(stderr,
+            "luastream: WAIT on %s failed: %s (entry %s was added; how many replicas have it is "
+            "unknown)\n",
+            c->b->name, why ? why : "unexpected reply", p->id);
+    client_done(c, PUBLISH_NOT_REPLICATED);
+    return;
+  }
+  if (r->integer > p->replicas) { /* WAIT counts every replica that has it */
+    fprintf(stderr, "luastream: %lld replicas acknowledged entry %s (%lld asked for)\n", r->integer,
+            p->id, p->replicas);
     client_done(c, 0);
     return;
   }
+  if (r->integer == p->replicas) {
+    fprintf(stderr, "luastream: %lld of %lld replica%s acknowledged entry %s\n", r->integer,
+            p->replicas, p->replicas == 1 ? "" : "s", p->id);
+    client_done(c, 0);
+    return;
+  }
+  fprintf(stderr,
+          "luastream: %lld of %lld replica%s acknowledged entry %s within %lldms: it is on the "
+          "master, and a failover before a replica has it loses it\n",
+          r->integer, p->replicas, p->replicas == 1 ? "" : "s", p->id, p->wait_ms);
+  client_done(c, PUBLISH_NOT_REPLICATED);
+}
+
+static void added(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  struct publish *p = c->data;
+  if (c->finished) return;
+  if (r && r->type == BK_STRING) {
+    printf("%.*s\n", (int)r->len, r->str);
+    fflush(stdout);
+    snprintf(p->id, sizeof p->id, "%.*s", (int)r->len, r->str);
+    if (p->replicas == 0) client_done(c, 0); /* else WAIT, sent behind it, answers */
+    return;
+  }
   const char *why = client_error(r, err);
-  const struct bk_args *a = c->data; /* XADD stream ... */
-  fprintf(stderr, "luastream: XADD %s on %s failed: %s\n", a->argv[1], c->b->name,
+  fprintf(stderr, "luastream: XADD %s on %s failed: %s\n", p->xadd.argv[1], c->b->name,
           why ? why : "unexpected reply");
   client_done(c, 1);
 }
 
-static void publish_start(struct client *c) { client_send(c, c->data, publish_done); }
+static void publish_start(struct client *c) {
+  struct publish *p = c->data;
+  if (p->replicas && bk_is_cluster(c->b)) {
+    /* WAIT counts the replicas of the node it reaches, and a keyless
+     * command does not go to the node of the stream's slot. */
+    fprintf(stderr,
+            "luastream: --wait is not supported on a Redis Cluster (%s): nothing was added\n",
+            c->b->name);
+    client_done(c, 2);
+    return;
+  }
+  if (client_send(c, &p->xadd, added) != 0 || p->replicas == 0) return;
+  /* On the same connection, behind the XADD: WAIT waits for the writes this
+   * connection made, the XADD included. */
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "WAIT");
+  bk_args_num(&a, p->replicas);
+  bk_args_num(&a, p->wait_ms);
+  client_send(c, &a, waited);
+  bk_args_free(&a);
+}
 
 /* A header luastream writes itself, or the body: a producer who sets one
  * would forge what luastream records (a delivery count, a dead letter's
@@ -84,27 +146,30 @@ int cmd_publish(int argc, char **argv) {
     }
     stream = part;
   }
-  struct bk_args args;
-  bk_args_init(&args);
-  bk_args_str(&args, "XADD");
-  bk_args_str(&args, stream);
+  struct publish pub = {.replicas = 0};
+  if (cli_given(&o, OPT_WAIT) &&
+      cli_wait_parse(cli_text(&o, OPT_WAIT), &pub.replicas, &pub.wait_ms, err, sizeof err) != 0)
+    return 2; /* options.c checked it */
+  bk_args_init(&pub.xadd);
+  bk_args_str(&pub.xadd, "XADD");
+  bk_args_str(&pub.xadd, stream);
   if (cli_given(&o, OPT_MAXLEN)) { /* exact: the stream keeps the newest N */
-    bk_args_str(&args, "MAXLEN");
-    bk_args_num(&args, cli_num(&o, OPT_MAXLEN)); /* "010" is 10: Redis refuses leading zeros */
+    bk_args_str(&pub.xadd, "MAXLEN");
+    bk_args_num(&pub.xadd, cli_num(&o, OPT_MAXLEN)); /* "010" is 10: Redis refuses leading zeros */
   }
-  bk_args_str(&args, "*");
-  bk_args_str(&args, HDR_DATA);
-  bk_args_str(&args, json);
+  bk_args_str(&pub.xadd, "*");
+  bk_args_str(&pub.xadd, HDR_DATA);
+  bk_args_str(&pub.xadd, json);
   if (cli_text(&o, OPT_KEY)) {
-    bk_args_str(&args, HDR_PARTITION_KEY);
-    bk_args_str(&args, cli_text(&o, OPT_KEY));
+    bk_args_str(&pub.xadd, HDR_PARTITION_KEY);
+    bk_args_str(&pub.xadd, cli_text(&o, OPT_KEY));
   }
   for (int i = 0; i < headers->nitems; i++) {
     const char *h = headers->items[i], *eq = strchr(h, '=');
-    bk_args_add(&args, h, (size_t)(eq - h));
-    bk_args_str(&args, eq + 1);
+    bk_args_add(&pub.xadd, h, (size_t)(eq - h));
+    bk_args_str(&pub.xadd, eq + 1);
   }
-  int status = client_run(&o.url, "publish", publish_start, &args);
-  bk_args_free(&args);
+  int status = client_run(&o.url, "publish", publish_start, &pub);
+  bk_args_free(&pub.xadd);
   return status;
 }

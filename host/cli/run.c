@@ -3,10 +3,13 @@
  * way out after the options are read. */
 #include "run.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -26,7 +29,9 @@
 #include "options.h"
 #include "process_metrics.h"
 #include "servers.h"
+#include "stop_signal.h"
 #include "supervisor.h"
+#include "trust.h"
 #include "watchdog.h"
 
 #define LOG_DRAIN_MS 5000     /* how long the buffered log may take at exit */
@@ -36,6 +41,7 @@
 struct run {
   const char *dir;
   uint64_t shutdown_ms; /* --shutdown-timeout */
+  struct trust trust;   /* --trust-owner, --allow-writable-dir: the host keeps a pointer */
   /* built in this order; each is NULL or false until it is */
   bool log_writer;
   bool loop_ready;
@@ -49,14 +55,14 @@ struct run {
   health *health; /* --http, else NULL */
   bool signals;   /* sigterm, sigint and sighup are initialised */
   uv_signal_t sigterm, sigint, sighup;
-  bool watching;         /* watch and dir_poll are initialised (not --no-reload) */
-  uv_fs_event_t watch;   /* DIR's entries */
-  uv_fs_poll_t dir_poll; /* DIR itself: gone, back or replaced */
-  bool dir_missing;      /* the last stat of DIR failed */
-  bool beating;          /* beat is initialised */
-  uv_timer_t beat;       /* feeds the watchdog */
-  int nsignals;          /* SIGTERM/SIGINT received */
-  bool worker;           /* a worker of the supervisor (supervisor.h) */
+  bool watching;             /* watch and dir_poll are initialised (not --no-reload) */
+  uv_fs_event_t watch;       /* DIR's entries */
+  uv_fs_poll_t dir_poll;     /* DIR itself: gone, back or replaced */
+  bool dir_missing;          /* the last stat of DIR failed */
+  bool beating;              /* beat is initialised */
+  uv_timer_t beat;           /* feeds the watchdog */
+  struct stop_signals stops; /* SIGTERM/SIGINT received */
+  bool worker;               /* a worker of the supervisor (supervisor.h) */
 };
 
 /* Closes the handles that keep the loop running; each once. */
@@ -169,23 +175,28 @@ static void on_sighup(uv_signal_t *sig, int signum) {
 
 static void on_signal(uv_signal_t *sig, int signum) {
   struct run *r = sig->data;
-  if (++r->nsignals > 1 && r->worker) {
+  const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+  enum stop_signal_kind kind = stop_signal_take(&r->stops, signum, uv_hrtime() / 1000000);
+  if (kind != STOP_FIRST && r->worker) {
     /* The same stop again (systemd or pkill signal every process, besides the
      * supervisor passing it on); the supervisor ends a worker at once with
      * SIGKILL. */
     return;
   }
-  if (r->nsignals > 1) {
-    log_line(LOG_WARN, NULL, "second signal: exiting now", "signal",
-             signum == SIGINT ? "SIGINT" : "SIGTERM", NULL);
+  if (kind == STOP_AGAIN) {
+    /* GNU timeout signals the child and then its process group. */
+    log_line(LOG_INFO, NULL, "the same signal again: still stopping", "signal", name, NULL);
+    return;
+  }
+  if (kind == STOP_NOW) {
+    log_line(LOG_WARN, NULL, "second signal: exiting now", "signal", name, NULL);
     /* At once: no atexit handlers (a leak check would report the Lua states
      * still open), only a moment for the log lines still buffered. Entries
      * not acked stay pending in Redis. */
     log_writer_stop(LOG_DRAIN_EXIT_MS);
     _exit(1);
   }
-  log_line(LOG_INFO, NULL, "signal received", "signal", signum == SIGINT ? "SIGINT" : "SIGTERM",
-           NULL);
+  log_line(LOG_INFO, NULL, "signal received", "signal", name, NULL);
   host_stop_within(r->host, r->shutdown_ms);
 }
 
@@ -263,6 +274,34 @@ static int run_attach(struct run *r, bool reload, uint64_t watchdog_ms) {
   return 0;
 }
 
+/* The load problems (`file:line: message` lines), each an error record: with
+ * --log-format json every line on stderr is JSON. */
+static void log_problems(const char *problems) {
+  for (const char *p = problems; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    char line[4096];
+    snprintf(line, sizeof line, "%.*s", (int)n, p);
+    log_line(LOG_ERROR, NULL, "load problem", "error", line, NULL);
+    p += nl ? n + 1 : n;
+  }
+}
+
+/* Warnings about the command line, as log lines in the log's format: those
+ * cli_parse kept, and a password in --postgres, which ps shows as it shows
+ * one in --redis. */
+static void warn_command_line(const struct cli_options *o) {
+  cli_log_warnings(o);
+  const struct cli_value *pg = &o->v[OPT_POSTGRES];
+  char shown[1024];
+  if (pg->given && !pg->from_env && strlen(pg->text) < sizeof shown &&
+      strcmp(pg_redact(pg->text, shown, sizeof shown), pg->text) != 0)
+    log_line(LOG_WARN, NULL,
+             "the password in --postgres can be seen by every user of this machine (ps): use "
+             "LUASTREAM_POSTGRES, PGPASSWORD or a PGPASSFILE instead",
+             NULL);
+}
+
 /* PostgreSQL is configured: --postgres or LUASTREAM_POSTGRES, or libpq's
  * own variables naming a server (PGHOST, PGSERVICE, PGDATABASE). */
 static bool pg_configured(const struct cli_options *o) {
@@ -302,6 +341,30 @@ static int open_pg(struct run *r, const struct cli_options *o) {
   return 0;
 }
 
+/* Raises the soft open-file limit to the hard one and logs the limit: Redis
+ * and PostgreSQL connections, handler files and the health endpoint's
+ * connections (a share of this, health_pool.h) all take descriptors, and a
+ * soft limit of 1024 is the default of many shells and service managers. */
+static void raise_nofile(void) {
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  char was[24], now[24];
+  snprintf(was, sizeof was, "%llu", (unsigned long long)lim.rlim_cur);
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+      log_line(LOG_WARN, NULL, "cannot raise the open file limit", LOG_NUMBER "limit", was, "error",
+               strerror(errno), NULL);
+      return;
+    }
+    snprintf(now, sizeof now, "%llu", (unsigned long long)lim.rlim_cur);
+    log_line(LOG_INFO, NULL, "open file limit raised", LOG_NUMBER "limit", now, LOG_NUMBER "from",
+             was, NULL);
+    return;
+  }
+  log_line(LOG_INFO, NULL, "open file limit", LOG_NUMBER "limit", was, NULL);
+}
+
 int cmd_run(int argc, char **argv) {
   struct cli_options o;
   int rc = cli_parse(CLI_RUN, argc, argv, &o, stdout, stderr);
@@ -322,21 +385,31 @@ int cmd_run(int argc, char **argv) {
   struct supervisor_worker worker = {.index = -1, .http_fd = -1};
   int is_worker = supervisor_worker_setup(&worker);
   if (is_worker < 0) return 1;
+  if (!is_worker) {
+    warn_command_line(&o); /* workers have the same command line */
+    raise_nofile();        /* workers inherit the supervisor's */
+  }
   if (!is_worker && cli_num(&o, OPT_PROCESSES) > 1) return supervisor_run(&o, argc, argv);
 
   struct run r = {.dir = o.pos[0], .shutdown_ms = (uint64_t)cli_num(&o, OPT_SHUTDOWN_TIMEOUT)};
+  if (cli_trust(&o, &r.trust, stderr) != 0) return 2;
   int status = 1;
   char err[512];
   char *problems = NULL;
   struct host_names names = {.consumer = cli_text(&o, OPT_CONSUMER), .instance = -1};
   if (cli_text(&o, OPT_INSTANCE)) names.instance = (int)cli_num(&o, OPT_INSTANCE);
+  /* Neither name given: a process started beside a live one numbers its
+   * names (host.h), -1, -2, ...; worker I of N tries I, I + N, I + 2N, ... */
+  bool numbered = names.instance < 0 && names.consumer == NULL;
+  if (numbered) names.number_step = 1;
   char worker_consumer[512];
   r.worker = is_worker == 1;
   if (is_worker) { /* the names of worker I of N (supervisor.h) */
-    names.instance =
-        supervisor_worker_names(worker.index, (int)cli_num(&o, OPT_PROCESSES), names.instance,
-                                names.consumer, worker_consumer, sizeof worker_consumer);
+    int nprocs = (int)cli_num(&o, OPT_PROCESSES);
+    names.instance = supervisor_worker_names(worker.index, nprocs, names.instance, names.consumer,
+                                             worker_consumer, sizeof worker_consumer);
     if (names.consumer) names.consumer = worker_consumer;
+    if (numbered) names.number_step = nprocs;
   }
   /* A stalled reader of stderr must not stop the host: the log is written
    * by a thread of its own, given a few seconds at the end. */
@@ -359,9 +432,16 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "luastream: cannot create the client for %s: out of memory\n", o.url.redacted);
     goto out;
   }
-  r.host = host_new(r.dir, r.broker, r.clock, &names, load_ms, &problems);
+  if (r.trust.allow_writable)
+    log_line(LOG_WARN, NULL,
+             "--allow-writable-dir: handler code other users can change is loaded; whoever can "
+             "write it runs code as this user",
+             "dir", r.dir, NULL);
+  r.host = host_new(r.dir, r.broker, r.clock, &names, load_ms, &r.trust, &problems);
   if (r.host == NULL) {
-    if (problems)
+    if (problems && log_get_format() == LOG_FORMAT_JSON)
+      log_problems(problems);
+    else if (problems)
       fputs(problems, stderr);
     else
       fprintf(stderr, "luastream: cannot create the host: out of memory\n");

@@ -18,6 +18,7 @@
 #include "status_print.h"
 #include "status_query.h"
 #include "status_rules.h"
+#include "trust.h"
 
 #define WATCH_EVERY_MS 2000
 
@@ -266,7 +267,12 @@ int cmd_status(int argc, char **argv) {
   }
   if (dirs) {
     st.q.dir_mode = true;
-    int problems = host_check_each(o.pos[0], (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT),
+    struct trust trust;
+    if (cli_trust(&o, &trust, stderr) != 0) {
+      status_query_free(&st.q);
+      return 2;
+    }
+    int problems = host_check_each(o.pos[0], (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT), &trust,
                                    status_query_add_handler, &st.q);
     if (problems) {
       fprintf(stderr, "luastream: %s: %d handler file%s with problems (luastream check %s)\n",

@@ -2,6 +2,7 @@
 #include "status_query.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,9 @@
 
 enum query_kind { Q_STREAM, Q_GROUPS, Q_CONSUMERS, Q_PENDING, Q_DELAYED, Q_DEAD, Q_LEASE };
 
-/* A command sent and the row its reply fills: replies come back in the order
- * the commands went out, so the next reply answers sent[next]. */
+/* A command sent and the row its reply fills. Each reply is handed the
+ * index of its own command: on Redis Cluster the commands of one round go
+ * to several nodes, and their replies come back in any order. */
 struct st_command {
   enum query_kind kind;
   size_t target;   /* phase 1: a stream; phases 2 and 3: a group */
@@ -307,7 +309,7 @@ static void take_lease(struct st_group *g, struct st_consumer *c, const bk_reply
 
 /* ---- one refresh ---- */
 
-static void on_reply(void *data, const bk_reply *r, const char *err);
+static void on_reply(struct client *c, void *arg, const bk_reply *r, const char *err);
 
 static void send_command(struct status_query *q, struct st_command cmd, const char *const *argv,
                          int argc) {
@@ -318,8 +320,10 @@ static void send_command(struct status_query *q, struct st_command cmd, const ch
     q->capsent = q->capsent ? q->capsent * 2 : 16;
     q->sent = xrealloc(q->sent, q->capsent * sizeof *q->sent);
   }
-  q->sent[q->nsent++] = cmd;
-  if (client_send(q->c, &a, on_reply) != 0) q->nsent--;
+  size_t index = q->nsent++;
+  q->sent[index] = cmd;
+  /* The index, not a pointer into sent: sent may move as the round grows. */
+  if (client_send_with(q->c, &a, on_reply, (void *)(uintptr_t)index) != 0) q->nsent--;
   bk_args_free(&a);
 }
 
@@ -328,10 +332,40 @@ static void ask(struct status_query *q, enum query_kind kind, size_t target, boo
   send_command(q, (struct st_command){kind, target, retry, 0}, argv, argc);
 }
 
+static int consumer_cmp(const void *a, const void *b) {
+  return strcmp(((const struct st_consumer *)a)->name, ((const struct st_consumer *)b)->name);
+}
+
+/* By name: the same order whichever of the stream's and the retry stream's
+ * XINFO CONSUMERS came back first. */
+static void sort_consumers(struct st_group *g) {
+  if (g->nconsumers > 1) qsort(g->consumers, g->nconsumers, sizeof *g->consumers, consumer_cmp);
+}
+
+static size_t stream_index(const struct status_query *q, const char *stream) {
+  for (size_t i = 0; i < q->nstreams; i++)
+    if (!strcmp(q->streams[i].info.key, stream)) return i;
+  return q->nstreams;
+}
+
+/* The rows of the streams named come in the order the streams were named,
+ * whichever stream's XINFO GROUPS came back first (a stable insertion sort:
+ * one stream's groups keep the order of its reply). */
+static void order_groups(struct status_query *q) {
+  for (size_t i = 1; i < q->ngroups; i++) {
+    struct st_group g = q->groups[i];
+    size_t key = stream_index(q, g.stream), j = i;
+    for (; j > 0 && stream_index(q, q->groups[j - 1].stream) > key; j--)
+      q->groups[j] = q->groups[j - 1];
+    q->groups[j] = g;
+  }
+}
+
 /* Each consumer's lease, to tell a running host from a stopped one. */
 static void phase_c(struct status_query *q) {
   q->phase = 3;
-  q->nsent = q->next = 0;
+  q->nsent = q->answered = 0;
+  for (size_t i = 0; i < q->ngroups; i++) sort_consumers(&q->groups[i]);
   for (size_t i = 0; i < q->ngroups && !q->c->finished; i++) {
     const struct st_group *g = &q->groups[i];
     for (size_t j = 0; j < g->nconsumers && !q->c->finished; j++) {
@@ -345,7 +379,7 @@ static void phase_c(struct status_query *q) {
 
 static void phase_b(struct status_query *q) {
   q->phase = 2;
-  q->nsent = q->next = 0;
+  q->nsent = q->answered = 0;
   for (size_t i = 0; i < q->nstreams; i++) {
     /* a stream without groups still gets a row when it was named */
     struct st_key *info = &q->streams[i].info;
@@ -353,6 +387,7 @@ static void phase_b(struct status_query *q) {
     for (size_t j = 0; j < q->ngroups && !any; j++) any = !strcmp(q->groups[j].stream, info->key);
     if (!any) group_add(&q->groups, &q->ngroups, info->key, NULL, NULL);
   }
+  if (!q->dir_mode) order_groups(q);
   for (size_t i = 0; i < q->ngroups; i++) {
     struct st_group *g = &q->groups[i];
     for (size_t j = 0; j < q->nstreams; j++) {
@@ -382,8 +417,7 @@ static void phase_b(struct status_query *q) {
   if (q->nsent == 0 && !q->c->finished) phase_c(q);
 }
 
-static void on_reply(void *data, const bk_reply *r, const char *err) {
-  struct client *c = data;
+static void on_reply(struct client *c, void *arg, const bk_reply *r, const char *err) {
   struct status_query *q = c->data;
   if (c->finished) return;
   if (r == NULL) {
@@ -391,7 +425,8 @@ static void on_reply(void *data, const bk_reply *r, const char *err) {
     q->done(q, true);
     return;
   }
-  struct st_command cmd = q->sent[q->next++];
+  struct st_command cmd = q->sent[(uintptr_t)arg];
+  q->answered++;
   if (q->phase == 1) {
     if (cmd.kind == Q_STREAM)
       take_stream(&q->streams[cmd.target].info, r);
@@ -418,7 +453,7 @@ static void on_reply(void *data, const bk_reply *r, const char *err) {
       case Q_LEASE: take_lease(g, &g->consumers[cmd.consumer], r); break;
     }
   }
-  if (q->next < q->nsent) return;
+  if (q->answered < q->nsent) return;
   if (q->phase == 1)
     phase_b(q);
   else if (q->phase == 2)
@@ -449,7 +484,7 @@ void status_query_refresh(struct status_query *q) {
   for (size_t i = 0; i < q->nspecs; i++)
     group_add(&q->groups, &q->ngroups, q->specs[i].stream, q->specs[i].group, &q->specs[i]);
   q->phase = 1;
-  q->nsent = q->next = 0;
+  q->nsent = q->answered = 0;
   for (size_t i = 0; i < q->nstreams && !q->c->finished; i++) {
     const char *key = q->streams[i].info.key;
     ask(q, Q_STREAM, i, false, (const char *[]){"XINFO", "STREAM", key}, 3);

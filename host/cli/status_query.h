@@ -83,8 +83,8 @@ struct status_query {
   size_t nstreams;
   struct st_group *groups, *prev; /* this refresh's, the last one's (--watch) */
   size_t ngroups, nprev;
-  struct st_command *sent; /* in the order sent: replies come back in it */
-  size_t nsent, capsent, next;
+  struct st_command *sent; /* this round's commands, by the index each reply is handed */
+  size_t nsent, capsent, answered;
   int phase; /* 1: the streams and their groups; 2: each group's details; 3: leases */
   struct client *c;
   /* Called once a refresh has every reply (failed false: groups is

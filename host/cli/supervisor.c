@@ -20,6 +20,7 @@
 #include "health.h"
 #include "log.h"
 #include "scrape.h"
+#include "stop_signal.h"
 
 extern char **environ;
 
@@ -137,7 +138,7 @@ struct sv {
   size_t nenv;          /* the inherited part */
   bool signals, timers; /* initialised handles */
   uv_signal_t sigterm, sigint, sighup;
-  int nsignals; /* SIGTERM/SIGINT received */
+  struct stop_signals stops; /* SIGTERM/SIGINT received */
   bool stopping;
   int running; /* workers with a process */
   int status;  /* the exit status */
@@ -221,7 +222,7 @@ static void on_worker_exit(uv_process_t *p, int64_t exit_status, int term_signal
                text, NULL, NULL);
     sv->status = (int)exit_status;
     sv->stopping = true;
-    sv->nsignals = 1; /* a signal from here on is the second one */
+    stop_signal_begun(&sv->stops); /* a signal from here on is a second stop */
     for (int i = 0; i < sv->n; i++) uv_timer_stop(&sv->w[i].restart);
     pass_on(sv, SIGTERM);
     if (sv->running == 0) close_all(sv);
@@ -312,7 +313,13 @@ static void on_stop_signal(uv_signal_t *s, int signum) {
   struct sv *sv = s->data;
   char buf[24];
   const char *name = supervisor_signal_name(signum, buf, sizeof buf);
-  if (++sv->nsignals > 1) {
+  enum stop_signal_kind kind = stop_signal_take(&sv->stops, signum, uv_hrtime() / 1000000);
+  if (kind == STOP_AGAIN) {
+    /* GNU timeout signals the supervisor and then its process group. */
+    log_line(LOG_INFO, NULL, "the same signal again: still stopping", "signal", name, NULL);
+    return;
+  }
+  if (kind == STOP_NOW) {
     log_line(LOG_WARN, NULL, "second signal: killing every worker (SIGKILL)", "signal", name, NULL);
     sv->status = 1;
     /* A worker takes SIGTERM and SIGINT as one graceful stop however often

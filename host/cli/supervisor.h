@@ -12,16 +12,19 @@
  * as `run` alone would. SIGTERM, SIGINT and SIGHUP are passed on to every
  * worker; after SIGTERM or SIGINT no worker is started again and the
  * supervisor exits once every worker has: 0 when all of them exited 0, else
- * 1; a second SIGTERM or SIGINT kills every worker (SIGKILL: a worker takes
+ * 1; a second SIGTERM or SIGINT (stop_signal.h: not the same one again within
+ * STOP_SIGNAL_SAME_MS) kills every worker (SIGKILL: a worker takes
  * any number of SIGTERM and SIGINT as one graceful stop, since a service
  * manager may signal every process of the service). Workers run in a session of their own, so a terminal's Ctrl-C reaches
  * them once, through the supervisor, and each asks the kernel for SIGTERM
  * when the supervisor dies (PR_SET_PDEATHSIG), so none outlives a
  * SIGKILLed supervisor.
  *
- * Names: worker I's consumer names are HOSTNAME-HANDLER-I; with --instance
- * K, HOSTNAME-HANDLER-(K*N+I), so supervisors with the same N and different
- * K on one machine never share a name; with --consumer NAME, NAME-I. The
+ * Names: worker I's consumer names are HOSTNAME-HANDLER-I, or, when a live
+ * process of this machine holds those, the first free of I+N, I+2N, ...
+ * (host.h, numbering); with --instance K, HOSTNAME-HANDLER-(K*N+I), so
+ * supervisors with the same N and different K on one machine never share a
+ * name; with --consumer NAME, NAME-I. The
  * same index gets the same names after a restart (the lease of the dead
  * worker's pid is taken over at once, lease.h).
  *

@@ -59,18 +59,22 @@ static const char *trace_of(const struct entry *e, char *buf) {
   return tp && trace_id_of(tp, len, buf) ? buf : NULL;
 }
 
-static void count_retry(applier *a, const struct entry *e, long long deliveries) {
+/* after_ms: the delay of ls.retry_after, or -1 for ls.retry (or a retry
+ * the handler did not ask for). */
+static void count_retry(applier *a, const struct entry *e, long long deliveries, int64_t after_ms) {
   a->retries_total++;
   if (a->retry_log_armed) {
     a->retries_unlogged++;
     return;
   }
   const struct handler_spec *sp = a->spec;
-  char n[24], trace[TRACE_ID_LEN + 1];
+  char n[24], delay[24], trace[TRACE_ID_LEN + 1];
   snprintf(n, sizeof n, "%lld", deliveries);
-  log_line(LOG_INFO, sp->name, "entry retried", "stream", sp->stream, "group", sp->group,
-           "consumer", sp->consumer, "id", e->id, "trace_id", trace_of(e, trace),
-           LOG_NUMBER "deliveries", n, NULL);
+  snprintf(delay, sizeof delay, "%lld", (long long)after_ms);
+  log_line(LOG_INFO, sp->name, after_ms >= 0 ? "entry retried after a delay" : "entry retried",
+           "stream", sp->stream, "group", sp->group, "consumer", sp->consumer, "id", e->id,
+           "trace_id", trace_of(e, trace), LOG_NUMBER "deliveries", n, LOG_NUMBER "delay_ms",
+           after_ms >= 0 ? delay : NULL, NULL);
   a->retry_log_armed = true;
   timer_start(a->retry_log_timer, APPLY_RETRY_LOG_MS);
 }
@@ -106,7 +110,9 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
   if (d->note >= POLICY_NOTE_DEAD_LETTERED) snprintf(count, sizeof count, "%lld", d->deliveries);
   switch (d->note) {
     case POLICY_NOTE_NONE: break;
-    case POLICY_NOTE_RETRIED: count_retry(a, e, d->deliveries); break;
+    case POLICY_NOTE_RETRIED:
+      count_retry(a, e, d->deliveries, res && res->kind == RT_RETRY_AFTER ? res->delay_ms : -1);
+      break;
     case POLICY_NOTE_TOO_MANY_WRITES:
       log_line(LOG_ERROR, sp->name,
                "too many writes by one delivery (ctx:write, ctx:publish, the reply), left pending",

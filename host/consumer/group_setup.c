@@ -6,6 +6,14 @@
 #include "group_setup.h"
 #include "log.h"
 
+/* What one XGROUP CREATE answered. */
+struct create_answer {
+  bool answered;
+  bool created; /* OK: made now (else BUSYGROUP: it existed, or failed) */
+  bool failed;
+  char error[256]; /* when failed */
+};
+
 struct group_setup {
   broker *b;
   bk_conn *cmd;
@@ -16,11 +24,12 @@ struct group_setup {
   unsigned pending; /* commands sent and not answered */
   bool stopped;
   bool started; /* group_create's: start_at is spent */
-  /* The stream's XGROUP CREATE is answered before the retry stream's (one
-   * connection, replies in order); its verdict waits here. */
-  bool stream_created, stream_create_failed, create_alone;
-  char create_error[256];
-  char fault[400]; /* the last failure, "" when none */
+  /* The two XGROUP CREATE's answers, decided on once both are in: they may
+   * come in either order (on Redis Cluster, an ASK sends the stream's to
+   * the slot's new node while the old one answers the retry stream's). */
+  struct create_answer stream_answer, retry_answer;
+  bool create_alone; /* the retry stream's could not be sent */
+  char fault[400];   /* the last failure, "" when none */
 };
 
 static void group_log(group_setup *g, enum log_level level, const char *msg, const char *k1,
@@ -86,49 +95,57 @@ static void create_failed(group_setup *g, const char *msg, const char *key, cons
   g->on_event(g->data, GROUP_CREATE_REFUSED, key, why);
 }
 
-/* The stream's XGROUP CREATE: its verdict waits for the retry stream's,
- * which the same connection answers next (create_retry_done decides). */
+static void take_answer(struct create_answer *a, const bk_reply *r, const char *err) {
+  a->answered = true;
+  a->created = r && r->type == BK_STATUS;
+  a->failed = !a->created && !(r && bk_reply_is_error(r, "BUSYGROUP"));
+  if (a->failed) bk_reply_text(r, err, a->error, sizeof a->error);
+}
+
+/* Once both XGROUP CREATE are answered (or the stream's, when the retry
+ * stream's could not be sent): the group is ready, its cursor moves, or
+ * both are sent again later. */
+static void create_decide(group_setup *g) {
+  const struct create_answer *st = &g->stream_answer, *rt = &g->retry_answer;
+  if (!st->answered || !(rt->answered || g->create_alone))
+    return g->on_event(g->data, GROUP_ANSWERED, NULL, NULL);
+  if (g->create_alone) /* try both again */
+    return create_failed(g, "cannot create the group on the retry stream, retrying", g->retry_key,
+                         st->failed ? st->error : "not connected");
+  if (rt->failed)
+    return create_failed(g, "cannot create the group on the retry stream, retrying", g->retry_key,
+                         rt->error);
+  if (rt->created)
+    group_log(g, LOG_INFO, "group created on the retry stream", "retry_stream", g->retry_key);
+  if (st->failed)
+    return create_failed(g, "cannot create the group, retrying", g->spec->stream, st->error);
+  if (st->created) group_log(g, LOG_INFO, "group created", "start", creation_start(g));
+  /* start_at moves an existing group, at start-up only: a new one already
+   * starts there. */
+  if (!st->created && g->spec->start_at && !g->started) return move_cursor(g);
+  ready(g);
+}
+
 static void create_stream_done(void *data, const bk_reply *r, const char *err) {
   group_setup *g = data;
   g->pending--;
   if (g->stopped) return g->on_event(g->data, GROUP_ANSWERED, NULL, NULL);
-  g->stream_created = r && r->type == BK_STATUS;
-  g->stream_create_failed = !g->stream_created && !(r && bk_reply_is_error(r, "BUSYGROUP"));
-  if (g->stream_create_failed) bk_reply_text(r, err, g->create_error, sizeof g->create_error);
-  if (g->create_alone) { /* the retry stream's could not be sent: try both again */
-    if (!g->stream_create_failed)
-      snprintf(g->create_error, sizeof g->create_error, "not connected");
-    return create_failed(g, "cannot create the group on the retry stream, retrying", g->retry_key,
-                         g->create_error);
-  }
-  g->on_event(g->data, GROUP_ANSWERED, NULL, NULL);
+  take_answer(&g->stream_answer, r, err);
+  create_decide(g);
 }
 
 static void create_retry_done(void *data, const bk_reply *r, const char *err) {
   group_setup *g = data;
   g->pending--;
   if (g->stopped) return g->on_event(g->data, GROUP_ANSWERED, NULL, NULL);
-  if (!(r && (r->type == BK_STATUS || bk_reply_is_error(r, "BUSYGROUP")))) {
-    char why[256];
-    bk_reply_text(r, err, why, sizeof why);
-    return create_failed(g, "cannot create the group on the retry stream, retrying", g->retry_key,
-                         why);
-  }
-  if (r->type == BK_STATUS)
-    group_log(g, LOG_INFO, "group created on the retry stream", "retry_stream", g->retry_key);
-  if (g->stream_create_failed)
-    return create_failed(g, "cannot create the group, retrying", g->spec->stream, g->create_error);
-  bool created = g->stream_created;
-  if (created) group_log(g, LOG_INFO, "group created", "start", creation_start(g));
-  /* start_at moves an existing group, at start-up only: a new one already
-   * starts there. */
-  if (!created && g->spec->start_at && !g->started) return move_cursor(g);
-  ready(g);
+  take_answer(&g->retry_answer, r, err);
+  create_decide(g);
 }
 
 int group_create(group_setup *g, bool started) {
   g->started = started;
   g->create_alone = false;
+  g->stream_answer = g->retry_answer = (struct create_answer){0};
   const char *start = start_id(creation_start(g));
   const char *argv[] = {"XGROUP", "CREATE", g->spec->stream, g->spec->group, start, "MKSTREAM"};
   size_t len[6];

@@ -13,12 +13,17 @@ static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int handler_dir_list(const char *dir, bool allow_empty, char ***paths, char *err, size_t errlen) {
+int handler_dir_list(const char *dir, const struct trust *trust, bool allow_empty, char ***paths,
+                     char *err, size_t errlen) {
   DIR *d = opendir(dir);
   if (d == NULL) {
     int gone = errno == ENOENT || errno == ENOTDIR;
     snprintf(err, errlen, "%s: cannot open handler directory: %s", dir, strerror(errno));
     return gone ? -2 : -1;
+  }
+  if (trust_check_dir(trust, dir, err, errlen) != 0) {
+    closedir(d);
+    return -3;
   }
   size_t n = 0, cap = 8;
   char **list = malloc(cap * sizeof *list);

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "group_stats.h"
 #include "metrics.h"
+#include "partition.h"
 #include "reload.h"
 #include "servers.h"
 #include "slots.h"
@@ -27,8 +28,11 @@ struct host {
   char *dir;                         /* the handler directory */
   char *consumer_override;           /* --consumer, or NULL */
   int instance;                      /* --instance, or -1 */
+  int number_step;                   /* numbering on demand (host_names), 0: off */
+  struct number_probe *probe;        /* numbering: the round in flight */
   char hostname[256];                /* the machine, in generated consumer names */
   char identity[LEASE_IDENTITY_MAX]; /* this host's lease value */
+  lease_keepalive *keepalive;        /* renews every lease of this host, on cmd */
   broker *b;
   lclock *clock;
   struct rt_env env; /* what handlers see: the clock, the delivery hook, calls */
@@ -59,8 +63,9 @@ struct host {
 
 /* ---- the handler directory ---- */
 
-int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen) {
-  int n = handler_dir_list(dir, false, paths, err, errlen);
+int host_list_dir(const char *dir, const struct trust *trust, char ***paths, char *err,
+                  size_t errlen) {
+  int n = handler_dir_list(dir, trust, false, paths, err, errlen);
   return n < 0 ? -1 : n;
 }
 
@@ -74,7 +79,7 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
   char **paths = NULL;
   *out = NULL;
   *count = 0;
-  int n = host_list_dir(dir, &paths, err, sizeof err);
+  int n = host_list_dir(dir, env->trust, &paths, err, sizeof err);
   if (n < 0) {
     fprintf(report, "%s\n", err);
     return 1;
@@ -106,10 +111,12 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
   return problems;
 }
 
-int host_check_each(const char *dir, uint64_t load_timeout_ms, host_spec_fn *each, void *data) {
+int host_check_each(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
+                    host_spec_fn *each, void *data) {
   handler **hs = NULL;
   size_t n = 0;
-  struct rt_env env = {.load_timeout_ms = load_timeout_ms}; /* no clock: nothing runs */
+  /* no clock: nothing runs */
+  struct rt_env env = {.load_timeout_ms = load_timeout_ms, .trust = trust};
   int problems = load_all(dir, &env, &hs, &n, stderr);
   for (size_t i = 0; each && hs && i < n; i++) each(data, handler_spec(hs[i]));
   for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
@@ -117,8 +124,8 @@ int host_check_each(const char *dir, uint64_t load_timeout_ms, host_spec_fn *eac
   return problems;
 }
 
-int host_check(const char *dir, uint64_t load_timeout_ms) {
-  return host_check_each(dir, load_timeout_ms, NULL, NULL);
+int host_check(const char *dir, uint64_t load_timeout_ms, const struct trust *trust) {
+  return host_check_each(dir, load_timeout_ms, trust, NULL, NULL);
 }
 
 /* ---- consumer names ---- */
@@ -126,18 +133,27 @@ int host_check(const char *dir, uint64_t load_timeout_ms) {
 /* Binds hd to its consumer name (struct host_names in host.h) and remembers
  * it in the slot. A name another subscription of the same stream and group
  * uses already gets -<handler> appended, so the two stay distinct. */
-static int bind_consumer(host *h, struct slot *sl, handler *hd) {
+/* The generated name of handler hname for instance (-1: unnumbered). */
+static void generated_name(const host *h, const char *hname, int instance, char *out, size_t cap) {
+  if (instance >= 0)
+    snprintf(out, cap, "%s-%s-%d", h->hostname, hname, instance);
+  else
+    snprintf(out, cap, "%s-%s", h->hostname, hname);
+}
+
+/* fresh: hd was just loaded (its spec's consumer is the file's own field, if
+ * any); else it was bound before and is bound again (numbering). */
+static int bind_consumer(host *h, struct slot *sl, handler *hd, bool fresh) {
   const struct handler_spec *s = handler_spec(hd);
   size_t self = (size_t)(sl - h->slots.v);
   char name[512];
-  if (s->consumer)
+  if (fresh) sl->own_consumer = s->consumer != NULL;
+  if (sl->own_consumer)
     snprintf(name, sizeof name, "%s", s->consumer);
   else if (h->consumer_override)
     snprintf(name, sizeof name, "%s", h->consumer_override);
-  else if (h->instance >= 0)
-    snprintf(name, sizeof name, "%s-%s-%d", h->hostname, s->name, h->instance);
   else
-    snprintf(name, sizeof name, "%s-%s", h->hostname, s->name);
+    generated_name(h, s->name, h->instance, name, sizeof name);
   for (size_t j = 0; j < h->slots.n; j++) {
     const struct handler_spec *o = slot_spec(&h->slots.v[j]);
     if (j == self || o == NULL || o->consumer == NULL || h->slots.v[j].removed) continue;
@@ -148,6 +164,7 @@ static int bind_consumer(host *h, struct slot *sl, handler *hd) {
       break;
     }
   }
+  if (!fresh && s->consumer && strcmp(s->consumer, name) == 0) return 0;
   if (handler_bind(hd, name) != 0) return -1;
   char *copy = strdup(name);
   if (copy == NULL) return -1;
@@ -177,8 +194,22 @@ static void collect_handlers(void *data) {
   }
 }
 
+/* Binds every loaded handler; a new + reclaim pair sharing a name: the
+ * reclaim one is bound second, so it is the one that gets -<handler>,
+ * whatever the file order. */
+static int bind_all(host *h, bool fresh) {
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < h->slots.n; i++) {
+      handler *hd = h->slots.v[i].loaded;
+      if (hd == NULL || (handler_spec(hd)->read == READ_RECLAIM) != (pass == 1)) continue;
+      if (bind_consumer(h, &h->slots.v[i], hd, fresh) != 0) return -1;
+    }
+  }
+  return 0;
+}
+
 host *host_new(const char *dir, broker *b, lclock *clock, const struct host_names *names,
-               uint64_t load_timeout_ms, char **problems) {
+               uint64_t load_timeout_ms, const struct trust *trust, char **problems) {
   const char *consumer_override = names ? names->consumer : NULL;
   size_t len = 0;
   *problems = NULL;
@@ -191,17 +222,21 @@ host *host_new(const char *dir, broker *b, lclock *clock, const struct host_name
   h->clock = clock;
   h->env.clock = clock;
   h->env.load_timeout_ms = load_timeout_ms;
+  h->env.trust = trust;
   h->env.connect = servers_connect; /* registers at load; opens once started */
   h->env.connect_data = &h->servers;
   h->dir = strdup(dir);
   h->consumer_override = consumer_override ? strdup(consumer_override) : NULL;
   if (h->dir == NULL || (consumer_override && h->consumer_override == NULL)) goto oom;
   h->instance = names ? names->instance : -1;
+  h->number_step = names && !consumer_override ? names->number_step : 0;
   if (names && names->hostname)
     snprintf(h->hostname, sizeof h->hostname, "%s", names->hostname);
   else if (gethostname(h->hostname, sizeof h->hostname - 1) != 0 || h->hostname[0] == '\0')
     snprintf(h->hostname, sizeof h->hostname, "localhost");
-  if (lease_identity(h->hostname, h->identity, sizeof h->identity) != 0) goto oom;
+  if (lease_identity(names ? names->machine : NULL, h->hostname, h->identity, sizeof h->identity) !=
+      0)
+    goto oom;
   if (load_all(dir, &h->env, &hs, &n, report) != 0) goto error;
   for (size_t i = 0; i < n; i++) {
     struct slot *sl = slot_add(&h->slots, handler_spec(hs[i])->path);
@@ -209,16 +244,9 @@ host *host_new(const char *dir, broker *b, lclock *clock, const struct host_name
     sl->loaded = hs[i];
     hs[i] = NULL;
   }
-  /* A new + reclaim pair sharing a name: the reclaim one is bound second,
-   * so it is the one that gets -<handler>, whatever the file order. */
-  for (int pass = 0; pass < 2; pass++) {
-    for (size_t i = 0; i < h->slots.n; i++) {
-      if ((handler_spec(h->slots.v[i].loaded)->read == READ_RECLAIM) != (pass == 1)) continue;
-      if (bind_consumer(h, &h->slots.v[i], h->slots.v[i].loaded) != 0) {
-        fprintf(report, "%s: cannot prepare the handlers (see the log)\n", dir);
-        goto error;
-      }
-    }
+  if (bind_all(h, true) != 0) {
+    fprintf(report, "%s: cannot prepare the handlers (see the log)\n", dir);
+    goto error;
   }
   if (metrics_add_collector(collect_handlers, h) != 0) goto oom;
   free(hs);
@@ -257,7 +285,9 @@ static void start_slot(host *h, struct slot *sl, handler *hd, bool keep_cursor) 
     return;
   }
   log_line(LOG_INFO, name, "handler loaded", "version", handler_version(hd), NULL);
-  subscription *s = sub_new(hd, h->b, h->cmd, h->clock, h->identity, sub_event, h);
+  subscription *s =
+      h->keepalive ? sub_new(hd, h->b, h->cmd, h->clock, h->keepalive, sub_event, h) : NULL;
+  if (h->keepalive == NULL) handler_release(hd);
   if (s == NULL) { /* sub_new released hd */
     log_line(LOG_ERROR, NULL, "out of memory: subscription not started", "file", sl->path, NULL);
     return;
@@ -368,6 +398,8 @@ static void fail_start(host *h, const char *why) {
   finish_stop(h);
 }
 
+static void number_then_start(host *h);
+
 static void info_done(void *data, const bk_reply *r, const char *err) {
   host *h = data;
   if (h->stopping) return;
@@ -396,7 +428,127 @@ static void info_done(void *data, const bk_reply *r, const char *err) {
     finish_stop(h);
     return;
   }
+  number_then_start(h);
+}
+
+/* ---- numbering: the lowest free instance number on this machine ---- */
+
+/* One round of numbering: whether any generated name of instance `candidate`
+ * is held by a live process of this machine (a GET of each lease). */
+struct number_probe {
+  host *h;         /* NULL once the host gave the round up */
+  int candidate;   /* -1: the unnumbered names */
+  size_t waiting;  /* GETs not answered yet */
+  bool busy;       /* a lease held by a live process here */
+  bool lost;       /* a GET failed with the connection */
+  char error[300]; /* a GET the server refused */
+};
+
+#define NUMBER_MAX_TRIES 1024
+
+static void number_round(host *h, int candidate);
+
+/* The stream whose lease a handler takes (a partitioned one's: partition 0's;
+ * the others are taken with it). Owned by out (partition_spec_free) when
+ * *part is set. */
+static const char *lease_stream(const struct handler_spec *s, struct handler_spec *out,
+                                bool *part) {
+  *part = s->partitions > 0 && partition_spec(s, 0, out) == 0;
+  return *part ? out->stream : s->stream;
+}
+
+static void numbered(host *h, int candidate) {
+  if (candidate != h->instance) {
+    int first = h->instance;
+    h->instance = candidate;
+    if (bind_all(h, false) != 0) {
+      log_line(LOG_ERROR, NULL, "out of memory: cannot number the consumer names", NULL);
+      h->failed = true;
+      host_stop(h);
+      return;
+    }
+    char n[16], was[32];
+    snprintf(n, sizeof n, "%d", candidate);
+    if (first < 0)
+      snprintf(was, sizeof was, "unnumbered");
+    else
+      snprintf(was, sizeof was, "%d", first);
+    log_line(LOG_INFO, NULL,
+             "consumer names numbered: a live process on this machine holds the names before",
+             LOG_NUMBER "instance", n, "first", was, NULL);
+  }
   start_subscriptions(h);
+}
+
+/* One GET fewer outstanding; the round decides once none is. */
+static void number_release(struct number_probe *p) {
+  if (--p->waiting > 0) return;
+  host *h = p->h;
+  int candidate = p->candidate;
+  bool busy = p->busy, lost = p->lost;
+  char error[300];
+  snprintf(error, sizeof error, "%s", p->error);
+  free(p);
+  if (h == NULL) return; /* given up (host_free) */
+  h->probe = NULL;
+  if (h->stopping || h->started) return;
+  if (lost && !busy) return; /* the connection went: numbering starts over once it is back */
+  if (error[0] && !busy) {
+    /* Numbering is a courtesy: the leases themselves keep the names apart. */
+    log_line(LOG_WARN, NULL, "cannot look for free consumer names: using the first", "redis",
+             h->b->name, "command", "GET", "error", error, NULL);
+    return numbered(h, h->instance);
+  }
+  if (!busy) return numbered(h, candidate);
+  int next = (candidate < 0 ? 0 : candidate) + h->number_step;
+  if ((next - (h->instance < 0 ? 0 : h->instance)) / h->number_step > NUMBER_MAX_TRIES)
+    return numbered(h, candidate); /* the lease refuses it, saying who holds it */
+  number_round(h, next);
+}
+
+static void number_answer(void *data, const bk_reply *r, const char *err) {
+  (void)err;
+  struct number_probe *p = data;
+  if (p->h && r && r->type == BK_STRING && lease_holder_alive_here(r->str, p->h->identity))
+    p->busy = true;
+  if (r && r->type == BK_ERROR && !p->error[0]) snprintf(p->error, sizeof p->error, "%s", r->str);
+  if (r == NULL) p->lost = true;
+  number_release(p);
+}
+
+static void number_round(host *h, int candidate) {
+  struct number_probe *p = calloc(1, sizeof *p);
+  if (p == NULL) return numbered(h, h->instance);
+  if (h->probe) h->probe->h = NULL; /* a round from before a reconnect: superseded */
+  p->h = h;
+  p->candidate = candidate;
+  p->waiting = 1; /* this function's own hold, released at the end */
+  h->probe = p;
+  for (size_t i = 0; i < h->slots.n; i++) {
+    const struct slot *sl = &h->slots.v[i];
+    if (sl->loaded == NULL || sl->own_consumer) continue;
+    const struct handler_spec *s = handler_spec(sl->loaded);
+    char name[512];
+    generated_name(h, s->name, candidate, name, sizeof name);
+    struct handler_spec part;
+    bool is_part;
+    const char *stream = lease_stream(s, &part, &is_part);
+    char *key = lease_key(stream, s->group, name);
+    if (is_part) partition_spec_free(&part);
+    if (key == NULL) continue;
+    const char *argv[] = {"GET", key};
+    size_t len[] = {3, strlen(key)};
+    if (bk_command(h->b, h->cmd, 2, argv, len, number_answer, p) == 0) p->waiting++;
+    free(key);
+  }
+  number_release(p); /* this function's hold: decides now when nothing was sent */
+}
+
+/* Neither --instance nor --consumer: the first number whose names no live
+ * process of this machine holds (host_names). */
+static void number_then_start(host *h) {
+  if (h->number_step <= 0) return start_subscriptions(h);
+  number_round(h, h->instance);
 }
 
 static void ask_version(host *h) {
@@ -527,7 +679,7 @@ static void reload_start(void *data, struct slot *sl, handler *hd, bool keep_cur
 }
 
 static int reload_bind(void *data, struct slot *sl, handler *hd) {
-  return bind_consumer(data, sl, hd);
+  return bind_consumer(data, sl, hd, true);
 }
 
 /* The version gate for a file added or changed by a reload. */
@@ -596,6 +748,7 @@ void host_start(host *h, host_stopped_fn *stopped, void *data) {
   h->cmd = bk_conn_open(h->b, "command", cmd_state, h);
   if (h->cmd) bk_conn_on_fault(h->b, h->cmd, cmd_fault);
   if (h->cmd) h->stats = group_stats_new(h->b, h->cmd, h->clock, running_specs, h);
+  if (h->cmd) h->keepalive = lease_keepalive_new(h->b, h->cmd, h->clock, h->identity);
   /* Not the read connections (they sit in BLOCK) nor the writer's: a slow
    * handler command must delay no ack. */
   h->calls = bk_conn_open(h->b, "calls", NULL, NULL);
@@ -758,6 +911,7 @@ void host_on_delivery(host *h,
 
 void host_free(host *h) {
   if (h == NULL) return;
+  if (h->probe) h->probe->h = NULL;
   metrics_remove_collector(collect_handlers, h);
   group_stats_free(h->stats);
   for (size_t i = 0; i < h->slots.n; i++) {
@@ -769,6 +923,7 @@ void host_free(host *h) {
     free(sl->path);
     free(sl->consumer);
   }
+  lease_keepalive_free(h->keepalive); /* after the subscriptions' leases */
   if (h->cmd) bk_conn_close(h->b, h->cmd);
   close_calls(h);
   servers_free(&h->servers);

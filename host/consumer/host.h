@@ -17,14 +17,17 @@
 #include "broker.h"
 #include "clock.h"
 #include "runtime.h"
+#include "trust.h"
 
 typedef struct host host;
 
 /* Handler files of dir: `*.lua` directly inside it, not starting with `_`
  * (those are modules handlers may require), sorted by name. Returns the count
  * and a NULL-terminated array in *paths (free with host_free_paths), or -1 with
- * a reason in err. */
-int host_list_dir(const char *dir, char ***paths, char *err, size_t errlen);
+ * a reason in err: also when dir or a parent folder is one other users can
+ * change (trust_check_dir; trust NULL: not checked). */
+int host_list_dir(const char *dir, const struct trust *trust, char ***paths, char *err,
+                  size_t errlen);
 void host_free_paths(char **paths);
 
 /* Called once the host has stopped: host_stop drained every subscription, or
@@ -42,16 +45,26 @@ struct host_names {
   const char *consumer; /* --consumer NAME, or NULL */
   int instance;         /* --instance N (>= 0), or -1 */
   const char *hostname; /* NULL: gethostname() */
+  const char *machine;  /* NULL: this machine (lease_identity) */
+  /* Numbering on demand (neither --instance nor --consumer), 0 for none:
+   * when a live process of this machine holds a generated name of
+   * `instance`, the host tries instance + step, + 2 x step, ... (from 0 for
+   * -1: the unnumbered names, then -1, -2, ...) and takes the first number
+   * whose names none holds (logged), before any subscription starts. A
+   * restarted process finds its number free again (its holder is gone). */
+  int number_step;
 };
 
 /* Loads every handler of dir, each within load_timeout_ms (0: the default,
- * RT_LOAD_TIMEOUT_MS; also for every later reload). On success returns the
+ * RT_LOAD_TIMEOUT_MS; also for every later reload), refusing code that users
+ * other than trust's can change (trust.h; NULL: no check; kept by the host
+ * for every reload). On success returns the
  * host; on failure NULL and *problems holds `file:line: message` lines (free
  * it). names may be NULL (generated names, no instance). Each subscription holds a lease on
  * its consumer name while it runs (lease.h): a name held by another live
  * process stops the host at start-up (host_failed says why). */
 host *host_new(const char *dir, broker *b, lclock *clock, const struct host_names *names,
-               uint64_t load_timeout_ms, char **problems);
+               uint64_t load_timeout_ms, const struct trust *trust, char **problems);
 /* Connects, checks the server, starts every subscription. */
 void host_start(host *h, host_stopped_fn *stopped, void *data);
 /* Stops reading, lets running handlers finish, flushes outcomes; then
@@ -128,11 +141,12 @@ void host_free(host *h);
  * problems as `file:line: message`; returns their count (0 when all is
  * well). Two files reading one stream as one group are a problem (they
  * would split its entries) unless one reads `new` and the other `reclaim`. */
-int host_check(const char *dir, uint64_t load_timeout_ms);
+int host_check(const char *dir, uint64_t load_timeout_ms, const struct trust *trust);
 /* host_check, then, when every file is valid, each(data, spec) for each
  * handler in file order (spec valid during the call only): what `luastream
  * status` learns of the streams and groups a directory reads. */
 typedef void host_spec_fn(void *data, const struct handler_spec *spec);
-int host_check_each(const char *dir, uint64_t load_timeout_ms, host_spec_fn *each, void *data);
+int host_check_each(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
+                    host_spec_fn *each, void *data);
 
 #endif

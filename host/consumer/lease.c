@@ -12,20 +12,43 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "keyslot.h"
 #include "scripts.h"
 
 enum lease_state { L_IDLE, L_TAKING, L_WAITING, L_HELD, L_LOST, L_RELEASED };
 
-struct lease {
+struct renew_call;
+
+struct lease_keepalive {
   broker *b;
   bk_conn *cmd;
   lclock *clock;
+  char identity[LEASE_IDENTITY_MAX];
+  ltimer *timer; /* every LEASE_RENEW_MS while it has leases */
+  lease **v;     /* its leases */
+  size_t n, cap;
+};
+
+/* One script call renewing several leases; an entry is NULL once its lease
+ * was released or freed. */
+struct renew_call {
+  size_t n;
+  lease *v[];
+};
+
+struct lease {
+  lease_keepalive *ka;
+  broker *b;
+  bk_conn *cmd;
+  lclock *clock;
+  struct renew_call *call; /* the keepalive's call this lease is in, or NULL */
+  size_t call_index;
   lease_fn *fn;
   void *data;
   char *key;
   char identity[LEASE_IDENTITY_MAX];
   enum lease_state state;
-  ltimer *timer;         /* renewal, or the next try while waiting */
+  ltimer *timer;         /* the next try while taking, waiting or confirming */
   uint64_t wait_until;   /* waiting: refused if still held then */
   bool in_flight;        /* a script call is outstanding */
   uint64_t sent_ms;      /* when the outstanding call was sent */
@@ -52,7 +75,7 @@ static void machine_id(char *out, size_t len) {
   snprintf(out, len, "%s/%llu", boot[0] ? boot : "unknown", ns);
 }
 
-int lease_identity(const char *hostname, char *out, size_t len) {
+int lease_identity(const char *machine, const char *hostname, char *out, size_t len) {
   unsigned char r[16];
   size_t got = 0;
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -69,10 +92,11 @@ int lease_identity(const char *hostname, char *out, size_t len) {
     for (size_t i = 0; i < sizeof r; i++)
       r[i] = (unsigned char)(v >> ((i % 8) * 8)) ^ (unsigned char)i;
   }
-  char token[33], machine[128];
+  char token[33], here[128];
   for (size_t i = 0; i < sizeof r; i++) snprintf(token + 2 * i, 3, "%02x", r[i]);
-  machine_id(machine, sizeof machine);
-  int n = snprintf(out, len, "%s %ld %s %s", token, (long)getpid(), machine, hostname);
+  machine_id(here, sizeof here);
+  int n =
+      snprintf(out, len, "%s %ld %s %s", token, (long)getpid(), machine ? machine : here, hostname);
   return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
@@ -113,6 +137,17 @@ static bool holder_gone(const char *value, const char *mine) {
   return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+int lease_holder_alive_here(const char *value, const char *mine) {
+  long pid, my_pid;
+  char machine[128], my_machine[128];
+  const char *host, *my_host;
+  if (!parse_value(value, &pid, machine, sizeof machine, &host)) return 0;
+  if (!parse_value(mine, &my_pid, my_machine, sizeof my_machine, &my_host)) return 0;
+  if (strcmp(machine, my_machine) != 0 || strncmp(machine, "unknown/", 8) == 0) return 0;
+  if (pid <= 0 || pid == my_pid) return 0; /* this process: a host of it that is gone */
+  return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
 char *lease_key(const char *stream, const char *group, const char *consumer) {
   size_t n = sizeof LEASE_PREFIX + 2 * strlen(stream) + strlen(group) + strlen(consumer) + 8;
   char *k = malloc(n);
@@ -134,6 +169,7 @@ char *lease_key(const char *stream, const char *group, const char *consumer) {
 
 static void fire(ltimer *t, void *data);
 
+/* take, steal or drop: one key; renew: the same with its one key. */
 static int call(lease *l, const char *op, const char *old, bk_reply_cb *cb) {
   char ttl[24];
   snprintf(ttl, sizeof ttl, "%d", LEASE_TTL_MS);
@@ -150,13 +186,14 @@ static int call(lease *l, const char *op, const char *old, bk_reply_cb *cb) {
   return 0;
 }
 
-/* {1}/{2}: done; {0, holder, pttl}: held by holder. -1: not an answer. */
+/* The answer to a take or steal: {1}: done; {0, holder, pttl}: held by
+ * holder. -1: not an answer. */
 static int answer(const bk_reply *r, const char **holder, long long *pttl) {
   if (r == NULL || r->type != BK_ARRAY || r->elements < 1 || r->element[0]->type != BK_INTEGER)
     return -1;
   long long code = r->element[0]->integer;
   /* not (int)code: a code of 2^32 would read as 0, "held", with no holder */
-  if (code != 0) return code == 1 || code == 2 ? (int)code : -1;
+  if (code != 0) return code == 1 ? 1 : -1;
   if (r->elements < 3 || r->element[1]->type != BK_STRING || r->element[2]->type != BK_INTEGER)
     return -1;
   *holder = r->element[1]->str;
@@ -178,8 +215,7 @@ static void failed(lease *l, const bk_reply *r) {
 static void taken(lease *l) {
   l->state = L_HELD;
   l->confirmed_ms = l->sent_ms;
-  timer_start(l->timer, LEASE_RENEW_MS);
-  report(l, LEASE_TAKEN, NULL, 0);
+  report(l, LEASE_TAKEN, NULL, 0); /* renewed by its keepalive from here on */
 }
 
 static void take_done(void *data, const bk_reply *r, const char *err) {
@@ -204,6 +240,10 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
     }
   }
   uint64_t now = clock_now(l->clock);
+  if (lease_holder_alive_here(holder, l->identity)) { /* alive: no use waiting */
+    l->state = L_IDLE;
+    return report(l, LEASE_REFUSED, holder, 0);
+  }
   if (l->state == L_TAKING) {
     if (pttl < 0) { /* never expires: nobody will give it back */
       l->state = L_IDLE;
@@ -220,37 +260,56 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
   timer_start(l->timer, left < LEASE_POLL_MS ? left : LEASE_POLL_MS);
 }
 
-static void renew_done(void *data, const bk_reply *r, const char *err) {
-  (void)err;
-  lease *l = data;
+static void renew_done(void *data, const bk_reply *r, const char *err);
+
+/* A renewal of l only (lease_confirm). */
+static int renew_one(lease *l) { return call(l, "renew", NULL, renew_done); }
+
+/* The answer to a renewal of l: 1 renewed, 2 taken again, 0 held by holder,
+ * -1 none (r: the reply, for its error). */
+static void renewed(lease *l, int code, const char *holder, const bk_reply *r) {
   l->in_flight = false;
   if (l->state != L_HELD) return;
-  const char *holder = NULL;
-  long long pttl = 0;
-  int code = answer(r, &holder, &pttl);
   if (code == 0) {
     l->state = L_LOST;
     timer_stop(l->timer);
     return report(l, LEASE_LOST, holder, 0);
   }
-  if (code < 0) { /* no answer (connection down, an error): try again */
+  if (code < 0) { /* no answer (connection down, an error): the next renewal tries again */
     failed(l, r);
-    if (l->state != L_HELD) return; /* stopped from the callback */
-    timer_start(l->timer, l->wanted ? LEASE_POLL_MS : LEASE_RENEW_MS);
+    if (l->state == L_HELD && l->wanted) timer_start(l->timer, LEASE_POLL_MS);
     return;
   }
   l->confirmed_ms = l->sent_ms;
   report(l, code == 2 ? LEASE_RETAKEN : LEASE_RENEWED, NULL, 0);
-  if (l->state != L_HELD) return;     /* released from the callback */
-  if (l->wanted && !lease_valid(l)) { /* sent before a pause that has ended since */
-    if (call(l, "renew", NULL, renew_done) != 0) timer_start(l->timer, LEASE_POLL_MS);
+  if (l->state != L_HELD || !l->wanted) return; /* released from the callback */
+  if (!lease_valid(l)) {                        /* sent before a pause that has ended since */
+    if (renew_one(l) != 0) timer_start(l->timer, LEASE_POLL_MS);
     return;
   }
-  timer_start(l->timer, LEASE_RENEW_MS);
-  if (l->wanted) {
-    l->wanted = false;
-    report(l, LEASE_CONFIRMED, NULL, 0);
+  l->wanted = false;
+  report(l, LEASE_CONFIRMED, NULL, 0);
+}
+
+/* Element i of a renew reply: its code, and the holder for 0. */
+static int renew_answer(const bk_reply *r, size_t i, const char **holder) {
+  if (r == NULL || r->type != BK_ARRAY || i >= r->elements) return -1;
+  const bk_reply *e = r->element[i];
+  if (e->type == BK_STRING) {
+    *holder = e->str;
+    return 0;
   }
+  if (e->type == BK_INTEGER && (e->integer == 1 || e->integer == 2)) return (int)e->integer;
+  return -1;
+}
+
+static void renew_done(void *data, const bk_reply *r, const char *err) {
+  (void)err;
+  lease *l = data;
+  const char *holder = NULL;
+  /* a reply with more than one element is not the answer to one key */
+  int code = r && r->type == BK_ARRAY && r->elements != 1 ? -1 : renew_answer(r, 0, &holder);
+  renewed(l, code, holder, r);
 }
 
 static void fire(ltimer *t, void *data) {
@@ -258,7 +317,7 @@ static void fire(ltimer *t, void *data) {
   lease *l = data;
   if (l->in_flight) return timer_start(l->timer, LEASE_POLL_MS);
   if (l->state == L_HELD) {
-    if (call(l, "renew", NULL, renew_done) != 0) timer_start(l->timer, LEASE_POLL_MS);
+    if (l->wanted && renew_one(l) != 0) timer_start(l->timer, LEASE_POLL_MS);
   } else if (l->state == L_TAKING || l->state == L_WAITING) {
     if (call(l, "take", NULL, take_done) != 0) timer_start(l->timer, LEASE_POLL_MS);
   }
@@ -266,19 +325,21 @@ static void fire(ltimer *t, void *data) {
 
 /* ---- life cycle ---- */
 
-lease *lease_new(broker *b, bk_conn *cmd, lclock *clock, const char *stream, const char *group,
-                 const char *consumer, const char *identity, lease_fn *fn, void *data) {
+static int keepalive_add(lease_keepalive *ka, lease *l);
+
+lease *lease_new(lease_keepalive *ka, const char *stream, const char *group, const char *consumer,
+                 lease_fn *fn, void *data) {
   lease *l = calloc(1, sizeof *l);
   if (l == NULL) return NULL;
-  l->b = b;
-  l->cmd = cmd;
-  l->clock = clock;
+  l->b = ka->b;
+  l->cmd = ka->cmd;
+  l->clock = ka->clock;
   l->fn = fn;
   l->data = data;
-  snprintf(l->identity, sizeof l->identity, "%s", identity);
+  snprintf(l->identity, sizeof l->identity, "%s", ka->identity);
   l->key = lease_key(stream, group, consumer);
-  l->timer = timer_new(clock, fire, l);
-  if (l->key == NULL || l->timer == NULL) {
+  l->timer = timer_new(ka->clock, fire, l);
+  if (l->key == NULL || l->timer == NULL || keepalive_add(ka, l) != 0) {
     lease_free(l);
     return NULL;
   }
@@ -300,10 +361,21 @@ static void drop_done(void *data, const bk_reply *r, const char *err) {
   if (done) done(l->done_data);
 }
 
+static void keepalive_remove(lease_keepalive *ka, lease *l);
+
+/* l leaves the keepalive's call it is in: its answer no longer concerns l. */
+static void leave_call(lease *l) {
+  if (l->call) l->call->v[l->call_index] = NULL;
+  l->call = NULL;
+}
+
 void lease_release(lease *l, void (*done)(void *data), void *data) {
   bool held = l->state == L_HELD;
   l->state = L_RELEASED;
   timer_stop(l->timer);
+  leave_call(l); /* its renewal went first on the same connection: the drop follows it */
+  if (l->ka) keepalive_remove(l->ka, l); /* its timer must not keep a stopped loop running */
+  l->ka = NULL;
   /* A renewal or take still outstanding may have set the key: drop it too
    * (the script deletes only this process's value). */
   if ((held || l->in_flight) && call(l, "drop", NULL, drop_done) == 0) {
@@ -325,13 +397,150 @@ void lease_confirm(lease *l) {
   l->wanted = true;
   if (l->in_flight) return; /* its answer renews again if it is too old */
   timer_stop(l->timer);
-  if (call(l, "renew", NULL, renew_done) != 0) timer_start(l->timer, LEASE_POLL_MS);
+  if (renew_one(l) != 0) timer_start(l->timer, LEASE_POLL_MS);
 }
 const char *lease_key_of(const lease *l) { return l->key; }
 
 void lease_free(lease *l) {
   if (l == NULL) return;
+  leave_call(l);
+  if (l->ka) keepalive_remove(l->ka, l);
   if (l->timer) timer_free(l->timer);
   free(l->key);
   free(l);
+}
+
+/* ---- the keepalive: every held lease renewed together ---- */
+
+static void keepalive_fire(ltimer *t, void *data);
+
+lease_keepalive *lease_keepalive_new(broker *b, bk_conn *cmd, lclock *clock, const char *identity) {
+  lease_keepalive *ka = calloc(1, sizeof *ka);
+  if (ka == NULL) return NULL;
+  ka->b = b;
+  ka->cmd = cmd;
+  ka->clock = clock;
+  snprintf(ka->identity, sizeof ka->identity, "%s", identity);
+  ka->timer = timer_new(clock, keepalive_fire, ka);
+  if (ka->timer == NULL) {
+    free(ka);
+    return NULL;
+  }
+  return ka;
+}
+
+void lease_keepalive_free(lease_keepalive *ka) {
+  if (ka == NULL) return;
+  for (size_t i = 0; i < ka->n; i++) ka->v[i]->ka = NULL; /* leases freed later leave alone */
+  timer_free(ka->timer);
+  free(ka->v);
+  free(ka);
+}
+
+static int keepalive_add(lease_keepalive *ka, lease *l) {
+  if (ka->n == ka->cap) {
+    size_t cap = ka->cap ? 2 * ka->cap : 8;
+    lease **v = realloc(ka->v, cap * sizeof *v);
+    if (v == NULL) return -1;
+    ka->v = v;
+    ka->cap = cap;
+  }
+  ka->v[ka->n++] = l;
+  l->ka = ka;
+  if (ka->n == 1) timer_start(ka->timer, LEASE_RENEW_MS);
+  return 0;
+}
+
+static void keepalive_remove(lease_keepalive *ka, lease *l) {
+  for (size_t i = 0; i < ka->n; i++) {
+    if (ka->v[i] != l) continue;
+    ka->v[i] = ka->v[--ka->n];
+    break;
+  }
+  if (ka->n == 0) timer_stop(ka->timer);
+}
+
+static void keepalive_done(void *data, const bk_reply *r, const char *err) {
+  (void)err;
+  struct renew_call *c = data;
+  for (size_t i = 0; i < c->n; i++) {
+    lease *l = c->v[i];
+    if (l == NULL) continue;
+    l->call = NULL;
+    const char *holder = NULL;
+    int code = r && r->type == BK_ARRAY && r->elements != c->n ? -1 : renew_answer(r, i, &holder);
+    renewed(l, code, holder, r);
+  }
+  free(c);
+}
+
+/* Renews the n leases v (one slot) in one script call. */
+static void keepalive_send(lease_keepalive *ka, lease **v, size_t n) {
+  struct renew_call *c = malloc(sizeof *c + n * sizeof c->v[0]);
+  const char **argv = malloc((n + 6) * sizeof *argv);
+  size_t *len = malloc((n + 6) * sizeof *len);
+  char numkeys[24], ttl[24];
+  if (c == NULL || argv == NULL || len == NULL) goto out; /* tried again at the next turn */
+  snprintf(numkeys, sizeof numkeys, "%zu", n);
+  snprintf(ttl, sizeof ttl, "%d", LEASE_TTL_MS);
+  size_t argc = 0;
+  argv[argc++] = "EVAL";
+  argv[argc++] = SCRIPT_LEASE;
+  argv[argc++] = numkeys;
+  for (size_t i = 0; i < n; i++) argv[argc++] = v[i]->key;
+  argv[argc++] = "renew";
+  argv[argc++] = ka->identity;
+  argv[argc++] = ttl;
+  for (size_t i = 0; i < argc; i++) len[i] = strlen(argv[i]);
+  uint64_t sent = clock_now(ka->clock); /* as in call() */
+  if (bk_command(ka->b, ka->cmd, (int)argc, argv, len, keepalive_done, c) != 0) goto out;
+  c->n = n;
+  for (size_t i = 0; i < n; i++) {
+    c->v[i] = v[i];
+    v[i]->call = c;
+    v[i]->call_index = i;
+    v[i]->in_flight = true;
+    v[i]->sent_ms = sent;
+  }
+  c = NULL;
+out:
+  free(c);
+  free(argv);
+  free(len);
+}
+
+/* Every held lease not being renewed already: one call per Redis Cluster
+ * slot (a script's keys must share one), one for all on a single server. */
+static void keepalive_fire(ltimer *t, void *data) {
+  (void)t;
+  lease_keepalive *ka = data;
+  timer_start(ka->timer, LEASE_RENEW_MS);
+  lease **due = malloc(ka->n * sizeof *due);
+  unsigned *slot = malloc(ka->n * sizeof *slot);
+  bool *sent = calloc(ka->n, sizeof *sent);
+  lease **batch = malloc(ka->n * sizeof *batch);
+  if (due == NULL || slot == NULL || sent == NULL || batch == NULL) goto out;
+  bool cluster = bk_is_cluster(ka->b);
+  size_t n = 0;
+  for (size_t i = 0; i < ka->n; i++) {
+    lease *l = ka->v[i];
+    if (l->state != L_HELD || l->in_flight || l->wanted) continue;
+    slot[n] = cluster ? keyslot_of(l->key, strlen(l->key)) : 0;
+    due[n++] = l;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (sent[i]) continue;
+    size_t m = 0;
+    for (size_t j = i; j < n; j++) {
+      if (sent[j] || slot[j] != slot[i]) continue;
+      sent[j] = true;
+      batch[m++] = due[j];
+    }
+    keepalive_send(ka, batch, m);
+  }
+out:
+  free(due);
+  free(slot);
+  free(sent);
+  free(batch);
 }

@@ -8,6 +8,11 @@
  * comparing the value in one script (SCRIPT_LEASE), so no process ever
  * extends or deletes another's.
  *
+ * Renewal is the process's keepalive (lease_keepalive): every LEASE_RENEW_MS
+ * it renews all of the process's held leases in one script call per Redis
+ * Cluster slot (one call in all on a single server), and hands each lease
+ * its own answer, so a lost lease is still seen per consumer.
+ *
  * Known valid (lease_valid): the time to live counts from Redis applying a
  * take or renewal, which is after this process sent it, so the lease is
  * surely still this process's until the send time of the last successful
@@ -21,7 +26,8 @@
  *
  * Taking it: a free key (or one this process holds) is taken at once. A key
  * held by a process on this machine that no longer exists (same machine and
- * pid namespace, no such pid) is taken over at once. Otherwise the holder
+ * pid namespace, no such pid) is taken over at once; one held by a live
+ * process of this machine is refused at once (LEASE_REFUSED). Otherwise the holder
  * may have crashed and stopped renewing: the lease waits (LEASE_WAITING,
  * logged by the caller) for the key's remaining time to live and a margin,
  * polling; if the key is still held then, it is being renewed by a live
@@ -54,6 +60,7 @@
 #define LEASE_IDENTITY_MAX 512
 
 typedef struct lease lease;
+typedef struct lease_keepalive lease_keepalive;
 
 enum lease_event {
   LEASE_TAKEN,     /* held: reading may start */
@@ -72,8 +79,13 @@ enum lease_event {
 typedef void lease_fn(void *data, enum lease_event ev, const char *holder, long long wait_ms);
 
 /* This process's identity as a lease value: "<token> <pid> <machine>
- * <hostname>", the token random per call. -1 when it cannot be made. */
-int lease_identity(const char *hostname, char *out, size_t len);
+ * <hostname>", the token random per call; machine: NULL for this machine's
+ * (its boot id and pid namespace), else one made up (the test harness, whose
+ * hosts are each a process of their own). -1 when it cannot be made. */
+int lease_identity(const char *machine, const char *hostname, char *out, size_t len);
+/* 1 when the lease value names a live process of this machine other than
+ * this one (mine: this process's identity): its pid exists. */
+int lease_holder_alive_here(const char *value, const char *mine);
 /* "host pid N" of a lease value, for messages. */
 void lease_holder_text(const char *value, char *out, size_t len);
 /* The key of a consumer's lease (malloc'd): LEASE_PREFIX {stream}:group:consumer,
@@ -81,9 +93,15 @@ void lease_holder_text(const char *value, char *out, size_t len);
  * in the stream's slot either way. */
 char *lease_key(const char *stream, const char *group, const char *consumer);
 
-/* identity is copied. Commands go on cmd (shared). NULL when out of memory. */
-lease *lease_new(broker *b, bk_conn *cmd, lclock *clock, const char *stream, const char *group,
-                 const char *consumer, const char *identity, lease_fn *fn, void *data);
+/* The renewals of one process's leases, whose value is identity (copied);
+ * commands go on cmd (shared). Free it after every lease made with it. NULL
+ * when out of memory. */
+lease_keepalive *lease_keepalive_new(broker *b, bk_conn *cmd, lclock *clock, const char *identity);
+void lease_keepalive_free(lease_keepalive *ka);
+
+/* A lease of ka's process, renewed by ka once held. NULL when out of memory. */
+lease *lease_new(lease_keepalive *ka, const char *stream, const char *group, const char *consumer,
+                 lease_fn *fn, void *data);
 /* Takes the lease (events follow through fn) and keeps renewing it. */
 void lease_take(lease *l);
 /* Stops renewing and deletes the key if this process holds it; done is

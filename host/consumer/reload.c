@@ -170,7 +170,7 @@ static void file_seen(struct reloader *r, const char *path, bool force) {
 void reload_dir(struct reloader *r, bool force) {
   char err[ERR_MAX];
   char **paths = NULL;
-  int n = handler_dir_list(r->dir, true, &paths, err, sizeof err);
+  int n = handler_dir_list(r->dir, r->env->trust, true, &paths, err, sizeof err);
   if (n == -2) {
     /* Gone (a deploy replacing it): so are its files. Their subscriptions
      * stop; the directory is looked for again at the next reload. */
@@ -181,6 +181,12 @@ void reload_dir(struct reloader *r, bool force) {
     r->dir_gone = true;
     n = 0;
     paths = NULL;
+  } else if (n == -3) {
+    log_line(LOG_ERROR, NULL,
+             "reload refused: other users can change the handler directory, the running handlers "
+             "stay",
+             "error", err, NULL);
+    return;
   } else if (n < 0) {
     log_line(LOG_ERROR, NULL, "reload failed: cannot list the handler directory", "error", err,
              NULL);

@@ -18,6 +18,7 @@ struct slot {
   subscription *old;           /* stopping (restart or removal); freed once drained */
   handler *next;               /* restart: bound, starts once old has drained */
   char *consumer;              /* the consumer name bound last */
+  bool own_consumer;           /* it is the file's own `consumer` field */
   bool initial;                /* started with the host: a refused lease fails the host */
   bool removed;                /* the file is gone */
   char failed[RT_VERSION_LEN]; /* content that failed to load (reported once); "" none */

@@ -96,7 +96,7 @@ struct subscription {
   struct delivery_metrics metrics; /* this subscription's series (metrics.h) */
   trimmer *trimmer;                /* trim, trim_max_len: the stream's retention */
   lease *lease;                    /* the consumer name, held while this runs; NULL without */
-  char *identity;                  /* this process's lease value (lease_identity) */
+  lease_keepalive *keepalive;      /* renews this process's leases; NULL: no lease */
   /* Entries wait, read or not, until the lease is confirmed again (see
    * name_held); logged once per wait. */
   bool lease_unconfirmed;
@@ -600,7 +600,7 @@ static void part_free(subscription *s);
 /* One partition's subscription (p < 0: the whole unpartitioned stream);
  * its events go to the leader (part_event). */
 static subscription *part_new(handler *h, int p, subscription *leader, broker *b, bk_conn *cmd,
-                              lclock *clock, const char *identity) {
+                              lclock *clock, lease_keepalive *keepalive) {
   subscription *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   bk_args_init(&s->args);
@@ -639,11 +639,11 @@ static subscription *part_new(handler *h, int p, subscription *leader, broker *b
   bool trims = s->spec->trim || s->spec->trim_max_len > 0;
   if (trims) s->trimmer = trimmer_new(b, cmd, clock, s->spec);
   bool leased_ok = true;
-  if (identity) {
-    s->identity = strdup(identity);
+  if (keepalive) {
+    s->keepalive = keepalive;
     if (s->retry_key)
       s->pruner = prune_new(b, cmd, clock, s->spec, s->retry_key, still_reading, pruned, s);
-    leased_ok = s->identity && s->pruner;
+    leased_ok = s->pruner != NULL;
   }
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
       !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) ||
@@ -654,10 +654,10 @@ static subscription *part_new(handler *h, int p, subscription *leader, broker *b
   return s;
 }
 
-subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,
-                      sub_event_fn *on_event, void *data) {
+subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
+                      lease_keepalive *keepalive, sub_event_fn *on_event, void *data) {
   int n = handler_spec(h)->partitions;
-  subscription *leader = part_new(h, n > 0 ? 0 : -1, NULL, b, cmd, clock, identity);
+  subscription *leader = part_new(h, n > 0 ? 0 : -1, NULL, b, cmd, clock, keepalive);
   if (leader == NULL) {
     handler_release(h);
     return NULL;
@@ -673,7 +673,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const 
   }
   leader->parts[0] = leader;
   for (int p = 1; p < n; p++) {
-    if ((leader->parts[p] = part_new(h, p, leader, b, cmd, clock, identity)) == NULL) {
+    if ((leader->parts[p] = part_new(h, p, leader, b, cmd, clock, keepalive)) == NULL) {
       sub_free(leader);
       return NULL;
     }
@@ -689,9 +689,9 @@ static void part_start(subscription *s, long server_version) {
   else
     snprintf(name, sizeof name, "%s/read", s->spec->name);
   s->reader = bk_conn_open(s->b, name, reader_state, s);
-  if (s->identity == NULL) return ensure_group(s);
-  s->lease = lease_new(s->b, s->cmd, s->clock, s->spec->stream, s->spec->group, s->spec->consumer,
-                       s->identity, on_lease, s);
+  if (s->keepalive == NULL) return ensure_group(s);
+  s->lease =
+      lease_new(s->keepalive, s->spec->stream, s->spec->group, s->spec->consumer, on_lease, s);
   if (s->lease == NULL) {
     sub_log(s, LOG_ERROR, "out of memory: subscription not started", NULL, NULL, NULL, NULL);
     s->on_event(s->data, s, SUB_EV_REFUSED);
@@ -969,7 +969,6 @@ static void part_free(subscription *s) {
   if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
   lease_free(s->lease);
-  free(s->identity);
   struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {
     struct entry *e = left;

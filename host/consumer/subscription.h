@@ -35,6 +35,7 @@
 
 #include "broker.h"
 #include "clock.h"
+#include "lease.h"
 #include "runtime.h"
 
 typedef struct subscription subscription;
@@ -51,10 +52,10 @@ typedef void sub_event_fn(void *data, subscription *s, enum sub_event ev);
 
 /* h is owned by the subscription from here on (released with it). cmd is the
  * shared connection for writes; the subscription opens its own for reads.
- * identity: this process's lease value (lease_identity, copied); NULL runs
- * without a lease. */
-subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock, const char *identity,
-                      sub_event_fn *on_event, void *data);
+ * keepalive: what takes and renews this process's consumer leases (lease.h,
+ * outliving the subscription); NULL runs without a lease. */
+subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
+                      lease_keepalive *keepalive, sub_event_fn *on_event, void *data);
 /* The first server version with XREADGROUP ... CLAIM (8.4.0, as packed by
  * bk_version_parse). */
 #define SUB_CLAIM_VERSION 80400

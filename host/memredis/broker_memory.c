@@ -62,6 +62,7 @@ struct mconn {
   uint64_t block_seq;             /* order in which clients blocked */
   struct ms_block blk;
   ltimer *timeout; /* BLOCK ms */
+  bk_reply *held;  /* a slow command's reply (broker_memory_set_slow), due at timeout */
   ltimer *claim;   /* 8.4 CLAIM: a pending entry turns claimable */
 };
 
@@ -80,6 +81,8 @@ struct mbroker {
   bool down;
   int nopen;
   uint64_t calls[NCOMMANDS_MAX]; /* per entry of commands[]: INFO commandstats */
+  char slow[32];                 /* broker_memory_set_slow: this command ... */
+  uint64_t slow_ms;              /* ... is answered this late (0: none is) */
 };
 
 static void arm_pump(struct mbroker *b);
@@ -450,6 +453,11 @@ static void execute(struct mbroker *b, struct mconn *c) {
   } else if (r == NULL) {
     struct ms_call call;
     r = run(b, h->argc, argv, h->argvlen, false, false, &call);
+    if (r && b->slow_ms && word_is(argv[0], h->argvlen[0], b->slow)) { /* its reply, later */
+      c->held = r;
+      r = NULL;
+      call.block = (struct ms_block){.timeout_ms = (long long)b->slow_ms, .claim_ms = -1};
+    }
     if (r == NULL) { /* park */
       c->blocked = true;
       c->block_seq = ++b->block_seq;
@@ -537,7 +545,10 @@ static void on_claim_due(ltimer *t, void *data) {
 static void on_block_timeout(ltimer *t, void *data) {
   (void)t;
   struct mconn *c = data;
-  if (c->blocked) answer(c, c->blk.ok_at_timeout ? mr_status("OK") : mr_nil());
+  if (!c->blocked) return;
+  bk_reply *held = c->held;
+  c->held = NULL;
+  answer(c, held ? held : c->blk.ok_at_timeout ? mr_status("OK") : mr_nil());
 }
 
 /* ---- connections ---- */
@@ -556,6 +567,8 @@ static void reap(struct mconn *c) {
 /* Completes every queued command with err (close, outage). */
 static void fail_all(struct mconn *c, const char *err) {
   c->blocked = false;
+  mr_free(c->held);
+  c->held = NULL;
   timer_stop(c->timeout);
   timer_stop(c->claim);
   drop_multi(c);
@@ -770,6 +783,12 @@ broker *broker_memory_new(lclock *clock, const char *version) {
 
 void broker_memory_set_version(broker *bb, const char *version) {
   memdb_set_version(&((struct mbroker *)bb)->db, version);
+}
+
+void broker_memory_set_slow(broker *bb, const char *command, uint64_t ms) {
+  struct mbroker *b = (struct mbroker *)bb;
+  snprintf(b->slow, sizeof b->slow, "%s", command ? command : "");
+  b->slow_ms = command && *command ? ms : 0;
 }
 
 void broker_memory_set_down(broker *bb, bool down) {

@@ -3,6 +3,7 @@
 #define LUASTREAM_BROKER_MEMORY_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "broker.h"
 
@@ -22,5 +23,10 @@ void broker_memory_set_version(broker *b, const char *version);
  * commands fail with "connection lost: ..."), and bk_command returns -1;
  * when it ends they report up again. The data stays. */
 void broker_memory_set_down(broker *b, bool down);
+/* From the next command on, each `command` (any case, outside scripts and
+ * MULTI) is answered ms of the clock's time late, and the connection's next
+ * commands wait behind it, as behind a slow command on a server (NULL or 0:
+ * none is). For tests of call timeouts. */
+void broker_memory_set_slow(broker *b, const char *command, uint64_t ms);
 
 #endif

@@ -73,14 +73,18 @@ static void connecting_closed(uv_handle_t *h) {
 static void one_line(const char *msg, char *out, size_t len) {
   if (msg == NULL || *msg == '\0') msg = "unknown error";
   size_t at = 0;
-  bool space = false;
-  for (const char *q = msg; *q && at + 2 < len; q++) {
+  bool space = false, line = false;
+  for (const char *q = msg; *q && at + 3 < len; q++) {
     if (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') {
       space = at > 0;
+      line = line || (at > 0 && *q == '\n');
       continue;
     }
+    /* libpq's next line is a sentence of its own ("Connection refused\n\tIs
+     * the server running ..."): end the one before it */
+    if (line && !strchr(".:;,!?", out[at - 1])) out[at++] = '.';
     if (space) out[at++] = ' ';
-    space = false;
+    space = line = false;
     out[at++] = *q;
   }
   out[at] = '\0';

@@ -28,6 +28,7 @@
 #include "json_encode.h"
 #include "log.h"
 #include "corelib.h"
+#include "admin_commands.h"
 #include "corelib_http.h"
 #include "corelib_pg.h"
 #include "jobs.h"
@@ -221,8 +222,18 @@ static void check_command(lua_State *L, const char *name, int first, const char 
   if (lua_gettop(L) < first) luaL_error(L, "%s: no command given", name);
   if (lua_type(L, first) != LUA_TSTRING) luaL_error(L, "%s: the command must be a string", name);
   const char *why = refused(L, first);
-  size_t len;
+  size_t len, sublen = 0;
   const char *cmd = lua_tolstring(L, first, &len);
+  /* strings only: lua_tolstring would rewrite a number in place */
+  const char *sub =
+      lua_type(L, first + 1) == LUA_TSTRING ? lua_tolstring(L, first + 1, &sublen) : NULL;
+  const char *admin = why ? NULL : admin_command(cmd, len, sub, sublen);
+  if (admin)
+    raise_in_handler(L,
+                     "%s: %s%s%s is not available to handlers: it is the server's administration "
+                     "(Redis's @admin commands, and those that empty, swap or overwrite whole "
+                     "databases)",
+                     name, cmd, strchr(admin, '|') ? " " : "", strchr(admin, '|') ? sub : "");
   for (const char *const *e = extra; e && *e && !why; e++)
     if (word_is(cmd, len, *e)) why = extra_why;
   if (why) raise_in_handler(L, "%s: %s is not available to handlers: %s", name, cmd, why);

@@ -13,6 +13,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <luajit.h>
 #include <lualib.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "corelib.h"
 #include "embedded_lua.h"
@@ -28,6 +30,7 @@
 #include "jobs.h"
 #include "json_decode.h"
 #include "json_encode.h"
+#include "trust.h"
 #include "lmem.h"
 #include "log.h"
 #include "runtime.h"
@@ -267,23 +270,146 @@ static int read_spec(lua_State *L, int idx, struct handler *h, char *err, size_t
   return -1;
 }
 
-/* Makes luastream's Lua library requirable (embedded_lua.h), then puts the
- * handler's own folder (when given) first on package.path so a handler can
- * require its siblings. */
-static void set_lua_path(lua_State *L, const char *handler_path) {
+/* The bytes of the open file fd: a NUL-terminated heap copy in *buf, its
+ * length in *len. Returns 0, or -1 with errno set. */
+static int read_fd(int fd, char **buf, size_t *len) {
+  size_t cap = 4096, n = 0;
+  char *b = malloc(cap);
+  while (b) {
+    ssize_t got = read(fd, b + n, cap - n - 1);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int saved = errno;
+      free(b);
+      errno = saved;
+      return -1;
+    }
+    if (got == 0) break;
+    n += (size_t)got;
+    if (n < cap - 1) continue;
+    char *grown = realloc(b, cap *= 2);
+    if (grown == NULL) {
+      free(b);
+      errno = ENOMEM;
+    }
+    b = grown;
+  }
+  if (b == NULL) return -1;
+  b[n] = '\0';
+  *buf = b;
+  *len = n;
+  return 0;
+}
+
+/* The file's bytes (read_fd), after trust_check_fd on the descriptor they
+ * are read from: what was checked is what loads. Returns 0; -1 with errno
+ * set; -2 with err when the check refuses the file. */
+static int read_file(const char *path, const struct trust *trust, char **buf, size_t *len,
+                     char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (trust_check_fd(trust, path, fd, err, errlen) != 0) {
+    close(fd);
+    return -2;
+  }
+  int rc = read_fd(fd, buf, len);
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return rc;
+}
+
+/* require's searcher for Lua modules, in place of Lua's own: the same
+ * templates of package.path, but each file is read through read_file, so the
+ * trust check (trust.h) sees the descriptor the module is compiled from.
+ * [-1, +1] name -> chunk, or the places looked at */
+static int search_module(lua_State *L) {
+  const struct handler *h = lua_touserdata(L, lua_upvalueindex(1));
+  const char *name = luaL_gsub(L, luaL_checkstring(L, 1), ".", "/"); /* 2 */
+  lua_getglobal(L, "package");                                       /* 3 */
+  lua_getfield(L, 3, "path");                                        /* 4 */
+  lua_pushliteral(L, "");                                            /* 5: the places tried */
+  const char *templates = lua_tostring(L, 4);
+  for (const char *t = templates ? templates : ""; *t;) {
+    const char *end = strchr(t, ';');
+    size_t n = end ? (size_t)(end - t) : strlen(t);
+    lua_pushlstring(L, t, n);
+    t += end ? n + 1 : n;
+    const char *path = luaL_gsub(L, lua_tostring(L, -1), "?", name);
+    char *buf = NULL, err[1024];
+    size_t len = 0;
+    int rc =
+        n == 0 ? -1 : read_file(path, h->env ? h->env->trust : NULL, &buf, &len, err, sizeof err);
+    if (rc == -2) { /* at the line of the require, wherever it is */
+      int where = 0;
+      for (int level = 1; level < 16 && !where; level++) {
+        luaL_where(L, level);
+        where = lua_objlen(L, -1) > 0;
+        if (!where) lua_pop(L, 1);
+      }
+      lua_pushfstring(L, "module '%s' not loaded: %s", lua_tostring(L, 1), err);
+      if (where) lua_concat(L, 2);
+      return lua_error(L);
+    }
+    if (rc != 0) {
+      if (n) {
+        lua_pushfstring(L, "%s\n\tno file '%s'", lua_tostring(L, 5), path);
+        lua_replace(L, 5);
+      }
+      lua_settop(L, 5);
+      continue;
+    }
+    lua_pushfstring(L, "@%s", path);
+    int bad = luaL_loadbuffer(L, buf, len, lua_tostring(L, -1));
+    free(buf);
+    if (bad)
+      return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s", lua_tostring(L, 1),
+                        path, lua_tostring(L, -1));
+    return 1;
+  }
+  return 1;
+}
+
+/* Makes luastream's Lua library requirable (embedded_lua.h); Lua modules
+ * are found in the handler's own folder only (search_module), never
+ * relative to the working directory; C modules only at the absolute places
+ * of package.cpath (no ./?.so).  [-0, +0] */
+static void set_lua_path(lua_State *L, struct handler *h) {
+  const char *handler_path = h->spec.path;
+  lua_getglobal(L, "package");
   if (handler_path) {
     const char *slash = strrchr(handler_path, '/');
-    int hlen = slash ? (int)(slash - handler_path) : 1;
-    const char *hdir = slash ? handler_path : ".";
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");            /* package oldpath */
-    lua_pushlstring(L, hdir, (size_t)hlen); /* lua_pushfstring has no %.*s */
-    lua_pushliteral(L, "/?.lua;");
-    lua_pushvalue(L, -3); /* package oldpath hdir pat oldpath */
-    lua_concat(L, 3);     /* package oldpath newpath */
-    lua_setfield(L, -3, "path");
-    lua_pop(L, 2);
+    if (slash)
+      lua_pushlstring(L, handler_path, (size_t)(slash - handler_path)); /* no %.*s in Lua */
+    else
+      lua_pushliteral(L, ".");
+    lua_pushliteral(L, "/?.lua");
+    lua_concat(L, 2);
+  } else {
+    lua_pushliteral(L, "");
   }
+  lua_setfield(L, -2, "path");
+  lua_getfield(L, -1, "cpath");
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  const char *cpath = lua_tostring(L, -1);
+  for (const char *t = cpath ? cpath : ""; *t;) {
+    const char *end = strchr(t, ';');
+    size_t n = end ? (size_t)(end - t) : strlen(t);
+    if (t[0] == '/') {
+      luaL_addlstring(&b, t, n);
+      luaL_addchar(&b, ';');
+    }
+    t += end ? n + 1 : n;
+  }
+  luaL_pushresult(&b);
+  lua_setfield(L, -3, "cpath");
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "loaders");
+  lua_pushlightuserdata(L, h);
+  lua_pushcclosure(L, search_module, 1);
+  lua_rawseti(L, -2, 2); /* Lua's own file searcher */
+  lua_pop(L, 2);
   embedded_lua_open(L);
 }
 
@@ -407,38 +533,6 @@ static void contain(lua_State *L) {
 
 /* ---- versions ---- */
 
-/* The file's bytes: a NUL-terminated heap copy in *buf, its length in *len.
- * Returns 0, or -1 with errno set. */
-static int read_file(const char *path, char **buf, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return -1;
-  size_t cap = 4096, n = 0;
-  char *b = malloc(cap);
-  while (b) {
-    n += fread(b + n, 1, cap - n - 1, f);
-    if (n < cap - 1) break;
-    char *grown = realloc(b, cap *= 2);
-    if (grown == NULL) {
-      free(b);
-      b = NULL;
-      errno = ENOMEM;
-    }
-    b = grown;
-  }
-  int failed = b == NULL || ferror(f);
-  int saved = errno;
-  fclose(f);
-  if (failed) {
-    free(b);
-    errno = saved ? saved : EIO;
-    return -1;
-  }
-  b[n] = '\0';
-  *buf = b;
-  *len = n;
-  return 0;
-}
-
 /* FNV-1a 64 of the bytes, its first 8 hex digits into out. */
 static void version_of(const char *buf, size_t len, char *out) {
   uint64_t hash = 14695981039346656037ULL;
@@ -452,7 +546,7 @@ static void version_of(const char *buf, size_t len, char *out) {
 int handler_file_version(const char *path, char *out) {
   char *buf;
   size_t len;
-  if (read_file(path, &buf, &len) != 0) return -1;
+  if (read_file(path, NULL, &buf, &len, NULL, 0) != 0) return -1;
   version_of(buf, len, out);
   free(buf);
   return 0;
@@ -476,7 +570,7 @@ static int load_protected(lua_State *L) {
    * would never see the hook. */
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
   contain(L);
-  set_lua_path(L, h->spec.path);
+  set_lua_path(L, h);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
   lua_pushlightuserdata(L, h);
@@ -570,8 +664,10 @@ int handler_load(const char *path, const struct rt_env *env, handler **out, char
 
   struct source src;
   char *buf = NULL;
-  if (read_file(path, &buf, &src.len) != 0) {
-    snprintf(err, errlen, "%s:1: cannot read the handler file: %s", path, strerror(errno));
+  int read = read_file(path, env ? env->trust : NULL, &buf, &src.len, err, errlen);
+  if (read != 0) {
+    if (read == -1)
+      snprintf(err, errlen, "%s:1: cannot read the handler file: %s", path, strerror(errno));
     handler_destroy(h);
     return -1;
   }

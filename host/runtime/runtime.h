@@ -23,6 +23,7 @@
 struct entry;
 struct rt_result;
 struct broker;
+struct trust;
 struct bk_conn;
 
 /* The subscription fields of a handler file, validated and with defaults. */
@@ -89,6 +90,10 @@ struct rt_env {
                       const struct rt_result *res);
   void *on_delivery_data;
   uint64_t load_timeout_ms; /* how long a file may run at load; 0: RT_LOAD_TIMEOUT_MS */
+  /* Who may change handler code (trust.h): each handler file and module is
+   * checked on the descriptor it is read from. NULL: not checked (the test
+   * harness). */
+  const struct trust *trust;
   /* The server is a Redis Cluster (known once connected): ctx:write and
    * ctx:publish refuse keys outside the slot of the handler's stream. */
   bool cluster;

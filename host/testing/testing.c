@@ -26,6 +26,7 @@
  *   app:command_on(url, "GET", "k")  -> reply: on the server handlers reach
  *                                   with ls.redis.connect(url)
  *   app:server_down(url, down)      -- that in-memory server has an outage (or ends it)
+ *   app:slow(command, ms [, url])   -- that command is answered ms late (0: none is)
  *
  * ls.redis.connect(url) in a handler reaches, per distinct URL (as redacted:
  * the password does not tell servers apart), a server of the app's world: a
@@ -674,6 +675,24 @@ static int app_server_down(lua_State *L) {
   return 0;
 }
 
+/* app:slow(command, ms [, url]): each such command on the in-memory server
+ * (the host's, or the one ls.redis.connect(url) reaches) is answered ms
+ * late from now on, as broker_memory_set_slow; nil or 0 ms: none is. */
+static int app_slow(lua_State *L) {
+  struct app *a = check_app(L);
+  if (a->w->loop) return luaL_error(L, "slow needs the in-memory broker");
+  const char *command = luaL_optstring(L, 2, NULL);
+  lua_Number ms = luaL_optnumber(L, 3, 0);
+  broker *b = a->w->b;
+  if (!lua_isnoneornil(L, 4)) {
+    lua_pushvalue(L, 4);
+    lua_replace(L, 2); /* check_server reads the url there */
+    b = check_server(L, a)->b;
+  }
+  broker_memory_set_slow(b, command, ms > 0 ? (uint64_t)ms : 0);
+  return 0;
+}
+
 /* ---- HTTP: the stubs answer ---- */
 
 /* [-0, +1] req as the table opts.http_answer gets: {method, url, headers =
@@ -1071,8 +1090,13 @@ static int core_app(lua_State *L) {
   a->w->L = L;
 
   char *problems = NULL;
-  struct host_names names = {.consumer = consumer, .instance = instance, .hostname = hostname};
-  a->host = host_new(dir, a->w->b, a->w->clock, &names, 0, &problems);
+  /* Each app is a process of its own, on a machine of its own: a name
+   * another app holds is waited for as one held elsewhere. */
+  char machine[64];
+  snprintf(machine, sizeof machine, "testing/app-%p", (void *)a);
+  struct host_names names = {
+      .consumer = consumer, .instance = instance, .hostname = hostname, .machine = machine};
+  a->host = host_new(dir, a->w->b, a->w->clock, &names, 0, NULL, &problems);
   if (a->host == NULL) {
     lua_pushstring(L, problems ? problems : "cannot load the handlers");
     free(problems);
@@ -1120,6 +1144,7 @@ int luaopen_luastream_testing(lua_State *L) {
                                      {"ready", app_ready},
                                      {"command_on", app_command_on},
                                      {"server_down", app_server_down},
+                                     {"slow", app_slow},
                                      {"http_passthrough", app_http_passthrough},
                                      {NULL, NULL}};
   luaL_newmetatable(L, APP_MT);

@@ -27,6 +27,9 @@ local function describe(v)
   return type(v) .. " " .. tostring(v)
 end
 
+-- The keys that each name an outcome: a table may hold one of them.
+local OUTCOME_KEYS = { "ack", "retry", "reply", "retry_after", "reject" }
+
 -- of(result, ctx, spec, seq, reply_to) -> what the host applies, as codes (O:
 -- core.outcomes, R: core.reasons; read by host/runtime/jobs.c):
 --   O.ACK [writes] | O.REPLY writes | O.RETRY | O.RETRY_AFTER ms | O.REJECT reason
@@ -40,6 +43,16 @@ function M.of(result, ctx, spec, seq, reply_to)
   if type(result) ~= "table" then
     return O.ERROR, R.BAD_RETURN, "handle returned " .. describe(result) ..
       "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
+  end
+  local named = {}
+  for _, k in ipairs(OUTCOME_KEYS) do
+    if result[k] ~= nil then named[#named + 1] = k end
+  end
+  if result.outcome == "retry_after" and result.retry_after == nil then named[#named + 1] = "retry_after" end
+  if #named > 1 then
+    return O.ERROR, R.BAD_RETURN, "handle returned " .. describe(result) .. ", which names " ..
+      #named .. " outcomes (" .. table.concat(named, ", ") .. "); return one: ls.ack(), " ..
+      "ls.retry(), ls.retry_after(...), ls.reply(...) or ls.reject(...)"
   end
   if result.ack == true then return O.ACK, writes end
   if result.retry == true then return O.RETRY end

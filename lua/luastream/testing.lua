@@ -242,6 +242,15 @@ function App:command_on(url, ...) return self.core:command_on(url, ...) end
 -- it ends; its data stays. Everything due settles.
 function App:server_down(url, down) self.core:server_down(url, down and true or false) end
 
+-- slow(command, delay [, url]): from now on each `command` a handler (or
+-- anyone) sends to the in-memory server (the host's; with url, the one
+-- ls.redis.connect(url) reaches) is answered delay late, the connection's
+-- next commands waiting behind it, as behind a slow command on a server:
+-- for tests of ls.redis call timeouts. slow() or a delay of 0: none is.
+function App:slow(command, delay, url)
+  self.core:slow(command, command and duration(delay or 0) or 0, url)
+end
+
 -- HTTP stubs (docs/testing.md, "HTTP stubs"): what handlers' ls.http
 -- requests get. method: "GET", "POST", ... or "*"; pattern: the URL itself or
 -- a Lua pattern matching the whole URL; response: {status = 200, headers =

@@ -28,7 +28,7 @@
 #include "task.h"
 #include "url.h"
 
-#define MAX_NODES 8
+#define MAX_NODES 16
 #define NO_OWNER 0xff
 
 /* ---- the model cluster and its nodes ---- */
@@ -270,7 +270,8 @@ struct call {
   int node;         /* the node that executed it; -1 if it failed */
   bool error_reply; /* an error reply (text in err) */
   char err[160];
-  int order; /* when its callback ran, counted from 1 */
+  int order;  /* when its callback ran, counted from 1 */
+  int expect; /* the node the model said serves its key when the reply came */
 };
 
 static int calls_done;
@@ -302,6 +303,8 @@ static void on_call(void *data, const bk_reply *r, const char *err) {
   if (strcmp(key, k->key) != 0 || strcmp(token, k->token) != 0)
     TEST_FAIL_("%s %s: got the reply of %s %s", k->key, k->token, key, token);
   k->node = node;
+  unsigned s = slot_of(k->key);
+  k->expect = cl->importing[s] != NO_OWNER && cl->gone[s] ? cl->importing[s] : cl->owner[s];
 }
 
 static int send_set(struct caller *c, struct call *k, const char *key, int token) {
@@ -755,7 +758,10 @@ TEST_IMPL(cluster_close_answers_commands_in_flight) {
   cluster_stop();
 }
 
-/* A server without cluster mode: commands pass through to it unchanged. */
+/* A server without cluster mode: commands pass through to it unchanged.
+ * The caller's own connection asked what the server is: the router opened
+ * none of its own there (whose failures, a wrong password, would be logged
+ * under a name of the router's). */
 TEST_IMPL(cluster_standalone_server_passes_through) {
   cluster_start();
   replay_expect(cl->nodes[0].rb, "INFO cluster", "$17\r\ncluster_enabled:0\r\n");
@@ -763,6 +769,7 @@ TEST_IMPL(cluster_standalone_server_passes_through) {
   open_caller(&c, "app");
   ASSERT_INT_EQ(bk_is_cluster(cl->b), 0);
   ASSERT_INT_EQ(cl->made, 1);
+  ASSERT_STR_EQ(replay_log(cl->nodes[0].rb, NULL), "app: INFO cluster\n");
   static struct call k;
   char key[32];
   key_in(key, sizeof key, 10923, 16383, 40); /* node 2's in the model: not asked here */
@@ -887,7 +894,7 @@ TEST_IMPL(cluster_ask_resends_a_script) {
   RUN_UNTIL(k.done);
   ASSERT_INT_EQ(k.node, 0);
   char log[128];
-  snprintf(log, sizeof log, "ASKING\nEVAL <claim> 1 %s t1\n", key);
+  snprintf(log, sizeof log, "INFO cluster\nASKING\nEVAL <claim> 1 %s t1\n", key);
   ASSERT_STR_EQ(replay_log(cl->nodes[0].rb, "app"), log);
   bk_conn_close(cl->b, c.conn);
   cluster_stop();
@@ -903,14 +910,39 @@ static unsigned rnd(unsigned n) {
   return (unsigned)(rng_state % n);
 }
 
+/* A live node chosen at random. */
+static int live_node(const bool *dead) {
+  for (;;) {
+    int n = (int)rnd((unsigned)cl->nnodes);
+    if (!dead[n]) return n;
+  }
+}
+
+/* Master old dies for good, and a replica the router has not seen takes
+ * its slots and the migrations to it. Returns 1, or 0 when the model has
+ * no room for another node or the router does not know old yet. */
+static int fail_over(int old, bool *dead) {
+  if (cl->nnodes == MAX_NODES || dead[old] || !cl->nodes[old].given) return 0;
+  int replica = add_node(7100 + cl->nnodes);
+  for (unsigned s = 0; s < KEYSLOT_COUNT; s++) {
+    if (cl->owner[s] == old) cl->owner[s] = (uint8_t)replica;
+    if (cl->importing[s] == old) cl->importing[s] = (uint8_t)replica;
+  }
+  dead[old] = true;
+  replay_drop(cl->nodes[old].rb, "Connection reset by peer"); /* and never back */
+  return 1;
+}
+
 /* Rounds of pipelined SETs over 64 keys on 4 nodes (three masters and a
  * spare). Between rounds the cluster changes at random: a slot moved, a
- * migration started (ASK) or finished, a node's replies held back so that
- * the others' overtake them; during a round, a node may restart with
- * commands in flight. Every callback runs once and gets its own command's
- * reply from the node the model says served it, or "connection lost" when a
- * MOVED, the ASK to the spare or a restart took the connection down, in
- * which case the caller sends it again once up, as a real caller would. */
+ * migration started (ASK) or finished, a master failed over (it dies, and a
+ * replica new to the router takes its slots and migrations), a node's
+ * replies held back so that the others' overtake them; during a round, a
+ * node may restart with commands in flight. Every callback runs once and
+ * gets its own command's reply from the node the model says served it, or
+ * "connection lost" when a MOVED, the ASK to the spare, a failover or a
+ * restart took the connection down, in which case the caller sends it again
+ * once up, as a real caller would. */
 TEST_IMPL(cluster_randomized_redirections) {
   uint64_t seed =
       getenv("CLUSTER_SEED") ? strtoull(getenv("CLUSTER_SEED"), NULL, 10) : (uint64_t)uv_hrtime();
@@ -926,17 +958,18 @@ TEST_IMPL(cluster_randomized_redirections) {
   char keys[KEYS][16];
   for (int i = 0; i < KEYS; i++) snprintf(keys[i], sizeof keys[i], "key%d", i);
   static struct call calls[PER];
-  int token = 0, answered = 0, lost = 0, redirected_asks = 0, restarts = 0;
+  int token = 0, answered = 0, lost = 0, redirected_asks = 0, restarts = 0, failovers = 0;
+  bool dead[MAX_NODES] = {false};
   for (int round = 0; round < ROUNDS; round++) {
     /* the cluster changes (the router learns it from the redirections) */
     unsigned slot = slot_of(keys[rnd(KEYS)]);
-    switch (rnd(4)) {
+    switch (rnd(5)) {
       case 0: /* a slot moved */
-        if (cl->importing[slot] == NO_OWNER) cl->owner[slot] = (uint8_t)rnd((unsigned)cl->nnodes);
+        if (cl->importing[slot] == NO_OWNER) cl->owner[slot] = (uint8_t)live_node(dead);
         break;
       case 1: /* a migration started, its keys gone to the target */
         if (cl->importing[slot] == NO_OWNER) {
-          uint8_t t = (uint8_t)rnd((unsigned)cl->nnodes);
+          uint8_t t = (uint8_t)live_node(dead);
           if (t != cl->owner[slot]) {
             cl->importing[slot] = t;
             cl->gone[slot] = true;
@@ -951,10 +984,14 @@ TEST_IMPL(cluster_randomized_redirections) {
             cl->gone[s] = false;
           }
         break;
+      case 3: /* the master of a key fails over */
+        failovers += fail_over(cl->owner[slot], dead);
+        break;
       default: break;
     }
     /* a node whose replies come after the others' this round, or none */
     int held = (int)rnd((unsigned)cl->nnodes + 1) - 1;
+    if (held >= 0 && dead[held]) held = -1;
 
     /* a round: every call sent, sent again after a loss, until answered */
     int left = PER;
@@ -975,14 +1012,17 @@ TEST_IMPL(cluster_randomized_redirections) {
         replay_release(cl->nodes[held].rb);
         held = -1;
       }
-      if (rnd(8) == 0) { /* a node restarts with commands in flight */
-        int n = (int)rnd((unsigned)cl->nnodes);
+      unsigned fault = rnd(16);
+      if (fault < 2) { /* a node restarts with commands in flight */
+        int n = live_node(dead);
         if (cl->nodes[n].given) {
           replay_drop(cl->nodes[n].rb, "Connection reset by peer");
           restarts++;
           settle();
           replay_restore(cl->nodes[n].rb);
         }
+      } else if (fault == 2) { /* a master fails over with commands in flight */
+        failovers += fail_over(cl->owner[slot_of(keys[rnd(KEYS)])], dead);
       }
       RUN_UNTIL(calls_done == sent);
       for (int i = 0; i < PER; i++) {
@@ -990,10 +1030,9 @@ TEST_IMPL(cluster_randomized_redirections) {
         in_flight[i] = false;
         ASSERT_INT_EQ(calls[i].done, 1);
         if (calls[i].node >= 0) {
-          /* executed by the node serving its slot (or the target, asked) */
+          /* executed by the node serving its slot then (or the target, asked) */
           unsigned s = slot_of(calls[i].key);
-          int expect =
-              cl->importing[s] != NO_OWNER && cl->gone[s] ? cl->importing[s] : cl->owner[s];
+          int expect = calls[i].expect;
           if (calls[i].node != expect)
             TEST_FAIL_("seed %llu: %s (slot %u) answered by node %d, not %d",
                        (unsigned long long)seed, calls[i].key, s, calls[i].node, expect);
@@ -1013,8 +1052,9 @@ TEST_IMPL(cluster_randomized_redirections) {
     }
   }
   fprintf(stderr,
-          "%d answered, %d lost and sent again, %d answered after ASK, %d downs, %d restarts\n",
-          answered, lost, redirected_asks, c.downs, restarts);
+          "%d answered, %d lost and sent again, %d answered after ASK, %d downs, %d restarts, "
+          "%d failovers\n",
+          answered, lost, redirected_asks, c.downs, restarts, failovers);
   ASSERT_INT_EQ(answered, ROUNDS * PER);
   bk_conn_close(cl->b, c.conn);
   settle();

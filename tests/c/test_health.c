@@ -1,8 +1,20 @@
 /* Tests for health.c's pure part: routing a request by its request line
  * (headers ignored, read up to the blank line), the response text, and the
- * --http address. The server itself is exercised over real HTTP by
- * tests/integration/health_spec.lua. */
+ * --http address; and the server on a real loop running out of descriptors.
+ * The server is exercised over real HTTP by tests/integration/health_spec.lua
+ * and health_flood_spec.lua. */
 #include "health.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
 #include "task.h"
 
 static enum health_route route(const char *req) { return health_parse_request(req, strlen(req)); }
@@ -104,4 +116,60 @@ TEST_IMPL(health_addresses) {
       health_parse_addr("a-very-long-host-name-that-does-not-fit-in-sixty-four-bytes.example:1",
                         host, sizeof host, &port, err, sizeof err),
       -1);
+}
+
+/* ---- the server, on a real loop ---- */
+
+static bool always_ready(void *data, char *why, size_t len) {
+  (void)data, (void)why, (void)len;
+  return true;
+}
+
+/* accept failing with EMFILE leaves the listener readable: the server must
+ * stop watching it for a while rather than spin, and answer the connection
+ * waiting in the backlog once a descriptor is free again. */
+TEST_IMPL(health_out_of_descriptors_pauses_accepting) {
+  uv_loop_t loop;
+  ASSERT_OK(uv_loop_init(&loop));
+  char err[256];
+  health *hs = health_start(&loop, "127.0.0.1:0", always_ready, NULL, err, sizeof err);
+  ASSERT_NOT_NULL(hs);
+  int client = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)health_port(hs)),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  ASSERT_OK(connect(client, (struct sockaddr *)&sa, sizeof sa)); /* done by the kernel */
+  const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_INT_EQ(write(client, req, strlen(req)), (ssize_t)strlen(req));
+
+  /* No descriptor left: the soft limit at the lowest free one. */
+  struct rlimit saved, none;
+  ASSERT_OK(getrlimit(RLIMIT_NOFILE, &saved));
+  int lowest = open("/dev/null", O_RDONLY);
+  ASSERT(lowest >= 0);
+  close(lowest);
+  none = saved;
+  none.rlim_cur = (rlim_t)lowest;
+  ASSERT_OK(setrlimit(RLIMIT_NOFILE, &none));
+  int turns = 0;
+  for (uint64_t start = uv_hrtime(); uv_hrtime() - start < 300 * 1000000ULL; turns++)
+    uv_run(&loop, UV_RUN_ONCE);
+  ASSERT_OK(setrlimit(RLIMIT_NOFILE, &saved));
+  /* paused 100 ms at a time: a few turns of the loop, not thousands */
+  if (turns >= 50) TEST_FAIL_("the loop turned %d times in 300 ms: accept spins", turns);
+
+  char answer[512];
+  ssize_t got = 0;
+  struct pollfd pfd = {.fd = client, .events = POLLIN};
+  for (int i = 0; i < 500 && got <= 0; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    if (poll(&pfd, 1, 10) > 0) got = read(client, answer, sizeof answer - 1);
+  }
+  ASSERT(got > 0);
+  answer[got] = '\0';
+  ASSERT(strncmp(answer, "HTTP/1.1 200 OK\r\n", 17) == 0);
+  close(client);
+  health_close(hs);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_OK(uv_loop_close(&loop));
 }

@@ -1,4 +1,5 @@
-/* Tests for lease.c's validity: the lease is known valid for LEASE_VALID_MS
+/* Tests for lease.c's keepalive (every held lease of a process renewed in one
+ * script call, each lease told its own answer) and its validity: the lease is known valid for LEASE_VALID_MS
  * from the sending of the last successful take or renewal (the key's time to
  * live starts when Redis applies it, after that), judged by the clock alone,
  * not by whether the renewal timer has fired; lease_confirm renews at once
@@ -37,7 +38,8 @@ TEST_IMPL(lease_valid_counts_from_the_send_of_the_last_renewal) {
   bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
   clock_virtual_settle(clk);
   ASSERT(bk_connected(b, c));
-  lease *l = lease_new(b, c, clk, "s", "g", "c", "tok 1 m h", on_lease, NULL);
+  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  lease *l = lease_new(ka, "s", "g", "c", on_lease, NULL);
   ASSERT_NOT_NULL(l);
   lease_take(l);
   clock_virtual_settle(clk);
@@ -69,6 +71,7 @@ TEST_IMPL(lease_valid_counts_from_the_send_of_the_last_renewal) {
   ASSERT_INT_EQ(done, 1);
   ASSERT(!lease_valid(l));
   lease_free(l);
+  lease_keepalive_free(ka);
   bk_conn_close(b, c);
   broker_free(b);
   clk->ops->free(clk);
@@ -81,11 +84,11 @@ TEST_IMPL(lease_confirm_finds_another_holder) {
   broker *b = replay_base(rb);
   replay_alias(rb, SCRIPT_LEASE, "<lease>");
   replay_expect(rb, "EVAL <lease> 1 * take **", "*1\r\n:1\r\n");
-  replay_default(rb, "EVAL <lease> 1 * renew **",
-                 "*3\r\n:0\r\n$16\r\nx 2 other/1 box2\r\n:19000\r\n");
+  replay_default(rb, "EVAL <lease> 1 * renew **", "*1\r\n$16\r\nx 2 other/1 box2\r\n");
   bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
   clock_virtual_settle(clk);
-  lease *l = lease_new(b, c, clk, "s", "g", "c", "tok 1 m h", on_lease, NULL);
+  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  lease *l = lease_new(ka, "s", "g", "c", on_lease, NULL);
   lease_take(l);
   clock_virtual_settle(clk);
   clock_virtual_jump(clk, 30000);
@@ -100,6 +103,7 @@ TEST_IMPL(lease_confirm_finds_another_holder) {
   clock_virtual_settle(clk);
   ASSERT_INT_EQ(done, 1);
   lease_free(l);
+  lease_keepalive_free(ka);
   bk_conn_close(b, c);
   broker_free(b);
   clk->ops->free(clk);
@@ -117,4 +121,132 @@ TEST_IMPL(lease_key_shares_the_stream_slot) {
   k = lease_key("{orders}", "g", "");
   ASSERT_STR_EQ(k, "luastream:consumer:{orders}:{orders}:g:");
   free(k);
+}
+
+/* Renewals: one script call for all of a process's leases every
+ * LEASE_RENEW_MS, whatever their number; a lease another process took is
+ * lost on its own while the others are renewed. */
+static int lost[4];
+static void on_lease_n(void *data, enum lease_event ev, const char *holder, long long wait_ms) {
+  (void)holder, (void)wait_ms;
+  if (ev == LEASE_LOST) lost[*(int *)data]++;
+}
+
+TEST_IMPL(lease_keepalive_renews_every_lease_in_one_call) {
+  lclock *clk = clock_virtual_new(0);
+  replay_broker *rb = replay_new(clk);
+  broker *b = replay_base(rb);
+  replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_default(rb, "EVAL <lease> 1 * take **", "*1\r\n:1\r\n");
+  replay_expect(rb, "EVAL <lease> 4 * * * * renew **", "*4\r\n:1\r\n:1\r\n:2\r\n:1\r\n");
+  /* then the third consumer's name is another process's */
+  replay_expect(rb, "EVAL <lease> 4 * * * * renew **",
+                "*4\r\n:1\r\n:1\r\n$16\r\nx 2 other/1 box2\r\n:1\r\n");
+  replay_default(rb, "EVAL <lease> 3 * * * renew **", "*3\r\n:1\r\n:1\r\n:1\r\n");
+  replay_default(rb, "EVAL <lease> 1 * drop **", "*1\r\n:1\r\n");
+  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
+  clock_virtual_settle(clk);
+  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  lease *l[4];
+  int index[4];
+  const char *consumer[4] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 4; i++) {
+    index[i] = i;
+    l[i] = lease_new(ka, "s", "g", consumer[i], on_lease_n, &index[i]);
+    ASSERT_NOT_NULL(l[i]);
+    lease_take(l[i]);
+  }
+  clock_virtual_settle(clk);
+  for (int i = 0; i < 4; i++) ASSERT(lease_held(l[i]));
+  size_t taken = replay_nsent(rb, "cmd");
+  ASSERT_INT_EQ(taken, 4);
+  clock_virtual_advance(clk, LEASE_RENEW_MS);
+  ASSERT_INT_EQ(replay_nsent(rb, "cmd"), taken + 1); /* one call for the four */
+  ASSERT_CONTAINS(replay_sent(rb, "cmd", taken),
+                  "luastream:consumer:{s}:g:a luastream:consumer:{s}:g:b");
+  for (int i = 0; i < 4; i++) ASSERT(lease_valid(l[i]));
+  clock_virtual_advance(clk, LEASE_RENEW_MS);
+  ASSERT_INT_EQ(replay_nsent(rb, "cmd"), taken + 2);
+  ASSERT_INT_EQ(lost[0] + lost[1] + lost[3], 0);
+  ASSERT_INT_EQ(lost[2], 1);
+  ASSERT(!lease_held(l[2]));
+  for (int i = 0; i < 4; i++)
+    if (i != 2) ASSERT(lease_held(l[i]));
+  /* the three left go on in one call each turn */
+  clock_virtual_advance(clk, 3 * LEASE_RENEW_MS);
+  ASSERT_INT_EQ(replay_nsent(rb, "cmd"), taken + 5);
+  for (int i = 0; i < 4; i++)
+    if (i != 2) ASSERT(lease_valid(l[i]));
+  ASSERT_INT_EQ(lost[2], 1);
+  for (int i = 0; i < 4; i++) {
+    int done = 0;
+    lease_release(l[i], released, &done);
+    clock_virtual_settle(clk);
+    ASSERT_INT_EQ(done, 1);
+    lease_free(l[i]);
+  }
+  lease_keepalive_free(ka);
+  ASSERT_INT_EQ(replay_unused(rb), 0);
+  bk_conn_close(b, c);
+  broker_free(b);
+  clk->ops->free(clk);
+}
+
+/* On a Redis Cluster a script's keys must share a slot: one call per slot. */
+static int always_cluster(broker *b) {
+  (void)b;
+  return 1;
+}
+
+TEST_IMPL(lease_keepalive_renews_one_call_per_cluster_slot) {
+  lclock *clk = clock_virtual_new(0);
+  replay_broker *rb = replay_new(clk);
+  broker *b = replay_base(rb);
+  struct broker_ops ops = *b->ops; /* the replay broker, saying it is a cluster */
+  ops.cluster = always_cluster;
+  const struct broker_ops *plain = b->ops;
+  b->ops = &ops;
+  replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_default(rb, "EVAL <lease> 1 * take **", "*1\r\n:1\r\n");
+  replay_default(rb, "EVAL <lease> 2 * * renew **", "*2\r\n:1\r\n:1\r\n");
+  replay_default(rb, "EVAL <lease> 1 * renew **", "*1\r\n:1\r\n");
+  replay_default(rb, "EVAL <lease> 1 * drop **", "*1\r\n:1\r\n");
+  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
+  clock_virtual_settle(clk);
+  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  /* payments (two groups: one slot), orders and orders:{7} (a slot each) */
+  const char *stream[4] = {"payments", "payments", "orders", "orders:{7}"};
+  const char *group[4] = {"ledger", "fraud", "g", "g"};
+  lease *l[4];
+  int index[4];
+  for (int i = 0; i < 4; i++) {
+    index[i] = i;
+    l[i] = lease_new(ka, stream[i], group[i], "c", on_lease_n, &index[i]);
+    lease_take(l[i]);
+  }
+  clock_virtual_settle(clk);
+  size_t taken = replay_nsent(rb, "cmd");
+  clock_virtual_advance(clk, LEASE_RENEW_MS);
+  ASSERT_INT_EQ(replay_nsent(rb, "cmd"), taken + 3); /* three slots, three calls */
+  int pair = 0;
+  for (size_t i = taken; i < taken + 3; i++) {
+    const char *sent = replay_sent(rb, "cmd", i);
+    if (strstr(sent, "<lease> 2 ")) {
+      pair++;
+      ASSERT_CONTAINS(sent, "{payments}:ledger:c luastream:consumer:{payments}:fraud:c renew");
+    }
+  }
+  ASSERT_INT_EQ(pair, 1);
+  for (int i = 0; i < 4; i++) ASSERT(lease_valid(l[i]));
+  for (int i = 0; i < 4; i++) {
+    int done = 0;
+    lease_release(l[i], released, &done);
+    clock_virtual_settle(clk);
+    lease_free(l[i]);
+  }
+  lease_keepalive_free(ka);
+  bk_conn_close(b, c);
+  b->ops = plain;
+  broker_free(b);
+  clk->ops->free(clk);
 }

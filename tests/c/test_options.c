@@ -155,15 +155,27 @@ TEST_IMPL(options_repeatable_and_groups) {
   ASSERT_INT_EQ(o.v[OPT_HEADER].nitems, 2);
   ASSERT_STR_EQ(o.v[OPT_HEADER].items[0], "a=1");
   ASSERT_STR_EQ(o.v[OPT_HEADER].items[1], "b=2=3");
-  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl", "--id", "1-0", "--id", "2-5"), CLI_OK);
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl", "--id", "1-0", "--id", "2-5"), CLI_OK);
+  ASSERT_STR_EQ(o.pos[0], "dir");
+  ASSERT_STR_EQ(o.pos[1], "dl");
   ASSERT_INT_EQ(o.v[OPT_ID].nitems, 2);
   ASSERT_STR_EQ(o.v[OPT_ID].items[1], "2-5");
+  ASSERT_INT_EQ(PARSE(CLI_DL_DELETE, "dl", "--reason", "rejected", "--yes"), CLI_OK);
+  ASSERT_STR_EQ(cli_text(&o, OPT_REASON), "rejected");
+  ASSERT(cli_given(&o, OPT_YES));
 
-  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl", "--id", "1-0", "--all"), CLI_USAGE);
-  ASSERT_CONTAINS(err_text, "luastream: replay needs either --id ID (repeatable) or --all\n");
-  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl"), CLI_USAGE);
-  ASSERT_CONTAINS(err_text, "replay needs either");
-  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl", "--id", "17"), CLI_USAGE);
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl", "--id", "1-0", "--all"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text,
+                  "luastream: say which dead letters, one way: --id ID (repeatable) or "
+                  "--all (delete also takes --reason REASON)\n");
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "say which dead letters");
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dl", "--all"), CLI_USAGE); /* DIR is required */
+  ASSERT_CONTAINS(err_text, "missing arguments");
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl", "--reason", "rejected"), CLI_USAGE);
+  ASSERT_INT_EQ(PARSE(CLI_DL_DELETE, "dl", "--reason", "rejected", "--all"), CLI_USAGE);
+  ASSERT_INT_EQ(PARSE(CLI_DL_DELETE, "dl", "--yes"), CLI_USAGE);
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl", "--id", "17"), CLI_USAGE);
   ASSERT_STR_EQ(err_text,
                 "luastream: --id needs an entry id such as 1700000000000-0, got \"17\"\n");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--redis", "redis://a", "--redis-file", "/f", "dir"), CLI_USAGE);
@@ -217,6 +229,9 @@ TEST_IMPL(options_bad_duration) {
   ASSERT_CONTAINS(err_text, "luastream: --watchdog cannot be off: ");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "11s", "dir"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "luastream: --watchdog must be at most 10s, got 11s: ");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "999ms", "dir"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "luastream: --watchdog must be at least 1s, got 999ms: ");
+  ASSERT_INT_EQ(PARSE(CLI_RUN, "--watchdog", "1s", "dir"), CLI_OK);
   ASSERT_INT_EQ(PARSE(CLI_DL_LIST, "--count", "+5", "dl"), CLI_USAGE);
   ASSERT_STR_EQ(err_text, "luastream: --count needs a number from 1 to 1000000000, got \"+5\"\n");
 }
@@ -255,7 +270,7 @@ TEST_IMPL(options_help_lists_every_option) {
   ASSERT_CONTAINS(help, " redis://127.0.0.1:6379)\n");
   free(help);
   help = help_of(CLI_DL_REPLAY);
-  ASSERT_CONTAINS(help, "(--id ID... | --all) STREAM");
+  ASSERT_CONTAINS(help, "(--id ID... | --all) DIR STREAM");
   free(help);
   /* --help wins wherever it is, on stdout */
   ASSERT_INT_EQ(PARSE(CLI_CHECK, "dir", "--help"), CLI_DONE);
@@ -319,4 +334,31 @@ TEST_IMPL(options_processes) {
   ASSERT_CONTAINS(help, "\n  --processes N ");
   ASSERT_CONTAINS(strstr(help, "\n  --processes N "), "auto");
   free(help);
+}
+
+TEST_IMPL(options_publish_wait) {
+  clean_env();
+  long long n, ms;
+  char why[256];
+  ASSERT_OK(cli_wait_parse("1", &n, &ms, why, sizeof why));
+  ASSERT_INT_EQ(n, 1);
+  ASSERT_INT_EQ(ms, PUBLISH_WAIT_DEFAULT_MS);
+  ASSERT_OK(cli_wait_parse("2,250ms", &n, &ms, why, sizeof why));
+  ASSERT_INT_EQ(n, 2);
+  ASSERT_INT_EQ(ms, 250);
+  ASSERT_OK(cli_wait_parse("3,5s", &n, &ms, why, sizeof why));
+  ASSERT_INT_EQ(ms, 5000);
+  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}", "--wait", "1,2s"), CLI_OK);
+  ASSERT_STR_EQ(cli_text(&o, OPT_WAIT), "1,2s");
+  /* refused: no replica, not a number, no unit, past 5s, nothing after the comma */
+  char *bad[] = {"0", "x", "1x", "-1", "1,5", "1,6s", "1,", ",1s", "1,0ms"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}", "--wait", bad[i]), CLI_USAGE);
+    ASSERT_CONTAINS(err_text, "luastream: --wait ");
+  }
+  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}", "--wait", "0"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "N replicas, at least 1");
+  ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}", "--wait", "1,6s"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "TIMEOUT must be from 1ms to 5s, got 6s");
+  ASSERT_INT_EQ(PARSE(CLI_DL_LIST, "s", "--wait", "1"), CLI_USAGE); /* publish's only */
 }

@@ -14,6 +14,7 @@
 
 #include "health.h"
 #include "scrape.h"
+#include "stop_signal.h"
 #include "supervisor.h"
 #include "task.h"
 
@@ -48,6 +49,24 @@ TEST_IMPL(supervisor_signal_names) {
   ASSERT_STR_EQ(supervisor_signal_name(SIGTERM, buf, sizeof buf), "SIGTERM");
   ASSERT_STR_EQ(supervisor_signal_name(SIGRTMIN + 1, buf, sizeof buf) == buf ? "other" : "named",
                 "other");
+}
+
+/* GNU timeout signals the child and then its group: one stop, not two. */
+TEST_IMPL(stop_signal_same_one_again_is_the_same_stop) {
+  struct stop_signals s = {0};
+  ASSERT_INT_EQ(stop_signal_take(&s, SIGTERM, 5000), STOP_FIRST);
+  ASSERT_INT_EQ(stop_signal_take(&s, SIGTERM, 5001), STOP_AGAIN);
+  ASSERT_INT_EQ(stop_signal_take(&s, SIGTERM, 5000 + STOP_SIGNAL_SAME_MS - 1), STOP_AGAIN);
+  ASSERT_INT_EQ(stop_signal_take(&s, SIGTERM, 5000 + STOP_SIGNAL_SAME_MS), STOP_NOW);
+  ASSERT_INT_EQ(stop_signal_take(&s, SIGTERM, 5000 + STOP_SIGNAL_SAME_MS), STOP_NOW);
+  /* a different signal is a second stop however soon it comes */
+  struct stop_signals t = {0};
+  ASSERT_INT_EQ(stop_signal_take(&t, SIGTERM, 0), STOP_FIRST);
+  ASSERT_INT_EQ(stop_signal_take(&t, SIGINT, 1), STOP_NOW);
+  /* a stop begun without a signal: any signal is the second one */
+  struct stop_signals u = {0};
+  stop_signal_begun(&u);
+  ASSERT_INT_EQ(stop_signal_take(&u, SIGTERM, 0), STOP_NOW);
 }
 
 static const char page0[] =

@@ -192,6 +192,41 @@ describe("the documented Redis ACL", function()
     assert.matches("no permissions", denied)
   end)
 
+  -- The keys a process reads to number its names (the leases, with GET) and
+  -- renews together (one script call): all in the documented patterns.
+  it("numbers a second process's names and renews its leases under the documented run user", function()
+    local srv = helper.redis_start()
+    local users = documented()
+    setuser(srv, words(assert(users["payments-host"])))
+    local env = { REDIS_URL = url_of(srv, "payments-host") }
+    local a = helper.host_start({}, { url = false, env = env, dir = "handlers/before-8.4" })
+    a:wait_log(READY, 20, { plain = true })
+    local b = helper.host_start({}, { url = false, env = env, dir = "handlers/before-8.4" })
+    b:wait_log(READY, 10, { plain = true })
+    local numbered = b:records({ msg = "consumer names numbered: a live process on this machine holds the names before" })
+    assert.equal(1, #numbered, b:log())
+    assert.equal("1", numbered[1].instance)
+    assert.equal(0, b:count({ msg = "cannot look for free consumer names: using the first" }))
+    -- both processes' leases, renewed (every 5 s) under the same user
+    local keys = {}
+    for k in srv:cli("KEYS", "luastream:consumer:{payments}:*"):gmatch("[^\n]+") do keys[#keys + 1] = k end
+    assert.is_true(#keys >= 4, table.concat(keys, " "))
+    local ttl = {}
+    for i, k in ipairs(keys) do ttl[i] = tonumber(srv:cli("PTTL", k)) end
+    helper.wait_until(function()
+      for i, k in ipairs(keys) do
+        if tonumber(srv:cli("PTTL", k)) <= ttl[i] then return false, k end
+      end
+      return true
+    end, 10, "every lease renewed")
+    assert.equal(0, b:count({ msg = "the consumer lease failed, retrying" }))
+    assert.equal(0, a:count({ msg = "the consumer lease failed, retrying" }))
+    assert.equal(0, b:stop())
+    assert.equal(0, a:stop())
+    assert_quiet(a)
+    assert_quiet(b)
+  end)
+
   it("runs every outcome (ack, retry, delay, reply, publish, reject, claim, re-stamp) under the documented run user", function()
     local srv = helper.redis_start()
     setuser(srv, run_user("orders-host", SUBS))
@@ -218,18 +253,22 @@ describe("the documented Redis ACL", function()
     assert_quiet(host)
   end)
 
-  it("lists and replays dead letters under the documented users", function()
+  it("lists, replays and deletes dead letters under the documented users", function()
     local srv = helper.redis_start()
     local users = documented()
     setuser(srv, words(assert(users["payments-dead-letters-list"])))
     setuser(srv, words(assert(users["payments-dead-letters-replay"])))
+    setuser(srv, words(assert(users["payments-dead-letters-delete"])))
+    -- the ledger's and the fraud group's handlers both dead-letter to payments.dead
+    local handler = [[return { stream = "payments", group = "%s", dead_letter = "payments.dead", handle = function() end }]]
+    local dir = helper.handlers_dir({ ["post.lua"] = handler:format("ledger"), ["screen.lua"] = handler:format("fraud") })
     srv:cli("XADD", "payments.dead", "*", "data", '{"id":1}', "dead-letter-stream", "payments",
       "dead-letter-group", "ledger", "dead-letter-id", "1-0", "dead-letter-reason", "rejected")
     local code, out, err = helper.luastream("dead-letters", "list", "payments.dead",
       { env = { REDIS_URL = url_of(srv, "payments-dead-letters-list") } })
     assert.equal(0, code, out .. err)
     assert.matches("1 dead letter on payments.dead", out, 1, true)
-    code, out, err = helper.luastream("dead-letters", "replay", "payments.dead", "--all",
+    code, out, err = helper.luastream("dead-letters", "replay", dir, "payments.dead", "--all",
       { env = { REDIS_URL = url_of(srv, "payments-dead-letters-replay") } })
     assert.equal(0, code, out .. err)
     assert.matches("replayed 1 dead letter from payments.dead", out, 1, true)
@@ -237,12 +276,12 @@ describe("the documented Redis ACL", function()
     assert.equal(0, srv:xlen("payments.dead"))
 
     -- the list user cannot replay; the replay user cannot reach another group
-    code, out, err = helper.luastream("dead-letters", "replay", "payments.dead", "--all",
+    code, out, err = helper.luastream("dead-letters", "replay", dir, "payments.dead", "--all",
       { env = { REDIS_URL = url_of(srv, "payments-dead-letters-list") } })
     assert.equal(1, code, out .. err)
     srv:cli("XADD", "payments.dead", "*", "data", '{"id":2}', "dead-letter-stream", "payments",
-      "dead-letter-group", "fraud", "dead-letter-id", "2-0")
-    code, out, err = helper.luastream("dead-letters", "replay", "payments.dead", "--all",
+      "dead-letter-group", "fraud", "dead-letter-id", "2-0", "dead-letter-reason", "rejected")
+    code, out, err = helper.luastream("dead-letters", "replay", dir, "payments.dead", "--all",
       { env = { REDIS_URL = url_of(srv, "payments-dead-letters-replay") } })
     assert.equal(1, code, out .. err)
     assert.matches("the replay script", err, 1, true)
@@ -250,6 +289,40 @@ describe("the documented Redis ACL", function()
     assert.matches("can't access", err, 1, true)
     assert.matches("(TYPE payments:retry:fraud of dead letter", err, 1, true)
     assert.equal(1, srv:xlen("payments.dead"), "nothing moved")
+
+    -- the delete user deletes; the list user cannot
+    code, out, err = helper.luastream("dead-letters", "delete", "payments.dead", "--all", "--yes",
+      { env = { REDIS_URL = url_of(srv, "payments-dead-letters-list") } })
+    assert.equal(1, code, out .. err)
+    assert.equal(1, srv:xlen("payments.dead"))
+    code, out, err = helper.luastream("dead-letters", "delete", "payments.dead", "--reason", "rejected", "--yes",
+      { env = { REDIS_URL = url_of(srv, "payments-dead-letters-delete") } })
+    assert.equal(0, code, out .. err)
+    assert.matches("deleted 1 dead letter of reason rejected from payments.dead", out, 1, true)
+    assert.equal(0, srv:xlen("payments.dead"))
+  end)
+
+  it("keeps producers off dead-letter streams and retry streams", function()
+    local srv = helper.redis_start()
+    setuser(srv, words(assert(documented()["payments-producer"], "docs/operations.md has no payments-producer line")))
+    local url = url_of(srv, "payments-producer")
+    local code, out, err = helper.luastream("publish", "payments", '{"id":1}', { env = { REDIS_URL = url } })
+    assert.equal(0, code, out .. err)
+    -- --wait needs +wait, as the recipe says: without it the entry is added and WAIT refused, exit 3
+    code, out, err = helper.luastream("publish", "payments", '{"id":1}', "--wait", "1,100ms", { env = { REDIS_URL = url } })
+    assert.equal(3, code, out .. err)
+    assert.matches("WAIT on redis://payments-producer:***@127.0.0.1:" .. srv.port .. " failed: NOPERM", err, 1, true)
+    assert.matches("entry " .. helper.trim(out) .. " was added", err, 1, true)
+    assert.equal(2, srv:xlen("payments"))
+    -- an entry on the dead-letter stream (a forged dead letter), a retry copy: each refused
+    for _, stream in ipairs { "payments.dead", "payments:retry:ledger" } do
+      code, out, err = helper.luastream("publish", stream, '{"id":2}', { env = { REDIS_URL = url } })
+      assert.equal(1, code, out .. err)
+      assert.matches("XADD " .. stream, err, 1, true)
+      assert.matches("NOPERM", err, 1, true)
+      assert.equal(0, srv:xlen(stream))
+    end
+    assert.equal(0, srv:xlen("payments.dead"))
   end)
 end)
 

@@ -22,7 +22,7 @@ describe("luastream CLI", function()
   local OPTIONS = {
     run = { "--redis", "--instance", "--consumer", "--log-level" },
     check = {},
-    publish = { "--redis", "--key", "--header" },
+    publish = { "--redis", "--key", "--header", "--wait" },
   }
   for _, command in ipairs { "run", "check", "publish" } do
     it(command .. " --help and --version", function()
@@ -52,7 +52,8 @@ describe("luastream CLI", function()
 
   it("help COMMAND prints that command's --help", function()
     for _, args in ipairs { { "run" }, { "check" }, { "publish" }, { "dead-letters" },
-                            { "dead-letters", "list" }, { "dead-letters", "replay" } } do
+                            { "dead-letters", "list" }, { "dead-letters", "replay" },
+                            { "dead-letters", "delete" } } do
       local with_flag = { unpack(args) }
       with_flag[#with_flag + 1] = "--help"
       local code, want, stderr = helper.luastream(unpack(with_flag))
@@ -70,9 +71,9 @@ describe("luastream CLI", function()
     assert.matches('unknown command "bogus"', stderr, 1, true)
   end)
 
-  it("dead-letters --help shows the synopses of list --help and replay --help", function()
+  it("dead-letters --help shows the synopses of list --help, replay --help and delete --help", function()
     local _, usage = helper.luastream("dead-letters", "--help")
-    for _, sub in ipairs { "list", "replay" } do
+    for _, sub in ipairs { "list", "replay", "delete" } do
       local code, stdout = helper.luastream("dead-letters", sub, "--help")
       assert.equal(0, code)
       local synopsis = stdout:match("^usage: (.-)\n\n"):gsub("%s+", " ")
@@ -112,6 +113,45 @@ describe("luastream CLI", function()
     assert.equal(2, code)
     assert.matches("--maxlen needs a number from 1", stderr, 1, true)
     assert.equal(3, srv:xlen("payments"))
+  end)
+
+  it("publish --wait N[,TIMEOUT] waits for N replicas and says how many acknowledged; fewer exits 3", function()
+    local master = helper.redis_start()
+    local replica = helper.redis_start({ args = { "--replicaof", "127.0.0.1", tostring(master.port) } })
+    helper.wait_until(function()
+      local info = replica:cli("INFO", "replication")
+      return info:find("master_link_status:up", 1, true) ~= nil, info
+    end, 30, "the replica in sync with the master")
+    local function publish(body, wait)
+      local code, out, err = helper.luastream("publish", "--redis", master.url, "payments", body, "--wait", wait)
+      return code, helper.trim(out), err
+    end
+    -- one replica asked for, and it has the entry
+    local code, id, err = publish('{"id":1}', "1")
+    assert.equal(0, code, id .. err)
+    assert.matches("^%d+%-%d+$", id)
+    assert.matches("1 of 1 replica acknowledged entry " .. id, err, 1, true)
+    assert.equal(1, #replica:xrange("payments", id, id), "the replica has the entry")
+    -- two asked for, one there: the id printed (the entry was added), exit 3
+    code, id, err = publish('{"id":2}', "2,300ms")
+    assert.equal(3, code, id .. err)
+    assert.matches("^%d+%-%d+$", id)
+    assert.matches("1 of 2 replicas acknowledged entry " .. id .. " within 300ms: it is on the master", err, 1, true)
+    assert.equal(1, #master:xrange("payments", id, id))
+    -- the replica stopped: connected, but acknowledging nothing
+    replica.proc:kill("STOP")
+    code, id, err = publish('{"id":3}', "1,200ms")
+    replica.proc:kill("CONT")
+    assert.equal(3, code, id .. err)
+    assert.matches("0 of 1 replica acknowledged entry " .. id .. " within 200ms", err, 1, true)
+    assert.equal(1, #master:xrange("payments", id, id))
+    -- usage errors add nothing
+    for _, bad in ipairs { "0", "x", "1,5", "1,6s", "1,", "-1" } do
+      code, id, err = publish('{"id":4}', bad)
+      assert.equal(2, code, bad .. ": " .. id .. err)
+      assert.matches("--wait", err, 1, true)
+    end
+    assert.equal(3, master:xlen("payments"))
   end)
 
   it("publish reads REDIS_URL when --redis is not given", function()

@@ -202,4 +202,41 @@ describe("a Redis Cluster", function()
     assert.truthy(host:count { msg = "redis cluster slot map" } >= 2, "the host saw the new map")
     assert.equal(0, host:stop())
   end)
+
+  it("lists, replays and deletes dead letters on the master of their slot; publish --wait is refused", function()
+    local c = cluster.start { masters = 3 }
+    local dl = STREAM .. ".dead"
+    assert.is_not.equal(c.nodes[1].port, (c:master_of(dl)).port, "the dead letters are not on the seed node")
+    local dir = helper.handlers_dir({
+      ["post.lua"] = [[return { stream = "{payments}", group = "ledger", dead_letter = "{payments}.dead", handle = function() end }]],
+    })
+    local cmds = {}
+    for i, reason in ipairs { "rejected", "rejected", "decode-error", "rejected" } do
+      cmds[i] = { "XADD", dl, "*", "data", "{}", "dead-letter-stream", STREAM, "dead-letter-group", "ledger",
+        "dead-letter-id", i .. "-0", "dead-letter-reason", reason }
+    end
+    c:run(cmds)
+    local ids = {}
+    for i, e in ipairs(assert(c:call("XRANGE", dl, "-", "+"))) do ids[i] = e[1] end
+    assert.equal(4, #ids)
+    local code, out, err = helper.luastream("dead-letters", "list", "--redis", c.url, dl)
+    assert.equal(0, code, out .. err)
+    assert.matches("4 dead letters on " .. dl, out, 1, true)
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", c.url, dir, dl, "--id", ids[1])
+    assert.equal(0, code, out .. err)
+    assert.matches(ids[1] .. " -> {payments}:retry:ledger ", out, 1, true)
+    assert.equal(1, assert(c:call("XLEN", STREAM .. ":retry:ledger")))
+    code, out, err = helper.luastream("dead-letters", "delete", "--redis", c.url, dl, "--reason", "decode-error", "--yes")
+    assert.equal(0, code, out .. err)
+    assert.matches("deleted 1 dead letter of reason decode-error from " .. dl, out, 1, true)
+    code, out, err = helper.luastream("dead-letters", "delete", "--redis", c.url, dl, "--all", "--yes")
+    assert.equal(0, code, out .. err)
+    assert.matches("deleted 2 dead letters from " .. dl, out, 1, true)
+    assert.equal(0, assert(c:call("XLEN", dl)))
+
+    code, out, err = helper.luastream("publish", "--redis", c.url, STREAM, "{}", "--wait", "1")
+    assert.equal(2, code, out .. err)
+    assert.matches("--wait is not supported on a Redis Cluster", err, 1, true)
+    assert.equal(0, assert(c:call("EXISTS", STREAM)))
+  end)
 end)

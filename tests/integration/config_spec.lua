@@ -45,6 +45,10 @@ describe("configuration errors", function()
         err, 1, true)
       helper.assert_no_secret(WRONG, out, err)
       assert.equal(0, srv:call("EXISTS", "payments"))
+      -- logged under the host's connections: a standalone server gets none
+      -- of the cluster router's own
+      assert.matches('msg="redis authentication failed"', err, 1, true)
+      assert.is_nil(err:find('conn="cluster map"', 1, true), err)
     end)
 
     it("run exits 1 at once without a password (NOAUTH)", function()
@@ -105,10 +109,14 @@ describe("configuration errors", function()
     it("publish and dead-letters fail at once on a closed port or a refusal", function()
       local closed = helper.free_port()
       local srv = helper.redis_start({ requirepass = SECRET })
+      local dl_dir = helper.handlers_dir({
+        ["h.lua"] = [[return { stream = "s", group = "g", dead_letter = "dl", handle = function() end }]],
+      })
       local cases = {
         { { "publish", "--redis", "redis://127.0.0.1:" .. closed, "payments", "{}" }, "cannot reach redis://127.0.0.1:" .. closed },
         { { "dead-letters", "list", "--redis", "redis://127.0.0.1:" .. closed, "dl" }, "cannot reach" },
-        { { "dead-letters", "replay", "--redis", "redis://127.0.0.1:" .. closed, "dl", "--all" }, "cannot reach" },
+        { { "dead-letters", "replay", "--redis", "redis://127.0.0.1:" .. closed, dl_dir, "dl", "--all" }, "cannot reach" },
+        { { "dead-letters", "delete", "--redis", "redis://127.0.0.1:" .. closed, "dl", "--all" }, "cannot reach" },
         { { "publish", "--redis", "redis://:" .. WRONG .. "@127.0.0.1:" .. srv.port, "payments", "{}" },
           "authentication failed: WRONGPASS" },
         { { "dead-letters", "list", "--redis", "redis://127.0.0.1:" .. srv.port, "dl" }, "authentication failed: NOAUTH" },
@@ -219,19 +227,34 @@ return {
     assert.equal(0, host:stop())
   end)
 
-  it("dead-letters list and replay on a stream that does not exist: exit 1, saying so", function()
+  it("dead-letters on a stream that does not exist: 0 dead letters, exit 0 (an --id: exit 1, saying so); another type: exit 1", function()
     local srv = helper.redis_start()
-    for _, args in ipairs { { "list" }, { "replay", "--all" }, { "replay", "--id", "1-1" } } do
-      local argv = { "dead-letters", args[1], "--redis", srv.url, "payments.dead" }
-      for i = 2, #args do argv[#argv + 1] = args[i] end
+    local dir = helper.handlers_dir({
+      ["h.lua"] = [[return { stream = "payments", group = "g", dead_letter = "payments.dead", handle = function() end }]],
+    })
+    local cases = {
+      { { "list", "payments.dead" }, 0, "0 dead letters on payments.dead (no such stream on redis://127.0.0.1:" .. srv.port },
+      { { "replay", dir, "payments.dead", "--all" }, 0, "replayed 0 dead letters from payments.dead" },
+      { { "delete", "payments.dead", "--all" }, 0, "0 dead letters on payments.dead (no such stream on redis://127.0.0.1:" .. srv.port },
+      { { "replay", dir, "payments.dead", "--id", "1-1" }, 1, "no entry 1-1 on payments.dead" },
+      { { "delete", "payments.dead", "--id", "1-1" }, 1, "no entry 1-1 on payments.dead: there is no such stream" },
+    }
+    for _, case in ipairs(cases) do
+      local argv = { "dead-letters", case[1][1], "--redis", srv.url }
+      for i = 2, #case[1] do argv[#argv + 1] = case[1][i] end
       local code, out, err = helper.luastream(unpack(argv))
-      assert.equal(1, code, table.concat(argv, " ") .. ": " .. out .. err)
-      assert.matches("stream payments.dead does not exist on redis://127.0.0.1:" .. srv.port, err, 1, true)
+      assert.equal(case[2], code, table.concat(argv, " ") .. ": " .. out .. err)
+      assert.matches(case[3], out .. err, 1, true)
     end
     srv:cli("SET", "payments.dead", "x")
-    local code, _, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments.dead")
+    for _, args in ipairs { { "list", "payments.dead" }, { "delete", "payments.dead", "--all" } } do
+      local code, _, err = helper.luastream("dead-letters", args[1], "--redis", srv.url, unpack(args, 2))
+      assert.equal(1, code)
+      assert.matches("is a string, not a stream", err, 1, true)
+    end
+    local code, _, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--all")
     assert.equal(1, code)
-    assert.matches("is a string, not a stream", err, 1, true)
+    assert.matches("payments.dead is a string, not a stream", err, 1, true)
   end)
 
   it("publish refuses reserved header names, naming the header", function()

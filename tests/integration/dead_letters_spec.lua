@@ -15,10 +15,12 @@ local DEAD_LETTERED = { msg = "entry dead-lettered" }
 
 -- ---- helpers -----------------------------------------------------------------
 
+-- Returns the host and its handlers folder (what `dead-letters replay` reads).
 local function start_host(srv, files, args)
-  local h = helper.host_start(args or {}, { server = srv, dir = helper.handlers_dir(files) })
+  local dir = helper.handlers_dir(files)
+  local h = helper.host_start(args or {}, { server = srv, dir = dir })
   h:wait_log(READY, 20, { plain = true })
-  return h
+  return h, dir
 end
 
 -- The server's clock in Unix ms (dead-letter-time comes from the same machine).
@@ -713,7 +715,7 @@ return {
 describe("luastream dead-letters", function()
   after_each(helper.cleanup)
 
-  it("--help describes list and replay", function()
+  it("--help describes list, replay and delete", function()
     local code, out = helper.luastream("dead-letters", "--help")
     assert.equal(0, code)
     assert.matches("dead-letters list", out, 1, true)
@@ -723,7 +725,15 @@ describe("luastream dead-letters", function()
     for _, opt in ipairs { "--redis", "--count" } do assert.matches(opt, out, 1, true) end
     code, out = helper.luastream("dead-letters", "replay", "--help")
     assert.equal(0, code)
-    for _, opt in ipairs { "--redis", "--id", "--all" } do assert.matches(opt, out, 1, true) end
+    for _, opt in ipairs { "--redis", "--id", "--all", "DIR STREAM", "--load-timeout" } do
+      assert.matches(opt, out, 1, true)
+    end
+    code, out = helper.luastream("dead-letters", "delete", "--help")
+    assert.equal(0, code)
+    for _, opt in ipairs { "--redis", "--id", "--all", "--reason", "--yes" } do assert.matches(opt, out, 1, true) end
+    code, out = helper.luastream("dead-letters", "--help")
+    assert.equal(0, code)
+    assert.matches("dead-letters delete", out, 1, true)
     code, out = helper.luastream("--help")
     assert.equal(0, code)
     assert.matches("dead-letters", out, 1, true)
@@ -772,13 +782,6 @@ describe("luastream dead-letters", function()
     assert.equal(stored[1].id, blocks[1].id)
     assert.matches("1 of 2 entries on payments.dead shown", out, 1, true)
 
-    srv:cli("XGROUP", "CREATE", "nothing.dead", "g", "$", "MKSTREAM") -- an empty stream
-    code, out = helper.luastream("dead-letters", "list", "--redis", srv.url, "nothing.dead")
-    assert.equal(0, code)
-    assert.matches("no dead letters on nothing.dead", out, 1, true)
-    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "missing.dead")
-    assert.equal(1, code, out)
-    assert.matches("stream missing.dead does not exist", err, 1, true)
     local _
     code, _, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments.dead", "--count", "0")
     assert.equal(2, code)
@@ -787,7 +790,7 @@ describe("luastream dead-letters", function()
 
   it("replay puts dead letters on the retry stream of their group only, never on the source, and the host handles them", function()
     local srv = helper.redis_start()
-    local host = start_host(srv, { ["post.lua"] = REJECT_ONCE, ["screen.lua"] = SCREEN })
+    local host, dir = start_host(srv, { ["post.lua"] = REJECT_ONCE, ["screen.lua"] = SCREEN })
     local ids, data = {}, {}
     for i = 1, 3 do
       data[i] = helper.payment(i, "acme", 100 * i)
@@ -801,7 +804,7 @@ describe("luastream dead-letters", function()
 
     -- one entry by id
     local monitor = srv:monitor() -- the replayed entry is trimmed once the host acks it
-    local code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--id", dl2)
+    local code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--id", dl2)
     assert.equal(0, code, err)
     local new2 = out:match(dl2:gsub("%-", "%%-") .. " %-> payments:retry:ledger (%d+%-%d+)\n")
     assert(new2, "no `" .. dl2 .. " -> payments:retry:ledger NEW-ID` line in:\n" .. out)
@@ -839,7 +842,7 @@ describe("luastream dead-letters", function()
     assert.equal(posted.key, host:records({ msg = "payment rejected", payment_id = "2" })[1].key)
 
     -- the rest
-    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--all")
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--all")
     assert.equal(0, code, err)
     for _, i in ipairs { 1, 3 } do
       local dl = dls[ids[i]].id
@@ -857,7 +860,7 @@ describe("luastream dead-letters", function()
     end
     assert.same({ ["1"] = 1, ["2"] = 1, ["3"] = 1 }, screened)
 
-    code, out = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--all")
+    code, out = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--all")
     assert.equal(0, code)
     assert.matches("replayed 0 dead letters from payments.dead", out, 1, true)
     assert.equal(0, host:stop())
@@ -865,7 +868,7 @@ describe("luastream dead-letters", function()
 
   it("replay refuses unknown ids and entries that are not dead letters, and then moves nothing", function()
     local srv = helper.redis_start()
-    local host = start_host(srv, { ["rejecting.lua"] = REJECTING })
+    local host, dir = start_host(srv, { ["rejecting.lua"] = REJECTING })
     helper.publish(srv, "payments", helper.payment(1, "closed"))
     wait_xlen(srv, "payments.dead", 1)
     assert.equal(0, host:stop())
@@ -873,52 +876,270 @@ describe("luastream dead-letters", function()
     local junk = srv:cli("XADD", "payments.dead", "*", "note", "hand-written")
     local xlen = srv:xlen("payments")
 
-    local code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead",
+    local code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead",
       "--id", dl, "--id", "1-0")
     assert.equal(1, code, out)
     assert.matches("1-0", err, 1, true)
     assert.matches("payments.dead", err, 1, true)
-    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead",
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead",
       "--id", dl, "--id", junk)
     assert.equal(1, code, out)
     assert.matches(junk, err, 1, true)
     assert.matches("not a dead letter", err, 1, true)
     -- provenance luastream did not write in full: refused by name, too
     local partial = srv:cli("XADD", "payments.dead", "*", "data", "{}", "dead-letter-stream", "payments")
-    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead",
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead",
       "--id", partial)
     assert.equal(1, code, out)
     assert.matches(partial, err, 1, true)
     srv:cli("XDEL", "payments.dead", partial)
-    -- a dead-letter stream that does not exist is an error
-    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "nothing.here", "--all")
+    -- a stream that is no handler's dead_letter is refused
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "nothing.here", "--all")
     assert.equal(1, code, out)
-    assert.matches("nothing.here", err, 1, true)
-    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "nothing.here")
-    assert.equal(1, code, out)
-    assert.matches("stream nothing.here does not exist", err, 1, true)
+    assert.matches('no handler of ' .. dir .. ' has dead_letter = "nothing.here"', err, 1, true)
+    assert.matches("payments.dead", err, 1, true)
     assert.equal(2, srv:xlen("payments.dead"), "a refused replay moved something")
     assert.equal(xlen, srv:xlen("payments"))
 
     local _
-    code, _, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead")
+    code, _, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead")
     assert.equal(2, code)
     assert.matches("--all", err, 1, true)
-    code = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--all", "--id", dl)
+    code = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--all", "--id", dl)
     assert.equal(2, code)
-    code, _, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--id", "abc")
+    code, _, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--id", "abc")
     assert.equal(2, code)
     assert.matches("abc", err, 1, true)
 
-    -- --all moves the dead letter and leaves the hand-written entry, saying so
-    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--all")
-    assert.equal(0, code, err)
+    -- --all moves the dead letter and leaves the hand-written entry, saying so (exit 1)
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--all")
+    assert.equal(1, code, err)
     assert.matches(dl .. " -> payments:retry:ledger ", out, 1, true)
     assert.matches("replayed 1 dead letter from payments.dead (1 entry skipped", out, 1, true)
     assert.matches(junk, err, 1, true)
     local left = srv:xrange("payments.dead")
     assert.equal(1, #left)
     assert.equal(junk, left[1].id)
+  end)
+
+  it("replay takes the handler directory: only its handlers' dead_letter streams, streams, groups and retry streams", function()
+    local srv = helper.redis_start()
+    local host, dir = start_host(srv, { ["rejecting.lua"] = REJECTING, ["screen.lua"] = SCREEN })
+    local real = helper.publish(srv, "payments", helper.payment(1, "closed"))
+    wait_xlen(srv, "payments.dead", 1)
+    assert.equal(0, host:stop())
+    local dl = srv:xrange("payments.dead")[1].id
+    -- forged entries, as whoever can write to a stream could add them
+    local function forge(stream, fields)
+      local args = { "XADD", stream, "*", "data", '{"id":99}' }
+      for _, f in ipairs(fields) do args[#args + 1] = f end
+      return srv:cli(unpack(args))
+    end
+    forge("forged.dead", { "dead-letter-stream", "victim", "dead-letter-group", "billing",
+      "dead-letter-id", "1-0" })
+    local victim = forge("payments.dead", { "dead-letter-stream", "victim", "dead-letter-group", "billing",
+      "dead-letter-id", "1-0" })
+    local fraud = forge("payments.dead", { "dead-letter-stream", "payments", "dead-letter-group", "fraud",
+      "dead-letter-id", real })
+    local bad_id = forge("payments.dead", { "dead-letter-stream", "payments", "dead-letter-group", "ledger",
+      "dead-letter-id", "chosen-key" })
+    local function nothing_moved()
+      assert.equal(0, srv:xlen("victim:retry:billing"))
+      assert.equal(0, srv:xlen("payments:retry:fraud"))
+      assert.equal(0, srv:xlen("payments:retry:ledger"))
+      assert.equal(4, srv:xlen("payments.dead"))
+      assert.equal(1, srv:xlen("forged.dead"))
+    end
+
+    -- a stream that is no handler's dead_letter
+    local code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "forged.dead", "--all")
+    assert.equal(1, code, out .. err)
+    assert.matches('no handler of ' .. dir .. ' has dead_letter = "forged.dead"', err, 1, true)
+    assert.matches("their dead_letter streams: payments.dead", err, 1, true)
+    nothing_moved()
+    -- on the handler's dead_letter stream: each field that does not match, named with what was expected
+    local refusals = {
+      { victim, 'dead-letter-stream is "victim", expected payments', true },
+      { fraud, 'dead-letter-group is "fraud", expected ledger (for dead-letter-stream payments)', true },
+      { bad_id, 'dead-letter-id is "chosen-key", expected an entry id' },
+    }
+    for _, r in ipairs(refusals) do
+      code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead",
+        "--id", dl, "--id", r[1])
+      assert.equal(1, code, out .. err)
+      assert.matches("entry " .. r[1] .. " on payments.dead: " .. r[2], err, 1, true)
+      if r[3] then -- what DIR allows, after a stream or group it does not
+        assert.matches("the handlers of " .. dir .. ' with dead_letter = "payments.dead": stream payments group ledger (rejecting.lua)', err, 1, true)
+      end
+      nothing_moved()
+    end
+    -- --all: the dead letter goes back to its group; the others stay, each named, and the exit is 1
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--all")
+    assert.equal(1, code, out .. err)
+    assert.matches(dl .. " -> payments:retry:ledger ", out, 1, true)
+    assert.matches("replayed 1 dead letter from payments.dead (3 entries skipped", out, 1, true)
+    for _, r in ipairs(refusals) do assert.matches("skipped: entry " .. r[1] .. " on payments.dead: " .. r[2], err, 1, true) end
+    assert.equal(1, srv:xlen("payments:retry:ledger"))
+    assert.equal(0, srv:xlen("victim:retry:billing"))
+    assert.equal(0, srv:xlen("payments:retry:fraud"))
+    assert.equal(3, srv:xlen("payments.dead"))
+    -- a directory whose files do not load is not a basis for anything
+    local broken = helper.handlers_dir({ ["broken.lua"] = "return {" })
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, broken, "payments.dead", "--all")
+    assert.equal(1, code, out .. err)
+    assert.matches("handler file with problems", err, 1, true)
+    -- DIR is required
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "payments.dead", "--all")
+    assert.equal(2, code, out .. err)
+  end)
+
+  it("replay on partitions: each partition's letters go back to their own partition only", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["parts.lua"] = [[
+local ls = require "luastream"
+return {
+  stream = "orders", group = "ship", partitions = 4, dead_letter = "orders.dead",
+  handle = function(order) return ls.reject("no") end,
+}
+]] })
+    local ok = srv:cli("XADD", "orders.dead:{1}", "*", "data", "{}", "dead-letter-stream", "orders:{1}",
+      "dead-letter-group", "ship", "dead-letter-id", "5-0")
+    local other = srv:cli("XADD", "orders.dead:{1}", "*", "data", "{}", "dead-letter-stream", "orders:{2}",
+      "dead-letter-group", "ship", "dead-letter-id", "6-0")
+    local code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "orders.dead:{1}", "--all")
+    assert.equal(1, code, out .. err)
+    assert.matches(ok .. " -> orders:{1}:retry:ship ", out, 1, true)
+    assert.matches("entry " .. other .. ' on orders.dead:{1}: dead-letter-stream is "orders:{2}", expected orders:{1}', err, 1, true)
+    assert.equal(0, srv:xlen("orders:{2}:retry:ship"))
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "orders.dead", "--all")
+    assert.equal(1, code, out .. err)
+    assert.matches("orders.dead:{0}", err, 1, true) -- the names it would take
+  end)
+
+  it("list and replay on a stream without dead-letter provenance say so and exit 1; an empty or missing one is 0 dead letters", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["rejecting.lua"] = REJECTING })
+    for i = 1, 3 do helper.publish(srv, "payments", helper.payment(i, "acme")) end
+    -- a source stream given by mistake
+    local code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments")
+    assert.equal(1, code, out .. err)
+    assert.matches("payments on " .. srv.url .. " is not a dead-letter stream: none of its 3 entries carries dead-letter provenance", err, 1, true)
+    assert.equal("", out)
+    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments", "--count", "2")
+    assert.equal(1, code, out .. err)
+    assert.matches("none of its first 2 entries (of 3) carries", err, 1, true)
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments", "--all")
+    assert.equal(1, code, out .. err)
+    assert.matches('has dead_letter = "payments"', err, 1, true)
+    assert.equal(0, srv:xlen("payments:retry:ledger"))
+    -- missing: 0, exit 0
+    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments.dead")
+    assert.equal(0, code, out .. err)
+    assert.matches("0 dead letters on payments.dead (no such stream", out, 1, true)
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--all")
+    assert.equal(0, code, out .. err)
+    assert.matches("replayed 0 dead letters from payments.dead", out, 1, true)
+    -- empty: 0, exit 0
+    srv:cli("XGROUP", "CREATE", "payments.dead", "g", "$", "MKSTREAM")
+    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments.dead")
+    assert.equal(0, code, out .. err)
+    assert.matches("0 dead letters on payments.dead\n", out, 1, true)
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--all")
+    assert.equal(0, code, out .. err)
+    assert.matches("replayed 0 dead letters from payments.dead", out, 1, true)
+    -- the handler's dead_letter holding only entries someone else added
+    for i = 1, 2 do srv:cli("XADD", "payments.dead", "*", "data", '{"id":' .. i .. '}') end
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "payments.dead", "--all")
+    assert.equal(1, code, out .. err)
+    assert.matches("none of the 2 entries on payments.dead could be replayed", err, 1, true)
+    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments.dead")
+    assert.equal(1, code, out .. err)
+    assert.matches("is not a dead-letter stream", err, 1, true)
+    assert.equal(2, srv:xlen("payments.dead"))
+    -- with a dead letter among them: listed, the others marked and not counted as dead letters
+    srv:cli("XADD", "payments.dead", "*", "data", "{}", "dead-letter-stream", "payments", "dead-letter-group", "ledger",
+      "dead-letter-id", "1-0")
+    code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "payments.dead")
+    assert.equal(0, code, out .. err)
+    assert.matches("(no dead-letter-stream field: not a dead letter luastream wrote)", out, 1, true)
+    assert.matches("3 entries on payments.dead, 1 of them dead letter\n", out, 1, true)
+  end)
+
+  it("delete: by id, by reason, --all; says what it would delete without --yes; never entries that are not dead letters", function()
+    local srv = helper.redis_start()
+    local function letter(reason, n)
+      return srv:cli("XADD", "payments.dead", "*", "data", '{"n":' .. n .. '}', "dead-letter-stream", "payments",
+        "dead-letter-group", "ledger", "dead-letter-id", n .. "-0", "dead-letter-reason", reason)
+    end
+    local r1, d1, r2 = letter("rejected", 1), letter("decode-error", 2), letter("rejected", 3)
+    local junk = srv:cli("XADD", "payments.dead", "*", "note", "hand-written")
+    local function dl(...) return helper.luastream("dead-letters", "delete", "--redis", srv.url, ...) end
+
+    -- by id: without --yes only what it would do
+    local code, out, err = dl("payments.dead", "--id", r1)
+    assert.equal(0, code, out .. err)
+    assert.matches("would delete " .. r1 .. " (rejected)", out, 1, true)
+    assert.matches("would delete 1 dead letter from payments.dead: run again with --yes to delete it", out, 1, true)
+    assert.equal(4, srv:xlen("payments.dead"))
+    code, out, err = dl("payments.dead", "--id", r1, "--yes")
+    assert.equal(0, code, out .. err)
+    assert.matches("deleted 1 dead letter from payments.dead", out, 1, true)
+    assert.same({}, srv:xrange("payments.dead", r1, r1))
+    -- an id that is gone, or not a dead letter: refused, nothing deleted
+    code, out, err = dl("payments.dead", "--id", r2, "--id", r1, "--yes")
+    assert.equal(1, code, out .. err)
+    assert.matches("no entry " .. r1 .. " on payments.dead", err, 1, true)
+    code, out, err = dl("payments.dead", "--id", r2, "--id", junk, "--yes")
+    assert.equal(1, code, out .. err)
+    assert.matches("entry " .. junk .. " on payments.dead is not a dead letter", err, 1, true)
+    assert.matches("nothing deleted", err, 1, true)
+    assert.equal(3, srv:xlen("payments.dead"))
+    -- by reason
+    code, out, err = dl("payments.dead", "--reason", "decode-error")
+    assert.equal(1, code, out .. err) -- the hand-written entry is left, named
+    assert.matches("would delete " .. d1 .. " (decode-error)", out, 1, true)
+    assert.matches("would delete 1 dead letter of reason decode-error from payments.dead", out, 1, true)
+    assert.matches("(1 of other reasons left) (1 entry that is not dead letters left)", out, 1, true)
+    assert.matches("left " .. junk .. " on payments.dead: not a dead letter", err, 1, true)
+    assert.equal(3, srv:xlen("payments.dead"))
+    code, out, err = dl("payments.dead", "--reason", "decode-error", "--yes")
+    assert.equal(1, code, out .. err)
+    assert.matches("deleted 1 dead letter of reason decode-error from payments.dead", out, 1, true)
+    assert.same({}, srv:xrange("payments.dead", d1, d1))
+    assert.equal(1, #srv:xrange("payments.dead", r2, r2))
+    code, out, err = dl("payments.dead", "--reason", "closed-account")
+    assert.equal(2, code, out .. err)
+    assert.matches("--reason closed-account: not a reason luastream writes; the reasons are handler-error, bad-return, rejected", err, 1, true)
+    -- --all, in batches: 1,200 more dead letters of two reasons
+    srv:cli("EVAL", [[for i = 1, 1200 do redis.call('XADD', KEYS[1], '*', 'data', '{}', 'dead-letter-stream', 'payments',
+      'dead-letter-group', 'ledger', 'dead-letter-id', i .. '-0', 'dead-letter-reason', i % 2 == 0 and 'rejected' or 'too-large') end]],
+      "1", "payments.dead")
+    code, out, err = dl("payments.dead", "--reason", "rejected", "--yes")
+    assert.equal(1, code, out .. err)
+    assert.matches("deleted 601 dead letters of reason rejected from payments.dead", out, 1, true)
+    assert.equal(1 + 600, srv:xlen("payments.dead"))
+    code, out, err = dl("payments.dead", "--all", "--yes")
+    assert.equal(1, code, out .. err)
+    assert.matches("deleted 600 dead letters from payments.dead (1 entry that is not dead letters left)", out, 1, true)
+    local left = srv:xrange("payments.dead")
+    assert.equal(1, #left)
+    assert.equal(junk, left[1].id)
+    -- a source stream given by mistake: nothing deleted, said so
+    helper.publish(srv, "payments", helper.payment(1, "acme"))
+    code, out, err = dl("payments", "--all", "--yes")
+    assert.equal(1, code, out .. err)
+    assert.matches("payments is not a dead-letter stream", err, 1, true)
+    assert.equal(1, srv:xlen("payments"))
+    -- missing: 0, exit 0
+    code, out, err = dl("missing.dead", "--all", "--yes")
+    assert.equal(0, code, out .. err)
+    assert.matches("0 dead letters on missing.dead", out, 1, true)
+    -- usage
+    code, out, err = dl("payments.dead", "--yes")
+    assert.equal(2, code, out .. err)
+    assert.matches("--reason", err, 1, true)
+    code = dl("payments.dead", "--all", "--reason", "rejected")
+    assert.equal(2, code)
   end)
 end)
 

@@ -175,6 +175,41 @@ describe("the health endpoint", function()
     assert.equal(0, host:stop(10))
   end)
 
+  it("cuts off a client trickling its request 2 s after it connected, however slowly it sends", function()
+    local ffi = require "ffi"
+    local sys = require "tests.integration.support.sys"
+    local srv = helper.redis_start()
+    local host = helper.host_start({ "--http", "127.0.0.1:0" },
+      { server = srv, dir = helper.handlers_dir({ ["post.lua"] = POST }) })
+    local port = helper.health_port(host)
+    host:wait_log(READY, 20, { plain = true })
+    local fd = sys.C.socket(sys.AF_INET, sys.SOCK_STREAM, 0)
+    local sa = sys.sockaddr(port)
+    assert.equal(0, sys.C.connect(fd, sa, ffi.sizeof(sa)))
+    local started = helper.now()
+    local line = "GET /healthz HTTP/1.1\r\n"
+    sys.C.write(fd, line, #line)
+    -- then a header byte every 100 ms, never the blank line, until closed
+    local pfd = ffi.new("ls_pollfd[1]")
+    pfd[0].fd, pfd[0].events = fd, sys.POLLIN
+    local buf, closed_after = ffi.new("char[64]"), nil
+    while helper.now() - started < 10 do
+      if sys.C.poll(pfd, 1, 100) > 0 then
+        -- closed (or reset, a byte being in flight) without an answer
+        assert.truthy(tonumber(sys.C.read(fd, buf, 64)) <= 0, "an answer to an unfinished request")
+        closed_after = helper.now() - started
+        break
+      end
+      sys.C.write(fd, "X", 1)
+    end
+    sys.C.close(fd)
+    assert.truthy(closed_after, "still open after 10 s")
+    assert.truthy(closed_after >= 1.9, closed_after) -- the loop's clock is read once a turn
+    assert.truthy(closed_after < 4.5, closed_after) -- the deadline, the sweep's 250 ms, and slack
+    assert.equal(200, (helper.http_get(port, "/healthz")))
+    assert.equal(0, host:stop())
+  end)
+
   it("refuses a bad or busy --http address", function()
     local dir = helper.handlers_dir({ ["post.lua"] = POST })
     local code, _, err = helper.luastream("run", "--http", "8080", dir, { timeout = 10 })

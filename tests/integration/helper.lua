@@ -50,7 +50,7 @@ local exports = {
   logfmt = { "parse_logfmt", "parse_time" },
   payments = { "id_cmp", "payment", "account_of", "payment_commands", "payment_xadd" },
   hosts = { "bin", "luastream", "publish", "host_start", "assert_no_secret" },
-  http = { "http", "http_get", "health_port" },
+  http = { "http", "http_get", "probe", "health_port" },
 }
 for module, names in pairs(exports) do
   local m = require(support .. module)

@@ -175,4 +175,31 @@ end)
     assert.equal(0, code, out .. err)
     assert.matches("1 success", out, 1, true)
   end)
+
+  -- docs/operations.md lists the .deb's Depends: every package dpkg-shlibdeps
+  -- finds for the program must be named there.
+  it("the .deb's Depends are the packages docs/operations.md names", function()
+    local out_dir = helper.tmpdir("deb")
+    local code, out, err = helper.run({ "cpack", "-G", "DEB", "--config", build_dir() .. "/CPackConfig.cmake",
+      "-B", out_dir }, { timeout = 120 })
+    assert.equal(0, code, out .. err)
+    local _, ls = helper.run({ "sh", "-c", "ls " .. sh_quote(out_dir) .. "/*.deb" })
+    local deb = assert(helper.trim(ls):match("^(%S+%.deb)$"), "no .deb in " .. out_dir .. ": " .. ls)
+    local code2, depends, err2 = helper.run({ "dpkg-deb", "-f", deb, "Depends" })
+    assert.equal(0, code2, err2)
+    local doc = helper.read_file(helper.repo_root .. "/docs/operations.md")
+    local list = assert(doc:match("Its Depends are (.-)Maintainer field"), "the Depends paragraph of docs/operations.md")
+    local named = {}
+    for name in list:gmatch("`([%w%.%+%-]+)`") do named[name] = true end
+    local n = 0
+    for name in depends:gmatch("([%w%.%+%-]+)[^,|]*") do
+      -- libc6 goes without saying; a sanitizer build also links its runtimes
+      if name ~= "libc6" and not name:find("^libasan") and not name:find("^libubsan") and not name:find("^libgcc") then
+        n = n + 1
+        assert(named[name], name .. " is in the .deb's Depends (" .. helper.trim(depends)
+          .. ") but not in docs/operations.md's list")
+      end
+    end
+    assert(n >= 5, "Depends: " .. depends)
+  end)
 end)

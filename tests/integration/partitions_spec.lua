@@ -213,7 +213,7 @@ describe("partitioned streams", function()
     local replayed = 0
     for p = 0, N - 1 do
       if (per[p] or 0) > 0 then
-        local rc, o, e = helper.luastream("dead-letters", "replay", "--redis", srv.url, "orders.dead:{" .. p .. "}", "--all")
+        local rc, o, e = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "orders.dead:{" .. p .. "}", "--all")
         assert.equal(0, rc, o .. e)
         replayed = replayed + per[p]
       end

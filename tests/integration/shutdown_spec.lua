@@ -65,6 +65,73 @@ describe("stopping the host", function()
     end
   end)
 
+  -- GNU timeout (like a service manager) sends SIGTERM to its child and then
+  -- to the whole process group: one stop, not a second signal.
+  it("under GNU timeout (SIGTERM to the child, then to its group) drains and exits 0", function()
+    local srv = helper.redis_start()
+    local host = helper.host_start({}, {
+      server = srv, dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW }),
+      wrap = { "timeout", "--preserve-status", "-s", "TERM", "600" },
+    })
+    host:wait_log(READY, 20, { plain = true })
+    srv:pipe(helper.payment_commands(1, 8, 8))
+    host:wait_records({ msg = "payment started" }, 4, 20, "handlers asleep")
+    host:signal("TERM") -- to timeout, which passes it on twice (the kernel may merge the two)
+    assert.equal(0, host:wait_exit(15))
+    assert.equal(1, host:count({ msg = "signal received" }))
+    assert.equal(0, host:count({ msg = "second signal: exiting now" }))
+    local started = ids_of(host:records({ msg = "payment started" }))
+    local posted = ids_of(host:records({ msg = "payment posted" }))
+    for id in pairs(started) do
+      assert(posted[id], "payment " .. id .. " was started but not finished")
+    end
+    assert.same({}, (srv:pending_ids("payments", "ledger")))
+  end)
+
+  -- The same as timeout's two signals, each surely delivered: the second
+  -- comes once the first is logged (well within the 1 s window).
+  it("takes the same SIGTERM again right after the first as the same stop, and exits 0", function()
+    local srv = helper.redis_start()
+    local host = helper.host_start({}, { server = srv, dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW }) })
+    host:wait_log(READY, 20, { plain = true })
+    srv:pipe(helper.payment_commands(1, 8, 8))
+    host:wait_records({ msg = "payment started" }, 4, 20, "handlers asleep")
+    host:signal("TERM")
+    host:wait_records({ msg = "signal received" }, 1, 5, "the first signal")
+    host:signal("TERM")
+    assert.equal(0, host:wait_exit(15))
+    assert.equal(1, host:count({ msg = "the same signal again: still stopping" }))
+    assert.equal(0, host:count({ msg = "second signal: exiting now" }))
+    local started = ids_of(host:records({ msg = "payment started" }))
+    local posted = ids_of(host:records({ msg = "payment posted" }))
+    for id in pairs(started) do
+      assert(posted[id], "payment " .. id .. " was started but not finished")
+    end
+    assert.same({}, (srv:pending_ids("payments", "ledger")))
+  end)
+
+  it("with --processes takes the same SIGTERM again right after the first as the same stop", function()
+    local srv = helper.redis_start()
+    local host = helper.host_start({ "--processes", "2" }, {
+      server = srv, dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW }),
+    })
+    host:wait_records({ msg = "host ready" }, 2, 30, "both workers ready")
+    srv:pipe(helper.payment_commands(1, 8, 8))
+    host:wait_records({ msg = "payment started" }, 2, 20, "handlers asleep")
+    host:signal("TERM")
+    host:wait_records({ msg = "signal received: stopping every worker" }, 1, 5, "the first signal")
+    host:signal("TERM")
+    assert.equal(0, host:wait_exit(15))
+    assert.equal(1, host:count({ msg = "the same signal again: still stopping" }))
+    assert.equal(0, host:count({ msg = "second signal: killing every worker (SIGKILL)" }))
+    assert.equal(1, host:count({ msg = "every worker stopped", status = "0" }))
+    local started = ids_of(host:records({ msg = "payment started" }))
+    local posted = ids_of(host:records({ msg = "payment posted" }))
+    for id in pairs(started) do
+      assert(posted[id], "payment " .. id .. " was started but not finished")
+    end
+  end)
+
   it("on SIGINT exits 0", function()
     local srv = helper.redis_start()
     local host = helper.host_start({}, { server = srv, dir = helper.handlers_dir({ ["post_slowly.lua"] = SLOW }) })

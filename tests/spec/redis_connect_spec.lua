@@ -52,13 +52,14 @@ describe("ls.redis.connect", function()
 
   it("gives up on a call past its with_timeout, on the host's clock", function()
     local app = start("redis_connect")
+    app:slow("PING", "3s", OTHER)
     app:publish("payments", { op = "timeout" })
     app:advance("999ms")
     assert.equal(0, #app:records("timed out"))
     app:advance("1ms")
     local rec = last(app, "timed out")
     assert.equal("nil", rec.v)
-    assert.equal("redis DEBUG (redis://:***@ledger.example:6390/2): no reply within 1000ms " ..
+    assert.equal("redis PING (redis://:***@ledger.example:6390/2): no reply within 1000ms " ..
                  "(the command may still run on the server)", rec.err)
     assert.equal("ack", app:received("mirror")[1].outcome)
   end)
@@ -98,11 +99,12 @@ describe("ls.redis.connect", function()
 
   it("fails a call in flight when the connection drops, without sending it again", function()
     local app = start("redis_connect", { handler_errors = "record" })
-    app:publish("payments", { op = "timeout" }) -- DEBUG SLEEP 3 in flight on the server
+    app:slow("PING", "3s", OTHER)
+    app:publish("payments", { op = "timeout" }) -- PING in flight on the server, 3 s slow
     app:server_down(OTHER, true)
     local rec = last(app, "timed out")
     assert.equal("nil", rec.v)
-    assert.matches("^redis DEBUG %(redis://:%*%*%*@ledger.example:6390/2%): connection lost", rec.err)
+    assert.matches("^redis PING %(redis://:%*%*%*@ledger.example:6390/2%): connection lost", rec.err)
     app:server_down(OTHER, false)
     app:advance("10s")
     assert.equal(1, #app:records("timed out"))

@@ -1,9 +1,21 @@
 -- SCRIPT_REPLAY (scripts.h): dead letters back onto the retry streams of the
--- groups that gave up on them.
+-- groups that gave up on them, for the groups the caller allows only.
 local dl = KEYS[1]
+-- the (stream, group) pairs whose dead letters may be replayed: the
+-- handlers that write to this dead-letter stream
+local npairs = tonumber(ARGV[1])
+local allowed, streams = {}, {}
+for i = 1, npairs do
+  local s, g = ARGV[2 * i], ARGV[2 * i + 1]
+  if not allowed[s] then
+    allowed[s] = {}
+    streams[#streams + 1] = s
+  end
+  allowed[s][#allowed[s] + 1] = g
+end
+local mode = 2 + 2 * npairs -- where the mode and its arguments start
 local t = redis.call('TYPE', dl)['ok']
-if t == 'none' then return redis.error_reply('ERR there is no stream ' .. dl) end
-if t ~= 'stream' then
+if t ~= 'stream' and t ~= 'none' then
   return redis.error_reply('WRONGTYPE ' .. dl .. ' is a ' .. t .. ', not a stream')
 end
 -- A dead letter's fields but luastream's own, onto out.
@@ -29,8 +41,18 @@ local function source_fields(id, src, dl_id, size)
   end
   return own_fields(r[1][2], {})
 end
+local function listed(list, v)
+  for _, x in ipairs(list) do
+    if x == v then return true end
+  end
+  return false
+end
+local function expected(list)
+  return (#list > 1 and 'one of ' or '') .. table.concat(list, ', ')
+end
 -- the fields a replayed entry gets and where it goes, or nil and why it
--- cannot be replayed. Only the provenance luastream wrote decides where.
+-- cannot be replayed. Only the provenance luastream wrote decides where, and
+-- only within what the caller allows.
 local function replayed(id, f)
   local src, group, dl_id, cut = nil, nil, nil, nil
   for i = 1, #f - 1, 2 do
@@ -44,6 +66,18 @@ local function replayed(id, f)
   if not (src and group and dl_id) then
     return nil, 'entry ' .. id .. ' on ' .. dl .. ' is not a dead letter luastream wrote ' ..
       '(it needs dead-letter-stream, dead-letter-group and dead-letter-id)'
+  end
+  if not allowed[src] then
+    return nil, 'entry ' .. id .. ' on ' .. dl .. ': dead-letter-stream is "' .. src ..
+      '", expected ' .. expected(streams)
+  end
+  if not listed(allowed[src], group) then
+    return nil, 'entry ' .. id .. ' on ' .. dl .. ': dead-letter-group is "' .. group ..
+      '", expected ' .. expected(allowed[src]) .. ' (for dead-letter-stream ' .. src .. ')'
+  end
+  if not string.match(dl_id, '^%d+%-%d+$') then
+    return nil, 'entry ' .. id .. ' on ' .. dl .. ': dead-letter-id is "' .. dl_id ..
+      '", expected an entry id such as 1700000000000-0'
   end
   local out, gone
   if cut then out, gone = source_fields(id, src, dl_id, cut) else out = own_fields(f, {}) end
@@ -62,13 +96,13 @@ local function replayed(id, f)
   return {id, dest, out}
 end
 local todo, skipped, next_after, last = {}, {}, '', ''
-if ARGV[1] == 'ids' then
+if ARGV[mode] == 'ids' then
   local seen = {}
-  for i = 2, #ARGV do
+  for i = mode + 1, #ARGV do
     local id = ARGV[i]
     if not seen[id] then
       seen[id] = true
-      local r = redis.call('XRANGE', dl, id, id)
+      local r = t == 'none' and {} or redis.call('XRANGE', dl, id, id)
       if #r == 0 then return redis.error_reply('ERR no entry ' .. id .. ' on ' .. dl) end
       local item, why, refused = replayed(id, r[1][2])
       if refused then return redis.error_reply(why) end
@@ -76,9 +110,10 @@ if ARGV[1] == 'ids' then
       todo[#todo + 1] = item
     end
   end
-elseif ARGV[1] == 'all' then
-  local after, count = ARGV[2], tonumber(ARGV[4])
-  last = ARGV[3]
+elseif ARGV[mode] == 'all' then
+  if t == 'none' then return {{}, {}, '', ''} end -- no dead letter yet
+  local after, count = ARGV[mode + 1], tonumber(ARGV[mode + 3])
+  last = ARGV[mode + 2]
   if last == '+' then
     local top = redis.call('XREVRANGE', dl, '+', '-', 'COUNT', 1)
     if #top == 0 then return {{}, {}, '', ''} end
@@ -92,7 +127,7 @@ elseif ARGV[1] == 'all' then
   end
   if #r == count then next_after = r[#r][1] end
 else
-  return redis.error_reply('ERR replay: ARGV[1] must be ids or all')
+  return redis.error_reply('ERR replay: the mode must be ids or all')
 end
 -- everything checked: now move
 local moved = {}

@@ -67,12 +67,18 @@ hosts.Host = Host
 background with stdout and stderr in a log file. args: extra arguments (a list,
 e.g. {"--consumer", "host-a"}). opts: dir (the handlers folder, required),
 server (a server from redis_start) or url (a URL string; false for no --redis),
-log_level, env (overrides; REDIS_URL is removed unless given), bin. ]]
+log_level, env (overrides; REDIS_URL is removed unless given), bin, wrap (a
+command list put before the binary, which execs it or runs it as a child, e.g.
+{"timeout", "60"} or {"prlimit", "--nofile=1024", "--"}: h:signal then signals
+the wrapper). ]]
 function hosts.host_start(args, opts)
   opts = opts or {}
   assert(opts.dir, "host_start: opts.dir (the handlers folder) is required")
   local bin = opts.bin or hosts.bin()
-  local argv = { bin, "run" }
+  local argv = {}
+  for _, a in ipairs(opts.wrap or {}) do argv[#argv + 1] = a end
+  argv[#argv + 1] = bin
+  argv[#argv + 1] = "run"
   local url = opts.url
   if url == nil and opts.server then url = opts.server.url end
   if url then

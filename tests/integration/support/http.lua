@@ -51,6 +51,42 @@ function http.http_get(port, path, opts)
   return http.http(port, method .. " " .. path .. " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: spec\r\n\r\n", opts)
 end
 
+--[[ GET path on 127.0.0.1:port as a liveness probe does, everything (connect
+included) within timeout_s: status, body, the seconds it took; nil, why,
+seconds when there was no whole answer by then. ]]
+function http.probe(port, path, timeout_s)
+  local t0 = sys.now()
+  local deadline = t0 + timeout_s
+  local fd = C.socket(sys.AF_INET, sys.SOCK_STREAM + 2048, 0) -- SOCK_NONBLOCK
+  assert(fd >= 0, "socket failed")
+  local sa = sys.sockaddr(port)
+  C.connect(fd, sa, ffi.sizeof(sa)) -- EINPROGRESS
+  local pfd = ffi.new("ls_pollfd[1]")
+  pfd[0].fd, pfd[0].events = fd, 4 -- POLLOUT: connected
+  local function wait()
+    local left = math.floor((deadline - sys.now()) * 1000)
+    return left > 0 and C.poll(pfd, 1, left) > 0
+  end
+  if not wait() then
+    C.close(fd)
+    return nil, "not connected", sys.now() - t0
+  end
+  local req = "GET " .. path .. " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: kube-probe\r\n\r\n"
+  C.write(fd, req, #req)
+  local chunks, buf = {}, ffi.new("char[4096]")
+  pfd[0].events = sys.POLLIN
+  while wait() do
+    local got = tonumber(C.read(fd, buf, 4096))
+    if got <= 0 then break end
+    chunks[#chunks + 1] = ffi.string(buf, got)
+  end
+  C.close(fd)
+  local took, text = sys.now() - t0, table.concat(chunks)
+  local status = tonumber(text:match("^HTTP/1%.1 (%d%d%d) "))
+  if not status or took > timeout_s then return nil, "no answer: " .. text, took end
+  return status, text:match("\r\n\r\n(.*)$"), took
+end
+
 --- The port (and address) a host logged for --http ADDR:0.
 function http.health_port(host)
   local rec = host:wait_records({ msg = "health endpoint listening" }, 1, 20, "the health endpoint")[1]
