@@ -26,7 +26,26 @@ struct entry {
   unsigned char size_class; /* the pool's (entry.c) */
   unsigned char key;   /* which of the keys read it came from (read_reply_parse_streams): 0 first */
   uint32_t started_ms; /* when its handler started, on the host's clock (wraps: differences only) */
+  /* Over the limits when read (entry_over): its fields are cut
+   * (ENTRY_CUT_KEEP, ENTRY_CUT_PAIRS) and these are the sizes it had;
+   * entry_size 0: a whole entry. */
+  uint64_t body_size;  /* its largest `data` value, in bytes */
+  uint64_t entry_size; /* its names and values in all, in bytes */
 };
+
+/* An entry too large to hold whole: its `data` is over max_body, or its
+ * names and values in all are over max_body + ENTRY_HEADERS_MAX. Such an
+ * entry never runs: it is kept cut, its first ENTRY_CUT_PAIRS fields with
+ * each name and value cut to ENTRY_CUT_KEEP bytes, for its dead letter. */
+#define ENTRY_HEADERS_MAX (64u << 10)
+#define ENTRY_CUT_KEEP 1024u
+#define ENTRY_CUT_PAIRS 64u
+static inline uint64_t entry_max_size(uint64_t max_body) {
+  return max_body > UINT64_MAX - ENTRY_HEADERS_MAX ? UINT64_MAX : max_body + ENTRY_HEADERS_MAX;
+}
+static inline bool entry_over(uint64_t max_body, uint64_t body, uint64_t size) {
+  return body > max_body || size > entry_max_size(max_body);
+}
 
 /* A subscription reads two keys (subscription.c): key 0 is the
  * shared stream, key 1 the group's retry stream, which only luastream

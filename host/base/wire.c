@@ -23,6 +23,7 @@ const struct wire_name wire_headers[] = {
     NAME(HDR_, DL_REASON),
     NAME(HDR_, DL_ERROR),
     NAME(HDR_, DL_TIME),
+    NAME(HDR_, DL_CUT), /* too-large dead letters: the entry is cut */
     {NULL, NULL},
 };
 

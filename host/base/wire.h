@@ -25,6 +25,9 @@
 #define HDR_DL_REASON "dead-letter-reason"
 #define HDR_DL_ERROR "dead-letter-error"
 #define HDR_DL_TIME "dead-letter-time"
+/* On a dead letter of an entry too large to hold (entry.h): the size the
+ * entry had in bytes; its fields there are cut. Replay reads the source. */
+#define HDR_DL_CUT "dead-letter-cut"
 
 /* Why an entry did not end in an ack: `reason=` in logs, and the
  * dead-letter-reason of a dead letter. Bad input (the handler was not

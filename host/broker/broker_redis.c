@@ -39,6 +39,10 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -246,12 +250,42 @@ struct rpoll {
   struct reply_arena *arena;
 };
 
+/* Hands the heap's free memory back to the system: glibc keeps what was
+ * freed below its mmap threshold, up to its trim threshold (main.c). */
+static void trim_heap(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+/* After a reply larger than REPLY_ARENA_KEEP_MAX (a burst of large
+ * entries), the process goes back to its steady size: the read buffer, once
+ * empty, is let go now rather than at the next read (which a blocked read
+ * may keep seconds away), and the heap is trimmed. */
+static void memory_back(struct rpoll *p) {
+  redisReader *r = p->ac->c.reader;
+  bool large = p->arena && reply_arena_freed_large(p->arena);
+  if (r->len == 0 && r->buf && sdsavail(r->buf) > r->maxbuf) {
+    sds fresh = sdsempty();
+    if (fresh) {
+      sdsfree(r->buf);
+      r->buf = fresh;
+      r->pos = 0;
+      large = true;
+    }
+  }
+  if (large) trim_heap();
+}
+
 static void rpoll_cb(uv_poll_t *h, int status, int events) {
   struct rpoll *p = h->data;
   if (status < 0) events = p->events;
   /* Each call may free the context (p->ac becomes NULL); p lives on until
    * its close callback. */
-  if (p->ac && (events & UV_READABLE)) redisAsyncHandleRead(p->ac);
+  if (p->ac && (events & UV_READABLE)) {
+    redisAsyncHandleRead(p->ac);
+    if (p->ac) memory_back(p);
+  }
   if (p->ac && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
 }
 
@@ -326,8 +360,9 @@ static int rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
   if (p->arena) reply_arena_attach(p->arena, ac->c.reader); /* no reply read yet */
   /* hiredis frees its read buffer whenever it is empty with more than 16 KB
    * spare, so every read of large entries grew it again from nothing: keep
-   * it (it holds at most the largest reply element plus one socket read). */
-  ac->c.reader->maxbuf = 0;
+   * up to the arena's size of it (it holds at most the largest reply element
+   * plus one socket read); a larger one goes once empty (memory_back). */
+  ac->c.reader->maxbuf = REPLY_ARENA_KEEP_MAX;
   ac->ev.data = p;
   ac->ev.addRead = ev_add_read;
   ac->ev.delRead = ev_del_read;

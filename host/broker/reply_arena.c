@@ -29,6 +29,7 @@ struct reply_arena {
   struct block *main;  /* kept from reply to reply */
   struct block *extra; /* added while a reply outgrew main; freed with the reply */
   size_t taken;        /* bytes the reply being built has taken */
+  bool freed_large;    /* a reply over REPLY_ARENA_KEEP_MAX was freed */
 };
 
 /* A root: the arena it came from, then the reply hiredis sees. */
@@ -68,6 +69,7 @@ static void *take(struct reply_arena *a, size_t n) {
 /* The reply is freed: everything goes, and main grows to fit a reply this
  * size next time (up to REPLY_ARENA_KEEP_MAX). */
 static void reset(struct reply_arena *a) {
+  if (a->taken > REPLY_ARENA_KEEP_MAX) a->freed_large = true;
   while (a->extra) {
     struct block *b = a->extra;
     a->extra = b->next;
@@ -164,6 +166,12 @@ void reply_arena_free(struct reply_arena *a) {
   reset(a);
   free(a->main);
   free(a);
+}
+
+bool reply_arena_freed_large(struct reply_arena *a) {
+  bool large = a->freed_large;
+  a->freed_large = false;
+  return large;
 }
 
 void reply_arena_attach(struct reply_arena *a, redisReader *r) {

@@ -11,6 +11,8 @@
 #ifndef LUASTREAM_REPLY_ARENA_H
 #define LUASTREAM_REPLY_ARENA_H
 
+#include <stdbool.h>
+
 #include <hiredis/read.h>
 
 /* The largest block kept between replies; a larger reply still works, its
@@ -23,6 +25,10 @@ struct reply_arena;
 struct reply_arena *reply_arena_new(void);
 /* After the reader that used it is freed. NULL is fine. */
 void reply_arena_free(struct reply_arena *a);
+/* Whether a reply larger than REPLY_ARENA_KEEP_MAX was freed since the last
+ * call (its memory went back to malloc, which may keep it: see
+ * broker_redis.c's memory_back). */
+bool reply_arena_freed_large(struct reply_arena *a);
 /* Makes reader r build its replies in a. r must hold no reply yet (a fresh
  * reader), and a must outlive r. */
 void reply_arena_attach(struct reply_arena *a, redisReader *r);

@@ -16,6 +16,10 @@ const char SCRIPT_OWN[] = {
 #include "host/broker/scripts/own.lua.inc"
 };
 
+const char SCRIPT_READ[] = {
+#include "host/broker/scripts/read.lua.inc"
+};
+
 const char SCRIPT_SWEEP[] = {
 #include "host/broker/scripts/sweep.lua.inc"
 };
@@ -40,9 +44,9 @@ const char SCRIPT_TRIM[] = {
 #include "host/broker/scripts/trim.lua.inc"
 };
 
-static const char *const all[SCRIPT_COUNT] = {SCRIPT_CLAIM, SCRIPT_RECLAIM, SCRIPT_OWN,
-                                              SCRIPT_SWEEP, SCRIPT_REPLAY,  SCRIPT_OUTCOME,
-                                              SCRIPT_LEASE, SCRIPT_PRUNE,   SCRIPT_TRIM};
+static const char *const all[SCRIPT_COUNT] = {
+    SCRIPT_CLAIM,  SCRIPT_RECLAIM, SCRIPT_OWN,   SCRIPT_READ,  SCRIPT_SWEEP,
+    SCRIPT_REPLAY, SCRIPT_OUTCOME, SCRIPT_LEASE, SCRIPT_PRUNE, SCRIPT_TRIM};
 
 int script_index(const char *s) {
   for (int i = 0; i < SCRIPT_COUNT; i++)

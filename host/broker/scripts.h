@@ -18,18 +18,24 @@
  * claimed with XCLAIM, then new entries with `>`, sharing COUNT. deliveries
  * is the count before this delivery (0 for new entries), as the 8.4 CLAIM
  * reply says. The cursors are all "0-0".
- *   KEYS: stream...   ARGV: group consumer min_idle count
+ *   KEYS: stream...   ARGV: group consumer min_idle count [limits]
  *
  * SCRIPT_RECLAIM is XAUTOCLAIM over several keys (one call per key, from the
  * key's own cursor) plus what it does not report: each entry's idle time
  * before the claim and its delivery count after it.
- *   KEYS: stream...   ARGV: group consumer min_idle count cursor-per-key... */
+ *   KEYS: stream...   ARGV: group consumer min_idle count cursor-per-key... [limits]
+ *
+ * Every script read (these, SCRIPT_OWN, SCRIPT_READ) ends its arguments
+ * with the host's limits: max_body max_entry keep keep_pairs; past them an
+ * entry comes cut, as SCRIPT_READ says, with its sizes after the other
+ * elements ([id, cut, idle, deliveries, [body bytes, entry bytes]]).
+ * Without them nothing is cut. */
 #ifndef LUASTREAM_SCRIPTS_H
 #define LUASTREAM_SCRIPTS_H
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 9
+#define SCRIPT_COUNT 10
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -49,8 +55,20 @@ extern const char SCRIPT_RECLAIM[];
  * given when it gave none: the own pending list is read to its end once
  * every cursor comes back unchanged. The deleted list is always empty (a
  * history read drops nothing from the pending list).
- *   KEYS: stream...   ARGV: group consumer count cursor-per-key... */
+ *   KEYS: stream...   ARGV: group consumer count cursor-per-key... [limits] */
 extern const char SCRIPT_OWN[];
+
+/* SCRIPT_READ is a `new` subscription's read of `>` on both keys (COUNT per
+ * key, no BLOCK: it answers at once), which sends no entry too large for the
+ * host whole: an entry whose `data` is over max_body, or whose names and
+ * values in all are over max_entry, comes as [id, cut, [body bytes, entry
+ * bytes]], cut being its first keep_pairs fields with each name and value
+ * cut to its first keep bytes. Otherwise the reply is XREADGROUP's (nil when
+ * there is nothing): so a read of many entries brings the host none over
+ * those limits whole (read_plan.h).
+ *   KEYS: stream, retry stream
+ *   ARGV: group consumer count max_body max_entry keep keep_pairs */
+extern const char SCRIPT_READ[];
 
 /* SCRIPT_SWEEP moves the entries of a delay set (outcome.h) that are due
  * onto the group's retry stream, each as a new entry, and removes them from
@@ -118,7 +136,11 @@ extern const char SCRIPT_OUTCOME[];
  * not an entry id: the refusal names the entry, the field, its value and
  * what was expected. A replayed entry keeps its fields but luastream's own
  * (dead-letter-*, delivery-count, retry-group, original-id), so its delivery
- * count starts afresh, and gets original-id = the dead-letter-id.
+ * count starts afresh, and gets original-id = the dead-letter-id. A dead
+ * letter with dead-letter-cut keeps its entry cut (too large to hold,
+ * entry.h): it replays the source entry's fields instead (XRANGE of
+ * dead-letter-stream at dead-letter-id), and is refused, saying so, once that
+ * entry is gone.
  *   KEYS: dead-letter stream (missing: nothing to replay)
  *   ARGV: n, then n pairs: stream group      the pairs allowed
  *         then "ids" id...                   those entries; an unknown id or

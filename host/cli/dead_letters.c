@@ -11,6 +11,7 @@
 #include "dead_letters_delete.h"
 #include "dead_letters_entry.h"
 #include "dead_letters_replay.h"
+#include "entry.h"
 #include "options.h"
 #include "wire.h"
 
@@ -66,6 +67,18 @@ static bool iso_time(const char *s, size_t n, char *out, size_t outlen) {
   return true;
 }
 
+/* A dead letter of an entry read cut (too large to hold): says so under the
+ * provenance. */
+static void print_cut(const bk_reply *fields) {
+  const bk_reply *v = dl_field(fields, HDR_DL_CUT);
+  if (v == NULL || v->type != BK_STRING) return;
+  char line[200];
+  snprintf(line, sizeof line,
+           "%.*s bytes: its fields are cut here to %u bytes each (replay reads the source entry)",
+           v->len > 24 ? 24 : (int)v->len, v->str, ENTRY_CUT_KEEP);
+  put_line("cut", line, strlen(line));
+}
+
 /* One entry of XRANGE as a block: its id, the provenance in a fixed order,
  * the other headers, the body. */
 static void print_dead_letter(const bk_reply *e) {
@@ -89,6 +102,7 @@ static void print_dead_letter(const bk_reply *e) {
     else
       put_line(provenance[p].label, v->str, v->len);
   }
+  print_cut(fields);
   const bk_reply *data = NULL;
   for (size_t i = 0; i + 1 < fields->elements; i += 2) {
     const bk_reply *k = fields->element[i], *v = fields->element[i + 1];

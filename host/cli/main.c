@@ -80,13 +80,16 @@ static int dispatch(const char *cmd, int argc, char **argv) {
  * start at 128 KB and only move when an mmapped block is freed, which the
  * host's blocks of 1-100 KB (entry bodies, their Lua strings, a read's
  * reply) never are: so each read of large entries grew the heap (brk, then a
- * page fault per 4 KB) and the frees after it shrank it again. The values
- * are the most glibc's own adjustment would reach (32 MB for mmap, twice
- * that for trimming): a read of 100 entries of 100 KB, about 30 MB in all
- * (reply, Lua strings, decoded fields), is then reused from the heap, and a
- * host keeps at most 64 MB of free heap after a burst of large entries. */
+ * page fault per 4 KB) and the frees after it shrank it again. Fixed values
+ * stop that: a read of 100 entries of 100 KB, about 30 MB in all (a 10 MB
+ * reply, Lua strings, decoded fields), is reused from the heap, and a host
+ * keeps at most 64 MB of free heap after a burst of large entries. The mmap
+ * threshold stays at 16 MB, below glibc's own ceiling of 32 MB: a read
+ * buffer growing to hold one huge entry (by 1 MB at a time) then moves out
+ * of the heap early, instead of leaving up to 32 MB of holes in it, which
+ * a peak of twice the entry would otherwise top (read_plan.h). */
 static void tune_malloc(void) {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_MMAP_THRESHOLD, 16 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 

@@ -187,7 +187,32 @@ static void carry_out(applier *a, const struct entry *e, const struct policy_out
   writer_outcome(a->w, e->key, e->id, what, true); /* with its ack */
 }
 
+/* An entry read cut (entry.h: too large to hold whole) is bad input the
+ * handler never sees, decided as the runtime decides a body over max_body. */
+static void too_large(applier *a, const struct entry *e, const char *version) {
+  char text[200];
+  if (e->body_size > a->spec->max_body)
+    snprintf(text, sizeof text, "body is %llu bytes, over max_body (%zu)",
+             (unsigned long long)e->body_size, a->spec->max_body);
+  else
+    snprintf(text, sizeof text,
+             "entry is %llu bytes in all, over max_body (%zu) plus %u bytes of headers",
+             (unsigned long long)e->entry_size, a->spec->max_body, ENTRY_HEADERS_MAX);
+  struct policy_in in;
+  policy_input(a, e, &in);
+  in.kind = RT_INVALID;
+  in.reason = REASON_INPUT_TOO_LARGE;
+  struct policy_out d;
+  policy_decide(&in, &d);
+  dm_count(a->metrics, dm_outcome_of(RT_INVALID));
+  carry_out(a, e, &d, NULL, version, text, strlen(text));
+}
+
 bool apply_admit(applier *a, const struct entry *e, const char *version) {
+  if (e->entry_size) {
+    too_large(a, e, version);
+    return false;
+  }
   long long before =
       policy_deliveries_before(a->spec->read, e->deliveries, entry_carried_deliveries(e));
   if (policy_may_run(before, a->spec->max_deliveries)) return true;

@@ -39,7 +39,8 @@ applier *apply_new(writer *w, lclock *clock, const struct handler_spec *spec, co
 void apply_set_spec(applier *a, const struct handler_spec *spec);
 /* An entry just read (its deliveries complete): true when it may run;
  * false when the policy decided otherwise (delivered max_deliveries times
- * without an ack), whose outcome is then carried out. version: the script
+ * without an ack, or read cut as too large: reason too-large, its dead
+ * letter cut too), whose outcome is then carried out. version: the script
  * version of the handler it would run on. */
 bool apply_admit(applier *a, const struct entry *e, const char *version);
 /* A delivery of e finished with res: decides and carries out its outcome. */

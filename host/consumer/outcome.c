@@ -140,12 +140,13 @@ void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,
                          const char *original_id, const char *reason, const char *error,
                          size_t error_len, long long deliveries, uint64_t wall_ms) {
-  static const char *const provenance[] = {HDR_DL_STREAM,     HDR_DL_GROUP,   HDR_DL_ID,
-                                           HDR_DL_DELIVERIES, HDR_DL_HANDLER, HDR_DL_REASON,
-                                           HDR_DL_ERROR,      HDR_DL_TIME,    NULL};
-  static const char *const provenance_traced[] = {
+  static const char *const provenance[] = {
       HDR_DL_STREAM, HDR_DL_GROUP, HDR_DL_ID,   HDR_DL_DELIVERIES, HDR_DL_HANDLER,
-      HDR_DL_REASON, HDR_DL_ERROR, HDR_DL_TIME, HDR_TRACEPARENT,   NULL};
+      HDR_DL_REASON, HDR_DL_ERROR, HDR_DL_TIME, HDR_DL_CUT,        NULL};
+  static const char *const provenance_traced[] = {
+      HDR_DL_STREAM,  HDR_DL_GROUP,    HDR_DL_ID,    HDR_DL_DELIVERIES,
+      HDR_DL_HANDLER, HDR_DL_REASON,   HDR_DL_ERROR, HDR_DL_TIME,
+      HDR_DL_CUT,     HDR_TRACEPARENT, NULL};
   const char *trace = own_trace(t, e);
   bool traced = trace != NULL;
   struct bk_args *a = next(t);
@@ -158,7 +159,7 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
   bk_args_str(a, "*");
   const char *count = own_printf(t, "%lld", deliveries);
   const char *time = own_printf(t, "%lld", (long long)wall_ms);
-  const struct header hdr[] = {
+  struct header hdr[11] = {
       HDR(HDR_DL_STREAM, spec->stream),
       HDR(HDR_DL_GROUP, spec->group),
       HDR(HDR_DL_ID, original_id),
@@ -167,10 +168,15 @@ void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const s
       HDR(HDR_DL_REASON, reason),
       {HDR_DL_ERROR, error ? error : "", error ? error_len : 0},
       HDR(HDR_DL_TIME, time),
-      {HDR_TRACEPARENT, trace, TRACEPARENT_LEN},
   };
+  size_t nhdr = 8;
+  /* read cut (entry.h): the fields below are cut, and this says so */
+  if (e->entry_size) {
+    const char *size = own_printf(t, "%lld", (long long)e->entry_size);
+    hdr[nhdr++] = (struct header)HDR(HDR_DL_CUT, size);
+  }
   /* a replayed dead letter gets fresh provenance */
-  size_t nhdr = sizeof hdr / sizeof hdr[0] - (traced ? 0 : 1);
+  if (traced) hdr[nhdr++] = (struct header){HDR_TRACEPARENT, trace, TRACEPARENT_LEN};
   entry_fields(e, traced ? provenance_traced : provenance, hdr, nhdr, put_arg, a);
 }
 

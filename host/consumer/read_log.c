@@ -21,7 +21,7 @@ bool read_log_failed(const struct handler_spec *spec, const char *retry_key, enu
              spec->stream, "group", spec->group, "consumer", spec->consumer, "error", why, NULL);
     return true;
   }
-  bool script = kind == READ_OWN || kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT;
+  bool script = plan_is_script(kind);
   char keys[512];
   snprintf(keys, sizeof keys, "%s %s", spec->stream, retry_key);
   log_line(LOG_WARN, spec->name, "read failed, retrying", "stream", spec->stream, "group",
@@ -30,6 +30,7 @@ bool read_log_failed(const struct handler_spec *spec, const char *retry_key, enu
            kind == READ_CLAIM_SCRIPT     ? "the claiming read (claim_fallback)"
            : kind == READ_RECLAIM_SCRIPT ? "the reclaim read"
            : kind == READ_OWN            ? "the own pending read"
+           : kind == READ_FRESH          ? "the read of new entries"
                                          : NULL,
            "keys", keys, "error", why, NULL);
   return false;

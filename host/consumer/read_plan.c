@@ -35,17 +35,27 @@ enum read_kind plan_next(const struct read_plan *p) {
     case READ_RECLAIM: return READ_RECLAIM_SCRIPT;
     case READ_NEW:
       if (p->recover) return READ_OWN;
-      break;
+      return p->block_next ? READ_PLAIN : READ_FRESH;
   }
   return READ_PLAIN;
 }
 
 bool plan_is_script(enum read_kind kind) {
-  return kind == READ_OWN || kind == READ_CLAIM_SCRIPT || kind == READ_RECLAIM_SCRIPT;
+  return kind == READ_OWN || kind == READ_FRESH || kind == READ_CLAIM_SCRIPT ||
+         kind == READ_RECLAIM_SCRIPT;
+}
+
+bool plan_replies_claimed(enum read_kind kind) {
+  return plan_is_script(kind) && kind != READ_FRESH;
 }
 
 bool plan_reads_ahead(const struct read_plan *p, enum read_kind kind) {
-  return kind == READ_PLAIN && p->spec->read == READ_NEW;
+  return (kind == READ_PLAIN || kind == READ_FRESH) && p->spec->read == READ_NEW;
+}
+
+long long plan_count(const struct read_plan *p, enum read_kind kind, long long room) {
+  (void)p;
+  return kind == READ_PLAIN ? 1 : room;
 }
 
 bool plan_reads_new_only(const struct read_plan *p, enum read_kind kind) {
@@ -63,12 +73,22 @@ uint64_t plan_read_wait_ms(const struct read_plan *p) {
   return p->spec->read == READ_NEW ? PLAN_BLOCK_MS : plan_recovery_wait_ms(p);
 }
 
+/* What every script read gets last: the limits past which it sends an entry
+ * cut (entry.h). */
+static void add_limits(struct bk_args *a, const struct handler_spec *spec) {
+  bk_args_num(a, (long long)spec->max_body);
+  bk_args_num(a, (long long)entry_max_size(spec->max_body));
+  bk_args_num(a, ENTRY_CUT_KEEP);
+  bk_args_num(a, ENTRY_CUT_PAIRS);
+}
+
 void plan_add_args(const struct read_plan *p, struct bk_args *a, enum read_kind kind,
                    long long count) {
   const struct handler_spec *spec = p->spec;
   if (plan_is_script(kind)) {
     bk_args_str(a, "EVAL");
     bk_args_str(a, kind == READ_OWN            ? SCRIPT_OWN
+                   : kind == READ_FRESH        ? SCRIPT_READ
                    : kind == READ_CLAIM_SCRIPT ? SCRIPT_CLAIM
                                                : SCRIPT_RECLAIM);
     bk_args_str(a, "2");
@@ -76,11 +96,17 @@ void plan_add_args(const struct read_plan *p, struct bk_args *a, enum read_kind 
     bk_args_str(a, p->retry_key);
     bk_args_str(a, spec->group);
     bk_args_str(a, spec->consumer);
+    if (kind == READ_FRESH) {
+      bk_args_num(a, count);
+      add_limits(a, spec);
+      return;
+    }
     if (kind != READ_OWN) bk_args_num(a, spec->min_idle_ms);
     bk_args_num(a, count);
     if (kind != READ_CLAIM_SCRIPT)
       for (int k = 0; k < PLAN_NKEYS; k++)
         bk_args_str(a, kind == READ_OWN ? p->own_cursor[k] : p->cursor[k]);
+    add_limits(a, spec);
     return;
   }
   bk_args_str(a, "XREADGROUP");
@@ -107,8 +133,11 @@ void plan_add_args(const struct read_plan *p, struct bk_args *a, enum read_kind 
 
 bool plan_read_done(struct read_plan *p, enum read_kind kind, size_t count,
                     char cursor[PLAN_NKEYS][PLAN_ID_MAX]) {
-  if (kind == READ_CLAIM_SCRIPT) p->block_next = count == 0;
+  if (kind == READ_CLAIM_SCRIPT || kind == READ_FRESH) p->block_next = count == 0;
   if (plan_reads_new_only(p, kind)) p->block_next = false;
+  /* `new`: a blocking read that brought entries is followed by the script
+   * (more may have come); one that timed out blocks again. */
+  if (kind == READ_PLAIN && p->spec->read == READ_NEW) p->block_next = count == 0;
   if (kind == READ_OWN) {
     bool moved = false;
     for (int k = 0; k < PLAN_NKEYS; k++) moved |= strcmp(cursor[k], p->own_cursor[k]) != 0;

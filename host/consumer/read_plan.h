@@ -43,14 +43,32 @@ enum { PLAN_KEY_STREAM = 0, PLAN_KEY_RETRY = ENTRY_KEY_RETRY, PLAN_NKEYS = 2 };
 
 /* Which command a read sends. READ_OWN (SCRIPT_OWN) is a history read that
  * reports what Redis counted, so max_deliveries ends a loop of crashes on
- * `new` as it does on claiming reads. */
-enum read_kind { READ_PLAIN, READ_OWN, READ_CLAIM_NATIVE, READ_CLAIM_SCRIPT, READ_RECLAIM_SCRIPT };
+ * `new` as it does on claiming reads.
+ *
+ * A `new` subscription reads `>` with SCRIPT_READ (READ_FRESH), which
+ * answers at once and sends entries over max_body cut; once it finds
+ * nothing it blocks with a plain XREADGROUP (READ_PLAIN) of COUNT 1, which
+ * wakes on the next entry, and reads on with the script. So no read brings
+ * the host more than one entry per key that it has not checked: a producer
+ * can make the host hold one huge entry, never a batch of them. The other
+ * script reads (own pending, claim, reclaim) cut such entries as SCRIPT_READ
+ * does, and a claiming read's blocking wait (READ_PLAIN) asks for one entry
+ * too; only Redis 8.4's XREADGROUP ... CLAIM (READ_CLAIM_NATIVE) brings a
+ * batch unchecked, cut by the host as read. */
+enum read_kind {
+  READ_PLAIN,
+  READ_FRESH,
+  READ_OWN,
+  READ_CLAIM_NATIVE,
+  READ_CLAIM_SCRIPT,
+  READ_RECLAIM_SCRIPT
+};
 
 struct read_plan {
   const struct handler_spec *spec; /* borrowed: plan_set_spec replaces it */
   const char *retry_key;           /* borrowed: the group's retry stream */
   bool native_claim;               /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
-  bool block_next;                 /* claim script found nothing: next read blocks on `>` */
+  bool block_next; /* claim script or SCRIPT_READ found nothing: next read blocks on `>` */
   /* `new`: read this consumer's own pending entries before `>` again
    * (plan_recover_own). */
   bool recover;
@@ -76,12 +94,19 @@ void plan_group_new(struct read_plan *p);
 void plan_recover_own(struct read_plan *p);
 
 enum read_kind plan_next(const struct read_plan *p);
-/* The reads sent as EVAL of a script (their reply is read_reply_parse_claimed's). */
+/* The reads sent as EVAL of a script. */
 bool plan_is_script(enum read_kind kind);
+/* The reads whose reply has the claim scripts' shape (read_reply_parse_claimed's);
+ * the others' is XREADGROUP's (read_reply_parse_streams'). */
+bool plan_replies_claimed(enum read_kind kind);
 /* Whether this read may go out while the last batch still runs (read-ahead):
  * only a `new` subscription's read of `>`. Reads that claim wait for the acks
  * of what ran here, and the own pending list is read with nothing in flight. */
 bool plan_reads_ahead(const struct read_plan *p, enum read_kind kind);
+/* The COUNT a read of kind asks for when the lanes have room for `room`
+ * entries: 1 for a blocking read (READ_PLAIN, on `new` and a claiming
+ * read's wait for new entries), else room. */
+long long plan_count(const struct read_plan *p, enum read_kind kind, long long room);
 /* A claiming subscription's blocking `>` read: it brings only new entries,
  * never delivered before and not idle (a claiming read would report 0 and 0). */
 bool plan_reads_new_only(const struct read_plan *p, enum read_kind kind);
@@ -94,14 +119,16 @@ uint64_t plan_recovery_wait_ms(const struct read_plan *p);
  * recovery wait a claiming read blocks for and reclaim polls at. */
 uint64_t plan_read_wait_ms(const struct read_plan *p);
 
-/* Appends the command of a read of kind asking for count entries per key. */
+/* Appends the command of a read of kind asking for count entries per key
+ * (SCRIPT_READ's limits from the spec's max_body, entry.h). */
 void plan_add_args(const struct read_plan *p, struct bk_args *a, enum read_kind kind,
                    long long count);
 
 /* A good reply to a read of kind brought count entries; cursor holds the
  * cursor of each key a script read returned (unused for the others).
- * Advances the state: the claim script found nothing (block on `>` next) or
- * a `>` read came back; the history read went on (it is done once a read
+ * Advances the state: the claim script or SCRIPT_READ found nothing (block
+ * on `>` next) or a `>` read came back with entries (read on with the
+ * script; a blocking read that timed out blocks again); the history read went on (it is done once a read
  * leaves both cursors where they were); the reclaim pass moved on. Returns
  * true when the subscription should wait plan_recovery_wait_ms before
  * reading again: a full reclaim pass of both keys found nothing claimable. */

@@ -105,19 +105,40 @@ static void claim_number_err(char *err, size_t errlen, size_t index, const bk_re
             QUOTE_LEN(id->len), id->str, what, type_name(r));
 }
 
-/* Parses one `[id, fields]` or `[id, fields, idle, deliveries]` element. On
- * success *out is the new entry, or NULL when the entry is deleted (nil
+static bool is_data(const bk_reply *name) {
+  return name->len == sizeof HDR_DATA - 1 && memcmp(name->str, HDR_DATA, name->len) == 0;
+}
+
+/* How much of string f an entry keeps: all of it, or ENTRY_CUT_KEEP bytes
+ * of a cut entry's. */
+static size_t kept(const bk_reply *f, bool cut) {
+  return cut && f->len > ENTRY_CUT_KEEP ? ENTRY_CUT_KEEP : f->len;
+}
+
+/* The third element of a script's cut entry ([id, fields, cut] or [id,
+ * fields, idle, deliveries, cut]): [body bytes, entry bytes], both >= 0. */
+static bool cut_sizes(const bk_reply *r, int64_t *body, int64_t *size) {
+  return is_array(r) && r->elements == 2 && claim_number(r->element[0], body) &&
+         claim_number(r->element[1], size) && *body >= 0 && *size >= 0;
+}
+
+/* Parses one `[id, fields]` or `[id, fields, idle, deliveries]` element, or
+ * either with the sizes of an entry a script cut after them. An entry over
+ * the limits of max_body (entry_over) is built cut, as the script cuts it.
+ * On success *out is the new entry, or NULL when the entry is deleted (nil
  * fields). Returns -1 with err set otherwise. */
-static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char *err,
-                       size_t errlen) {
+static int parse_entry(const bk_reply *r, size_t index, uint64_t max_body, struct entry **out,
+                       char *err, size_t errlen) {
   *out = NULL;
   if (!is_array(r)) {
     set_err(err, errlen, "entry %zu: is %s, expected an array", index, type_name(r));
     return -1;
   }
-  if (r->elements != 2 && r->elements != 4) {
-    set_err(err, errlen, "entry %zu: has %zu elements, expected 2 or 4 (with CLAIM)", index,
-            r->elements);
+  if (r->elements < 2 || r->elements > 5) {
+    set_err(
+        err, errlen,
+        "entry %zu: has %zu elements, expected 2 or 4 (with CLAIM), or 3 or 5 (cut by a script)",
+        index, r->elements);
     return -1;
   }
   const bk_reply *id = r->element[0], *fields = r->element[1];
@@ -132,7 +153,7 @@ static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char
   }
 
   int64_t idle = -1, deliveries = -1;
-  if (r->elements == 4) {
+  if (r->elements >= 4) {
     const bk_reply *ri = r->element[2], *rd = r->element[3];
     if (!claim_number(ri, &idle)) {
       claim_number_err(err, errlen, index, id, "idle time", ri);
@@ -153,6 +174,14 @@ static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char
       return -1;
     }
   }
+  int64_t cut_body = 0, cut_size = 0;
+  bool cut = r->elements == 3 || r->elements == 5;
+  if (cut && !cut_sizes(r->element[r->elements - 1], &cut_body, &cut_size)) {
+    set_err(err, errlen,
+            "entry %zu (%.*s): the sizes of a cut entry are %s, expected [body, entry]", index, idq,
+            id->str, type_name(r->element[r->elements - 1]));
+    return -1;
+  }
 
   if (fields && fields->type == BK_NIL) return 0; /* deleted from the stream, still pending */
   if (!is_array(fields)) {
@@ -165,8 +194,7 @@ static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char
             idq, id->str, fields->elements);
     return -1;
   }
-  size_t bytes = id->len;
-  if (!entry_size_add(&bytes, 1)) goto oom;
+  uint64_t body = 0, size = 0;
   for (size_t i = 0; i < fields->elements; i++) {
     const bk_reply *f = fields->element[i];
     if (!is_string(f)) {
@@ -174,20 +202,38 @@ static int parse_entry(const bk_reply *r, size_t index, struct entry **out, char
               i % 2 ? "value" : "field name", i / 2, type_name(f));
       return -1;
     }
-    if (!entry_size_add(&bytes, f->len) || !entry_size_add(&bytes, 1)) goto oom;
+    size += f->len;
+    if (i % 2 && f->len > body && is_data(fields->element[i - 1])) body = f->len;
   }
+  if (!cut && entry_over(max_body, body, size)) { /* cut here as the script would */
+    cut = true;
+    cut_body = (int64_t)body;
+    cut_size = (int64_t)size;
+  }
+  size_t n = fields->elements;
+  if (cut && n > 2 * ENTRY_CUT_PAIRS) n = 2 * ENTRY_CUT_PAIRS;
+  size_t bytes = id->len;
+  if (!entry_size_add(&bytes, 1)) goto oom;
+  for (size_t i = 0; i < n; i++)
+    if (!entry_size_add(&bytes, kept(fields->element[i], cut)) || !entry_size_add(&bytes, 1))
+      goto oom;
 
-  struct entry *e = entry_alloc(fields->elements, bytes);
+  struct entry *e = entry_alloc(n, bytes);
   if (!e) goto oom;
   char *cursor = entry_strings(e);
   e->id = entry_put(&cursor, id->str, id->len);
-  for (size_t i = 0; i < fields->elements; i++) {
+  for (size_t i = 0; i < n; i++) {
     const bk_reply *f = fields->element[i];
-    e->field[i] = entry_put(&cursor, f->str, f->len);
-    e->field_len[i] = f->len;
+    size_t len = kept(f, cut);
+    e->field[i] = entry_put(&cursor, f->str, len);
+    e->field_len[i] = len;
   }
   e->idle_ms = idle;
   e->deliveries = deliveries;
+  if (cut) {
+    e->body_size = (uint64_t)cut_body;
+    e->entry_size = cut_size > 0 ? (uint64_t)cut_size : 1;
+  }
   *out = e;
   return 0;
 
@@ -205,9 +251,9 @@ static void free_list(struct entry *e) {
 }
 
 /* Appends the entries of one [key, entries] pair to the list (tagged key). */
-static int parse_stream(const bk_reply *stream, unsigned char key, struct entry **head,
-                        struct entry **tail, size_t *n, size_t *ndeleted, char *err,
-                        size_t errlen) {
+static int parse_stream(const bk_reply *stream, unsigned char key, uint64_t max_body,
+                        struct entry **head, struct entry **tail, size_t *n, size_t *ndeleted,
+                        char *err, size_t errlen) {
   const bk_reply *entries = stream->element[1];
   if (!is_array(entries)) {
     set_err(err, errlen, "entry list is %s, expected an array", type_name(entries));
@@ -218,7 +264,7 @@ static int parse_stream(const bk_reply *stream, unsigned char key, struct entry 
    * mean "nothing to do" and fall through the loop. */
   for (size_t i = 0; i < entries->elements; i++) {
     struct entry *e;
-    if (parse_entry(entries->element[i], i, &e, err, errlen) < 0) return -1;
+    if (parse_entry(entries->element[i], i, max_body, &e, err, errlen) < 0) return -1;
     if (!e) {
       (*ndeleted)++;
       continue;
@@ -236,8 +282,8 @@ static int parse_stream(const bk_reply *stream, unsigned char key, struct entry 
 
 /* keys NULL: exactly one stream, whatever its key (read_reply_parse_read). */
 static int parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
-                         struct entry **out, size_t *count, size_t *deleted, char *err,
-                         size_t errlen) {
+                         uint64_t max_body, struct entry **out, size_t *count, size_t *deleted,
+                         char *err, size_t errlen) {
   struct entry *head = NULL, *tail = NULL;
   size_t n = 0, ndeleted = 0;
   *out = NULL;
@@ -289,7 +335,8 @@ static int parse_streams(const bk_reply *r, const char *const *keys, size_t nkey
       }
       seen |= 1u << k;
     }
-    if (parse_stream(stream, (unsigned char)k, &head, &tail, &n, &ndeleted, err, errlen) != 0)
+    if (parse_stream(stream, (unsigned char)k, max_body, &head, &tail, &n, &ndeleted, err,
+                     errlen) != 0)
       goto fail;
   }
   *out = head;
@@ -303,23 +350,23 @@ fail:
 
 int read_reply_parse_read(const bk_reply *r, struct entry **out, size_t *count, size_t *deleted,
                           char *err, size_t errlen) {
-  return parse_streams(r, NULL, 0, out, count, deleted, err, errlen);
+  return parse_streams(r, NULL, 0, UINT64_MAX, out, count, deleted, err, errlen);
 }
 
 int read_reply_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
-                             struct entry **out, size_t *count, size_t *deleted, char *err,
-                             size_t errlen) {
+                             uint64_t max_body, struct entry **out, size_t *count, size_t *deleted,
+                             char *err, size_t errlen) {
   if (nkeys == 0 || nkeys > 8) {
     set_err(err, errlen, "between 1 and 8 keys can be read, not %zu", nkeys);
     *out = NULL;
     return -1;
   }
-  return parse_streams(r, keys, nkeys, out, count, deleted, err, errlen);
+  return parse_streams(r, keys, nkeys, max_body, out, count, deleted, err, errlen);
 }
 
-int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
-                             size_t cursorlen, struct entry **out, size_t *count,
-                             const bk_reply **deleted, char *err, size_t errlen) {
+int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys,
+                             uint64_t max_body, char *cursor, size_t cursorlen, struct entry **out,
+                             size_t *count, const bk_reply **deleted, char *err, size_t errlen) {
   *out = NULL;
   if (count) *count = 0;
   if (deleted) *deleted = NULL;
@@ -357,7 +404,8 @@ int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t 
       return -1;
     }
   }
-  if (read_reply_parse_streams(r->element[1], keys, nkeys, out, count, NULL, err, errlen) != 0)
+  if (read_reply_parse_streams(r->element[1], keys, nkeys, max_body, out, count, NULL, err,
+                               errlen) != 0)
     return -1;
   for (size_t i = 0; i < nkeys; i++) {
     /* an empty string may come without bytes (str NULL): nothing to copy */

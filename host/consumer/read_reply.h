@@ -4,6 +4,7 @@
 #define LUASTREAM_READ_REPLY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "broker.h"
 #include "entry.h"
@@ -25,10 +26,14 @@ int read_reply_parse_read(const bk_reply *r, struct entry **out, size_t *count, 
  * any order, each key at most once. Every entry's `key` is the index in keys
  * of the stream it came from; the list holds the streams one after the
  * other, each in reply order. A key not in keys is a reply of the wrong
- * shape. Otherwise as read_reply_parse_read. */
+ * shape. An entry over the limits of max_body (entry_over in entry.h;
+ * UINT64_MAX: none) is built cut, with its sizes (entry.body_size,
+ * entry_size), as is one a script sent cut: `[id, fields, [body bytes,
+ * entry bytes]]`, or with idle and deliveries before the sizes. Otherwise
+ * as read_reply_parse_read (which takes every entry whole). */
 int read_reply_parse_streams(const bk_reply *r, const char *const *keys, size_t nkeys,
-                             struct entry **out, size_t *count, size_t *deleted, char *err,
-                             size_t errlen);
+                             uint64_t max_body, struct entry **out, size_t *count, size_t *deleted,
+                             char *err, size_t errlen);
 
 /* Parses the reply of a claim script (scripts.h) over the nkeys keys in keys:
  *   [[cursor per key], [[key, entries], ...], [[key, deleted id], ...]]
@@ -37,8 +42,8 @@ int read_reply_parse_streams(const bk_reply *r, const char *const *keys, size_t 
  * the pairs of key and id the server dropped from the pending list (part of
  * r: valid while r is; each element an array of two strings).
  * Returns 0, or -1 with a reason in err; on -1 *out is NULL. */
-int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys, char *cursor,
-                             size_t cursorlen, struct entry **out, size_t *count,
-                             const bk_reply **deleted, char *err, size_t errlen);
+int read_reply_parse_claimed(const bk_reply *r, const char *const *keys, size_t nkeys,
+                             uint64_t max_body, char *cursor, size_t cursorlen, struct entry **out,
+                             size_t *count, const bk_reply **deleted, char *err, size_t errlen);
 
 #endif

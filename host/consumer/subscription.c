@@ -359,11 +359,11 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   const bk_reply *deleted = NULL;
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   const char *keys[PLAN_NKEYS] = {s->spec->stream, s->retry_key};
-  int rc =
-      plan_is_script(kind)
-          ? read_reply_parse_claimed(r, keys, PLAN_NKEYS, cursor[0], PLAN_ID_MAX, &list, &count,
-                                     &deleted, why, sizeof why)
-          : read_reply_parse_streams(r, keys, PLAN_NKEYS, &list, &count, NULL, why, sizeof why);
+  int rc = plan_replies_claimed(kind)
+               ? read_reply_parse_claimed(r, keys, PLAN_NKEYS, s->spec->max_body, cursor[0],
+                                          PLAN_ID_MAX, &list, &count, &deleted, why, sizeof why)
+               : read_reply_parse_streams(r, keys, PLAN_NKEYS, s->spec->max_body, &list, &count,
+                                          NULL, why, sizeof why);
   if (rc != 0) {
     sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
     backoff(s);
@@ -431,7 +431,8 @@ static void read_next(subscription *s) {
   if (!name_held(s)) return;
   struct bk_args *a = &s->args;
   bk_args_reset(a);
-  plan_add_args(&s->plan, a, kind, (long long)(ahead ? batch : batch - in_flight));
+  plan_add_args(&s->plan, a, kind,
+                plan_count(&s->plan, kind, (long long)(ahead ? batch : batch - in_flight)));
   if (bk_command(s->b, s->reader, a->argc, a->argv, a->argvlen, read_done, s) == 0) {
     s->read_pending = true;
     s->read_sent_ms = clock_now(s->clock);

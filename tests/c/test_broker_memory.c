@@ -778,8 +778,8 @@ TEST_IMPL(broker_memory_eval_claim_script) {
   size_t n = 0;
   const bk_reply *deleted = NULL;
   const char *keys[] = {"s"};
-  ASSERT_OK(read_reply_parse_claimed(x.r, keys, 1, cursor, sizeof cursor, &list, &n, &deleted, why,
-                                     sizeof why));
+  ASSERT_OK(read_reply_parse_claimed(x.r, keys, 1, UINT64_MAX, cursor, sizeof cursor, &list, &n,
+                                     &deleted, why, sizeof why));
   ASSERT_STR_EQ(cursor, "0-0");
   ASSERT_INT_EQ(n, 1);
   ASSERT_INT_EQ(list->idle_ms, 100);
@@ -886,8 +886,8 @@ TEST_IMPL(broker_memory_eval_claim_script_two_keys) {
   size_t n = 0;
   const bk_reply *deleted = NULL;
   const char *keys[] = {"s", "s:retry:g"};
-  ASSERT_OK(read_reply_parse_claimed(x.r, keys, 2, cursor[0], sizeof cursor[0], &list, &n, &deleted,
-                                     why, sizeof why));
+  ASSERT_OK(read_reply_parse_claimed(x.r, keys, 2, UINT64_MAX, cursor[0], sizeof cursor[0], &list,
+                                     &n, &deleted, why, sizeof why));
   ASSERT_INT_EQ(n, 4);
   int want_key[] = {0, 0, 1, 1};
   int i = 0;

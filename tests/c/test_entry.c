@@ -243,6 +243,67 @@ TEST_IMPL(entry_parse_new_read) {
   LEAK_CHECK();
 }
 
+/* A string of n copies of c (built by a reply builder: freed with it). */
+static bk_reply *REP(char c, size_t n) {
+  char *s = malloc(n);
+  ASSERT_NOT_NULL(s);
+  memset(s, c, n);
+  bk_reply *r = B(s, n);
+  free(s);
+  return r;
+}
+
+TEST_IMPL(entry_parse_cuts_entries_over_max_body) {
+  /* max_body 1500: the body over it, or all fields over it plus 64 KB, is
+   * kept cut (entry.h), as a script sends it cut; the rest whole. */
+  bk_reply *many = node(BK_ARRAY);
+  many->elements = 2 * 70;
+  many->element = calloc(many->elements, sizeof *many->element);
+  ASSERT_NOT_NULL(many->element);
+  for (size_t i = 0; i < 2 * 70; i += 2) {
+    many->element[i] = S("h");
+    many->element[i + 1] = REP('v', 1000);
+  }
+  bk_reply *r = READ(A(5, A(2, S("1-0"), A(4, S("data"), REP('x', 2000), S("k"), S("v"))),
+                       A(2, S("2-0"), A(4, S("data"), REP('y', 1500), S("h"), REP('z', 2000))),
+                       A(2, S("3-0"), many),
+                       A(3, S("4-0"), A(2, S("data"), REP('w', 1024)), A(2, I(5000), I(70000))),
+                       A(5, S("5-0"), A(2, S("data"), S("{}")), I(7), I(2), A(2, S("9"), S("9")))));
+  const char *keys[] = {"s"};
+  struct entry *list = NULL;
+  size_t count = 0;
+  char err[256] = "";
+  ASSERT_OK(read_reply_parse_streams(r, keys, 1, 1500, &list, &count, NULL, err, sizeof err));
+  rfree(r);
+  ASSERT_INT_EQ(count, 5);
+  struct entry *e = list; /* the body over max_body: cut to its first 1024 bytes */
+  ASSERT_INT_EQ(e->body_size, 2000);
+  ASSERT_INT_EQ(e->entry_size, 4 + 2000 + 1 + 1);
+  ASSERT_INT_EQ(e->field_len[1], ENTRY_CUT_KEEP);
+  expect_field(e, "k", "v");
+  e = e->next; /* at max_body, a header of 2000 bytes: whole */
+  ASSERT_INT_EQ(e->entry_size, 0);
+  ASSERT_INT_EQ(e->field_len[1], 1500);
+  ASSERT_INT_EQ(e->field_len[3], 2000);
+  e = e->next; /* 70 headers of 1000 bytes, over max_body + 64 KB: the first 64 */
+  ASSERT_INT_EQ(e->body_size, 0);
+  ASSERT_INT_EQ(e->entry_size, 70 * 1001);
+  ASSERT_INT_EQ(e->nfields, 2 * ENTRY_CUT_PAIRS);
+  ASSERT_INT_EQ(e->field_len[1], 1000);
+  e = e->next; /* cut by the script: its sizes */
+  ASSERT_INT_EQ(e->body_size, 5000);
+  ASSERT_INT_EQ(e->entry_size, 70000);
+  ASSERT_INT_EQ(e->field_len[1], 1024);
+  e = e->next; /* claimed and cut: idle, deliveries, sizes */
+  ASSERT_INT_EQ(e->idle_ms, 7);
+  ASSERT_INT_EQ(e->deliveries, 2);
+  ASSERT_INT_EQ(e->body_size, 9);
+  ASSERT_INT_EQ(e->entry_size, 9);
+  ASSERT_NULL(e->next);
+  free_all(list);
+  LEAK_CHECK();
+}
+
 TEST_IMPL(entry_parse_claim_integers) {
   /* 8.4 GA: `[id, fields, idle, count]` with RESP integers (7.3). */
   struct entry *list = parse_ok(READ(A(2, A(4, S("1-0"), A(2, S("f"), S("v1")), I(103), I(1)),
@@ -344,9 +405,13 @@ TEST_IMPL(entry_parse_rejects_bad_entries) {
   parse_fails(READ(A(2, good(), S("2-0"))), "entry 1: is a string, expected an array");
   parse_fails(READ(A(2, good(), NIL())), "entry 1: is nil, expected an array");
   parse_fails(READ(A(2, good(), A(1, S("2-0")))),
-              "entry 1: has 1 elements, expected 2 or 4 (with CLAIM)");
+              "entry 1: has 1 elements, expected 2 or 4 (with CLAIM), or 3 or 5 (cut by a script)");
   parse_fails(READ(A(2, good(), A(3, S("2-0"), A(0), I(1)))),
-              "entry 1: has 3 elements, expected 2 or 4 (with CLAIM)");
+              "entry 1 (2-0): the sizes of a cut entry are an integer, expected [body, entry]");
+  parse_fails(READ(A(2, good(), A(3, S("2-0"), A(0), A(2, I(1), I(-1))))),
+              "entry 1 (2-0): the sizes of a cut entry are an array, expected [body, entry]");
+  parse_fails(READ(A(2, good(), A(6, S("2-0"), A(0), I(1), I(1), I(1), I(1)))),
+              "entry 1: has 6 elements, expected 2 or 4 (with CLAIM), or 3 or 5 (cut by a script)");
   parse_fails(READ(A(2, good(), A(2, I(2), A(0)))), "entry 1: id is an integer, expected a string");
   parse_fails(READ(A(2, good(), A(2, S("abc"), A(0)))), "entry 1: id \"abc\" is not a stream id");
   parse_fails(READ(A(2, good(), A(2, S("2-"), A(0)))), "entry 1: id \"2-\" is not a stream id");

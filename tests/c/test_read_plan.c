@@ -32,6 +32,7 @@ static const char *command(const struct read_plan *p, enum read_kind kind, long 
   out[0] = '\0';
   for (int i = 0; i < a.argc; i++) {
     const char *w = a.argv[i] == SCRIPT_OWN       ? "<own>"
+                    : a.argv[i] == SCRIPT_READ    ? "<read>"
                     : a.argv[i] == SCRIPT_CLAIM   ? "<claim>"
                     : a.argv[i] == SCRIPT_RECLAIM ? "<reclaim>"
                                                   : a.argv[i];
@@ -51,21 +52,37 @@ static void set_cursor(char cursor[PLAN_NKEYS][PLAN_ID_MAX], const char *stream,
 
 TEST_IMPL(read_plan_new_reads_ahead_on_gt) {
   struct handler_spec spec = spec_of(READ_NEW, -1);
+  spec.max_body = 1000;
   struct read_plan p;
   plan_init(&p, &spec, "orders:retry:billing");
+  /* `>` with the script first: it answers at once, entries over max_body cut. */
+  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
+  ASSERT(plan_reads_ahead(&p, READ_FRESH));
+  ASSERT(plan_is_script(READ_FRESH));
+  ASSERT(!plan_replies_claimed(READ_FRESH));
+  ASSERT_INT_EQ(plan_count(&p, READ_FRESH, 7), 7);
+  ASSERT_STR_EQ(command(&p, READ_FRESH, 7),
+                "EVAL <read> 2 orders orders:retry:billing billing c1 7 1000 66536 1024 64");
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
+  set_cursor(cursor, "junk", "junk");
+  ASSERT(!plan_read_done(&p, READ_FRESH, 3, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
+  /* It found nothing: block for one entry, with a plain read. */
+  ASSERT(!plan_read_done(&p, READ_FRESH, 0, cursor));
   ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
   ASSERT(plan_reads_ahead(&p, READ_PLAIN));
   ASSERT(!plan_reads_new_only(&p, READ_PLAIN));
   ASSERT(!plan_is_script(READ_PLAIN));
   ASSERT_INT_EQ(plan_read_wait_ms(&p), PLAN_BLOCK_MS);
-  ASSERT_STR_EQ(command(&p, READ_PLAIN, 7),
-                "XREADGROUP GROUP billing c1 COUNT 7 BLOCK 4000 STREAMS orders "
+  ASSERT_INT_EQ(plan_count(&p, READ_PLAIN, 7), 1);
+  ASSERT_STR_EQ(command(&p, READ_PLAIN, 1),
+                "XREADGROUP GROUP billing c1 COUNT 1 BLOCK 4000 STREAMS orders "
                 "orders:retry:billing > >");
-  /* A reply to `>` changes nothing. */
-  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
-  set_cursor(cursor, "junk", "junk");
-  ASSERT(!plan_read_done(&p, READ_PLAIN, 3, cursor));
+  /* Timed out: block again; woken by an entry: read on with the script. */
+  ASSERT(!plan_read_done(&p, READ_PLAIN, 0, cursor));
   ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
+  ASSERT(!plan_read_done(&p, READ_PLAIN, 1, cursor));
+  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
 }
 
 TEST_IMPL(read_plan_new_own_pending_until_cursors_stay) {
@@ -77,25 +94,25 @@ TEST_IMPL(read_plan_new_own_pending_until_cursors_stay) {
   ASSERT(plan_is_script(READ_OWN));
   ASSERT(!plan_reads_ahead(&p, READ_OWN));
   ASSERT_STR_EQ(command(&p, READ_OWN, 10),
-                "EVAL <own> 2 orders orders:retry:billing billing c1 10 0-0 0-0");
+                "EVAL <own> 2 orders orders:retry:billing billing c1 10 0-0 0-0 0 65536 1024 64");
   /* The history read moved on: read again from where it stopped. */
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   set_cursor(cursor, "5-1", "0-0");
   ASSERT(!plan_read_done(&p, READ_OWN, 2, cursor));
   ASSERT_INT_EQ(plan_next(&p), READ_OWN);
   ASSERT_STR_EQ(command(&p, READ_OWN, 10),
-                "EVAL <own> 2 orders orders:retry:billing billing c1 10 5-1 0-0");
+                "EVAL <own> 2 orders orders:retry:billing billing c1 10 5-1 0-0 0 65536 1024 64");
   set_cursor(cursor, "5-1", "9-0");
   ASSERT(!plan_read_done(&p, READ_OWN, 1, cursor));
   ASSERT_INT_EQ(plan_next(&p), READ_OWN);
   /* Both cursors where they were: the own pending list is read, on to `>`. */
   ASSERT(!plan_read_done(&p, READ_OWN, 0, cursor));
-  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
+  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
   /* Recovering again (the reader reconnected) starts over from 0-0. */
   plan_recover_own(&p);
   ASSERT_INT_EQ(plan_next(&p), READ_OWN);
   ASSERT_STR_EQ(command(&p, READ_OWN, 4),
-                "EVAL <own> 2 orders orders:retry:billing billing c1 4 0-0 0-0");
+                "EVAL <own> 2 orders orders:retry:billing billing c1 4 0-0 0-0 0 65536 1024 64");
 }
 
 TEST_IMPL(read_plan_recover_own_only_on_new) {
@@ -137,7 +154,7 @@ TEST_IMPL(read_plan_claiming_script_blocks_after_nothing) {
   ASSERT(plan_is_script(READ_CLAIM_SCRIPT));
   /* No cursors: the claim script scans from the start each time. */
   ASSERT_STR_EQ(command(&p, READ_CLAIM_SCRIPT, 10),
-                "EVAL <claim> 2 orders orders:retry:billing billing c1 400 10");
+                "EVAL <claim> 2 orders orders:retry:billing billing c1 400 10 0 65536 1024 64");
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   set_cursor(cursor, "0-0", "0-0");
   ASSERT(!plan_read_done(&p, READ_CLAIM_SCRIPT, 2, cursor));
@@ -167,14 +184,16 @@ TEST_IMPL(read_plan_reclaim_cursors_and_poll) {
   ASSERT_INT_EQ(plan_next(&p), READ_RECLAIM_SCRIPT);
   ASSERT(!plan_reads_ahead(&p, READ_RECLAIM_SCRIPT));
   ASSERT_INT_EQ(plan_recovery_wait_ms(&p), PLAN_RECOVERY_WAIT_MIN_MS); /* 15 raised to 50 */
-  ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 10),
-                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0");
+  ASSERT_STR_EQ(
+      command(&p, READ_RECLAIM_SCRIPT, 10),
+      "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0 0 65536 1024 64");
   char cursor[PLAN_NKEYS][PLAN_ID_MAX];
   /* The pass goes on where each key's XAUTOCLAIM stopped. */
   set_cursor(cursor, "12-3", "0-0");
   ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor)); /* not a full pass */
-  ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 8),
-                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 8 12-3 0-0");
+  ASSERT_STR_EQ(
+      command(&p, READ_RECLAIM_SCRIPT, 8),
+      "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 8 12-3 0-0 0 65536 1024 64");
   set_cursor(cursor, "0-0", "0-0");
   ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 1, cursor)); /* found one: read again */
   ASSERT(plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor));  /* full pass, nothing: wait */
@@ -183,8 +202,9 @@ TEST_IMPL(read_plan_reclaim_cursors_and_poll) {
   ASSERT(!plan_read_done(&p, READ_RECLAIM_SCRIPT, 0, cursor));
   ASSERT_STR_EQ(p.cursor[PLAN_KEY_RETRY], "41-0");
   plan_group_new(&p);
-  ASSERT_STR_EQ(command(&p, READ_RECLAIM_SCRIPT, 10),
-                "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0");
+  ASSERT_STR_EQ(
+      command(&p, READ_RECLAIM_SCRIPT, 10),
+      "EVAL <reclaim> 2 orders orders:retry:billing billing c1 30 10 0-0 0-0 0 65536 1024 64");
 }
 
 TEST_IMPL(read_plan_recovery_wait_bounds) {
@@ -201,5 +221,5 @@ TEST_IMPL(read_plan_recovery_wait_bounds) {
   struct handler_spec other = spec_of(READ_NEW, 600);
   plan_set_spec(&p, &other);
   ASSERT_INT_EQ(plan_read_wait_ms(&p), PLAN_BLOCK_MS);
-  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
+  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
 }

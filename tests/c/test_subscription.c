@@ -135,7 +135,17 @@ static struct {
   char cmd_log_at_drain[8192];
 } F;
 
-#define OWN_READ "EVAL <own> 2 payments payments:retry:ledger ledger c-1 * 0-0 0-0"
+/* What every script read ends with: max_body's limits (1 MB), read_plan.c. */
+#define LIMITS " 1048576 1114112 1024 64"
+#define OWN_READ "EVAL <own> 2 payments payments:retry:ledger ledger c-1 * 0-0 0-0 **"
+/* `new` reads `>` with SCRIPT_READ (max_body 1 MB) and, once it finds
+ * nothing, blocks for one entry. */
+#define NEW_READ_N(count, max_body, max_entry)                                                \
+  "EVAL <read> 2 payments payments:retry:ledger ledger c-1 " count " " max_body " " max_entry \
+  " 1024 64"
+#define NEW_READ NEW_READ_N("10", "1048576", "1114112")
+#define BLOCK_READ \
+  "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
 
 /* log without the lines starting with "EVAL <sweep> " (one of 4 rotating buffers). */
 static const char *without_sweeps(const char *log) {
@@ -231,6 +241,7 @@ static void fx_init(const char *opts) {
   replay_alias(F.rb, SCRIPT_RECLAIM, "<reclaim>");
   replay_alias(F.rb, SCRIPT_SWEEP, "<sweep>");
   replay_alias(F.rb, SCRIPT_OWN, "<own>");
+  replay_alias(F.rb, SCRIPT_READ, "<read>");
   replay_alias(F.rb, SCRIPT_OUTCOME, "<outcome>");
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
@@ -496,17 +507,18 @@ TEST_IMPL(sub_claim_fallback_script) {
   fx_init(CLAIMING ", claim_fallback = true");
   /* One entry claimed (idle 45000, delivered 3 times before); 4-0 was no
    * longer in the stream (XCLAIM dropped it). */
-  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10",
+  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS,
                 "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n5-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":5}\r\n:45000\r\n:3\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n$3\r\n4-0\r\n");
-  /* Nothing claimable and nothing new: the next read blocks on `>`. */
-  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10",
+  /* Nothing claimable and nothing new: the next read blocks on `>`, for one
+   * entry (one too large for max_body may come: one at most). */
+  replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS,
                 "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
   replay_expect(
       F.rb,
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >",
+      "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 1000 STREAMS payments payments:retry:ledger > >",
       "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
       "*2\r\n$3\r\n6-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":6}\r\n");
   fx_run(70015);
@@ -519,10 +531,12 @@ TEST_IMPL(sub_claim_fallback_script) {
   ASSERT_STR_EQ(got(), "id=5-0 deliveries=3 idle=45000 n=5\nid=6-0 deliveries=0 idle=0 n=6\n");
   ASSERT_STR_EQ(
       replay_log(F.rb, READER),
-      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
-      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n"
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
-      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10\n");
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS
+      "\n"
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS
+      "\n"
+      "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
+      "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 5-0\nXACK payments ledger 6-0\n");
   fx_finish();
 }
@@ -533,7 +547,8 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
   fx_init("read = \"reclaim\", min_idle = 200, batch = 10"); /* polls every 100 ms */
   /* [cursor, [[key, entries]], [deleted]]: the 4th element is Redis's
    * delivery count after the claim. */
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0",
+  replay_expect(F.rb,
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS,
                 "*3\r\n*2\r\n$3\r\n9-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n3-0\r\n"
@@ -541,7 +556,8 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
                 ":40000\r\n:2\r\n"
                 "*2\r\n*2\r\n$8\r\npayments\r\n$3\r\n4-0\r\n*2\r\n$8\r\npayments\r\n$3\r\n6-0\r\n");
   /* The rest of the pending list, from 9-0: nothing idle enough. */
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0",
+  replay_expect(F.rb,
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS,
                 "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
   uint64_t start = clock_now(F.clk);
   fx_run(80400);
@@ -555,9 +571,12 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
                   "stream=payments group=ledger consumer=c-1 id=6-0\n");
   /* The cursor is carried; a full pass with nothing to claim waits a poll. */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS
+                "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS
+                "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS
+                "\n");
   ASSERT(clock_now(F.clk) - start >= 100);
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n");
   fx_finish();
@@ -574,8 +593,7 @@ TEST_IMPL(sub_reclaim_cursor_deleted_and_headers) {
 TEST_IMPL(sub_new_retry_copy_to_retry_stream_forged_headers_ignored) {
   fx_init("batch = 10, max_deliveries = 5, dead_letter = \"payments.dead\"");
   replay_expect(
-      F.rb,
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
+      F.rb, NEW_READ,
       "*2\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
       "*2\r\n$3\r\n5-0\r\n*4\r\n$4\r\ndata\r\n$20\r\n{\"n\":5,\"retry\":true}\r\n$13\r\npartition-key\r\n$6\r\nacct-7\r\n"
       "*2\r\n$3\r\n7-0\r\n*8\r\n$4\r\ndata\r\n$7\r\n{\"n\":7}\r\n$11\r\nretry-group\r\n$5\r\naudit\r\n$14\r\ndelivery-count\r\n$3\r\n999\r\n$11\r\noriginal-id\r\n$3\r\n1-0\r\n"
@@ -625,12 +643,14 @@ TEST_IMPL(sub_nogroup_creates_group_again) {
  * group has a new pending list: the scan starts again at 0-0. */
 TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
   fx_init("read = \"reclaim\", min_idle = 200, batch = 10");
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0",
+  replay_expect(F.rb,
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS,
                 "*3\r\n*2\r\n$3\r\n9-0\r\n$3\r\n0-0\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n:40000\r\n:2\r\n"
                 "*0\r\n");
-  replay_expect(F.rb, "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0",
+  replay_expect(F.rb,
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS,
                 "-NOGROUP No such key 'payments' or consumer group 'ledger' script: "
                 "0d1b4c0a4c3f8b9c2f1e6e4d7a5b3c2d1e0f9a8b, on @user_script:9.\r\n");
   fx_run(80400);
@@ -638,9 +658,12 @@ TEST_IMPL(sub_reclaim_nogroup_restarts_cursor) {
   ASSERT_CONTAINS(logbuf, "msg=\"group or stream disappeared, creating it again\"");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0\n" CREATE "\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0\n"
-                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0\n");
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS
+                "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 9-0 0-0" LIMITS
+                "\n"
+                "EVAL <reclaim> 2 payments payments:retry:ledger ledger c-1 200 10 0-0 0-0" LIMITS
+                "\n");
   fx_finish();
 }
 
@@ -745,29 +768,23 @@ TEST_IMPL(sub_failed_ack_retried_after_backoff) {
  * next read's BLOCK. */
 TEST_IMPL(sub_entries_run_after_group_recreated) {
   fx_init("batch = 10"); /* one worker */
-  replay_expect(
-      F.rb,
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
-      "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
-      "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
-      "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
-      "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
+  replay_expect(F.rb, NEW_READ,
+                "*1\r\n*2\r\n$8\r\npayments\r\n*3\r\n"
+                "*2\r\n$3\r\n1-0\r\n*2\r\n$4\r\ndata\r\n$18\r\n{\"n\":1,\"sleep\":30}\r\n"
+                "*2\r\n$3\r\n2-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":2}\r\n"
+                "*2\r\n$3\r\n3-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":3}\r\n");
   /* Read ahead, before 1-0 runs: a whole batch. */
-  replay_expect(
-      F.rb,
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >",
-      "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
-      "with GROUP option\r\n");
+  replay_expect(F.rb, NEW_READ,
+                "-NOGROUP No such key 'payments' or consumer group 'ledger' in XREADGROUP "
+                "with GROUP option\r\n");
   fx_run(80400);
 
   ASSERT_INT_EQ(F.reading, 2); /* the group is back and the next read blocks */
-  ASSERT_STR_EQ(
-      replay_log(F.rb, READER),
-      "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n"
-      /* the group is back: a batch more, whatever still waits */
-      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS
+                "\n" NEW_READ "\n" NEW_READ "\n"
+                /* the group is back: a batch more, whatever still waits */
+                NEW_READ "\n");
   ASSERT_STR_EQ(got(), "id=1-0 n=1\nid=2-0 n=2\nid=3-0 n=3\n");
   fx_finish();
 }
@@ -813,8 +830,7 @@ static const char *read_resp(bool claim, const struct ent *e, size_t n) {
   { id, {__VA_ARGS__}, 0, 0 }
 #define CE(id, idle, deliveries, ...) \
   { id, {__VA_ARGS__}, idle, deliveries }
-#define NEW_READ \
-  "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+
 /* The entries given, and how many: read_resp(claim, ENTS(NE(...), ...)). */
 #define ENTS(...) \
   (const struct ent[]){__VA_ARGS__}, sizeof((const struct ent[]){__VA_ARGS__}) / sizeof(struct ent)
@@ -1020,19 +1036,21 @@ TEST_IMPL(sub_handler_error_on_last_delivery_dead_lettered) {
 TEST_IMPL(sub_bad_input_dead_lettered) {
   fx_init("dead_letter = \"payments.dead\", max_body = 10, batch = 10");
   replay_expect(
-      F.rb, NEW_READ,
+      F.rb, NEW_READ_N("10", "10", "65546"),
       read_resp(false, ENTS(NE("1-0", "data", "{nope"), NE("2-0", "data", "\"0123456789\""))));
   expect_outcomes(2);
   fx_run(80400);
 
   ASSERT_STR_EQ(got(), ""); /* the handler saw neither */
+  /* 2-0 is over max_body as read: kept cut (whole here, under 1024 bytes)
+   * and dead-lettered before anything runs, saying how large it was. */
   const char *call = cmd_sent(2);
-  const char *head = OUTCOMES("payments") " 1-0 ack 1 21 XADD payments.dead * data {nope" DL_HEAD(
-      "1-0", "1") "decode-error dead-letter-error body is not valid JSON: ";
+  const char *head =
+      OUTCOMES("payments") " 2-0 ack 1 23 XADD payments.dead * data \"0123456789\"" DL_HEAD(
+          "2-0", "1") "too-large dead-letter-error body is 12 bytes, over max_body (10)" DL_TIME
+                      " dead-letter-cut 16 1-0 ack 1 21 XADD payments.dead * data {nope" DL_HEAD(
+                          "1-0", "1") "decode-error dead-letter-error body is not valid JSON: ";
   if (strncmp(call, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", call);
-  ASSERT_CONTAINS(call, DL_TIME " 2-0 ack 1 21 XADD payments.dead * data \"0123456789\""
-                  DL_HEAD("2-0", "1") "too-large dead-letter-error body is 12 bytes, over "
-                  "max_body (10)" DL_TIME);
   ASSERT_NULL(cmd_sent(3));
   ASSERT_CONTAINS(logbuf,
                   "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
@@ -1276,22 +1294,23 @@ static const char *own_resp(const char *c0, const char *c1, const struct ent *se
  * handler sees the deliveries before this one, as on a claiming read. */
 TEST_IMPL(sub_new_reads_own_pending_list_first) {
   fx_init("batch = 10");
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS,
                 own_resp("4-0", "0-0",
                          ENTS(CE("3-0", 5000, 1, "data", "{\"n\":3}"),
                               CE("4-0", 5000, 2, "data", "{\"n\":4}")),
                          NO_ENTS));
   /* Both cursors back as sent: the list is read to its end. */
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0" LIMITS,
                 own_resp("4-0", "0-0", NO_ENTS, NO_ENTS));
   fx_run(80400);
   ASSERT_STR_EQ(got(), "id=3-0 deliveries=1 idle=5000 n=3\nid=4-0 deliveries=2 idle=5000 n=4\n");
   ASSERT_CONTAINS(logbuf, "msg=\"entries delivered here earlier and never acked, handled now\"");
   /* the next page waited for the acks of the first; then `>` */
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0\n" NEW_READ
-                "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS
+                "\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 4-0 0-0" LIMITS
+                "\n" NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 3-0 4-0\n");
   fx_finish();
 }
@@ -1301,19 +1320,21 @@ TEST_IMPL(sub_new_reads_own_pending_list_first) {
  * on until the cursors stop moving. */
 TEST_IMPL(sub_new_own_pending_list_read_past_deleted_entries) {
   fx_init("batch = 10");
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS,
                 own_resp("2-0", "0-0", NO_ENTS, NO_ENTS));
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0" LIMITS,
                 own_resp("3-0", "0-0", ENTS(CE("3-0", 5000, 1, "data", "{\"n\":3}")), NO_ENTS));
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0" LIMITS,
                 own_resp("3-0", "0-0", NO_ENTS, NO_ENTS));
   fx_run(80400);
   ASSERT_STR_EQ(got(), "id=3-0 deliveries=1 idle=5000 n=3\n");
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0\n"
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0\n" NEW_READ
-                "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS
+                "\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 2-0 0-0" LIMITS
+                "\n"
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 3-0 0-0" LIMITS
+                "\n" NEW_READ "\n");
   fx_finish();
 }
 
@@ -1324,7 +1345,7 @@ TEST_IMPL(sub_new_own_pending_list_read_past_deleted_entries) {
  * crashing once the same name has read the entry max_deliveries times. */
 TEST_IMPL(sub_new_own_pending_list_counts_deliveries) {
   fx_init("max_deliveries = 3, dead_letter = \"payments.dead\", batch = 10");
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS,
                 own_resp("5-0", "9-0",
                          ENTS(CE("3-0", 40000, 3, "data", "{\"n\":3}"),
                               CE("5-0", 40000, 1, "data", "{\"n\":5}", "delivery-count", "999")),
@@ -1332,7 +1353,7 @@ TEST_IMPL(sub_new_own_pending_list_counts_deliveries) {
                                  "original-id", "2-0"),
                               CE("9-0", 40000, 1, "data", "{\"n\":9}", "delivery-count", "2",
                                  "original-id", "4-0"))));
-  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 5-0 9-0",
+  replay_expect(F.rb, "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 5-0 9-0" LIMITS,
                 own_resp("5-0", "9-0", NO_ENTS, NO_ENTS));
   expect_outcomes(1);
   expect_outcomes(1);
@@ -1372,8 +1393,8 @@ TEST_IMPL(sub_new_reads_ahead_before_the_batch_runs) {
   ASSERT_INT_EQ(ngot, 3);
   ASSERT_INT_EQ(reads_at_got[0], 3);
   ASSERT_STR_EQ(replay_log(F.rb, READER),
-                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0\n" NEW_READ
-                "\n" NEW_READ "\n");
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0" LIMITS
+                "\n" NEW_READ "\n" NEW_READ "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 1-0 2-0 3-0\n");
   fx_finish();
 }
@@ -1407,8 +1428,7 @@ TEST_IMPL(sub_dispatch_lets_the_loop_turn) {
  * only while at most one batch is in the lanes. */
 TEST_IMPL(sub_new_holds_at_most_two_batches) {
   fx_init("batch = 4"); /* one worker: the entries run one after another */
-#define READ4 \
-  "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+#define READ4 NEW_READ_N("4", "1048576", "1114112")
 #define SLOW(id, n) NE(id, "data", "{\"n\":" #n ",\"sleep\":1000}")
   replay_expect(
       F.rb, READ4,
@@ -1440,8 +1460,7 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
  * ahead of it) instead of reading the whole backlog into memory. */
 TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   fx_init("reply_to = \"payments.replies\", batch = 4");
-#define READ4 \
-  "XREADGROUP GROUP ledger c-1 COUNT 4 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+#define READ4 NEW_READ_N("4", "1048576", "1114112")
 #define REPLY(id, n) NE(id, "data", "{\"n\":" #n ",\"reply\":true}")
   replay_expect(
       F.rb, READ4,

@@ -101,12 +101,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rc = read_reply_parse_read(r, &list, &count, &deleted, err, sizeof err);
   check(rc, list, count, 1, err);
   err[0] = '\0';
-  rc = read_reply_parse_streams(r, keys, 2, &list, &count, &deleted, err, sizeof err);
+  rc = read_reply_parse_streams(r, keys, 2, 64, &list, &count, &deleted, err, sizeof err);
   check(rc, list, count, 2, err);
   char cursor[2 * 24];
   const bk_reply *dropped = NULL;
   err[0] = '\0';
-  rc = read_reply_parse_claimed(r, keys, 2, cursor, 24, &list, &count, &dropped, err, sizeof err);
+  rc = read_reply_parse_claimed(r, keys, 2, 64, cursor, 24, &list, &count, &dropped, err,
+                                sizeof err);
   check(rc, list, count, 2, err);
   if (rc == 0 && dropped) /* each an array of two strings, as promised */
     for (size_t i = 0; i < dropped->elements; i++) {

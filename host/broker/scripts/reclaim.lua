@@ -2,6 +2,24 @@
 -- delivery counts.
 local group, consumer = ARGV[1], ARGV[2]
 local min_idle, count = tonumber(ARGV[3]), tonumber(ARGV[4])
+-- The host's limits (SCRIPT_READ's), after the other arguments; none when absent.
+local max_body = tonumber(ARGV[5 + #KEYS]) or math.huge
+local max_entry = tonumber(ARGV[5 + #KEYS + 1]) or math.huge
+local keep, keep_pairs = tonumber(ARGV[5 + #KEYS + 2]) or math.huge, tonumber(ARGV[5 + #KEYS + 3]) or math.huge
+-- The entry as the host gets it: an entry over max_body (its `data`) or
+-- max_entry (its names and values in all) cut to its first keep_pairs
+-- fields of at most keep bytes each, with the sizes it had after the rest.
+local function fit(id, f, idle, deliveries)
+  local body, size = 0, 0
+  for j = 1, #f - 1, 2 do
+    size = size + #f[j] + #f[j + 1]
+    if f[j] == 'data' and #f[j + 1] > body then body = #f[j + 1] end
+  end
+  if body <= max_body and size <= max_entry then return {id, f, idle, deliveries} end
+  local cut = {}
+  for j = 1, math.min(#f, 2 * keep_pairs) do cut[j] = string.sub(f[j], 1, keep) end
+  return {id, cut, idle, deliveries, {body, size}}
+end
 local cursors, streams, deleted = {}, {}, {}
 -- XAUTOCLAIM takes one key: one call per key, each from its own cursor
 -- (ARGV[5], ARGV[6], ... in KEYS order).
@@ -25,7 +43,7 @@ for k, key in ipairs(KEYS) do
       local now = redis.call('XPENDING', key, group, e[1], e[1], 1)[1]
       n = now and now[4] or 1
     end
-    out[#out + 1] = {e[1], e[2], p and p[3] or min_idle, n}
+    out[#out + 1] = fit(e[1], e[2], p and p[3] or min_idle, n)
   end
   cursors[k] = r[1]
   if #out > 0 then streams[#streams + 1] = {key, out} end

@@ -18,6 +18,29 @@ local t = redis.call('TYPE', dl)['ok']
 if t ~= 'stream' and t ~= 'none' then
   return redis.error_reply('WRONGTYPE ' .. dl .. ' is a ' .. t .. ', not a stream')
 end
+-- A dead letter's fields but luastream's own, onto out.
+local function own_fields(f, out)
+  for i = 1, #f - 1, 2 do
+    local k = f[i]
+    if string.sub(k, 1, 12) ~= 'dead-letter-' and k ~= 'delivery-count'
+        and k ~= 'retry-group' and k ~= 'original-id' then
+      out[#out + 1] = k
+      out[#out + 1] = f[i + 1]
+    end
+  end
+  return out
+end
+-- A dead letter with dead-letter-cut holds its entry cut (too large to
+-- keep): the fields to replay are the source entry's, while it exists.
+local function source_fields(id, src, dl_id, size)
+  local r = redis.call('XRANGE', src, dl_id, dl_id)
+  if #r == 0 or not r[1][2] then
+    return nil, 'dead letter ' .. id .. ' on ' .. dl .. ' keeps its entry cut (' .. size ..
+      ' bytes, too large to hold) and the source entry ' .. dl_id .. ' on ' .. src ..
+      ' is gone: there is nothing whole to replay'
+  end
+  return own_fields(r[1][2], {})
+end
 local function listed(list, v)
   for _, x in ipairs(list) do
     if x == v then return true end
@@ -31,16 +54,13 @@ end
 -- cannot be replayed. Only the provenance luastream wrote decides where, and
 -- only within what the caller allows.
 local function replayed(id, f)
-  local out, src, group, dl_id = {}, nil, nil, nil
+  local src, group, dl_id, cut = nil, nil, nil, nil
   for i = 1, #f - 1, 2 do
     local k, v = f[i], f[i + 1]
     if k == 'dead-letter-stream' then src = v
     elseif k == 'dead-letter-group' then group = v
     elseif k == 'dead-letter-id' then dl_id = v
-    elseif string.sub(k, 1, 12) ~= 'dead-letter-' and k ~= 'delivery-count'
-        and k ~= 'retry-group' and k ~= 'original-id' then
-      out[#out + 1] = k
-      out[#out + 1] = v
+    elseif k == 'dead-letter-cut' then cut = v
     end
   end
   if not (src and group and dl_id) then
@@ -59,6 +79,9 @@ local function replayed(id, f)
     return nil, 'entry ' .. id .. ' on ' .. dl .. ': dead-letter-id is "' .. dl_id ..
       '", expected an entry id such as 1700000000000-0'
   end
+  local out, gone
+  if cut then out, gone = source_fields(id, src, dl_id, cut) else out = own_fields(f, {}) end
+  if not out then return nil, gone end
   local dest = src .. ':retry:' .. group
   local st = redis.pcall('TYPE', dest)
   if st.err then
