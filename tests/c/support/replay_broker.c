@@ -424,7 +424,8 @@ void replay_drop(replay_broker *rb, const char *why) {
   rb->dropped = true;
   snprintf(rb->why, sizeof rb->why, "%s", why);
   char err[256];
-  snprintf(err, sizeof err, "connection lost: %s", why);
+  /* A reply refused for its size keeps its kind, as broker_redis says it. */
+  snprintf(err, sizeof err, "%s%s", bk_error_is_too_large(why) ? "" : "connection lost: ", why);
   /* Oldest first; a callback may close or open connections, so each round
    * looks the next one up again. */
   for (;;) {

@@ -58,7 +58,8 @@ void replay_respond(replay_broker *rb, replay_respond_fn *fn, void *data);
 void replay_hold(replay_broker *rb);
 void replay_release(replay_broker *rb);
 /* Every open connection goes down now, as when the server dies: its queued
- * commands fail with reply NULL and err "connection lost: why", in the order
+ * commands fail with reply NULL and err "connection lost: why" (why itself
+ * when it starts BK_ERR_TOO_LARGE: a reply refused for its size), in the order
  * they were sent, then its state callback fires with up = 0 (the order of
  * hiredis), then its fault callback (bk_conn_on_fault) with BK_FAULT_DOWN and
  * why, which bk_conn_fault also says while it is down. Until replay_restore,
