@@ -1062,6 +1062,12 @@ TEST_IMPL(sub_bad_input_dead_lettered) {
 TEST_IMPL(sub_new_too_large_reads_cut_then_plain) {
   fx_init("dead_letter = \"payments.dead\", max_body = 10, batch = 10");
   fx_run(80400); /* the own pending list (empty), then `>`: pending */
+  /* A plain read: no string over an entry's limit (max_body + 64 KB), the
+   * reply no more than 2 keys x 10 entries of twice that. */
+  size_t bulk_max = 0, reply_max = 0;
+  ASSERT(replay_reply_limit(F.rb, READER, &bulk_max, &reply_max));
+  ASSERT_INT_EQ(bulk_max, 10 + 65536);
+  ASSERT_INT_EQ(reply_max, 2 * 10 * 2 * (10 + 65536));
 #define OWN_10(c0) \
   "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 " c0 " 0-0 10 65546 1024 64"
   /* 5-0 comes cut: [id, fields, idle, deliveries, [body bytes, entry bytes]] */

@@ -28,6 +28,7 @@
 #ifndef LUASTREAM_REPLAY_BROKER_H
 #define LUASTREAM_REPLAY_BROKER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "broker.h"
@@ -67,6 +68,9 @@ void replay_release(replay_broker *rb);
  * up again at the next turn. */
 void replay_drop(replay_broker *rb, const char *why);
 void replay_restore(replay_broker *rb);
+/* The last reply limits (bk_conn_reply_limit) given to the open connection
+ * named conn; false when there is none. */
+bool replay_reply_limit(replay_broker *rb, const char *conn, size_t *bulk_max, size_t *reply_max);
 
 /* Called after each reply callback returns (not for cancelled commands). */
 typedef void replay_hook_fn(void *data, const char *conn, const char *command);
