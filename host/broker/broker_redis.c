@@ -147,8 +147,8 @@ struct rconn {
   int logged_lost;       /* this outage was logged */
   enum bk_fault fault;   /* the last failure since last up */
   char fault_why[256];   /* ... and why */
-  char reason[192];      /* why we ended this attempt ourselves, "" if we did not */
-  char lost[224];        /* "connection lost: ..." for drained callbacks */
+  char reason[256];      /* why we ended this attempt ourselves, "" if we did not */
+  char lost[288];        /* "connection lost: ..." for drained callbacks */
   int timed_out;         /* the drop was the command timeout's (counted as such) */
   size_t bulk_max;       /* reply_limit: a longer bulk string drops the connection; 0: none */
   size_t reply_max;      /* ... and a reply that takes more; 0: none */
