@@ -1097,7 +1097,8 @@ TEST_IMPL(sub_new_too_large_reads_cut_then_plain) {
   const char *call = cmd_sent(2);
   const char *head = OUTCOMES("payments") " 5-0 ack 1 23 XADD payments.dead * data huge" DL_HEAD(
       "5-0", "1") "too-large dead-letter-error body is 104857600 bytes, over max_body (10)";
-  if (call == NULL || strncmp(call, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", call);
+  ASSERT_NOT_NULL(call);
+  if (strncmp(call, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", call);
   ASSERT_CONTAINS(call, "dead-letter-cut");
 #undef OWN_10
 #undef FRESH_10
