@@ -251,6 +251,9 @@ struct rpoll {
   /* The context's replies (NULL: hiredis' own malloc per object). Freed
    * with p, after hiredis has freed the reader that uses it. */
   struct reply_arena *arena;
+  /* The connection whose context this is, for its reply limits; NULL for
+   * the sentinels' (sentinel.c attaches its own contexts here too). */
+  struct rconn *conn;
 };
 
 /* Hands the heap's free memory back to the system: glibc keeps what was
@@ -290,8 +293,9 @@ static void refuse_reply(struct rconn *c, const char *what, size_t n, size_t max
  * when the connection was dropped. */
 static bool over_limit(struct rpoll *p) {
   redisAsyncContext *ac = p->ac;
-  struct rconn *c = ac->data;
-  if (c == NULL || (c->bulk_max == 0 && c->reply_max == 0)) return false;
+  struct rconn *c = p->conn;
+  if (c == NULL || c->ac != ac || c->closing || (c->bulk_max == 0 && c->reply_max == 0))
+    return false;
   const redisReader *r = ac->c.reader;
   if (c->reply_max && p->arena && reply_arena_taken(p->arena) > c->reply_max) {
     refuse_reply(c, "a reply taking", reply_arena_taken(p->arena), c->reply_max);
@@ -880,6 +884,7 @@ static void connect_now(struct rconn *c, const char *ip, int port) {
     return;
   }
   ac->data = c;
+  ((struct rpoll *)ac->ev.data)->conn = c;
   redisAsyncSetConnectCallback(ac, on_connect);
   redisAsyncSetDisconnectCallback(ac, on_disconnect);
   c->ac = ac;
