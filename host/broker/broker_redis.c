@@ -430,7 +430,12 @@ static void report(struct rconn *c, const char *why) {
   c->timed_out = 0;
   char attempt[16];
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
-  if (c->denied) {
+  if (bk_error_is_too_large(why)) {
+    /* Not an outage: the server is fine, a reply was refused (reply_limit). */
+    log_line(LOG_WARN, NULL, "redis reply refused as too large, reconnecting", "redis",
+             c->b->base.name, "conn", c->name, "master", c->addr[0] ? c->addr : NULL, "error", why,
+             NULL);
+  } else if (c->denied) {
     c->logged_lost = 1;
     log_line(LOG_ERROR, NULL, c->denied, "redis", c->b->base.name, "conn", c->name, "master",
              c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempt", attempt, "error", why, "hint",

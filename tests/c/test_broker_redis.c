@@ -1104,6 +1104,10 @@ TEST_IMPL(broker_redis_reply_too_large) {
   ASSERT(strtoull(k.err + strlen(prefix), NULL, 10) == big);
   ASSERT(strstr(k.err, "over this connection's limit of 65536 (redis ") != NULL);
   ASSERT_INT_EQ(st.downs, 1);
+  ASSERT_INT_EQ(log_count("level=warn msg=\"redis reply refused as too large, reconnecting\"",
+                          "error=\"reply too large: a string of at least 8388608 bytes"),
+                1);
+  ASSERT_INT_EQ(log_count("redis connection lost", NULL), 0);
   WAIT(st.ups, 2, 5000);
 
   struct call small = {0};
