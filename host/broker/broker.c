@@ -34,6 +34,10 @@ int bk_error_is_denied(const char *text) {
                   strstr(text, "The user executing the script can't") != NULL);
 }
 
+int bk_error_is_too_large(const char *err) {
+  return err && strncmp(err, BK_ERR_TOO_LARGE, sizeof BK_ERR_TOO_LARGE - 1) == 0;
+}
+
 long bk_version_parse(const char *text, size_t len) {
   long part[3] = {0, 0, 0};
   static const long limit[3] = {9999, 99, 99}; /* beyond these the packing collides */

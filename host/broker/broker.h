@@ -99,7 +99,17 @@ struct broker_ops {
    * go to the node of their key's slot, and every key one command (or
    * script) touches must be in one slot. Known once a connection was up. */
   int (*cluster)(broker *b);
+  /* Optional (NULL: no limit). Bounds the replies read on c from now on: a
+   * bulk string longer than bulk_max bytes, or a reply whose parsed part
+   * takes more than reply_max bytes, is refused as it arrives (about one
+   * socket read of it is ever held): the connection is dropped and made
+   * again, and the commands in flight on it fail with an err starting
+   * BK_ERR_TOO_LARGE. 0: no limit. */
+  void (*reply_limit)(bk_conn *c, size_t bulk_max, size_t reply_max);
 };
+
+/* The start of err when a reply was refused for its size (reply_limit). */
+#define BK_ERR_TOO_LARGE "reply too large"
 
 struct broker {
   const struct broker_ops *ops;
@@ -125,6 +135,9 @@ static inline void bk_conn_on_fault(broker *b, bk_conn *c, bk_fault_cb *cb) {
   if (b->ops->on_fault) b->ops->on_fault(c, cb);
 }
 static inline int bk_is_cluster(broker *b) { return b->ops->cluster ? b->ops->cluster(b) : 0; }
+static inline void bk_conn_reply_limit(broker *b, bk_conn *c, size_t bulk_max, size_t reply_max) {
+  if (b->ops->reply_limit) b->ops->reply_limit(c, bulk_max, reply_max);
+}
 
 /* ---- reply helpers (broker.c) ---- */
 
@@ -137,6 +150,8 @@ void bk_reply_text(const bk_reply *r, const char *err, char *buf, size_t len);
 /* An error text saying the user's ACL refused a command or a key: NOPERM,
  * or its form inside a script ("The user executing the script can't ..."). */
 int bk_error_is_denied(const char *text);
+/* err (a failed command's) says its reply was refused for its size. */
+int bk_error_is_too_large(const char *err);
 /* Parses "x.y.z" into one comparable number (x*10000 + y*100 + z); -1 if not a
  * version (anything else in the text, a missing part, y or z above 99). */
 long bk_version_parse(const char *text, size_t len);

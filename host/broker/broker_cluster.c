@@ -82,9 +82,10 @@ struct cconn {
   size_t ninner;
   bool up;
   bool closing;
-  unsigned seen;        /* the map version conn_follow_map last applied */
-  int busy;             /* inside a callback to the caller: free later */
-  struct ccmd *pending; /* in flight (cluster mode), oldest first */
+  size_t bulk_max, reply_max; /* reply_limit, given to every node's connection */
+  unsigned seen;              /* the map version conn_follow_map last applied */
+  int busy;                   /* inside a callback to the caller: free later */
+  struct ccmd *pending;       /* in flight (cluster mode), oldest first */
   struct ccmd *pending_tail;
   struct cconn *prev, *next;
 };
@@ -251,7 +252,8 @@ static void conn_down(struct cconn *c, const char *why) {
   c->up = false;
   c->busy++;
   char err[256];
-  snprintf(err, sizeof err, "connection lost: %s", why);
+  /* A reply refused for its size keeps its kind (bk_error_is_too_large). */
+  snprintf(err, sizeof err, "%s%s", bk_error_is_too_large(why) ? "" : "connection lost: ", why);
   while (c->pending) {
     struct ccmd *k = c->pending;
     unlink_cmd(c, k);
@@ -304,6 +306,7 @@ static int inner_open(struct cconn *c, size_t node) {
     return -1;
   }
   bk_conn_on_fault(nb, in->conn, inner_fault);
+  bk_conn_reply_limit(nb, in->conn, c->bulk_max, c->reply_max);
   return 0;
 }
 
@@ -821,6 +824,16 @@ static enum bk_fault cconn_fault(bk_conn *bc, char *why, size_t len) {
 
 static void cconn_on_fault(bk_conn *bc, bk_fault_cb *cb) { ((struct cconn *)bc)->fault_cb = cb; }
 
+static void cconn_reply_limit(bk_conn *bc, size_t bulk_max, size_t reply_max) {
+  struct cconn *c = (struct cconn *)bc;
+  c->bulk_max = bulk_max;
+  c->reply_max = reply_max;
+  for (size_t i = 0; i < c->ninner; i++)
+    if (c->inner[i])
+      bk_conn_reply_limit(node_broker(c->b, c->inner[i]->node), c->inner[i]->conn, bulk_max,
+                          reply_max);
+}
+
 static void cconn_close(bk_conn *bc) {
   struct cconn *c = (struct cconn *)bc;
   if (c == NULL || c->closing) return;
@@ -878,6 +891,7 @@ static const struct broker_ops cluster_ops = {
     .fault = cconn_fault,
     .on_fault = cconn_on_fault,
     .cluster = cbroker_cluster,
+    .reply_limit = cconn_reply_limit,
 };
 
 static broker *redis_node(void *loop, const struct redis_url *url) {

@@ -147,9 +147,12 @@ struct rconn {
   int logged_lost;       /* this outage was logged */
   enum bk_fault fault;   /* the last failure since last up */
   char fault_why[256];   /* ... and why */
-  char reason[192];      /* why we ended this attempt ourselves, "" if we did not */
-  char lost[224];        /* "connection lost: ..." for drained callbacks */
+  char reason[256];      /* why we ended this attempt ourselves, "" if we did not */
+  char lost[288];        /* "connection lost: ..." for drained callbacks */
   int timed_out;         /* the drop was the command timeout's (counted as such) */
+  size_t bulk_max;       /* reply_limit: a longer bulk string drops the connection; 0: none */
+  size_t reply_max;      /* ... and a reply that takes more; 0: none */
+  int too_large;         /* the drop was reply_limit's: commands fail with c->reason */
 };
 
 /* One accepted command, hiredis' privdata: lets a NULL reply carry an error. */
@@ -248,6 +251,9 @@ struct rpoll {
   /* The context's replies (NULL: hiredis' own malloc per object). Freed
    * with p, after hiredis has freed the reader that uses it. */
   struct reply_arena *arena;
+  /* The connection whose context this is, for its reply limits; NULL for
+   * the sentinels' (sentinel.c attaches its own contexts here too). */
+  struct rconn *conn;
 };
 
 /* Hands the heap's free memory back to the system: glibc keeps what was
@@ -277,6 +283,36 @@ static void memory_back(struct rpoll *p) {
   if (large) trim_heap();
 }
 
+static void refuse_reply(struct rconn *c, const char *what, size_t n, size_t max);
+
+/* reply_limit: hiredis has parsed every complete item of what it read (at
+ * most one socket read, 16 KB, per call), so what its buffer holds from pos
+ * on is the item still coming; an incomplete bulk string is a task of type
+ * STRING whose `$` is consumed, its length at buf + pos. Refusing it now
+ * keeps a huge entry out of memory but for about one read. Returns true
+ * when the connection was dropped. */
+static bool over_limit(struct rpoll *p) {
+  redisAsyncContext *ac = p->ac;
+  struct rconn *c = p->conn;
+  if (c == NULL || c->ac != ac || c->closing || (c->bulk_max == 0 && c->reply_max == 0))
+    return false;
+  const redisReader *r = ac->c.reader;
+  if (c->reply_max && p->arena && reply_arena_taken(p->arena) > c->reply_max) {
+    refuse_reply(c, "a reply taking", reply_arena_taken(p->arena), c->reply_max);
+    return true;
+  }
+  if (c->bulk_max == 0 || r->ridx < 0 || r->rstack[r->ridx].type != REDIS_REPLY_STRING)
+    return false;
+  size_t n = 0;
+  for (size_t i = r->pos; i < r->len && r->buf[i] >= '0' && r->buf[i] <= '9'; i++) {
+    if (n > (SIZE_MAX - 9) / 10) break; /* over any limit already */
+    n = n * 10 + (size_t)(r->buf[i] - '0');
+  }
+  if (n <= c->bulk_max) return false;
+  refuse_reply(c, "a string of at least", n, c->bulk_max);
+  return true;
+}
+
 static void rpoll_cb(uv_poll_t *h, int status, int events) {
   struct rpoll *p = h->data;
   if (status < 0) events = p->events;
@@ -284,7 +320,7 @@ static void rpoll_cb(uv_poll_t *h, int status, int events) {
    * its close callback. */
   if (p->ac && (events & UV_READABLE)) {
     redisAsyncHandleRead(p->ac);
-    if (p->ac) memory_back(p);
+    if (p->ac && !over_limit(p)) memory_back(p);
   }
   if (p->ac && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
 }
@@ -394,7 +430,12 @@ static void report(struct rconn *c, const char *why) {
   c->timed_out = 0;
   char attempt[16];
   snprintf(attempt, sizeof attempt, "%d", c->attempts);
-  if (c->denied) {
+  if (bk_error_is_too_large(why)) {
+    /* Not an outage: the server is fine, a reply was refused (reply_limit). */
+    log_line(LOG_WARN, NULL, "redis reply refused as too large, reconnecting", "redis",
+             c->b->base.name, "conn", c->name, "master", c->addr[0] ? c->addr : NULL, "error", why,
+             NULL);
+  } else if (c->denied) {
     c->logged_lost = 1;
     log_line(LOG_ERROR, NULL, c->denied, "redis", c->b->base.name, "conn", c->name, "master",
              c->addr[0] ? c->addr : NULL, LOG_NUMBER "attempt", attempt, "error", why, "hint",
@@ -600,6 +641,19 @@ static void on_watchdog(uv_timer_t *t) {
   ctx_gone(c, c->reason);
 }
 
+/* A reply over the connection's limits is arriving: the context goes (not
+ * inside a hiredis callback: pending callbacks run now, with c->reason), and
+ * the connection is made again as after any drop. */
+static void refuse_reply(struct rconn *c, const char *what, size_t n, size_t max) {
+  snprintf(c->reason, sizeof c->reason,
+           BK_ERR_TOO_LARGE ": %s %zu bytes, over this connection's limit of %zu (redis %.96s)",
+           what, n, max, c->b->base.name);
+  c->too_large = 1;
+  redisAsyncFree(c->ac);
+  c->too_large = 0;
+  ctx_gone(c, c->reason);
+}
+
 /* BLOCK ms in argv: how long the server may rightly take to answer. */
 static uint64_t block_ms(int argc, const char **argv, const size_t *argvlen) {
   for (int i = 0; i + 1 < argc; i++)
@@ -753,6 +807,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
   if (r == NULL) {
     if (c->closing) {
       err = "connection closed";
+    } else if (c->too_large) {
+      err = c->reason; /* BK_ERR_TOO_LARGE ... */
     } else {
       snprintf(c->lost, sizeof c->lost, "connection lost: %s", ctx_error(c, ac));
       err = c->lost;
@@ -833,6 +889,7 @@ static void connect_now(struct rconn *c, const char *ip, int port) {
     return;
   }
   ac->data = c;
+  ((struct rpoll *)ac->ev.data)->conn = c;
   redisAsyncSetConnectCallback(ac, on_connect);
   redisAsyncSetDisconnectCallback(ac, on_disconnect);
   c->ac = ac;
@@ -1118,6 +1175,12 @@ static enum bk_fault rconn_fault(bk_conn *bc, char *why, size_t len) {
 
 static void rconn_on_fault(bk_conn *bc, bk_fault_cb *cb) { ((struct rconn *)bc)->fault_cb = cb; }
 
+static void rconn_reply_limit(bk_conn *bc, size_t bulk_max, size_t reply_max) {
+  struct rconn *c = (struct rconn *)bc;
+  c->bulk_max = bulk_max;
+  c->reply_max = reply_max;
+}
+
 static void rconn_close(bk_conn *bc) {
   struct rconn *c = (struct rconn *)bc;
   if (c == NULL || c->closing) return;
@@ -1175,6 +1238,7 @@ static const struct broker_ops redis_ops = {
     .free = rbroker_free,
     .fault = rconn_fault,
     .on_fault = rconn_on_fault,
+    .reply_limit = rconn_reply_limit,
 };
 
 broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {

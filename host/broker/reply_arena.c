@@ -174,6 +174,8 @@ bool reply_arena_freed_large(struct reply_arena *a) {
   return large;
 }
 
+size_t reply_arena_taken(const struct reply_arena *a) { return a->taken; }
+
 void reply_arena_attach(struct reply_arena *a, redisReader *r) {
   r->fn = &arena_functions;
   r->privdata = a;

@@ -12,6 +12,7 @@
 #define LUASTREAM_REPLY_ARENA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <hiredis/read.h>
 
@@ -29,6 +30,8 @@ void reply_arena_free(struct reply_arena *a);
  * call (its memory went back to malloc, which may keep it: see
  * broker_redis.c's memory_back). */
 bool reply_arena_freed_large(struct reply_arena *a);
+/* The bytes the reply being built (not yet complete) has taken so far. */
+size_t reply_arena_taken(const struct reply_arena *a);
 /* Makes reader r build its replies in a. r must hold no reply yet (a fresh
  * reader), and a must outlive r. */
 void reply_arena_attach(struct reply_arena *a, redisReader *r);

@@ -58,8 +58,9 @@ extern const char SCRIPT_RECLAIM[];
  *   KEYS: stream...   ARGV: group consumer count cursor-per-key... [limits] */
 extern const char SCRIPT_OWN[];
 
-/* SCRIPT_READ is a `new` subscription's read of `>` on both keys (COUNT per
- * key, no BLOCK: it answers at once), which sends no entry too large for the
+/* SCRIPT_READ is a `new` subscription's read of `>` on both keys after a
+ * plain read's reply was refused as too large (COUNT per key, no BLOCK: it
+ * answers at once), which sends no entry too large for the
  * host whole: an entry whose `data` is over max_body, or whose names and
  * values in all are over max_entry, comes as [id, cut, [body bytes, entry
  * bytes]], cut being its first keep_pairs fields with each name and value

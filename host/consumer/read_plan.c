@@ -1,4 +1,5 @@
 /* read_plan: which read comes next and its arguments (see read_plan.h). */
+#include <stdint.h>
 #include <string.h>
 
 #include "read_plan.h"
@@ -30,12 +31,13 @@ void plan_recover_own(struct read_plan *p) {
 enum read_kind plan_next(const struct read_plan *p) {
   switch (p->spec->read) {
     case READ_CLAIMING:
-      if (p->native_claim) return READ_CLAIM_NATIVE;
+      if (p->native_claim && !p->cut) return READ_CLAIM_NATIVE;
       return p->block_next ? READ_PLAIN : READ_CLAIM_SCRIPT;
     case READ_RECLAIM: return READ_RECLAIM_SCRIPT;
     case READ_NEW:
       if (p->recover) return READ_OWN;
-      return p->block_next ? READ_PLAIN : READ_FRESH;
+      if (p->cut) return READ_FRESH;
+      break;
   }
   return READ_PLAIN;
 }
@@ -53,9 +55,26 @@ bool plan_reads_ahead(const struct read_plan *p, enum read_kind kind) {
   return (kind == READ_PLAIN || kind == READ_FRESH) && p->spec->read == READ_NEW;
 }
 
-long long plan_count(const struct read_plan *p, enum read_kind kind, long long room) {
-  (void)p;
-  return kind == READ_PLAIN ? 1 : room;
+void plan_too_large(struct read_plan *p) {
+  p->cut = true;
+  p->block_next = false;
+  plan_recover_own(p);
+}
+
+void plan_cut_seen(struct read_plan *p, enum read_kind kind, size_t ncut) {
+  if (ncut == 0 && (kind == READ_FRESH || kind == READ_CLAIM_SCRIPT)) p->cut = false;
+}
+
+void plan_reply_limits(const struct read_plan *p, enum read_kind kind, long long count,
+                       size_t *bulk_max, size_t *reply_max) {
+  uint64_t entry = entry_max_size(p->spec->max_body);
+  *bulk_max = entry > SIZE_MAX ? SIZE_MAX : (size_t)entry;
+  *reply_max = 0;
+  if (plan_is_script(kind)) return; /* their replies are cut already */
+  /* Every key's count entries at twice the entry limit each: the reply's
+   * objects (about 50 bytes per name or value) on top of the bytes. */
+  uint64_t n = (uint64_t)(count > 0 ? count : 1) * PLAN_NKEYS * 2;
+  *reply_max = entry > SIZE_MAX / n ? SIZE_MAX : (size_t)(entry * n);
 }
 
 bool plan_reads_new_only(const struct read_plan *p, enum read_kind kind) {
@@ -133,11 +152,8 @@ void plan_add_args(const struct read_plan *p, struct bk_args *a, enum read_kind 
 
 bool plan_read_done(struct read_plan *p, enum read_kind kind, size_t count,
                     char cursor[PLAN_NKEYS][PLAN_ID_MAX]) {
-  if (kind == READ_CLAIM_SCRIPT || kind == READ_FRESH) p->block_next = count == 0;
+  if (kind == READ_CLAIM_SCRIPT) p->block_next = count == 0;
   if (plan_reads_new_only(p, kind)) p->block_next = false;
-  /* `new`: a blocking read that brought entries is followed by the script
-   * (more may have come); one that timed out blocks again. */
-  if (kind == READ_PLAIN && p->spec->read == READ_NEW) p->block_next = count == 0;
   if (kind == READ_OWN) {
     bool moved = false;
     for (int k = 0; k < PLAN_NKEYS; k++) moved |= strcmp(cursor[k], p->own_cursor[k]) != 0;

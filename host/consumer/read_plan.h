@@ -45,16 +45,19 @@ enum { PLAN_KEY_STREAM = 0, PLAN_KEY_RETRY = ENTRY_KEY_RETRY, PLAN_NKEYS = 2 };
  * reports what Redis counted, so max_deliveries ends a loop of crashes on
  * `new` as it does on claiming reads.
  *
- * A `new` subscription reads `>` with SCRIPT_READ (READ_FRESH), which
- * answers at once and sends entries over max_body cut; once it finds
- * nothing it blocks with a plain XREADGROUP (READ_PLAIN) of COUNT 1, which
- * wakes on the next entry, and reads on with the script. So no read brings
- * the host more than one entry per key that it has not checked: a producer
- * can make the host hold one huge entry, never a batch of them. The other
- * script reads (own pending, claim, reclaim) cut such entries as SCRIPT_READ
- * does, and a claiming read's blocking wait (READ_PLAIN) asks for one entry
- * too; only Redis 8.4's XREADGROUP ... CLAIM (READ_CLAIM_NATIVE) brings a
- * batch unchecked, cut by the host as read. */
+ * A `new` subscription reads `>` with a plain blocking XREADGROUP
+ * (READ_PLAIN), whose reply the broker refuses as it arrives once a string
+ * in it is over what an entry may hold, or the reply over what count such
+ * entries take (plan_reply_limits): the read fails with BK_ERR_TOO_LARGE,
+ * before more than about one socket read of a huge entry is in memory. The
+ * entries that read delivered are then this consumer's pending ones: they
+ * are read again with SCRIPT_OWN (READ_OWN, plan_too_large), which sends
+ * an entry over max_body cut, and `>` goes through SCRIPT_READ (READ_FRESH,
+ * which cuts the same way) until one of its reads brings no cut entry
+ * (plan_cut_seen); then plain reads again. The claim and reclaim scripts
+ * cut such entries as well; Redis 8.4's XREADGROUP ... CLAIM
+ * (READ_CLAIM_NATIVE) is a plain read, refused like `>` when too large,
+ * after which the claim script reads until it brings no cut entry. */
 enum read_kind {
   READ_PLAIN,
   READ_FRESH,
@@ -68,7 +71,10 @@ struct read_plan {
   const struct handler_spec *spec; /* borrowed: plan_set_spec replaces it */
   const char *retry_key;           /* borrowed: the group's retry stream */
   bool native_claim;               /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
-  bool block_next; /* claim script or SCRIPT_READ found nothing: next read blocks on `>` */
+  bool block_next;                 /* claim script found nothing: next read blocks on `>` */
+  /* A plain read's reply was too large (plan_too_large): reads go through
+   * the scripts that cut until one brings no cut entry (plan_cut_seen). */
+  bool cut;
   /* `new`: read this consumer's own pending entries before `>` again
    * (plan_recover_own). */
   bool recover;
@@ -103,10 +109,21 @@ bool plan_replies_claimed(enum read_kind kind);
  * only a `new` subscription's read of `>`. Reads that claim wait for the acks
  * of what ran here, and the own pending list is read with nothing in flight. */
 bool plan_reads_ahead(const struct read_plan *p, enum read_kind kind);
-/* The COUNT a read of kind asks for when the lanes have room for `room`
- * entries: 1 for a blocking read (READ_PLAIN, on `new` and a claiming
- * read's wait for new entries), else room. */
-long long plan_count(const struct read_plan *p, enum read_kind kind, long long room);
+/* A read failed because the broker refused its reply as too large
+ * (bk_error_is_too_large): read the own pending list, and `>`, with the
+ * scripts that cut, until plan_cut_seen. */
+void plan_too_large(struct read_plan *p);
+/* A good reply to a read of kind brought ncut entries cut (entry_size set):
+ * a script read of new or claimed entries with none ends plan_too_large's
+ * detour. */
+void plan_cut_seen(struct read_plan *p, enum read_kind kind, size_t ncut);
+/* The reply limits (bk_conn_reply_limit) for a read of kind asking for
+ * count entries per key: no string over what one entry may hold whole
+ * (entry_max_size of max_body); a plain read's reply no larger than
+ * PLAN_NKEYS x count entries of twice that (the reply's objects on top of
+ * its bytes), a script's unbounded in all (it cuts what is over). */
+void plan_reply_limits(const struct read_plan *p, enum read_kind kind, long long count,
+                       size_t *bulk_max, size_t *reply_max);
 /* A claiming subscription's blocking `>` read: it brings only new entries,
  * never delivered before and not idle (a claiming read would report 0 and 0). */
 bool plan_reads_new_only(const struct read_plan *p, enum read_kind kind);
@@ -120,15 +137,14 @@ uint64_t plan_recovery_wait_ms(const struct read_plan *p);
 uint64_t plan_read_wait_ms(const struct read_plan *p);
 
 /* Appends the command of a read of kind asking for count entries per key
- * (SCRIPT_READ's limits from the spec's max_body, entry.h). */
+ * (the scripts' limits from the spec's max_body, entry.h). */
 void plan_add_args(const struct read_plan *p, struct bk_args *a, enum read_kind kind,
                    long long count);
 
 /* A good reply to a read of kind brought count entries; cursor holds the
  * cursor of each key a script read returned (unused for the others).
- * Advances the state: the claim script or SCRIPT_READ found nothing (block
- * on `>` next) or a `>` read came back with entries (read on with the
- * script; a blocking read that timed out blocks again); the history read went on (it is done once a read
+ * Advances the state: the claim script found nothing (block on `>` next)
+ * or a `>` read came back; the history read went on (it is done once a read
  * leaves both cursors where they were); the reclaim pass moved on. Returns
  * true when the subscription should wait plan_recovery_wait_ms before
  * reading again: a full reclaim pass of both keys found nothing claimable. */

@@ -345,7 +345,13 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
       s->read_failing = true;
       s->failing_since_ms = clock_now(s->clock);
     }
-    if (read_log_failed(s->spec, s->retry_key, plan_next(&s->plan), r, err)) {
+    if (r == NULL && bk_error_is_too_large(err)) {
+      /* Refused as it arrived: what it delivered is pending here, and is
+       * read again, cut where over max_body, once the reader is back. */
+      sub_log(s, LOG_WARN, "a read's reply was too large, reading its entries again cut", "error",
+              err, NULL, NULL);
+      plan_too_large(&s->plan);
+    } else if (read_log_failed(s->spec, s->retry_key, plan_next(&s->plan), r, err)) {
       s->state = SUB_CREATING;
       sweeper_stop(s->sweeper); /* started again once reading */
     }
@@ -377,6 +383,9 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   }
   read_log_deleted(s->spec, deleted);
   if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
+  size_t ncut = 0;
+  for (const struct entry *e = list; e; e = e->next) ncut += e->entry_size != 0;
+  plan_cut_seen(&s->plan, kind, ncut);
   if (kind == READ_OWN && count) {
     char n[24];
     snprintf(n, sizeof n, "%zu", count);
@@ -431,8 +440,11 @@ static void read_next(subscription *s) {
   if (!name_held(s)) return;
   struct bk_args *a = &s->args;
   bk_args_reset(a);
-  plan_add_args(&s->plan, a, kind,
-                plan_count(&s->plan, kind, (long long)(ahead ? batch : batch - in_flight)));
+  long long count = (long long)(ahead ? batch : batch - in_flight);
+  plan_add_args(&s->plan, a, kind, count);
+  size_t bulk_max, reply_max;
+  plan_reply_limits(&s->plan, kind, count, &bulk_max, &reply_max);
+  bk_conn_reply_limit(s->b, s->reader, bulk_max, reply_max);
   if (bk_command(s->b, s->reader, a->argc, a->argv, a->argvlen, read_done, s) == 0) {
     s->read_pending = true;
     s->read_sent_ms = clock_now(s->clock);

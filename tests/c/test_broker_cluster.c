@@ -706,6 +706,42 @@ TEST_IMPL(cluster_master_restart) {
   cluster_stop();
 }
 
+/* Reply limits reach every node's connection, and a reply a node refused
+ * for its size fails the caller's command with that error, not as a lost
+ * connection. */
+TEST_IMPL(cluster_reply_limit_and_too_large) {
+  cluster_start();
+  struct caller c;
+  open_caller(&c, "app");
+  bk_conn_reply_limit(cl->b, c.conn, 100, 200);
+  for (int i = 0; i < 3; i++) {
+    size_t bulk = 0, reply = 0;
+    ASSERT(replay_reply_limit(cl->nodes[i].rb, "app", &bulk, &reply));
+    ASSERT_INT_EQ(bulk, 100);
+    ASSERT_INT_EQ(reply, 200);
+  }
+  char key[32];
+  key_in(key, sizeof key, 10923, 16383, 31);
+  static struct call k;
+  replay_hold(cl->nodes[2].rb);
+  ASSERT_OK(send_set(&c, &k, key, 1));
+  replay_drop(cl->nodes[2].rb,
+              "reply too large: a string of at least 500 bytes, over this "
+              "connection's limit of 100 (redis 127.0.0.1:7002)");
+  ASSERT_INT_EQ(k.done, 1);
+  ASSERT_STR_EQ(k.err,
+                "reply too large: a string of at least 500 bytes, over this "
+                "connection's limit of 100 (redis 127.0.0.1:7002)");
+  replay_release(cl->nodes[2].rb);
+  replay_restore(cl->nodes[2].rb);
+  RUN_UNTIL(c.up);
+  ASSERT_OK(send_set(&c, &k, key, 2));
+  RUN_UNTIL(k.done);
+  ASSERT_INT_EQ(k.node, 2);
+  bk_conn_close(cl->b, c.conn);
+  cluster_stop();
+}
+
 /* CLUSTERDOWN is not a redirection: the caller gets it as its reply and the
  * connection stays up. */
 TEST_IMPL(cluster_clusterdown_is_the_callers_reply) {

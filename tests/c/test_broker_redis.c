@@ -1067,3 +1067,72 @@ TEST_IMPL(broker_redis_scripts_without_evalsha_right) {
   close_and_free(b, c);
   teardown();
 }
+
+/* reply_limit: a bulk string over the limit is refused as it arrives, the
+ * command fails with BK_ERR_TOO_LARGE naming the sizes and the server, the
+ * connection comes back, and a small reply still works; a reply whose parsed
+ * part outgrows the total limit is refused the same way. */
+TEST_IMPL(broker_redis_reply_too_large) {
+  struct state st = {0};
+  setup(no_args);
+  redisContext *peer = redisConnect("127.0.0.1", srv.port);
+  ASSERT(peer && !peer->err);
+  size_t big = 8u << 20;
+  char *body = malloc(big);
+  ASSERT_NOT_NULL(body);
+  memset(body, 'x', big);
+  redisReply *set = redisCommand(peer, "SET big %b", body, big);
+  ASSERT(set && set->type == REDIS_REPLY_STATUS);
+  freeReplyObject(set);
+  free(body);
+  peer_do(peer, "SET small hello");
+  for (int i = 0; i < 2000; i++)
+    peer_do(peer, "RPUSH many aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "limited", &st);
+  bk_conn_reply_limit(b, c, 65536, 4096);
+  struct call k = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &k, "GET", "big", NULL));
+  WAIT(k.calls, 1, 5000);
+  ASSERT_INT_EQ(k.type, 0);
+  ASSERT(bk_error_is_too_large(k.err));
+  /* The length is read as its digits arrive: at least what came so far,
+   * past the limit. */
+  const char *prefix = "reply too large: a string of at least ";
+  ASSERT(strncmp(k.err, prefix, strlen(prefix)) == 0);
+  ASSERT(strtoull(k.err + strlen(prefix), NULL, 10) == big);
+  ASSERT(strstr(k.err, "over this connection's limit of 65536 (redis ") != NULL);
+  ASSERT_INT_EQ(st.downs, 1);
+  ASSERT_INT_EQ(log_count("level=warn msg=\"redis reply refused as too large, reconnecting\"",
+                          "error=\"reply too large: a string of at least 8388608 bytes"),
+                1);
+  ASSERT_INT_EQ(log_count("redis connection lost", NULL), 0);
+  WAIT(st.ups, 2, 5000);
+
+  struct call small = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &small, "GET", "small", NULL));
+  WAIT(small.calls, 1, 5000);
+  ASSERT_STR_EQ(small.str, "hello");
+
+  /* 2000 elements of 48 bytes, read 16 KB at a time: over 4096 bytes parsed
+   * before the end, no string over 65536 */
+  struct call many = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &many, "LRANGE", "many", "0", "-1", NULL));
+  WAIT(many.calls, 1, 5000);
+  ASSERT_INT_EQ(many.type, 0);
+  ASSERT(strncmp(many.err, "reply too large: a reply taking ", 32) == 0);
+  WAIT(st.ups, 3, 5000);
+
+  /* Without limits the same replies come whole. */
+  bk_conn_reply_limit(b, c, 0, 0);
+  struct call whole = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &whole, "STRLEN", "big", NULL));
+  ASSERT_OK(cmdv(b, c, on_call, &many, "LRANGE", "many", "0", "-1", NULL));
+  WAIT(many.calls, 2, 5000);
+  ASSERT_INT_EQ(whole.integer, (long long)big);
+  ASSERT_INT_EQ(many.elements, 2000);
+  redisFree(peer);
+  close_and_free(b, c);
+  teardown();
+}

@@ -55,34 +55,83 @@ TEST_IMPL(read_plan_new_reads_ahead_on_gt) {
   spec.max_body = 1000;
   struct read_plan p;
   plan_init(&p, &spec, "orders:retry:billing");
-  /* `>` with the script first: it answers at once, entries over max_body cut. */
-  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
-  ASSERT(plan_reads_ahead(&p, READ_FRESH));
-  ASSERT(plan_is_script(READ_FRESH));
-  ASSERT(!plan_replies_claimed(READ_FRESH));
-  ASSERT_INT_EQ(plan_count(&p, READ_FRESH, 7), 7);
-  ASSERT_STR_EQ(command(&p, READ_FRESH, 7),
-                "EVAL <read> 2 orders orders:retry:billing billing c1 7 1000 66536 1024 64");
-  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
-  set_cursor(cursor, "junk", "junk");
-  ASSERT(!plan_read_done(&p, READ_FRESH, 3, cursor));
-  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
-  /* It found nothing: block for one entry, with a plain read. */
-  ASSERT(!plan_read_done(&p, READ_FRESH, 0, cursor));
+  /* Steady state: a plain blocking XREADGROUP of `>`, no script. */
   ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
   ASSERT(plan_reads_ahead(&p, READ_PLAIN));
   ASSERT(!plan_reads_new_only(&p, READ_PLAIN));
   ASSERT(!plan_is_script(READ_PLAIN));
   ASSERT_INT_EQ(plan_read_wait_ms(&p), PLAN_BLOCK_MS);
-  ASSERT_INT_EQ(plan_count(&p, READ_PLAIN, 7), 1);
-  ASSERT_STR_EQ(command(&p, READ_PLAIN, 1),
-                "XREADGROUP GROUP billing c1 COUNT 1 BLOCK 4000 STREAMS orders "
+  ASSERT_STR_EQ(command(&p, READ_PLAIN, 7),
+                "XREADGROUP GROUP billing c1 COUNT 7 BLOCK 4000 STREAMS orders "
                 "orders:retry:billing > >");
-  /* Timed out: block again; woken by an entry: read on with the script. */
+  /* Its reply may hold no string over an entry's limit (1000 + 64 KB), and
+   * in all 2 keys x 7 entries of twice that. */
+  size_t bulk, total;
+  plan_reply_limits(&p, READ_PLAIN, 7, &bulk, &total);
+  ASSERT_INT_EQ(bulk, 1000 + 65536);
+  ASSERT_INT_EQ(total, 2 * 7 * 2 * (1000 + 65536));
+  /* A reply to `>` changes nothing, nor does a timeout. */
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
+  set_cursor(cursor, "junk", "junk");
+  ASSERT(!plan_read_done(&p, READ_PLAIN, 3, cursor));
+  plan_cut_seen(&p, READ_PLAIN, 0);
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
   ASSERT(!plan_read_done(&p, READ_PLAIN, 0, cursor));
   ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
-  ASSERT(!plan_read_done(&p, READ_PLAIN, 1, cursor));
+}
+
+/* A plain read refused as too large: the own pending list with the script
+ * that cuts, then `>` with SCRIPT_READ until a read brings no cut entry,
+ * then plain reads again. */
+TEST_IMPL(read_plan_new_too_large_reads_cut_until_none) {
+  struct handler_spec spec = spec_of(READ_NEW, -1);
+  spec.max_body = 1000;
+  struct read_plan p;
+  plan_init(&p, &spec, "orders:retry:billing");
+  plan_too_large(&p);
+  ASSERT_INT_EQ(plan_next(&p), READ_OWN);
+  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
+  set_cursor(cursor, "7-0", "0-0");
+  ASSERT(!plan_read_done(&p, READ_OWN, 3, cursor));
+  plan_cut_seen(&p, READ_OWN, 0); /* the own read does not end the detour */
+  ASSERT_INT_EQ(plan_next(&p), READ_OWN);
+  ASSERT(!plan_read_done(&p, READ_OWN, 0, cursor));
   ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
+  ASSERT(plan_reads_ahead(&p, READ_FRESH));
+  ASSERT(plan_is_script(READ_FRESH));
+  ASSERT(!plan_replies_claimed(READ_FRESH));
+  ASSERT_STR_EQ(command(&p, READ_FRESH, 7),
+                "EVAL <read> 2 orders orders:retry:billing billing c1 7 1000 66536 1024 64");
+  /* A script's reply is bounded per string only: it cuts what is over. */
+  size_t bulk, total;
+  plan_reply_limits(&p, READ_FRESH, 7, &bulk, &total);
+  ASSERT_INT_EQ(bulk, 1000 + 65536);
+  ASSERT_INT_EQ(total, 0);
+  /* Another entry over max_body, cut: read on with the script. */
+  ASSERT(!plan_read_done(&p, READ_FRESH, 4, cursor));
+  plan_cut_seen(&p, READ_FRESH, 1);
+  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
+  /* None cut (or nothing at all): plain reads again. */
+  ASSERT(!plan_read_done(&p, READ_FRESH, 4, cursor));
+  plan_cut_seen(&p, READ_FRESH, 0);
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
+}
+
+/* On 8.4 a claiming read is XREADGROUP ... CLAIM, plain: refused as too
+ * large, the claim script (which cuts) reads until it brings none cut. */
+TEST_IMPL(read_plan_native_claim_too_large_uses_script) {
+  struct handler_spec spec = spec_of(READ_CLAIMING, 60000);
+  struct read_plan p;
+  plan_init(&p, &spec, "r");
+  plan_set_native_claim(&p, true);
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_NATIVE);
+  plan_too_large(&p);
+  ASSERT(!p.recover);
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_SCRIPT);
+  plan_cut_seen(&p, READ_CLAIM_SCRIPT, 2);
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_SCRIPT);
+  plan_cut_seen(&p, READ_CLAIM_SCRIPT, 0);
+  ASSERT_INT_EQ(plan_next(&p), READ_CLAIM_NATIVE);
 }
 
 TEST_IMPL(read_plan_new_own_pending_until_cursors_stay) {
@@ -107,7 +156,7 @@ TEST_IMPL(read_plan_new_own_pending_until_cursors_stay) {
   ASSERT_INT_EQ(plan_next(&p), READ_OWN);
   /* Both cursors where they were: the own pending list is read, on to `>`. */
   ASSERT(!plan_read_done(&p, READ_OWN, 0, cursor));
-  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
   /* Recovering again (the reader reconnected) starts over from 0-0. */
   plan_recover_own(&p);
   ASSERT_INT_EQ(plan_next(&p), READ_OWN);
@@ -221,5 +270,5 @@ TEST_IMPL(read_plan_recovery_wait_bounds) {
   struct handler_spec other = spec_of(READ_NEW, 600);
   plan_set_spec(&p, &other);
   ASSERT_INT_EQ(plan_read_wait_ms(&p), PLAN_BLOCK_MS);
-  ASSERT_INT_EQ(plan_next(&p), READ_FRESH);
+  ASSERT_INT_EQ(plan_next(&p), READ_PLAIN);
 }

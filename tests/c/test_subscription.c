@@ -138,14 +138,12 @@ static struct {
 /* What every script read ends with: max_body's limits (1 MB), read_plan.c. */
 #define LIMITS " 1048576 1114112 1024 64"
 #define OWN_READ "EVAL <own> 2 payments payments:retry:ledger ledger c-1 * 0-0 0-0 **"
-/* `new` reads `>` with SCRIPT_READ (max_body 1 MB) and, once it finds
- * nothing, blocks for one entry. */
-#define NEW_READ_N(count, max_body, max_entry)                                                \
-  "EVAL <read> 2 payments payments:retry:ledger ledger c-1 " count " " max_body " " max_entry \
-  " 1024 64"
-#define NEW_READ NEW_READ_N("10", "1048576", "1114112")
-#define BLOCK_READ \
-  "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+/* `new` reads `>` with a plain XREADGROUP; after a reply too large, with
+ * SCRIPT_READ (max_body's limits) until a read brings no cut entry. */
+#define NEW_READ_N(count)                    \
+  "XREADGROUP GROUP ledger c-1 COUNT " count \
+  " BLOCK 4000 STREAMS payments payments:retry:ledger > >"
+#define NEW_READ NEW_READ_N("10")
 
 /* log without the lines starting with "EVAL <sweep> " (one of 4 rotating buffers). */
 static const char *without_sweeps(const char *log) {
@@ -512,13 +510,12 @@ TEST_IMPL(sub_claim_fallback_script) {
                 "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
                 "*4\r\n$3\r\n5-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":5}\r\n:45000\r\n:3\r\n"
                 "*1\r\n*2\r\n$8\r\npayments\r\n$3\r\n4-0\r\n");
-  /* Nothing claimable and nothing new: the next read blocks on `>`, for one
-   * entry (one too large for max_body may come: one at most). */
+  /* Nothing claimable and nothing new: the next read blocks on `>`. */
   replay_expect(F.rb, "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS,
                 "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*0\r\n*0\r\n");
   replay_expect(
       F.rb,
-      "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 1000 STREAMS payments payments:retry:ledger > >",
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >",
       "*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
       "*2\r\n$3\r\n6-0\r\n*2\r\n$4\r\ndata\r\n$7\r\n{\"n\":6}\r\n");
   fx_run(70015);
@@ -535,7 +532,7 @@ TEST_IMPL(sub_claim_fallback_script) {
       "\n"
       "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS
       "\n"
-      "XREADGROUP GROUP ledger c-1 COUNT 1 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
+      "XREADGROUP GROUP ledger c-1 COUNT 10 BLOCK 1000 STREAMS payments payments:retry:ledger > >\n"
       "EVAL <claim> 2 payments payments:retry:ledger ledger c-1 30000 10" LIMITS "\n");
   ASSERT_STR_EQ(cmd_log(), CREATE "\nXACK payments ledger 5-0\nXACK payments ledger 6-0\n");
   fx_finish();
@@ -1036,7 +1033,7 @@ TEST_IMPL(sub_handler_error_on_last_delivery_dead_lettered) {
 TEST_IMPL(sub_bad_input_dead_lettered) {
   fx_init("dead_letter = \"payments.dead\", max_body = 10, batch = 10");
   replay_expect(
-      F.rb, NEW_READ_N("10", "10", "65546"),
+      F.rb, NEW_READ,
       read_resp(false, ENTS(NE("1-0", "data", "{nope"), NE("2-0", "data", "\"0123456789\""))));
   expect_outcomes(2);
   fx_run(80400);
@@ -1055,6 +1052,56 @@ TEST_IMPL(sub_bad_input_dead_lettered) {
   ASSERT_CONTAINS(logbuf,
                   "level=warn handler=sub msg=\"entry dead-lettered\" stream=payments "
                   "group=ledger id=1-0 reason=decode-error");
+  fx_finish();
+}
+
+/* A plain read's reply refused as too large (broker_redis' reply limit):
+ * the entries it delivered are read again from the own pending list with
+ * the script that cuts (the huge one dead-lettered cut), `>` with
+ * SCRIPT_READ until a read brings no cut entry, then plain reads again. */
+TEST_IMPL(sub_new_too_large_reads_cut_then_plain) {
+  fx_init("dead_letter = \"payments.dead\", max_body = 10, batch = 10");
+  fx_run(80400); /* the own pending list (empty), then `>`: pending */
+  /* A plain read: no string over an entry's limit (max_body + 64 KB), the
+   * reply no more than 2 keys x 10 entries of twice that. */
+  size_t bulk_max = 0, reply_max = 0;
+  ASSERT(replay_reply_limit(F.rb, READER, &bulk_max, &reply_max));
+  ASSERT_INT_EQ(bulk_max, 10 + 65536);
+  ASSERT_INT_EQ(reply_max, 2 * 10 * 2 * (10 + 65536));
+#define OWN_10(c0) \
+  "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 " c0 " 0-0 10 65546 1024 64"
+  /* 5-0 comes cut: [id, fields, idle, deliveries, [body bytes, entry bytes]] */
+  replay_expect(F.rb, OWN_10("0-0"),
+                "*3\r\n*2\r\n$3\r\n5-0\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$8\r\npayments\r\n*1\r\n"
+                "*5\r\n$3\r\n5-0\r\n*2\r\n$4\r\ndata\r\n$4\r\nhuge\r\n:0\r\n:0\r\n"
+                "*2\r\n:104857600\r\n:104857604\r\n*0\r\n");
+  replay_expect(F.rb, OWN_10("5-0"), "*3\r\n*2\r\n$3\r\n5-0\r\n$3\r\n0-0\r\n*0\r\n*0\r\n");
+#define FRESH_10 "EVAL <read> 2 payments payments:retry:ledger ledger c-1 10 10 65546 1024 64"
+  replay_expect(F.rb, FRESH_10, read_resp(false, ENTS(NE("6-0", "data", "{\"n\":6}"))));
+  expect_outcomes(1);
+  replay_drop(F.rb,
+              "reply too large: a string of 104857600 bytes, over this connection's "
+              "limit of 65546 (redis test)");
+  replay_restore(F.rb);
+  settle();
+
+  ASSERT_CONTAINS(logbuf,
+                  "level=warn handler=sub msg=\"a read's reply was too large, reading "
+                  "its entries again cut\" stream=payments group=ledger consumer=c-1 "
+                  "error=\"reply too large: a string of 104857600 bytes");
+  ASSERT_STR_EQ(got(), "id=6-0 n=6\n");
+  ASSERT_STR_EQ(replay_log(F.rb, READER),
+                "EVAL <own> 2 payments payments:retry:ledger ledger c-1 10 0-0 0-0 10 65546 1024 "
+                "64\n" NEW_READ "\n" OWN_10("0-0") "\n" OWN_10(
+                    "5-0") "\n" FRESH_10 "\n" /* none cut: plain again */ NEW_READ "\n");
+  const char *call = cmd_sent(2);
+  const char *head = OUTCOMES("payments") " 5-0 ack 1 23 XADD payments.dead * data huge" DL_HEAD(
+      "5-0", "1") "too-large dead-letter-error body is 104857600 bytes, over max_body (10)";
+  ASSERT_NOT_NULL(call);
+  if (strncmp(call, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", call);
+  ASSERT_CONTAINS(call, "dead-letter-cut");
+#undef OWN_10
+#undef FRESH_10
   fx_finish();
 }
 
@@ -1428,7 +1475,7 @@ TEST_IMPL(sub_dispatch_lets_the_loop_turn) {
  * only while at most one batch is in the lanes. */
 TEST_IMPL(sub_new_holds_at_most_two_batches) {
   fx_init("batch = 4"); /* one worker: the entries run one after another */
-#define READ4 NEW_READ_N("4", "1048576", "1114112")
+#define READ4 NEW_READ_N("4")
 #define SLOW(id, n) NE(id, "data", "{\"n\":" #n ",\"sleep\":1000}")
   replay_expect(
       F.rb, READ4,
@@ -1460,7 +1507,7 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
  * ahead of it) instead of reading the whole backlog into memory. */
 TEST_IMPL(sub_new_reading_waits_for_unwritten_outcomes) {
   fx_init("reply_to = \"payments.replies\", batch = 4");
-#define READ4 NEW_READ_N("4", "1048576", "1114112")
+#define READ4 NEW_READ_N("4")
 #define REPLY(id, n) NE(id, "data", "{\"n\":" #n ",\"reply\":true}")
   replay_expect(
       F.rb, READ4,

@@ -1,5 +1,6 @@
--- SCRIPT_READ (scripts.h): a `new` subscription's read of `>`, without
--- blocking, that never sends an entry too large for the host whole.
+-- SCRIPT_READ (scripts.h): a `new` subscription's read of `>` after a
+-- reply too large, without blocking, that never sends an entry too large
+-- for the host whole.
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local max_body, max_entry = tonumber(ARGV[4]), tonumber(ARGV[5])
 local keep, keep_pairs = tonumber(ARGV[6]), tonumber(ARGV[7])

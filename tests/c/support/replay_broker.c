@@ -72,6 +72,7 @@ struct bk_conn {
   uint64_t seq; /* when it was opened */
   bool up, closing;
   struct rcmd *head, *tail;
+  size_t bulk_max, reply_max; /* the last bk_conn_reply_limit */
 };
 
 struct replay_broker {
@@ -357,6 +358,11 @@ static void rp_free(broker *b) {
   free(rb);
 }
 
+static void rp_reply_limit(bk_conn *c, size_t bulk_max, size_t reply_max) {
+  c->bulk_max = bulk_max;
+  c->reply_max = reply_max;
+}
+
 static const struct broker_ops replay_ops = {
     .conn_open = rp_conn_open,
     .command = rp_command,
@@ -366,6 +372,7 @@ static const struct broker_ops replay_ops = {
     .free = rp_free,
     .fault = rp_fault,
     .on_fault = rp_on_fault,
+    .reply_limit = rp_reply_limit,
 };
 
 /* ---- the test-facing API ---- */
@@ -424,7 +431,8 @@ void replay_drop(replay_broker *rb, const char *why) {
   rb->dropped = true;
   snprintf(rb->why, sizeof rb->why, "%s", why);
   char err[256];
-  snprintf(err, sizeof err, "connection lost: %s", why);
+  /* A reply refused for its size keeps its kind, as broker_redis says it. */
+  snprintf(err, sizeof err, "%s%s", bk_error_is_too_large(why) ? "" : "connection lost: ", why);
   /* Oldest first; a callback may close or open connections, so each round
    * looks the next one up again. */
   for (;;) {
@@ -447,6 +455,16 @@ void replay_drop(replay_broker *rb, const char *why) {
     c = conn_at(rb, seq);
     if (c && c->fault_cb) c->fault_cb(c->data, c, BK_FAULT_DOWN, why);
   }
+}
+
+bool replay_reply_limit(replay_broker *rb, const char *conn, size_t *bulk_max, size_t *reply_max) {
+  for (struct bk_conn *c = rb->conns; c; c = c->next)
+    if (!c->closing && strcmp(c->name, conn) == 0) {
+      *bulk_max = c->bulk_max;
+      *reply_max = c->reply_max;
+      return true;
+    }
+  return false;
 }
 
 void replay_restore(replay_broker *rb) {

@@ -28,6 +28,7 @@
 #ifndef LUASTREAM_REPLAY_BROKER_H
 #define LUASTREAM_REPLAY_BROKER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "broker.h"
@@ -58,7 +59,8 @@ void replay_respond(replay_broker *rb, replay_respond_fn *fn, void *data);
 void replay_hold(replay_broker *rb);
 void replay_release(replay_broker *rb);
 /* Every open connection goes down now, as when the server dies: its queued
- * commands fail with reply NULL and err "connection lost: why", in the order
+ * commands fail with reply NULL and err "connection lost: why" (why itself
+ * when it starts BK_ERR_TOO_LARGE: a reply refused for its size), in the order
  * they were sent, then its state callback fires with up = 0 (the order of
  * hiredis), then its fault callback (bk_conn_on_fault) with BK_FAULT_DOWN and
  * why, which bk_conn_fault also says while it is down. Until replay_restore,
@@ -66,6 +68,9 @@ void replay_release(replay_broker *rb);
  * up again at the next turn. */
 void replay_drop(replay_broker *rb, const char *why);
 void replay_restore(replay_broker *rb);
+/* The last reply limits (bk_conn_reply_limit) given to the open connection
+ * named conn; false when there is none. */
+bool replay_reply_limit(replay_broker *rb, const char *conn, size_t *bulk_max, size_t *reply_max);
 
 /* Called after each reply callback returns (not for cancelled commands). */
 typedef void replay_hook_fn(void *data, const char *conn, const char *command);
