@@ -86,7 +86,10 @@ end
 --[[ Starts a private redis-server on a free loopback port in a temp folder and
 waits until it answers PING. opts: appendonly (bool, default false), save
 (string, default "" = no snapshots), requirepass (string), port (a fixed
-port, e.g. one a host is already trying), dir, args (extra server options).
+port, e.g. one a host is already trying), dir, args (extra server options;
+a spec that kills the server and needs what it answered passes
+{ "--appendfsync", "always" }: with the default everysec, a busy machine may
+postpone the AOF write past the SIGKILL).
 Returns a server: srv.port, srv.url (password included when set),
 srv.url_redacted, srv.dir. ]]
 function redis.redis_start(opts)
