@@ -124,8 +124,9 @@ return {
     srv:call("EVAL", ADD_HUGE, 1, "uploads", "1-1", HUGE)
     srv:call("EVAL", ADD_HUGE, 1, "uploads", "1-2", HUGE)
     srv:call("XADD", "uploads", "1-3", "data", '{"note":"small"}')
+    local dir = helper.handlers_dir({ ["scan.lua"] = SCAN })
     local host = helper.host_start({}, {
-      server = srv, dir = helper.handlers_dir({ ["scan.lua"] = SCAN }),
+      server = srv, dir = dir,
       -- under the sanitizer (./dev test), freed memory is reused at once, as without it
       env = { ASAN_OPTIONS = "quarantine_size_mb=0:detect_leaks=1" },
     })
@@ -175,13 +176,13 @@ return {
     assert.equal(0, host:stop())
 
     -- Replay reads the source entry, whole, while it is there.
-    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "uploads.dead", "--id", dead[1].id)
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "uploads.dead", "--id", dead[1].id)
     assert.equal(0, code, err)
     assert.is_truthy(out:find(dead[1].id .. " -> uploads:retry:scan ", 1, true), out)
     assert.same({ { "1-1", HUGE, "upload-1-1" } }, srv:call("EVAL", SIZES, 1, "uploads:retry:scan"))
     -- Once it is gone, replay refuses, saying so, and the dead letter stays.
     srv:call("XDEL", "uploads", "1-2")
-    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, "uploads.dead", "--id", dead[2].id)
+    code, out, err = helper.luastream("dead-letters", "replay", "--redis", srv.url, dir, "uploads.dead", "--id", dead[2].id)
     assert.equal(1, code, out)
     local refusal = "dead letter " .. dead[2].id .. " on uploads.dead keeps its entry cut (" .. size ..
       " bytes, too large to hold) and the source entry 1-2 on uploads is gone"
