@@ -263,8 +263,8 @@ int cmd_dl_replay(int argc, char **argv) {
   strcpy(rp.last, "+");
   struct trust trust;
   if (cli_trust(&o, &trust, stderr) != 0) return 2;
-  int problems = host_check_each(rp.dir, (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT), &trust,
-                                 take_handler, &rp);
+  int problems =
+      host_check_each(rp.dir, (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT), &trust, take_handler, &rp);
   if (problems) {
     fprintf(stderr, "luastream: %s: %d handler file%s with problems (luastream check %s)\n", rp.dir,
             problems, problems == 1 ? "" : "s", rp.dir);
