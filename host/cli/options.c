@@ -511,7 +511,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                 .group = GROUP_WHICH,
                 .repeat = 1024,
                 .help = "the dead letter with this id; repeatable. Nothing is done if one of "
-                        "them is missing or cannot be replayed (deleted)."},
+                        "them is missing or is refused."},
     [OPT_ALL] = {.name = "all",
                  .kind = CLI_FLAG,
                  .commands = CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_DL_DELETE),
@@ -772,11 +772,14 @@ static int take_url(struct cli_options *o, const char *text, const char *who, bo
 }
 
 /* "ms-seq", as XADD returns ids. */
+/* An entry id as Redis writes it: MS-SEQ, without leading zeros, so that one
+ * entry has one spelling (05-3 and 5-3 would name the same entry twice). */
 static bool full_id(const char *s) {
   size_t ms = strspn(s, "0123456789");
-  if (ms == 0 || ms > 20 || s[ms] != '-') return false;
-  size_t seq = strspn(s + ms + 1, "0123456789");
-  return seq > 0 && seq <= 20 && s[ms + 1 + seq] == '\0';
+  if (ms == 0 || ms > 20 || s[ms] != '-' || (s[0] == '0' && ms > 1)) return false;
+  const char *q = s + ms + 1;
+  size_t seq = strspn(q, "0123456789");
+  return seq > 0 && seq <= 20 && q[seq] == '\0' && !(q[0] == '0' && seq > 1);
 }
 
 /* Reads text as opt's kind into v->num (or o->url); reports and returns -1
@@ -867,8 +870,10 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
     }
     case CLI_ENTRY_ID:
       if (full_id(text)) return 0;
-      fprintf(err, "luastream: %s needs an entry id such as 1700000000000-0, got \"%s\"\n", who,
-              text);
+      fprintf(err,
+              "luastream: %s needs an entry id as Redis writes it, such as 1700000000000-0 "
+              "(digits, no leading zeros), got \"%s\"\n",
+              who, text);
       return -1;
   }
   return -1;

@@ -176,8 +176,13 @@ TEST_IMPL(options_repeatable_and_groups) {
   ASSERT_INT_EQ(PARSE(CLI_DL_DELETE, "dl", "--reason", "rejected", "--all"), CLI_USAGE);
   ASSERT_INT_EQ(PARSE(CLI_DL_DELETE, "dl", "--yes"), CLI_USAGE);
   ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl", "--id", "17"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text,
-                "luastream: --id needs an entry id such as 1700000000000-0, got \"17\"\n");
+  ASSERT_STR_EQ(err_text, "luastream: --id needs an entry id as Redis writes it, such as "
+                          "1700000000000-0 (digits, no leading zeros), got \"17\"\n");
+  /* one spelling per entry: 05-3 and 5-03 would name 5-3 a second time */
+  ASSERT_INT_EQ(PARSE(CLI_DL_DELETE, "dl", "--id", "5-3", "--id", "05-3"), CLI_USAGE);
+  ASSERT_CONTAINS(err_text, "got \"05-3\"");
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl", "--id", "5-03"), CLI_USAGE);
+  ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl", "--id", "0-0", "--id", "10-20"), CLI_OK);
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--redis", "redis://a", "--redis-file", "/f", "dir"), CLI_USAGE);
   ASSERT_STR_EQ(err_text, "luastream: give --redis or --redis-file, not both\n");
   ASSERT_INT_EQ(PARSE(CLI_PUBLISH, "s", "{}", "--header", "=v"), CLI_USAGE);
