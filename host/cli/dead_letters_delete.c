@@ -90,8 +90,8 @@ static void summary(struct client *c) {
   }
   if (d->others) printf(" (%lld of other reasons left)", d->others);
   if (d->left)
-    printf(" (%lld %s that %s not dead letters left)", d->left,
-           dl_plural(d->left, "entry", "entries"), d->left == 1 ? "is" : "are");
+    printf(" (%lld %s left)", d->left,
+           d->left == 1 ? "entry that is not a dead letter" : "entries that are not dead letters");
   putchar('\n');
   if (d->left && d->matched == 0 && d->others == 0)
     fprintf(stderr,

@@ -1099,7 +1099,7 @@ return {
     assert.equal(1, code, out .. err) -- the hand-written entry is left, named
     assert.matches("would delete " .. d1 .. " (decode-error)", out, 1, true)
     assert.matches("would delete 1 dead letter of reason decode-error from payments.dead", out, 1, true)
-    assert.matches("(1 of other reasons left) (1 entry that is not dead letters left)", out, 1, true)
+    assert.matches("(1 of other reasons left) (1 entry that is not a dead letter left)", out, 1, true)
     assert.matches("left " .. junk .. " on payments.dead: not a dead letter", err, 1, true)
     assert.equal(3, srv:xlen("payments.dead"))
     code, out, err = dl("payments.dead", "--reason", "decode-error", "--yes")
@@ -1120,7 +1120,7 @@ return {
     assert.equal(1 + 600, srv:xlen("payments.dead"))
     code, out, err = dl("payments.dead", "--all", "--yes")
     assert.equal(1, code, out .. err)
-    assert.matches("deleted 600 dead letters from payments.dead (1 entry that is not dead letters left)", out, 1, true)
+    assert.matches("deleted 600 dead letters from payments.dead (1 entry that is not a dead letter left)", out, 1, true)
     local left = srv:xrange("payments.dead")
     assert.equal(1, #left)
     assert.equal(junk, left[1].id)
