@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,17 +275,35 @@ static int run_attach(struct run *r, bool reload, uint64_t watchdog_ms) {
   return 0;
 }
 
-/* The load problems (`file:line: message` lines), each an error record: with
- * --log-format json every line on stderr is JSON. */
-static void log_problems(const char *problems) {
-  for (const char *p = problems; *p;) {
+/* Why run stops, for the person at the terminal: text lines as they are, or
+ * with --log-format json one error record per line, so that every line on
+ * stderr is JSON. */
+static void say_lines(const char *msg, const char *text) {
+  if (log_get_format() != LOG_FORMAT_JSON) {
+    fputs(text, stderr);
+    return;
+  }
+  for (const char *p = text; *p;) {
     const char *nl = strchr(p, '\n');
     size_t n = nl ? (size_t)(nl - p) : strlen(p);
     char line[4096];
     snprintf(line, sizeof line, "%.*s", (int)n, p);
-    log_line(LOG_ERROR, NULL, "load problem", "error", line, NULL);
+    log_line(LOG_ERROR, NULL, msg, "error", line, NULL);
     p += nl ? n + 1 : n;
   }
+}
+
+/* One such line, formatted: "luastream: ..." as text. */
+static void say(const char *fmt, ...) {
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (log_get_format() == LOG_FORMAT_JSON)
+    log_line(LOG_ERROR, NULL, line, NULL);
+  else
+    fprintf(stderr, "luastream: %s\n", line);
 }
 
 /* Warnings about the command line, as log lines in the log's format: those
@@ -377,8 +396,8 @@ int cmd_run(int argc, char **argv) {
    * Without --load-timeout a short watchdog shortens it to half its own. */
   if (!cli_given(&o, OPT_LOAD_TIMEOUT) && load_ms >= watchdog_ms) load_ms = watchdog_ms / 2;
   if (load_ms >= watchdog_ms) {
-    fprintf(stderr, "luastream: --load-timeout (%llums) must be below --watchdog (%llums)\n",
-            (unsigned long long)load_ms, (unsigned long long)watchdog_ms);
+    say("--load-timeout (%llums) must be below --watchdog (%llums)", (unsigned long long)load_ms,
+        (unsigned long long)watchdog_ms);
     return 2;
   }
 
@@ -414,22 +433,22 @@ int cmd_run(int argc, char **argv) {
   /* A stalled reader of stderr must not stop the host: the log is written
    * by a thread of its own, given a few seconds at the end. */
   if (log_writer_start() != 0) {
-    fprintf(stderr, "luastream: cannot start the log writer thread\n");
+    say("cannot start the log writer thread");
     goto out;
   }
   r.log_writer = true;
   if ((rc = uv_loop_init(&r.loop)) != 0) {
-    fprintf(stderr, "luastream: cannot create the event loop: %s\n", uv_strerror(rc));
+    say("cannot create the event loop: %s", uv_strerror(rc));
     goto out;
   }
   r.loop_ready = true;
   if ((r.clock = clock_uv_new(&r.loop)) == NULL) {
-    fprintf(stderr, "luastream: cannot create the clock: out of memory\n");
+    say("cannot create the clock: out of memory");
     goto out;
   }
   log_set_clock(r.clock); /* log times from the clock the host runs on */
   if ((r.broker = broker_cluster_new(&r.loop, &o.url)) == NULL) {
-    fprintf(stderr, "luastream: cannot create the client for %s: out of memory\n", o.url.redacted);
+    say("cannot create the client for %s: out of memory", o.url.redacted);
     goto out;
   }
   if (r.trust.allow_writable)
@@ -439,25 +458,23 @@ int cmd_run(int argc, char **argv) {
              "dir", r.dir, NULL);
   r.host = host_new(r.dir, r.broker, r.clock, &names, load_ms, &r.trust, &problems);
   if (r.host == NULL) {
-    if (problems && log_get_format() == LOG_FORMAT_JSON)
-      log_problems(problems);
-    else if (problems)
-      fputs(problems, stderr);
+    if (problems)
+      say_lines("load problem", problems);
     else
-      fprintf(stderr, "luastream: cannot create the host: out of memory\n");
+      say("cannot create the host: out of memory");
     free(problems);
     log_line(LOG_ERROR, NULL, "handlers failed to load; not starting", "dir", r.dir, NULL);
     goto out;
   }
   const char *ca_file = cli_text(&o, OPT_HTTP_CA_FILE);
   if (ca_file && access(ca_file, R_OK) != 0) {
-    fprintf(stderr, "luastream: --http-ca-file %s: cannot be read\n", ca_file);
+    say("--http-ca-file %s: cannot be read", ca_file);
     goto out;
   }
   struct http_curl_options ho = {.max_per_host = (long)cli_num(&o, OPT_HTTP_PER_HOST),
                                  .ca_file = ca_file};
   if ((r.http = http_curl_new(&r.loop, &ho, err, sizeof err)) == NULL) {
-    fprintf(stderr, "luastream: %s\n", err);
+    say("%s", err);
     goto out;
   }
   host_set_http(r.host, r.http, (uint64_t)cli_num(&o, OPT_HTTP_TIMEOUT),
@@ -469,7 +486,7 @@ int cmd_run(int argc, char **argv) {
   else if (cli_text(&o, OPT_HTTP) && !is_worker)
     r.health = health_start(&r.loop, cli_text(&o, OPT_HTTP), run_ready, &r, err, sizeof err);
   if ((worker.http_fd >= 0 || (cli_text(&o, OPT_HTTP) && !is_worker)) && r.health == NULL) {
-    fprintf(stderr, "luastream: %s\n", err);
+    say("%s", err);
     goto out;
   }
   if (run_attach(&r, !cli_given(&o, OPT_NO_RELOAD), watchdog_ms) != 0) goto out;
@@ -478,7 +495,7 @@ int cmd_run(int argc, char **argv) {
   host_start(r.host, host_stopped, &r);
   uv_run(&r.loop, UV_RUN_DEFAULT);
   watchdog_stop();
-  if (host_failed(r.host)) fputs(host_failed(r.host), stderr);
+  if (host_failed(r.host)) say_lines("host failed", host_failed(r.host));
   status = host_failed(r.host) ? 1 : 0;
 out:
   return run_teardown(&r, status);

@@ -62,6 +62,28 @@ describe("run's command-line warnings", function()
     assert.same({ "--redis-file " .. conf .. " can be read by every user (mode 644): chmod 600 it" }, warned)
   end)
 
+  it("why the host could not start is JSON too (a refused password, a bad --http-ca-file)", function()
+    local srv = helper.redis_start({ requirepass = "right" })
+    local dir = helper.handlers_dir({ ["post.lua"] = 'return { stream = "s", group = "g", ' ..
+      'handle = function() return { ack = true } end }' })
+    local conf = helper.tmpdir("conf") .. "/url"
+    helper.write_file(conf, "redis://:wrong@127.0.0.1:" .. srv.port .. "\n")
+    local code, out, err = helper.luastream("run", "--log-format", "json", "--redis-file", conf, dir)
+    assert.equal(1, code, err)
+    assert.equal("", out)
+    local failed
+    for _, o in ipairs(json_lines(err)) do
+      if o.msg == "host failed" then failed = o end
+    end
+    assert.truthy(failed, err)
+    assert.matches("cannot start: .* refused: ", failed.error)
+    code, _, err = helper.luastream("run", "--log-format", "json", "--redis", srv.url,
+      "--http-ca-file", helper.tmpdir("ca") .. "/missing.pem", dir)
+    assert.equal(1, code, err)
+    local said = json_lines(err)
+    assert.matches("%-%-http%-ca%-file .*missing%.pem: cannot be read", said[#said].msg)
+  end)
+
   it("a --postgres password is warned of in logfmt; one from LUASTREAM_POSTGRES is not", function()
     local missing = helper.tmpdir("gone") .. "/handlers"
     local _, _, err = helper.luastream("run", "--redis", "redis://127.0.0.1:1",
