@@ -3,8 +3,9 @@
  * the @admin category of Redis (`ACL CAT admin` on Redis 7.0.15) and the
  * commands that empty, swap or overwrite whole databases or move keys away
  * (FLUSHALL, FLUSHDB, SWAPDB, RESTORE, MIGRATE, SCRIPT FLUSH, FUNCTION
- * FLUSH, DELETE and RESTORE). A first line of defence: the Redis ACL of the
- * host's user is the boundary (docs/operations.md). */
+ * FLUSH, DELETE and RESTORE). A first line of defence: a script sent with
+ * ls.redis (EVAL, FCALL) is not looked into and may run FLUSHALL, so the
+ * Redis ACL of the host's user is the boundary (docs/operations.md). */
 #ifndef LUASTREAM_ADMIN_COMMANDS_H
 #define LUASTREAM_ADMIN_COMMANDS_H
 
