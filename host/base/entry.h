@@ -30,14 +30,18 @@ struct entry {
    * (ENTRY_CUT_KEEP, ENTRY_CUT_PAIRS) and these are the sizes it had;
    * entry_size 0: a whole entry. */
   uint64_t body_size;  /* its largest `data` value, in bytes */
-  uint64_t entry_size; /* its names and values in all, in bytes */
+  uint64_t entry_size; /* its names and values in all, in bytes, and ENTRY_PAIR_COST a pair */
 };
 
 /* An entry too large to hold whole: its `data` is over max_body, or its
- * names and values in all are over max_body + ENTRY_HEADERS_MAX. Such an
+ * size, its names and values in all plus ENTRY_PAIR_COST for each pair
+ * (what holding a field costs beside its bytes, so that a million empty
+ * fields are not "0 bytes"), is over max_body + ENTRY_HEADERS_MAX. Such an
  * entry never runs: it is kept cut, its first ENTRY_CUT_PAIRS fields with
- * each name and value cut to ENTRY_CUT_KEEP bytes, for its dead letter. */
+ * each name and value cut to ENTRY_CUT_KEEP bytes, for its dead letter. The
+ * read scripts (broker/scripts/{read,own,claim,reclaim}.lua) count the same. */
 #define ENTRY_HEADERS_MAX (64u << 10)
+#define ENTRY_PAIR_COST 64u
 #define ENTRY_CUT_KEEP 1024u
 #define ENTRY_CUT_PAIRS 64u
 static inline uint64_t entry_max_size(uint64_t max_body) {

@@ -196,8 +196,10 @@ static void too_large(applier *a, const struct entry *e, const char *version) {
              (unsigned long long)e->body_size, a->spec->max_body);
   else
     snprintf(text, sizeof text,
-             "entry is %llu bytes in all, over max_body (%zu) plus %u bytes of headers",
-             (unsigned long long)e->entry_size, a->spec->max_body, ENTRY_HEADERS_MAX);
+             "entry is %llu bytes in all (with %u a field), over max_body (%zu) plus %u bytes of "
+             "headers",
+             (unsigned long long)e->entry_size, ENTRY_PAIR_COST, a->spec->max_body,
+             ENTRY_HEADERS_MAX);
   struct policy_in in;
   policy_input(a, e, &in);
   in.kind = RT_INVALID;

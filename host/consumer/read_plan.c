@@ -31,7 +31,7 @@ void plan_recover_own(struct read_plan *p) {
 enum read_kind plan_next(const struct read_plan *p) {
   switch (p->spec->read) {
     case READ_CLAIMING:
-      if (p->native_claim && !p->cut) return READ_CLAIM_NATIVE;
+      if (p->native_claim && !p->native_refused) return READ_CLAIM_NATIVE;
       return p->block_next ? READ_PLAIN : READ_CLAIM_SCRIPT;
     case READ_RECLAIM: return READ_RECLAIM_SCRIPT;
     case READ_NEW:
@@ -57,6 +57,7 @@ bool plan_reads_ahead(const struct read_plan *p, enum read_kind kind) {
 
 void plan_too_large(struct read_plan *p) {
   p->cut = true;
+  if (p->spec->read == READ_CLAIMING && p->native_claim) p->native_refused = true;
   p->block_next = false;
   plan_recover_own(p);
 }

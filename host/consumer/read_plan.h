@@ -57,7 +57,9 @@ enum { PLAN_KEY_STREAM = 0, PLAN_KEY_RETRY = ENTRY_KEY_RETRY, PLAN_NKEYS = 2 };
  * (plan_cut_seen); then plain reads again. The claim and reclaim scripts
  * cut such entries as well; Redis 8.4's XREADGROUP ... CLAIM
  * (READ_CLAIM_NATIVE) is a plain read, refused like `>` when too large,
- * after which the claim script reads until it brings no cut entry. */
+ * after which the claim script reads for good: the refused read claimed its
+ * entries all the same (their idle time starts again), so a native read
+ * after min_idle would claim, and be refused on, the same ones again. */
 enum read_kind {
   READ_PLAIN,
   READ_FRESH,
@@ -71,6 +73,7 @@ struct read_plan {
   const struct handler_spec *spec; /* borrowed: plan_set_spec replaces it */
   const char *retry_key;           /* borrowed: the group's retry stream */
   bool native_claim;               /* claiming: the server has XREADGROUP ... CLAIM (8.4+) */
+  bool native_refused;             /* ... and a native read was refused as too large */
   bool block_next;                 /* claim script found nothing: next read blocks on `>` */
   /* A plain read's reply was too large (plan_too_large): reads go through
    * the scripts that cut until one brings no cut entry (plan_cut_seen). */

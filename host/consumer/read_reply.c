@@ -205,6 +205,7 @@ static int parse_entry(const bk_reply *r, size_t index, uint64_t max_body, struc
     size += f->len;
     if (i % 2 && f->len > body && is_data(fields->element[i - 1])) body = f->len;
   }
+  size += (uint64_t)(fields->elements / 2) * ENTRY_PAIR_COST;
   if (!cut && entry_over(max_body, body, size)) { /* cut here as the script would */
     cut = true;
     cut_body = (int64_t)body;

@@ -1045,7 +1045,7 @@ TEST_IMPL(sub_bad_input_dead_lettered) {
   const char *head =
       OUTCOMES("payments") " 2-0 ack 1 23 XADD payments.dead * data \"0123456789\"" DL_HEAD(
           "2-0", "1") "too-large dead-letter-error body is 12 bytes, over max_body (10)" DL_TIME
-                      " dead-letter-cut 16 1-0 ack 1 21 XADD payments.dead * data {nope" DL_HEAD(
+                      " dead-letter-cut 80 1-0 ack 1 21 XADD payments.dead * data {nope" DL_HEAD(
                           "1-0", "1") "decode-error dead-letter-error body is not valid JSON: ";
   if (strncmp(call, head, strlen(head)) != 0) TEST_FAIL_("dead letter: %s", call);
   ASSERT_NULL(cmd_sent(3));

@@ -161,7 +161,7 @@ return {
       assert.equal("too-large", f["dead-letter-reason"])
       assert.equal(ids[i], f["dead-letter-id"])
       assert.equal(string.format("body is %d bytes, over max_body (1048576)", HUGE), f["dead-letter-error"])
-      assert.equal(tostring(#"data" + HUGE + #"source" + #("upload-" .. ids[i])), f["dead-letter-cut"])
+      assert.equal(tostring(#"data" + HUGE + #"source" + #("upload-" .. ids[i]) + 2 * 64), f["dead-letter-cut"])
       assert.equal(string.rep("x", 1024), f.data)
       assert.equal("upload-" .. ids[i], f.source)
     end
@@ -171,7 +171,7 @@ return {
     assert.is_true(grown < 16 * MB, string.format("Redis grew by %d bytes besides the stream", grown))
     local code, out, err = helper.luastream("dead-letters", "list", "--redis", srv.url, "uploads.dead")
     assert.equal(0, code, err)
-    local size = #"data" + HUGE + #"source" + #"upload-1-1"
+    local size = #"data" + HUGE + #"source" + #"upload-1-1" + 2 * 64 -- 64 a field (entry.h)
     assert.matches("cut +" .. size .. " bytes: its fields are cut here to 1024 bytes each", out)
     assert.equal(0, host:stop())
 
@@ -199,30 +199,39 @@ return {
     local function script(name) return helper.read_file("host/broker/scripts/" .. name .. ".lua") end
     local LIMITS = { 100, 100 + 65536, 16, 64 }
     local big = string.rep("x", 300)
+    -- 1,100 fields of one byte: 1,100 bytes, but 64 more a field (entry.h)
+    local many = { "XADD", "s", "1-3" }
+    for _ = 1, 1100 do many[#many + 1] = "h"; many[#many + 1] = "" end
     srv:pipe({
       { "XGROUP", "CREATE", "s", "g", "0", "MKSTREAM" },
       { "XGROUP", "CREATE", "s:retry:g", "g", "0", "MKSTREAM" },
       { "XADD", "s", "1-1", "data", big, "source", "a" },
       { "XADD", "s", "1-2", "data", "{}" },
+      many,
     })
     local cut = { "data", string.rep("x", 16), "source", "a" }
-    local sizes = { 300, 311 }
+    local sizes = { 300, 311 + 2 * 64 }
+    local many_cut, many_sizes = {}, { 0, 1100 * (1 + 64) }
+    for i = 1, 64 do many_cut[2 * i - 1] = "h"; many_cut[2 * i] = "" end
     local function call(name, argv)
       local args = { "EVAL", script(name), 2, "s", "s:retry:g" }
       for _, a in ipairs(argv) do args[#args + 1] = a end
       for _, a in ipairs(LIMITS) do args[#args + 1] = a end
       return assert(srv:call(unpack(args)))
     end
-    assert.same({ { "s", { { "1-1", cut, sizes }, { "1-2", { "data", "{}" } } } } },
-      call("read", { "g", "c", 10 }))
+    assert.same({ { "s", { { "1-1", cut, sizes }, { "1-2", { "data", "{}" } },
+      { "1-3", many_cut, many_sizes } } } }, call("read", { "g", "c", 10 }))
     local own = call("own", { "g", "c", 10, "0-0", "0-0" })[2][1][2]
     assert.same({ "1-1", cut, 0, 0, sizes }, { own[1][1], own[1][2], 0, 0, own[1][5] })
     assert.equal(4, #own[2])
+    assert.same({ "1-3", many_cut, many_sizes }, { own[3][1], own[3][2], own[3][5] })
     local claimed = call("claim", { "g", "c2", 0, 10 })[2][1][2]
     assert.same({ "1-1", cut, sizes }, { claimed[1][1], claimed[1][2], claimed[1][5] })
     assert.equal(4, #claimed[2])
+    assert.same({ "1-3", many_cut, many_sizes }, { claimed[3][1], claimed[3][2], claimed[3][5] })
     local reclaimed = call("reclaim", { "g", "c3", 0, 10, "0-0", "0-0" })[2][1][2]
     assert.same({ "1-1", cut, sizes }, { reclaimed[1][1], reclaimed[1][2], reclaimed[1][5] })
     assert.equal(4, #reclaimed[2])
+    assert.same({ "1-3", many_cut, many_sizes }, { reclaimed[3][1], reclaimed[3][2], reclaimed[3][5] })
   end)
 end)

@@ -6,12 +6,12 @@ local max_body = tonumber(ARGV[5]) or math.huge
 local max_entry = tonumber(ARGV[5 + 1]) or math.huge
 local keep, keep_pairs = tonumber(ARGV[5 + 2]) or math.huge, tonumber(ARGV[5 + 3]) or math.huge
 -- The entry as the host gets it: an entry over max_body (its `data`) or
--- max_entry (its names and values in all) cut to its first keep_pairs
+-- max_entry (its names and values in all, 64 more a field) cut to its first keep_pairs
 -- fields of at most keep bytes each, with the sizes it had after the rest.
 local function fit(id, f, idle, deliveries)
   local body, size = 0, 0
   for j = 1, #f - 1, 2 do
-    size = size + #f[j] + #f[j + 1]
+    size = size + #f[j] + #f[j + 1] + 64 -- ENTRY_PAIR_COST (entry.h)
     if f[j] == 'data' and #f[j + 1] > body then body = #f[j + 1] end
   end
   if body <= max_body and size <= max_entry then return {id, f, idle, deliveries} end

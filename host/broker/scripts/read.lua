@@ -12,7 +12,7 @@ for _, s in ipairs(r) do
   for i, e in ipairs(entries) do
     local f, body, size = e[2], 0, 0
     for j = 1, #f - 1, 2 do
-      size = size + #f[j] + #f[j + 1]
+      size = size + #f[j] + #f[j + 1] + 64 -- ENTRY_PAIR_COST (entry.h)
       if f[j] == 'data' and #f[j + 1] > body then body = #f[j + 1] end
     end
     if body > max_body or size > max_entry then
