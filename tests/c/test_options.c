@@ -176,8 +176,9 @@ TEST_IMPL(options_repeatable_and_groups) {
   ASSERT_INT_EQ(PARSE(CLI_DL_DELETE, "dl", "--reason", "rejected", "--all"), CLI_USAGE);
   ASSERT_INT_EQ(PARSE(CLI_DL_DELETE, "dl", "--yes"), CLI_USAGE);
   ASSERT_INT_EQ(PARSE(CLI_DL_REPLAY, "dir", "dl", "--id", "17"), CLI_USAGE);
-  ASSERT_STR_EQ(err_text, "luastream: --id needs an entry id as Redis writes it, such as "
-                          "1700000000000-0 (digits, no leading zeros), got \"17\"\n");
+  ASSERT_STR_EQ(err_text,
+                "luastream: --id needs an entry id as Redis writes it, such as "
+                "1700000000000-0 (digits, no leading zeros), got \"17\"\n");
   /* one spelling per entry: 05-3 and 5-03 would name 5-3 a second time */
   ASSERT_INT_EQ(PARSE(CLI_DL_DELETE, "dl", "--id", "5-3", "--id", "05-3"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "got \"05-3\"");

@@ -77,9 +77,10 @@ describe("run's command-line warnings", function()
     end
     assert.truthy(failed, err)
     assert.matches("cannot start: .* refused: ", failed.error)
-    code, _, err = helper.luastream("run", "--log-format", "json", "--redis", srv.url,
+    code, out, err = helper.luastream("run", "--log-format", "json", "--redis", srv.url,
       "--http-ca-file", helper.tmpdir("ca") .. "/missing.pem", dir)
     assert.equal(1, code, err)
+    assert.equal("", out)
     local said = json_lines(err)
     assert.matches("%-%-http%-ca%-file .*missing%.pem: cannot be read", said[#said].msg)
   end)
