@@ -58,6 +58,7 @@ struct jobs {
   void *drained_data;
   jobs_renew_fn *renew; /* set by jobs_on_memory */
   void *renew_data;
+  unsigned long renewals; /* how often renew gave the pool a fresh state */
 };
 
 /* An empty pool on L; spec, version and env are borrowed. */
