@@ -156,6 +156,7 @@ static bool finish_report(struct rt_job *job, const struct rt_result *res) {
   unsigned long renewals = j->renewals;
   job_unlink(job);
   report(job, res);
+  /* cppcheck-suppress knownConditionTrueFalse ; false positive: the done callback may renew the state */
   return j->renewals == renewals;
 }
 
