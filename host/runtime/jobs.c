@@ -111,11 +111,11 @@ static struct rt_job *job_get(struct jobs *j) {
   return job;
 }
 
-/* The job's entry is done with. A coroutine that returned can run the next
- * entry (reusable); one that raised or was left suspended cannot. */
+/* The job's entry is done with and reported (finish_report took it off the
+ * running list). A coroutine that returned can run the next entry
+ * (reusable); one that raised or was left suspended cannot. */
 static void job_end(struct rt_job *job, bool reusable) {
   struct jobs *j = job->pool;
-  job_unlink(job);
   j->count--;
   if (reusable && !j->drained) {
     /* A wait the handler caught (ls.sleep under a C boundary raises after
@@ -142,6 +142,33 @@ static void report(struct rt_job *job, const struct rt_result *res) {
   if (j->env && j->env->on_delivery)
     j->env->on_delivery(j->env->on_delivery_data, j->spec, job->e, &r);
   job->done(job->data, job->e, &r);
+}
+
+/* Reports a finished job. It leaves the running list first: the done
+ * callback may start the next entry, and if that one goes past the memory
+ * limit, fail_on_memory fails what is running then, which this job no longer
+ * is (its done is called once). It still counts (count) until job_end, so no
+ * drain frees the pool under it. False when the state was renewed meanwhile:
+ * the job's coroutine went with the old state, and only job_forget may
+ * follow. */
+static bool finish_report(struct rt_job *job, const struct rt_result *res) {
+  struct jobs *j = job->pool;
+  unsigned long renewals = j->renewals;
+  job_unlink(job);
+  report(job, res);
+  /* cppcheck-suppress knownConditionTrueFalse ; false positive: the done callback may renew the state */
+  return j->renewals == renewals;
+}
+
+/* job_end for a job whose state was renewed while it was reported: its
+ * coroutine and registry ref were the old state's, closed with it. */
+static void job_forget(struct rt_job *job) {
+  struct jobs *j = job->pool;
+  wait_session_end(job);
+  if (job->timer) timer_free(job->timer);
+  free(job);
+  j->count--;
+  drain_if_done(j);
 }
 
 static int ensure_scratch(struct jobs *j, size_t nfields, size_t nwrites) {
@@ -243,20 +270,26 @@ static void finish_returned(struct rt_job *job) {
       break;
     default: res = bad_code("the dispatcher returned no outcome code"); break;
   }
-  report(job, &res);
-  job_end(job, true);
+  if (finish_report(job, &res))
+    job_end(job, true);
+  else
+    job_forget(job);
 }
 
 static void finish_failed(struct rt_job *job, const char *why) {
   lua_State *L = job->pool->L;
+  int top = lua_gettop(L);
   const char *msg = why ? why : lua_tostring(job->co, -1);
   if (msg == NULL)
     msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(job->co, -1));
   luaL_traceback(L, job->co, msg, 0);
   struct rt_result res = {.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR};
   res.text = lua_tolstring(L, -1, &res.text_len);
-  report(job, &res);
-  lua_settop(L, 0); /* before job_end, which may close the state */
+  if (!finish_report(job, &res)) {
+    job_forget(job); /* L was closed with the message on it */
+    return;
+  }
+  lua_settop(L, top); /* before job_end, which may close the state */
   job_end(job, false);
 }
 
@@ -286,7 +319,10 @@ static void fail_on_memory(struct jobs *j, const struct rt_job *culprit) {
            "stream", j->spec->stream, "group", j->spec->group, "id",
            culprit->e ? culprit->e->id : NULL, LOG_NUMBER "limit", limit_text, LOG_NUMBER "failed",
            count, "version", j->version, NULL);
-  if (!j->drained && j->renew) j->renew(j->renew_data);
+  if (!j->drained && j->renew) {
+    j->renewals++; /* a job being reported now sees its state went (finish_report) */
+    j->renew(j->renew_data);
+  }
   char ran[320], beside[320];
   snprintf(ran, sizeof ran,
            "the handler's Lua state went past its memory limit (memory = %zu bytes) while this "

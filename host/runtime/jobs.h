@@ -45,7 +45,7 @@ struct jobs {
   const struct rt_env *env;        /* clock for ls.sleep; on_delivery; may be NULL */
   int dispatch_ref;       /* registry ref of the dispatch function, LUA_NOREF before bind */
   size_t count;           /* running jobs (started and not finished) */
-  struct rt_job *running; /* those jobs, linked through prev/next */
+  struct rt_job *running; /* those not being reported, linked through prev/next */
   struct rt_job *current; /* the job whose coroutine is running now, else NULL */
   struct rt_job *idle;    /* finished jobs kept for reuse, linked through next */
   double last_seq;        /* the seq of the newest job */
@@ -58,6 +58,7 @@ struct jobs {
   void *drained_data;
   jobs_renew_fn *renew; /* set by jobs_on_memory */
   void *renew_data;
+  unsigned long renewals; /* how often renew gave the pool a fresh state */
 };
 
 /* An empty pool on L; spec, version and env are borrowed. */

@@ -99,6 +99,56 @@ describe("a handler's memory limit", function()
     assert.equal(0, host:stop(10))
   end)
 
+  it("carries out the outcome of an entry that finished once when the next one, started by its end, goes past the limit", function()
+    local srv = helper.redis_start()
+    -- One worker: the sleeper's end starts the grower, which goes past the
+    -- limit while the sleeper's finish is still under way.
+    local dir = helper.handlers_dir({
+      ["grow.lua"] = [[
+local ls = require "luastream"
+local keep = {}
+return {
+  stream = "big", group = "g", memory = 16 * 1024 * 1024, workers = 1, max_deliveries = 1,
+  dead_letter = "big.dead",
+  handle = function(msg)
+    if msg.nap then ls.sleep(200) end
+    if msg.grow then
+      while true do keep[#keep + 1] = string.rep("x", 1000) .. #keep end
+    end
+    ls.log.info("small", { n = msg.n, kept = #keep })
+  end,
+}
+]],
+    })
+    local host = helper.host_start({}, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    -- In one script, so that one read brings all three: the grower waits in
+    -- the lane while the sleeper sleeps.
+    local ids = assert(srv:call("EVAL", [[
+local ids = {}
+for i, data in ipairs(ARGV) do ids[i] = redis.call("XADD", "big", "*", "data", data) end
+return ids
+]], "0", '{"nap":true,"n":1}', '{"grow":true}', '{"n":3}'))
+    local grow = ids[2]
+    host:wait_records({ msg = "small", n = "3" }, 1, 20, "the entry after the grower")
+    local past = host:records({ msg = PAST })
+    assert.equal(1, #past, host:log())
+    assert.equal(grow, past[1].id)
+    assert.equal("1", past[1].failed)
+    assert.equal(1, #host:records({ msg = "small", n = "1" }))
+    assert.equal("0", host:records({ msg = "small", n = "3" })[1].kept)
+    local dead = host:records({ msg = "entry dead-lettered" })
+    assert.equal(1, #dead, host:log())
+    assert.equal(grow, dead[1].id)
+    assert.equal("memory", dead[1].reason)
+    helper.wait_until(function() return #srv:pending_ids("big", "g") == 0 end, 10, "the acks")
+    local letters = srv:xrange("big.dead")
+    assert.equal(1, #letters)
+    assert.equal(grow, letters[1].fields["dead-letter-id"])
+    assert.is_true(host:alive())
+    assert.equal(0, host:stop(10))
+  end)
+
   it("check refuses a bad memory field, naming file and field", function()
     local dir = helper.handlers_dir({ ["grow.lua"] = grower('memory = "lots",', "one") })
     local code, stdout, stderr = helper.luastream("check", dir, { timeout = 20 })

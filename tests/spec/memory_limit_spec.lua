@@ -19,7 +19,7 @@ end
 
 -- {grow = true} fills a table the state keeps until allocation fails (a
 -- pcall in the handler catches that, and the delivery fails all the same);
--- {nap = true} sleeps a second first; anything else logs what the state
+-- {nap = true} sleeps a second first ({fail = true}: then raises); anything else logs what the state
 -- kept and which text of the file ran.
 local function grower(mark, extra)
   return string.format([[
@@ -36,6 +36,7 @@ return {
       return
     end
     if msg.nap then ls.sleep(1000) end
+    if msg.fail then error("failed after its nap") end
     ls.log.info("small", { kept = #keep, mark = %q, n = msg.n })
   end,
 }
@@ -107,6 +108,49 @@ describe("a handler's memory limit", function()
     app:publish("big", { n = 2 })
     assert.equal("0", app:records("small")[1].kept)
   end)
+
+  -- The sleeper finishes from its timer (returning or raising); its done
+  -- callback starts the grower (one worker), which goes past the limit before
+  -- the sleeper's finish is over: the sleeper is no longer running then, and
+  -- its outcome is carried out once.
+  for _, case in ipairs({ { fail = false, outcome = "ack" }, { fail = true, outcome = "error" } }) do
+    it("leaves an entry that just finished out of the failure of the one its done started (fail = "
+      .. tostring(case.fail) .. ")", function()
+      write(dir .. "/grow.lua", grower("one", 'workers = 1, max_deliveries = 1, dead_letter = "big.dead",'))
+      app = testing.app(dir, { handler_errors = "record" })
+      local nap = app:publish("big", { nap = true, fail = case.fail or nil })
+      local grow = app:publish("big", { grow = true })
+      local after = app:publish("big", { n = 3 })
+      assert.equal(0, #app:received("grow"))
+      app:advance("1s")
+      local got = app:received("grow")
+      assert.equal(3, #got)
+      local by = by_id(got)
+      assert.equal(case.outcome, by[nap].outcome)
+      if case.fail then
+        assert.equal("handler-error", by[nap].reason)
+        assert.truthy(by[nap].error:find("failed after its nap", 1, true), by[nap].error)
+      end
+      assert.equal("error", by[grow].outcome)
+      assert.equal("memory", by[grow].reason)
+      assert.truthy(by[grow].error:find("while this entry ran", 1, true), by[grow].error)
+      assert.equal("ack", by[after].outcome)
+      local past = app:records("handler state went past its memory limit: the entries running on it fail, " ..
+        "a fresh state of the same version takes over")
+      assert.equal(1, #past)
+      assert.equal(grow, past[1].id)
+      assert.equal("1", past[1].failed)
+      local dead = {}
+      for _, d in ipairs(app:entries("big.dead")) do dead[d.fields["dead-letter-id"]] = d end
+      assert.equal("memory", dead[grow].fields["dead-letter-reason"])
+      assert.equal(case.fail and "handler-error" or nil, dead[nap] and dead[nap].fields["dead-letter-reason"])
+      assert.equal(case.fail and 2 or 1, #app:entries("big.dead"))
+      assert.equal(0, #app:pending("big", "g"))
+      local small = app:records("small")
+      assert.equal(case.fail and 1 or 2, #small)
+      assert.equal("0", small[#small].kept)
+    end)
+  end
 
   it("takes a new memory on reload without restarting the subscription", function()
     write(dir .. "/grow.lua", grower("one"))
