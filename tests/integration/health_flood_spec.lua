@@ -29,7 +29,9 @@ return {
 -- connections: the endpoint is then at its cap.
 local function flood(port)
   local out = files.tmpdir("flood") .. "/flood.log"
-  local proc = helper.spawn({ "luajit", "tests/integration/support/flood.lua", port, IDLE, SLOW, 120 },
+  -- descriptors enough for every connection, whatever the runner's limit
+  local proc = helper.spawn({ "prlimit", "--nofile=" .. (IDLE + SLOW + 64), "--",
+    "luajit", "tests/integration/support/flood.lua", port, IDLE, SLOW, 120 },
     { stdout = out, stderr = "stdout", pdeathsig = true })
   registry.procs[#registry.procs + 1] = proc
   helper.wait_until(function()
@@ -37,6 +39,8 @@ local function flood(port)
     local closed = ok and tonumber(text:match("closed=(%d+)\n$"))
     return closed and closed > 0
   end, 30, "the flood at the endpoint's cap")
+  local opened = tonumber(helper.read_file(out):match("^flood open=(%d+)"))
+  assert.equal(IDLE + SLOW, opened, "connections the flood opened at once")
   return proc
 end
 

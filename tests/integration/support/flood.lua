@@ -8,7 +8,8 @@
 -- IDLE connections send nothing; SLOW ones send a request line and then one
 -- byte of a never-ending header every 100 ms. Every connection is
 -- non-blocking: one the kernel has not completed yet counts as open, as it
--- holds a place in the server's backlog. Prints "flood open=N closed=M" once
+-- holds a place in the server's backlog. Prints "flood open=N closed=M" (N: the
+-- connections open, fewer than asked when out of descriptors) once
 -- every connection has been opened the first time and then every second (M:
 -- connections the server closed so far), and stops after SECONDS (default
 -- 600) or when killed.
@@ -45,8 +46,12 @@ local function open(i)
   sent[i] = 0
 end
 
-for i = 0, n - 1 do open(i) end
-io.stdout:write(string.format("flood open=%d closed=0\n", n))
+local opened = 0
+for i = 0, n - 1 do
+  open(i)
+  if pfds[i].fd >= 0 then opened = opened + 1 end
+end
+io.stdout:write(string.format("flood open=%d closed=0\n", opened))
 io.stdout:flush()
 
 local buf = ffi.new("char[512]")
@@ -81,7 +86,11 @@ while sys.now() - start < seconds do
   end
   if now >= next_report then
     next_report = now + 1
-    io.stdout:write(string.format("flood open=%d closed=%d\n", n, closed))
+    local now_open = 0
+    for i = 0, n - 1 do
+      if pfds[i].fd >= 0 then now_open = now_open + 1 end
+    end
+    io.stdout:write(string.format("flood open=%d closed=%d\n", now_open, closed))
     io.stdout:flush()
   end
 end
