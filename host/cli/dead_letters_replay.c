@@ -9,6 +9,7 @@
 
 #include "client.h"
 #include "dead_letters_entry.h"
+#include "grow.h"
 #include "handler_name.h"
 #include "host.h"
 #include "options.h"
@@ -29,9 +30,9 @@ struct dl_replay {
   const char *const *ids; /* --id, or NULL for --all */
   int nids;
   struct dl_pair *pairs; /* the handlers of DIR whose dead_letter is STREAM */
-  size_t npairs;
+  size_t npairs, pairs_cap;
   char **others; /* the other dead_letter streams of DIR, for a refusal */
-  size_t nothers;
+  size_t nothers, others_cap;
   bool oom;
   bool told;                /* say_allowed has run */
   char after[64], last[64]; /* --all: where the next batch starts and ends */
@@ -41,6 +42,7 @@ struct dl_replay {
 
 /* ---- what DIR allows ---- */
 
+/* "a, b", or a copy of b when a is NULL. */
 static char *join(const char *a, const char *b) {
   size_t la = a ? strlen(a) : 0, lb = strlen(b);
   char *s = malloc(la + lb + 3);
@@ -54,23 +56,18 @@ static char *join(const char *a, const char *b) {
   return s;
 }
 
-static bool grow(void **arr, size_t n, size_t size) {
-  void *p = realloc(*arr, (n + 1) * size);
-  if (p == NULL) return false;
-  *arr = p;
-  return true;
-}
-
 static void take_spec(struct dl_replay *rp, const struct handler_spec *s) {
   if (s->dead_letter == NULL || rp->oom) return;
   if (strcmp(s->dead_letter, rp->stream) != 0) {
     for (size_t i = 0; i < rp->nothers; i++)
       if (!strcmp(rp->others[i], s->dead_letter)) return;
-    if (!grow((void **)&rp->others, rp->nothers, sizeof *rp->others) ||
-        (rp->others[rp->nothers] = join(NULL, s->dead_letter)) == NULL) {
+    char **others = grow(rp->others, &rp->others_cap, rp->nothers + 1, sizeof *others, 4);
+    if (others == NULL || (others[rp->nothers] = strdup(s->dead_letter)) == NULL) {
+      if (others) rp->others = others;
       rp->oom = true;
       return;
     }
+    rp->others = others;
     rp->nothers++;
     return;
   }
@@ -79,12 +76,14 @@ static void take_spec(struct dl_replay *rp, const struct handler_spec *s) {
     if (!strcmp(rp->pairs[i].stream, s->stream) && !strcmp(rp->pairs[i].group, s->group))
       p = &rp->pairs[i];
   if (p == NULL) {
-    if (!grow((void **)&rp->pairs, rp->npairs, sizeof *rp->pairs)) {
+    struct dl_pair *pairs = grow(rp->pairs, &rp->pairs_cap, rp->npairs + 1, sizeof *pairs, 4);
+    if (pairs == NULL) {
       rp->oom = true;
       return;
     }
+    rp->pairs = pairs;
     p = &rp->pairs[rp->npairs++];
-    *p = (struct dl_pair){join(NULL, s->stream), join(NULL, s->group), NULL};
+    *p = (struct dl_pair){strdup(s->stream), strdup(s->group), NULL};
   }
   char *handlers = join(p->handlers, handler_name_file(s->path));
   free(p->handlers);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "keyslot.h"
 #include "scripts.h"
 
@@ -125,27 +126,28 @@ void lease_holder_text(const char *value, char *out, size_t len) {
     snprintf(out, len, "\"%.200s\" (not written by luastream)", value);
 }
 
-/* The holder is a process of this machine that no longer exists. */
-static bool holder_gone(const char *value, const char *mine) {
-  long pid, my_pid;
-  char machine[128], my_machine[128];
-  const char *host, *my_host;
-  if (!parse_value(value, &pid, machine, sizeof machine, &host)) return false;
-  if (!parse_value(mine, &my_pid, my_machine, sizeof my_machine, &my_host)) return false;
-  if (strcmp(machine, my_machine) != 0 || strncmp(machine, "unknown/", 8) == 0) return false;
-  if (pid <= 0 || pid == my_pid) return false;
-  return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-}
-
-int lease_holder_alive_here(const char *value, const char *mine) {
+/* The pid of the holder when it is another process of this machine (known
+ * by its boot and pid namespace), else 0. Not this process: a holder of ours
+ * is a host of it that is gone. */
+static pid_t other_process_here(const char *value, const char *mine) {
   long pid, my_pid;
   char machine[128], my_machine[128];
   const char *host, *my_host;
   if (!parse_value(value, &pid, machine, sizeof machine, &host)) return 0;
   if (!parse_value(mine, &my_pid, my_machine, sizeof my_machine, &my_host)) return 0;
   if (strcmp(machine, my_machine) != 0 || strncmp(machine, "unknown/", 8) == 0) return 0;
-  if (pid <= 0 || pid == my_pid) return 0; /* this process: a host of it that is gone */
-  return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+  return pid <= 0 || pid == my_pid ? 0 : (pid_t)pid;
+}
+
+/* The holder is a process of this machine that no longer exists. */
+static bool holder_gone(const char *value, const char *mine) {
+  pid_t pid = other_process_here(value, mine);
+  return pid && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+int lease_holder_alive_here(const char *value, const char *mine) {
+  pid_t pid = other_process_here(value, mine);
+  return pid && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
 char *lease_key(const char *stream, const char *group, const char *consumer) {
@@ -438,13 +440,9 @@ void lease_keepalive_free(lease_keepalive *ka) {
 }
 
 static int keepalive_add(lease_keepalive *ka, lease *l) {
-  if (ka->n == ka->cap) {
-    size_t cap = ka->cap ? 2 * ka->cap : 8;
-    lease **v = realloc(ka->v, cap * sizeof *v);
-    if (v == NULL) return -1;
-    ka->v = v;
-    ka->cap = cap;
-  }
+  lease **v = grow(ka->v, &ka->cap, ka->n + 1, sizeof *v, 8);
+  if (v == NULL) return -1;
+  ka->v = v;
   ka->v[ka->n++] = l;
   l->ka = ka;
   if (ka->n == 1) timer_start(ka->timer, LEASE_RENEW_MS);
