@@ -160,14 +160,20 @@ static bool finish_report(struct rt_job *job, const struct rt_result *res) {
   return j->renewals == renewals;
 }
 
+/* Frees a job that no Lua state holds any more (its state was renewed), and
+ * counts it done. The caller checks for a drain. */
+static void job_discard(struct rt_job *job) {
+  job->pool->count--;
+  if (job->timer) timer_free(job->timer);
+  free(job);
+}
+
 /* job_end for a job whose state was renewed while it was reported: its
  * coroutine and registry ref were the old state's, closed with it. */
 static void job_forget(struct rt_job *job) {
   struct jobs *j = job->pool;
   wait_session_end(job);
-  if (job->timer) timer_free(job->timer);
-  free(job);
-  j->count--;
+  job_discard(job);
   drain_if_done(j);
 }
 
@@ -341,9 +347,7 @@ static void fail_on_memory(struct jobs *j, const struct rt_job *culprit) {
     struct rt_result res = {
         .kind = RT_ERROR, .reason = REASON_MEMORY, .text = text, .text_len = strlen(text)};
     report(job, &res);
-    j->count--;
-    if (job->timer) timer_free(job->timer);
-    free(job);
+    job_discard(job);
   }
   drain_if_done(j); /* may free the pool */
 }
