@@ -568,6 +568,20 @@ void log_line(enum log_level level, const char *handler, const char *msg, ...) {
   errno = saved_errno;
 }
 
+void log_text(enum log_level level, const char *msg, const char *text) {
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    char line[4096];
+    snprintf(line, sizeof line, "%.*s", (int)n, p);
+    if (msg)
+      log_line(level, NULL, msg, "error", line, NULL);
+    else
+      log_line(level, NULL, line, NULL);
+    p += nl ? n + 1 : n;
+  }
+}
+
 void log_line_pairs(enum log_level level, const char *handler, const char *msg, size_t n,
                     const char *const *kv, const size_t *kvlen, const unsigned char *numeric) {
   if (level < min_level) return;

@@ -83,6 +83,10 @@ const char *log_level_name(enum log_level level);
  * with log_truncated=true). errno is preserved. */
 void log_line(enum log_level level, const char *handler, const char *msg, ...);
 
+/* Writes each line of text (lines end with '\n'; the last may not) as a line
+ * of the log: as its message when msg is NULL, else as msg's `error`. */
+void log_text(enum log_level level, const char *msg, const char *text);
+
 /* Writes one line with n key/value pairs given as kv[2i], kv[2i+1] with their
  * lengths (binary safe); used by the Lua side. numeric[i] nonzero marks pair
  * i's value as a number (NULL: none is). Keys and values are cleaned and

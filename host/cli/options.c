@@ -700,16 +700,7 @@ static void warn(struct cli_options *o, FILE *err, const char *fmt, ...) {
   snprintf(o->warnings + used, sizeof o->warnings - used, "%s\n", line);
 }
 
-void cli_log_warnings(const struct cli_options *o) {
-  for (const char *p = o->warnings; *p;) {
-    const char *nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    char line[1024];
-    snprintf(line, sizeof line, "%.*s", (int)n, p);
-    log_line(LOG_WARN, NULL, line, NULL);
-    p += nl ? n + 1 : n;
-  }
-}
+void cli_log_warnings(const struct cli_options *o) { log_text(LOG_WARN, NULL, o->warnings); }
 
 /* The first line of path, trailing blanks and line end stripped, into buf.
  * Returns 0, or -1 (reported). Warns when others may read the file. */

@@ -279,18 +279,10 @@ static int run_attach(struct run *r, bool reload, uint64_t watchdog_ms) {
  * with --log-format json one error record per line, so that every line on
  * stderr is JSON. */
 static void say_lines(const char *msg, const char *text) {
-  if (log_get_format() != LOG_FORMAT_JSON) {
+  if (log_get_format() == LOG_FORMAT_JSON)
+    log_text(LOG_ERROR, msg, text);
+  else
     fputs(text, stderr);
-    return;
-  }
-  for (const char *p = text; *p;) {
-    const char *nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    char line[4096];
-    snprintf(line, sizeof line, "%.*s", (int)n, p);
-    log_line(LOG_ERROR, NULL, msg, "error", line, NULL);
-    p += nl ? n + 1 : n;
-  }
 }
 
 /* One such line, formatted: "luastream: ..." as text. */
