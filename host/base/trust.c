@@ -106,7 +106,7 @@ static int check_path(const struct trust *t, const char *path, bool file, char *
   if (path[0] == '/') {
     snprintf(todo, sizeof todo, "%s", path);
   } else {
-    if (getcwd(cur, sizeof cur) == NULL) goto failed_cwd;
+    if (getcwd(cur, sizeof cur) == NULL) goto failed;
     snprintf(todo, sizeof todo, "%s/%s", cur, path);
     cur[0] = '\0';
   }
@@ -173,7 +173,6 @@ static int check_path(const struct trust *t, const char *path, bool file, char *
     memcpy(cur, next, strlen(next) + 1);
   }
   return 0;
-failed_cwd:
 failed:
   snprintf(err, errlen, "%s: cannot check who can change it: %s", path, strerror(errno));
   return -1;
