@@ -20,15 +20,21 @@ void client_done(struct client *c, int status) {
   }
 }
 
-int client_send(struct client *c, const struct bk_args *a, bk_reply_cb *cb) {
-  if (c->finished) return -1;
-  if (bk_command(c->b, c->conn, a->argc, a->argv, a->argvlen, cb, c) != 0) {
+/* Sends a, its reply to cb(data); the session ends (status 1) when it
+ * cannot be sent. */
+static int send_args(struct client *c, const struct bk_args *a, bk_reply_cb *cb, void *data) {
+  if (bk_command(c->b, c->conn, a->argc, a->argv, a->argvlen, cb, data) != 0) {
     fprintf(stderr, "luastream: lost the connection to %s\n", c->b->name);
     client_done(c, 1);
     return -1;
   }
   timer_start(c->timeout, CLIENT_TIMEOUT_MS);
   return 0;
+}
+
+int client_send(struct client *c, const struct bk_args *a, bk_reply_cb *cb) {
+  if (c->finished) return -1;
+  return send_args(c, a, cb, c);
 }
 
 /* One command of client_send_with: what its reply is handed to. */
@@ -53,13 +59,10 @@ int client_send_with(struct client *c, const struct bk_args *a, client_reply_fn 
     return -1;
   }
   *req = (struct client_request){c, cb, arg};
-  if (bk_command(c->b, c->conn, a->argc, a->argv, a->argvlen, request_answered, req) != 0) {
+  if (send_args(c, a, request_answered, req) != 0) {
     free(req);
-    fprintf(stderr, "luastream: lost the connection to %s\n", c->b->name);
-    client_done(c, 1);
     return -1;
   }
-  timer_start(c->timeout, CLIENT_TIMEOUT_MS);
   return 0;
 }
 
