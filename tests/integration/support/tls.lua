@@ -185,6 +185,54 @@ function tls.redis_certs(dir)
   return set
 end
 
+--[[ redis_start's opts.tls for a server of certs (redis_certs): the server
+certificate, trusting the test CA, asking clients for a certificate
+(auth_clients "yes"), redis-cli and the server's own connections presenting
+certs.peer. more: fields that replace these (auth_clients, cluster, ...). ]]
+function tls.server_opts(certs, more)
+  local t = {
+    cert = certs.server.cert, key = certs.server.key, ca = certs.ca.cert,
+    client_cert = certs.peer.cert, client_key = certs.peer.key, auth_clients = "yes",
+  }
+  for k, v in pairs(more or {}) do t[k] = v end
+  return t
+end
+
+--[[ luastream's options for a TLS connection with certs: --tls-ca (the test
+CA) and the client certificate (client, default certs.client) with its key
+(--tls-cert, --tls-key). ]]
+function tls.client_args(certs, client)
+  client = client or certs.client
+  return { "--tls-ca", certs.ca.cert, "--tls-cert", client.cert, "--tls-key", client.key }
+end
+
+--- A URL query value, percent-encoded (every byte but unreserved ones).
+function tls.encode(s)
+  return (s:gsub("[^%w%-%._~]", function(c) return string.format("%%%02X", c:byte()) end))
+end
+
+--[[ The query string that gives the options of client_args in the URL:
+"?tls_ca=...&tls_cert=...&tls_key=...", values percent-encoded. ]]
+function tls.url_params(certs, client)
+  client = client or certs.client
+  return "?tls_ca=" .. tls.encode(certs.ca.cert) .. "&tls_cert=" .. tls.encode(client.cert)
+    .. "&tls_key=" .. tls.encode(client.key)
+end
+
+--[[ Puts the certificate and key of pair ({cert =, key =}) at cert_path and
+key_path (mode 600) as a deploy does: each written beside and renamed over,
+so that a reader sees the old file or the new one, never half of one. ]]
+function tls.install(pair, cert_path, key_path)
+  local function put(from, to, mode)
+    files.write_file(to .. ".new", files.read_file(from))
+    assert(sys.C.chmod(to .. ".new", tonumber(mode, 8)) == 0, "chmod " .. to)
+    assert(os.rename(to .. ".new", to))
+  end
+  put(pair.cert, cert_path, "644")
+  put(pair.key, key_path, "600")
+  return { cert = cert_path, key = key_path }
+end
+
 --[[ Makes a test CA and a server certificate signed by it in dir (a fresh temp
 folder when nil), valid for 2 days, for IP:127.0.0.1 and DNS:localhost.
 Returns {dir =, ca_file = "DIR/ca.pem", cert_file = "DIR/server.pem",
