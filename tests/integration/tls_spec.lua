@@ -27,6 +27,20 @@ return {
 }
 ]]
 
+-- `luastream ARGS...`, where an argument may be a list (spliced in); a last
+-- table without a list part is processes.run's options.
+local function luastream(...)
+  local argv = {}
+  for _, a in ipairs { ... } do
+    if type(a) == "table" and #a > 0 then
+      for _, x in ipairs(a) do argv[#argv + 1] = x end
+    else
+      argv[#argv + 1] = a
+    end
+  end
+  return helper.luastream(unpack(argv))
+end
+
 local function post_dir() return helper.handlers_dir({ ["post.lua"] = POST }) end
 
 -- list followed by the rest of the arguments.
@@ -157,7 +171,7 @@ describe("TLS to a Redis server", function()
       "--tls-key", certs.client.key_enc, "--tls-key-password-file", certs.client.password_file }
 
     -- publish with options and the encrypted key
-    local code, out, err = helper.luastream(unpack(plus({ "publish", "--redis", base }, unpack(encrypted))),
+    local code, out, err = luastream("publish", "--redis", base, encrypted,
       "payments", helper.payment(1, "acme", 500), "--key", "acme")
     assert.equal(0, code, out .. err)
     local first = helper.trim(out)
@@ -180,7 +194,7 @@ describe("TLS to a Redis server", function()
     -- run with the encrypted key and its password file as options
     host = helper.host_start(encrypted, { url = base, dir = post_dir() })
     host:wait_log(READY, 20, { plain = true })
-    code, out, err = helper.luastream(unpack(plus({ "publish", "--redis", base }, unpack(tls.client_args(certs)))),
+    code, out, err = luastream("publish", "--redis", base, tls.client_args(certs),
       "payments", helper.payment(3, "acme", 900))
     assert.equal(0, code, out .. err)
     host:wait_records({ msg = "payment posted", payment_id = "3" }, 1, 20, "the payment published last")
@@ -188,8 +202,7 @@ describe("TLS to a Redis server", function()
     assert.equal(0, host:stop())
 
     -- status reads the group over TLS
-    code, out, err = helper.luastream(unpack(plus({ "status", "--redis", base }, unpack(tls.client_args(certs)))),
-      "payments")
+    code, out, err = luastream("status", "--redis", base, tls.client_args(certs), "payments")
     assert(code == 0 or code == 1, "status exit " .. code .. ": " .. out .. err)
     assert.matches("ledger", out, 1, true)
     code, out, err = helper.luastream("status", "--redis", base .. tls.url_params(certs), "--json", "payments")
@@ -199,8 +212,7 @@ describe("TLS to a Redis server", function()
     -- dead-letters list over TLS
     local dl = srv:cli("XADD", "payments.dead", "*", "data", "{}", "dead-letter-stream", "payments",
       "dead-letter-group", "ledger", "dead-letter-id", first, "dead-letter-reason", "rejected")
-    code, out, err = helper.luastream(unpack(plus({ "dead-letters", "list", "--redis", base },
-      unpack(tls.client_args(certs)))), "payments.dead")
+    code, out, err = luastream("dead-letters", "list", "--redis", base, tls.client_args(certs), "payments.dead")
     assert.equal(0, code, out .. err)
     assert.matches(dl, out, 1, true)
     assert.matches("rejected", out, 1, true)
@@ -406,8 +418,8 @@ describe("TLS failures at start", function()
       { srv.url, { "--tls-ca", certs.ca.cert, "--tls-cert", certs.client.cert, "--tls-key", loose },
         { loose, "chmod 600" } },
       { srv.url .. tls.url_params(certs) .. "&tls_skip_verify=1", {}, { "tls_skip_verify" } },
-      { "redis://127.0.0.1:" .. srv.port, tls.client_args(certs), { "--tls-ca", "rediss://" } },
-      { "redis://127.0.0.1:" .. srv.port .. tls.url_params(certs), {}, { "tls_ca", "rediss://" } },
+      { "redis://127.0.0.1:" .. srv.port, tls.client_args(certs), { "--tls-ca" } },
+      { "redis://127.0.0.1:" .. srv.port .. tls.url_params(certs), {}, { "tls_ca" } },
       { srv.url .. "?tls_ca=" .. tls.encode(certs.ca.cert), tls.client_args(certs), { "tls_ca", "--tls-ca" } },
     }
     for _, case in ipairs(cases) do
