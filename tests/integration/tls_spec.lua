@@ -248,7 +248,7 @@ return {
 
   it("uses the certificate files put in place when SIGHUP comes, also from a CA the server trusts alone after", function()
     local certs = tls.redis_certs()
-    local srv = helper.redis_start({ tls = tls.server_opts(certs) })
+    local srv = helper.redis_start({ tls = tls.server_opts(certs), appendonly = true, args = { "--appendfsync", "always" } })
     -- the host's client certificate, in files a deploy replaces
     local dir = helper.tmpdir("host-certs")
     local mine = tls.install(certs.client, dir .. "/client.pem", dir .. "/client.key")
@@ -286,7 +286,7 @@ return {
 
   it("says on /readyz that the server's certificate is not trusted once it is, ready again when it is fixed", function()
     local certs = tls.redis_certs()
-    local srv = helper.redis_start({ tls = tls.server_opts(certs) })
+    local srv = helper.redis_start({ tls = tls.server_opts(certs), appendonly = true, args = { "--appendfsync", "always" } })
     local host = helper.host_start(plus(tls.client_args(certs), "--http", "127.0.0.1:0"),
       { server = srv, dir = post_dir() })
     local port = helper.health_port(host)
