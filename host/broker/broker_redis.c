@@ -136,9 +136,9 @@ struct rconn {
   const char *hint;      /* ... and what to do about it */
   int logged_lost;       /* this outage was logged */
   enum bk_fault fault;   /* the last failure since last up */
-  char fault_why[256];   /* ... and why */
-  char reason[256];      /* why we ended this attempt ourselves, "" if we did not */
-  char lost[600];        /* "connection lost: ..." for drained callbacks */
+  char fault_why[512];   /* ... and why */
+  char reason[512];      /* why we ended this attempt ourselves, "" if we did not */
+  char lost[640];        /* "connection lost: ..." for drained callbacks */
   int timed_out;         /* the drop was the command timeout's (counted as such) */
   size_t bulk_max;       /* reply_limit: a longer bulk string drops the connection; 0: none */
   size_t reply_max;      /* ... and a reply that takes more; 0: none */
@@ -342,15 +342,26 @@ static void drop(struct rconn *c, const char *why) {
   resp_conn_drop(c->rc, c->reason);
 }
 
+/* A TLS failure that retrying cannot fix: what failed and what to pass are
+ * in why. A cluster node that does not speak TLS was announced with its
+ * plaintext port. */
+static const char *tls_denied(struct rconn *c, const char *why) {
+  c->denied = "redis TLS handshake failed";
+  c->hint = NULL;
+  if (c->b->url.cluster_node && strstr(why, "not speaking TLS"))
+    snprintf(c->fault_why, sizeof c->fault_why,
+             "TLS: cluster node %s:%d is not speaking TLS: the cluster announces its plaintext "
+             "ports; with rediss:// every node must announce its TLS port (tls-cluster yes)",
+             c->ip, c->port);
+  else
+    snprintf(c->fault_why, sizeof c->fault_why, "%s", why);
+  return c->fault_why;
+}
+
 /* The connection ended by itself, or by drop. */
 static void on_down(void *data, const char *why, int denied) {
   struct rconn *c = data;
-  if (denied && !c->denied) {
-    /* TLS: what failed and what to pass are in why. */
-    c->denied = "redis TLS handshake failed";
-    c->hint = NULL;
-    snprintf(c->fault_why, sizeof c->fault_why, "%s", why);
-  }
+  if (denied && !c->denied) why = tls_denied(c, why);
   ctx_gone(c, why);
 }
 
@@ -747,9 +758,7 @@ static void on_timer(uv_timer_t *t) {
                "TLS: the server is not speaking TLS (no answer to the TLS handshake within %d "
                "ms): a plaintext port takes redis://, not rediss://",
                CONNECT_TIMEOUT_MS);
-      c->denied = "redis TLS handshake failed";
-      c->hint = NULL;
-      snprintf(c->fault_why, sizeof c->fault_why, "%s", c->reason);
+      snprintf(c->reason, sizeof c->reason, "%s", tls_denied(c, c->reason));
     } else {
       snprintf(c->reason, sizeof c->reason, "no answer within %d ms", CONNECT_TIMEOUT_MS);
     }

@@ -65,6 +65,7 @@ struct redis_url {
   char sentinel_user[128];     /* decoded; empty when not given */
   char sentinel_password[256]; /* decoded; empty when not given */
   struct url_tls tls;
+  int cluster_node;            /* a node a cluster named (not parsed: set by broker_cluster) */
   char redacted[URL_TEXT_MAX]; /* the URL as written, password shown as "***" */
 };
 
