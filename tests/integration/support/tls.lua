@@ -68,10 +68,8 @@ function tls.make_ca(dir, base, name, opts)
   return ca
 end
 
--- "YYYYMMDDHHMMSSZ" for `openssl ca -startdate/-enddate`, `days` from now.
-local function ca_time(days)
-  return os.date("!%Y%m%d%H%M%SZ", os.time() + math.floor(days * 86400))
-end
+-- "YYYYMMDDHHMMSSZ" (UTC) for `openssl ca -startdate/-enddate`.
+local function ca_time(t) return os.date("!%Y%m%d%H%M%SZ", t) end
 
 --[[ Issues a certificate signed by ca into ca.dir: BASE.pem and BASE.key
 (mode 600). opts: cn (default "localhost"), san (default
@@ -80,7 +78,7 @@ end
 valid from 10 days ago until 1 day ago, made with `openssl ca`, which takes
 explicit dates), password (also writes BASE.enc.key, the key encrypted with it,
 and BASE.password, the password file). Returns {cert =, key =, key_enc =,
-password_file =}. ]]
+password_file =, expired_on = (expired: "YYYY-MM-DD", UTC)}. ]]
 function tls.issue(ca, base, opts)
   require_openssl()
   opts = opts or {}
@@ -100,8 +98,10 @@ function tls.issue(ca, base, opts)
   local san = opts.san
   if san == nil then san = "IP:127.0.0.1,DNS:localhost" end
   if san then ext[#ext + 1] = "subjectAltName=" .. san end
+  local expired_on
   if opts.expired then
     -- x509 -req only counts days from now; `openssl ca` takes both dates.
+    local now = os.time()
     local db = dir .. "/" .. base .. ".db"
     os.execute("mkdir -p " .. files.shell_quote(db))
     files.write_file(db .. "/index.txt", "")
@@ -117,8 +117,9 @@ function tls.issue(ca, base, opts)
     openssl({
       "ca", "-batch", "-config", db .. "/ca.cnf", "-cert", ca.cert, "-keyfile", ca.key,
       "-in", csr, "-out", cert, "-notext", "-extensions", "ext",
-      "-startdate", ca_time(-10), "-enddate", ca_time(-1),
+      "-startdate", ca_time(now - 10 * 86400), "-enddate", ca_time(now - 86400),
     })
+    expired_on = os.date("!%Y-%m-%d", now - 86400)
   else
     local extfile = dir .. "/" .. base .. ".ext"
     files.write_file(extfile, table.concat(ext, "\n") .. "\n")
@@ -128,7 +129,7 @@ function tls.issue(ca, base, opts)
       "-extfile", extfile, "-out", cert,
     })
   end
-  local out = { cert = cert, key = key }
+  local out = { cert = cert, key = key, expired_on = expired_on }
   if opts.password then
     out.password_file = dir .. "/" .. base .. ".password"
     files.write_file(out.password_file, opts.password .. "\n")
