@@ -77,11 +77,19 @@ local function handshakes(port)
   return sum
 end
 
-local function expiry_days(port, which)
-  for labels, v in pairs(samples(port, "luastream_redis_tls_certificate_expiry_days")) do
-    if labels:find('certificate="' .. which .. '"', 1, true) then return v end
+-- The expiry gauge of the client certificate, or of server (IP:PORT)'s.
+local function expiry_days(port, which, server)
+  local all = samples(port, "luastream_redis_tls_certificate_expiry_days")
+  for labels, v in pairs(all) do
+    if labels:find('certificate="' .. which .. '"', 1, true)
+      and (not server or labels:find('server="' .. server .. '"', 1, true)) then
+      return v
+    end
   end
-  error("no luastream_redis_tls_certificate_expiry_days{certificate=\"" .. which .. "\"}")
+  local seen = {}
+  for labels in pairs(all) do seen[#seen + 1] = labels end
+  error(string.format("no luastream_redis_tls_certificate_expiry_days for %s %s among: %s", which, server or "",
+    table.concat(seen, " ")))
 end
 
 -- Clients of srv other than the redis-cli asking (CLIENT LIST): the host's.
@@ -121,7 +129,8 @@ describe("TLS to a Redis server", function()
 
     -- The expiry gauges: the client certificate is valid for 10 days, the
     -- server's for 20, both from a few seconds ago.
-    local client_days, server_days = expiry_days(port, "client"), expiry_days(port, "server")
+    local client_days = expiry_days(port, "client")
+    local server_days = expiry_days(port, "server", "127.0.0.1:" .. srv.port)
     assert(client_days > 9.9 and client_days <= 10, "client certificate expires in " .. client_days .. " days")
     assert(server_days > 19.9 and server_days <= 20, "server certificate expires in " .. server_days .. " days")
 
@@ -258,12 +267,31 @@ return {
     srv:cli("XADD", "payments", "*", "data", '{"id":1}')
     host:wait_records(POSTED, 1, 20, "a payment before the rotation")
 
+    -- SIGHUP, and the host says it read the files again.
+    local function hup()
+      local mark = host:mark()
+      host:signal("HUP")
+      return host:wait_log('msg="TLS files re-read"', 15, { plain = true, after = mark })
+    end
+
     -- A new certificate from the same CA; the server restarts, the host reconnects.
     tls.install(certs:rotated_client(), mine.cert, mine.key)
-    host:signal("HUP")
+    hup()
     srv:restart()
     srv:cli("XADD", "payments", "*", "data", '{"id":2}')
     host:wait_records(POSTED, 2, 30, "a payment after the rotation and the server's restart")
+
+    -- A certificate file that does not load: said, and the files read before stay.
+    helper.write_file(mine.cert, "not a certificate\n")
+    local mark = host:mark()
+    host:signal("HUP")
+    host:wait_records(function(r)
+      return r._pos > mark and (r.level == "error" or r.level == "warn") and r._line:find(mine.cert, 1, true) ~= nil
+    end, 1, 15, "an error naming the certificate file that does not load")
+    srv:restart()
+    srv:cli("XADD", "payments", "*", "data", '{"id":20}')
+    host:wait_records(POSTED, 3, 30, "a payment on the certificate read before")
+    assert.equal(0, host:count(function(r) return r._pos > mark and r.msg == "TLS files re-read" end))
 
     -- Stricter: the server now trusts only a new client CA, so only the new
     -- file can be the certificate the host presents.
@@ -271,7 +299,7 @@ return {
     local newer = tls.issue(client_ca, "client-b", { cn = "luastream b", usage = "client" })
     local peer_b = tls.issue(client_ca, "peer-b", { cn = "redis peer b", usage = "client" })
     tls.install(newer, mine.cert, mine.key)
-    host:signal("HUP")
+    hup()
     srv.tls.ca, srv.tls.client_cert, srv.tls.client_key = client_ca.cert, peer_b.cert, peer_b.key
     srv.tls.cli_ca = certs.ca.cert -- the server's own certificate is still the first CA's
     srv:restart()
@@ -280,7 +308,7 @@ return {
       "--cert", certs.client.cert, "--key", certs.client.key, "PING" }, { timeout = 10 })
     assert(code ~= 0 or not out:find("PONG", 1, true), "the server still accepts the first client certificate: " .. out .. err)
     srv:cli("XADD", "payments", "*", "data", '{"id":3}')
-    host:wait_records(POSTED, 3, 30, "a payment with the certificate of the new CA")
+    host:wait_records(POSTED, 4, 30, "a payment with the certificate of the new CA")
     assert.is_true(host:alive())
     assert.equal(0, host:stop())
   end)
@@ -355,6 +383,22 @@ describe("TLS failures at start", function()
     local code, text, took = run(url, tls.client_args(certs))
     assert_refused("rediss://:***@127.0.0.1:" .. srv.port, { "not trusted", "--tls-ca" }, code, text, took)
     helper.assert_no_secret("s3cret-pw", text)
+    -- the one-shot commands end at once, saying the same
+    for _, cmd in ipairs {
+      { "publish", "--redis", url, tls.client_args(certs), "payments", "{}" },
+      { "status", "--redis", url, tls.client_args(certs), "payments" },
+      { "dead-letters", "list", "--redis", url, tls.client_args(certs), "payments.dead" },
+    } do
+      local t0 = helper.now()
+      local out, err
+      code, out, err = luastream(unpack(cmd))
+      local what = cmd[1] .. " " .. cmd[2]
+      assert.is_not.equal(0, code, what .. ": " .. out .. err)
+      assert(helper.now() - t0 < 8, what .. " took " .. (helper.now() - t0) .. " s")
+      assert(err:find("not trusted", 1, true), what .. ": " .. out .. err)
+      helper.assert_no_secret("s3cret-pw", out, err)
+    end
+    assert.equal(0, srv:call("EXISTS", "payments"))
 
     local host = helper.host_start(plus(tls.client_args(certs), "--tls-skip-verify"), { url = url, dir = post_dir() })
     host:wait_log(READY, 20, { plain = true })
@@ -391,6 +435,10 @@ describe("TLS failures at start", function()
     local srv = server()
     local code, text, took = run(srv.url, { "--tls-ca", certs.ca.cert })
     assert_refused(srv.url, { "client certificate", "--tls-cert" }, code, text, took)
+    -- a client certificate from a CA the server does not trust: refused, said so
+    local stranger = tls.issue(certs.other_ca, "other-client", { cn = "stranger", usage = "client" })
+    code, text, took = run(srv.url, tls.client_args(certs, stranger))
+    assert_refused(srv.url, { "refused the client certificate" }, code, text, took)
     -- with tls-auth-clients no the same works
     local open = server({ auth_clients = "no" })
     local host = helper.host_start({ "--tls-ca", certs.ca.cert }, { server = open, dir = post_dir() })
