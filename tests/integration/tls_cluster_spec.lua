@@ -66,6 +66,47 @@ describe("a Redis Cluster over TLS", function()
     ledger.assert_exact(c, LEDGER)
   end)
 
+  it("checks every node's certificate against --tls-server-name when the nodes' certificates do not hold their address", function()
+    local certs = tls.redis_certs()
+    local named = tls.issue(certs.ca, "server-dns", { san = "DNS:localhost" })
+    local c = cluster.start({ masters = 3, tls = tls.server_opts(certs, { cert = named.cert, key = named.key, cluster = true }) })
+    local dir = helper.handlers_dir({ ["orders.lua"] = [[
+      local ls = require "luastream"
+      return {
+        stream = "orders", group = "count", start = "beginning", partitions = 8,
+        handle = function(order, ctx)
+          ctx:write("HINCRBY", "totals:" .. ctx.partition_tag, order.account, order.cents)
+          ls.log.info("order counted", { id = order.id })
+        end,
+      }
+    ]] })
+    -- by address: the seed node's certificate does not hold 127.0.0.1
+    local code, out, err = luastream("run", "--redis", c.url, tls.client_args(certs), dir, { timeout = 20 })
+    assert.equal(1, code, out .. err)
+    assert.matches("does not match", out .. err, 1, true)
+    assert.matches("--tls-server-name", out .. err, 1, true)
+
+    -- by the name they hold: every master, reached from the slot map, is checked against it
+    local named_args = tls.client_args(certs)
+    named_args[#named_args + 1] = "--tls-server-name"
+    named_args[#named_args + 1] = "localhost"
+    local host = helper.host_start(named_args, { url = c.url, dir = dir })
+    host:wait_log(READY, 30, { plain = true })
+    local N, masters = 24, {}
+    for id = 1, N do
+      local account = "acct-" .. id
+      code, out, err = luastream("publish", "--redis", c.url, named_args, "orders",
+        string.format('{"id":%d,"account":"%s","cents":1}', id, account), "--key", account, "--partitions", "8")
+      assert.equal(0, code, out .. err)
+    end
+    host:wait_records({ msg = "order counted" }, N, 30, "every order counted")
+    for p = 0, 7 do masters[c:master_of("orders:{" .. p .. "}").port] = true end
+    local n = 0
+    for _ in pairs(masters) do n = n + 1 end
+    assert.equal(3, n, "the partitions live on every master")
+    assert.equal(0, host:stop())
+  end)
+
   it("refuses a cluster whose nodes announce plaintext ports (tls-cluster no), naming tls-cluster yes", function()
     local certs = tls.redis_certs()
     local c = cluster.start({ masters = 3, tls = tls.server_opts(certs, { plain_port = true }) })
