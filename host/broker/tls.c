@@ -131,8 +131,9 @@ static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
     return NULL;
   }
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                            SSL_MODE_RELEASE_BUFFERS);
+  /* The output queue is written as far as the socket takes it, and may
+   * move (grow) before a write that had to wait is retried. */
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_verify(ctx, t->skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, note_failure);
   int ok;
   struct stat st;

@@ -269,8 +269,6 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     return;
   }
   watch(t, open_events(t));
-  if (status < 0 && t->stage == OPEN && !uv_is_active((uv_handle_t *)&t->poll))
-    fail(t, uv_strerror(status), 0); /* libuv gave up on the socket; the calls found nothing */
 }
 
 static void on_flush(uv_prepare_t *h) {
