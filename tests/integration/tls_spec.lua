@@ -228,23 +228,35 @@ describe("TLS to a Redis server", function()
     assert.matches("rejected", out, 1, true)
   end)
 
-  it("gives a handler its own TLS connection with ls.redis.connect(\"rediss://...?tls_...\")", function()
+  it("gives a handler its own TLS connection with ls.redis.connect(\"rediss://...?tls_...\"), checked as the host's", function()
     local certs = tls.redis_certs()
     local srv = helper.redis_start({ tls = tls.server_opts(certs) })
     local other = helper.redis_start({ tls = tls.server_opts(certs) })
-    local other_url = other.url .. "/3" .. tls.url_params(certs)
+    -- a server whose certificate the handler's URL does not trust
+    local stranger = helper.redis_start({ tls = tls.server_opts(certs,
+      { cert = certs.other_server.cert, key = certs.other_server.key, cli_ca = certs.other_ca.cert }) })
     local src = [[
 local ls = require "luastream"
 local other = ls.redis.connect(OTHER_URL)
+local stranger = ls.redis.connect(STRANGER_URL)
 return {
   stream = "payments", group = "ledger", start = "beginning",
   handle = function(p)
+    if p.probe then
+      local _, err = stranger.pcall("PING")
+      ls.log.info("probed", { payment_id = p.id, err = tostring(err) })
+      return
+    end
     local balance = other.call("HINCRBY", "balances", p.account, p.amount_cents)
     ls.log.info("payment posted", { payment_id = p.id, balance = balance })
   end,
 }
 ]]
-    src = src:gsub("OTHER_URL", function() return string.format("%q", other_url) end)
+    local urls = {
+      OTHER_URL = other.url .. "/3" .. tls.url_params(certs),
+      STRANGER_URL = stranger.url .. tls.url_params(certs),
+    }
+    src = src:gsub("[%u_]+_URL", function(name) return string.format("%q", urls[name]) end)
     local host = helper.host_start(tls.client_args(certs), { server = srv, dir = helper.handlers_dir({ ["post.lua"] = src }) })
     host:wait_log(READY, 20, { plain = true })
     srv:pipe(helper.payment_commands(1, 20, 2))
@@ -253,7 +265,29 @@ return {
     assert.equal(tostring(10 * 100 + 100), other:cli("-n", "3", "HGET", "balances", "acct-1"))
     assert.equal(tostring(10 * 100 + 110), other:cli("-n", "3", "HGET", "balances", "acct-2"))
     assert.equal("0", srv:cli("EXISTS", "balances"))
+
+    -- the untrusted server: its handshakes fail, logged with the reason, and
+    -- the handler's calls to it fail while the host carries on
+    local failed = host:wait_records(function(r)
+      return r.msg == "redis TLS handshake failed" and r.conn == "handler calls"
+        and r.redis:find(stranger.url, 1, true) == 1
+    end, 1, 20, "the handshake with the untrusted server failing")[1]
+    assert.matches("not trusted", failed.error, 1, true)
+    srv:cli("XADD", "payments", "*", "data", '{"probe":true,"id":100}')
+    local probed = host:wait_records({ msg = "probed" }, 1, 20, "a call to the untrusted server")[1]
+    assert.matches("^redis PING %(" .. stranger.url:gsub("%p", "%%%0"), probed.err)
+    assert.is_true(host:alive())
     assert.equal(0, host:stop())
+
+    -- and a handler's URL cannot turn checking off
+    local bad = src:gsub("local stranger = ls%.redis%.connect%(STRANGER_URL%)", "")
+    bad = bad:gsub('"' .. urls.OTHER_URL:gsub("%p", "%%%0") .. '"',
+      function() return string.format("%q", urls.OTHER_URL .. "&tls_skip_verify=1") end)
+    assert.matches("tls_skip_verify", bad, 1, true)
+    local code, out, err = luastream("run", "--redis", srv.url, tls.client_args(certs),
+      helper.handlers_dir({ ["post.lua"] = bad }), { timeout = 20 })
+    assert.is_not.equal(0, code, out .. err)
+    assert.matches("tls_skip_verify", out .. err, 1, true)
   end)
 
   it("uses the certificate files put in place when SIGHUP comes, also from a CA the server trusts alone after", function()
