@@ -373,12 +373,17 @@ end)
 
 describe("TLS failures at start", function()
   local certs, certs_dir
+  -- One set of certificates for these tests (openssl takes a second to make
+  -- them), in a folder of their own: cleanup() after each test would remove
+  -- one from helper.tmpdir.
   lazy_setup(function()
-    certs_dir = helper.trim(select(2, processes.run({ "mktemp", "-d", "/tmp/luastream-tls-spec-XXXXXX" })))
+    local code, out, err = processes.run({ "mktemp", "-d", (os.getenv("TMPDIR") or "/tmp") .. "/luastream-tls-spec-XXXXXX" })
+    assert(code == 0, "mktemp: " .. out .. err)
+    certs_dir = helper.trim(out)
     certs = tls.redis_certs(certs_dir)
   end)
   lazy_teardown(function()
-    if certs_dir and certs_dir:find("^/tmp/luastream%-tls%-spec%-") and os.getenv("LUASTREAM_KEEP_TMP") ~= "1" then
+    if certs_dir and certs_dir:find("/luastream%-tls%-spec%-") and os.getenv("LUASTREAM_KEEP_TMP") ~= "1" then
       os.execute("rm -rf '" .. certs_dir .. "'")
     end
   end)
