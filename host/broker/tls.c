@@ -59,15 +59,13 @@ static void record_expiry(const char *which, const char *server, X509 *cert) {
 
 /* ---- loading ---- */
 
+/* The first error queued is the one that says what is wrong ("bad
+ * decrypt"); the later ones say where it surfaced ("PEM lib"). */
 static void ssl_reason(char *out, size_t len) {
-  unsigned long e = ERR_get_error();
-  unsigned long last = e;
-  while (e != 0) { /* the last queued error says the most */
-    last = e;
-    e = ERR_get_error();
-  }
-  const char *r = last ? ERR_reason_error_string(last) : NULL;
+  unsigned long first = ERR_get_error();
+  const char *r = first ? ERR_reason_error_string(first) : NULL;
   snprintf(out, len, "%s", r ? r : "unknown OpenSSL error");
+  ERR_clear_error();
 }
 
 /* The first line of path, for the key's password. */
@@ -169,8 +167,12 @@ static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, t->key, SSL_FILETYPE_PEM) != 1) {
       ssl_reason(why, sizeof why);
-      snprintf(err, errlen, "tls key %s: %s%s", t->key, why,
-               t->key_password_file[0] ? "" : " (an encrypted key needs --tls-key-password-file)");
+      const char *hint = strstr(why, "mismatch")   ? " (the key of another certificate)"
+                         : !strstr(why, "decrypt") ? ""
+                         : t->key_password_file[0]
+                             ? " (the password in the key password file does not open it)"
+                             : " (an encrypted key needs --tls-key-password-file)";
+      snprintf(err, errlen, "tls key %s: %s%s", t->key, why, hint);
       goto fail;
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {

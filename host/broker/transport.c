@@ -84,9 +84,10 @@ static void fail(struct transport *t, const char *why, int denied) {
 
 /* An SSL call failed for good: what it means, in t->why. */
 static void tls_failed(struct transport *t, int ssl_error) {
-  int opened = t->stage == OPEN;
-  tls_explain(t->ssl, ssl_error, opened, opened ? t->nread > 0 : transport_received(t), t->why,
-              sizeof t->why, &t->denied);
+  int after_handshake = t->stage == OPEN;
+  tls_explain(t->ssl, ssl_error, after_handshake,
+              after_handshake ? t->nread > 0 : transport_received(t), t->why, sizeof t->why,
+              &t->denied);
 }
 
 /* ---- writing ---- */

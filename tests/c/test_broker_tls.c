@@ -59,14 +59,6 @@ static double metric_value(const char *series) {
   return v;
 }
 
-static int in_order_next, in_order_bad;
-static void on_incr(void *data, const bk_reply *r, const char *err) {
-  int idx = (int)(intptr_t)data;
-  if (err || r == NULL || r->type != BK_INTEGER || r->integer != idx + 1 || idx != in_order_next)
-    in_order_bad++;
-  in_order_next++;
-}
-
 /* A value's bytes as the server sent them back. */
 struct value {
   int calls;
