@@ -276,6 +276,8 @@ return {
     srv:cli("XADD", "payments", "*", "data", '{"probe":true,"id":100}')
     local probed = host:wait_records({ msg = "probed" }, 1, 20, "a call to the untrusted server")[1]
     assert.matches("^redis PING %(" .. stranger.url:gsub("%p", "%%%0"), probed.err)
+    -- the handler is told why, not only that the server is away
+    assert.matches("not connected: TLS: the server's certificate is not trusted", probed.err, 1, true)
     assert.is_true(host:alive())
     assert.equal(0, host:stop())
 
