@@ -1,0 +1,84 @@
+/* Review of the TLS transport: failures that retrying fixes must not be
+ * reported as refusals (BK_FAULT_DENIED makes `run` give up at start). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "broker_fixture.h"
+#include "metrics.h"
+#include "tls_certs.h"
+#include "url.h"
+
+static char certs[96];
+
+static void setup_tls_with(const char *const *args) {
+  ASSERT_OK(tls_certs_make(certs, sizeof certs));
+  snprintf(srv.tls, sizeof srv.tls, "%s", certs);
+  setup(args);
+}
+
+static void teardown_tls(void) {
+  teardown();
+  tls_certs_remove(certs);
+  metrics_reset();
+}
+
+static const char *mtls_url(void) {
+  static char url[768];
+  snprintf(url, sizeof url, "%s?tls_ca=%s/ca.pem&tls_cert=%s/client.pem&tls_key=%s/client.key",
+           srv.url, certs, certs, certs);
+  return url;
+}
+
+/* A TLS redis-server at maxclients drops a new connection before its
+ * handshake (it cannot write "-ERR max number of clients" over TLS yet).
+ * The broker calls a full server busy, not a refusal (classify_refusal);
+ * over TLS it must stay so. */
+static const char *const full_args[] = {"--tls-auth-clients", "yes", "--maxclients", "1", NULL};
+
+TEST_IMPL(review_tls_maxclients_is_not_denied) {
+  setup_tls_with(full_args);
+  broker *b = make_broker(mtls_url());
+  struct state first = {0};
+  bk_conn *a = open_up(b, "first", &first);
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "second", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  WAIT(f.calls, 1, 8000);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_("a full TLS server is reported as a refusal: \"%s\"", f.why);
+  bk_conn_close(b, c);
+  close_and_free(b, a);
+  teardown_tls();
+}
+
+/* --tls-skip-verify against a server whose certificate does not verify
+ * (the point of the flag): a later drop is an ordinary loss, not "the
+ * server's certificate is not trusted" as a refusal. */
+static const char *const mtls_args[] = {"--tls-auth-clients", "yes", NULL};
+
+TEST_IMPL(review_tls_skip_verify_drop_is_not_denied) {
+  setup_tls_with(mtls_args);
+  char text[768];
+  snprintf(text, sizeof text, "%s?tls_cert=%s/client.pem&tls_key=%s/client.key", srv.url, certs,
+           certs);
+  struct redis_url u;
+  char err[512];
+  if (url_parse(text, &u, err, sizeof err) != 0) TEST_FAIL_("%s", err);
+  u.tls.skip_verify = 1;
+  broker *b = broker_redis_new(&loop, &u);
+  ASSERT_NOT_NULL(b);
+  struct faults f = {0};
+  struct state st = {.faults = &f};
+  bk_conn *c = open_up(b, "unverified", &st);
+  bk_conn_on_fault(b, c, on_fault);
+  redis_server_kill(&srv);
+  WAIT(f.calls, 1, 8000);
+  if (f.last == BK_FAULT_DENIED || strstr(f.why, "certificate"))
+    TEST_FAIL_("a dropped connection under --tls-skip-verify: fault %d \"%s\"", f.last, f.why);
+  close_and_free(b, c);
+  teardown_tls();
+}
