@@ -1,5 +1,7 @@
 /* Review of the TLS transport: failures that retrying fixes must not be
  * reported as refusals (BK_FAULT_DENIED makes `run` give up at start). */
+#include <arpa/inet.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,4 +83,65 @@ TEST_IMPL(review_tls_skip_verify_drop_is_not_denied) {
     TEST_FAIL_("a dropped connection under --tls-skip-verify: fault %d \"%s\"", f.last, f.why);
   close_and_free(b, c);
   teardown_tls();
+}
+
+/* A TLS server stalled at start (paused, or busy with a slow disk) answers
+ * no handshake within the connect timeout: that is a server to wait for,
+ * not "not speaking TLS" as a refusal, which would end `run` at its start. */
+TEST_IMPL(review_tls_stalled_server_is_not_denied) {
+  setup_tls_with(mtls_args);
+  ASSERT_OK(kill(srv.pid, SIGSTOP));
+  broker *b = make_broker(mtls_url());
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "stalled", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  WAIT(f.calls, 1, 8000);
+  kill(srv.pid, SIGCONT);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_("a stalled TLS server is reported as a refusal: \"%s\"", f.why);
+  close_and_free(b, c);
+  teardown_tls();
+}
+
+/* A listener that takes the connection and closes it before any byte (a
+ * proxy or sidecar whose Redis is not up yet): a plaintext attempt must be
+ * retried, not refused as "a TLS port takes rediss://". */
+static void on_accept(uv_stream_t *server, int status) {
+  if (status < 0) return;
+  uv_tcp_t *client = malloc(sizeof *client);
+  ASSERT_NOT_NULL(client);
+  uv_tcp_init(server->loop, client);
+  if (uv_accept(server, (uv_stream_t *)client) == 0) {
+    /* close at once, as a proxy without an upstream does */
+  }
+  uv_close((uv_handle_t *)client, (uv_close_cb)free);
+}
+
+TEST_IMPL(review_plain_accept_and_close_is_not_denied) {
+  setup(NULL);
+  uv_tcp_t lst;
+  struct sockaddr_in addr;
+  ASSERT_OK(uv_tcp_init(&loop, &lst));
+  ASSERT_OK(uv_ip4_addr("127.0.0.1", 0, &addr));
+  ASSERT_OK(uv_tcp_bind(&lst, (const struct sockaddr *)&addr, 0));
+  ASSERT_OK(uv_listen((uv_stream_t *)&lst, 16, on_accept));
+  struct sockaddr_in bound;
+  int len = sizeof bound;
+  ASSERT_OK(uv_tcp_getsockname(&lst, (struct sockaddr *)&bound, &len));
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(bound.sin_port));
+  broker *b = make_broker(url);
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "proxied", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  WAIT(f.calls, 1, 8000);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_("a server closing before any byte is reported as a refusal: \"%s\"", f.why);
+  close_and_free(b, c);
+  uv_close((uv_handle_t *)&lst, NULL);
+  teardown();
 }
