@@ -35,8 +35,8 @@ TEST_IMPL(review_reply_limit_holds_for_a_reply_read_at_once) {
   uv_sleep(200); /* the whole reply waits in the socket: one read takes it */
   WAIT(k.calls, 1, 5000);
   if (k.type != 0 || !bk_error_is_too_large(k.err))
-    TEST_FAIL_("a %zu-byte string passed a 4096-byte bulk limit (type %d, err \"%s\")", mid,
-               k.type, k.err);
+    TEST_FAIL_("a %zu-byte string passed a 4096-byte bulk limit (type %d, err \"%s\")", mid, k.type,
+               k.err);
   close_and_free(b, c);
   teardown();
 }
