@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/hiredis.h>
+
 #include "broker.h"
 #include "broker_fixture.h"
 #include "metrics.h"
@@ -144,4 +146,31 @@ TEST_IMPL(review_plain_accept_and_close_is_not_denied) {
   close_and_free(b, c);
   uv_close((uv_handle_t *)&lst, NULL);
   teardown();
+}
+
+/* A server that goes away after the TLS handshake, before it answered the
+ * first command (paused by CLIENT PAUSE, then killed: a restart, a
+ * failover): an ordinary loss, not "it refused the client certificate". */
+TEST_IMPL(review_tls_loss_before_the_first_reply_is_not_denied) {
+  setup_tls_with(mtls_args);
+  redisContext *peer = redisConnectUnix(srv.sock);
+  ASSERT(peer && !peer->err);
+  redisReply *r = redisCommand(peer, "CLIENT PAUSE 20000 ALL");
+  ASSERT(r && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  broker *b = make_broker(mtls_url());
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "paused", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  run_for(1000); /* the handshake completes; PING waits */
+  ASSERT_INT_EQ(f.calls, 0);
+  redis_server_kill(&srv);
+  WAIT(f.calls, 1, 8000);
+  redisFree(peer);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_("a server lost before its first reply is reported as a refusal: \"%s\"", f.why);
+  close_and_free(b, c);
+  teardown_tls();
 }
