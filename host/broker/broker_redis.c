@@ -45,6 +45,7 @@
 #include "grow.h"
 #include "log.h"
 #include "metrics.h"
+#include "port_probe.h"
 #include "resp_conn.h"
 #include "scripts.h"
 #include "sentinel.h"
@@ -115,6 +116,7 @@ struct rconn {
   const char *steps[4];                /* the command each handshake reply answers */
   struct rconn *next_conn, *prev_conn; /* in b->conns */
   struct sentinel_ask *ask;            /* asking the sentinels for the master, NULL if not */
+  struct port_probe *probe;            /* asking the port what it speaks, NULL if not */
   char ip[64];                         /* the address of this attempt or connection */
   int port;
   char addr[80];                /* "ip:port" with a sentinel, for log lines; else "" */
@@ -358,10 +360,50 @@ static const char *tls_denied(struct rconn *c, const char *why) {
   return c->fault_why;
 }
 
-/* The connection ended by itself, or by drop. */
-static void on_down(void *data, const char *why, int denied) {
+/* ---- the wrong scheme? ---- */
+
+static void on_probed(void *data, int answered) {
   struct rconn *c = data;
-  if (denied && !c->denied) why = tls_denied(c, why);
+  c->probe = NULL;
+  if (answered && c->b->tls)
+    snprintf(c->reason, sizeof c->reason, "%s",
+             tls_denied(c, "TLS: the server is not speaking TLS (it answers in plaintext): a "
+                           "plaintext port takes redis://, not rediss://"));
+  if (answered && !c->b->tls) {
+    c->denied = "redis refused the connection";
+    c->hint = NULL;
+    snprintf(c->fault_why, sizeof c->fault_why,
+             "the server closed the connection before answering: it speaks TLS on this port, "
+             "which takes rediss://, not redis://");
+    snprintf(c->reason, sizeof c->reason, "%s", c->fault_why);
+  }
+  went_down(c, c->reason);
+}
+
+/* A first connection that failed as the wrong scheme would make it fail:
+ * the port is asked in the other scheme before the failure counts (a
+ * refusal then, so that the start stops; else a failure retried). The
+ * resp_conn is gone. */
+static void probe_scheme(struct rconn *c, const char *why) {
+  if (why != c->reason) snprintf(c->reason, sizeof c->reason, "%s", why);
+  uv_timer_stop(&c->timer);
+  c->probe = port_probe_start(c->b->loop, c->ip, c->port, c->b->tls == NULL, on_probed, c);
+  if (c->probe == NULL) went_down(c, c->reason);
+}
+
+/* Whether a failure of this connection could be the wrong scheme's: a
+ * first TCP connection (one that was up once has the right scheme). */
+static bool scheme_in_doubt(const struct rconn *c) { return !c->ever_up && !c->closing && c->ip[0]; }
+
+/* The connection ended by itself, or by drop. */
+static void on_down(void *data, const char *why, enum transport_end how) {
+  struct rconn *c = data;
+  if (how == TRANSPORT_REFUSED && !c->denied) why = tls_denied(c, why);
+  if (how == TRANSPORT_UNANSWERED && scheme_in_doubt(c)) {
+    c->rc = NULL;
+    probe_scheme(c, why);
+    return;
+  }
   ctx_gone(c, why);
 }
 
@@ -685,7 +727,11 @@ static void on_master(void *data, const char *ip, int port, const char *why, int
     connect_now(c, ip, port);
     return;
   }
-  if (denied) {
+  if (denied && strstr(why, "TLS: ")) {
+    c->denied = "redis TLS handshake failed";
+    c->hint = NULL;
+    snprintf(c->fault_why, sizeof c->fault_why, "%s", why);
+  } else if (denied) {
     c->denied = "redis sentinels refused the credentials";
     c->hint = "check sentinel_user and sentinel_password in the redis URL";
     snprintf(c->fault_why, sizeof c->fault_why, "%s", why);
@@ -699,7 +745,7 @@ static void on_master(void *data, const char *ip, int port, const char *why, int
 static void on_switch(void *data, const char *ip, int port) {
   struct rbroker *b = data;
   for (struct rconn *c = b->conns; c; c = c->next_conn) {
-    if (c->closing || c->ask) continue;
+    if (c->closing || c->ask || c->probe) continue;
     if (c->rc == NULL) {
       if (!c->up) uv_timer_start(&c->timer, on_timer, 0, 0);
       continue;
@@ -752,13 +798,15 @@ static void on_timer(uv_timer_t *t) {
   struct rconn *c = container_of(t, struct rconn, timer);
   if (c->rc) {
     if (c->reason[0]) { /* on_switch asked for the drop */
-    } else if (resp_conn_tls_unanswered(c->rc)) {
-      /* A plaintext Redis waits for the end of a line that never comes. */
-      snprintf(c->reason, sizeof c->reason,
-               "TLS: the server is not speaking TLS (no answer to the TLS handshake within %d "
-               "ms): a plaintext port takes redis://, not rediss://",
+    } else if (resp_conn_tls_unanswered(c->rc) && scheme_in_doubt(c)) {
+      /* A plaintext Redis waits for the end of a line that never comes; a
+       * stalled TLS server looks the same until asked. */
+      snprintf(c->reason, sizeof c->reason, "no answer to the TLS handshake within %d ms",
                CONNECT_TIMEOUT_MS);
-      snprintf(c->reason, sizeof c->reason, "%s", tls_denied(c, c->reason));
+      resp_conn_close(c->rc, c->reason); /* not inside its callbacks: at once */
+      c->rc = NULL;
+      probe_scheme(c, c->reason);
+      return;
     } else {
       snprintf(c->reason, sizeof c->reason, "no answer within %d ms", CONNECT_TIMEOUT_MS);
     }
@@ -921,6 +969,8 @@ static void rconn_close(bk_conn *bc) {
   if (--c->b->nopen == 0 && c->b->sentinel) sentinel_watch(c->b->sentinel, 0);
   sentinel_ask_cancel(c->ask);
   c->ask = NULL;
+  port_probe_cancel(c->probe);
+  c->probe = NULL;
   c->b = NULL; /* the broker may be freed before this conn's memory */
   if (c->resolving) uv_cancel((uv_req_t *)&c->gai); /* its callback still runs */
   if (c->rc) {

@@ -54,7 +54,7 @@ static void trim_heap(void) {
 #endif
 }
 
-static void end(struct resp_conn *rc, const char *why, int denied, int notify) {
+static void end(struct resp_conn *rc, const char *why, enum transport_end how, int notify) {
   if (rc->ending) return;
   rc->ending = 1;
   if (why != rc->why) snprintf(rc->why, sizeof rc->why, "%s", why);
@@ -65,7 +65,7 @@ static void end(struct resp_conn *rc, const char *why, int denied, int notify) {
     rc->count--;
     if (w.fn) w.fn(w.data, NULL, rc->why);
   }
-  if (notify && !rc->owner_closed) rc->down(rc->data, rc->why, denied);
+  if (notify && !rc->owner_closed) rc->down(rc->data, rc->why, how);
   redisReaderFree(rc->reader);
   bool large = rc->arena && reply_arena_freed_large(rc->arena);
   reply_arena_free(rc->arena);
@@ -84,7 +84,7 @@ static void finish(struct resp_conn *rc, const char *why, int tell) {
     rc->close_deferred = 1;
     return;
   }
-  end(rc, rc->why, 0, tell);
+  end(rc, rc->why, TRANSPORT_LOST, tell);
 }
 
 void resp_conn_close(struct resp_conn *rc, const char *why) { finish(rc, why, 0); }
@@ -140,7 +140,7 @@ static bool over_limit(struct resp_conn *rc) {
   snprintf(rc->why, sizeof rc->why,
            BK_ERR_TOO_LARGE ": %s %zu bytes, over this connection's limit of %zu (redis %.96s)",
            what, n, max, rc->label);
-  end(rc, rc->why, 0, 1);
+  end(rc, rc->why, TRANSPORT_LOST, 1);
   return true;
 }
 
@@ -155,7 +155,7 @@ static bool dispatch(struct resp_conn *rc) {
     void *reply = NULL;
     if (redisReaderGetReply(rc->reader, &reply) != REDIS_OK) {
       snprintf(rc->why, sizeof rc->why, "protocol error: %s", rc->reader->errstr);
-      end(rc, rc->why, 0, 1);
+      end(rc, rc->why, TRANSPORT_LOST, 1);
       return true;
     }
     if (reply == NULL) return false;
@@ -166,7 +166,7 @@ static bool dispatch(struct resp_conn *rc) {
       rc->count--;
     } else if (w.fn == NULL) {
       free_reply(rc, reply);
-      end(rc, "protocol error: a reply to no command", 0, 1);
+      end(rc, "protocol error: a reply to no command", TRANSPORT_LOST, 1);
       return true;
     }
     rc->dispatching = 1;
@@ -174,7 +174,7 @@ static bool dispatch(struct resp_conn *rc) {
     rc->dispatching = 0;
     free_reply(rc, reply);
     if (rc->close_deferred) {
-      end(rc, rc->why, 0, 1);
+      end(rc, rc->why, TRANSPORT_LOST, 1);
       return true;
     }
   }
@@ -191,6 +191,9 @@ static char *room(void *data, size_t *cap) {
     r->buf = grown;
   }
   *cap = sdsavail(r->buf);
+  /* Under reply limits a read takes no more than the limits can be checked
+   * against: a whole reply over them must not arrive in one read. */
+  if ((rc->bulk_max || rc->reply_max) && *cap > READ_ROOM_MIN) *cap = READ_ROOM_MIN;
   return r->buf + sdslen(r->buf);
 }
 
@@ -203,7 +206,9 @@ static void got(void *data, size_t n) {
   memory_back(rc);
 }
 
-static void down(void *data, const char *why, int denied) { end(data, why, denied, 1); }
+static void down(void *data, const char *why, enum transport_end how) {
+  end(data, why, how, 1);
+}
 
 static const struct transport_events EVENTS = {room, got, down};
 

@@ -23,14 +23,15 @@
 
 #include <hiredis/hiredis.h>
 
+#include "transport.h"
+
 struct uv_loop_s;
-struct transport_target;
 struct resp_conn;
 
 /* reply: valid during the call only; NULL when the connection ended first,
  * with err saying why. */
 typedef void resp_reply_fn(void *data, redisReply *reply, const char *err);
-typedef void resp_down_fn(void *data, const char *why, int denied);
+typedef void resp_down_fn(void *data, const char *why, enum transport_end how);
 
 /* label: what refusals name the server as (the redacted URL). NULL when
  * the connection failed at once, with why in err. */

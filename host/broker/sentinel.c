@@ -150,13 +150,14 @@ static int is_refusal(const char *err) {
 
 /* ---- replies ---- */
 
-static void on_down(void *data, const char *why, int denied) {
+/* A TLS failure that retrying cannot fix counts as the sentinel refusing:
+ * when every sentinel refuses, the question fails as denied. */
+static void on_down(void *data, const char *why, enum transport_end how) {
   struct probe *p = data;
-  (void)denied;
   p->rc = NULL;
   char what[600];
-  snprintf(what, sizeof what, "connection lost: %s", why);
-  probe_failed(p, what, 0);
+  snprintf(what, sizeof what, how == TRANSPORT_REFUSED ? "%s" : "connection lost: %s", why);
+  probe_failed(p, what, how == TRANSPORT_REFUSED);
 }
 
 static void on_auth(void *privdata, redisReply *reply, const char *err) {

@@ -111,14 +111,31 @@ static void when(const ASN1_TIME *t, char *out, size_t len);
  * message: a failed handshake keeps no peer certificate. The loop thread
  * explains a failure right after the handshake call that made it. */
 static char failed_not_before[64], failed_not_after[64];
+static int failed_depth; /* 0: the server's own certificate; more: a CA above it */
 
 static int note_failure(int ok, X509_STORE_CTX *store) {
   X509 *cert = X509_STORE_CTX_get_current_cert(store);
   if (!ok && cert) {
+    failed_depth = X509_STORE_CTX_get_error_depth(store);
     when(X509_get0_notBefore(cert), failed_not_before, sizeof failed_not_before);
     when(X509_get0_notAfter(cert), failed_not_after, sizeof failed_not_after);
   }
   return ok;
+}
+
+/* The SSL's slot for "the server asked for a certificate and there was
+ * none": set by the callback OpenSSL makes then. */
+static int cert_asked_index(void) {
+  static int index = -1;
+  if (index < 0) index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+  return index;
+}
+
+static int on_cert_request(SSL *ssl, X509 **cert, EVP_PKEY **key) {
+  (void)cert;
+  (void)key;
+  SSL_set_ex_data(ssl, cert_asked_index(), ssl);
+  return 0; /* none: the handshake goes on without one */
 }
 
 static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
@@ -185,6 +202,8 @@ static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
   } else if (t->key_password_file[0]) {
     snprintf(err, errlen, "a key password file is given without a client key");
     goto fail;
+  } else {
+    SSL_CTX_set_client_cert_cb(ctx, on_cert_request);
   }
   return ctx;
 fail:
@@ -305,8 +324,14 @@ static void explain_verify(long v, char *why, size_t len) {
                X509_verify_cert_error_string(v));
       return;
     case X509_V_ERR_CERT_HAS_EXPIRED:
-      snprintf(why, len, "TLS: the server's certificate expired on %s: renew it on the server",
-               failed_not_after);
+      if (failed_depth == 0)
+        snprintf(why, len, "TLS: the server's certificate expired on %s: renew it on the server",
+                 failed_not_after);
+      else
+        snprintf(why, len,
+                 "TLS: a CA certificate of the server's chain expired on %s: renew that CA (and "
+                 "what it signed)",
+                 failed_not_after);
       return;
     case X509_V_ERR_CERT_NOT_YET_VALID:
       snprintf(why, len, "TLS: the server's certificate is not valid before %s (check both clocks)",
@@ -321,19 +346,27 @@ static void explain_verify(long v, char *why, size_t len) {
 void tls_explain(SSL *ssl, int ssl_error, int opened, int received, char *why, size_t len,
                  int *denied) {
   *denied = 0;
-  long v = SSL_get_verify_result(ssl);
   unsigned long e = 0, last;
   while ((last = ERR_get_error()) != 0) e = last;
   int reason = e ? ERR_GET_REASON(e) : 0;
+  /* Asked for a certificate while it had none to give: whatever the
+   * server says next, it will not take this client. */
+  int cert_wanted = SSL_get_ex_data(ssl, cert_asked_index()) != NULL;
+  /* Only a handshake that was checking can fail on the certificate. */
+  long v = !opened && (SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER) ? SSL_get_verify_result(ssl)
+                                                                     : X509_V_OK;
   if (v != X509_V_OK) {
     *denied = 1;
     explain_verify(v, why, len);
   } else if (reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED ||
-             (reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE && SSL_get_certificate(ssl) == NULL)) {
+             (cert_wanted && (reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE ||
+                              (opened && !received)))) {
+    /* TLS 1.3: the server refuses after the client's handshake is done; its
+     * alert is often lost to the reset that the first command causes. */
     *denied = 1;
     snprintf(why, len,
-             "TLS: the server requires a client certificate: pass one with --tls-cert and "
-             "--tls-key (or tls_cert= and tls_key=)");
+             "TLS: the server requires a client certificate (tls-auth-clients): pass one with "
+             "--tls-cert and --tls-key (or tls_cert= and tls_key=)");
   } else if (reason == SSL_R_TLSV1_ALERT_UNKNOWN_CA ||
              reason == SSL_R_SSLV3_ALERT_BAD_CERTIFICATE ||
              reason == SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED ||
@@ -344,29 +377,27 @@ void tls_explain(SSL *ssl, int ssl_error, int opened, int received, char *why, s
              "the server trusts (its tls-ca-cert-file) and be valid",
              ERR_reason_error_string(e));
   } else if (reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
-             reason == SSL_R_RECORD_LENGTH_MISMATCH || reason == SSL_R_UNKNOWN_PROTOCOL ||
-             (!received && reason == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
+             reason == SSL_R_RECORD_LENGTH_MISMATCH || reason == SSL_R_UNKNOWN_PROTOCOL) {
+    /* It answered, and not in TLS. */
     *denied = 1;
     snprintf(why, len,
              "TLS: the server is not speaking TLS (%s): a plaintext port takes redis://, not "
              "rediss://",
-             e ? ERR_reason_error_string(e) : "no TLS answer");
-  } else if (opened && !received) {
-    /* A server that refuses the client's certificate after a TLS 1.3
-     * handshake closes the connection; the alert saying why is often lost
-     * to the reset that the client's first command causes. */
-    *denied = 1;
-    if (SSL_get_certificate(ssl) == NULL)
-      snprintf(why, len,
-               "TLS: the server closed the connection right after the handshake: it requires a "
-               "client certificate (tls-auth-clients): pass one with --tls-cert and --tls-key "
-               "(or tls_cert= and tls_key=)");
-    else
-      snprintf(why, len,
-               "TLS: the server closed the connection right after the handshake: it refused "
-               "the client certificate (not signed by a CA it trusts, or expired)");
-  } else if (ssl_error == SSL_ERROR_SYSCALL || e == 0) {
-    snprintf(why, len, "TLS: %s", errno ? strerror(errno) : "the server closed the connection");
+             ERR_reason_error_string(e));
+  } else if (opened && !received && SSL_get_certificate(ssl) != NULL) {
+    /* Maybe its alert was lost, maybe it just went: tried again. */
+    snprintf(why, len,
+             "TLS: the server closed the connection right after the handshake, before any "
+             "reply (if this repeats, it may be refusing the client certificate: not signed by "
+             "a CA in its tls-ca-cert-file, or expired)");
+  } else if (!opened && !received) {
+    snprintf(why, len,
+             "TLS: the server closed the connection before answering the handshake (a server "
+             "at maxclients does that)");
+  } else if (ssl_error == SSL_ERROR_SYSCALL && errno != 0) {
+    snprintf(why, len, "TLS: %s", strerror(errno));
+  } else if (e == 0) {
+    snprintf(why, len, "TLS: the server closed the connection");
   } else {
     snprintf(why, len, "TLS: %s", ERR_reason_error_string(e));
   }

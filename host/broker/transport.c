@@ -55,7 +55,7 @@ struct transport {
   size_t out_off, out_len, out_cap;
   int failed; /* a write failed inside transport_flush: reported from the loop */
   char why[512];
-  int denied;
+  enum transport_end how; /* of a TLS failure (tls_explain) */
   char server[80]; /* "ip:port" or the socket path, for the metrics */
   struct transport_events ev;
   void *data;
@@ -74,20 +74,21 @@ static void watch(struct transport *t, int events) {
 }
 
 /* The stream is over: the owner hears it once. */
-static void fail(struct transport *t, const char *why, int denied) {
+static void fail(struct transport *t, const char *why, enum transport_end how) {
   if (t->stage == DOWN || t->closed) return;
   t->stage = DOWN;
   watch(t, 0);
   uv_prepare_stop(&t->flusher);
-  t->ev.down(t->data, why, denied);
+  t->ev.down(t->data, why, how);
 }
 
 /* An SSL call failed for good: what it means, in t->why. */
 static void tls_failed(struct transport *t, int ssl_error) {
-  int after_handshake = t->stage == OPEN;
+  int after_handshake = t->stage == OPEN, denied;
   tls_explain(t->ssl, ssl_error, after_handshake,
               after_handshake ? t->nread > 0 : transport_received(t), t->why, sizeof t->why,
-              &t->denied);
+              &denied);
+  t->how = denied ? TRANSPORT_REFUSED : TRANSPORT_LOST;
 }
 
 /* ---- writing ---- */
@@ -100,6 +101,7 @@ static int write_some(struct transport *t) {
       if (t->write_retry) n = t->write_retry;
       if (n > INT32_MAX) n = INT32_MAX;
       ERR_clear_error();
+      errno = 0; /* SSL_ERROR_SYSCALL: errno, if the socket failed, says why */
       int w = SSL_write(t->ssl, t->out + t->out_off, (int)n);
       if (w <= 0) {
         int e = SSL_get_error(t->ssl, w);
@@ -149,12 +151,13 @@ static int read_some(struct transport *t) {
     size_t cap = 0;
     char *room = t->ev.room(t->data, &cap);
     if (room == NULL) {
-      fail(t, "out of memory", 0);
+      fail(t, "out of memory", TRANSPORT_LOST);
       return -1;
     }
     size_t n;
     if (t->ssl) {
       ERR_clear_error();
+      errno = 0;
       int r = SSL_read(t->ssl, room, cap > INT32_MAX ? INT32_MAX : (int)cap);
       if (r <= 0) {
         int e = SSL_get_error(t->ssl, r);
@@ -163,11 +166,11 @@ static int read_some(struct transport *t) {
           return 0;
         }
         if (e == SSL_ERROR_ZERO_RETURN && t->nread > 0) {
-          fail(t, "the server closed the connection", 0);
+          fail(t, "Server closed the connection", TRANSPORT_LOST);
           return -1;
         }
         tls_failed(t, e);
-        fail(t, t->why, t->denied);
+        fail(t, t->why, t->how);
         return -1;
       }
       t->read_wants = 0;
@@ -180,14 +183,12 @@ static int read_some(struct transport *t) {
         /* A TLS port closes (or resets, with our command unread) at once. */
         int unanswered = t->nread == 0 && (r == 0 || errno == ECONNRESET);
         if (unanswered)
-          snprintf(t->why, sizeof t->why,
-                   "the server closed the connection before answering: a TLS port takes "
-                   "rediss://, not redis://");
+          snprintf(t->why, sizeof t->why, "the server closed the connection before answering");
         else if (r < 0)
           snprintf(t->why, sizeof t->why, "%s", strerror(errno));
         else
           snprintf(t->why, sizeof t->why, "Server closed the connection");
-        fail(t, t->why, unanswered);
+        fail(t, t->why, unanswered ? TRANSPORT_UNANSWERED : TRANSPORT_LOST);
         return -1;
       }
       n = (size_t)r;
@@ -212,6 +213,7 @@ static void opened(struct transport *t) {
 /* TLS: one step of the handshake. */
 static void handshake(struct transport *t) {
   ERR_clear_error();
+  errno = 0;
   int r = SSL_connect(t->ssl);
   if (r == 1) {
     opened(t);
@@ -223,7 +225,7 @@ static void handshake(struct transport *t) {
     return;
   }
   tls_failed(t, e);
-  fail(t, t->why, t->denied);
+  fail(t, t->why, t->how);
 }
 
 /* The socket became writable while connecting: did connect(2) work? */
@@ -233,7 +235,7 @@ static void connected(struct transport *t) {
   if (getsockopt(t->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
   if (err != 0) {
     snprintf(t->why, sizeof t->why, "%s", strerror(err));
-    fail(t, t->why, 0);
+    fail(t, t->why, TRANSPORT_LOST);
     return;
   }
   if (t->ssl) {
@@ -266,7 +268,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   }
   if (t->stage != OPEN || t->closed) return;
   if (t->out_off < t->out_len && write_some(t) != 0) {
-    fail(t, t->why, t->denied);
+    fail(t, t->why, t->how);
     return;
   }
   watch(t, open_events(t));
@@ -277,12 +279,12 @@ static void on_flush(uv_prepare_t *h) {
   uv_prepare_stop(h);
   if (t->closed || t->stage == DOWN) return;
   if (t->failed) {
-    fail(t, t->why, t->denied);
+    fail(t, t->why, t->how);
     return;
   }
   if (t->stage != OPEN) return; /* written once connected */
   if (write_some(t) != 0) {
-    fail(t, t->why, t->denied);
+    fail(t, t->why, t->how);
     return;
   }
   watch(t, open_events(t));

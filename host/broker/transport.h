@@ -30,15 +30,23 @@ struct transport_target {
   const char *host;
 };
 
+/* How a stream ended, as far as the transport can tell. */
+enum transport_end {
+  TRANSPORT_LOST,    /* failed or closed: trying again may work */
+  TRANSPORT_REFUSED, /* retrying cannot help (a certificate that does not verify, ...) */
+  /* Plaintext, closed before a byte came back: what a TLS port does with
+   * plaintext, and also a server that goes at that moment. */
+  TRANSPORT_UNANSWERED,
+};
+
 struct transport_events {
   /* The room for the next read: at least *cap bytes at the returned
    * pointer, NULL when out of memory. */
   char *(*room)(void *data, size_t *cap);
   /* n bytes arrived at the last room. It may close the transport. */
   void (*got)(void *data, size_t n);
-  /* The stream failed or ended, once; never after transport_close. denied:
-   * retrying cannot help (a TLS certificate that does not verify, ...). */
-  void (*down)(void *data, const char *why, int denied);
+  /* The stream failed or ended, once; never after transport_close. */
+  void (*down)(void *data, const char *why, enum transport_end how);
 };
 
 /* Connects. NULL when it failed at once (a unix socket nobody listens on),

@@ -944,3 +944,80 @@ TEST_IMPL(broker_redis_reply_too_large) {
   close_and_free(b, c);
   teardown();
 }
+
+/* A listener that takes the connection and closes it before any byte (a
+ * proxy or sidecar whose Redis is not up yet): a plaintext attempt must be
+ * retried, not refused as "a TLS port takes rediss://". */
+static void on_accept(uv_stream_t *server, int status) {
+  if (status < 0) return;
+  uv_tcp_t *client = malloc(sizeof *client);
+  ASSERT_NOT_NULL(client);
+  uv_tcp_init(server->loop, client);
+  if (uv_accept(server, (uv_stream_t *)client) == 0) {
+    /* close at once, as a proxy without an upstream does */
+  }
+  uv_close((uv_handle_t *)client, (uv_close_cb)free);
+}
+
+TEST_IMPL(broker_redis_close_before_any_byte_is_not_a_refusal) {
+  setup(NULL);
+  uv_tcp_t lst;
+  struct sockaddr_in addr;
+  ASSERT_OK(uv_tcp_init(&loop, &lst));
+  ASSERT_OK(uv_ip4_addr("127.0.0.1", 0, &addr));
+  ASSERT_OK(uv_tcp_bind(&lst, (const struct sockaddr *)&addr, 0));
+  ASSERT_OK(uv_listen((uv_stream_t *)&lst, 16, on_accept));
+  struct sockaddr_in bound;
+  int len = sizeof bound;
+  ASSERT_OK(uv_tcp_getsockname(&lst, (struct sockaddr *)&bound, &len));
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(bound.sin_port));
+  broker *b = make_broker(url);
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "proxied", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  WAIT(f.calls, 1, 8000);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_("a server closing before any byte is reported as a refusal: \"%s\"", f.why);
+  close_and_free(b, c);
+  uv_close((uv_handle_t *)&lst, NULL);
+  teardown();
+}
+
+/* A string over bulk_max is refused however it arrives, also when the read
+ * buffer has grown and the whole reply waits in the socket. */
+TEST_IMPL(broker_redis_reply_limit_holds_for_a_reply_read_at_once) {
+  struct state st = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "limited", &st);
+  size_t mid = 60000;
+  char *body = malloc(mid);
+  ASSERT_NOT_NULL(body);
+  memset(body, 'x', mid);
+  const char *set[] = {"SET", "mid", body};
+  const size_t set_len[] = {3, 3, mid};
+  struct call ok = {0};
+  ASSERT_OK(bk_command(b, c, 3, set, set_len, on_call, &ok));
+  WAIT(ok.calls, 1, 5000);
+  free(body);
+  /* Unlimited, the value grows the read buffer (kept: under 4 MB). */
+  struct call warm = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &warm, "GET", "mid", NULL));
+  WAIT(warm.calls, 1, 5000);
+  ASSERT_INT_EQ(warm.type, BK_STRING);
+
+  bk_conn_reply_limit(b, c, 4096, 0);
+  struct call k = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &k, "GET", "mid", NULL));
+  bk_flush(b, c);
+  uv_sleep(200); /* the whole reply waits in the socket: one read takes it */
+  WAIT(k.calls, 1, 5000);
+  if (k.type != 0 || !bk_error_is_too_large(k.err))
+    TEST_FAIL_("a %zu-byte string passed a 4096-byte bulk limit (type %d, err \"%s\")", mid, k.type,
+               k.err);
+  close_and_free(b, c);
+  teardown();
+}

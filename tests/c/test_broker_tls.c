@@ -3,6 +3,8 @@
  * the reply queue, values larger than a socket or a TLS record takes at
  * once, a restart that renegotiates, reply limits, and each refusal a
  * person must fix said as such. Handshakes are counted per connection. */
+#include <hiredis/hiredis.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,17 +14,20 @@
 #include "metrics.h"
 #include "tls.h"
 #include "tls_certs.h"
+#include "url.h"
 
 static char certs[96];
 
 /* A TLS server whose clients must show a certificate. */
 static const char *const mtls_args[] = {"--tls-auth-clients", "yes", NULL};
 
-static void setup_tls(void) {
+static void setup_tls_with(const char *const *args) {
   ASSERT_OK(tls_certs_make(certs, sizeof certs));
   snprintf(srv.tls, sizeof srv.tls, "%s", certs);
-  setup(mtls_args);
+  setup(args);
 }
+
+static void setup_tls(void) { setup_tls_with(mtls_args); }
 
 static void teardown_tls(void) {
   teardown();
@@ -270,5 +275,116 @@ TEST_IMPL(broker_tls_reload_reads_the_files_again) {
   ASSERT_OK(redis_server_start(&srv, mtls_args));
   WAIT(st.ups, 3, 10000);
   close_and_free(b, c);
+  teardown_tls();
+}
+
+/* A TLS redis-server at maxclients drops a new connection before its
+ * handshake (it cannot write "-ERR max number of clients" over TLS yet).
+ * The broker calls a full server busy, not a refusal (classify_refusal);
+ * over TLS it must stay so. */
+static const char *const full_args[] = {"--tls-auth-clients", "yes", "--maxclients", "1", NULL};
+
+TEST_IMPL(broker_tls_full_server_is_not_a_refusal) {
+  setup_tls_with(full_args);
+  broker *b = make_broker(mtls_url());
+  struct state first = {0};
+  bk_conn *a = open_up(b, "first", &first);
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "second", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  WAIT(f.calls, 1, 8000);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_("a full TLS server is reported as a refusal: \"%s\"", f.why);
+  bk_conn_close(b, c);
+  close_and_free(b, a);
+  teardown_tls();
+}
+
+/* --tls-skip-verify against a server whose certificate does not verify
+ * (the point of the flag): a later drop is an ordinary loss, not "the
+ * server's certificate is not trusted" as a refusal. */
+TEST_IMPL(broker_tls_skip_verify_drop_is_not_a_refusal) {
+  setup_tls_with(mtls_args);
+  char text[768];
+  snprintf(text, sizeof text, "%s?tls_cert=%s/client.pem&tls_key=%s/client.key", srv.url, certs,
+           certs);
+  struct redis_url u;
+  char err[512];
+  if (url_parse(text, &u, err, sizeof err) != 0) TEST_FAIL_("%s", err);
+  u.tls.skip_verify = 1;
+  broker *b = broker_redis_new(&loop, &u);
+  ASSERT_NOT_NULL(b);
+  struct faults f = {0};
+  struct state st = {.faults = &f};
+  bk_conn *c = open_up(b, "unverified", &st);
+  bk_conn_on_fault(b, c, on_fault);
+  redis_server_kill(&srv);
+  WAIT(f.calls, 1, 8000);
+  if (f.last == BK_FAULT_DENIED || strstr(f.why, "certificate"))
+    TEST_FAIL_("a dropped connection under --tls-skip-verify: fault %d \"%s\"", f.last, f.why);
+  close_and_free(b, c);
+  teardown_tls();
+}
+
+/* A TLS server stalled at start (paused, or busy with a slow disk) answers
+ * no handshake within the connect timeout: that is a server to wait for,
+ * not "not speaking TLS" as a refusal, which would end `run` at its start. */
+TEST_IMPL(broker_tls_stalled_server_is_not_a_refusal) {
+  setup_tls_with(mtls_args);
+  ASSERT_OK(kill(srv.pid, SIGSTOP));
+  broker *b = make_broker(mtls_url());
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "stalled", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  WAIT(f.calls, 1, 8000);
+  kill(srv.pid, SIGCONT);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_("a stalled TLS server is reported as a refusal: \"%s\"", f.why);
+  close_and_free(b, c);
+  teardown_tls();
+}
+
+/* A server that goes away after the TLS handshake, before it answered the
+ * first command (paused by CLIENT PAUSE, then killed: a restart, a
+ * failover): an ordinary loss, not "it refused the client certificate". */
+TEST_IMPL(broker_tls_loss_before_the_first_reply_is_not_a_refusal) {
+  setup_tls_with(mtls_args);
+  redisContext *peer = redisConnectUnix(srv.sock);
+  ASSERT(peer && !peer->err);
+  redisReply *r = redisCommand(peer, "CLIENT PAUSE 20000 ALL");
+  ASSERT(r && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  broker *b = make_broker(mtls_url());
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "paused", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  run_for(1000); /* the handshake completes; PING waits */
+  ASSERT_INT_EQ(f.calls, 0);
+  redis_server_kill(&srv);
+  WAIT(f.calls, 1, 8000);
+  redisFree(peer);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_("a server lost before its first reply is reported as a refusal: \"%s\"", f.why);
+  close_and_free(b, c);
+  teardown_tls();
+}
+
+/* rediss:// to a plaintext Redis: the handshake gets no answer, the port
+ * answers PING in plaintext when asked, and that is a refusal naming the
+ * scheme to use. */
+TEST_IMPL(broker_tls_plaintext_port_is_a_refusal) {
+  static struct redis_server plain;
+  setup_tls();
+  ASSERT_OK(redis_server_start(&plain, no_args));
+  char url[600];
+  snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca=%s/ca.pem", plain.port, certs);
+  refused(url, "not speaking TLS (it answers in plaintext)", "takes redis://, not rediss://");
+  redis_server_stop(&plain);
   teardown_tls();
 }
