@@ -198,7 +198,6 @@ static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
     }
     SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
     OPENSSL_cleanse(password, sizeof password);
-    record_expiry("client", "", SSL_CTX_get0_certificate(ctx));
   } else if (t->key_password_file[0]) {
     snprintf(err, errlen, "a key password file is given without a client key");
     goto fail;
@@ -211,6 +210,19 @@ fail:
   ERR_clear_error();
   SSL_CTX_free(ctx);
   return NULL;
+}
+
+/* The client certificate that expires first, of every context in use (the
+ * host's and those of handlers' own URLs): what an alert must watch. */
+static void record_client_expiry(void) {
+  X509 *soonest = NULL;
+  for (struct tls_ctx *c = contexts; c; c = c->next) {
+    X509 *cert = SSL_CTX_get0_certificate(c->ctx);
+    if (cert && (soonest == NULL ||
+                 ASN1_TIME_compare(X509_get0_notAfter(cert), X509_get0_notAfter(soonest)) < 0))
+      soonest = cert;
+  }
+  if (soonest) record_expiry("client", "", soonest);
 }
 
 struct tls_ctx *tls_ctx_get(const struct url_tls *t, char *err, size_t errlen) {
@@ -232,6 +244,7 @@ struct tls_ctx *tls_ctx_get(const struct url_tls *t, char *err, size_t errlen) {
   c->refs = 1;
   c->next = contexts;
   contexts = c;
+  record_client_expiry();
   return c;
 }
 
@@ -284,6 +297,7 @@ int tls_reload(void) {
     log_line(LOG_INFO, NULL, "TLS files re-read", "ca", c->settings.ca[0] ? c->settings.ca : NULL,
              "cert", c->settings.cert[0] ? c->settings.cert : NULL, NULL);
   }
+  record_client_expiry();
   return failed;
 }
 

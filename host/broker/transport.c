@@ -370,6 +370,14 @@ struct transport *transport_open(uv_loop_t *loop, const struct transport_target 
 }
 
 char *transport_reserve(struct transport *t, size_t need) {
+  /* What was written goes before the queue grows: a queue the socket never
+   * empties in one go must not keep everything ever sent. (A TLS write that
+   * waits may see its bytes move: SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER.) */
+  if (t->out_off > 0 && t->out_len + need > t->out_cap) {
+    memmove(t->out, t->out + t->out_off, t->out_len - t->out_off);
+    t->out_len -= t->out_off;
+    t->out_off = 0;
+  }
   char *grown = grow(t->out, &t->out_cap, t->out_len + need, 1, 4096);
   if (grown == NULL) return NULL;
   t->out = grown;
