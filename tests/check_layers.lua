@@ -3,7 +3,7 @@
 --
 --   1. a layer calls only the layers below it (ALLOWED);
 --   2. no two files call each other, directly or round a longer circle;
---   3. hiredis is called from broker/ only, libcurl from http/ only, libpq
+--   3. hiredis and OpenSSL are called from broker/ only, libcurl from http/ only, libpq
 --      from pg/ only, the Lua C API from runtime/ only
 --      (and from the test-only memredis/ and testing/, which speak Lua by
 --      nature).
@@ -29,6 +29,8 @@ local ALLOWED = {
 local FOREIGN = {
   { pattern = "^redis", what = "hiredis", layers = { broker = true } },
   { pattern = "^curl_", what = "libcurl", layers = { http = true } },
+  { pattern = "^SSL_", what = "OpenSSL", layers = { broker = true } },
+  { pattern = "^X509_", what = "OpenSSL", layers = { broker = true } },
   { pattern = "^PQ", what = "libpq", layers = { pg = true } },
   { pattern = "^lua[L_J]", what = "the Lua C API",
     layers = { runtime = true, memredis = true, testing = true } },

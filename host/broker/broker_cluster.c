@@ -156,7 +156,9 @@ static int node_url(struct cbroker *b, const char *addr, const char *asked_host,
     memcpy(u->host, addr, hl);
     u->host[hl] = '\0';
   }
-  snprintf(u->redacted, sizeof u->redacted, "redis://%s:%d (cluster node)", u->host, u->port);
+  snprintf(u->redacted, sizeof u->redacted, "%s://%s:%d (cluster node)",
+           u->tls.on ? "rediss" : "redis", u->host, u->port);
+  u->cluster_node = 1;
   return 0;
 }
 

@@ -1,15 +1,16 @@
-/* broker_redis: the broker seam on a real Redis server (hiredis 0.14 async on
- * libuv). The only file in the project that includes hiredis.
+/* broker_redis: the broker seam on a real Redis server: reconnection,
+ * the handshake, command timeouts, scripts by SHA and Sentinel, on the
+ * RESP connections of resp_conn.h (which own the socket, plaintext or TLS).
  *
- * Each bk_conn owns at most one hiredis context at a time: the current
- * connection attempt or the live connection. An attempt resolves the host name
- * off the loop (uv_getaddrinfo; hiredis would block in getaddrinfo), connects
- * without blocking, and pipelines AUTH, SELECT and PING; the connection counts
- * as up when the last of those replies arrives, and only then are commands
- * accepted. When an attempt fails or a live connection drops, the context is
- * thrown away, pending commands complete with an error, and a uv_timer_t waits
- * out a jittered, capped exponential backoff before the next attempt. The same
- * timer bounds a connect or handshake that gets no answer.
+ * Each bk_conn owns at most one resp_conn at a time: the current connection
+ * attempt or the live connection. An attempt resolves the host name off the
+ * loop (uv_getaddrinfo), connects without blocking (with TLS, the handshake
+ * follows), and pipelines AUTH, SELECT and PING; the connection counts as up
+ * when the last of those replies arrives, and only then are commands
+ * accepted. When an attempt fails or a live connection drops, the resp_conn
+ * is dropped, pending commands complete with an error, and a uv_timer_t
+ * waits out a jittered, capped exponential backoff before the next attempt.
+ * The same timer bounds a connect or handshake that gets no answer.
  *
  * With a redis+sentinel:// URL an attempt asks the sentinels for the master
  * (sentinel.h) instead of resolving a host name, and the handshake adds ROLE
@@ -17,15 +18,8 @@
  * master demoted by a failover) or a sentinel's +switch-master drops the
  * connection, and the next attempt asks again.
  *
- * hiredis 0.14 rules this code leans on (async.c):
- * - on teardown every pending reply callback runs with a NULL reply, and the
- *   disconnect callback runs only if the socket had connected;
- * - redisAsyncFree inside a reply callback only sets a flag; hiredis frees the
- *   context when the callback returns, before control goes back to the loop.
- *   The connect callback is NOT such a callback, so nothing here frees from it;
- * - new commands are refused once the context is disconnecting or freeing.
  * Replies are handed to callers without copying: bk_reply is laid out exactly
- * like redisReply (checked below).
+ * like hiredis' redisReply (checked below).
  *
  * The compiled-in scripts (scripts.h) go by SHA: an `EVAL <SCRIPT_*> ...` is
  * sent as EVAL the first time on each connection since it came up (which
@@ -37,12 +31,7 @@
  * refuses EVALSHA gets EVAL from then on (logged once). */
 #include "broker.h"
 
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <hiredis/sds.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,10 +45,12 @@
 #include "grow.h"
 #include "log.h"
 #include "metrics.h"
-#include "reply_arena.h"
+#include "resp_conn.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "sha1.h"
+#include "tls.h"
+#include "transport.h"
 #include "url.h"
 
 #define BACKOFF_MIN_MS 100  /* first wait after a failure */
@@ -69,7 +60,7 @@
 #define CONNECT_TIMEOUT_MS 5000
 /* A command unanswered this long (plus its own BLOCK time) means the server
  * or the path to it hangs: the connection is dropped and made again, and the
- * command fails with "connection lost" (hiredis 0.14 has no timeouts). */
+ * command fails with "connection lost". */
 #define COMMAND_TIMEOUT_MS 10000
 
 #define container_of(ptr, type, field) ((type *)((char *)(ptr)-offsetof(type, field)))
@@ -104,10 +95,9 @@ struct rbroker {
   uint64_t rng;               /* xorshift state for the backoff jitter */
   char sha[SCRIPT_COUNT][41]; /* each compiled-in script's SHA1 */
   int evalsha_refused;        /* the ACL refused EVALSHA: scripts go as EVAL */
-  char *resp;                 /* the command being sent, in RESP (resp_format) */
-  size_t resp_cap;
-  struct sentinel *sentinel; /* redis+sentinel://: where the master is; else NULL */
-  struct rconn *conns;       /* open connections (for a master switch) */
+  struct tls_ctx *tls;        /* rediss://: the TLS settings; else NULL */
+  struct sentinel *sentinel;  /* redis+sentinel://: where the master is; else NULL */
+  struct rconn *conns;        /* open connections (for a master switch) */
 };
 
 struct rconn {
@@ -116,7 +106,7 @@ struct rconn {
   bk_state_cb *state_cb; /* NULL allowed */
   bk_fault_cb *fault_cb; /* NULL allowed */
   void *data;
-  redisAsyncContext *ac;               /* current attempt or live connection; NULL in between */
+  struct resp_conn *rc;                /* current attempt or live connection; NULL in between */
   uv_timer_t timer;                    /* backoff between attempts; timeout during one */
   uv_getaddrinfo_t gai;                /* host name lookup while resolving */
   int resolving;                       /* gai is in flight; its callback is still due */
@@ -146,16 +136,15 @@ struct rconn {
   const char *hint;      /* ... and what to do about it */
   int logged_lost;       /* this outage was logged */
   enum bk_fault fault;   /* the last failure since last up */
-  char fault_why[256];   /* ... and why */
-  char reason[256];      /* why we ended this attempt ourselves, "" if we did not */
-  char lost[288];        /* "connection lost: ..." for drained callbacks */
+  char fault_why[512];   /* ... and why */
+  char reason[512];      /* why we ended this attempt ourselves, "" if we did not */
+  char lost[640];        /* "connection lost: ..." for drained callbacks */
   int timed_out;         /* the drop was the command timeout's (counted as such) */
   size_t bulk_max;       /* reply_limit: a longer bulk string drops the connection; 0: none */
   size_t reply_max;      /* ... and a reply that takes more; 0: none */
-  int too_large;         /* the drop was reply_limit's: commands fail with c->reason */
 };
 
-/* One accepted command, hiredis' privdata: lets a NULL reply carry an error. */
+/* One accepted command: what its reply goes to. */
 struct rcmd {
   struct rconn *c;
   bk_reply_cb *cb;
@@ -224,189 +213,6 @@ struct resend {
 };
 
 static void start_attempt(struct rconn *c);
-
-/* ---- libuv glue for hiredis ----
- *
- * Like hiredis' adapters/libuv.h, with two differences.
- *
- * On POLLERR (a refused connect, a reset connection) libuv stops the poll
- * handle and calls back with UV_EBADF; the 0.14 adapter ignores such a call,
- * so a refused connect hangs forever. Here hiredis gets to read or write
- * anyway, finds the socket error itself and tears the context down.
- *
- * hiredis asks for the write event with every command it queues, and drops
- * it once its buffer is written: two epoll_ctl calls and a loop turn per
- * burst of commands. On a connected context the write is done instead just
- * before the loop next waits (a uv_prepare), so every command queued in a
- * turn leaves in one write; the write event is watched only while the
- * socket takes less than the buffer, or after an error (hiredis' own write
- * handler then finds it and tears the context down). */
-
-struct rpoll {
-  uv_poll_t handle;
-  uv_prepare_t flush;    /* writes what hiredis queued, before the loop waits */
-  redisAsyncContext *ac; /* NULL once hiredis has cleaned up */
-  int events;            /* UV_READABLE | UV_WRITABLE watched */
-  int closing;           /* handles still to close (0 while in use) */
-  /* The context's replies (NULL: hiredis' own malloc per object). Freed
-   * with p, after hiredis has freed the reader that uses it. */
-  struct reply_arena *arena;
-  /* The connection whose context this is, for its reply limits; NULL for
-   * the sentinels' (sentinel.c attaches its own contexts here too). */
-  struct rconn *conn;
-};
-
-/* Hands the heap's free memory back to the system: glibc keeps what was
- * freed below its mmap threshold, up to its trim threshold (main.c). */
-static void trim_heap(void) {
-#ifdef __GLIBC__
-  malloc_trim(0);
-#endif
-}
-
-/* After a reply larger than REPLY_ARENA_KEEP_MAX (a burst of large
- * entries), the process goes back to its steady size: the read buffer, once
- * empty, is let go now rather than at the next read (which a blocked read
- * may keep seconds away), and the heap is trimmed. */
-static void memory_back(struct rpoll *p) {
-  redisReader *r = p->ac->c.reader;
-  bool large = p->arena && reply_arena_freed_large(p->arena);
-  if (r->len == 0 && r->buf && sdsavail(r->buf) > r->maxbuf) {
-    sds fresh = sdsempty();
-    if (fresh) {
-      sdsfree(r->buf);
-      r->buf = fresh;
-      r->pos = 0;
-      large = true;
-    }
-  }
-  if (large) trim_heap();
-}
-
-static void refuse_reply(struct rconn *c, const char *what, size_t n, size_t max);
-
-/* reply_limit: hiredis has parsed every complete item of what it read (at
- * most one socket read, 16 KB, per call), so what its buffer holds from pos
- * on is the item still coming; an incomplete bulk string is a task of type
- * STRING whose `$` is consumed, its length at buf + pos. Refusing it now
- * keeps a huge entry out of memory but for about one read. Returns true
- * when the connection was dropped. */
-static bool over_limit(struct rpoll *p) {
-  redisAsyncContext *ac = p->ac;
-  struct rconn *c = p->conn;
-  if (c == NULL || c->ac != ac || c->closing || (c->bulk_max == 0 && c->reply_max == 0))
-    return false;
-  const redisReader *r = ac->c.reader;
-  if (c->reply_max && p->arena && reply_arena_taken(p->arena) > c->reply_max) {
-    refuse_reply(c, "a reply taking", reply_arena_taken(p->arena), c->reply_max);
-    return true;
-  }
-  if (c->bulk_max == 0 || r->ridx < 0 || r->rstack[r->ridx].type != REDIS_REPLY_STRING)
-    return false;
-  size_t n = 0;
-  for (size_t i = r->pos; i < r->len && r->buf[i] >= '0' && r->buf[i] <= '9'; i++) {
-    if (n > (SIZE_MAX - 9) / 10) break; /* over any limit already */
-    n = n * 10 + (size_t)(r->buf[i] - '0');
-  }
-  if (n <= c->bulk_max) return false;
-  refuse_reply(c, "a string of at least", n, c->bulk_max);
-  return true;
-}
-
-static void rpoll_cb(uv_poll_t *h, int status, int events) {
-  struct rpoll *p = h->data;
-  if (status < 0) events = p->events;
-  /* Each call may free the context (p->ac becomes NULL); p lives on until
-   * its close callback. */
-  if (p->ac && (events & UV_READABLE)) {
-    redisAsyncHandleRead(p->ac);
-    if (p->ac && !over_limit(p)) memory_back(p);
-  }
-  if (p->ac && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
-}
-
-/* Only a change reaches libuv: uv_poll_start takes the fd out of epoll and
- * puts it back (two epoll_ctl calls). */
-static void rpoll_set(struct rpoll *p, int events) {
-  if (events == p->events && uv_is_active((uv_handle_t *)&p->handle) == (events != 0)) return;
-  p->events = events;
-  if (events)
-    uv_poll_start(&p->handle, events, rpoll_cb);
-  else
-    uv_poll_stop(&p->handle);
-}
-
-static bool writable_now(const redisAsyncContext *ac) {
-  return (ac->c.flags & REDIS_CONNECTED) &&
-         !(ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) && !ac->c.err;
-}
-
-static void rpoll_flush(uv_prepare_t *h) {
-  struct rpoll *p = h->data;
-  uv_prepare_stop(h);
-  if (p->ac == NULL || (p->events & UV_WRITABLE)) return;
-  int done = 0;
-  if (writable_now(p->ac) && redisBufferWrite(&p->ac->c, &done) == REDIS_OK && done) return;
-  rpoll_set(p, p->events | UV_WRITABLE); /* the rest, or the error, when the socket says */
-}
-
-static void ev_add_read(void *d) { rpoll_set(d, ((struct rpoll *)d)->events | UV_READABLE); }
-static void ev_del_read(void *d) { rpoll_set(d, ((struct rpoll *)d)->events & ~UV_READABLE); }
-static void ev_add_write(void *d) {
-  struct rpoll *p = d;
-  if (p->ac && writable_now(p->ac))
-    uv_prepare_start(&p->flush, rpoll_flush); /* no-op when started already */
-  else
-    rpoll_set(p, p->events | UV_WRITABLE); /* connecting: the write event says when */
-}
-static void ev_del_write(void *d) {
-  struct rpoll *p = d;
-  uv_prepare_stop(&p->flush);
-  rpoll_set(p, p->events & ~UV_WRITABLE);
-}
-
-static void rpoll_closed(uv_handle_t *h) {
-  struct rpoll *p = h->data;
-  if (--p->closing > 0) return;
-  reply_arena_free(p->arena);
-  free(p);
-}
-
-/* hiredis calls this while freeing the context, before it closes the fd. */
-static void ev_cleanup(void *d) {
-  struct rpoll *p = d;
-  p->ac = NULL;
-  p->closing = 2;
-  uv_close((uv_handle_t *)&p->handle, rpoll_closed);
-  uv_close((uv_handle_t *)&p->flush, rpoll_closed);
-}
-
-static int rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
-  struct rpoll *p = calloc(1, sizeof *p);
-  if (p == NULL) return -1;
-  if (uv_poll_init(loop, &p->handle, ac->c.fd) != 0) {
-    free(p); /* a failed init leaves nothing registered */
-    return -1;
-  }
-  uv_prepare_init(loop, &p->flush); /* cannot fail */
-  p->handle.data = p;
-  p->flush.data = p;
-  p->ac = ac;
-  p->arena = reply_arena_new();
-  if (p->arena) reply_arena_attach(p->arena, ac->c.reader); /* no reply read yet */
-  /* hiredis frees its read buffer whenever it is empty with more than 16 KB
-   * spare, so every read of large entries grew it again from nothing: keep
-   * up to the arena's size of it (it holds at most the largest reply element
-   * plus one socket read); a larger one goes once empty (memory_back). */
-  ac->c.reader->maxbuf = REPLY_ARENA_KEEP_MAX;
-  ac->ev.data = p;
-  ac->ev.addRead = ev_add_read;
-  ac->ev.delRead = ev_del_read;
-  ac->ev.addWrite = ev_add_write;
-  ac->ev.delWrite = ev_del_write;
-  ac->ev.cleanup = ev_cleanup;
-  return 0;
-}
 
 /* ---- up and down ---- */
 
@@ -518,38 +324,45 @@ static void went_up(struct rconn *c) {
   if (c->state_cb) c->state_cb(c->data, (bk_conn *)c, 1);
 }
 
-/* The context is freed or about to be (hiredis reported it, or we freed it).
- * Called from several places for the same context; only the first counts. It
- * never looks inside the context, which may already be gone. */
+/* The resp_conn ended (it told us, or we dropped it). Called from several
+ * places for the same connection; only the first counts. */
 static void ctx_gone(struct rconn *c, const char *why) {
-  if (c->ac == NULL) return;
-  c->ac = NULL;
+  if (c->rc == NULL) return;
+  c->rc = NULL;
   if (c->closing) return;
   uv_timer_stop(&c->timer);
   went_down(c, why);
 }
 
-/* ---- hiredis callbacks ---- */
-
-static const char *ctx_error(struct rconn *c, const redisAsyncContext *ac) {
-  if (c->reason[0]) return c->reason;
-  if (ac->c.err) return ac->c.errstr;
-  return "disconnected";
+/* Ends the connection as a failure would: pending commands fail with why
+ * (when the reply callback running now returns, if one does), then
+ * on_down reports it. */
+static void drop(struct rconn *c, const char *why) {
+  if (why != c->reason) snprintf(c->reason, sizeof c->reason, "%s", why);
+  resp_conn_drop(c->rc, c->reason);
 }
 
-/* Called on the first write event: status says whether connect(2) worked. */
-static void on_connect(const redisAsyncContext *ac, int status) {
-  struct rconn *c = ac->data;
-  if (status == REDIS_OK) return; /* up only once the handshake replies arrive */
-  ctx_gone(c, ctx_error(c, ac));  /* hiredis frees the context when we return */
+/* A TLS failure that retrying cannot fix: what failed and what to pass are
+ * in why. A cluster node that does not speak TLS was announced with its
+ * plaintext port. */
+static const char *tls_denied(struct rconn *c, const char *why) {
+  c->denied = "redis TLS handshake failed";
+  c->hint = NULL;
+  if (c->b->url.cluster_node && strstr(why, "not speaking TLS"))
+    snprintf(c->fault_why, sizeof c->fault_why,
+             "TLS: cluster node %s:%d is not speaking TLS: the cluster announces its plaintext "
+             "ports; with rediss:// every node must announce its TLS port (tls-cluster yes)",
+             c->ip, c->port);
+  else
+    snprintf(c->fault_why, sizeof c->fault_why, "%s", why);
+  return c->fault_why;
 }
 
-/* Called while hiredis frees a context that had connected, after the pending
- * callbacks ran. */
-static void on_disconnect(const redisAsyncContext *ac, int status) {
-  struct rconn *c = ac->data;
-  (void)status;
-  ctx_gone(c, ctx_error(c, ac));
+/* The connection ended by itself, or by drop. */
+static void on_down(void *data, const char *why, int denied) {
+  struct rconn *c = data;
+  if (denied && !c->denied) why = tls_denied(c, why);
+  ctx_gone(c, why);
 }
 
 static bool starts(const char *s, const char *prefix) {
@@ -587,15 +400,15 @@ static bool role_is_master(const redisReply *r) {
          r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
 }
 
-static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
+static void on_handshake(void *privdata, redisReply *reply, const char *err) {
   struct rconn *c = privdata;
-  redisReply *reply = r;
+  (void)err;
   if (reply == NULL || c->closing) return; /* torn down: whoever did it reports why */
   const char *step = c->steps[c->step++];
   if (reply->type == REDIS_REPLY_ERROR) {
     snprintf(c->reason, sizeof c->reason, "%s failed: %s", step, reply->str);
     classify_refusal(c, step, reply->str);
-    redisAsyncFree(ac); /* deferred by hiredis until this callback returns */
+    drop(c, c->reason);
     return;
   }
   if (!strcmp(step, "ROLE") && !role_is_master(reply)) {
@@ -607,7 +420,7 @@ static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
                      reply->element[0]->type == REDIS_REPLY_STRING
                  ? reply->element[0]->str
                  : "unexpected reply");
-    redisAsyncFree(ac);
+    drop(c, c->reason);
     return;
   }
   if (--c->handshake_left == 0) went_up(c);
@@ -631,27 +444,14 @@ static void watch(struct rconn *c) {
 
 static void on_watchdog(uv_timer_t *t) {
   struct rconn *c = container_of(t, struct rconn, watchdog);
-  if (c->oldest == NULL || c->ac == NULL) return;
+  if (c->oldest == NULL || c->rc == NULL) return;
   if (uv_now(c->b->loop) < c->oldest->deadline) return watch(c);
-  snprintf(c->reason, sizeof c->reason, "no reply to a command within %llu ms",
+  char why[96];
+  snprintf(why, sizeof why, "no reply to a command within %llu ms",
            (unsigned long long)c->b->command_timeout_ms);
   count_error(ERR_TIMEOUT);
   c->timed_out = 1;
-  redisAsyncFree(c->ac); /* not inside a hiredis callback: pending callbacks run now */
-  ctx_gone(c, c->reason);
-}
-
-/* A reply over the connection's limits is arriving: the context goes (not
- * inside a hiredis callback: pending callbacks run now, with c->reason), and
- * the connection is made again as after any drop. */
-static void refuse_reply(struct rconn *c, const char *what, size_t n, size_t max) {
-  snprintf(c->reason, sizeof c->reason,
-           BK_ERR_TOO_LARGE ": %s %zu bytes, over this connection's limit of %zu (redis %.96s)",
-           what, n, max, c->b->base.name);
-  c->too_large = 1;
-  redisAsyncFree(c->ac);
-  c->too_large = 0;
-  ctx_gone(c, c->reason);
+  drop(c, why);
 }
 
 /* BLOCK ms in argv: how long the server may rightly take to answer. */
@@ -673,60 +473,6 @@ static void unlink_cmd(struct rconn *c, struct rcmd *k) {
     c->newest = k->prev;
 }
 
-/* ---- commands in RESP ----
- *
- * hiredis' own formatting (redisFormatSdsCommandArgv) prints every length
- * with sdscatfmt into a fresh sds string; a call carrying a batch's outcomes
- * has a thousand arguments. The host formats into one buffer it keeps, then
- * hiredis copies it to its output buffer. */
-
-#define RESP_KEEP_MAX (2u << 20)
-
-static char *put_count(char *p, char tag, size_t n) {
-  char digits[20];
-  int d = 0;
-  do digits[d++] = (char)('0' + n % 10);
-  while ((n /= 10) != 0);
-  *p++ = tag;
-  while (d > 0) *p++ = digits[--d];
-  *p++ = '\r';
-  *p++ = '\n';
-  return p;
-}
-
-/* argv as a RESP array of bulk strings in b->resp; its length, or 0 when
- * out of memory. */
-static size_t resp_format(struct rbroker *b, int argc, const char **argv, const size_t *argvlen) {
-  size_t need = 24;
-  for (int i = 0; i < argc; i++) need += argvlen[i] + 25;
-  char *grown = grow(b->resp, &b->resp_cap, need, 1, 4096);
-  if (grown == NULL) return 0;
-  b->resp = grown;
-  char *p = put_count(b->resp, '*', (size_t)argc);
-  for (int i = 0; i < argc; i++) {
-    p = put_count(p, '$', argvlen[i]);
-    memcpy(p, argv[i], argvlen[i]);
-    p += argvlen[i];
-    *p++ = '\r';
-    *p++ = '\n';
-  }
-  *p = '\0'; /* not sent: hiredis peeks one byte past a one-word command */
-  return (size_t)(p - b->resp);
-}
-
-static int send_command(struct rbroker *b, redisAsyncContext *ac, redisCallbackFn *fn,
-                        void *privdata, int argc, const char **argv, const size_t *argvlen) {
-  size_t len = resp_format(b, argc, argv, argvlen);
-  if (len == 0) return REDIS_ERR;
-  int rc = redisAsyncFormattedCommand(ac, fn, privdata, b->resp, len);
-  if (b->resp_cap > RESP_KEEP_MAX) { /* a rare huge command: not kept */
-    free(b->resp);
-    b->resp = NULL;
-    b->resp_cap = 0;
-  }
-  return rc;
-}
-
 #define SPARE_CMDS_MAX 256
 
 static void link_cmd(struct rconn *c, struct rcmd *k) {
@@ -740,7 +486,7 @@ static void link_cmd(struct rconn *c, struct rcmd *k) {
   if (k->prev == NULL) watch(c);
 }
 
-static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
+static void on_reply(void *privdata, redisReply *r, const char *err);
 
 static bool reply_starts(const redisReply *r, const char *prefix) {
   size_t n = strlen(prefix);
@@ -752,7 +498,7 @@ static bool reply_starts(const redisReply *r, const char *prefix) {
  * (the caller gets that call's reply instead). */
 static bool resent_as_eval(struct rconn *c, struct rcmd *k, const redisReply *r) {
   struct resend *s = k->resend;
-  if (r == NULL || c->closing || c->ac == NULL) return false;
+  if (r == NULL || c->closing || c->rc == NULL) return false;
   bool refused = reply_starts(r, "NOPERM") && strstr(r->str, "'evalsha'") != NULL;
   if (!reply_starts(r, "NOSCRIPT") && !refused) return false;
   if (refused && !c->b->evalsha_refused) {
@@ -764,8 +510,7 @@ static bool resent_as_eval(struct rconn *c, struct rcmd *k, const redisReply *r)
   s->argvlen[0] = 4;
   s->argv[1] = script_text(s->script);
   s->argvlen[1] = strlen(s->argv[1]);
-  if (send_command(c->b, c->ac, on_reply, k, s->argc, s->argv, s->argvlen) != REDIS_OK)
-    return false;
+  if (resp_conn_send(c->rc, s->argc, s->argv, s->argvlen, on_reply, k) != 0) return false;
   free(s);
   k->resend = NULL;
   k->deadline = uv_now(c->b->loop) + c->b->command_timeout_ms;
@@ -777,18 +522,18 @@ static bool resent_as_eval(struct rconn *c, struct rcmd *k, const redisReply *r)
  * replica by a failover: the connection is dropped (when this callback
  * returns) and made again, and the sentinels asked anew. The commands on it
  * fail as after any lost connection, so the host sends what it must again. */
-static bool demoted(struct rconn *c, redisAsyncContext *ac, const redisReply *r) {
-  if (c->closing || c->b->sentinel == NULL || c->ac != ac || r->type != REDIS_REPLY_ERROR ||
+static bool demoted(struct rconn *c, const redisReply *r) {
+  if (c->closing || c->b->sentinel == NULL || c->rc == NULL || r->type != REDIS_REPLY_ERROR ||
       (strncmp(r->str, "READONLY", 8) != 0 && strstr(r->str, "READONLY You can't write") == NULL))
     return false;
   if (!c->reason[0])
     snprintf(c->reason, sizeof c->reason, "%.70s answered READONLY: no longer the master of %.60s",
              c->addr, c->b->url.service);
-  redisAsyncFree(ac); /* deferred by hiredis until this callback returns */
+  drop(c, c->reason); /* when this callback returns */
   return true;
 }
 
-static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
+static void on_reply(void *privdata, redisReply *r, const char *why) {
   struct rcmd *k = privdata;
   struct rconn *c = k->c;
   unlink_cmd(c, k);
@@ -803,14 +548,17 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     metrics_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
   }
   if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR) count_error(ERR_REPLY);
-  if (r && demoted(c, ac, r)) r = NULL; /* fails as if the connection was lost */
+  if (r && demoted(c, r)) {
+    r = NULL; /* fails as if the connection was lost */
+    why = c->reason;
+  }
   if (r == NULL) {
     if (c->closing) {
       err = "connection closed";
-    } else if (c->too_large) {
-      err = c->reason; /* BK_ERR_TOO_LARGE ... */
+    } else if (bk_error_is_too_large(why)) {
+      err = why;
     } else {
-      snprintf(c->lost, sizeof c->lost, "connection lost: %s", ctx_error(c, ac));
+      snprintf(c->lost, sizeof c->lost, "connection lost: %s", why);
       err = c->lost;
     }
   }
@@ -829,7 +577,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
 static int handshake_cmd(struct rconn *c, const char *step, int argc, const char **argv) {
   size_t len[3];
   for (int i = 0; i < argc; i++) len[i] = strlen(argv[i]);
-  if (send_command(c->b, c->ac, on_handshake, c, argc, argv, len) != REDIS_OK) return -1;
+  if (resp_conn_send(c->rc, argc, argv, len, on_handshake, c) != 0) return -1;
   c->steps[c->handshake_left++] = step;
   return 0;
 }
@@ -837,8 +585,8 @@ static int handshake_cmd(struct rconn *c, const char *step, int argc, const char
 /* AUTH, SELECT, ROLE (with sentinels: the server must be the master) and
  * PING, pipelined. PING always goes last: the connection is
  * up when it answers, which proves the server serves commands (not LOADING),
- * makes the state callback run inside a reply callback (where closing the
- * connection is safe), and gives hiredis a write that completes the connect. */
+ * and makes the state callback run inside a reply callback (where closing the
+ * connection is safe). */
 static int send_handshake(struct rconn *c) {
   const struct redis_url *u = &c->b->url;
   char db[16];
@@ -865,38 +613,23 @@ static int send_handshake(struct rconn *c) {
 /* ip: a numeric address for TCP, NULL for the unix socket. */
 static void connect_now(struct rconn *c, const char *ip, int port) {
   const struct redis_url *u = &c->b->url;
-  char why[160];
+  char why[600];
   snprintf(c->ip, sizeof c->ip, "%s", ip ? ip : "");
   c->port = port;
   if (c->b->sentinel)
     snprintf(c->addr, sizeof c->addr, strchr(c->ip, ':') ? "[%s]:%d" : "%s:%d", c->ip, port);
-  redisAsyncContext *ac = ip ? redisAsyncConnect(ip, port) : redisAsyncConnectUnix(u->path);
-  if (ac == NULL) {
-    went_down(c, "out of memory");
-    return;
-  }
-  if (ac->err) {
-    /* Failed at once (a unix socket nobody listens on): hiredis hands back a
-     * context that only holds the error. */
-    snprintf(why, sizeof why, "%s", ac->errstr);
-    redisAsyncFree(ac);
+  /* A node named by the sentinels or CLUSTER SLOTS is verified by its
+   * address; the URL's own host by the name written there. */
+  struct transport_target to = {ip, port, ip ? NULL : u->path, c->b->tls,
+                                c->b->sentinel ? ip : u->host};
+  c->rc = resp_conn_open(c->b->loop, &to, c->b->base.name, on_down, c, why, sizeof why);
+  if (c->rc == NULL) {
     went_down(c, why);
     return;
   }
-  if (rpoll_attach(ac, c->b->loop) != 0) {
-    redisAsyncFree(ac);
-    went_down(c, "cannot watch the socket");
-    return;
-  }
-  ac->data = c;
-  ((struct rpoll *)ac->ev.data)->conn = c;
-  redisAsyncSetConnectCallback(ac, on_connect);
-  redisAsyncSetDisconnectCallback(ac, on_disconnect);
-  c->ac = ac;
+  resp_conn_limit(c->rc, c->bulk_max, c->reply_max);
   if (send_handshake(c) != 0) {
-    snprintf(c->reason, sizeof c->reason, "out of memory");
-    redisAsyncFree(ac); /* not connected yet: no disconnect callback */
-    ctx_gone(c, c->reason);
+    drop(c, "out of memory");
     return;
   }
   uv_timer_start(&c->timer, on_timer, CONNECT_TIMEOUT_MS, 0);
@@ -967,7 +700,7 @@ static void on_switch(void *data, const char *ip, int port) {
   struct rbroker *b = data;
   for (struct rconn *c = b->conns; c; c = c->next_conn) {
     if (c->closing || c->ask) continue;
-    if (c->ac == NULL) {
+    if (c->rc == NULL) {
       if (!c->up) uv_timer_start(&c->timer, on_timer, 0, 0);
       continue;
     }
@@ -1017,11 +750,19 @@ static void start_attempt(struct rconn *c) {
  * the backoff before the next attempt. */
 static void on_timer(uv_timer_t *t) {
   struct rconn *c = container_of(t, struct rconn, timer);
-  if (c->ac) {
-    if (!c->reason[0]) /* else on_switch asked for the drop */
+  if (c->rc) {
+    if (c->reason[0]) { /* on_switch asked for the drop */
+    } else if (resp_conn_tls_unanswered(c->rc)) {
+      /* A plaintext Redis waits for the end of a line that never comes. */
+      snprintf(c->reason, sizeof c->reason,
+               "TLS: the server is not speaking TLS (no answer to the TLS handshake within %d "
+               "ms): a plaintext port takes redis://, not rediss://",
+               CONNECT_TIMEOUT_MS);
+      snprintf(c->reason, sizeof c->reason, "%s", tls_denied(c, c->reason));
+    } else {
       snprintf(c->reason, sizeof c->reason, "no answer within %d ms", CONNECT_TIMEOUT_MS);
-    redisAsyncFree(c->ac);  /* not inside a hiredis callback: frees now */
-    ctx_gone(c, c->reason); /* no-op if on_disconnect already reported it */
+    }
+    drop(c, c->reason);
     return;
   }
   start_attempt(c);
@@ -1030,9 +771,9 @@ static void on_timer(uv_timer_t *t) {
 /* ---- broker_ops ---- */
 
 static void maybe_free(struct rconn *c) {
-  /* No context is left by now: a free that hiredis deferred inside one of its
-   * callbacks completes before control returns to the loop, and the loop runs
-   * close callbacks and lookups only after that. */
+  /* No resp_conn is left by now: one closed inside its reply callback ends
+   * when that callback returns, and the loop runs close callbacks and
+   * lookups only after that. */
   if (!c->timer_closed || !c->watchdog_closed || c->resolving) return;
   while (c->spare) {
     struct rcmd *k = c->spare;
@@ -1095,7 +836,7 @@ static struct resend *resend_new(int script, int argc, const char **argv, const 
 }
 
 /* Up, not closing, with a context to write to. */
-static bool rconn_usable(const struct rconn *c) { return c->up && !c->closing && c->ac != NULL; }
+static bool rconn_usable(const struct rconn *c) { return c->up && !c->closing && c->rc != NULL; }
 
 static int rconn_command(bk_conn *bc, int argc, const char **argv, const size_t *argvlen,
                          bk_reply_cb *cb, void *data) {
@@ -1127,9 +868,9 @@ static int rconn_command(bk_conn *bc, int argc, const char **argv, const size_t 
     argv = k->resend->argv;
     argvlen = k->resend->argvlen;
   }
-  /* hiredis refuses while it tears the context down, e.g. when a callback
-   * that learned of the drop tries to send more. */
-  if (send_command(c->b, c->ac, on_reply, k, argc, argv, argvlen) != REDIS_OK) {
+  /* Refused while the connection ends, e.g. when a callback that learned of
+   * the drop tries to send more. */
+  if (resp_conn_send(c->rc, argc, argv, argvlen, on_reply, k) != 0) {
     free(k->resend);
     free(k);
     return -1;
@@ -1147,24 +888,9 @@ static int rconn_connected(bk_conn *bc) {
   return c->up && !c->closing;
 }
 
-/* Not redisAsyncHandleWrite: the host flushes from inside reply callbacks,
- * where a write error would make it free the context under the callback
- * (hiredis 0.14; later versions assert that it is not called there). A
- * failed redisBufferWrite leaves the error in the context and the write event
- * armed: the loop's next redisAsyncHandleWrite finds it and tears the
- * connection down as for any other error. */
 static void rconn_flush(bk_conn *bc) {
   struct rconn *c = (struct rconn *)bc;
-  if (!rconn_usable(c)) return;
-  redisAsyncContext *ac = c->ac;
-  if (!(ac->c.flags & REDIS_CONNECTED) || (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) ||
-      ac->c.err)
-    return;
-  int done = 0;
-  /* All written: the write event hiredis armed would only wake the loop
-   * for nothing. */
-  if (redisBufferWrite(&ac->c, &done) == REDIS_OK && done && ac->ev.delWrite)
-    ac->ev.delWrite(ac->ev.data);
+  if (rconn_usable(c)) resp_conn_flush(c->rc);
 }
 
 static enum bk_fault rconn_fault(bk_conn *bc, char *why, size_t len) {
@@ -1179,6 +905,7 @@ static void rconn_reply_limit(bk_conn *bc, size_t bulk_max, size_t reply_max) {
   struct rconn *c = (struct rconn *)bc;
   c->bulk_max = bulk_max;
   c->reply_max = reply_max;
+  if (c->rc) resp_conn_limit(c->rc, bulk_max, reply_max);
 }
 
 static void rconn_close(bk_conn *bc) {
@@ -1196,16 +923,11 @@ static void rconn_close(bk_conn *bc) {
   c->ask = NULL;
   c->b = NULL; /* the broker may be freed before this conn's memory */
   if (c->resolving) uv_cancel((uv_req_t *)&c->gai); /* its callback still runs */
-  if (c->ac) {
-    redisAsyncContext *ac = c->ac;
-    int deferred = (ac->c.flags & REDIS_IN_CALLBACK) != 0;
-    /* Pending callbacks run with "connection closed", now or, inside one of
-     * this context's callbacks, as soon as that callback returns; then
-     * on_disconnect clears c->ac. Without a deferral the context is gone
-     * when this returns, and a context that never connected gets no
-     * on_disconnect, so clear it here. */
-    redisAsyncFree(ac);
-    if (!deferred) c->ac = NULL;
+  if (c->rc) {
+    /* Pending commands fail with "connection closed", now or, inside one of
+     * this connection's reply callbacks, as soon as that callback returns. */
+    resp_conn_close(c->rc, "connection closed");
+    c->rc = NULL;
   }
   uv_close((uv_handle_t *)&c->timer, on_timer_closed);
   uv_close((uv_handle_t *)&c->watchdog, on_watchdog_closed);
@@ -1221,7 +943,7 @@ static void rbroker_free(broker *bb) {
     abort();
   }
   sentinel_free(b->sentinel);
-  free(b->resp);
+  tls_ctx_put(b->tls);
   free(b);
 }
 
@@ -1252,8 +974,15 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {
   b->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)b) | 1;
   b->command_timeout_ms = COMMAND_TIMEOUT_MS;
   for (int k = 0; k < ERR_KINDS; k++) error_series(k);
+  char err[600];
+  if (url->tls.on && (b->tls = tls_ctx_get(&url->tls, err, sizeof err)) == NULL) {
+    log_line(LOG_ERROR, NULL, "cannot set up TLS", "redis", b->base.name, "error", err, NULL);
+    free(b);
+    return NULL;
+  }
   if (url->nsentinels > 0 &&
-      (b->sentinel = sentinel_new(loop, url, b->base.name, rpoll_attach, on_switch, b)) == NULL) {
+      (b->sentinel = sentinel_new(loop, url, b->base.name, b->tls, on_switch, b)) == NULL) {
+    tls_ctx_put(b->tls);
     free(b);
     return NULL;
   }
@@ -1262,7 +991,7 @@ broker *broker_redis_new(struct uv_loop_s *loop, const struct redis_url *url) {
     sha1_hex(text, strlen(text), b->sha[i]);
   }
 
-  /* hiredis 0.14 writes with write(2): a server that vanished between two
+  /* OpenSSL writes with write(2): a server that vanished between two
    * commands would kill the whole host with SIGPIPE. Ignored, the write fails
    * with EPIPE and the connection is retried. A disposition the program chose
    * itself is left alone. */

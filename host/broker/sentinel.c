@@ -1,7 +1,6 @@
 /* sentinel: questions to Redis Sentinel and the +switch-master subscription
- * (sentinel.h), with hiredis 0.14 async on the loop through broker_redis'
- * glue (handed in as sentinel_attach_fn, so this file does not depend on
- * broker_redis.c).
+ * (sentinel.h), on RESP connections (resp_conn.h) on the loop, over TLS
+ * with rediss+sentinel://.
  *
  * Both jobs are a probe: one connection to one sentinel at a time. A probe
  * resolves a sentinel's host name off the loop (uv_getaddrinfo), connects,
@@ -10,12 +9,11 @@
  * to the next sentinel: at once for a question, which gives up once every
  * sentinel failed, after SENTINEL_WATCH_RETRY_MS for the subscription, which
  * never gives up while watching. A probe that is done forgets its sentinel
- * object and lives on only until its timer is closed; hiredis contexts are always gone by then (a free deferred
- * inside a hiredis callback completes before control returns to the loop). */
+ * object and lives on only until its timer is closed; its connections are
+ * always gone by then (one closed inside its reply callback ends when that
+ * callback returns). */
 #include "sentinel.h"
 
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +21,8 @@
 #include <uv.h>
 
 #include "log.h"
+#include "resp_conn.h"
+#include "transport.h"
 #include "url.h"
 
 #define container_of(ptr, type, field) ((type *)((char *)(ptr)-offsetof(type, field)))
@@ -31,7 +31,7 @@ struct sentinel {
   uv_loop_t *loop;
   struct redis_url url; /* a copy: the sentinels, the service, their credentials */
   char name[URL_TEXT_MAX];
-  sentinel_attach_fn *attach;
+  struct tls_ctx *tls; /* rediss+sentinel://, else NULL */
   sentinel_switch_cb *on_switch;
   void *data;
   int preferred;       /* the sentinel that answered last: asked first */
@@ -46,7 +46,7 @@ struct probe {
   int idx;               /* the sentinel tried now */
   int tried;             /* sentinels tried in this round (questions) */
   int refused;           /* ... of which refused the credentials */
-  redisAsyncContext *ac; /* the connection to it, NULL in between */
+  struct resp_conn *rc;  /* the connection to it, NULL in between */
   struct lookup *lookup; /* the host name lookup in flight, NULL if none */
   uv_timer_t timer;      /* a question's timeout; the subscription's retry */
   int timer_closed;
@@ -91,11 +91,11 @@ static void probe_disconnect(struct probe *p) {
     uv_cancel((uv_req_t *)&p->lookup->req);
     p->lookup = NULL;
   }
-  redisAsyncContext *ac = p->ac;
-  if (ac == NULL) return;
-  p->ac = NULL;
+  struct resp_conn *rc = p->rc;
+  if (rc == NULL) return;
+  p->rc = NULL;
   p->subscribed = 0;
-  redisAsyncFree(ac); /* deferred by hiredis inside one of its callbacks */
+  resp_conn_close(rc, "closed"); /* deferred inside one of its reply callbacks */
 }
 
 static void probe_done(struct probe *p) {
@@ -148,31 +148,21 @@ static int is_refusal(const char *err) {
          strstr(err, "invalid password") != NULL;
 }
 
-/* ---- hiredis callbacks ---- */
+/* ---- replies ---- */
 
-static void on_connect(const redisAsyncContext *ac, int status) {
-  struct probe *p = ac->data;
-  if (status == REDIS_OK || p->ac != ac) return;
-  p->ac = NULL; /* hiredis frees it when this returns */
-  char what[160];
-  snprintf(what, sizeof what, "%s", ac->errstr[0] ? ac->errstr : "cannot connect");
+static void on_down(void *data, const char *why, int denied) {
+  struct probe *p = data;
+  (void)denied;
+  p->rc = NULL;
+  char what[600];
+  snprintf(what, sizeof what, "connection lost: %s", why);
   probe_failed(p, what, 0);
 }
 
-static void on_disconnect(const redisAsyncContext *ac, int status) {
-  struct probe *p = ac->data;
-  (void)status;
-  if (p->ac != ac) return; /* we let it go ourselves */
-  p->ac = NULL;
-  char what[160];
-  snprintf(what, sizeof what, "connection lost: %s", ac->errstr[0] ? ac->errstr : "closed");
-  probe_failed(p, what, 0);
-}
-
-static void on_auth(redisAsyncContext *ac, void *r, void *privdata) {
+static void on_auth(void *privdata, redisReply *reply, const char *err) {
   struct probe *p = privdata;
-  redisReply *reply = r;
-  if (reply == NULL || p->ac != ac) return;
+  (void)err;
+  if (reply == NULL) return; /* whoever ended the connection handles it */
   if (reply->type == REDIS_REPLY_ERROR) {
     char what[300];
     snprintf(what, sizeof what, "AUTH failed: %s", reply->str);
@@ -180,10 +170,10 @@ static void on_auth(redisAsyncContext *ac, void *r, void *privdata) {
   }
 }
 
-static void on_addr(redisAsyncContext *ac, void *r, void *privdata) {
+static void on_addr(void *privdata, redisReply *reply, const char *err) {
   struct probe *p = privdata;
-  redisReply *reply = r;
-  if (reply == NULL || p->ac != ac) return;
+  (void)err;
+  if (reply == NULL) return;
   if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
       reply->element[0]->type == REDIS_REPLY_STRING &&
       reply->element[1]->type == REDIS_REPLY_STRING) {
@@ -210,10 +200,10 @@ static void on_addr(redisAsyncContext *ac, void *r, void *privdata) {
 }
 
 /* "+switch-master" carries "<service> <old ip> <old port> <new ip> <new port>". */
-static void on_message(redisAsyncContext *ac, void *r, void *privdata) {
+static void on_message(void *privdata, redisReply *reply, const char *err) {
   struct probe *p = privdata;
-  redisReply *reply = r;
-  if (reply == NULL || p->ac != ac) return;
+  (void)err;
+  if (reply == NULL) return;
   struct sentinel *s = p->s;
   if (reply->type == REDIS_REPLY_ERROR) {
     char what[300];
@@ -252,46 +242,41 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata) {
 
 /* ---- attempts ---- */
 
-static void send_first(struct probe *p) {
+static int probe_send(struct probe *p, int argc, const char **argv, resp_reply_fn *fn) {
+  size_t len[3];
+  for (int i = 0; i < argc; i++) len[i] = strlen(argv[i]);
+  return resp_conn_send(p->rc, argc, argv, len, fn, p);
+}
+
+static int send_first(struct probe *p) {
   const struct redis_url *u = &p->s->url;
   if (u->sentinel_password[0]) {
     const char *auth[3] = {"AUTH", u->sentinel_user[0] ? u->sentinel_user : u->sentinel_password,
                            u->sentinel_password};
-    redisAsyncCommandArgv(p->ac, on_auth, p, u->sentinel_user[0] ? 3 : 2, auth, NULL);
+    if (probe_send(p, u->sentinel_user[0] ? 3 : 2, auth, on_auth) != 0) return -1;
   }
   if (p->kind == PROBE_ASK) {
     const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", u->service};
-    redisAsyncCommandArgv(p->ac, on_addr, p, 3, argv, NULL);
-  } else {
-    const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
-    redisAsyncCommandArgv(p->ac, on_message, p, 2, argv, NULL);
+    return probe_send(p, 3, argv, on_addr);
   }
+  const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
+  resp_conn_on_push(p->rc, on_message, p); /* the messages after the confirmation */
+  return probe_send(p, 2, argv, on_message);
 }
 
 static void connect_ip(struct probe *p, const char *ip) {
   struct sentinel *s = p->s;
-  redisAsyncContext *ac = redisAsyncConnect(ip, s->url.sentinels[p->idx].port);
-  if (ac == NULL) {
-    probe_failed(p, "out of memory", 0);
-    return;
-  }
-  if (ac->err) {
-    char what[160];
-    snprintf(what, sizeof what, "%s", ac->errstr);
-    redisAsyncFree(ac);
+  const struct url_sentinel *u = &s->url.sentinels[p->idx];
+  struct transport_target to = {ip, u->port, NULL, s->tls, u->host};
+  char what[600];
+  if ((p->rc = resp_conn_open(s->loop, &to, s->name, on_down, p, what, sizeof what)) == NULL) {
     probe_failed(p, what, 0);
     return;
   }
-  if (s->attach(ac, s->loop) != 0) {
-    redisAsyncFree(ac);
-    probe_failed(p, "cannot watch the socket", 0);
+  if (send_first(p) != 0) {
+    probe_failed(p, "out of memory", 0);
     return;
   }
-  ac->data = p;
-  redisAsyncSetConnectCallback(ac, on_connect);
-  redisAsyncSetDisconnectCallback(ac, on_disconnect);
-  p->ac = ac;
-  send_first(p);
   uv_timer_start(&p->timer, on_timer, SENTINEL_ASK_TIMEOUT_MS, 0);
 }
 
@@ -360,10 +345,10 @@ static void try_sentinel(struct probe *p) {
 static void on_timer(uv_timer_t *t) {
   struct probe *p = container_of(t, struct probe, timer);
   if (p->s == NULL) return;
-  if (p->ac || p->lookup) {
+  if (p->rc || p->lookup) {
     char what[64];
     snprintf(what, sizeof what, "no answer within %d ms", SENTINEL_ASK_TIMEOUT_MS);
-    probe_failed(p, what, 0); /* frees the context now: no hiredis callback runs this */
+    probe_failed(p, what, 0);
     return;
   }
   try_sentinel(p); /* the subscription's next try */
@@ -382,15 +367,14 @@ static struct probe *probe_new(struct sentinel *s, enum probe_kind kind, size_t 
 /* ---- public ---- */
 
 struct sentinel *sentinel_new(struct uv_loop_s *loop, const struct redis_url *url, const char *name,
-                              sentinel_attach_fn *attach, sentinel_switch_cb *on_switch,
-                              void *data) {
+                              struct tls_ctx *tls, sentinel_switch_cb *on_switch, void *data) {
   if (url->nsentinels <= 0) return NULL;
   struct sentinel *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   s->loop = loop;
   s->url = *url;
   snprintf(s->name, sizeof s->name, "%s", name);
-  s->attach = attach;
+  s->tls = tls;
   s->on_switch = on_switch;
   s->data = data;
   return s;

@@ -18,12 +18,9 @@
 /* The wait before the subscription tries the next sentinel. */
 #define SENTINEL_WATCH_RETRY_MS 1000
 
-struct redisAsyncContext;
 struct uv_loop_s;
 struct redis_url;
-
-/* Hooks a new hiredis context to the loop (broker_redis' glue); 0 or -1. */
-typedef int sentinel_attach_fn(struct redisAsyncContext *ac, struct uv_loop_s *loop);
+struct tls_ctx;
 /* The answer to one question: the master's ip and port, or ip NULL and why
  * (naming each sentinel and what it said). denied: every sentinel refused
  * the sentinel credentials, which retrying cannot fix. */
@@ -35,11 +32,11 @@ struct sentinel;
 struct sentinel_ask;
 
 /* url must be a redis+sentinel:// URL (nsentinels > 0); it is copied. name:
- * what log lines call the server (the redacted URL). NULL when out of
- * memory. */
+ * what log lines call the server (the redacted URL). tls: the sentinels
+ * are reached with it (rediss+sentinel://), NULL for plaintext; it must
+ * outlive the sentinel. NULL when out of memory. */
 struct sentinel *sentinel_new(struct uv_loop_s *loop, const struct redis_url *url, const char *name,
-                              sentinel_attach_fn *attach, sentinel_switch_cb *on_switch,
-                              void *data);
+                              struct tls_ctx *tls, sentinel_switch_cb *on_switch, void *data);
 /* Asks for the master. cb runs exactly once, never before this returns,
  * unless the question is cancelled first. NULL when out of memory. */
 struct sentinel_ask *sentinel_ask(struct sentinel *s, sentinel_answer_cb *cb, void *data);

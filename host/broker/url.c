@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,7 +83,8 @@ static void redact(const char *text, const char *rest, const char *at, char *out
     while (*s && *s != '#') {
       size_t n = strcspn(s, "&#");
       const char *eq = memchr(s, '=', n);
-      if (eq && !(eq - s == 2 && strncasecmp(s, "db", 2) == 0)) {
+      /* db and the tls_* paths are no secret, and name what a message is about */
+      if (eq && !(eq - s == 2 && strncasecmp(s, "db", 2) == 0) && strncmp(s, "tls_", 4) != 0) {
         put(&t, s, (size_t)(eq + 1 - s));
         puts0(&t, "***");
       } else {
@@ -210,6 +212,9 @@ static int parse_authority(const char *a, size_t alen, char *host, size_t hostca
   return 0;
 }
 
+static int parse_query(const char *q, struct redis_url *out, int sentinel, char *err,
+                       size_t errlen);
+
 /* hp: what follows the credentials in redis://. */
 static int parse_tcp(const char *hp, struct redis_url *out, char *err, size_t errlen) {
   const char *red = out->redacted;
@@ -226,11 +231,13 @@ static int parse_tcp(const char *hp, struct redis_url *out, char *err, size_t er
     p += dlen;
   }
   if (*p == '?') {
-    if (p[1] != '\0' && p[1] != '#')
+    if (!out->tls.on && p[1] != '\0' && p[1] != '#')
       return fail(err, errlen, red,
                   "query parameters are not supported in redis:// URLs "
-                  "(the db goes in the path: redis://host:port/N)");
-    p++;
+                  "(the db goes in the path: redis://host:port/N; the tls_* parameters "
+                  "need rediss://)");
+    if (parse_query(p + 1, out, 0, err, errlen) != 0) return -1;
+    p += strcspn(p, "#");
   }
   if (*p != '\0') return fail(err, errlen, red, "unexpected '#' fragment");
   return 0;
@@ -242,6 +249,63 @@ static int query_value(const char *v, size_t n, char *out, size_t cap, const cha
   int rc = pct_decode(v, n, out, cap);
   if (rc == -1) return fail(err, errlen, red, "bad %%-escape in %s", name);
   if (rc == -2) return fail(err, errlen, red, "%s is longer than %zu bytes", name, cap - 1);
+  return 0;
+}
+
+/* The parameters a URL may carry: the TLS settings (rediss only) and the
+ * sentinels' credentials (sentinel URLs only). q: after the '?'. */
+static const struct {
+  const char *name;
+  size_t offset, cap;
+  int sentinel; /* a sentinel URL's parameter, else a TLS one */
+} PARAMS[] = {
+    {"sentinel_user", offsetof(struct redis_url, sentinel_user), 128, 1},
+    {"sentinel_password", offsetof(struct redis_url, sentinel_password), 256, 1},
+    {"tls_ca", offsetof(struct redis_url, tls.ca), URL_PATH_MAX, 0},
+    {"tls_cert", offsetof(struct redis_url, tls.cert), URL_PATH_MAX, 0},
+    {"tls_key", offsetof(struct redis_url, tls.key), URL_PATH_MAX, 0},
+    {"tls_key_password_file", offsetof(struct redis_url, tls.key_password_file), URL_PATH_MAX, 0},
+    {"tls_server_name", offsetof(struct redis_url, tls.server_name), 256, 0},
+};
+
+static int parse_query(const char *q, struct redis_url *out, int sentinel, char *err,
+                       size_t errlen) {
+  const char *red = out->redacted;
+  const char *known = sentinel ? (out->tls.on ? "sentinel_user, sentinel_password and tls_*"
+                                              : "sentinel_user and sentinel_password")
+                               : "tls_ca, tls_cert, tls_key, tls_key_password_file, "
+                                 "tls_server_name";
+  while (*q && *q != '#') {
+    size_t n = strcspn(q, "&#");
+    const char *eq = memchr(q, '=', n);
+    size_t k = eq ? (size_t)(eq - q) : n;
+    const char *v = eq ? eq + 1 : q + n;
+    size_t vn = (size_t)(q + n - v);
+    size_t i = 0, count = sizeof PARAMS / sizeof *PARAMS;
+    while (i < count && !(strlen(PARAMS[i].name) == k && strncmp(q, PARAMS[i].name, k) == 0)) i++;
+    if (i < count && (PARAMS[i].sentinel ? sentinel : out->tls.on)) {
+      if (query_value(v, vn, (char *)out + PARAMS[i].offset, PARAMS[i].cap, PARAMS[i].name, red,
+                      err, errlen) != 0)
+        return -1;
+    } else if (k == 15 && strncmp(q, "tls_skip_verify", 15) == 0) {
+      return fail(err, errlen, red,
+                  "tls_skip_verify cannot be set in a URL (the --tls-skip-verify flag, for "
+                  "tests, is the only way)");
+    } else if (i < count && !PARAMS[i].sentinel) {
+      return fail(err, errlen, red, "%s needs a rediss:// URL", PARAMS[i].name);
+    } else if (n > 0) {
+      /* The name only: the value may be a secret. */
+      int printable = 1;
+      for (size_t j = 0; j < k; j++)
+        if ((unsigned char)q[j] <= ' ' || q[j] == '"' || q[j] == 0x7f) printable = 0;
+      if (printable && k > 0 && k <= 32)
+        return fail(err, errlen, red, "unknown parameter \"%.*s\" (only %s are supported)", (int)k,
+                    q, known);
+      return fail(err, errlen, red, "unknown parameter (only %s are supported)", known);
+    }
+    q += n;
+    if (*q == '&') q++;
+  }
   return 0;
 }
 
@@ -286,40 +350,8 @@ static int parse_sentinel(const char *hp, struct redis_url *out, char *err, size
       return fail(err, errlen, red, "db must be a number 0 or more (" SENTINEL_FORM ")");
     p += dlen;
   }
-  if (*p == '?') {
-    p++;
-    while (*p && *p != '#') {
-      size_t n = strcspn(p, "&#");
-      const char *eq = memchr(p, '=', n);
-      size_t k = eq ? (size_t)(eq - p) : n;
-      const char *v = eq ? eq + 1 : p + n;
-      size_t vn = (size_t)(p + n - v);
-      if (k == 13 && strncmp(p, "sentinel_user", 13) == 0) {
-        if (query_value(v, vn, out->sentinel_user, sizeof out->sentinel_user, "sentinel_user", red,
-                        err, errlen) != 0)
-          return -1;
-      } else if (k == 17 && strncmp(p, "sentinel_password", 17) == 0) {
-        if (query_value(v, vn, out->sentinel_password, sizeof out->sentinel_password,
-                        "sentinel_password", red, err, errlen) != 0)
-          return -1;
-      } else if (n > 0) {
-        /* The name only: the value may be a secret. */
-        int printable = 1;
-        for (size_t i = 0; i < k; i++)
-          if ((unsigned char)p[i] <= ' ' || p[i] == '"' || p[i] == 0x7f) printable = 0;
-        if (printable && k > 0 && k <= 32)
-          return fail(err, errlen, red,
-                      "unknown parameter \"%.*s\" (only sentinel_user and "
-                      "sentinel_password are supported)",
-                      (int)k, p);
-        return fail(err, errlen, red,
-                    "unknown parameter (only sentinel_user and sentinel_password are "
-                    "supported)");
-      }
-      p += n;
-      if (*p == '&') p++;
-    }
-  }
+  if (*p == '?' && parse_query(p + 1, out, 1, err, errlen) != 0) return -1;
+  p += strcspn(p, "#");
   if (*p != '\0') return fail(err, errlen, red, "unexpected '#' fragment");
   if (out->sentinel_user[0] && !out->sentinel_password[0])
     return fail(err, errlen, red, "sentinel_user needs a sentinel_password");
@@ -398,10 +430,13 @@ int url_parse(const char *text, struct redis_url *out, char *err, size_t errlen)
   else if (slen == 14 && strncasecmp(text, "redis+sentinel", 14) == 0)
     is_unix = 0, is_sentinel = 1;
   else if (slen == 6 && strncasecmp(text, "rediss", 6) == 0)
-    return fail(err, errlen, red, "TLS (rediss://) is not supported by this build");
+    is_unix = 0, out->tls.on = 1;
+  else if (slen == 15 && strncasecmp(text, "rediss+sentinel", 15) == 0)
+    is_unix = 0, is_sentinel = 1, out->tls.on = 1;
   else
     return fail(err, errlen, red,
-                "unsupported scheme (use redis://, unix:// or redis+sentinel://)");
+                "unsupported scheme (use redis://, rediss://, unix://, redis+sentinel:// or "
+                "rediss+sentinel://)");
 
   if (at) {
     size_t ilen = (size_t)(at - rest);

@@ -15,6 +15,7 @@
 #include "health.h"
 #include "lease.h"
 #include "log.h"
+#include "tls.h"
 #include "trust.h"
 #include "watchdog.h"
 
@@ -259,8 +260,9 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                    .group = GROUP_SERVER,
                    .env = "REDIS_URL",
                    .def = CLI_DEFAULT_URL,
-                   .help = "redis://[[user]:password@]host[:port][/db] or "
-                           "unix:///path/to/socket[?db=N]; a password here shows in ps: prefer "
+                   .help = "redis://[[user]:password@]host[:port][/db], rediss://... (TLS), "
+                           "unix:///path/to/socket[?db=N] or redis+sentinel://.../SERVICE "
+                           "(docs/operations.md); a password here shows in ps: prefer "
                            "--redis-file"},
     [OPT_REDIS_FILE] =
         {.name = "redis-file",
@@ -270,6 +272,45 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .group = GROUP_SERVER,
          .help = "read the URL from the first line of PATH (keep it readable by this user "
                  "only)"},
+    [OPT_TLS_CA] = {.name = "tls-ca",
+                    .arg = "PATH",
+                    .kind = CLI_NAME,
+                    .commands = SERVER,
+                    .help = "rediss://: the CA file or directory that the servers' certificates "
+                            "are checked against, instead of the system's store (URL: tls_ca=)"},
+    [OPT_TLS_CERT] = {.name = "tls-cert",
+                      .arg = "FILE",
+                      .kind = CLI_NAME,
+                      .commands = SERVER,
+                      .help = "rediss://: the client certificate (PEM, with its chain) for "
+                              "servers that ask for one (tls-auth-clients) (URL: tls_cert=)"},
+    [OPT_TLS_KEY] = {.name = "tls-key",
+                     .arg = "FILE",
+                     .kind = CLI_NAME,
+                     .commands = SERVER,
+                     .help = "rediss://: the client certificate's key (PEM), readable by this "
+                             "user only (URL: tls_key=)"},
+    [OPT_TLS_KEY_PASSWORD_FILE] = {.name = "tls-key-password-file",
+                                   .arg = "FILE",
+                                   .kind = CLI_NAME,
+                                   .commands = SERVER,
+                                   .help = "rediss://: the password of an encrypted --tls-key, "
+                                           "the first line of FILE (URL: tls_key_password_file=)"},
+    [OPT_TLS_SERVER_NAME] =
+        {.name = "tls-server-name",
+         .arg = "NAME",
+         .kind = CLI_NAME,
+         .commands = SERVER,
+         .help = "rediss://: the name sent (SNI) and checked against every server's "
+                 "certificate, nodes and sentinels included, when it differs from the address "
+                 "connected to (URL: tls_server_name=)"},
+    [OPT_TLS_SKIP_VERIFY] = {.name = "tls-skip-verify",
+                             .kind = CLI_FLAG,
+                             .commands = SERVER,
+                             .help = "rediss://: do not check the servers' certificates. For "
+                                     "tests only: anyone on the path can then read and change "
+                                     "the traffic (logged as a warning; there is no URL "
+                                     "parameter for it)"},
     [OPT_INSTANCE] = {.name = "instance",
                       .arg = "N",
                       .kind = CLI_INT,
@@ -937,6 +978,66 @@ static int find_option(const char *name, size_t len) {
   return -1;
 }
 
+/* The --tls-* options into the URL's TLS settings: each setting is given
+ * once, in the URL or on the command line, and only for a rediss:// URL. */
+static int take_tls(struct cli_options *o, FILE *err) {
+  struct url_tls *t = &o->url.tls;
+  const struct {
+    enum cli_option_id id;
+    char *field;
+    size_t cap;
+    const char *param;
+  } map[] = {
+      {OPT_TLS_CA, t->ca, sizeof t->ca, "tls_ca"},
+      {OPT_TLS_CERT, t->cert, sizeof t->cert, "tls_cert"},
+      {OPT_TLS_KEY, t->key, sizeof t->key, "tls_key"},
+      {OPT_TLS_KEY_PASSWORD_FILE, t->key_password_file, sizeof t->key_password_file,
+       "tls_key_password_file"},
+      {OPT_TLS_SERVER_NAME, t->server_name, sizeof t->server_name, "tls_server_name"},
+  };
+  for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+    if (!cli_given(o, map[i].id)) continue;
+    const char *name = cli_option_table[map[i].id].name;
+    if (!t->on) {
+      fprintf(err, "luastream: --%s needs a rediss:// URL (the server is %s)\n", name,
+              o->url.redacted);
+      return -1;
+    }
+    if (map[i].field[0]) {
+      fprintf(err, "luastream: --%s and the URL's %s= both set it: give it once\n", name,
+              map[i].param);
+      return -1;
+    }
+    if (strlen(cli_text(o, map[i].id)) >= map[i].cap) {
+      fprintf(err, "luastream: --%s is longer than %zu bytes\n", name, map[i].cap - 1);
+      return -1;
+    }
+    snprintf(map[i].field, map[i].cap, "%s", cli_text(o, map[i].id));
+  }
+  if (cli_given(o, OPT_TLS_SKIP_VERIFY)) {
+    if (!t->on) {
+      fprintf(err, "luastream: --tls-skip-verify needs a rediss:// URL (the server is %s)\n",
+              o->url.redacted);
+      return -1;
+    }
+    t->skip_verify = 1;
+    warn(o, err,
+         "--tls-skip-verify: the servers' certificates are NOT checked, so anyone on the path "
+         "can read and change the traffic; for tests only");
+  }
+  if (!t->on) return 0;
+  /* The files are read now, so that a missing one or a key others can
+   * read stops the command before it connects anywhere. */
+  char why[600];
+  struct tls_ctx *ctx = tls_ctx_get(t, why, sizeof why);
+  if (ctx == NULL) {
+    fprintf(err, "luastream: %s: %s\n", o->url.redacted, why);
+    return -1;
+  }
+  tls_ctx_put(ctx);
+  return 0;
+}
+
 int cli_parse(enum cli_command command, int argc, char **argv, struct cli_options *o, FILE *out,
               FILE *err) {
   const struct cli_command_def *c = &commands[command];
@@ -1006,7 +1107,8 @@ int cli_parse(enum cli_command command, int argc, char **argv, struct cli_option
     cli_print_help(command, err);
     return CLI_USAGE;
   }
-  return take_values(o, err) == 0 ? CLI_OK : CLI_USAGE;
+  if (take_values(o, err) != 0 || take_tls(o, err) != 0) return CLI_USAGE;
+  return CLI_OK;
 }
 
 int cli_trust(const struct cli_options *o, struct trust *t, FILE *err) {

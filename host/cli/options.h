@@ -36,6 +36,12 @@ enum cli_command {
 enum cli_option_id {
   OPT_REDIS,
   OPT_REDIS_FILE,
+  OPT_TLS_CA,
+  OPT_TLS_CERT,
+  OPT_TLS_KEY,
+  OPT_TLS_KEY_PASSWORD_FILE,
+  OPT_TLS_SERVER_NAME,
+  OPT_TLS_SKIP_VERIFY,
   OPT_INSTANCE,
   OPT_CONSUMER,
   OPT_PROCESSES,
@@ -153,7 +159,8 @@ enum { CLI_OK = 0, CLI_DONE = 1, CLI_USAGE = -1 };
  * Returns CLI_OK; CLI_DONE when --help or --version was printed on out;
  * CLI_USAGE when the command line is wrong (said on err, with the help
  * when the shape of the command line is wrong). Reads REDIS_URL and
- * LUASTREAM_INSTANCE, and the --redis-file. */
+ * LUASTREAM_INSTANCE, and the --redis-file; puts the --tls-* options into
+ * the URL's TLS settings. */
 int cli_parse(enum cli_command command, int argc, char **argv, struct cli_options *o, FILE *out,
               FILE *err);
 

@@ -31,6 +31,7 @@
 #include "process_metrics.h"
 #include "servers.h"
 #include "stop_signal.h"
+#include "tls.h"
 #include "supervisor.h"
 #include "trust.h"
 #include "watchdog.h"
@@ -170,7 +171,9 @@ static void on_beat(uv_timer_t *t) {
 static void on_sighup(uv_signal_t *sig, int signum) {
   (void)signum;
   struct run *r = sig->data;
-  log_line(LOG_INFO, NULL, "signal received: reloading every handler", "signal", "SIGHUP", NULL);
+  log_line(LOG_INFO, NULL, "signal received: reloading every handler and the TLS files", "signal",
+           "SIGHUP", NULL);
+  tls_reload(); /* rotated certificates: connections made from now on use them */
   host_reload(r->host, true);
 }
 

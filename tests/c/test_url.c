@@ -165,15 +165,16 @@ TEST_IMPL(url_host_and_db_errors) {
   /* redis-py style query: refused, and its values are hidden. */
   parse_err("redis://h:1?password=hunter2&db=2", "redis://h:1?password=***&db=2",
             "query parameters are not supported in redis:// URLs "
-            "(the db goes in the path: redis://host:port/N)",
+            "(the db goes in the path: redis://host:port/N; the tls_* parameters need "
+            "rediss://)",
             "hunter2");
 }
 
 TEST_IMPL(url_scheme_errors) {
-  parse_err("rediss://:pw@h:6380", "rediss://:***@h:6380",
-            "TLS (rediss://) is not supported by this build", NULL);
   parse_err("http://h", "http://h",
-            "unsupported scheme (use redis://, unix:// or redis+sentinel://)", NULL);
+            "unsupported scheme (use redis://, rediss://, unix://, redis+sentinel:// or "
+            "rediss+sentinel://)",
+            NULL);
   parse_err("localhost:6379", "localhost:6379",
             "missing scheme (write redis://host[:port][/db] or unix:///path/to/socket)", NULL);
   parse_err("u:pw@localhost", "u:***@localhost",
@@ -274,6 +275,55 @@ TEST_IMPL(url_sentinel) {
   parse_ok("redis+sentinel://h/m?sentinel_password=only");
   ASSERT_STR_EQ(u.sentinel_user, "");
   ASSERT_STR_EQ(u.sentinel_password, "only");
+}
+
+TEST_IMPL(url_tls) {
+  ASSERT_INT_EQ(
+      url_parse("rediss://u:pw@cache.example:6380/2?tls_ca=/etc/ca%20dir&tls_cert=/c.pem"
+                "&tls_key=/c.key&tls_key_password_file=/pw&tls_server_name=redis.internal",
+                &u, err, sizeof err),
+      0);
+  ASSERT_INT_EQ(u.tls.on, 1);
+  ASSERT_STR_EQ(u.host, "cache.example");
+  ASSERT_INT_EQ(u.port, 6380);
+  ASSERT_INT_EQ(u.db, 2);
+  ASSERT_STR_EQ(u.password, "pw");
+  ASSERT_STR_EQ(u.tls.ca, "/etc/ca dir");
+  ASSERT_STR_EQ(u.tls.cert, "/c.pem");
+  ASSERT_STR_EQ(u.tls.key, "/c.key");
+  ASSERT_STR_EQ(u.tls.key_password_file, "/pw");
+  ASSERT_STR_EQ(u.tls.server_name, "redis.internal");
+  ASSERT_INT_EQ(u.tls.skip_verify, 0);
+  /* the paths show in messages; the password does not */
+  ASSERT_STR_EQ(u.redacted,
+                "rediss://u:***@cache.example:6380/2?tls_ca=/etc/ca%20dir&tls_cert=/c.pem"
+                "&tls_key=/c.key&tls_key_password_file=/pw&tls_server_name=redis.internal");
+  ASSERT_INT_EQ(url_parse("rediss://h", &u, err, sizeof err), 0);
+  ASSERT_INT_EQ(u.tls.on, 1);
+  ASSERT_INT_EQ(u.port, 6379);
+  ASSERT_STR_EQ(u.tls.ca, "");
+  ASSERT_INT_EQ(url_parse("redis://h", &u, err, sizeof err), 0);
+  ASSERT_INT_EQ(u.tls.on, 0);
+  ASSERT_INT_EQ(url_parse("rediss+sentinel://s1,s2:5000/mymaster/1?sentinel_password=x&tls_ca=/ca",
+                          &u, err, sizeof err),
+                0);
+  ASSERT_INT_EQ(u.tls.on, 1);
+  ASSERT_INT_EQ(u.nsentinels, 2);
+  ASSERT_STR_EQ(u.service, "mymaster");
+  ASSERT_STR_EQ(u.tls.ca, "/ca");
+  ASSERT_STR_EQ(u.sentinel_password, "x");
+  /* no way to skip verification from a URL */
+  parse_err("rediss://h?tls_skip_verify=1", "rediss://h?tls_skip_verify=1",
+            "tls_skip_verify cannot be set in a URL (the --tls-skip-verify flag, for tests, is "
+            "the only way)",
+            NULL);
+  parse_err("redis+sentinel://s/m?tls_ca=/ca", "redis+sentinel://s/m?tls_ca=/ca",
+            "tls_ca needs a rediss:// URL", NULL);
+  parse_err("rediss://h?sentinel_user=x", "rediss://h?sentinel_user=***",
+            "unknown parameter \"sentinel_user\" (only tls_ca, tls_cert, tls_key, "
+            "tls_key_password_file, tls_server_name are supported)",
+            NULL);
+  parse_err("rediss://h?tls_ca=%zz", "rediss://h?tls_ca=%zz", "bad %-escape in tls_ca", NULL);
 }
 
 TEST_IMPL(url_sentinel_errors) {

@@ -124,7 +124,7 @@ static void print_log(const struct redis_server *s) {
 
 /* In the child: never returns. */
 static void exec_server(const struct redis_server *s, const char *const *extra) {
-  char port[16], logpath[128];
+  char port[16], logpath[128], cert[160], key[160], ca[160];
   const char *argv[MAX_ARGS];
   int argc = 0;
 #ifdef __linux__
@@ -140,7 +140,17 @@ static void exec_server(const struct redis_server *s, const char *const *extra) 
   }
   argv[argc++] = "redis-server";
   argv[argc++] = "--port";
-  argv[argc++] = port;
+  if (s->tls[0]) {
+    snprintf(cert, sizeof cert, "%s/server.pem", s->tls);
+    snprintf(key, sizeof key, "%s/server.key", s->tls);
+    snprintf(ca, sizeof ca, "%s/ca.pem", s->tls);
+    const char *tls[] = {"0",  "--tls-port",         port,      "--tls-cert-file",
+                         cert, "--tls-key-file",     key,       "--tls-ca-cert-file",
+                         ca,   "--tls-auth-clients", "optional"};
+    for (size_t i = 0; i < sizeof tls / sizeof *tls; i++) argv[argc++] = tls[i];
+  } else {
+    argv[argc++] = port;
+  }
   argv[argc++] = "--bind";
   argv[argc++] = "127.0.0.1";
   argv[argc++] = "--save";
@@ -233,7 +243,7 @@ int redis_server_start(struct redis_server *s, const char *const *extra) {
         return -1;
       }
     }
-    snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+    snprintf(s->url, sizeof s->url, "%s://127.0.0.1:%d", s->tls[0] ? "rediss" : "redis", s->port);
     int r = launch(s, extra);
     if (r <= 0) {
       if (r < 0 && attempts > 1) s->port = 0;

@@ -25,7 +25,11 @@ struct redis_server {
   int port;       /* chosen by the first start, reused by later starts */
   char dir[64];   /* private temporary directory, "" before the first start */
   char sock[128]; /* unix socket path inside dir */
-  char url[160];  /* "redis://127.0.0.1:<port>" */
+  char url[160];  /* "redis://127.0.0.1:<port>", or rediss:// with tls */
+  /* Set before the first start: a directory holding ca.pem, server.pem and
+   * server.key (tls_certs_make): the port speaks TLS only (tls-port; the
+   * unix socket stays plaintext), clients' certificates optional. */
+  char tls[96];
 };
 
 /* Starts redis-server and waits (up to 10 s) until it accepts connections.
