@@ -59,15 +59,13 @@ static void record_expiry(const char *which, const char *server, X509 *cert) {
 
 /* ---- loading ---- */
 
+/* The first error queued is the one that says what is wrong ("bad
+ * decrypt"); the later ones say where it surfaced ("PEM lib"). */
 static void ssl_reason(char *out, size_t len) {
-  unsigned long e = ERR_get_error();
-  unsigned long last = e;
-  while (e != 0) { /* the last queued error says the most */
-    last = e;
-    e = ERR_get_error();
-  }
-  const char *r = last ? ERR_reason_error_string(last) : NULL;
+  unsigned long first = ERR_get_error();
+  const char *r = first ? ERR_reason_error_string(first) : NULL;
   snprintf(out, len, "%s", r ? r : "unknown OpenSSL error");
+  ERR_clear_error();
 }
 
 /* The first line of path, for the key's password. */
@@ -107,6 +105,22 @@ static int key_private(const char *path, char *err, size_t errlen) {
   return 0;
 }
 
+static void when(const ASN1_TIME *t, char *out, size_t len);
+
+/* The dates of the certificate that failed verification last, for the
+ * message: a failed handshake keeps no peer certificate. The loop thread
+ * explains a failure right after the handshake call that made it. */
+static char failed_not_before[64], failed_not_after[64];
+
+static int note_failure(int ok, X509_STORE_CTX *store) {
+  X509 *cert = X509_STORE_CTX_get_current_cert(store);
+  if (!ok && cert) {
+    when(X509_get0_notBefore(cert), failed_not_before, sizeof failed_not_before);
+    when(X509_get0_notAfter(cert), failed_not_after, sizeof failed_not_after);
+  }
+  return ok;
+}
+
 static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
   char why[256], password[512] = "";
   SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -115,9 +129,10 @@ static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
     return NULL;
   }
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                            SSL_MODE_RELEASE_BUFFERS);
-  SSL_CTX_set_verify(ctx, t->skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+  /* The output queue is written as far as the socket takes it, and may
+   * move (grow) before a write that had to wait is retried. */
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_verify(ctx, t->skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, note_failure);
   int ok;
   struct stat st;
   if (t->ca[0] == '\0')
@@ -152,8 +167,12 @@ static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, t->key, SSL_FILETYPE_PEM) != 1) {
       ssl_reason(why, sizeof why);
-      snprintf(err, errlen, "tls key %s: %s%s", t->key, why,
-               t->key_password_file[0] ? "" : " (an encrypted key needs --tls-key-password-file)");
+      const char *hint = strstr(why, "mismatch")   ? " (the key of another certificate)"
+                         : !strstr(why, "decrypt") ? ""
+                         : t->key_password_file[0]
+                             ? " (the password in the key password file does not open it)"
+                             : " (an encrypted key needs --tls-key-password-file)";
+      snprintf(err, errlen, "tls key %s: %s%s", t->key, why, hint);
       goto fail;
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
@@ -264,9 +283,7 @@ static void when(const ASN1_TIME *t, char *out, size_t len) {
 }
 
 /* A certificate that did not verify. */
-static void explain_verify(SSL *ssl, long v, char *why, size_t len) {
-  char date[64];
-  X509 *peer = SSL_get0_peer_certificate(ssl);
+static void explain_verify(long v, char *why, size_t len) {
   switch (v) {
     case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
     case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
@@ -288,14 +305,12 @@ static void explain_verify(SSL *ssl, long v, char *why, size_t len) {
                X509_verify_cert_error_string(v));
       return;
     case X509_V_ERR_CERT_HAS_EXPIRED:
-      when(peer ? X509_get0_notAfter(peer) : NULL, date, sizeof date);
       snprintf(why, len, "TLS: the server's certificate expired on %s: renew it on the server",
-               date);
+               failed_not_after);
       return;
     case X509_V_ERR_CERT_NOT_YET_VALID:
-      when(peer ? X509_get0_notBefore(peer) : NULL, date, sizeof date);
       snprintf(why, len, "TLS: the server's certificate is not valid before %s (check both clocks)",
-               date);
+               failed_not_before);
       return;
     default:
       snprintf(why, len, "TLS: the server's certificate did not verify: %s",
@@ -312,7 +327,7 @@ void tls_explain(SSL *ssl, int ssl_error, int opened, int received, char *why, s
   int reason = e ? ERR_GET_REASON(e) : 0;
   if (v != X509_V_OK) {
     *denied = 1;
-    explain_verify(ssl, v, why, len);
+    explain_verify(v, why, len);
   } else if (reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED ||
              (reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE && SSL_get_certificate(ssl) == NULL)) {
     *denied = 1;

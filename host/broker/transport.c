@@ -84,9 +84,10 @@ static void fail(struct transport *t, const char *why, int denied) {
 
 /* An SSL call failed for good: what it means, in t->why. */
 static void tls_failed(struct transport *t, int ssl_error) {
-  int opened = t->stage == OPEN;
-  tls_explain(t->ssl, ssl_error, opened, opened ? t->nread > 0 : transport_received(t), t->why,
-              sizeof t->why, &t->denied);
+  int after_handshake = t->stage == OPEN;
+  tls_explain(t->ssl, ssl_error, after_handshake,
+              after_handshake ? t->nread > 0 : transport_received(t), t->why, sizeof t->why,
+              &t->denied);
 }
 
 /* ---- writing ---- */
@@ -269,8 +270,6 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     return;
   }
   watch(t, open_events(t));
-  if (status < 0 && t->stage == OPEN && !uv_is_active((uv_handle_t *)&t->poll))
-    fail(t, uv_strerror(status), 0); /* libuv gave up on the socket; the calls found nothing */
 }
 
 static void on_flush(uv_prepare_t *h) {

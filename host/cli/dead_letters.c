@@ -17,12 +17,13 @@
 
 static const char usage_dead_letters[] =
     "usage: luastream dead-letters list [--redis URL | --redis-file PATH]\n"
-    "                                   [--count N] STREAM\n"
+    "                                   [--tls-...] [--count N] STREAM\n"
     "       luastream dead-letters replay [--redis URL | --redis-file PATH]\n"
-    "                                     [--load-timeout DURATION]\n"
+    "                                     [--tls-...] [--load-timeout DURATION]\n"
     "                                     [--trust-owner USER]... [--allow-writable-dir]\n"
     "                                     (--id ID... | --all) DIR STREAM\n"
     "       luastream dead-letters delete [--redis URL | --redis-file PATH]\n"
+    "                                     [--tls-...]\n"
     "                                     (--id ID... | --all | --reason REASON)\n"
     "                                     [--yes] STREAM\n"
     "\n"

@@ -248,6 +248,9 @@ static int check_wait(const char *who, const struct cli_value *v, char *err, siz
   return -1;
 }
 
+/* The --tls-* options, in a command's synopsis. */
+#define TLS_SYNOPSIS "[--tls-...]"
+
 #define SERVER                                                                           \
   (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) | \
    CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS))
@@ -276,24 +279,28 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                     .arg = "PATH",
                     .kind = CLI_NAME,
                     .commands = SERVER,
+                    .synopsis_as = TLS_SYNOPSIS,
                     .help = "rediss://: the CA file or directory that the servers' certificates "
                             "are checked against, instead of the system's store (URL: tls_ca=)"},
     [OPT_TLS_CERT] = {.name = "tls-cert",
                       .arg = "FILE",
                       .kind = CLI_NAME,
                       .commands = SERVER,
+                      .synopsis_as = TLS_SYNOPSIS,
                       .help = "rediss://: the client certificate (PEM, with its chain) for "
                               "servers that ask for one (tls-auth-clients) (URL: tls_cert=)"},
     [OPT_TLS_KEY] = {.name = "tls-key",
                      .arg = "FILE",
                      .kind = CLI_NAME,
                      .commands = SERVER,
+                     .synopsis_as = TLS_SYNOPSIS,
                      .help = "rediss://: the client certificate's key (PEM), readable by this "
                              "user only (URL: tls_key=)"},
     [OPT_TLS_KEY_PASSWORD_FILE] = {.name = "tls-key-password-file",
                                    .arg = "FILE",
                                    .kind = CLI_NAME,
                                    .commands = SERVER,
+                                   .synopsis_as = TLS_SYNOPSIS,
                                    .help = "rediss://: the password of an encrypted --tls-key, "
                                            "the first line of FILE (URL: tls_key_password_file=)"},
     [OPT_TLS_SERVER_NAME] =
@@ -301,12 +308,14 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .arg = "NAME",
          .kind = CLI_NAME,
          .commands = SERVER,
+         .synopsis_as = TLS_SYNOPSIS,
          .help = "rediss://: the name sent (SNI) and checked against every server's "
                  "certificate, nodes and sentinels included, when it differs from the address "
                  "connected to (URL: tls_server_name=)"},
     [OPT_TLS_SKIP_VERIFY] = {.name = "tls-skip-verify",
                              .kind = CLI_FLAG,
                              .commands = SERVER,
+                             .synopsis_as = TLS_SYNOPSIS,
                              .help = "rediss://: do not check the servers' certificates. For "
                                      "tests only: anyone on the path can then read and change "
                                      "the traffic (logged as a warning; there is no URL "
@@ -675,8 +684,13 @@ void cli_print_help(enum cli_command command, FILE *out) {
     bool shown = false;
     for (int j = 0; j < id && opt->group; j++)
       shown = shown || (takes(command, j) && cli_option_table[j].group == opt->group);
+    for (int j = 0; j < id && opt->synopsis_as; j++)
+      shown = shown || (takes(command, j) && cli_option_table[j].synopsis_as == opt->synopsis_as);
     if (shown) continue;
-    synopsis_entry(command, id, entry, sizeof entry);
+    if (opt->synopsis_as)
+      snprintf(entry, sizeof entry, "%s", opt->synopsis_as);
+    else
+      synopsis_entry(command, id, entry, sizeof entry);
     /* an entry is one word for wrap: its spaces must not break it */
     for (char *s = entry; *s; s++)
       if (*s == ' ') *s = '\x01';

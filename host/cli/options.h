@@ -114,6 +114,9 @@ struct cli_option {
    * or variable, in err. NULL when the kind says it all. */
   int (*check)(const char *who, const struct cli_value *v, char *err, size_t errlen);
   const char *help; /* wrapped when printed; the default is appended */
+  /* The synopsis shows this text, once, for every option that has it, in
+   * place of each one (a family of options); NULL: the option itself. */
+  const char *synopsis_as;
 };
 
 #define CLI_IN(command) (1u << (command))

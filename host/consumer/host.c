@@ -385,13 +385,17 @@ static bool keys_fit_cluster(host *h) {
 }
 
 /* At start-up, before the server was ever reached: the server refused the
- * credentials or a right that every run needs. Waiting cannot help, so the
- * host stops and exits non-zero, saying what to fix. */
+ * credentials or a right that every run needs, or TLS failed in a way only
+ * a person can fix (a certificate that does not verify, ...). Waiting cannot
+ * help, so the host stops and exits non-zero, saying what to fix. */
 static void fail_start(host *h, const char *why) {
-  log_line(LOG_ERROR, NULL, "redis refused luastream: not starting", "redis", h->b->name, "error",
-           why, NULL);
-  char line[768];
-  int n = snprintf(line, sizeof line, "luastream: cannot start: %s refused: %s\n", h->b->name, why);
+  bool tls = strncmp(why, "TLS:", 4) == 0;
+  log_line(LOG_ERROR, NULL,
+           tls ? "TLS to redis failed: not starting" : "redis refused luastream: not starting",
+           "redis", h->b->name, "error", why, NULL);
+  char line[1024];
+  int n = snprintf(line, sizeof line, "luastream: cannot start: %s%s %s\n", h->b->name,
+                   tls ? ":" : " refused:", why);
   free(h->why_failed);
   h->why_failed = n > 0 ? strdup(line) : NULL;
   h->failed = h->stopping = true;

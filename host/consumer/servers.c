@@ -25,8 +25,9 @@ static void open_one(struct servers *s, struct server *sv) {
   if (sv->b == NULL) sv->b = s->backend.open(s->backend.data, &url);
   if (sv->b) sv->conn = bk_conn_open(sv->b, "handler calls", NULL, NULL);
   if (sv->conn == NULL) {
-    log_line(LOG_ERROR, NULL, "out of memory: no connection for handlers", "redis", sv->redacted,
-             NULL);
+    /* out of memory, or TLS files that do not load (the broker said which) */
+    log_line(LOG_ERROR, NULL, "no connection for handlers: their calls fail as not connected",
+             "redis", sv->redacted, NULL);
     return;
   }
   log_line(LOG_INFO, NULL, "connecting for handlers", "redis", sv->redacted, NULL);

@@ -60,7 +60,7 @@ struct rt_job {
   const struct http_response *response;
   const char *reply_err;
   bool reply_fatal; /* the HTTP client says the request itself is at fault */
-  char reply_why[320];
+  char reply_why[512];
   const pg_result *pg_res;    /* OP_PG's answer, the pool's until the coroutine yields */
   pg_session *session;        /* ls.pg.transaction's connection, held until job_pg_end */
   struct rt_job *prev, *next; /* the pool's running jobs, for jobs_abandon */

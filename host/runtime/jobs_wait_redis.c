@@ -80,8 +80,13 @@ static int call_send(struct rt_job *job, broker *b, bk_conn *conn, const char *s
     snprintf(job->call_name, sizeof job->call_name, "%.*s", n, argv[0]);
   if (bk_command(b, conn, argc, argv, argvlen, call_done, c) != 0) {
     wait_call_drop(c);
+    /* Why the connection is down, when the broker knows: a TLS certificate
+     * that does not verify is not cured by waiting. */
+    char fault[256];
+    bk_conn_fault(b, conn, fault, sizeof fault);
     snprintf(job->reply_why, sizeof job->reply_why,
-             "redis %s: not connected (the host reconnects by itself)", job->call_name);
+             "redis %s: not connected%s%.200s (the host reconnects by itself)", job->call_name,
+             fault[0] ? ": " : "", fault);
     job->reply_err = job->reply_why;
     return -3;
   }

@@ -25,14 +25,6 @@
 
 /* Commands are refused before the connection is up; once up, 200 commands
  * sent without waiting complete in order, each exactly once. */
-static int in_order_next, in_order_bad;
-static void on_incr(void *data, const bk_reply *r, const char *err) {
-  int idx = (int)(intptr_t)data;
-  if (err || r == NULL || r->type != BK_INTEGER || r->integer != idx + 1 || idx != in_order_next)
-    in_order_bad++;
-  in_order_next++;
-}
-
 TEST_IMPL(broker_redis_pipeline_in_order) {
   struct state st = {0};
   setup(no_args);

@@ -10,6 +10,7 @@
 #include "broker.h"
 #include "broker_fixture.h"
 #include "metrics.h"
+#include "tls.h"
 #include "tls_certs.h"
 
 static char certs[96];
@@ -57,14 +58,6 @@ static double metric_value(const char *series) {
     }
   free(page);
   return v;
-}
-
-static int in_order_next, in_order_bad;
-static void on_incr(void *data, const bk_reply *r, const char *err) {
-  int idx = (int)(intptr_t)data;
-  if (err || r == NULL || r->type != BK_INTEGER || r->integer != idx + 1 || idx != in_order_next)
-    in_order_bad++;
-  in_order_next++;
 }
 
 /* A value's bytes as the server sent them back. */
@@ -227,6 +220,55 @@ TEST_IMPL(broker_tls_refusals_say_what_to_fix) {
   struct state st = {0};
   broker *b = make_broker(mtls_url());
   bk_conn *c = open_up(b, "fine", &st);
+  close_and_free(b, c);
+  teardown_tls();
+}
+
+/* SIGHUP's tls_reload reads the files again: a client certificate renewed
+ * in place is the one presented from then on (its expiry says so, and the
+ * server takes it); files that no longer load keep the ones read before. */
+TEST_IMPL(broker_tls_reload_reads_the_files_again) {
+  char cmd[1024], params[512];
+  setup_tls();
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && cp client.pem renewed.pem && cp client.key renewed.key && "
+           "chmod 600 renewed.key",
+           certs);
+  ASSERT_OK(system(cmd));
+  snprintf(params, sizeof params, "tls_ca=%s/ca.pem&tls_cert=%s/renewed.pem&tls_key=%s/renewed.key",
+           certs, certs, certs);
+  struct state st = {0};
+  broker *b = make_broker(url_with(params));
+  bk_conn *c = open_up(b, "renewed", &st);
+  const char *client =
+      "luastream_redis_tls_certificate_expiry_days{certificate=\"client\",server=\"\"}";
+  ASSERT(metric_value(client) > 1.9 && metric_value(client) <= 2.0);
+
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -set_serial 4242 "
+           "-days 9 -extfile client.ext -out renewed.pem >/dev/null 2>&1",
+           certs);
+  ASSERT_OK(system(cmd));
+  ASSERT_INT_EQ(tls_reload(), 0);
+  ASSERT(metric_value(client) > 8.9 && metric_value(client) <= 9.0);
+  ASSERT_INT_EQ(log_count("msg=\"TLS files re-read\"", "renewed.pem"), 1);
+  /* the next connection presents it: the server still takes it */
+  redis_server_kill(&srv);
+  WAIT(st.downs, 1, 5000);
+  ASSERT_OK(redis_server_start(&srv, mtls_args));
+  WAIT(st.ups, 2, 10000);
+
+  snprintf(cmd, sizeof cmd, "echo 'not a certificate' > '%s/renewed.pem'", certs);
+  ASSERT_OK(system(cmd));
+  ASSERT_INT_EQ(tls_reload(), 1);
+  ASSERT_INT_EQ(log_count("msg=\"cannot re-read the TLS files: the ones read before stay in use\"",
+                          "renewed.pem"),
+                1);
+  ASSERT(metric_value(client) > 8.9 && metric_value(client) <= 9.0);
+  redis_server_kill(&srv);
+  WAIT(st.downs, 2, 5000);
+  ASSERT_OK(redis_server_start(&srv, mtls_args));
+  WAIT(st.ups, 3, 10000);
   close_and_free(b, c);
   teardown_tls();
 }

@@ -2,6 +2,7 @@
 #include "broker_fixture.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,4 +158,13 @@ void on_fault(void *data, bk_conn *c, enum bk_fault fault, const char *why) {
   f->calls++;
   f->last = fault;
   snprintf(f->why, sizeof f->why, "%s", why);
+}
+
+int in_order_next, in_order_bad;
+
+void on_incr(void *data, const bk_reply *r, const char *err) {
+  int idx = (int)(intptr_t)data;
+  if (err || r == NULL || r->type != BK_INTEGER || r->integer != idx + 1 || idx != in_order_next)
+    in_order_bad++;
+  in_order_next++;
 }

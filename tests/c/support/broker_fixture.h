@@ -70,4 +70,10 @@ int cmdv(broker *b, bk_conn *c, bk_reply_cb *cb, void *data, ...);
 bk_conn *open_up(broker *b, const char *name, struct state *st);
 void close_and_free(broker *b, bk_conn *c);
 
+/* INCR n's callback, data the command's index (0, 1, ...): counts the
+ * replies in in_order_next, and in in_order_bad those that are not the
+ * next index's (n = index + 1, in send order). */
+extern int in_order_next, in_order_bad;
+void on_incr(void *data, const bk_reply *r, const char *err);
+
 #endif

@@ -15,15 +15,21 @@ Cluster.__index = Cluster
 
 local NODE_TIMEOUT_MS = 1000
 
--- A node on a free port whose cluster bus port (port + 10000) is free too.
-local function start_node()
+-- A node on a free port whose cluster bus port (port + 10000) is free too;
+-- tls: redis_start's opts.tls, copied for each node.
+local function start_node(tls)
   local last_err
   for _ = 1, 8 do
     local port = ports.free_port()
     if port + 10000 < 65536 and not ports.port_open(port + 10000) then
       local dir = files.tmpdir("cluster-node")
+      local t
+      if tls then
+        t = {}
+        for k, v in pairs(tls) do t[k] = v end
+      end
       local ok, srv = pcall(redis.redis_start, {
-        port = port, dir = dir,
+        port = port, dir = dir, tls = t,
         args = { "--cluster-enabled", "yes", "--cluster-config-file", dir .. "/nodes.conf",
                  "--cluster-node-timeout", tostring(NODE_TIMEOUT_MS),
                  -- a replica may take over however long it was cut off
@@ -38,21 +44,26 @@ end
 
 --[[ Starts opts.masters masters (default 3) and opts.replicas replicas per
 master (default 0), joins them and waits until every node reports
-cluster_state:ok with all slots covered. Returns a cluster: c.nodes (Servers,
-masters first as redis-cli assigns them), c.url (the first node's). ]]
+cluster_state:ok with all slots covered. opts.tls: every node a TLS server
+(redis_start's opts.tls; cluster = true for `tls-cluster yes`, where the bus
+and the ports the nodes announce are TLS; plain_port = true with cluster
+unset for TLS client ports beside plaintext ones that the nodes announce).
+Returns a cluster: c.nodes (Servers, masters first as redis-cli assigns
+them), c.url (the first node's), c.tls_url (its TLS port's). ]]
 function cluster.start(opts)
   opts = opts or {}
   local masters, replicas = opts.masters or 3, opts.replicas or 0
   local c = setmetatable({ nodes = {} }, Cluster)
-  for i = 1, masters * (1 + replicas) do c.nodes[i] = start_node() end
+  for i = 1, masters * (1 + replicas) do c.nodes[i] = start_node(opts.tls) end
   local argv = { "redis-cli", "--cluster", "create" }
+  for _, a in ipairs(redis.cli_tls_args(opts.tls)) do argv[#argv + 1] = a end
   for _, n in ipairs(c.nodes) do argv[#argv + 1] = "127.0.0.1:" .. n.port end
   for _, a in ipairs { "--cluster-replicas", tostring(replicas), "--cluster-yes" } do
     argv[#argv + 1] = a
   end
   local code, out, err = processes.run(argv, { timeout = 60 })
   if code ~= 0 then error("redis-cli --cluster create failed: " .. out .. err, 2) end
-  c.url = c.nodes[1].url
+  c.url, c.tls_url = c.nodes[1].url, c.nodes[1].tls_url
   c:wait_ok(30)
   return c
 end
@@ -120,7 +131,7 @@ function Cluster:run(commands)
     lines[i] = table.concat(args, " ")
   end
   local node = self:alive_nodes()[1]
-  local code, out, err = processes.run({ "redis-cli", "-c", "-h", "127.0.0.1", "-p", tostring(node.port) },
+  local code, out, err = processes.run(node:_cli_argv { "-c" },
     { stdin = table.concat(lines, "\n") .. "\n", timeout = 120 })
   if code ~= 0 then error("redis-cli -c failed: " .. out .. err, 2) end
   return out

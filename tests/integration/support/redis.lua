@@ -13,13 +13,50 @@ local Server = {}
 Server.__index = Server
 redis.Server = Server
 
-local function redis_url(port, password)
-  if password then return string.format("redis://:%s@127.0.0.1:%d", password, port) end
-  return string.format("redis://127.0.0.1:%d", port)
+local function redis_url(port, password, scheme)
+  scheme = scheme or "redis"
+  if password then return string.format("%s://:%s@127.0.0.1:%d", scheme, password, port) end
+  return string.format("%s://127.0.0.1:%d", scheme, port)
 end
+
+--[[ redis-cli's TLS options for a server started with opts.tls (see
+redis_start): its CA (cli_ca, else ca), the client certificate, --insecure
+when asked. None when the server also has a plaintext port (the cli uses it). ]]
+function redis.cli_tls_args(t)
+  if not t or t.plain_port then return {} end
+  local args = { "--tls", "--cacert", t.cli_ca or t.ca }
+  local cert, key = t.client_cert, t.client_key
+  if cert then
+    args[#args + 1] = "--cert"
+    args[#args + 1] = cert
+    args[#args + 1] = "--key"
+    args[#args + 1] = key
+  end
+  if t.insecure then args[#args + 1] = "--insecure" end
+  return args
+end
+
+-- redis-server's options for TLS (opts.tls of redis_start) on tls_port.
+local function server_tls_args(t, tls_port)
+  local args = {
+    "--tls-port", tostring(tls_port),
+    "--tls-cert-file", t.cert, "--tls-key-file", t.key, "--tls-ca-cert-file", t.ca,
+    "--tls-auth-clients", t.auth_clients or "yes",
+    "--tls-replication", t.replication and "yes" or "no",
+    "--tls-cluster", t.cluster and "yes" or "no",
+  }
+  if t.client_cert then
+    for _, a in ipairs { "--tls-client-cert-file", t.client_cert, "--tls-client-key-file", t.client_key } do
+      args[#args + 1] = a
+    end
+  end
+  return args
+end
+redis.server_tls_args = server_tls_args
 
 function Server:_cli_argv(extra)
   local argv = { "redis-cli", "-h", "127.0.0.1", "-p", tostring(self.port) }
+  for _, a in ipairs(redis.cli_tls_args(self.tls)) do argv[#argv + 1] = a end
   if self.password then
     argv[#argv + 1] = "--no-auth-warning"
     argv[#argv + 1] = "-a"
@@ -32,9 +69,10 @@ end
 -- Starts redis-server on self.port; returns true or nil, reason.
 function Server:_launch()
   local o = self.opts
+  local t = self.tls
   local argv = {
     "redis-server",
-    "--port", tostring(self.port), "--bind", "127.0.0.1",
+    "--port", tostring((t and not t.plain_port) and 0 or self.port), "--bind", "127.0.0.1",
     "--dir", self.dir, "--logfile", self.dir .. "/redis.log",
     "--daemonize", "no", "--save", o.save or "",
     "--appendonly", o.appendonly and "yes" or "no",
@@ -42,6 +80,9 @@ function Server:_launch()
   if o.requirepass then
     argv[#argv + 1] = "--requirepass"
     argv[#argv + 1] = o.requirepass
+  end
+  if t then
+    for _, a in ipairs(server_tls_args(t, self.tls_port)) do argv[#argv + 1] = a end
   end
   for _, a in ipairs(o.args or {}) do argv[#argv + 1] = a end
   local before = files.file_exists(self.dir .. "/redis.log") and #files.read_file(self.dir .. "/redis.log") or 0
@@ -89,9 +130,21 @@ waits until it answers PING. opts: appendonly (bool, default false), save
 port, e.g. one a host is already trying), dir, args (extra server options;
 a spec that kills the server and needs what it answered passes
 { "--appendfsync", "always" }: with the default everysec, a busy machine may
-postpone the AOF write past the SIGKILL).
+postpone the AOF write past the SIGKILL), tls (a TLS server, see below).
 Returns a server: srv.port, srv.url (password included when set),
-srv.url_redacted, srv.dir. ]]
+srv.url_redacted, srv.dir.
+
+opts.tls = {cert =, key = (the server's certificate), ca = (tls-ca-cert-file:
+what it trusts from clients and peers), auth_clients = "yes" (default) | "no"
+| "optional", client_cert =, client_key = (what redis-cli, and the server's
+own outgoing connections (replication, cluster bus), present), cli_ca = (what
+redis-cli trusts, default ca), insecure = true (redis-cli skips verification:
+for a certificate meant to be refused), replication = true (tls-replication),
+cluster = true (tls-cluster), plain_port = true (a plaintext port too),
+tls_port = (a fixed TLS port)}. The TLS port is srv.port and srv.url is
+rediss://... ; with plain_port, srv.port and srv.url are the plaintext ones
+(redis-cli uses them) and srv.tls_port, srv.tls_url the TLS ones. The table is
+kept as srv.tls: change its files and restart() to serve other certificates. ]]
 function redis.redis_start(opts)
   opts = opts or {}
   redis.require_server()
@@ -99,10 +152,14 @@ function redis.redis_start(opts)
   local last_err
   for _ = 1, 8 do
     local port = opts.port or ports.free_port()
+    local t = opts.tls
+    local tls_port = t and (t.plain_port and (t.tls_port or ports.free_port()) or port)
+    local scheme = (t and not t.plain_port) and "rediss" or "redis"
     local srv = setmetatable({
-      port = port, dir = dir, opts = opts, password = opts.requirepass,
-      url = redis_url(port, opts.requirepass),
-      url_redacted = redis_url(port, opts.requirepass and "***"),
+      port = port, dir = dir, opts = opts, password = opts.requirepass, tls = t, tls_port = tls_port,
+      url = redis_url(port, opts.requirepass, scheme),
+      url_redacted = redis_url(port, opts.requirepass and "***", scheme),
+      tls_url = tls_port and redis_url(tls_port, opts.requirepass, "rediss"),
     }, Server)
     local ok, err = srv:_launch()
     if ok then

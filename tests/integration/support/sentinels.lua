@@ -20,8 +20,19 @@ local function start_sentinel(service, master_port, opts)
     local port = ports.free_port()
     local dir = files.tmpdir("sentinel")
     local conf = dir .. "/sentinel.conf"
+    local t = opts.tls
+    local listen = { "port " .. port }
+    if t then
+      -- TLS only, to clients, to the other sentinels and to the servers
+      listen = { "port 0", "tls-port " .. port, "tls-cert-file " .. t.cert, "tls-key-file " .. t.key,
+        "tls-ca-cert-file " .. t.ca, "tls-auth-clients " .. (t.auth_clients or "yes"), "tls-replication yes" }
+      if t.client_cert then
+        listen[#listen + 1] = "tls-client-cert-file " .. t.client_cert
+        listen[#listen + 1] = "tls-client-key-file " .. t.client_key
+      end
+    end
     files.write_file(conf, table.concat({
-      "port " .. port,
+      table.concat(listen, "\n"),
       "bind 127.0.0.1",
       "daemonize no",
       "dir " .. dir,
@@ -32,7 +43,7 @@ local function start_sentinel(service, master_port, opts)
       string.format("sentinel parallel-syncs %s 1", service),
       "",
     }, "\n"))
-    local srv = setmetatable({ port = port, dir = dir, opts = {} }, redis.Server)
+    local srv = setmetatable({ port = port, dir = dir, opts = {}, tls = t }, redis.Server)
     srv.proc = processes.spawn({ "redis-server", conf, "--sentinel" },
       { pdeathsig = true, stdout = dir .. "/redis.stdout", stderr = "stdout" })
     local ok = pcall(processes.wait_until, function()
@@ -57,14 +68,25 @@ end
 --[[ Starts the master, one replica (replicaof the master, in sync) and three
 sentinels that know both and each other. opts: service (default
 "mymaster"), down_after_ms (1000), failover_timeout_ms (3000), master (the
-master's redis_start options). Returns a set: set.master, set.replica,
-set.sentinels, set.service, set.url (the redis+sentinel:// URL). ]]
+master's redis_start options), tls (redis_start's opts.tls: the master,
+the replica and the sentinels speak only TLS, replication included). Returns a
+set: set.master, set.replica, set.sentinels, set.service, set.url (the
+redis+sentinel:// URL, rediss+sentinel:// with tls). ]]
 function sentinels.start(opts)
   opts = opts or {}
   redis.require_server()
   local service = opts.service or "mymaster"
-  local master = redis.redis_start(opts.master)
-  local replica = redis.redis_start({ args = { "--replicaof", "127.0.0.1", tostring(master.port) } })
+  local function tls_copy()
+    if not opts.tls then return nil end
+    local t = { replication = true }
+    for k, v in pairs(opts.tls) do t[k] = v end
+    return t
+  end
+  local master_opts = {}
+  for k, v in pairs(opts.master or {}) do master_opts[k] = v end
+  master_opts.tls = master_opts.tls or tls_copy()
+  local master = redis.redis_start(master_opts)
+  local replica = redis.redis_start({ tls = tls_copy(), args = { "--replicaof", "127.0.0.1", tostring(master.port) } })
   processes.wait_until(function()
     local info = replica:cli("INFO", "replication")
     return info:find("master_link_status:up", 1, true) ~= nil, info
@@ -75,10 +97,12 @@ function sentinels.start(opts)
     set.sentinels[i] = start_sentinel(service, master.port, {
       down_after_ms = opts.down_after_ms or 1000,
       failover_timeout_ms = opts.failover_timeout_ms or 3000,
+      tls = opts.tls,
     })
     addrs[i] = "127.0.0.1:" .. set.sentinels[i].port
   end
-  set.url = string.format("redis+sentinel://%s/%s", table.concat(addrs, ","), service)
+  set.url = string.format("%s://%s/%s", opts.tls and "rediss+sentinel" or "redis+sentinel",
+    table.concat(addrs, ","), service)
   -- Every sentinel sees the replica and the two others: a failover can be agreed.
   processes.wait_until(function()
     for _, s in ipairs(set.sentinels) do
