@@ -17,19 +17,7 @@ local EXAMPLE = helper.repo_root .. "/handlers/cluster/post_payment.lua"
 local PAYMENTS = 2000
 local LEDGER = { stream = STREAM, payments = PAYMENTS }
 
--- `luastream ARGS...`, where an argument may be a list (spliced in); a last
--- table without a list part is processes.run's options.
-local function luastream(...)
-  local argv = {}
-  for _, a in ipairs { ... } do
-    if type(a) == "table" and #a > 0 then
-      for _, x in ipairs(a) do argv[#argv + 1] = x end
-    else
-      argv[#argv + 1] = a
-    end
-  end
-  return helper.luastream(unpack(argv))
-end
+local luastream = helper.luastream
 
 describe("a Redis Cluster over TLS", function()
   after_each(helper.cleanup)

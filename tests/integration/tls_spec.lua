@@ -27,19 +27,7 @@ return {
 }
 ]]
 
--- `luastream ARGS...`, where an argument may be a list (spliced in); a last
--- table without a list part is processes.run's options.
-local function luastream(...)
-  local argv = {}
-  for _, a in ipairs { ... } do
-    if type(a) == "table" and #a > 0 then
-      for _, x in ipairs(a) do argv[#argv + 1] = x end
-    else
-      argv[#argv + 1] = a
-    end
-  end
-  return helper.luastream(unpack(argv))
-end
+local luastream = helper.luastream
 
 local function post_dir() return helper.handlers_dir({ ["post.lua"] = POST }) end
 

@@ -23,13 +23,22 @@ function hosts.bin()
   return bin
 end
 
---- Runs `luastream ARGS...` to its end: exit code, stdout, stderr. The last
---- argument may be an options table for processes.run (env, stdin, timeout).
+--- Runs `luastream ARGS...` to its end: exit code, stdout, stderr. An
+--- argument may be a list of arguments (spliced in, e.g. a set of --tls-*
+--- options); the last may be an options table for processes.run (env,
+--- stdin, timeout), a table without a list part.
 function hosts.luastream(...)
-  local args = { ... }
+  local args = { hosts.bin() }
+  local all = { ... }
   local opts
-  if type(args[#args]) == "table" then opts = table.remove(args) end
-  table.insert(args, 1, hosts.bin())
+  if type(all[#all]) == "table" and #all[#all] == 0 then opts = table.remove(all) end
+  for _, a in ipairs(all) do
+    if type(a) == "table" then
+      for _, x in ipairs(a) do args[#args + 1] = x end
+    else
+      args[#args + 1] = a
+    end
+  end
   return processes.run(args, opts)
 end
 
