@@ -367,8 +367,9 @@ static void on_probed(void *data, int answered) {
   c->probe = NULL;
   if (answered && c->b->tls)
     snprintf(c->reason, sizeof c->reason, "%s",
-             tls_denied(c, "TLS: the server is not speaking TLS (it answers in plaintext): a "
-                           "plaintext port takes redis://, not rediss://"));
+             tls_denied(c,
+                        "TLS: the server is not speaking TLS (it answers in plaintext): a "
+                        "plaintext port takes redis://, not rediss://"));
   if (answered && !c->b->tls) {
     c->denied = "redis refused the connection";
     c->hint = NULL;
@@ -393,7 +394,9 @@ static void probe_scheme(struct rconn *c, const char *why) {
 
 /* Whether a failure of this connection could be the wrong scheme's: a
  * first TCP connection (one that was up once has the right scheme). */
-static bool scheme_in_doubt(const struct rconn *c) { return !c->ever_up && !c->closing && c->ip[0]; }
+static bool scheme_in_doubt(const struct rconn *c) {
+  return !c->ever_up && !c->closing && c->ip[0];
+}
 
 /* The connection ended by itself, or by drop. */
 static void on_down(void *data, const char *why, enum transport_end how) {

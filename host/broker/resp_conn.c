@@ -206,9 +206,7 @@ static void got(void *data, size_t n) {
   memory_back(rc);
 }
 
-static void down(void *data, const char *why, enum transport_end how) {
-  end(data, why, how, 1);
-}
+static void down(void *data, const char *why, enum transport_end how) { end(data, why, how, 1); }
 
 static const struct transport_events EVENTS = {room, got, down};
 

@@ -368,13 +368,13 @@ void tls_explain(SSL *ssl, int ssl_error, int opened, int received, char *why, s
   int cert_wanted = SSL_get_ex_data(ssl, cert_asked_index()) != NULL;
   /* Only a handshake that was checking can fail on the certificate. */
   long v = !opened && (SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER) ? SSL_get_verify_result(ssl)
-                                                                     : X509_V_OK;
+                                                                   : X509_V_OK;
   if (v != X509_V_OK) {
     *denied = 1;
     explain_verify(v, why, len);
   } else if (reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED ||
-             (cert_wanted && (reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE ||
-                              (opened && !received)))) {
+             (cert_wanted &&
+              (reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE || (opened && !received)))) {
     /* TLS 1.3: the server refuses after the client's handshake is done; its
      * alert is often lost to the reset that the first command causes. */
     *denied = 1;

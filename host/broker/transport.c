@@ -56,7 +56,7 @@ struct transport {
   int failed; /* a write failed inside transport_flush: reported from the loop */
   char why[512];
   enum transport_end how; /* of a TLS failure (tls_explain) */
-  char server[80]; /* "ip:port" or the socket path, for the metrics */
+  char server[80];        /* "ip:port" or the socket path, for the metrics */
   struct transport_events ev;
   void *data;
 };
