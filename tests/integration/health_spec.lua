@@ -105,6 +105,17 @@ describe("the health endpoint", function()
     local port = helper.health_port(host)
     host:wait_log(READY, 20, { plain = true })
     wait_ready(port, 200)
+    -- Stopped right after the host renewed its consumer lease (TTL 20 s,
+    -- renewed every 5 s): the next renewal then goes unanswered 5 s on, and
+    -- the command connection is dropped 10 s after that, past the 12 s in
+    -- which the read counts as stuck. Stopped at any moment, a renewal just
+    -- before could drop it first, and /readyz would rightly say unreachable.
+    local lease = assert(srv:call("KEYS", "luastream:consumer:*"))[1]
+    assert(lease, "the host's consumer lease")
+    helper.wait_until(function()
+      local ttl = tonumber(srv:call("PTTL", lease))
+      return ttl >= 19600, ttl
+    end, 10, "a renewal of the lease " .. lease)
     srv.proc:kill("STOP") -- connections stay open; nothing is answered
     finally(function() if srv:alive() then srv.proc:kill("CONT") end end)
     -- a `new` read blocks 4 s: stuck after 3 times that (before the command
