@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 10
+#define SCRIPT_COUNT 11
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -202,5 +202,15 @@ extern const char SCRIPT_PRUNE[];
  * alone. Replies the number of entries trimmed.
  *   KEYS: stream   ARGV: finished ("1" or "0"), max_len (0: none) */
 extern const char SCRIPT_TRIM[];
+
+/* SCRIPT_HEARTBEAT keeps a consumer's claim on the entries it holds (in a
+ * lane or a handler), so that no claiming or reclaim read takes them while
+ * the host that holds them runs, however long their handlers take: of the
+ * ids given per key, those still pending for this consumer get XCLAIM to
+ * itself with min-idle 0 and JUSTID (idle 0, the delivery count unchanged);
+ * an id another consumer claimed meanwhile is left to it. Returns how many
+ * ids were re-stamped per key.
+ *   KEYS: stream...   ARGV: group consumer (count id...)-per-key */
+extern const char SCRIPT_HEARTBEAT[];
 
 #endif

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "outcome.h"
 #include "partition.h"
+#include "heartbeat.h"
 #include "prune.h"
 #include "read_log.h"
 #include "read_plan.h"
@@ -77,6 +78,7 @@ struct subscription {
   struct read_plan plan;
   bool was_down;          /* the read connection went down since it was up */
   struct held held;       /* claiming and reclaim: entries in a lane or a handler here */
+  heartbeat *heartbeat;   /* ... whose claim it keeps (NULL for `new`) */
   char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
   ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
@@ -130,10 +132,12 @@ static void copy_id(char dst[ID_MAX], const char *id) {
 }
 
 /* Commands sent and not answered: the subscription's (the lease's), the
- * writer's, the sweeper's, the group setup's, the pruner's. */
+ * writer's, the sweeper's, the group setup's, the pruner's, the
+ * heartbeat's. */
 static unsigned outstanding(const subscription *s) {
   return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
-         group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0);
+         group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
+         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0);
 }
 
 static void maybe_drained(subscription *s);
@@ -542,6 +546,7 @@ static void start_reading(subscription *s) {
   s->on_event(s->data, s, SUB_EV_READING);
   sweeper_start(s->sweeper);
   if (s->pruner) prune_start(s->pruner);
+  if (s->heartbeat) heartbeat_start(s->heartbeat);
   progress(s); /* entries read before the group was lost run now */
 }
 
@@ -583,6 +588,9 @@ static bool still_reading(void *data) { return ((subscription *)data)->state == 
 /* prune_answered_fn: the prune may have been the last thing outstanding,
  * for a claiming read as for the drain. */
 static void pruned(void *data) { progress(data); }
+
+/* heartbeat_answered_fn: the drain may have waited for it. */
+static void beaten(void *data) { progress(data); }
 
 /* sweeper_swept_fn: a claiming read may have waited for the sweep. */
 static void swept(void *data) { progress(data); }
@@ -650,6 +658,9 @@ static subscription *part_new(handler *h, int p, subscription *leader, broker *b
   }
   bool trims = s->spec->trim || s->spec->trim_max_len > 0;
   if (trims) s->trimmer = trimmer_new(b, cmd, clock, s->spec);
+  bool beats = s->spec->read != READ_NEW && s->spec->min_idle_ms > 0;
+  if (beats && s->retry_key)
+    s->heartbeat = heartbeat_new(b, cmd, clock, s->spec, s->retry_key, &s->held, beaten, s);
   bool leased_ok = true;
   if (keepalive) {
     s->keepalive = keepalive;
@@ -658,7 +669,7 @@ static subscription *part_new(handler *h, int p, subscription *leader, broker *b
     leased_ok = s->pruner != NULL;
   }
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
-      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) ||
+      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     part_free(s);
     return NULL;
@@ -726,12 +737,16 @@ static void part_stop(subscription *s) {
   apply_stop(s->apply);
   group_stop(s->group);
   if (s->pruner) prune_stop(s->pruner);
-  /* Entries read but not started stay pending: another consumer recovers them. */
+  /* Entries read but not started stay pending: another consumer recovers
+   * them. The heartbeat lets them go and goes on for those running, which
+   * stay this host's until they finish (or the shutdown deadline abandons
+   * them). */
   struct entry *left = lanes_drain_queued(&s->lanes);
   size_t n = 0;
   while (left) {
     struct entry *e = left;
     left = e->next;
+    held_remove(&s->held, e);
     entry_free(e);
     n++;
   }
@@ -795,6 +810,7 @@ size_t sub_abandon(subscription *s, size_t *unacked) {
   for (size_t i = 0; i < s->nparts; i++) {
     if (s->parts[i]->state != SUB_STOPPING) continue;
     s->parts[i]->abandoned = true;
+    if (s->parts[i]->heartbeat) heartbeat_stop(s->parts[i]->heartbeat); /* let them go */
     *unacked += writer_abandon(s->parts[i]->w);
   }
   /* Every partition's jobs: each goes back to its own (drop_job). */
@@ -849,6 +865,7 @@ static void part_swap(subscription *s, handler *h) {
   writer_set_spec(s->w, s->spec);
   sweeper_set_spec(s->sweeper, s->spec);
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
+  if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
   group_set_spec(s->group, s->spec);
@@ -980,6 +997,7 @@ static void part_free(subscription *s) {
   if (s->retry_timer) timer_free(s->retry_timer);
   if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
+  heartbeat_free(s->heartbeat);
   lease_free(s->lease);
   struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {

@@ -1,0 +1,44 @@
+/* heartbeat: keeps a claiming or reclaim subscription's claim on the
+ * entries it holds (held.h: in a lane or a handler here): every min_idle /
+ * 3, one call of SCRIPT_HEARTBEAT (scripts.h) re-stamps their idle time, so
+ * that claiming and reclaim reads, this host's and other hosts', take only
+ * the entries of a host that stopped, stalled past that or lost Redis,
+ * however long a handler runs. It never takes back an entry another
+ * consumer claimed meanwhile (the script checks the owner). One call at a
+ * time; none while nothing is held.
+ *
+ * The heartbeat needs the event loop to turn: a handler that never yields
+ * holds it for up to --watchdog, so min_idle must exceed that plus one
+ * heartbeat for such handlers. */
+#ifndef LUASTREAM_HEARTBEAT_H
+#define LUASTREAM_HEARTBEAT_H
+
+#include "broker.h"
+#include "clock.h"
+#include "held.h"
+#include "runtime.h"
+
+typedef struct heartbeat heartbeat;
+
+/* A heartbeat was answered (the subscription may have waited for it to
+ * drain). */
+typedef void heartbeat_answered_fn(void *data);
+
+/* For the entries of held (borrowed, read at each beat) read from spec's
+ * stream (key 0) and retry_key (key 1), both borrowed; spec is replaced by
+ * heartbeat_set_spec when the handler is swapped. NULL when out of memory
+ * or when spec has no min_idle (nothing to keep). */
+heartbeat *heartbeat_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_spec *spec,
+                         const char *retry_key, const struct held *held,
+                         heartbeat_answered_fn *answered, void *data);
+void heartbeat_set_spec(heartbeat *hb, const struct handler_spec *spec);
+/* Beats every min_idle / 3 from now on, until heartbeat_stop. */
+void heartbeat_start(heartbeat *hb);
+void heartbeat_stop(heartbeat *hb);
+/* Calls sent and not answered (0 or 1). */
+unsigned heartbeat_pending(const heartbeat *hb);
+/* The interval between beats, ms. */
+uint64_t heartbeat_interval_ms(const struct handler_spec *spec);
+void heartbeat_free(heartbeat *hb);
+
+#endif
