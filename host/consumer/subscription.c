@@ -190,6 +190,7 @@ static void maybe_drained(subscription *s) {
     return;
   }
   s->state = SUB_DRAINED;
+  if (s->heartbeat) heartbeat_stop(s->heartbeat); /* nothing is held any more */
   sub_log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
   s->on_event(s->data, s, SUB_EV_DRAINED);
 }

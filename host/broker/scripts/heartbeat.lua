@@ -14,9 +14,14 @@ for k, key in ipairs(KEYS) do
     end
   end
   at = at + n
-  -- XCLAIM to itself with JUSTID: idle 0, the delivery count as it was.
+  -- XCLAIM to itself with JUSTID: idle 0, the delivery count as it was. (The
+  -- ids go last in the argument table: unpack in the middle of a call's
+  -- arguments gives one value.)
   for i = 1, #mine, 1000 do
-    redis.call('XCLAIM', key, group, consumer, 0, unpack(mine, i, math.min(i + 999, #mine)), 'JUSTID')
+    local args = {key, group, consumer, 0}
+    for j = i, math.min(i + 999, #mine) do args[#args + 1] = mine[j] end
+    args[#args + 1] = 'JUSTID'
+    redis.call('XCLAIM', unpack(args))
   end
   stamped[k] = #mine
 end
