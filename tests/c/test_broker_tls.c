@@ -388,3 +388,51 @@ TEST_IMPL(broker_tls_plaintext_port_is_a_refusal) {
   redis_server_stop(&plain);
   teardown_tls();
 }
+
+/* Review: a server that asks for a client certificate without requiring
+ * one (tls-auth-clients optional, the fixture's default; a TLS proxy that
+ * verifies certificates "if present" does the same) is lost after the
+ * handshake, before its first reply, by a client that has no certificate:
+ * being asked for one is no refusal, so this is an ordinary loss to retry,
+ * not "the server requires a client certificate", which ends `run`. */
+TEST_IMPL(review_tls_optional_client_cert_loss_is_not_a_refusal) {
+  setup_tls_with(no_args); /* tls-auth-clients optional */
+  redisContext *peer = redisConnectUnix(srv.sock);
+  ASSERT(peer && !peer->err);
+  redisReply *r = redisCommand(peer, "CLIENT PAUSE 20000 ALL");
+  ASSERT(r && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  char params[256];
+  snprintf(params, sizeof params, "tls_ca=%s/ca.pem", certs); /* no client certificate */
+  broker *b = make_broker(url_with(params));
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "optional", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  run_for(1000); /* the handshake completes; PING waits */
+  ASSERT_INT_EQ(f.calls, 0);
+  redis_server_kill(&srv);
+  WAIT(f.calls, 1, 8000);
+  redisFree(peer);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_(
+        "a server asking for an optional certificate, lost before its first reply, is "
+        "reported as a refusal: \"%s\"",
+        f.why);
+  close_and_free(b, c);
+  teardown_tls();
+}
+
+/* Review: the same server without the pause works for a client without a
+ * certificate (the certificate is optional): a control for the test above. */
+TEST_IMPL(review_tls_optional_client_cert_works_without_one) {
+  setup_tls_with(no_args);
+  char params[256];
+  snprintf(params, sizeof params, "tls_ca=%s/ca.pem", certs);
+  broker *b = make_broker(url_with(params));
+  struct state st = {0};
+  bk_conn *c = open_up(b, "optional", &st);
+  close_and_free(b, c);
+  teardown_tls();
+}
