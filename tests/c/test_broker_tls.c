@@ -436,3 +436,48 @@ TEST_IMPL(review_tls_optional_client_cert_works_without_one) {
   close_and_free(b, c);
   teardown_tls();
 }
+
+/* Review: the output queue is compacted (transport_reserve) while a TLS
+ * write waits to be retried: the server is stopped so the socket fills
+ * during an 8 MB SET, and a 9 MB SET queued then makes the queue move what
+ * is left to its start and grow. Once the server runs again both values
+ * must arrive intact, and the retried write must be taken by OpenSSL. */
+TEST_IMPL(review_tls_queue_compacted_under_a_waiting_write) {
+  struct state st = {0};
+  setup_tls();
+  broker *b = make_broker(mtls_url());
+  bk_conn *c = open_up(b, "queue", &st);
+  size_t n1 = 8u << 20, n2 = 9u << 20;
+  char *v1 = malloc(n1), *v2 = malloc(n2);
+  ASSERT(v1 && v2);
+  for (size_t i = 0; i < n1; i++) v1[i] = (char)(i * 131 + (i >> 12));
+  for (size_t i = 0; i < n2; i++) v2[i] = (char)(i * 37 + (i >> 10) + 1);
+  ASSERT_OK(kill(srv.pid, SIGSTOP));
+  const char *set1[] = {"SET", "v1", v1};
+  const size_t set1_len[] = {3, 2, n1};
+  struct call ok1 = {0}, ok2 = {0};
+  ASSERT_OK(bk_command(b, c, 3, set1, set1_len, on_call, &ok1));
+  bk_flush(b, c);
+  run_for(300); /* written until the socket is full: the last write waits */
+  const char *set2[] = {"SET", "v2", v2};
+  const size_t set2_len[] = {3, 2, n2};
+  ASSERT_OK(bk_command(b, c, 3, set2, set2_len, on_call, &ok2));
+  ASSERT_OK(kill(srv.pid, SIGCONT));
+  struct value g1 = {0}, g2 = {0};
+  const char *get1[] = {"GET", "v1"}, *get2[] = {"GET", "v2"};
+  const size_t get_len[] = {3, 2};
+  ASSERT_OK(bk_command(b, c, 2, get1, get_len, on_value, &g1));
+  ASSERT_OK(bk_command(b, c, 2, get2, get_len, on_value, &g2));
+  WAIT(g2.calls, 1, 20000);
+  ASSERT_STR_EQ(ok1.str, "OK");
+  ASSERT_STR_EQ(ok2.str, "OK");
+  ASSERT(g1.len == n1 && memcmp(g1.bytes, v1, n1) == 0);
+  ASSERT(g2.len == n2 && memcmp(g2.bytes, v2, n2) == 0);
+  ASSERT_INT_EQ(st.ups, 1);
+  free(g1.bytes);
+  free(g2.bytes);
+  free(v1);
+  free(v2);
+  close_and_free(b, c);
+  teardown_tls();
+}
