@@ -481,3 +481,32 @@ TEST_IMPL(review_tls_queue_compacted_under_a_waiting_write) {
   close_and_free(b, c);
   teardown_tls();
 }
+
+/* Review: the wrong scheme to the sentinels. redis+sentinel:// naming a
+ * TLS port closes before answering, as redis:// to the master's TLS port
+ * does; there the port is asked in TLS and the start stops naming
+ * rediss://, but a sentinel's failure is "connection lost" and retried for
+ * ever, and nothing says which scheme the port takes. */
+TEST_IMPL(review_tls_plaintext_to_tls_sentinel_is_a_refusal) {
+  setup_tls_with(no_args);
+  char url[160];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/mymaster", srv.port);
+  refused(url, "TLS", "rediss");
+  teardown_tls();
+}
+
+/* Review: rediss+sentinel:// naming a plaintext port: the question is a
+ * refusal ("not speaking TLS") only when the plaintext Redis happens to
+ * answer the ClientHello (a newline among its random bytes); otherwise the
+ * question times out and is retried for ever. Run it a few times. */
+TEST_IMPL(review_tls_tls_to_plaintext_sentinel_is_a_refusal) {
+  static struct redis_server plain;
+  setup_tls_with(no_args);
+  ASSERT_OK(redis_server_start(&plain, no_args));
+  char url[600];
+  snprintf(url, sizeof url, "rediss+sentinel://127.0.0.1:%d/mymaster?tls_ca=%s/ca.pem", plain.port,
+           certs);
+  for (int i = 0; i < 4; i++) refused(url, "not speaking TLS", "redis");
+  redis_server_stop(&plain);
+  teardown_tls();
+}
