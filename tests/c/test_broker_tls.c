@@ -510,3 +510,32 @@ TEST_IMPL(review_tls_tls_to_plaintext_sentinel_is_a_refusal) {
   redis_server_stop(&plain);
   teardown_tls();
 }
+
+/* Review: the client expiry gauge is "the certificate that expires first,
+ * of every context in use" (tls.c): once the context holding the sooner
+ * one is let go (a handler's own URL, closed), the gauge must follow the
+ * certificates still in use, not keep the one gone (an alert on it). */
+TEST_IMPL(review_tls_client_expiry_follows_contexts_let_go) {
+  char cmd[1024], params[512];
+  setup_tls();
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && cp client.key later.key && chmod 600 later.key && "
+           "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -set_serial 4343 "
+           "-days 9 -extfile client.ext -out later.pem >/dev/null 2>&1",
+           certs);
+  ASSERT_OK(system(cmd));
+  snprintf(params, sizeof params, "tls_ca=%s/ca.pem&tls_cert=%s/later.pem&tls_key=%s/later.key",
+           certs, certs, certs);
+  broker *later = make_broker(url_with(params));
+  const char *client =
+      "luastream_redis_tls_certificate_expiry_days{certificate=\"client\",server=\"\"}";
+  ASSERT(metric_value(client) > 8.9 && metric_value(client) <= 9.0);
+  broker *sooner = make_broker(mtls_url());
+  ASSERT(metric_value(client) > 1.9 && metric_value(client) <= 2.0);
+  broker_free(sooner); /* its context, the only one with the 2-day certificate, goes */
+  double days = metric_value(client);
+  if (!(days > 8.9 && days <= 9.0))
+    TEST_FAIL_("the client expiry gauge says %.2f days: the certificate in use expires in 9", days);
+  broker_free(later);
+  teardown_tls();
+}
