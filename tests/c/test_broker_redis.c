@@ -1149,3 +1149,22 @@ TEST_IMPL(review_close_from_the_fault_after_a_probe) {
   holder_stop(&h);
   teardown();
 }
+
+/* After an unanswered probe the backoff is armed: the next attempt comes,
+ * and its failure (held, then the connect timeout) is reported again. */
+TEST_IMPL(review_retry_after_an_unanswered_probe) {
+  setup(NULL);
+  struct holder h;
+  broker *b = make_broker(holder_start(&h));
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "probed", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  WAIT(f.calls, 1, 5000);
+  ASSERT_INT_EQ(f.last, BK_FAULT_DOWN);
+  WAIT(h.accepts, 3, 5000); /* the attempt after the probe */
+  close_and_free(b, c);
+  holder_stop(&h);
+  teardown();
+}
