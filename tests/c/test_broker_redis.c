@@ -1021,3 +1021,150 @@ TEST_IMPL(broker_redis_reply_limit_holds_for_a_reply_read_at_once) {
   close_and_free(b, c);
   teardown();
 }
+
+/* Review: a string over bulk_max but under the 16 KB read cap (resp_conn's
+ * room) arrives whole in one read and is delivered, though broker.h says a
+ * longer string is refused as it arrives. */
+TEST_IMPL(review_reply_limit_holds_under_one_read) {
+  struct state st = {0};
+  setup(no_args);
+  broker *b = make_broker(srv.url);
+  bk_conn *c = open_up(b, "limited", &st);
+  size_t mid = 10000;
+  char *body = malloc(mid);
+  ASSERT_NOT_NULL(body);
+  memset(body, 'x', mid);
+  const char *set[] = {"SET", "mid", body};
+  const size_t set_len[] = {3, 3, mid};
+  struct call ok = {0};
+  ASSERT_OK(bk_command(b, c, 3, set, set_len, on_call, &ok));
+  WAIT(ok.calls, 1, 5000);
+  free(body);
+  bk_conn_reply_limit(b, c, 4096, 0);
+  struct call k = {0};
+  ASSERT_OK(cmdv(b, c, on_call, &k, "GET", "mid", NULL));
+  bk_flush(b, c);
+  uv_sleep(200); /* the whole reply waits in the socket: one read takes it */
+  WAIT(k.calls, 1, 5000);
+  if (k.type != 0 || !bk_error_is_too_large(k.err))
+    TEST_FAIL_("a %zu-byte string passed a 4096-byte bulk limit (type %d, err \"%s\")", mid, k.type,
+               k.err);
+  close_and_free(b, c);
+  teardown();
+}
+
+/* ---- review: the port probe's lifetime ---- */
+
+/* A listener that closes its first connection at once (the plaintext
+ * attempt: "closed before answering") and holds every later one without a
+ * byte (the probe, and the attempts after it), until it is closed. */
+struct holder {
+  uv_tcp_t lst;
+  int accepts;
+  uv_tcp_t held[16];
+  int nheld;
+};
+
+static void on_hold(uv_stream_t *server, int status) {
+  struct holder *h = server->data;
+  if (status < 0) return;
+  if (h->accepts++ == 0 || h->nheld == 16) {
+    uv_tcp_t *client = malloc(sizeof *client);
+    ASSERT_NOT_NULL(client);
+    uv_tcp_init(server->loop, client);
+    uv_accept(server, (uv_stream_t *)client);
+    uv_close((uv_handle_t *)client, (uv_close_cb)free);
+    return;
+  }
+  uv_tcp_t *client = &h->held[h->nheld++];
+  uv_tcp_init(server->loop, client);
+  uv_accept(server, (uv_stream_t *)client);
+}
+
+static const char *holder_start(struct holder *h) {
+  static char url[64];
+  struct sockaddr_in addr, bound;
+  int len = sizeof bound;
+  memset(h, 0, sizeof *h);
+  ASSERT_OK(uv_tcp_init(&loop, &h->lst));
+  h->lst.data = h;
+  ASSERT_OK(uv_ip4_addr("127.0.0.1", 0, &addr));
+  ASSERT_OK(uv_tcp_bind(&h->lst, (const struct sockaddr *)&addr, 0));
+  ASSERT_OK(uv_listen((uv_stream_t *)&h->lst, 16, on_hold));
+  ASSERT_OK(uv_tcp_getsockname(&h->lst, (struct sockaddr *)&bound, &len));
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(bound.sin_port));
+  return url;
+}
+
+static void holder_stop(struct holder *h) {
+  for (int i = 0; i < h->nheld; i++) uv_close((uv_handle_t *)&h->held[i], NULL);
+  uv_close((uv_handle_t *)&h->lst, NULL);
+}
+
+/* Closed while its probe waits: the probe is cancelled (its callback never
+ * runs on the freed connection) and nothing leaks. */
+TEST_IMPL(review_close_while_probing) {
+  setup(NULL);
+  struct holder h;
+  broker *b = make_broker(holder_start(&h));
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "probed", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  WAIT(h.accepts, 2, 5000); /* the attempt closed; the probe connected */
+  run_for(100);
+  ASSERT_INT_EQ(f.calls, 0); /* the failure waits for the probe */
+  close_and_free(b, c);
+  run_for(1500); /* past the probe's deadline */
+  ASSERT_INT_EQ(f.calls, 0);
+  holder_stop(&h);
+  teardown();
+}
+
+/* The fault that follows an unanswered probe closes the connection from
+ * inside its callback (a host giving up at start): no use after free, no
+ * retry armed on a closed connection. */
+static void close_on_fault(void *data, bk_conn *c, enum bk_fault fault, const char *why) {
+  struct state *st = data;
+  on_fault(data, c, fault, why);
+  bk_conn_close(st->b, c);
+}
+
+TEST_IMPL(review_close_from_the_fault_after_a_probe) {
+  setup(NULL);
+  struct holder h;
+  broker *b = make_broker(holder_start(&h));
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "probed", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, close_on_fault);
+  WAIT(f.calls, 1, 5000);
+  if (f.last == BK_FAULT_DENIED) TEST_FAIL_("an unanswered probe made a refusal: \"%s\"", f.why);
+  run_for(1500);
+  ASSERT_INT_EQ(f.calls, 1);
+  ASSERT_INT_EQ(h.accepts, 2); /* no attempt after the close */
+  broker_free(b);
+  holder_stop(&h);
+  teardown();
+}
+
+/* After an unanswered probe the backoff is armed: the next attempt comes,
+ * and its failure (held, then the connect timeout) is reported again. */
+TEST_IMPL(review_retry_after_an_unanswered_probe) {
+  setup(NULL);
+  struct holder h;
+  broker *b = make_broker(holder_start(&h));
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "probed", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  WAIT(f.calls, 1, 5000);
+  ASSERT_INT_EQ(f.last, BK_FAULT_DOWN);
+  WAIT(h.accepts, 3, 5000); /* the attempt after the probe */
+  close_and_free(b, c);
+  holder_stop(&h);
+  teardown();
+}

@@ -388,3 +388,154 @@ TEST_IMPL(broker_tls_plaintext_port_is_a_refusal) {
   redis_server_stop(&plain);
   teardown_tls();
 }
+
+/* Review: a server that asks for a client certificate without requiring
+ * one (tls-auth-clients optional, the fixture's default; a TLS proxy that
+ * verifies certificates "if present" does the same) is lost after the
+ * handshake, before its first reply, by a client that has no certificate:
+ * being asked for one is no refusal, so this is an ordinary loss to retry,
+ * not "the server requires a client certificate", which ends `run`. */
+TEST_IMPL(review_tls_optional_client_cert_loss_is_not_a_refusal) {
+  setup_tls_with(no_args); /* tls-auth-clients optional */
+  redisContext *peer = redisConnectUnix(srv.sock);
+  ASSERT(peer && !peer->err);
+  redisReply *r = redisCommand(peer, "CLIENT PAUSE 20000 ALL");
+  ASSERT(r && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  char params[256];
+  snprintf(params, sizeof params, "tls_ca=%s/ca.pem", certs); /* no client certificate */
+  broker *b = make_broker(url_with(params));
+  struct faults f = {0};
+  struct state st = {.faults = &f, .b = b};
+  bk_conn *c = bk_conn_open(b, "optional", on_state, &st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, on_fault);
+  run_for(1000); /* the handshake completes; PING waits */
+  ASSERT_INT_EQ(f.calls, 0);
+  redis_server_kill(&srv);
+  WAIT(f.calls, 1, 8000);
+  redisFree(peer);
+  if (f.last == BK_FAULT_DENIED)
+    TEST_FAIL_(
+        "a server asking for an optional certificate, lost before its first reply, is "
+        "reported as a refusal: \"%s\"",
+        f.why);
+  close_and_free(b, c);
+  teardown_tls();
+}
+
+/* Review: the same server without the pause works for a client without a
+ * certificate (the certificate is optional): a control for the test above. */
+TEST_IMPL(review_tls_optional_client_cert_works_without_one) {
+  setup_tls_with(no_args);
+  char params[256];
+  snprintf(params, sizeof params, "tls_ca=%s/ca.pem", certs);
+  broker *b = make_broker(url_with(params));
+  struct state st = {0};
+  bk_conn *c = open_up(b, "optional", &st);
+  close_and_free(b, c);
+  teardown_tls();
+}
+
+/* Review: the output queue is compacted (transport_reserve) while a TLS
+ * write waits to be retried: the server is stopped so the socket fills
+ * during an 8 MB SET, and a 9 MB SET queued then makes the queue move what
+ * is left to its start and grow. Once the server runs again both values
+ * must arrive intact, and the retried write must be taken by OpenSSL. */
+TEST_IMPL(review_tls_queue_compacted_under_a_waiting_write) {
+  struct state st = {0};
+  setup_tls();
+  broker *b = make_broker(mtls_url());
+  bk_conn *c = open_up(b, "queue", &st);
+  size_t n1 = 8u << 20, n2 = 9u << 20;
+  char *v1 = malloc(n1), *v2 = malloc(n2);
+  ASSERT(v1 && v2);
+  for (size_t i = 0; i < n1; i++) v1[i] = (char)(i * 131 + (i >> 12));
+  for (size_t i = 0; i < n2; i++) v2[i] = (char)(i * 37 + (i >> 10) + 1);
+  ASSERT_OK(kill(srv.pid, SIGSTOP));
+  const char *set1[] = {"SET", "v1", v1};
+  const size_t set1_len[] = {3, 2, n1};
+  struct call ok1 = {0}, ok2 = {0};
+  ASSERT_OK(bk_command(b, c, 3, set1, set1_len, on_call, &ok1));
+  bk_flush(b, c);
+  run_for(300); /* written until the socket is full: the last write waits */
+  const char *set2[] = {"SET", "v2", v2};
+  const size_t set2_len[] = {3, 2, n2};
+  ASSERT_OK(bk_command(b, c, 3, set2, set2_len, on_call, &ok2));
+  ASSERT_OK(kill(srv.pid, SIGCONT));
+  struct value g1 = {0}, g2 = {0};
+  const char *get1[] = {"GET", "v1"}, *get2[] = {"GET", "v2"};
+  const size_t get_len[] = {3, 2};
+  ASSERT_OK(bk_command(b, c, 2, get1, get_len, on_value, &g1));
+  ASSERT_OK(bk_command(b, c, 2, get2, get_len, on_value, &g2));
+  WAIT(g2.calls, 1, 20000);
+  ASSERT_STR_EQ(ok1.str, "OK");
+  ASSERT_STR_EQ(ok2.str, "OK");
+  ASSERT(g1.len == n1 && memcmp(g1.bytes, v1, n1) == 0);
+  ASSERT(g2.len == n2 && memcmp(g2.bytes, v2, n2) == 0);
+  ASSERT_INT_EQ(st.ups, 1);
+  free(g1.bytes);
+  free(g2.bytes);
+  free(v1);
+  free(v2);
+  close_and_free(b, c);
+  teardown_tls();
+}
+
+/* Review: the wrong scheme to the sentinels. redis+sentinel:// naming a
+ * TLS port closes before answering, as redis:// to the master's TLS port
+ * does; there the port is asked in TLS and the start stops naming
+ * rediss://, but a sentinel's failure is "connection lost" and retried for
+ * ever, and nothing says which scheme the port takes. */
+TEST_IMPL(review_tls_plaintext_to_tls_sentinel_is_a_refusal) {
+  setup_tls_with(no_args);
+  char url[160];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/mymaster", srv.port);
+  refused(url, "TLS", "rediss");
+  teardown_tls();
+}
+
+/* Review: rediss+sentinel:// naming a plaintext port: the question is a
+ * refusal ("not speaking TLS") only when the plaintext Redis happens to
+ * answer the ClientHello (a newline among its random bytes); otherwise the
+ * question times out and is retried for ever. Run it a few times. */
+TEST_IMPL(review_tls_tls_to_plaintext_sentinel_is_a_refusal) {
+  static struct redis_server plain;
+  setup_tls_with(no_args);
+  ASSERT_OK(redis_server_start(&plain, no_args));
+  char url[600];
+  snprintf(url, sizeof url, "rediss+sentinel://127.0.0.1:%d/mymaster?tls_ca=%s/ca.pem", plain.port,
+           certs);
+  for (int i = 0; i < 4; i++) refused(url, "not speaking TLS", "redis");
+  redis_server_stop(&plain);
+  teardown_tls();
+}
+
+/* Review: the client expiry gauge is "the certificate that expires first,
+ * of every context in use" (tls.c): once the context holding the sooner
+ * one is let go (a handler's own URL, closed), the gauge must follow the
+ * certificates still in use, not keep the one gone (an alert on it). */
+TEST_IMPL(review_tls_client_expiry_follows_contexts_let_go) {
+  char cmd[1024], params[512];
+  setup_tls();
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && cp client.key later.key && chmod 600 later.key && "
+           "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -set_serial 4343 "
+           "-days 9 -extfile client.ext -out later.pem >/dev/null 2>&1",
+           certs);
+  ASSERT_OK(system(cmd));
+  snprintf(params, sizeof params, "tls_ca=%s/ca.pem&tls_cert=%s/later.pem&tls_key=%s/later.key",
+           certs, certs, certs);
+  broker *later = make_broker(url_with(params));
+  const char *client =
+      "luastream_redis_tls_certificate_expiry_days{certificate=\"client\",server=\"\"}";
+  ASSERT(metric_value(client) > 8.9 && metric_value(client) <= 9.0);
+  broker *sooner = make_broker(mtls_url());
+  ASSERT(metric_value(client) > 1.9 && metric_value(client) <= 2.0);
+  broker_free(sooner); /* its context, the only one with the 2-day certificate, goes */
+  double days = metric_value(client);
+  if (!(days > 8.9 && days <= 9.0))
+    TEST_FAIL_("the client expiry gauge says %.2f days: the certificate in use expires in 9", days);
+  broker_free(later);
+  teardown_tls();
+}
