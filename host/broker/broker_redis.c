@@ -374,8 +374,8 @@ static void on_probed(void *data, int answered) {
     c->denied = "redis refused the connection";
     c->hint = NULL;
     snprintf(c->fault_why, sizeof c->fault_why,
-             "the server closed the connection before answering: it speaks TLS on this port, "
-             "which takes rediss://, not redis://");
+             "TLS: the server speaks TLS on this port and closed the plaintext connection "
+             "before answering: use rediss://, not redis://");
     snprintf(c->reason, sizeof c->reason, "%s", c->fault_why);
   }
   went_down(c, c->reason);

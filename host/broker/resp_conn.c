@@ -117,31 +117,51 @@ static void memory_back(struct resp_conn *rc) {
  * incomplete bulk string is a task of type STRING whose `$` is consumed,
  * its length at buf + pos. Refusing it now keeps a huge entry out of memory
  * but for about one read. Returns true when the connection ended. */
-static bool over_limit(struct resp_conn *rc) {
-  if (rc->bulk_max == 0 && rc->reply_max == 0) return false;
-  const redisReader *r = rc->reader;
-  const char *what = NULL;
-  size_t n = 0, max = 0;
-  if (rc->reply_max && rc->arena && reply_arena_taken(rc->arena) > rc->reply_max) {
-    what = "a reply taking";
-    n = reply_arena_taken(rc->arena);
-    max = rc->reply_max;
-  } else if (rc->bulk_max && r->ridx >= 0 && r->rstack[r->ridx].type == REDIS_REPLY_STRING) {
-    for (size_t i = r->pos; i < r->len && r->buf[i] >= '0' && r->buf[i] <= '9'; i++) {
-      if (n > (SIZE_MAX - 9) / 10) break; /* over any limit already */
-      n = n * 10 + (size_t)(r->buf[i] - '0');
-    }
-    if (n > rc->bulk_max) {
-      what = "a string of at least";
-      max = rc->bulk_max;
-    }
-  }
-  if (what == NULL) return false;
+static bool refuse(struct resp_conn *rc, const char *what, size_t n, size_t max) {
   snprintf(rc->why, sizeof rc->why,
            BK_ERR_TOO_LARGE ": %s %zu bytes, over this connection's limit of %zu (redis %.96s)",
            what, n, max, rc->label);
   end(rc, rc->why, TRANSPORT_LOST, 1);
   return true;
+}
+
+static bool over_limit(struct resp_conn *rc) {
+  if (rc->bulk_max == 0 && rc->reply_max == 0) return false;
+  const redisReader *r = rc->reader;
+  if (rc->reply_max && rc->arena && reply_arena_taken(rc->arena) > rc->reply_max)
+    return refuse(rc, "a reply taking", reply_arena_taken(rc->arena), rc->reply_max);
+  if (rc->bulk_max == 0 || r->ridx < 0 || r->rstack[r->ridx].type != REDIS_REPLY_STRING)
+    return false;
+  size_t n = 0;
+  for (size_t i = r->pos; i < r->len && r->buf[i] >= '0' && r->buf[i] <= '9'; i++) {
+    if (n > (SIZE_MAX - 9) / 10) break; /* over any limit already */
+    n = n * 10 + (size_t)(r->buf[i] - '0');
+  }
+  return n > rc->bulk_max && refuse(rc, "a string of at least", n, rc->bulk_max);
+}
+
+/* The longest string in a reply. */
+static size_t longest(const redisReply *r) {
+  size_t n = r->type == REDIS_REPLY_STRING ? r->len : 0;
+  for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+    size_t m = longest(r->element[i]);
+    if (m > n) n = m;
+  }
+  return n;
+}
+
+/* A reply that arrived whole within one read, over the limits all the
+ * same: refused as it would have been had it come in pieces. What is over
+ * (NULL if nothing), its size and the limit. */
+static const char *complete_over_limit(const struct resp_conn *rc, const redisReply *reply,
+                                       size_t *n, size_t *max) {
+  if (rc->reply_max && rc->arena && (*n = reply_arena_taken(rc->arena)) > rc->reply_max) {
+    *max = rc->reply_max;
+    return "a reply taking";
+  }
+  *n = rc->bulk_max ? longest(reply) : 0;
+  *max = rc->bulk_max;
+  return *n > rc->bulk_max ? "a string of at least" : NULL;
 }
 
 static void free_reply(struct resp_conn *rc, void *reply) {
@@ -159,6 +179,13 @@ static bool dispatch(struct resp_conn *rc) {
       return true;
     }
     if (reply == NULL) return false;
+    size_t n, max;
+    const char *over =
+        rc->bulk_max || rc->reply_max ? complete_over_limit(rc, reply, &n, &max) : NULL;
+    if (over) {
+      free_reply(rc, reply); /* before refuse: it ends the connection, reader and all */
+      return refuse(rc, over, n, max);
+    }
     struct waiting w = {rc->push_fn, rc->push_data};
     if (rc->count > 0) {
       w = rc->queue[rc->head];

@@ -156,7 +156,12 @@ static void on_down(void *data, const char *why, enum transport_end how) {
   struct probe *p = data;
   p->rc = NULL;
   char what[600];
-  snprintf(what, sizeof what, how == TRANSPORT_REFUSED ? "%s" : "connection lost: %s", why);
+  snprintf(what, sizeof what,
+           how == TRANSPORT_REFUSED ? "%s"
+           : how == TRANSPORT_UNANSWERED
+               ? "connection lost: %s (a TLS port takes rediss+sentinel://)"
+               : "connection lost: %s",
+           why);
   probe_failed(p, what, how == TRANSPORT_REFUSED);
 }
 

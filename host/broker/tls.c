@@ -257,6 +257,7 @@ void tls_ctx_put(struct tls_ctx *c) {
     }
   SSL_CTX_free(c->ctx);
   free(c);
+  record_client_expiry(); /* the certificate let go may have been the soonest */
 }
 
 static int is_ip(const char *host) {
@@ -302,6 +303,8 @@ int tls_reload(void) {
 }
 
 /* ---- handshakes ---- */
+
+int tls_cert_wanted(const SSL *ssl) { return SSL_get_ex_data(ssl, cert_asked_index()) != NULL; }
 
 void tls_handshake_done(SSL *ssl, const char *server) {
   metric_add(handshakes(), 1);
@@ -363,9 +366,7 @@ void tls_explain(SSL *ssl, int ssl_error, int opened, int received, char *why, s
   unsigned long e = 0, last;
   while ((last = ERR_get_error()) != 0) e = last;
   int reason = e ? ERR_GET_REASON(e) : 0;
-  /* Asked for a certificate while it had none to give: whatever the
-   * server says next, it will not take this client. */
-  int cert_wanted = SSL_get_ex_data(ssl, cert_asked_index()) != NULL;
+  int cert_wanted = tls_cert_wanted(ssl);
   /* Only a handshake that was checking can fail on the certificate. */
   long v = !opened && (SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER) ? SSL_get_verify_result(ssl)
                                                                    : X509_V_OK;
@@ -373,10 +374,10 @@ void tls_explain(SSL *ssl, int ssl_error, int opened, int received, char *why, s
     *denied = 1;
     explain_verify(v, why, len);
   } else if (reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED ||
-             (cert_wanted &&
-              (reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE || (opened && !received)))) {
-    /* TLS 1.3: the server refuses after the client's handshake is done; its
-     * alert is often lost to the reset that the first command causes. */
+             (cert_wanted && reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE)) {
+    /* TLS 1.3: the server refuses after the client's handshake is done
+     * (transport.c waits for its word before the first command, so that
+     * the alert is not lost to a reset). */
     *denied = 1;
     snprintf(why, len,
              "TLS: the server requires a client certificate (tls-auth-clients): pass one with "
@@ -398,12 +399,18 @@ void tls_explain(SSL *ssl, int ssl_error, int opened, int received, char *why, s
              "TLS: the server is not speaking TLS (%s): a plaintext port takes redis://, not "
              "rediss://",
              ERR_reason_error_string(e));
-  } else if (opened && !received && SSL_get_certificate(ssl) != NULL) {
+  } else if (reason == SSL_R_TLSV1_ALERT_PROTOCOL_VERSION || reason == SSL_R_UNSUPPORTED_PROTOCOL) {
+    *denied = 1;
+    snprintf(why, len,
+             "TLS: the server offers no TLS version luastream accepts (1.2 or later): enable "
+             "TLS 1.2 or 1.3 on the server (tls-protocols)");
+  } else if (opened && !received && (cert_wanted || SSL_get_certificate(ssl) != NULL)) {
     /* Maybe its alert was lost, maybe it just went: tried again. */
     snprintf(why, len,
              "TLS: the server closed the connection right after the handshake, before any "
-             "reply (if this repeats, it may be refusing the client certificate: not signed by "
-             "a CA in its tls-ca-cert-file, or expired)");
+             "reply (if this repeats, it may be refusing the client certificate%s)",
+             cert_wanted ? ": it asked for one and none is given, see --tls-cert"
+                         : ": not signed by a CA in its tls-ca-cert-file, or expired");
   } else if (!opened && !received) {
     snprintf(why, len,
              "TLS: the server closed the connection before answering the handshake (a server "

@@ -33,6 +33,9 @@ struct ssl_st *tls_ctx_ssl(struct tls_ctx *c, const char *host);
  * keeps its certificates (logged). Returns how many failed. */
 int tls_reload(void);
 
+/* The server asked for a client certificate and there was none to give:
+ * with TLS 1.3 it may refuse the client once the handshake is done. */
+int tls_cert_wanted(const struct ssl_st *ssl);
 /* A handshake completed: counted, and the server certificate's expiry
  * recorded for server (its "ip:port"). */
 void tls_handshake_done(struct ssl_st *ssl, const char *server);

@@ -32,6 +32,10 @@
  * record already decrypted is read on regardless (no readiness would
  * report it). */
 #define READ_TURN_MAX (1u << 20)
+/* How long the first command waits for the server's word after a TLS 1.3
+ * handshake in which it asked for a client certificate there was none to
+ * give (see opened). */
+#define CERT_VERDICT_WAIT_MS 300
 /* The output buffer kept once empty; a larger one (a rare huge command)
  * is let go. */
 #define OUT_KEEP_MAX (2u << 20)
@@ -40,7 +44,10 @@ enum stage { CONNECTING, HANDSHAKING, OPEN, DOWN };
 
 struct transport {
   uv_poll_t poll;
-  uv_prepare_t flusher; /* writes what a loop turn queued, before the loop waits */
+  uv_prepare_t flusher;          /* writes what a loop turn queued, before the loop waits */
+  uv_timer_t verdict;            /* ends the wait of `quiet` */
+  int quiet;                     /* nothing written yet: waiting for the server's word (opened) */
+  unsigned long handshake_bytes; /* read by the end of the handshake */
   int fd;
   int handles; /* handles still to close before the memory goes */
   enum stage stage;
@@ -205,9 +212,22 @@ static int read_some(struct transport *t) {
 
 /* ---- connecting ---- */
 
+static void on_verdict(uv_timer_t *h);
+
 static void opened(struct transport *t) {
   t->stage = OPEN;
-  if (t->ssl) tls_handshake_done(t->ssl, t->server);
+  if (t->ssl == NULL) return;
+  tls_handshake_done(t->ssl, t->server);
+  /* With TLS 1.3 a server that requires a client certificate says so after
+   * the handshake; a command written meanwhile makes it close with a reset
+   * that loses its alert. When it asked for a certificate there was none to
+   * give, the first command waits for its word: an alert, a session ticket
+   * (it took the client), or a short silence. */
+  if (tls_cert_wanted(t->ssl) && SSL_version(t->ssl) >= TLS1_3_VERSION) {
+    t->quiet = 1;
+    t->handshake_bytes = BIO_number_read(SSL_get_rbio(t->ssl));
+    uv_timer_start(&t->verdict, on_verdict, CERT_VERDICT_WAIT_MS, 0);
+  }
 }
 
 /* TLS: one step of the handshake. */
@@ -250,8 +270,24 @@ static void connected(struct transport *t) {
  * while output is left or a TLS call asked for it. */
 static int open_events(const struct transport *t) {
   int ev = UV_READABLE | t->read_wants;
-  if (t->out_off < t->out_len) ev |= t->write_wants ? t->write_wants : UV_WRITABLE;
+  if (t->out_off < t->out_len && !t->quiet) ev |= t->write_wants ? t->write_wants : UV_WRITABLE;
   return ev;
+}
+
+/* The wait for the server's word is over: what is queued goes. */
+static void speak(struct transport *t) {
+  t->quiet = 0;
+  uv_timer_stop(&t->verdict);
+  if (t->out_off < t->out_len && write_some(t) != 0) {
+    fail(t, t->why, t->how);
+    return;
+  }
+  watch(t, open_events(t));
+}
+
+static void on_verdict(uv_timer_t *h) {
+  struct transport *t = h->data;
+  if (!t->closed && t->stage == OPEN && t->quiet) speak(t);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events) {
@@ -267,7 +303,12 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     return;
   }
   if (t->stage != OPEN || t->closed) return;
-  if (t->out_off < t->out_len && write_some(t) != 0) {
+  /* A record after the handshake (a session ticket) and no alert: taken. */
+  if (t->quiet && BIO_number_read(SSL_get_rbio(t->ssl)) > t->handshake_bytes) {
+    speak(t);
+    return;
+  }
+  if (t->out_off < t->out_len && !t->quiet && write_some(t) != 0) {
     fail(t, t->why, t->how);
     return;
   }
@@ -282,7 +323,7 @@ static void on_flush(uv_prepare_t *h) {
     fail(t, t->why, t->how);
     return;
   }
-  if (t->stage != OPEN) return; /* written once connected */
+  if (t->stage != OPEN || t->quiet) return; /* written once connected, or once it spoke */
   if (write_some(t) != 0) {
     fail(t, t->why, t->how);
     return;
@@ -355,8 +396,10 @@ struct transport *transport_open(uv_loop_t *loop, const struct transport_target 
     return NULL;
   }
   uv_prepare_init(loop, &t->flusher); /* cannot fail */
+  uv_timer_init(loop, &t->verdict);
   t->poll.data = t;
   t->flusher.data = t;
+  t->verdict.data = t;
   t->ev = *ev;
   t->data = data;
   if (to->path)
@@ -390,7 +433,7 @@ void transport_commit(struct transport *t, size_t n) {
 }
 
 void transport_flush(struct transport *t) {
-  if (t->closed || t->stage != OPEN || t->failed || t->out_off == t->out_len) return;
+  if (t->closed || t->stage != OPEN || t->quiet || t->failed || t->out_off == t->out_len) return;
   if (write_some(t) != 0) {
     t->failed = 1;
     uv_prepare_start(&t->flusher, on_flush);
@@ -427,7 +470,8 @@ void transport_close(struct transport *t) {
     t->ssl = NULL;
     ERR_clear_error();
   }
-  t->handles = 2;
+  t->handles = 3;
   uv_close((uv_handle_t *)&t->poll, on_closed);
   uv_close((uv_handle_t *)&t->flusher, on_closed);
+  uv_close((uv_handle_t *)&t->verdict, on_closed);
 }

@@ -264,9 +264,9 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                    .env = "REDIS_URL",
                    .def = CLI_DEFAULT_URL,
                    .help = "redis://[[user]:password@]host[:port][/db], rediss://... (TLS), "
-                           "unix:///path/to/socket[?db=N] or redis+sentinel://.../SERVICE "
-                           "(docs/operations.md); a password here shows in ps: prefer "
-                           "--redis-file"},
+                           "unix:///path/to/socket[?db=N], redis+sentinel://.../SERVICE or "
+                           "rediss+sentinel://.../SERVICE (docs/operations.md); a password here "
+                           "shows in ps: prefer --redis-file"},
     [OPT_REDIS_FILE] =
         {.name = "redis-file",
          .arg = "PATH",

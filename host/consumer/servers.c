@@ -38,6 +38,7 @@ int servers_connect(void *data, const char *url, broker **b, bk_conn **conn, cha
   struct servers *s = data;
   *b = NULL;
   *conn = NULL;
+  if (errlen) err[0] = '\0';
   struct server *sv = find(s, url);
   if (sv == NULL) {
     struct redis_url parsed;
@@ -57,6 +58,12 @@ int servers_connect(void *data, const char *url, broker **b, bk_conn **conn, cha
   if (s->running) open_one(s, sv);
   *b = sv->b;
   *conn = sv->conn;
+  /* Why there is no connection, for a call that wants one. */
+  if (sv->conn == NULL)
+    snprintf(err, errlen, "%s",
+             s->running ? "no connection could be set up for this server (the log says why: "
+                          "TLS files that do not load, or memory)"
+                        : "the host is not running");
   return 0;
 oom:
   snprintf(err, errlen, "out of memory");

@@ -46,7 +46,7 @@ int job_call_on(struct rt_job *job, const char *url, const char *server, int arg
   if (env == NULL || env->connect == NULL || env->clock == NULL) return -1;
   broker *b = NULL;
   bk_conn *conn = NULL;
-  char err[256];
+  char err[256] = "";
   if (env->connect(env->connect_data, url, &b, &conn, err, sizeof err) != 0) {
     snprintf(job->reply_why, sizeof job->reply_why, "redis %.*s (%s): %s", (int)argvlen[0], argv[0],
              server, err);
@@ -54,9 +54,8 @@ int job_call_on(struct rt_job *job, const char *url, const char *server, int arg
     return -3;
   }
   if (b == NULL || conn == NULL) {
-    snprintf(job->reply_why, sizeof job->reply_why,
-             "redis %.*s (%s): not connected (the host is not running)", (int)argvlen[0], argv[0],
-             server);
+    snprintf(job->reply_why, sizeof job->reply_why, "redis %.*s (%s): not connected (%s)",
+             (int)argvlen[0], argv[0], server, err[0] ? err : "the host is not running");
     job->reply_err = job->reply_why;
     return -3;
   }

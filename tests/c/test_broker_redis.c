@@ -1025,7 +1025,7 @@ TEST_IMPL(broker_redis_reply_limit_holds_for_a_reply_read_at_once) {
 /* Review: a string over bulk_max but under the 16 KB read cap (resp_conn's
  * room) arrives whole in one read and is delivered, though broker.h says a
  * longer string is refused as it arrives. */
-TEST_IMPL(review_reply_limit_holds_under_one_read) {
+TEST_IMPL(broker_redis_reply_limit_holds_under_one_read) {
   struct state st = {0};
   setup(no_args);
   broker *b = make_broker(srv.url);
@@ -1103,7 +1103,7 @@ static void holder_stop(struct holder *h) {
 
 /* Closed while its probe waits: the probe is cancelled (its callback never
  * runs on the freed connection) and nothing leaks. */
-TEST_IMPL(review_close_while_probing) {
+TEST_IMPL(broker_redis_close_while_probing) {
   setup(NULL);
   struct holder h;
   broker *b = make_broker(holder_start(&h));
@@ -1131,7 +1131,7 @@ static void close_on_fault(void *data, bk_conn *c, enum bk_fault fault, const ch
   bk_conn_close(st->b, c);
 }
 
-TEST_IMPL(review_close_from_the_fault_after_a_probe) {
+TEST_IMPL(broker_redis_close_from_the_fault_after_a_probe) {
   setup(NULL);
   struct holder h;
   broker *b = make_broker(holder_start(&h));
@@ -1152,7 +1152,7 @@ TEST_IMPL(review_close_from_the_fault_after_a_probe) {
 
 /* After an unanswered probe the backoff is armed: the next attempt comes,
  * and its failure (held, then the connect timeout) is reported again. */
-TEST_IMPL(review_retry_after_an_unanswered_probe) {
+TEST_IMPL(broker_redis_retry_after_an_unanswered_probe) {
   setup(NULL);
   struct holder h;
   broker *b = make_broker(holder_start(&h));

