@@ -48,9 +48,13 @@ const char SCRIPT_HEARTBEAT[] = {
 #include "host/broker/scripts/heartbeat.lua.inc"
 };
 
+const char SCRIPT_HANDBACK[] = {
+#include "host/broker/scripts/handback.lua.inc"
+};
+
 static const char *const all[SCRIPT_COUNT] = {
     SCRIPT_CLAIM,   SCRIPT_RECLAIM, SCRIPT_OWN,   SCRIPT_READ, SCRIPT_SWEEP,    SCRIPT_REPLAY,
-    SCRIPT_OUTCOME, SCRIPT_LEASE,   SCRIPT_PRUNE, SCRIPT_TRIM, SCRIPT_HEARTBEAT};
+    SCRIPT_OUTCOME, SCRIPT_LEASE,   SCRIPT_PRUNE, SCRIPT_TRIM, SCRIPT_HEARTBEAT, SCRIPT_HANDBACK};
 
 int script_index(const char *s) {
   for (int i = 0; i < SCRIPT_COUNT; i++)

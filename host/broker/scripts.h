@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 11
+#define SCRIPT_COUNT 12
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -212,5 +212,13 @@ extern const char SCRIPT_TRIM[];
  * ids were re-stamped per key.
  *   KEYS: stream...   ARGV: group consumer (count id...)-per-key */
 extern const char SCRIPT_HEARTBEAT[];
+
+/* SCRIPT_HANDBACK gives back the entries a stopping consumer read and never
+ * started: of the ids given per key, those still pending for it get XCLAIM
+ * to itself with TIME 1 (idle since the epoch: any claiming or reclaim read
+ * takes them at once) and RETRYCOUNT one less (the delivery that never ran
+ * does not count), JUSTID. Returns how many were given back per key.
+ *   KEYS: stream...   ARGV: group consumer (count id...)-per-key */
+extern const char SCRIPT_HANDBACK[];
 
 #endif

@@ -729,6 +729,44 @@ void sub_start(subscription *s, long server_version) {
   for (size_t i = 0; i < s->nparts; i++) part_start(s->parts[i], server_version);
 }
 
+/* SCRIPT_HANDBACK answered: the drain may have waited for it. */
+static void handed_back(void *data, const bk_reply *r, const char *err) {
+  subscription *s = data;
+  s->writes_pending--;
+  if (!(r && r->type == BK_ARRAY)) {
+    char why[256];
+    bk_reply_text(r, err, why, sizeof why);
+    sub_log(s, LOG_WARN, "giving back entries read but not started failed: they wait min_idle",
+            "error", why, NULL, NULL);
+  }
+  maybe_drained(s);
+}
+
+/* Entries read and never started, given back in one call (SCRIPT_HANDBACK):
+ * claimable at once, their delivery uncounted. Whether it went out. */
+static bool hand_back(subscription *s, const struct entry *left) {
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "EVAL");
+  bk_args_str(&a, SCRIPT_HANDBACK);
+  bk_args_str(&a, "2");
+  bk_args_str(&a, s->spec->stream);
+  bk_args_str(&a, s->retry_key);
+  bk_args_str(&a, s->spec->group);
+  bk_args_str(&a, s->spec->consumer);
+  for (unsigned char key = 0; key < 2; key++) {
+    long long n = 0;
+    for (const struct entry *e = left; e; e = e->next) n += e->key == key;
+    bk_args_num(&a, n);
+    for (const struct entry *e = left; e; e = e->next)
+      if (e->key == key) bk_args_str(&a, e->id);
+  }
+  bool sent = bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, handed_back, s) == 0;
+  if (sent) s->writes_pending++;
+  bk_args_free(&a);
+  return sent;
+}
+
 static void part_stop(subscription *s) {
   if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
   s->state = SUB_STOPPING;
@@ -738,11 +776,13 @@ static void part_stop(subscription *s) {
   apply_stop(s->apply);
   group_stop(s->group);
   if (s->pruner) prune_stop(s->pruner);
-  /* Entries read but not started stay pending: another consumer recovers
-   * them. The heartbeat lets them go and goes on for those running, which
-   * stay this host's until they finish (or the shutdown deadline abandons
-   * them). */
+  /* Entries read but not started: given back at once on a group that
+   * claims (another host's claiming or reclaim read takes them now), else
+   * left pending for another consumer. The heartbeat lets them go and goes
+   * on for those running, which stay this host's until they finish (or the
+   * shutdown deadline abandons them). */
   struct entry *left = lanes_drain_queued(&s->lanes);
+  bool given = left && s->spec->read != READ_NEW && hand_back(s, left);
   size_t n = 0;
   while (left) {
     struct entry *e = left;
@@ -754,7 +794,10 @@ static void part_stop(subscription *s) {
   if (n) {
     char count[24];
     snprintf(count, sizeof count, "%zu", n);
-    sub_log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
+    sub_log(s, LOG_INFO,
+            given ? "entries read but not started given back"
+                  : "entries read but not started stay pending",
+            "entries", count, NULL, NULL);
   }
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */

@@ -23,6 +23,21 @@ return {
 }
 ]]
 
+local QUEUE = [[
+local ls = require "luastream"
+
+return {
+  stream = "jobs", group = "workers",
+  read = "claiming", claim_fallback = true, min_idle = "30s",
+  batch = 300, workers = tonumber(os.getenv("LANES")),
+  handle = function(job, ctx)
+    ls.log.info("job started", { n = job.id, delivery_count = ctx.headers[ls.DELIVERY_COUNT_HEADER] })
+    ls.sleep(3000)
+    return ls.ack()
+  end,
+}
+]]
+
 describe("the heartbeat", function()
   after_each(helper.cleanup)
 
@@ -51,6 +66,36 @@ describe("the heartbeat", function()
       assert.equal("1", srv:call("HGET", "ledger:posted", tostring(id)))
     end
     assert.equal(0, a:stop())
+    assert.equal(0, b:stop())
+  end)
+
+  it("gives back at SIGTERM the entries read and never started: the other host starts them within 2 s, uncounted #slow", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["queue.lua"] = QUEUE })
+    local a = helper.host_start({ "--consumer", "host-a" },
+      { server = srv, dir = dir, env = { LANES = "1" } })
+    a:wait_log(READY, 20, { plain = true })
+    srv:pipe(helper.payment_commands(1, 300, 5, "jobs"))
+    -- host-a reads them in one or two reads (as the publisher's pipe goes)
+    helper.wait_until(function()
+      local n = #assert(srv:call("XPENDING", "jobs", "workers", "-", "+", "1000", "host-a"))
+      return n >= 200, n .. " pending for host-a"
+    end, 20, "host-a to have read most of the 300")
+    local b = helper.host_start({ "--consumer", "host-b" },
+      { server = srv, dir = dir, env = { LANES = "300" } })
+    b:wait_log(READY, 20, { plain = true })
+    local t0 = helper.now()
+    a:signal("TERM") -- one runs (3 s, finished at the drain), the others were never started
+    -- without the hand-back, those host-a read would wait min_idle (30 s)
+    b:wait_records({ msg = "job started" }, 299, 10, "host-b starting the 299 host-a did not")
+    local took = helper.now() - t0
+    assert.is_true(took <= 2.5, string.format("host-b started them %.2f s after SIGTERM", took))
+    for _, r in ipairs(b:records({ msg = "job started" })) do
+      -- as for a new entry: no earlier delivery (host-a's never ran)
+      assert.equal("0", r.delivery_count, "job " .. r.n .. ": the delivery it never ran is counted")
+    end
+    assert.equal(1, a:count({ msg = "entries read but not started given back" }))
+    assert.equal(0, a:wait_exit(20))
     assert.equal(0, b:stop())
   end)
 end)

@@ -47,4 +47,27 @@ describe("the heartbeat", function()
     for _, d in ipairs(done) do assert.equal("ack", d.outcome) end
     assert.same({}, a:pending("jobs", "workers"))
   end)
+
+  it("gives back at a stop the entries read and never started: another host's claiming read takes them at once, their delivery uncounted", function()
+    local a = testing.app(HERE .. "/handback_claiming", { version = "7.0.15", hostname = "a" })
+    apps[#apps + 1] = a
+    for n = 1, 4 do a:publish("jobs", { n = n }) end -- all read by a
+    local b = testing.app(HERE .. "/handback_claiming", { with = a, hostname = "b" })
+    apps[#apps + 1] = b
+    local function who()
+      local out = {}
+      for _, r in ipairs(a:records("started")) do out[#out + 1] = r.consumer .. ":" .. r.n end
+      return out
+    end
+    assert.same({ "a-queue:1" }, who(), "one lane: 2, 3 and 4 wait in a")
+    a:stop() -- 1 is abandoned at the deadline; 2, 3 and 4 were never started
+    b:advance(1000) -- about one read of b, far less than min_idle (30 s)
+    assert.same({ "a-queue:1", "b-queue:2" }, who(), "b took them at once, one lane: 2 runs")
+    local p = assert(b:command("XPENDING", "jobs", "workers", "-", "+", 10))
+    local owners = {}
+    for _, e in ipairs(p) do owners[#owners + 1] = e[2] .. ":" .. e[4] end
+    -- 1 stays a's (abandoned while running: it waits min_idle); 2, 3, 4 are
+    -- b's, delivered once in all (a's never-run delivery not counted)
+    assert.same({ "a-queue:1", "b-queue:1", "b-queue:1", "b-queue:1" }, owners)
+  end)
 end)
