@@ -104,6 +104,7 @@ struct subscription {
   bool lease_unconfirmed;
   bool lease_releasing;     /* drain: lease_release sent */
   bool lease_released;      /* drain: lease_release answered */
+  bool name_lost;           /* another process holds the consumer name: its entries are its */
   pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
   struct fault lease_fault; /* the consumer lease failing (readiness) */
   char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sub_denied) */
@@ -526,6 +527,7 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
                "give each process its own name: --instance N (one number per process on a machine) "
                "or --consumer NAME",
                NULL);
+      s->name_lost = true;
       s->on_event(s->data, s, ev == LEASE_REFUSED ? SUB_EV_REFUSED : SUB_EV_LOST);
       sub_stop(s);
       return;
@@ -782,7 +784,10 @@ static void part_stop(subscription *s) {
    * on for those running, which stay this host's until they finish (or the
    * shutdown deadline abandons them). */
   struct entry *left = lanes_drain_queued(&s->lanes);
-  bool given = left && s->spec->read != READ_NEW && hand_back(s, left);
+  /* Not when the name went to another process: they are its entries now,
+   * and it may be running them. */
+  bool ours = !s->name_lost && !s->leader->name_lost;
+  bool given = left && ours && s->spec->read != READ_NEW && hand_back(s, left);
   size_t n = 0;
   while (left) {
     struct entry *e = left;

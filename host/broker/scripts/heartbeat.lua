@@ -7,9 +7,13 @@ for k, key in ipairs(KEYS) do
   at = at + 1
   -- Only the ids still pending for this consumer: another consumer may have
   -- claimed one while this host was paused, and it must keep it.
+  -- Nor an id deleted from the stream since it was read (XDEL, MAXLEN, a
+  -- trim): XCLAIM would drop it from the pending list, and its outcome
+  -- would then find nothing to acknowledge.
   local mine = {}
   for i = at, at + n - 1 do
-    if #redis.call('XPENDING', key, group, ARGV[i], ARGV[i], 1, consumer) == 1 then
+    if #redis.call('XPENDING', key, group, ARGV[i], ARGV[i], 1, consumer) == 1 and
+        #redis.call('XRANGE', key, ARGV[i], ARGV[i]) == 1 then
       mine[#mine + 1] = ARGV[i]
     end
   end
