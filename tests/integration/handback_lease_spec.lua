@@ -1,4 +1,4 @@
--- Review of the hand-back on a real server (host/consumer/subscription.c
+-- The hand-back on a real server (host/consumer/subscription.c
 -- part_stop): a host that lost its consumer name to another process stops,
 -- and must leave the entries it read to the new holder of the name (which
 -- runs that name's pending list, and may be running them already); giving
