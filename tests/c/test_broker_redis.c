@@ -1029,7 +1029,7 @@ TEST_IMPL(broker_redis_reply_limit_holds_for_a_reply_read_at_once) { refused_who
  * looked at, and refused all the same. */
 TEST_IMPL(broker_redis_reply_limit_holds_under_one_read) { refused_whole(10000, false); }
 
-/* ---- review: the port probe's lifetime ---- */
+/* ---- the port probe's lifetime ---- */
 
 /* A listener that closes its first connection at once (the plaintext
  * attempt: "closed before answering") and holds every later one without a

@@ -390,7 +390,7 @@ TEST_IMPL(broker_tls_plaintext_port_is_a_refusal) {
   teardown_tls();
 }
 
-/* Review: a server that asks for a client certificate without requiring
+/* A server that asks for a client certificate without requiring
  * one (tls-auth-clients optional, the fixture's default; a TLS proxy that
  * verifies certificates "if present" does the same) is lost after the
  * handshake, before its first reply, by a client that has no certificate:
@@ -425,7 +425,7 @@ TEST_IMPL(broker_tls_optional_client_cert_loss_is_not_a_refusal) {
   teardown_tls();
 }
 
-/* Review: the same server without the pause works for a client without a
+/* The same server without the pause works for a client without a
  * certificate (the certificate is optional): a control for the test above. */
 TEST_IMPL(broker_tls_optional_client_cert_works_without_one) {
   setup_tls_with(no_args);
@@ -438,7 +438,7 @@ TEST_IMPL(broker_tls_optional_client_cert_works_without_one) {
   teardown_tls();
 }
 
-/* Review: the output queue is compacted (transport_reserve) while a TLS
+/* The output queue is compacted (transport_reserve) while a TLS
  * write waits to be retried: the server is stopped so the socket fills
  * during an 8 MB SET, and a 9 MB SET queued then makes the queue move what
  * is left to its start and grow. Once the server runs again both values
@@ -483,7 +483,7 @@ TEST_IMPL(broker_tls_queue_compacted_under_a_waiting_write) {
   teardown_tls();
 }
 
-/* Review: the client expiry gauge is "the certificate that expires first,
+/* The client expiry gauge is "the certificate that expires first,
  * of every context in use" (tls.c): once the context holding the sooner
  * one is let go (a handler's own URL, closed), the gauge must follow the
  * certificates still in use, not keep the one gone (an alert on it). */
