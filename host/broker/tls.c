@@ -131,6 +131,23 @@ static int cert_asked_index(void) {
   return index;
 }
 
+/* The SSL's slot for "the server asked for a client certificate", given
+ * or not: set by the message callback while the handshake runs. */
+static int cert_requested_index(void) {
+  static int index = -1;
+  if (index < 0) index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+  return index;
+}
+
+static void on_message(int write_p, int version, int content_type, const void *buf, size_t len,
+                       SSL *ssl, void *arg) {
+  (void)version;
+  (void)arg;
+  if (!write_p && content_type == SSL3_RT_HANDSHAKE && len > 0 &&
+      ((const unsigned char *)buf)[0] == SSL3_MT_CERTIFICATE_REQUEST)
+    SSL_set_ex_data(ssl, cert_requested_index(), ssl);
+}
+
 static int on_cert_request(SSL *ssl, X509 **cert, EVP_PKEY **key) {
   (void)cert;
   (void)key;
@@ -279,6 +296,7 @@ SSL *tls_ctx_ssl(struct tls_ctx *c, const char *host) {
     SSL_free(ssl);
     return NULL;
   }
+  SSL_set_msg_callback(ssl, on_message); /* the handshake's only (tls_cert_requested) */
   return ssl;
 }
 
@@ -305,6 +323,11 @@ int tls_reload(void) {
 /* ---- handshakes ---- */
 
 int tls_cert_wanted(const SSL *ssl) { return SSL_get_ex_data(ssl, cert_asked_index()) != NULL; }
+
+int tls_cert_requested(SSL *ssl) {
+  SSL_set_msg_callback(ssl, NULL); /* the handshake is over: no call per record from here */
+  return SSL_get_ex_data(ssl, cert_requested_index()) != NULL;
+}
 
 void tls_handshake_done(SSL *ssl, const char *server) {
   metric_add(handshakes(), 1);

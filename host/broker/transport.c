@@ -218,12 +218,12 @@ static void opened(struct transport *t) {
   t->stage = OPEN;
   if (t->ssl == NULL) return;
   tls_handshake_done(t->ssl, t->server);
-  /* With TLS 1.3 a server that requires a client certificate says so after
-   * the handshake; a command written meanwhile makes it close with a reset
-   * that loses its alert. When it asked for a certificate there was none to
-   * give, the first command waits for its word: an alert, a session ticket
-   * (it took the client), or a short silence. */
-  if (tls_cert_wanted(t->ssl) && SSL_version(t->ssl) >= TLS1_3_VERSION) {
+  /* With TLS 1.3 a server that checks client certificates refuses one (or
+   * its absence) after the handshake; a command written meanwhile makes it
+   * close with a reset that loses its alert. When it asked for one, the
+   * first command waits for its word: an alert, a session ticket (it took
+   * the client), or a short silence. */
+  if (tls_cert_requested(t->ssl) && SSL_version(t->ssl) >= TLS1_3_VERSION) {
     t->quiet = 1;
     t->handshake_bytes = BIO_number_read(SSL_get_rbio(t->ssl));
     uv_timer_start(&t->verdict, on_verdict, CERT_VERDICT_WAIT_MS, 0);
