@@ -2,6 +2,7 @@
 #include "tls.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -9,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <uv.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -123,14 +123,6 @@ static int note_failure(int ok, X509_STORE_CTX *store) {
   return ok;
 }
 
-/* The SSL's slot for "the server asked for a certificate and there was
- * none": set by the callback OpenSSL makes then. */
-static int cert_asked_index(void) {
-  static int index = -1;
-  if (index < 0) index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-  return index;
-}
-
 /* The SSL's slot for "the server asked for a client certificate", given
  * or not: set by the message callback while the handshake runs. */
 static int cert_requested_index(void) {
@@ -146,13 +138,6 @@ static void on_message(int write_p, int version, int content_type, const void *b
   if (!write_p && content_type == SSL3_RT_HANDSHAKE && len > 0 &&
       ((const unsigned char *)buf)[0] == SSL3_MT_CERTIFICATE_REQUEST)
     SSL_set_ex_data(ssl, cert_requested_index(), ssl);
-}
-
-static int on_cert_request(SSL *ssl, X509 **cert, EVP_PKEY **key) {
-  (void)cert;
-  (void)key;
-  SSL_set_ex_data(ssl, cert_asked_index(), ssl);
-  return 0; /* none: the handshake goes on without one */
 }
 
 static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
@@ -218,8 +203,6 @@ static SSL_CTX *load(const struct url_tls *t, char *err, size_t errlen) {
   } else if (t->key_password_file[0]) {
     snprintf(err, errlen, "a key password file is given without a client key");
     goto fail;
-  } else {
-    SSL_CTX_set_client_cert_cb(ctx, on_cert_request);
   }
   return ctx;
 fail:
@@ -277,17 +260,12 @@ void tls_ctx_put(struct tls_ctx *c) {
   record_client_expiry(); /* the certificate let go may have been the soonest */
 }
 
-static int is_ip(const char *host) {
-  unsigned char buf[16];
-  return uv_inet_pton(AF_INET, host, buf) == 0 || uv_inet_pton(AF_INET6, host, buf) == 0;
-}
-
 SSL *tls_ctx_ssl(struct tls_ctx *c, const char *host) {
   SSL *ssl = SSL_new(c->ctx);
   if (ssl == NULL) return NULL;
   const char *name = c->settings.server_name[0] ? c->settings.server_name : host;
   int ok = 1;
-  if (is_ip(name)) {
+  if (url_is_ip(name)) {
     ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name);
   } else {
     ok = SSL_set_tlsext_host_name(ssl, name) == 1 && SSL_set1_host(ssl, name) == 1;
@@ -322,11 +300,13 @@ int tls_reload(void) {
 
 /* ---- handshakes ---- */
 
-int tls_cert_wanted(const SSL *ssl) { return SSL_get_ex_data(ssl, cert_asked_index()) != NULL; }
+static bool cert_requested(const SSL *ssl) {
+  return SSL_get_ex_data(ssl, cert_requested_index()) != NULL;
+}
 
 int tls_cert_requested(SSL *ssl) {
   SSL_set_msg_callback(ssl, NULL); /* the handshake is over: no call per record from here */
-  return SSL_get_ex_data(ssl, cert_requested_index()) != NULL;
+  return cert_requested(ssl);
 }
 
 void tls_handshake_done(SSL *ssl, const char *server) {
@@ -389,7 +369,8 @@ void tls_explain(SSL *ssl, int ssl_error, int opened, int received, char *why, s
   unsigned long e = 0, last;
   while ((last = ERR_get_error()) != 0) e = last;
   int reason = e ? ERR_GET_REASON(e) : 0;
-  int cert_wanted = tls_cert_wanted(ssl);
+  /* Asked for a client certificate while it had none to give. */
+  bool cert_wanted = cert_requested(ssl) && SSL_get_certificate(ssl) == NULL;
   /* Only a handshake that was checking can fail on the certificate. */
   long v = !opened && (SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER) ? SSL_get_verify_result(ssl)
                                                                    : X509_V_OK;

@@ -33,9 +33,6 @@ struct ssl_st *tls_ctx_ssl(struct tls_ctx *c, const char *host);
  * keeps its certificates (logged). Returns how many failed. */
 int tls_reload(void);
 
-/* The server asked for a client certificate and there was none to give:
- * with TLS 1.3 it may refuse the client once the handshake is done. */
-int tls_cert_wanted(const struct ssl_st *ssl);
 /* Once the handshake is done: the server asked for a client certificate,
  * given or not (a server that checks it may then refuse it). */
 int tls_cert_requested(struct ssl_st *ssl);

@@ -89,6 +89,12 @@ static void fail(struct transport *t, const char *why, enum transport_end how) {
   t->ev.down(t->data, why, how);
 }
 
+/* Whether the server has sent any byte yet. */
+static int transport_received(const struct transport *t) {
+  if (t->ssl) return BIO_number_read(SSL_get_rbio(t->ssl)) > 0;
+  return t->nread > 0;
+}
+
 /* An SSL call failed for good: what it means, in t->why. */
 static void tls_failed(struct transport *t, int ssl_error) {
   int after_handshake = t->stage == OPEN, denied;
@@ -443,10 +449,6 @@ void transport_flush(struct transport *t) {
   watch(t, open_events(t));
 }
 
-int transport_received(const struct transport *t) {
-  if (t->ssl) return BIO_number_read(SSL_get_rbio(t->ssl)) > 0;
-  return t->nread > 0;
-}
 
 int transport_tls_unanswered(const struct transport *t) {
   return t->ssl && t->stage == HANDSHAKING && !transport_received(t);

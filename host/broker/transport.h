@@ -61,8 +61,6 @@ void transport_commit(struct transport *t, size_t n);
 /* Writes what is queued now, as far as the socket takes it. A failure is
  * reported later, from the loop (never from inside this call). */
 void transport_flush(struct transport *t);
-/* Whether the server has sent any byte yet. */
-int transport_received(const struct transport *t);
 /* Connected, a TLS handshake sent, and not a byte back yet. */
 int transport_tls_unanswered(const struct transport *t);
 /* Ends the stream; no event runs after this. The memory goes once the
