@@ -717,11 +717,6 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   connect_now(c, ip, c->b->url.port);
 }
 
-static int is_ip_literal(const char *host) {
-  unsigned char buf[16];
-  return uv_inet_pton(AF_INET, host, buf) == 0 || uv_inet_pton(AF_INET6, host, buf) == 0;
-}
-
 /* The sentinels' answer: connect to the master they gave. */
 static void on_master(void *data, const char *ip, int port, const char *why, int denied) {
   struct rconn *c = data;
@@ -779,7 +774,7 @@ static void start_attempt(struct rconn *c) {
     connect_now(c, NULL, 0);
     return;
   }
-  if (is_ip_literal(u->host)) {
+  if (url_is_ip(u->host)) {
     connect_now(c, u->host, u->port);
     return;
   }

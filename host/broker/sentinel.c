@@ -318,9 +318,8 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 
 static void try_sentinel(struct probe *p) {
   const struct url_sentinel *u = &p->s->url.sentinels[p->idx];
-  unsigned char buf[16];
   snprintf(p->addr, sizeof p->addr, strchr(u->host, ':') ? "[%s]:%d" : "%s:%d", u->host, u->port);
-  if (uv_inet_pton(AF_INET, u->host, buf) == 0 || uv_inet_pton(AF_INET6, u->host, buf) == 0) {
+  if (url_is_ip(u->host)) {
     connect_ip(p, u->host);
     return;
   }

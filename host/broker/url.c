@@ -399,6 +399,11 @@ static int parse_unix(const char *hp, struct redis_url *out, char *err, size_t e
   return 0;
 }
 
+int url_is_ip(const char *host) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
 /* ---- entry point ---- */
 
 int url_parse(const char *text, struct redis_url *out, char *err, size_t errlen) {

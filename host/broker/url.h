@@ -74,4 +74,7 @@ struct redis_url {
  * password. out is not meaningful after a failure. */
 int url_parse(const char *text, struct redis_url *out, char *err, size_t errlen);
 
+/* Whether host is an IPv4 or IPv6 address (not a name to resolve). */
+int url_is_ip(const char *host);
+
 #endif
