@@ -159,7 +159,11 @@ static const char *complete_over_limit(const struct resp_conn *rc, const redisRe
     *max = rc->reply_max;
     return "a reply taking";
   }
-  *n = rc->bulk_max ? longest(reply) : 0;
+  /* A string takes at least its length of the arena: a reply that took no
+   * more than bulk_max holds none longer, and is not walked. */
+  bool may_hold =
+      rc->bulk_max && (rc->arena == NULL || reply_arena_taken(rc->arena) > rc->bulk_max);
+  *n = may_hold ? longest(reply) : 0;
   *max = rc->bulk_max;
   return *n > rc->bulk_max ? "a string of at least" : NULL;
 }
