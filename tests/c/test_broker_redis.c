@@ -406,11 +406,9 @@ TEST_IMPL(broker_redis_refused_does_not_block) {
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", unused_port());
   broker *b = make_broker(url);
   uint64_t t0 = uv_hrtime();
-  st.b = b;
   struct faults f = {0};
   st.faults = &f;
-  bk_conn *c = bk_conn_open(b, "nobody", on_state, &st);
-  bk_conn_on_fault(b, c, on_fault);
+  bk_conn *c = open_watched(b, "nobody", &st, on_fault);
   ASSERT((uv_hrtime() - t0) / 1000000 < 100);
   uv_timer_init(&loop, &tick);
   uv_timer_start(&tick, on_tick, 10, 10);
@@ -974,10 +972,8 @@ TEST_IMPL(broker_redis_close_before_any_byte_is_not_a_refusal) {
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(bound.sin_port));
   broker *b = make_broker(url);
   struct faults f = {0};
-  struct state st = {.faults = &f, .b = b};
-  bk_conn *c = bk_conn_open(b, "proxied", on_state, &st);
-  ASSERT_NOT_NULL(c);
-  bk_conn_on_fault(b, c, on_fault);
+  struct state st = {.faults = &f};
+  bk_conn *c = open_watched(b, "proxied", &st, on_fault);
   WAIT(f.calls, 1, 8000);
   if (f.last == BK_FAULT_DENIED)
     TEST_FAIL_("a server closing before any byte is reported as a refusal: \"%s\"", f.why);
@@ -1084,10 +1080,8 @@ TEST_IMPL(broker_redis_close_while_probing) {
   struct holder h;
   broker *b = make_broker(holder_start(&h));
   struct faults f = {0};
-  struct state st = {.faults = &f, .b = b};
-  bk_conn *c = bk_conn_open(b, "probed", on_state, &st);
-  ASSERT_NOT_NULL(c);
-  bk_conn_on_fault(b, c, on_fault);
+  struct state st = {.faults = &f};
+  bk_conn *c = open_watched(b, "probed", &st, on_fault);
   WAIT(h.accepts, 2, 5000); /* the attempt closed; the probe connected */
   run_for(100);
   ASSERT_INT_EQ(f.calls, 0); /* the failure waits for the probe */
@@ -1112,10 +1106,8 @@ TEST_IMPL(broker_redis_close_from_the_fault_after_a_probe) {
   struct holder h;
   broker *b = make_broker(holder_start(&h));
   struct faults f = {0};
-  struct state st = {.faults = &f, .b = b};
-  bk_conn *c = bk_conn_open(b, "probed", on_state, &st);
-  ASSERT_NOT_NULL(c);
-  bk_conn_on_fault(b, c, close_on_fault);
+  struct state st = {.faults = &f};
+  open_watched(b, "probed", &st, close_on_fault); /* closed by its fault callback */
   WAIT(f.calls, 1, 5000);
   if (f.last == BK_FAULT_DENIED) TEST_FAIL_("an unanswered probe made a refusal: \"%s\"", f.why);
   run_for(1500);
@@ -1133,10 +1125,8 @@ TEST_IMPL(broker_redis_retry_after_an_unanswered_probe) {
   struct holder h;
   broker *b = make_broker(holder_start(&h));
   struct faults f = {0};
-  struct state st = {.faults = &f, .b = b};
-  bk_conn *c = bk_conn_open(b, "probed", on_state, &st);
-  ASSERT_NOT_NULL(c);
-  bk_conn_on_fault(b, c, on_fault);
+  struct state st = {.faults = &f};
+  bk_conn *c = open_watched(b, "probed", &st, on_fault);
   WAIT(f.calls, 1, 5000);
   ASSERT_INT_EQ(f.last, BK_FAULT_DOWN);
   WAIT(h.accepts, 3, 5000); /* the attempt after the probe */

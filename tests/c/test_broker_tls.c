@@ -190,10 +190,7 @@ static void refused(const char *url, const char *a, const char *b_text) {
   struct faults f = {0};
   struct state st = {.faults = &f};
   broker *b = make_broker(url);
-  st.b = b;
-  bk_conn *c = bk_conn_open(b, "refused", on_state, &st);
-  ASSERT_NOT_NULL(c);
-  bk_conn_on_fault(b, c, on_fault);
+  bk_conn *c = open_watched(b, "refused", &st, on_fault);
   WAIT(f.calls, 1, 8000);
   if (f.last != BK_FAULT_DENIED || !strstr(f.why, a) || !strstr(f.why, b_text))
     TEST_FAIL_("%s: fault %d \"%s\", wanted a refusal naming \"%s\" and \"%s\"", url, f.last, f.why,
@@ -291,10 +288,8 @@ TEST_IMPL(broker_tls_full_server_is_not_a_refusal) {
   struct state first = {0};
   bk_conn *a = open_up(b, "first", &first);
   struct faults f = {0};
-  struct state st = {.faults = &f, .b = b};
-  bk_conn *c = bk_conn_open(b, "second", on_state, &st);
-  ASSERT_NOT_NULL(c);
-  bk_conn_on_fault(b, c, on_fault);
+  struct state st = {.faults = &f};
+  bk_conn *c = open_watched(b, "second", &st, on_fault);
   WAIT(f.calls, 1, 8000);
   if (f.last == BK_FAULT_DENIED)
     TEST_FAIL_("a full TLS server is reported as a refusal: \"%s\"", f.why);
@@ -337,10 +332,8 @@ TEST_IMPL(broker_tls_stalled_server_is_not_a_refusal) {
   ASSERT_OK(kill(srv.pid, SIGSTOP));
   broker *b = make_broker(mtls_url());
   struct faults f = {0};
-  struct state st = {.faults = &f, .b = b};
-  bk_conn *c = bk_conn_open(b, "stalled", on_state, &st);
-  ASSERT_NOT_NULL(c);
-  bk_conn_on_fault(b, c, on_fault);
+  struct state st = {.faults = &f};
+  bk_conn *c = open_watched(b, "stalled", &st, on_fault);
   WAIT(f.calls, 1, 8000);
   kill(srv.pid, SIGCONT);
   if (f.last == BK_FAULT_DENIED)
@@ -361,10 +354,8 @@ TEST_IMPL(broker_tls_loss_before_the_first_reply_is_not_a_refusal) {
   freeReplyObject(r);
   broker *b = make_broker(mtls_url());
   struct faults f = {0};
-  struct state st = {.faults = &f, .b = b};
-  bk_conn *c = bk_conn_open(b, "paused", on_state, &st);
-  ASSERT_NOT_NULL(c);
-  bk_conn_on_fault(b, c, on_fault);
+  struct state st = {.faults = &f};
+  bk_conn *c = open_watched(b, "paused", &st, on_fault);
   run_for(1000); /* the handshake completes; PING waits */
   ASSERT_INT_EQ(f.calls, 0);
   redis_server_kill(&srv);
@@ -407,10 +398,8 @@ TEST_IMPL(broker_tls_optional_client_cert_loss_is_not_a_refusal) {
   snprintf(params, sizeof params, "tls_ca=%s/ca.pem", certs); /* no client certificate */
   broker *b = make_broker(url_with(params));
   struct faults f = {0};
-  struct state st = {.faults = &f, .b = b};
-  bk_conn *c = bk_conn_open(b, "optional", on_state, &st);
-  ASSERT_NOT_NULL(c);
-  bk_conn_on_fault(b, c, on_fault);
+  struct state st = {.faults = &f};
+  bk_conn *c = open_watched(b, "optional", &st, on_fault);
   run_for(1000); /* the handshake completes; PING waits */
   ASSERT_INT_EQ(f.calls, 0);
   redis_server_kill(&srv);

@@ -1,6 +1,9 @@
--- The heartbeat (host/consumer/heartbeat.c) on the in-memory broker and the
+-- The heartbeat (host/consumer/heartbeat.c) and the hand-back at a stop
+-- (host/consumer/subscription.c part_stop) on the in-memory broker and the
 -- virtual clock: a host keeps the entries it holds claimed however long
--- their handlers run.
+-- their handlers run, gives back at a stop those it never started, and at
+-- the edges: an entry deleted while held, a consumer name lost to another
+-- process.
 local testing = require "luastream.testing"
 
 local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
@@ -19,18 +22,19 @@ describe("the heartbeat", function()
     apps = {}
   end)
 
-  local function app(opts)
-    local a = testing.app(HERE .. "/long_claiming", opts)
+  -- A host on the handlers of fixtures/NAME, stopped after the test.
+  local function app(name, opts)
+    local a = testing.app(HERE .. "/" .. name, opts)
     apps[#apps + 1] = a
     return a
   end
 
   it("keeps the entries whose handlers run ten times min_idle, and those waiting behind them, from another host's claiming read", function()
-    local a = app({ version = "7.0.15", hostname = "a" })
+    local a = app("long_claiming", { version = "7.0.15", hostname = "a" })
     a:publish("jobs", { n = 1 })
     a:publish("jobs", { n = 2 })
     a:publish("jobs", { n = 3 }) -- two lanes: this one waits its turn in a
-    local b = app({ with = a, hostname = "b" })
+    local b = app("long_claiming", { with = a, hostname = "b" })
     for _ = 1, 50 do b:advance(100) end
     -- 5 s in: all a's, idle less than a heartbeat, delivered once
     local p = assert(a:command("XPENDING", "jobs", "workers", "-", "+", 10))
@@ -49,11 +53,9 @@ describe("the heartbeat", function()
   end)
 
   it("gives back at a stop the entries read and never started: another host's claiming read takes them at once, their delivery uncounted", function()
-    local a = testing.app(HERE .. "/handback_claiming", { version = "7.0.15", hostname = "a" })
-    apps[#apps + 1] = a
+    local a = app("handback_claiming", { version = "7.0.15", hostname = "a" })
     for n = 1, 4 do a:publish("jobs", { n = n }) end -- all read by a
-    local b = testing.app(HERE .. "/handback_claiming", { with = a, hostname = "b" })
-    apps[#apps + 1] = b
+    local b = app("handback_claiming", { with = a, hostname = "b" })
     local function who()
       local out = {}
       for _, r in ipairs(a:records("started")) do out[#out + 1] = r.consumer .. ":" .. r.n end
@@ -69,5 +71,50 @@ describe("the heartbeat", function()
     -- 1 stays a's (abandoned while running: it waits min_idle); 2, 3, 4 are
     -- b's, delivered once in all (a's never-run delivery not counted)
     assert.same({ "a-queue:1", "b-queue:1", "b-queue:1", "b-queue:1" }, owners)
+  end)
+
+  it("leaves the outcome of an entry deleted from the stream while its handler runs to be written", function()
+    -- A producer's MAXLEN or an operator's XDEL removes a running entry.
+    -- Without a heartbeat its XACK still finds it pending and the reply and
+    -- the publish are written (as with min_idle 30 s: no beat in these 4 s);
+    -- the heartbeat's XCLAIM (Redis 7.0 and later, and the in-memory broker)
+    -- would drop a deleted entry from the pending list, so the outcome would
+    -- find it "no longer pending" and write nothing: the script leaves it.
+    local a = app("heartbeat_deleted", { version = "7.0.15", hostname = "a" })
+    local id = a:publish("jobs", { n = 1 })
+    a:advance(100)
+    assert.equal(1, #a:pending("jobs", "workers"), "read and running")
+    assert.equal(1, a:command("XDEL", "jobs", id))
+    for _ = 1, 40 do a:advance(100) end -- 4 s: the handler's 2.5 s, two heartbeats
+    assert.equal(1, #a:received("long_reply"))
+    assert.equal(1, a:xlen("jobs.audit"), "the handler's publish written")
+    assert.equal(1, a:xlen("jobs.done"), "the handler's reply written")
+  end)
+
+  it("gives back nothing when the consumer name was lost to another process: the new holder runs them", function()
+    -- consumers_spec's "runs none of the entries it holds when another
+    -- process took the name meanwhile", on a claiming read, with a third
+    -- host of another name reading the group.
+    local first = app("handback_lease", { hostname = "box" })
+    local second = app("handback_lease", { hostname = "box", with = first })
+    local id = {}
+    for i = 1, 3 do id[i] = first:publish("payments", { id = i }) end -- all read by first
+    local other = app("handback_lease", { hostname = "other", with = first })
+    first:pause("25s")
+    first:settle()
+    second:advance("5s")
+    assert.equal(1, #second:records("consumer lease lost to another process: stopped reading"))
+    other:advance("3s")
+    -- The old holder's queued entries are the new holder's now (it may be
+    -- running them already): given back, idle since the epoch, they would go
+    -- to the third host as well.
+    local who = {}
+    for _, r in ipairs(second:records("handled")) do
+      who[r.entry_id] = (who[r.entry_id] and who[r.entry_id] .. "," or "") .. r.consumer
+    end
+    for i = 2, 3 do -- the new holder takes them after min_idle; the third host never
+      assert.is_not.equal("other-post", who[id[i]], id[i] .. " run by the third host")
+    end
+    assert.equal(0, #second:records("entries read but not started given back"))
   end)
 end)

@@ -147,6 +147,14 @@ bk_conn *open_up(broker *b, const char *name, struct state *st) {
   return c;
 }
 
+bk_conn *open_watched(broker *b, const char *name, struct state *st, bk_fault_cb *fault) {
+  st->b = b;
+  bk_conn *c = bk_conn_open(b, name, on_state, st);
+  ASSERT_NOT_NULL(c);
+  bk_conn_on_fault(b, c, fault);
+  return c;
+}
+
 void close_and_free(broker *b, bk_conn *c) {
   bk_conn_close(b, c);
   broker_free(b);

@@ -68,6 +68,9 @@ void on_fault(void *data, bk_conn *c, enum bk_fault fault, const char *why);
 int cmdv(broker *b, bk_conn *c, bk_reply_cb *cb, void *data, ...);
 /* Opens a connection and waits until it is up. */
 bk_conn *open_up(broker *b, const char *name, struct state *st);
+/* Opens a connection whose state changes go to st (st->faults set for
+ * on_fault) and faults to fault; returns at once. */
+bk_conn *open_watched(broker *b, const char *name, struct state *st, bk_fault_cb *fault);
 void close_and_free(broker *b, bk_conn *c);
 
 /* INCR n's callback, data the command's index (0, 1, ...): counts the
