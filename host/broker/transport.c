@@ -449,7 +449,6 @@ void transport_flush(struct transport *t) {
   watch(t, open_events(t));
 }
 
-
 int transport_tls_unanswered(const struct transport *t) {
   return t->ssl && t->stage == HANDSHAKING && !transport_received(t);
 }
