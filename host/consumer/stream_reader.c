@@ -78,8 +78,8 @@ struct stream_reader {
    * only with nothing in flight (read_next), so nothing runs twice. */
   struct read_plan plan;
   bool was_down;          /* the read connection went down since it was up */
-  struct held held;       /* claiming and reclaim: entries in a lane or a handler here */
-  heartbeat *heartbeat;   /* ... whose claim it keeps (NULL for `new`) */
+  struct held held;       /* with min_idle: entries in a lane or a handler here */
+  heartbeat *heartbeat;   /* ... whose claim it keeps (NULL without min_idle) */
   char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
   ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
@@ -298,7 +298,9 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
 }
 
 static void accept_entry(stream_reader *s, struct entry *e) {
-  if (s->spec->read != READ_NEW) {
+  /* Every mode with a min_idle (a `new` one only by choice) keeps what it
+   * holds (heartbeat.h); a `new` read never brings back what is held. */
+  if (s->spec->min_idle_ms > 0) {
     if (held_has(&s->held, e)) {
       /* Claimed back while this host still holds it: it aged past min_idle
        * waiting in a lane or running. It is not abandoned; it runs once. */
@@ -642,7 +644,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   }
   bool trims = s->spec->trim || s->spec->trim_max_len > 0;
   if (trims) s->trimmer = trimmer_new(b, cmd, clock, s->spec);
-  bool beats = s->spec->read != READ_NEW && s->spec->min_idle_ms > 0;
+  bool beats = s->spec->min_idle_ms > 0;
   if (beats && s->retry_key)
     s->heartbeat = heartbeat_new(b, cmd, clock, s->spec, s->retry_key, &s->held, beaten, s);
   bool leased_ok = true;

@@ -38,6 +38,35 @@ return {
 }
 ]]
 
+-- The before-8.4 pattern (handlers/before-8.4): `new` beside `reclaim` in
+-- one group; the `new` subscription given the group's min_idle.
+local NEW_POST = [[
+local ls = require "luastream"
+
+return {
+  stream = "payments", group = "ledger", min_idle = "1s", workers = 40,
+  handle = function(payment, ctx)
+    ls.log.info("payment started", { payment_id = payment.id, entry_id = ctx.id, read = "new" })
+    ls.sleep(4000)
+    ctx:write("HINCRBY", "ledger:posted", tostring(payment.id), 1)
+    return ls.ack()
+  end,
+}
+]]
+
+local RECLAIM_POST = [[
+local ls = require "luastream"
+
+return {
+  stream = "payments", group = "ledger", read = "reclaim", min_idle = "1s", workers = 40,
+  handle = function(payment, ctx)
+    ls.log.info("payment started", { payment_id = payment.id, entry_id = ctx.id, read = "reclaim" })
+    ctx:write("HINCRBY", "ledger:posted", tostring(payment.id), 1)
+    return ls.ack()
+  end,
+}
+]]
+
 describe("the heartbeat", function()
   after_each(helper.cleanup)
 
@@ -65,6 +94,28 @@ describe("the heartbeat", function()
       assert.equal(1, runs[tostring(id)], "payment " .. id .. " started " .. tostring(runs[tostring(id)]) .. " times")
       assert.equal("1", srv:call("HGET", "ledger:posted", tostring(id)))
     end
+    assert.equal(0, a:stop())
+    assert.equal(0, b:stop())
+  end)
+
+  it("keeps the entries of a `new` subscription given min_idle from a reclaim reader while they run four times that #slow", function()
+    local srv = helper.redis_start()
+    assert(srv:call("XGROUP", "CREATE", "payments", "ledger", "$", "MKSTREAM"))
+    local dir = helper.handlers_dir({ ["post.lua"] = NEW_POST, ["recover.lua"] = RECLAIM_POST })
+    local a = helper.host_start({ "--consumer", "host-a" }, { server = srv, dir = dir })
+    local b = helper.host_start({ "--consumer", "host-b" }, { server = srv, dir = dir })
+    a:wait_log(READY, 20, { plain = true })
+    b:wait_log(READY, 20, { plain = true })
+    srv:pipe(helper.payment_commands(1, N, 5))
+    helper.wait_until(function()
+      local pending = #srv:pending_ids("payments", "ledger")
+      local n = tonumber(srv:call("HLEN", "ledger:posted")) or 0
+      return n == N and pending == 0, n .. " posted, " .. pending .. " pending"
+    end, 30, "every payment posted")
+    for _, host in ipairs({ a, b }) do
+      assert.same({}, host:records({ msg = "payment started", read = "reclaim" }), "reclaimed from a live host")
+    end
+    for id = 1, N do assert.equal("1", srv:call("HGET", "ledger:posted", tostring(id))) end
     assert.equal(0, a:stop())
     assert.equal(0, b:stop())
   end)
