@@ -167,7 +167,7 @@ describe("the documented Redis ACL", function()
     local users = documented()
     setuser(srv, words(assert(users["payments-host"])))
     setuser(srv, words(assert(users["payments-producer"])))
-    local host = helper.host_start({}, {
+    local host = helper.host_start({ "--http", "127.0.0.1:0" }, {
       url = false, env = { REDIS_URL = url_of(srv, "payments-host") }, dir = "handlers/before-8.4",
     })
     host:wait_log(READY, 20, { plain = true })
@@ -185,9 +185,24 @@ describe("the documented Redis ACL", function()
     helper.wait_until(function() return tonumber(srv:cli("PEXPIRETIME", key)) > expiry end, 10, "a lease renewal")
     assert_nothing_pending(srv, "payments", "ledger")
     assert_nothing_pending(srv, "payments", "fraud")
-    -- status reads all it needs, the consumers' leases included
+    -- the lag in seconds (a script with TIME, XRANGE, XPENDING) is read:
+    -- its series exist only once the script has answered
+    local port = helper.health_port(host)
+    helper.wait_until(function()
+      local _, page = helper.http_get(port, "/metrics")
+      return page:find('\nluastream_group_lag_seconds{stream="payments",group="ledger"} 0\n', 1, true)
+        and page:find('\nluastream_group_oldest_pending_seconds{stream="payments",group="fraud"} 0\n', 1, true)
+    end, 10, "the lag in seconds under the run user")
+    -- status reads all it needs, the consumers' leases and the server's time included
     setuser(srv, words(assert(users["payments-status"])))
-    local code, out, err = helper.luastream("status", "handlers/before-8.4",
+    local code, out, err = helper.luastream("status", "--json", "handlers/before-8.4",
+      { env = { REDIS_URL = url_of(srv, "payments-status") } })
+    assert.equal(0, code, out .. err)
+    for _, g in ipairs(require("cjson").decode(out).groups) do
+      assert.equal(0, g.lag_age_ms, out)
+      assert.equal(0, g.oldest_pending_age_ms, out)
+    end
+    code, out, err = helper.luastream("status", "handlers/before-8.4",
       { env = { REDIS_URL = url_of(srv, "payments-status") } })
     assert.equal(0, code, out .. err)
     assert.matches("nothing needs attention", out, 1, true)
