@@ -168,6 +168,36 @@ return {
 ]]))
   end)
 
+  it("reads max_run as a duration, on claiming and reclaim only, at least 1 ms", function()
+    local spec = spec_of([[
+return {
+  stream = "s", group = "g", handle = function() end,
+  read = "reclaim", min_idle = "30s", max_run = "10m",
+}
+]])
+    assert.equal(600000, spec.max_run)
+    assert.is_nil(spec_of(MINIMAL).max_run)
+    assert.equal(at(3, "field 'max_run' only applies to read = \"claiming\" or \"reclaim\": " ..
+      "on \"new\" nothing takes a running entry over"), problems([[
+return {
+  stream = "s", group = "g", handle = function() end,
+  max_run = "10m",
+}
+]]))
+    assert.equal(at(3, "field 'max_run' must be at least 1 ms"), problems([[
+return {
+  stream = "s", group = "g", handle = function() end, read = "claiming", min_idle = 1000,
+  max_run = 0,
+}
+]]))
+    assert.matches("^" .. PATH:gsub("%p", "%%%0") .. ":3: field 'max_run' ", problems([[
+return {
+  stream = "s", group = "g", handle = function() end, read = "claiming", min_idle = 1000,
+  max_run = "10 minutes",
+}
+]]))
+  end)
+
   it("reports unknown fields first, then the known ones in declaration order", function()
     assert.equal(table.concat({
       at(6, "unknown field 'flavour'"),
