@@ -424,14 +424,16 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         {.name = "watchdog",
          .arg = "DURATION",
          .kind = CLI_DURATION,
-         .commands = CLI_IN(CLI_RUN),
+         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK),
          .def = "10s",
          .off = true,
          .check = check_watchdog,
-         .help = "when the event loop has not turned for this long (a handler that never "
-                 "yields), log which handler and entry were running and exit with status 70 "
-                 "(at least 1s; at most 10s, so that a stalled process ends before its "
-                 "consumer leases can expire; keep it above --load-timeout; it cannot be off)"},
+         .help =
+             "when the event loop has not turned for this long (a handler that never "
+             "yields), log which handler and entry were running and exit with status 70 "
+             "(at least 1s; at most 10s, so that a stalled process ends before its "
+             "consumer leases can expire; keep it above --load-timeout; it cannot be off); check "
+             "warns of claiming handlers whose min_idle is below it plus min_idle / 3"},
     [OPT_HTTP_TIMEOUT] = {.name = "http-timeout",
                           .arg = "DURATION",
                           .kind = CLI_DURATION,
