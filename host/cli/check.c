@@ -42,7 +42,7 @@ int cmd_check(int argc, char **argv) {
   struct trust trust;
   if (cli_trust(&o, &trust, stderr) != 0) return 2;
   struct check_each each = {.cluster = cli_given(&o, OPT_CLUSTER),
-                            .watchdog_ms = (uint64_t)cli_num(&o, OPT_WATCHDOG)};
+                            .watchdog_ms = (uint64_t)cli_num(&o, OPT_CHECK_WATCHDOG)};
   int problems =
       host_check_each(dir, (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT), &trust, check_spec, &each);
   problems += each.problems;
