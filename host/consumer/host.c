@@ -15,6 +15,7 @@
 #include "log.h"
 #include "group_stats.h"
 #include "metrics.h"
+#include "min_idle_margin.h"
 #include "partition.h"
 #include "reload.h"
 #include "servers.h"
@@ -59,6 +60,8 @@ struct host {
   long version_num; /* bk_version_parse of version */
   bool failed;      /* stopped because it cannot run here (exit non-zero) */
   char *why_failed; /* what the version gate said, one line per subscription */
+  /* --watchdog (host_set_watchdog), for min_idle_margin.h; 0: not warned of */
+  uint64_t watchdog_ms;
 };
 
 /* ---- the handler directory ---- */
@@ -285,6 +288,14 @@ static void start_slot(host *h, struct slot *sl, handler *hd, bool keep_cursor) 
     return;
   }
   log_line(LOG_INFO, name, "handler loaded", "version", handler_version(hd), NULL);
+  if (h->watchdog_ms && min_idle_margin_short(handler_spec(hd), h->watchdog_ms)) {
+    char min_idle[32], watchdog[32];
+    snprintf(min_idle, sizeof min_idle, "%lld", (long long)handler_spec(hd)->min_idle_ms);
+    snprintf(watchdog, sizeof watchdog, "%llu", (unsigned long long)h->watchdog_ms);
+    min_idle_margin_advice(h->watchdog_ms, why, sizeof why);
+    log_line(LOG_WARN, name, MIN_IDLE_MARGIN_MSG, "file", sl->path, LOG_NUMBER "min_idle_ms",
+             min_idle, LOG_NUMBER "watchdog_ms", watchdog, "advice", why, NULL);
+  }
   subscription *s =
       h->keepalive ? sub_new(hd, h->b, h->cmd, h->clock, h->keepalive, sub_event, h) : NULL;
   if (h->keepalive == NULL) handler_release(hd);
@@ -770,6 +781,8 @@ void host_set_http(host *h, struct http_client *client, uint64_t timeout_ms, siz
   h->env.http_timeout_ms = timeout_ms;
   h->env.http_max_body = max_body;
 }
+
+void host_set_watchdog(host *h, uint64_t watchdog_ms) { h->watchdog_ms = watchdog_ms; }
 
 void host_set_pg(host *h, struct pg_pool *pool, const char *missing, const char *once_table) {
   h->env.pg = pool;
