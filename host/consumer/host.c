@@ -820,13 +820,32 @@ static void deadline_fire(ltimer *t, void *data) {
   if (cmd) bk_conn_close(h->b, cmd);
 }
 
+/* The deadline of a stop, for the subscriptions still draining; armed once. */
+static void arm_deadline(host *h, uint64_t timeout_ms) {
+  if (h->deadline_timer || h->undrained == 0) return;
+  h->deadline_timer = timer_new(h->clock, deadline_fire, h);
+  if (h->deadline_timer)
+    timer_start(h->deadline_timer, timeout_ms);
+  else
+    log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
+}
+
 static void stop(host *h, bool deadline, uint64_t timeout_ms) {
-  if (h->stopping) return;
+  char timeout[32];
+  snprintf(timeout, sizeof timeout, "%llums", (unsigned long long)timeout_ms);
+  if (h->stopping) {
+    /* Stopping already by itself (a consumer name lost or refused, the ACL
+     * at start-up), without a deadline: a stop asked for now still ends
+     * within its own. */
+    if (deadline && h->started && !h->deadline_timer && h->undrained > 0) {
+      log_line(LOG_INFO, NULL, "stopping: finishing running handlers", "timeout", timeout, NULL);
+      arm_deadline(h, timeout_ms);
+    }
+    return;
+  }
   h->stopping = true;
   if (h->info_timer) timer_stop(h->info_timer);
   if (h->reload_timer) timer_stop(h->reload_timer);
-  char timeout[32];
-  snprintf(timeout, sizeof timeout, "%llums", (unsigned long long)timeout_ms);
   log_line(LOG_INFO, NULL, "stopping: finishing running handlers", "timeout",
            deadline ? timeout : NULL, NULL);
   if (!h->started) return finish_stop(h);   /* never got as far as the subscriptions */
@@ -840,13 +859,7 @@ static void stop(host *h, bool deadline, uint64_t timeout_ms) {
     if (h->slots.v[i].sub) sub_stop(h->slots.v[i].sub);
   /* Armed after sub_stop, so the acks it flushed go out before even a zero
    * deadline fires. */
-  if (deadline && h->undrained > 0) {
-    h->deadline_timer = timer_new(h->clock, deadline_fire, h);
-    if (h->deadline_timer)
-      timer_start(h->deadline_timer, timeout_ms);
-    else
-      log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
-  }
+  if (deadline) arm_deadline(h, timeout_ms);
 }
 
 void host_stop(host *h) { stop(h, false, 0); }

@@ -170,4 +170,32 @@ describe("the heartbeat", function()
     assert.equal(1, #abandoned)
     assert.equal("2", abandoned[1].unfinished)
   end)
+
+  it("gives back nothing in any partition when one partition's consumer name was lost", function()
+    local crc16 = require "tests.integration.support.crc16"
+    local a = app("handback_partitions", { version = "7.0.15", hostname = "box" })
+    for _, p in ipairs({ 0, 1 }) do -- three entries each: one runs, two wait
+      local n = 0
+      for i = 1, 1000 do
+        local key = "acct-" .. i
+        if n < 3 and crc16(key) % 4 == p then
+          n = n + 1
+          a:publish("orders", { account = key, seq = p * 10 + n }, { key = key, partitions = 4 })
+        end
+      end
+    end
+    a:advance(100)
+    -- another process took partition 1's name: its renewal finds it lost
+    a:command("SET", "luastream:consumer:{1}:orders:{1}:g:box-orders", "someone else")
+    pcall(a.advance, a, "10s")
+    assert.equal(1, #a:records("consumer lease lost to another process: stopped reading"))
+    assert.equal(0, #a:records("entries read but not started given back"))
+    for _, p in ipairs({ 0, 1 }) do -- all still box-orders', none handed back (delivery count 1)
+      for _, e in ipairs(assert(a:command("XPENDING", "orders:{" .. p .. "}", "g", "-", "+", 10))) do
+        assert.equal("box-orders", e[2])
+        assert.equal(1, e[4], "orders:{" .. p .. "} " .. e[1] .. " given back")
+      end
+    end
+    pcall(a.advance, a, "30s") -- the running ones finish
+  end)
 end)
