@@ -123,6 +123,19 @@ local function cases(name, server)
       assert.same(want, stamped_ids(before, pending(call)))
     end)
 
+    it("re-stamps all of 2,500 held ids, over several pages and XCLAIM calls", function()
+      local all, held = {}, {}
+      for i = 1, 2600 do all[i] = "5-" .. i end
+      assert.equal(2600, call("EVAL", ADD_AND_READ, "1", "s", unpack(all)))
+      for i = 1, 2500 do held[i] = all[i] end
+      local before = pending(call)
+      assert.same({ 2500, 0 }, beat(call, held))
+      local got = stamped_ids(before, pending(call))
+      assert.equal(2500, #got)
+      assert.equal("5-1", got[1])
+      assert.equal("5-2500", got[2500])
+    end)
+
     it("leaves every id of a stream emptied by a trim", function()
       assert.equal(3, call("EVAL", ADD_AND_READ, "1", "s", "1-0", "2-0", "3-0"))
       assert.equal(3, call("XTRIM", "s", "MAXLEN", "0"))
