@@ -60,9 +60,9 @@ static int by_id(const void *a, const void *b) {
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* key 0 or 1's ids: "count id...", from the held set, ascending: the script
- * checks them with one XPENDING over their range (in the set's order, when
- * out of memory to sort, it would keep only some of them). */
+/* key 0 or 1's ids: "count id...", from the held set, ascending, as the
+ * script's XPENDING over their range needs (out of memory to sort them, in
+ * the set's order: the script then re-stamps only some of them). */
 static void add_key(heartbeat *hb, unsigned char key) {
   const struct held *h = hb->held;
   if (hb->order_cap < h->n) {
