@@ -206,10 +206,13 @@ extern const char SCRIPT_TRIM[];
 /* SCRIPT_HEARTBEAT keeps a consumer's claim on the entries it holds (in a
  * lane or a handler), so that no claiming or reclaim read takes them while
  * the host that holds them runs, however long their handlers take: of the
- * ids given per key, those still pending for this consumer get XCLAIM to
- * itself with min-idle 0 and JUSTID (idle 0, the delivery count unchanged);
- * an id another consumer claimed meanwhile is left to it. Returns how many
- * ids were re-stamped per key.
+ * ids given per key, those still pending for this consumer and still in the
+ * stream get XCLAIM to itself with min-idle 0 and JUSTID (idle 0, the
+ * delivery count unchanged); an id another consumer claimed meanwhile is
+ * left to it, and a deleted one pending (XCLAIM would drop it). The ids of a
+ * key come ascending: they are checked with one XPENDING over their range
+ * (out of order, some may be missed, none taken from another consumer).
+ * Returns how many ids were re-stamped per key.
  *   KEYS: stream...   ARGV: group consumer (count id...)-per-key */
 extern const char SCRIPT_HEARTBEAT[];
 

@@ -1,6 +1,7 @@
 /* heartbeat: keeping the claim on held entries (see heartbeat.h). */
 #include "heartbeat.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,12 @@
 #include "log.h"
 #include "metrics.h"
 #include "scripts.h"
+
+/* An id and its two numbers, to sort by. */
+struct sorted_id {
+  uint64_t ms, seq;
+  const char *id;
+};
 
 struct heartbeat {
   broker *b;
@@ -24,6 +31,8 @@ struct heartbeat {
   unsigned pending; /* 0 or 1 */
   bool warned;      /* a failed beat was logged at warn; quiet until one works */
   struct bk_args args;
+  struct sorted_id *order; /* one key's held ids, ascending, at each beat */
+  size_t order_cap;
 };
 
 uint64_t heartbeat_interval_ms(const struct handler_spec *spec) {
@@ -76,14 +85,47 @@ static bool kept(heartbeat *hb, size_t i) {
   return false;
 }
 
-/* key 0 or 1's ids: "count id...", from the held set. */
+static int by_id(const void *a, const void *b) {
+  const struct sorted_id *x = a, *y = b;
+  if (x->ms != y->ms) return x->ms < y->ms ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* key 0 or 1's ids this beat keeps (kept): "count id...", ascending, as
+ * the script's XPENDING over their range needs (out of memory to sort them,
+ * in the set's order: the script then re-stamps only some of them). Returns
+ * the count. */
 static long long add_key(heartbeat *hb, unsigned char key) {
-  long long n = 0;
-  for (size_t i = 0; i < hb->held->cap; i++) n += kept(hb, i) && hb->held->slots[i].key == key;
-  bk_args_num(&hb->args, n);
-  for (size_t i = 0; i < hb->held->cap; i++)
-    if (kept(hb, i) && hb->held->slots[i].key == key) bk_args_str(&hb->args, hb->held->slots[i].id);
-  return n;
+  struct held *h = hb->held;
+  if (hb->order_cap < h->n) {
+    struct sorted_id *order = realloc(hb->order, h->n * sizeof *order);
+    if (order) {
+      hb->order = order;
+      hb->order_cap = h->n;
+    }
+  }
+  bool sorted = hb->order_cap >= h->n;
+  size_t n = 0;
+  for (size_t i = 0; i < h->cap; i++) {
+    if (h->slots[i].key != key || !kept(hb, i)) continue;
+    if (sorted) {
+      char *end;
+      struct sorted_id *o = &hb->order[n];
+      o->id = h->slots[i].id;
+      o->ms = strtoull(o->id, &end, 10);
+      o->seq = *end == '-' ? strtoull(end + 1, NULL, 10) : 0;
+    }
+    n++;
+  }
+  bk_args_num(&hb->args, (long long)n);
+  if (sorted) {
+    qsort(hb->order, n, sizeof *hb->order, by_id);
+    for (size_t i = 0; i < n; i++) bk_args_str(&hb->args, hb->order[i].id);
+  } else {
+    for (size_t i = 0; i < h->cap; i++) /* kept() is false now for what it just noted */
+      if (h->slots[i].key == key && kept(hb, i)) bk_args_str(&hb->args, h->slots[i].id);
+  }
+  return (long long)n;
 }
 
 static void beat(ltimer *t, void *data) {
@@ -156,5 +198,6 @@ void heartbeat_free(heartbeat *hb) {
   if (hb == NULL) return;
   if (hb->timer) timer_free(hb->timer);
   bk_args_free(&hb->args);
+  free(hb->order);
   free(hb);
 }
