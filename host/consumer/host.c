@@ -781,13 +781,6 @@ void host_set_pg(host *h, struct pg_pool *pool, const char *missing, const char 
   h->env.pg_once_table = once_table;
 }
 
-/* The shutdown deadline: every subscription still stopping drops its running
- * handlers (sub_abandon), which gives their entries back; what is still
- * unanswered then (that hand-back, writes in flight) has DEADLINE_GRACE_MS
- * to be answered, then the command connection goes, which ends it, so the
- * last subscriptions drain and the host stops. Drained events during this
- * are counted but finish_stop waits until the log line has been written, so
- * it comes before "host stopped". */
 /* Ends what the command connection still has unanswered. */
 static void close_cmd(host *h) {
   bk_conn *cmd = h->cmd;
@@ -795,6 +788,13 @@ static void close_cmd(host *h) {
   if (cmd) bk_conn_close(h->b, cmd);
 }
 
+/* The shutdown deadline: every subscription still stopping drops its running
+ * handlers (sub_abandon), which gives their entries back; what is still
+ * unanswered then (that hand-back, writes in flight) has DEADLINE_GRACE_MS
+ * to be answered, then the command connection goes, which ends it, so the
+ * last subscriptions drain and the host stops. Drained events during this
+ * are counted but finish_stop waits until the log line has been written, so
+ * it comes before "host stopped". */
 static void deadline_fire(ltimer *t, void *data) {
   host *h = data;
   if (h->past_deadline) return close_cmd(h);
