@@ -10,8 +10,9 @@
 -- before-8.4/ holds the same service for older servers.
 local ls = require "luastream"
 
--- Longer than the slowest posting ever takes: an entry idle this long belongs
--- to no live worker.
+-- How long a stopped worker's payments wait before another takes them over.
+-- Not a limit on a posting: the host keeps the payments it holds from going
+-- idle (every MIN_IDLE / 3), however long they take.
 local MIN_IDLE = 30000 -- ms
 
 -- What HINCRBY accepts. Checked before anything is queued: a write Redis

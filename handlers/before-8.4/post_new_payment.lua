@@ -18,6 +18,9 @@ end
 return {
   stream = "payments",
   group = "ledger",
+  -- As recover_payment.lua's: the payments running here are kept from it
+  -- (re-stamped every min_idle / 3) however long they take.
+  min_idle = 30000,
   workers = 8,
   by_key = true,
   reply_to = "payments.posted",

@@ -6,7 +6,7 @@
 -- reply are skipped: the payment is posted once.
 local ls = require "luastream"
 
-local MIN_IDLE = 30000 -- ms; longer than the slowest posting ever takes
+local MIN_IDLE = 30000 -- ms; how long a stopped worker's payments wait
 
 -- What HINCRBY accepts (as in post_new_payment.lua).
 local function valid(p)

@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 13
+#define SCRIPT_COUNT 14
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -235,5 +235,18 @@ extern const char SCRIPT_HANDBACK[];
  *   ARGV: group consumer (key-index id nfields field...)-per-entry
  *   (key-index: 1 the stream, 2 the retry stream) */
 extern const char SCRIPT_HANDBACK_RETRY[];
+
+/* SCRIPT_LAG tells how long a group's oldest waiting entries have waited, in
+ * milliseconds of the server's clock (TIME): per key, the age of the first
+ * entry after the group's last-delivered-id (the next one to deliver, as the
+ * stream holds it now: deleted and trimmed entries are skipped) and the age
+ * of its smallest pending id (not its idle time, which a redelivery or a
+ * heartbeat resets). An age is the server's time minus the id's millisecond
+ * part, 0 for an id ahead of the clock or when there is no such entry. Reads
+ * only (TIME, XINFO GROUPS, XRANGE, XPENDING).
+ *   KEYS: stream...   ARGV: group
+ * Reply: per key, [lag_ms, oldest_pending_ms, next id, smallest pending id]
+ * ("" for none), or [] when the key or the group does not exist. */
+extern const char SCRIPT_LAG[];
 
 #endif

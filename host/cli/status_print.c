@@ -27,7 +27,23 @@ static char *cell_ms(long long ms) {
   return copy(ms < 0 ? "-" : status_format_ms(ms, buf, sizeof buf));
 }
 
-#define TABLE_COLS 8
+/* How long the oldest entry not yet delivered has waited: "-" when none
+ * waits or it is unknown. */
+static char *cell_lag_age(const struct st_key *k) {
+  return cell_ms(k->next_id[0] ? k->lag_age_ms : -1);
+}
+
+/* The oldest pending entry: its age, then how long since it was last
+ * delivered or re-stamped ("40s (idle 2s)"); "-" when nothing is pending. */
+static char *cell_oldest(const struct st_key *k) {
+  char age[32], idle[32];
+  if (k->pending <= 0 || k->oldest_idle_ms < 0) return copy("-");
+  if (k->oldest_age_ms < 0) return cell_ms(k->oldest_idle_ms);
+  return status_query_text("%s (idle %s)", status_format_ms(k->oldest_age_ms, age, sizeof age),
+                           status_format_ms(k->oldest_idle_ms, idle, sizeof idle));
+}
+
+#define TABLE_COLS 9
 
 struct table {
   int ncols;
@@ -84,32 +100,34 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
   printf("%s at %s", q->c->b->name, when);
   if (every_s > 0) printf(" (every %ds; Ctrl-C stops)", every_s);
   printf("\n\n");
-  struct table t = {
-      8,
-      {"STREAM", "GROUP", "LENGTH", "LAG", "PENDING", "OLDEST PENDING", "DELAYED", "DEAD LETTERS"},
-      {false, false, true, true, true, true, true, true},
-      NULL,
-      0,
-      0};
+  struct table t = {9,
+                    {"STREAM", "GROUP", "LENGTH", "LAG", "PENDING", "LAG AGE", "OLDEST PENDING",
+                     "DELAYED", "DEAD LETTERS"},
+                    {false, false, true, true, true, true, true, true, true},
+                    NULL,
+                    0,
+                    0};
   for (size_t i = 0; i < q->ngroups; i++) {
     const struct st_group *g = &q->groups[i];
     bool have = g->src.exists && g->src.group_exists;
-    char *row[8] = {cell(g->stream),
+    char *row[9] = {cell(g->stream),
                     cell(g->group),
                     g->src.exists ? cell_num(g->src.length) : copy(g->src.error ? "?" : "missing"),
                     have ? cell_num(g->src.lag) : copy("-"),
                     have ? cell_num(g->src.pending) : copy("-"),
-                    cell_ms(have && g->src.pending ? g->src.oldest_idle_ms : -1),
+                    have ? cell_lag_age(&g->src) : copy("-"),
+                    have ? cell_oldest(&g->src) : copy("-"),
                     g->group && g->src.exists ? cell_num(g->delayed) : copy("-"),
                     g->dead_letters >= 0 ? cell_num(g->dead_letters) : copy("-")};
     table_row(&t, row);
     if (g->retry.exists && g->retry.group_exists) {
-      char *retry[8] = {cell(g->retry.key),
+      char *retry[9] = {cell(g->retry.key),
                         cell(g->group),
                         cell_num(g->retry.length),
                         cell_num(g->retry.lag),
                         cell_num(g->retry.pending),
-                        cell_ms(g->retry.pending ? g->retry.oldest_idle_ms : -1),
+                        cell_lag_age(&g->retry),
+                        cell_oldest(&g->retry),
                         copy(""),
                         copy("")};
       table_row(&t, retry);
@@ -207,12 +225,19 @@ static void json_key(const struct st_key *k, bool with_stream) {
   json_num(k->group_exists ? k->pending : -1);
   fputs(",\"oldest_pending_idle_ms\":", stdout);
   json_num(k->group_exists && k->pending ? k->oldest_idle_ms : -1);
+  fputs(",\"lag_age_ms\":", stdout);
+  json_num(k->lag_age_ms);
+  fputs(",\"oldest_pending_age_ms\":", stdout);
+  json_num(k->oldest_age_ms);
   fputs(",\"last_delivered_id\":", stdout);
   json_str(k->group_exists ? k->delivered : NULL);
   fputs(",\"error\":", stdout);
   json_str(k->error);
   putchar('}');
 }
+
+/* The larger of two ages, -1 (unknown) only when both are. */
+static long long max_age(long long a, long long b) { return a > b ? a : b; }
 
 void status_print_json(const struct status_query *q, bool needs) {
   printf("{\"server\":");
@@ -232,6 +257,11 @@ void status_print_json(const struct status_query *q, bool needs) {
     printf(",\"stall_after_ms\":%lld", status_stall_after(g->min_idle_ms));
     printf(",\"length\":");
     json_num(g->src.exists ? g->src.length : -1);
+    /* over the stream and its retry stream, as the metrics have them */
+    fputs(",\"lag_age_ms\":", stdout);
+    json_num(max_age(g->src.lag_age_ms, g->retry.lag_age_ms));
+    fputs(",\"oldest_pending_age_ms\":", stdout);
+    json_num(max_age(g->src.oldest_age_ms, g->retry.oldest_age_ms));
     fputs(",\"source\":", stdout);
     json_key(&g->src, false);
     fputs(",\"retry\":", stdout);

@@ -11,7 +11,17 @@
 #include "lease.h"
 #include "partition.h"
 
-enum query_kind { Q_STREAM, Q_GROUPS, Q_CONSUMERS, Q_PENDING, Q_DELAYED, Q_DEAD, Q_LEASE };
+enum query_kind {
+  Q_STREAM,
+  Q_GROUPS,
+  Q_CONSUMERS,
+  Q_PENDING,
+  Q_DELAYED,
+  Q_DEAD,
+  Q_LEASE,
+  Q_TIME,
+  Q_NEXT
+};
 
 /* A command sent and the row its reply fills. Each reply is handed the
  * index of its own command: on Redis Cluster the commands of one round go
@@ -63,6 +73,7 @@ static void key_init(struct st_key *k, char *key) {
   k->key = key;
   k->lag = -1;
   k->oldest_idle_ms = -1;
+  k->lag_age_ms = k->oldest_age_ms = -1;
 }
 
 static void key_free(struct st_key *k) {
@@ -270,8 +281,65 @@ static void take_pending(struct st_key *k, const bk_reply *r) {
     return;
   }
   if (r->type == BK_ARRAY && r->elements == 1 && r->element[0]->type == BK_ARRAY &&
-      r->element[0]->elements >= 3 && r->element[0]->element[2]->type == BK_INTEGER)
+      r->element[0]->elements >= 3 && r->element[0]->element[2]->type == BK_INTEGER) {
     k->oldest_idle_ms = r->element[0]->element[2]->integer;
+    const bk_reply *id = r->element[0]->element[0];
+    if (id->type == BK_STRING && id->len < sizeof k->oldest_id)
+      snprintf(k->oldest_id, sizeof k->oldest_id, "%.*s", (int)id->len, id->str);
+  }
+}
+
+/* XRANGE key (delivered + COUNT 1: [[id, fields]], [] when none. The entry
+ * the stream holds now: deleted and trimmed ones are skipped. */
+static void take_next(struct st_key *k, const bk_reply *r) {
+  if (r->type == BK_ERROR) {
+    if (!absent(r) && k->error == NULL) k->error = reply_error(r, k->key);
+    return;
+  }
+  if (r->type == BK_ARRAY && r->elements >= 1 && r->element[0]->type == BK_ARRAY &&
+      r->element[0]->elements >= 1) {
+    const bk_reply *id = r->element[0]->element[0];
+    if (id->type == BK_STRING && id->len < sizeof k->next_id)
+      snprintf(k->next_id, sizeof k->next_id, "%.*s", (int)id->len, id->str);
+  }
+}
+
+/* TIME: [seconds, microseconds] */
+static void take_time(struct status_query *q, const bk_reply *r) {
+  if (r->type != BK_ARRAY || r->elements != 2 || r->element[0]->type != BK_STRING ||
+      r->element[1]->type != BK_STRING)
+    return;
+  q->server_ms =
+      strtoll(r->element[0]->str, NULL, 10) * 1000 + strtoll(r->element[1]->str, NULL, 10) / 1000;
+}
+
+/* How long the entry at id ("": none) has waited at now: 0 for none or one
+ * ahead of the clock. */
+static long long id_age(const char *id, long long now) {
+  if (id[0] == '\0') return 0;
+  char *end;
+  unsigned long long ms = strtoull(id, &end, 10);
+  return *end == '-' && ms < (unsigned long long)now ? now - (long long)ms : 0;
+}
+
+static void key_ages(struct st_key *k, long long now) {
+  if (now < 0 || !k->group_exists) return;
+  k->lag_age_ms = id_age(k->next_id, now);
+  k->oldest_age_ms = k->pending ? id_age(k->oldest_id, now) : 0;
+}
+
+/* The last round answered: the ages, then the caller. */
+static void finish(struct status_query *q) {
+  for (size_t i = 0; i < q->ngroups; i++) {
+    key_ages(&q->groups[i].src, q->server_ms);
+    key_ages(&q->groups[i].retry, q->server_ms);
+  }
+  q->done(q, false);
+}
+
+/* XRANGE of the entry after key's delivered id: none after the largest id. */
+static bool next_askable(const struct st_key *k) {
+  return k->group_exists && strcmp(k->delivered, "18446744073709551615-18446744073709551615");
 }
 
 static void take_count(struct st_group *g, long long *out, const char *key, const bk_reply *r) {
@@ -361,7 +429,15 @@ static void order_groups(struct status_query *q) {
   }
 }
 
-/* Each consumer's lease, to tell a running host from a stopped one. */
+static void ask_next(struct status_query *q, size_t i, bool retry) {
+  const struct st_key *k = retry ? &q->groups[i].retry : &q->groups[i].src;
+  char *from = status_query_text("(%s", k->delivered);
+  ask(q, Q_NEXT, i, retry, (const char *[]){"XRANGE", k->key, from, "+", "COUNT", "1"}, 6);
+  free(from);
+}
+
+/* Each consumer's lease, to tell a running host from a stopped one; the
+ * next entry of each retry stream, whose group phase 2 read. */
 static void phase_c(struct status_query *q) {
   q->phase = 3;
   q->nsent = q->answered = 0;
@@ -373,8 +449,9 @@ static void phase_c(struct status_query *q) {
       send_command(q, (struct st_command){Q_LEASE, i, false, j}, (const char *[]){"PTTL", key}, 2);
       free(key);
     }
+    if (next_askable(&g->retry) && !q->c->finished) ask_next(q, i, true);
   }
-  if (q->nsent == 0 && !q->c->finished) q->done(q, false);
+  if (q->nsent == 0 && !q->c->finished) finish(q);
 }
 
 static void phase_b(struct status_query *q) {
@@ -388,7 +465,9 @@ static void phase_b(struct status_query *q) {
     if (!any) group_add(&q->groups, &q->ngroups, info->key, NULL, NULL);
   }
   if (!q->dir_mode) order_groups(q);
-  for (size_t i = 0; i < q->ngroups; i++) {
+  q->server_ms = -1;
+  if (q->ngroups) ask(q, Q_TIME, 0, false, (const char *[]){"TIME"}, 1);
+  for (size_t i = 0; i < q->ngroups && !q->c->finished; i++) {
     struct st_group *g = &q->groups[i];
     for (size_t j = 0; j < q->nstreams; j++) {
       const struct st_key *info = &q->streams[j].info;
@@ -403,6 +482,7 @@ static void phase_b(struct status_query *q) {
     if (g->src.group_exists) {
       ask(q, Q_CONSUMERS, i, false, (const char *[]){"XINFO", "CONSUMERS", s, grp}, 4);
       ask(q, Q_PENDING, i, false, (const char *[]){"XPENDING", s, grp, "-", "+", "1"}, 6);
+      if (next_askable(&g->src)) ask_next(q, i, false);
     }
     ask(q, Q_STREAM, i, true, (const char *[]){"XINFO", "STREAM", rk}, 3);
     ask(q, Q_GROUPS, i, true, (const char *[]){"XINFO", "GROUPS", rk}, 3);
@@ -451,6 +531,8 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
       }
       case Q_DEAD: take_count(g, &g->dead_letters, g->dead_letter, r); break;
       case Q_LEASE: take_lease(g, &g->consumers[cmd.consumer], r); break;
+      case Q_TIME: take_time(q, r); break;
+      case Q_NEXT: take_next(k, r); break;
     }
   }
   if (q->answered < q->nsent) return;
@@ -459,7 +541,7 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
   else if (q->phase == 2)
     phase_c(q);
   else
-    q->done(q, false);
+    finish(q);
 }
 
 void status_query_refresh(struct status_query *q) {

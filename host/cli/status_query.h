@@ -1,8 +1,10 @@
 /* status_query: what `luastream status` asks the server, and the rows its
  * answers fill (status.h). One refresh is three pipelined rounds: the
  * streams and their groups (XINFO STREAM, XINFO GROUPS), then each group's
- * details (its consumers, oldest pending entry, retry stream, delay set and
- * dead letters), then the lease of each consumer (PTTL). Under DIR, the
+ * details (its consumers, oldest pending entry, next entry to deliver,
+ * retry stream, delay set and dead letters, and the server's TIME), then
+ * the lease of each consumer (PTTL) and the next entry of each retry
+ * stream. Under DIR, the
  * streams and groups are those its handlers read (status_query_add_handler),
  * else the streams named and all their groups.
  * Out of memory ends the program, as everywhere in this one-shot command. */
@@ -28,8 +30,14 @@ struct st_key {
   char delivered[STATUS_ID_MAX]; /* the group's last-delivered-id */
   long long lag;                 /* -1: Redis cannot tell (nil) */
   long long pending;
-  long long oldest_idle_ms; /* the lowest pending id's idle time; -1: nothing pending */
-  char *error;              /* reading it failed: the reason */
+  long long oldest_idle_ms;      /* the lowest pending id's idle time; -1: nothing pending */
+  char oldest_id[STATUS_ID_MAX]; /* the lowest pending id; "": none */
+  char next_id[STATUS_ID_MAX];   /* the first entry after delivered; "": none */
+  /* How long the entry at next_id and at oldest_id have waited by the
+   * server's clock (TIME minus the id's ms part, 0 for none or an id ahead
+   * of the clock); -1 when unknown (no group, or TIME failed). */
+  long long lag_age_ms, oldest_age_ms;
+  char *error; /* reading it failed: the reason */
 };
 
 struct st_consumer {
@@ -83,6 +91,7 @@ struct status_query {
   size_t nstreams;
   struct st_group *groups, *prev; /* this refresh's, the last one's (--watch) */
   size_t ngroups, nprev;
+  long long server_ms;     /* the server's TIME (Unix ms) this refresh; -1: unknown */
   struct st_command *sent; /* this round's commands, by the index each reply is handed */
   size_t nsent, capsent, answered;
   int phase; /* 1: the streams and their groups; 2: each group's details; 3: leases */

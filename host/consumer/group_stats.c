@@ -8,10 +8,11 @@
 
 #include "metrics.h"
 #include "outcome.h"
+#include "scripts.h"
 
 #define SPECS_MAX 2048 /* a partitioned handler counts once per partition */
 
-enum ask { ASK_GROUPS, ASK_OLDEST, ASK_DELAYED, ASK_DEAD };
+enum ask { ASK_GROUPS, ASK_OLDEST, ASK_DELAYED, ASK_DEAD, ASK_AGES };
 
 struct group_stats {
   broker *b;
@@ -71,6 +72,30 @@ static void read_groups(const struct question *q, const bk_reply *r) {
   }
 }
 
+/* SCRIPT_LAG over the stream and its retry stream: per key [lag_ms,
+ * oldest_pending_ms, ...], [] for a key without the group. The group's
+ * values are the larger of the two keys': an entry waits as long on
+ * either. */
+static void read_ages(const struct question *q, const bk_reply *r) {
+  long long lag = 0, pending = 0;
+  for (size_t i = 0; i < r->elements; i++) {
+    const bk_reply *k = r->element[i];
+    if (k->type != BK_ARRAY || k->elements < 2 || k->element[0]->type != BK_INTEGER ||
+        k->element[1]->type != BK_INTEGER)
+      continue;
+    if (k->element[0]->integer > lag) lag = k->element[0]->integer;
+    if (k->element[1]->integer > pending) pending = k->element[1]->integer;
+  }
+  set("luastream_group_lag_seconds",
+      "Age of the oldest entry not yet delivered to the group, on the stream or its retry stream, "
+      "by the server's clock (0: none)",
+      q, (double)lag / 1000.0);
+  set("luastream_group_oldest_pending_seconds",
+      "Age of the group's oldest pending entry (its id's time, not its idle time) by the server's "
+      "clock (0: none pending)",
+      q, (double)pending / 1000.0);
+}
+
 static void answered(void *data, const bk_reply *r, const char *err) {
   (void)err;
   struct question *q = data;
@@ -88,6 +113,8 @@ static void answered(void *data, const bk_reply *r, const char *err) {
           "How long the group's oldest pending entry has waited since its last delivery (0: none "
           "pending)",
           q, idle);
+    } else if (q->ask == ASK_AGES && r->type == BK_ARRAY) {
+      read_ages(q, r);
     } else if (q->ask == ASK_DELAYED && r->type == BK_INTEGER) {
       set("luastream_group_delayed_entries", "Entries in the group's delay set (ls.retry_after)", q,
           (double)r->integer);
@@ -136,6 +163,12 @@ static void poll_groups(void *data) {
     ask(g, ASK_GROUPS, s, 3, (const char *[]){"XINFO", "GROUPS", s->stream});
     ask(g, ASK_OLDEST, s, 8,
         (const char *[]){"XPENDING", s->stream, s->group, "IDLE", "0", "-", "+", "1"});
+    /* One call for both keys: a host on Redis Cluster runs only when they
+     * share a slot (cluster_keys.h). */
+    char *retry = outcome_retry_key(s);
+    if (retry)
+      ask(g, ASK_AGES, s, 6, (const char *[]){"EVAL", SCRIPT_LAG, "2", s->stream, retry, s->group});
+    free(retry);
     char *delayed = outcome_delay_key(s);
     if (delayed) ask(g, ASK_DELAYED, s, 2, (const char *[]){"ZCARD", delayed});
     free(delayed);

@@ -1,7 +1,9 @@
 /* group_stats: what Redis knows of each group the host reads, as metrics
  * (metrics.h), shared by every subscription of that stream and group: the
  * group's lag and pending count (XINFO GROUPS), the idle time of its oldest
- * pending entry (XPENDING ... IDLE 0 - + 1), the entries in its delay set
+ * pending entry (XPENDING ... IDLE 0 - + 1), how long its oldest entries
+ * not yet delivered and still pending have waited, on the stream or its
+ * retry stream (SCRIPT_LAG, one call for both), the entries in its delay set
  * (ZCARD) and the length of the dead-letter stream (XLEN).
  *
  * Asked on the host's command connection only when someone reads the

@@ -1,7 +1,7 @@
-/* heartbeat: keeps a claiming or reclaim subscription's claim on the
- * entries it holds (held.h: in a lane or a handler here): every min_idle /
- * 3, one call of SCRIPT_HEARTBEAT (scripts.h) re-stamps their idle time, so
- * that claiming and reclaim reads, this host's and other hosts', take only
+/* heartbeat: keeps a subscription's claim (a claiming or reclaim one, or a
+ * `new` one given min_idle) on the entries it holds (held.h: in a lane or a
+ * handler here): every min_idle / 3, one call of SCRIPT_HEARTBEAT
+ * (scripts.h) re-stamps their idle time, so that claiming and reclaim reads, this host's and other hosts', take only
  * the entries of a host that stopped, stalled past that or lost Redis,
  * however long a handler runs. It never takes back an entry another
  * consumer claimed meanwhile (the script checks the owner). One call at a

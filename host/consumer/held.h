@@ -1,5 +1,5 @@
-/* held: the entries a claiming or reclaim subscription holds here, in a lane
- * or a handler, by key and id.
+/* held: the entries a subscription with min_idle (claiming, reclaim, or a
+ * `new` one given it) holds here, in a lane or a handler, by key and id.
  *
  * A claiming read also returns this consumer's own entries once idle
  * min_idle, and an entry waiting behind others ages as if abandoned: the

@@ -1,1063 +1,167 @@
-/* subscription: the read loops of the three modes, dispatching entries
- * onto lanes, and the life cycle (see subscription.h). Which read comes next
- * and its arguments are read_plan.h's, what a failed read means read_log.h's,
- * the entries held here held.h's, creating the group group_setup.h's,
- * carrying out what a handler's delivery comes to apply.h's (the decision
- * policy.h's, the writing writer.h's), the delay set's sweep sweeper.h's.
- *
- * Every broker callback carries the subscription (or a small request struct)
- * and fires exactly once, also on teardown, so counting outstanding requests
- * is enough to know when a stopping subscription has drained. */
-#include <stdint.h>
+/* subscription: a handler file's readers, one per partition (see
+ * subscription.h); every call covers them all. */
+#include "subscription.h"
+
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "apply.h"
-#include "backoff.h"
-#include "delivery_metrics.h"
-#include "entry.h"
-#include "fault.h"
-#include "group_setup.h"
-#include "handback.h"
-#include "heartbeat.h"
-#include "held.h"
-#include "lanes.h"
-#include "lease.h"
 #include "log.h"
-#include "outcome.h"
-#include "partition.h"
-#include "prune.h"
-#include "read_log.h"
-#include "read_plan.h"
-#include "read_reply.h"
-#include "scripts.h"
-#include "subscription.h"
-#include "trimmer.h"
-#include "sweeper.h"
-#include "wire.h"
-#include "writer.h"
-
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
-#define ID_MAX PLAN_ID_MAX
-/* Readiness (sub_healthy): a read outstanding, or reads failing on a live
- * connection, for STUCK_FACTOR times the read's own wait
- * (plan_read_wait_ms) and at least STUCK_MIN_MS, means the subscription is stuck. */
-#define STUCK_FACTOR 3
-#define STUCK_MIN_MS 1000
-/* The longest dispatch starts handlers in one go (measured on clock_fresh)
- * before it lets the loop turn (I/O, timers, the watchdog's beat) and goes
- * on 1 ms later: a large read of handlers that finish at once must not hold
- * the loop for as long as all of them take, past the watchdog's limit. */
-#define DISPATCH_SLICE_MS 50
-
-enum sub_state { SUB_IDLE, SUB_LEASING, SUB_CREATING, SUB_READING, SUB_STOPPING, SUB_DRAINED };
 
 struct subscription {
-  handler *h;
-  const struct handler_spec *spec;
-  broker *b;
-  bk_conn *cmd;    /* shared: outcomes and group commands */
-  bk_conn *reader; /* ours: blocking reads */
-  lclock *clock;
+  handler *h; /* shared by the readers; released with the subscription */
+  stream_reader **parts;
+  size_t nparts; /* 1 when unpartitioned */
   sub_event_fn *on_event;
   void *data;
-
-  enum sub_state state;
-  struct lanes lanes;
-  bool read_pending;         /* an XREADGROUP is outstanding */
-  bool dispatching;          /* inside dispatch(): jobs finishing at once must not recurse */
-  bool waiting;              /* retry_timer runs (backoff or reclaim poll): do not read before */
-  bool abandoned;            /* shutdown deadline: running jobs dropped, nothing more written */
-  bool read_failing;         /* the last read failed; failing_since_ms says since when */
-  uint64_t read_sent_ms;     /* when the outstanding read went out (read_pending) */
-  uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
-  bool started;              /* has read once: start_at is spent */
-  /* What the next read is. A `new` subscription's own pending list is read
-   * only with nothing in flight (read_next), so nothing runs twice. */
-  struct read_plan plan;
-  bool was_down;          /* the read connection went down since it was up */
-  struct held held;       /* claiming and reclaim: entries in a lane or a handler here */
-  heartbeat *heartbeat;   /* ... whose claim it keeps (NULL for `new`) */
-  struct entry *dropped;  /* shutdown deadline: entries whose handlers were abandoned */
-  char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
-  ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
-  ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
-  uint64_t backoff_ms;    /* the last backoff wait, 0 after a success (backoff.h) */
-  /* Lease commands sent and not answered (the writer, the sweeper, the
-   * group setup and the pruner count theirs: see outstanding). */
-  unsigned writes_pending;
-  /* Writes outcomes and acks. Entries whose outcome is not written yet
-   * (writer_unwritten) count toward the entries held here, so reading
-   * waits for writing. */
-  writer *w;
-  sweeper *sweeper;                /* moves due entries of the delay set back */
-  struct bk_args args;             /* builds the reads, reused */
-  char *retry_key;                 /* the group's retry stream (outcome_retry_key) */
-  group_setup *group;              /* creates the group, moves its cursor */
-  applier *apply;                  /* carries out what the policy decides, counts retries */
-  struct delivery_metrics metrics; /* this subscription's series (metrics.h) */
-  trimmer *trimmer;                /* trim, trim_max_len: the stream's retention */
-  lease *lease;                    /* the consumer name, held while this runs; NULL without */
-  lease_keepalive *keepalive;      /* renews this process's leases; NULL: no lease */
-  /* Entries wait, read or not, until the lease is confirmed again (see
-   * name_held); logged once per wait. */
-  bool lease_unconfirmed;
-  bool lease_releasing;     /* drain: lease_release sent */
-  bool lease_released;      /* drain: lease_release answered */
-  bool name_lost;           /* another process holds the consumer name: its entries are its */
-  pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
-  struct fault lease_fault; /* the consumer lease failing (readiness) */
-  char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sub_denied) */
-
-  /* A partitioned handler runs one of these per partition, each reading
-   * its partition's keys on its own connection; partition 0's (the
-   * leader) is the one the host holds, and every call on it covers them
-   * all. The handler (one Lua state) is shared: the leader releases it. */
-  int partition;                 /* -1: unpartitioned */
-  struct handler_spec part_spec; /* partitioned: spec is this (partition.h) */
-  subscription *leader;          /* partition 0's, or itself */
-  subscription **parts;          /* leader: every partition's (parts[0] is itself) */
-  size_t nparts;                 /* leader: 1 when unpartitioned */
-  sub_event_fn *host_event;      /* leader: the host's event callback */
-  void *host_data;
-  bool drained_told; /* leader: SUB_EV_DRAINED went to the host */
+  bool drained_told; /* SUB_EV_DRAINED went to the host */
+  char denied[1100]; /* SUB_EV_DENIED: the refusal of whichever reader had it */
 };
 
-/* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
- * ID_MAX) into dst: a plain copy, as this runs for every entry. */
-static void copy_id(char dst[ID_MAX], const char *id) {
-  size_t n = strlen(id);
-  if (n >= ID_MAX) n = ID_MAX - 1;
-  memcpy(dst, id, n);
-  dst[n] = '\0';
-}
-
-/* Commands sent and not answered: the subscription's (the lease's), the
- * writer's, the sweeper's, the group setup's, the pruner's, the
- * heartbeat's. */
-static unsigned outstanding(const subscription *s) {
-  return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
-         group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
-         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0);
-}
-
-static void maybe_drained(subscription *s);
-static void part_event(void *data, subscription *s, enum sub_event ev);
-static void progress(subscription *s);
-static void job_done(void *data, struct entry *e, const struct rt_result *res);
-static void read_next(subscription *s);
-static void dispatch(subscription *s);
-static void ensure_group(subscription *s);
-
-/* ---- logging ---- */
-
-static void sub_log(subscription *s, enum log_level level, const char *msg, const char *k1,
-                    const char *v1, const char *k2, const char *v2) {
-  log_line(level, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
-           "consumer", s->spec->consumer, k1, v1, k2, v2, NULL);
-}
-
-/* The ACL refused what a subscription that never read needs: waiting cannot
- * help, so the host is told (at start-up it stops, saying what to grant).
- * Returns whether it was such a refusal. */
-static bool denied(subscription *s, const char *command, const char *key, const char *why) {
-  if (s->started || !bk_error_is_denied(why)) return false;
-  snprintf(s->denied, sizeof s->denied, "%s on %s: %s", command, key, why);
-  s->on_event(s->data, s, SUB_EV_DENIED);
-  return true;
-}
-
-const char *sub_denied(const subscription *s) { return s->denied; }
-
-/* ---- drain bookkeeping ---- */
-
-static void lease_given_back(void *data) {
+/* sr_event_fn of every reader: the host hears once for all partitions where
+ * that matters. */
+static void part_event(void *data, stream_reader *r, enum sub_event ev) {
   subscription *s = data;
-  s->writes_pending--;
-  s->lease_released = true;
-  maybe_drained(s);
-}
-
-/* Sends SUB_EV_DRAINED once a stopping subscription has nothing left. */
-static void maybe_drained(subscription *s) {
-  if (s->state != SUB_STOPPING) return;
-  if (s->lanes.running || writer_queued(s->w) || outstanding(s) || s->read_pending) return;
-  if (s->lease && !s->lease_released) { /* the name is free once all is written */
-    if (!s->lease_releasing) {
-      s->lease_releasing = true;
-      s->writes_pending++;
-      lease_release(s->lease, lease_given_back, s);
-    }
-    return;
-  }
-  s->state = SUB_DRAINED;
-  if (s->heartbeat) heartbeat_stop(s->heartbeat); /* nothing is held any more */
-  sub_log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
-  s->on_event(s->data, s, SUB_EV_DRAINED);
-}
-
-/* ---- backoff ---- */
-
-static void retry_fire(ltimer *t, void *data) {
-  (void)t;
-  subscription *s = data;
-  s->waiting = false;
-  if (s->state == SUB_CREATING)
-    ensure_group(s);
-  else if (s->state == SUB_READING)
-    read_next(s);
-}
-
-static void backoff(subscription *s) {
-  s->backoff_ms = backoff_next(s->backoff_ms, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
-  s->waiting = true;
-  timer_start(s->retry_timer, s->backoff_ms);
-}
-
-/* reclaim: nothing idle long enough yet; look again in a while. */
-static void poll_later(subscription *s) {
-  s->waiting = true;
-  timer_start(s->retry_timer, plan_recovery_wait_ms(&s->plan));
-}
-
-/* ---- the consumer name: known to be ours ---- */
-
-/* Whether an entry may be handed to a handler, or a read go out, under the
- * consumer name now: only while the lease is known valid (lease_valid).
- * After a pause or a stalled loop longer than that, another process may
- * hold the name and run these same entries: they wait (pending in Redis),
- * a renewal goes out at once, and LEASE_CONFIRMED resumes; LEASE_LOST
- * stops the subscription, leaving them to the new holder. */
-static bool name_held(subscription *s) {
-  if (s->lease == NULL || lease_valid(s->lease)) return true;
-  if (!s->lease_unconfirmed) {
-    s->lease_unconfirmed = true;
-    char limit[32];
-    snprintf(limit, sizeof limit, "%dms", LEASE_VALID_MS);
-    sub_log(s, LOG_WARN,
-            "consumer lease not confirmed recently (process paused or loop stalled): entries wait "
-            "until it is renewed",
-            "lease", lease_key_of(s->lease), "limit", limit);
-  }
-  lease_confirm(s->lease);
-  return false;
-}
-
-/* ---- running entries on lanes ---- */
-
-static void dispatch(subscription *s) {
-  if (s->dispatching) return; /* re-entered from a job that finished at once */
-  s->dispatching = true;
-  struct entry *e;
-  int lane;
-  uint64_t began = clock_fresh(s->clock);
-  while (s->state == SUB_READING && s->lanes.queued && name_held(s) &&
-         (e = lanes_pop(&s->lanes, &lane)) != NULL) {
-    e->owner_data = (void *)(intptr_t)lane;
-    e->started_ms = (uint32_t)clock_now(s->clock);
-    if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
-      sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-      held_remove(&s->held, e);
-      entry_free(e);
-      lanes_done(&s->lanes, lane);
-    }
-    if (clock_fresh(s->clock) - began >= DISPATCH_SLICE_MS) {
-      timer_start(s->dispatch_timer, 1);
-      break;
-    }
-  }
-  s->dispatching = false;
-}
-
-static void dispatch_fire(ltimer *t, void *data) {
-  (void)t;
-  progress(data);
-}
-
-/* Runs what may run now and reads more when the lanes have room. Called
- * after every job (through the lanes), every read and every write. */
-static void progress(subscription *s) {
-  dispatch(s);
-  read_next(s);
-  maybe_drained(s);
-}
-
-/* ---- reading ---- */
-
-/* An entry of the retry stream is done with (acked, most likely): the next
- * sweep trims what the group acknowledged there, soon rather than at its
- * idle pace. */
-static void retry_entry_done(subscription *s, const struct entry *e) {
-  if (e->key == PLAN_KEY_RETRY) sweeper_soon(s->sweeper, SWEEP_MS);
-}
-
-/* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
-static void job_done(void *data, struct entry *e, const struct rt_result *res) {
-  subscription *s = data;
-  int lane = (int)(intptr_t)e->owner_data;
-  uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
-  metrics_observe(s->metrics.duration, ran_ms / 1000.0);
-  apply_finished(s->apply, e, res);
-  retry_entry_done(s, e);
-  held_remove(&s->held, e);
-  entry_free(e);
-  lanes_done(&s->lanes, lane);
-  progress(s);
-}
-
-static void accept_entry(subscription *s, struct entry *e) {
-  if (s->spec->read != READ_NEW) {
-    if (held_has(&s->held, e)) {
-      /* Claimed back while this host still holds it: it aged past min_idle
-       * waiting in a lane or running. It is not abandoned; it runs once. */
-      entry_free(e);
-      return;
-    }
-    if (!held_add(&s->held, e)) {
-      sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-      entry_free(e);
-      return;
-    }
-  }
-  /* A copy or delayed entry on the retry stream carries its earlier
-   * deliveries; a claimed read counts only those of this id: together they
-   * are the entry's count. On the shared stream luastream's header names are
-   * a producer's data and change nothing here (entry_carried_deliveries). */
-  if (e->deliveries >= 0) e->deliveries += entry_carried_deliveries(e);
-  if (!apply_admit(s->apply, e, handler_version(s->h))) {
-    retry_entry_done(s, e);
-    held_remove(&s->held, e);
-    entry_free(e);
-    return;
-  }
-  size_t klen = 0;
-  const char *key = s->spec->by_key ? entry_get(e, HDR_PARTITION_KEY, &klen) : NULL;
-  if (lanes_push(&s->lanes, e, key, klen) != 0) {
-    sub_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-    held_remove(&s->held, e);
-    entry_free(e);
-  }
-}
-
-static void read_done(void *data, const bk_reply *r, const char *err) {
-  subscription *s = data;
-  s->read_pending = false;
-  if (s->state != SUB_READING) {
-    maybe_drained(s);
-    return;
-  }
-  if (r == NULL || r->type == BK_ERROR) {
-    if (!s->read_failing) {
-      s->read_failing = true;
-      s->failing_since_ms = clock_now(s->clock);
-    }
-    if (r == NULL && bk_error_is_too_large(err)) {
-      /* Refused as it arrived: what it delivered is pending here, and is
-       * read again, cut where over max_body, once the reader is back. */
-      sub_log(s, LOG_WARN, "a read's reply was too large, reading its entries again cut", "error",
-              err, NULL, NULL);
-      plan_too_large(&s->plan);
-    } else if (read_log_failed(s->spec, s->retry_key, plan_next(&s->plan), r, err)) {
-      s->state = SUB_CREATING;
-      sweeper_stop(s->sweeper); /* started again once reading */
-    }
-    backoff(s);
-    return;
-  }
-  char why[256];
-  enum read_kind kind = plan_next(&s->plan);
-  struct entry *list = NULL;
-  size_t count = 0;
-  const bk_reply *deleted = NULL;
-  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
-  const char *keys[PLAN_NKEYS] = {s->spec->stream, s->retry_key};
-  int rc = plan_replies_claimed(kind)
-               ? read_reply_parse_claimed(r, keys, PLAN_NKEYS, s->spec->max_body, cursor[0],
-                                          PLAN_ID_MAX, &list, &count, &deleted, why, sizeof why)
-               : read_reply_parse_streams(r, keys, PLAN_NKEYS, s->spec->max_body, &list, &count,
-                                          NULL, why, sizeof why);
-  if (rc != 0) {
-    sub_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
-    backoff(s);
-    return;
-  }
-  s->backoff_ms = 0;
-  s->read_failing = false;
-  if (count) {
-    metric_add(s->metrics.reads, 1);
-    metric_add(s->metrics.entries_read, (double)count);
-  }
-  read_log_deleted(s->spec, deleted);
-  if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
-  size_t ncut = 0;
-  for (const struct entry *e = list; e; e = e->next) ncut += e->entry_size != 0;
-  plan_cut_seen(&s->plan, kind, ncut);
-  if (kind == READ_OWN && count) {
-    char n[24];
-    snprintf(n, sizeof n, "%zu", count);
-    sub_log(s, LOG_INFO, "entries delivered here earlier and never acked, handled now", "entries",
-            n, NULL, NULL);
-  }
-  while (list) {
-    struct entry *e = list;
-    list = e->next;
-    e->next = NULL;
-    if (kind != READ_OWN && e->deliveries <= 0 && e->key == PLAN_KEY_STREAM)
-      copy_id(s->last_read, e->id);
-    if (plan_reads_new_only(&s->plan, kind)) {
-      /* A claiming subscription's blocking `>` read: new entries, which the
-       * claiming read reports as idle 0, delivered 0 times before. */
-      e->deliveries = 0;
-      e->idle_ms = 0;
-    }
-    accept_entry(s, e);
-  }
-  /* Read ahead: the next read goes out, and leaves at once, before this
-   * batch runs, so the server answers it while the handlers work. */
-  if (plan_reads_ahead(&s->plan, kind)) read_next(s);
-  progress(s);
-}
-
-static void read_next(subscription *s) {
-  if (s->state != SUB_READING || s->read_pending || s->waiting) return;
-  /* On lanes or running; and, counted on its own, finished with an outcome
-   * not yet written (plain acks aside: one small XACK per loop turn). */
-  size_t in_flight = lanes_in_flight(&s->lanes);
-  size_t batch = (size_t)s->spec->batch;
-  enum read_kind kind = plan_next(&s->plan);
-  bool ahead = plan_reads_ahead(&s->plan, kind);
-  /* Ahead: a batch more while at most one waits for the handlers and at
-   * most one for its outcomes to be written, so at most 3 x batch are held
-   * here; the outcomes of one batch are written while the next runs and the
-   * one after it is read, which keeps the server busy when outcomes cost it
-   * more than reads. Otherwise the lanes fill up to one batch and are read
-   * again once half empty. Resumes when the lanes or the writes catch up.
-   * COUNT is per key: a read that also finds entries on the retry stream
-   * may bring up to one batch more from there. */
-  if (in_flight > (ahead ? batch : batch / 2) || writer_unwritten(s->w) > batch) return;
-  /* A read that claims waits until what finished here is written: an entry
-   * handled in about min_idle would otherwise come back before its ack. */
-  if (s->spec->read != READ_NEW && (writer_queued(s->w) || outstanding(s))) return;
-  /* The own pending list holds what runs here too: read it only once all
-   * of that is finished and written. */
-  if (kind == READ_OWN && (in_flight || writer_queued(s->w) || outstanding(s))) return;
-  if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
-  /* A read assigns entries to the name (and a claiming one takes them over). */
-  if (!name_held(s)) return;
-  struct bk_args *a = &s->args;
-  bk_args_reset(a);
-  long long count = (long long)(ahead ? batch : batch - in_flight);
-  plan_add_args(&s->plan, a, kind, count);
-  size_t bulk_max, reply_max;
-  plan_reply_limits(&s->plan, kind, count, &bulk_max, &reply_max);
-  bk_conn_reply_limit(s->b, s->reader, bulk_max, reply_max);
-  if (bk_command(s->b, s->reader, a->argc, a->argv, a->argvlen, read_done, s) == 0) {
-    s->read_pending = true;
-    s->read_sent_ms = clock_now(s->clock);
-    /* hiredis writes only when the loop turns, which may be after a whole
-     * batch of handlers: the read leaves now instead. */
-    bk_flush(s->b, s->reader);
-  }
-}
-
-static void reader_state(void *data, bk_conn *c, int up) {
-  (void)c;
-  subscription *s = data;
-  /* Reads that failed because the connection went are not the server
-   * refusing them: readiness starts counting afresh. */
-  if (up) s->read_failing = false;
-  if (up && s->was_down) plan_recover_own(&s->plan); /* a read reply may have been lost */
-  s->was_down = !up;
-  if (up) read_next(s);
-}
-
-/* ---- the consumer lease ---- */
-
-static void on_lease(void *data, enum lease_event ev, const char *holder, long long wait_ms) {
-  subscription *s = data;
-  const char *key = lease_key_of(s->lease);
-  char wait[32];
   switch (ev) {
-    case LEASE_FAILED: { /* holder: Redis's error */
-      char detail[1024];
-      snprintf(detail, sizeof detail, "EVAL on %s: %s", key, holder);
-      enum log_level level = fault_failed(&s->lease_fault, clock_now(s->clock), LOG_ERROR, detail);
-      log_line(level, s->spec->name, "the consumer lease failed, retrying", "stream",
-               s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
-               "EVAL", "script", "the consumer lease", "key", key, "error", holder, NULL);
-      denied(s, "EVAL (the consumer lease)", key, holder);
-      return;
-    }
-    case LEASE_RENEWED: fault_ok(&s->lease_fault, clock_now(s->clock), s->spec); return;
-    case LEASE_TAKEN:
-      fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
-      if (s->state != SUB_LEASING) return;
-      sub_log(s, LOG_DEBUG, "consumer lease taken", "lease", key, NULL, NULL);
-      return ensure_group(s);
-    case LEASE_TAKEOVER:
-      sub_log(s, LOG_WARN, "consumer lease taken over from a process that is gone", "holder",
-              holder, "lease", key);
-      return;
-    case LEASE_RETAKEN:
-      fault_ok(&s->lease_fault, clock_now(s->clock), s->spec);
-      sub_log(s, LOG_WARN, "consumer lease had expired (paused or Redis unreachable); taken again",
-              "lease", key, NULL, NULL);
-      return;
-    case LEASE_CONFIRMED:
-      if (s->lease_unconfirmed)
-        sub_log(s, LOG_INFO, "consumer lease renewed: entries run again", "lease", key, NULL, NULL);
-      s->lease_unconfirmed = false;
-      if (s->state == SUB_READING) progress(s);
-      return;
-    case LEASE_WAITING:
-      snprintf(wait, sizeof wait, "%lldms", wait_ms);
-      sub_log(s, LOG_WARN,
-              "consumer name held by another process: waiting for its lease to expire in case it "
-              "crashed",
-              "holder", holder, "wait", wait);
-      return;
-    case LEASE_REFUSED:
-    case LEASE_LOST:
-      if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
-      log_line(LOG_ERROR, s->spec->name,
-               ev == LEASE_REFUSED ? "consumer name in use by a live process"
-                                   : "consumer lease lost to another process: stopped reading",
-               "stream", s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer,
-               "holder", holder, "lease", key, "hint",
-               "give each process its own name: --instance N (one number per process on a machine) "
-               "or --consumer NAME",
-               NULL);
-      s->name_lost = true;
-      s->on_event(s->data, s, ev == LEASE_REFUSED ? SUB_EV_REFUSED : SUB_EV_LOST);
+    case SUB_EV_READING: break;
+    case SUB_EV_DRAINED:
+      if (s->drained_told || !sub_drained(s)) return;
+      s->drained_told = true;
+      break;
+    case SUB_EV_DENIED: snprintf(s->denied, sizeof s->denied, "%s", sr_denied(r)); break;
+    case SUB_EV_REFUSED:
+    case SUB_EV_LOST:
+      /* The other partitions stop with it: the file runs whole or not at all. */
+      s->on_event(s->data, s, ev);
       sub_stop(s);
       return;
   }
-}
-
-/* ---- group creation ---- */
-
-static void start_reading(subscription *s) {
-  s->state = SUB_READING;
-  if (!s->started) plan_recover_own(&s->plan); /* a host back under the same name */
-  s->started = true;
-  s->backoff_ms = 0;
-  const char *how = s->spec->read != READ_CLAIMING ? NULL
-                    : s->plan.native_claim         ? "XREADGROUP CLAIM"
-                                                   : "claim script (claim_fallback)";
-  sub_log(s, LOG_INFO, "subscription reading", "read", rt_read_mode_name(s->spec->read), "via",
-          how);
-  s->on_event(s->data, s, SUB_EV_READING);
-  sweeper_start(s->sweeper);
-  if (s->pruner) prune_start(s->pruner);
-  if (s->heartbeat) heartbeat_start(s->heartbeat);
-  progress(s); /* entries read before the group was lost run now */
-}
-
-/* group_event_fn: creating the group is done, failed, or goes on. */
-static void group_event(void *data, enum group_event ev, const char *key, const char *why) {
-  subscription *s = data;
-  if (s->state != SUB_CREATING) return maybe_drained(s);
-  switch (ev) {
-    case GROUP_ANSWERED: return;
-    case GROUP_READY: return start_reading(s);
-    case GROUP_CREATE_REFUSED: denied(s, "XGROUP CREATE", key, why); break;
-    case GROUP_FAILED: break;
-  }
-  backoff(s);
-}
-
-/* Creates the group where missing (group_setup.h), then reads. */
-static void ensure_group(subscription *s) {
-  s->state = SUB_CREATING;
-  /* A group created again has a new pending list: scan it from the start. */
-  plan_group_new(&s->plan);
-  if (group_create(s->group, s->started) != 0) backoff(s);
-}
-
-/* ---- life cycle ---- */
-
-/* writer_written_fn: a write was answered: may run and read more; a delay
- * it wrote is swept when due (the sweep reports when that is). */
-static void written(void *data, bool delays) {
-  subscription *s = data;
-  if (delays) sweeper_soon(s->sweeper, 0);
-  trimmer_soon(s->trimmer); /* outcomes written: there may be more to trim */
-  progress(s);
-}
-
-/* apply_reading_fn, prune_reading_fn. */
-static bool still_reading(void *data) { return ((subscription *)data)->state == SUB_READING; }
-
-/* prune_answered_fn: the prune may have been the last thing outstanding,
- * for a claiming read as for the drain. */
-static void pruned(void *data) { progress(data); }
-
-/* heartbeat_answered_fn: the drain may have waited for it. */
-static void beaten(void *data) { progress(data); }
-
-/* sweeper_swept_fn: a claiming read may have waited for the sweep. */
-static void swept(void *data) { progress(data); }
-
-/* The most entries the lanes hold at once, as read_next bounds them: a read
- * goes out while at most one batch is held and asks for up to a batch from
- * each of the two streams. The lanes allocate for that many up front. */
-static size_t lanes_expected(const struct handler_spec *spec) {
-  return (size_t)spec->batch * 3 + (size_t)spec->workers;
-}
-
-static void part_collect_metrics(subscription *s, bool add) {
-  if (!add) {
-    metric_set(s->metrics.in_flight, 0);
-    metric_set(s->metrics.lanes_busy, 0);
-  }
-  metric_add(s->metrics.in_flight, (double)lanes_in_flight(&s->lanes));
-  metric_add(s->metrics.lanes_busy, (double)s->lanes.running);
-}
-
-void sub_collect_metrics(subscription *s, bool add) {
-  for (size_t i = 0; i < s->nparts; i++) part_collect_metrics(s->parts[i], add);
-}
-
-static void part_free(subscription *s);
-
-/* One partition's subscription (p < 0: the whole unpartitioned stream);
- * its events go to the leader (part_event). */
-static subscription *part_new(handler *h, int p, subscription *leader, broker *b, bk_conn *cmd,
-                              lclock *clock, lease_keepalive *keepalive) {
-  subscription *s = calloc(1, sizeof *s);
-  if (s == NULL) return NULL;
-  bk_args_init(&s->args);
-  s->h = h;
-  s->partition = p;
-  s->leader = leader ? leader : s;
-  s->spec = handler_spec(h);
-  if (p >= 0) {
-    if (partition_spec(handler_spec(h), p, &s->part_spec) != 0) {
-      free(s);
-      return NULL;
-    }
-    s->spec = &s->part_spec;
-  }
-  s->b = b;
-  s->cmd = cmd;
-  s->clock = clock;
-  s->on_event = part_event;
-  s->data = s->leader;
-  s->retry_timer = timer_new(clock, retry_fire, s);
-  s->dispatch_timer = timer_new(clock, dispatch_fire, s);
-  s->lease_fault.name = "the consumer lease";
-  s->retry_key = outcome_retry_key(s->spec);
-  plan_init(&s->plan, s->spec, s->retry_key);
-  dm_init(&s->metrics, s->spec->name, s->spec->stream, s->spec->group,
-          s->spec->dead_letter != NULL);
-  if (s->retry_key) {
-    s->w = writer_new(b, cmd, clock, s->spec, s->retry_key, written, s);
-    s->sweeper = sweeper_new(b, cmd, clock, s->spec, s->retry_key, swept, s);
-    s->group = group_new(b, cmd, s->spec, s->retry_key, group_event, s);
-    if (s->w) {
-      writer_set_metrics(s->w, &s->metrics);
-      s->apply = apply_new(s->w, clock, s->spec, s->retry_key, &s->metrics, still_reading, s);
-    }
-  }
-  bool trims = s->spec->trim || s->spec->trim_max_len > 0;
-  if (trims) s->trimmer = trimmer_new(b, cmd, clock, s->spec);
-  bool beats = s->spec->read != READ_NEW && s->spec->min_idle_ms > 0;
-  if (beats && s->retry_key)
-    s->heartbeat = heartbeat_new(b, cmd, clock, s->spec, s->retry_key, &s->held, beaten, s);
-  bool leased_ok = true;
-  if (keepalive) {
-    s->keepalive = keepalive;
-    if (s->retry_key)
-      s->pruner = prune_new(b, cmd, clock, s->spec, s->retry_key, still_reading, pruned, s);
-    leased_ok = s->pruner != NULL;
-  }
-  if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
-      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
-      lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
-    part_free(s);
-    return NULL;
-  }
-  return s;
+  s->on_event(s->data, s, ev);
 }
 
 subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
                       lease_keepalive *keepalive, sub_event_fn *on_event, void *data) {
   int n = handler_spec(h)->partitions;
-  subscription *leader = part_new(h, n > 0 ? 0 : -1, NULL, b, cmd, clock, keepalive);
-  if (leader == NULL) {
+  subscription *s = calloc(1, sizeof *s);
+  if (s) s->parts = calloc(n > 0 ? (size_t)n : 1, sizeof *s->parts);
+  if (s == NULL || s->parts == NULL) {
+    free(s);
     handler_release(h);
     return NULL;
   }
-  leader->host_event = on_event;
-  leader->host_data = data;
-  leader->nparts = n > 0 ? (size_t)n : 1;
-  leader->parts = calloc(leader->nparts, sizeof *leader->parts);
-  if (leader->parts == NULL) {
-    leader->nparts = 0;
-    sub_free(leader);
-    return NULL;
-  }
-  leader->parts[0] = leader;
-  for (int p = 1; p < n; p++) {
-    if ((leader->parts[p] = part_new(h, p, leader, b, cmd, clock, keepalive)) == NULL) {
-      sub_free(leader);
+  s->h = h;
+  s->on_event = on_event;
+  s->data = data;
+  for (int p = 0; p < (n > 0 ? n : 1); p++) {
+    s->parts[p] = sr_new(h, n > 0 ? p : -1, b, cmd, clock, keepalive, part_event, s);
+    if (s->parts[p] == NULL) {
+      sub_free(s);
       return NULL;
     }
+    s->nparts++;
   }
-  return leader;
-}
-
-static void part_start(subscription *s, long server_version) {
-  plan_set_native_claim(&s->plan, server_version >= SUB_CLAIM_VERSION);
-  char name[300];
-  if (s->partition >= 0)
-    snprintf(name, sizeof name, "%s/read/%d", s->spec->name, s->partition);
-  else
-    snprintf(name, sizeof name, "%s/read", s->spec->name);
-  s->reader = bk_conn_open(s->b, name, reader_state, s);
-  if (s->keepalive == NULL) return ensure_group(s);
-  s->lease =
-      lease_new(s->keepalive, s->spec->stream, s->spec->group, s->spec->consumer, on_lease, s);
-  if (s->lease == NULL) {
-    sub_log(s, LOG_ERROR, "out of memory: subscription not started", NULL, NULL, NULL, NULL);
-    s->on_event(s->data, s, SUB_EV_REFUSED);
-    return sub_stop(s);
-  }
-  s->state = SUB_LEASING;
-  lease_take(s->lease);
+  return s;
 }
 
 void sub_start(subscription *s, long server_version) {
-  for (size_t i = 0; i < s->nparts; i++) part_start(s->parts[i], server_version);
-}
-
-/* A hand-back answered: the drain may have waited for it. */
-static void handed_back(void *data) {
-  subscription *s = data;
-  s->writes_pending--;
-  maybe_drained(s);
-}
-
-/* Gives back the entries of list (handback.h), unless the consumer name
- * went to another process: they are its entries now, and it may be running
- * them. Whether it went out. */
-static bool hand_back(subscription *s, const struct entry *list, bool started) {
-  if (s->name_lost || s->leader->name_lost) return false;
-  bool sent = handback_send(s->b, s->cmd, s->spec, s->retry_key, list, started, handed_back, s);
-  if (sent) s->writes_pending++;
-  return sent;
-}
-
-static void part_stop(subscription *s) {
-  if (s->state == SUB_STOPPING || s->state == SUB_DRAINED) return;
-  s->state = SUB_STOPPING;
-  timer_stop(s->retry_timer);
-  timer_stop(s->dispatch_timer);
-  sweeper_stop(s->sweeper);
-  apply_stop(s->apply);
-  group_stop(s->group);
-  if (s->pruner) prune_stop(s->pruner);
-  /* Entries read but not started: given back at once (handback.h), for
-   * another host's read to take now. The heartbeat lets them go and goes
-   * on for those running, which stay this host's until they finish (or the
-   * shutdown deadline abandons them). */
-  struct entry *left = lanes_drain_queued(&s->lanes);
-  bool given = left && hand_back(s, left, false);
-  size_t n = 0;
-  while (left) {
-    struct entry *e = left;
-    left = e->next;
-    held_remove(&s->held, e);
-    entry_free(e);
-    n++;
-  }
-  if (n) {
-    char count[24];
-    snprintf(count, sizeof count, "%zu", n);
-    sub_log(s, LOG_INFO,
-            given ? "entries read but not started given back"
-                  : "entries read but not started stay pending",
-            "entries", count, NULL, NULL);
-  }
-  if (s->reader) {
-    bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
-    s->reader = NULL;
-  }
-  /* Acks still queued go out now rather than at the next turn. */
-  writer_flush(s->w);
-  maybe_drained(s);
+  for (size_t i = 0; i < s->nparts; i++) sr_start(s->parts[i], server_version);
 }
 
 void sub_stop(subscription *s) {
-  subscription *l = s->leader;
-  for (size_t i = 0; i < l->nparts; i++) part_stop(l->parts[i]);
-}
-
-/* sub_event_fn of every partition: the host hears of the leader, once for
- * all partitions where that matters. */
-static void part_event(void *data, subscription *s, enum sub_event ev) {
-  subscription *l = data;
-  switch (ev) {
-    case SUB_EV_READING: break;
-    case SUB_EV_DRAINED:
-      if (l->drained_told || !sub_drained(l)) return;
-      l->drained_told = true;
-      break;
-    case SUB_EV_DENIED:
-      if (s != l) snprintf(l->denied, sizeof l->denied, "%s", s->denied);
-      break;
-    case SUB_EV_REFUSED:
-    case SUB_EV_LOST:
-      /* The other partitions stop with it: the file runs whole or not at all. */
-      l->host_event(l->host_data, l, ev);
-      sub_stop(l);
-      return;
-  }
-  l->host_event(l->host_data, l, ev);
-}
-
-/* rt_abandon_fn: an entry whose handler was dropped at the deadline. It was
- * never acked: sub_abandon gives it back. */
-static void drop_job(void *data, struct entry *e) {
-  subscription *s = data;
-  int lane = (int)(intptr_t)e->owner_data;
-  e->next = s->dropped;
-  s->dropped = e;
-  lanes_done(&s->lanes, lane);
-}
-
-/* The entries drop_job kept, given back as having run (their handlers
- * did); whether they went out. */
-static bool give_back_dropped(subscription *s) {
-  bool given = s->dropped && hand_back(s, s->dropped, true);
-  while (s->dropped) {
-    struct entry *e = s->dropped;
-    s->dropped = e->next;
-    entry_free(e);
-  }
-  return given;
+  /* When any reader's consumer name went to another process, that process
+   * may hold the others' soon: their entries are left to it. */
+  bool give_back = true;
+  for (size_t i = 0; i < s->nparts; i++) give_back &= !sr_name_lost(s->parts[i]);
+  for (size_t i = 0; i < s->nparts; i++) sr_stop(s->parts[i], give_back);
 }
 
 size_t sub_abandon(subscription *s, size_t *unacked) {
   *unacked = 0;
   /* Any partition still stopping: partition 0 may have drained long ago. */
   bool stopping = false;
-  for (size_t i = 0; i < s->nparts; i++) stopping |= s->parts[i]->state == SUB_STOPPING;
+  for (size_t i = 0; i < s->nparts; i++) stopping |= sr_stopping(s->parts[i]);
   if (!stopping) return 0;
-  for (size_t i = 0; i < s->nparts; i++) {
-    if (s->parts[i]->state != SUB_STOPPING) continue;
-    s->parts[i]->abandoned = true;
-    if (s->parts[i]->heartbeat) heartbeat_stop(s->parts[i]->heartbeat); /* let them go */
-    *unacked += writer_abandon(s->parts[i]->w);
-  }
-  /* Every partition's jobs: each goes back to its own (drop_job). */
-  size_t n = handler_abandon(s->h, drop_job);
-  bool given = false;
-  for (size_t i = 0; i < s->nparts; i++) given |= give_back_dropped(s->parts[i]);
+  for (size_t i = 0; i < s->nparts; i++) *unacked += sr_abandon(s->parts[i]);
+  /* Every partition's jobs: each goes back to its own reader. */
+  size_t n = handler_abandon(s->h, sr_drop_job);
+  bool give_back = true, given = false; /* as at sub_stop */
+  for (size_t i = 0; i < s->nparts; i++) give_back &= !sr_name_lost(s->parts[i]);
+  for (size_t i = 0; i < s->nparts; i++) given |= sr_give_back_dropped(s->parts[i], give_back);
   if (n || *unacked) {
+    const struct handler_spec *spec = handler_spec(s->h);
     char running[24], acks[24];
     snprintf(running, sizeof running, "%zu", n);
     snprintf(acks, sizeof acks, "%zu", *unacked);
-    sub_log(s, LOG_WARN,
-            given ? "shutdown deadline: handlers abandoned, entries given back"
-                  : "shutdown deadline: handlers abandoned, entries stay pending",
-            "unfinished", running, "unacked", *unacked ? acks : NULL);
+    log_line(LOG_WARN, spec->name,
+             given ? "shutdown deadline: handlers abandoned, entries given back"
+                   : "shutdown deadline: handlers abandoned, entries stay pending",
+             "stream", spec->stream, "group", spec->group, "consumer", spec->consumer, "unfinished",
+             running, "unacked", *unacked ? acks : NULL, NULL);
   }
-  for (size_t i = 0; i < s->nparts; i++) maybe_drained(s->parts[i]);
+  for (size_t i = 0; i < s->nparts; i++) sr_settle(s->parts[i]);
   return n;
 }
 
 bool sub_reading(const subscription *s) {
   for (size_t i = 0; i < s->nparts; i++)
-    if (s->parts[i]->state != SUB_READING) return false;
+    if (!sr_reading(s->parts[i])) return false;
   return true;
 }
 
 bool sub_drained(const subscription *s) {
   for (size_t i = 0; i < s->nparts; i++)
-    if (s->parts[i]->state != SUB_DRAINED) return false;
+    if (!sr_drained(s->parts[i])) return false;
   return true;
 }
 
-void sub_keep_cursor(subscription *s) {
-  for (size_t i = 0; i < s->nparts; i++) s->parts[i]->started = true;
-}
+const char *sub_denied(const subscription *s) { return s->denied; }
 
-/* One partition's part of sub_swap_handler. */
-static void part_swap(subscription *s, handler *h) {
-  s->h = h;
-  s->spec = handler_spec(h);
-  if (s->partition >= 0) {
-    /* The keys are the same (a change to them restarts instead); the
-     * other fields now borrow from h's spec. */
-    struct handler_spec next;
-    if (partition_spec(handler_spec(h), s->partition, &next) == 0) {
-      partition_spec_free(&s->part_spec);
-      s->part_spec = next;
-    } else { /* out of memory: keep the keys, borrow the rest from h */
-      struct handler_spec keep = s->part_spec;
-      s->part_spec = *handler_spec(h);
-      s->part_spec.stream = keep.stream;
-      s->part_spec.reply_to = keep.reply_to;
-      s->part_spec.dead_letter = keep.dead_letter;
-    }
-    s->spec = &s->part_spec;
-  }
-  writer_set_spec(s->w, s->spec);
-  sweeper_set_spec(s->sweeper, s->spec);
-  if (s->pruner) prune_set_spec(s->pruner, s->spec);
-  if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
-  apply_set_spec(s->apply, s->spec);
-  trimmer_set_spec(s->trimmer, s->spec);
-  group_set_spec(s->group, s->spec);
-  plan_set_spec(&s->plan, s->spec);
+void sub_keep_cursor(subscription *s) {
+  for (size_t i = 0; i < s->nparts; i++) sr_keep_cursor(s->parts[i]);
 }
 
 void sub_swap_handler(subscription *s, handler *h) {
   handler_replace(s->h, h);
-  for (size_t i = 0; i < s->nparts; i++) part_swap(s->parts[i], h);
+  s->h = h;
+  for (size_t i = 0; i < s->nparts; i++) sr_swap_handler(s->parts[i], h);
 }
 
 const char *sub_version(const subscription *s) { return handler_version(s->h); }
 
-static bool part_healthy(const subscription *s, char *why, size_t len);
-
 bool sub_healthy(const subscription *s, char *why, size_t len) {
   for (size_t i = 0; i < s->nparts; i++) {
-    const subscription *p = s->parts[i];
-    if (part_healthy(p, why, len)) continue;
-    if (p->partition >= 0 && len) { /* say which partition */
+    const stream_reader *r = s->parts[i];
+    if (sr_healthy(r, why, len)) continue;
+    if (sr_partition(r) >= 0 && len) { /* say which partition */
       char reason[512];
       snprintf(reason, sizeof reason, "%s", why);
-      snprintf(why, len, "partition %s: %s", p->spec->stream, reason);
+      snprintf(why, len, "partition %s: %s", sr_spec(r)->stream, reason);
     }
     return false;
   }
   return true;
-}
-
-static bool part_healthy(const subscription *s, char *why, size_t len) {
-  switch (s->state) {
-    case SUB_IDLE: snprintf(why, len, "not started"); return false;
-    case SUB_LEASING:
-      if (s->lease_fault.failing)
-        snprintf(why, len, "waiting for the consumer name's lease: %s failing: %s",
-                 s->lease_fault.name, s->lease_fault.detail);
-      else
-        snprintf(why, len, "waiting for the consumer name's lease");
-      return false;
-    case SUB_CREATING:
-      if (group_fault(s->group)[0])
-        snprintf(why, len, "creating group: %s", group_fault(s->group));
-      else
-        snprintf(why, len, "creating group");
-      return false;
-    case SUB_STOPPING:
-    case SUB_DRAINED: snprintf(why, len, "stopping"); return false;
-    case SUB_READING: break;
-  }
-  uint64_t now = clock_now(s->clock);
-  const struct fault *lf = &s->lease_fault;
-  static const struct fault no_prune; /* without a lease nothing is pruned */
-  if (s->lease_unconfirmed && !lease_valid(s->lease)) {
-    if (lf->failing) /* the renewal is refused, not late: say why */
-      snprintf(why, len, "stuck: %s failing for %llu ms: %s", lf->name,
-               (unsigned long long)(now - lf->since_ms), lf->detail);
-    else
-      snprintf(why, len,
-               "waiting for the consumer lease's renewal (process paused or loop stalled)");
-    return false;
-  }
-  if (s->reader == NULL || !bk_connected(s->b, s->reader)) {
-    char fault[256];
-    if (s->reader && bk_conn_fault(s->b, s->reader, fault, sizeof fault) == BK_FAULT_DENIED)
-      snprintf(why, len, "read connection down: redis %s", fault);
-    else
-      snprintf(why, len, "read connection down");
-    return false;
-  }
-  uint64_t limit = STUCK_FACTOR * plan_read_wait_ms(&s->plan);
-  if (limit < STUCK_MIN_MS) limit = STUCK_MIN_MS;
-  if (s->read_pending && now - s->read_sent_ms > limit) {
-    snprintf(why, len, "stuck: a read unanswered for %llu ms",
-             (unsigned long long)(now - s->read_sent_ms));
-    return false;
-  }
-  if (s->read_failing && now - s->failing_since_ms > limit) {
-    snprintf(why, len, "stuck: reads failing for %llu ms",
-             (unsigned long long)(now - s->failing_since_ms));
-    return false;
-  }
-  /* Work that keeps failing as long as a read may: not doing its job. */
-  const struct fault *work[] = {writer_fault(s->w, WRITER_ACKS),
-                                writer_fault(s->w, WRITER_OUTCOMES), sweeper_fault(s->sweeper),
-                                &s->lease_fault, s->pruner ? prune_fault(s->pruner) : &no_prune};
-  for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
-    const struct fault *f = work[w];
-    if (f->failing && now - f->since_ms > limit) {
-      snprintf(why, len, "stuck: %s failing for %llu ms: %s", f->name,
-               (unsigned long long)(now - f->since_ms), f->detail);
-      return false;
-    }
-  }
-  return true;
-}
-
-static bool part_idle(const subscription *s) {
-  return s->state == SUB_READING && lanes_in_flight(&s->lanes) == 0 && writer_queued(s->w) == 0 &&
-         outstanding(s) == 0;
 }
 
 bool sub_idle(const subscription *s) {
   for (size_t i = 0; i < s->nparts; i++)
-    if (!part_idle(s->parts[i])) return false;
+    if (!sr_idle(s->parts[i])) return false;
   return true;
 }
 
-const char *sub_last_read(const subscription *s) { return s->last_read; }
+const char *sub_last_read(const subscription *s) { return sr_last_read(s->parts[0]); }
 const struct handler_spec *sub_spec(const subscription *s) { return handler_spec(s->h); }
 size_t sub_parts(const subscription *s) { return s->nparts; }
 const struct handler_spec *sub_part_spec(const subscription *s, size_t i) {
-  return s->parts[i]->spec;
+  return sr_spec(s->parts[i]);
+}
+
+void sub_collect_metrics(subscription *s, bool add) {
+  for (size_t i = 0; i < s->nparts; i++) sr_collect_metrics(s->parts[i], add);
 }
 
 void sub_free(subscription *s) {
   if (s == NULL) return;
-  handler *h = s->h;
-  for (size_t i = s->nparts; i-- > 1;) part_free(s->parts[i]); /* NULL past a failed sub_new */
+  for (size_t i = 0; i < s->nparts; i++) sr_free(s->parts[i]);
   free(s->parts);
-  part_free(s);
-  handler_release(h);
-}
-
-static void part_free(subscription *s) {
-  if (s == NULL) return;
-  metric_set(s->metrics.in_flight, 0); /* its series stay: a reloaded handler's go on */
-  metric_set(s->metrics.lanes_busy, 0);
-  if (s->reader) bk_conn_close(s->b, s->reader);
-  if (s->retry_timer) timer_free(s->retry_timer);
-  if (s->dispatch_timer) timer_free(s->dispatch_timer);
-  prune_free(s->pruner);
-  heartbeat_free(s->heartbeat);
-  lease_free(s->lease);
-  struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;
-  while (left) {
-    struct entry *e = left;
-    left = e->next;
-    entry_free(e);
-  }
-  lanes_free(&s->lanes);
-  apply_free(s->apply);
-  trimmer_free(s->trimmer);
-  group_free(s->group);
-  writer_free(s->w);
-  sweeper_free(s->sweeper);
-  bk_args_free(&s->args);
-  held_free(&s->held);
-  free(s->retry_key); /* after the parts above, which borrow it */
-  dm_free(&s->metrics);
-  if (s->partition >= 0) partition_spec_free(&s->part_spec);
+  handler_release(s->h);
   free(s);
 }

@@ -20,10 +20,11 @@
  * Reading pauses while the lanes hold more than half a batch.
  *
  * A partitioned handler (`partitions = N`, partition.h) is one subscription
- * to the host and N inside: one per partition, each with its own read
- * connection, read plan, lanes (`workers` apply per partition), writer,
- * delay sweeper, trimmer, consumer lease and pruner, on the partition's
- * keys, all running the one handler. XREADGROUP cannot read keys of two
+ * to the host and N stream readers inside (stream_reader.h; one when
+ * unpartitioned): one per partition, each with its own read connection,
+ * read plan, lanes (`workers` apply per partition), writer, delay sweeper,
+ * trimmer, consumer lease and pruner, on the partition's keys, all running
+ * the one handler. XREADGROUP cannot read keys of two
  * Cluster slots at once, and this way an idle partition costs one blocking
  * read per wait on its own connection while a busy one cannot hold the
  * others back. Every call below covers all partitions: started, stopped,
@@ -37,17 +38,10 @@
 #include "clock.h"
 #include "lease.h"
 #include "runtime.h"
+#include "stream_reader.h"
 
 typedef struct subscription subscription;
 
-enum sub_event {
-  SUB_EV_READING, /* the group exists and the read loop runs (again) */
-  SUB_EV_DRAINED, /* stopped: nothing left running or unwritten; sent once */
-  SUB_EV_REFUSED, /* the consumer name is held by a live process: stopping */
-  SUB_EV_LOST,    /* the consumer lease went to another process: stopping */
-  SUB_EV_DENIED,  /* before it ever read, the server's ACL refused a command it
-                     needs (the lease, the group): sub_denied() says which */
-};
 typedef void sub_event_fn(void *data, subscription *s, enum sub_event ev);
 
 /* h is owned by the subscription from here on (released with it). cmd is the
@@ -56,10 +50,6 @@ typedef void sub_event_fn(void *data, subscription *s, enum sub_event ev);
  * outliving the subscription); NULL runs without a lease. */
 subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
                       lease_keepalive *keepalive, sub_event_fn *on_event, void *data);
-/* The first server version with XREADGROUP ... CLAIM (8.4.0, as packed by
- * bk_version_parse). */
-#define SUB_CLAIM_VERSION 80400
-
 /* Takes the consumer lease (lease.h: waits for a crashed holder's to expire;
  * SUB_EV_REFUSED and a stop when a live process holds it), creates the group
  * when missing and starts reading; the lease is renewed while it runs (lost:
@@ -74,7 +64,9 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
  * else the claim script (the host refuses that unless claim_fallback is set). */
 void sub_start(subscription *s, long server_version);
 /* Stops reading; running handlers finish and their outcomes are written, then
- * SUB_EV_DRAINED is sent. Entries read but not started stay pending in Redis. */
+ * SUB_EV_DRAINED is sent. Entries read but not started are given back on a
+ * claiming or reclaim subscription (claimable at once, uncounted), else
+ * stay pending in Redis; none when a consumer name went to another process. */
 void sub_stop(subscription *s);
 /* The shutdown deadline passed while s was stopping: its running handlers
  * are dropped where they wait (handler_abandon) and nothing is written for

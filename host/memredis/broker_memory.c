@@ -152,6 +152,18 @@ static bk_reply *cmd_info(struct memdb *db, struct ms_call *c) {
   return mr_bulk(buf, (size_t)n);
 }
 
+/* TIME: [seconds, microseconds] of the broker's (virtual) wall clock, both
+ * bulk strings as Redis sends them; the clock counts whole ms. */
+static bk_reply *cmd_time(struct memdb *db, struct ms_call *c) {
+  (void)db;
+  char sec[24], usec[24];
+  int ns = snprintf(sec, sizeof sec, "%llu", (unsigned long long)(c->now / 1000));
+  int nu = snprintf(usec, sizeof usec, "%llu", (unsigned long long)(c->now % 1000 * 1000));
+  bk_reply *a = mr_arr();
+  mr_push(a, mr_bulk(sec, (size_t)ns));
+  return mr_push(a, mr_bulk(usec, (size_t)nu));
+}
+
 static const struct subdef xgroup_subs[] = {{"create", -5},     {"setid", -5},
                                             {"destroy", 4},     {"createconsumer", 5},
                                             {"delconsumer", 5}, {NULL, 0}};
@@ -163,6 +175,7 @@ static const struct subdef script_subs[] = {{"load", 3}, {"exists", -3}, {"flush
 static const struct cmddef commands[] = {
     {"ping", -1, cmd_ping, 0, NULL},
     {"info", -1, cmd_info, 0, NULL},
+    {"time", 1, cmd_time, 0, NULL},
     {"xadd", -5, ms_cmd_xadd, 0, NULL},
     {"xlen", 2, ms_cmd_xlen, 0, NULL},
     {"xrange", -4, ms_cmd_xrange, 0, NULL},

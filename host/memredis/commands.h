@@ -8,7 +8,8 @@
  * LLEN), cmd_string.c (GET, SET, GETDEL, INCR, INCRBY, DECR, DECRBY, MGET,
  * MSET, APPEND, STRLEN), cmd_keys.c (EXPIRE, PEXPIRE, TTL, PTTL, PERSIST,
  * DEL, EXISTS, TYPE, FLUSHALL: a key of any type). EVAL is script.h;
- * broker_memory.c holds the command table, arities and MULTI, and answers a
+ * broker_memory.c holds the command table, arities, MULTI and the server
+ * commands (PING, INFO, TIME on the virtual wall clock, DEBUG SLEEP), and answers a
  * command not listed here with Redis's "ERR unknown command" and a pointer
  * to the real-server mode.
  *

@@ -849,6 +849,43 @@ static const struct cf_step handback_scripts[] = {
 
 TEST_IMPL(conformance_7_0_handback_scripts) { CONFORM(handback_scripts); }
 
+/* SCRIPT_LAG: the entry after last-delivered-id as the stream holds it
+ * (a deleted or trimmed one skipped), the smallest pending id even once its
+ * entry is gone, a group at the stream's end, a missing group or key ([]),
+ * and a key that is not a stream. The ids are ahead of every clock (year
+ * 2286), so both sides age them 0; the ages themselves are checked on the
+ * virtual clock (tests/spec/lag_seconds_spec.lua) and on a real server
+ * (tests/integration/lag_seconds_spec.lua). TIME's shape, in a script. */
+static const struct cf_step lag_script[] = {
+    C("EVAL",
+      "local t = redis.call('TIME') return {#t, type(t[1]), type(t[2]), "
+      "tonumber(t[1]) > 1600000000 and 1 or 0, tonumber(t[2]) < 1000000 and 1 or 0}",
+      "0"),
+    C("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM"),
+    C("EVAL", SCRIPT_LAG, "2", "s", "s:retry:g", "g"),
+    C("EVAL", "for i = 1, 6 do redis.call('XADD', KEYS[1], '9999999999999-' .. i, 'f', i) end", "1",
+      "s"),
+    C("EVAL", SCRIPT_LAG, "2", "s", "s:retry:g", "g"),
+    C("XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", "s", ">"),
+    C("EVAL", SCRIPT_LAG, "2", "s", "s:retry:g", "g"),
+    C("XDEL", "s", "9999999999999-3", "9999999999999-1"),
+    C("EVAL", SCRIPT_LAG, "1", "s", "g"),
+    C("XTRIM", "s", "MINID", "9999999999999-5"),
+    C("EVAL", SCRIPT_LAG, "1", "s", "g"),
+    C("XACK", "s", "g", "9999999999999-1", "9999999999999-2"),
+    C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
+    C("XACK", "s", "g", "9999999999999-5", "9999999999999-6"),
+    C("EVAL", SCRIPT_LAG, "1", "s", "g"),
+    C("XGROUP", "CREATE", "s", "h", "$"),
+    C("XGROUP", "CREATE", "s:retry:g", "g", "0", "MKSTREAM"),
+    C("EVAL", SCRIPT_LAG, "2", "s", "s:retry:g", "h"),
+    C("EVAL", SCRIPT_LAG, "2", "missing", "s:retry:g", "g"),
+    C("SET", "k", "v"),
+    C("EVAL", SCRIPT_LAG, "1", "k", "g"),
+    END};
+
+TEST_IMPL(conformance_7_0_lag_script) { CONFORM(lag_script); }
+
 /* SCRIPT_PRUNE: of four consumers, the one with pending entries stays, the
  * one holding a lease stays, one too recently seen stays (threshold 1 s after
  * a real wait of 1.1 s, then a read refreshes it), and only the idle one with

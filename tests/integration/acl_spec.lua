@@ -98,6 +98,22 @@ return {
 }
 ]]
 
+-- A claiming handler slow enough for the heartbeat to re-stamp its entries
+-- and, stopped, to give back those waiting in its one lane.
+local HOLD = [[
+local ls = require "luastream"
+
+return {
+  stream = "orders", group = "hold", start = "beginning", read = "claiming", claim_fallback = true, min_idle = "2s",
+  workers = 1,
+  handle = function(order, ctx)
+    ls.log.info("order held", { id = order.id })
+    ls.sleep(2500)
+    return ls.ack()
+  end,
+}
+]]
+
 local SUBS = {
   { stream = "orders", group = "post", writes = { "orders.replies", "orders.dead", "orders.audit" } },
   { stream = "orders", group = "check" },
@@ -151,7 +167,7 @@ describe("the documented Redis ACL", function()
     local users = documented()
     setuser(srv, words(assert(users["payments-host"])))
     setuser(srv, words(assert(users["payments-producer"])))
-    local host = helper.host_start({}, {
+    local host = helper.host_start({ "--http", "127.0.0.1:0" }, {
       url = false, env = { REDIS_URL = url_of(srv, "payments-host") }, dir = "handlers/before-8.4",
     })
     host:wait_log(READY, 20, { plain = true })
@@ -169,9 +185,24 @@ describe("the documented Redis ACL", function()
     helper.wait_until(function() return tonumber(srv:cli("PEXPIRETIME", key)) > expiry end, 10, "a lease renewal")
     assert_nothing_pending(srv, "payments", "ledger")
     assert_nothing_pending(srv, "payments", "fraud")
-    -- status reads all it needs, the consumers' leases included
+    -- the lag in seconds (a script with TIME, XRANGE, XPENDING) is read:
+    -- its series exist only once the script has answered
+    local port = helper.health_port(host)
+    helper.wait_until(function()
+      local _, page = helper.http_get(port, "/metrics")
+      return page:find('\nluastream_group_lag_seconds{stream="payments",group="ledger"} 0\n', 1, true)
+        and page:find('\nluastream_group_oldest_pending_seconds{stream="payments",group="fraud"} 0\n', 1, true)
+    end, 10, "the lag in seconds under the run user")
+    -- status reads all it needs, the consumers' leases and the server's time included
     setuser(srv, words(assert(users["payments-status"])))
-    local code, out, err = helper.luastream("status", "handlers/before-8.4",
+    local code, out, err = helper.luastream("status", "--json", "handlers/before-8.4",
+      { env = { REDIS_URL = url_of(srv, "payments-status") } })
+    assert.equal(0, code, out .. err)
+    for _, g in ipairs(require("cjson").decode(out).groups) do
+      assert.equal(0, g.lag_age_ms, out)
+      assert.equal(0, g.oldest_pending_age_ms, out)
+    end
+    code, out, err = helper.luastream("status", "handlers/before-8.4",
       { env = { REDIS_URL = url_of(srv, "payments-status") } })
     assert.equal(0, code, out .. err)
     assert.matches("nothing needs attention", out, 1, true)
@@ -252,6 +283,34 @@ describe("the documented Redis ACL", function()
     assert_nothing_pending(srv, "orders", "post")
     assert_nothing_pending(srv, "orders", "check")
     assert.equal(0, host:stop())
+    assert_quiet(host)
+  end)
+
+  it("keeps the claim on held entries and gives back unstarted ones under the documented run user #slow", function()
+    local srv = helper.redis_start()
+    setuser(srv, run_user("orders-host", { { stream = "orders", group = "hold" } }))
+    publish_orders(srv)
+    local host = start(srv, "orders-host", { ["hold.lua"] = HOLD }, { "--watchdog", "1s" })
+    host:wait_log(READY, 20, { plain = true })
+    -- The second order starts 2.5 s after the read: the four behind it,
+    -- never started, have been re-stamped (idle below min_idle) all along.
+    wait_one(host, { msg = "order held", id = "2" }, "the second order started")
+    local _, pending = srv:pending_ids("orders", "hold")
+    local waiting = 0
+    for _, p in pairs(pending) do
+      assert(p[3] < 2000, "entry " .. p[1] .. " idle " .. p[3] .. " ms: not re-stamped")
+      waiting = waiting + 1
+    end
+    assert.equal(5, waiting)
+    assert.equal(0, host:stop())
+    assert.equal(1, #host:records({ msg = "entries read but not started given back", entries = "4" }))
+    local _, back = srv:pending_ids("orders", "hold")
+    local given = 0
+    for _, p in pairs(back) do
+      assert.equal(0, p[4], "entry " .. p[1] .. " delivery count")
+      given = given + 1
+    end
+    assert.equal(4, given)
     assert_quiet(host)
   end)
 

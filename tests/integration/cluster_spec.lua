@@ -69,7 +69,7 @@ describe("a Redis Cluster", function()
 
   it("gets each command on the master of its slot, and refuses keys of two slots", function()
     local c = cluster.start { masters = 3 }
-    local host = start_host(c)
+    local host = start_host(c, { "--http", "127.0.0.1:0" })
     assert.equal(1, host:count { msg = "redis cluster slot map", masters = "3" })
     -- keyless and keyed commands of the host reached every master it needs:
     -- one connection per master for each of its own connections
@@ -82,6 +82,14 @@ describe("a Redis Cluster", function()
     assert_ledger_exact(c, 300)
     local replies = assert(c:call("XLEN", STREAM .. ".posted"))
     assert.equal(300, replies)
+    -- the lag in seconds: one script call over the stream and its retry
+    -- stream, in their slot's master; its series exist once it answered
+    local port = helper.health_port(host)
+    helper.wait_until(function()
+      local _, page = helper.http_get(port, "/metrics")
+      return page:find('\nluastream_group_lag_seconds{stream="{payments}",group="ledger"} 0\n', 1, true)
+        and page:find('\nluastream_group_oldest_pending_seconds{stream="{payments}",group="ledger"} 0\n', 1, true)
+    end, 10, "the lag in seconds on a cluster")
     assert.equal(0, host:stop())
 
     -- untagged names: the host says which keys are in which slot, and stops

@@ -41,6 +41,15 @@ local function expected(c, stream, group, dead_letter)
         st.pending = g.pending
         st.lag = g.lag -- nil when Redis cannot tell: status prints null
         st.last_delivered_id = g["last-delivered-id"]
+        -- the ages status must show, by hand: the server's time now, the
+        -- ms of the entry after the last delivered and of the smallest
+        -- pending id (status runs later: its ages are no smaller)
+        local t = on(key, "TIME")
+        st.time_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local next = on(key, "XRANGE", key, "(" .. st.last_delivered_id, "+", "COUNT", "1")[1]
+        st.next_ms = next and tonumber(next[1]:match("^(%d+)")) or nil
+        local summary = on(key, "XPENDING", key, group)
+        st.oldest_ms = summary[2] and tonumber(summary[2]:match("^(%d+)")) or nil
       end
     end
     return st
@@ -78,6 +87,17 @@ local function check_json(doc, wants)
       assert.equal(null(w.lag), got.lag, where .. " " .. side .. ".lag")
       assert.equal(null(w.last_delivered_id), got.last_delivered_id, where .. " " .. side .. ".last_delivered_id")
       assert.equal(cjson.null, got.error, where .. " " .. side .. ".error")
+      for field, ms in pairs { lag_age_ms = w.next_ms, oldest_pending_age_ms = w.oldest_ms } do
+        if not w.group_exists then
+          assert.equal(cjson.null, got[field], where .. " " .. side .. "." .. field)
+        elseif ms == nil then
+          assert.equal(0, got[field], where .. " " .. side .. "." .. field)
+        else
+          local least = w.time_ms - ms
+          assert(type(got[field]) == "number" and got[field] >= least and got[field] < least + 60000,
+            where .. " " .. side .. "." .. field .. " = " .. tostring(got[field]) .. ", by hand at least " .. least)
+        end
+      end
     end
     local got = {}
     for _, ci in ipairs(g.consumers) do

@@ -1,27 +1,29 @@
 -- The heartbeat on a real server (host/consumer/heartbeat.c): two hosts read
--- one group with claiming reads (claim_fallback on 7.0) and min_idle = 1s,
--- their handlers run 6 s each; no entry is taken from the host running it,
--- so none runs twice, and the ledger written with ctx:write is exact.
+-- one group with min_idle = 1s and handlers that run several times that;
+-- no entry is taken from the host running it, so none runs twice, and the
+-- ledger written with ctx:write is exact. And the hand-back at SIGTERM.
 local helper = require "tests.integration.helper"
 
 local READY = 'msg="host ready"'
 local N = 40
 
-local LONG = [[
+-- A handler of group ledger that posts each payment with ctx:write after
+-- ms; fields: its read mode and min_idle.
+local function poster(fields, ms)
+  return string.format([[
 local ls = require "luastream"
 
 return {
-  stream = "payments", group = "ledger",
-  read = "claiming", claim_fallback = true, min_idle = "1s",
-  workers = 40,
+  stream = "payments", group = "ledger", %s, workers = 40,
   handle = function(payment, ctx)
-    ls.log.info("payment started", { payment_id = payment.id, entry_id = ctx.id })
-    ls.sleep(6000)
+    ls.log.info("payment started", { payment_id = payment.id, read = %q })
+    ls.sleep(%d)
     ctx:write("HINCRBY", "ledger:posted", tostring(payment.id), 1)
     return ls.ack()
   end,
 }
-]]
+]], fields, fields:match('read = "(%w+)"') or "new", ms)
+end
 
 local QUEUE = [[
 local ls = require "luastream"
@@ -38,23 +40,33 @@ return {
 }
 ]]
 
+-- Two hosts on the handlers of files post N payments; each is posted once,
+-- whoever ran it. Returns the two hosts.
+local function post_on_two_hosts(srv, files)
+  assert(srv:call("XGROUP", "CREATE", "payments", "ledger", "$", "MKSTREAM"))
+  local dir = helper.handlers_dir(files)
+  local a = helper.host_start({ "--consumer", "host-a" }, { server = srv, dir = dir })
+  local b = helper.host_start({ "--consumer", "host-b" }, { server = srv, dir = dir })
+  a:wait_log(READY, 20, { plain = true })
+  b:wait_log(READY, 20, { plain = true })
+  srv:pipe(helper.payment_commands(1, N, 5))
+  helper.wait_until(function()
+    local pending = #srv:pending_ids("payments", "ledger")
+    local n = tonumber(srv:call("HLEN", "ledger:posted")) or 0
+    return n == N and pending == 0, n .. " posted, " .. pending .. " pending"
+  end, 40, "every payment posted")
+  for id = 1, N do assert.equal("1", srv:call("HGET", "ledger:posted", tostring(id))) end
+  return a, b
+end
+
 describe("the heartbeat", function()
   after_each(helper.cleanup)
 
   it("keeps a host's entries while its handlers run six times min_idle: none runs twice #slow", function()
     local srv = helper.redis_start()
-    assert(srv:call("XGROUP", "CREATE", "payments", "ledger", "$", "MKSTREAM"))
-    local dir = helper.handlers_dir({ ["long.lua"] = LONG })
-    local a = helper.host_start({ "--consumer", "host-a" }, { server = srv, dir = dir })
-    local b = helper.host_start({ "--consumer", "host-b" }, { server = srv, dir = dir })
-    a:wait_log(READY, 20, { plain = true })
-    b:wait_log(READY, 20, { plain = true })
-    srv:pipe(helper.payment_commands(1, N, 5))
-    helper.wait_until(function()
-      local pending = #srv:pending_ids("payments", "ledger")
-      local n = tonumber(srv:call("HLEN", "ledger:posted")) or 0
-      return n == N and pending == 0, n .. " posted, " .. pending .. " pending"
-    end, 40, "every payment posted")
+    local a, b = post_on_two_hosts(srv, {
+      ["long.lua"] = poster('read = "claiming", claim_fallback = true, min_idle = "1s"', 6000),
+    })
     local runs = {}
     for _, host in ipairs({ a, b }) do
       for _, r in ipairs(host:records({ msg = "payment started" })) do
@@ -63,7 +75,20 @@ describe("the heartbeat", function()
     end
     for id = 1, N do
       assert.equal(1, runs[tostring(id)], "payment " .. id .. " started " .. tostring(runs[tostring(id)]) .. " times")
-      assert.equal("1", srv:call("HGET", "ledger:posted", tostring(id)))
+    end
+    assert.equal(0, a:stop())
+    assert.equal(0, b:stop())
+  end)
+
+  it("keeps the entries of a `new` subscription given min_idle from a reclaim reader while they run four times that #slow", function()
+    local srv = helper.redis_start()
+    -- the before-8.4 pattern (handlers/before-8.4), the `new` file given the group's min_idle
+    local a, b = post_on_two_hosts(srv, {
+      ["post.lua"] = poster('min_idle = "1s"', 4000),
+      ["recover.lua"] = poster('read = "reclaim", min_idle = "1s"', 0),
+    })
+    for _, host in ipairs({ a, b }) do
+      assert.same({}, host:records({ msg = "payment started", read = "reclaim" }), "reclaimed from a live host")
     end
     assert.equal(0, a:stop())
     assert.equal(0, b:stop())

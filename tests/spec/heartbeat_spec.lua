@@ -52,6 +52,29 @@ describe("the heartbeat", function()
     assert.same({}, a:pending("jobs", "workers"))
   end)
 
+  it("keeps a `new` subscription's entries given min_idle from another host's reclaim read however long they run", function()
+    local a = app("long_new_reclaim", { version = "7.0.15", hostname = "a" })
+    local b = app("long_new_reclaim", { with = a, hostname = "b" })
+    a:publish("jobs", { n = 1 })
+    a:publish("jobs", { n = 2 })
+    a:publish("jobs", { n = 3 }) -- two lanes on a, two on b: someone waits
+    for _ = 1, 50 do b:advance(100) end
+    local p = assert(a:command("XPENDING", "jobs", "workers", "-", "+", 10))
+    assert.equal(3, #p)
+    for _, e in ipairs(p) do
+      assert.is_true(e[3] <= 400, e[1] .. " idle " .. tostring(e[3]) .. " ms")
+      assert.equal(1, e[4], e[1] .. " delivered again")
+    end
+    for _ = 1, 170 do b:advance(100) end
+    local runs = {}
+    for _, r in ipairs(a:records("started")) do
+      assert.equal("new", r.read, "entry " .. r.n .. " reclaimed from " .. r.consumer)
+      runs[r.n] = (runs[r.n] or 0) + 1
+    end
+    assert.same({ ["1"] = 1, ["2"] = 1, ["3"] = 1 }, runs)
+    assert.same({}, a:pending("jobs", "workers"))
+  end)
+
   it("gives back at a stop the entries read and never started, uncounted, and at the deadline those abandoned, counted: another host's claiming read takes them at once", function()
     local a = app("handback_claiming", { version = "7.0.15", hostname = "a" })
     for n = 1, 4 do a:publish("jobs", { n = n }) end -- all read by a
