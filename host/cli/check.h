@@ -1,4 +1,4 @@
-/* check: `luastream check [--load-timeout DURATION] DIR`, loads and validates
+/* check: `luastream check [--load-timeout DURATION] [--watchdog DURATION] DIR`, loads and validates
  * every handler file of DIR without connecting to Redis. */
 #ifndef LUASTREAM_CHECK_H
 #define LUASTREAM_CHECK_H

@@ -4,7 +4,7 @@
  *   luastream run [--redis URL | --redis-file PATH] [--instance N | --consumer NAME]
  *                 [--processes N|auto] [--log-level LEVEL] [--shutdown-timeout DURATION] [--http ADDR:PORT]
  *                 [--no-reload] [--load-timeout DURATION] [--watchdog DURATION] DIR   (run.c)
- *   luastream check [--load-timeout DURATION] DIR                                     (check.c)
+ *   luastream check [--load-timeout DURATION] [--watchdog DURATION] DIR               (check.c)
  *   luastream publish [--redis URL | --redis-file PATH] STREAM JSON [--key K]
  *                     [--header NAME=VALUE]... [--wait N[,TIMEOUT]]                   (publish.c)
  *   luastream dead-letters list [--redis URL | --redis-file PATH] STREAM [--count N]

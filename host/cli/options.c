@@ -56,7 +56,8 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                  "environment (docs/handlers.md says what is contained).\n"},
     [CLI_CHECK] = {"check", "DIR", 1, 0,
                    "Loads and validates every handler file of DIR without connecting to Redis.\n"
-                   "Prints `file:line: message` for each problem and exits 1 if there is any.\n"
+                   "Prints `file:line: message` for each problem and exits 1 if there is any;\n"
+                   "warnings (`file: warning: ...`) leave the exit status at 0.\n"
                    "Loading runs each file's top-level code (with the rights of this process):\n"
                    "check only what you would run.\n",
                    NULL},
@@ -434,6 +435,16 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                  "yields), log which handler and entry were running and exit with status 70 "
                  "(at least 1s; at most 10s, so that a stalled process ends before its "
                  "consumer leases can expire; keep it above --load-timeout; it cannot be off)"},
+    [OPT_CHECK_WATCHDOG] = {.name = "watchdog",
+                            .arg = "DURATION",
+                            .kind = CLI_DURATION,
+                            .commands = CLI_IN(CLI_CHECK),
+                            .def = "10s",
+                            .off = true,
+                            .check = check_watchdog,
+                            .help = "the --watchdog `run` is given: a claiming or reclaim handler "
+                                    "whose min_idle is below it plus min_idle / 3 is warned of (a "
+                                    "handler that does not yield holds the heartbeat that long)"},
     [OPT_HTTP_TIMEOUT] = {.name = "http-timeout",
                           .arg = "DURATION",
                           .kind = CLI_DURATION,
@@ -987,11 +998,17 @@ static int take_values(struct cli_options *o, FILE *err) {
   return 0;
 }
 
-static int find_option(const char *name, size_t len) {
+/* The option named name that command takes, else the first so named (two
+ * commands may each have their own option of one name: --watchdog). */
+static int find_option(enum cli_command command, const char *name, size_t len) {
+  int first = -1;
   for (int id = 0; id < OPT_NOPTIONS; id++)
-    if (strlen(cli_option_table[id].name) == len && !strncmp(cli_option_table[id].name, name, len))
-      return id;
-  return -1;
+    if (strlen(cli_option_table[id].name) == len &&
+        !strncmp(cli_option_table[id].name, name, len)) {
+      if (takes(command, id)) return id;
+      if (first < 0) first = id;
+    }
+  return first;
 }
 
 /* The --tls-* options into the URL's TLS settings: each setting is given
@@ -1087,7 +1104,7 @@ int cli_parse(enum cli_command command, int argc, char **argv, struct cli_option
     }
     const char *name = a + 2, *eq = strchr(name, '=');
     size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-    int id = find_option(name, nlen);
+    int id = find_option(command, name, nlen);
     if (id < 0 || !takes(command, id)) {
       fprintf(err, "luastream: unknown option %.*s\n\n", (int)(nlen + 2), a);
       cli_print_help(command, err);

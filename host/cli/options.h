@@ -54,6 +54,7 @@ enum cli_option_id {
   OPT_TRUST_OWNER,
   OPT_ALLOW_WRITABLE_DIR,
   OPT_WATCHDOG,
+  OPT_CHECK_WATCHDOG, /* check's --watchdog: what run is given, to judge min_idle by */
   OPT_HTTP_TIMEOUT,
   OPT_HTTP_MAX_BODY,
   OPT_HTTP_PER_HOST,

@@ -472,6 +472,7 @@ int cmd_run(int argc, char **argv) {
     say("%s", err);
     goto out;
   }
+  host_set_watchdog(r.host, watchdog_ms);
   host_set_http(r.host, r.http, (uint64_t)cli_num(&o, OPT_HTTP_TIMEOUT),
                 (size_t)cli_num(&o, OPT_HTTP_MAX_BODY));
   if (open_pg(&r, &o) != 0) goto out;

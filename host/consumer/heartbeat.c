@@ -1,10 +1,12 @@
 /* heartbeat: keeping the claim on held entries (see heartbeat.h). */
 #include "heartbeat.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "scripts.h"
 
 struct heartbeat {
@@ -13,7 +15,8 @@ struct heartbeat {
   lclock *clock;
   const struct handler_spec *spec;
   const char *retry_key;
-  const struct held *held;
+  struct held *held;
+  struct metric *overran; /* luastream_handler_overran_total of this subscription */
   heartbeat_answered_fn *answered;
   void *data;
   ltimer *timer;
@@ -45,15 +48,42 @@ static void beat_done(void *data, const bk_reply *r, const char *err) {
   hb->answered(hb->data);
 }
 
+/* The entry of slot h, running longer than max_run since this beat: logged
+ * and counted once, and kept claimed no more (the handler runs on). */
+static void overran(heartbeat *hb, struct held_id *h, uint64_t ran_ms) {
+  h->overran = true;
+  metric_add(hb->overran, 1);
+  char ran[32], limit[32];
+  snprintf(ran, sizeof ran, "%llu", (unsigned long long)ran_ms);
+  snprintf(limit, sizeof limit, "%lld", (long long)hb->spec->max_run_ms);
+  log_line(LOG_WARN, hb->spec->name,
+           "handler ran longer than max_run: its entry is no longer kept claimed, and another "
+           "consumer's claiming or reclaim read may take it once idle min_idle (the handler is "
+           "not stopped)",
+           "stream", h->key == 0 ? hb->spec->stream : hb->retry_key, "group", hb->spec->group, "id",
+           h->id, LOG_NUMBER "ran_ms", ran, LOG_NUMBER "max_run_ms", limit, NULL);
+}
+
+/* Whether slot i holds an entry this beat keeps claimed: held, and not
+ * running past max_run (which it notes once, overran). */
+static bool kept(heartbeat *hb, size_t i) {
+  struct held_id *h = &hb->held->slots[i];
+  if (h->id[0] == '\0' || h->overran) return false;
+  if (!h->running || hb->spec->max_run_ms <= 0) return true;
+  uint64_t ran_ms = clock_now(hb->clock) - h->started_ms;
+  if (ran_ms <= (uint64_t)hb->spec->max_run_ms) return true;
+  overran(hb, h, ran_ms);
+  return false;
+}
+
 /* key 0 or 1's ids: "count id...", from the held set. */
-static void add_key(heartbeat *hb, unsigned char key) {
+static long long add_key(heartbeat *hb, unsigned char key) {
   long long n = 0;
-  for (size_t i = 0; i < hb->held->cap; i++)
-    n += hb->held->slots[i].id[0] != '\0' && hb->held->slots[i].key == key;
+  for (size_t i = 0; i < hb->held->cap; i++) n += kept(hb, i) && hb->held->slots[i].key == key;
   bk_args_num(&hb->args, n);
   for (size_t i = 0; i < hb->held->cap; i++)
-    if (hb->held->slots[i].id[0] != '\0' && hb->held->slots[i].key == key)
-      bk_args_str(&hb->args, hb->held->slots[i].id);
+    if (kept(hb, i) && hb->held->slots[i].key == key) bk_args_str(&hb->args, hb->held->slots[i].id);
+  return n;
 }
 
 static void beat(ltimer *t, void *data) {
@@ -71,14 +101,15 @@ static void beat(ltimer *t, void *data) {
   bk_args_str(a, hb->retry_key);
   bk_args_str(a, hb->spec->group);
   bk_args_str(a, hb->spec->consumer);
-  add_key(hb, 0);
-  add_key(hb, 1);
+  long long ids = add_key(hb, 0);
+  ids += add_key(hb, 1);
+  if (ids == 0) return; /* every one held ran past max_run */
   if (bk_command(hb->b, hb->cmd, a->argc, a->argv, a->argvlen, beat_done, hb) == 0) hb->pending++;
 }
 
 heartbeat *heartbeat_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_spec *spec,
-                         const char *retry_key, const struct held *held,
-                         heartbeat_answered_fn *answered, void *data) {
+                         const char *retry_key, struct held *held, heartbeat_answered_fn *answered,
+                         void *data) {
   if (spec->min_idle_ms <= 0) return NULL;
   heartbeat *hb = calloc(1, sizeof *hb);
   if (hb == NULL) return NULL;
@@ -91,6 +122,14 @@ heartbeat *heartbeat_new(broker *b, bk_conn *cmd, lclock *clock, const struct ha
   hb->answered = answered;
   hb->data = data;
   bk_args_init(&hb->args);
+  /* At 0 from the start: Prometheus cannot see the first increase of a
+   * series whose first sample is already 1. */
+  static const char *const labels[] = {"handler", "stream", "group"};
+  struct metric_family *f = metrics_family(
+      "luastream_handler_overran_total",
+      "Entries whose handler ran longer than max_run, and were no longer kept claimed",
+      METRIC_COUNTER, 3, labels, NULL, 0);
+  hb->overran = metrics_series(f, (const char *const[]){spec->name, spec->stream, spec->group});
   if ((hb->timer = timer_new(clock, beat, hb)) == NULL) {
     heartbeat_free(hb);
     return NULL;

@@ -30,6 +30,8 @@ static void held_id_set(struct held_id *dst, const struct entry *e) {
   memcpy(dst->id, e->id, n);
   dst->id[n] = '\0';
   dst->key = e->key;
+  dst->running = dst->overran = false;
+  dst->started_ms = 0;
 }
 
 bool held_has(const struct held *h, const struct entry *e) {
@@ -66,6 +68,16 @@ bool held_add(struct held *h, const struct entry *e) {
     h->n++;
   }
   return true;
+}
+
+void held_started(struct held *h, const struct entry *e, uint64_t now_ms) {
+  if (h->n == 0) return;
+  struct held_id id;
+  held_id_set(&id, e);
+  struct held_id *slot = &h->slots[find(h, id.key, id.id)];
+  if (empty(slot)) return;
+  slot->running = true;
+  slot->started_ms = now_ms;
 }
 
 void held_remove(struct held *h, const struct entry *e) {

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "group_stats.h"
 #include "metrics.h"
+#include "min_idle_margin.h"
 #include "partition.h"
 #include "reload.h"
 #include "servers.h"
@@ -63,6 +64,8 @@ struct host {
   long version_num; /* bk_version_parse of version */
   bool failed;      /* stopped because it cannot run here (exit non-zero) */
   char *why_failed; /* what the version gate said, one line per subscription */
+  /* --watchdog (host_set_watchdog), for min_idle_margin.h; 0: not warned of */
+  uint64_t watchdog_ms;
 };
 
 /* ---- the handler directory ---- */
@@ -289,6 +292,14 @@ static void start_slot(host *h, struct slot *sl, handler *hd, bool keep_cursor) 
     return;
   }
   log_line(LOG_INFO, name, "handler loaded", "version", handler_version(hd), NULL);
+  if (h->watchdog_ms && min_idle_margin_short(handler_spec(hd), h->watchdog_ms)) {
+    char min_idle[32], watchdog[32];
+    snprintf(min_idle, sizeof min_idle, "%lld", (long long)handler_spec(hd)->min_idle_ms);
+    snprintf(watchdog, sizeof watchdog, "%llu", (unsigned long long)h->watchdog_ms);
+    min_idle_margin_advice(h->watchdog_ms, why, sizeof why);
+    log_line(LOG_WARN, name, MIN_IDLE_MARGIN_MSG, "file", sl->path, LOG_NUMBER "min_idle_ms",
+             min_idle, LOG_NUMBER "watchdog_ms", watchdog, "advice", why, NULL);
+  }
   subscription *s =
       h->keepalive ? sub_new(hd, h->b, h->cmd, h->clock, h->keepalive, sub_event, h) : NULL;
   if (h->keepalive == NULL) handler_release(hd);
@@ -775,6 +786,8 @@ void host_set_http(host *h, struct http_client *client, uint64_t timeout_ms, siz
   h->env.http_max_body = max_body;
 }
 
+void host_set_watchdog(host *h, uint64_t watchdog_ms) { h->watchdog_ms = watchdog_ms; }
+
 void host_set_pg(host *h, struct pg_pool *pool, const char *missing, const char *once_table) {
   h->env.pg = pool;
   h->env.pg_missing = missing;
@@ -819,13 +832,32 @@ static void deadline_fire(ltimer *t, void *data) {
   timer_start(t, DEADLINE_GRACE_MS);
 }
 
+/* The deadline of a stop, for the subscriptions still draining; armed once. */
+static void arm_deadline(host *h, uint64_t timeout_ms) {
+  if (h->deadline_timer || h->undrained == 0) return;
+  h->deadline_timer = timer_new(h->clock, deadline_fire, h);
+  if (h->deadline_timer)
+    timer_start(h->deadline_timer, timeout_ms);
+  else
+    log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
+}
+
 static void stop(host *h, bool deadline, uint64_t timeout_ms) {
-  if (h->stopping) return;
+  char timeout[32];
+  snprintf(timeout, sizeof timeout, "%llums", (unsigned long long)timeout_ms);
+  if (h->stopping) {
+    /* Stopping already by itself (a consumer name lost or refused, the ACL
+     * at start-up), without a deadline: a stop asked for now still ends
+     * within its own. */
+    if (deadline && h->started && !h->deadline_timer && h->undrained > 0) {
+      log_line(LOG_INFO, NULL, "stopping: finishing running handlers", "timeout", timeout, NULL);
+      arm_deadline(h, timeout_ms);
+    }
+    return;
+  }
   h->stopping = true;
   if (h->info_timer) timer_stop(h->info_timer);
   if (h->reload_timer) timer_stop(h->reload_timer);
-  char timeout[32];
-  snprintf(timeout, sizeof timeout, "%llums", (unsigned long long)timeout_ms);
   log_line(LOG_INFO, NULL, "stopping: finishing running handlers", "timeout",
            deadline ? timeout : NULL, NULL);
   if (!h->started) return finish_stop(h);   /* never got as far as the subscriptions */
@@ -839,13 +871,7 @@ static void stop(host *h, bool deadline, uint64_t timeout_ms) {
     if (h->slots.v[i].sub) sub_stop(h->slots.v[i].sub);
   /* Armed after sub_stop, so the acks it flushed go out before even a zero
    * deadline fires. */
-  if (deadline && h->undrained > 0) {
-    h->deadline_timer = timer_new(h->clock, deadline_fire, h);
-    if (h->deadline_timer)
-      timer_start(h->deadline_timer, timeout_ms);
-    else
-      log_line(LOG_ERROR, NULL, "out of memory: stopping without a deadline", NULL);
-  }
+  if (deadline) arm_deadline(h, timeout_ms);
 }
 
 void host_stop(host *h) { stop(h, false, 0); }

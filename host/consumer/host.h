@@ -123,6 +123,10 @@ void host_set_servers(host *h, const struct servers_backend *backend);
  * The client stays the caller's: close it once the host has stopped. */
 struct http_client;
 void host_set_http(host *h, struct http_client *client, uint64_t timeout_ms, size_t max_body);
+/* The process's --watchdog (ms; 0, the default: none): each claiming or
+ * reclaim subscription whose min_idle is below it plus one heartbeat is
+ * warned of when it starts (min_idle_margin.h). Call before host_start. */
+void host_set_watchdog(host *h, uint64_t watchdog_ms);
 /* The PostgreSQL pool handlers' ls.pg queries go through (NULL: ls.pg
  * raises missing, NULL for the runtime's message) and ctx:pg_once's table
  * (NULL: the runtime's); call before host_start. The pool stays the

@@ -249,6 +249,7 @@ static void dispatch(stream_reader *s) {
          (e = lanes_pop(&s->lanes, &lane)) != NULL) {
     e->owner_data = (void *)(intptr_t)lane;
     e->started_ms = (uint32_t)clock_now(s->clock);
+    held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
     if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
       sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
       held_remove(&s->held, e);

@@ -105,8 +105,9 @@ bool sub_healthy(const subscription *s, char *why, size_t len);
 /* Reading, with nothing queued, running or unwritten. */
 bool sub_idle(const subscription *s);
 /* The id of the newest new (never delivered) entry a read brought (of
- * partition 0 when partitioned), "" before any: with the group's last-delivered-id it tells whether a read is on its
- * way (the test harness settles on real servers with it). */
+ * partition 0 when partitioned), "" before any: with the group's
+ * last-delivered-id it tells whether a read is on its way (the test harness
+ * settles on real servers with it). */
 const char *sub_last_read(const subscription *s);
 /* The handler's spec (for a partitioned one: the unpartitioned names). */
 const struct handler_spec *sub_spec(const subscription *s);

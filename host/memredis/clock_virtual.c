@@ -7,6 +7,7 @@
  * a callback that arms another timer due inside the same advance window must
  * see it fire in order, at its own due time. A timer freed from inside its own
  * callback is only marked; its memory goes when the callback returns. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,15 +16,20 @@
 /* A 0-ms timer re-armed this many times within one settle is a livelock. */
 #define SETTLE_CAP 1000000
 
+struct vview;
+
 struct vtimer {
   ltimer base; /* first: the ltimer pointer is the vtimer pointer */
   ltimer_cb *cb;
   void *data;
-  uint64_t due; /* now_ms at which it fires */
-  uint64_t seq; /* arming order: breaks ties between equal due times */
-  size_t slot;  /* index in the heap; NOT_ARMED when not armed */
-  int firing;   /* inside its own callback */
-  int freed;    /* timer_free was called while firing */
+  struct vview *view;  /* made through a view (clock_virtual_view), else NULL */
+  struct vtimer *late; /* next of its stalled view's late list */
+  bool is_late;        /* fell due while its view was stalled: on the late list */
+  uint64_t due;        /* now_ms at which it fires */
+  uint64_t seq;        /* arming order: breaks ties between equal due times */
+  size_t slot;         /* index in the heap; NOT_ARMED when not armed */
+  int firing;          /* inside its own callback */
+  int freed;           /* timer_free was called while firing */
 };
 
 #define NOT_ARMED ((size_t)-1)
@@ -35,6 +41,17 @@ struct vclock {
   uint64_t seq;
   struct vtimer **heap;
   size_t n, cap;
+  struct vview *views; /* freed with the clock: a timer may outlive its host */
+};
+
+/* One host's view of the clock: the same time and heap; while stalled, its
+ * timers that fall due wait on the late list, in the order they fell due. */
+struct vview {
+  lclock base; /* first */
+  struct vclock *c;
+  bool stalled;
+  struct vtimer *late_head, *late_tail;
+  struct vview *next;
 };
 
 /* ---- heap ---- */
@@ -103,9 +120,21 @@ static ltimer *vc_timer_new(lclock *lc, ltimer_cb *cb, void *data) {
   return &t->base;
 }
 
+/* Takes t off its view's late list. */
+static void unlate(struct vtimer *t) {
+  struct vview *v = t->view;
+  struct vtimer **p = &v->late_head, *prev = NULL;
+  while (*p != t) prev = *p, p = &(*p)->late;
+  *p = t->late;
+  if (v->late_tail == t) v->late_tail = prev;
+  t->late = NULL;
+  t->is_late = false;
+}
+
 static void vt_stop(ltimer *lt) {
   struct vtimer *t = (struct vtimer *)lt;
   if (t->slot != NOT_ARMED) heap_remove((struct vclock *)lt->clock, t);
+  if (t->is_late) unlate(t);
 }
 
 static void vt_start(ltimer *lt, uint64_t after_ms) {
@@ -139,6 +168,11 @@ static void vt_free(ltimer *lt) {
 
 static void vc_free(lclock *lc) {
   struct vclock *c = (struct vclock *)lc;
+  while (c->views) {
+    struct vview *v = c->views;
+    c->views = v->next;
+    free(v);
+  }
   free(c->heap);
   free(c);
 }
@@ -171,6 +205,16 @@ static int fire_one(struct vclock *c, uint64_t until) {
   struct vtimer *t = c->heap[0];
   heap_remove(c, t);
   if (t->due > c->now) c->now = t->due;
+  if (t->view && t->view->stalled) { /* its host does not run: it fires when the stall ends */
+    struct vview *v = t->view;
+    t->is_late = true;
+    if (v->late_tail)
+      v->late_tail->late = t;
+    else
+      v->late_head = t;
+    v->late_tail = t;
+    return 1;
+  }
   t->firing = 1;
   t->cb(&t->base, t->data);
   t->firing = 0;
@@ -204,5 +248,53 @@ void clock_virtual_settle(lclock *lc) {
               SETTLE_CAP, (unsigned long long)c->now);
       abort();
     }
+  }
+}
+
+/* ---- views ---- */
+
+static uint64_t vv_now(lclock *lc) { return vc_now(&((struct vview *)lc)->c->base); }
+static uint64_t vv_wall(lclock *lc) { return vc_wall(&((struct vview *)lc)->c->base); }
+
+static ltimer *vv_timer_new(lclock *lc, ltimer_cb *cb, void *data) {
+  struct vview *v = (struct vview *)lc;
+  ltimer *lt = vc_timer_new(&v->c->base, cb, data);
+  if (lt) ((struct vtimer *)lt)->view = v;
+  return lt;
+}
+
+static void vv_free(lclock *lc) { (void)lc; /* the clock frees its views */ }
+
+static const struct lclock_ops vview_ops = {
+    .now_ms = vv_now,
+    .fresh_ms = vv_now,
+    .wall_ms = vv_wall,
+    .timer_new = vv_timer_new,
+    .timer_start = vt_start,
+    .timer_stop = vt_stop,
+    .timer_free = vt_free,
+    .free = vv_free,
+};
+
+lclock *clock_virtual_view(lclock *lc) {
+  struct vclock *c = (struct vclock *)lc;
+  struct vview *v = calloc(1, sizeof *v);
+  if (v == NULL) return NULL;
+  v->base.ops = &vview_ops;
+  v->c = c;
+  v->next = c->views;
+  c->views = v;
+  return &v->base;
+}
+
+void clock_virtual_stall(lclock *view, bool stalled) {
+  struct vview *v = (struct vview *)view;
+  v->stalled = stalled;
+  if (stalled) return;
+  /* Due now, in the order they fell due (arming order breaks the tie). */
+  while (v->late_head) {
+    struct vtimer *t = v->late_head;
+    unlate(t);
+    vt_start(&t->base, 0);
   }
 }

@@ -2,6 +2,7 @@
 #ifndef LUASTREAM_CLOCK_VIRTUAL_H
 #define LUASTREAM_CLOCK_VIRTUAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "clock.h"
@@ -25,5 +26,18 @@ void clock_virtual_jump(lclock *c, uint64_t ms);
  * until none is due). Aborts after a million firings: a 0-ms timer that keeps
  * re-arming itself would otherwise hang the test. */
 void clock_virtual_settle(lclock *c);
+
+/* One host's view of clock c (a virtual clock), for harnesses that run
+ * several hosts on one clock: the same time, and timers on c's heap, which
+ * fire in the same order, except while the view is stalled
+ * (clock_virtual_stall): its timers that fall due then wait, and fire when
+ * the stall ends, at the next settle or advance, in the order they fell
+ * due, all at the time it ends; the other hosts' timers run meanwhile.
+ * Freed with c (freeing the view does nothing), so that a timer that
+ * outlives its host never points at a freed view. NULL when out of memory. */
+lclock *clock_virtual_view(lclock *c);
+/* Stalls (true) or resumes (false) a view of clock_virtual_view: a host
+ * whose process is stopped or whose loop is stuck while the others run. */
+void clock_virtual_stall(lclock *view, bool stalled);
 
 #endif

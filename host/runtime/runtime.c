@@ -115,7 +115,9 @@ static const struct spec_field {
     F(stream, SPEC_STRING),
     F(group, SPEC_STRING),
     F(read, SPEC_READ),
-    F(min_idle_ms, SPEC_MS),
+    {"min_idle", SPEC_MS, offsetof(struct handler_spec, min_idle_ms), false},
+    /* read by the heartbeat at each beat (heartbeat_set_spec) */
+    {"max_run", SPEC_MS, offsetof(struct handler_spec, max_run_ms), true},
     F(consumer, SPEC_STRING),
     F(start, SPEC_STRING),
     {"start_at", SPEC_STRING, offsetof(struct handler_spec, start_at), true},
@@ -137,10 +139,8 @@ static const struct spec_field {
     {"handle", SPEC_LUA, 0, false},
 };
 
-/* The Lua name of f: the struct member's, but min_idle is kept in ms. */
-static const char *spec_name(const struct spec_field *f) {
-  return f->kind == SPEC_MS ? "min_idle" : f->name;
-}
+/* The Lua name of f (a duration's member holds ms: min_idle_ms). */
+static const char *spec_name(const struct spec_field *f) { return f->name; }
 
 /* Copies field f of the table at idx into s. Returns 0, -1 when the value is
  * not what validate makes, -2 when out of memory.  [-0, +0] */

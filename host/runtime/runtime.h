@@ -37,7 +37,10 @@ struct handler_spec {
   char *start_at; /* NULL, or where to move an existing group's cursor */
   char *reply_to; /* NULL, or the stream replies go to */
   enum read_mode read;
-  int64_t min_idle_ms;     /* -1 when not set */
+  int64_t min_idle_ms; /* -1 when not set */
+  /* -1 when not set; else a held entry whose handler has run longer is
+   * logged, counted and no longer kept claimed (heartbeat.h) */
+  int64_t max_run_ms;
   bool claim_fallback;     /* claiming on servers before 8.4 through a script */
   int batch;               /* most entries one read asks for */
   int workers;             /* lanes */

@@ -17,7 +17,7 @@
  * loop until the host is idle and every group it reads has been handed all of
  * its stream.
  *   app:command("XADD", "s", "*", "data", "{}")  -> reply (nil, err on error)
- *   app:settle()  app:advance(ms)  app:pause(ms)  app:now()
+ *   app:settle()  app:advance(ms)  app:pause(ms)  app:stall(ms)  app:now()
  *   app:deliveries([handler]) -> { {handler, id, fields = {k, v, ...}, deliveries, idle_ms,
  *                                   outcome, reason, error, version}, ... }
  *   app:logs() -> { line, ... }   app:stop()
@@ -68,6 +68,7 @@
 #include "json_encode.h"
 #include "log.h"
 #include "metrics.h"
+#include "stall_broker.h"
 #include "pg.h"
 #include "pg_pool.h"
 #include "corelib.h"
@@ -120,6 +121,11 @@ struct world {
 struct app {
   struct world *w;
   host *host;
+  /* The host's view of the world's clock and its door to the world's
+   * broker, through which app:stall stops this host alone (on a real
+   * server: the world's own). */
+  lclock *clock;
+  broker *b;
   bk_conn *conn; /* the spec's own connection (publish, inspect) */
   bool stopped;
   struct delivery *deliveries;
@@ -496,6 +502,42 @@ static int app_pause(lua_State *L) {
   world_settle(a->w);
   clock_virtual_jump(a->w->clock, (uint64_t)ms);
   return 0;
+}
+
+/* app:stall(ms): this host's process stops for ms while the others run
+ * (SIGSTOP, a paused VM or a stuck loop on one machine): its timers that
+ * fall due and what its server answers wait (clock_virtual_stall,
+ * stall_broker.h) while the clock advances for everyone else; then they run
+ * late, in order, and everything due settles. */
+static int app_stall(lua_State *L) {
+  struct app *a = check_app(L);
+  if (a->w->loop)
+    return luaL_error(L, "stall needs the in-memory broker: a real server's clock cannot be moved");
+  lua_Number ms = luaL_checknumber(L, 2);
+  luaL_argcheck(L, ms >= 0, 2, "cannot move the clock back");
+  luaL_argcheck(L, a->host != NULL, 1, "the app has stopped");
+  world_settle(a->w);
+  clock_virtual_stall(a->clock, true);
+  stall_broker_stall(a->b, true);
+  clock_virtual_advance(a->w->clock, (uint64_t)ms);
+  world_settle(a->w);
+  clock_virtual_stall(a->clock, false);
+  stall_broker_stall(a->b, false);
+  world_settle(a->w);
+  raise_new_errors(L, a);
+  return 0;
+}
+
+/* app:metrics(): the host's metrics page (metrics.h; one registry for the
+ * whole process: the hosts of one broker count into the same series). */
+static int app_metrics(lua_State *L) {
+  check_app(L);
+  size_t len = 0;
+  char *page = metrics_page(&len);
+  if (page == NULL) return luaL_error(L, "out of memory");
+  lua_pushlstring(L, page, len);
+  free(page);
+  return 1;
 }
 
 /* app:reload([force]): what a changed handler directory or SIGHUP does
@@ -932,6 +974,8 @@ static void app_release(struct app *a) {
     host_free(a->host);
     a->host = NULL;
   }
+  if (a->b && a->b != a->w->b) broker_free(a->b); /* the view goes with the world's clock */
+  a->b = NULL;
   if (a->conn) {
     bk_conn_close(a->w->b, a->conn);
     a->conn = NULL;
@@ -1096,7 +1140,15 @@ static int core_app(lua_State *L) {
   snprintf(machine, sizeof machine, "testing/app-%p", (void *)a);
   struct host_names names = {
       .consumer = consumer, .instance = instance, .hostname = hostname, .machine = machine};
-  a->host = host_new(dir, a->w->b, a->w->clock, &names, 0, NULL, &problems);
+  if (a->w->loop) {
+    a->clock = a->w->clock;
+    a->b = a->w->b;
+  } else {
+    a->clock = clock_virtual_view(a->w->clock);
+    a->b = a->clock ? stall_broker_new(a->w->b, a->clock) : NULL;
+    if (a->b == NULL) return luaL_error(L, "out of memory");
+  }
+  a->host = host_new(dir, a->b, a->clock, &names, 0, NULL, &problems);
   if (a->host == NULL) {
     lua_pushstring(L, problems ? problems : "cannot load the handlers");
     free(problems);
@@ -1134,6 +1186,8 @@ int luaopen_luastream_testing(lua_State *L) {
   static const luaL_Reg methods[] = {{"settle", app_settle},
                                      {"advance", app_advance},
                                      {"pause", app_pause},
+                                     {"stall", app_stall},
+                                     {"metrics", app_metrics},
                                      {"now", app_now},
                                      {"command", app_command},
                                      {"deliveries", app_deliveries},

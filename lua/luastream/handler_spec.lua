@@ -88,6 +88,7 @@ local FIELDS = {
   { "handle", check_function, required = true },
   { "read", check_read, default = "new" },
   { "min_idle", check_duration },
+  { "max_run", check_duration },
   { "start", check_start, default = "new" },
   { "start_at", check_start },
   { "consumer", check_string },
@@ -163,6 +164,14 @@ function M.validate(value, path, source)
     problem("min_idle", "field 'min_idle' must be at least 1 ms: with 0 every read claims back " ..
       "what is still running")
   end
+  if spec.max_run ~= nil and check_duration(spec.max_run) == nil and ls.duration(spec.max_run) < 1 then
+    problem("max_run", "field 'max_run' must be at least 1 ms")
+  end
+  if value.max_run ~= nil and value.min_idle == nil then
+    problem("max_run", "field 'max_run' needs min_idle: it ends the host's keeping of a running " ..
+      "entry claimed, which only a subscription with min_idle does (on read = \"new\", give it " ..
+      "the min_idle of the group's reclaim reader)")
+  end
   if (spec.read == "claiming" or spec.read == "reclaim") and value.min_idle == nil then
     problem("read", string.format("read = \"%s\" needs min_idle: how long an entry stays pending before " ..
       "it counts as abandoned (ms, or a string such as \"30s\"); it has no default", spec.read))
@@ -197,6 +206,7 @@ function M.validate(value, path, source)
   end
   if #problems > 0 then error(table.concat(problems, "\n"), 0) end
   spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
+  spec.max_run = spec.max_run and ls.duration(spec.max_run) or nil
   if spec.max_deliveries == false then spec.max_deliveries = nil end -- no cap
   return spec
 end

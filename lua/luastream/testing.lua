@@ -210,6 +210,36 @@ function App:advance(delay) self.core:advance(duration(delay)) end
 -- that settle (a second host's, started "meanwhile") run before the late ones.
 function App:pause(delay) self.core:pause(duration(delay)) end
 
+-- This host alone stops for ms (or "25s") while the other hosts of its
+-- broker run: SIGSTOP, a paused VM or a stuck loop on one machine. Its
+-- timers (the heartbeat, reads, ls.sleep) and what the server answers it
+-- wait while the clock advances for everyone else; the server still runs
+-- what it sent before (a blocked read is served). Then the late timers fire
+-- in the order they fell due, the held replies follow, and everything due
+-- settles. ls.http stubs and ls.redis.connect servers are not held.
+function App:stall(delay) self.core:stall(duration(delay)) end
+
+-- The value of a metric on the metrics page (docs/operations.md), the
+-- series whose labels include every label given: metric(name [, {label =
+-- value}]) -> number, or nil when there is none. One registry for the
+-- process: the hosts of one broker count into the same series.
+function App:metric(name, labels)
+  for line in self.core:metrics():gmatch("[^\n]+") do
+    local metric, rest = line:match("^([%w_]+)(.*)$")
+    if metric == name then
+      local set, value = rest:match("^{(.*)} (%S+)$")
+      if not set then set, value = "", rest:match("^ (%S+)$") end
+      local have = {}
+      for k, v in set:gmatch('([%w_]+)="([^"]*)"') do have[k] = v end
+      local all = true
+      for k, v in pairs(labels or {}) do
+        if have[k] ~= tostring(v) then all = false end
+      end
+      if all and value then return tonumber(value) end
+    end
+  end
+end
+
 -- Milliseconds since the app started, on its clock.
 function App:now() return self.core:now() end
 

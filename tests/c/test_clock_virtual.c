@@ -1,7 +1,8 @@
 /* Tests for vclock.c, the virtual clock: timers fire only when time is moved,
  * in (due, arming order) order, each at its own due time; timers armed by
  * callbacks fire inside the same advance; settle runs 0-ms chains and stops a
- * runaway one; stop, re-arm and free from inside the own callback. */
+ * runaway one; stop, re-arm and free from inside the own callback; a host's
+ * view of the clock, stalled while the others run. */
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -174,5 +175,57 @@ TEST_IMPL(vclock_jump_fires_nothing_then_late_in_order) {
   ASSERT_INT_EQ(at[1], 20000);
   timer_free(ta);
   timer_free(tb);
+  clk->ops->free(clk);
+}
+
+/* A view (one host of several on the clock): the same time; while it is
+ * stalled its timers that fall due wait and the others fire; once it
+ * resumes they fire at the next settle, in the order they fell due; a late
+ * timer stopped or freed meanwhile never fires; views go with the clock. */
+TEST_IMPL(vclock_view_stalls_its_own_timers_only) {
+  clk = clock_virtual_new(1700000000000ULL);
+  ASSERT_NOT_NULL(clk);
+  nfired = 0;
+  memset(order, 0, sizeof order);
+  lclock *host = clock_virtual_view(clk);
+  ASSERT_NOT_NULL(host);
+  static const char a = 'a', b = 'b', c = 'c', o = 'o', x = 'x';
+  ltimer *ta = timer_new(host, record, (void *)&a), *tb = timer_new(host, record, (void *)&b);
+  ltimer *tc = timer_new(host, record, (void *)&c), *tx = timer_new(host, record, (void *)&x);
+  ltimer *to = timer_new(clk, record, (void *)&o);
+  timer_start(ta, 3000);
+  timer_start(tb, 1000);
+  timer_start(tc, 10);
+  timer_start(tx, 2000);
+  timer_start(to, 1500);
+  clock_virtual_advance(clk, 100);
+  ASSERT_STR_EQ(order, "c"); /* a view's timer fires as any other */
+  ASSERT_INT_EQ(clock_now(host), 100);
+  clock_virtual_stall(host, true);
+  clock_virtual_advance(clk, 4900);
+  ASSERT_STR_EQ(order, "co"); /* only the other host's */
+  ASSERT_INT_EQ(clock_now(host), 5000);
+  timer_stop(tx); /* fell due at 2000, stopped while late */
+  clock_virtual_stall(host, false);
+  ASSERT_INT_EQ(nfired, 2); /* at the next settle */
+  clock_virtual_settle(clk);
+  ASSERT_STR_EQ(order, "coba");
+  ASSERT_INT_EQ(at[2], 5000);
+  ASSERT_INT_EQ(at[3], 5000);
+  timer_start(ta, 10); /* and on as before */
+  clock_virtual_advance(clk, 10);
+  ASSERT_STR_EQ(order, "cobaa");
+  clock_virtual_stall(host, true);
+  timer_start(tb, 10);
+  clock_virtual_advance(clk, 10);
+  timer_free(tb); /* late, freed: never fires */
+  clock_virtual_stall(host, false);
+  clock_virtual_settle(clk);
+  ASSERT_STR_EQ(order, "cobaa");
+  host->ops->free(host); /* nothing: the clock frees it */
+  timer_free(ta);
+  timer_free(tc);
+  timer_free(tx);
+  timer_free(to);
   clk->ops->free(clk);
 }

@@ -125,3 +125,36 @@ TEST_IMPL(held_removal_across_the_end) {
   ASSERT(strcmp(h.slots[63].id, last[1]) == 0); /* moved back across the end */
   held_free(&h);
 }
+
+/* held_started marks the one entry as running since a time, which stays
+ * with it through growth and removals of others; a new entry waits (in a
+ * lane) until it starts, and an entry not held is left alone. */
+TEST_IMPL(held_started_stays_with_its_entry) {
+  static char ids[200][24];
+  struct held h = {0};
+  for (int i = 0; i < 200; i++) snprintf(ids[i], sizeof ids[i], "%d-0", i + 1);
+  struct entry first = entry_of(ids[0], 0), other = entry_of(ids[0], 1);
+  ASSERT(held_add(&h, &first));
+  held_started(&h, &other, 5); /* not held: nothing */
+  held_started(&h, &first, 1234);
+  for (int i = 1; i < 200; i++) { /* from 64 slots to 512: every id moved */
+    struct entry e = entry_of(ids[i], 0);
+    ASSERT(held_add(&h, &e));
+  }
+  for (int i = 1; i < 200; i += 2) {
+    struct entry e = entry_of(ids[i], 0);
+    held_remove(&h, &e);
+  }
+  int running = 0;
+  for (size_t i = 0; i < h.cap; i++) {
+    if (h.slots[i].id[0] == '\0' || !h.slots[i].running) continue;
+    running++;
+    ASSERT(strcmp(h.slots[i].id, ids[0]) == 0 && h.slots[i].key == 0);
+    ASSERT(h.slots[i].started_ms == 1234 && !h.slots[i].overran);
+  }
+  ASSERT_INT_EQ(running, 1);
+  held_remove(&h, &first);
+  ASSERT(held_add(&h, &first)); /* taken on again: waiting, not running */
+  for (size_t i = 0; i < h.cap; i++) ASSERT(!h.slots[i].running);
+  held_free(&h);
+}

@@ -61,6 +61,8 @@ end
 
 -- Every action a handler can take, on a `new` subscription, and a claiming
 -- one (the claim script before 8.4) that delays within min_idle (re-stamp).
+-- min_idle leaves room for the default --watchdog plus a heartbeat, which
+-- would be warned of (min_idle_margin.h) and the spec wants no warnings.
 local POST = [[
 local ls = require "luastream"
 
@@ -87,7 +89,7 @@ local CHECK = [[
 local ls = require "luastream"
 
 return {
-  stream = "orders", group = "check", start = "beginning", read = "claiming", claim_fallback = true, min_idle = 1000,
+  stream = "orders", group = "check", start = "beginning", read = "claiming", claim_fallback = true, min_idle = 15000,
   handle = function(order, ctx)
     if order.action == "delay" and not ctx.headers[ls.DELIVERY_COUNT_HEADER] then
       return ls.retry_after(200)

@@ -140,4 +140,62 @@ describe("the heartbeat", function()
     end
     assert.equal(0, #second:records("entries read but not started given back"))
   end)
+
+  it("abandons at the shutdown deadline the handlers of a host already stopping because a consumer lease was lost", function()
+    -- The lease lost stops the host (name_taken: host_stop, no deadline);
+    -- a SIGTERM then (host_stop_within) must still bound the drain by
+    -- --shutdown-timeout, as docs/operations.md says, rather than wait for
+    -- handlers that may run for hours.
+    local crc16 = require "tests.integration.support.crc16"
+    local a = app("handback_partitions", { version = "7.0.15", hostname = "box" })
+    for _, p in ipairs({ 0, 1 }) do -- two entries each: one runs, one waits
+      local n = 0
+      for i = 1, 1000 do
+        local key = "acct-" .. i
+        if n < 2 and crc16(key) % 4 == p then
+          n = n + 1
+          a:publish("orders", { account = key, seq = p * 10 + n }, { key = key, partitions = 4 })
+        end
+      end
+    end
+    a:advance(100)
+    assert.equal(2, #a:records("started"))
+    a:command("SET", "luastream:consumer:{1}:orders:{1}:g:box-orders", "someone else")
+    pcall(a.advance, a, "10s") -- renewal finds it lost: the host stops, its handlers run on
+    assert.equal(1, #a:records("consumer lease lost to another process: stopped reading"))
+    assert.equal(0, #a:records("host stopped"), "the two handlers run for 20 s")
+    a:stop() -- the harness's stop: host_stop_within(0), as at a SIGTERM with --shutdown-timeout 0s
+    assert.equal(1, #a:records("shutdown deadline reached"), "the deadline was never armed")
+    local abandoned = a:records("shutdown deadline: handlers abandoned, entries stay pending")
+    assert.equal(1, #abandoned)
+    assert.equal("2", abandoned[1].unfinished)
+  end)
+
+  it("gives back nothing in any partition when one partition's consumer name was lost", function()
+    local crc16 = require "tests.integration.support.crc16"
+    local a = app("handback_partitions", { version = "7.0.15", hostname = "box" })
+    for _, p in ipairs({ 0, 1 }) do -- three entries each: one runs, two wait
+      local n = 0
+      for i = 1, 1000 do
+        local key = "acct-" .. i
+        if n < 3 and crc16(key) % 4 == p then
+          n = n + 1
+          a:publish("orders", { account = key, seq = p * 10 + n }, { key = key, partitions = 4 })
+        end
+      end
+    end
+    a:advance(100)
+    -- another process took partition 1's name: its renewal finds it lost
+    a:command("SET", "luastream:consumer:{1}:orders:{1}:g:box-orders", "someone else")
+    pcall(a.advance, a, "10s")
+    assert.equal(1, #a:records("consumer lease lost to another process: stopped reading"))
+    assert.equal(0, #a:records("entries read but not started given back"))
+    for _, p in ipairs({ 0, 1 }) do -- all still box-orders', none handed back (delivery count 1)
+      for _, e in ipairs(assert(a:command("XPENDING", "orders:{" .. p .. "}", "g", "-", "+", 10))) do
+        assert.equal("box-orders", e[2])
+        assert.equal(1, e[4], "orders:{" .. p .. "} " .. e[1] .. " given back")
+      end
+    end
+    pcall(a.advance, a, "30s") -- the running ones finish
+  end)
 end)

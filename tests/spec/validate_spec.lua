@@ -168,6 +168,43 @@ return {
 ]]))
   end)
 
+  it("reads max_run as a duration, on claiming and reclaim only, at least 1 ms", function()
+    local spec = spec_of([[
+return {
+  stream = "s", group = "g", handle = function() end,
+  read = "reclaim", min_idle = "30s", max_run = "10m",
+}
+]])
+    assert.equal(600000, spec.max_run)
+    assert.is_nil(spec_of(MINIMAL).max_run)
+    assert.equal(at(3, "field 'max_run' needs min_idle: it ends the host's keeping of a running " ..
+      "entry claimed, which only a subscription with min_idle does (on read = \"new\", give it " ..
+      "the min_idle of the group's reclaim reader)"), problems([[
+return {
+  stream = "s", group = "g", handle = function() end,
+  max_run = "10m",
+}
+]]))
+    assert.equal(60000, spec_of([[
+return {
+  stream = "s", group = "g", handle = function() end,
+  min_idle = "30s", max_run = "1m",
+}
+]]).max_run)
+    assert.equal(at(3, "field 'max_run' must be at least 1 ms"), problems([[
+return {
+  stream = "s", group = "g", handle = function() end, read = "claiming", min_idle = 1000,
+  max_run = 0,
+}
+]]))
+    assert.matches("^" .. PATH:gsub("%p", "%%%0") .. ":3: field 'max_run' ", problems([[
+return {
+  stream = "s", group = "g", handle = function() end, read = "claiming", min_idle = 1000,
+  max_run = "10 minutes",
+}
+]]))
+  end)
+
   it("reports unknown fields first, then the known ones in declaration order", function()
     assert.equal(table.concat({
       at(6, "unknown field 'flavour'"),
