@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 13
+#define SCRIPT_COUNT 14
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -216,13 +216,28 @@ extern const char SCRIPT_TRIM[];
  *   KEYS: stream...   ARGV: group consumer (count id...)-per-key */
 extern const char SCRIPT_HEARTBEAT[];
 
-/* SCRIPT_HANDBACK gives back the entries a stopping consumer read and never
- * started: of the ids given per key, those still pending for it get XCLAIM
- * to itself with TIME 1 (idle since the epoch: any claiming or reclaim read
- * takes them at once) and RETRYCOUNT one less (the delivery that never ran
- * does not count), JUSTID. Returns how many were given back per key.
- *   KEYS: stream...   ARGV: group consumer (count id...)-per-key */
+/* SCRIPT_HANDBACK gives back the entries a stopping claiming or reclaim
+ * consumer holds and will not finish: of the ids given per key, those still
+ * pending for it get XCLAIM to itself with TIME 1 (idle since the epoch: any
+ * claiming or reclaim read takes them at once), RETRYCOUNT its count, JUSTID.
+ * started "0": read and never started, the delivery that never ran does not
+ * count (one less); "1": abandoned at the shutdown deadline, it ran and
+ * counts (unchanged). Returns how many were given back per key.
+ *   KEYS: stream...   ARGV: group consumer started (count id...)-per-key */
 extern const char SCRIPT_HANDBACK[];
+
+/* SCRIPT_HANDBACK_RETRY gives back the entries a stopping `new` consumer
+ * holds and will not finish, through the retry path (nothing claims on a
+ * `new` group): each entry still pending for it and still in its stream is
+ * copied to the group's retry stream and acked there, both in this call, so
+ * it is neither lost nor run twice; the next `>` read of the group runs the
+ * copy. The host builds each copy's fields (outcome_retry_fields: its
+ * delivery-count says how many deliveries count). An entry of more than
+ * 7000 fields stays pending. Returns how many were given back.
+ *   KEYS: stream retry_stream
+ *   ARGV: group consumer (key-index id nfields field...)-per-entry
+ *   (key-index: 1 the stream, 2 the retry stream) */
+extern const char SCRIPT_HANDBACK_RETRY[];
 
 /* SCRIPT_LAG tells how long a group's oldest waiting entries have waited, in
  * milliseconds of the server's clock (TIME): per key, the age of the first

@@ -24,6 +24,9 @@
 
 #define ERR_MAX 4096
 #define RELOAD_DEBOUNCE_MS 200 /* host_reload_soon: quiet time before a reload */
+/* After the shutdown deadline: how long the hand-back of abandoned entries
+ * and writes in flight have to be answered before the host stops anyway. */
+#define DEADLINE_GRACE_MS 1000
 
 struct host {
   char *dir;                         /* the handler directory */
@@ -51,6 +54,7 @@ struct host {
   bool at_deadline;       /* inside deadline_fire: it finishes the stop itself */
   bool reload_wanted;     /* a reload asked for before the start: runs after it */
   ltimer *deadline_timer; /* host_stop_within: when running handlers are given up */
+  bool past_deadline;     /* deadline_timer now ends the grace (DEADLINE_GRACE_MS) */
   ltimer *reap_timer;     /* frees drained subscriptions, starts their successors */
   ltimer *reload_timer;   /* host_reload_soon */
   host_stopped_fn *stopped;
@@ -790,14 +794,23 @@ void host_set_pg(host *h, struct pg_pool *pool, const char *missing, const char 
   h->env.pg_once_table = once_table;
 }
 
+/* Ends what the command connection still has unanswered. */
+static void close_cmd(host *h) {
+  bk_conn *cmd = h->cmd;
+  h->cmd = NULL; /* finish_stop may run inside bk_conn_close */
+  if (cmd) bk_conn_close(h->b, cmd);
+}
+
 /* The shutdown deadline: every subscription still stopping drops its running
- * handlers (sub_abandon); then the command connection goes, which ends the
- * writes still unanswered, so the last subscriptions drain and the host
- * stops. Drained events during this are counted but finish_stop waits until
- * the log line has been written, so it comes before "host stopped". */
+ * handlers (sub_abandon), which gives their entries back; what is still
+ * unanswered then (that hand-back, writes in flight) has DEADLINE_GRACE_MS
+ * to be answered, then the command connection goes, which ends it, so the
+ * last subscriptions drain and the host stops. Drained events during this
+ * are counted but finish_stop waits until the log line has been written, so
+ * it comes before "host stopped". */
 static void deadline_fire(ltimer *t, void *data) {
-  (void)t;
   host *h = data;
+  if (h->past_deadline) return close_cmd(h);
   size_t unfinished = 0, unacked = 0;
   h->at_deadline = true;
   for (size_t i = 0; i < h->slots.n; i++) {
@@ -815,9 +828,8 @@ static void deadline_fire(ltimer *t, void *data) {
            LOG_NUMBER "unacked", unacked ? acks : NULL, NULL);
   h->at_deadline = false;
   if (h->undrained == 0) return finish_stop(h);
-  bk_conn *cmd = h->cmd;
-  h->cmd = NULL; /* finish_stop may run inside bk_conn_close */
-  if (cmd) bk_conn_close(h->b, cmd);
+  h->past_deadline = true;
+  timer_start(t, DEADLINE_GRACE_MS);
 }
 
 /* The deadline of a stop, for the subscriptions still draining; armed once. */

@@ -122,19 +122,31 @@ static const char *own_trace(struct txn *t, const struct entry *e) {
   return own(t, s);
 }
 
+/* The fields of a retry copy of e onto a; trace: the copy's traceparent or
+ * NULL. */
+static void retry_fields(struct bk_args *a, const struct entry *e, const char *count,
+                         const char *original_id, const char *trace) {
+  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, count),
+                               HDR(HDR_ORIGINAL_ID, original_id),
+                               {HDR_TRACEPARENT, trace, TRACEPARENT_LEN}};
+  bool traced = trace != NULL;
+  entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2, put_arg, a);
+}
+
 void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry *e,
                         long long deliveries, const char *original_id) {
   struct bk_args *a = next(t);
   bk_args_str(a, "XADD");
   bk_args_str(a, retry_key);
   bk_args_str(a, "*");
-  const char *count = own_printf(t, "%lld", deliveries);
-  const char *trace = own_trace(t, e);
-  const struct header hdr[] = {HDR(HDR_DELIVERY_COUNT, count),
-                               HDR(HDR_ORIGINAL_ID, original_id),
-                               {HDR_TRACEPARENT, trace, TRACEPARENT_LEN}};
-  bool traced = trace != NULL;
-  entry_fields(e, traced ? COPY_HEADERS_TRACED : COPY_HEADERS, hdr, traced ? 3 : 2, put_arg, a);
+  retry_fields(a, e, own_printf(t, "%lld", deliveries), original_id, own_trace(t, e));
+}
+
+int outcome_retry_fields(struct bk_args *a, const struct entry *e, const char *count,
+                         const char *original_id, char trace[TRACEPARENT_LEN + 1]) {
+  int before = a->argc;
+  retry_fields(a, e, count, original_id, copy_trace(e, trace) ? trace : NULL);
+  return a->argc - before;
 }
 
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,

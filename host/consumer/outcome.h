@@ -28,6 +28,7 @@
 
 #include "broker.h"
 #include "runtime.h"
+#include "trace.h"
 
 struct entry;
 
@@ -54,6 +55,13 @@ int outcome_writes(struct txn *t, const struct rt_result *res);
  * deliveries so far, original-id = original_id (the id on the source stream). */
 void outcome_retry_copy(struct txn *t, const char *retry_key, const struct entry *e,
                         long long deliveries, const char *original_id);
+/* The field list of that copy, name and value by turns, onto a (for a
+ * script that writes it: handback.h): delivery-count = count, original-id
+ * = original_id, and a child of e's traceparent written into trace when e
+ * has a valid one. count, original_id and trace must live until a is sent.
+ * Returns the number of strings added. */
+int outcome_retry_fields(struct bk_args *a, const struct entry *e, const char *count,
+                         const char *original_id, char trace[TRACEPARENT_LEN + 1]);
 /* XADD of e to spec->dead_letter with its provenance (dead-letter-id =
  * original_id). */
 void outcome_dead_letter(struct txn *t, const struct handler_spec *spec, const struct entry *e,

@@ -20,6 +20,7 @@
 #include "entry.h"
 #include "fault.h"
 #include "group_setup.h"
+#include "handback.h"
 #include "heartbeat.h"
 #include "held.h"
 #include "lanes.h"
@@ -80,6 +81,7 @@ struct stream_reader {
   bool was_down;          /* the read connection went down since it was up */
   struct held held;       /* with min_idle: entries in a lane or a handler here */
   heartbeat *heartbeat;   /* ... whose claim it keeps (NULL without min_idle) */
+  struct entry *dropped;  /* shutdown deadline: entries whose handlers were abandoned */
   char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
   ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
@@ -684,41 +686,20 @@ void sr_start(stream_reader *s, long server_version) {
   lease_take(s->lease);
 }
 
-/* SCRIPT_HANDBACK answered: the drain may have waited for it. */
-static void handed_back(void *data, const bk_reply *r, const char *err) {
+/* A hand-back answered: the drain may have waited for it. */
+static void handed_back(void *data) {
   stream_reader *s = data;
   s->writes_pending--;
-  if (!(r && r->type == BK_ARRAY)) {
-    char why[256];
-    bk_reply_text(r, err, why, sizeof why);
-    sr_log(s, LOG_WARN, "giving back entries read but not started failed: they wait min_idle",
-           "error", why, NULL, NULL);
-  }
   maybe_drained(s);
 }
 
-/* Entries read and never started, given back in one call (SCRIPT_HANDBACK):
- * claimable at once, their delivery uncounted. Whether it went out. */
-static bool hand_back(stream_reader *s, const struct entry *left) {
-  struct bk_args a;
-  bk_args_init(&a);
-  bk_args_str(&a, "EVAL");
-  bk_args_str(&a, SCRIPT_HANDBACK);
-  bk_args_str(&a, "2");
-  bk_args_str(&a, s->spec->stream);
-  bk_args_str(&a, s->retry_key);
-  bk_args_str(&a, s->spec->group);
-  bk_args_str(&a, s->spec->consumer);
-  for (unsigned char key = 0; key < 2; key++) {
-    long long n = 0;
-    for (const struct entry *e = left; e; e = e->next) n += e->key == key;
-    bk_args_num(&a, n);
-    for (const struct entry *e = left; e; e = e->next)
-      if (e->key == key) bk_args_str(&a, e->id);
-  }
-  bool sent = bk_command(s->b, s->cmd, a.argc, a.argv, a.argvlen, handed_back, s) == 0;
+/* Gives back the entries of list (handback.h), unless the consumer name
+ * went to another process: they are its entries now, and it may be running
+ * them. Whether it went out. */
+static bool hand_back(stream_reader *s, const struct entry *list, bool started) {
+  if (s->name_lost) return false;
+  bool sent = handback_send(s->b, s->cmd, s->spec, s->retry_key, list, started, handed_back, s);
   if (sent) s->writes_pending++;
-  bk_args_free(&a);
   return sent;
 }
 
@@ -731,16 +712,12 @@ void sr_stop(stream_reader *s, bool give_back) {
   apply_stop(s->apply);
   group_stop(s->group);
   if (s->pruner) prune_stop(s->pruner);
-  /* Entries read but not started: given back at once on a group that
-   * claims (another host's claiming or reclaim read takes them now), else
-   * left pending for another consumer. The heartbeat lets them go and goes
+  /* Entries read but not started: given back at once (handback.h), for
+   * another host's read to take now. The heartbeat lets them go and goes
    * on for those running, which stay this host's until they finish (or the
    * shutdown deadline abandons them). */
   struct entry *left = lanes_drain_queued(&s->lanes);
-  /* Not when the name went to another process: they are its entries now,
-   * and it may be running them. */
-  bool ours = give_back && !s->name_lost;
-  bool given = left && ours && s->spec->read != READ_NEW && hand_back(s, left);
+  bool given = left && give_back && hand_back(s, left, false);
   size_t n = 0;
   while (left) {
     struct entry *e = left;
@@ -767,12 +744,23 @@ void sr_stop(stream_reader *s, bool give_back) {
 }
 
 /* rt_abandon_fn: an entry whose handler was dropped at the deadline. It was
- * never acked, so it stays pending in Redis. */
+ * never acked: sr_give_back_dropped gives it back. */
 void sr_drop_job(void *data, struct entry *e) {
   stream_reader *s = data;
   int lane = (int)(intptr_t)e->owner_data;
-  entry_free(e);
+  e->next = s->dropped;
+  s->dropped = e;
   lanes_done(&s->lanes, lane);
+}
+
+bool sr_give_back_dropped(stream_reader *s, bool give_back) {
+  bool given = s->dropped && give_back && hand_back(s, s->dropped, true);
+  while (s->dropped) {
+    struct entry *e = s->dropped;
+    s->dropped = e->next;
+    entry_free(e);
+  }
+  return given;
 }
 
 size_t sr_abandon(stream_reader *s) {

@@ -50,9 +50,14 @@ void sr_stop(stream_reader *r, bool give_back);
 /* The shutdown deadline (sub_abandon), for a stopping reader: the heartbeat
  * stops and the acks not yet sent are dropped (their number returned);
  * then the handler's running jobs come back through sr_drop_job (an
- * rt_abandon_fn whose data is the reader), and sr_settle lets it drain. */
+ * rt_abandon_fn whose data is the reader), sr_give_back_dropped gives them
+ * back, and sr_settle lets it drain. */
 size_t sr_abandon(stream_reader *r);
 void sr_drop_job(void *data, struct entry *e);
+/* Gives back the entries sr_drop_job kept, as having run (their handlers
+ * did: handback.h), when give_back and the consumer name is still this
+ * process's; frees them. Whether they went out. */
+bool sr_give_back_dropped(stream_reader *r, bool give_back);
 void sr_settle(stream_reader *r);
 bool sr_reading(const stream_reader *r);
 bool sr_stopping(const stream_reader *r);

@@ -83,12 +83,17 @@ size_t sub_abandon(subscription *s, size_t *unacked) {
   for (size_t i = 0; i < s->nparts; i++) *unacked += sr_abandon(s->parts[i]);
   /* Every partition's jobs: each goes back to its own reader. */
   size_t n = handler_abandon(s->h, sr_drop_job);
+  bool give_back = true, given = false; /* as at sub_stop */
+  for (size_t i = 0; i < s->nparts; i++) give_back &= !sr_name_lost(s->parts[i]);
+  for (size_t i = 0; i < s->nparts; i++) given |= sr_give_back_dropped(s->parts[i], give_back);
   if (n || *unacked) {
     const struct handler_spec *spec = handler_spec(s->h);
     char running[24], acks[24];
     snprintf(running, sizeof running, "%zu", n);
     snprintf(acks, sizeof acks, "%zu", *unacked);
-    log_line(LOG_WARN, spec->name, "shutdown deadline: handlers abandoned, entries stay pending",
+    log_line(LOG_WARN, spec->name,
+             given ? "shutdown deadline: handlers abandoned, entries given back"
+                   : "shutdown deadline: handlers abandoned, entries stay pending",
              "stream", spec->stream, "group", spec->group, "consumer", spec->consumer, "unfinished",
              running, "unacked", *unacked ? acks : NULL, NULL);
   }

@@ -803,6 +803,52 @@ static const struct cf_step trim_script[] = {
 
 TEST_IMPL(conformance_7_0_trim_script) { CONFORM(trim_script); }
 
+/* The fields of every entry of KEYS[1], without the ids (XADD * makes them). */
+#define FIELDS_OF                                                                  \
+  "local out = {} for i, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do " \
+  "out[i] = e[2] end return out"
+/* Id, owner and delivery count of each pending entry (not the idle time). */
+#define PENDING_OF                                                                        \
+  "local out = {} for i, p in ipairs(redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', " \
+  "100)) do out[i] = {p[1], p[2], p[4]} end return out"
+
+/* SCRIPT_HANDBACK_RETRY: of four entries read by c, 1-0 of the stream and
+ * 1-0 of the retry stream are copied to the retry stream with the fields
+ * given and acked; 2-0 (deleted) and 3-0 (claimed by another) stay where
+ * they are. SCRIPT_HANDBACK: a never-started entry is given back with one
+ * delivery less, an abandoned one with its count; an id of another consumer
+ * is left alone. */
+static const struct cf_step handback_scripts[] = {
+    C("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"),
+    C("XGROUP", "CREATE", "s:retry:g", "g", "$", "MKSTREAM"),
+    C("XADD", "s", "1-0", "data", "a"),
+    C("XADD", "s", "2-0", "data", "b"),
+    C("XADD", "s", "3-0", "data", "c"),
+    C("XADD", "s:retry:g", "1-0", "data", "d", "delivery-count", "2", "original-id", "0-1"),
+    C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "s:retry:g", ">", ">"),
+    C("XDEL", "s", "2-0"),
+    C("XCLAIM", "s", "g", "other", "0", "3-0", "JUSTID"),
+    C("EVAL", SCRIPT_HANDBACK_RETRY, "2", "s", "s:retry:g", "g", "c", "1", "1-0", "6", "data", "a",
+      "delivery-count", "0", "original-id", "1-0", "1", "2-0", "6", "data", "b", "delivery-count",
+      "0", "original-id", "2-0", "1", "3-0", "6", "data", "c", "delivery-count", "1", "original-id",
+      "3-0", "2", "1-0", "6", "data", "d", "delivery-count", "2", "original-id", "0-1"),
+    C("EVAL", PENDING_OF, "1", "s", "g"),
+    C("EVAL", PENDING_OF, "1", "s:retry:g", "g"),
+    C("EVAL", FIELDS_OF, "1", "s:retry:g"),
+    C("XADD", "t", "1-0", "f", "1"),
+    C("XADD", "t", "2-0", "f", "2"),
+    C("XADD", "t", "3-0", "f", "3"),
+    C("XGROUP", "CREATE", "t", "g", "0"),
+    C("XREADGROUP", "GROUP", "g", "c", "STREAMS", "t", ">"),
+    C("XCLAIM", "t", "g", "c", "0", "1-0", "2-0"),
+    C("XCLAIM", "t", "g", "other", "0", "3-0"),
+    C("EVAL", SCRIPT_HANDBACK, "1", "t", "g", "c", "0", "2", "1-0", "3-0"),
+    C("EVAL", SCRIPT_HANDBACK, "1", "t", "g", "c", "1", "1", "2-0"),
+    C("EVAL", PENDING_OF, "1", "t", "g"),
+    END};
+
+TEST_IMPL(conformance_7_0_handback_scripts) { CONFORM(handback_scripts); }
+
 /* SCRIPT_LAG: the entry after last-delivered-id as the stream holds it
  * (a deleted or trimmed one skipped), the smallest pending id even once its
  * entry is gone, a group at the stream's end, a missing group or key ([]),

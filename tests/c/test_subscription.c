@@ -241,9 +241,13 @@ static void fx_init(const char *opts) {
   replay_alias(F.rb, SCRIPT_OWN, "<own>");
   replay_alias(F.rb, SCRIPT_READ, "<read>");
   replay_alias(F.rb, SCRIPT_OUTCOME, "<outcome>");
+  replay_alias(F.rb, SCRIPT_HANDBACK, "<handback>");
+  replay_alias(F.rb, SCRIPT_HANDBACK_RETRY, "<handback_retry>");
   replay_default(F.rb, "XGROUP CREATE **", "+OK\r\n");
   replay_default(F.rb, "XACK * * **", ":%n\r\n");
   replay_default(F.rb, "EVAL <sweep> **", "*4\r\n:0\r\n:0\r\n:0\r\n:-1\r\n"); /* set empty */
+  replay_default(F.rb, "EVAL <handback> **", "*2\r\n:0\r\n:0\r\n");
+  replay_default(F.rb, "EVAL <handback_retry> **", ":0\r\n");
   /* `new` reads its own pending list first (a host back under its name):
    * empty unless a test says otherwise. */
   replay_default(F.rb, OWN_READ, "*3\r\n*2\r\n$3\r\n0-0\r\n$3\r\n0-0\r\n*0\r\n*0\r\n");
@@ -1496,8 +1500,17 @@ TEST_IMPL(sub_new_holds_at_most_two_batches) {
   ASSERT_INT_EQ(replay_nsent(F.rb, READER), 4);
   ASSERT_STR_EQ(replay_sent(F.rb, READER, 3), READ4);
 #undef READ4
-  sub_stop(F.s); /* 5-0 runs on; 6-0 .. 8-0 stay pending */
+  sub_stop(F.s); /* 5-0 runs on; 6-0 .. 8-0 are given back through the retry stream */
   clock_virtual_advance(F.clk, 2000);
+  const char *given = NULL;
+  for (size_t k = 0; k < replay_nsent(F.rb, "cmd"); k++)
+    if (strncmp(replay_sent(F.rb, "cmd", k), "EVAL <handback_retry> ", 22) == 0)
+      given = replay_sent(F.rb, "cmd", k);
+#define COPY(id, n) \
+  " 1 " id " 6 data {\"n\":" #n ",\"sleep\":1000} delivery-count 0 original-id " id
+  ASSERT_STR_EQ(given, "EVAL <handback_retry> 2 payments payments:retry:ledger ledger c-1" COPY(
+                           "6-0", 6) COPY("7-0", 7) COPY("8-0", 8));
+#undef COPY
   fx_finish();
 }
 

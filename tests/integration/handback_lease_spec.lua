@@ -1,5 +1,5 @@
--- The hand-back on a real server (host/consumer/subscription.c
--- part_stop): a host that lost its consumer name to another process stops,
+-- The hand-back on a real server (host/consumer/handback.c, from
+-- stream_reader.c sr_stop): a host that lost its consumer name to another process stops,
 -- and must leave the entries it read to the new holder of the name (which
 -- runs that name's pending list, and may be running them already); giving
 -- them back, idle since the epoch, lets any other host's claiming read run

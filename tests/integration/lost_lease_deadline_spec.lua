@@ -40,5 +40,9 @@ describe("a host stopping after its consumer lease was lost", function()
     assert.is_true(helper.now() - started < 10, "took " .. (helper.now() - started) .. " s")
     assert.equal(1, host:count({ msg = "shutdown deadline reached" }))
     assert.equal(1, code) -- failed: the lease was lost
+    -- the abandoned entry is the name's new holder's: not given back
+    assert.equal(1, #srv:pending_ids("payments", "ledger"))
+    assert.equal(0, srv:xlen("payments:retry:ledger"))
+    assert.equal(1, host:count({ msg = "shutdown deadline: handlers abandoned, entries stay pending" }))
   end)
 end)

@@ -51,16 +51,23 @@ describe("stopping the host", function()
     end
     assert.is_true(nposted >= 4)
 
-    -- acked = delivered to the group (up to last-delivered-id) and not pending
+    -- acked = delivered to the group (up to last-delivered-id) and not
+    -- pending; those read and never started were given back: copied to the
+    -- group's retry stream, then acked here
     local last = assert(srv:group("payments", "ledger"))["last-delivered-id"]
     local _, pending = srv:pending_ids("payments", "ledger")
+    local given = {}
+    for _, c in ipairs(srv:xrange("payments:retry:ledger")) do given[c.fields["original-id"]] = true end
     for _, e in ipairs(srv:xrange("payments")) do
       local id = tostring(cjson.decode(e.fields.data).id)
       local acked = helper.id_cmp(e.id, last) <= 0 and not pending[e.id]
       if posted[id] then
         assert(acked, "payment " .. id .. " was posted but not acked")
+        assert(not given[e.id], "payment " .. id .. " was posted and given back")
+      elseif given[e.id] then
+        assert(acked, "payment " .. id .. " was given back but not acked")
       else
-        assert(not acked, "payment " .. id .. " was acked but never posted")
+        assert(not acked, "payment " .. id .. " was acked but never posted nor given back")
       end
     end
   end)

@@ -218,10 +218,10 @@ describe("max_deliveries", function()
     assert.equal(3, #last:records("handler started"))
   end)
 
-  it("stops a crash loop on `new`: the same consumer name reads its own pending entry 3 times, then sets it aside", function()
-    -- A `new` subscription never claims: a host started again under the same
-    -- name reads its own pending list first, and each of those reads is a
-    -- delivery that Redis counts.
+  it("stops a crash loop on `new`: an entry abandoned at each shutdown deadline comes back counted 3 times, then is set aside", function()
+    -- A `new` subscription never claims: a host stopped with the handler
+    -- running gives the entry back at the deadline through the group's
+    -- retry stream, and the delivery it ran counts.
     local first = start("hang_forever_new", { consumer = "host-1" })
     local id = first:publish("payments", { id = 1, account = "acme" }, { key = "acme" })
     local started = first:records("handler started")
@@ -231,14 +231,13 @@ describe("max_deliveries", function()
 
     for k = 1, 2 do
       local host = start("hang_forever_new", { consumer = "host-1", with = first })
-      host:advance("20s") -- the name's lease, left by the host that died, expires first
+      host:advance("20s")
       started = host:records("handler started") -- the log of every host of the broker
       assert.equal(k + 1, #started, "restart " .. k)
-      assert.equal(id, started[k + 1].entry_id)
+      assert.equal(id, started[k + 1].source_id)
       assert.equal(tostring(k), started[k + 1].delivery_count, "deliveries before this one")
-      local pending = host:pending("payments", "ledger")
-      assert.equal(1, #pending)
-      assert.equal(k + 1, pending[1].deliveries)
+      assert.same({}, host:pending("payments", "ledger"), "given back through the retry stream")
+      assert.equal(1, #host:pending("payments:retry:ledger", "ledger"))
       assert.equal(0, host:xlen(DEAD))
       host:stop()
     end

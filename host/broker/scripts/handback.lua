@@ -1,6 +1,7 @@
--- SCRIPT_HANDBACK (scripts.h): give back entries a stopping consumer read and never started.
-local group, consumer = ARGV[1], ARGV[2]
-local at = 3
+-- SCRIPT_HANDBACK (scripts.h): give back entries a stopping consumer holds
+-- and will not finish.
+local group, consumer, started = ARGV[1], ARGV[2], ARGV[3] == '1'
+local at = 4
 local given = {}
 for k, key in ipairs(KEYS) do
   local n = tonumber(ARGV[at])
@@ -10,11 +11,14 @@ for k, key in ipairs(KEYS) do
     -- Only an id still this consumer's: another may have claimed it meanwhile.
     local p = redis.call('XPENDING', key, group, ARGV[i], ARGV[i], 1, consumer)
     if #p == 1 then
-      -- Idle since the epoch, so any claiming or reclaim read takes it now,
-      -- and the delivery it never ran taken off its count. (TIME rather than
-      -- IDLE: an IDLE above the current time is clamped, not claimable.)
+      -- Idle since the epoch, so any claiming or reclaim read takes it now.
+      -- (TIME rather than IDLE: an IDLE above the current time is clamped,
+      -- not claimable.) An entry read and never started gets the delivery it
+      -- never ran taken off its count; one whose handler was abandoned ran.
+      local count = p[1][4]
+      if not started then count = math.max(count - 1, 0) end
       redis.call('XCLAIM', key, group, consumer, 0, ARGV[i], 'TIME', 1,
-                 'RETRYCOUNT', math.max(p[1][4] - 1, 0), 'JUSTID')
+                 'RETRYCOUNT', count, 'JUSTID')
       given[k] = given[k] + 1
     end
   end

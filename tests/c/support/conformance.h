@@ -32,7 +32,7 @@
 #include <stdbool.h>
 
 #define CF_NCONN 3
-#define CF_MAXARGS 24
+#define CF_MAXARGS 48
 
 enum cf_op {
   CF_END = 0,
