@@ -70,7 +70,6 @@ struct stream_reader {
   bool read_pending;         /* an XREADGROUP is outstanding */
   bool dispatching;          /* inside dispatch(): jobs finishing at once must not recurse */
   bool waiting;              /* retry_timer runs (backoff or reclaim poll): do not read before */
-  bool abandoned;            /* shutdown deadline: running jobs dropped, nothing more written */
   bool read_failing;         /* the last read failed; failing_since_ms says since when */
   uint64_t read_sent_ms;     /* when the outstanding read went out (read_pending) */
   uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
@@ -765,7 +764,6 @@ bool sr_give_back_dropped(stream_reader *s, bool give_back) {
 
 size_t sr_abandon(stream_reader *s) {
   if (s->state != SR_STOPPING) return 0;
-  s->abandoned = true;
   if (s->heartbeat) heartbeat_stop(s->heartbeat); /* let them go */
   return writer_abandon(s->w);
 }
