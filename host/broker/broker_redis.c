@@ -592,7 +592,11 @@ static void on_reply(void *privdata, redisReply *r, const char *why) {
   if (r && k->sent_ms) {
     metrics_observe(rtt_series(), (double)(uv_now(c->b->loop) - k->sent_ms) / 1000.0);
   }
-  if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR) count_error(ERR_REPLY);
+  /* BUSYGROUP answers the create every start sends for a group that exists:
+   * expected, not a failure an operator should see. */
+  if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR &&
+      strncmp(((redisReply *)r)->str, "BUSYGROUP ", 10) != 0)
+    count_error(ERR_REPLY);
   if (r && demoted(c, r)) {
     r = NULL; /* fails as if the connection was lost */
     why = c->reason;

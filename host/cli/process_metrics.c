@@ -16,10 +16,10 @@ static struct metric *gauge(const char *name, const char *help, enum metric_type
   return metrics_series(metrics_family(name, help, type, 0, NULL, NULL, 0), NULL);
 }
 
-/* utime, stime (clock ticks) and rss (pages) from /proc/self/stat; -1 when
- * it cannot be read. The command name (field 2) may hold spaces and
- * parentheses: the fields are counted from its last ')'. */
-static int read_stat(unsigned long *utime, unsigned long *stime, long *rss) {
+/* rss (pages) from /proc/self/stat; -1 when it cannot be read. The command
+ * name (field 2) may hold spaces and parentheses: the fields are counted
+ * from its last ')'. */
+static int read_rss(long *rss) {
   char buf[1024];
   FILE *f = fopen("/proc/self/stat", "r");
   if (f == NULL) return -1;
@@ -28,11 +28,11 @@ static int read_stat(unsigned long *utime, unsigned long *stime, long *rss) {
   buf[n] = '\0';
   const char *p = strrchr(buf, ')');
   if (p == NULL) return -1;
-  /* after ")": state(3) ... utime(14) stime(15) ... rss(24) */
+  /* after ")": state(3) ... rss(24) */
   return sscanf(p + 1,
-                " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d "
+                " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d "
                 "%*u %*u %ld",
-                utime, stime, rss) == 3
+                rss) == 1
              ? 0
              : -1;
 }
@@ -49,17 +49,19 @@ static int open_fds(void) {
 
 static void collect(void *data) {
   (void)data;
-  unsigned long utime, stime;
   long rss;
-  if (read_stat(&utime, &stime, &rss) == 0) {
-    double tick = (double)sysconf(_SC_CLK_TCK), page = (double)sysconf(_SC_PAGESIZE);
-    metric_set(gauge("process_cpu_seconds_total", "Total user and system CPU time spent in seconds",
-                     METRIC_COUNTER),
-               (double)(utime + stime) / tick);
+  if (read_rss(&rss) == 0)
     metric_set(
         gauge("process_resident_memory_bytes", "Resident memory size in bytes", METRIC_GAUGE),
-        (double)rss * page);
-  }
+        (double)rss * (double)sysconf(_SC_PAGESIZE));
+  /* getrusage, not /proc's clock ticks: a process that used under a tick
+   * (10 ms) there reads 0. */
+  struct rusage use;
+  if (getrusage(RUSAGE_SELF, &use) == 0)
+    metric_set(gauge("process_cpu_seconds_total", "Total user and system CPU time spent in seconds",
+                     METRIC_COUNTER),
+               (double)(use.ru_utime.tv_sec + use.ru_stime.tv_sec) +
+                   (double)(use.ru_utime.tv_usec + use.ru_stime.tv_usec) / 1e6);
   int fds = open_fds();
   if (fds >= 0)
     metric_set(gauge("process_open_fds", "Number of open file descriptors", METRIC_GAUGE), fds);

@@ -199,6 +199,20 @@ return { stream = "payments", group = "slow", start = "beginning", batch = 1,
     assert.equal(0, host:stop())
   end)
 
+  it("counts no error at a start on groups that exist (BUSYGROUP is the expected answer)", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["post.lua"] = HANDLER })
+    local first = helper.host_start({}, { server = srv, dir = dir })
+    first:wait_log(READY, 20, { plain = true })
+    assert.equal(0, first:stop())
+    local host = helper.host_start({ "--http", "127.0.0.1:0" }, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    assert(srv:group("payments", "ledger"), "the group made by the first start")
+    local page = scrape(helper.health_port(host))
+    assert.equal(0, value(page, "luastream_redis_errors_total", { kind = "error_reply" }))
+    assert.equal(0, host:stop())
+  end)
+
   it("shows every counter series the alerts and the dashboard use at 0 right after start", function()
     local srv = helper.redis_start()
     local dir = helper.handlers_dir({ ["post.lua"] = HANDLER, ["plain.lua"] = [[
