@@ -693,10 +693,12 @@ static void handed_back(void *data) {
 }
 
 /* Gives back the entries of list (handback.h), unless the consumer name
- * went to another process: they are its entries now, and it may be running
- * them. Whether it went out. */
+ * went to another process, or may have (the lease not confirmed lately: a
+ * pause past it): they are its entries now, and it may be running them; the
+ * script's owner check cannot tell, the name being the same. Whether it
+ * went out. */
 static bool hand_back(stream_reader *s, const struct entry *list, bool started) {
-  if (s->name_lost) return false;
+  if (s->name_lost || (s->lease && !lease_valid(s->lease))) return false;
   bool sent = handback_send(s->b, s->cmd, s->spec, s->retry_key, list, started, handed_back, s);
   if (sent) s->writes_pending++;
   return sent;

@@ -1,11 +1,9 @@
 -- The hand-back of a host whose consumer name went to another process while
--- it was paused, before it could learn so (stream_reader.c hand_back checks
--- only name_lost, not lease_valid as dispatch and reads do, name_held): at
--- SIGTERM after the pause it gives back entries the new holder of the name
--- is already running (the script's owner check sees the same name, and the
--- host had even logged "consumer lease not confirmed recently ... entries
--- wait" in the same millisecond), so the copies run again: a second run of
--- each on the new holder.
+-- it was paused, before it could learn so: its lease not confirmed lately
+-- (stream_reader.c hand_back, as dispatch and reads: name_held), it gives
+-- nothing back at SIGTERM after the pause. The script's owner check could
+-- not tell (the name is the same), and the new holder of the name, already
+-- running those entries, would run the copies a second time.
 local helper = require "tests.integration.helper"
 
 local READY = 'msg="host ready"'
