@@ -14,22 +14,48 @@
 
 struct request {
   const struct handler_spec *spec;
-  bool retry; /* through the retry stream (a `new` subscription) */
+  bool retry;   /* through the retry stream (a `new` subscription) */
+  bool started; /* abandoned at the deadline, not read and never started */
+  size_t asked; /* entries sent */
   handback_answered_fn *answered;
   void *data;
 };
 
+/* The entries the script gave back: an integer (SCRIPT_HANDBACK_RETRY) or
+ * one per key (SCRIPT_HANDBACK); -1 for any other reply. */
+static long long given_of(const struct request *q, const bk_reply *r) {
+  if (r && q->retry && r->type == BK_INTEGER) return r->integer;
+  if (r == NULL || q->retry || r->type != BK_ARRAY) return -1;
+  long long n = 0;
+  for (size_t i = 0; i < r->elements; i++)
+    if (r->element[i]->type == BK_INTEGER) n += r->element[i]->integer;
+  return n;
+}
+
+/* Logged once Redis answered: what was given back, or that nothing was.
+ * Those not given back were another consumer's by then, or deleted. */
 static void answered(void *data, const bk_reply *r, const char *err) {
   struct request *q = data;
-  bool ok = r && (q->retry ? r->type == BK_INTEGER : r->type == BK_ARRAY);
-  if (!ok) {
-    char why[256];
+  const struct handler_spec *sp = q->spec;
+  const char *which = q->started ? "abandoned at the shutdown deadline" : "read but not started";
+  char asked[24], given[24];
+  snprintf(asked, sizeof asked, "%zu", q->asked);
+  long long n = given_of(q, r);
+  if (n >= 0) {
+    snprintf(given, sizeof given, "%lld", n);
+    log_line(LOG_INFO, sp->name,
+             q->started ? "entries abandoned at the shutdown deadline given back"
+                        : "entries read but not started given back",
+             "stream", sp->stream, "group", sp->group, "consumer", sp->consumer,
+             LOG_NUMBER "entries", given, LOG_NUMBER "asked",
+             n == (long long)q->asked ? NULL : asked, NULL);
+  } else {
+    char why[256], msg[160];
     bk_reply_text(r, err, why, sizeof why);
-    log_line(LOG_WARN, q->spec->name,
-             q->retry ? "giving back entries failed: they stay pending for this consumer name"
-                      : "giving back entries failed: they wait min_idle",
-             "stream", q->spec->stream, "group", q->spec->group, "consumer", q->spec->consumer,
-             "error", why, NULL);
+    snprintf(msg, sizeof msg, "giving back entries %s failed: %s", which,
+             q->retry ? "they stay pending for this consumer name" : "they wait min_idle");
+    log_line(LOG_WARN, sp->name, msg, "stream", sp->stream, "group", sp->group, "consumer",
+             sp->consumer, LOG_NUMBER "entries", asked, "error", why, NULL);
   }
   q->answered(q->data);
   free(q);
@@ -86,7 +112,9 @@ bool handback_send(broker *b, bk_conn *cmd, const struct handler_spec *spec, con
   if (list == NULL || cmd == NULL) return false;
   struct request *q = malloc(sizeof *q);
   if (q == NULL) return false;
-  *q = (struct request){spec, spec->read == READ_NEW, on_answered, data};
+  size_t n = 0;
+  for (const struct entry *e = list; e; e = e->next) n++;
+  *q = (struct request){spec, spec->read == READ_NEW, started, n, on_answered, data};
   struct bk_args a;
   bk_args_init(&a);
   bk_args_str(&a, "EVAL");

@@ -727,13 +727,10 @@ void sr_stop(stream_reader *s, bool give_back) {
     entry_free(e);
     n++;
   }
-  if (n) {
+  if (n && !given) { /* else logged when Redis answers (handback.c) */
     char count[24];
     snprintf(count, sizeof count, "%zu", n);
-    sr_log(s, LOG_INFO,
-           given ? "entries read but not started given back"
-                 : "entries read but not started stay pending",
-           "entries", count, NULL, NULL);
+    sr_log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
   }
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
