@@ -44,10 +44,11 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                  "name starts with _ are modules the handlers may require, not handlers.\n"
                  "Edited, added and removed handler files are picked up while running (hot\n"
                  "reload: a file that fails to load keeps the running version); SIGHUP\n"
-                 "reloads every handler file. SIGTERM or SIGINT stops reading, lets running\n"
-                 "handlers finish, flushes acks and exits 0; handlers still running at the\n"
-                 "shutdown timeout are abandoned (their entries stay pending for another\n"
-                 "host) and the exit is still 0. A second signal exits at once (status 1);\n"
+                 "reloads every handler file. SIGTERM or SIGINT stops reading, gives back\n"
+                 "the entries read and not started (uncounted), lets running handlers\n"
+                 "finish, flushes acks and exits 0; handlers still running at the shutdown\n"
+                 "timeout are abandoned and their entries given back (counted) for another\n"
+                 "host, and the exit is still 0. A second signal exits at once (status 1);\n"
                  "the same one again within 1 s (as GNU timeout sends) is the same stop.\n"
                  "With --processes N above 1 a supervisor runs N such hosts as worker\n"
                  "processes, starts a worker again when it dies and passes the signals on;\n"
@@ -442,9 +443,9 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                             .def = "10s",
                             .off = true,
                             .check = check_watchdog,
-                            .help = "the --watchdog `run` is given: a claiming or reclaim handler "
-                                    "whose min_idle is below it plus min_idle / 3 is warned of (a "
-                                    "handler that does not yield holds the heartbeat that long)"},
+                            .help = "the --watchdog `run` is given: a handler whose min_idle "
+                                    "is below it plus min_idle / 3 is warned of (a handler that "
+                                    "does not yield holds the heartbeat that long)"},
     [OPT_HTTP_TIMEOUT] = {.name = "http-timeout",
                           .arg = "DURATION",
                           .kind = CLI_DURATION,
