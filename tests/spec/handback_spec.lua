@@ -5,7 +5,8 @@
 -- read runs each once, with the delivery count it would have seen.
 local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(SPEC_DIR .. "/fixtures")
 local RETRY = "jobs:retry:workers"
 
 -- "consumer:n:deliveries" of each start, in order (one broker's hosts share records).
@@ -18,17 +19,8 @@ local function starts(app)
 end
 
 describe("the hand-back of a `new` subscription", function()
-  local apps = {}
-  after_each(function()
-    for _, app in ipairs(apps) do pcall(app.stop, app) end
-    apps = {}
-  end)
-
-  local function app(opts)
-    local a = testing.app(HERE .. "/handback_new", opts)
-    apps[#apps + 1] = a
-    return a
-  end
+  after_each(apps.stop_all)
+  local function app(opts) return apps.start("handback_new", opts) end
 
   it("gives back through the retry stream what a stopping host read: each run once elsewhere, the delivery counts unchanged", function()
     local a = app({ hostname = "a" })
@@ -86,15 +78,14 @@ describe("the hand-back of a `new` subscription", function()
     local dir = os.tmpname()
     os.remove(dir)
     assert(os.execute("mkdir -p '" .. dir .. "'"))
-    local src = assert(io.open(HERE .. "/handback_new/queue.lua")):read("*a")
+    local src = assert(io.open(SPEC_DIR .. "/fixtures/handback_new/queue.lua")):read("*a")
     local function write()
       local f = assert(io.open(dir .. "/queue.lua", "w"))
       f:write(src)
       f:close()
     end
     write()
-    local a = testing.app(dir, { hostname = "a" })
-    apps[#apps + 1] = a
+    local a = apps.keep(testing.app(dir, { hostname = "a" }))
     for n = 1, 3 do a:publish("jobs", { n = n }) end
     assert.same({ "a-queue:1:0" }, starts(a), "one lane: 2 and 3 wait")
     os.remove(dir .. "/queue.lua")

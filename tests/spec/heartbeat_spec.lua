@@ -4,9 +4,9 @@
 -- their handlers run, gives back at a stop those it never started, and at
 -- the edges: an entry deleted while held, a consumer name lost to another
 -- process.
-local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(SPEC_DIR .. "/fixtures")
 
 -- Who started the entry, in order (the hosts of one broker share records).
 local function started(app)
@@ -16,18 +16,8 @@ local function started(app)
 end
 
 describe("the heartbeat", function()
-  local apps = {}
-  after_each(function()
-    for _, app in ipairs(apps) do pcall(app.stop, app) end
-    apps = {}
-  end)
-
-  -- A host on the handlers of fixtures/NAME, stopped after the test.
-  local function app(name, opts)
-    local a = testing.app(HERE .. "/" .. name, opts)
-    apps[#apps + 1] = a
-    return a
-  end
+  after_each(apps.stop_all)
+  local app = apps.start -- a host on the handlers of fixtures/NAME
 
   it("keeps the entries whose handlers run ten times min_idle, and those waiting behind them, from another host's claiming read", function()
     local a = app("long_claiming", { version = "7.0.15", hostname = "a" })

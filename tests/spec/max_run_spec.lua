@@ -2,9 +2,9 @@
 -- max_run is logged once and counted, and its entry is no longer kept
 -- claimed: another host's claiming read takes it once idle min_idle, while
 -- the first handler runs on.
-local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(SPEC_DIR .. "/fixtures")
 
 local function started(app)
   local out = {}
@@ -17,17 +17,8 @@ local OVERRAN = "handler ran longer than max_run: its entry is no longer kept cl
   "not stopped)"
 
 describe("max_run", function()
-  local apps = {}
-  after_each(function()
-    for _, app in ipairs(apps) do pcall(app.stop, app) end
-    apps = {}
-  end)
-
-  local function app(name, opts)
-    local a = testing.app(HERE .. "/" .. name, opts)
-    apps[#apps + 1] = a
-    return a
-  end
+  after_each(apps.stop_all)
+  local app = apps.start -- a host on the handlers of fixtures/NAME
 
   it("stops keeping the entry of a handler running past it: logged once, counted, taken by another host after min_idle, the handler not stopped", function()
     local a = app("max_run_claiming", { version = "7.0.15", hostname = "a" })

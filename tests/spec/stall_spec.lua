@@ -3,9 +3,9 @@
 -- broker runs on. With the heartbeat (host/consumer/heartbeat.c), a
 -- claiming read takes an entry whose handler runs ten times min_idle only
 -- once its host stalls past min_idle.
-local testing = require "luastream.testing"
 
-local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(SPEC_DIR .. "/fixtures")
 
 -- consumer:n of each "started" record, in order (one broker: shared records).
 local function started(app)
@@ -15,17 +15,8 @@ local function started(app)
 end
 
 describe("a stalled host", function()
-  local apps = {}
-  after_each(function()
-    for _, app in ipairs(apps) do pcall(app.stop, app) end
-    apps = {}
-  end)
-
-  local function app(name, opts)
-    local a = testing.app(HERE .. "/" .. name, opts)
-    apps[#apps + 1] = a
-    return a
-  end
+  after_each(apps.stop_all)
+  local app = apps.start -- a host on the handlers of fixtures/NAME
 
   it("keeps its entry while its handler runs ten times min_idle, and loses it to another host's claiming read once stalled past min_idle", function()
     local a = app("stall_claiming", { version = "7.0.15", hostname = "a" })
