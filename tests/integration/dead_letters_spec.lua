@@ -1221,7 +1221,10 @@ return {
     wait_pel_empty(srv)
     local f = srv:xrange("payments.dead")[1].fields
     assert.equal(id, f["dead-letter-id"])
-    assert.equal("2", f["dead-letter-deliveries"])
+    -- the refused delivery counts: 2, or more when a claim (every 300 ms) came
+    -- again before XACK was allowed (a loaded machine)
+    local deliveries = tonumber(f["dead-letter-deliveries"])
+    assert.is_true(deliveries >= 2, "dead-letter-deliveries " .. tostring(deliveries))
     assert.equal(0, h:stop())
   end)
 
