@@ -643,7 +643,7 @@ static void keepalive_fire(ltimer *t, void *data) {
   uint64_t now = clock_now(ka->clock);
   bool renew = now >= ka->renew_ms;
   if (renew) ka->renew_ms = now + LEASE_RENEW_MS;
-  size_t total = ka->n + ka->nr;
+  size_t total = ka->n + ka->nr; /* each + 1 below: never malloc(0), which may give NULL */
   lease **due = malloc(ka->n * sizeof *due + 1);
   struct lease_rider **riding = malloc(ka->nr * sizeof *riding + 1);
   unsigned *slot = malloc(total * sizeof *slot + 1); /* leases' then riders' */
