@@ -401,3 +401,68 @@ TEST_IMPL(lease_keepalive_carries_riders_in_one_call_per_slot_per_turn) {
   broker_free(b);
   clk->ops->free(clk);
 }
+
+/* On a Redis Cluster each rider goes in its lease's slot's call, with that
+ * slot's renewals only. */
+TEST_IMPL(lease_keepalive_carries_riders_in_their_lease_slot) {
+  lclock *clk = clock_virtual_new(0);
+  ride_clock = clk;
+  ncalls = 0;
+  replay_broker *rb = replay_new(clk);
+  broker *b = replay_base(rb);
+  struct broker_ops ops = *b->ops; /* the replay broker, saying it is a cluster */
+  ops.cluster = always_cluster;
+  const struct broker_ops *plain = b->ops;
+  b->ops = &ops;
+  replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
+  replay_default(rb, "EVAL <lease> 1 **", "*1\r\n:1\r\n");
+  replay_respond(rb, ride_respond, NULL);
+  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
+  clock_virtual_settle(clk);
+  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  const char *stream[2] = {"payments", "orders"}; /* two slots */
+  lease *l[2];
+  int index[2] = {0, 1};
+  struct ride rd[2];
+  for (int i = 0; i < 2; i++) {
+    l[i] = lease_new(ka, stream[i], "g", "c", on_lease_n, &index[i]);
+    lease_take(l[i]);
+  }
+  clock_virtual_settle(clk);
+  size_t taken = replay_nsent(rb, "cmd");
+  for (int i = 0; i < 2; i++) {
+    memset(&rd[i], 0, sizeof rd[i]);
+    lease_rider_init(&rd[i].r);
+    rd[i].r.every_ms = 1000;
+    rd[i].r.add = ride_add;
+    rd[i].r.answered = ride_answered;
+    rd[i].r.data = &rd[i];
+    riders_seen[i] = NULL; /* neither fails */
+    lease_ride(l[i], &rd[i].r);
+  }
+  clock_virtual_advance(clk, 1000);
+  ASSERT_INT_EQ(replay_nsent(rb, "cmd"), taken + 2); /* two slots, two calls */
+  for (size_t i = taken; i < taken + 2; i++) {
+    const char *sent = replay_sent(rb, "cmd", i);
+    bool pay = strstr(sent, "{payments}") != NULL, ord = strstr(sent, "{orders}") != NULL;
+    ASSERT(pay != ord);                               /* one slot's keys only */
+    ASSERT_CONTAINS(sent, "tok 1 m h 20000 1 1 1 g"); /* its lease renewed, its rider */
+  }
+  for (int i = 0; i < 2; i++) {
+    ASSERT_INT_EQ(rd[i].nsent, 1);
+    ASSERT_INT_EQ(rd[i].ok, 1);
+  }
+  for (int i = 0; i < 2; i++) {
+    int done = 0;
+    lease_release(l[i], released, &done);
+    clock_virtual_settle(clk);
+    lease_free(l[i]);
+    lease_rider_free(&rd[i].r);
+  }
+  lease_keepalive_free(ka);
+  bk_conn_close(b, c);
+  b->ops = plain;
+  broker_free(b);
+  clk->ops->free(clk);
+}
