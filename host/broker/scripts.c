@@ -44,8 +44,8 @@ const char SCRIPT_TRIM[] = {
 #include "host/broker/scripts/trim.lua.inc"
 };
 
-const char SCRIPT_HEARTBEAT[] = {
-#include "host/broker/scripts/heartbeat.lua.inc"
+const char SCRIPT_KEEPALIVE[] = {
+#include "host/broker/scripts/keepalive.lua.inc"
 };
 
 const char SCRIPT_HANDBACK[] = {
@@ -63,7 +63,7 @@ const char SCRIPT_LAG[] = {
 static const char *const all[SCRIPT_COUNT] = {
     SCRIPT_CLAIM,          SCRIPT_RECLAIM, SCRIPT_OWN,       SCRIPT_READ,
     SCRIPT_SWEEP,          SCRIPT_REPLAY,  SCRIPT_OUTCOME,   SCRIPT_LEASE,
-    SCRIPT_PRUNE,          SCRIPT_TRIM,    SCRIPT_HEARTBEAT, SCRIPT_HANDBACK,
+    SCRIPT_PRUNE,          SCRIPT_TRIM,    SCRIPT_KEEPALIVE, SCRIPT_HANDBACK,
     SCRIPT_HANDBACK_RETRY, SCRIPT_LAG};
 
 int script_index(const char *s) {

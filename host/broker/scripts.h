@@ -172,12 +172,7 @@ extern const char SCRIPT_REPLAY[];
  *   op "steal": the same, also when it holds `old value` (a holder known dead)
  *   op "drop":  delete it when it holds value
  * Reply: {1} done, or {0, holder, pttl}: another value holds it (pttl: ms
- * left, -1 when it never expires).
- *   KEYS: lease key...   ARGV: "renew" value ttl_ms
- *   op "renew": every key of KEYS (one process's leases, in one slot): extend
- *   it when it holds value; take it when it is gone.
- * Reply: one element per key: 1 renewed, 2 found gone and taken again, or
- * the value of another holder. */
+ * left, -1 when it never expires). Renewals go with SCRIPT_KEEPALIVE. */
 extern const char SCRIPT_LEASE[];
 
 /* SCRIPT_PRUNE removes, from the group on each key, the consumers that have
@@ -203,8 +198,14 @@ extern const char SCRIPT_PRUNE[];
  *   KEYS: stream   ARGV: finished ("1" or "0"), max_len (0: none) */
 extern const char SCRIPT_TRIM[];
 
-/* SCRIPT_HEARTBEAT keeps a consumer's claim on the entries it holds (in a
- * lane or a handler), so that no claiming or reclaim read takes them while
+/* SCRIPT_KEEPALIVE is one process's call for one slot (lease.h): it renews
+ * the process's consumer leases there and carries the heartbeats riding them
+ * (heartbeat.h), so a host sends one call per slot per beat, whatever its
+ * number of leases and subscriptions.
+ * Renewal: every lease key is extended when it holds value, taken again when
+ * it is gone (PX ttl_ms).
+ * A rider (a heartbeat) keeps a consumer's claim on the entries it holds (in
+ * a lane or a handler), so that no claiming or reclaim read takes them while
  * the host that holds them runs, however long their handlers take: of the
  * ids given per key, those still pending for this consumer and still in the
  * stream get XCLAIM to itself with min-idle 0 and JUSTID (idle 0, the
@@ -212,9 +213,19 @@ extern const char SCRIPT_TRIM[];
  * left to it, and a deleted one pending (XCLAIM would drop it). The ids of a
  * key come ascending: they are checked with one XPENDING over their range
  * (out of order, some may be missed, none taken from another consumer).
- * Returns how many ids were re-stamped per key.
- *   KEYS: stream...   ARGV: group consumer (count id...)-per-key */
-extern const char SCRIPT_HEARTBEAT[];
+ * With leased "1" its first key is its consumer's lease key, and nothing is
+ * re-stamped unless that holds value (after renewals): a name gone to
+ * another process during a pause is not this process's to keep. Each rider
+ * runs under pcall: an error (its group deleted, a command refused) is its
+ * answer alone.
+ *   KEYS: lease key... (nleases), then per rider: [its lease key] stream...
+ *   ARGV: value ttl_ms nleases nriders,
+ *         then per rider: leased group consumer nkeys (count id...)-per-key
+ * Reply: {renewals, riders}: renewals, one per lease key: 1 renewed, 2 found
+ * gone and taken again, or the value of another holder; riders, one per
+ * rider: the number of ids re-stamped per key, or a string: its error (or
+ * that its lease is not this process's). */
+extern const char SCRIPT_KEEPALIVE[];
 
 /* SCRIPT_HANDBACK gives back the entries a stopping claiming or reclaim
  * consumer holds and will not finish: of the ids given per key, those still

@@ -26,10 +26,11 @@ struct heartbeat {
   struct metric *overran; /* luastream_handler_overran_total of this subscription */
   heartbeat_answered_fn *answered;
   void *data;
-  ltimer *timer;
-  bool beating;     /* started and not stopped */
-  unsigned pending; /* 0 or 1 */
-  bool warned;      /* a failed beat was logged at warn; quiet until one works */
+  ltimer *timer;            /* without a lease: its own beats */
+  struct lease_rider rider; /* with one: its sections ride the lease's renewals */
+  bool beating;             /* started and not stopped */
+  unsigned pending;         /* its own beats sent and not answered (0 or 1) */
+  bool warned;              /* a failed beat was logged at warn; quiet until one works */
   struct bk_args args;
   struct sorted_id *order; /* one key's held ids, ascending, at each beat */
   size_t order_cap;
@@ -40,14 +41,17 @@ uint64_t heartbeat_interval_ms(const struct handler_spec *spec) {
   return every > 0 ? every : 1;
 }
 
-static void beat_done(void *data, const bk_reply *r, const char *err) {
-  heartbeat *hb = data;
-  hb->pending--;
+/* The answer to a beat: the rider's section (an array, or a string: its
+ * error), or a failed call's reply (an error, or NULL: no answer). */
+static void beat_answered(heartbeat *hb, const bk_reply *r, const char *err) {
   if (r && r->type == BK_ARRAY) {
     hb->warned = false;
   } else if (r) { /* a server error: a lost connection is the reconnect's to tell */
     char why[256];
-    bk_reply_text(r, err, why, sizeof why);
+    if (r->type == BK_STRING)
+      snprintf(why, sizeof why, "%.*s", (int)r->len, r->str);
+    else
+      bk_reply_text(r, err, why, sizeof why);
     log_line(hb->warned ? LOG_DEBUG : LOG_WARN, hb->spec->name,
              "keeping the claim on held entries failed: other hosts may take them after min_idle",
              "stream", hb->spec->stream, "group", hb->spec->group, "command", "EVAL", "script",
@@ -55,6 +59,22 @@ static void beat_done(void *data, const bk_reply *r, const char *err) {
     hb->warned = true;
   }
   hb->answered(hb->data);
+}
+
+/* A beat of its own (no lease): its whole reply is {renewals, {section}}. */
+static void beat_done(void *data, const bk_reply *r, const char *err) {
+  heartbeat *hb = data;
+  hb->pending--;
+  if (r && r->type == BK_ARRAY) {
+    const bk_reply *riders = r->elements == 2 ? r->element[1] : NULL;
+    r = riders && riders->type == BK_ARRAY && riders->elements == 1 ? riders->element[0] : NULL;
+  }
+  beat_answered(hb, r, err);
+}
+
+/* lease_rider_answered_fn */
+static void rider_answered(void *data, const bk_reply *r, const char *err) {
+  beat_answered(data, r, err);
 }
 
 /* The entry of slot h, running longer than max_run since this beat: logged
@@ -95,7 +115,7 @@ static int by_id(const void *a, const void *b) {
  * the script's XPENDING over their range needs (out of memory to sort them,
  * in the set's order: the script then re-stamps only some of them). Returns
  * the count. */
-static long long add_key(heartbeat *hb, unsigned char key) {
+static long long add_key(heartbeat *hb, struct bk_args *args, unsigned char key) {
   struct held *h = hb->held;
   if (hb->order_cap < h->n) {
     struct sorted_id *order = realloc(hb->order, h->n * sizeof *order);
@@ -117,17 +137,41 @@ static long long add_key(heartbeat *hb, unsigned char key) {
     }
     n++;
   }
-  bk_args_num(&hb->args, (long long)n);
+  bk_args_num(args, (long long)n);
   if (sorted) {
     qsort(hb->order, n, sizeof *hb->order, by_id);
-    for (size_t i = 0; i < n; i++) bk_args_str(&hb->args, hb->order[i].id);
+    for (size_t i = 0; i < n; i++) bk_args_str(args, hb->order[i].id);
   } else {
     for (size_t i = 0; i < h->cap; i++) /* kept() is false now for what it just noted */
-      if (h->slots[i].key == key && kept(hb, i)) bk_args_str(&hb->args, h->slots[i].id);
+      if (h->slots[i].key == key && kept(hb, i)) bk_args_str(args, h->slots[i].id);
   }
   return (long long)n;
 }
 
+/* Its section of SCRIPT_KEEPALIVE's ARGV, after the leased flag: group
+ * consumer 2 (count id...) for the stream and the retry stream. Returns the
+ * number of ids. */
+static long long section(heartbeat *hb, struct bk_args *args) {
+  bk_args_str(args, hb->spec->group);
+  bk_args_str(args, hb->spec->consumer);
+  bk_args_num(args, 2);
+  long long ids = add_key(hb, args, 0);
+  return ids + add_key(hb, args, 1);
+}
+
+/* lease_rider_add_fn: its section, when something is held and kept. */
+static bool rider_add(void *data, struct lease_rider *r) {
+  heartbeat *hb = data;
+  if (!hb->beating || hb->held->n == 0) return false;
+  bk_args_reset(&r->keys);
+  bk_args_reset(&r->args);
+  bk_args_str(&r->keys, hb->spec->stream);
+  bk_args_str(&r->keys, hb->retry_key);
+  return section(hb, &r->args) > 0; /* 0: every one held ran past max_run */
+}
+
+/* A beat of its own, without a lease: SCRIPT_KEEPALIVE with no lease and its
+ * one section. */
 static void beat(ltimer *t, void *data) {
   (void)t;
   heartbeat *hb = data;
@@ -137,15 +181,16 @@ static void beat(ltimer *t, void *data) {
   struct bk_args *a = &hb->args;
   bk_args_reset(a);
   bk_args_str(a, "EVAL");
-  bk_args_str(a, SCRIPT_HEARTBEAT);
+  bk_args_str(a, SCRIPT_KEEPALIVE);
   bk_args_str(a, "2");
   bk_args_str(a, hb->spec->stream);
   bk_args_str(a, hb->retry_key);
-  bk_args_str(a, hb->spec->group);
-  bk_args_str(a, hb->spec->consumer);
-  long long ids = add_key(hb, 0);
-  ids += add_key(hb, 1);
-  if (ids == 0) return; /* every one held ran past max_run */
+  bk_args_str(a, ""); /* no lease: its value and ttl are not read */
+  bk_args_str(a, "0");
+  bk_args_str(a, "0"); /* leases */
+  bk_args_str(a, "1"); /* riders */
+  bk_args_str(a, "0"); /* not leased */
+  if (section(hb, a) == 0) return;
   if (bk_command(hb->b, hb->cmd, a->argc, a->argv, a->argvlen, beat_done, hb) == 0) hb->pending++;
 }
 
@@ -164,6 +209,11 @@ heartbeat *heartbeat_new(broker *b, bk_conn *cmd, lclock *clock, const struct ha
   hb->answered = answered;
   hb->data = data;
   bk_args_init(&hb->args);
+  lease_rider_init(&hb->rider);
+  hb->rider.every_ms = heartbeat_interval_ms(spec);
+  hb->rider.add = rider_add;
+  hb->rider.answered = rider_answered;
+  hb->rider.data = hb;
   /* At 0 from the start: Prometheus cannot see the first increase of a
    * series whose first sample is already 1. */
   static const char *const labels[] = {"handler", "stream", "group"};
@@ -179,24 +229,32 @@ heartbeat *heartbeat_new(broker *b, bk_conn *cmd, lclock *clock, const struct ha
   return hb;
 }
 
-void heartbeat_set_spec(heartbeat *hb, const struct handler_spec *spec) { hb->spec = spec; }
+void heartbeat_set_spec(heartbeat *hb, const struct handler_spec *spec) {
+  hb->spec = spec;
+  hb->rider.every_ms = heartbeat_interval_ms(spec);
+}
 
-void heartbeat_start(heartbeat *hb) {
+void heartbeat_start(heartbeat *hb, lease *l) {
   if (hb->beating) return;
   hb->beating = true;
-  timer_start(hb->timer, heartbeat_interval_ms(hb->spec));
+  if (l)
+    lease_ride(l, &hb->rider);
+  else
+    timer_start(hb->timer, heartbeat_interval_ms(hb->spec));
 }
 
 void heartbeat_stop(heartbeat *hb) {
   hb->beating = false;
   timer_stop(hb->timer);
+  lease_unride(&hb->rider);
 }
 
-unsigned heartbeat_pending(const heartbeat *hb) { return hb->pending; }
+unsigned heartbeat_pending(const heartbeat *hb) { return hb->pending + hb->rider.pending; }
 
 void heartbeat_free(heartbeat *hb) {
   if (hb == NULL) return;
   if (hb->timer) timer_free(hb->timer);
+  lease_rider_free(&hb->rider);
   bk_args_free(&hb->args);
   free(hb->order);
   free(hb);

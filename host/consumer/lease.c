@@ -25,16 +25,22 @@ struct lease_keepalive {
   bk_conn *cmd;
   lclock *clock;
   char identity[LEASE_IDENTITY_MAX];
-  ltimer *timer; /* every LEASE_RENEW_MS while it has leases */
-  lease **v;     /* its leases */
+  ltimer *timer;     /* at the next renewal or rider due, while it has leases */
+  uint64_t renew_ms; /* the next renewal of every lease is due then */
+  lease **v;         /* its leases */
   size_t n, cap;
+  struct lease_rider **riders; /* riding its leases */
+  size_t nr, rcap;
+  struct bk_args args; /* the call being built */
 };
 
-/* One script call renewing several leases; an entry is NULL once its lease
- * was released or freed. */
+/* One script call renewing several leases and carrying the sections of
+ * several riders; an entry is NULL once its lease was released or freed (or
+ * its rider freed). */
 struct renew_call {
-  size_t n;
-  lease *v[];
+  size_t n, nr;
+  lease **v;
+  struct lease_rider **r;
 };
 
 struct lease {
@@ -171,7 +177,7 @@ char *lease_key(const char *stream, const char *group, const char *consumer) {
 
 static void fire(ltimer *t, void *data);
 
-/* take, steal or drop: one key; renew: the same with its one key. */
+/* take, steal or drop: one key. */
 static int call(lease *l, const char *op, const char *old, bk_reply_cb *cb) {
   char ttl[24];
   snprintf(ttl, sizeof ttl, "%d", LEASE_TTL_MS);
@@ -264,8 +270,19 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
 
 static void renew_done(void *data, const bk_reply *r, const char *err);
 
-/* A renewal of l only (lease_confirm). */
-static int renew_one(lease *l) { return call(l, "renew", NULL, renew_done); }
+/* A renewal of l only (lease_confirm): SCRIPT_KEEPALIVE with no rider. */
+static int renew_one(lease *l) {
+  char ttl[24];
+  snprintf(ttl, sizeof ttl, "%d", LEASE_TTL_MS);
+  const char *argv[] = {"EVAL", SCRIPT_KEEPALIVE, "1", l->key, l->identity, ttl, "1", "0"};
+  size_t len[8];
+  for (int i = 0; i < 8; i++) len[i] = strlen(argv[i]);
+  uint64_t sent = clock_now(l->clock); /* as in call() */
+  if (bk_command(l->b, l->cmd, 8, argv, len, renew_done, l) != 0) return -1;
+  l->in_flight = true;
+  l->sent_ms = sent;
+  return 0;
+}
 
 /* The answer to a renewal of l: 1 renewed, 2 taken again, 0 held by holder,
  * -1 none (r: the reply, for its error). */
@@ -293,9 +310,19 @@ static void renewed(lease *l, int code, const char *holder, const bk_reply *r) {
   report(l, LEASE_CONFIRMED, NULL, 0);
 }
 
-/* Element i of a renew reply: its code, and the holder for 0. */
+/* The renewals of a SCRIPT_KEEPALIVE reply for n leases and nr riders
+ * ({renewals, riders}), or NULL when it is not one. */
+static const bk_reply *renewals_of(const bk_reply *r, size_t n, size_t nr) {
+  if (r == NULL || r->type != BK_ARRAY || r->elements != 2) return NULL;
+  const bk_reply *v = r->element[0], *riders = r->element[1];
+  if (v->type != BK_ARRAY || v->elements != n) return NULL;
+  if (riders->type != BK_ARRAY || riders->elements != nr) return NULL;
+  return v;
+}
+
+/* Element i of the renewals: its code, and the holder for 0. */
 static int renew_answer(const bk_reply *r, size_t i, const char **holder) {
-  if (r == NULL || r->type != BK_ARRAY || i >= r->elements) return -1;
+  if (r == NULL || i >= r->elements) return -1;
   const bk_reply *e = r->element[i];
   if (e->type == BK_STRING) {
     *holder = e->str;
@@ -309,8 +336,7 @@ static void renew_done(void *data, const bk_reply *r, const char *err) {
   (void)err;
   lease *l = data;
   const char *holder = NULL;
-  /* a reply with more than one element is not the answer to one key */
-  int code = r && r->type == BK_ARRAY && r->elements != 1 ? -1 : renew_answer(r, 0, &holder);
+  int code = renew_answer(renewals_of(r, 1, 0), 0, &holder);
   renewed(l, code, holder, r);
 }
 
@@ -412,7 +438,7 @@ void lease_free(lease *l) {
   free(l);
 }
 
-/* ---- the keepalive: every held lease renewed together ---- */
+/* ---- the keepalive: every held lease renewed together, riders with them ---- */
 
 static void keepalive_fire(ltimer *t, void *data);
 
@@ -423,6 +449,7 @@ lease_keepalive *lease_keepalive_new(broker *b, bk_conn *cmd, lclock *clock, con
   ka->cmd = cmd;
   ka->clock = clock;
   snprintf(ka->identity, sizeof ka->identity, "%s", identity);
+  bk_args_init(&ka->args);
   ka->timer = timer_new(clock, keepalive_fire, ka);
   if (ka->timer == NULL) {
     free(ka);
@@ -434,9 +461,22 @@ lease_keepalive *lease_keepalive_new(broker *b, bk_conn *cmd, lclock *clock, con
 void lease_keepalive_free(lease_keepalive *ka) {
   if (ka == NULL) return;
   for (size_t i = 0; i < ka->n; i++) ka->v[i]->ka = NULL; /* leases freed later leave alone */
+  for (size_t i = 0; i < ka->nr; i++) ka->riders[i]->lease = NULL;
   timer_free(ka->timer);
+  bk_args_free(&ka->args);
+  free(ka->riders);
   free(ka->v);
   free(ka);
+}
+
+/* Arms the timer for the first of the next renewal and the riders' next
+ * sections. */
+static void keepalive_arm(lease_keepalive *ka) {
+  if (ka->n == 0) return timer_stop(ka->timer);
+  uint64_t next = ka->renew_ms, now = clock_now(ka->clock);
+  for (size_t i = 0; i < ka->nr; i++)
+    if (ka->riders[i]->next_ms < next) next = ka->riders[i]->next_ms;
+  timer_start(ka->timer, next > now ? next - now : 0);
 }
 
 static int keepalive_add(lease_keepalive *ka, lease *l) {
@@ -445,54 +485,129 @@ static int keepalive_add(lease_keepalive *ka, lease *l) {
   ka->v = v;
   ka->v[ka->n++] = l;
   l->ka = ka;
-  if (ka->n == 1) timer_start(ka->timer, LEASE_RENEW_MS);
+  if (ka->n == 1) {
+    ka->renew_ms = clock_now(ka->clock) + LEASE_RENEW_MS;
+    keepalive_arm(ka);
+  }
   return 0;
 }
 
+static void rider_remove(lease_keepalive *ka, struct lease_rider *r) {
+  for (size_t i = 0; i < ka->nr; i++) {
+    if (ka->riders[i] != r) continue;
+    ka->riders[i] = ka->riders[--ka->nr];
+    break;
+  }
+  r->lease = NULL;
+}
+
+/* l leaves: its riders with it. */
 static void keepalive_remove(lease_keepalive *ka, lease *l) {
   for (size_t i = 0; i < ka->n; i++) {
     if (ka->v[i] != l) continue;
     ka->v[i] = ka->v[--ka->n];
     break;
   }
+  for (size_t i = ka->nr; i-- > 0;)
+    if (ka->riders[i]->lease == l) rider_remove(ka, ka->riders[i]);
   if (ka->n == 0) timer_stop(ka->timer);
 }
 
+void lease_rider_init(struct lease_rider *r) {
+  bk_args_init(&r->keys);
+  bk_args_init(&r->args);
+  r->lease = NULL;
+  r->pending = 0;
+  r->call = NULL;
+}
+
+void lease_ride(lease *l, struct lease_rider *r) {
+  lease_keepalive *ka = l->ka;
+  if (r->lease == l || ka == NULL) return; /* riding already, or released */
+  lease_unride(r);
+  struct lease_rider **v = grow(ka->riders, &ka->rcap, ka->nr + 1, sizeof *v, 8);
+  if (v == NULL) return; /* no heartbeat: its entries may be taken after min_idle */
+  ka->riders = v;
+  ka->riders[ka->nr++] = r;
+  r->lease = l;
+  r->next_ms = clock_now(ka->clock) + r->every_ms;
+  keepalive_arm(ka);
+}
+
+void lease_unride(struct lease_rider *r) {
+  if (r->lease && r->lease->ka) rider_remove(r->lease->ka, r);
+  r->lease = NULL;
+}
+
+void lease_rider_free(struct lease_rider *r) {
+  lease_unride(r);
+  if (r->call) r->call->r[r->call_index] = NULL;
+  r->call = NULL;
+  r->pending = 0;
+  bk_args_free(&r->keys);
+  bk_args_free(&r->args);
+}
+
 static void keepalive_done(void *data, const bk_reply *r, const char *err) {
-  (void)err;
   struct renew_call *c = data;
+  const bk_reply *renewals = renewals_of(r, c->n, c->nr);
   for (size_t i = 0; i < c->n; i++) {
     lease *l = c->v[i];
     if (l == NULL) continue;
     l->call = NULL;
     const char *holder = NULL;
-    int code = r && r->type == BK_ARRAY && r->elements != c->n ? -1 : renew_answer(r, i, &holder);
+    int code = renew_answer(renewals, i, &holder);
     renewed(l, code, holder, r);
+  }
+  /* a reply of another shape: no answer (as a lost connection) */
+  const bk_reply *error = r && r->type == BK_ERROR ? r : NULL;
+  for (size_t i = 0; i < c->nr; i++) {
+    struct lease_rider *rd = c->r[i]; /* re-read: an answer may free another */
+    if (rd == NULL) continue;
+    rd->call = NULL;
+    rd->pending--;
+    rd->answered(rd->data, renewals ? r->element[1]->element[i] : error, err);
   }
   free(c);
 }
 
-/* Renews the n leases v (one slot) in one script call. */
-static void keepalive_send(lease_keepalive *ka, lease **v, size_t n) {
-  struct renew_call *c = malloc(sizeof *c + n * sizeof c->v[0]);
-  const char **argv = malloc((n + 6) * sizeof *argv);
-  size_t *len = malloc((n + 6) * sizeof *len);
-  char numkeys[24], ttl[24];
-  if (c == NULL || argv == NULL || len == NULL) goto out; /* tried again at the next turn */
-  snprintf(numkeys, sizeof numkeys, "%zu", n);
-  snprintf(ttl, sizeof ttl, "%d", LEASE_TTL_MS);
-  size_t argc = 0;
-  argv[argc++] = "EVAL";
-  argv[argc++] = SCRIPT_LEASE;
-  argv[argc++] = numkeys;
-  for (size_t i = 0; i < n; i++) argv[argc++] = v[i]->key;
-  argv[argc++] = "renew";
-  argv[argc++] = ka->identity;
-  argv[argc++] = ttl;
-  for (size_t i = 0; i < argc; i++) len[i] = strlen(argv[i]);
+/* Renews the n leases v and carries the sections of the nr riders rv (one
+ * slot, their add already made) in one script call. */
+static void keepalive_send(lease_keepalive *ka, lease **v, size_t n, struct lease_rider **rv,
+                           size_t nr) {
+  struct renew_call *c = malloc(sizeof *c + n * sizeof *c->v + nr * sizeof *c->r);
+  if (c == NULL) return; /* tried again at the next turn */
+  c->v = (lease **)(c + 1);
+  c->r = (struct lease_rider **)(c->v + n);
+  struct bk_args *a = &ka->args;
+  long long numkeys = (long long)n;
+  for (size_t j = 0; j < nr; j++) numkeys += 1 + rv[j]->keys.argc;
+  bk_args_reset(a);
+  bk_args_str(a, "EVAL");
+  bk_args_str(a, SCRIPT_KEEPALIVE);
+  bk_args_num(a, numkeys);
+  for (size_t i = 0; i < n; i++) bk_args_str(a, v[i]->key);
+  for (size_t j = 0; j < nr; j++) {
+    bk_args_str(a, rv[j]->lease->key);
+    for (int k = 0; k < rv[j]->keys.argc; k++)
+      bk_args_add(a, rv[j]->keys.argv[k], rv[j]->keys.argvlen[k]);
+  }
+  bk_args_str(a, ka->identity);
+  bk_args_num(a, LEASE_TTL_MS);
+  bk_args_num(a, (long long)n);
+  bk_args_num(a, (long long)nr);
+  for (size_t j = 0; j < nr; j++) {
+    bk_args_str(a, "1"); /* its first key is its lease's */
+    for (int k = 0; k < rv[j]->args.argc; k++)
+      bk_args_add(a, rv[j]->args.argv[k], rv[j]->args.argvlen[k]);
+  }
   uint64_t sent = clock_now(ka->clock); /* as in call() */
-  if (bk_command(ka->b, ka->cmd, (int)argc, argv, len, keepalive_done, c) != 0) goto out;
+  if (bk_command(ka->b, ka->cmd, a->argc, a->argv, a->argvlen, keepalive_done, c) != 0) {
+    free(c);
+    return;
+  }
   c->n = n;
+  c->nr = nr;
   for (size_t i = 0; i < n; i++) {
     c->v[i] = v[i];
     v[i]->call = c;
@@ -500,45 +615,80 @@ static void keepalive_send(lease_keepalive *ka, lease **v, size_t n) {
     v[i]->in_flight = true;
     v[i]->sent_ms = sent;
   }
-  c = NULL;
-out:
-  free(c);
-  free(argv);
-  free(len);
+  for (size_t j = 0; j < nr; j++) {
+    c->r[j] = rv[j];
+    rv[j]->call = c;
+    rv[j]->call_index = j;
+    rv[j]->pending++;
+  }
 }
 
-/* Every held lease not being renewed already: one call per Redis Cluster
- * slot (a script's keys must share one), one for all on a single server. */
+/* Whether rider r's section goes now (a quarter of its interval early, so
+ * that riders due close together share a call), and then it has one. */
+static bool rider_due(struct lease_rider *r, uint64_t now) {
+  if (r->next_ms > now + r->every_ms / 4) return false;
+  r->next_ms = now + r->every_ms;
+  /* the last one still out (as its next would be), or its lease not held */
+  if (r->pending || r->lease->state != L_HELD) return false;
+  return r->add(r->data, r);
+}
+
+/* One call per Redis Cluster slot (a script's keys must share one; one for
+ * all on a single server) that has riders due, or every slot's when the
+ * renewal is due: each renews the slot's held leases not being renewed
+ * already and carries its due riders' sections. */
 static void keepalive_fire(ltimer *t, void *data) {
   (void)t;
   lease_keepalive *ka = data;
-  timer_start(ka->timer, LEASE_RENEW_MS);
-  lease **due = malloc(ka->n * sizeof *due);
-  unsigned *slot = malloc(ka->n * sizeof *slot);
-  bool *sent = calloc(ka->n, sizeof *sent);
-  lease **batch = malloc(ka->n * sizeof *batch);
-  if (due == NULL || slot == NULL || sent == NULL || batch == NULL) goto out;
+  uint64_t now = clock_now(ka->clock);
+  bool renew = now >= ka->renew_ms;
+  if (renew) ka->renew_ms = now + LEASE_RENEW_MS;
+  size_t total = ka->n + ka->nr; /* each + 1 below: never malloc(0), which may give NULL */
+  lease **due = malloc(ka->n * sizeof *due + 1);
+  struct lease_rider **riding = malloc(ka->nr * sizeof *riding + 1);
+  unsigned *slot = malloc(total * sizeof *slot + 1); /* leases' then riders' */
+  bool *sent = calloc(total + 1, sizeof *sent);
+  lease **batch = malloc(ka->n * sizeof *batch + 1);
+  struct lease_rider **rbatch = malloc(ka->nr * sizeof *rbatch + 1);
+  if (!due || !riding || !slot || !sent || !batch || !rbatch) goto out;
   bool cluster = bk_is_cluster(ka->b);
-  size_t n = 0;
+  size_t n = 0, nr = 0;
   for (size_t i = 0; i < ka->n; i++) {
     lease *l = ka->v[i];
     if (l->state != L_HELD || l->in_flight || l->wanted) continue;
     slot[n] = cluster ? keyslot_of(l->key, strlen(l->key)) : 0;
     due[n++] = l;
   }
-  for (size_t i = 0; i < n; i++) {
-    if (sent[i]) continue;
-    size_t m = 0;
-    for (size_t j = i; j < n; j++) {
+  /* add may do anything its owner does, but not unride (it is not told it
+   * is in a list) */
+  for (size_t i = 0; i < ka->nr; i++) {
+    struct lease_rider *r = ka->riders[i];
+    if (rider_due(r, now)) riding[nr++] = r;
+  }
+  for (size_t j = 0; j < nr; j++) {
+    const char *k = riding[j]->lease->key;
+    slot[n + j] = cluster ? keyslot_of(k, strlen(k)) : 0;
+  }
+  /* a slot gets a call for its riders, and for its leases when renewing */
+  for (size_t i = 0; i < n + nr; i++) {
+    if (sent[i] || (i < n && !renew)) continue;
+    size_t m = 0, mr = 0;
+    for (size_t j = 0; j < n + nr; j++) {
       if (sent[j] || slot[j] != slot[i]) continue;
       sent[j] = true;
-      batch[m++] = due[j];
+      if (j < n)
+        batch[m++] = due[j];
+      else
+        rbatch[mr++] = riding[j - n];
     }
-    keepalive_send(ka, batch, m);
+    keepalive_send(ka, batch, m, rbatch, mr);
   }
 out:
   free(due);
+  free(riding);
   free(slot);
   free(sent);
   free(batch);
+  free(rbatch);
+  keepalive_arm(ka);
 }

@@ -9,9 +9,14 @@
  * extends or deletes another's.
  *
  * Renewal is the process's keepalive (lease_keepalive): every LEASE_RENEW_MS
- * it renews all of the process's held leases in one script call per Redis
- * Cluster slot (one call in all on a single server), and hands each lease
- * its own answer, so a lost lease is still seen per consumer.
+ * it renews all of the process's held leases in one script call
+ * (SCRIPT_KEEPALIVE) per Redis Cluster slot (one call in all on a single
+ * server), and hands each lease its own answer, so a lost lease is still
+ * seen per consumer. Riders (lease_ride: the heartbeats) go in the same
+ * calls: a rider says how often its section must go, and at each turn the
+ * keepalive sends, per slot, one call renewing that slot's leases with the
+ * sections of its riders that are due, so a host sends one call per slot per
+ * turn, whatever its number of leases and subscriptions.
  *
  * Known valid (lease_valid): the time to live counts from Redis applying a
  * take or renewal, which is after this process sent it, so the lease is
@@ -41,7 +46,9 @@
 #ifndef LUASTREAM_LEASE_H
 #define LUASTREAM_LEASE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "broker.h"
 #include "clock.h"
@@ -99,6 +106,37 @@ char *lease_key(const char *stream, const char *group, const char *consumer);
 lease_keepalive *lease_keepalive_new(broker *b, bk_conn *cmd, lclock *clock, const char *identity);
 void lease_keepalive_free(lease_keepalive *ka);
 
+/* Something sent with the keepalive's call of its lease's slot (a
+ * heartbeat): set every_ms, add, answered and data, then lease_ride. */
+struct lease_rider;
+/* Fills r->keys and r->args (reset) with its section now; false: nothing to
+ * send this time. */
+typedef bool lease_rider_add_fn(void *data, struct lease_rider *r);
+/* Its section's answer: the call's element for it (an array, or a string:
+ * its error), or when the call failed as a whole its reply (an error, or
+ * NULL: no answer) and err. */
+typedef void lease_rider_answered_fn(void *data, const bk_reply *r, const char *err);
+struct lease_rider {
+  uint64_t every_ms; /* its section goes at least this often, while it has one */
+  lease_rider_add_fn *add;
+  lease_rider_answered_fn *answered;
+  void *data;
+  struct bk_args keys, args; /* the section add made: its keys, its ARGV */
+  /* the keepalive's */
+  lease *lease;            /* ridden, or NULL */
+  uint64_t next_ms;        /* its section is due then */
+  unsigned pending;        /* sections sent and not answered (0 or 1) */
+  struct renew_call *call; /* the call its pending section is in */
+  size_t call_index;
+};
+void lease_rider_init(struct lease_rider *r);
+/* r's sections go with l's renewals from now on, the first within every_ms. */
+void lease_ride(lease *l, struct lease_rider *r);
+/* No more sections; one outstanding is still answered (pending). */
+void lease_unride(struct lease_rider *r);
+/* Unrides, and forgets an outstanding section (never answered then). */
+void lease_rider_free(struct lease_rider *r);
+
 /* A lease of ka's process, renewed by ka once held. NULL when out of memory. */
 lease *lease_new(lease_keepalive *ka, const char *stream, const char *group, const char *consumer,
                  lease_fn *fn, void *data);
@@ -117,7 +155,7 @@ int lease_valid(const lease *l);
  * finds another holder (LEASE_LOST). Nothing happens when not held. */
 void lease_confirm(lease *l);
 const char *lease_key_of(const lease *l);
-/* Only with no release outstanding. */
+/* Only with no release outstanding; its riders are unridden. */
 void lease_free(lease *l);
 
 #endif

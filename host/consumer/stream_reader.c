@@ -544,7 +544,7 @@ static void start_reading(stream_reader *s) {
   s->on_event(s->data, s, SUB_EV_READING);
   sweeper_start(s->sweeper);
   if (s->pruner) prune_start(s->pruner);
-  if (s->heartbeat) heartbeat_start(s->heartbeat);
+  if (s->heartbeat) heartbeat_start(s->heartbeat, s->lease);
   progress(s); /* entries read before the group was lost run now */
 }
 

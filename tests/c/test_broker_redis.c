@@ -776,12 +776,12 @@ static void peer_do(redisContext *peer, const char *cmd) {
   freeReplyObject(r);
 }
 
-/* One lease renewal (SCRIPT_LEASE: a GET and a PEXPIRE on the server). */
+/* One lease renewal (SCRIPT_KEEPALIVE: a GET and a PEXPIRE on the server). */
 static int renew(broker *b, bk_conn *c, struct call *k) {
-  const char *argv[] = {"EVAL", SCRIPT_LEASE, "1", "lease", "renew", "me", "60000"};
-  size_t len[7];
-  for (int i = 0; i < 7; i++) len[i] = strlen(argv[i]);
-  return bk_command(b, c, 7, argv, len, on_call, k);
+  const char *argv[] = {"EVAL", SCRIPT_KEEPALIVE, "1", "lease", "me", "60000", "1", "0"};
+  size_t len[8];
+  for (int i = 0; i < 8; i++) len[i] = strlen(argv[i]);
+  return bk_command(b, c, 8, argv, len, on_call, k);
 }
 
 /* A compiled-in script goes as EVAL once per connection, then as EVALSHA.
@@ -807,7 +807,7 @@ TEST_IMPL(broker_redis_scripts_by_sha_survive_script_flush) {
   ASSERT_OK(renew(b, c, &k2));
   WAIT(k2.calls, 1, 5000);
   ASSERT_INT_EQ(k2.type, BK_ARRAY);
-  ASSERT_INT_EQ(k2.elements, 1);
+  ASSERT_INT_EQ(k2.elements, 2); /* {renewals, riders} */
   ASSERT_INT_EQ(stat_calls(peer, "eval"), 1);
   ASSERT_INT_EQ(stat_calls(peer, "evalsha"), 1);
   ASSERT_INT_EQ(stat_calls(peer, "pexpire"), 2);
@@ -819,13 +819,13 @@ TEST_IMPL(broker_redis_scripts_by_sha_survive_script_flush) {
   run_for(50);
   ASSERT_INT_EQ(k3.calls, 1);
   ASSERT_INT_EQ(k3.type, BK_ARRAY); /* the EVAL's reply, not NOSCRIPT */
-  ASSERT_INT_EQ(k3.elements, 1);
+  ASSERT_INT_EQ(k3.elements, 2);
   ASSERT_STR_EQ(k3.err, "");
   ASSERT_INT_EQ(stat_calls(peer, "eval"), 1);
   ASSERT_INT_EQ(stat_calls(peer, "pexpire"), 1); /* the script ran once */
   ASSERT_OK(renew(b, c, &k4));
   WAIT(k4.calls, 1, 5000);
-  ASSERT_INT_EQ(k4.elements, 1);
+  ASSERT_INT_EQ(k4.elements, 2);
   ASSERT_INT_EQ(stat_calls(peer, "eval"), 1);
   ASSERT_INT_EQ(stat_calls(peer, "pexpire"), 2);
 
@@ -835,7 +835,7 @@ TEST_IMPL(broker_redis_scripts_by_sha_survive_script_flush) {
   struct call k5 = {0};
   ASSERT_OK(renew(b, c2, &k5));
   WAIT(k5.calls, 1, 5000);
-  ASSERT_INT_EQ(k5.elements, 1);
+  ASSERT_INT_EQ(k5.elements, 2);
   ASSERT_INT_EQ(stat_calls(peer, "eval"), 2);
   ASSERT_INT_EQ(log_count("EVALSHA", NULL), 0); /* nothing to say: NOSCRIPT is routine */
 
@@ -864,7 +864,7 @@ TEST_IMPL(broker_redis_scripts_without_evalsha_right) {
     ASSERT_OK(renew(b, c, &k[i]));
     WAIT(k[i].calls, 1, 5000);
     ASSERT_INT_EQ(k[i].type, BK_ARRAY);
-    ASSERT_INT_EQ(k[i].elements, 1);
+    ASSERT_INT_EQ(k[i].elements, 2);
   }
   ASSERT_INT_EQ(stat_calls(peer, "pexpire"), 4);
   ASSERT_INT_EQ(stat_calls(peer, "eval"), 4);

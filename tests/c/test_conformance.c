@@ -749,10 +749,12 @@ static const struct cf_step strings[] = {C("SET", "k", "v1", "NX", "PX", "200"),
 TEST_IMPL(conformance_7_0_strings) { CONFORM(strings); }
 
 #define LEASE_KEY "luastream:consumer:{s}:g:c"
-/* SCRIPT_LEASE: take, take again by the holder, refused while held without a
- * time to live (so the transcript is exact), steal only from the value named,
- * renew by the holder, renew after the key expired (taken again), refused
- * renew and drop, drop by the holder; a key of another type is an error. */
+/* SCRIPT_LEASE and SCRIPT_KEEPALIVE's renewals: take, take again by the
+ * holder, refused while held without a time to live (so the transcript is
+ * exact), steal only from the value named, renew by the holder, renew after
+ * the key expired (taken again), refused renew and drop, drop by the holder;
+ * a rider whose group does not exist answers its error, the renewal done; a
+ * key of another type is an error. */
 static const struct cf_step lease_script[] = {
     C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "take", "A", "60000"),
     C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "take", "A", "60000"),
@@ -760,18 +762,21 @@ static const struct cf_step lease_script[] = {
     C("SET", LEASE_KEY, "B"),
     C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "take", "A", "60000"),
     C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "steal", "A", "60000", "Z"),
-    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "renew", "A", "60000"),
+    C("EVAL", SCRIPT_KEEPALIVE, "1", LEASE_KEY, "A", "60000", "1", "0"),
     C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "drop", "A", "60000"),
     C("GET", LEASE_KEY),
     C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "steal", "A", "100", "B"),
     C("GET", LEASE_KEY),
-    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "renew", "A", "100"),
+    C("EVAL", SCRIPT_KEEPALIVE, "1", LEASE_KEY, "A", "100", "1", "0"),
     ADV(300),
     C("EXISTS", LEASE_KEY),
-    C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "renew", "A", "60000"),
+    C("EVAL", SCRIPT_KEEPALIVE, "1", LEASE_KEY, "A", "60000", "1", "0"),
     C("GET", LEASE_KEY),
     C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "drop", "A", "60000"),
     C("EXISTS", LEASE_KEY),
+    C("EVAL", SCRIPT_KEEPALIVE, "4", LEASE_KEY, LEASE_KEY, "{s}", "{s}-retry", "A", "60000", "1",
+      "1", "1", "g", "c", "2", "1", "1-0", "0"),
+    C("GET", LEASE_KEY),
     C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "drop", "A", "60000"),
     C("XADD", LEASE_KEY, "1-0", "f", "v"),
     C("EVAL", SCRIPT_LEASE, "1", LEASE_KEY, "take", "A", "60000"),

@@ -34,7 +34,9 @@ TEST_IMPL(lease_valid_counts_from_the_send_of_the_last_renewal) {
   replay_broker *rb = replay_new(clk);
   broker *b = replay_base(rb);
   replay_alias(rb, SCRIPT_LEASE, "<lease>");
-  replay_default(rb, "EVAL <lease> 1 * **", "*1\r\n:1\r\n"); /* taken, renewed, dropped */
+  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
+  replay_default(rb, "EVAL <lease> 1 * **", "*1\r\n:1\r\n");               /* taken, dropped */
+  replay_default(rb, "EVAL <keepalive> 1 **", "*2\r\n*1\r\n:1\r\n*0\r\n"); /* renewed */
   bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
   clock_virtual_settle(clk);
   ASSERT(bk_connected(b, c));
@@ -83,8 +85,9 @@ TEST_IMPL(lease_confirm_finds_another_holder) {
   replay_broker *rb = replay_new(clk);
   broker *b = replay_base(rb);
   replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
   replay_expect(rb, "EVAL <lease> 1 * take **", "*1\r\n:1\r\n");
-  replay_default(rb, "EVAL <lease> 1 * renew **", "*1\r\n$16\r\nx 2 other/1 box2\r\n");
+  replay_default(rb, "EVAL <keepalive> 1 **", "*2\r\n*1\r\n$16\r\nx 2 other/1 box2\r\n*0\r\n");
   bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
   clock_virtual_settle(clk);
   lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
@@ -137,12 +140,14 @@ TEST_IMPL(lease_keepalive_renews_every_lease_in_one_call) {
   replay_broker *rb = replay_new(clk);
   broker *b = replay_base(rb);
   replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
   replay_default(rb, "EVAL <lease> 1 * take **", "*1\r\n:1\r\n");
-  replay_expect(rb, "EVAL <lease> 4 * * * * renew **", "*4\r\n:1\r\n:1\r\n:2\r\n:1\r\n");
+  replay_expect(rb, "EVAL <keepalive> 4 * * * * * * 4 0",
+                "*2\r\n*4\r\n:1\r\n:1\r\n:2\r\n:1\r\n*0\r\n");
   /* then the third consumer's name is another process's */
-  replay_expect(rb, "EVAL <lease> 4 * * * * renew **",
-                "*4\r\n:1\r\n:1\r\n$16\r\nx 2 other/1 box2\r\n:1\r\n");
-  replay_default(rb, "EVAL <lease> 3 * * * renew **", "*3\r\n:1\r\n:1\r\n:1\r\n");
+  replay_expect(rb, "EVAL <keepalive> 4 * * * * * * 4 0",
+                "*2\r\n*4\r\n:1\r\n:1\r\n$16\r\nx 2 other/1 box2\r\n:1\r\n*0\r\n");
+  replay_default(rb, "EVAL <keepalive> 3 * * * * * 3 0", "*2\r\n*3\r\n:1\r\n:1\r\n:1\r\n*0\r\n");
   replay_default(rb, "EVAL <lease> 1 * drop **", "*1\r\n:1\r\n");
   bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
   clock_virtual_settle(clk);
@@ -207,9 +212,10 @@ TEST_IMPL(lease_keepalive_renews_one_call_per_cluster_slot) {
   const struct broker_ops *plain = b->ops;
   b->ops = &ops;
   replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
   replay_default(rb, "EVAL <lease> 1 * take **", "*1\r\n:1\r\n");
-  replay_default(rb, "EVAL <lease> 2 * * renew **", "*2\r\n:1\r\n:1\r\n");
-  replay_default(rb, "EVAL <lease> 1 * renew **", "*1\r\n:1\r\n");
+  replay_default(rb, "EVAL <keepalive> 2 **", "*2\r\n*2\r\n:1\r\n:1\r\n*0\r\n");
+  replay_default(rb, "EVAL <keepalive> 1 **", "*2\r\n*1\r\n:1\r\n*0\r\n");
   replay_default(rb, "EVAL <lease> 1 * drop **", "*1\r\n:1\r\n");
   bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
   clock_virtual_settle(clk);
@@ -231,9 +237,9 @@ TEST_IMPL(lease_keepalive_renews_one_call_per_cluster_slot) {
   int pair = 0;
   for (size_t i = taken; i < taken + 3; i++) {
     const char *sent = replay_sent(rb, "cmd", i);
-    if (strstr(sent, "<lease> 2 ")) {
+    if (strstr(sent, "<keepalive> 2 ")) {
       pair++;
-      ASSERT_CONTAINS(sent, "{payments}:ledger:c luastream:consumer:{payments}:fraud:c renew");
+      ASSERT_CONTAINS(sent, "{payments}:ledger:c luastream:consumer:{payments}:fraud:c tok 1 m h");
     }
   }
   ASSERT_INT_EQ(pair, 1);
@@ -243,6 +249,216 @@ TEST_IMPL(lease_keepalive_renews_one_call_per_cluster_slot) {
     lease_release(l[i], released, &done);
     clock_virtual_settle(clk);
     lease_free(l[i]);
+  }
+  lease_keepalive_free(ka);
+  bk_conn_close(b, c);
+  b->ops = plain;
+  broker_free(b);
+  clk->ops->free(clk);
+}
+
+/* Riders (the heartbeats): their sections go in the keepalive's call of
+ * their lease's slot, one call per slot per turn carrying the renewals and
+ * every section due, each at least every_ms; a section's error is its own. */
+struct ride {
+  struct lease_rider r;
+  uint64_t sent[32]; /* when each section went */
+  size_t nsent;
+  int ok, failed; /* answers: arrays, strings (its error) */
+};
+
+static void ride_answered(void *data, const bk_reply *r, const char *err) {
+  (void)err;
+  struct ride *rd = data;
+  if (r && r->type == BK_ARRAY) rd->ok++;
+  if (r && r->type == BK_STRING) rd->failed++;
+}
+
+/* Answers a keepalive call: every lease renewed; a rider whose section says
+ * group "gone" fails with NOGROUP, the others re-stamp nothing. */
+static lclock *ride_clock;
+static struct ride *riders_seen[2];
+static uint64_t call_at[64];
+static size_t ncalls;
+
+static char *ride_respond(void *data, const char *conn, int argc, char **words) {
+  (void)data, (void)conn;
+  if (argc < 3 || strcmp(words[1], "<keepalive>") != 0) return NULL;
+  int numkeys = atoi(words[2]);
+  int at = 3 + numkeys;
+  int n = atoi(words[at + 2]), nr = atoi(words[at + 3]);
+  if (ncalls < 64) call_at[ncalls++] = clock_now(ride_clock);
+  char *out = malloc(1024);
+  int len = snprintf(out, 1024, "*2\r\n*%d\r\n", n);
+  for (int i = 0; i < n; i++) len += snprintf(out + len, 1024 - (size_t)len, ":1\r\n");
+  len += snprintf(out + len, 1024 - (size_t)len, "*%d\r\n", nr);
+  int arg = at + 4;
+  for (int j = 0; j < nr; j++) {
+    bool gone = strcmp(words[arg + 1], "gone") == 0;
+    len +=
+        snprintf(out + len, 1024 - (size_t)len, gone ? "$7\r\nNOGROUP\r\n" : "*2\r\n:0\r\n:0\r\n");
+    arg += 2; /* leased, group: these riders' whole sections */
+  }
+  return out;
+}
+
+static bool ride_add(void *data, struct lease_rider *r) {
+  struct ride *rd = data;
+  bk_args_reset(&r->keys);
+  bk_args_reset(&r->args);
+  bk_args_str(&r->keys, "s");
+  bk_args_str(&r->keys, "s-retry");
+  bk_args_str(&r->args, rd == riders_seen[0] ? "gone" : "g");
+  if (rd->nsent < 32) rd->sent[rd->nsent++] = clock_now(ride_clock);
+  return true;
+}
+
+TEST_IMPL(lease_keepalive_carries_riders_in_one_call_per_slot_per_turn) {
+  lclock *clk = clock_virtual_new(0);
+  ride_clock = clk;
+  ncalls = 0;
+  replay_broker *rb = replay_new(clk);
+  broker *b = replay_base(rb);
+  replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
+  replay_default(rb, "EVAL <lease> 1 **", "*1\r\n:1\r\n"); /* taken, dropped */
+  replay_respond(rb, ride_respond, NULL);
+  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
+  clock_virtual_settle(clk);
+  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  lease *l[2];
+  int index[2] = {0, 1};
+  memset(lost, 0, sizeof lost);
+  l[0] = lease_new(ka, "s", "g1", "c", on_lease_n, &index[0]);
+  l[1] = lease_new(ka, "s", "g2", "c", on_lease_n, &index[1]);
+  for (int i = 0; i < 2; i++) lease_take(l[i]);
+  clock_virtual_settle(clk);
+  size_t taken = replay_nsent(rb, "cmd");
+  struct ride rd[2];
+  const uint64_t every[2] = {1000, 1500};
+  for (int i = 0; i < 2; i++) {
+    memset(&rd[i], 0, sizeof rd[i]);
+    lease_rider_init(&rd[i].r);
+    rd[i].r.every_ms = every[i];
+    rd[i].r.add = ride_add;
+    rd[i].r.answered = ride_answered;
+    rd[i].r.data = &rd[i];
+    riders_seen[i] = &rd[i];
+    lease_ride(l[i], &rd[i].r);
+  }
+  for (int t = 0; t < 60; t++) clock_virtual_advance(clk, 100); /* 6 s */
+  /* Every call renews both leases: the renewal needs no call of its own. */
+  size_t calls = replay_nsent(rb, "cmd") - taken;
+  ASSERT_INT_EQ(calls, ncalls);
+  for (size_t i = taken; i < taken + calls; i++) {
+    const char *sent = replay_sent(rb, "cmd", i);
+    ASSERT_CONTAINS(sent, "luastream:consumer:{s}:g1:c luastream:consumer:{s}:g2:c");
+  }
+  /* One call per turn (a single server: one slot), fewer than the sections
+   * and renewals sent on their own would take. */
+  for (size_t i = 1; i < ncalls; i++) ASSERT(call_at[i] > call_at[i - 1]);
+  ASSERT(calls < rd[0].nsent + rd[1].nsent + 1);
+  /* each section at least every every_ms, the first within it */
+  for (int i = 0; i < 2; i++) {
+    ASSERT(rd[i].nsent >= 6000 / every[i]);
+    ASSERT(rd[i].sent[0] <= every[i]);
+    for (size_t k = 1; k < rd[i].nsent; k++) ASSERT(rd[i].sent[k] - rd[i].sent[k - 1] <= every[i]);
+  }
+  /* the first rider's group is gone: its error is its own */
+  ASSERT_INT_EQ(rd[0].ok, 0);
+  ASSERT_INT_EQ(rd[0].failed, (int)rd[0].nsent);
+  ASSERT_INT_EQ(rd[1].ok, (int)rd[1].nsent);
+  ASSERT_INT_EQ(rd[1].failed, 0);
+  for (int i = 0; i < 2; i++) ASSERT(lease_valid(l[i]));
+  ASSERT_INT_EQ(lost[0] + lost[1], 0);
+  /* Unridden: an outstanding section is still answered; no more go. */
+  replay_hold(rb);
+  while (rd[0].r.pending == 0) clock_virtual_advance(clk, 100);
+  lease_unride(&rd[0].r);
+  int failed = rd[0].failed;
+  replay_release(rb);
+  clock_virtual_settle(clk);
+  ASSERT_INT_EQ(rd[0].r.pending, 0);
+  ASSERT_INT_EQ(rd[0].failed, failed + 1);
+  size_t n0 = rd[0].nsent;
+  clock_virtual_advance(clk, 3000);
+  ASSERT_INT_EQ(rd[0].nsent, n0);
+  ASSERT(rd[1].nsent > 0);
+  for (int i = 0; i < 2; i++) {
+    int done = 0;
+    lease_release(l[i], released, &done);
+    clock_virtual_settle(clk);
+    ASSERT_INT_EQ(done, 1);
+    lease_free(l[i]);
+  }
+  /* its lease gone, the second rider goes no more */
+  size_t n1 = rd[1].nsent;
+  clock_virtual_advance(clk, 3000);
+  ASSERT_INT_EQ(rd[1].nsent, n1);
+  for (int i = 0; i < 2; i++) lease_rider_free(&rd[i].r);
+  lease_keepalive_free(ka);
+  bk_conn_close(b, c);
+  broker_free(b);
+  clk->ops->free(clk);
+}
+
+/* On a Redis Cluster each rider goes in its lease's slot's call, with that
+ * slot's renewals only. */
+TEST_IMPL(lease_keepalive_carries_riders_in_their_lease_slot) {
+  lclock *clk = clock_virtual_new(0);
+  ride_clock = clk;
+  ncalls = 0;
+  replay_broker *rb = replay_new(clk);
+  broker *b = replay_base(rb);
+  struct broker_ops ops = *b->ops; /* the replay broker, saying it is a cluster */
+  ops.cluster = always_cluster;
+  const struct broker_ops *plain = b->ops;
+  b->ops = &ops;
+  replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
+  replay_default(rb, "EVAL <lease> 1 **", "*1\r\n:1\r\n");
+  replay_respond(rb, ride_respond, NULL);
+  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
+  clock_virtual_settle(clk);
+  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  const char *stream[2] = {"payments", "orders"}; /* two slots */
+  lease *l[2];
+  int index[2] = {0, 1};
+  struct ride rd[2];
+  for (int i = 0; i < 2; i++) {
+    l[i] = lease_new(ka, stream[i], "g", "c", on_lease_n, &index[i]);
+    lease_take(l[i]);
+  }
+  clock_virtual_settle(clk);
+  size_t taken = replay_nsent(rb, "cmd");
+  for (int i = 0; i < 2; i++) {
+    memset(&rd[i], 0, sizeof rd[i]);
+    lease_rider_init(&rd[i].r);
+    rd[i].r.every_ms = 1000;
+    rd[i].r.add = ride_add;
+    rd[i].r.answered = ride_answered;
+    rd[i].r.data = &rd[i];
+    riders_seen[i] = NULL; /* neither fails */
+    lease_ride(l[i], &rd[i].r);
+  }
+  clock_virtual_advance(clk, 1000);
+  ASSERT_INT_EQ(replay_nsent(rb, "cmd"), taken + 2); /* two slots, two calls */
+  for (size_t i = taken; i < taken + 2; i++) {
+    const char *sent = replay_sent(rb, "cmd", i);
+    bool pay = strstr(sent, "{payments}") != NULL, ord = strstr(sent, "{orders}") != NULL;
+    ASSERT(pay != ord);                               /* one slot's keys only */
+    ASSERT_CONTAINS(sent, "tok 1 m h 20000 1 1 1 g"); /* its lease renewed, its rider */
+  }
+  for (int i = 0; i < 2; i++) {
+    ASSERT_INT_EQ(rd[i].nsent, 1);
+    ASSERT_INT_EQ(rd[i].ok, 1);
+  }
+  for (int i = 0; i < 2; i++) {
+    int done = 0;
+    lease_release(l[i], released, &done);
+    clock_virtual_settle(clk);
+    lease_free(l[i]);
+    lease_rider_free(&rd[i].r);
   }
   lease_keepalive_free(ka);
   bk_conn_close(b, c);

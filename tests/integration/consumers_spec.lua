@@ -335,14 +335,18 @@ return { stream = "ka-%d", group = "g", handle = function() end }
     local host = helper.host_start({}, { server = srv, dir = helper.handlers_dir(files) })
     host:wait_log(READY, 20, { plain = true })
     local monitor = srv:monitor()
-    -- the renewals the host sent (not the commands its scripts ran)
+    -- the renewals the host sent (not the commands its scripts ran): the
+    -- keepalive's calls, whose ARGV starts with the process's identity
+    -- ("token pid machine host"), the time to live and the number of leases
     local function renewals()
       local out = {}
       for _, c in ipairs(monitor:commands()) do
         local a = c.args
         if c.client ~= "lua" and (a[1] == "EVALSHA" or a[1] == "EVAL") then
           local nkeys = tonumber(a[3])
-          if nkeys and a[4 + nkeys] == "renew" then out[#out + 1] = nkeys end
+          if nkeys and (a[4 + nkeys] or ""):match("^%x+ %d+ ") and a[5 + nkeys] == "20000" then
+            out[#out + 1] = tonumber(a[6 + nkeys])
+          end
         end
       end
       return out

@@ -94,6 +94,57 @@ describe("the heartbeat", function()
     assert.equal(0, b:stop())
   end)
 
+  it("re-stamps in the lease renewal's call: one call per turn carries the renewals and every subscription due #slow", function()
+    local srv = helper.redis_start()
+    local function file(stream)
+      return string.format([[
+local ls = require "luastream"
+return {
+  stream = %q, group = "g", min_idle = "1500ms",
+  handle = function() ls.sleep(8000) return ls.ack() end,
+}
+]], stream)
+    end
+    local dir = helper.handlers_dir({ ["a.lua"] = file("a"), ["b.lua"] = file("b") })
+    local host = helper.host_start({ "--consumer", "c" }, { server = srv, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    assert(srv:call("XADD", "a", "*", "n", "1"))
+    assert(srv:call("XADD", "b", "*", "n", "1"))
+    helper.wait_until(function()
+      return #srv:pending_ids("a", "g") == 1 and #srv:pending_ids("b", "g") == 1
+    end, 10, "both entries running")
+    local monitor = srv:monitor()
+    -- the keepalive's calls: KEYS (leases, then per heartbeat its lease,
+    -- stream and retry stream), ARGV identity, time to live, leases, riders
+    local function calls()
+      local out = {}
+      for _, c in ipairs(monitor:commands()) do
+        local a = c.args
+        local nkeys = (a[1] == "EVALSHA" or a[1] == "EVAL") and c.client ~= "lua" and tonumber(a[3])
+        if nkeys and (a[4 + nkeys] or ""):match("^%x+ %d+ ") and a[5 + nkeys] == "20000" then
+          local k = { at = tonumber(c.line:match("^(%d+%.%d+)")), leases = tonumber(a[6 + nkeys]), streams = {} }
+          for r = 1, tonumber(a[7 + nkeys]) do k.streams[#k.streams + 1] = a[3 + k.leases + 3 * (r - 1) + 2] end
+          table.sort(k.streams)
+          out[#out + 1] = k
+        end
+      end
+      return out
+    end
+    helper.wait_until(function() return #calls() >= 6 end, 10, "six keepalive calls")
+    local seen = calls()
+    for i, k in ipairs(seen) do
+      assert.equal(2, k.leases, "call " .. i .. " renews both leases")
+      assert.same({ "a", "b" }, k.streams, "call " .. i .. " carries both heartbeats")
+      -- one call per turn (every min_idle / 3 = 500 ms), not one per lease and heartbeat
+      if i > 1 then assert.is_true(k.at - seen[i - 1].at > 0.3, "call " .. i .. " follows the last by " .. (k.at - seen[i - 1].at) .. " s") end
+    end
+    for _, stream in ipairs({ "a", "b" }) do
+      local p = assert(srv:call("XPENDING", stream, "g", "-", "+", "10"))
+      assert.is_true(tonumber(p[1][3]) < 1000, stream .. " idle " .. p[1][3] .. " ms")
+    end
+    assert.equal(0, host:stop())
+  end)
+
   it("gives back at SIGTERM the entries read and never started: the other host starts them within 2 s, uncounted #slow", function()
     local srv = helper.redis_start()
     local dir = helper.handlers_dir({ ["queue.lua"] = QUEUE })

@@ -1,4 +1,4 @@
--- SCRIPT_HEARTBEAT (host/broker/scripts/heartbeat.lua) on its own, on the
+-- The heartbeat's part of SCRIPT_KEEPALIVE (host/broker/scripts/keepalive.lua), on the
 -- in-memory broker and on a real redis-server: of the ids a consumer holds,
 -- it re-stamps exactly those still pending for it and still in the stream
 -- (the delivery counts as they were), whatever else the consumer has
@@ -7,7 +7,7 @@ local testing = require "luastream.testing"
 local helper = require "tests.integration.helper"
 
 local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/fixtures"
-local SCRIPT = helper.read_file("host/broker/scripts/heartbeat.lua")
+local SCRIPT = helper.read_file("host/broker/scripts/keepalive.lua")
 local LONG_AGO = 100000 -- ms: the idle time every pending entry starts from (ADD_AND_READ)
 
 -- Adds the ids (explicit, ascending) to stream s; reads them all as "me".
@@ -29,11 +29,15 @@ local function pending(call)
   return out
 end
 
+-- A heartbeat's section on its own (no lease to renew or check): its
+-- re-stamped counts per key.
 local function beat(call, ids)
-  local args = { "EVAL", SCRIPT, "2", "s", "s-retry", "g", "me", tostring(#ids) }
+  local args = { "EVAL", SCRIPT, "2", "s", "s-retry", "", "0", "0", "1", "0", "g", "me", "2", tostring(#ids) }
   for _, id in ipairs(ids) do args[#args + 1] = id end
   args[#args + 1] = "0"
-  return assert(call(unpack(args)))
+  local out = assert(call(unpack(args)))
+  assert.same({}, out[1]) -- no lease
+  return out[2][1]
 end
 
 -- Ids ascending as numbers, not as strings (1-10 after 1-9, 10-0 after 9-10).
@@ -141,6 +145,55 @@ local function cases(name, server)
       assert.equal(3, call("XTRIM", "s", "MAXLEN", "0"))
       local before = pending(call)
       assert.same({ 0, 0 }, beat(call, { "1-0", "2-0", "3-0" }))
+      assert.same({}, stamped_ids(before, pending(call)))
+    end)
+
+    -- The keepalive's call: leases renewed, then each rider's section.
+    local LEASE = "luastream:consumer:{s}:g:me"
+    local function keepalive(leases, riders)
+      local keys, argv = {}, { "tok 1 m h", "20000", tostring(#leases), tostring(#riders) }
+      for _, k in ipairs(leases) do keys[#keys + 1] = k end
+      for _, r in ipairs(riders) do
+        keys[#keys + 1] = LEASE
+        keys[#keys + 1] = r.stream
+        keys[#keys + 1] = r.stream .. "-retry"
+        for _, v in ipairs({ "1", r.group, "me", "2", tostring(#r.ids) }) do argv[#argv + 1] = v end
+        for _, id in ipairs(r.ids) do argv[#argv + 1] = id end
+        argv[#argv + 1] = "0"
+      end
+      local args = { "EVAL", SCRIPT, tostring(#keys) }
+      for _, k in ipairs(keys) do args[#args + 1] = k end
+      for _, v in ipairs(argv) do args[#args + 1] = v end
+      return assert(call(unpack(args)))
+    end
+
+    it("renews the leases and carries every rider in one call; a rider's error is its own", function()
+      setup(call)
+      assert.equal("OK", call("SET", LEASE, "tok 1 m h"))
+      assert.equal("OK", call("SET", "luastream:consumer:{s}:g2:me", "another 2 m h"))
+      local before = pending(call)
+      -- the first rider's group does not exist (NOGROUP), nor its stream
+      local out = keepalive({ LEASE, "luastream:consumer:{s}:g2:me", "luastream:consumer:{s}:g3:me" }, {
+        { stream = "s", group = "gone", ids = { "1-1" } },
+        { stream = "s", group = "g", ids = HELD },
+      })
+      assert.same({ 1, "another 2 m h", 2 }, out[1])
+      assert.equal("string", type(out[2][1]))
+      assert.matches("NOGROUP", out[2][1])
+      assert.same({ #EXPECTED, 0 }, out[2][2])
+      assert.same(EXPECTED, stamped_ids(before, pending(call)))
+      assert.is_true(call("PTTL", LEASE) > 10000)
+      assert.equal("tok 1 m h", call("GET", "luastream:consumer:{s}:g3:me"))
+      assert.equal("another 2 m h", call("GET", "luastream:consumer:{s}:g2:me"))
+    end)
+
+    it("re-stamps nothing for a rider whose lease another process holds", function()
+      setup(call)
+      assert.equal("OK", call("SET", LEASE, "another 2 m h"))
+      local before = pending(call)
+      local out = keepalive({}, { { stream = "s", group = "g", ids = HELD } })
+      assert.same({}, out[1])
+      assert.matches("not this process", out[2][1])
       assert.same({}, stamped_ids(before, pending(call)))
     end)
   end)

@@ -1,22 +1,6 @@
--- SCRIPT_LEASE (scripts.h): take, steal, renew or drop a consumer lease.
+-- SCRIPT_LEASE (scripts.h): take, steal or drop a consumer lease (renewals:
+-- SCRIPT_KEEPALIVE).
 local key, op, value, ttl = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-if op == 'renew' then
-  -- every lease of KEYS (one process's, in one slot) at once
-  local out = {}
-  for i, k in ipairs(KEYS) do
-    local cur = redis.call('GET', k)
-    if cur == value then
-      redis.call('PEXPIRE', k, ttl)
-      out[i] = 1
-    elseif not cur then
-      redis.call('SET', k, value, 'PX', ttl)
-      out[i] = 2
-    else
-      out[i] = cur
-    end
-  end
-  return out
-end
 local cur = redis.call('GET', key)
 if op == 'drop' then
   if cur == value then redis.call('DEL', key) return {1} end

@@ -1,9 +1,12 @@
--- SCRIPT_HEARTBEAT (scripts.h): keep the claim of a consumer on the entries it holds.
--- Its cost is mostly that of the XCLAIM of the ids kept (a few microseconds
--- each): the checks are XPENDING over the ids' range, 1,000 a page, and one
--- XINFO STREAM per key, not two commands per id; no table holds more than
--- 1,000 ids.
-local group, consumer = ARGV[1], ARGV[2]
+-- SCRIPT_KEEPALIVE (scripts.h): one process's call for one slot: renew its
+-- consumer leases, and keep each rider's (a heartbeat's) claim on the entries
+-- its consumer holds.
+-- A heartbeat's cost is mostly that of the XCLAIM of the ids kept (a few
+-- microseconds each): the checks are XPENDING over the ids' range, 1,000 a
+-- page, and one XINFO STREAM per key, not two commands per id; no table
+-- holds more than 1,000 ids.
+local value, ttl = ARGV[1], ARGV[2]
+local nleases, nriders = tonumber(ARGV[3]), tonumber(ARGV[4])
 local find, sub = string.find, string.sub
 local PAGE = 1000
 
@@ -43,8 +46,8 @@ local function in_stream(key)
 end
 
 -- Re-stamps, of ARGV[from..to] (ids of key, ascending), those still pending
--- for this consumer and still in the stream; returns how many.
-local function keep(key, from, to)
+-- for consumer and still in the stream; returns how many.
+local function keep(key, group, consumer, from, to)
   local present, args, stamped = nil, nil, 0
   local function flush()
     if args == nil then return end
@@ -95,11 +98,65 @@ local function keep(key, from, to)
   return stamped
 end
 
-local at = 3
-local stamped = {}
-for k, key in ipairs(KEYS) do
-  local n = tonumber(ARGV[at])
-  stamped[k] = n > 0 and keep(key, at + 1, at + n) or 0
-  at = at + 1 + n
+-- Renewals: every lease key (KEYS[1..nleases]) extended when it holds value,
+-- taken again when it is gone; 1, 2, or the other holder's value each.
+local renewed = {}
+for i = 1, nleases do
+  local k = KEYS[i]
+  local cur = redis.call('GET', k)
+  if cur == value then
+    redis.call('PEXPIRE', k, ttl)
+    renewed[i] = 1
+  elseif not cur then
+    redis.call('SET', k, value, 'PX', ttl)
+    renewed[i] = 2
+  else
+    renewed[i] = cur
+  end
 end
-return stamped
+
+-- A rider's section, from ARGV[at]: leased ("1": its first key is its lease
+-- key) group consumer nkeys (count id...)-per-key, its keys from KEYS[key].
+-- Returns the count re-stamped per key, and where the next section starts.
+local function ride(at, key)
+  local leased, group, consumer, nkeys = ARGV[at], ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
+  at = at + 4
+  local lease_key = leased == '1' and KEYS[key] or nil
+  if lease_key then key = key + 1 end
+  local sections, skip = {}, at
+  for k = 1, nkeys do
+    local n = tonumber(ARGV[skip])
+    sections[k] = {skip + 1, skip + n}
+    skip = skip + 1 + n
+  end
+  local next_at, next_key = skip, key + nkeys
+  -- Only while its consumer name is this process's: after a pause past the
+  -- lease, the name's new holder owns those entries (same name: the owner
+  -- check of XPENDING cannot tell).
+  if lease_key and redis.call('GET', lease_key) ~= value then
+    return 'the consumer lease is not this process\'s', next_at, next_key
+  end
+  local stamped = {}
+  for k = 1, nkeys do
+    local from, to = sections[k][1], sections[k][2]
+    stamped[k] = to >= from and keep(KEYS[key + k - 1], group, consumer, from, to) or 0
+  end
+  return stamped, next_at, next_key
+end
+
+-- Each under pcall: one subscription's error (its group deleted, a command
+-- its user may not run) leaves the renewals and the other riders alone.
+local riders, at, key = {}, 5, nleases + 1
+for r = 1, nriders do
+  local ok, out, next_at, next_key = pcall(ride, at, key)
+  if not ok then
+    out = type(out) == 'table' and (out.err or 'error') or tostring(out)
+    -- where the next one starts, without running it
+    local nkeys = tonumber(ARGV[at + 3])
+    next_at, next_key = at + 4, key + nkeys + (ARGV[at] == '1' and 1 or 0)
+    for _ = 1, nkeys do next_at = next_at + 1 + tonumber(ARGV[next_at]) end
+  end
+  riders[r] = out
+  at, key = next_at, next_key
+end
+return {renewed, riders}
