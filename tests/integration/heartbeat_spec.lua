@@ -145,6 +145,44 @@ return {
     assert.equal(0, host:stop())
   end)
 
+  -- Redis checks a script's declared KEYS against the caller's ACL before
+  -- the script runs: one subscription's keys refused must not take the other
+  -- subscriptions' heartbeats and consumer leases down with them (before the
+  -- shared keepalive call each heartbeat went in a call of its own, and the
+  -- renewals carried only lease keys).
+  it("keeps one subscription's entries and lease when the user loses another subscription's keys #slow", function()
+    local srv = helper.redis_start()
+    srv:cli("ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all")
+    local url = string.format("redis://app:secret@127.0.0.1:%d", srv.port)
+    local function file(stream)
+      return string.format([[
+local ls = require "luastream"
+return {
+  stream = %q, group = "g", min_idle = "1500ms",
+  handle = function() ls.sleep(9000) return ls.ack() end,
+}
+]], stream)
+    end
+    local dir = helper.handlers_dir({ ["a.lua"] = file("a"), ["b.lua"] = file("b") })
+    local host = helper.host_start({ "--consumer", "c" }, { url = url, dir = dir })
+    host:wait_log(READY, 20, { plain = true })
+    assert(srv:call("XADD", "a", "*", "n", "1"))
+    assert(srv:call("XADD", "b", "*", "n", "1"))
+    helper.wait_until(function()
+      return #srv:pending_ids("a", "g") == 1 and #srv:pending_ids("b", "g") == 1
+    end, 10, "both entries running")
+    -- b's streams are no longer the user's; a's and the leases still are
+    srv:cli("ACL", "SETUSER", "app", "resetkeys", "~a", "~a:*", "~luastream:*")
+    os.execute("sleep 3")
+    local p = assert(srv:call("XPENDING", "a", "g", "-", "+", "10"))
+    assert.equal(1, #p)
+    -- a heartbeat every min_idle / 3 = 500 ms: never idle as long as min_idle
+    assert.is_true(tonumber(p[1][3]) < 1000, "a's entry idle " .. p[1][3] .. " ms")
+    assert.equal(0, host:count({ msg = "the consumer lease failed, retrying", stream = "a" }),
+      "a's lease renewals refused")
+    host:signal("KILL")
+  end)
+
   it("gives back at SIGTERM the entries read and never started: the other host starts them within 2 s, uncounted #slow", function()
     local srv = helper.redis_start()
     local dir = helper.handlers_dir({ ["queue.lua"] = QUEUE })
