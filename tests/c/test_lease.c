@@ -466,3 +466,83 @@ TEST_IMPL(lease_keepalive_carries_riders_in_their_lease_slot) {
   broker_free(b);
   clk->ops->free(clk);
 }
+
+/* Redis checks a script's declared KEYS against the caller's ACL before the
+ * script runs, and refuses the whole call (NOPERM) when one is not the
+ * user's: a rider whose keys the user lost must not take the renewal of
+ * another consumer's lease with it (its answer alone is the error). */
+static int refused_failed[2];
+static void on_lease_refused(void *data, enum lease_event ev, const char *holder, long long w) {
+  (void)holder, (void)w;
+  if (ev == LEASE_FAILED) refused_failed[*(int *)data]++;
+}
+
+static char *acl_respond(void *data, const char *conn, int argc, char **words) {
+  (void)data, (void)conn;
+  if (argc < 3 || strcmp(words[1], "<keepalive>") != 0) return NULL;
+  int numkeys = atoi(words[2]);
+  for (int i = 3; i < 3 + numkeys && i < argc; i++)
+    if (strcmp(words[i], "b") == 0 || strcmp(words[i], "b:retry:g") == 0)
+      return strdup(
+          "-NOPERM this user has no permissions to access one of the keys used as "
+          "arguments\r\n");
+  return ride_respond(data, conn, argc, words);
+}
+
+static bool acl_add(void *data, struct lease_rider *r) {
+  (void)data;
+  bk_args_reset(&r->keys);
+  bk_args_reset(&r->args);
+  bk_args_str(&r->keys, "b");
+  bk_args_str(&r->keys, "b:retry:g");
+  bk_args_str(&r->args, "g");
+  return true;
+}
+
+TEST_IMPL(lease_keepalive_renews_when_a_riders_keys_are_refused) {
+  lclock *clk = clock_virtual_new(0);
+  ride_clock = clk;
+  ncalls = 0;
+  replay_broker *rb = replay_new(clk);
+  broker *b = replay_base(rb);
+  replay_alias(rb, SCRIPT_LEASE, "<lease>");
+  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
+  replay_default(rb, "EVAL <lease> 1 **", "*1\r\n:1\r\n"); /* taken, dropped */
+  replay_respond(rb, acl_respond, NULL);
+  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
+  clock_virtual_settle(clk);
+  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  int index[2] = {0, 1};
+  memset(refused_failed, 0, sizeof refused_failed);
+  lease *a = lease_new(ka, "a", "g", "c", on_lease_refused, &index[0]);
+  lease *bl = lease_new(ka, "b", "g", "c", on_lease_refused, &index[1]);
+  lease_take(a);
+  lease_take(bl);
+  clock_virtual_settle(clk);
+  ASSERT(lease_held(a) && lease_held(bl));
+  struct ride rd;
+  memset(&rd, 0, sizeof rd);
+  lease_rider_init(&rd.r);
+  rd.r.every_ms = 1000; /* b's heartbeat: min_idle 3 s */
+  rd.r.add = acl_add;
+  rd.r.answered = ride_answered;
+  rd.r.data = &rd;
+  lease_ride(bl, &rd.r);
+  for (int t = 0; t < 120; t++) clock_virtual_advance(clk, 100); /* 12 s */
+  ASSERT(rd.r.pending == 0);
+  /* a's lease was renewed all along: known valid, no renewal refused */
+  ASSERT_INT_EQ(refused_failed[0], 0);
+  ASSERT(lease_valid(a));
+  int done = 0;
+  lease_release(a, released, &done);
+  clock_virtual_settle(clk);
+  lease_release(bl, released, &done);
+  clock_virtual_settle(clk);
+  lease_free(a);
+  lease_free(bl);
+  lease_rider_free(&rd.r);
+  lease_keepalive_free(ka);
+  bk_conn_close(b, c);
+  broker_free(b);
+  clk->ops->free(clk);
+}
