@@ -38,6 +38,7 @@ struct lease_keepalive {
  * several riders; an entry is NULL once its lease was released or freed (or
  * its rider freed). */
 struct renew_call {
+  lease_keepalive *ka;
   size_t n, nr;
   lease **v;
   struct lease_rider **r;
@@ -548,8 +549,39 @@ void lease_rider_free(struct lease_rider *r) {
   bk_args_free(&r->args);
 }
 
+static bool keepalive_send(lease_keepalive *ka, lease **v, size_t n, struct lease_rider **rv,
+                           size_t nr);
+
+/* A call refused whole (Redis checks every key against the ACL before the
+ * script runs: one subscription's stream no longer allowed would cost every
+ * lease and heartbeat of the slot their turn, each turn): its renewals go
+ * again at once on their own, and each section in a call of its own, so
+ * only the refused one fails. A lease whose call cannot go is renewed at the
+ * next turn. */
+static void send_apart(struct renew_call *c, const bk_reply *r, const char *err) {
+  size_t m = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    lease *l = c->v[i];
+    if (l == NULL) continue;
+    l->call = NULL;
+    l->in_flight = false;
+    if (l->state == L_HELD) c->v[m++] = l;
+  }
+  if (m) keepalive_send(c->ka, c->v, m, NULL, 0);
+  for (size_t j = 0; j < c->nr; j++) {
+    struct lease_rider *rd = c->r[j]; /* re-read: an answer may free another */
+    if (rd == NULL) continue;
+    rd->call = NULL;
+    rd->pending--;
+    if (rd->lease && rd->lease->state == L_HELD && keepalive_send(c->ka, NULL, 0, &rd, 1)) continue;
+    rd->answered(rd->data, r, err);
+  }
+  free(c);
+}
+
 static void keepalive_done(void *data, const bk_reply *r, const char *err) {
   struct renew_call *c = data;
+  if (r && r->type == BK_ERROR && c->nr > 0 && c->n + c->nr > 1) return send_apart(c, r, err);
   const bk_reply *renewals = renewals_of(r, c->n, c->nr);
   for (size_t i = 0; i < c->n; i++) {
     lease *l = c->v[i];
@@ -572,11 +604,12 @@ static void keepalive_done(void *data, const bk_reply *r, const char *err) {
 }
 
 /* Renews the n leases v and carries the sections of the nr riders rv (one
- * slot, their add already made) in one script call. */
-static void keepalive_send(lease_keepalive *ka, lease **v, size_t n, struct lease_rider **rv,
+ * slot, their add already made) in one script call. Whether it went out. */
+static bool keepalive_send(lease_keepalive *ka, lease **v, size_t n, struct lease_rider **rv,
                            size_t nr) {
   struct renew_call *c = malloc(sizeof *c + n * sizeof *c->v + nr * sizeof *c->r);
-  if (c == NULL) return; /* tried again at the next turn */
+  if (c == NULL) return false; /* tried again at the next turn */
+  c->ka = ka;
   c->v = (lease **)(c + 1);
   c->r = (struct lease_rider **)(c->v + n);
   struct bk_args *a = &ka->args;
@@ -604,7 +637,7 @@ static void keepalive_send(lease_keepalive *ka, lease **v, size_t n, struct leas
   uint64_t sent = clock_now(ka->clock); /* as in call() */
   if (bk_command(ka->b, ka->cmd, a->argc, a->argv, a->argvlen, keepalive_done, c) != 0) {
     free(c);
-    return;
+    return false;
   }
   c->n = n;
   c->nr = nr;
@@ -621,6 +654,7 @@ static void keepalive_send(lease_keepalive *ka, lease **v, size_t n, struct leas
     rv[j]->call_index = j;
     rv[j]->pending++;
   }
+  return true;
 }
 
 /* Whether rider r's section goes now (a quarter of its interval early, so

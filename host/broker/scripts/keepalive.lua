@@ -145,7 +145,9 @@ local function ride(at, key)
 end
 
 -- Each under pcall: one subscription's error (its group deleted, a command
--- its user may not run) leaves the renewals and the other riders alone.
+-- its user may not run) leaves the renewals and the other riders alone. (A
+-- key the user may not touch refuses the whole call before it runs: the
+-- host then sends the renewals and each rider apart, lease.c send_apart.)
 local riders, at, key = {}, 5, nleases + 1
 for r = 1, nriders do
   local ok, out, next_at, next_key = pcall(ride, at, key)
