@@ -4,7 +4,7 @@
 --    come back through the group's retry stream with their delivery counts
 --    unchanged, and another host runs each once;
 --  - claiming reads with min_idle = 1s: a SIGKILLed host's entries are taken
---    by the other within min_idle + 1 s (and a read interval), and a host
+--    by the other within min_idle + 1 s, and a host
 --    SIGSTOPped for 10 s loses its entries to the other, its late outcomes
 --    changing nothing: the ctx:write ledger is exact in both.
 local cjson = require "cjson"
