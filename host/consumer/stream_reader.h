@@ -45,7 +45,8 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
 void sr_start(stream_reader *r, long server_version);
 /* Stops reading; running handlers finish and their outcomes are written,
  * then SUB_EV_DRAINED. Entries read and not started are given back when
- * give_back and the consumer name is still this process's (see sub_stop). */
+ * give_back and the consumer name is still this process's, its lease
+ * confirmed (see sub_stop). */
 void sr_stop(stream_reader *r, bool give_back);
 /* The shutdown deadline (sub_abandon), for a stopping reader: the heartbeat
  * stops and the acks not yet sent are dropped (their number returned);
@@ -55,8 +56,8 @@ void sr_stop(stream_reader *r, bool give_back);
 size_t sr_abandon(stream_reader *r);
 void sr_drop_job(void *data, struct entry *e);
 /* Gives back the entries sr_drop_job kept, as having run (their handlers
- * did: handback.h), when give_back and the consumer name is still this
- * process's; frees them. Whether they went out. */
+ * did: handback.h), on the same terms as sr_stop; frees them. Whether they
+ * went out. */
 bool sr_give_back_dropped(stream_reader *r, bool give_back);
 void sr_settle(stream_reader *r);
 bool sr_reading(const stream_reader *r);

@@ -66,11 +66,17 @@ void sub_start(subscription *s, long server_version) {
   for (size_t i = 0; i < s->nparts; i++) sr_start(s->parts[i], server_version);
 }
 
+/* Whether the readers may give entries back: not when any reader's consumer
+ * name went to another process, which may hold the others' soon: their
+ * entries are left to it. */
+static bool may_give_back(const subscription *s) {
+  for (size_t i = 0; i < s->nparts; i++)
+    if (sr_name_lost(s->parts[i])) return false;
+  return true;
+}
+
 void sub_stop(subscription *s) {
-  /* When any reader's consumer name went to another process, that process
-   * may hold the others' soon: their entries are left to it. */
-  bool give_back = true;
-  for (size_t i = 0; i < s->nparts; i++) give_back &= !sr_name_lost(s->parts[i]);
+  bool give_back = may_give_back(s);
   for (size_t i = 0; i < s->nparts; i++) sr_stop(s->parts[i], give_back);
 }
 
@@ -83,8 +89,7 @@ size_t sub_abandon(subscription *s, size_t *unacked) {
   for (size_t i = 0; i < s->nparts; i++) *unacked += sr_abandon(s->parts[i]);
   /* Every partition's jobs: each goes back to its own reader. */
   size_t n = handler_abandon(s->h, sr_drop_job);
-  bool give_back = true, given = false; /* as at sub_stop */
-  for (size_t i = 0; i < s->nparts; i++) give_back &= !sr_name_lost(s->parts[i]);
+  bool give_back = may_give_back(s), given = false;
   for (size_t i = 0; i < s->nparts; i++) given |= sr_give_back_dropped(s->parts[i], give_back);
   if (n || *unacked) {
     const struct handler_spec *spec = handler_spec(s->h);
