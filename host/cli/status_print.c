@@ -28,19 +28,22 @@ static char *cell_ms(long long ms) {
 }
 
 /* How long the oldest entry not yet delivered has waited: "-" when none
- * waits or it is unknown. */
+ * waits (or no group), "?" when it cannot be told. */
 static char *cell_lag_age(const struct st_key *k) {
-  return cell_ms(k->next_id[0] ? k->lag_age_ms : -1);
+  if (!k->group_exists || (k->next_id[0] == '\0' && !k->next_unknown)) return copy("-");
+  return k->lag_age_ms < 0 ? copy("?") : cell_ms(k->lag_age_ms);
 }
 
-/* The oldest pending entry: its age, then how long since it was last
- * delivered or re-stamped ("40s (idle 2s)"); "-" when nothing is pending. */
+/* The oldest pending entry: its age ("?" when it cannot be told), then how
+ * long since it was last delivered or re-stamped ("40s (idle 2s)"); "-" when
+ * nothing is pending. */
 static char *cell_oldest(const struct st_key *k) {
   char age[32], idle[32];
   if (k->pending <= 0 || k->oldest_idle_ms < 0) return copy("-");
-  if (k->oldest_age_ms < 0) return cell_ms(k->oldest_idle_ms);
-  return status_query_text("%s (idle %s)", status_format_ms(k->oldest_age_ms, age, sizeof age),
-                           status_format_ms(k->oldest_idle_ms, idle, sizeof idle));
+  return status_query_text(
+      "%s (idle %s)",
+      k->oldest_age_ms < 0 ? "?" : status_format_ms(k->oldest_age_ms, age, sizeof age),
+      status_format_ms(k->oldest_idle_ms, idle, sizeof idle));
 }
 
 #define TABLE_COLS 9
@@ -237,7 +240,15 @@ static void json_key(const struct st_key *k, bool with_stream) {
 }
 
 /* The larger of two ages, -1 (unknown) only when both are. */
-static long long max_age(long long a, long long b) { return a > b ? a : b; }
+/* The group's age of the two keys' (src, retry): the larger of those whose
+ * group exists; -1 (unknown) when one of those is unknown. */
+static long long group_age(const struct st_key *src, long long a, const struct st_key *retry,
+                           long long b) {
+  if ((src->group_exists && a < 0) || (retry->group_exists && b < 0)) return -1;
+  if (!retry->group_exists) return src->group_exists ? a : -1;
+  if (!src->group_exists) return b;
+  return a > b ? a : b;
+}
 
 void status_print_json(const struct status_query *q, bool needs) {
   printf("{\"server\":");
@@ -259,9 +270,9 @@ void status_print_json(const struct status_query *q, bool needs) {
     json_num(g->src.exists ? g->src.length : -1);
     /* over the stream and its retry stream, as the metrics have them */
     fputs(",\"lag_age_ms\":", stdout);
-    json_num(max_age(g->src.lag_age_ms, g->retry.lag_age_ms));
+    json_num(group_age(&g->src, g->src.lag_age_ms, &g->retry, g->retry.lag_age_ms));
     fputs(",\"oldest_pending_age_ms\":", stdout);
-    json_num(max_age(g->src.oldest_age_ms, g->retry.oldest_age_ms));
+    json_num(group_age(&g->src, g->src.oldest_age_ms, &g->retry, g->retry.oldest_age_ms));
     fputs(",\"source\":", stdout);
     json_key(&g->src, false);
     fputs(",\"retry\":", stdout);

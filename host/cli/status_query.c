@@ -293,6 +293,7 @@ static void take_pending(struct st_key *k, const bk_reply *r) {
  * the stream holds now: deleted and trimmed ones are skipped. */
 static void take_next(struct st_key *k, const bk_reply *r) {
   if (r->type == BK_ERROR) {
+    k->next_unknown = true;
     if (!absent(r) && k->error == NULL) k->error = reply_error(r, k->key);
     return;
   }
@@ -304,8 +305,16 @@ static void take_next(struct st_key *k, const bk_reply *r) {
   }
 }
 
-/* TIME: [seconds, microseconds] */
+/* TIME: [seconds, microseconds]. Refused (an ACL without it): every age
+ * is unknown, which each group says. */
 static void take_time(struct status_query *q, const bk_reply *r) {
+  if (r->type == BK_ERROR) {
+    for (size_t i = 0; i < q->ngroups; i++)
+      if (q->groups[i].side_error == NULL)
+        q->groups[i].side_error = status_query_text(
+            "cannot read the server's clock (TIME): %s: the ages are unknown", r->str);
+    return;
+  }
   if (r->type != BK_ARRAY || r->elements != 2 || r->element[0]->type != BK_STRING ||
       r->element[1]->type != BK_STRING)
     return;
@@ -324,7 +333,7 @@ static long long id_age(const char *id, long long now) {
 
 static void key_ages(struct st_key *k, long long now) {
   if (now < 0 || !k->group_exists) return;
-  k->lag_age_ms = id_age(k->next_id, now);
+  k->lag_age_ms = k->next_unknown ? -1 : id_age(k->next_id, now);
   k->oldest_age_ms = k->pending ? id_age(k->oldest_id, now) : 0;
 }
 

@@ -33,9 +33,10 @@ struct st_key {
   long long oldest_idle_ms;      /* the lowest pending id's idle time; -1: nothing pending */
   char oldest_id[STATUS_ID_MAX]; /* the lowest pending id; "": none */
   char next_id[STATUS_ID_MAX];   /* the first entry after delivered; "": none */
+  bool next_unknown;             /* reading it failed (an ACL without XRANGE) */
   /* How long the entry at next_id and at oldest_id have waited by the
    * server's clock (TIME minus the id's ms part, 0 for none or an id ahead
-   * of the clock); -1 when unknown (no group, or TIME failed). */
+   * of the clock); -1 when unknown (no group, TIME or XRANGE failed). */
   long long lag_age_ms, oldest_age_ms;
   char *error; /* reading it failed: the reason */
 };
