@@ -1,4 +1,4 @@
--- `luastream status` when an age cannot be worked out (review5): the entry
+-- `luastream status` when an age cannot be worked out: the entry
 -- after the group's position (XRANGE) or the server's clock (TIME) refused
 -- by the ACL. docs/operations.md: `null` stands for what is not known, 0 for
 -- nothing waiting; OLDEST PENDING is the age of the lowest pending id, then
@@ -56,7 +56,9 @@ describe("status with an age it cannot work out", function()
     local srv = helper.redis_start()
     payments(srv)
     status_user(srv, "no-time", "+time")
-    local _, out = helper.luastream("status", "--redis", url_of(srv, "no-time"), "payments")
+    local code, out, err = helper.luastream("status", "--redis", url_of(srv, "no-time"), "payments")
+    assert.equal(1, code, "the unknown ages need attention")
+    assert.matches("cannot read the server's clock (TIME)", out .. (err or ""), 1, true)
     local row = assert(out:match("\n(payments%s+ledger[^\n]*)"), out)
     local cols = {}
     for w in row:gmatch("%S+") do cols[#cols + 1] = w end
