@@ -59,6 +59,30 @@ local function post_on_two_hosts(srv, files)
   return a, b
 end
 
+-- A host (consumer c) on two handlers of group g reading streams a and b
+-- with min_idle 1500ms, whose handlers sleep ms; returned once each has its
+-- one entry running. opts: helper.host_start's (server or url).
+local function running_on_a_and_b(srv, ms, opts)
+  local function file(stream)
+    return string.format([[
+local ls = require "luastream"
+return {
+  stream = %q, group = "g", min_idle = "1500ms",
+  handle = function() ls.sleep(%d) return ls.ack() end,
+}
+]], stream, ms)
+  end
+  opts.dir = helper.handlers_dir({ ["a.lua"] = file("a"), ["b.lua"] = file("b") })
+  local host = helper.host_start({ "--consumer", "c" }, opts)
+  host:wait_log(READY, 20, { plain = true })
+  assert(srv:call("XADD", "a", "*", "n", "1"))
+  assert(srv:call("XADD", "b", "*", "n", "1"))
+  helper.wait_until(function()
+    return #srv:pending_ids("a", "g") == 1 and #srv:pending_ids("b", "g") == 1
+  end, 10, "both entries running")
+  return host
+end
+
 describe("the heartbeat", function()
   after_each(helper.cleanup)
 
@@ -96,23 +120,7 @@ describe("the heartbeat", function()
 
   it("re-stamps in the lease renewal's call: one call per turn carries the renewals and every subscription due #slow", function()
     local srv = helper.redis_start()
-    local function file(stream)
-      return string.format([[
-local ls = require "luastream"
-return {
-  stream = %q, group = "g", min_idle = "1500ms",
-  handle = function() ls.sleep(8000) return ls.ack() end,
-}
-]], stream)
-    end
-    local dir = helper.handlers_dir({ ["a.lua"] = file("a"), ["b.lua"] = file("b") })
-    local host = helper.host_start({ "--consumer", "c" }, { server = srv, dir = dir })
-    host:wait_log(READY, 20, { plain = true })
-    assert(srv:call("XADD", "a", "*", "n", "1"))
-    assert(srv:call("XADD", "b", "*", "n", "1"))
-    helper.wait_until(function()
-      return #srv:pending_ids("a", "g") == 1 and #srv:pending_ids("b", "g") == 1
-    end, 10, "both entries running")
+    local host = running_on_a_and_b(srv, 8000, { server = srv })
     local monitor = srv:monitor()
     -- the keepalive's calls: KEYS (leases, then per heartbeat its lease,
     -- stream and retry stream), ARGV identity, time to live, leases, riders
@@ -154,23 +162,7 @@ return {
     local srv = helper.redis_start()
     srv:cli("ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all")
     local url = string.format("redis://app:secret@127.0.0.1:%d", srv.port)
-    local function file(stream)
-      return string.format([[
-local ls = require "luastream"
-return {
-  stream = %q, group = "g", min_idle = "1500ms",
-  handle = function() ls.sleep(9000) return ls.ack() end,
-}
-]], stream)
-    end
-    local dir = helper.handlers_dir({ ["a.lua"] = file("a"), ["b.lua"] = file("b") })
-    local host = helper.host_start({ "--consumer", "c" }, { url = url, dir = dir })
-    host:wait_log(READY, 20, { plain = true })
-    assert(srv:call("XADD", "a", "*", "n", "1"))
-    assert(srv:call("XADD", "b", "*", "n", "1"))
-    helper.wait_until(function()
-      return #srv:pending_ids("a", "g") == 1 and #srv:pending_ids("b", "g") == 1
-    end, 10, "both entries running")
+    local host = running_on_a_and_b(srv, 9000, { url = url })
     -- b's streams are no longer the user's; a's and the leases still are
     srv:cli("ACL", "SETUSER", "app", "resetkeys", "~a", "~a:*", "~luastream:*")
     os.execute("sleep 3")
