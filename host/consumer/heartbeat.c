@@ -41,9 +41,11 @@ uint64_t heartbeat_interval_ms(const struct handler_spec *spec) {
   return every > 0 ? every : 1;
 }
 
-/* The answer to a beat: the rider's section (an array, or a string: its
- * error), or a failed call's reply (an error, or NULL: no answer). */
-static void beat_answered(heartbeat *hb, const bk_reply *r, const char *err) {
+/* lease_rider_answered_fn, and a beat of its own's: the answer to a beat,
+ * the rider's section (an array, or a string: its error), or a failed
+ * call's reply (an error, or NULL: no answer). */
+static void beat_answered(void *data, const bk_reply *r, const char *err) {
+  heartbeat *hb = data;
   if (r && r->type == BK_ARRAY) {
     hb->warned = false;
   } else if (r) { /* a server error: a lost connection is the reconnect's to tell */
@@ -70,11 +72,6 @@ static void beat_done(void *data, const bk_reply *r, const char *err) {
     r = riders && riders->type == BK_ARRAY && riders->elements == 1 ? riders->element[0] : NULL;
   }
   beat_answered(hb, r, err);
-}
-
-/* lease_rider_answered_fn */
-static void rider_answered(void *data, const bk_reply *r, const char *err) {
-  beat_answered(data, r, err);
 }
 
 /* The entry of slot h, running longer than max_run since this beat: logged
@@ -212,7 +209,7 @@ heartbeat *heartbeat_new(broker *b, bk_conn *cmd, lclock *clock, const struct ha
   lease_rider_init(&hb->rider);
   hb->rider.every_ms = heartbeat_interval_ms(spec);
   hb->rider.add = rider_add;
-  hb->rider.answered = rider_answered;
+  hb->rider.answered = beat_answered;
   hb->rider.data = hb;
   /* At 0 from the start: Prometheus cannot see the first increase of a
    * series whose first sample is already 1. */

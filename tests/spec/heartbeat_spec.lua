@@ -15,6 +15,21 @@ local function started(app)
   return out
 end
 
+-- n orders on each of partitions 0 and 1 of orders (4 partitions, one key each).
+local function publish_to_partitions_0_and_1(a, n)
+  local crc16 = require "tests.integration.support.crc16"
+  for _, p in ipairs({ 0, 1 }) do
+    local sent = 0
+    for i = 1, 1000 do
+      local key = "acct-" .. i
+      if sent < n and crc16(key) % 4 == p then
+        sent = sent + 1
+        a:publish("orders", { account = key, seq = p * 10 + sent }, { key = key, partitions = 4 })
+      end
+    end
+  end
+end
+
 describe("the heartbeat", function()
   after_each(apps.stop_all)
   local app = apps.start -- a host on the handlers of fixtures/NAME
@@ -136,18 +151,8 @@ describe("the heartbeat", function()
     -- a SIGTERM then (host_stop_within) must still bound the drain by
     -- --shutdown-timeout, as docs/operations.md says, rather than wait for
     -- handlers that may run for hours.
-    local crc16 = require "tests.integration.support.crc16"
     local a = app("handback_partitions", { version = "7.0.15", hostname = "box" })
-    for _, p in ipairs({ 0, 1 }) do -- two entries each: one runs, one waits
-      local n = 0
-      for i = 1, 1000 do
-        local key = "acct-" .. i
-        if n < 2 and crc16(key) % 4 == p then
-          n = n + 1
-          a:publish("orders", { account = key, seq = p * 10 + n }, { key = key, partitions = 4 })
-        end
-      end
-    end
+    publish_to_partitions_0_and_1(a, 2) -- one runs, one waits in each
     a:advance(100)
     assert.equal(2, #a:records("started"))
     a:command("SET", "luastream:consumer:{1}:orders:{1}:g:box-orders", "someone else")
@@ -162,18 +167,8 @@ describe("the heartbeat", function()
   end)
 
   it("gives back nothing in any partition when one partition's consumer name was lost", function()
-    local crc16 = require "tests.integration.support.crc16"
     local a = app("handback_partitions", { version = "7.0.15", hostname = "box" })
-    for _, p in ipairs({ 0, 1 }) do -- three entries each: one runs, two wait
-      local n = 0
-      for i = 1, 1000 do
-        local key = "acct-" .. i
-        if n < 3 and crc16(key) % 4 == p then
-          n = n + 1
-          a:publish("orders", { account = key, seq = p * 10 + n }, { key = key, partitions = 4 })
-        end
-      end
-    end
+    publish_to_partitions_0_and_1(a, 3) -- one runs, two wait in each
     a:advance(100)
     -- another process took partition 1's name: its renewal finds it lost
     a:command("SET", "luastream:consumer:{1}:orders:{1}:g:box-orders", "someone else")
