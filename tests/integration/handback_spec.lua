@@ -113,6 +113,20 @@ local function assert_ledger_exact(srv, n)
   end
 end
 
+-- Sends host a the signal sig and checks that host b takes every entry a
+-- held within min_idle + 1 s (waiting at most wait_s). Returns when the
+-- signal went and a's ids.
+local function signal_and_take_over(srv, a, b, sig, wait_s)
+  local t0 = helper.now()
+  a:signal(sig)
+  local ids = pending_of(srv, "payments", "ledger", "host-a")
+  assert.is_true(#ids > 0, "host-a held nothing at SIG" .. sig)
+  local took = taken_by(b, ids, t0, wait_s)
+  assert.is_true(took <= MIN_IDLE + 1,
+    string.format("host-b took host-a's %d entries %.2f s after SIG%s", #ids, took, sig))
+  return t0, ids
+end
+
 describe("the hand-back", function()
   after_each(helper.cleanup)
 
@@ -172,13 +186,7 @@ describe("the hand-back", function()
   it("takes a SIGKILLed host's entries within min_idle + 1 s of the kill, each posted once #slow", function()
     local N = 20
     local srv, a, b = two_hosts_running(N)
-    local t0 = helper.now()
-    a:signal("KILL")
-    local ids = pending_of(srv, "payments", "ledger", "host-a")
-    assert.is_true(#ids > 0, "host-a held nothing when killed")
-    local took = taken_by(b, ids, t0, 15)
-    assert.is_true(took <= MIN_IDLE + 1,
-      string.format("host-b took host-a's %d entries %.2f s after the kill", #ids, took))
+    signal_and_take_over(srv, a, b, "KILL", 15)
     assert_ledger_exact(srv, N)
     assert.equal(0, b:stop())
   end)
@@ -186,13 +194,7 @@ describe("the hand-back", function()
   it("takes the entries of a host SIGSTOPped for 10 s; its late outcomes change nothing #slow", function()
     local N = 20
     local srv, a, b = two_hosts_running(N)
-    local t0 = helper.now()
-    a:signal("STOP")
-    local ids = pending_of(srv, "payments", "ledger", "host-a")
-    assert.is_true(#ids > 0, "host-a held nothing when stopped")
-    local took = taken_by(b, ids, t0, 9)
-    assert.is_true(took <= MIN_IDLE + 1,
-      string.format("host-b took host-a's %d entries %.2f s after SIGSTOP", #ids, took))
+    local t0, ids = signal_and_take_over(srv, a, b, "STOP", 9)
     -- host-b finishes them (5 s each) while host-a is still stopped
     assert_ledger_exact(srv, N)
     helper.wait_until(function() return helper.now() - t0 >= 10 end, 15, "10 s of SIGSTOP")
