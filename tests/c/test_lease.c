@@ -313,19 +313,53 @@ static bool ride_add(void *data, struct lease_rider *r) {
   return true;
 }
 
-TEST_IMPL(lease_keepalive_carries_riders_in_one_call_per_slot_per_turn) {
-  lclock *clk = clock_virtual_new(0);
-  ride_clock = clk;
+/* The riders' tests: a keepalive on a replay broker whose keepalive calls
+ * respond answers (ops, when not NULL, stands in for the broker's own: a
+ * cluster). */
+struct ride_fx {
+  lclock *clk;
+  replay_broker *rb;
+  broker *b;
+  const struct broker_ops *own_ops;
+  bk_conn *c;
+  lease_keepalive *ka;
+};
+
+static void ride_fx_open(struct ride_fx *f, replay_respond_fn *respond, struct broker_ops *ops) {
+  f->clk = clock_virtual_new(0);
+  ride_clock = f->clk;
   ncalls = 0;
-  replay_broker *rb = replay_new(clk);
-  broker *b = replay_base(rb);
+  replay_broker *rb = f->rb = replay_new(f->clk);
+  f->b = replay_base(rb);
+  f->own_ops = f->b->ops;
+  if (ops) {
+    *ops = *f->b->ops;
+    ops->cluster = always_cluster;
+    f->b->ops = ops;
+  }
   replay_alias(rb, SCRIPT_LEASE, "<lease>");
   replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
   replay_default(rb, "EVAL <lease> 1 **", "*1\r\n:1\r\n"); /* taken, dropped */
-  replay_respond(rb, ride_respond, NULL);
-  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
-  clock_virtual_settle(clk);
-  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  replay_respond(rb, respond, NULL);
+  f->c = bk_conn_open(f->b, "cmd", NULL, NULL);
+  clock_virtual_settle(f->clk);
+  f->ka = lease_keepalive_new(f->b, f->c, f->clk, "tok 1 m h");
+}
+
+static void ride_fx_close(struct ride_fx *f) {
+  lease_keepalive_free(f->ka);
+  bk_conn_close(f->b, f->c);
+  f->b->ops = f->own_ops;
+  broker_free(f->b);
+  f->clk->ops->free(f->clk);
+}
+
+TEST_IMPL(lease_keepalive_carries_riders_in_one_call_per_slot_per_turn) {
+  struct ride_fx f;
+  ride_fx_open(&f, ride_respond, NULL);
+  lclock *clk = f.clk;
+  replay_broker *rb = f.rb;
+  lease_keepalive *ka = f.ka;
   lease *l[2];
   int index[2] = {0, 1};
   memset(lost, 0, sizeof lost);
@@ -396,31 +430,18 @@ TEST_IMPL(lease_keepalive_carries_riders_in_one_call_per_slot_per_turn) {
   clock_virtual_advance(clk, 3000);
   ASSERT_INT_EQ(rd[1].nsent, n1);
   for (int i = 0; i < 2; i++) lease_rider_free(&rd[i].r);
-  lease_keepalive_free(ka);
-  bk_conn_close(b, c);
-  broker_free(b);
-  clk->ops->free(clk);
+  ride_fx_close(&f);
 }
 
 /* On a Redis Cluster each rider goes in its lease's slot's call, with that
  * slot's renewals only. */
 TEST_IMPL(lease_keepalive_carries_riders_in_their_lease_slot) {
-  lclock *clk = clock_virtual_new(0);
-  ride_clock = clk;
-  ncalls = 0;
-  replay_broker *rb = replay_new(clk);
-  broker *b = replay_base(rb);
-  struct broker_ops ops = *b->ops; /* the replay broker, saying it is a cluster */
-  ops.cluster = always_cluster;
-  const struct broker_ops *plain = b->ops;
-  b->ops = &ops;
-  replay_alias(rb, SCRIPT_LEASE, "<lease>");
-  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
-  replay_default(rb, "EVAL <lease> 1 **", "*1\r\n:1\r\n");
-  replay_respond(rb, ride_respond, NULL);
-  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
-  clock_virtual_settle(clk);
-  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  struct ride_fx f;
+  struct broker_ops ops; /* the replay broker, saying it is a cluster */
+  ride_fx_open(&f, ride_respond, &ops);
+  lclock *clk = f.clk;
+  replay_broker *rb = f.rb;
+  lease_keepalive *ka = f.ka;
   const char *stream[2] = {"payments", "orders"}; /* two slots */
   lease *l[2];
   int index[2] = {0, 1};
@@ -460,11 +481,7 @@ TEST_IMPL(lease_keepalive_carries_riders_in_their_lease_slot) {
     lease_free(l[i]);
     lease_rider_free(&rd[i].r);
   }
-  lease_keepalive_free(ka);
-  bk_conn_close(b, c);
-  b->ops = plain;
-  broker_free(b);
-  clk->ops->free(clk);
+  ride_fx_close(&f);
 }
 
 /* Redis checks a script's declared KEYS against the caller's ACL before the
@@ -500,18 +517,10 @@ static bool acl_add(void *data, struct lease_rider *r) {
 }
 
 TEST_IMPL(lease_keepalive_renews_when_a_riders_keys_are_refused) {
-  lclock *clk = clock_virtual_new(0);
-  ride_clock = clk;
-  ncalls = 0;
-  replay_broker *rb = replay_new(clk);
-  broker *b = replay_base(rb);
-  replay_alias(rb, SCRIPT_LEASE, "<lease>");
-  replay_alias(rb, SCRIPT_KEEPALIVE, "<keepalive>");
-  replay_default(rb, "EVAL <lease> 1 **", "*1\r\n:1\r\n"); /* taken, dropped */
-  replay_respond(rb, acl_respond, NULL);
-  bk_conn *c = bk_conn_open(b, "cmd", NULL, NULL);
-  clock_virtual_settle(clk);
-  lease_keepalive *ka = lease_keepalive_new(b, c, clk, "tok 1 m h");
+  struct ride_fx f;
+  ride_fx_open(&f, acl_respond, NULL);
+  lclock *clk = f.clk;
+  lease_keepalive *ka = f.ka;
   int index[2] = {0, 1};
   memset(refused_failed, 0, sizeof refused_failed);
   lease *a = lease_new(ka, "a", "g", "c", on_lease_refused, &index[0]);
@@ -541,8 +550,5 @@ TEST_IMPL(lease_keepalive_renews_when_a_riders_keys_are_refused) {
   lease_free(a);
   lease_free(bl);
   lease_rider_free(&rd.r);
-  lease_keepalive_free(ka);
-  bk_conn_close(b, c);
-  broker_free(b);
-  clk->ops->free(clk);
+  ride_fx_close(&f);
 }
