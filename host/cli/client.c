@@ -1,6 +1,7 @@
 /* client: the one-shot Redis client of publish and dead-letters (client.h). */
 #include "client.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <uv.h>
@@ -18,13 +19,26 @@ void client_done(struct client *c, int status) {
     c->conn = NULL;
     bk_conn_close(c->b, conn); /* pending callbacks fire now, and see finished */
   }
+  if (c->ended) c->ended(c);
+}
+
+void client_say(struct client *c, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (c->ended)
+    log_line(LOG_WARN, NULL, line, "server", c->b->name, NULL);
+  else
+    fprintf(stderr, "luastream: %s\n", line);
 }
 
 /* Sends a, its reply to cb(data); the session ends (status 1) when it
  * cannot be sent. */
 static int send_args(struct client *c, const struct bk_args *a, bk_reply_cb *cb, void *data) {
   if (bk_command(c->b, c->conn, a->argc, a->argv, a->argvlen, cb, data) != 0) {
-    fprintf(stderr, "luastream: lost the connection to %s\n", c->b->name);
+    client_say(c, "lost the connection to %s", c->b->name);
     client_done(c, 1);
     return -1;
   }
@@ -47,6 +61,8 @@ struct client_request {
 static void request_answered(void *data, const bk_reply *r, const char *err) {
   struct client_request req = *(struct client_request *)data;
   free(data);
+  /* an attached session waits between requests without a deadline */
+  if (--req.c->inflight == 0 && req.c->ended && req.c->timeout) timer_stop(req.c->timeout);
   req.cb(req.c, req.arg, r, err);
 }
 
@@ -54,7 +70,7 @@ int client_send_with(struct client *c, const struct bk_args *a, client_reply_fn 
   if (c->finished) return -1;
   struct client_request *req = malloc(sizeof *req);
   if (req == NULL) {
-    fprintf(stderr, "luastream: out of memory\n");
+    client_say(c, "out of memory");
     client_done(c, 1);
     return -1;
   }
@@ -63,6 +79,7 @@ int client_send_with(struct client *c, const struct bk_args *a, client_reply_fn 
     free(req);
     return -1;
   }
+  c->inflight++;
   return 0;
 }
 
@@ -83,21 +100,37 @@ static void client_state(void *data, bk_conn *conn, int up) {
 static void client_fault(void *data, bk_conn *conn, enum bk_fault fault, const char *why) {
   struct client *c = data;
   if (c->started || c->finished || conn != c->conn || fault == BK_FAULT_NONE) return;
-  fprintf(stderr, "luastream: cannot %s %s: %s\n", fault == BK_FAULT_DENIED ? "use" : "reach",
-          c->b->name, why);
+  client_say(c, "cannot %s %s: %s", fault == BK_FAULT_DENIED ? "use" : "reach", c->b->name, why);
   client_done(c, 1);
 }
 
 static void client_timeout(ltimer *t, void *data) {
   (void)t;
   struct client *c = data;
-  if (c->started)
-    fprintf(stderr, "luastream: no reply from %s within %d s\n", c->b->name,
-            CLIENT_TIMEOUT_MS / 1000);
-  else
-    fprintf(stderr, "luastream: cannot reach %s within %d s\n", c->b->name,
-            CLIENT_TIMEOUT_MS / 1000);
+  client_say(c, "%s %s within %d s", c->started ? "no reply from" : "cannot reach", c->b->name,
+             CLIENT_TIMEOUT_MS / 1000);
   client_done(c, 1);
+}
+
+int client_attach(struct client *c, uv_loop_t *loop, lclock *clock, broker *b, const char *name,
+                  client_start_fn *start, void (*ended)(struct client *c), void *data) {
+  *c = (struct client){
+      .b = b, .clock = clock, .loop = loop, .start = start, .data = data, .status = 1};
+  if ((c->timeout = timer_new(clock, client_timeout, c)) == NULL) return -1;
+  timer_start(c->timeout, CLIENT_TIMEOUT_MS);
+  if ((c->conn = bk_conn_open(b, name, client_state, c)) == NULL) {
+    timer_free(c->timeout);
+    c->timeout = NULL;
+    return -1;
+  }
+  bk_conn_on_fault(b, c->conn, client_fault);
+  c->ended = ended;
+  return 0;
+}
+
+void client_detach(struct client *c) {
+  if (c->timeout) timer_free(c->timeout);
+  c->timeout = NULL;
 }
 
 static void drop_log_line(void *data, enum log_level level, const char *line, size_t len) {

@@ -32,12 +32,32 @@ struct client {
   bool started;  /* start has run */
   bool finished; /* client_done has run: replies still arriving are ignored */
   int status;    /* the exit code */
+  /* client_attach's: called once by client_done (the connection is closed);
+   * NULL for client_run's. */
+  void (*ended)(struct client *c);
+  int inflight; /* client_send_with's commands unanswered */
 };
 
 /* Connects to url (the connection named name), calls start once connected
  * and runs until client_done. Returns the status client_done was given (1
  * on a timeout or when the client cannot be set up, reported). */
 int client_run(const struct redis_url *url, const char *name, client_start_fn *start, void *data);
+
+/* A session on a loop the caller runs (the web console's): c's fields but
+ * ended, start and data are set here; b and clock stay the caller's, and so
+ * does c. What would end a one-shot command ends the session instead (the
+ * log says why at warn level) and calls ended, once. Returns 0, or -1 when
+ * the connection cannot be opened (ended is not called). */
+int client_attach(struct client *c, struct uv_loop_s *loop, lclock *clock, broker *b,
+                  const char *name, client_start_fn *start, void (*ended)(struct client *c),
+                  void *data);
+
+/* Frees what client_attach made, after client_done. */
+void client_detach(struct client *c);
+
+/* Says why the session cannot go on: one line on stderr, or in the log for
+ * an attached client. */
+void client_say(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Ends the session: the loop then runs out of work and client_run returns
  * status. Safe inside any callback of the client. */

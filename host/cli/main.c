@@ -16,6 +16,8 @@
  *                                                                        (dead_letters_delete.c)
  *   luastream status [--redis URL | --redis-file PATH] [--load-timeout DURATION]
  *                    [--json] [--watch] DIR | STREAM...                            (status.c)
+ *   luastream console [--redis URL | --redis-file PATH] --console ADDR:PORT
+ *                     --console-tokens PATH DIR | STREAM...                   (console_cmd.c)
  *   luastream help [COMMAND]    the commands, or COMMAND's --help
  *   luastream --version
  *
@@ -31,6 +33,7 @@
 #include "options.h"
 #include "publish.h"
 #include "run.h"
+#include "console_cmd.h"
 #include "status.h"
 
 static const char usage_main[] =
@@ -51,6 +54,8 @@ static const char usage_main[] =
     "  status         each stream and group of a directory's handlers (or of the\n"
     "                 streams named): lag, pending, consumers, dead letters, and\n"
     "                 what needs attention\n"
+    "  console        the web console for operators, without running handlers\n"
+    "                 (`run --console` serves it beside them)\n"
     "  help           this text; `luastream help <command>` is that command's\n"
     "                 --help\n"
     "\n"
@@ -72,6 +77,7 @@ static int dispatch(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "publish")) return cmd_publish(argc, argv);
   if (!strcmp(cmd, "dead-letters")) return cmd_dead_letters(argc, argv);
   if (!strcmp(cmd, "status")) return cmd_status(argc, argv);
+  if (!strcmp(cmd, "console")) return cmd_console(argc, argv);
   return -1;
 }
 

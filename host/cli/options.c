@@ -100,6 +100,20 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
          "entries, naming them. --reason and --all take what STREAM holds when the\n"
          "command starts, 500 entries at a time. Prints each id deleted and a count.\n",
          NULL},
+    [CLI_CONSOLE] =
+        {"console", "DIR | STREAM...", 1, CLI_ARGS_MAX,
+         "Serves the web console on --console ADDR:PORT for operators who run no\n"
+         "handlers here: the streams and groups of DIR's handlers (or every group of\n"
+         "each STREAM named) as `luastream status` sees them, refreshed every\n"
+         "--console-interval while a page is open, their pending entries, any entry,\n"
+         "and the dead letters of DIR's handlers, which it replays and deletes (each\n"
+         "action previewed, then done on exactly the ids shown, and logged with the\n"
+         "token's name). Every request needs a token of --console-tokens (the login\n"
+         "page, or Authorization: Bearer TOKEN). Runs until SIGTERM or SIGINT.\n"
+         "(`luastream run --console` serves the same console beside the handlers, with\n"
+         "their metrics and a reload.) See docs/operations.md, \"The web console\".\n",
+         "DIR is loaded as `luastream check` loads it: each file's top-level code runs\n"
+         "with the rights of this process.\n"},
     [CLI_STATUS] = {"status", "DIR | STREAM...", 1, CLI_ARGS_MAX,
                     "Shows, for each stream and group the handlers of DIR read (or every group\n"
                     "of each STREAM named), the stream's length, the group's lag (entries not\n"
@@ -257,7 +271,10 @@ static int check_wait(const char *who, const struct cli_value *v, char *err, siz
 
 #define SERVER                                                                           \
   (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) | \
-   CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS))
+   CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS) | CLI_IN(CLI_CONSOLE))
+
+/* The commands that serve the web console. */
+#define CONSOLE (CLI_IN(CLI_RUN) | CLI_IN(CLI_CONSOLE))
 
 const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_REDIS] = {.name = "redis",
@@ -400,7 +417,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                           .arg = "DURATION",
                           .kind = CLI_DURATION,
                           .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
-                                      CLI_IN(CLI_DL_REPLAY),
+                                      CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE),
                           .def = "5s",
                           .check = check_above_zero,
                           .help =
@@ -410,8 +427,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         {.name = "trust-owner",
          .arg = "USER",
          .kind = CLI_NAME,
-         .commands =
-             CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) | CLI_IN(CLI_DL_REPLAY),
+         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
+                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE),
          .repeat = TRUST_OWNERS_MAX,
          .help = "a user (e.g. the deploy user) who may own DIR, its parent folders and the "
                  "handler files, beside root and the user luastream runs as; repeatable. "
@@ -420,8 +437,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
     [OPT_ALLOW_WRITABLE_DIR] =
         {.name = "allow-writable-dir",
          .kind = CLI_FLAG,
-         .commands =
-             CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) | CLI_IN(CLI_DL_REPLAY),
+         .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
+                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE),
          .help = "load handler code other users can change all the same, with a warning naming "
                  "each such file or folder: whoever can write it runs code as this user"},
     [OPT_WATCHDOG] =
@@ -622,7 +639,36 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .help = "also check that each handler's keys (stream, retry stream, delay set, "
                  "reply_to, dead_letter) share a hash slot, as Redis Cluster needs, and say "
                  "how to name them when they do not"},
-};
+    [OPT_CONSOLE] = {.name = "console",
+                     .arg = "ADDR:PORT",
+                     .kind = CLI_ADDR,
+                     .commands = CONSOLE,
+                     .help = "serve the web console on ADDR:PORT, e.g. 127.0.0.1:8090 (port 0 "
+                             "picks a free one, logged); needs --console-tokens. Bind to a "
+                             "loopback or the pod's address, or put it behind your auth proxy "
+                             "(docs/operations.md, \"The web console\")"},
+    [OPT_CONSOLE_TOKENS] = {.name = "console-tokens",
+                            .arg = "PATH",
+                            .kind = CLI_NAME,
+                            .commands = CONSOLE,
+                            .help = "who may use the console: one `NAME TOKEN` a line, each token "
+                                    "at least 128 bits (`openssl rand -hex 32`); a file its group "
+                                    "or others can read is refused"},
+    [OPT_CONSOLE_ORIGIN] = {.name = "console-origin",
+                            .arg = "ORIGIN",
+                            .kind = CLI_NAME,
+                            .commands = CONSOLE,
+                            .help = "the console's address as browsers see it behind a proxy, "
+                                    "e.g. https://streams.example.com: its POSTs carry this "
+                                    "Origin, and its Host header may name it"},
+    [OPT_CONSOLE_INTERVAL] = {.name = "console-interval",
+                              .arg = "DURATION",
+                              .kind = CLI_DURATION,
+                              .commands = CONSOLE,
+                              .def = "5s",
+                              .check = check_above_zero,
+                              .help = "how often open pages refresh the overview; one read of "
+                                      "Redis per interval serves every page"}};
 
 static bool takes(enum cli_command command, int id) {
   return (cli_option_table[id].commands & CLI_IN(command)) != 0;

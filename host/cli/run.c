@@ -16,6 +16,8 @@
 
 #include "broker.h"
 #include "clock.h"
+#include "console.h"
+#include "console_cmd.h"
 #include "health.h"
 #include "host.h"
 #include "http.h"
@@ -32,6 +34,7 @@
 #include "servers.h"
 #include "stop_signal.h"
 #include "tls.h"
+#include "subscription.h"
 #include "supervisor.h"
 #include "trust.h"
 #include "watchdog.h"
@@ -54,8 +57,9 @@ struct run {
   pg_pool *pg;           /* ls.pg, when PostgreSQL is configured */
   struct pg_prune prune; /* --pg-once-keep */
   host *host;
-  health *health; /* --http, else NULL */
-  bool signals;   /* sigterm, sigint and sighup are initialised */
+  health *health;   /* --http, else NULL */
+  console *console; /* --console, else NULL */
+  bool signals;     /* sigterm, sigint and sighup are initialised */
   uv_signal_t sigterm, sigint, sighup;
   bool watching;             /* watch and dir_poll are initialised (not --no-reload) */
   uv_fs_event_t watch;       /* DIR's entries */
@@ -94,6 +98,8 @@ static int run_teardown(struct run *r, int status) {
   close_handles(r);
   health_close(r->health);
   r->health = NULL;
+  console_close(r->console);
+  r->console = NULL;
   if (r->host) host_free(r->host);
   http_free(r->http);  /* after the host: its jobs' requests are let go */
   pg_pool_free(r->pg); /* after the host: its jobs' transactions are given back */
@@ -211,8 +217,33 @@ static void host_stopped(void *data) {
   close_handles(r);
   health_close(r->health);
   r->health = NULL;
+  console_close(r->console);
+  r->console = NULL;
   http_close(r->http); /* requests of abandoned handlers; kept connections */
   if (r->pg) pg_pool_close(r->pg);
+}
+
+/* ---- what the web console asks of the host ---- */
+
+static void console_reload(void *data) {
+  struct run *r = data;
+  tls_reload();
+  host_reload(r->host, true);
+}
+
+static char *console_metrics(void *data, size_t *len) {
+  (void)data;
+  return metrics_page(len);
+}
+
+static void console_each_running(void *data,
+                                 void (*fn)(void *arg, const char *path, const char *version),
+                                 void *arg) {
+  struct run *r = data;
+  for (size_t i = 0; i < host_subscriptions(r->host); i++) {
+    const subscription *s = host_subscription(r->host, i);
+    if (s) fn(arg, sub_spec(s)->path, sub_version(s));
+  }
 }
 
 static bool run_ready(void *data, char *why, size_t len) {
@@ -383,6 +414,7 @@ int cmd_run(int argc, char **argv) {
   struct cli_options o;
   int rc = cli_parse(CLI_RUN, argc, argv, &o, stdout, stderr);
   if (rc != CLI_OK) return rc == CLI_DONE ? 0 : 2;
+  if (console_options_check(&o, false) != 0) return 2;
   log_set_level((enum log_level)cli_num(&o, OPT_LOG_LEVEL));
   log_set_format((enum log_format)cli_num(&o, OPT_LOG_FORMAT));
   uint64_t watchdog_ms = (uint64_t)cli_num(&o, OPT_WATCHDOG);
@@ -484,6 +516,24 @@ int cmd_run(int argc, char **argv) {
   if ((worker.http_fd >= 0 || (cli_text(&o, OPT_HTTP) && !is_worker)) && r.health == NULL) {
     say("%s", err);
     goto out;
+  }
+  if (cli_text(&o, OPT_CONSOLE) && !is_worker) {
+    struct console_config cc = {
+        .addr = cli_text(&o, OPT_CONSOLE),
+        .tokens_path = cli_text(&o, OPT_CONSOLE_TOKENS),
+        .origin = cli_text(&o, OPT_CONSOLE_ORIGIN),
+        .url = &o.url,
+        .dir = r.dir,
+        .load_timeout_ms = load_ms,
+        .trust = &r.trust,
+        .interval_ms = (uint64_t)cli_num(&o, OPT_CONSOLE_INTERVAL),
+        .host = {console_reload, console_metrics, console_each_running, &r},
+        .mode = "run",
+    };
+    if ((r.console = console_start(&r.loop, &cc, err, sizeof err)) == NULL) {
+      say("%s", err);
+      goto out;
+    }
   }
   if (run_attach(&r, !cli_given(&o, OPT_NO_RELOAD), watchdog_ms) != 0) goto out;
 

@@ -188,55 +188,55 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
   }
 }
 
-static void json_str(const char *s) {
+static void json_str(FILE *out, const char *s) {
   if (s == NULL) {
-    fputs("null", stdout);
+    fputs("null", out);
     return;
   }
-  putchar('"');
+  fputc('"', out);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '"' || *p == '\\')
-      printf("\\%c", *p);
+      fprintf(out, "\\%c", *p);
     else if (*p < 0x20 || *p == 0x7f)
-      printf("\\u%04x", *p);
+      fprintf(out, "\\u%04x", *p);
     else
-      putchar(*p);
+      fputc(*p, out);
   }
-  putchar('"');
+  fputc('"', out);
 }
 
-static void json_num(long long n) {
+static void json_num(FILE *out, long long n) {
   if (n < 0)
-    fputs("null", stdout);
+    fputs("null", out);
   else
-    printf("%lld", n);
+    fprintf(out, "%lld", n);
 }
 
-static void json_key(const struct st_key *k, bool with_stream) {
-  putchar('{');
+static void json_key(FILE *out, const struct st_key *k, bool with_stream) {
+  fputc('{', out);
   if (with_stream) {
-    fputs("\"stream\":", stdout);
-    json_str(k->key);
-    putchar(',');
+    fputs("\"stream\":", out);
+    json_str(out, k->key);
+    fputc(',', out);
   }
-  printf("\"exists\":%s,\"group_exists\":%s,\"length\":", k->exists ? "true" : "false",
-         k->group_exists ? "true" : "false");
-  json_num(k->exists ? k->length : -1);
-  fputs(",\"lag\":", stdout);
-  json_num(k->group_exists ? k->lag : -1);
-  fputs(",\"pending\":", stdout);
-  json_num(k->group_exists ? k->pending : -1);
-  fputs(",\"oldest_pending_idle_ms\":", stdout);
-  json_num(k->group_exists && k->pending ? k->oldest_idle_ms : -1);
-  fputs(",\"lag_age_ms\":", stdout);
-  json_num(k->lag_age_ms);
-  fputs(",\"oldest_pending_age_ms\":", stdout);
-  json_num(k->oldest_age_ms);
-  fputs(",\"last_delivered_id\":", stdout);
-  json_str(k->group_exists ? k->delivered : NULL);
-  fputs(",\"error\":", stdout);
-  json_str(k->error);
-  putchar('}');
+  fprintf(out, "\"exists\":%s,\"group_exists\":%s,\"length\":", k->exists ? "true" : "false",
+          k->group_exists ? "true" : "false");
+  json_num(out, k->exists ? k->length : -1);
+  fputs(",\"lag\":", out);
+  json_num(out, k->group_exists ? k->lag : -1);
+  fputs(",\"pending\":", out);
+  json_num(out, k->group_exists ? k->pending : -1);
+  fputs(",\"oldest_pending_idle_ms\":", out);
+  json_num(out, k->group_exists && k->pending ? k->oldest_idle_ms : -1);
+  fputs(",\"lag_age_ms\":", out);
+  json_num(out, k->lag_age_ms);
+  fputs(",\"oldest_pending_age_ms\":", out);
+  json_num(out, k->oldest_age_ms);
+  fputs(",\"last_delivered_id\":", out);
+  json_str(out, k->group_exists ? k->delivered : NULL);
+  fputs(",\"error\":", out);
+  json_str(out, k->error);
+  fputc('}', out);
 }
 
 /* The larger of two ages, -1 (unknown) only when both are. */
@@ -250,68 +250,68 @@ static long long group_age(const struct st_key *src, long long a, const struct s
   return a > b ? a : b;
 }
 
-void status_print_json(const struct status_query *q, bool needs) {
-  printf("{\"server\":");
-  json_str(q->c->b->name);
-  printf(",\"time_ms\":%llu,\"attention\":%s,\"groups\":[",
-         (unsigned long long)clock_wall(q->c->clock), needs ? "true" : "false");
+void status_print_json(FILE *out, const struct status_query *q, bool needs) {
+  fprintf(out, "{\"server\":");
+  json_str(out, q->c->b->name);
+  fprintf(out, ",\"time_ms\":%llu,\"attention\":%s,\"groups\":[",
+          (unsigned long long)clock_wall(q->c->clock), needs ? "true" : "false");
   for (size_t i = 0; i < q->ngroups; i++) {
     const struct st_group *g = &q->groups[i];
-    printf("%s{\"stream\":", i ? "," : "");
-    json_str(g->stream);
-    fputs(",\"group\":", stdout);
-    json_str(g->group);
-    fputs(",\"handlers\":", stdout);
-    json_str(g->handlers);
-    fputs(",\"min_idle_ms\":", stdout);
-    json_num(g->min_idle_ms);
-    printf(",\"stall_after_ms\":%lld", status_stall_after(g->min_idle_ms));
-    printf(",\"length\":");
-    json_num(g->src.exists ? g->src.length : -1);
+    fprintf(out, "%s{\"stream\":", i ? "," : "");
+    json_str(out, g->stream);
+    fputs(",\"group\":", out);
+    json_str(out, g->group);
+    fputs(",\"handlers\":", out);
+    json_str(out, g->handlers);
+    fputs(",\"min_idle_ms\":", out);
+    json_num(out, g->min_idle_ms);
+    fprintf(out, ",\"stall_after_ms\":%lld", status_stall_after(g->min_idle_ms));
+    fprintf(out, ",\"length\":");
+    json_num(out, g->src.exists ? g->src.length : -1);
     /* over the stream and its retry stream, as the metrics have them */
-    fputs(",\"lag_age_ms\":", stdout);
-    json_num(group_age(&g->src, g->src.lag_age_ms, &g->retry, g->retry.lag_age_ms));
-    fputs(",\"oldest_pending_age_ms\":", stdout);
-    json_num(group_age(&g->src, g->src.oldest_age_ms, &g->retry, g->retry.oldest_age_ms));
-    fputs(",\"source\":", stdout);
-    json_key(&g->src, false);
-    fputs(",\"retry\":", stdout);
+    fputs(",\"lag_age_ms\":", out);
+    json_num(out, group_age(&g->src, g->src.lag_age_ms, &g->retry, g->retry.lag_age_ms));
+    fputs(",\"oldest_pending_age_ms\":", out);
+    json_num(out, group_age(&g->src, g->src.oldest_age_ms, &g->retry, g->retry.oldest_age_ms));
+    fputs(",\"source\":", out);
+    json_key(out, &g->src, false);
+    fputs(",\"retry\":", out);
     if (g->group)
-      json_key(&g->retry, true);
+      json_key(out, &g->retry, true);
     else
-      fputs("null", stdout);
-    fputs(",\"delayed\":", stdout);
-    json_num(g->group && g->src.exists ? g->delayed : -1);
-    fputs(",\"dead_letter\":", stdout);
+      fputs("null", out);
+    fputs(",\"delayed\":", out);
+    json_num(out, g->group && g->src.exists ? g->delayed : -1);
+    fputs(",\"dead_letter\":", out);
     if (g->dead_letter) {
-      fputs("{\"stream\":", stdout);
-      json_str(g->dead_letter);
-      fputs(",\"length\":", stdout);
-      json_num(g->dead_letters);
-      putchar('}');
+      fputs("{\"stream\":", out);
+      json_str(out, g->dead_letter);
+      fputs(",\"length\":", out);
+      json_num(out, g->dead_letters);
+      fputc('}', out);
     } else {
-      fputs("null", stdout);
+      fputs("null", out);
     }
-    fputs(",\"consumers\":[", stdout);
+    fputs(",\"consumers\":[", out);
     for (size_t j = 0; j < g->nconsumers; j++) {
       const struct st_consumer *c = &g->consumers[j];
-      printf("%s{\"name\":", j ? "," : "");
-      json_str(c->name);
-      printf(",\"pending\":%lld,\"idle_ms\":", c->pending);
-      json_num(c->idle_ms);
-      fputs(",\"lease_renewed_ms_ago\":", stdout);
-      json_num(c->lease_read ? status_lease_age(c->lease_ttl_ms) : -1);
-      printf(
-          ",\"stalled\":%s}",
+      fprintf(out, "%s{\"name\":", j ? "," : "");
+      json_str(out, c->name);
+      fprintf(out, ",\"pending\":%lld,\"idle_ms\":", c->pending);
+      json_num(out, c->idle_ms);
+      fputs(",\"lease_renewed_ms_ago\":", out);
+      json_num(out, c->lease_read ? status_lease_age(c->lease_ttl_ms) : -1);
+      fprintf(
+          out, ",\"stalled\":%s}",
           c->lease_read && status_consumer_stalled(c->pending, c->lease_ttl_ms) ? "true" : "false");
     }
-    fputs("],\"attention\":[", stdout);
+    fputs("],\"attention\":[", out);
     for (size_t j = 0; j < g->natt; j++) {
-      printf("%s{\"kind\":\"%s\",\"message\":", j ? "," : "", g->att[j].kind);
-      json_str(g->att[j].text);
-      putchar('}');
+      fprintf(out, "%s{\"kind\":\"%s\",\"message\":", j ? "," : "", g->att[j].kind);
+      json_str(out, g->att[j].text);
+      fputc('}', out);
     }
-    fputs("]}", stdout);
+    fputs("]}", out);
   }
-  printf("]}\n");
+  fprintf(out, "]}\n");
 }

@@ -6,6 +6,7 @@
 #define LUASTREAM_STATUS_PRINT_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "status_query.h"
 
@@ -15,6 +16,6 @@
 void status_print_table(const struct status_query *q, int every_s, bool needs);
 
 /* One line of JSON. */
-void status_print_json(const struct status_query *q, bool needs);
+void status_print_json(FILE *out, const struct status_query *q, bool needs);
 
 #endif

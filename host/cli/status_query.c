@@ -510,7 +510,7 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
   struct status_query *q = c->data;
   if (c->finished) return;
   if (r == NULL) {
-    fprintf(stderr, "luastream: no reply from %s: %s\n", c->b->name, err ? err : "connection lost");
+    client_say(c, "no reply from %s: %s", c->b->name, err ? err : "connection lost");
     q->done(q, true);
     return;
   }
@@ -581,6 +581,12 @@ void status_query_refresh(struct status_query *q) {
     ask(q, Q_STREAM, i, false, (const char *[]){"XINFO", "STREAM", key}, 3);
     ask(q, Q_GROUPS, i, false, (const char *[]){"XINFO", "GROUPS", key}, 3);
   }
+}
+
+void status_query_clear_specs(struct status_query *q) {
+  groups_free(q->specs, q->nspecs);
+  q->specs = NULL;
+  q->nspecs = 0;
 }
 
 void status_query_free(struct status_query *q) {

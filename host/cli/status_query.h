@@ -109,6 +109,9 @@ struct status_query {
  * subscription); a partitioned handler has a row per partition. */
 void status_query_add_handler(void *data, const struct handler_spec *s);
 
+/* Forgets the rows status_query_add_handler added (DIR is loaded again). */
+void status_query_clear_specs(struct status_query *q);
+
 /* Starts a refresh on q->c: this one's groups become q->prev. */
 void status_query_refresh(struct status_query *q);
 

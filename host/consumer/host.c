@@ -120,11 +120,16 @@ static int load_all(const char *dir, const struct rt_env *env, handler ***out, s
 
 int host_check_each(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
                     host_spec_fn *each, void *data) {
+  return host_check_report(dir, load_timeout_ms, trust, stderr, each, data);
+}
+
+int host_check_report(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
+                      FILE *report, host_spec_fn *each, void *data) {
   handler **hs = NULL;
   size_t n = 0;
   /* no clock: nothing runs */
   struct rt_env env = {.load_timeout_ms = load_timeout_ms, .trust = trust};
-  int problems = load_all(dir, &env, &hs, &n, stderr);
+  int problems = load_all(dir, &env, &hs, &n, report);
   for (size_t i = 0; each && hs && i < n; i++) each(data, handler_spec(hs[i]));
   for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
   free(hs);

@@ -11,6 +11,7 @@
 #define LUASTREAM_HOST_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -152,5 +153,9 @@ int host_check(const char *dir, uint64_t load_timeout_ms, const struct trust *tr
 typedef void host_spec_fn(void *data, const struct handler_spec *spec);
 int host_check_each(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
                     host_spec_fn *each, void *data);
+/* host_check_each, its problems written to report (the web console's
+ * handlers page), each called for every file that loaded. */
+int host_check_report(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
+                      FILE *report, host_spec_fn *each, void *data);
 
 #endif
