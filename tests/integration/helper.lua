@@ -28,9 +28,16 @@
 -- LUASTREAM_REQUIRE_REDIS=1 turns the skip of a spec that needs redis-server
 -- (when it is not installed) into a failure.
 --
+-- Pages in a browser: helper.browser_start() is a headless chromium driven
+-- through chromedriver (support/webdriver.lua: b:get, b:wait_for, b:wait_text,
+-- b:click, b:type, b:exec, b:screenshot, ...); it skips like redis_start when
+-- chromium or chromedriver is not installed, and fails under
+-- LUASTREAM_REQUIRE_REDIS.
+--
 -- The code lives by topic in tests/integration/support/: sys (FFI, time),
--- files, processes, ports, redis, postgres, logfmt, payments, hosts, http, and registry
--- (what cleanup stops). This module gathers their functions into one table.
+-- files, processes, ports, redis, postgres, logfmt, payments, hosts, http,
+-- webdriver, and registry (what cleanup stops). This module gathers their
+-- functions into one table.
 local support = "tests.integration.support."
 local files = require(support .. "files")
 local processes = require(support .. "processes")
@@ -51,6 +58,7 @@ local exports = {
   payments = { "id_cmp", "payment", "account_of", "payment_commands", "payment_xadd" },
   hosts = { "bin", "luastream", "publish", "host_start", "assert_no_secret" },
   http = { "http", "http_get", "probe", "health_port" },
+  webdriver = { "browser_start", "require_browser" },
 }
 for module, names in pairs(exports) do
   local m = require(support .. module)

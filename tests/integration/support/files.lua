@@ -67,14 +67,15 @@ files.repo_root = repo_root()
 
 local TMP_ROOT = os.getenv("TMPDIR") or "/tmp"
 
---- Creates a fresh temp folder (removed by helper.cleanup()).
-function files.tmpdir(tag)
+--- Creates a fresh temp folder, removed by helper.cleanup() unless keep is
+--- true (then the caller removes it).
+function files.tmpdir(tag, keep)
   local template = ffi.new("char[?]", 256)
   ffi.copy(template, string.format("%s/luastream-%s-XXXXXX", TMP_ROOT, tag or "test"))
   local p = C.mkdtemp(template)
   if p == nil then error("mkdtemp failed: " .. ffi.string(C.strerror(ffi.errno())), 2) end
   local dir = ffi.string(p)
-  registry.dirs[#registry.dirs + 1] = dir
+  if not keep then registry.dirs[#registry.dirs + 1] = dir end
   return dir
 end
 
