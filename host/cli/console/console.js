@@ -488,7 +488,7 @@
       for (const a of g.attention || []) {
         if (ATTN_RED.includes(a.kind)) red = true;
         const where = g.group === null || g.group === undefined ? g.stream : g.stream + ' ' + g.group;
-        list.appendChild(el('li', null, kindBadge(a.kind), el('strong', null, where), ': ', a.message));
+        list.appendChild(el('li', { 'data-kind': a.kind }, kindBadge(a.kind), ' ', el('strong', null, where), ': ', a.message));
       }
     }
     const n = list.childNodes.length;
@@ -521,7 +521,7 @@
     else if (attn.length) tr.classList.add('attn');
 
     const streamCell = el('td', null, g.stream);
-    if (src.exists === false) streamCell.appendChild(el('span', { class: 'badge badge-red' }, 'missing'));
+    if (src.exists === false) add(streamCell, [' ', el('span', { class: 'badge badge-red' }, 'missing')]);
     if (src.error) streamCell.appendChild(el('span', { class: 'cell-sub' }, src.error));
     const groupCell = el('td');
     if (!hasGroup) groupCell.appendChild(el('span', { class: 'muted' }, 'no group'));
@@ -755,16 +755,18 @@
 
   // ---------------------------------------------------------------- confirmation panel and results
 
-  // The panel lists exactly what Confirm will touch; opts: {title, ids, notes: [nodes], okLabel, danger,
-  // onOk}. onOk runs with the buttons disabled; its resolved node becomes #action-result.
+  // The panel lists exactly what Confirm will touch; opts: {title, intro, ids, notes, okLabel, danger,
+  // allowEmpty, onOk} (intro above the list, notes below it). onOk runs with the action buttons disabled;
+  // the node it resolves to becomes #action-result.
   function showConfirm(slot, result, opts, setBusy) {
     const ok = el('button', { id: 'confirm-ok', type: 'button', class: opts.danger ? 'danger' : 'primary' }, opts.okLabel);
     const cancel = el('button', { id: 'confirm-cancel', type: 'button' }, 'Cancel');
     if (!opts.ids.length && !opts.allowEmpty) ok.disabled = true;
     const panel = el('div', { id: 'confirm-panel', role: 'dialog', 'aria-label': opts.title },
       el('h2', null, opts.title),
-      opts.notes,
+      opts.intro,
       el('ul', { id: 'confirm-ids' }, opts.ids.map((x) => el('li', null, x))),
+      opts.notes,
       el('div', { class: 'confirm-buttons' }, ok, cancel));
     clear(slot).appendChild(panel);
     on(cancel, 'click', () => clear(slot));
@@ -851,8 +853,9 @@
     // -- actions
     const btnReplaySel = el('button', { type: 'button', class: 'act', id: 'dl-replay-selected' }, 'Replay selected');
     const btnDeleteSel = el('button', { type: 'button', class: 'act', id: 'dl-delete-selected' }, 'Delete selected');
-    const btnReplayAll = el('button', { type: 'button', class: 'act', id: 'dl-replay-all' }, 'Replay all matching');
-    const btnDeleteAll = el('button', { type: 'button', class: 'act', id: 'dl-delete-all' }, 'Delete all matching');
+    const allTitle = 'every entry of ' + stream + ' that matches the applied filters (the preview lists them)';
+    const btnReplayAll = el('button', { type: 'button', class: 'act', id: 'dl-replay-all', title: allTitle }, 'Replay all matching');
+    const btnDeleteAll = el('button', { type: 'button', class: 'act', id: 'dl-delete-all', title: allTitle }, 'Delete all matching');
     const confirmSlot = el('div');
     const result = el('div', { id: 'action-result', 'aria-live': 'polite' });
     const listSlot = el('div', null, loading());
@@ -901,16 +904,16 @@
       if (!alive()) return;
       const ids = pv.ids || [];
       const verb = action === 'replay' ? 'Replay' : 'Delete';
-      const notes = [
-        el('p', null, action === 'replay'
-          ? 'Each entry goes back to the retry stream of the group that gave up on it, then is removed from ' + stream + '.'
-          : 'The entries are removed from ' + stream + ' for good.'),
-      ];
+      const intro = el('p', null, action === 'replay'
+        ? 'Each entry goes back to the retry stream of the group that gave up on it, then is removed from ' + stream + ':'
+        : 'These entries are removed from ' + stream + ' for good:');
+      const notes = [];
       if (pv.truncated) notes.push(el('p', null, el('strong', null, 'More entries match than one action takes: '), 'only the ' + plural(ids.length, 'id') + ' below are touched; run it again for the rest.'));
       const refused = whyList('Left out:', pv.refused);
       if (refused) notes.push(refused);
       showConfirm(confirmSlot, result, {
         title: verb + ' ' + plural(ids.length, 'dead letter') + ' of ' + stream + '?',
+        intro,
         ids,
         notes,
         okLabel: 'Confirm: ' + verb.toLowerCase() + ' ' + ids.length,
@@ -968,6 +971,14 @@
     await loadList();
   }
 
+  // The first line of a dead letter's error; the rest (a traceback, mostly) folded under it.
+  function errorCell(text) {
+    const nl = text.indexOf('\n');
+    if (nl < 0) return el('td', { class: 'error-cell' }, text);
+    return el('td', { class: 'error-cell' }, text.slice(0, nl),
+      el('details', null, el('summary', { class: 'muted small' }, 'more'), el('pre', { class: 'small wrap' }, text.slice(nl + 1))));
+  }
+
   function renderDeadLetterList(r, stream, filters, before, counts, act) {
     const base = Object.assign({ stream }, filters);
     const chips = el('div', { class: 'chips' });
@@ -994,7 +1005,7 @@
         el('td', null, e.handler || '?'),
         source,
         el('td', { class: 'num' }, fmtNum(e.deliveries)),
-        el('td', { class: 'error-cell' }, e.error || ''),
+        errorCell(e.error || ''),
         el('td', { class: 'body-cell' }, e.body || '', e.escaped ? [' ', escBadge()] : null),
         el('td', null, replay)));
     }
@@ -1054,7 +1065,8 @@
         }
         if (!alive()) return;
         const changes = (pv.changes || []).filter((c) => c.change !== 'unchanged');
-        const notes = [el('p', null, changes.length ? 'These files differ from what runs:' : 'No file changed since the handlers were loaded.')];
+        const intro = el('p', null, changes.length ? 'These files differ from what runs:' : 'No file changed since the handlers were loaded.');
+        const notes = [];
         const problems = pv.problems || [];
         if (problems.length) {
           notes.push(el('p', null, el('strong', null, 'Problems (files that do not load are not taken):')),
@@ -1062,6 +1074,7 @@
         }
         showConfirm(confirmSlot, result, {
           title: 'Reload ' + plural(changes.length, 'changed handler file') + '?',
+          intro,
           ids: changes.map((c) => c.file + ': ' + c.change + (c.change === 'changed' ? ' (' + (c.running_version || '?') + ' → ' + (c.disk_version || '?') + ')' : c.change === 'new' ? ' (' + (c.disk_version || '?') + ')' : '')),
           notes,
           okLabel: 'Confirm: reload',
