@@ -10,14 +10,15 @@
   // ---------------------------------------------------------------- DOM helpers
 
   // el('a', {href: '#/'}, 'text', node, [more]): attributes through setAttribute, strings as text nodes.
-  // Event handler attributes are refused: listeners are added with addEventListener.
+  // Event handler and style attributes are refused: listeners are added with addEventListener, and the
+  // CSP forbids inline style anyway.
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     if (attrs) {
       for (const name of Object.keys(attrs)) {
         const v = attrs[name];
         if (v === null || v === undefined || v === false) continue;
-        if (/^on/i.test(name)) throw new Error('el: event attribute ' + name);
+        if (/^on/i.test(name) || name.toLowerCase() === 'style') throw new Error('el: refused attribute ' + name);
         node.setAttribute(name, v === true ? '' : String(v));
       }
     }
@@ -1127,7 +1128,12 @@
     btn.disabled = true;
     try {
       // The answer is a 303 to /login; the page goes there whatever it says.
-      await fetch('/logout', { method: 'POST', credentials: 'same-origin', headers: { 'X-CSRF-Token': session ? session.csrf : '' } });
+      await fetch('/logout', {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'X-CSRF-Token': session ? session.csrf : '', 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: '',
+      });
     } catch (e) {
       // unreachable server: the login page will say so
     }
