@@ -17,6 +17,7 @@
 #endif
 
 #include "backoff.h"
+#include "console.h"
 #include "health.h"
 #include "log.h"
 #include "scrape.h"
@@ -143,6 +144,8 @@ struct sv {
   int running; /* workers with a process */
   int status;  /* the exit status */
   health *health;
+  console *console; /* --console, else NULL */
+  struct trust trust;
 };
 
 /* A request to the supervisor's --http, waiting for every worker. */
@@ -179,6 +182,8 @@ static void close_all(struct sv *sv) {
   }
   health_close(sv->health);
   sv->health = NULL;
+  console_close(sv->console);
+  sv->console = NULL;
 }
 
 static void schedule_restart(struct worker *w, uint64_t ran_ms);
@@ -339,6 +344,12 @@ static void on_sighup(uv_signal_t *s, int signum) {
   struct sv *sv = s->data;
   log_line(LOG_INFO, NULL, "signal received: every worker reloads", "signal", "SIGHUP", NULL);
   pass_on(sv, signum);
+}
+
+/* The web console's reload: every worker reloads, as on SIGHUP. */
+static void console_reload(void *data) {
+  struct sv *sv = data;
+  pass_on(sv, SIGHUP);
 }
 
 /* ---- --http ---- */
@@ -504,6 +515,26 @@ int supervisor_run(const struct cli_options *o, int argc, char **argv) {
       goto out;
     }
     health_set_defer(sv.health, on_http, &sv);
+  }
+  if (cli_text(o, OPT_CONSOLE)) {
+    char err[512];
+    if (cli_trust(o, &sv.trust, stderr) != 0) goto out;
+    struct console_config cc = {
+        .addr = cli_text(o, OPT_CONSOLE),
+        .tokens_path = cli_text(o, OPT_CONSOLE_TOKENS),
+        .origin = cli_text(o, OPT_CONSOLE_ORIGIN),
+        .url = &o->url,
+        .dir = o->pos[0],
+        .load_timeout_ms = (uint64_t)cli_num(o, OPT_LOAD_TIMEOUT),
+        .trust = &sv.trust,
+        .interval_ms = (uint64_t)cli_num(o, OPT_CONSOLE_INTERVAL),
+        .host = {.reload = console_reload, .data = &sv},
+        .mode = "supervisor",
+    };
+    if ((sv.console = console_start(&sv.loop, &cc, err, sizeof err)) == NULL) {
+      fprintf(stderr, "luastream: %s\n", err);
+      goto out;
+    }
   }
   uv_signal_init(&sv.loop, &sv.sigterm);
   uv_signal_init(&sv.loop, &sv.sigint);
