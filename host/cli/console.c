@@ -35,122 +35,6 @@ static const char CONSOLE_CSS[] = {
 #include "host/cli/console/console.css.inc"
 };
 
-/* ---- answering ---- */
-
-const char *console_who(const struct console_request *req) { return req->who; }
-
-void console_json(struct console_request *req, int status, const char *body, size_t len) {
-  console_http_respond(req, status, "application/json; charset=utf-8", NULL, body, len);
-}
-
-void console_error(struct console_request *req, int status, const char *fmt, ...) {
-  char why[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap);
-  va_end(ap);
-  char *buf;
-  size_t len;
-  FILE *f = console_json_begin(&buf, &len);
-  if (f == NULL) return console_json(req, 500, "{\"error\":\"out of memory\"}", 26);
-  fputs("{\"error\":", f);
-  cj_str(f, why);
-  fputc('}', f);
-  fclose(f);
-  console_json(req, status, buf, len);
-  free(buf);
-}
-
-FILE *console_json_begin(char **buf, size_t *len) {
-  *buf = NULL;
-  *len = 0;
-  return open_memstream(buf, len);
-}
-
-void console_json_end(struct console_request *req, FILE *f, char **buf, size_t *len) {
-  if (fclose(f) != 0) {
-    free(*buf);
-    return console_error(req, 500, "out of memory");
-  }
-  console_json(req, 200, *buf, *len);
-  free(*buf);
-}
-
-const char *console_reply_error(const bk_reply *r, const char *err) { return client_error(r, err); }
-
-/* ---- the Redis connection ---- */
-
-int console_send(struct console *c, const char *const *argv, int argc, client_reply_fn *cb,
-                 void *arg) {
-  struct bk_args a;
-  bk_args_init(&a);
-  for (int i = 0; i < argc; i++) bk_args_str(&a, argv[i]);
-  int rc = client_send_with(&c->client, &a, cb, arg);
-  bk_args_free(&a);
-  return rc;
-}
-
-/* The client's data is the overview's query (status_query.c reads it so);
- * the query's is the console. */
-static struct console *console_of(struct client *cl) {
-  return ((struct status_query *)cl->data)->data;
-}
-
-static void client_started(struct client *cl) {
-  struct console *c = console_of(cl);
-  while (c->waits && c->attached && !cl->finished) {
-    struct console_wait *w = c->waits;
-    c->waits = w->next;
-    if (c->waits == NULL) c->waits_tail = &c->waits;
-    w->go(c, w->arg);
-    free(w);
-  }
-}
-
-static void fail_waiting(struct console *c, const char *why);
-
-static void client_ended(struct client *cl) {
-  struct console *c = console_of(cl);
-  c->attached = false;
-  /* the refresh under way will not finish: its callbacks saw finished */
-  if (c->refreshing) {
-    c->refreshing = false;
-    fail_waiting(c, "the connection to Redis ended");
-  }
-  while (c->waits) {
-    struct console_wait *w = c->waits;
-    c->waits = w->next;
-    w->fail(c, w->arg, "cannot reach Redis (the log says why)");
-    free(w);
-  }
-  c->waits_tail = &c->waits;
-}
-
-void console_redis(struct console *c, void (*go)(struct console *, void *),
-                   void (*fail)(struct console *, void *, const char *), void *arg) {
-  if (c->closing) return fail(c, arg, "the console is closing");
-  if (c->attached && c->client.started && !c->client.finished) return go(c, arg);
-  struct console_wait *w = malloc(sizeof *w);
-  if (w == NULL) return fail(c, arg, "out of memory");
-  *w = (struct console_wait){go, fail, arg, NULL};
-  *c->waits_tail = w;
-  c->waits_tail = &w->next;
-  if (c->attached) return; /* connecting */
-  client_detach(&c->client);
-  if (client_attach(&c->client, c->loop, c->clock, c->b, "console", client_started, client_ended,
-                    &c->q) != 0) {
-    c->waits = NULL;
-    c->waits_tail = &c->waits;
-    for (struct console_wait *n; w; w = n) {
-      n = w->next;
-      w->fail(c, w->arg, "cannot open a connection to Redis");
-      free(w);
-    }
-    return;
-  }
-  c->attached = true;
-}
-
 /* ---- handlers ---- */
 
 static void pairs_clear(struct console *c) {
@@ -254,6 +138,14 @@ static void answer_overview(struct console_request *req, const struct console *c
 static void fail_waiting(struct console *c, const char *why) {
   for (size_t i = 0; i < c->nwaiting; i++) console_error(c->waiting[i], 502, "%s", why);
   c->nwaiting = 0;
+}
+
+/* The connection ended with a refresh under way: its callbacks saw the
+ * client finished, and it will not finish. */
+static void redis_ended(struct console *c) {
+  if (!c->refreshing) return;
+  c->refreshing = false;
+  fail_waiting(c, "the connection to Redis ended");
 }
 
 static void refresh_done(struct status_query *q, bool failed) {
@@ -626,6 +518,7 @@ console *console_start(uv_loop_t *loop, const struct console_config *cfg, char *
   c->loop = loop;
   c->cfg = *cfg;
   c->waits_tail = &c->waits;
+  c->ended = redis_ended;
   c->q = (struct status_query){.done = refresh_done, .data = c};
   if ((c->auth = console_auth_load(cfg->tokens_path, err, errlen)) == NULL) goto fail;
   if ((c->clock = clock_uv_new(loop)) == NULL ||

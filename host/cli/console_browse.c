@@ -15,42 +15,19 @@
 
 /* ---- what may be read ---- */
 
-static bool known_stream(const struct console *c, const char *s) {
-  for (size_t i = 0; i < c->q.nspecs; i++)
-    if (!strcmp(c->q.specs[i].stream, s)) return true;
-  for (int i = 0; i < c->q.nnames; i++)
-    if (!strcmp(c->q.names[i], s)) return true;
-  return false;
-}
-
-bool console_known_dead_letter(const struct console *c, const char *s) {
-  for (size_t i = 0; i < c->npairs; i++)
-    if (!strcmp(c->pairs[i].dead_letter, s)) return true;
-  return !c->q.dir_mode && known_stream(c, s);
-}
-
 /* key is a stream shown, or the retry stream `<stream>:retry:<group>` of
  * one, or a dead_letter stream. */
 static bool known_key(const struct console *c, const char *key) {
-  if (known_stream(c, key) || console_known_dead_letter(c, key)) return true;
+  if (console_known_stream(c, key) || console_known_dead_letter(c, key)) return true;
   const char *r = strstr(key, ":retry:");
   while (r) {
     char *stream = strndup(key, (size_t)(r - key));
-    bool ok = stream && known_stream(c, stream);
+    bool ok = stream && console_known_stream(c, stream);
     free(stream);
     if (ok) return true;
     r = strstr(r + 1, ":retry:");
   }
   return false;
-}
-
-bool console_valid_id(const char *id) {
-  if (id == NULL || *id < '0' || *id > '9') return false;
-  char *end;
-  strtoull(id, &end, 10);
-  if (*end != '-' || end[1] < '0' || end[1] > '9') return false;
-  strtoull(end + 1, &end, 10);
-  return *end == '\0' && strlen(id) < 48;
 }
 
 /* ---- a request's Redis commands ---- */

@@ -386,7 +386,8 @@ static void act_answered(struct client *cl, void *arg, const bk_reply *r, const 
  * stream) or one XDEL. */
 static void act_next(struct dl_op *op) {
   if (op->done == op->nok) return act_finish(op);
-  size_t n = op->nok - op->done < ACTION_BATCH ? op->nok - op->done : ACTION_BATCH;
+  size_t n = op->nok - op->done;
+  if (n > ACTION_BATCH) n = ACTION_BATCH;
   struct bk_args a;
   bk_args_init(&a);
   if (!strcmp(op->action, "replay")) {

@@ -1,8 +1,9 @@
 /* console_internal: what the files of the web console share (console.h):
  * the console itself, answering a request, and sending Redis commands on
  * its connection. console.c serves pages, sessions, the overview and the
- * handlers; console_browse.c the pending entries, an entry and the dead
- * letters; console_actions.c replaying and deleting them. */
+ * handlers; console_answer.c answering; console_redis.c the connection to
+ * Redis; console_browse.c the pending entries and an entry;
+ * console_dead_letters.c the dead letters, replaying and deleting them. */
 #ifndef LUASTREAM_CONSOLE_INTERNAL_H
 #define LUASTREAM_CONSOLE_INTERNAL_H
 
@@ -55,6 +56,7 @@ struct console {
   size_t npairs, cappairs;
   char *problems; /* `file:line: message` lines, or "" */
   bool closing;
+  void (*ended)(struct console *c); /* the Redis connection ended */
 };
 
 /* Who made the request (the token's name), from its session or bearer. */
@@ -85,6 +87,9 @@ int console_send(struct console *c, const char *const *argv, int argc, client_re
                  void *arg);
 
 static inline bool console_is_str(const bk_reply *r) { return r && r->type == BK_STRING; }
+
+/* s is a stream of DIR's handlers (or, without DIR, one named). */
+bool console_known_stream(const struct console *c, const char *s);
 
 /* s is a dead_letter stream of DIR's handlers (or, without DIR, a stream
  * named). */

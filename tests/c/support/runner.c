@@ -20,7 +20,7 @@
 #include "task.h"
 
 #define TEST_TIMEOUT_S 30
-#define MAX_TESTS 512
+#define MAX_TESTS 2048
 
 struct test {
   const char *name;
