@@ -68,9 +68,41 @@ static void add_pair(struct console *c, const struct handler_spec *s) {
 /* What one load of DIR tells: the rows of the overview and where dead
  * letters may be replayed to; with out, a row per file for the handlers
  * page. */
+/* A handler file and its script version. */
+struct file_version {
+  char *path;
+  char version[RT_VERSION_LEN];
+};
+
+struct files {
+  struct file_version *v;
+  size_t n, cap;
+};
+
+static void files_add(struct files *f, const char *path, const char *version) {
+  struct file_version *v = grow(f->v, &f->cap, f->n + 1, sizeof *v, 8);
+  if (v == NULL) return;
+  f->v = v;
+  if ((v[f->n].path = strdup(path)) == NULL) return;
+  snprintf(v[f->n].version, sizeof v[f->n].version, "%s", version ? version : "");
+  f->n++;
+}
+
+static void files_free(struct files *f) {
+  for (size_t i = 0; i < f->n; i++) free(f->v[i].path);
+  free(f->v);
+}
+
+static const struct file_version *files_find(const struct files *f, const char *path) {
+  for (size_t i = 0; i < f->n; i++)
+    if (!strcmp(f->v[i].path, path)) return &f->v[i];
+  return NULL;
+}
+
 struct load {
   struct console *c;
-  FILE *out; /* the handlers page's rows, or NULL */
+  FILE *out;           /* the handlers page's rows, or NULL */
+  struct files *files; /* each file and its version now, or NULL */
   int rows;
 };
 
@@ -88,10 +120,11 @@ static void take_spec(void *data, const struct handler_spec *s) {
       partition_spec_free(&part);
     }
   }
+  char version[RT_VERSION_LEN] = "";
+  if (l->out || l->files) handler_file_version(s->path, version);
+  if (l->files) files_add(l->files, s->path, version);
   if (l->out == NULL) return;
   FILE *f = l->out;
-  char version[RT_VERSION_LEN] = "";
-  handler_file_version(s->path, version);
   fprintf(f, "%s{\"file\":", l->rows++ ? "," : "");
   cj_str(f, s->path);
   fputs(",\"name\":", f);
@@ -114,9 +147,9 @@ static void take_spec(void *data, const struct handler_spec *s) {
 
 /* Loads DIR's handler files again (without connecting them): the overview's
  * rows, the replay pairs and the problems; with out, the handlers' rows. */
-static void load_handlers(struct console *c, FILE *out) {
+static void load_handlers(struct console *c, FILE *out, struct files *files) {
   if (c->cfg.dir == NULL) return;
-  struct load l = {.c = c, .out = out};
+  struct load l = {.c = c, .out = out, .files = files};
   status_query_clear_specs(&c->q);
   pairs_clear(c);
   char *problems = NULL;
@@ -254,7 +287,7 @@ static void handlers_page(struct console *c, struct console_request *req) {
   size_t len, rlen = 0;
   FILE *rf = open_memstream(&rows, &rlen);
   if (rf == NULL) return console_error(req, 500, "out of memory");
-  load_handlers(c, rf);
+  load_handlers(c, rf, NULL);
   fclose(rf);
   FILE *f = console_json_begin(&buf, &len);
   if (f == NULL) {
@@ -279,6 +312,60 @@ static void handlers_page(struct console *c, struct console_request *req) {
   console_json_end(req, f, &buf, &len);
 }
 
+static void running_take(void *arg, const char *path, const char *version) {
+  files_add(arg, path, version);
+}
+
+static void change_row(FILE *f, int *n, const char *path, const char *running, const char *disk,
+                       const char *change) {
+  fprintf(f, "%s{\"file\":", (*n)++ ? "," : "");
+  cj_str(f, path);
+  fputs(",\"running_version\":", f);
+  cj_str(f, running);
+  fputs(",\"disk_version\":", f);
+  cj_str(f, disk);
+  fprintf(f, ",\"change\":\"%s\"}", change);
+}
+
+/* POST /api/reload/preview: what a reload would change, file by file (the
+ * versions running against those on disk; "unknown" where the process does
+ * not know what runs: the supervisor). */
+static void reload_preview(struct console *c, struct console_request *req) {
+  if (c->cfg.host.reload == NULL)
+    return console_error(req, 404, "no handlers run in this process: nothing to reload");
+  struct files disk = {0}, running = {0};
+  load_handlers(c, NULL, &disk);
+  if (c->cfg.host.each_running) c->cfg.host.each_running(c->cfg.host.data, running_take, &running);
+  char *buf;
+  size_t len;
+  FILE *f = console_json_begin(&buf, &len);
+  if (f == NULL) {
+    files_free(&disk);
+    files_free(&running);
+    return console_error(req, 500, "out of memory");
+  }
+  fputs("{\"changes\":[", f);
+  int n = 0;
+  bool known = c->cfg.host.each_running != NULL;
+  for (size_t i = 0; i < disk.n; i++) {
+    const struct file_version *d = &disk.v[i], *r = files_find(&running, d->path);
+    const char *change = !known                           ? "unknown"
+                         : r == NULL                      ? "new"
+                         : strcmp(r->version, d->version) ? "changed"
+                                                          : "unchanged";
+    change_row(f, &n, d->path, r ? r->version : NULL, d->version, change);
+  }
+  for (size_t i = 0; i < running.n; i++)
+    if (files_find(&disk, running.v[i].path) == NULL)
+      change_row(f, &n, running.v[i].path, running.v[i].version, NULL, "removed");
+  fputs("],\"problems\":", f);
+  problems_json(f, c->problems);
+  fputc('}', f);
+  files_free(&disk);
+  files_free(&running);
+  console_json_end(req, f, &buf, &len);
+}
+
 /* POST /api/reload: reloads every handler file where they run. */
 static void reload(struct console *c, struct console_request *req) {
   if (c->cfg.host.reload == NULL)
@@ -288,7 +375,7 @@ static void reload(struct console *c, struct console_request *req) {
   log_line(LOG_INFO, NULL, "console action: reloading every handler", "who", console_who(req),
            "action", "reload", NULL);
   c->cfg.host.reload(c->cfg.host.data);
-  load_handlers(c, NULL);
+  load_handlers(c, NULL, NULL);
   console_json(req, 200, "{\"reloaded\":true}", 17);
 }
 
@@ -498,6 +585,7 @@ static void route(void *data, struct console_request *req) {
   if (is(req, true, "/api/dead-letters/preview")) return console_dl_preview(c, req);
   if (is(req, true, "/api/dead-letters/replay")) return console_dl_replay(c, req);
   if (is(req, true, "/api/dead-letters/delete")) return console_dl_delete(c, req);
+  if (is(req, true, "/api/reload/preview")) return reload_preview(c, req);
   if (is(req, true, "/api/reload")) return reload(c, req);
   if (api)
     return console_error(req, 404, "no such API: %s %s", req->post ? "POST" : "GET", req->path);
@@ -528,7 +616,7 @@ console *console_start(uv_loop_t *loop, const struct console_config *cfg, char *
   }
   if (cfg->dir) {
     c->q.dir_mode = true;
-    load_handlers(c, NULL);
+    load_handlers(c, NULL, NULL);
   } else {
     c->q.names = cfg->streams;
     c->q.nnames = cfg->nstreams;
