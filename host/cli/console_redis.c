@@ -48,7 +48,12 @@ static void client_ended(struct client *cl) {
 void console_redis(struct console *c, void (*go)(struct console *, void *),
                    void (*fail)(struct console *, void *, const char *), void *arg) {
   if (c->closing) return fail(c, arg, "the console is closing");
-  if (c->attached && c->client.started && !c->client.finished) return go(c, arg);
+  if (c->attached && c->client.started && !c->client.finished) {
+    if (bk_connected(c->b, c->client.conn)) return go(c, arg);
+    /* the connection dropped since: a session afresh, rather than a
+     * command refused */
+    client_done(&c->client, 1);
+  }
   struct console_wait *w = malloc(sizeof *w);
   if (w == NULL) return fail(c, arg, "out of memory");
   *w = (struct console_wait){go, fail, arg, NULL};
