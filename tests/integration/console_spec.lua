@@ -205,6 +205,10 @@ describe("console pending entries", function()
     until after == nil or #sizes > 5
     assert.same({ 50, 50, 20 }, sizes)
     assert.same(want, got)
+    -- a retry stream nothing was retried on yet: nothing pending there
+    local retry = c:json("/api/pending?key=orders:retry:ship&group=ship")
+    assert.same({}, retry.entries)
+    assert.equal(cjson.null, retry.next)
     -- the default page, and a refused after
     assert.equal(50, #c:json("/api/pending?key=orders&group=ship").entries)
     assert.equal(400, c:get("/api/pending?key=orders&group=ship&after=nope").status)
@@ -419,5 +423,121 @@ describe("console dead letters", function()
     assert.equal(1, c:post_json("/api/dead-letters/delete", { { "stream", "payments.dead" }, { "id", id } }).deleted)
     assert.equal(0, srv:xlen("payments.dead"))
     assert.equal(0, h:stop())
+  end)
+end)
+
+local VERSIONED = [[
+local ls = require "luastream"
+return {
+  stream = "orders", group = "ship",
+  handle = function(order) ls.log.info("order shipped", { id = order.id, by = "%s" }) end,
+}
+]]
+
+-- handlers[] and running[] of /api/handlers for the file named name.
+local function versions(doc, name)
+  local disk, running
+  for _, f in ipairs(doc.handlers) do
+    if f.file:match("[^/]+$") == name then disk = f.version end
+  end
+  for _, f in ipairs(doc.running ~= cjson.null and doc.running or {}) do
+    if f.file:match("[^/]+$") == name then running = f.version end
+  end
+  return disk, running
+end
+
+describe("console reload", function()
+  after_each(helper.cleanup)
+
+  it("reloads the handlers under run --console: the running version becomes the one on disk", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["ship.lua"] = VERSIONED:format("v1") })
+    local h = console.start({ server = srv, dir = dir, args = { "--no-reload" } })
+    h:wait_log(READY, 20, { plain = true })
+    local c = console.client(h.port)
+    c:login(ALICE)
+    local session = c:json("/api/session")
+    assert.is_true(session.reload)
+    assert.is_true(session.metrics)
+    local doc = c:json("/api/handlers")
+    local disk, running = versions(doc, "ship.lua")
+    assert.is_string(disk)
+    assert.equal(disk, running)
+    assert.equal("orders", doc.handlers[1].stream)
+    assert.equal("ship", doc.handlers[1].group)
+    assert.same({}, doc.problems)
+    helper.write_file(dir .. "/ship.lua", VERSIONED:format("v2"))
+    local disk2, running2 = versions(c:json("/api/handlers"), "ship.lua")
+    assert.are_not.equal(disk, disk2)
+    assert.equal(running, running2, "reloaded without being asked (--no-reload)")
+    local mark = h:mark()
+    assert.same({ reloaded = true }, c:post_json("/api/reload", ""))
+    h:wait_log("handler reloaded", 10, { plain = true, after = mark })
+    helper.wait_until(function()
+      local d, r = versions(c:json("/api/handlers"), "ship.lua")
+      return d == disk2 and r == disk2, tostring(r)
+    end, 10, "the new version running")
+    local audit = h:records({ msg = "console action: reloading every handler" })
+    assert.equal(1, #audit)
+    assert.equal("alice", audit[1].who)
+    assert.equal("reload", audit[1].action)
+    helper.publish(srv, "orders", '{"id":1}')
+    assert.equal("v2", h:wait_records({ msg = "order shipped" }, 1, 10)[1].by)
+    assert.matches("luastream_", c:get("/api/metrics").body, 1, true)
+    assert.equal(0, h:stop())
+  end)
+end)
+
+describe("luastream console (standalone)", function()
+  after_each(helper.cleanup)
+
+  it("serves the overview of DIR's handlers, has no reload nor metrics, and stops on SIGTERM with 0", function()
+    local srv = helper.redis_start()
+    srv:cli("XADD", "orders", "*", "data", "{}")
+    srv:cli("XGROUP", "CREATE", "orders", "ship", "0")
+    local dir = helper.handlers_dir({ ["ship.lua"] = VERSIONED:format("v1") })
+    local h = console.start({ command = "console", server = srv, dir = dir })
+    local c = console.client(h.port, { bearer = ALICE })
+    local session = c:json("/api/session")
+    assert.is_false(session.reload)
+    assert.is_false(session.metrics)
+    assert.equal(dir, session.dir)
+    local g = assert(row(c:json("/api/overview"), "orders", "ship"))
+    assert.equal("ship.lua", g.handlers)
+    assert.equal(1, g.source.lag)
+    local doc = c:json("/api/handlers")
+    assert.equal(cjson.null, doc.running)
+    assert.equal("ship", doc.handlers[1].group)
+    local res = c:post("/api/reload", "")
+    assert.equal(404, res.status)
+    assert.is_string(res.json.error)
+    assert.equal(404, c:get("/api/metrics").status)
+    -- it ran no handler: nothing read
+    assert.equal(1, srv:group("orders", "ship").lag)
+    h:signal("TERM")
+    assert.equal(0, h:wait_exit(10))
+    h:wait_log("signal received: closing the console", 1, { plain = true })
+  end)
+
+  it("serves the overview of every group of the STREAMs named, and stops on SIGTERM with 0", function()
+    local srv = helper.redis_start()
+    srv:cli("XADD", "orders", "*", "data", "{}")
+    srv:cli("XGROUP", "CREATE", "orders", "ship", "0")
+    srv:cli("XGROUP", "CREATE", "orders", "bill", "$")
+    srv:cli("XADD", "invoices", "*", "data", "{}")
+    local h = standalone(srv, { "orders", "invoices" })
+    local c = console.client(h.port, { bearer = BOB })
+    local doc = c:json("/api/overview")
+    assert.equal(1, row(doc, "orders", "ship").source.lag)
+    assert.equal(0, row(doc, "orders", "bill").source.lag)
+    local invoices
+    for _, g in ipairs(doc.groups) do
+      if g.stream == "invoices" then invoices = g end
+    end
+    assert(invoices, cjson.encode(doc))
+    assert.equal(cjson.null, invoices.group)
+    assert.equal(1, invoices.source.length)
+    h:signal("TERM")
+    assert.equal(0, h:wait_exit(10))
   end)
 end)
