@@ -111,10 +111,32 @@ describe("console overview", function()
       local doc = c:json("/api/overview")
       return doc.refreshed_ms ~= first.refreshed_ms and doc
     end, 10, "the next refresh")
+    local t_second = helper.now()
     assert.is_true(second.refreshed_ms - first.refreshed_ms >= 1800, "refreshed after "
       .. (second.refreshed_ms - first.refreshed_ms) .. " ms")
     assert.equal(2, row(second, "orders", "ship").source.length)
     assert.equal(2 * per_refresh, xinfo_calls(srv))
+    -- requests arriving together while a refresh is under way wait for that one
+    helper.wait_until(function()
+      return helper.now() - t_second > 2.1
+    end, 5, "the interval over")
+    local out_dir = helper.tmpdir("curl")
+    local argv = { "curl", "-sS", "--fail", "--parallel", "--parallel-immediate", "--parallel-max", "20",
+      "-H", "Authorization: Bearer " .. ALICE }
+    for i = 1, 20 do
+      argv[#argv + 1] = "http://127.0.0.1:" .. h.port .. "/api/overview"
+      argv[#argv + 1] = "-o"
+      argv[#argv + 1] = out_dir .. "/" .. i
+    end
+    local code, _, err = helper.run(argv)
+    assert.equal(0, code, err)
+    local stamps = {}
+    for i = 1, 20 do stamps[i] = cjson.decode(helper.read_file(out_dir .. "/" .. i)).refreshed_ms end
+    for _, ms in ipairs(stamps) do
+      assert.equal(stamps[1], ms)
+    end
+    assert.are_not.equal(second.refreshed_ms, stamps[1])
+    assert.equal(3 * per_refresh, xinfo_calls(srv), "20 requests at once made more than one refresh")
     assert.equal(0, h:stop())
   end)
 end)
