@@ -437,8 +437,10 @@ static void redirect(struct console_request *req, const char *to, const char *co
 }
 
 static void login_page(struct console_request *req, bool failed) {
-  const char *mark = "<p id=\"login-error\"></p>";
-  const char *at = failed ? strstr(LOGIN_HTML, mark) : NULL;
+  /* the text goes inside the page's `<p id="login-error" ...></p>`, whatever
+   * its other attributes */
+  const char *mark = failed ? strstr(LOGIN_HTML, "id=\"login-error\"") : NULL;
+  const char *at = mark ? strstr(mark, "</p>") : NULL;
   if (at == NULL)
     return console_http_respond(req, failed ? 401 : 200, "text/html; charset=utf-8", NULL,
                                 LOGIN_HTML, sizeof LOGIN_HTML - 1);
@@ -446,8 +448,7 @@ static void login_page(struct console_request *req, bool failed) {
   size_t len = 0;
   FILE *f = open_memstream(&page, &len);
   if (f == NULL) return console_error(req, 500, "out of memory");
-  fprintf(f, "%.*s<p id=\"login-error\">wrong token</p>%s", (int)(at - LOGIN_HTML), LOGIN_HTML,
-          at + strlen(mark));
+  fprintf(f, "%.*swrong token%s", (int)(at - LOGIN_HTML), LOGIN_HTML, at);
   fclose(f);
   console_http_respond(req, 401, "text/html; charset=utf-8", NULL, page, len);
   free(page);

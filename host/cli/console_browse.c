@@ -66,7 +66,10 @@ static void pending_answered(struct client *cl, void *arg, const bk_reply *r, co
   (void)cl;
   struct read_op *op = arg;
   const char *why = console_reply_error(r, err);
-  if (why) {
+  /* no such key or group (a retry stream nothing was retried on yet):
+   * nothing is pending there */
+  bool none = bk_reply_is_error(r, "NOGROUP");
+  if (why && !none) {
     console_error(op->req, 502, "XPENDING %s %s: %s", op->key, op->group, why);
     return op_free(op);
   }
@@ -81,7 +84,7 @@ static void pending_answered(struct client *cl, void *arg, const bk_reply *r, co
   fputs(",\"entries\":[", f);
   const bk_reply *last = NULL;
   size_t n = 0;
-  for (size_t i = 0; r->type == BK_ARRAY && i < r->elements; i++) {
+  for (size_t i = 0; !none && r->type == BK_ARRAY && i < r->elements; i++) {
     const bk_reply *e = r->element[i];
     if (e->type != BK_ARRAY || e->elements != 4 || !console_is_str(e->element[0]) ||
         !console_is_str(e->element[1]) || e->element[2]->type != BK_INTEGER ||

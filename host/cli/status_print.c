@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "console_json.h"
 #include "grow.h"
 
 /* Names come from the server: control characters are shown as '?' so that a
@@ -188,22 +189,10 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
   }
 }
 
-static void json_str(FILE *out, const char *s) {
-  if (s == NULL) {
-    fputs("null", out);
-    return;
-  }
-  fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(out, "\\%c", *p);
-    else if (*p < 0x20 || *p == 0x7f)
-      fprintf(out, "\\u%04x", *p);
-    else
-      fputc(*p, out);
-  }
-  fputc('"', out);
-}
+/* Names come from Redis and may hold any bytes: the console's JSON text
+ * (valid UTF-8 always, other bytes and control characters as the text \xNN,
+ * no markup characters). */
+static void json_str(FILE *out, const char *s) { cj_str(out, s); }
 
 static void json_num(FILE *out, long long n) {
   if (n < 0)

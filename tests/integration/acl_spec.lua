@@ -365,6 +365,72 @@ describe("the documented Redis ACL", function()
     assert.equal(0, srv:xlen("payments.dead"))
   end)
 
+  it("shows the console under its documented read-only user; replays and deletes under the actions user", function()
+    local console = require "tests.integration.support.console"
+    local cjson = require "cjson"
+    local srv = helper.redis_start()
+    local users = documented()
+    setuser(srv, words(assert(users["payments-console"], "docs/operations.md has no payments-console line")))
+    setuser(srv, words(assert(users["payments-console-actions"], "docs/operations.md has no payments-console-actions line")))
+    local dir = helper.handlers_dir({
+      ["post.lua"] = [[return { stream = "payments", group = "ledger", dead_letter = "payments.dead", handle = function() end }]],
+    })
+    for i = 1, 3 do srv:cli("XADD", "payments", "*", "data", '{"id":' .. i .. "}") end
+    srv:cli("XGROUP", "CREATE", "payments", "ledger", "0")
+    srv:cli("XREADGROUP", "GROUP", "ledger", "web-1", "COUNT", "2", "STREAMS", "payments", ">")
+    local dead = {}
+    for i = 1, 2 do
+      dead[i] = srv:cli("XADD", "payments.dead", "*", "data", '{"id":' .. i .. "}", "dead-letter-stream", "payments",
+        "dead-letter-group", "ledger", "dead-letter-id", i .. "-0", "dead-letter-reason", "rejected")
+    end
+    assert.equal("OK", srv:cli("ACL", "LOG", "RESET"))
+
+    -- every page under the read-only user, and not one denial
+    local h = console.start({ command = "console", url = false, dir = dir,
+      env = { REDIS_URL = url_of(srv, "payments-console") } })
+    local c = console.client(h.port, { bearer = console.ALICE })
+    local doc = c:json("/api/overview")
+    local g = doc.groups[1]
+    assert.equal("payments", g.stream, cjson.encode(doc))
+    assert.equal(3, g.source.length)
+    assert.equal(1, g.source.lag)
+    assert.equal(2, g.source.pending)
+    assert.equal(cjson.null, g.source.error)
+    assert.equal(2, g.consumers[1].pending)
+    assert.equal(2, g.dead_letter.length)
+    assert.equal(2, #c:json("/api/pending?key=payments&group=ledger").entries)
+    assert.equal(0, #c:json("/api/pending?key=payments:retry:ledger&group=ledger").entries)
+    assert.is_true(c:json("/api/entry?key=payments.dead&id=" .. dead[1]).found)
+    assert.equal(2, #c:json("/api/dead-letters?stream=payments.dead").entries)
+    assert.same({ dead[1] }, c:post_json("/api/dead-letters/preview", { { "action", "replay" },
+      { "stream", "payments.dead" }, { "id", dead[1] } }).ids)
+    assert.same({}, srv:call("ACL", "LOG"), "the read-only console was refused something")
+    -- its actions are refused, and change nothing
+    local res = c:post_json("/api/dead-letters/replay", { { "stream", "payments.dead" }, { "id", dead[1] } })
+    assert.matches("NOPERM", res.error)
+    res = c:post_json("/api/dead-letters/delete", { { "stream", "payments.dead" }, { "id", dead[2] } })
+    assert.matches("NOPERM", res.error)
+    assert.equal(0, res.deleted)
+    assert.equal(2, srv:xlen("payments.dead"))
+    assert.equal(0, h:stop())
+
+    -- the actions user replays and deletes, and shows all the same
+    assert.equal("OK", srv:cli("ACL", "LOG", "RESET"))
+    h = console.start({ command = "console", url = false, dir = dir,
+      env = { REDIS_URL = url_of(srv, "payments-console-actions") } })
+    c = console.client(h.port, { bearer = console.ALICE })
+    assert.equal(2, c:json("/api/overview").groups[1].source.pending)
+    assert.equal(2, #c:json("/api/dead-letters?stream=payments.dead").entries)
+    res = c:post_json("/api/dead-letters/replay", { { "stream", "payments.dead" }, { "id", dead[1] } })
+    assert.is_nil(res.error, cjson.encode(res))
+    assert.equal("payments:retry:ledger", res.replayed[1].to)
+    assert.equal(1, srv:xlen("payments:retry:ledger"))
+    assert.equal(1, c:post_json("/api/dead-letters/delete", { { "stream", "payments.dead" }, { "id", dead[2] } }).deleted)
+    assert.equal(0, srv:xlen("payments.dead"))
+    assert.same({}, srv:call("ACL", "LOG"), "the console's actions were refused something")
+    assert.equal(0, h:stop())
+  end)
+
   it("keeps producers off dead-letter streams and retry streams", function()
     local srv = helper.redis_start()
     setuser(srv, words(assert(documented()["payments-producer"], "docs/operations.md has no payments-producer line")))

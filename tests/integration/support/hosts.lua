@@ -79,7 +79,8 @@ server (a server from redis_start) or url (a URL string; false for no --redis),
 log_level, env (overrides; REDIS_URL is removed unless given), bin, wrap (a
 command list put before the binary, which execs it or runs it as a child, e.g.
 {"timeout", "60"} or {"prlimit", "--nofile=1024", "--"}: h:signal then signals
-the wrapper). ]]
+the wrapper), command (the subcommand, default "run"; e.g. "console", whose
+dir may be a list of stream names instead). ]]
 function hosts.host_start(args, opts)
   opts = opts or {}
   assert(opts.dir, "host_start: opts.dir (the handlers folder) is required")
@@ -87,7 +88,7 @@ function hosts.host_start(args, opts)
   local argv = {}
   for _, a in ipairs(opts.wrap or {}) do argv[#argv + 1] = a end
   argv[#argv + 1] = bin
-  argv[#argv + 1] = "run"
+  argv[#argv + 1] = opts.command or "run"
   local url = opts.url
   if url == nil and opts.server then url = opts.server.url end
   if url then
@@ -99,7 +100,7 @@ function hosts.host_start(args, opts)
     argv[#argv + 1] = opts.log_level
   end
   for _, a in ipairs(args or {}) do argv[#argv + 1] = a end
-  argv[#argv + 1] = opts.dir
+  for _, d in ipairs(type(opts.dir) == "table" and opts.dir or { opts.dir }) do argv[#argv + 1] = d end
   local env = { REDIS_URL = false }
   for k, v in pairs(opts.env or {}) do env[k] = v end
   local path = files.tmpdir("host") .. "/host.log"

@@ -51,6 +51,36 @@ function http.http_get(port, path, opts)
   return http.http(port, method .. " " .. path .. " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: spec\r\n\r\n", opts)
 end
 
+--[[ One request to 127.0.0.1:port, answered with Connection: close. opts:
+method (default GET), path (default /), host (the Host header, default
+"127.0.0.1:PORT"; false for none), headers (a list of {name, value}, sent in
+order, so a header may come twice), body (a string; Content-Length is added),
+timeout_s. Returns a response {status, headers (lower-case name -> value, the
+last one), header_list ({name, value} as sent), body, text}, or nil, why. ]]
+function http.request(port, opts)
+  opts = opts or {}
+  local host = opts.host
+  if host == nil then host = "127.0.0.1:" .. port end
+  local lines = { (opts.method or "GET") .. " " .. (opts.path or "/") .. " HTTP/1.1" }
+  if host then lines[#lines + 1] = "Host: " .. host end
+  for _, h in ipairs(opts.headers or {}) do lines[#lines + 1] = h[1] .. ": " .. h[2] end
+  if opts.body then lines[#lines + 1] = "Content-Length: " .. #opts.body end
+  lines[#lines + 1] = "Connection: close"
+  local raw = table.concat(lines, "\r\n") .. "\r\n\r\n" .. (opts.body or "")
+  local status, _, text = http.http(port, raw, { timeout_s = opts.timeout_s })
+  if not status then return nil, text end
+  local head, body = text:match("^(.-)\r\n\r\n(.*)$")
+  local res = { status = status, headers = {}, header_list = {}, body = body, text = text }
+  for line in head:gmatch("[^\r\n]+") do
+    local name, value = line:match("^([^:]+):%s*(.-)%s*$")
+    if name then
+      res.headers[name:lower()] = value
+      res.header_list[#res.header_list + 1] = { name:lower(), value }
+    end
+  end
+  return res
+end
+
 --[[ GET path on 127.0.0.1:port as a liveness probe does, everything (connect
 included) within timeout_s: status, body, the seconds it took; nil, why,
 seconds when there was no whole answer by then. ]]
