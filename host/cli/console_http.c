@@ -266,7 +266,7 @@ void console_http_respond(struct console_request *req, int status, const char *c
                    "\r\n"
                    "X-Content-Type-Options: nosniff\r\n"
                    "X-Frame-Options: DENY\r\n"
-                   "Referrer-Policy: no-referrer\r\n"
+                   "Referrer-Policy: same-origin\r\n"
                    "Cross-Origin-Opener-Policy: same-origin\r\n"
                    "Cross-Origin-Resource-Policy: same-origin\r\n"
                    "Cache-Control: no-store\r\n"

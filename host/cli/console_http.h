@@ -6,8 +6,10 @@
  * idle one is closed for a new one, else the new one is refused), headers
  * of CONSOLE_HTTP_HEADERS_MAX bytes, a body of CONSOLE_HTTP_BODY_MAX bytes,
  * CONSOLE_HTTP_IDLE_MS without a request. Every response carries the
- * security headers (no framing, no sniffing, no referrer, no caching, the
- * Content-Security-Policy of the pages). */
+ * security headers (no framing, no sniffing, no referrer to other origins
+ * (Referrer-Policy same-origin: no-referrer would make the browser send
+ * "Origin: null" with the pages' own POSTs, which the console refuses), no
+ * caching, the Content-Security-Policy of the pages). */
 #ifndef LUASTREAM_CONSOLE_HTTP_H
 #define LUASTREAM_CONSOLE_HTTP_H
 
