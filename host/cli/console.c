@@ -457,18 +457,20 @@ static void redirect(struct console_request *req, const char *to, const char *co
   console_http_respond(req, 303, "text/plain; charset=utf-8", headers, "", 0);
 }
 
+/* The login page; after a refused login, with "wrong token" as the text of
+ * its #login-error element (whatever that element's other attributes). */
 static void login_page(struct console_request *req, bool failed) {
-  const char *mark = "<p id=\"login-error\"></p>";
-  const char *at = failed ? strstr(LOGIN_HTML, mark) : NULL;
+  const char *id = failed ? strstr(LOGIN_HTML, "id=\"login-error\"") : NULL;
+  const char *at = id ? strchr(id, '>') : NULL;
   if (at == NULL)
     return console_http_respond(req, failed ? 401 : 200, "text/html; charset=utf-8", NULL,
                                 LOGIN_HTML, sizeof LOGIN_HTML - 1);
+  at++;
   char *page = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&page, &len);
   if (f == NULL) return console_error(req, 500, "out of memory");
-  fprintf(f, "%.*s<p id=\"login-error\">wrong token</p>%s", (int)(at - LOGIN_HTML), LOGIN_HTML,
-          at + strlen(mark));
+  fprintf(f, "%.*swrong token%s", (int)(at - LOGIN_HTML), LOGIN_HTML, at);
   fclose(f);
   console_http_respond(req, 401, "text/html; charset=utf-8", NULL, page, len);
   free(page);
