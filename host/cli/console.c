@@ -68,41 +68,9 @@ static void add_pair(struct console *c, const struct handler_spec *s) {
 /* What one load of DIR tells: the rows of the overview and where dead
  * letters may be replayed to; with out, a row per file for the handlers
  * page. */
-/* A handler file and its script version. */
-struct file_version {
-  char *path;
-  char version[RT_VERSION_LEN];
-};
-
-struct files {
-  struct file_version *v;
-  size_t n, cap;
-};
-
-static void files_add(struct files *f, const char *path, const char *version) {
-  struct file_version *v = grow(f->v, &f->cap, f->n + 1, sizeof *v, 8);
-  if (v == NULL) return;
-  f->v = v;
-  if ((v[f->n].path = strdup(path)) == NULL) return;
-  snprintf(v[f->n].version, sizeof v[f->n].version, "%s", version ? version : "");
-  f->n++;
-}
-
-static void files_free(struct files *f) {
-  for (size_t i = 0; i < f->n; i++) free(f->v[i].path);
-  free(f->v);
-}
-
-static const struct file_version *files_find(const struct files *f, const char *path) {
-  for (size_t i = 0; i < f->n; i++)
-    if (!strcmp(f->v[i].path, path)) return &f->v[i];
-  return NULL;
-}
-
 struct load {
   struct console *c;
-  FILE *out;           /* the handlers page's rows, or NULL */
-  struct files *files; /* each file and its version now, or NULL */
+  FILE *out; /* the handlers page's rows, or NULL */
   int rows;
 };
 
@@ -120,11 +88,10 @@ static void take_spec(void *data, const struct handler_spec *s) {
       partition_spec_free(&part);
     }
   }
-  char version[RT_VERSION_LEN] = "";
-  if (l->out || l->files) handler_file_version(s->path, version);
-  if (l->files) files_add(l->files, s->path, version);
   if (l->out == NULL) return;
   FILE *f = l->out;
+  char version[RT_VERSION_LEN] = "";
+  handler_file_version(s->path, version);
   fprintf(f, "%s{\"file\":", l->rows++ ? "," : "");
   cj_str(f, s->path);
   fputs(",\"name\":", f);
@@ -147,9 +114,9 @@ static void take_spec(void *data, const struct handler_spec *s) {
 
 /* Loads DIR's handler files again (without connecting them): the overview's
  * rows, the replay pairs and the problems; with out, the handlers' rows. */
-static void load_handlers(struct console *c, FILE *out, struct files *files) {
+static void load_handlers(struct console *c, FILE *out) {
   if (c->cfg.dir == NULL) return;
-  struct load l = {.c = c, .out = out, .files = files};
+  struct load l = {.c = c, .out = out};
   status_query_clear_specs(&c->q);
   pairs_clear(c);
   char *problems = NULL;
@@ -287,7 +254,7 @@ static void handlers_page(struct console *c, struct console_request *req) {
   size_t len, rlen = 0;
   FILE *rf = open_memstream(&rows, &rlen);
   if (rf == NULL) return console_error(req, 500, "out of memory");
-  load_handlers(c, rf, NULL);
+  load_handlers(c, rf);
   fclose(rf);
   FILE *f = console_json_begin(&buf, &len);
   if (f == NULL) {
@@ -312,60 +279,6 @@ static void handlers_page(struct console *c, struct console_request *req) {
   console_json_end(req, f, &buf, &len);
 }
 
-static void running_take(void *arg, const char *path, const char *version) {
-  files_add(arg, path, version);
-}
-
-static void change_row(FILE *f, int *n, const char *path, const char *running, const char *disk,
-                       const char *change) {
-  fprintf(f, "%s{\"file\":", (*n)++ ? "," : "");
-  cj_str(f, path);
-  fputs(",\"running_version\":", f);
-  cj_str(f, running);
-  fputs(",\"disk_version\":", f);
-  cj_str(f, disk);
-  fprintf(f, ",\"change\":\"%s\"}", change);
-}
-
-/* POST /api/reload/preview: what a reload would change, file by file (the
- * versions running against those on disk; "unknown" where the process does
- * not know what runs: the supervisor). */
-static void reload_preview(struct console *c, struct console_request *req) {
-  if (c->cfg.host.reload == NULL)
-    return console_error(req, 404, "no handlers run in this process: nothing to reload");
-  struct files disk = {0}, running = {0};
-  load_handlers(c, NULL, &disk);
-  if (c->cfg.host.each_running) c->cfg.host.each_running(c->cfg.host.data, running_take, &running);
-  char *buf;
-  size_t len;
-  FILE *f = console_json_begin(&buf, &len);
-  if (f == NULL) {
-    files_free(&disk);
-    files_free(&running);
-    return console_error(req, 500, "out of memory");
-  }
-  fputs("{\"changes\":[", f);
-  int n = 0;
-  bool known = c->cfg.host.each_running != NULL;
-  for (size_t i = 0; i < disk.n; i++) {
-    const struct file_version *d = &disk.v[i], *r = files_find(&running, d->path);
-    const char *change = !known                           ? "unknown"
-                         : r == NULL                      ? "new"
-                         : strcmp(r->version, d->version) ? "changed"
-                                                          : "unchanged";
-    change_row(f, &n, d->path, r ? r->version : NULL, d->version, change);
-  }
-  for (size_t i = 0; i < running.n; i++)
-    if (files_find(&disk, running.v[i].path) == NULL)
-      change_row(f, &n, running.v[i].path, running.v[i].version, NULL, "removed");
-  fputs("],\"problems\":", f);
-  problems_json(f, c->problems);
-  fputc('}', f);
-  files_free(&disk);
-  files_free(&running);
-  console_json_end(req, f, &buf, &len);
-}
-
 /* POST /api/reload: reloads every handler file where they run. */
 static void reload(struct console *c, struct console_request *req) {
   if (c->cfg.host.reload == NULL)
@@ -375,7 +288,7 @@ static void reload(struct console *c, struct console_request *req) {
   log_line(LOG_INFO, NULL, "console action: reloading every handler", "who", console_who(req),
            "action", "reload", NULL);
   c->cfg.host.reload(c->cfg.host.data);
-  load_handlers(c, NULL, NULL);
+  load_handlers(c, NULL);
   console_json(req, 200, "{\"reloaded\":true}", 17);
 }
 
@@ -421,11 +334,15 @@ static bool host_allowed(const struct console *c, const char *name_port) {
   return uv_ip4_addr(name, 0, &a4) == 0;
 }
 
-/* Whether req's Origin is this console's own: http://HOST, or
- * --console-origin. */
+/* Whether req comes from this console's own pages: its Origin is
+ * http://HOST or --console-origin. Under the pages' Referrer-Policy
+ * no-referrer, a browser sends "Origin: null" with their POSTs; it then
+ * says where the request comes from in Sec-Fetch-Site, which no page can
+ * set: same-origin passes. */
 static bool origin_allowed(const struct console *c, const struct console_request *req) {
   const char *o = req->origin;
-  if (o == NULL) return false;
+  if (o == NULL || !strcmp(o, "null"))
+    return o != NULL && req->fetch_site && !strcmp(req->fetch_site, "same-origin");
   if (c->cfg.origin && !strcasecmp(o, c->cfg.origin)) return true;
   return !strncasecmp(o, "http://", 7) && !strcasecmp(o + 7, req->host);
 }
@@ -436,14 +353,15 @@ static void redirect(struct console_request *req, const char *to, const char *co
   console_http_respond(req, 303, "text/plain; charset=utf-8", headers, "", 0);
 }
 
+/* The login page; after a refused login, with "wrong token" as the text of
+ * its #login-error element (whatever that element's other attributes). */
 static void login_page(struct console_request *req, bool failed) {
-  /* the text goes inside the page's `<p id="login-error" ...></p>`, whatever
-   * its other attributes */
-  const char *mark = failed ? strstr(LOGIN_HTML, "id=\"login-error\"") : NULL;
-  const char *at = mark ? strstr(mark, "</p>") : NULL;
+  const char *id = failed ? strstr(LOGIN_HTML, "id=\"login-error\"") : NULL;
+  const char *at = id ? strchr(id, '>') : NULL;
   if (at == NULL)
     return console_http_respond(req, failed ? 401 : 200, "text/html; charset=utf-8", NULL,
                                 LOGIN_HTML, sizeof LOGIN_HTML - 1);
+  at++;
   char *page = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&page, &len);
@@ -563,7 +481,8 @@ static void route(void *data, struct console_request *req) {
     if (req->origin && !origin_allowed(c, req))
       return console_error(req, 403, "the request came from another origin (%s)", req->origin);
     if (csrf) {
-      if (req->origin == NULL) return console_error(req, 403, "the request has no Origin");
+      if (!origin_allowed(c, req))
+        return console_error(req, 403, "the request has no Origin of this console's");
       if (req->csrf == NULL || strlen(req->csrf) != CONSOLE_SESSION_HEX ||
           !console_equal(req->csrf, csrf, CONSOLE_SESSION_HEX))
         return console_error(req, 403, "the CSRF token is missing or wrong: reload the page");
@@ -586,7 +505,6 @@ static void route(void *data, struct console_request *req) {
   if (is(req, true, "/api/dead-letters/preview")) return console_dl_preview(c, req);
   if (is(req, true, "/api/dead-letters/replay")) return console_dl_replay(c, req);
   if (is(req, true, "/api/dead-letters/delete")) return console_dl_delete(c, req);
-  if (is(req, true, "/api/reload/preview")) return reload_preview(c, req);
   if (is(req, true, "/api/reload")) return reload(c, req);
   if (api)
     return console_error(req, 404, "no such API: %s %s", req->post ? "POST" : "GET", req->path);
@@ -617,7 +535,7 @@ console *console_start(uv_loop_t *loop, const struct console_config *cfg, char *
   }
   if (cfg->dir) {
     c->q.dir_mode = true;
-    load_handlers(c, NULL, NULL);
+    load_handlers(c, NULL);
   } else {
     c->q.names = cfg->streams;
     c->q.nnames = cfg->nstreams;

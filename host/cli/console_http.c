@@ -68,6 +68,7 @@ static void request_free(struct console_request *r) {
   free(r->authorization);
   free(r->content_type);
   free(r->csrf);
+  free(r->fetch_site);
   free(r->body);
   free(r);
 }
@@ -354,6 +355,7 @@ static char **slot_of(struct console_conn *c) {
       {"authorization", offsetof(struct console_request, authorization)},
       {"content-type", offsetof(struct console_request, content_type)},
       {"x-csrf-token", offsetof(struct console_request, csrf)},
+      {"sec-fetch-site", offsetof(struct console_request, fetch_site)},
   };
   if (c->field_len >= sizeof c->field) return NULL;
   c->field[c->field_len] = '\0';

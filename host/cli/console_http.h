@@ -32,7 +32,8 @@ struct console_request {
   char *path;  /* up to '?', as sent */
   char *query; /* after '?', "" when none */
   char *host, *origin, *cookie, *authorization, *content_type, *csrf;
-  char *body; /* 0-terminated (the body may hold 0 bytes too) */
+  char *fetch_site; /* Sec-Fetch-Site, set by browsers only */
+  char *body;       /* 0-terminated (the body may hold 0 bytes too) */
   size_t body_len;
   void *data;                  /* the caller's, for a deferred answer */
   char who[72];                /* the caller's: who asked */

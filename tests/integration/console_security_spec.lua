@@ -217,6 +217,11 @@ describe("console POSTs, origins and Host", function()
       { "another port", { origin = "http://127.0.0.1:" .. (h.port + 1) } },
       { "https", { origin = "https://127.0.0.1:" .. h.port } },
       { "null origin", { origin = "null" } },
+      -- what a browser sends under Referrer-Policy: no-referrer, from another site
+      { "null origin from another site", { origin = "null", headers = { { "Sec-Fetch-Site", "cross-site" } } } },
+      { "null origin from a sibling site", { origin = "null", headers = { { "Sec-Fetch-Site", "same-site" } } } },
+      { "another origin said same-origin", { origin = "http://evil.example",
+        headers = { { "Sec-Fetch-Site", "same-origin" } } } },
     }
     for _, case in ipairs(cases) do
       local res = c:post(path, "", case[2])
@@ -224,10 +229,13 @@ describe("console POSTs, origins and Host", function()
       assert.is_string(res.json.error, case[1])
     end
     assert.equal(0, h:count({ msg = "console action: reloading every handler" }))
-    -- the same request, right: done
+    -- the same request, right: done; and as the console's own page sends it
+    -- under no-referrer (Origin: null, Sec-Fetch-Site: same-origin)
     local res = c:post(path, "")
     assert.equal(200, res.status, res.body)
-    h:wait_records({ msg = "console action: reloading every handler", who = "alice", action = "reload" }, 1, 5)
+    res = c:post(path, "", { origin = "null", headers = { { "Sec-Fetch-Site", "same-origin" } } })
+    assert.equal(200, res.status, res.body)
+    h:wait_records({ msg = "console action: reloading every handler", who = "alice", action = "reload" }, 2, 5)
   end)
 
   it("refuses POST /login from another origin or none, and a bearer POST from a foreign origin", function()

@@ -1057,7 +1057,7 @@
         result.className = '';
         let pv;
         try {
-          pv = await post('/api/reload/preview', {});
+          pv = await api('/api/handlers'); // the files as a reload would load them, and what runs
         } catch (e) {
           if (alive()) showResult(result, 'failed', el('p', null, 'Preview failed: ' + e.message));
           return;
@@ -1065,7 +1065,8 @@
           setBusy(false);
         }
         if (!alive()) return;
-        const changes = (pv.changes || []).filter((c) => c.change !== 'unchanged');
+        clear(listSlot).appendChild(renderHandlers(pv));
+        const changes = reloadChanges(pv);
         const intro = el('p', null, changes.length ? 'These files differ from what runs:' : 'No file changed since the handlers were loaded.');
         const notes = [];
         const problems = pv.problems || [];
@@ -1092,7 +1093,34 @@
     await load();
   }
 
+  // What a reload would change, from GET /api/handlers: DIR's files that load now against the files
+  // running (their versions): [{file, running_version, disk_version, change: changed|new|removed}].
+  function reloadChanges(r) {
+    const running = new Map((r.running || []).map((x) => [x.file, x.version]));
+    const disk = new Map((r.handlers || []).map((h) => [h.file, h.version]));
+    const out = [];
+    for (const [file, v] of disk) {
+      if (!running.has(file)) out.push({ file, running_version: null, disk_version: v, change: 'new' });
+      else if (running.get(file) !== v) out.push({ file, running_version: running.get(file), disk_version: v, change: 'changed' });
+    }
+    for (const [file, v] of running) {
+      if (!disk.has(file)) out.push({ file, running_version: v, disk_version: null, change: 'removed' });
+    }
+    return out;
+  }
+
+  // The Running cell: running (with the version running when the file changed since), not running,
+  // or "-" where no handlers run (the standalone console: r.running is null).
+  function runningCell(h, running) {
+    if (!running) return el('td', { class: 'running' }, '-');
+    if (!running.has(h.file)) return el('td', { class: 'running' }, el('span', { class: 'badge' }, 'not running'));
+    const v = running.get(h.file);
+    return el('td', { class: 'running' }, el('span', { class: 'badge badge-green' }, 'running'),
+      v !== h.version ? el('span', { class: 'cell-sub' }, 'version ' + (v || '?') + ' (the file changed since)') : null);
+  }
+
   function renderHandlers(r) {
+    const running = Array.isArray(r.running) ? new Map(r.running.map((x) => [x.file, x.version])) : null;
     const cols = [['File', ''], ['Name', ''], ['Version', ''], ['Stream', ''], ['Group', ''], ['Read', ''], ['Lanes', 'num'], ['By key', ''],
       ['Min idle', 'num'], ['Dead letters', ''], ['Partitions', 'num'], ['Running', '']];
     const tbody = el('tbody');
@@ -1109,7 +1137,7 @@
         el('td', { class: 'num' }, h.min_idle_ms === null || h.min_idle_ms === undefined ? '-' : fmtDuration(h.min_idle_ms)),
         el('td', null, h.dead_letter ? el('a', { href: href('/dead-letters', { stream: h.dead_letter }) }, h.dead_letter) : '-'),
         el('td', { class: 'num' }, h.partitions === null || h.partitions === undefined ? '-' : fmtNum(h.partitions)),
-        el('td', null, h.running ? el('span', { class: 'badge badge-green' }, 'running') : el('span', { class: 'badge' }, 'not running'))));
+        runningCell(h, running)));
     }
     if (!tbody.childNodes.length) tbody.appendChild(el('tr', null, el('td', { class: 'empty', colspan: cols.length }, 'No handler files.')));
     const problems = r.problems || [];
