@@ -409,7 +409,6 @@ static void act_next(struct dl_op *op) {
     bk_args_str(&a, "XDEL");
     bk_args_str(&a, op->key);
   }
-  /* cppcheck-suppress knownConditionTrueFalse ; false positive: n >= 1, done < nok here */
   for (size_t i = 0; i < n; i++) bk_args_str(&a, op->ok[op->done + i]);
   op->done += n;
   int rc = client_send_with(&op->c->client, &a, act_answered, op);

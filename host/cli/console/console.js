@@ -729,7 +729,11 @@
     });
     const kv = (list) =>
       el('div', { class: 'table-wrap' }, el('table', { class: 'grid kv' }, el('tbody', null, list.map((f) =>
-        el('tr', null, el('th', null, f.name), el('td', null, f.value, f.escaped ? [' ', escBadge()] : null))))));
+        el('tr', null, el('th', null, f.name), el('td', null, f.value, whenOf(f), f.escaped ? [' ', escBadge()] : null))))));
+    // dead-letter-time is Unix ms: said as a date beside it
+    function whenOf(f) {
+      return f.name === 'dead-letter-time' && /^\d+$/.test(f.value) ? ' (' + fmtTime(Number(f.value)) + ')' : null;
+    }
     const tm = /^(\d+)-\d+$/.exec(id);
     body.appendChild(el('p', { class: 'muted' }, tm ? 'Added ' + fmtTime(Number(tm[1])) : null));
     if (own.length) add(body, [el('h2', null, 'Provenance/headers'), kv(own)]);
