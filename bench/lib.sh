@@ -35,7 +35,7 @@ stop() {
   done
 }
 
-work="" redis_pid="" port="" children=()
+work="" redis_pid="" port="" children=() host_args=()
 
 cleanup() {
   trap '' INT TERM
@@ -76,12 +76,13 @@ wait_log() {
 
 # start_host DIR LOG CONSUMER [ENV=VALUE...]: starts build-bench/luastream run
 # on DIR in the background (appended to children) and waits for "host ready";
-# sets host_pid.
+# sets host_pid. The options in the array host_args (when set) are added to
+# the command line.
 start_host() {
   local dir=$1 log=$2 consumer=$3
   shift 3
   env "$@" "${LUASTREAM_BIN:-build-bench/luastream}" run --log-level info --consumer "$consumer" \
-    --redis "redis://127.0.0.1:$port" "$dir" 2>"$log" &
+    --redis "redis://127.0.0.1:$port" ${host_args[@]+"${host_args[@]}"} "$dir" 2>"$log" &
   host_pid=$!
   children+=("$host_pid")
   wait_log "$log" 'msg="host ready"' 30
