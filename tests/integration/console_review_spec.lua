@@ -6,6 +6,8 @@
 local helper = require "tests.integration.helper"
 local console = require "tests.integration.support.console"
 local cjson = require "cjson"
+local files = require "tests.integration.support.files"
+local processes = require "tests.integration.support.processes"
 
 local ALICE = console.ALICE
 
@@ -45,7 +47,7 @@ end
 
 -- Calls of a command (INFO commandstats).
 local function calls(srv, cmd)
-  local n = srv:cli("INFO", "commandstats"):match("cmdstat_" .. cmd .. ":calls=(%d+)")
+  local n = srv:cli("INFO", "commandstats"):match("cmdstat_" .. cmd:gsub("|", "%%|") .. ":calls=(%d+)")
   return tonumber(n or 0)
 end
 
@@ -160,5 +162,52 @@ describe("console review", function()
     assert.equal(501, #(done.replayed or {}), "replayed " .. #(done.replayed or {}) .. " of 501: " ..
       tostring(done.error))
     assert.equal(0, srv:xlen("payments.dead"))
+  end)
+
+  -- F6: the overview asked while the console's Redis connection is down
+  -- (console_redis ends the old session with client_done) is failed by that
+  -- same client_done: redis_ended sees `refreshing` set by the request itself,
+  -- answers it 502 and clears `refreshing`, though a new session is on its
+  -- way and the refresh is queued on it. A second page asking then starts a
+  -- second refresh of the same status_query while the first is queued.
+  it("answers an overview asked while its Redis connection comes back, and refreshes once", function()
+    local srv = helper.redis_start({ args = { "--enable-debug-command", "yes" } })
+    srv:cli("XADD", "orders", "*", "data", "{}")
+    srv:cli("XGROUP", "CREATE", "orders", "ship", "0")
+    local h = console.start({ command = "console", server = srv, dir = { "orders" },
+      args = { "--console-interval", "100ms" } })
+    local c = console.client(h.port, { bearer = ALICE })
+    local xinfo0 = calls(srv, "xinfo|stream")
+    c:json("/api/overview") -- the console's session is up
+    local per_refresh = calls(srv, "xinfo|stream") - xinfo0
+    assert.is_true(per_refresh > 0)
+    -- the console's connection killed, then Redis busy for 3 s: the console
+    -- reconnects, and its new connection waits for Redis
+    local pipe = srv:pipe_async({ { "CLIENT", "KILL", "TYPE", "normal" }, { "DEBUG", "SLEEP", "3" } })
+    processes.wait_until(function()
+      local ok, code, pong = pcall(processes.run, srv:_cli_argv({ "PING" }), { timeout = 0.3 })
+      return not ok or code ~= 0 or files.trim(pong) ~= "PONG"
+    end, 10, "Redis busy in DEBUG SLEEP")
+    local a = c:get("/api/overview")
+    -- then two pages ask at once while the new connection waits for Redis
+    local dir = files.tmpdir("curl")
+    local function page(name)
+      return processes.spawn({ "curl", "-s", "-o", dir .. "/" .. name, "-w", "%{http_code}", "-H",
+        "Authorization: Bearer " .. ALICE, "http://127.0.0.1:" .. h.port .. "/api/overview" },
+        { stdout = dir .. "/" .. name .. ".code" })
+    end
+    local b, d = page("b"), page("d")
+    assert.is_true(b:wait(20) ~= nil and d:wait(20) ~= nil, "curl did not end")
+    pipe:wait(10)
+    local refreshes = (calls(srv, "xinfo|stream") - xinfo0) / per_refresh - 1
+    local function said(name) return files.read_file(dir .. "/" .. name .. ".code") end
+    local all = string.format("page A: %d %s; B: %s %s; D: %s %s; the console %s", a.status, a.body,
+      said("b"), files.read_file(dir .. "/b"):sub(1, 120), said("d"), files.read_file(dir .. "/d"):sub(1, 120),
+      h:alive() and "runs" or "died") .. string.format("; %g refreshes after Redis came back", refreshes)
+    assert.equal(200, a.status, all)
+    assert.equal("200", said("b"), all)
+    assert.equal("200", said("d"), all)
+    assert.is_true(h:alive(), all)
+    assert.equal(1, refreshes, all) -- B and D share one
   end)
 end)
