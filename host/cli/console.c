@@ -140,21 +140,46 @@ static void fail_waiting(struct console *c, const char *why) {
   c->nwaiting = 0;
 }
 
-/* The connection ended with a refresh under way: its callbacks saw the
- * client finished, and it will not finish. */
+static void refresh_go(struct console *c, void *arg);
+
+static void refresh_fail(struct console *c, void *arg, const char *why) {
+  (void)arg;
+  c->refreshing = c->refresh_sent = false;
+  fail_waiting(c, why);
+}
+
+/* A refresh sent lost its connection: once, it is sent again on a session
+ * afresh (a Redis restarted, a connection killed), then the pages waiting
+ * are told. */
+static void refresh_lost(struct console *c, const char *why) {
+  c->refresh_sent = false;
+  if (c->refresh_retried || c->closing || c->retry == NULL) return refresh_fail(c, NULL, why);
+  c->refresh_retried = true;
+  timer_start(c->retry, 0); /* out of the callbacks of the session that ended */
+}
+
+static void refresh_again(ltimer *t, void *data) {
+  (void)t;
+  struct console *c = data;
+  console_redis(c, refresh_go, refresh_fail, NULL);
+}
+
+/* The connection ended: a refresh sent on it will not finish (its callbacks
+ * saw the client finished). One only queued for the connection waits for
+ * the next. */
 static void redis_ended(struct console *c) {
-  if (!c->refreshing) return;
-  c->refreshing = false;
-  fail_waiting(c, "the connection to Redis ended");
+  if (c->refresh_sent) refresh_lost(c, "the connection to Redis ended");
 }
 
 static void refresh_done(struct status_query *q, bool failed) {
   struct console *c = q->data;
-  c->refreshing = false;
   if (failed) {
-    fail_waiting(c, "Redis did not answer (the log says why)");
-    return;
+    /* the rest of its replies fail too: they find the session ended */
+    c->refresh_sent = false;
+    client_done(&c->client, 1);
+    return refresh_lost(c, "Redis did not answer (the log says why)");
   }
+  c->refreshing = c->refresh_sent = c->refresh_retried = false;
   bool needs = false;
   for (size_t i = 0; i < q->ngroups; i++) {
     status_carry_lags(q, &q->groups[i]);
@@ -188,13 +213,8 @@ static void refresh_go(struct console *c, void *arg) {
   (void)arg;
   c->q.c = &c->client;
   c->refresh_ns = uv_hrtime();
+  c->refresh_sent = true;
   status_query_refresh(&c->q);
-}
-
-static void refresh_fail(struct console *c, void *arg, const char *why) {
-  (void)arg;
-  c->refreshing = false;
-  fail_waiting(c, why);
 }
 
 /* One refresh of Redis per interval, shared by every page open: a page asks
@@ -213,6 +233,7 @@ static void overview(struct console *c, struct console_request *req) {
   c->waiting[c->nwaiting++] = req;
   if (c->refreshing) return;
   c->refreshing = true;
+  c->refresh_retried = false;
   console_redis(c, refresh_go, refresh_fail, NULL);
 }
 
@@ -529,6 +550,7 @@ console *console_start(uv_loop_t *loop, const struct console_config *cfg, char *
   c->q = (struct status_query){.done = refresh_done, .data = c};
   if ((c->auth = console_auth_load(cfg->tokens_path, err, errlen)) == NULL) goto fail;
   if ((c->clock = clock_uv_new(loop)) == NULL ||
+      (c->retry = timer_new(c->clock, refresh_again, c)) == NULL ||
       (c->b = broker_cluster_new(loop, cfg->url)) == NULL) {
     snprintf(err, errlen, "out of memory");
     goto fail;
@@ -564,6 +586,7 @@ void console_close(console *c) {
   fail_waiting(c, "the console is closing");
   free(c->waiting);
   if (c->b) broker_free(c->b);
+  if (c->retry) timer_free(c->retry);
   if (c->clock) c->clock->ops->free(c->clock);
   status_query_free(&c->q);
   pairs_clear(c);

@@ -163,7 +163,9 @@ void console_pending(struct console *c, struct console_request *req) {
 /* [name, value] pairs of an entry's fields as display text, and which were
  * escaped. */
 static void fields_json(FILE *f, const bk_reply *fields) {
-  bool escaped[512];
+  char *flags = NULL;
+  size_t flags_len = 0;
+  FILE *ff = open_memstream(&flags, &flags_len);
   size_t n = 0;
   fputs("\"fields\":[", f);
   for (size_t i = 0; i + 1 < fields->elements; i += 2) {
@@ -174,13 +176,12 @@ static void fields_json(FILE *f, const bk_reply *fields) {
     fputc(',', f);
     e = cj_text(f, v->str, v->len) || e;
     fputc(']', f);
-    if (n < sizeof escaped) escaped[n] = e;
+    if (ff) fprintf(ff, "%s%s", n ? "," : "", e ? "true" : "false");
     n++;
   }
-  fputs("],\"escaped\":[", f);
-  for (size_t i = 0; i < n && i < sizeof escaped; i++)
-    fprintf(f, "%s%s", i ? "," : "", escaped[i] ? "true" : "false");
-  fputc(']', f);
+  if (ff) fclose(ff);
+  fprintf(f, "],\"escaped\":[%.*s]", (int)flags_len, flags ? flags : "");
+  free(flags);
 }
 
 static void entry_answered(struct client *cl, void *arg, const bk_reply *r, const char *err) {

@@ -20,6 +20,8 @@
 #define DL_SCAN_LIMIT 5000 /* entries one list request looks at, at most */
 #define DL_SHOWN_MAX 500   /* matching entries one list request returns, at most */
 #define DL_BODY_SHOWN 200  /* bytes of the body shown in the list */
+#define DL_TEXT_SHOWN 1000 /* bytes of another field shown in the list */
+#define REFUSED_SHOWN 100  /* refused ids a preview lists (all are counted) */
 #define PREVIEW_MAX 10000  /* ids one action takes, at most */
 #define ACTION_BATCH 500   /* ids per replay script call or XDEL */
 
@@ -57,6 +59,8 @@ struct dl_op {
   char *result_buf;
   size_t result_len;
   long long nresult;
+  size_t batch;    /* ids in the call under way */
+  bool one_by_one; /* a batch was refused: each goes alone */
 };
 
 static void op_free(struct dl_op *op) {
@@ -146,6 +150,17 @@ static void count_reason(struct dl_op *op, const bk_reply *reason) {
   op->counts[op->nreasons++] = 1;
 }
 
+/* v's first max bytes at most, cut before a UTF-8 sequence rather than in
+ * it (a cut is not an escape). */
+static bool cut_text(FILE *f, const bk_reply *v, size_t max) {
+  size_t n = v->len;
+  if (n > max) {
+    n = max;
+    while (n > 0 && ((unsigned char)v->str[n] & 0xc0) == 0x80) n--;
+  }
+  return cj_text(f, v->str, n);
+}
+
 static void dl_row(struct dl_op *op, const bk_reply *id, const bk_reply *fields) {
   FILE *f = op->rows;
   const bk_reply *body = field(fields, HDR_DATA);
@@ -162,7 +177,7 @@ static void dl_row(struct dl_op *op, const bk_reply *id, const bk_reply *fields)
     const bk_reply *v = field(fields, text[i].field);
     fprintf(f, ",\"%s\":", text[i].json);
     if (v)
-      cj_text(f, v->str, v->len);
+      cut_text(f, v, DL_TEXT_SHOWN);
     else
       fputs("null", f);
   }
@@ -173,7 +188,7 @@ static void dl_row(struct dl_op *op, const bk_reply *id, const bk_reply *fields)
   fputs(",\"body\":", f);
   bool escaped = false;
   if (body)
-    escaped = cj_text(f, body->str, body->len < DL_BODY_SHOWN ? body->len : DL_BODY_SHOWN);
+    escaped = cut_text(f, body, DL_BODY_SHOWN);
   else
     fputs("null", f);
   fprintf(f, ",\"body_bytes\":%zu,\"escaped\":%s}", body ? body->len : 0,
@@ -233,6 +248,11 @@ static const char *refusal(const struct dl_op *op, const bk_reply *fields) {
   if (stream == NULL) return "not a dead letter: it has no dead-letter-stream field";
   if (strcmp(op->action, "replay") != 0) return NULL;
   if (group == NULL) return "it has no dead-letter-group field";
+  const bk_reply *src_id = field(fields, HDR_DL_ID);
+  char id[64];
+  if (src_id == NULL || src_id->len >= sizeof id) return "it has no dead-letter-id of an entry";
+  snprintf(id, sizeof id, "%.*s", (int)src_id->len, src_id->str);
+  if (!console_valid_id(id)) return "its dead-letter-id is not an entry id";
   for (size_t i = 0; i < op->c->npairs; i++) {
     const struct console_pair *p = &op->c->pairs[i];
     if (!strcmp(p->dead_letter, op->key) && equals(stream, p->stream) && equals(group, p->group))
@@ -255,7 +275,10 @@ static void preview_one(struct dl_op *op, const char *id, size_t len, const bk_r
     cj_text(op->rows, id, len);
     return;
   }
-  fputs(op->nrefused++ ? ",{\"id\":" : "{\"id\":", op->refused);
+  bool listed = op->commit || op->nrefused < REFUSED_SHOWN; /* an action says every one */
+  if (op->nrefused++ > 0 && listed) fputc(',', op->refused);
+  if (!listed) return;
+  fputs("{\"id\":", op->refused);
   cj_text(op->refused, id, len);
   fputs(",\"why\":", op->refused);
   cj_str(op->refused, why);
@@ -274,9 +297,12 @@ static void preview_finish(struct dl_op *op, bool truncated) {
   cj_str(f, op->action);
   fputs(",\"stream\":", f);
   cj_str(f, op->key);
-  fprintf(f, ",\"count\":%lld,\"ids\":[%.*s],\"truncated\":%s,\"refused\":[%.*s]}", op->shown,
-          (int)op->rows_len, op->rows_buf ? op->rows_buf : "", truncated ? "true" : "false",
-          (int)op->refused_len, op->refused_buf ? op->refused_buf : "");
+  fprintf(f,
+          ",\"count\":%lld,\"ids\":[%.*s],\"scanned\":%lld,\"truncated\":%s,\"refused_count\":%lld,"
+          "\"refused\":[%.*s]}",
+          op->shown, (int)op->rows_len, op->rows_buf ? op->rows_buf : "", op->scanned,
+          truncated ? "true" : "false", op->nrefused, (int)op->refused_len,
+          op->refused_buf ? op->refused_buf : "");
   console_json_end(op->req, f, &buf, &len);
   op_free(op);
 }
@@ -372,6 +398,23 @@ static void act_answered(struct client *cl, void *arg, const bk_reply *r, const 
     else
       why = "unexpected reply to XDEL";
   }
+  if (why && replay && r && r->type == BK_ERROR) {
+    /* The script refused its batch before moving any (it checks them all
+     * first): one of them cannot be replayed (gone since the preview, its
+     * source entry gone, ...). Each then goes alone, and the one refused is
+     * named with why. */
+    if (op->batch > 1) {
+      op->done -= op->batch;
+      op->one_by_one = true;
+      return act_next(op);
+    }
+    fputs(op->nrefused++ ? ",{\"id\":" : "{\"id\":", op->refused);
+    cj_str(op->refused, op->ok[op->done - 1]);
+    fputs(",\"why\":", op->refused);
+    cj_str(op->refused, why);
+    fputc('}', op->refused);
+    return act_next(op);
+  }
   if (why) {
     snprintf(op->why, sizeof op->why, "%s", why);
     log_line(LOG_WARN, NULL, "console action failed", "who", console_who(op->req), "action",
@@ -387,7 +430,8 @@ static void act_answered(struct client *cl, void *arg, const bk_reply *r, const 
 static void act_next(struct dl_op *op) {
   if (op->done == op->nok) return act_finish(op);
   size_t n = op->nok - op->done;
-  if (n > ACTION_BATCH) n = ACTION_BATCH;
+  if (n > (op->one_by_one ? 1 : ACTION_BATCH)) n = op->one_by_one ? 1 : ACTION_BATCH;
+  op->batch = n;
   struct bk_args a;
   bk_args_init(&a);
   if (!strcmp(op->action, "replay")) {
@@ -479,6 +523,21 @@ static void preview_go(struct console *c, void *arg) {
   dl_page(op);
 }
 
+/* Drops the ids given again (each is replayed or deleted once), keeping the
+ * order. Quadratic in the worst case only for ids given out of order. */
+static void unique_ids(struct dl_op *op) {
+  size_t kept = 0;
+  for (size_t i = 0; i < op->nids; i++) {
+    bool seen = false;
+    for (size_t j = 0; j < kept && !seen; j++) seen = !strcmp(op->ids[j], op->ids[i]);
+    if (seen)
+      free(op->ids[i]);
+    else
+      op->ids[kept++] = op->ids[i];
+  }
+  op->nids = kept;
+}
+
 /* The request of a preview (commit false) or an action into op; false
  * when refused (answered). An action takes ids only: those its preview
  * showed. */
@@ -488,7 +547,12 @@ static bool action_request(struct console *c, struct dl_op *op, const char *acti
   op->action = action;
   op->commit = commit;
   op->key = cj_param(body, "stream");
-  op->ids = cj_params(body, "id", PREVIEW_MAX, &op->nids);
+  op->ids = cj_params(body, "id", PREVIEW_MAX + 1, &op->nids);
+  if (op->nids > PREVIEW_MAX) {
+    console_error(req, 413, "at most %d ids an action", PREVIEW_MAX);
+    return false;
+  }
+  unique_ids(op);
   char *all = cj_param(body, "all");
   bool everything = !commit && all && !strcmp(all, "1");
   free(all);
@@ -577,9 +641,9 @@ static void dl_answered(struct client *cl, void *arg, const bk_reply *r, const c
   }
   bool more = r->elements == DL_SCAN_PAGE;
   if (op->action) {
-    bool full = op->shown >= PREVIEW_MAX;
-    if (more && !full) return dl_page(op);
-    return preview_finish(op, more && full);
+    /* bounded as the list is: the page says how far it looked */
+    if (more && op->shown < PREVIEW_MAX && op->scanned < DL_SCAN_LIMIT) return dl_page(op);
+    return preview_finish(op, more);
   }
   if (more && op->scanned < DL_SCAN_LIMIT && op->shown < DL_SHOWN_MAX) return dl_page(op);
   dl_finish(op, more);

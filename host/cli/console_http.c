@@ -31,13 +31,16 @@ struct console_conn {
   struct console_request *req; /* being parsed, or in flight */
   bool in_flight;              /* req is with the console */
   bool reading, closing, keep_alive;
+  bool writing;   /* an answer is being written */
   char field[32]; /* the header being read, when it is one the console keeps */
   size_t field_len;
-  bool field_done;   /* its value has started */
-  char **value;      /* where its value goes, NULL: not kept */
-  size_t head_bytes; /* of the request line and headers */
-  bool bad;          /* a header kept twice, or too large */
-  int refuse;        /* a status to refuse the request with, 0: none */
+  bool field_done;             /* its value has started */
+  char **value;                /* where its value goes, NULL: not kept */
+  size_t head_bytes;           /* of the request line and headers */
+  bool bad;                    /* a header kept twice, or too large */
+  bool head_done;              /* the headers are in: what comes as headers now is a trailer */
+  unsigned long long begun_ms; /* when the request being read began */
+  int refuse;                  /* a status to refuse the request with, 0: none */
   unsigned long long last_ms;
 };
 
@@ -131,9 +134,11 @@ struct write_req {
 };
 
 static void parse(struct console_conn *c);
+static void read_stop(struct console_conn *c);
 
 /* A short answer the console never sees: a malformed or oversized request. */
 static void refuse(struct console_conn *c, int status) {
+  read_stop(c); /* nothing more is read: the connection closes once answered */
   struct console_request *r = c->req;
   if (r == NULL) {
     r = calloc(1, sizeof *r);
@@ -216,6 +221,7 @@ static void written(uv_write_t *w, int status) {
   struct console_conn *c = wr->c;
   free(wr->out);
   free(wr);
+  c->writing = false;
   if (c->closing) return;
   c->req = NULL;
   c->in_flight = false;
@@ -294,6 +300,8 @@ void console_http_respond(struct console_request *req, int status, const char *c
   wr->c = c;
   wr->out = out;
   uv_buf_t buf = uv_buf_init(out, (unsigned)((size_t)n + len));
+  c->writing = true;
+  c->last_ms = uv_now(c->tcp.loop);
   if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &buf, 1, written) != 0) {
     free(out);
     free(wr);
@@ -329,6 +337,8 @@ static int on_message_begin(http_parser *p) {
   struct console_conn *c = conn_of(p);
   c->req = calloc(1, sizeof *c->req);
   c->head_bytes = 0;
+  c->bad = c->head_done = false;
+  c->begun_ms = uv_now(c->tcp.loop);
   c->field_len = 0;
   c->field_done = false;
   c->value = NULL;
@@ -371,7 +381,8 @@ static char **slot_of(struct console_conn *c) {
 static int on_header_field(http_parser *p, const char *at, size_t n) {
   struct console_conn *c = conn_of(p);
   if (count_head(c, n)) return -1;
-  if (c->field_done) { /* a new header */
+  if (c->head_done) return 0; /* a chunked body's trailer: never a header of the request */
+  if (c->field_done) {        /* a new header */
     c->field_len = 0;
     c->field_done = false;
     c->value = NULL;
@@ -384,6 +395,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n) {
 static int on_header_value(http_parser *p, const char *at, size_t n) {
   struct console_conn *c = conn_of(p);
   if (count_head(c, n)) return -1;
+  if (c->head_done) return 0;
   if (!c->field_done) {
     c->field_done = true;
     c->value = slot_of(c);
@@ -396,6 +408,7 @@ static int on_header_value(http_parser *p, const char *at, size_t n) {
 static int on_headers_complete(http_parser *p) {
   struct console_conn *c = conn_of(p);
   struct console_request *r = c->req;
+  c->head_done = true;
   if (c->bad) {
     c->refuse = 400;
     return -1;
@@ -478,13 +491,21 @@ static void on_connection(uv_stream_t *l, int status) {
   read_start(c);
 }
 
+/* Closes a connection idle past CONSOLE_HTTP_IDLE_MS, one whose request
+ * has taken CONSOLE_HTTP_REQUEST_MS to arrive (a byte at a time keeps no
+ * connection), and one whose answer has not been taken for
+ * CONSOLE_HTTP_IDLE_MS (a client that does not read). */
 static void on_sweep(uv_timer_t *t) {
   struct console_http *s = t->data;
   uint64_t now = uv_now(t->loop);
   struct console_conn *next;
   for (struct console_conn *c = s->conns; c; c = next) {
     next = c->next;
-    if (!c->in_flight && now - c->last_ms >= CONSOLE_HTTP_IDLE_MS) conn_close(c);
+    bool reading_one = c->req && !c->in_flight;
+    if ((reading_one && now - c->begun_ms >= CONSOLE_HTTP_REQUEST_MS) ||
+        (c->writing && now - c->last_ms >= CONSOLE_HTTP_IDLE_MS) ||
+        (!c->in_flight && now - c->last_ms >= CONSOLE_HTTP_IDLE_MS))
+      conn_close(c);
   }
 }
 

@@ -5,7 +5,8 @@
  * alive, and these limits hold: CONSOLE_HTTP_CONNS connections (the oldest
  * idle one is closed for a new one, else the new one is refused), headers
  * of CONSOLE_HTTP_HEADERS_MAX bytes, a body of CONSOLE_HTTP_BODY_MAX bytes,
- * CONSOLE_HTTP_IDLE_MS without a request. Every response carries the
+ * CONSOLE_HTTP_IDLE_MS without a request (or with an answer it does not
+ * read), CONSOLE_HTTP_REQUEST_MS for a request to arrive. Every response carries the
  * security headers (no framing, no sniffing, no referrer, no caching, the
  * Content-Security-Policy of the pages). */
 #ifndef LUASTREAM_CONSOLE_HTTP_H
@@ -18,6 +19,7 @@
 #define CONSOLE_HTTP_HEADERS_MAX 16384
 #define CONSOLE_HTTP_BODY_MAX (1024 * 1024)
 #define CONSOLE_HTTP_IDLE_MS 60000
+#define CONSOLE_HTTP_REQUEST_MS 30000 /* for a request to arrive whole */
 
 /* The policy of every page: scripts and styles of the console's own origin
  * only, no inline ones, no framing. */

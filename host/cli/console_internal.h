@@ -44,7 +44,10 @@ struct console {
   /* the overview: the last refresh's document and the requests waiting for
    * the one under way */
   struct status_query q;
-  bool refreshing;
+  bool refreshing;               /* pages wait for a refresh: queued or sent */
+  bool refresh_sent;             /* its commands went to Redis */
+  bool refresh_retried;          /* it lost its connection once already */
+  ltimer *retry;                 /* sends it again */
   unsigned long long refresh_ns; /* when the refresh under way started */
   char *overview;
   size_t overview_len;
