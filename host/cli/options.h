@@ -146,7 +146,7 @@ struct cli_value {
 };
 
 /* The most positional arguments a command takes (status STREAM...). */
-#define CLI_ARGS_MAX 64
+#define CLI_ARGS_MAX 1024
 
 /* Items of all repeatable options together (--header 64, --id 1024,
  * --trust-owner 8). */
