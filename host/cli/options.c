@@ -1143,8 +1143,8 @@ int cli_parse(enum cli_command command, int argc, char **argv, struct cli_option
     if (a[0] != '-' || a[1] != '-') {
       if (o->npos == (c->max_args > c->nargs ? c->max_args : c->nargs)) {
         if (c->max_args > c->nargs)
-          fprintf(err, "luastream: %s takes at most %d arguments; \"%s\" is one more\n\n",
-                  c->name, c->max_args, a);
+          fprintf(err, "luastream: %s takes at most %d arguments; \"%s\" is one more\n\n", c->name,
+                  c->max_args, a);
         else
           fprintf(err, "luastream: unexpected argument \"%s\"\n\n", a);
         cli_print_help(command, err);

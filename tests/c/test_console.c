@@ -192,6 +192,7 @@ struct served {
   int requests;
   struct console_request *held; /* answered later by the test */
   char last_path[64], last_query[64], last_body[64], last_host[64];
+  char last_origin[64], last_csrf[64];
 };
 
 static void on_request(void *data, struct console_request *req) {
@@ -201,6 +202,8 @@ static void on_request(void *data, struct console_request *req) {
   snprintf(s->last_query, sizeof s->last_query, "%s", req->query);
   snprintf(s->last_body, sizeof s->last_body, "%s", req->body ? req->body : "");
   snprintf(s->last_host, sizeof s->last_host, "%s", req->host ? req->host : "");
+  snprintf(s->last_origin, sizeof s->last_origin, "%s", req->origin ? req->origin : "");
+  snprintf(s->last_csrf, sizeof s->last_csrf, "%s", req->csrf ? req->csrf : "");
   if (!strcmp(req->path, "/hold")) {
     s->held = req;
     return;
@@ -346,5 +349,37 @@ TEST_IMPL(console_http_answer_after_the_client_went) {
   console_http_respond(s.held, 200, "text/plain", NULL, "late", 4);
   ASSERT_INT_EQ(read_answers(&loop, fd, 1, out, sizeof out), 0); /* closed, nothing sent */
   close(fd);
+  ASSERT_OK(uv_loop_close(&loop));
+}
+
+/* http-parser hands a chunked body's trailer to the header callbacks too:
+ * what comes there is never a header of the request (a proxy checking the
+ * headers never sees it), nor a reason to refuse the next request. */
+TEST_IMPL(console_http_trailer_is_no_header) {
+  uv_loop_t loop;
+  ASSERT_OK(uv_loop_init(&loop));
+  struct served s = {0};
+  char err[256], out[4096];
+  console_http *h = console_http_start(&loop, "127.0.0.1:0", on_request, &s, err, sizeof err);
+  ASSERT_NOT_NULL(h);
+  int fd = connect_to(console_http_port(h));
+  send_all(
+      fd,
+      "POST /one HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "2\r\nab\r\n0\r\nOrigin: http://evil.example\r\nX-CSRF-Token: forged\r\nHost: b\r\n\r\n");
+  read_answers(&loop, fd, 1, out, sizeof out);
+  ASSERT_INT_EQ(s.requests, 1);
+  ASSERT_CONTAINS(out, "HTTP/1.1 200 ");
+  ASSERT_STR_EQ(s.last_host, "a");
+  ASSERT_STR_EQ(s.last_origin, "");
+  ASSERT_STR_EQ(s.last_csrf, "");
+  send_all(fd, "GET /two HTTP/1.1\r\nHost: a\r\n\r\n"); /* the same connection, kept */
+  read_answers(&loop, fd, 1, out, sizeof out);
+  close(fd);
+  ASSERT_INT_EQ(s.requests, 2);
+  ASSERT_CONTAINS(out, "HTTP/1.1 200 ");
+  ASSERT_STR_EQ(s.last_path, "/two");
+  console_http_close(h);
+  uv_run(&loop, UV_RUN_DEFAULT);
   ASSERT_OK(uv_loop_close(&loop));
 }

@@ -1,8 +1,9 @@
--- The web console's defects found in review (review/console.md): each test
--- shows one, against the real binary and a real redis-server, and fails
--- until it is fixed. The standalone `luastream console` on a DIR is used
--- where handlers need not run, so that the dead letters are exactly those
--- the test writes.
+-- The web console at its edges: dead letters the replay script refuses after
+-- a preview took them, previews and lists over long or large dead-letter
+-- streams, entries of many fields, ids given twice, and the overview while
+-- its Redis connection comes back. The standalone `luastream console` on a
+-- DIR is used where handlers need not run, so that the dead letters are
+-- exactly those the test writes.
 local helper = require "tests.integration.helper"
 local console = require "tests.integration.support.console"
 local cjson = require "cjson"
@@ -51,36 +52,54 @@ local function calls(srv, cmd)
   return tonumber(n or 0)
 end
 
-describe("console review", function()
+describe("the console at its edges", function()
   after_each(helper.cleanup)
 
-  -- F1: the preview's check (console_dead_letters.c refusal()) is weaker than
-  -- the replay script's (replay.lua replayed()): an entry with the stream and
-  -- group but no dead-letter-id passes the preview, then makes the script
-  -- refuse the whole batch, so the good dead letters shown are not replayed.
-  it("replays the dead letters its preview accepted, even next to one the script refuses", function()
+  -- The preview checks what the replay script checks of an entry's
+  -- provenance (here: no dead-letter-id), so it never shows an id the
+  -- script would refuse for it.
+  it("refuses in the preview a dead letter the replay script would refuse", function()
     local srv = helper.redis_start()
     local good = dead_letter(srv, "1-0")
     local no_id = dead_letter(srv, nil)
     local _, c = standalone(srv)
-    local ids = { { "action", "replay" }, { "stream", "payments.dead" }, { "id", good }, { "id", no_id } }
-    local preview = c:post_json("/api/dead-letters/preview", ids)
-    -- the preview says both will be replayed (or it should refuse no_id)
-    local shown = {}
-    for _, id in ipairs(preview.ids) do shown[id] = true end
-    local done = c:post_json("/api/dead-letters/replay", { { "stream", "payments.dead" }, { "id", good },
-      { "id", no_id } })
-    if shown[no_id] then
-      -- what the preview promised: both go, or at least the good one does
-      assert.is_nil(done.error, "the replay failed after a preview that accepted both: " .. cjson.encode(done))
-    end
-    assert.equal(1, #(done.replayed or {}), "the good dead letter was not replayed: " .. cjson.encode(done))
+    local preview = c:post_json("/api/dead-letters/preview", { { "action", "replay" },
+      { "stream", "payments.dead" }, { "id", good }, { "id", no_id } })
+    assert.same({ good }, preview.ids)
+    assert.equal(1, #preview.refused)
+    assert.equal(no_id, preview.refused[1].id)
+    assert.matches("dead%-letter%-id", preview.refused[1].why)
+    local done = c:post_json("/api/dead-letters/replay", { { "stream", "payments.dead" }, { "id", good } })
+    assert.is_nil(done.error)
+    assert.equal(1, #done.replayed)
     assert.equal(1, srv:xlen("payments:retry:ledger"))
   end)
 
-  -- F2: a preview of all=1 scans the whole stream in one request (no
-  -- DL_SCAN_LIMIT) and lists every refused entry (no PREVIEW_MAX): memory and
-  -- time grow with the stream.
+  -- What the script alone can tell (a dead letter kept cut whose source
+  -- entry is gone) makes it refuse its whole batch: the others of the batch
+  -- are then replayed one by one, and the one refused is named with why.
+  it("replays the others of a batch the script refuses for one of them", function()
+    local srv = helper.redis_start()
+    local good = dead_letter(srv, "1-0")
+    local cut = dead_letter(srv, "2-0", { "dead-letter-cut", "9999999" })
+    local later = dead_letter(srv, "3-0")
+    local _, c = standalone(srv)
+    local body = { { "stream", "payments.dead" }, { "id", good }, { "id", cut }, { "id", later } }
+    local preview = c:post_json("/api/dead-letters/preview", { { "action", "replay" }, { "stream", "payments.dead" },
+      { "id", good }, { "id", cut }, { "id", later } })
+    assert.equal(3, preview.count)
+    local done = c:post_json("/api/dead-letters/replay", body)
+    assert.is_nil(done.error, cjson.encode(done))
+    assert.equal(2, #done.replayed, cjson.encode(done))
+    assert.equal(1, #done.skipped)
+    assert.equal(cut, done.skipped[1].id)
+    assert.matches("cut", done.skipped[1].why)
+    assert.equal(2, srv:xlen("payments:retry:ledger"))
+    assert.equal(1, srv:xlen("payments.dead"))
+  end)
+
+  -- A preview of all that match scans as far as the list does (5,000
+  -- entries), lists at most 100 of those it refuses and counts them all.
   it("bounds the scan and the refused list of a preview of all that match", function()
     local srv = helper.redis_start()
     -- 10,050 entries without provenance: each refused, "not a dead letter"
@@ -96,8 +115,8 @@ describe("console review", function()
     assert.is_true(pages <= 10, "one preview read " .. pages .. " pages of 500 (the list stops at 5,000 entries)")
   end)
 
-  -- F2b: the same with filters that match nothing: the whole stream is read
-  -- in one request whatever its length.
+  -- The same with filters that match nothing: one request never reads the
+  -- whole stream, whatever its length.
   it("bounds the scan of a preview whose filters match nothing", function()
     local srv = helper.redis_start()
     fill(srv, "payments.dead", 20000, { "data", "x", "dead-letter-stream", "payments" })
@@ -110,9 +129,8 @@ describe("console review", function()
     assert.is_true(pages <= 10, "one preview read " .. pages .. " pages of 500 entries (20,000 entries)")
   end)
 
-  -- F3: the list cuts the body to 200 bytes but not the error, reason,
-  -- handler or source fields: one page of 500 rows of a stream whose errors
-  -- are large is as large as they are.
+  -- A row of the list cuts every text field (the body to 200 bytes, the
+  -- others to 1,000), so a page of 500 rows stays small whatever the errors.
   it("cuts every text field of a dead-letter row, not the body only", function()
     local srv = helper.redis_start()
     -- 512 KiB made by Redis (a command-line argument is at most 128 KiB)
@@ -129,9 +147,7 @@ describe("console review", function()
     assert.is_true(#row.handler < 64 * 1024, "the list row carries a handler of " .. #row.handler .. " bytes")
   end)
 
-  -- F4: an entry of more than 512 fields: "escaped" stops at 512 while
-  -- "fields" goes on (console_browse.c fields_json), so the page cannot tell
-  -- which of the later fields were shown as \xNN.
+  -- An entry of many fields: each says whether it was shown as \xNN.
   it("says for every field of an entry whether it was escaped", function()
     local srv = helper.redis_start()
     local argv = { "XADD", "payments", "*" }
@@ -147,9 +163,8 @@ describe("console review", function()
     assert.is_true(e.escaped[600])
   end)
 
-  -- F5: ids given twice in one action (more than one batch of 500 apart):
-  -- the second batch's script call fails on the id the first replayed, and
-  -- the other ids of that batch are not replayed.
+  -- An id given twice in one action, in two batches of 500: replayed once,
+  -- and the rest of its batch too.
   it("replays every distinct id given, whatever the repeats", function()
     local srv = helper.redis_start()
     local ids = {}
@@ -164,12 +179,10 @@ describe("console review", function()
     assert.equal(0, srv:xlen("payments.dead"))
   end)
 
-  -- F6: the overview asked while the console's Redis connection is down
-  -- (console_redis ends the old session with client_done) is failed by that
-  -- same client_done: redis_ended sees `refreshing` set by the request itself,
-  -- answers it 502 and clears `refreshing`, though a new session is on its
-  -- way and the refresh is queued on it. A second page asking then starts a
-  -- second refresh of the same status_query while the first is queued.
+  -- The overview asked while the console's Redis connection comes back
+  -- waits for the refresh on the new connection (a refresh that lost its
+  -- connection is sent once more), and pages asking meanwhile share it: one
+  -- refresh, never two at once on the same state.
   it("answers an overview asked while its Redis connection comes back, and refreshes once", function()
     local srv = helper.redis_start({ args = { "--enable-debug-command", "yes" } })
     srv:cli("XADD", "orders", "*", "data", "{}")
