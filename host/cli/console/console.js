@@ -913,9 +913,11 @@
         ? 'Each entry goes back to the retry stream of the group that gave up on it, then is removed from ' + stream + ':'
         : 'These entries are removed from ' + stream + ' for good:');
       const notes = [];
-      if (pv.truncated) notes.push(el('p', null, el('strong', null, 'More entries match than one action takes: '), 'only the ' + plural(ids.length, 'id') + ' below are touched; run it again for the rest.'));
+      if (pv.truncated) notes.push(el('p', null, el('strong', null, 'Looked at the newest ' + fmtNum(pv.scanned) + ' entries only: '), 'only the ' + plural(ids.length, 'id') + ' below are touched; run it again for the rest.'));
       const refused = whyList('Left out:', pv.refused);
       if (refused) notes.push(refused);
+      const unlisted = (pv.refused_count || 0) - (pv.refused || []).length;
+      if (unlisted > 0) notes.push(el('p', { class: 'muted' }, 'and ' + fmtNum(unlisted) + (unlisted === 1 ? ' more entry' : ' more entries') + ' left out, not listed'));
       showConfirm(confirmSlot, result, {
         title: verb + ' ' + plural(ids.length, 'dead letter') + ' of ' + stream + '?',
         intro,
