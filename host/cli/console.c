@@ -2,11 +2,13 @@
  * pages, the shared overview and the handler files. */
 #include "console.h"
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "clock.h"
@@ -127,6 +129,36 @@ static void load_handlers(struct console *c, FILE *out) {
   if (report) fclose(report);
   free(c->problems);
   c->problems = problems;
+}
+
+/* What DIR holds now, as one number: each entry's name, inode, size and
+ * times. It changes when a file is written, added, removed or renamed. */
+static uint64_t dir_signature(const char *dir) {
+  uint64_t h = 14695981039346656037ULL; /* FNV-1a */
+  DIR *d = opendir(dir);
+  if (d == NULL) return 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, 0) != 0) memset(&st, 0, sizeof st);
+    uint64_t v[] = {(uint64_t)st.st_ino, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
+                    (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ctim.tv_nsec};
+    for (const unsigned char *p = (const unsigned char *)e->d_name; *p; p++)
+      h = (h ^ *p) * 1099511628211ULL;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = (h ^ v[i]) * 1099511628211ULL;
+  }
+  closedir(d);
+  return h;
+}
+
+/* DIR's handler files as they are now: loaded again when DIR changed since
+ * (a reload of the host, a deploy), so that what the pages show and allow
+ * follows the files. */
+static void handlers_current(struct console *c) {
+  if (c->cfg.dir == NULL) return;
+  uint64_t sig = dir_signature(c->cfg.dir);
+  if (sig == c->dir_sig && c->dir_sig != 0) return;
+  c->dir_sig = sig;
+  load_handlers(c, NULL);
 }
 
 /* ---- the overview ---- */
@@ -341,7 +373,9 @@ static bool host_allowed(const struct console *c, const char *name_port) {
     if (o && !strcasecmp(name_port, o + 3)) return true;
   }
   const char *colon = strrchr(name_port, ':');
-  if (colon == NULL || atoi(colon + 1) != console_http_port(c->http)) return false;
+  if (colon == NULL || colon[1] == '\0' || strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+      atoi(colon + 1) != console_http_port(c->http))
+    return false;
   char name[300];
   snprintf(name, sizeof name, "%.*s", (int)(colon - name_port), name_port);
   if (!strcasecmp(name, "localhost")) return true;
@@ -409,8 +443,11 @@ static void login(struct console *c, struct console_request *req) {
   if (s == NULL) return console_error(req, 500, "no randomness for a session");
   log_line(LOG_INFO, NULL, "console login", "who", name, NULL);
   char cookie[256];
+  /* behind an HTTPS proxy, the browser sends it over TLS only */
+  bool https = c->cfg.origin && !strncasecmp(c->cfg.origin, "https://", 8);
   snprintf(cookie, sizeof cookie,
-           "Set-Cookie: " COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict\r\n", s->id);
+           "Set-Cookie: " COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict%s\r\n", s->id,
+           https ? "; Secure" : "");
   redirect(req, "/", cookie);
 }
 
@@ -421,7 +458,11 @@ static const char *authenticate(struct console *c, struct console_request *req, 
   const char *auth = req->authorization;
   if (auth && !strncasecmp(auth, "Bearer ", 7)) {
     const char *t = auth + 7;
-    return console_auth_check(c->auth, t, strlen(t));
+    const char *name = console_auth_check(c->auth, t, strlen(t));
+    if (name == NULL)
+      log_line(LOG_WARN, NULL, "console request refused: wrong bearer token", "path", req->path,
+               NULL);
+    return name;
   }
   size_t len = 0;
   const char *id = cookie_value(req->cookie, COOKIE, &len);
@@ -496,6 +537,7 @@ static void route(void *data, struct console_request *req) {
     return console_error(req, 401, "log in, or send Authorization: Bearer TOKEN");
   }
   snprintf(req->who, sizeof req->who, "%s", who);
+  handlers_current(c);
   if (req->post) {
     /* a page's POST carries its session's CSRF token and comes from this
      * console's origin; a script's bearer token is no ambient credential */
@@ -513,6 +555,7 @@ static void route(void *data, struct console_request *req) {
     size_t len = 0;
     const char *id = cookie_value(req->cookie, COOKIE, &len);
     if (id) console_session_close(c->auth, id, len, clock_wall(c->clock));
+    log_line(LOG_INFO, NULL, "console logout", "who", console_who(req), NULL);
     return redirect(req, "/login",
                     "Set-Cookie: " COOKIE "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict\r\n");
   }
@@ -536,6 +579,18 @@ static void route(void *data, struct console_request *req) {
 
 /* ---- life ---- */
 
+/* An Origin as browsers send it: http:// or https://, a host, maybe a port,
+ * nothing after. */
+static bool origin_valid(const char *o) {
+  const char *h = !strncasecmp(o, "https://", 8)  ? o + 8
+                  : !strncasecmp(o, "http://", 7) ? o + 7
+                                                  : NULL;
+  if (h == NULL || *h == '\0') return false;
+  for (const char *p = h; *p; p++)
+    if (*p == '/' || *p == '?' || *p == '#' || *p == '@' || (unsigned char)*p <= ' ') return false;
+  return true;
+}
+
 console *console_start(uv_loop_t *loop, const struct console_config *cfg, char *err,
                        size_t errlen) {
   struct console *c = calloc(1, sizeof *c);
@@ -548,6 +603,13 @@ console *console_start(uv_loop_t *loop, const struct console_config *cfg, char *
   c->waits_tail = &c->waits;
   c->ended = redis_ended;
   c->q = (struct status_query){.done = refresh_done, .data = c};
+  if (cfg->origin && !origin_valid(cfg->origin)) {
+    snprintf(err, errlen,
+             "--console-origin %s: want SCHEME://HOST[:PORT] as a browser's Origin header says "
+             "it, e.g. https://streams.example.com (no path, no trailing slash)",
+             cfg->origin);
+    goto fail;
+  }
   if ((c->auth = console_auth_load(cfg->tokens_path, err, errlen)) == NULL) goto fail;
   if ((c->clock = clock_uv_new(loop)) == NULL ||
       (c->retry = timer_new(c->clock, refresh_again, c)) == NULL ||
@@ -557,7 +619,7 @@ console *console_start(uv_loop_t *loop, const struct console_config *cfg, char *
   }
   if (cfg->dir) {
     c->q.dir_mode = true;
-    load_handlers(c, NULL);
+    handlers_current(c);
   } else {
     c->q.names = cfg->streams;
     c->q.nnames = cfg->nstreams;
@@ -567,6 +629,12 @@ console *console_start(uv_loop_t *loop, const struct console_config *cfg, char *
   snprintf(port, sizeof port, "%d", console_http_port(c->http));
   log_line(LOG_INFO, NULL, "console listening", "addr", console_http_addr(c->http), "port", port,
            "tokens", cfg->tokens_path, NULL);
+  const char *addr = console_http_addr(c->http);
+  if (!strncmp(addr, "0.0.0.0:", 8) || !strncmp(addr, "[::]:", 5))
+    log_line(LOG_WARN, NULL,
+             "the console listens on every address of this machine: bind it to a loopback or the "
+             "pod's address, behind your auth proxy (docs/operations.md, \"The web console\")",
+             "addr", addr, NULL);
   return c;
 fail:
   c->closing = true;
@@ -575,6 +643,19 @@ fail:
 }
 
 int console_port(const console *c) { return console_http_port(c->http); }
+
+void console_reload_tokens(console *c) {
+  if (c == NULL) return;
+  char err[512], n[16];
+  if (console_auth_reload(c->auth, c->cfg.tokens_path, err, sizeof err) != 0) {
+    log_line(LOG_WARN, NULL, "console tokens not reloaded: the ones read before stay", "error", err,
+             NULL);
+    return;
+  }
+  snprintf(n, sizeof n, "%zu", console_auth_count(c->auth));
+  log_line(LOG_INFO, NULL, "console tokens reloaded", "tokens", c->cfg.tokens_path,
+           LOG_NUMBER "count", n, NULL);
+}
 
 void console_close(console *c) {
   if (c == NULL) return;

@@ -64,6 +64,11 @@ console *console_start(struct uv_loop_s *loop, const struct console_config *cfg,
 /* The port bound. */
 int console_port(const console *c);
 
+/* Reads --console-tokens again (SIGHUP): a token removed or changed there
+ * ends its sessions; a file refused now keeps the tokens read before
+ * (logged). */
+void console_reload_tokens(console *c);
+
 /* Stops listening, ends its Redis connection and every request (answered
  * into the void); the rest goes once the loop has closed the handles. */
 void console_close(console *c);

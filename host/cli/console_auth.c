@@ -153,6 +153,33 @@ void console_auth_free(struct console_auth *a) {
 
 size_t console_auth_count(const struct console_auth *a) { return a->ntokens; }
 
+/* The token of name in a, or NULL. */
+static const struct console_token *token_of(const struct console_auth *a, const char *name) {
+  for (size_t i = 0; i < a->ntokens; i++)
+    if (!strcmp(a->tokens[i].name, name)) return &a->tokens[i];
+  return NULL;
+}
+
+int console_auth_reload(struct console_auth *a, const char *path, char *err, size_t errlen) {
+  struct console_auth *fresh = console_auth_load(path, err, errlen);
+  if (fresh == NULL) return -1;
+  for (size_t i = 0; i < CONSOLE_SESSIONS_MAX; i++) {
+    struct console_session *s = &a->sessions[i];
+    if (!s->id[0]) continue;
+    const struct console_token *was = token_of(a, s->name), *now = token_of(fresh, s->name);
+    if (was == NULL || now == NULL || was->len != now->len ||
+        memcmp(was->token, now->token, now->len) != 0)
+      memset(s, 0, sizeof *s); /* its token is gone or changed: so is the session */
+  }
+  /* the sessions stay with a; the tokens come from fresh */
+  struct console_token *old = a->tokens;
+  a->tokens = fresh->tokens;
+  a->ntokens = fresh->ntokens;
+  fresh->tokens = old;
+  console_auth_free(fresh);
+  return 0;
+}
+
 const char *console_auth_check(const struct console_auth *a, const char *token, size_t n) {
   const char *found = NULL;
   for (size_t i = 0; i < a->ntokens; i++) {

@@ -11,7 +11,8 @@
  * CSRF token for the POSTs of the page. Sessions live in memory (a restart
  * logs everyone out), end CONSOLE_SESSION_IDLE_MS after their last request
  * or CONSOLE_SESSION_MAX_MS after the login, and at most CONSOLE_SESSIONS_MAX
- * live at once (a new login then ends the oldest). */
+ * live at once (a new login then ends the oldest). SIGHUP reads the file
+ * again: a token removed or changed there ends its sessions. */
 #ifndef LUASTREAM_CONSOLE_AUTH_H
 #define LUASTREAM_CONSOLE_AUTH_H
 
@@ -34,6 +35,11 @@ struct console_auth;
  * (and the line) in err. */
 struct console_auth *console_auth_load(const char *path, char *err, size_t errlen);
 void console_auth_free(struct console_auth *a);
+
+/* Reads path again (SIGHUP): its tokens replace a's, and the sessions
+ * opened with a token that is gone or changed end. Returns 0, or -1 with
+ * why in err (a's tokens and sessions kept). */
+int console_auth_reload(struct console_auth *a, const char *path, char *err, size_t errlen);
 size_t console_auth_count(const struct console_auth *a);
 
 /* The name of the token equal to the n bytes of token, or NULL. Every

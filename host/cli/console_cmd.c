@@ -14,8 +14,16 @@
 
 struct console_cmd {
   console *console;
-  uv_signal_t sigterm, sigint;
+  uv_signal_t sigterm, sigint, sighup;
 };
+
+static void on_hup(uv_signal_t *s, int signum) {
+  (void)signum;
+  struct console_cmd *cc = s->data;
+  log_line(LOG_INFO, NULL, "signal received: reading the console tokens again", "signal", "SIGHUP",
+           NULL);
+  console_reload_tokens(cc->console);
+}
 
 static void on_stop(uv_signal_t *s, int signum) {
   struct console_cmd *cc = s->data;
@@ -25,6 +33,7 @@ static void on_stop(uv_signal_t *s, int signum) {
   cc->console = NULL;
   uv_close((uv_handle_t *)&cc->sigterm, NULL);
   uv_close((uv_handle_t *)&cc->sigint, NULL);
+  uv_close((uv_handle_t *)&cc->sighup, NULL);
 }
 
 int console_options_check(const struct cli_options *o, bool required) {
@@ -82,9 +91,11 @@ int cmd_console(int argc, char **argv) {
   } else {
     uv_signal_init(&loop, &cc.sigterm);
     uv_signal_init(&loop, &cc.sigint);
-    cc.sigterm.data = cc.sigint.data = &cc;
+    uv_signal_init(&loop, &cc.sighup);
+    cc.sigterm.data = cc.sigint.data = cc.sighup.data = &cc;
     uv_signal_start(&cc.sigterm, on_stop, SIGTERM);
     uv_signal_start(&cc.sigint, on_stop, SIGINT);
+    uv_signal_start(&cc.sighup, on_hup, SIGHUP);
     uv_run(&loop, UV_RUN_DEFAULT);
   }
   console_close(cc.console);

@@ -333,6 +333,18 @@ static void act_finish(struct dl_op *op) {
   fclose(op->result);
   fclose(op->refused);
   op->result = op->refused = NULL;
+  char done[24], refused[24];
+  snprintf(done, sizeof done, "%lld", op->nresult);
+  snprintf(refused, sizeof refused, "%lld", op->nrefused);
+  const char *counted =
+      !strcmp(op->action, "replay") ? LOG_NUMBER "replayed" : LOG_NUMBER "deleted";
+  if (op->why[0])
+    log_line(LOG_WARN, NULL, "console action failed", "who", console_who(op->req), "action",
+             op->action, "stream", op->key, counted, done, LOG_NUMBER "refused", refused, "error",
+             op->why, NULL);
+  else
+    log_line(LOG_INFO, NULL, "console action done", "who", console_who(op->req), "action",
+             op->action, "stream", op->key, counted, done, LOG_NUMBER "refused", refused, NULL);
   char *buf;
   size_t len;
   FILE *f = console_json_begin(&buf, &len);
@@ -398,7 +410,9 @@ static void act_answered(struct client *cl, void *arg, const bk_reply *r, const 
     else
       why = "unexpected reply to XDEL";
   }
-  if (why && replay && r && r->type == BK_ERROR) {
+  /* refused by the ACL: the action cannot be done, whichever the ids */
+  bool denied = why && (strstr(why, "NOPERM") || strstr(why, "no permissions"));
+  if (why && replay && r && r->type == BK_ERROR && !denied) {
     /* The script refused its batch before moving any (it checks them all
      * first): one of them cannot be replayed (gone since the preview, its
      * source entry gone, ...). Each then goes alone, and the one refused is
@@ -417,8 +431,6 @@ static void act_answered(struct client *cl, void *arg, const bk_reply *r, const 
   }
   if (why) {
     snprintf(op->why, sizeof op->why, "%s", why);
-    log_line(LOG_WARN, NULL, "console action failed", "who", console_who(op->req), "action",
-             op->action, "stream", op->key, "error", why, NULL);
     return act_finish(op);
   }
   act_next(op);

@@ -526,6 +526,13 @@ console_http *console_http_start(uv_loop_t *loop, const char *addr, console_http
   char host[256];
   int port;
   if (health_parse_addr(addr, host, sizeof host, &port, err, errlen) != 0) return NULL;
+  if (host[0] == '\0') {
+    snprintf(err, errlen,
+             "--console %s: give the address to listen on, e.g. 127.0.0.1%s (0.0.0.0 for every "
+             "address: see docs/operations.md, \"The web console\")",
+             addr, addr);
+    return NULL;
+  }
   struct sockaddr_storage sa;
   int rc = uv_ip4_addr(host, port, (struct sockaddr_in *)&sa);
   if (rc != 0) rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&sa);

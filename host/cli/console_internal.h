@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "client.h"
@@ -58,6 +59,7 @@ struct console {
   struct console_pair *pairs;
   size_t npairs, cappairs;
   char *problems; /* `file:line: message` lines, or "" */
+  uint64_t dir_sig; /* DIR as last loaded (console.c dir_signature) */
   bool closing;
   void (*ended)(struct console *c); /* the Redis connection ended */
 };

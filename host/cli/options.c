@@ -965,7 +965,11 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
       char host[256];
       int port;
       if (health_parse_addr(text, host, sizeof host, &port, why, sizeof why) == 0) return 0;
-      fprintf(err, "luastream: %s\n", why);
+      /* the parser's words are --http's: the option given is named */
+      if (!strncmp(why, "--http", 6))
+        fprintf(err, "luastream: %s%s\n", who, why + 6);
+      else
+        fprintf(err, "luastream: %s\n", why);
       return -1;
     }
     case CLI_HEADER: {

@@ -180,6 +180,7 @@ static void on_sighup(uv_signal_t *sig, int signum) {
   log_line(LOG_INFO, NULL, "signal received: reloading every handler and the TLS files", "signal",
            "SIGHUP", NULL);
   tls_reload(); /* rotated certificates: connections made from now on use them */
+  console_reload_tokens(r->console);
   host_reload(r->host, true);
 }
 

@@ -343,6 +343,7 @@ static void on_stop_signal(uv_signal_t *s, int signum) {
 static void on_sighup(uv_signal_t *s, int signum) {
   struct sv *sv = s->data;
   log_line(LOG_INFO, NULL, "signal received: every worker reloads", "signal", "SIGHUP", NULL);
+  console_reload_tokens(sv->console);
   pass_on(sv, signum);
 }
 

@@ -309,3 +309,62 @@ describe("console POSTs, origins and Host", function()
     assert.is_string(res.json.error)
   end)
 end)
+
+describe("console tokens reloaded and what the command line must say", function()
+  after_each(helper.cleanup)
+
+  it("ends the sessions and bearer use of a token removed from the file at SIGHUP, keeping the others", function()
+    local srv = helper.redis_start()
+    local h = start(srv)
+    local alice, bob = console.client(h.port), console.client(h.port)
+    alice:login(ALICE)
+    bob:login(BOB)
+    local bob_bearer = console.client(h.port, { bearer = BOB })
+    assert.equal(200, bob_bearer:get("/api/session").status)
+    -- bob's line goes; the file keeps its mode
+    local helper_files = require "tests.integration.support.files"
+    helper_files.write_file(h.tokens, "alice " .. ALICE .. "\n")
+    h:signal("HUP")
+    h:wait_records({ msg = "console tokens reloaded", count = "1" }, 1, 10)
+    assert.equal(401, bob:get("/api/session").status)
+    assert.equal(401, bob_bearer:get("/api/session").status)
+    assert.equal("alice", alice:json("/api/session").name)
+    -- a file refused at SIGHUP keeps the tokens read before
+    assert(os.execute("chmod 644 " .. helper_files.shell_quote(h.tokens)))
+    h:signal("HUP")
+    h:wait_records({ msg = "console tokens not reloaded: the ones read before stay" }, 1, 10)
+    assert.equal("alice", alice:json("/api/session").name)
+  end)
+
+  it("refuses a --console without a host, naming --console, and a --console-origin that is no Origin", function()
+    local tokens = console.tokens_file()
+    local code, out, err = helper.luastream("console", "--redis", "redis://127.0.0.1:1", "--console", "127.0.0.1",
+      "--console-tokens", tokens, "orders")
+    assert.equal(2, code)
+    assert.matches("--console needs ADDR:PORT", out .. err, 1, true)
+    code, out, err = helper.luastream("console", "--redis", "redis://127.0.0.1:1", "--console", ":0",
+      "--console-tokens", tokens, "orders")
+    assert.equal(1, code)
+    assert.matches("--console :0: give the address to listen on", out .. err, 1, true)
+    for _, origin in ipairs { "https://streams.example.com/", "streams.example.com", "https://a/b" } do
+      code, out, err = helper.luastream("console", "--redis", "redis://127.0.0.1:1", "--console", "127.0.0.1:0",
+        "--console-tokens", tokens, "--console-origin", origin, "orders")
+      assert.equal(1, code, origin)
+      assert.matches("--console-origin " .. origin .. ": want SCHEME://HOST[:PORT]", out .. err, 1, true)
+    end
+  end)
+
+  it("marks the session cookie Secure behind an https origin, and logs a wrong bearer token and a logout", function()
+    local srv = helper.redis_start()
+    local h = console.start({ server = srv, dir = helper.handlers_dir({ ["ship.lua"] = HANDLER }),
+      args = { "--console-origin", "https://streams.example.com" } })
+    local c = console.client(h.port, { origin = "https://streams.example.com" })
+    c:login(ALICE)
+    assert.matches("; Secure", c.set_cookie, 1, true)
+    local res = console.client(h.port, { bearer = string.rep("0", 32) }):get("/api/session")
+    assert.equal(401, res.status)
+    h:wait_records({ msg = "console request refused: wrong bearer token", path = "/api/session" }, 1, 5)
+    assert.equal(303, c:post("/logout", "").status)
+    h:wait_records({ msg = "console logout", who = "alice" }, 1, 5)
+  end)
+end)

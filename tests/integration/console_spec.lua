@@ -563,3 +563,24 @@ describe("luastream console (standalone)", function()
     assert.equal(0, h:wait_exit(10))
   end)
 end)
+
+describe("console on a handler directory that changes", function()
+  after_each(helper.cleanup)
+
+  it("follows the files: a dead_letter added to a handler is shown without a reload", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["ship.lua"] = [[return { stream = "orders", group = "ship",
+      handle = function() end }]] })
+    local h = console.start({ command = "console", server = srv, dir = dir })
+    local c = console.client(h.port, { bearer = console.ALICE })
+    assert.equal(404, c:get("/api/dead-letters?stream=orders.dead").status)
+    assert.equal(cjson.null, c:json("/api/overview").groups[1].dead_letter)
+    helper.write_file(dir .. "/ship.lua", [[return { stream = "orders", group = "ship",
+      dead_letter = "orders.dead", handle = function() end }]])
+    srv:cli("XADD", "orders.dead", "*", "data", "{}", "dead-letter-stream", "orders", "dead-letter-group", "ship",
+      "dead-letter-id", "1-0", "dead-letter-reason", "rejected")
+    local list = c:json("/api/dead-letters?stream=orders.dead")
+    assert.equal(1, list.length)
+    assert.equal("rejected", list.entries[1].reason)
+  end)
+end)
