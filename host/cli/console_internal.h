@@ -58,7 +58,7 @@ struct console {
   /* DIR's handlers as last loaded */
   struct console_pair *pairs;
   size_t npairs, cappairs;
-  char *problems; /* `file:line: message` lines, or "" */
+  char *problems;   /* `file:line: message` lines, or "" */
   uint64_t dir_sig; /* DIR as last loaded (console.c dir_signature) */
   bool closing;
   void (*ended)(struct console *c); /* the Redis connection ended */
