@@ -383,3 +383,35 @@ TEST_IMPL(console_http_trailer_is_no_header) {
   uv_run(&loop, UV_RUN_DEFAULT);
   ASSERT_OK(uv_loop_close(&loop));
 }
+
+/* Reading the file again: a session whose token is gone or changed ends,
+ * the others stay; a file refused then keeps everything. */
+TEST_IMPL(console_tokens_reload_ends_what_changed) {
+  char path[64], err[256];
+  tokens_file(path, sizeof path, "alice " HEX32 "\nbob " HEX32 "ff\ncarol " HEX32 "ee\n", 0600);
+  struct console_auth *a = console_auth_load(path, err, sizeof err);
+  ASSERT_NOT_NULL(a);
+  char ids[3][CONSOLE_SESSION_HEX + 1];
+  const char *names[] = {"alice", "bob", "carol"};
+  for (int i = 0; i < 3; i++)
+    memcpy(ids[i], console_session_open(a, names[i], 1000)->id, sizeof ids[i]);
+  /* bob removed, carol's token changed */
+  FILE *f = fopen(path, "w");
+  ASSERT_NOT_NULL(f);
+  fputs("alice " HEX32 "\ncarol " HEX32 "dd\n", f);
+  fclose(f);
+  ASSERT_OK(console_auth_reload(a, path, err, sizeof err));
+  ASSERT_INT_EQ(console_auth_count(a), 2);
+  ASSERT_NOT_NULL(console_session_find(a, ids[0], CONSOLE_SESSION_HEX, 1001));
+  ASSERT_NULL(console_session_find(a, ids[1], CONSOLE_SESSION_HEX, 1001));
+  ASSERT_NULL(console_session_find(a, ids[2], CONSOLE_SESSION_HEX, 1001));
+  ASSERT_NULL(console_auth_check(a, HEX32 "ff", 34));
+  ASSERT_STR_EQ(console_auth_check(a, HEX32 "dd", 34), "carol");
+  ASSERT_OK(chmod(path, 0644));
+  ASSERT_INT_EQ(console_auth_reload(a, path, err, sizeof err), -1);
+  ASSERT_CONTAINS(err, "mode 644");
+  ASSERT_NOT_NULL(console_session_find(a, ids[0], CONSOLE_SESSION_HEX, 1002));
+  ASSERT_STR_EQ(console_auth_check(a, HEX32, 32), "alice");
+  unlink(path);
+  console_auth_free(a);
+}
