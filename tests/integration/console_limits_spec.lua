@@ -9,6 +9,7 @@ local console = require "tests.integration.support.console"
 local cjson = require "cjson"
 local files = require "tests.integration.support.files"
 local processes = require "tests.integration.support.processes"
+local sys = require "tests.integration.support.sys"
 
 local ALICE = console.ALICE
 
@@ -192,6 +193,7 @@ describe("the console at its edges", function()
     local c = console.client(h.port, { bearer = ALICE })
     local xinfo0 = calls(srv, "xinfo|stream")
     c:json("/api/overview") -- the console's session is up
+    local asked = sys.now()
     local per_refresh = calls(srv, "xinfo|stream") - xinfo0
     assert.is_true(per_refresh > 0)
     -- the console's connection killed, then Redis busy for 3 s: the console
@@ -201,6 +203,8 @@ describe("the console at its edges", function()
       local ok, code, pong = pcall(processes.run, srv:_cli_argv({ "PING" }), { timeout = 0.3 })
       return not ok or code ~= 0 or files.trim(pong) ~= "PONG"
     end, 10, "Redis busy in DEBUG SLEEP")
+    -- past the interval, so that page A needs a refresh of its own
+    processes.wait_until(function() return sys.now() - asked > 0.2 end, 5, "the interval past")
     local a = c:get("/api/overview")
     -- then two pages ask at once while the new connection waits for Redis
     local dir = files.tmpdir("curl")

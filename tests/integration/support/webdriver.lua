@@ -385,13 +385,29 @@ function Browser:type(el, text) self:_element(el):type(text) end
 function Browser:clear(el) self:_element(el):clear() end
 
 --- The element's rendered text (what a user sees; "" when hidden).
-function Browser:text(el) return self:_element(el):text() end
+--- For a selector, a page that re-renders between finding the element and
+--- reading it (a refresh) is read again: a few tries, then the error.
+function Browser:_fresh(read)
+  for _ = 1, 5 do
+    local ok, v = pcall(read)
+    if ok then return v end
+    if not tostring(v):find("stale element", 1, true) then error(v, 0) end
+  end
+  return read()
+end
+
+function Browser:text(el)
+  if type(el) ~= "string" then return self:_element(el):text() end
+  return self:_fresh(function() return self:_element(el):text() end)
+end
 
 --- The rendered text of every match of the CSS selector, in document order.
 function Browser:texts(css)
-  local out = {}
-  for i, el in ipairs(self:find_all(css)) do out[i] = el:text() end
-  return out
+  return self:_fresh(function()
+    local out = {}
+    for i, el in ipairs(self:find_all(css)) do out[i] = el:text() end
+    return out
+  end)
 end
 
 --- The element's attribute as the markup (or setAttribute) set it, or nil.
