@@ -109,7 +109,8 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
          "and the dead letters of DIR's handlers, which it replays and deletes (each\n"
          "action previewed, then done on exactly the ids shown, and logged with the\n"
          "token's name). Every request needs a token of --console-tokens (the login\n"
-         "page, or Authorization: Bearer TOKEN). Runs until SIGTERM or SIGINT.\n"
+         "page, or Authorization: Bearer TOKEN); SIGHUP reads that file again. Runs\n"
+         "until SIGTERM or SIGINT.\n"
          "(`luastream run --console` serves the same console beside the handlers, with\n"
          "their metrics and a reload.) See docs/operations.md, \"The web console\".\n",
          "DIR is loaded as `luastream check` loads it: each file's top-level code runs\n"
@@ -653,7 +654,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                             .commands = CONSOLE,
                             .help = "who may use the console: one `NAME TOKEN` a line, each token "
                                     "at least 128 bits (`openssl rand -hex 32`); a file its group "
-                                    "or others can read is refused"},
+                                    "or others can read is refused; SIGHUP reads it again"},
     [OPT_CONSOLE_ORIGIN] = {.name = "console-origin",
                             .arg = "ORIGIN",
                             .kind = CLI_NAME,
