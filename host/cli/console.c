@@ -131,13 +131,15 @@ static void load_handlers(struct console *c, FILE *out) {
   c->problems = problems;
 }
 
-/* What DIR holds now, as one number: each entry's name, inode, size and
- * times. It changes when a file is written, added, removed or renamed. */
+/* What DIR's Lua files are now, as one number: each one's name, inode, size
+ * and times. It changes when one is written, added, removed or renamed. */
 static uint64_t dir_signature(const char *dir) {
   uint64_t h = 14695981039346656037ULL; /* FNV-1a */
   DIR *d = opendir(dir);
   if (d == NULL) return 0;
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    size_t n = strlen(e->d_name);
+    if (e->d_name[0] == '.' || n < 4 || strcmp(e->d_name + n - 4, ".lua") != 0) continue;
     struct stat st;
     if (fstatat(dirfd(d), e->d_name, &st, 0) != 0) memset(&st, 0, sizeof st);
     uint64_t v[] = {(uint64_t)st.st_ino, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
