@@ -311,6 +311,9 @@ ls.http = {}
 -- ls.pg: PostgreSQL (luastream/pg.lua).
 ls.pg = require("luastream.pg")
 
+-- ls.rate: rate limits shared by every host (luastream/rate.lua).
+ls.rate = require("luastream.rate")
+
 function ls.http.request(opts)
   return http_request(opts, "ls.http.request")
 end

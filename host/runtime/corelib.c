@@ -145,6 +145,16 @@ static int core_sleep(lua_State *L) {
   return lua_yield(L, 0);
 }
 
+/* core.now() -> ms on the host's monotonic clock (virtual in the test
+ * harness): for ls.rate's permits held ahead, which stay valid briefly. */
+static int core_now(lua_State *L) {
+  const struct rt_env *env = self(L)->jobs->env;
+  if (env == NULL || env->clock == NULL)
+    return luaL_error(L, "luastream.core.now: no clock in this host");
+  lua_pushnumber(L, (lua_Number)clock_fresh(env->clock));
+  return 1;
+}
+
 #define CALL_ARGS_STACK 32
 
 /* Commands a handler may not send on the connection all handlers share:
@@ -665,6 +675,7 @@ void core_set_wire_names(lua_State *L, int idx) {
 int core_open(lua_State *L, struct core *c) {
   static const luaL_Reg fns[] = {{"log", core_log},
                                  {"sleep", core_sleep},
+                                 {"now", core_now},
                                  {"entry", core_entry},
                                  {"field", core_field},
                                  {"message", core_message},

@@ -29,6 +29,9 @@ static const char json_lua[] = {
 static const char pg_lua[] = {
 #include "lua/luastream/pg.lua.inc"
 };
+static const char rate_lua[] = {
+#include "lua/luastream/rate.lua.inc"
+};
 
 struct module {
   const char *name;  /* for require */
@@ -49,6 +52,7 @@ static const struct module modules[] = {
     MODULE("luastream.outcome", "luastream/outcome.lua", outcome_lua),
     MODULE("luastream.json", "luastream/json.lua", json_lua),
     MODULE("luastream.pg", "luastream/pg.lua", pg_lua),
+    MODULE("luastream.rate", "luastream/rate.lua", rate_lua),
 };
 #define NMODULES (sizeof modules / sizeof modules[0])
 

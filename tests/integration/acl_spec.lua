@@ -121,6 +121,21 @@ local SUBS = {
   { stream = "orders", group = "check" },
 }
 
+-- Every order through a shared rate limiter, per action (ls.rate.take).
+local RATED = [[
+local ls = require "luastream"
+
+return {
+  stream = "orders", group = "rated", start = "beginning",
+  handle = function(order)
+    ls.rate.take("orders-api", "100/s")
+    ls.rate.take("orders-api", "100/s", order.action)
+    ls.log.info("order rated", { id = order.id })
+    return ls.ack()
+  end,
+}
+]]
+
 local ACTIONS = { "ack", "retry", "delay", "reply", "publish", "reject" }
 
 local function publish_orders(srv)
@@ -284,6 +299,20 @@ describe("the documented Redis ACL", function()
     helper.wait_until(function() return tonumber(srv:cli("PEXPIRETIME", key)) > expiry end, 10, "a lease renewal")
     assert_nothing_pending(srv, "orders", "post")
     assert_nothing_pending(srv, "orders", "check")
+    assert.equal(0, host:stop())
+    assert_quiet(host)
+  end)
+
+  it("takes ls.rate permits under the documented run user with ~luastream:rate:*", function()
+    local srv = helper.redis_start()
+    local list = run_user("orders-host", { { stream = "orders", group = "rated" } })
+    list[#list + 1] = "~luastream:rate:*"
+    setuser(srv, list)
+    publish_orders(srv)
+    local host = start(srv, "orders-host", { ["rated.lua"] = RATED })
+    host:wait_log(READY, 20, { plain = true })
+    host:wait_records({ msg = "order rated" }, #ACTIONS, 20, "every order through the limiter")
+    helper.wait_until(function() return #srv:pending_ids("orders", "rated") == 0 end, 20, "nothing pending")
     assert.equal(0, host:stop())
     assert_quiet(host)
   end)
