@@ -233,7 +233,10 @@ end
 local json_encode_http = require("luastream.json").encode
 
 -- A response: status and body, the header lines kept as they came until
--- res.headers is first read (most handlers never do).
+-- res.headers is first read (most handlers never do). res.retry_after is
+-- the Retry-After header as ms to wait (capped at a day), counted from when
+-- it is first read, or nil when absent, malformed or given twice with
+-- different waits (core.http_retry_after, host/http/http.h).
 local HEADER_LINES = {}
 local function response_json(res) return core.json_decode(res.body) end
 local RESPONSE = {
@@ -243,6 +246,11 @@ local RESPONSE = {
       local headers = core.http_headers(rawget(res, HEADER_LINES))
       rawset(res, "headers", headers)
       return headers
+    end
+    if k == "retry_after" then
+      local ms = core.http_retry_after(rawget(res, HEADER_LINES))
+      rawset(res, "retry_after", ms) -- nil sets nothing: read again, nil again
+      return ms
     end
   end,
 }

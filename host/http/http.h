@@ -84,4 +84,26 @@ int http_request_check(const struct http_request *req, char *err, size_t errlen)
  * terminated; cut at len). What messages and logs show. */
 const char *http_redact_url(const char *url, char *out, size_t len);
 
+/* The longest wait a Retry-After yields: one day. A larger delta-seconds or
+ * a date further ahead gives this; nothing waits longer on a server's word. */
+#define HTTP_RETRY_AFTER_MAX_MS 86400000u
+
+/* A Retry-After value (RFC 9110, 10.2.3) as the milliseconds to wait from
+ * wall_ms (Unix ms): delta-seconds (digits only: no sign, fraction or inner
+ * space), or an HTTP-date in any of its three forms (IMF-fixdate
+ * "Sun, 06 Nov 1994 08:49:37 GMT", the obsolete RFC 850
+ * "Sunday, 06-Nov-94 08:49:37 GMT", whose two-digit year is the latest one
+ * at most 50 years ahead of wall_ms, and asctime "Sun Nov  6 08:49:37 1994").
+ * A date at or before wall_ms waits 0; every wait is capped at
+ * HTTP_RETRY_AFTER_MAX_MS. Spaces and tabs around the value are ignored.
+ * Returns 0 with *wait_ms set, or -1 (*wait_ms untouched) when malformed. */
+int http_retry_after(const char *value, size_t len, uint64_t wall_ms, uint64_t *wait_ms);
+
+/* The Retry-After fields among header lines ("Name: value\r\n" each, as in
+ * struct http_response; the name in any case): 1 with *wait_ms set when
+ * there is at least one and every one parses to the same wait, 0 when there
+ * is none, -1 when one is malformed or two disagree (which to believe
+ * cannot be known). */
+int http_retry_after_lines(const char *lines, size_t len, uint64_t wall_ms, uint64_t *wait_ms);
+
 #endif

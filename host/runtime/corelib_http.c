@@ -11,7 +11,9 @@
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "clock.h"
 #include "http.h"
 #include "jobs.h"
 #include "json_decode.h"
@@ -121,6 +123,31 @@ static int core_http_headers(lua_State *L) {
   return 1;
 }
 
+/* core.http_retry_after(text) -> the ms to wait that the Retry-After fields
+ * among the header lines say (http_retry_after_lines), counted from now on
+ * the host's wall clock (virtual in the test harness), or nil when there is
+ * none, one is malformed or two disagree. Called when a handler first reads
+ * res.retry_after. */
+static int core_http_retry_after(lua_State *L) {
+  size_t len;
+  const char *text = luaL_checklstring(L, 1, &len);
+  const struct rt_env *env = self(L)->jobs->env;
+  uint64_t wall;
+  if (env && env->clock) {
+    wall = clock_wall(env->clock);
+  } else {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    wall = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+  }
+  uint64_t ms;
+  if (http_retry_after_lines(text, len, wall, &ms) == 1)
+    lua_pushnumber(L, (lua_Number)ms);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
 /* core.http_result() -> status, header lines, body of the job's last core.http,
  * or nil and why (a timeout, a refused connection, TLS, a body over
  * max_body), and true after them when the client says the request itself
@@ -149,6 +176,7 @@ void core_http_open(lua_State *L, struct core *c) {
   static const luaL_Reg fns[] = {{"http", core_http},
                                  {"http_result", core_http_result},
                                  {"http_headers", core_http_headers},
+                                 {"http_retry_after", core_http_retry_after},
                                  {"json_decode", json_decode_lua},
                                  {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {

@@ -60,3 +60,144 @@ TEST_IMPL(http_redact_url_hides_the_password_only) {
   char small[12];
   ASSERT_STR_EQ(http_redact_url("http://example.com/", small, sizeof small), "http://exam");
 }
+
+/* 1994-11-06T08:49:37Z, the date RFC 9110 writes in its three forms. */
+#define NOV_6_1994_MS 784111777000ull
+
+static uint64_t wait_ms;
+
+static int ra(const char *value, uint64_t wall_ms) {
+  wait_ms = 12345; /* untouched on failure */
+  return http_retry_after(value, strlen(value), wall_ms, &wait_ms);
+}
+
+TEST_IMPL(http_retry_after_reads_delta_seconds) {
+  ASSERT_OK(ra("7", 0));
+  ASSERT(wait_ms == 7000);
+  ASSERT_OK(ra("0", 5));
+  ASSERT(wait_ms == 0);
+  ASSERT_OK(ra("  120\t", 0)); /* the spaces around a field value */
+  ASSERT(wait_ms == 120000);
+  ASSERT_OK(ra("007", 0));
+  ASSERT(wait_ms == 7000);
+  ASSERT_OK(ra("86400", 0));
+  ASSERT(wait_ms == HTTP_RETRY_AFTER_MAX_MS);
+  /* past a day: capped, however many digits */
+  ASSERT_OK(ra("86401", 0));
+  ASSERT(wait_ms == HTTP_RETRY_AFTER_MAX_MS);
+  ASSERT_OK(ra("99999999999999999999999999999999999999", 0));
+  ASSERT(wait_ms == HTTP_RETRY_AFTER_MAX_MS);
+}
+
+TEST_IMPL(http_retry_after_refuses_what_is_not_delta_seconds_or_a_date) {
+  const char *bad[] = {"",
+                       "   ",
+                       "-5",
+                       "+5",
+                       "1.5",
+                       "1 0",
+                       "5s",
+                       "0x10",
+                       "1e3",
+                       "seven",
+                       "Sun, 06 Nov 1994 08:49:37 UTC", /* GMT only */
+                       "Sun, 06 Nov 1994 08:49:37 GMT extra",
+                       "sun, 06 Nov 1994 08:49:37 GMT",
+                       "Sun, 6 Nov 1994 08:49:37 GMT",
+                       "Sun, 06 nov 1994 08:49:37 GMT",
+                       "Sun, 06 Nov 94 08:49:37 GMT",
+                       "Sun, 06 Nov 1994 8:49:37 GMT",
+                       "Sun, 31 Nov 1994 08:49:37 GMT",
+                       "Sun, 29 Feb 1995 08:49:37 GMT",
+                       "Sun, 00 Nov 1994 08:49:37 GMT",
+                       "Sun, 06 Nov 1994 24:00:00 GMT",
+                       "Sun, 06 Nov 1994 08:60:37 GMT",
+                       "Sun, 06 Nov 1994 08:49:61 GMT",
+                       "Sun,  06 Nov 1994 08:49:37 GMT",
+                       "Sunday, 06 Nov 1994 08:49:37 GMT",
+                       "Sun, 06-Nov-94 08:49:37 GMT",
+                       "Sun Nov 6 08:49:37 1994",
+                       "Sun Nov  6 08:49:37 1994 GMT",
+                       "Fooday, 06-Nov-94 08:49:37 GMT",
+                       "7, 8"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    if (ra(bad[i], NOV_6_1994_MS - 60000) != -1) TEST_FAIL_("accepted \"%s\"", bad[i]);
+    ASSERT(wait_ms == 12345);
+  }
+}
+
+TEST_IMPL(http_retry_after_reads_the_three_date_forms) {
+  const char *forms[] = {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
+                         "Sun Nov  6 08:49:37 1994"};
+  for (size_t i = 0; i < 3; i++) {
+    /* the wall clock 30 s before it, then 2.5 s before it */
+    ASSERT_OK(ra(forms[i], NOV_6_1994_MS - 30000));
+    ASSERT(wait_ms == 30000);
+    ASSERT_OK(ra(forms[i], NOV_6_1994_MS - 2500));
+    ASSERT(wait_ms == 2500);
+    /* at it, and after it: no wait */
+    ASSERT_OK(ra(forms[i], NOV_6_1994_MS));
+    ASSERT(wait_ms == 0);
+    ASSERT_OK(ra(forms[i], NOV_6_1994_MS + 400));
+    ASSERT(wait_ms == 0);
+    ASSERT_OK(ra(forms[i], NOV_6_1994_MS + 86400000ull * 365 * 30));
+    ASSERT(wait_ms == 0);
+  }
+  /* asctime's day may be two digits; a leap day; a leap second */
+  ASSERT_OK(ra("Wed Nov 16 08:49:37 1994", NOV_6_1994_MS));
+  ASSERT(wait_ms == HTTP_RETRY_AFTER_MAX_MS); /* ten days ahead: capped */
+  ASSERT_OK(ra("Thu, 29 Feb 2024 00:00:10 GMT", 1709164800000ull));
+  ASSERT(wait_ms == 10000);
+  ASSERT_OK(ra("Wed, 31 Dec 2025 23:59:60 GMT", 1767225600000ull - 1000));
+  ASSERT(wait_ms == 1000);
+  /* a date far ahead: a day at most */
+  ASSERT_OK(ra("Fri, 31 Dec 9999 23:59:59 GMT", 1767225600000ull));
+  ASSERT(wait_ms == HTTP_RETRY_AFTER_MAX_MS);
+  ASSERT_OK(ra("Fri, 02 Jan 2026 00:00:00 GMT", 1767225600000ull)); /* exactly a day */
+  ASSERT(wait_ms == HTTP_RETRY_AFTER_MAX_MS);
+  ASSERT_OK(ra("Thu, 01 Jan 2026 23:59:59 GMT", 1767225600000ull));
+  ASSERT(wait_ms == HTTP_RETRY_AFTER_MAX_MS - 1000);
+}
+
+TEST_IMPL(http_retry_after_rfc850_year_is_the_latest_within_50_years) {
+  /* wall clock 2026-01-01: "94" is 1994, "26" 2026, "76" 2076 (50 years
+   * ahead, capped at a day), "77" 1977 */
+  const uint64_t jan_2026 = 1767225600000ull;
+  ASSERT_OK(ra("Sunday, 06-Nov-94 08:49:37 GMT", jan_2026));
+  ASSERT(wait_ms == 0);
+  ASSERT_OK(ra("Thursday, 01-Jan-26 00:00:30 GMT", jan_2026));
+  ASSERT(wait_ms == 30000);
+  ASSERT_OK(ra("Wednesday, 01-Jan-76 00:00:00 GMT", jan_2026));
+  ASSERT(wait_ms == HTTP_RETRY_AFTER_MAX_MS);
+  ASSERT_OK(ra("Saturday, 01-Jan-77 00:00:00 GMT", jan_2026));
+  ASSERT(wait_ms == 0);
+}
+
+static int ra_lines(const char *lines, uint64_t wall_ms) {
+  wait_ms = 12345;
+  return http_retry_after_lines(lines, strlen(lines), wall_ms, &wait_ms);
+}
+
+TEST_IMPL(http_retry_after_lines_takes_the_field_only_when_all_agree) {
+  ASSERT_INT_EQ(ra_lines("", 0), 0);
+  ASSERT_INT_EQ(ra_lines("Content-Type: text/plain\r\nX-Retry-After: 5\r\n", 0), 0);
+  ASSERT(wait_ms == 12345);
+  ASSERT_INT_EQ(ra_lines("Content-Type: text/plain\r\nretry-AFTER: 7\r\n", 0), 1);
+  ASSERT(wait_ms == 7000);
+  ASSERT_INT_EQ(ra_lines("Retry-After:7", 0), 1); /* no space, no line end */
+  ASSERT(wait_ms == 7000);
+  ASSERT_INT_EQ(ra_lines("Retry-After: Sun, 06 Nov 1994 08:49:37 GMT\r\n", NOV_6_1994_MS - 5000),
+                1);
+  ASSERT(wait_ms == 5000);
+  /* the same wait twice, in two forms */
+  ASSERT_INT_EQ(ra_lines("Retry-After: 5\r\nRetry-After: Sun, 06 Nov 1994 08:49:37 GMT\r\n",
+                         NOV_6_1994_MS - 5000),
+                1);
+  ASSERT(wait_ms == 5000);
+  /* two that disagree, or one malformed beside a good one: none */
+  ASSERT_INT_EQ(ra_lines("Retry-After: 5\r\nRetry-After: 6\r\n", 0), -1);
+  ASSERT_INT_EQ(ra_lines("Retry-After: 5\r\nRetry-After: soon\r\n", 0), -1);
+  ASSERT_INT_EQ(ra_lines("Retry-After: 5, 5\r\n", 0), -1);
+  ASSERT_INT_EQ(ra_lines("Retry-After: \r\n", 0), -1);
+  ASSERT(wait_ms == 12345);
+}

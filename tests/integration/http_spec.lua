@@ -37,7 +37,7 @@ function ops.get(p)
                                     headers = p.headers }
   local fill = res and res.headers["x-fill"]
   ls.log.info("got", { payment_id = p.id, status = res and res.status, len = res and #res.body,
-                       err = err, fill = fill and #fill })
+                       err = err, fill = fill and #fill, retry_after = res and res.retry_after })
   if not res then error(err) end
 end
 
@@ -200,6 +200,25 @@ describe("ls.http on a real HTTP server", function()
     assert.equal("302", host:records({ msg = "got", payment_id = "1" })[1].status)
     assert.equal("200", host:records({ msg = "got", payment_id = "2" })[1].status)
     assert.equal(3, web:stats().requests)
+  end)
+
+  it("reads Retry-After as ms to wait: seconds, a date on the real clock, nil when two disagree", function()
+    local web = http_server.start()
+    local srv, host = start(web)
+    local function q(v) return (v:gsub("[^%w]", function(c) return string.format("%%%02X", c:byte()) end)) end
+    local in_an_hour = os.date("!%a, %d %b %Y %H:%M:%S GMT", os.time() + 3600)
+    publish(srv, { op = "get", id = 1, path = "/status/429?retry_after=7" })
+    publish(srv, { op = "get", id = 2, path = "/status/503?retry_after=" .. q(in_an_hour) })
+    publish(srv, { op = "get", id = 3, path = "/status/429?retry_after=5&retry_after=6" })
+    publish(srv, { op = "get", id = 4, path = "/status/429?retry_after=7&retry_after=7" })
+    host:wait_records({ msg = "got" }, 4, 20, "four requests")
+    local function got(id) return host:records({ msg = "got", payment_id = id })[1] end
+    assert.equal("429", got("1").status)
+    assert.equal("7000", got("1").retry_after)
+    local hour = tonumber(got("2").retry_after)
+    assert.is_true(hour > 3600000 - 10000 and hour <= 3600000, "an hour ahead: " .. tostring(hour))
+    assert.is_nil(got("3").retry_after)
+    assert.equal("7000", got("4").retry_after)
   end)
 
   it("sends HEAD and empty header values as asked; caps the response headers", function()

@@ -111,6 +111,51 @@ describe("HTTP stubs", function()
     assert.equal("retry", app:received("notify")[1].outcome)
   end)
 
+  it("give res.retry_after from a Retry-After in seconds, as ms to wait", function()
+    local app = start("http_stub")
+    local n = 0
+    app:http_stub("POST", CHARGES, function()
+      n = n + 1
+      if n == 1 then return { status = 429, headers = { ["Retry-After"] = "7" } } end
+      return { status = 200 }
+    end)
+    app:publish("payments", { id = 1 })
+    local rec = app:records("answered")[1]
+    assert.equal("429", rec.status)
+    assert.equal("7000", rec.retry_after)
+    assert.equal("retry_after", app:received("notify")[1].outcome)
+    app:advance(6999)
+    assert.equal(1, #app:http_requests())
+    app:advance(1)
+    assert.equal(2, #app:http_requests())
+    assert.equal("ack", app:received("notify")[2].outcome)
+    assert.is_nil(app:records("answered")[2].retry_after) -- no Retry-After: nil
+  end)
+
+  it("give res.retry_after from a Retry-After date, measured on the host's (virtual) wall clock", function()
+    local app = start("http_stub")
+    app:advance("90s")
+    -- the harness's wall clock starts at 2026-01-01T00:00:00Z (1767225600 s)
+    local date = os.date("!%a, %d %b %Y %H:%M:%S GMT", 1767225600 + app:now() / 1000 + 30)
+    assert.equal("Thu, 01 Jan 2026 00:02:00 GMT", date)
+    app:http_stub("POST", CHARGES, { status = 503, headers = { ["Retry-After"] = date } })
+    app:publish("payments", { id = 1 })
+    assert.equal("30000", app:records("answered")[1].retry_after)
+    assert.equal("retry_after", app:received("notify")[1].outcome)
+  end)
+
+  it("give res.retry_after nil for a malformed Retry-After, and 0 for a date past", function()
+    local app = start("http_stub")
+    local values = { "soon", "-5", "1.5", "Thu, 01 Jan 2025 00:00:00 GMT" }
+    for i, v in ipairs(values) do
+      app:http_stub("POST", CHARGES .. "/" .. i, { status = 429, headers = { ["Retry-After"] = v } })
+      app:publish("payments", { id = i, url = CHARGES .. "/" .. i })
+    end
+    local got = {}
+    for _, r in ipairs(app:records("answered")) do got[tonumber(r.payment_id)] = r.retry_after or "nil" end
+    assert.same({ "nil", "nil", "nil", "0" }, got)
+  end)
+
   it("fail a request with error = a transport failure: nil, err in the handler", function()
     local app = start("http_stub", { handler_errors = "record" })
     app:http_stub("POST", CHARGES, { error = "connection refused" })

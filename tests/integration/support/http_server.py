@@ -7,7 +7,8 @@ connection), optionally over TLS. Paths (any method unless said):
   /echo             200, JSON {method, path, query, headers, body}; recorded.
                     With ?together=N it first waits (10 s at most) until N
                     requests have been in flight at once
-  /status/NNN       status NNN, JSON {"status": NNN} (Location: /echo for 3xx)
+  /status/NNN       status NNN, JSON {"status": NNN} (Location: /echo for 3xx);
+                    each ?retry_after=V adds a header line "Retry-After: V"
   /never            reads the request, never answers (until the client or the
                     server goes away)
   /close-mid-body   Content-Length: 1000, then 10 bytes, then the connection closes
@@ -134,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, status, obj, extra=None):
         body = b"" if status in (204, 304) else json.dumps(obj).encode()
         self.send_response(status)
-        for name, value in (extra or {}).items():
+        for name, value in extra or []:  # (name, value) pairs: a name may come twice
             self.send_header(name, value)
         if status not in (204, 304):
             self.send_header("Content-Type", "application/json")
@@ -188,7 +189,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, record)
         elif path.startswith("/status/") and path[8:].isdigit() and 200 <= int(path[8:]) <= 599:
             status = int(path[8:])
-            extra = {"Location": "/echo"} if 300 <= status < 400 else None
+            extra = [("Location", "/echo")] if 300 <= status < 400 else []
+            extra += [("Retry-After", v) for v in parse_qs(raw_query).get("retry_after", [])]
             self.send_json(status, {"status": status}, extra)
         elif path == "/never":
             self.hold_open()
