@@ -44,24 +44,23 @@ static void pairs_clear(struct console *c) {
     free(c->pairs[i].dead_letter);
     free(c->pairs[i].stream);
     free(c->pairs[i].group);
-    free(c->pairs[i].file);
   }
   c->npairs = 0;
 }
 
-static void add_pair(struct console *c, const struct handler_spec *s) {
+/* partition_each's: where the dead letters of s may be replayed to. */
+static void add_pair(void *data, const struct handler_spec *s) {
+  struct console *c = data;
   if (s->dead_letter == NULL) return;
   struct console_pair *p = grow(c->pairs, &c->cappairs, c->npairs + 1, sizeof *p, 8);
   if (p == NULL) return;
   c->pairs = p;
   p = &c->pairs[c->npairs];
-  *p = (struct console_pair){strdup(s->dead_letter), strdup(s->stream), strdup(s->group),
-                             strdup(s->path)};
-  if (!p->dead_letter || !p->stream || !p->group || !p->file) {
+  *p = (struct console_pair){strdup(s->dead_letter), strdup(s->stream), strdup(s->group)};
+  if (!p->dead_letter || !p->stream || !p->group) {
     free(p->dead_letter);
     free(p->stream);
     free(p->group);
-    free(p->file);
     return;
   }
   c->npairs++;
@@ -80,16 +79,7 @@ static void take_spec(void *data, const struct handler_spec *s) {
   struct load *l = data;
   struct console *c = l->c;
   status_query_add_handler(&c->q, s);
-  if (s->partitions <= 0) {
-    add_pair(c, s);
-  } else {
-    for (int p = 0; p < s->partitions; p++) {
-      struct handler_spec part;
-      if (partition_spec(s, p, &part) != 0) continue;
-      add_pair(c, &part);
-      partition_spec_free(&part);
-    }
-  }
+  partition_each(s, add_pair, c); /* out of memory: a partition not replayable */
   if (l->out == NULL) return;
   FILE *f = l->out;
   char version[RT_VERSION_LEN] = "";

@@ -48,8 +48,6 @@ void console_json_end(struct console_request *req, FILE *f, char **buf, size_t *
   free(*buf);
 }
 
-const char *console_reply_error(const bk_reply *r, const char *err) { return client_error(r, err); }
-
 /* ---- what the console takes ---- */
 
 bool console_known_stream(const struct console *c, const char *s) {

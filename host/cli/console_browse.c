@@ -65,7 +65,7 @@ static void send(struct read_op *op, const char *const *argv, int argc, client_r
 static void pending_answered(struct client *cl, void *arg, const bk_reply *r, const char *err) {
   (void)cl;
   struct read_op *op = arg;
-  const char *why = console_reply_error(r, err);
+  const char *why = client_error(r, err);
   /* no such key or group (a retry stream nothing was retried on yet):
    * nothing is pending there */
   bool none = bk_reply_is_error(r, "NOGROUP");
@@ -187,7 +187,7 @@ static void fields_json(FILE *f, const bk_reply *fields) {
 static void entry_answered(struct client *cl, void *arg, const bk_reply *r, const char *err) {
   (void)cl;
   struct read_op *op = arg;
-  const char *why = console_reply_error(r, err);
+  const char *why = client_error(r, err);
   if (why) {
     console_error(op->req, 502, "XRANGE %s: %s", op->key, why);
     return op_free(op);

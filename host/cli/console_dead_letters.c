@@ -11,6 +11,7 @@
 
 #include "console_internal.h"
 #include "console_json.h"
+#include "dead_letters_entry.h"
 #include "grow.h"
 #include "log.h"
 #include "scripts.h"
@@ -106,15 +107,10 @@ static void send(struct dl_op *op, const char *const *argv, int argc, client_rep
 
 /* ---- the entries' fields ---- */
 
+/* dl_field's value when it is a string. */
 static const bk_reply *field(const bk_reply *fields, const char *name) {
-  size_t n = strlen(name);
-  for (size_t i = 0; i + 1 < fields->elements; i += 2) {
-    const bk_reply *k = fields->element[i];
-    if (console_is_str(k) && k->len == n && !memcmp(k->str, name, n) &&
-        console_is_str(fields->element[i + 1]))
-      return fields->element[i + 1];
-  }
-  return NULL;
+  const bk_reply *v = dl_field(fields, name);
+  return console_is_str(v) ? v : NULL;
 }
 
 static bool equals(const bk_reply *v, const char *s) {
@@ -401,7 +397,7 @@ static bool replayed(struct dl_op *op, const bk_reply *r) {
 static void act_answered(struct client *cl, void *arg, const bk_reply *r, const char *err) {
   (void)cl;
   struct dl_op *op = arg;
-  const char *why = console_reply_error(r, err);
+  const char *why = client_error(r, err);
   bool replay = !strcmp(op->action, "replay");
   if (why == NULL && replay && !replayed(op, r)) why = "unexpected reply to the replay script";
   if (why == NULL && !replay) {
@@ -498,7 +494,7 @@ static void id_answered(struct client *cl, void *arg, const bk_reply *r, const c
   (void)cl;
   struct dl_op *op = arg;
   size_t i = op->answered++;
-  const char *why = console_reply_error(r, err);
+  const char *why = client_error(r, err);
   if (why && !op->why[0]) snprintf(op->why, sizeof op->why, "%s", why);
   if (!op->why[0]) {
     const char *id = op->ids[i];
@@ -626,7 +622,7 @@ void console_dl_delete(struct console *c, struct console_request *req) {
 static void dl_answered(struct client *cl, void *arg, const bk_reply *r, const char *err) {
   (void)cl;
   struct dl_op *op = arg;
-  const char *why = console_reply_error(r, err);
+  const char *why = client_error(r, err);
   if (why) {
     console_error(op->req, 502, "XREVRANGE %s: %s", op->key, why);
     return op_free(op);

@@ -21,7 +21,7 @@
 /* A stream and group whose dead letters go to dead_letter: where they may be
  * replayed to (the handlers of DIR say so, never the entries). */
 struct console_pair {
-  char *dead_letter, *stream, *group, *file;
+  char *dead_letter, *stream, *group;
 };
 
 /* Something waiting for the Redis connection to be up. */
@@ -81,9 +81,6 @@ void console_json_end(struct console_request *req, FILE *f, char **buf, size_t *
  * fail(c, arg, why) when it cannot be. */
 void console_redis(struct console *c, void (*go)(struct console *, void *),
                    void (*fail)(struct console *, void *, const char *), void *arg);
-
-/* The text of a failed reply, or NULL for a reply of another type. */
-const char *console_reply_error(const bk_reply *r, const char *err);
 
 /* Sends argv on the console's connection (call from a go of
  * console_redis); cb gets the reply with arg. Returns 0, or -1 when the

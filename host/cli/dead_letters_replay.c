@@ -56,7 +56,8 @@ static char *join(const char *a, const char *b) {
   return s;
 }
 
-static void take_spec(struct dl_replay *rp, const struct handler_spec *s) {
+static void take_spec(void *data, const struct handler_spec *s) {
+  struct dl_replay *rp = data;
   if (s->dead_letter == NULL || rp->oom) return;
   if (strcmp(s->dead_letter, rp->stream) != 0) {
     for (size_t i = 0; i < rp->nothers; i++)
@@ -95,16 +96,7 @@ static void take_spec(struct dl_replay *rp, const struct handler_spec *s) {
  * dead_letter is the partition's: D:{p} for S:{p}). */
 static void take_handler(void *data, const struct handler_spec *s) {
   struct dl_replay *rp = data;
-  if (s->partitions <= 0) return take_spec(rp, s);
-  for (int p = 0; p < s->partitions; p++) {
-    struct handler_spec part;
-    if (partition_spec(s, p, &part) != 0) {
-      rp->oom = true;
-      return;
-    }
-    take_spec(rp, &part);
-    partition_spec_free(&part);
-  }
+  if (partition_each(s, take_spec, rp) != 0) rp->oom = true;
 }
 
 static void replay_free(struct dl_replay *rp) {

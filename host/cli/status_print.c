@@ -192,8 +192,6 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
 /* Names come from Redis and may hold any bytes: the console's JSON text
  * (valid UTF-8 always, other bytes and control characters as the text \xNN,
  * no markup characters). */
-static void json_str(FILE *out, const char *s) { cj_str(out, s); }
-
 static void json_num(FILE *out, long long n) {
   if (n < 0)
     fputs("null", out);
@@ -205,7 +203,7 @@ static void json_key(FILE *out, const struct st_key *k, bool with_stream) {
   fputc('{', out);
   if (with_stream) {
     fputs("\"stream\":", out);
-    json_str(out, k->key);
+    cj_str(out, k->key);
     fputc(',', out);
   }
   fprintf(out, "\"exists\":%s,\"group_exists\":%s,\"length\":", k->exists ? "true" : "false",
@@ -222,9 +220,9 @@ static void json_key(FILE *out, const struct st_key *k, bool with_stream) {
   fputs(",\"oldest_pending_age_ms\":", out);
   json_num(out, k->oldest_age_ms);
   fputs(",\"last_delivered_id\":", out);
-  json_str(out, k->group_exists ? k->delivered : NULL);
+  cj_str(out, k->group_exists ? k->delivered : NULL);
   fputs(",\"error\":", out);
-  json_str(out, k->error);
+  cj_str(out, k->error);
   fputc('}', out);
 }
 
@@ -241,17 +239,17 @@ static long long group_age(const struct st_key *src, long long a, const struct s
 
 void status_print_json(FILE *out, const struct status_query *q, bool needs) {
   fprintf(out, "{\"server\":");
-  json_str(out, q->c->b->name);
+  cj_str(out, q->c->b->name);
   fprintf(out, ",\"time_ms\":%llu,\"attention\":%s,\"groups\":[",
           (unsigned long long)clock_wall(q->c->clock), needs ? "true" : "false");
   for (size_t i = 0; i < q->ngroups; i++) {
     const struct st_group *g = &q->groups[i];
     fprintf(out, "%s{\"stream\":", i ? "," : "");
-    json_str(out, g->stream);
+    cj_str(out, g->stream);
     fputs(",\"group\":", out);
-    json_str(out, g->group);
+    cj_str(out, g->group);
     fputs(",\"handlers\":", out);
-    json_str(out, g->handlers);
+    cj_str(out, g->handlers);
     fputs(",\"min_idle_ms\":", out);
     json_num(out, g->min_idle_ms);
     fprintf(out, ",\"stall_after_ms\":%lld", status_stall_after(g->min_idle_ms));
@@ -274,7 +272,7 @@ void status_print_json(FILE *out, const struct status_query *q, bool needs) {
     fputs(",\"dead_letter\":", out);
     if (g->dead_letter) {
       fputs("{\"stream\":", out);
-      json_str(out, g->dead_letter);
+      cj_str(out, g->dead_letter);
       fputs(",\"length\":", out);
       json_num(out, g->dead_letters);
       fputc('}', out);
@@ -285,7 +283,7 @@ void status_print_json(FILE *out, const struct status_query *q, bool needs) {
     for (size_t j = 0; j < g->nconsumers; j++) {
       const struct st_consumer *c = &g->consumers[j];
       fprintf(out, "%s{\"name\":", j ? "," : "");
-      json_str(out, c->name);
+      cj_str(out, c->name);
       fprintf(out, ",\"pending\":%lld,\"idle_ms\":", c->pending);
       json_num(out, c->idle_ms);
       fputs(",\"lease_renewed_ms_ago\":", out);
@@ -297,7 +295,7 @@ void status_print_json(FILE *out, const struct status_query *q, bool needs) {
     fputs("],\"attention\":[", out);
     for (size_t j = 0; j < g->natt; j++) {
       fprintf(out, "%s{\"kind\":\"%s\",\"message\":", j ? "," : "", g->att[j].kind);
-      json_str(out, g->att[j].text);
+      cj_str(out, g->att[j].text);
       fputc('}', out);
     }
     fputs("]}", out);

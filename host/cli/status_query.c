@@ -133,26 +133,21 @@ void status_query_attention(struct st_group *g, const char *kind, char *text) {
 
 /* ---- the handlers of DIR ---- */
 
-static void take_one(struct status_query *q, const struct handler_spec *s);
+static void take_one(void *data, const struct handler_spec *s);
 
 /* host_check_each: one row per stream and group, merging the handlers that
  * share one (a `new` and a `reclaim` subscription); a partitioned handler
  * has a row per partition (its keys, partition.h). */
 void status_query_add_handler(void *data, const struct handler_spec *s) {
-  struct status_query *q = data;
-  if (s->partitions <= 0) return take_one(q, s);
-  for (int p = 0; p < s->partitions; p++) {
-    struct handler_spec part;
-    if (partition_spec(s, p, &part) != 0) {
-      fputs("luastream: out of memory\n", stderr);
-      exit(1);
-    }
-    take_one(q, &part);
-    partition_spec_free(&part);
+  if (partition_each(s, take_one, data) != 0) {
+    fputs("luastream: out of memory\n", stderr);
+    exit(1);
   }
 }
 
-static void take_one(struct status_query *q, const struct handler_spec *s) {
+/* partition_each's: one row per stream and group. */
+static void take_one(void *data, const struct handler_spec *s) {
+  struct status_query *q = data;
   struct st_group *g = status_query_group_find(q->specs, q->nspecs, s->stream, s->group);
   if (g == NULL) g = group_add(&q->specs, &q->nspecs, s->stream, s->group, NULL);
   const char *file = handler_name_file(s->path);

@@ -36,3 +36,18 @@ int partition_spec(const struct handler_spec *base, int p, struct handler_spec *
   }
   return 0;
 }
+
+int partition_each(const struct handler_spec *base,
+                   void (*fn)(void *data, const struct handler_spec *s), void *data) {
+  if (base->partitions <= 0) {
+    fn(data, base);
+    return 0;
+  }
+  for (int p = 0; p < base->partitions; p++) {
+    struct handler_spec part;
+    if (partition_spec(base, p, &part) != 0) return -1;
+    fn(data, &part);
+    partition_spec_free(&part);
+  }
+  return 0;
+}

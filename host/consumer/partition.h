@@ -27,5 +27,10 @@ char *partition_key(const char *name, int p);
  * out of memory (out then holds nothing to free). */
 int partition_spec(const struct handler_spec *base, int p, struct handler_spec *out);
 void partition_spec_free(struct handler_spec *s);
+/* fn(data, spec) for base when it has no partitions, else for each
+ * partition's spec in order (partition_spec; valid during the call only).
+ * Returns 0, or -1 when out of memory (the partitions before were given). */
+int partition_each(const struct handler_spec *base,
+                   void (*fn)(void *data, const struct handler_spec *s), void *data);
 
 #endif

@@ -3,6 +3,7 @@
  * partition it runs in (handler_run_partition): ctx.partition,
  * ctx.partition_tag, ctx.stream, its reply_to, ctx:publish with partitions. */
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "entry.h"
@@ -54,6 +55,24 @@ TEST_IMPL(partition_spec_keys) {
   ASSERT_NULL(p.reply_to);
   ASSERT_NULL(p.dead_letter);
   partition_spec_free(&p);
+}
+
+/* partition_each's callback: the streams and dead letters seen, in order. */
+static void seen_spec(void *data, const struct handler_spec *s) {
+  char *out = data;
+  size_t n = strlen(out);
+  snprintf(out + n, 256 - n, "%s%s>%s", n ? " " : "", s->stream, s->dead_letter);
+}
+
+TEST_IMPL(partition_each_spec) {
+  struct handler_spec base = {.stream = "payments", .group = "ledger", .dead_letter = "dl"};
+  char seen[256] = "";
+  ASSERT_OK(partition_each(&base, seen_spec, seen));
+  ASSERT_STR_EQ(seen, "payments>dl");
+  base.partitions = 3;
+  seen[0] = '\0';
+  ASSERT_OK(partition_each(&base, seen_spec, seen));
+  ASSERT_STR_EQ(seen, "payments:{0}>dl:{0} payments:{1}>dl:{1} payments:{2}>dl:{2}");
 }
 
 TEST_IMPL(partition_spec_field) {
