@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "flow_keys.h"
 #include "grow.h"
 #include "keyslot.h"
 #include "scripts.h"
@@ -158,20 +159,9 @@ int lease_holder_alive_here(const char *value, const char *mine) {
 }
 
 char *lease_key(const char *stream, const char *group, const char *consumer) {
-  size_t n = sizeof LEASE_PREFIX + 2 * strlen(stream) + strlen(group) + strlen(consumer) + 8;
-  char *k = malloc(n);
-  if (k == NULL) return NULL;
-  /* The key hashes to the stream's slot (Redis Cluster): the prune script
-   * reads it beside the stream. A stream with a hash tag of its own gives
-   * that tag; braces around a whole name with braces would give another. */
-  const char *open = strchr(stream, '{');
-  const char *close = open ? strchr(open + 1, '}') : NULL;
-  if (close && close > open + 1)
-    snprintf(k, n, LEASE_PREFIX "%.*s:%s:%s:%s", (int)(close - open + 1), open, stream, group,
-             consumer);
-  else
-    snprintf(k, n, LEASE_PREFIX "{%s}:%s:%s", stream, group, consumer);
-  return k;
+  /* In the stream's slot (Redis Cluster): the prune script reads it beside
+   * the stream. */
+  return flow_key("consumer", stream, group, consumer);
 }
 
 /* ---- the script calls ---- */
