@@ -16,6 +16,7 @@
 
 #include "apply.h"
 #include "backoff.h"
+#include "breaker.h"
 #include "delivery_metrics.h"
 #include "entry.h"
 #include "fault.h"
@@ -28,6 +29,7 @@
 #include "log.h"
 #include "outcome.h"
 #include "partition.h"
+#include "pause.h"
 #include "prune.h"
 #include "read_log.h"
 #include "read_plan.h"
@@ -109,7 +111,12 @@ struct stream_reader {
   bool name_lost;           /* another process holds the consumer name: its entries are its */
   pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
   struct fault lease_fault; /* the consumer lease failing (readiness) */
-  char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
+  /* The group's pause as seen here, and the breaker (NULL without a lease:
+   * never paused); the probe entry while one runs here. */
+  pause *pause;
+  struct breaker breaker;
+  const struct entry *probe;
+  char denied[1100]; /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
 
   /* The handler (one Lua state) is shared by a partitioned handler's
    * readers: the subscription releases it. */
@@ -132,7 +139,8 @@ static void copy_id(char dst[ID_MAX], const char *id) {
 static unsigned outstanding(const stream_reader *s) {
   return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
          group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
-         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0);
+         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
+         (s->pause ? pause_pending(s->pause) : 0);
 }
 
 static void maybe_drained(stream_reader *s);
@@ -238,19 +246,42 @@ static bool name_held(stream_reader *s) {
 
 /* ---- running entries on lanes ---- */
 
+/* Whether the next entry may start: not while the group is paused, or not
+ * known to run (pause.h); half-open, the one entry that starts is the
+ * probe (*probe). */
+static bool may_start(stream_reader *s, bool *probe) {
+  *probe = false;
+  if (s->pause == NULL) return true;
+  switch (pause_gate(s->pause)) {
+    case PAUSE_GO: return true;
+    case PAUSE_PROBE: *probe = true; return true;
+    case PAUSE_WAIT: break;
+  }
+  return false;
+}
+
 static void dispatch(stream_reader *s) {
   if (s->dispatching) return; /* re-entered from a job that finished at once */
   s->dispatching = true;
   struct entry *e;
   int lane;
   uint64_t began = clock_fresh(s->clock);
-  while (s->state == SR_READING && s->lanes.queued && name_held(s) &&
+  bool probe;
+  while (s->state == SR_READING && s->lanes.queued && name_held(s) && may_start(s, &probe) &&
          (e = lanes_pop(&s->lanes, &lane)) != NULL) {
+    if (probe) {
+      pause_probe_started(s->pause);
+      s->probe = e;
+    }
     e->owner_data = (void *)(intptr_t)lane;
     e->started_ms = (uint32_t)clock_now(s->clock);
     held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
     if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
       sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+      if (s->probe == e) {
+        s->probe = NULL;
+        pause_probe_done(s->pause, false, "out of memory");
+      }
       held_remove(&s->held, e);
       entry_free(e);
       lanes_done(&s->lanes, lane);
@@ -285,13 +316,53 @@ static void retry_entry_done(stream_reader *s, const struct entry *e) {
   if (e->key == PLAN_KEY_RETRY) sweeper_soon(s->sweeper, SWEEP_MS);
 }
 
+static bool hand_back(stream_reader *s, const struct entry *list, bool started);
+static void pause_changed(void *data, bool paused);
+
+/* The breaker's part in a finished delivery (pause.h): ls.pause trips it
+ * (the entry goes back uncounted: handed back as never started); a probe's
+ * outcome closes it or trips it again; a failure counts toward the rule
+ * (breaker.h). Whether the outcome is applied as usual (not for ls.pause). */
+static bool breaker_saw(stream_reader *s, const struct entry *e, const struct rt_result *res) {
+  bool failed = res->kind == RT_RETRY || res->kind == RT_RETRY_AFTER || res->kind == RT_ERROR;
+  const char *why = res->kind == RT_RETRY         ? "retry"
+                    : res->kind == RT_RETRY_AFTER ? "retry_after"
+                    : res->text                   ? res->text
+                                                  : "error";
+  size_t why_len = res->kind == RT_ERROR && res->text ? res->text_len : strlen(why);
+  if (s->probe == e) {
+    s->probe = NULL;
+    if (res->kind != RT_PAUSE) pause_probe_done(s->pause, !failed, why);
+  }
+  if (res->kind == RT_PAUSE) {
+    dm_count(&s->metrics, DM_PAUSE);
+    if (!hand_back(s, e, false))
+      sr_log(s, LOG_WARN, "ls.pause: the entry stays pending (the consumer name is not known held)",
+             "id", e->id, NULL, NULL);
+    if (s->pause)
+      pause_trip(s->pause, res->delay_ms, res->text ? res->text : "",
+                 res->text ? res->text_len : 0);
+    return false;
+  }
+  if (failed && s->pause &&
+      breaker_failed(&s->breaker, s->spec->breaker_failures, s->spec->breaker_within_ms, why,
+                     why_len, clock_now(s->clock))) {
+    char reason[300];
+    int n = snprintf(reason, sizeof reason, "%d failures within %lld ms: %.*s",
+                     s->spec->breaker_failures, (long long)s->spec->breaker_within_ms,
+                     (int)(why_len < 200 ? why_len : 200), why);
+    pause_trip(s->pause, -1, reason, n > 0 ? (size_t)n : 0);
+  }
+  return true;
+}
+
 /* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
 static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   stream_reader *s = data;
   int lane = (int)(intptr_t)e->owner_data;
   uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
   metrics_observe(s->metrics.duration, ran_ms / 1000.0);
-  apply_finished(s->apply, e, res);
+  if (breaker_saw(s, e, res)) apply_finished(s->apply, e, res);
   retry_entry_done(s, e);
   held_remove(&s->held, e);
   entry_free(e);
@@ -440,9 +511,14 @@ static void read_next(stream_reader *s) {
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   /* A read assigns entries to the name (and a claiming one takes them over). */
   if (!name_held(s)) return;
+  /* Paused, nothing is read (it would only wait here); half-open, one entry
+   * for the probe. */
+  enum pause_gate gate = s->pause ? pause_read_gate(s->pause) : PAUSE_GO;
+  bool probe = gate == PAUSE_PROBE;
+  if (gate == PAUSE_WAIT || (probe && in_flight)) return;
   struct bk_args *a = &s->args;
   bk_args_reset(a);
-  long long count = (long long)(ahead ? batch : batch - in_flight);
+  long long count = probe ? 1 : (long long)(ahead ? batch : batch - in_flight);
   plan_add_args(&s->plan, a, kind, count);
   size_t bulk_max, reply_max;
   plan_reply_limits(&s->plan, kind, count, &bulk_max, &reply_max);
@@ -545,6 +621,7 @@ static void start_reading(stream_reader *s) {
   sweeper_start(s->sweeper);
   if (s->pruner) prune_start(s->pruner);
   if (s->heartbeat) heartbeat_start(s->heartbeat, s->lease);
+  if (s->pause) pause_start(s->pause, s->lease);
   progress(s); /* entries read before the group was lost run now */
 }
 
@@ -654,8 +731,11 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
     s->keepalive = keepalive;
     if (s->retry_key)
       s->pruner = prune_new(b, cmd, clock, s->spec, s->retry_key, still_reading, pruned, s);
-    leased_ok = s->pruner != NULL;
+    s->pause = pause_new(b, cmd, clock, handler_spec(h), lease_keepalive_identity(keepalive),
+                         partition, &s->metrics, pause_changed, s);
+    leased_ok = s->pruner != NULL && s->pause != NULL;
   }
+  breaker_init(&s->breaker);
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
       !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
@@ -704,19 +784,11 @@ static bool hand_back(stream_reader *s, const struct entry *list, bool started) 
   return sent;
 }
 
-void sr_stop(stream_reader *s, bool give_back) {
-  if (s->state == SR_STOPPING || s->state == SR_DRAINED) return;
-  s->state = SR_STOPPING;
-  timer_stop(s->retry_timer);
-  timer_stop(s->dispatch_timer);
-  sweeper_stop(s->sweeper);
-  apply_stop(s->apply);
-  group_stop(s->group);
-  if (s->pruner) prune_stop(s->pruner);
-  /* Entries read but not started: given back at once (handback.h), for
-   * another host's read to take now. The heartbeat lets them go and goes
-   * on for those running, which stay this host's until they finish (or the
-   * shutdown deadline abandons them). */
+/* Entries read but not started: given back at once (handback.h), for
+ * another host's read to take now, uncounted. The heartbeat lets them go and
+ * goes on for those running, which stay this host's until they finish (or
+ * the shutdown deadline abandons them). */
+static void give_back_queued(stream_reader *s, bool give_back) {
   struct entry *left = lanes_drain_queued(&s->lanes);
   bool given = left && give_back && hand_back(s, left, false);
   size_t n = 0;
@@ -732,6 +804,28 @@ void sr_stop(stream_reader *s, bool give_back) {
     snprintf(count, sizeof count, "%zu", n);
     sr_log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
   }
+}
+
+/* pause_changed_fn: seen paused, what waits here goes back for the
+ * pause's end (to whichever host reads it then); seen running, it goes on. */
+static void pause_changed(void *data, bool paused) {
+  stream_reader *s = data;
+  if (s->state != SR_READING) return;
+  if (paused) give_back_queued(s, true);
+  progress(s);
+}
+
+void sr_stop(stream_reader *s, bool give_back) {
+  if (s->state == SR_STOPPING || s->state == SR_DRAINED) return;
+  s->state = SR_STOPPING;
+  timer_stop(s->retry_timer);
+  timer_stop(s->dispatch_timer);
+  sweeper_stop(s->sweeper);
+  apply_stop(s->apply);
+  group_stop(s->group);
+  if (s->pruner) prune_stop(s->pruner);
+  if (s->pause) pause_stop(s->pause);
+  give_back_queued(s, give_back);
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
     s->reader = NULL;
@@ -797,6 +891,7 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   writer_set_spec(s->w, s->spec);
   sweeper_set_spec(s->sweeper, s->spec);
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
+  if (s->pause) pause_set_spec(s->pause, handler_spec(h));
   if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
@@ -888,6 +983,8 @@ void sr_free(stream_reader *s) {
   if (s->retry_timer) timer_free(s->retry_timer);
   if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
+  pause_free(s->pause);
+  breaker_free(&s->breaker);
   heartbeat_free(s->heartbeat);
   lease_free(s->lease);
   struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;
