@@ -28,6 +28,7 @@
 #include "log.h"
 #include "outcome.h"
 #include "partition.h"
+#include "permits.h"
 #include "prune.h"
 #include "read_log.h"
 #include "read_plan.h"
@@ -110,6 +111,7 @@ struct stream_reader {
   pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
   struct fault lease_fault; /* the consumer lease failing (readiness) */
   char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
+  permits *permits;         /* rate: reads wait for permits (NULL without) */
 
   /* The handler (one Lua state) is shared by a partitioned handler's
    * readers: the subscription releases it. */
@@ -132,7 +134,8 @@ static void copy_id(char dst[ID_MAX], const char *id) {
 static unsigned outstanding(const stream_reader *s) {
   return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
          group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
-         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0);
+         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
+         (s->permits ? permits_pending(s->permits) : 0);
 }
 
 static void maybe_drained(stream_reader *s);
@@ -383,6 +386,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     metric_add(s->metrics.reads, 1);
     metric_add(s->metrics.entries_read, (double)count);
   }
+  if (s->permits) permits_spend(s->permits, count);
   read_log_deleted(s->spec, deleted);
   if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
   size_t ncut = 0;
@@ -443,6 +447,11 @@ static void read_next(stream_reader *s) {
   struct bk_args *a = &s->args;
   bk_args_reset(a);
   long long count = (long long)(ahead ? batch : batch - in_flight);
+  if (s->permits) { /* rate: no more entries than permits (permits.h) */
+    long long allowed = permits_count(s->permits, PLAN_NKEYS);
+    if (allowed == 0) return; /* resumes from permitted */
+    if (count > allowed) count = allowed;
+  }
   plan_add_args(&s->plan, a, kind, count);
   size_t bulk_max, reply_max;
   plan_reply_limits(&s->plan, kind, count, &bulk_max, &reply_max);
@@ -455,6 +464,8 @@ static void read_next(stream_reader *s) {
     bk_flush(s->b, s->reader);
   }
 }
+
+static void permitted(void *data) { progress(data); }
 
 static void reader_state(void *data, bk_conn *c, int up) {
   (void)c;
@@ -649,6 +660,9 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool beats = s->spec->min_idle_ms > 0;
   if (beats && s->retry_key)
     s->heartbeat = heartbeat_new(b, cmd, clock, s->spec, s->retry_key, &s->held, beaten, s);
+  bool limited = s->spec->rate.interval_us > 0;
+  if (limited)
+    s->permits = permits_new(b, cmd, clock, s->spec, handler_spec(h)->stream, permitted, s);
   bool leased_ok = true;
   if (keepalive) {
     s->keepalive = keepalive;
@@ -658,6 +672,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   }
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
       !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
+      (limited && !s->permits) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sr_free(s);
     return NULL;
@@ -713,6 +728,7 @@ void sr_stop(stream_reader *s, bool give_back) {
   apply_stop(s->apply);
   group_stop(s->group);
   if (s->pruner) prune_stop(s->pruner);
+  if (s->permits) permits_stop(s->permits);
   /* Entries read but not started: given back at once (handback.h), for
    * another host's read to take now. The heartbeat lets them go and goes
    * on for those running, which stay this host's until they finish (or the
@@ -798,6 +814,7 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   sweeper_set_spec(s->sweeper, s->spec);
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
   if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
+  if (s->permits) permits_set_spec(s->permits, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
   group_set_spec(s->group, s->spec);
@@ -888,6 +905,7 @@ void sr_free(stream_reader *s) {
   if (s->retry_timer) timer_free(s->retry_timer);
   if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
+  permits_free(s->permits);
   heartbeat_free(s->heartbeat);
   lease_free(s->lease);
   struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;

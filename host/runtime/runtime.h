@@ -27,6 +27,13 @@ struct trust;
 struct bk_conn;
 
 /* The subscription fields of a handler file, validated and with defaults. */
+/* A rate limit (the field rate; GCRA, permits.h): one permit every
+ * interval_us, up to burst at once. interval_us 0: no limit. */
+struct spec_rate {
+  double interval_us;
+  double burst;
+};
+
 struct handler_spec {
   char *path; /* the file as given */
   char *name; /* basename without ".lua": the `handler=` of log lines */
@@ -59,6 +66,9 @@ struct handler_spec {
    * collected included); past it, what runs on the state fails with
    * REASON_MEMORY and a fresh state of the same version takes over. */
   size_t memory;
+  /* rate: permits for reading, shared by every host reading the group
+   * (through Redis: permits.h); interval_us 0 when not set. */
+  struct spec_rate rate;
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler
