@@ -19,12 +19,15 @@ struct permits {
   char interval[40], tolerance[40]; /* SCRIPT_RATE's ARGV, formatted once */
   long long chunk;                  /* permits one take asks for */
   uint64_t valid_ms;                /* how long permits are kept unused */
-  double held;                      /* permits in hand, usable until expires_ms */
+  double held; /* permits in hand, usable until expires_ms; below 0: owed (permits.h) */
   uint64_t expires_ms;
   unsigned pending; /* takes out */
   bool waiting;     /* the timer runs: no take before it fires */
   bool stopped;
   bool failing; /* the last take failed: logged once until one succeeds */
+  bool woke;  /* the timer fired: the next take is one that waited */
+  bool asked; /* the take out is one that waited */
+  bool lost;  /* a take that waited for the permits was refused: others took them */
   ltimer *timer;
   struct bk_args args;
 };
@@ -33,6 +36,7 @@ static void fire(ltimer *t, void *data) {
   (void)t;
   permits *p = data;
   p->waiting = false;
+  p->woke = true;
   if (!p->stopped) p->ready(p->data);
 }
 
@@ -62,9 +66,14 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
              p->spec->stream, "group", p->spec->group, "key", p->key, NULL);
   p->failing = false;
   long long granted = r->element[0]->integer, wait = r->element[1]->integer;
+  /* Hosts refused together ask again together when the permits are free,
+   * and on the virtual clock always in the same order: one that waited and
+   * still found none asks for fewer next time (see take), so it takes
+   * permits as they come rather than after the others. */
+  p->lost = granted <= 0 && p->asked;
   if (granted > 0) {
     uint64_t now = clock_now(p->clock);
-    if (p->expires_ms <= now) p->held = 0; /* what was left is dropped, not used late */
+    if (p->held > 0 && p->expires_ms <= now) p->held = 0; /* dropped, not used late */
     p->held += (double)granted;
     p->expires_ms = now + p->valid_ms;
     p->ready(p->data);
@@ -73,15 +82,19 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
   }
 }
 
-static void take(permits *p, long long need) {
-  long long want = p->chunk > need ? p->chunk : need;
-  want -= (long long)p->held;
-  if (want < 1) want = 1;
-  /* Under load a take waits until a whole chunk is free (one command for
-   * many permits), but never for more than the burst can hold at once. */
-  long long least = want;
+static void take(permits *p) {
+  long long owed = p->held < 0 ? (long long)-p->held : 0;
+  long long want = p->chunk + owed;
+  /* Under load a take waits until half a chunk is free (one command for
+   * many permits): the permits that come meanwhile stay in the limiter,
+   * which holds up to the burst, so a take a little late loses none. */
+  long long least = ((long long)p->spec->rate.burst < want ? (long long)p->spec->rate.burst : want);
+  least = p->lost ? 1 : (least + 1) / 2;
+  if (least < owed + 1) least = owed + 1;
   if ((double)least > p->spec->rate.burst) least = (long long)p->spec->rate.burst;
   if (least < 1) least = 1;
+  p->asked = p->woke;
+  p->woke = false;
   struct bk_args *a = &p->args;
   bk_args_reset(a);
   bk_args_str(a, "EVAL");
@@ -102,14 +115,12 @@ long long permits_count(permits *p, int nkeys) {
   uint64_t now = clock_now(p->clock);
   if (p->held > 0 && p->expires_ms <= now) p->held = 0; /* kept too long: dropped */
   if (p->held >= nkeys) return (long long)(p->held / nkeys);
-  if (!p->stopped && !p->pending && !p->waiting) take(p, nkeys);
+  if (p->held >= 1) return 1; /* all keys full brings nkeys - 1 more: owed (permits.h) */
+  if (!p->stopped && !p->pending && !p->waiting) take(p);
   return 0;
 }
 
-void permits_spend(permits *p, size_t n) {
-  p->held -= (double)n;
-  if (p->held < 0) p->held = 0;
-}
+void permits_spend(permits *p, size_t n) { p->held -= (double)n; }
 
 unsigned permits_pending(const permits *p) { return p->pending; }
 double permits_held(const permits *p) { return p->held; }
@@ -138,16 +149,12 @@ permits *permits_new(broker *b, bk_conn *cmd, lclock *clock, const struct handle
   double interval = spec->rate.interval_us, burst = spec->rate.burst;
   snprintf(p->interval, sizeof p->interval, "%.3f", interval);
   snprintf(p->tolerance, sizeof p->tolerance, "%.3f", interval * burst);
-  /* A 20th of a second's permits, at least 2 (a read covers two keys), at
-   * most the burst. */
+  /* A 20th of a second's permits, at least 1, at most the burst. */
   double chunk = floor(1e6 / interval / 20);
-  if (chunk < 2) chunk = 2;
   if (chunk > burst) chunk = burst;
+  if (chunk < 1) chunk = 1;
   p->chunk = (long long)chunk;
-  /* At low rates a read's two permits come one interval apart: the first
-   * is kept until the second comes. */
-  double valid = ceil(2 * interval / 1000);
-  p->valid_ms = valid > PERMITS_VALID_MS ? (uint64_t)valid : PERMITS_VALID_MS;
+  p->valid_ms = PERMITS_VALID_MS;
   p->key = flow_key("rate", base_stream, spec->group, NULL);
   p->timer = timer_new(clock, fire, p);
   if (p->key == NULL || p->timer == NULL) {

@@ -8,11 +8,16 @@
  * Permits come in chunks (a 20th of a second's, at least what one read
  * needs, at most the burst): a busy reader sends at most one take per read,
  * and under load a take waits for a whole chunk. Permits a read did not use
- * are kept for the next one for a bounded time (PERMITS_VALID_MS, or the
- * time a read's permits take to come at low rates), then dropped, never
- * used late. A read covers several keys with COUNT per key (the stream and
- * its retry stream): it asks for at most held / nkeys per key, so even with
- * every key full it brings no more entries than permits held. */
+ * are kept for the next one for a bounded time (PERMITS_VALID_MS), then
+ * dropped, never used late. A read covers several keys with COUNT per key
+ * (the stream and its retry stream): it asks for at most held / nkeys per
+ * key, so that even with every key full it brings no more entries than
+ * permits held. With fewer than nkeys permits held (one permit of a burst
+ * of 1, or the odd one left), it asks for 1 per key: if more than one key
+ * has an entry then, the extra entries are owed, and the next read waits
+ * until the limiter has granted them too. So every entry read costs one
+ * permit, and only an entry of the retry stream read beside one of the
+ * stream ever runs a permit early (never more than nkeys - 1 per read). */
 #ifndef LUASTREAM_PERMITS_H
 #define LUASTREAM_PERMITS_H
 

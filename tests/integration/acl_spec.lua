@@ -121,12 +121,13 @@ local SUBS = {
   { stream = "orders", group = "check" },
 }
 
--- Every order through a shared rate limiter, per action (ls.rate.take).
+-- Every order through a shared rate limiter, per action (ls.rate.take),
+-- read under the group's own limit (the field rate).
 local RATED = [[
 local ls = require "luastream"
 
 return {
-  stream = "orders", group = "rated", start = "beginning",
+  stream = "orders", group = "rated", start = "beginning", rate = "50/s",
   handle = function(order)
     ls.rate.take("orders-api", "100/s")
     ls.rate.take("orders-api", "100/s", order.action)
@@ -303,7 +304,7 @@ describe("the documented Redis ACL", function()
     assert_quiet(host)
   end)
 
-  it("takes ls.rate permits under the documented run user with ~luastream:rate:*", function()
+  it("takes ls.rate and rate field permits under the documented run user with ~luastream:rate:*", function()
     local srv = helper.redis_start()
     local list = run_user("orders-host", { { stream = "orders", group = "rated" } })
     list[#list + 1] = "~luastream:rate:*"

@@ -1,0 +1,127 @@
+-- The handler field rate (docs/handlers.md, "Rate limits: the rate field")
+-- on the in-memory broker and its virtual clock: exactly the entries the
+-- rule allows in each second, a burst, two hosts sharing one limit, the
+-- partitions of a handler sharing it, no delivery counted for waiting, and
+-- bad values refused with the file's line.
+local handler = require "luastream.handler"
+
+local SPEC_DIR = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+local HERE = SPEC_DIR .. "/fixtures"
+
+local apps = dofile(SPEC_DIR .. "/support/apps.lua")(HERE)
+local start = apps.start
+
+local function publish(app, n, opts)
+  for i = 1, n do app:publish("jobs", { n = i }, opts) end
+end
+
+local function handled(app) return #app:received("jobs") end
+
+describe("the rate field", function()
+  after_each(apps.stop_all)
+
+  it("runs 10 entries in each second for 10/s, none read before its permit", function()
+    local app = start("rate_field")
+    publish(app, 60)
+    app:settle()
+    assert.equal(1, handled(app)) -- the burst of 10/s: one permit
+    assert.same({}, app:pending("jobs", "work"), "nothing is read without a permit")
+    app:advance(99)
+    assert.equal(1, handled(app))
+    app:advance(1)
+    assert.equal(2, handled(app))
+    local before = handled(app)
+    for second = 1, 5 do
+      app:advance(1000)
+      assert.equal(10, handled(app) - before, "in second " .. second)
+      before = handled(app)
+      -- at most one entry read ahead of its run: read entries are permitted ones
+      assert.is_true(#app:pending("jobs", "work") <= 1)
+    end
+    -- no delivery counted for waiting: every entry ran at its first delivery
+    for _, d in ipairs(app:received("jobs")) do
+      assert.equal("0", d.headers["delivery-count"], d.id)
+    end
+    -- the limiter lives beside the group, in the stream's slot, and expires
+    assert.equal(1, app:command("EXISTS", "luastream:rate:{jobs}:work"))
+  end)
+
+  it("lets the burst through at once, then the rate", function()
+    local app = start("rate_field_burst")
+    publish(app, 40)
+    app:settle()
+    assert.equal(5, handled(app))
+    app:advance(1000)
+    assert.equal(15, handled(app))
+    app:advance(1000)
+    assert.equal(25, handled(app))
+  end)
+
+  it("is shared by two hosts of one group", function()
+    local a = start("rate_field_shared")
+    local b = apps.keep(require("luastream.testing").app(HERE .. "/rate_field_shared",
+                                                         { with = a, instance = 1 }))
+    publish(a, 1000)
+    a:advance(1000) -- the burst and the start
+    -- GCRA: in any window of W seconds at most burst + 100 x W permits
+    -- (the burst of 100/s: 5), and, with a backlog, no fewer than that
+    -- less one burst (the permits taken just before the window)
+    local first = handled(a) + handled(b)
+    local base = first
+    for second = 1, 4 do
+      a:advance(1000)
+      local now = handled(a) + handled(b)
+      local n = now - base
+      assert.is_true(n >= 95 and n <= 105, "second " .. second .. ": " .. n .. " entries")
+      base = now
+    end
+    assert.is_true(base - first >= 395 and base - first <= 405, (base - first) .. " entries in 4 s")
+    assert.is_true(handled(a) > 50 and handled(b) > 50, handled(a) .. " and " .. handled(b))
+    assert.equal(1, a:command("EXISTS", "luastream:rate:{jobs}:work"))
+  end)
+
+  it("is one limit for all partitions, on the base stream", function()
+    local app = start("rate_field_partitioned")
+    for i = 1, 200 do app:publish("jobs", { n = i }, { key = "k" .. i, partitions = 4 }) end
+    app:advance(1000)
+    local base = handled(app)
+    app:advance(3000)
+    local n = handled(app) - base
+    assert.is_true(n >= 59 and n <= 61, n .. " entries in 3 s")
+    assert.equal(1, app:command("EXISTS", "luastream:rate:{jobs}:work"))
+  end)
+end)
+
+describe("the rate field's checks", function()
+  local PATH = "/nonexistent/handlers/h.lua"
+  local function problems(source)
+    local chunk = assert(loadstring(source, "@" .. PATH))
+    local ok, err = pcall(handler.validate, chunk(), PATH, source)
+    assert.is_false(ok, "expected a refusal:\n" .. source)
+    return err
+  end
+  local function spec(rate)
+    return 'return {\n  stream = "s", group = "g",\n  rate = ' .. rate .. ',\n  handle = function() end,\n}\n'
+  end
+
+  it("refuses what is not a rate, naming the file, line and field", function()
+    assert.equal(PATH .. ":3: field 'rate' \"200\" must be permits per second, minute or hour: " ..
+                 "\"200/s\", \"30/m\", \"1000/h\", optionally followed by \"burst N\"",
+                 problems(spec('"200"')))
+    assert.matches("^" .. PATH:gsub("%p", "%%%0") .. ":3: field 'rate' must be text such as",
+                   problems(spec("200")))
+    assert.matches(":3: field 'rate' \"10/s burst 0\": burst must be a whole number >= 1",
+                   problems(spec('"10/s burst 0"')), 1, true)
+    assert.matches(":3: field 'rate' .* must be permits per second", problems(spec('"5/d"')))
+    assert.matches(":3: field 'rate' .* must be permits per second", problems(spec('"0/s"')))
+  end)
+
+  it("keeps the rule the host needs", function()
+    local source = spec('"200/s burst 400"')
+    local s = handler.validate(assert(loadstring(source))(), PATH, source)
+    assert.same({ interval = 5000, burst = 400 }, s.rate)
+    source = spec('"30/m"')
+    s = handler.validate(assert(loadstring(source))(), PATH, source)
+    assert.same({ interval = 2e6, burst = 1 }, s.rate)
+  end)
+end)
