@@ -25,9 +25,9 @@ struct permits {
   bool waiting;     /* the timer runs: no take before it fires */
   bool stopped;
   bool failing; /* the last take failed: logged once until one succeeds */
-  bool woke;  /* the timer fired: the next take is one that waited */
-  bool asked; /* the take out is one that waited */
-  bool lost;  /* a take that waited for the permits was refused: others took them */
+  bool woke;    /* the timer fired: the next take is one that waited */
+  bool asked;   /* the take out is one that waited */
+  bool lost;    /* a take that waited for the permits was refused: others took them */
   ltimer *timer;
   struct bk_args args;
 };

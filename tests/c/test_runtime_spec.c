@@ -40,7 +40,7 @@ TEST_IMPL(runtime_spec_defaults) {
   ASSERT_INT_EQ(s->workers, 1);
   ASSERT(s->by_key == false);
   ASSERT_INT_EQ(s->max_body, 1048576);
-  ASSERT(s->rate.interval_us == 0); /* no rate limit */
+  ASSERT(s->rate.interval_us == 0);     /* no rate limit */
   ASSERT_INT_EQ(s->max_deliveries, 10); /* the default cap */
   ASSERT_NULL(s->dead_letter);
   ASSERT_INT_EQ(handler_jobs(h), 0);
