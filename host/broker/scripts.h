@@ -263,13 +263,14 @@ extern const char SCRIPT_HANDBACK_RETRY[];
  * ("" for none), or [] when the key or the group does not exist. */
 extern const char SCRIPT_LAG[];
 
-/* SCRIPT_RATE takes permits of a rate limiter (GCRA on the server's TIME):
- * the handler fields rate and rate_per_key (permits.h) and ls.rate.take
- * (luastream.core's rate_script is this text). One step per call, so hosts
- * sharing a limiter never grant one permit twice.
- *   KEYS: the limiter's key   ARGV: interval_us tolerance_us want least
- * Reply: {granted, wait_ms, free}: granted permits (0 when fewer than least
- * are free, then wait_ms until least are), and how many are still free. */
+/* SCRIPT_RATE takes permits of rate limiters (GCRA on the server's TIME):
+ * the handler fields rate (permits.h) and rate_per_key (key_rate.h) and
+ * ls.rate.take (luastream.core's rate_script is this text). One step per
+ * call, so hosts sharing a limiter never grant one permit twice.
+ *   KEYS: limiter key...   ARGV: interval_us tolerance_us (want least)-per-key
+ * Reply, per key: granted, wait_ms, free: granted permits (0 when fewer than
+ * least are free, then wait_ms until least are), and how many are still
+ * free. */
 extern const char SCRIPT_RATE[];
 
 #endif

@@ -29,6 +29,8 @@
 #include "outcome.h"
 #include "partition.h"
 #include "permits.h"
+#include "key_gate.h"
+#include "key_rate.h"
 #include "prune.h"
 #include "read_log.h"
 #include "read_plan.h"
@@ -112,6 +114,8 @@ struct stream_reader {
   struct fault lease_fault; /* the consumer lease failing (readiness) */
   char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
   permits *permits;         /* rate: reads wait for permits (NULL without) */
+  key_gate *gate;           /* rate_per_key: entries waiting for their key (NULL without) */
+  key_rate *key_rate;       /* ... and what lets them through */
 
   /* The handler (one Lua state) is shared by a partitioned handler's
    * readers: the subscription releases it. */
@@ -135,7 +139,8 @@ static unsigned outstanding(const stream_reader *s) {
   return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
          group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
          (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
-         (s->permits ? permits_pending(s->permits) : 0);
+         (s->permits ? permits_pending(s->permits) : 0) +
+         (s->key_rate ? key_rate_pending(s->key_rate) : 0);
 }
 
 static void maybe_drained(stream_reader *s);
@@ -302,6 +307,8 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   progress(s);
 }
 
+static void to_lanes(stream_reader *s, struct entry *e);
+
 static void accept_entry(stream_reader *s, struct entry *e) {
   /* Every mode with a min_idle (a `new` one only by choice) keeps what it
    * holds (heartbeat.h); a `new` read never brings back what is held. */
@@ -329,6 +336,11 @@ static void accept_entry(stream_reader *s, struct entry *e) {
     entry_free(e);
     return;
   }
+  if (s->gate && gate_hold(s->gate, e)) return key_rate_kick(s->key_rate); /* off the lanes */
+  to_lanes(s, e);
+}
+
+static void to_lanes(stream_reader *s, struct entry *e) {
   size_t klen = 0;
   const char *key = s->spec->by_key ? entry_get(e, HDR_PARTITION_KEY, &klen) : NULL;
   if (lanes_push(&s->lanes, e, key, klen) != 0) {
@@ -422,7 +434,7 @@ static void read_next(stream_reader *s) {
   if (s->state != SR_READING || s->read_pending || s->waiting) return;
   /* On lanes or running; and, counted on its own, finished with an outcome
    * not yet written (plain acks aside: one small XACK per loop turn). */
-  size_t in_flight = lanes_in_flight(&s->lanes);
+  size_t in_flight = lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0);
   size_t batch = (size_t)s->spec->batch;
   enum read_kind kind = plan_next(&s->plan);
   bool ahead = plan_reads_ahead(&s->plan, kind);
@@ -466,6 +478,7 @@ static void read_next(stream_reader *s) {
 }
 
 static void permitted(void *data) { progress(data); }
+static void gate_pass(void *data, struct entry *e) { to_lanes(data, e); }
 
 static void reader_state(void *data, bk_conn *c, int up) {
   (void)c;
@@ -663,6 +676,9 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool limited = s->spec->rate.interval_us > 0;
   if (limited)
     s->permits = permits_new(b, cmd, clock, s->spec, handler_spec(h)->stream, permitted, s);
+  bool keyed = s->spec->rate_per_key.interval_us > 0;
+  if (keyed && (s->gate = gate_new(gate_pass, s)) != NULL)
+    s->key_rate = key_rate_new(b, cmd, clock, s->spec, s->gate, permitted, s);
   bool leased_ok = true;
   if (keepalive) {
     s->keepalive = keepalive;
@@ -672,7 +688,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   }
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
       !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
-      (limited && !s->permits) ||
+      (limited && !s->permits) || (keyed && !s->key_rate) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sr_free(s);
     return NULL;
@@ -729,11 +745,13 @@ void sr_stop(stream_reader *s, bool give_back) {
   group_stop(s->group);
   if (s->pruner) prune_stop(s->pruner);
   if (s->permits) permits_stop(s->permits);
+  if (s->key_rate) key_rate_stop(s->key_rate);
   /* Entries read but not started: given back at once (handback.h), for
    * another host's read to take now. The heartbeat lets them go and goes
    * on for those running, which stay this host's until they finish (or the
    * shutdown deadline abandons them). */
   struct entry *left = lanes_drain_queued(&s->lanes);
+  if (s->gate) left = gate_drain(s->gate, left); /* waiting for their key: never started */
   bool given = left && give_back && hand_back(s, left, false);
   size_t n = 0;
   while (left) {
@@ -815,6 +833,7 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
   if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
   if (s->permits) permits_set_spec(s->permits, s->spec);
+  if (s->key_rate) key_rate_set_spec(s->key_rate, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
   group_set_spec(s->group, s->spec);
@@ -890,7 +909,7 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
 
 bool sr_idle(const stream_reader *s) {
   return s->state == SR_READING && lanes_in_flight(&s->lanes) == 0 && writer_queued(s->w) == 0 &&
-         outstanding(s) == 0;
+         outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0);
 }
 
 const char *sr_last_read(const stream_reader *s) { return s->last_read; }
@@ -906,6 +925,8 @@ void sr_free(stream_reader *s) {
   if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
   permits_free(s->permits);
+  key_rate_free(s->key_rate);
+  gate_free(s->gate);
   heartbeat_free(s->heartbeat);
   lease_free(s->lease);
   struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;

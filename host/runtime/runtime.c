@@ -137,6 +137,7 @@ static const struct spec_field {
     F(partitions, SPEC_CAP),
     {"memory", SPEC_SIZE, offsetof(struct handler_spec, memory), true},
     F(rate, SPEC_RATE),
+    F(rate_per_key, SPEC_RATE),
 #undef F
     {"handle", SPEC_LUA, 0, false},
 };

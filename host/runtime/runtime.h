@@ -69,6 +69,9 @@ struct handler_spec {
   /* rate: permits for reading, shared by every host reading the group
    * (through Redis: permits.h); interval_us 0 when not set. */
   struct spec_rate rate;
+  /* rate_per_key: the same per partition key (key_rate.h); entries wait
+   * for their key's permit off the lanes (key_gate.h). */
+  struct spec_rate rate_per_key;
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler

@@ -117,6 +117,7 @@ local FIELDS = {
   { "partitions", check_count_upto(M.MAX_PARTITIONS) },
   { "memory", check_bytes(M.MIN_MEMORY, M.MAX_MEMORY), default = M.DEFAULT_MEMORY },
   { "rate", check_rate },
+  { "rate_per_key", check_rate },
 }
 M.FIELDS = FIELDS
 local KNOWN = {}
@@ -219,9 +220,12 @@ function M.validate(value, path, source)
   spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
   spec.max_run = spec.max_run and ls.duration(spec.max_run) or nil
   if spec.max_deliveries == false then spec.max_deliveries = nil end -- no cap
-  if spec.rate ~= nil then -- what the host's permits need (host/consumer/permits.c)
-    local l = require("luastream.rate").parse(spec.rate)
-    spec.rate = { interval = l.interval, burst = l.burst }
+  -- what the host's limiters need (host/consumer/permits.c, key_rate.c)
+  for _, name in ipairs({ "rate", "rate_per_key" }) do
+    if spec[name] ~= nil then
+      local l = require("luastream.rate").parse(spec[name])
+      spec[name] = { interval = l.interval, burst = l.burst }
+    end
   end
   return spec
 end

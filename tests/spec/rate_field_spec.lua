@@ -125,3 +125,94 @@ describe("the rate field's checks", function()
     assert.same({ interval = 2e6, burst = 1 }, s.rate)
   end)
 end)
+
+describe("the rate_per_key field", function()
+  after_each(apps.stop_all)
+
+  local function by_key(app)
+    local n = {}
+    for _, d in ipairs(app:received("jobs")) do
+      local k = d.headers["partition-key"] or ""
+      n[k] = (n[k] or 0) + 1
+    end
+    return n
+  end
+
+  it("runs 5 a second per key, a busy key holding up neither the lane nor other keys", function()
+    local app = start("rate_per_key")
+    for i = 1, 20 do app:publish("jobs", { n = i }, { key = "busy" }) end
+    for i = 1, 10 do app:publish("jobs", { n = i }, { key = "k" .. i }) end
+    app:publish("jobs", { n = 0 }) -- no key: no per-key limit
+    app:settle()
+    local n = by_key(app)
+    assert.equal(1, n.busy) -- the burst of 5/s: one permit
+    for i = 1, 10 do assert.equal(1, n["k" .. i], "k" .. i) end
+    assert.equal(1, n[""])
+    for second = 1, 3 do
+      app:advance(1000)
+      assert.equal(1 + 5 * second, by_key(app).busy, "by second " .. second)
+    end
+    -- entries waiting for their key are neither delivered again nor counted:
+    -- the heartbeat keeps them claimed past min_idle
+    for _, d in ipairs(app:received("jobs")) do
+      assert.equal("0", d.headers["delivery-count"], d.id)
+    end
+    for _, p in ipairs(app:pending("jobs", "work")) do assert.equal(1, p.deliveries, p.id) end
+    -- state per key, beside the group, expiring when idle
+    assert.equal(1, app:command("EXISTS", "luastream:rate:{jobs}:work:key:busy"))
+    app:advance(2000)
+    assert.equal(20, by_key(app).busy)
+    app:advance(1000)
+    assert.equal(0, app:command("EXISTS", "luastream:rate:{jobs}:work:key:busy"))
+    assert.equal(0, app:command("EXISTS", "luastream:rate:{jobs}:work:key:k1"))
+  end)
+
+  it("asks for every key waiting in one call", function()
+    local app = start("rate_per_key")
+    app:settle()
+    -- the limiter's script reads the server's clock once a call
+    local function calls()
+      return tonumber(app:command("INFO", "commandstats"):match("cmdstat_time:calls=(%d+)") or 0)
+    end
+    local before = calls()
+    -- 51 entries in one command, so that one read brings them all
+    app:command("EVAL", "for i = 1, 51 do redis.call('XADD', 'jobs', '*', 'data', '{}', " ..
+                "'partition-key', 'k' .. (i > 50 and 1 or i)) end return 1", "0")
+    app:settle()
+    assert.equal(50, #app:received("jobs"))
+    assert.equal(1, calls() - before)
+    app:advance(200)
+    assert.equal(51, #app:received("jobs"))
+  end)
+
+  it("names long and binary keys safely", function()
+    local app = start("rate_per_key")
+    local long = string.rep("x", 200)
+    local binary = "a\0b\r\n{c}"
+    app:publish("jobs", { n = 1 }, { key = long })
+    app:publish("jobs", { n = 2 }, { key = long })
+    app:publish("jobs", { n = 3 }, { key = binary })
+    app:publish("jobs", { n = 4 }, { key = binary })
+    app:settle()
+    assert.equal(2, #app:received("jobs"))
+    assert.equal(1, app:command("EXISTS", "luastream:rate:{jobs}:work:key:" .. binary))
+    local sha = io.popen("printf %s " .. long .. " | sha1sum"):read("*l"):match("^(%x+)")
+    assert.equal(1, app:command("EXISTS", "luastream:rate:{jobs}:work:keyh:" .. sha))
+    app:advance(200)
+    assert.equal(4, #app:received("jobs"))
+  end)
+
+  it("hands back the entries waiting for their key uncounted on stop", function()
+    local a = start("rate_per_key")
+    for i = 1, 10 do a:publish("jobs", { n = i }, { key = "busy" }) end
+    a:settle()
+    assert.equal(1, #a:received("jobs"))
+    local b = start("rate_per_key", { with = a, hostname = "b" })
+    a:stop() -- the 9 waiting for their key go back, their delivery that never ran uncounted
+    b:advance(2000)
+    local got = b:received("jobs")
+    assert.equal(9, #got)
+    for _, d in ipairs(got) do assert.equal("0", d.headers["delivery-count"], d.id) end
+    assert.same({}, b:pending("jobs", "work"))
+  end)
+end)
