@@ -628,7 +628,8 @@ void sr_collect_metrics(stream_reader *s, bool add) {
     metric_set(s->metrics.in_flight, 0);
     metric_set(s->metrics.lanes_busy, 0);
   }
-  metric_add(s->metrics.in_flight, (double)lanes_in_flight(&s->lanes));
+  metric_add(s->metrics.in_flight,
+             (double)(lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0)));
   metric_add(s->metrics.lanes_busy, (double)s->lanes.running);
 }
 
