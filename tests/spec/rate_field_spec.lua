@@ -148,6 +148,9 @@ describe("the rate_per_key field", function()
     assert.equal(1, n.busy) -- the burst of 5/s: one permit
     for i = 1, 10 do assert.equal(1, n["k" .. i], "k" .. i) end
     assert.equal(1, n[""])
+    -- the 19 waiting for their key are in flight, holding no lane
+    assert.equal(19, app:metric("luastream_entries_in_flight", { handler = "jobs" }))
+    assert.equal(0, app:metric("luastream_lanes_busy", { handler = "jobs" }))
     for second = 1, 3 do
       app:advance(1000)
       assert.equal(1 + 5 * second, by_key(app).busy, "by second " .. second)
