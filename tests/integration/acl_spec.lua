@@ -122,12 +122,12 @@ local SUBS = {
 }
 
 -- Every order through a shared rate limiter, per action (ls.rate.take),
--- read under the group's own limit (the field rate).
+-- read under the group's own limits (the fields rate and rate_per_key).
 local RATED = [[
 local ls = require "luastream"
 
 return {
-  stream = "orders", group = "rated", start = "beginning", rate = "50/s",
+  stream = "orders", group = "rated", start = "beginning", rate = "50/s", rate_per_key = "20/s",
   handle = function(order)
     ls.rate.take("orders-api", "100/s")
     ls.rate.take("orders-api", "100/s", order.action)
@@ -310,9 +310,12 @@ describe("the documented Redis ACL", function()
     list[#list + 1] = "~luastream:rate:*"
     setuser(srv, list)
     publish_orders(srv)
+    for i = 1, 2 do -- per key too
+      srv:cli("XADD", "orders", "*", "data", '{"id":' .. (#ACTIONS + i) .. ',"action":"ack"}', "partition-key", "acme")
+    end
     local host = start(srv, "orders-host", { ["rated.lua"] = RATED })
     host:wait_log(READY, 20, { plain = true })
-    host:wait_records({ msg = "order rated" }, #ACTIONS, 20, "every order through the limiter")
+    host:wait_records({ msg = "order rated" }, #ACTIONS + 2, 20, "every order through the limiter")
     helper.wait_until(function() return #srv:pending_ids("orders", "rated") == 0 end, 20, "nothing pending")
     assert.equal(0, host:stop())
     assert_quiet(host)
