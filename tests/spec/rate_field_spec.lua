@@ -114,6 +114,15 @@ describe("the rate field's checks", function()
                    problems(spec('"10/s burst 0"')), 1, true)
     assert.matches(":3: field 'rate' .* must be permits per second", problems(spec('"5/d"')))
     assert.matches(":3: field 'rate' .* must be permits per second", problems(spec('"0/s"')))
+    local per_key = 'return {\n  stream = "s", group = "g", handle = function() end,\n\n  rate_per_key = "5/x",\n}\n'
+    assert.matches("^" .. PATH:gsub("%p", "%%%0") .. ":4: field 'rate_per_key' \"5/x\" must be permits per second",
+                   problems(per_key))
+  end)
+
+  it("stops a host loading a bad rate, naming the file and line", function()
+    local ok, err = pcall(require("luastream.testing").app, HERE .. "/rate_field_bad")
+    assert.is_false(ok)
+    assert.matches("rate_field_bad/jobs.lua:5: field 'rate' \"fast\" must be permits per second", tostring(err), 1, true)
   end)
 
   it("keeps the rule the host needs", function()
