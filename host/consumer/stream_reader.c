@@ -30,6 +30,9 @@
 #include "outcome.h"
 #include "partition.h"
 #include "pause.h"
+#include "permits.h"
+#include "key_gate.h"
+#include "key_rate.h"
 #include "prune.h"
 #include "read_log.h"
 #include "read_plan.h"
@@ -116,7 +119,10 @@ struct stream_reader {
   pause *pause;
   struct breaker breaker;
   const struct entry *probe;
-  char denied[1100]; /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
+  char denied[1100];  /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
+  permits *permits;   /* rate: reads wait for permits (NULL without) */
+  key_gate *gate;     /* rate_per_key: entries waiting for their key (NULL without) */
+  key_rate *key_rate; /* ... and what lets them through */
 
   /* The handler (one Lua state) is shared by a partitioned handler's
    * readers: the subscription releases it. */
@@ -140,7 +146,8 @@ static unsigned outstanding(const stream_reader *s) {
   return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
          group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
          (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
-         (s->pause ? pause_pending(s->pause) : 0);
+         (s->pause ? pause_pending(s->pause) : 0) + (s->permits ? permits_pending(s->permits) : 0) +
+         (s->key_rate ? key_rate_pending(s->key_rate) : 0);
 }
 
 static void maybe_drained(stream_reader *s);
@@ -370,6 +377,8 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   progress(s);
 }
 
+static void to_lanes(stream_reader *s, struct entry *e);
+
 static void accept_entry(stream_reader *s, struct entry *e) {
   /* Every mode with a min_idle (a `new` one only by choice) keeps what it
    * holds (heartbeat.h); a `new` read never brings back what is held. */
@@ -397,6 +406,11 @@ static void accept_entry(stream_reader *s, struct entry *e) {
     entry_free(e);
     return;
   }
+  if (s->gate && gate_hold(s->gate, e)) return key_rate_kick(s->key_rate); /* off the lanes */
+  to_lanes(s, e);
+}
+
+static void to_lanes(stream_reader *s, struct entry *e) {
   size_t klen = 0;
   const char *key = s->spec->by_key ? entry_get(e, HDR_PARTITION_KEY, &klen) : NULL;
   if (lanes_push(&s->lanes, e, key, klen) != 0) {
@@ -454,6 +468,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     metric_add(s->metrics.reads, 1);
     metric_add(s->metrics.entries_read, (double)count);
   }
+  if (s->permits) permits_spend(s->permits, count);
   read_log_deleted(s->spec, deleted);
   if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
   size_t ncut = 0;
@@ -489,7 +504,7 @@ static void read_next(stream_reader *s) {
   if (s->state != SR_READING || s->read_pending || s->waiting) return;
   /* On lanes or running; and, counted on its own, finished with an outcome
    * not yet written (plain acks aside: one small XACK per loop turn). */
-  size_t in_flight = lanes_in_flight(&s->lanes);
+  size_t in_flight = lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0);
   size_t batch = (size_t)s->spec->batch;
   enum read_kind kind = plan_next(&s->plan);
   bool ahead = plan_reads_ahead(&s->plan, kind);
@@ -519,6 +534,11 @@ static void read_next(stream_reader *s) {
   struct bk_args *a = &s->args;
   bk_args_reset(a);
   long long count = probe ? 1 : (long long)(ahead ? batch : batch - in_flight);
+  if (s->permits) { /* rate: no more entries than permits (permits.h) */
+    long long allowed = permits_count(s->permits, PLAN_NKEYS);
+    if (allowed == 0) return; /* resumes from permitted */
+    if (count > allowed) count = allowed;
+  }
   plan_add_args(&s->plan, a, kind, count);
   size_t bulk_max, reply_max;
   plan_reply_limits(&s->plan, kind, count, &bulk_max, &reply_max);
@@ -531,6 +551,9 @@ static void read_next(stream_reader *s) {
     bk_flush(s->b, s->reader);
   }
 }
+
+static void permitted(void *data) { progress(data); }
+static void gate_pass(void *data, struct entry *e) { to_lanes(data, e); }
 
 static void reader_state(void *data, bk_conn *c, int up) {
   (void)c;
@@ -681,7 +704,8 @@ void sr_collect_metrics(stream_reader *s, bool add) {
     metric_set(s->metrics.in_flight, 0);
     metric_set(s->metrics.lanes_busy, 0);
   }
-  metric_add(s->metrics.in_flight, (double)lanes_in_flight(&s->lanes));
+  metric_add(s->metrics.in_flight,
+             (double)(lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0)));
   metric_add(s->metrics.lanes_busy, (double)s->lanes.running);
 }
 
@@ -726,6 +750,12 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool beats = s->spec->min_idle_ms > 0;
   if (beats && s->retry_key)
     s->heartbeat = heartbeat_new(b, cmd, clock, s->spec, s->retry_key, &s->held, beaten, s);
+  bool limited = s->spec->rate.interval_us > 0;
+  if (limited)
+    s->permits = permits_new(b, cmd, clock, s->spec, handler_spec(h)->stream, permitted, s);
+  bool keyed = s->spec->rate_per_key.interval_us > 0;
+  if (keyed && (s->gate = gate_new(gate_pass, s)) != NULL)
+    s->key_rate = key_rate_new(b, cmd, clock, s->spec, s->gate, permitted, s);
   bool leased_ok = true;
   if (keepalive) {
     s->keepalive = keepalive;
@@ -738,6 +768,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   breaker_init(&s->breaker);
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
       !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
+      (limited && !s->permits) || (keyed && !s->key_rate) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sr_free(s);
     return NULL;
@@ -790,6 +821,7 @@ static bool hand_back(stream_reader *s, const struct entry *list, bool started) 
  * the shutdown deadline abandons them). */
 static void give_back_queued(stream_reader *s, bool give_back) {
   struct entry *left = lanes_drain_queued(&s->lanes);
+  if (s->gate) left = gate_drain(s->gate, left); /* waiting for their key: never started */
   bool given = left && give_back && hand_back(s, left, false);
   size_t n = 0;
   while (left) {
@@ -825,6 +857,8 @@ void sr_stop(stream_reader *s, bool give_back) {
   group_stop(s->group);
   if (s->pruner) prune_stop(s->pruner);
   if (s->pause) pause_stop(s->pause);
+  if (s->permits) permits_stop(s->permits);
+  if (s->key_rate) key_rate_stop(s->key_rate);
   give_back_queued(s, give_back);
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
@@ -893,6 +927,8 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
   if (s->pause) pause_set_spec(s->pause, handler_spec(h));
   if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
+  if (s->permits) permits_set_spec(s->permits, s->spec);
+  if (s->key_rate) key_rate_set_spec(s->key_rate, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
   group_set_spec(s->group, s->spec);
@@ -968,7 +1004,7 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
 
 bool sr_idle(const stream_reader *s) {
   return s->state == SR_READING && lanes_in_flight(&s->lanes) == 0 && writer_queued(s->w) == 0 &&
-         outstanding(s) == 0;
+         outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0);
 }
 
 const char *sr_last_read(const stream_reader *s) { return s->last_read; }
@@ -985,6 +1021,9 @@ void sr_free(stream_reader *s) {
   prune_free(s->pruner);
   pause_free(s->pause);
   breaker_free(&s->breaker);
+  permits_free(s->permits);
+  key_rate_free(s->key_rate);
+  gate_free(s->gate);
   heartbeat_free(s->heartbeat);
   lease_free(s->lease);
   struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;
