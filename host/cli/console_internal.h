@@ -107,5 +107,8 @@ void console_dead_letters(struct console *c, struct console_request *req);
 void console_dl_preview(struct console *c, struct console_request *req);
 void console_dl_replay(struct console *c, struct console_request *req);
 void console_dl_delete(struct console *c, struct console_request *req);
+/* console_pause.c's */
+void console_pause(struct console *c, struct console_request *req);
+void console_resume(struct console *c, struct console_request *req);
 
 #endif
