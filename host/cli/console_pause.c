@@ -11,7 +11,6 @@
 #include "console_internal.h"
 #include "console_json.h"
 #include "duration.h"
-#include "flow_keys.h"
 #include "log.h"
 #include "pause_cmd.h"
 #include "scripts.h"
@@ -33,19 +32,21 @@ static void op_free(struct pause_op *op) {
   free(op);
 }
 
-/* stream and group are a group the overview shows (its pause's stream). */
-static bool known_group(const struct console *c, const char *stream, const char *group) {
-  for (size_t i = 0; i < c->q.nspecs; i++) {
-    const struct st_group *g = &c->q.specs[i];
-    if (g->group && g->pause.stream && !strcmp(g->pause.stream, stream) && !strcmp(g->group, group))
-      return true;
-  }
-  if (c->q.dir_mode || !console_known_stream(c, stream)) return false;
-  for (size_t i = 0; i < c->q.ngroups; i++) {
-    const struct st_group *g = &c->q.groups[i];
-    if (g->group && !strcmp(g->stream, stream) && !strcmp(g->group, group)) return true;
-  }
-  return false;
+static bool is_row(const struct st_group *g, const char *stream, const char *group) {
+  return g->group && g->pause.key && !strcmp(g->group, group) &&
+         (!strcmp(g->stream, stream) || !strcmp(g->pause.stream, stream));
+}
+
+/* The row of a group the console shows, by its stream (a partition's, or
+ * the base stream its pause is named by) and group; NULL when none. */
+static const struct st_group *known_group(const struct console *c, const char *stream,
+                                          const char *group) {
+  for (size_t i = 0; i < c->q.nspecs; i++)
+    if (is_row(&c->q.specs[i], stream, group)) return &c->q.specs[i];
+  if (c->q.dir_mode || !console_known_stream(c, stream)) return NULL;
+  for (size_t i = 0; i < c->q.ngroups; i++)
+    if (is_row(&c->q.groups[i], stream, group)) return &c->q.groups[i];
+  return NULL;
 }
 
 static void done(struct pause_op *op, const char *why) {
@@ -141,7 +142,8 @@ static void pause_or_resume(struct console *c, struct console_request *req, bool
     console_error(req, 400, "give stream and group");
     return op_free(op);
   }
-  if (!known_group(c, op->stream, op->group)) {
+  const struct st_group *row = known_group(c, op->stream, op->group);
+  if (row == NULL) {
     free(dur);
     console_error(req, 404, "group %s of stream %s is not one this console shows", op->group,
                   op->stream);
@@ -164,8 +166,11 @@ static void pause_or_resume(struct console *c, struct console_request *req, bool
     }
     op->for_ms = (long long)ms;
   }
-  op->key = flow_key("pause", op->stream, op->group, NULL);
-  if (op->key == NULL) {
+  /* the pause of the row's group: a partition's is its base stream's */
+  free(op->stream);
+  op->stream = strdup(row->pause.stream);
+  op->key = strdup(row->pause.key);
+  if (op->key == NULL || op->stream == NULL) {
     free(dur);
     console_error(req, 500, "out of memory");
     return op_free(op);
