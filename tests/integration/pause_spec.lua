@@ -131,6 +131,28 @@ describe("luastream pause and resume", function()
     assert.equal(0, host:stop())
   end)
 
+  it("shows the pause on the supervisor's /readyz once, with the worker that saw it", function()
+    local srv = helper.redis_start()
+    local host = helper.host_start({ "--http", "127.0.0.1:0", "--processes", "2" },
+      { server = srv, dir = helper.handlers_dir({ ["jobs.lua"] = JOBS }) })
+    local port = helper.health_port(host)
+    helper.wait_until(function()
+      local c, b = helper.http_get(port, "/readyz")
+      return c == 200 and b == "ready\n"
+    end, 30, "every worker ready")
+    local code, _, err = pause(srv, "--reason", "two workers")
+    assert.equal(0, code, err)
+    for i = 1, 4 do helper.publish(srv, "jobs", '{"n":' .. i .. "}") end
+    local body = helper.wait_until(function()
+      local c, b = helper.http_get(port, "/readyz")
+      return c == 200 and b:find("\nnote: subscription jobs: paused by ", 1, true) and b
+    end, 30, "/readyz 200 with the pause as a note")
+    assert.truthy(body:find("two workers %(worker %d%)\n$"), body)
+    local _, n = body:gsub("note: ", "")
+    assert.equal(1, n, body)
+    assert.equal(0, host:stop())
+  end)
+
   it("says which server refused it, and refuses a bad --for", function()
     local port = helper.free_port()
     local code, _, err = helper.luastream("pause", "--redis", "redis://127.0.0.1:" .. port, "jobs", "work")
