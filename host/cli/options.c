@@ -287,8 +287,8 @@ static int check_wait(const char *who, const struct cli_value *v, char *err, siz
 /* The --tls-* options, in a command's synopsis. */
 #define TLS_SYNOPSIS "[--tls-...]"
 
-#define SERVER                                                                           \
-  (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) | \
+#define SERVER                                                                            \
+  (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) |  \
    CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_PAUSE) | \
    CLI_IN(CLI_RESUME))
 

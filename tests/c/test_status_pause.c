@@ -52,8 +52,8 @@ TEST_IMPL(status_pause_key_and_running) {
 }
 
 TEST_IMPL(status_pause_manual) {
-  static const char *const until_resumed[] = {"kind", "manual", "reason", "deploy", "by",
-                                              "luastream pause by a@b", "since_ms", "1000"};
+  static const char *const until_resumed[] = {
+      "kind", "manual", "reason", "deploy", "by", "luastream pause by a@b", "since_ms", "1000"};
   struct st_pause p = taken(until_resumed, 8, 121000);
   ASSERT_INT_EQ(p.state, ST_PAUSED);
   ASSERT_INT_EQ(p.left_ms, -1);
@@ -61,8 +61,8 @@ TEST_IMPL(status_pause_manual) {
   ASSERT_STR_EQ(text, "paused by luastream pause by a@b 2m ago, until resumed: deploy");
   free(text);
   status_pause_free(&p);
-  static const char *const for_a_while[] = {"kind", "manual", "reason", "", "by", "x",
-                                            "since_ms", "1000", "until_ms", "61000"};
+  static const char *const for_a_while[] = {"kind", "manual",   "reason", "",         "by",
+                                            "x",    "since_ms", "1000",   "until_ms", "61000"};
   p = taken(for_a_while, 10, 31000);
   ASSERT_INT_EQ(p.left_ms, 30000);
   text = status_pause_text(&p);
@@ -76,8 +76,9 @@ TEST_IMPL(status_pause_manual) {
 }
 
 TEST_IMPL(status_pause_breaker) {
-  static const char *const open[] = {"kind", "breaker", "reason", "api 503", "by", "breaker of h",
-                                     "since_ms", "1000", "until_ms", "21000", "trips", "2"};
+  static const char *const open[] = {"kind",     "breaker",      "reason",   "api 503",
+                                     "by",       "breaker of h", "since_ms", "1000",
+                                     "until_ms", "21000",        "trips",    "2"};
   struct st_pause p = taken(open, 12, 11000);
   ASSERT_INT_EQ(p.state, ST_PAUSED);
   ASSERT_INT_EQ(p.trips, 2);

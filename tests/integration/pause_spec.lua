@@ -122,7 +122,8 @@ describe("luastream pause and resume", function()
       return c == 200 and b == "ready\n"
     end, 20, "/readyz without the note")
     helper.wait_until(function() return metric_paused(port) == 0 end, 20, "luastream_paused 0")
-    scode, sout = helper.luastream("status", "--json", "--redis", srv.url, "jobs")
+    local _
+    _, sout = helper.luastream("status", "--json", "--redis", srv.url, "jobs")
     assert.equal(json.null, json.decode(sout).groups[1].pause)
 
     code, out = resume(srv)
@@ -256,6 +257,7 @@ describe("luastream pause and resume", function()
     assert.same({}, late_starts(t_pause + 1000000, math.huge), "handlers started more than 1 s after pause returned")
     local before = #starts(srv)
 
+    local _
     code, _, err = resume(srv)
     assert.equal(0, code, err)
     run_for(2)
