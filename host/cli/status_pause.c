@@ -1,13 +1,32 @@
 /* status_pause: a group's pause in `status` and the console (status_pause.h). */
 #include "status_pause.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "console_json.h"
 #include "flow_keys.h"
-#include "status_query.h"
 #include "status_rules.h"
+
+/* printf into a new string; out of memory ends the program (status_query.c
+ * has the same, but calls this file: no circle). */
+static char *text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *text(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = malloc((size_t)n + 1);
+  if (s == NULL) {
+    fputs("luastream: out of memory\n", stderr);
+    exit(1);
+  }
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
 
 void status_pause_init(struct st_pause *p, const char *base, const char *group) {
   memset(p, 0, sizeof *p);
@@ -41,7 +60,7 @@ static const bk_reply *hfield(const bk_reply *r, const char *name) {
 
 static char *hstr(const bk_reply *r, const char *name) {
   const bk_reply *v = hfield(r, name);
-  return v ? status_query_text("%.*s", (int)v->len, v->str) : NULL;
+  return v ? text("%.*s", (int)v->len, v->str) : NULL;
 }
 
 static long long hnum(const bk_reply *r, const char *name, long long missing) {
@@ -89,23 +108,22 @@ char *status_pause_text(const struct st_pause *p) {
   switch (p->state) {
     case ST_RUNNING: return NULL;
     case ST_HALF_OPEN:
-      return status_query_text("breaker half-open after %lld %s: one entry probes%s%s: %s",
-                               p->trips, p->trips == 1 ? "trip" : "trips", p->probe ? " on " : "",
-                               p->probe ? p->probe : "", reason);
+      return text("breaker half-open after %lld %s: one entry probes%s%s: %s", p->trips,
+                  p->trips == 1 ? "trip" : "trips", p->probe ? " on " : "",
+                  p->probe ? p->probe : "", reason);
     case ST_PAUSED: break;
   }
   if (breaker)
-    return status_query_text(
-        "breaker open (trip %lld), %s left, then one entry probes: %s", p->trips,
-        p->left_ms < 0 ? "?" : status_format_ms(p->left_ms, a, sizeof a), reason);
+    return text("breaker open (trip %lld), %s left, then one entry probes: %s", p->trips,
+                p->left_ms < 0 ? "?" : status_format_ms(p->left_ms, a, sizeof a), reason);
   char since[48] = "";
   if (p->since_ms >= 0 && p->now_ms >= p->since_ms)
     snprintf(since, sizeof since, " %s ago",
              status_format_ms(p->now_ms - p->since_ms, a, sizeof a));
   if (p->left_ms >= 0)
-    return status_query_text("paused by %s%s, %s left: %s", by, since,
-                             status_format_ms(p->left_ms, b, sizeof b), reason);
-  return status_query_text("paused by %s%s, until resumed: %s", by, since, reason);
+    return text("paused by %s%s, %s left: %s", by, since, status_format_ms(p->left_ms, b, sizeof b),
+                reason);
+  return text("paused by %s%s, until resumed: %s", by, since, reason);
 }
 
 void status_pause_json(FILE *out, const struct st_pause *p) {
