@@ -141,7 +141,11 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                     "    read \"new\": nothing takes them again until their host restarts;\n"
                     "  - with --watch, a lag that grew at each of the last 3 refreshes;\n"
                     "  - dead letters on a handler's dead_letter stream; a stream or group a\n"
-                    "    handler reads that does not exist; a key that cannot be read.\n",
+                    "    handler reads that does not exist; a key that cannot be read;\n"
+                    "  - a group its breaker paused (open, or half-open while one entry probes).\n"
+                    "A group paused by `luastream pause` is listed under \"paused:\" (who,\n"
+                    "since when, until when, why) without needing attention; while paused its\n"
+                    "lag is not judged.\n",
                     "Exit status: 0 when nothing needs attention, 1 when something does (or the\n"
                     "server cannot be reached or read, said on stderr), 2 on a usage error.\n"
                     "--watch ends at SIGINT with the status of its last refresh.\n"

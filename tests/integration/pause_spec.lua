@@ -154,6 +154,23 @@ describe("luastream pause and resume", function()
     assert.equal(0, host:stop())
   end)
 
+  it("pauses a partitioned handler's partitions together, by its base stream", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["jobs.lua"] = JOBS:gsub('workers = 2,', 'workers = 2, partitions = 2,') })
+    for p = 0, 1 do srv:cli("XGROUP", "CREATE", "jobs:{" .. p .. "}", "work", "$", "MKSTREAM") end
+    local code, _, err = pause(srv, "--reason", "both")
+    assert.equal(0, code, err)
+    local out
+    code, out = helper.luastream("status", "--redis", srv.url, dir)
+    assert.equal(0, code, out)
+    assert.truthy(out:find("jobs:{0} work: paused by luastream pause by [^\n]*until resumed: both"), out)
+    assert.truthy(out:find("jobs:{1} work: paused by luastream pause by [^\n]*until resumed: both"), out)
+    local _, js = helper.luastream("status", "--json", "--redis", srv.url, dir)
+    for _, g in ipairs(json.decode(js).groups) do
+      assert.equal("luastream:pause:{jobs}:work", g.pause.key, g.stream)
+    end
+  end)
+
   it("says which server refused it, and refuses a bad --for", function()
     local port = helper.free_port()
     local code, _, err = helper.luastream("pause", "--redis", "redis://127.0.0.1:" .. port, "jobs", "work")
