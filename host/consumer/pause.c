@@ -203,6 +203,8 @@ static void call_done(void *data, const bk_reply *r, const char *err) {
   } else if (!c->trip && r->type == BK_INTEGER && r->integer == 1) {
     p_log(p, LOG_INFO, "breaker closed: the probe succeeded, every host resumes", NULL, NULL, NULL,
           NULL, NULL, NULL);
+    seen(p, SEEN_RUN); /* not half-open here any more: no second probe */
+    p->changed(p->data, false);
   }
   free(c);
   if (p->looking) lease_rider_soon(&p->rider); /* see what it did now */
