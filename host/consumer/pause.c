@@ -89,7 +89,7 @@ static void seen(pause *p, enum seen now) {
           NULL, NULL, NULL, NULL);
   else if (now == SEEN_RUN && was != SEEN_NONE)
     p_log(p, LOG_INFO, "subscription resumed", NULL, NULL, NULL, NULL, NULL, NULL);
-  if (now == SEEN_PAUSE && was != SEEN_PAUSE) p->changed(p->data, true);
+  if (now == SEEN_PAUSE) p->changed(p->data, true); /* was not paused: see above */
 }
 
 /* lease_rider_answered_fn: the look's answer (pause.h's keepalive section),
