@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 14
+#define SCRIPT_COUNT 15
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -262,5 +262,17 @@ extern const char SCRIPT_HANDBACK_RETRY[];
  * Reply: per key, [lag_ms, oldest_pending_ms, next id, smallest pending id]
  * ("" for none), or [] when the key or the group does not exist. */
 extern const char SCRIPT_LAG[];
+
+/* SCRIPT_INFLIGHT is one stream reader's call to its subscription's
+ * fleet-wide semaphore (max_in_flight, consumer/inflight.h): slots released,
+ * slots renewed and slots wanted, in one step; lapsed slots (a host that died
+ * or stalled past the lease) are dropped first, free slots go to the readers
+ * that have waited longest, and a wanted slot already held (a call sent
+ * again after its answer was lost) is granted again, not counted twice.
+ *   KEYS: slots waiting   (flow_key "inflight" of the subscription's stream)
+ *   ARGV: max ttl_ms wait_ttl_ms waiter holder nrelease nrenew nwant member...
+ * Reply: [renewed per member (1, 2: lapsed and taken again, 0: lost),
+ *         granted per member (1 or 0), waiter ("" when not waiting)] */
+extern const char SCRIPT_INFLIGHT[];
 
 #endif

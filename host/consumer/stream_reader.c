@@ -23,6 +23,7 @@
 #include "handback.h"
 #include "heartbeat.h"
 #include "held.h"
+#include "inflight.h"
 #include "lanes.h"
 #include "lease.h"
 #include "log.h"
@@ -80,6 +81,7 @@ struct stream_reader {
   bool was_down;          /* the read connection went down since it was up */
   struct held held;       /* with min_idle: entries in a lane or a handler here */
   heartbeat *heartbeat;   /* ... whose claim it keeps (NULL without min_idle) */
+  inflight *inflight;     /* max_in_flight: entries start with a slot (NULL without) */
   struct entry *dropped;  /* shutdown deadline: entries whose handlers were abandoned */
   char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
@@ -132,7 +134,8 @@ static void copy_id(char dst[ID_MAX], const char *id) {
 static unsigned outstanding(const stream_reader *s) {
   return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
          group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
-         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0);
+         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
+         (s->inflight ? inflight_pending(s->inflight) : 0);
 }
 
 static void maybe_drained(stream_reader *s);
@@ -238,6 +241,29 @@ static bool name_held(stream_reader *s) {
 
 /* ---- running entries on lanes ---- */
 
+/* Runs e, popped onto the lane in its owner_data. */
+static void start_entry(stream_reader *s, struct entry *e) {
+  int lane = (int)(intptr_t)e->owner_data;
+  e->started_ms = (uint32_t)clock_now(s->clock);
+  held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
+  if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
+    sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+    held_remove(&s->held, e);
+    entry_free(e);
+    if (s->inflight) inflight_done(s->inflight);
+    lanes_done(&s->lanes, lane);
+  }
+}
+
+/* inflight_start_fn: a max_in_flight slot came for e, which waited on its
+ * lane; it starts only while the consumer name is known held. */
+static bool slot_granted(void *data, struct entry *e) {
+  stream_reader *s = data;
+  if (s->state != SR_READING || !name_held(s)) return false;
+  start_entry(s, e);
+  return true;
+}
+
 static void dispatch(stream_reader *s) {
   if (s->dispatching) return; /* re-entered from a job that finished at once */
   s->dispatching = true;
@@ -247,14 +273,10 @@ static void dispatch(stream_reader *s) {
   while (s->state == SR_READING && s->lanes.queued && name_held(s) &&
          (e = lanes_pop(&s->lanes, &lane)) != NULL) {
     e->owner_data = (void *)(intptr_t)lane;
-    e->started_ms = (uint32_t)clock_now(s->clock);
-    held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
-    if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
-      sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-      held_remove(&s->held, e);
-      entry_free(e);
-      lanes_done(&s->lanes, lane);
-    }
+    if (s->inflight)
+      inflight_admit(s->inflight, e); /* starts with a slot (slot_granted) */
+    else
+      start_entry(s, e);
     if (clock_fresh(s->clock) - began >= DISPATCH_SLICE_MS) {
       timer_start(s->dispatch_timer, 1);
       break;
@@ -295,6 +317,7 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   retry_entry_done(s, e);
   held_remove(&s->held, e);
   entry_free(e);
+  if (s->inflight) inflight_done(s->inflight); /* its slot goes back */
   lanes_done(&s->lanes, lane);
   progress(s);
 }
@@ -590,6 +613,9 @@ static void pruned(void *data) { progress(data); }
 /* heartbeat_answered_fn: the drain may have waited for it. */
 static void beaten(void *data) { progress(data); }
 
+/* inflight_answered_fn: the drain may have waited for it. */
+static void slots_answered(void *data) { progress(data); }
+
 /* sweeper_swept_fn: a claiming read may have waited for the sweep. */
 static void swept(void *data) { progress(data); }
 
@@ -649,6 +675,10 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool beats = s->spec->min_idle_ms > 0;
   if (beats && s->retry_key)
     s->heartbeat = heartbeat_new(b, cmd, clock, s->spec, s->retry_key, &s->held, beaten, s);
+  bool capped = s->spec->max_in_flight > 0;
+  if (capped && s->retry_key)
+    s->inflight = inflight_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
+                               slot_granted, slots_answered, s);
   bool leased_ok = true;
   if (keepalive) {
     s->keepalive = keepalive;
@@ -657,7 +687,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
     leased_ok = s->pruner != NULL;
   }
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
-      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
+      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) || (capped && !s->inflight) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sr_free(s);
     return NULL;
@@ -718,6 +748,12 @@ void sr_stop(stream_reader *s, bool give_back) {
    * on for those running, which stay this host's until they finish (or the
    * shutdown deadline abandons them). */
   struct entry *left = lanes_drain_queued(&s->lanes);
+  for (struct entry *w = s->inflight ? inflight_stop(s->inflight) : NULL, *n; w; w = n) {
+    n = w->next; /* waiting for a slot on its lane: not started either */
+    lanes_done(&s->lanes, (int)(intptr_t)w->owner_data);
+    w->next = left;
+    left = w;
+  }
   bool given = left && give_back && hand_back(s, left, false);
   size_t n = 0;
   while (left) {
@@ -798,6 +834,7 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   sweeper_set_spec(s->sweeper, s->spec);
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
   if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
+  if (s->inflight) inflight_set_spec(s->inflight, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
   group_set_spec(s->group, s->spec);
@@ -859,7 +896,8 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
   /* Work that keeps failing as long as a read may: not doing its job. */
   const struct fault *work[] = {writer_fault(s->w, WRITER_ACKS),
                                 writer_fault(s->w, WRITER_OUTCOMES), sweeper_fault(s->sweeper),
-                                &s->lease_fault, s->pruner ? prune_fault(s->pruner) : &no_prune};
+                                &s->lease_fault, s->pruner ? prune_fault(s->pruner) : &no_prune,
+                                s->inflight ? inflight_fault(s->inflight) : &no_prune};
   for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
     const struct fault *f = work[w];
     if (f->failing && now - f->since_ms > limit) {
@@ -889,6 +927,7 @@ void sr_free(stream_reader *s) {
   if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
   heartbeat_free(s->heartbeat);
+  inflight_free(s->inflight);
   lease_free(s->lease);
   struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {

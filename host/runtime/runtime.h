@@ -44,6 +44,9 @@ struct handler_spec {
   bool claim_fallback;     /* claiming on servers before 8.4 through a script */
   int batch;               /* most entries one read asks for */
   int workers;             /* lanes */
+  /* 0: no cap; else the most handlers of this subscription running at once
+   * across every host and process reading the group (inflight.h) */
+  int max_in_flight;
   bool by_key;             /* per-key order on lanes */
   size_t max_body;         /* bytes; larger bodies are bad input */
   int max_deliveries;      /* 0: no cap; else dead-letter when deliveries reach it */
