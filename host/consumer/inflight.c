@@ -222,7 +222,10 @@ static void send(inflight *f) {
   bk_args_num(a, renew);
   bk_args_num(a, want);
   for (int i = 0; i < f->nslots; i++)
-    if (f->state[i] == SLOT_RELEASE) bk_args_str(a, f->member[i]);
+    if (f->state[i] == SLOT_RELEASE) {
+      bk_args_str(a, f->member[i]);
+      f->state[i] = SLOT_RELEASING;
+    }
   for (int i = 0; i < f->nslots; i++)
     if (f->state[i] == SLOT_RUNNING) bk_args_str(a, f->member[i]);
   /* Slots maybe held first: asked for again, they are granted again. */
@@ -239,7 +242,7 @@ static void send(inflight *f) {
     /* Not connected: as a failed call, without an answer to wait for. */
     for (int i = 0; i < f->nslots; i++) {
       if (f->state[i] == SLOT_ASKED) f->state[i] = SLOT_UNSURE;
-      if (f->state[i] == SLOT_RELEASE && f->stopping) f->state[i] = SLOT_FREE;
+      if (f->state[i] == SLOT_RELEASING) f->state[i] = f->stopping ? SLOT_FREE : SLOT_RELEASE;
     }
     f->retry_ms = now + INFLIGHT_POLL_MS;
     schedule(f);
