@@ -56,4 +56,53 @@ describe("max_in_flight", function()
     assert.equal(8, #assert(a:command("LRANGE", "finished", 0, -1)))
     assert.equal(1, num(a, "most"))
   end)
+
+  it("gives the slots of a host stopped without releasing them to the others within the lease", function()
+    local a = app("max_in_flight", { hostname = "a" })
+    for n = 1, 3 do a:publish("jobs", { n = n, ms = 60000 }) end
+    assert.equal(3, num(a, "running"), "a holds every slot")
+    local b = app("max_in_flight", { with = a, hostname = "b" })
+    local t = assert(a:command("TIME"))
+    local t0 = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    for n = 4, 9 do a:publish("jobs", { n = n, ms = 20000 }) end
+    b:advance(1000)
+    assert.equal(3, #starts(a), "the others wait while a's slots are held")
+    a:stall("30s") -- SIGSTOP: a renews nothing, releases nothing
+    local late = {}
+    for _, s in ipairs(starts(a)) do
+      if s.n > 3 then late[#late + 1] = s end
+    end
+    assert.is_true(#late >= 1, "entries ran while a was stopped")
+    for _, s in ipairs(late) do
+      assert.equal("b-capped", s.consumer)
+      local after = s.at - t0
+      -- a's slots were granted at t0 and not renewed since: their lease ends
+      -- INFLIGHT_TTL_MS (20 s) later; b asks every 100 ms
+      assert.is_true(after >= 20000 and after <= 20000 + 300, "started " .. after .. " ms after a's grants")
+    end
+    assert.is_true(#late <= 3)
+    -- a resumes: its handlers finish (the documented exception: more than
+    -- the cap ran meanwhile), and it says so once
+    b:advance(100)
+    assert.equal(1, #a:records(LAPSED))
+    assert.equal("warn", a:records(LAPSED)[1].level)
+  end)
+
+  it("keeps the claim of entries waiting for a slot: they are not deliveries, nor taken by another host", function()
+    local a = app("max_in_flight_claiming", { version = "7.0.15", hostname = "a" })
+    local b = app("max_in_flight_claiming", { with = a, hostname = "b" })
+    for n = 1, 8 do a:publish("jobs", { n = n }) end
+    for _ = 1, 150 do b:advance(100) end -- 8 x 800 ms one at a time, entries waiting past min_idle (1 s)
+    local seen, count = {}, 0
+    for _, s in ipairs(assert(a:command("LRANGE", "started", 0, -1))) do
+      local n, deliveries = s:match("^%S+ (%S+) (%S+)$")
+      assert.is_nil(seen[n], "entry " .. n .. " ran once")
+      seen[n] = true
+      count = count + 1
+      assert.equal("0", deliveries, "entry " .. n .. ": no earlier delivery")
+    end
+    assert.equal(8, count)
+    assert.equal(8, a:metric("luastream_deliveries_total", { handler = "capped_claiming", outcome = "ack" }))
+    assert.same({}, assert(a:command("XPENDING", "jobs", "workers", "-", "+", 10)))
+  end)
 end)
