@@ -2,7 +2,8 @@
 -- fleet-wide semaphore (max_in_flight): releases, renewals and new slots in
 -- one step. KEYS[1] holds the slots (a sorted set: member "<holder>#<n>",
 -- score when its lease ends, on the server's TIME), KEYS[2] the readers
--- waiting for one (member "<since, 15 digits>|<holder>", score when it lapses).
+-- waiting for one (member "<place>|<holder>", score when it lapses; place:
+-- 15 digits, the time it began waiting, or one past the last place taken).
 -- ARGV: max ttl_ms wait_ttl_ms waiter holder nrelease nrenew nwant members...
 -- (the ones released, then renewed, then wanted). A wanted member already
 -- held (a call whose answer was lost, sent again) is granted again, not
@@ -53,13 +54,14 @@ for i = 1, nrenew do
   end
 end
 
-local granted, denied = {}, false
+local granted, denied, last = {}, false, 0
 local mine = waiter ~= '' and redis.call('ZSCORE', waiters, waiter)
 if nwant > 0 then
   -- Readers that began waiting before this one each keep one free slot.
   local ahead = 0
   for _, w in ipairs(redis.call('ZRANGE', waiters, 0, -1)) do
     if not mine or w < waiter then ahead = ahead + 1 end
+    last = math.max(last, tonumber(string.sub(w, 1, 15)) or 0)
   end
   for i = 1, nwant do
     local m = ARGV[at]
@@ -79,7 +81,8 @@ if nwant > 0 then
 end
 
 if denied then
-  if not mine then waiter = string.format('%015.0f', now) .. '|' .. holder end
+  -- A place behind every other, even one taken in the same millisecond.
+  if not mine then waiter = string.format('%015.0f', math.max(now, last + 1)) .. '|' .. holder end
   redis.call('ZADD', waiters, now + wait_ttl, waiter)
   redis.call('PEXPIRE', waiters, wait_ttl)
 else
