@@ -31,22 +31,36 @@ end
 drop_lapsed(holders)
 drop_lapsed(waiters)
 
-local at = 9
-for _ = 1, nrelease do
-  redis.call('ZREM', holders, ARGV[at])
-  at = at + 1
+-- The slots held now, as a set (ZRANGEBYSCORE rather than ZSCORE per
+-- member: the commands the documented ACL already grants).
+local held, count = {}, 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', holders, '-inf', '+inf')) do
+  held[m] = true
+  count = count + 1
 end
 
-local count, expiry = redis.call('ZCARD', holders), now + ttl
+local at = 9
+for _ = 1, nrelease do
+  local m = ARGV[at]
+  at = at + 1
+  if held[m] then
+    redis.call('ZREM', holders, m)
+    held[m] = nil
+    count = count - 1
+  end
+end
+
+local expiry = now + ttl
 local renewed = {}
 for i = 1, nrenew do
   local m = ARGV[at]
   at = at + 1
-  if redis.call('ZSCORE', holders, m) then
+  if held[m] then
     redis.call('ZADD', holders, expiry, m)
     renewed[i] = 1
   elseif count < max then
     redis.call('ZADD', holders, expiry, m)
+    held[m] = true
     count = count + 1
     renewed[i] = 2
   else
@@ -55,22 +69,24 @@ for i = 1, nrenew do
 end
 
 local granted, denied, last = {}, false, 0
-local mine = waiter ~= '' and redis.call('ZSCORE', waiters, waiter)
+local queue, mine = redis.call('ZRANGEBYSCORE', waiters, '-inf', '+inf'), false
+for _, w in ipairs(queue) do mine = mine or w == waiter end
 if nwant > 0 then
   -- Readers that began waiting before this one each keep one free slot.
   local ahead = 0
-  for _, w in ipairs(redis.call('ZRANGE', waiters, 0, -1)) do
+  for _, w in ipairs(queue) do
     if not mine or w < waiter then ahead = ahead + 1 end
     last = math.max(last, tonumber(string.sub(w, 1, 15)) or 0)
   end
   for i = 1, nwant do
     local m = ARGV[at]
     at = at + 1
-    if redis.call('ZSCORE', holders, m) then
+    if held[m] then
       redis.call('ZADD', holders, expiry, m)
       granted[i] = 1
     elseif count + ahead < max then
       redis.call('ZADD', holders, expiry, m)
+      held[m] = true
       count = count + 1
       granted[i] = 1
     else
