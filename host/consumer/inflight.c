@@ -40,14 +40,14 @@ struct inflight {
   struct entry *head, *tail; /* waiting for a slot */
   size_t nwaiting;
   ltimer *timer;
-  bool pending;          /* a call is outstanding */
-  bool stopping;         /* no more wants; failed releases lapse */
-  uint64_t sent_ms;      /* when the outstanding call went out (clock_fresh) */
-  uint64_t renewed_ms;   /* when the last call that renewed went out */
-  uint64_t denied_ms;    /* when the last answer denied a slot */
-  bool denied;           /* the last answer denied a slot */
-  bool lapsed_logged;    /* a lost slot was logged (once per run of them) */
-  uint64_t retry_ms;     /* after a failed call: no call before this */
+  bool pending;            /* a call is outstanding */
+  bool stopping;           /* no more wants; failed releases lapse */
+  uint64_t sent_ms;        /* when the outstanding call went out (clock_fresh) */
+  uint64_t renewed_ms;     /* when the last call that renewed went out */
+  uint64_t denied_ms;      /* when the last answer denied a slot */
+  bool denied;             /* the last answer denied a slot */
+  bool lapsed_logged;      /* a lost slot was logged (once per run of them) */
+  uint64_t retry_ms;       /* after a failed call: no call before this */
   char waiter[WAITER_MAX]; /* this reader's place among the waiting, "" for none */
   struct bk_args args;
   struct fault fault;
