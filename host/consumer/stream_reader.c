@@ -687,7 +687,8 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
     leased_ok = s->pruner != NULL;
   }
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
-      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) || (capped && !s->inflight) ||
+      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
+      (capped && !s->inflight) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sr_free(s);
     return NULL;
@@ -895,8 +896,10 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
   }
   /* Work that keeps failing as long as a read may: not doing its job. */
   const struct fault *work[] = {writer_fault(s->w, WRITER_ACKS),
-                                writer_fault(s->w, WRITER_OUTCOMES), sweeper_fault(s->sweeper),
-                                &s->lease_fault, s->pruner ? prune_fault(s->pruner) : &no_prune,
+                                writer_fault(s->w, WRITER_OUTCOMES),
+                                sweeper_fault(s->sweeper),
+                                &s->lease_fault,
+                                s->pruner ? prune_fault(s->pruner) : &no_prune,
                                 s->inflight ? inflight_fault(s->inflight) : &no_prune};
   for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
     const struct fault *f = work[w];

@@ -41,9 +41,9 @@ struct handler_spec {
   /* -1 when not set; else a held entry whose handler has run longer is
    * logged, counted and no longer kept claimed (heartbeat.h) */
   int64_t max_run_ms;
-  bool claim_fallback;     /* claiming on servers before 8.4 through a script */
-  int batch;               /* most entries one read asks for */
-  int workers;             /* lanes */
+  bool claim_fallback; /* claiming on servers before 8.4 through a script */
+  int batch;           /* most entries one read asks for */
+  int workers;         /* lanes */
   /* 0: no cap; else the most handlers of this subscription running at once
    * across every host and process reading the group (inflight.h) */
   int max_in_flight;
