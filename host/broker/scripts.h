@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 15
+#define SCRIPT_COUNT 16
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -274,5 +274,15 @@ extern const char SCRIPT_LAG[];
  * Reply: [renewed per member (1, 2: lapsed and taken again, 0: lost),
  *         granted per member (1 or 0), waiter ("" when not waiting)] */
 extern const char SCRIPT_INFLIGHT[];
+
+/* SCRIPT_RATE takes permits of rate limiters (GCRA on the server's TIME):
+ * the handler fields rate (permits.h) and rate_per_key (key_rate.h) and
+ * ls.rate.take (luastream.core's rate_script is this text). One step per
+ * call, so hosts sharing a limiter never grant one permit twice.
+ *   KEYS: limiter key...   ARGV: interval_us tolerance_us (want least)-per-key
+ * Reply, per key: granted, wait_ms, free: granted permits (0 when fewer than
+ * least are free, then wait_ms until least are), and how many are still
+ * free. */
+extern const char SCRIPT_RATE[];
 
 #endif

@@ -29,6 +29,9 @@
 #include "log.h"
 #include "outcome.h"
 #include "partition.h"
+#include "permits.h"
+#include "key_gate.h"
+#include "key_rate.h"
 #include "prune.h"
 #include "read_log.h"
 #include "read_plan.h"
@@ -112,6 +115,9 @@ struct stream_reader {
   pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
   struct fault lease_fault; /* the consumer lease failing (readiness) */
   char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
+  permits *permits;         /* rate: reads wait for permits (NULL without) */
+  key_gate *gate;           /* rate_per_key: entries waiting for their key (NULL without) */
+  key_rate *key_rate;       /* ... and what lets them through */
 
   /* The handler (one Lua state) is shared by a partitioned handler's
    * readers: the subscription releases it. */
@@ -135,7 +141,9 @@ static unsigned outstanding(const stream_reader *s) {
   return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
          group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
          (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
-         (s->inflight ? inflight_pending(s->inflight) : 0);
+         (s->inflight ? inflight_pending(s->inflight) : 0) +
+         (s->permits ? permits_pending(s->permits) : 0) +
+         (s->key_rate ? key_rate_pending(s->key_rate) : 0);
 }
 
 static void maybe_drained(stream_reader *s);
@@ -322,6 +330,8 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   progress(s);
 }
 
+static void to_lanes(stream_reader *s, struct entry *e);
+
 static void accept_entry(stream_reader *s, struct entry *e) {
   /* Every mode with a min_idle (a `new` one only by choice) keeps what it
    * holds (heartbeat.h); a `new` read never brings back what is held. */
@@ -349,6 +359,11 @@ static void accept_entry(stream_reader *s, struct entry *e) {
     entry_free(e);
     return;
   }
+  if (s->gate && gate_hold(s->gate, e)) return key_rate_kick(s->key_rate); /* off the lanes */
+  to_lanes(s, e);
+}
+
+static void to_lanes(stream_reader *s, struct entry *e) {
   size_t klen = 0;
   const char *key = s->spec->by_key ? entry_get(e, HDR_PARTITION_KEY, &klen) : NULL;
   if (lanes_push(&s->lanes, e, key, klen) != 0) {
@@ -406,6 +421,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     metric_add(s->metrics.reads, 1);
     metric_add(s->metrics.entries_read, (double)count);
   }
+  if (s->permits) permits_spend(s->permits, count);
   read_log_deleted(s->spec, deleted);
   if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
   size_t ncut = 0;
@@ -441,7 +457,7 @@ static void read_next(stream_reader *s) {
   if (s->state != SR_READING || s->read_pending || s->waiting) return;
   /* On lanes or running; and, counted on its own, finished with an outcome
    * not yet written (plain acks aside: one small XACK per loop turn). */
-  size_t in_flight = lanes_in_flight(&s->lanes);
+  size_t in_flight = lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0);
   size_t batch = (size_t)s->spec->batch;
   enum read_kind kind = plan_next(&s->plan);
   bool ahead = plan_reads_ahead(&s->plan, kind);
@@ -466,6 +482,11 @@ static void read_next(stream_reader *s) {
   struct bk_args *a = &s->args;
   bk_args_reset(a);
   long long count = (long long)(ahead ? batch : batch - in_flight);
+  if (s->permits) { /* rate: no more entries than permits (permits.h) */
+    long long allowed = permits_count(s->permits, PLAN_NKEYS);
+    if (allowed == 0) return; /* resumes from permitted */
+    if (count > allowed) count = allowed;
+  }
   plan_add_args(&s->plan, a, kind, count);
   size_t bulk_max, reply_max;
   plan_reply_limits(&s->plan, kind, count, &bulk_max, &reply_max);
@@ -478,6 +499,9 @@ static void read_next(stream_reader *s) {
     bk_flush(s->b, s->reader);
   }
 }
+
+static void permitted(void *data) { progress(data); }
+static void gate_pass(void *data, struct entry *e) { to_lanes(data, e); }
 
 static void reader_state(void *data, bk_conn *c, int up) {
   (void)c;
@@ -630,7 +654,8 @@ void sr_collect_metrics(stream_reader *s, bool add) {
     metric_set(s->metrics.in_flight, 0);
     metric_set(s->metrics.lanes_busy, 0);
   }
-  metric_add(s->metrics.in_flight, (double)lanes_in_flight(&s->lanes));
+  metric_add(s->metrics.in_flight,
+             (double)(lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0)));
   metric_add(s->metrics.lanes_busy, (double)s->lanes.running);
 }
 
@@ -679,6 +704,12 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   if (capped && s->retry_key)
     s->inflight = inflight_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
                                slot_granted, slots_answered, s);
+  bool limited = s->spec->rate.interval_us > 0;
+  if (limited)
+    s->permits = permits_new(b, cmd, clock, s->spec, handler_spec(h)->stream, permitted, s);
+  bool keyed = s->spec->rate_per_key.interval_us > 0;
+  if (keyed && (s->gate = gate_new(gate_pass, s)) != NULL)
+    s->key_rate = key_rate_new(b, cmd, clock, s->spec, s->gate, permitted, s);
   bool leased_ok = true;
   if (keepalive) {
     s->keepalive = keepalive;
@@ -688,7 +719,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   }
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
       !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
-      (capped && !s->inflight) ||
+      (capped && !s->inflight) || (limited && !s->permits) || (keyed && !s->key_rate) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sr_free(s);
     return NULL;
@@ -744,6 +775,8 @@ void sr_stop(stream_reader *s, bool give_back) {
   apply_stop(s->apply);
   group_stop(s->group);
   if (s->pruner) prune_stop(s->pruner);
+  if (s->permits) permits_stop(s->permits);
+  if (s->key_rate) key_rate_stop(s->key_rate);
   /* Entries read but not started: given back at once (handback.h), for
    * another host's read to take now. The heartbeat lets them go and goes
    * on for those running, which stay this host's until they finish (or the
@@ -755,6 +788,7 @@ void sr_stop(stream_reader *s, bool give_back) {
     w->next = left;
     left = w;
   }
+  if (s->gate) left = gate_drain(s->gate, left); /* waiting for their key: never started */
   bool given = left && give_back && hand_back(s, left, false);
   size_t n = 0;
   while (left) {
@@ -836,6 +870,8 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
   if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
   if (s->inflight) inflight_set_spec(s->inflight, s->spec);
+  if (s->permits) permits_set_spec(s->permits, s->spec);
+  if (s->key_rate) key_rate_set_spec(s->key_rate, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
   group_set_spec(s->group, s->spec);
@@ -914,7 +950,7 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
 
 bool sr_idle(const stream_reader *s) {
   return s->state == SR_READING && lanes_in_flight(&s->lanes) == 0 && writer_queued(s->w) == 0 &&
-         outstanding(s) == 0;
+         outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0);
 }
 
 const char *sr_last_read(const stream_reader *s) { return s->last_read; }
@@ -929,6 +965,9 @@ void sr_free(stream_reader *s) {
   if (s->retry_timer) timer_free(s->retry_timer);
   if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
+  permits_free(s->permits);
+  key_rate_free(s->key_rate);
+  gate_free(s->gate);
   heartbeat_free(s->heartbeat);
   inflight_free(s->inflight);
   lease_free(s->lease);

@@ -33,6 +33,7 @@
 #include "corelib_pg.h"
 #include "jobs.h"
 #include "redis_reply.h"
+#include "scripts.h"
 #include "runtime.h"
 #include "url.h"
 #include "trace.h"
@@ -710,6 +711,8 @@ int core_open(lua_State *L, struct core *c) {
   lua_setfield(L, -2, "flat_size");
   lua_pushinteger(L, RT_COMMAND_ARGS_MAX);
   lua_setfield(L, -2, "command_args_max");
+  lua_pushstring(L, SCRIPT_RATE); /* ls.rate.take's rule: the handler fields' (scripts.h) */
+  lua_setfield(L, -2, "rate_script");
   core_set_wire_names(L, -1);
   return 1;
 }

@@ -97,6 +97,7 @@ enum spec_kind {
   SPEC_READ,   /* enum read_mode: "new", "claiming" or "reclaim", always set */
   SPEC_MS,     /* int64_t: a number of ms, -1 when absent */
   SPEC_CAP,    /* int: a number, 0 when absent (no cap) */
+  SPEC_RATE,   /* struct spec_rate: {interval = us, burst = n}, zeros when absent */
   SPEC_LUA,    /* stays in Lua (handle) */
 };
 
@@ -136,12 +137,29 @@ static const struct spec_field {
     F(dead_letter_max_len, SPEC_CAP),
     F(partitions, SPEC_CAP),
     {"memory", SPEC_SIZE, offsetof(struct handler_spec, memory), true},
+    F(rate, SPEC_RATE),
+    F(rate_per_key, SPEC_RATE),
 #undef F
     {"handle", SPEC_LUA, 0, false},
 };
 
 /* The Lua name of f (a duration's member holds ms: min_idle_ms). */
 static const char *spec_name(const struct spec_field *f) { return f->name; }
+
+/* A rate field as validate leaves it (of type t, on top of the stack):
+ * {interval = us per permit, burst = permits}, or nil.  [-0, +0] */
+static int read_rate(lua_State *L, int t, struct spec_rate *r) {
+  *r = (struct spec_rate){0, 0};
+  if (t == LUA_TNIL) return 0;
+  if (t != LUA_TTABLE) return -1;
+  lua_getfield(L, -1, "interval");
+  lua_getfield(L, -2, "burst");
+  int rc = lua_type(L, -2) == LUA_TNUMBER && lua_type(L, -1) == LUA_TNUMBER ? 0 : -1;
+  r->interval_us = lua_tonumber(L, -2);
+  r->burst = lua_tonumber(L, -1);
+  lua_pop(L, 2);
+  return rc != 0 || !(r->interval_us > 0) || !(r->burst >= 1) ? -1 : 0;
+}
 
 /* Copies field f of the table at idx into s. Returns 0, -1 when the value is
  * not what validate makes, -2 when out of memory.  [-0, +0] */
@@ -196,6 +214,7 @@ static int read_field(lua_State *L, int idx, const struct spec_field *f, struct 
         rc = -1;
       break;
     }
+    case SPEC_RATE: rc = read_rate(L, t, at); break;
     case SPEC_LUA: break;
   }
   lua_pop(L, 1);
@@ -219,6 +238,10 @@ static bool same_field(const struct spec_field *f, const struct handler_spec *a,
     case SPEC_BOOL: return *(const bool *)x == *(const bool *)y;
     case SPEC_MS: return *(const int64_t *)x == *(const int64_t *)y;
     case SPEC_READ: return *(const enum read_mode *)x == *(const enum read_mode *)y;
+    case SPEC_RATE: {
+      const struct spec_rate *p = x, *q = y;
+      return p->interval_us == q->interval_us && p->burst == q->burst;
+    }
     case SPEC_LUA: break;
   }
   return true;

@@ -27,6 +27,13 @@ struct trust;
 struct bk_conn;
 
 /* The subscription fields of a handler file, validated and with defaults. */
+/* A rate limit (the field rate; GCRA, permits.h): one permit every
+ * interval_us, up to burst at once. interval_us 0: no limit. */
+struct spec_rate {
+  double interval_us;
+  double burst;
+};
+
 struct handler_spec {
   char *path; /* the file as given */
   char *name; /* basename without ".lua": the `handler=` of log lines */
@@ -62,6 +69,12 @@ struct handler_spec {
    * collected included); past it, what runs on the state fails with
    * REASON_MEMORY and a fresh state of the same version takes over. */
   size_t memory;
+  /* rate: permits for reading, shared by every host reading the group
+   * (through Redis: permits.h); interval_us 0 when not set. */
+  struct spec_rate rate;
+  /* rate_per_key: the same per partition key (key_rate.h); entries wait
+   * for their key's permit off the lanes (key_gate.h). */
+  struct spec_rate rate_per_key;
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler

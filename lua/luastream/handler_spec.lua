@@ -73,6 +73,16 @@ local function check_start(v)
     return "must be \"new\", \"beginning\" or a stream id such as \"1700000000000-0\", got \"" .. v .. "\""
   end
 end
+-- rate: "200/s", "30/m", "1000/h", optionally "200/s burst 400" (the
+-- syntax of ls.rate.take; luastream.rate parses both).
+local function check_rate(v)
+  if type(v) ~= "string" then
+    return "must be text such as \"200/s\", \"30/m\" or \"1000/h\", optionally followed by " ..
+      "\"burst N\", got " .. type(v)
+  end
+  local _, why = require("luastream.rate").parse(v)
+  if why then return (why:gsub("^spec ", "", 1)) end
+end
 local function check_read(v)
   if v ~= "new" and v ~= "claiming" and v ~= "reclaim" then
     return "must be \"new\", \"claiming\" or \"reclaim\""
@@ -107,6 +117,8 @@ local FIELDS = {
   { "dead_letter_max_len", check_count },
   { "partitions", check_count_upto(M.MAX_PARTITIONS) },
   { "memory", check_bytes(M.MIN_MEMORY, M.MAX_MEMORY), default = M.DEFAULT_MEMORY },
+  { "rate", check_rate },
+  { "rate_per_key", check_rate },
 }
 M.FIELDS = FIELDS
 local KNOWN = {}
@@ -209,6 +221,13 @@ function M.validate(value, path, source)
   spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
   spec.max_run = spec.max_run and ls.duration(spec.max_run) or nil
   if spec.max_deliveries == false then spec.max_deliveries = nil end -- no cap
+  -- what the host's limiters need (host/consumer/permits.c, key_rate.c)
+  for _, name in ipairs({ "rate", "rate_per_key" }) do
+    if spec[name] ~= nil then
+      local l = require("luastream.rate").parse(spec[name])
+      spec[name] = { interval = l.interval, burst = l.burst }
+    end
+  end
   return spec
 end
 

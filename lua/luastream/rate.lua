@@ -31,26 +31,9 @@ local M = {}
 local NAME_MAX, KEY_MAX = 200, 1024
 local VALID_MS = 100 -- permits held ahead stay usable at most this long
 
--- KEYS[1]: the limiter's key. ARGV: the emission interval (us per permit),
--- the tolerance (burst x interval, us), how many permits are wanted, and the
--- fewest worth a grant. Returns {granted, ms to wait before the fewest are
--- free (when none was granted), how many are still free}.
-local SCRIPT = [[
-local t, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-local want, least = tonumber(ARGV[3]), tonumber(ARGV[4])
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or 0) or 0
-if tat < now then tat = now end
-local room = math.floor((now + limit - tat) / t + 1e-9)
-if room < least then
-  return {0, math.max(1, math.ceil((tat + least * t - limit - now) / 1000))}
-end
-local n = math.min(want, room)
-tat = tat + n * t
-redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
-return {n, 0, room - n}
-]]
+-- The rule itself is the host's SCRIPT_RATE (host/broker/scripts/rate.lua),
+-- the one the handler fields rate and rate_per_key use: luastream.core
+-- hands its text over as rate_script.
 
 local PERIODS = { s = 1, m = 60, h = 3600 }
 local UNITS = { s = "second", m = "minute", h = "hour" }
@@ -102,6 +85,8 @@ end
 -- parsed each time once the texts cached reach 1000).
 local parsed = setmetatable({}, { __mode = "k" })
 local parsed_text, ntext = {}, 0
+M.parse = parse
+
 local function limiter(spec)
   local cache = type(spec) == "table" and parsed or parsed_text
   local l = cache[spec]
@@ -130,14 +115,16 @@ local function key_text(key)
   return key
 end
 
-local function now()
+local function core()
   if not ls_core then
-    local ok, core = pcall(require, "luastream.core")
-    if not ok then error("ls.rate.take: only available inside a running luastream host", 3) end
-    ls_core = core
+    local ok, c = pcall(require, "luastream.core")
+    if not ok then error("ls.rate.take: only available inside a running luastream host", 4) end
+    ls_core = c
   end
-  return ls_core.now()
+  return ls_core
 end
+
+local function now() return core().now() end
 
 -- What this Lua state knows of each limiter it uses, by Redis key: permits
 -- taken ahead and not yet used (n, usable until expires), when a lane's
@@ -219,7 +206,7 @@ function M.take(name, spec, key, opts)
       ls.sleep(st.next_at - t)
     else
       st.asking = t
-      local reply, err = ls.redis.pcall("EVAL", SCRIPT, 1, rkey, interval, tolerance, l.chunk, least)
+      local reply, err = ls.redis.pcall("EVAL", core().rate_script, 1, rkey, interval, tolerance, l.chunk, least)
       st.asking = -INFLIGHT_MS
       if not reply then error("ls.rate.take: " .. tostring(err), 2) end
       local granted, wait = tonumber(reply[1]) or 0, tonumber(reply[2]) or 1

@@ -41,6 +41,7 @@ TEST_IMPL(runtime_spec_defaults) {
   ASSERT_INT_EQ(s->max_in_flight, 0); /* no cap */
   ASSERT(s->by_key == false);
   ASSERT_INT_EQ(s->max_body, 1048576);
+  ASSERT(s->rate.interval_us == 0);     /* no rate limit */
   ASSERT_INT_EQ(s->max_deliveries, 10); /* the default cap */
   ASSERT_NULL(s->dead_letter);
   ASSERT_INT_EQ(handler_jobs(h), 0);
@@ -56,7 +57,7 @@ TEST_IMPL(runtime_spec_values) {
                                 "return { stream = \"in\", group = \"grp\",\n"
                                 "  consumer = \"me\", start = \"beginning\", start_at = \"5-0\",\n"
                                 "  reply_to = \"out\", batch = 7, workers = 3, by_key = true,\n"
-                                "  max_body = 10, max_in_flight = 2,\n"
+                                "  max_body = 10, rate = \"200/s burst 400\", max_in_flight = 2,\n"
                                 "  handle = function() end }\n");
   ASSERT_OK(handler_load(path, NULL, &h, load_error, sizeof load_error));
   const struct handler_spec *s = handler_spec(h);
@@ -72,6 +73,7 @@ TEST_IMPL(runtime_spec_values) {
   ASSERT_INT_EQ(s->max_in_flight, 2);
   ASSERT(s->by_key == true);
   ASSERT_INT_EQ(s->max_body, 10);
+  ASSERT(s->rate.interval_us == 5000 && s->rate.burst == 400);
   /* bind replaces the consumer named in the file */
   ASSERT_OK(handler_bind(h, "c-9"));
   ASSERT_STR_EQ(handler_spec(h)->consumer, "c-9");

@@ -61,6 +61,8 @@ TEST_IMPL(spec_diff_each_field) {
   EXPECT(b.dead_letter = "dead", "dead_letter");
   EXPECT(b.max_deliveries = 0, "max_deliveries");
   EXPECT(b.max_body = 10, "max_body");
+  EXPECT(b.rate = ((struct spec_rate){5000, 1}), "rate");
+  EXPECT(b.rate = ((struct spec_rate){0, 0}), "");
   /* start_at applies at start-up only; path and name are not fields. */
   EXPECT(b.start_at = "0", "");
   /* memory is the state's: the reload's new state has the new limit. */

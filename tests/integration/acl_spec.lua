@@ -121,12 +121,13 @@ local SUBS = {
   { stream = "orders", group = "check" },
 }
 
--- Every order through a shared rate limiter, per action (ls.rate.take).
+-- Every order through a shared rate limiter, per action (ls.rate.take),
+-- read under the group's own limits (the fields rate and rate_per_key).
 local RATED = [[
 local ls = require "luastream"
 
 return {
-  stream = "orders", group = "rated", start = "beginning",
+  stream = "orders", group = "rated", start = "beginning", rate = "50/s", rate_per_key = "20/s",
   handle = function(order)
     ls.rate.take("orders-api", "100/s")
     ls.rate.take("orders-api", "100/s", order.action)
@@ -317,15 +318,18 @@ describe("the documented Redis ACL", function()
     assert_quiet(host)
   end)
 
-  it("takes ls.rate permits under the documented run user with ~luastream:rate:*", function()
+  it("takes ls.rate and rate field permits under the documented run user with ~luastream:rate:*", function()
     local srv = helper.redis_start()
     local list = run_user("orders-host", { { stream = "orders", group = "rated" } })
     list[#list + 1] = "~luastream:rate:*"
     setuser(srv, list)
     publish_orders(srv)
+    for i = 1, 2 do -- per key too
+      srv:cli("XADD", "orders", "*", "data", '{"id":' .. (#ACTIONS + i) .. ',"action":"ack"}', "partition-key", "acme")
+    end
     local host = start(srv, "orders-host", { ["rated.lua"] = RATED })
     host:wait_log(READY, 20, { plain = true })
-    host:wait_records({ msg = "order rated" }, #ACTIONS, 20, "every order through the limiter")
+    host:wait_records({ msg = "order rated" }, #ACTIONS + 2, 20, "every order through the limiter")
     helper.wait_until(function() return #srv:pending_ids("orders", "rated") == 0 end, 20, "nothing pending")
     assert.equal(0, host:stop())
     assert_quiet(host)
