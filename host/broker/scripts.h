@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 16
+#define SCRIPT_COUNT 17
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -274,6 +274,13 @@ extern const char SCRIPT_LAG[];
  * Reply: [renewed per member (1, 2: lapsed and taken again, 0: lost),
  *         granted per member (1 or 0), waiter ("" when not waiting)] */
 extern const char SCRIPT_INFLIGHT[];
+
+/* SCRIPT_INFLIGHT_KEYS is one stream reader's call to the per-key
+ * semaphores of max_in_flight_per_key (consumer/key_slots.h), one sorted set
+ * per partition key, as SCRIPT_INFLIGHT's without the queue of readers.
+ *   KEYS: a key's slots...   ARGV: max ttl_ms (nrelease nrenew nwant member...)-per-key
+ * Reply, per key: [renewed per member (1, 2, 0), granted per member (1, 0)] */
+extern const char SCRIPT_INFLIGHT_KEYS[];
 
 /* SCRIPT_RATE takes permits of rate limiters (GCRA on the server's TIME):
  * the handler fields rate (permits.h) and rate_per_key (key_rate.h) and

@@ -32,6 +32,7 @@
 #include "permits.h"
 #include "key_gate.h"
 #include "key_rate.h"
+#include "key_slots.h"
 #include "prune.h"
 #include "read_log.h"
 #include "read_plan.h"
@@ -118,6 +119,8 @@ struct stream_reader {
   permits *permits;         /* rate: reads wait for permits (NULL without) */
   key_gate *gate;           /* rate_per_key: entries waiting for their key (NULL without) */
   key_rate *key_rate;       /* ... and what lets them through */
+  key_gate *key_cap;        /* max_in_flight_per_key: entries waiting for their key's slot */
+  key_slots *key_slots;     /* ... and what lets them through */
 
   /* The handler (one Lua state) is shared by a partitioned handler's
    * readers: the subscription releases it. */
@@ -143,7 +146,8 @@ static unsigned outstanding(const stream_reader *s) {
          (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
          (s->inflight ? inflight_pending(s->inflight) : 0) +
          (s->permits ? permits_pending(s->permits) : 0) +
-         (s->key_rate ? key_rate_pending(s->key_rate) : 0);
+         (s->key_rate ? key_rate_pending(s->key_rate) : 0) +
+         (s->key_slots ? key_slots_pending(s->key_slots) : 0);
 }
 
 static void maybe_drained(stream_reader *s);
@@ -256,6 +260,7 @@ static void start_entry(stream_reader *s, struct entry *e) {
   held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
   if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
     sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+    if (s->key_slots) key_slots_done(s->key_slots, e);
     held_remove(&s->held, e);
     entry_free(e);
     if (s->inflight) inflight_done(s->inflight);
@@ -323,6 +328,7 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   metrics_observe(s->metrics.duration, ran_ms / 1000.0);
   apply_finished(s->apply, e, res);
   retry_entry_done(s, e);
+  if (s->key_slots) key_slots_done(s->key_slots, e); /* its key's slot goes back */
   held_remove(&s->held, e);
   entry_free(e);
   if (s->inflight) inflight_done(s->inflight); /* its slot goes back */
@@ -331,6 +337,7 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
 }
 
 static void to_lanes(stream_reader *s, struct entry *e);
+static void cap_key(stream_reader *s, struct entry *e);
 
 static void accept_entry(stream_reader *s, struct entry *e) {
   /* Every mode with a min_idle (a `new` one only by choice) keeps what it
@@ -360,6 +367,13 @@ static void accept_entry(stream_reader *s, struct entry *e) {
     return;
   }
   if (s->gate && gate_hold(s->gate, e)) return key_rate_kick(s->key_rate); /* off the lanes */
+  cap_key(s, e);
+}
+
+/* max_in_flight_per_key: a keyed entry waits off the lanes for its key's
+ * slot (key_slots.h). */
+static void cap_key(stream_reader *s, struct entry *e) {
+  if (s->key_cap && gate_hold(s->key_cap, e)) return key_slots_kick(s->key_slots);
   to_lanes(s, e);
 }
 
@@ -457,7 +471,8 @@ static void read_next(stream_reader *s) {
   if (s->state != SR_READING || s->read_pending || s->waiting) return;
   /* On lanes or running; and, counted on its own, finished with an outcome
    * not yet written (plain acks aside: one small XACK per loop turn). */
-  size_t in_flight = lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0);
+  size_t in_flight = lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0) +
+                     (s->key_cap ? gate_waiting(s->key_cap) : 0);
   size_t batch = (size_t)s->spec->batch;
   enum read_kind kind = plan_next(&s->plan);
   bool ahead = plan_reads_ahead(&s->plan, kind);
@@ -501,7 +516,8 @@ static void read_next(stream_reader *s) {
 }
 
 static void permitted(void *data) { progress(data); }
-static void gate_pass(void *data, struct entry *e) { to_lanes(data, e); }
+static void gate_pass(void *data, struct entry *e) { cap_key(data, e); }
+static void key_cap_pass(void *data, struct entry *e) { to_lanes(data, e); }
 
 static void reader_state(void *data, bk_conn *c, int up) {
   (void)c;
@@ -655,7 +671,8 @@ void sr_collect_metrics(stream_reader *s, bool add) {
     metric_set(s->metrics.lanes_busy, 0);
   }
   metric_add(s->metrics.in_flight,
-             (double)(lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0)));
+             (double)(lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0) +
+                      (s->key_cap ? gate_waiting(s->key_cap) : 0)));
   metric_add(s->metrics.lanes_busy, (double)s->lanes.running);
 }
 
@@ -710,6 +727,10 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool keyed = s->spec->rate_per_key.interval_us > 0;
   if (keyed && (s->gate = gate_new(gate_pass, s)) != NULL)
     s->key_rate = key_rate_new(b, cmd, clock, s->spec, s->gate, permitted, s);
+  bool key_capped = s->spec->max_in_flight_per_key > 0;
+  if (key_capped && (s->key_cap = gate_new(key_cap_pass, s)) != NULL)
+    s->key_slots = key_slots_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
+                                 s->key_cap, permitted, s);
   bool leased_ok = true;
   if (keepalive) {
     s->keepalive = keepalive;
@@ -720,6 +741,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
       !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
       (capped && !s->inflight) || (limited && !s->permits) || (keyed && !s->key_rate) ||
+      (key_capped && !s->key_slots) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sr_free(s);
     return NULL;
@@ -777,6 +799,7 @@ void sr_stop(stream_reader *s, bool give_back) {
   if (s->pruner) prune_stop(s->pruner);
   if (s->permits) permits_stop(s->permits);
   if (s->key_rate) key_rate_stop(s->key_rate);
+  if (s->key_slots) key_slots_stop(s->key_slots);
   /* Entries read but not started: given back at once (handback.h), for
    * another host's read to take now. The heartbeat lets them go and goes
    * on for those running, which stay this host's until they finish (or the
@@ -789,6 +812,7 @@ void sr_stop(stream_reader *s, bool give_back) {
     left = w;
   }
   if (s->gate) left = gate_drain(s->gate, left); /* waiting for their key: never started */
+  if (s->key_cap) left = gate_drain(s->key_cap, left);
   bool given = left && give_back && hand_back(s, left, false);
   size_t n = 0;
   while (left) {
@@ -872,6 +896,7 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   if (s->inflight) inflight_set_spec(s->inflight, s->spec);
   if (s->permits) permits_set_spec(s->permits, s->spec);
   if (s->key_rate) key_rate_set_spec(s->key_rate, s->spec);
+  if (s->key_slots) key_slots_set_spec(s->key_slots, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
   group_set_spec(s->group, s->spec);
@@ -950,7 +975,8 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
 
 bool sr_idle(const stream_reader *s) {
   return s->state == SR_READING && lanes_in_flight(&s->lanes) == 0 && writer_queued(s->w) == 0 &&
-         outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0);
+         outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0) &&
+         (s->key_cap == NULL || gate_waiting(s->key_cap) == 0);
 }
 
 const char *sr_last_read(const stream_reader *s) { return s->last_read; }
@@ -968,6 +994,8 @@ void sr_free(stream_reader *s) {
   permits_free(s->permits);
   key_rate_free(s->key_rate);
   gate_free(s->gate);
+  key_slots_free(s->key_slots);
+  gate_free(s->key_cap);
   heartbeat_free(s->heartbeat);
   inflight_free(s->inflight);
   lease_free(s->lease);

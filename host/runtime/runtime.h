@@ -54,6 +54,10 @@ struct handler_spec {
   /* 0: no cap; else the most handlers of this subscription running at once
    * across every host and process reading the group (inflight.h) */
   int max_in_flight;
+  /* 0: no cap; else the most handlers of one partition key running at once
+   * across the fleet; entries of a key at its cap wait off the lanes
+   * (key_slots.h) */
+  int max_in_flight_per_key;
   bool by_key;             /* per-key order on lanes */
   size_t max_body;         /* bytes; larger bodies are bad input */
   int max_deliveries;      /* 0: no cap; else dead-letter when deliveries reach it */

@@ -105,4 +105,28 @@ describe("max_in_flight", function()
     assert.equal(8, a:metric("luastream_deliveries_total", { handler = "capped_claiming", outcome = "ack" }))
     assert.same({}, assert(a:command("XPENDING", "jobs", "workers", "-", "+", 10)))
   end)
+
+  it("max_in_flight_per_key: never more than N of one key across two hosts, while other keys go on", function()
+    local a = app("max_in_flight_per_key", { hostname = "a" })
+    local b = app("max_in_flight_per_key", { with = a, hostname = "b" })
+    for n = 1, 8 do a:publish("jobs", { n = n, ms = 1000 }, { key = "hot" }) end
+    a:publish("jobs", { n = 100, ms = 1000 }, { key = "cold" })
+    a:publish("jobs", { n = 200, ms = 1000 }) -- no key: not limited by it
+    b:advance(10)
+    local first = {}
+    for _, s in ipairs(starts(a)) do first[s.n] = true end
+    assert.is_true(first[100], "the other key started at once")
+    assert.is_true(first[200], "the entry without a key started at once")
+    for _ = 1, 100 do
+      b:advance(50)
+      assert.is_true(num(a, "running:hot") <= 2, "running " .. num(a, "running:hot"))
+      if #assert(a:command("LRANGE", "finished", 0, -1)) == 10 then break end
+    end
+    assert.equal(10, #assert(a:command("LRANGE", "finished", 0, -1)))
+    assert.equal(2, num(a, "most:hot"))
+    b:advance(100)
+    assert.equal(0, a:command("EXISTS", SLOTS .. ":key:hot", SLOTS .. ":key:cold"), "every key's slots given back")
+    assert.equal(10, a:metric("luastream_deliveries_total", { handler = "per_key", outcome = "ack" }),
+      "entries that waited for their key counted once each")
+  end)
 end)
