@@ -95,6 +95,52 @@ local function cases(name, server)
   end)
 end
 
+-- The per-key script (host/broker/scripts/inflight_keys.lua): one call,
+-- several keys, each {release, renew, want}; returns per key {renewed, granted}.
+local KEYS_SCRIPT = helper.read_file("host/broker/scripts/inflight_keys.lua")
+local function key_slots(call, max, per_key)
+  local args = { "EVAL", KEYS_SCRIPT, tostring(#per_key) }
+  for _, k in ipairs(per_key) do args[#args + 1] = k.key end
+  args[#args + 1] = tostring(max)
+  args[#args + 1] = "20000"
+  for _, k in ipairs(per_key) do
+    local release, renew, want = k.release or {}, k.renew or {}, k.want or {}
+    args[#args + 1] = tostring(#release)
+    args[#args + 1] = tostring(#renew)
+    args[#args + 1] = tostring(#want)
+    for _, list in ipairs({ release, renew, want }) do
+      for _, m in ipairs(list) do args[#args + 1] = m end
+    end
+  end
+  return assert(call(unpack(args)))
+end
+
+local function key_cases(name, server)
+  describe("the max_in_flight_per_key script on " .. name, function()
+    local call, stop
+    before_each(function() call, stop = server() end)
+    after_each(function()
+      stop()
+      helper.cleanup()
+    end)
+
+    it("caps each key on its own, grants again what is held, and deletes a key with its last slot", function()
+      local k1, k2 = KEY .. ":key:a", KEY .. ":key:b"
+      local out = key_slots(call, 1, { { key = k1, want = { "h#0", "h#1" } }, { key = k2, want = { "h#0" } } })
+      assert.same({ { {}, { 1, 0 } }, { {}, { 1 } } }, out)
+      out = key_slots(call, 1, { { key = k1, want = { "h#0" } } }) -- the answer was lost: again
+      assert.same({ { {}, { 1 } } }, out)
+      assert.equal(1, call("ZCARD", k1))
+      out = key_slots(call, 1, { { key = k1, want = { "g#0" } }, { key = k2, renew = { "h#0" } } })
+      assert.same({ { {}, { 0 } }, { { 1 }, {} } }, out)
+      key_slots(call, 1, { { key = k1, release = { "h#0" } } })
+      assert.equal(0, call("EXISTS", k1))
+      out = key_slots(call, 1, { { key = k1, want = { "g#0" } } })
+      assert.same({ { {}, { 1 } } }, out)
+    end)
+  end)
+end
+
 cases("the in-memory broker", function()
   local app = testing.app(HERE .. "/heartbeat_deleted", { version = "7.0.15" })
   return function(...) return app:command(...) end, function() app:stop() end
@@ -122,4 +168,14 @@ describe("the max_in_flight script on the virtual clock", function()
     assert.same({ 0 }, got, "a's slot lapsed, and c waits before b now")
     assert.equal(0, call("ZCARD", KEY))
   end)
+end)
+
+key_cases("the in-memory broker", function()
+  local app = testing.app(HERE .. "/heartbeat_deleted", { version = "7.0.15" })
+  return function(...) return app:command(...) end, function() app:stop() end
+end)
+
+key_cases("a real server", function()
+  local srv = helper.redis_start()
+  return function(...) return srv:call(...) end, function() end
 end)

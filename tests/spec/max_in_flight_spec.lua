@@ -129,4 +129,37 @@ describe("max_in_flight", function()
     assert.equal(10, a:metric("luastream_deliveries_total", { handler = "per_key", outcome = "ack" }),
       "entries that waited for their key counted once each")
   end)
+
+  it("max_in_flight_per_key: entries waiting for their key keep their claim and are not deliveries", function()
+    local a = app("max_in_flight_per_key_claiming", { version = "7.0.15", hostname = "a" })
+    local b = app("max_in_flight_per_key_claiming", { with = a, hostname = "b" })
+    for n = 1, 6 do a:publish("jobs", { n = n }, { key = "k" }) end
+    for _ = 1, 120 do b:advance(100) end -- 6 x 800 ms one at a time, waiting past min_idle (1 s)
+    local seen, count = {}, 0
+    for _, s in ipairs(assert(a:command("LRANGE", "started", 0, -1))) do
+      local n, deliveries = s:match("^%S+ (%S+) (%S+)$")
+      assert.is_nil(seen[n], "entry " .. n .. " ran once")
+      seen[n] = true
+      count = count + 1
+      assert.equal("0", deliveries, "entry " .. n .. ": no earlier delivery")
+    end
+    assert.equal(6, count)
+    assert.same({}, assert(a:command("XPENDING", "jobs", "workers", "-", "+", 10)))
+  end)
+
+  it("max_in_flight_per_key: a stopping host hands back the entries waiting for their key", function()
+    local a = app("max_in_flight_per_key_claiming", { version = "7.0.15", hostname = "a" })
+    for n = 1, 4 do a:publish("jobs", { n = n }, { key = "k" }) end
+    local b = app("max_in_flight_per_key_claiming", { with = a, hostname = "b" })
+    b:advance(100)
+    assert.equal(1, #assert(b:command("LRANGE", "started", 0, -1)), "one runs, three wait for the key")
+    a:stop() -- its running handler abandoned (the harness's deadline): its key's slot lapses
+    for _ = 1, 250 do b:advance(100) end -- past the lease (20 s)
+    local handed = 0
+    for _, s in ipairs(assert(b:command("LRANGE", "started", 0, -1))) do
+      local consumer, _, deliveries = s:match("^(%S+) (%S+) (%S+)$")
+      if consumer == "b-per_key_claiming" and deliveries == "0" then handed = handed + 1 end
+    end
+    assert.equal(3, handed, "b ran the three a handed back, uncounted")
+  end)
 end)
