@@ -31,6 +31,30 @@ return {
 
 local SLOTS = "luastream:inflight:{jobs}:workers"
 
+-- One handler per key at a time over the fleet: "running:<key>" and
+-- "most:<key>" per key, "running" and "most" over all keys.
+local PER_KEY = [[
+local ls = require "luastream"
+
+local TRACK = "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) " ..
+  "if n > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], n) end " ..
+  "return n"
+
+return {
+  stream = "jobs", group = "workers",
+  workers = 8, max_in_flight_per_key = 1,
+  handle = function(job, ctx)
+    local key = ctx.headers[ls.PARTITION_KEY_HEADER]
+    ls.redis.call("EVAL", TRACK, 2, "running:" .. key, "most:" .. key, 1)
+    ls.redis.call("EVAL", TRACK, 2, "running", "most", 1)
+    ls.sleep(300)
+    ls.redis.call("EVAL", TRACK, 2, "running", "most", -1)
+    ls.redis.call("EVAL", TRACK, 2, "running:" .. key, "most:" .. key, -1)
+    ls.redis.call("INCR", "finished")
+  end,
+}
+]]
+
 local function start_hosts(srv, dir, names)
   local out = {}
   for _, name in ipairs(names) do
@@ -97,5 +121,20 @@ describe("max_in_flight", function()
     assert.is_true(after <= 22, string.format("started %.1f s after the kill", after))
     helper.wait_until(function() return tonumber(srv:cli("GET", "finished")) == 3 end, 20, "3 jobs finished")
     for _, h in pairs(others) do h:stop() end
+  end)
+
+  it("max_in_flight_per_key = 1: never two handlers of one key at once across three hosts #slow", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["per_key.lua"] = PER_KEY })
+    local hosts = start_hosts(srv, dir, { "host-a", "host-b", "host-c" })
+    local cmds = {}
+    for n = 1, 30 do
+      cmds[#cmds + 1] = { "XADD", "jobs", "*", "data", string.format('{"n":%d}', n), "partition-key", "k" .. (n % 3) }
+    end
+    srv:pipe(cmds)
+    helper.wait_until(function() return tonumber(srv:cli("GET", "finished")) == 30 end, 90, "30 jobs finished")
+    for k = 0, 2 do assert.equal("1", srv:cli("GET", "most:k" .. k), "key k" .. k) end
+    assert.is_true(tonumber(srv:cli("GET", "most")) >= 2, "keys ran side by side")
+    for _, h in pairs(hosts) do h:stop() end
   end)
 end)
