@@ -212,16 +212,17 @@ static void answered(void *data, const bk_reply *r, const char *err) {
     rec->in_call = false;
     int grant = 0;
     size_t a = 0;
-    const bk_reply *granted = ok ? r->element[i]->element[1] : NULL;
-    if (ok)
-      for (size_t j = 0; j < r->element[i]->element[0]->elements; j++)
-        lapsed |= r->element[i]->element[0]->element[j]->integer == 0;
+    const bk_reply *answer = ok && r ? r->element[i] : NULL;
+    const bk_reply *granted = answer ? answer->element[1] : NULL;
+    if (answer)
+      for (size_t j = 0; j < answer->element[0]->elements; j++)
+        lapsed |= answer->element[0]->element[j]->integer == 0;
     for (int s = 0; s < ks->nslots; s++) {
       if (rec->state[s] == K_RELEASING) rec->state[s] = ok || ks->stopped ? K_FREE : K_RELEASE;
       if (rec->state[s] != K_ASKED) continue;
       if (!ok)
         rec->state[s] = ks->stopped ? K_FREE : K_UNSURE;
-      else if (granted->element[a++]->integer != 1)
+      else if (granted == NULL || granted->element[a++]->integer != 1)
         rec->state[s] = K_FREE;
       else if (!fresh)
         rec->state[s] = K_UNSURE;
