@@ -349,6 +349,23 @@ describe("the documented Redis ACL", function()
     assert_quiet(host)
   end)
 
+  it("runs a max_in_flight_per_key handler under the documented run user with ~luastream:inflight:{S}:G*", function()
+    local srv = helper.redis_start()
+    local list = run_user("orders-host", { { stream = "orders", group = "capped" } })
+    list[#list + 1] = "~luastream:inflight:{orders}:capped*"
+    setuser(srv, list)
+    for i = 1, 6 do
+      srv:cli("XADD", "orders", "*", "data", string.format('{"id":%d}', i), "partition-key", "account-" .. (i % 2))
+    end
+    local per_key = CAPPED:gsub("max_in_flight = 2", "max_in_flight_per_key = 1")
+    local host = start(srv, "orders-host", { ["capped.lua"] = per_key })
+    host:wait_log(READY, 20, { plain = true })
+    host:wait_records({ msg = "order capped" }, 6, 20, "every order through its key's slots")
+    helper.wait_until(function() return #srv:pending_ids("orders", "capped") == 0 end, 20, "nothing pending")
+    assert.equal(0, host:stop())
+    assert_quiet(host)
+  end)
+
   it("says which key a max_in_flight handler lacks when the run user has no ~luastream:inflight:*", function()
     local srv = helper.redis_start()
     setuser(srv, run_user("orders-host", { { stream = "orders", group = "capped" } }))
