@@ -162,4 +162,18 @@ describe("max_in_flight", function()
     end
     assert.equal(3, handed, "b ran the three a handed back, uncounted")
   end)
+
+  it("max_in_flight, max_in_flight_per_key and rate_per_key together: each holds", function()
+    local a = app("max_in_flight_all", { hostname = "a" })
+    local b = app("max_in_flight_all", { with = a, hostname = "b" })
+    for n = 1, 18 do a:publish("jobs", { n = n }, { key = "k" .. (n % 3) }) end
+    for _ = 1, 200 do
+      b:advance(50)
+      assert.is_true(num(a, "running") <= 2)
+      if #assert(a:command("LRANGE", "finished", 0, -1)) == 18 then break end
+    end
+    assert.equal(18, #assert(a:command("LRANGE", "finished", 0, -1)))
+    assert.equal(2, num(a, "most"))
+    for k = 0, 2 do assert.equal(1, num(a, "most:k" .. k), "key k" .. k) end
+  end)
 end)
