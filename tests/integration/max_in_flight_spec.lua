@@ -115,10 +115,11 @@ describe("max_in_flight", function()
       return first ~= nil
     end, 40, "a job started on host-b or host-c")
     local after = first - killed
-    -- host-a renewed its slots at most 5 s before it died; each lease is 20 s
-    -- from its last renewal; the others ask every 100 ms
-    assert.is_true(after >= 14, string.format("started %.1f s after the kill: a's slots were still held", after))
-    assert.is_true(after <= 22, string.format("started %.1f s after the kill", after))
+    -- host-a renewed its slots every 5 s until it died (later on a loaded
+    -- machine: the bound below leaves room); each lease is 20 s from its
+    -- last renewal; the others ask every 100 ms
+    assert.is_true(after >= 10, string.format("started %.1f s after the kill: a's slots were still held", after))
+    assert.is_true(after <= 23, string.format("started %.1f s after the kill", after))
     helper.wait_until(function() return tonumber(srv:cli("GET", "finished")) == 3 end, 20, "3 jobs finished")
     for _, h in pairs(others) do h:stop() end
   end)
