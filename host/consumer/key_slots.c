@@ -116,13 +116,16 @@ static void drop(key_slots *ks, int id) {
   *r = (struct krec){0};
 }
 
-/* The gate's id of record r's key, or -1 when none of its entries waits. */
+/* The gate's id of record r's key as send found it, if its entries still
+ * wait there under it; else -1 (none wait, or the key left the gate and came
+ * back under another id meanwhile: its slots are then given back and asked
+ * for again). O(1): no scan of the gate per key. */
 static int gate_id_of(key_slots *ks, const struct krec *r) {
-  for (int id = gate_next_key(ks->g, 0); id >= 0; id = gate_next_key(ks->g, id + 1)) {
-    const struct gate_key *k = gate_key_at(ks->g, id);
-    if (k->len == r->len && memcmp(k->key, r->key, r->len) == 0) return id;
-  }
-  return -1;
+  int id = r->gate_id;
+  if (id < 0) return -1;
+  const struct gate_key *k = gate_key_at(ks->g, id);
+  if (k->head == NULL || k->len != r->len || memcmp(k->key, r->key, r->len) != 0) return -1;
+  return id;
 }
 
 /* Slots r wants now: one per entry of its key waiting, up to those free. */
@@ -233,11 +236,7 @@ static void answered(void *data, const bk_reply *r, const char *err) {
     }
     if (ok && (size_t)grant < a) rec->next_at = now + INFLIGHT_POLL_MS; /* refused some */
     if (!fresh) rec->next_at = now + INFLIGHT_POLL_MS;
-    int gid = rec->gate_id;
-    if (gid >= 0 &&
-        (gate_key_at(ks->g, gid)->head == NULL || gate_key_at(ks->g, gid)->len != rec->len ||
-         memcmp(gate_key_at(ks->g, gid)->key, rec->key, rec->len) != 0))
-      gid = gate_id_of(ks, rec);
+    int gid = gate_id_of(ks, rec);
     int waiting = gid >= 0 ? (int)gate_key_at(ks->g, gid)->n : 0;
     for (int k = waiting; k < grant; k++) move_one(rec, ks->nslots, K_RUNNING, K_RELEASE);
     if (grant > 0 && gid >= 0) /* onto the lanes; may end the gate's key */
@@ -320,25 +319,25 @@ static void send(ltimer *t, void *data) {
   ks->nids = 0;
   struct bk_args *a = &ks->args;
   bk_args_reset(a);
+  /* Each key waiting gets a record, which notes its gate id. */
+  for (size_t id = 0; id < ks->keys.cap; id++) ks->rec[id].gate_id = -1;
+  if (!ks->stopped)
+    for (int gid = gate_next_key(ks->g, 0); gid >= 0; gid = gate_next_key(ks->g, gid + 1)) {
+      const struct gate_key *k = gate_key_at(ks->g, gid);
+      int id = record(ks, k->key, k->len);
+      if (id < 0) break; /* out of memory: they wait for the next turn */
+      ks->rec[id].gate_id = gid;
+    }
   for (size_t id = 0; id < ks->keys.cap && ks->nids < KEY_SLOTS_BATCH; id++) {
     struct krec *r = &ks->rec[id];
     if (!r->used || r->in_call) continue;
-    int gid = gate_id_of(ks, r);
+    int gid = r->gate_id;
     bool due = r->next_at <= now;
     if (!due && !count(r, ks->nslots, K_RELEASE) && !count(r, ks->nslots, K_UNSURE) && !renew_due)
       continue;
     if (!due) gid = -1; /* refused lately: release and renew only */
     add(ks, (int)id, gid, renew_due);
   }
-  if (!ks->stopped)
-    for (int gid = gate_next_key(ks->g, 0); gid >= 0 && ks->nids < KEY_SLOTS_BATCH;
-         gid = gate_next_key(ks->g, gid + 1)) {
-      const struct gate_key *k = gate_key_at(ks->g, gid);
-      if (key_table_find(&ks->keys, k->key, k->len) >= 0) continue; /* seen above */
-      int id = record(ks, k->key, k->len);
-      if (id < 0) break; /* out of memory: they wait for the next turn */
-      add(ks, id, gid, renew_due);
-    }
   if (ks->nids == 0) {
     bk_args_reset(a);
     return plan(ks);
@@ -407,7 +406,8 @@ key_slots *key_slots_new(broker *b, bk_conn *cmd, lclock *clock, const struct ha
 }
 
 void key_slots_kick(key_slots *ks) {
-  if (!ks->stopped && !ks->pending) plan(ks);
+  /* No scan per entry: send looks at every key once per turn. */
+  if (!ks->stopped && !ks->pending) schedule(ks, 0);
 }
 
 void key_slots_done(key_slots *ks, const struct entry *e) {
