@@ -176,4 +176,20 @@ describe("max_in_flight", function()
     assert.equal(2, num(a, "most"))
     for k = 0, 2 do assert.equal(1, num(a, "most:k" .. k), "key k" .. k) end
   end)
+
+  it("a stopping host hands back the entries waiting for a slot, uncounted", function()
+    local a = app("max_in_flight_claiming", { version = "7.0.15", hostname = "a" })
+    for n = 1, 4 do a:publish("jobs", { n = n }) end
+    local b = app("max_in_flight_claiming", { with = a, hostname = "b" })
+    b:advance(100)
+    assert.equal(1, #assert(b:command("LRANGE", "started", 0, -1)), "one runs, three wait on their lanes")
+    a:stop() -- its running handler abandoned (the harness's deadline): its slot lapses
+    for _ = 1, 250 do b:advance(100) end -- past the lease (20 s)
+    local handed = 0
+    for _, s in ipairs(assert(b:command("LRANGE", "started", 0, -1))) do
+      local consumer, _, deliveries = s:match("^(%S+) (%S+) (%S+)$")
+      if consumer == "b-capped_claiming" and deliveries == "0" then handed = handed + 1 end
+    end
+    assert.equal(3, handed, "b ran the three a handed back, uncounted")
+  end)
 end)
