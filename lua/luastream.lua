@@ -93,6 +93,17 @@ function ls.reject(reason)
   return { reject = reason == nil and "rejected" or tostring(reason) }
 end
 
+-- pause(delay, reason): the dependency this handler needs is down. The entry
+-- goes back without counting a delivery, and the subscription pauses on
+-- every host for delay (ms or "30s"; capped at the handler's
+-- breaker.max_pause, 5 minutes unless it says), then one host probes with one
+-- entry: success resumes everyone, failure pauses again for twice as long.
+-- delay may be an ls.http response's retry_after.
+-- A bad delay is reported as a bad return value, as for ls.retry_after.
+function ls.pause(delay, reason)
+  return { pause = delay, reason = reason == nil and "paused by the handler" or tostring(reason) }
+end
+
 -- backoff{base = "1s", factor = 2, max = "5m", jitter = 0.2} -> function(ctx)
 -- giving the delay before the next delivery from the entry's delivery count:
 -- base * factor^(deliveries before this one), capped at max, then spread by

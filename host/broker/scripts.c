@@ -56,6 +56,10 @@ const char SCRIPT_HANDBACK_RETRY[] = {
 #include "host/broker/scripts/handback_retry.lua.inc"
 };
 
+const char SCRIPT_PAUSE[] = {
+#include "host/broker/scripts/pause.lua.inc"
+};
+
 const char SCRIPT_LAG[] = {
 #include "host/broker/scripts/lag.lua.inc"
 };
@@ -73,11 +77,11 @@ const char SCRIPT_RATE[] = {
 };
 
 static const char *const all[SCRIPT_COUNT] = {
-    SCRIPT_CLAIM,          SCRIPT_RECLAIM, SCRIPT_OWN,       SCRIPT_READ,
-    SCRIPT_SWEEP,          SCRIPT_REPLAY,  SCRIPT_OUTCOME,   SCRIPT_LEASE,
-    SCRIPT_PRUNE,          SCRIPT_TRIM,    SCRIPT_KEEPALIVE, SCRIPT_HANDBACK,
-    SCRIPT_HANDBACK_RETRY, SCRIPT_LAG,     SCRIPT_RATE,      SCRIPT_INFLIGHT,
-    SCRIPT_INFLIGHT_KEYS};
+    SCRIPT_CLAIM,          SCRIPT_RECLAIM,      SCRIPT_OWN,       SCRIPT_READ,
+    SCRIPT_SWEEP,          SCRIPT_REPLAY,       SCRIPT_OUTCOME,   SCRIPT_LEASE,
+    SCRIPT_PRUNE,          SCRIPT_TRIM,         SCRIPT_KEEPALIVE, SCRIPT_HANDBACK,
+    SCRIPT_HANDBACK_RETRY, SCRIPT_LAG,          SCRIPT_PAUSE,     SCRIPT_RATE,
+    SCRIPT_INFLIGHT,       SCRIPT_INFLIGHT_KEYS};
 
 int script_index(const char *s) {
   for (int i = 0; i < SCRIPT_COUNT; i++)

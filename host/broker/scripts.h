@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 17
+#define SCRIPT_COUNT 18
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -218,14 +218,33 @@ extern const char SCRIPT_TRIM[];
  * another process during a pause is not this process's to keep. Each rider
  * runs under pcall: an error (its group deleted, a command refused) is its
  * answer alone.
- *   KEYS: lease key... (nleases), then per rider: [its lease key] stream...
+ *   KEYS: lease key... (nleases), then per rider: [its lease key] stream...,
+ *         or a pause rider's pause key
+ * A pause rider (pause.h) reads its group's pause instead: its section is
+ * "p" prober probe_ms, its one key the pause key (no lease key); its answer
+ * {state, reason, ms left, kind, by, trips} (SCRIPT_PAUSE).
  *   ARGV: value ttl_ms nleases nriders,
- *         then per rider: leased group consumer nkeys (count id...)-per-key
+ *         then per rider: leased group consumer nkeys (count id...)-per-key,
+ *         or "p" prober probe_ms
  * Reply: {renewals, riders}: renewals, one per lease key: 1 renewed, 2 found
  * gone and taken again, or the value of another holder; riders, one per
  * rider: the number of ids re-stamped per key, or a string: its error (or
  * that its lease is not this process's). */
 extern const char SCRIPT_KEEPALIVE[];
+
+/* SCRIPT_PAUSE writes a group's pause (a hash: kind "manual" or "breaker",
+ * reason, by, since_ms, until_ms (absent: until resumed), and for the
+ * breaker last_ms, trips, probe, probe_until_ms), on Redis's clock (TIME):
+ *   "pause" for_ms reason by: an operator's pause (for_ms 0: until resumed),
+ *     replacing a breaker's; replies {now_ms, until_ms or 0}
+ *   "resume": deletes it; replies 1 when there was one
+ *   "trip" prober want_ms cap_ms reason by: the breaker opens for want_ms
+ *     (from half-open: at least twice its last pause), capped at cap_ms,
+ *     unless the group is paused already; replies {1, pause_ms, trips}, or
+ *     {0, kind} when it was paused already
+ *   "close" prober: the breaker closes if prober holds its probe; 1 or 0
+ *   KEYS: the pause key (pause.h) */
+extern const char SCRIPT_PAUSE[];
 
 /* SCRIPT_HANDBACK gives back the entries a stopping claiming or reclaim
  * consumer holds and will not finish: of the ids given per key, those still

@@ -69,6 +69,14 @@ void dm_init(struct delivery_metrics *m, const char *name, const char *stream, c
                         "Entries read and not finished: running or waiting for a lane",
                         METRIC_GAUGE, m->labels);
   m->lanes_busy = series("luastream_lanes_busy", "Lanes running an entry", METRIC_GAUGE, m->labels);
+  m->paused = series("luastream_paused",
+                     "1 while the group is paused (luastream pause, ls.pause or the breaker) as "
+                     "this host last saw it",
+                     METRIC_GAUGE, m->labels);
+  m->breaker_trips = series("luastream_breaker_trips_total",
+                            "Pauses of the group this host's breaker started (ls.pause or the "
+                            "breaker rule)",
+                            METRIC_COUNTER, m->labels);
   if (!dead_letter) return;
   f = dead_letters_family();
   for (int r = 0; r < WIRE_REASONS; r++) {
@@ -92,6 +100,7 @@ enum dm_outcome dm_outcome_of(enum rt_outcome kind) {
     case RT_REPLY: return DM_REPLY;
     case RT_REJECT: return DM_REJECT;
     case RT_INVALID: return DM_INVALID;
+    case RT_PAUSE: return DM_PAUSE;
     case RT_ERROR: break;
   }
   return DM_ERROR;

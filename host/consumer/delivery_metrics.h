@@ -2,7 +2,8 @@
  * (metrics.h), labelled handler, stream and group: deliveries by outcome,
  * the handler's duration, reads and the entries they brought, retries and
  * delays scheduled, dead letters by reason, and two gauges set when the
- * page is built (entries in flight, lanes busy).
+ * page is built (entries in flight, lanes busy); whether the group is
+ * paused (pause.h) and the breaker's trips.
  *
  * A delivery's outcome is what the handler returned (ack, retry,
  * retry_after, reply, reject, error; invalid when bad input kept it from the
@@ -32,6 +33,7 @@ enum dm_outcome {
   DM_ERROR,
   DM_INVALID,
   DM_DEAD_LETTER,
+  DM_PAUSE,
   DM_OUTCOMES
 };
 
@@ -43,6 +45,8 @@ struct delivery_metrics {
   struct metric *retries, *delays;
   struct metric *skipped;                /* outcomes that found the entry acknowledged elsewhere */
   struct metric *in_flight, *lanes_busy; /* set by the subscription's collector */
+  struct metric *paused;                 /* 1 while this host sees the group paused */
+  struct metric *breaker_trips;          /* pauses this host's breaker started */
   char *labels[3];                       /* handler, stream, group: for dead letters' series */
 };
 

@@ -348,13 +348,17 @@ void inflight_done(inflight *f) {
   schedule(f);
 }
 
-struct entry *inflight_stop(inflight *f) {
-  f->stopping = true;
+struct entry *inflight_take_waiting(inflight *f) {
   struct entry *list = f->head;
   f->head = f->tail = NULL;
   f->nwaiting = 0;
   schedule(f);
   return list;
+}
+
+void inflight_stop(inflight *f) {
+  f->stopping = true;
+  schedule(f);
 }
 
 unsigned inflight_pending(const inflight *f) {

@@ -66,9 +66,11 @@ void inflight_admit(inflight *f, struct entry *e);
 /* A handler that had a slot finished: its slot goes back. */
 void inflight_done(inflight *f);
 /* Removes and returns the entries waiting (linked through e->next, in the
- * order they came), for the reader's stop; no slot is asked for from now on,
- * and releases that fail are not sent again (they lapse). */
-struct entry *inflight_stop(inflight *f);
+ * order they came): the reader's stop, or a pause, hands them back. */
+struct entry *inflight_take_waiting(inflight *f);
+/* The reader stops: no slot is asked for from now on, and releases that
+ * fail are not sent again (they lapse). */
+void inflight_stop(inflight *f);
 /* Calls outstanding or releases still to send (0 when nothing is). */
 unsigned inflight_pending(const inflight *f);
 /* Entries waiting for a slot; slots held here. */

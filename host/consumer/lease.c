@@ -449,6 +449,8 @@ lease_keepalive *lease_keepalive_new(broker *b, bk_conn *cmd, lclock *clock, con
   return ka;
 }
 
+const char *lease_keepalive_identity(const lease_keepalive *ka) { return ka->identity; }
+
 void lease_keepalive_free(lease_keepalive *ka) {
   if (ka == NULL) return;
   for (size_t i = 0; i < ka->n; i++) ka->v[i]->ka = NULL; /* leases freed later leave alone */
@@ -507,6 +509,8 @@ static void keepalive_remove(lease_keepalive *ka, lease *l) {
 void lease_rider_init(struct lease_rider *r) {
   bk_args_init(&r->keys);
   bk_args_init(&r->args);
+  r->section = "1";
+  r->slot_key = NULL;
   r->lease = NULL;
   r->pending = 0;
   r->call = NULL;
@@ -523,6 +527,12 @@ void lease_ride(lease *l, struct lease_rider *r) {
   r->lease = l;
   r->next_ms = clock_now(ka->clock) + r->every_ms;
   keepalive_arm(ka);
+}
+
+void lease_rider_soon(struct lease_rider *r) {
+  if (r->lease == NULL || r->lease->ka == NULL || r->pending) return;
+  r->next_ms = clock_now(r->lease->ka->clock);
+  keepalive_arm(r->lease->ka);
 }
 
 void lease_unride(struct lease_rider *r) {
@@ -604,14 +614,14 @@ static bool keepalive_send(lease_keepalive *ka, lease **v, size_t n, struct leas
   c->r = (struct lease_rider **)(c->v + n);
   struct bk_args *a = &ka->args;
   long long numkeys = (long long)n;
-  for (size_t j = 0; j < nr; j++) numkeys += 1 + rv[j]->keys.argc;
+  for (size_t j = 0; j < nr; j++) numkeys += (rv[j]->slot_key ? 0 : 1) + rv[j]->keys.argc;
   bk_args_reset(a);
   bk_args_str(a, "EVAL");
   bk_args_str(a, SCRIPT_KEEPALIVE);
   bk_args_num(a, numkeys);
   for (size_t i = 0; i < n; i++) bk_args_str(a, v[i]->key);
   for (size_t j = 0; j < nr; j++) {
-    bk_args_str(a, rv[j]->lease->key);
+    if (rv[j]->slot_key == NULL) bk_args_str(a, rv[j]->lease->key);
     for (int k = 0; k < rv[j]->keys.argc; k++)
       bk_args_add(a, rv[j]->keys.argv[k], rv[j]->keys.argvlen[k]);
   }
@@ -620,7 +630,7 @@ static bool keepalive_send(lease_keepalive *ka, lease **v, size_t n, struct leas
   bk_args_num(a, (long long)n);
   bk_args_num(a, (long long)nr);
   for (size_t j = 0; j < nr; j++) {
-    bk_args_str(a, "1"); /* its first key is its lease's */
+    bk_args_str(a, rv[j]->section);
     for (int k = 0; k < rv[j]->args.argc; k++)
       bk_args_add(a, rv[j]->args.argv[k], rv[j]->args.argvlen[k]);
   }
@@ -690,7 +700,7 @@ static void keepalive_fire(ltimer *t, void *data) {
     if (rider_due(r, now)) riding[nr++] = r;
   }
   for (size_t j = 0; j < nr; j++) {
-    const char *k = riding[j]->lease->key;
+    const char *k = riding[j]->slot_key ? riding[j]->slot_key : riding[j]->lease->key;
     slot[n + j] = cluster ? keyslot_of(k, strlen(k)) : 0;
   }
   /* a slot gets a call for its riders, and for its leases when renewing */

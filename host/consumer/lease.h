@@ -105,6 +105,8 @@ char *lease_key(const char *stream, const char *group, const char *consumer);
  * when out of memory. */
 lease_keepalive *lease_keepalive_new(broker *b, bk_conn *cmd, lclock *clock, const char *identity);
 void lease_keepalive_free(lease_keepalive *ka);
+/* The identity its leases hold. */
+const char *lease_keepalive_identity(const lease_keepalive *ka);
 
 /* Something sent with the keepalive's call of its lease's slot (a
  * heartbeat): set every_ms, add, answered and data, then lease_ride. */
@@ -118,6 +120,12 @@ typedef bool lease_rider_add_fn(void *data, struct lease_rider *r);
 typedef void lease_rider_answered_fn(void *data, const bk_reply *r, const char *err);
 struct lease_rider {
   uint64_t every_ms; /* its section goes at least this often, while it has one */
+  /* what its section is (SCRIPT_KEEPALIVE): "1" (lease_rider_init), a
+   * heartbeat's, or "p", a pause's */
+  const char *section;
+  /* "p": the one key of its section, which decides its slot (else its
+   * lease's key does, and goes first in its keys) */
+  const char *slot_key;
   lease_rider_add_fn *add;
   lease_rider_answered_fn *answered;
   void *data;
@@ -132,6 +140,8 @@ struct lease_rider {
 void lease_rider_init(struct lease_rider *r);
 /* r's sections go with l's renewals from now on, the first within every_ms. */
 void lease_ride(lease *l, struct lease_rider *r);
+/* r's next section goes at once (at the next loop turn), unless one is out. */
+void lease_rider_soon(struct lease_rider *r);
 /* No more sections; one outstanding is still answered (pending). */
 void lease_unride(struct lease_rider *r);
 /* Unrides, and forgets an outstanding section (never answered then). */

@@ -101,5 +101,8 @@ void policy_decide(const struct policy_in *in, struct policy_out *out) {
     case RT_INVALID: /* the handler never saw it */
       dead_letter(in, in->reason, deliveries, out);
       return;
+    case RT_PAUSE: /* the reader gives it back uncounted (pause.h) */
+      out->action = POLICY_LEAVE;
+      return;
   }
 }

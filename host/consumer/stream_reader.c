@@ -16,6 +16,7 @@
 
 #include "apply.h"
 #include "backoff.h"
+#include "breaker.h"
 #include "delivery_metrics.h"
 #include "entry.h"
 #include "fault.h"
@@ -29,6 +30,7 @@
 #include "log.h"
 #include "outcome.h"
 #include "partition.h"
+#include "pause.h"
 #include "permits.h"
 #include "key_gate.h"
 #include "key_rate.h"
@@ -115,12 +117,17 @@ struct stream_reader {
   bool name_lost;           /* another process holds the consumer name: its entries are its */
   pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
   struct fault lease_fault; /* the consumer lease failing (readiness) */
-  char denied[1100];        /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
-  permits *permits;         /* rate: reads wait for permits (NULL without) */
-  key_gate *gate;           /* rate_per_key: entries waiting for their key (NULL without) */
-  key_rate *key_rate;       /* ... and what lets them through */
-  key_gate *key_cap;        /* max_in_flight_per_key: entries waiting for their key's slot */
-  key_slots *key_slots;     /* ... and what lets them through */
+  /* The group's pause as seen here, and the breaker (NULL without a lease:
+   * never paused); the probe entry while one runs here. */
+  pause *pause;
+  struct breaker breaker;
+  const struct entry *probe;
+  char denied[1100];    /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
+  permits *permits;     /* rate: reads wait for permits (NULL without) */
+  key_gate *gate;       /* rate_per_key: entries waiting for their key (NULL without) */
+  key_rate *key_rate;   /* ... and what lets them through */
+  key_gate *key_cap;    /* max_in_flight_per_key: entries waiting for their key's slot */
+  key_slots *key_slots; /* ... and what lets them through */
 
   /* The handler (one Lua state) is shared by a partitioned handler's
    * readers: the subscription releases it. */
@@ -144,9 +151,9 @@ static unsigned outstanding(const stream_reader *s) {
   return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
          group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
          (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
-         (s->inflight ? inflight_pending(s->inflight) : 0) +
-         (s->permits ? permits_pending(s->permits) : 0) +
+         (s->pause ? pause_pending(s->pause) : 0) + (s->permits ? permits_pending(s->permits) : 0) +
          (s->key_rate ? key_rate_pending(s->key_rate) : 0) +
+         (s->inflight ? inflight_pending(s->inflight) : 0) +
          (s->key_slots ? key_slots_pending(s->key_slots) : 0);
 }
 
@@ -253,6 +260,20 @@ static bool name_held(stream_reader *s) {
 
 /* ---- running entries on lanes ---- */
 
+/* Whether the next entry may start: not while the group is paused, or not
+ * known to run (pause.h); half-open, the one entry that starts is the
+ * probe (*probe). */
+static bool may_start(stream_reader *s, bool *probe) {
+  *probe = false;
+  if (s->pause == NULL) return true;
+  switch (pause_gate(s->pause)) {
+    case PAUSE_GO: return true;
+    case PAUSE_PROBE: *probe = true; return true;
+    case PAUSE_WAIT: break;
+  }
+  return false;
+}
+
 /* Runs e, popped onto the lane in its owner_data. */
 static void start_entry(stream_reader *s, struct entry *e) {
   int lane = (int)(intptr_t)e->owner_data;
@@ -260,6 +281,10 @@ static void start_entry(stream_reader *s, struct entry *e) {
   held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
   if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
     sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+    if (s->probe == e) {
+      s->probe = NULL;
+      pause_probe_done(s->pause, false, "out of memory");
+    }
     if (s->key_slots) key_slots_done(s->key_slots, e);
     held_remove(&s->held, e);
     entry_free(e);
@@ -269,10 +294,19 @@ static void start_entry(stream_reader *s, struct entry *e) {
 }
 
 /* inflight_start_fn: a max_in_flight slot came for e, which waited on its
- * lane; it starts only while the consumer name is known held. */
+ * lane; it starts only while the consumer name is known held and, unless it
+ * is the probe, the group known running (asked again: it may have waited). */
 static bool slot_granted(void *data, struct entry *e) {
   stream_reader *s = data;
+  bool probe;
   if (s->state != SR_READING || !name_held(s)) return false;
+  if (s->probe != e) {
+    if (!may_start(s, &probe)) return false;
+    if (probe) {
+      pause_probe_started(s->pause);
+      s->probe = e;
+    }
+  }
   start_entry(s, e);
   return true;
 }
@@ -283,8 +317,13 @@ static void dispatch(stream_reader *s) {
   struct entry *e;
   int lane;
   uint64_t began = clock_fresh(s->clock);
-  while (s->state == SR_READING && s->lanes.queued && name_held(s) &&
+  bool probe;
+  while (s->state == SR_READING && s->lanes.queued && name_held(s) && may_start(s, &probe) &&
          (e = lanes_pop(&s->lanes, &lane)) != NULL) {
+    if (probe) {
+      pause_probe_started(s->pause);
+      s->probe = e;
+    }
     e->owner_data = (void *)(intptr_t)lane;
     if (s->inflight)
       inflight_admit(s->inflight, e); /* starts with a slot (slot_granted) */
@@ -320,13 +359,53 @@ static void retry_entry_done(stream_reader *s, const struct entry *e) {
   if (e->key == PLAN_KEY_RETRY) sweeper_soon(s->sweeper, SWEEP_MS);
 }
 
+static bool hand_back(stream_reader *s, const struct entry *list, bool started);
+static void pause_changed(void *data, bool paused);
+
+/* The breaker's part in a finished delivery (pause.h): ls.pause trips it
+ * (the entry goes back uncounted: handed back as never started); a probe's
+ * outcome closes it or trips it again; a failure counts toward the rule
+ * (breaker.h). Whether the outcome is applied as usual (not for ls.pause). */
+static bool breaker_saw(stream_reader *s, const struct entry *e, const struct rt_result *res) {
+  bool failed = res->kind == RT_RETRY || res->kind == RT_RETRY_AFTER || res->kind == RT_ERROR;
+  const char *why = res->kind == RT_RETRY         ? "retry"
+                    : res->kind == RT_RETRY_AFTER ? "retry_after"
+                    : res->text                   ? res->text
+                                                  : "error";
+  size_t why_len = res->kind == RT_ERROR && res->text ? res->text_len : strlen(why);
+  if (s->probe == e) {
+    s->probe = NULL;
+    if (res->kind != RT_PAUSE) pause_probe_done(s->pause, !failed, why);
+  }
+  if (res->kind == RT_PAUSE) {
+    dm_count(&s->metrics, DM_PAUSE);
+    if (!hand_back(s, e, false))
+      sr_log(s, LOG_WARN, "ls.pause: the entry stays pending (the consumer name is not known held)",
+             "id", e->id, NULL, NULL);
+    if (s->pause)
+      pause_trip(s->pause, res->delay_ms, res->text ? res->text : "",
+                 res->text ? res->text_len : 0);
+    return false;
+  }
+  if (failed && s->pause &&
+      breaker_failed(&s->breaker, s->spec->breaker_failures, s->spec->breaker_within_ms, why,
+                     why_len, clock_now(s->clock))) {
+    char reason[300];
+    int n = snprintf(reason, sizeof reason, "%d failures within %lld ms: %.*s",
+                     s->spec->breaker_failures, (long long)s->spec->breaker_within_ms,
+                     (int)(why_len < 200 ? why_len : 200), why);
+    pause_trip(s->pause, -1, reason, n > 0 ? (size_t)n : 0);
+  }
+  return true;
+}
+
 /* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
 static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   stream_reader *s = data;
   int lane = (int)(intptr_t)e->owner_data;
   uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
   metrics_observe(s->metrics.duration, ran_ms / 1000.0);
-  apply_finished(s->apply, e, res);
+  if (breaker_saw(s, e, res)) apply_finished(s->apply, e, res);
   retry_entry_done(s, e);
   if (s->key_slots) key_slots_done(s->key_slots, e); /* its key's slot goes back */
   held_remove(&s->held, e);
@@ -494,9 +573,14 @@ static void read_next(stream_reader *s) {
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   /* A read assigns entries to the name (and a claiming one takes them over). */
   if (!name_held(s)) return;
+  /* Paused, nothing is read (it would only wait here); half-open, one entry
+   * for the probe. */
+  enum pause_gate gate = s->pause ? pause_read_gate(s->pause) : PAUSE_GO;
+  bool probe = gate == PAUSE_PROBE;
+  if (gate == PAUSE_WAIT || (probe && in_flight)) return;
   struct bk_args *a = &s->args;
   bk_args_reset(a);
-  long long count = (long long)(ahead ? batch : batch - in_flight);
+  long long count = probe ? 1 : (long long)(ahead ? batch : batch - in_flight);
   if (s->permits) { /* rate: no more entries than permits (permits.h) */
     long long allowed = permits_count(s->permits, PLAN_NKEYS);
     if (allowed == 0) return; /* resumes from permitted */
@@ -518,6 +602,9 @@ static void read_next(stream_reader *s) {
 static void permitted(void *data) { progress(data); }
 static void gate_pass(void *data, struct entry *e) { cap_key(data, e); }
 static void key_cap_pass(void *data, struct entry *e) { to_lanes(data, e); }
+
+/* inflight_answered_fn: the drain may have waited for it. */
+static void slots_answered(void *data) { progress(data); }
 
 static void reader_state(void *data, bk_conn *c, int up) {
   (void)c;
@@ -608,6 +695,7 @@ static void start_reading(stream_reader *s) {
   sweeper_start(s->sweeper);
   if (s->pruner) prune_start(s->pruner);
   if (s->heartbeat) heartbeat_start(s->heartbeat, s->lease);
+  if (s->pause) pause_start(s->pause, s->lease);
   progress(s); /* entries read before the group was lost run now */
 }
 
@@ -652,9 +740,6 @@ static void pruned(void *data) { progress(data); }
 
 /* heartbeat_answered_fn: the drain may have waited for it. */
 static void beaten(void *data) { progress(data); }
-
-/* inflight_answered_fn: the drain may have waited for it. */
-static void slots_answered(void *data) { progress(data); }
 
 /* sweeper_swept_fn: a claiming read may have waited for the sweep. */
 static void swept(void *data) { progress(data); }
@@ -717,16 +802,16 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool beats = s->spec->min_idle_ms > 0;
   if (beats && s->retry_key)
     s->heartbeat = heartbeat_new(b, cmd, clock, s->spec, s->retry_key, &s->held, beaten, s);
-  bool capped = s->spec->max_in_flight > 0;
-  if (capped && s->retry_key)
-    s->inflight = inflight_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
-                               slot_granted, slots_answered, s);
   bool limited = s->spec->rate.interval_us > 0;
   if (limited)
     s->permits = permits_new(b, cmd, clock, s->spec, handler_spec(h)->stream, permitted, s);
   bool keyed = s->spec->rate_per_key.interval_us > 0;
   if (keyed && (s->gate = gate_new(gate_pass, s)) != NULL)
     s->key_rate = key_rate_new(b, cmd, clock, s->spec, s->gate, permitted, s);
+  bool capped = s->spec->max_in_flight > 0;
+  if (capped && s->retry_key)
+    s->inflight = inflight_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
+                               slot_granted, slots_answered, s);
   bool key_capped = s->spec->max_in_flight_per_key > 0;
   if (key_capped && (s->key_cap = gate_new(key_cap_pass, s)) != NULL)
     s->key_slots = key_slots_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
@@ -736,11 +821,14 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
     s->keepalive = keepalive;
     if (s->retry_key)
       s->pruner = prune_new(b, cmd, clock, s->spec, s->retry_key, still_reading, pruned, s);
-    leased_ok = s->pruner != NULL;
+    s->pause = pause_new(b, cmd, clock, handler_spec(h), lease_keepalive_identity(keepalive),
+                         partition, &s->metrics, pause_changed, s);
+    leased_ok = s->pruner != NULL && s->pause != NULL;
   }
+  breaker_init(&s->breaker);
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
       !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
-      (capped && !s->inflight) || (limited && !s->permits) || (keyed && !s->key_rate) ||
+      (limited && !s->permits) || (keyed && !s->key_rate) || (capped && !s->inflight) ||
       (key_capped && !s->key_slots) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sr_free(s);
@@ -788,26 +876,19 @@ static bool hand_back(stream_reader *s, const struct entry *list, bool started) 
   return sent;
 }
 
-void sr_stop(stream_reader *s, bool give_back) {
-  if (s->state == SR_STOPPING || s->state == SR_DRAINED) return;
-  s->state = SR_STOPPING;
-  timer_stop(s->retry_timer);
-  timer_stop(s->dispatch_timer);
-  sweeper_stop(s->sweeper);
-  apply_stop(s->apply);
-  group_stop(s->group);
-  if (s->pruner) prune_stop(s->pruner);
-  if (s->permits) permits_stop(s->permits);
-  if (s->key_rate) key_rate_stop(s->key_rate);
-  if (s->key_slots) key_slots_stop(s->key_slots);
-  /* Entries read but not started: given back at once (handback.h), for
-   * another host's read to take now. The heartbeat lets them go and goes
-   * on for those running, which stay this host's until they finish (or the
-   * shutdown deadline abandons them). */
+/* Entries read but not started: given back at once (handback.h), for
+ * another host's read to take now, uncounted. The heartbeat lets them go and
+ * goes on for those running, which stay this host's until they finish (or
+ * the shutdown deadline abandons them). */
+static void give_back_queued(stream_reader *s, bool give_back) {
   struct entry *left = lanes_drain_queued(&s->lanes);
-  for (struct entry *w = s->inflight ? inflight_stop(s->inflight) : NULL, *n; w; w = n) {
+  for (struct entry *w = s->inflight ? inflight_take_waiting(s->inflight) : NULL, *n; w; w = n) {
     n = w->next; /* waiting for a slot on its lane: not started either */
     lanes_done(&s->lanes, (int)(intptr_t)w->owner_data);
+    if (s->probe == w) { /* it never ran: the probe goes to the next look */
+      s->probe = NULL;
+      pause_probe_done(s->pause, false, "handed back before it started");
+    }
     w->next = left;
     left = w;
   }
@@ -827,6 +908,32 @@ void sr_stop(stream_reader *s, bool give_back) {
     snprintf(count, sizeof count, "%zu", n);
     sr_log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
   }
+}
+
+/* pause_changed_fn: seen paused, what waits here goes back for the
+ * pause's end (to whichever host reads it then); seen running, it goes on. */
+static void pause_changed(void *data, bool paused) {
+  stream_reader *s = data;
+  if (s->state != SR_READING) return;
+  if (paused) give_back_queued(s, true);
+  progress(s);
+}
+
+void sr_stop(stream_reader *s, bool give_back) {
+  if (s->state == SR_STOPPING || s->state == SR_DRAINED) return;
+  s->state = SR_STOPPING;
+  timer_stop(s->retry_timer);
+  timer_stop(s->dispatch_timer);
+  sweeper_stop(s->sweeper);
+  apply_stop(s->apply);
+  group_stop(s->group);
+  if (s->pruner) prune_stop(s->pruner);
+  if (s->pause) pause_stop(s->pause);
+  if (s->permits) permits_stop(s->permits);
+  if (s->key_rate) key_rate_stop(s->key_rate);
+  if (s->key_slots) key_slots_stop(s->key_slots);
+  if (s->inflight) inflight_stop(s->inflight);
+  give_back_queued(s, give_back);
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
     s->reader = NULL;
@@ -892,10 +999,11 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   writer_set_spec(s->w, s->spec);
   sweeper_set_spec(s->sweeper, s->spec);
   if (s->pruner) prune_set_spec(s->pruner, s->spec);
+  if (s->pause) pause_set_spec(s->pause, handler_spec(h));
   if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
-  if (s->inflight) inflight_set_spec(s->inflight, s->spec);
   if (s->permits) permits_set_spec(s->permits, s->spec);
   if (s->key_rate) key_rate_set_spec(s->key_rate, s->spec);
+  if (s->inflight) inflight_set_spec(s->inflight, s->spec);
   if (s->key_slots) key_slots_set_spec(s->key_slots, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
@@ -991,6 +1099,8 @@ void sr_free(stream_reader *s) {
   if (s->retry_timer) timer_free(s->retry_timer);
   if (s->dispatch_timer) timer_free(s->dispatch_timer);
   prune_free(s->pruner);
+  pause_free(s->pause);
+  breaker_free(&s->breaker);
   permits_free(s->permits);
   key_rate_free(s->key_rate);
   gate_free(s->gate);

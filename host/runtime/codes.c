@@ -6,7 +6,7 @@
 static const char *const outcome_names[RT_OUTCOMES] = {
     [RT_ACK] = "ack",       [RT_RETRY] = "retry",     [RT_REPLY] = "reply",
     [RT_ERROR] = "error",   [RT_INVALID] = "invalid", [RT_RETRY_AFTER] = "retry_after",
-    [RT_REJECT] = "reject",
+    [RT_REJECT] = "reject", [RT_PAUSE] = "pause",
 };
 
 const char *rt_outcome_name(long long kind) {

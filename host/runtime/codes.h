@@ -27,8 +27,11 @@ enum rt_outcome {
   RT_INVALID,     /* bad input, the handler was not called */
   RT_RETRY_AFTER, /* deliver again after delay_ms */
   RT_REJECT,      /* dead-letter now; text is the handler's reason */
+  /* ls.pause: give the entry back uncounted and pause the subscription on
+   * every host for delay_ms (the breaker, pause.h); text is the reason */
+  RT_PAUSE,
 };
-#define RT_OUTCOMES (RT_REJECT + 1)
+#define RT_OUTCOMES (RT_PAUSE + 1)
 
 /* The name of outcome code kind as logs, metric labels and the test harness
  * show it ("ack", "retry_after", ...; upper-cased, its name in

@@ -267,6 +267,11 @@ static void finish_returned(struct rt_job *job) {
       res.kind = RT_REJECT;
       res.text = lua_tolstring(co, 2, &res.text_len);
       break;
+    case RT_PAUSE:
+      res.kind = RT_PAUSE;
+      res.delay_ms = (int64_t)lua_tonumber(co, 2);
+      res.text = lua_tolstring(co, 3, &res.text_len);
+      break;
     case RT_ERROR:
     case RT_INVALID:
       res.kind = (enum rt_outcome)kind;

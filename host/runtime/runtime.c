@@ -140,6 +140,11 @@ static const struct spec_field {
     {"memory", SPEC_SIZE, offsetof(struct handler_spec, memory), true},
     F(rate, SPEC_RATE),
     F(rate_per_key, SPEC_RATE),
+    /* read at each use (pause.h, breaker.h) */
+    {"breaker_failures", SPEC_CAP, offsetof(struct handler_spec, breaker_failures), true},
+    {"breaker_within", SPEC_MS, offsetof(struct handler_spec, breaker_within_ms), true},
+    {"breaker_pause", SPEC_MS, offsetof(struct handler_spec, breaker_pause_ms), true},
+    {"breaker_max_pause", SPEC_MS, offsetof(struct handler_spec, breaker_max_pause_ms), true},
 #undef F
     {"handle", SPEC_LUA, 0, false},
 };

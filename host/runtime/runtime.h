@@ -79,6 +79,13 @@ struct handler_spec {
   /* rate_per_key: the same per partition key (key_rate.h); entries wait
    * for their key's permit off the lanes (key_gate.h). */
   struct spec_rate rate_per_key;
+  /* The breaker (pause.h): the longest pause ls.pause or the rule asks for;
+   * the rule (breaker.h): breaker_failures (0: none) failures of one reason
+   * within breaker_within_ms pause the group for breaker_pause_ms. */
+  int64_t breaker_max_pause_ms;
+  int breaker_failures;
+  int64_t breaker_within_ms;
+  int64_t breaker_pause_ms;
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler
@@ -220,10 +227,11 @@ struct rt_write {
 
 struct rt_result {
   enum rt_outcome kind;
-  const char *text; /* RT_ERROR/RT_INVALID: message (with traceback); RT_REJECT: reason */
+  /* RT_ERROR/RT_INVALID: message (with traceback); RT_REJECT, RT_PAUSE: reason */
+  const char *text;
   size_t text_len;
   const char *reason; /* RT_ERROR/RT_INVALID: a REASON_* text of wire.h (static) */
-  int64_t delay_ms;   /* RT_RETRY_AFTER */
+  int64_t delay_ms;   /* RT_RETRY_AFTER, RT_PAUSE */
   size_t nwrites;     /* RT_ACK, RT_REPLY: commands written with the ack */
   const struct rt_write *writes;
   const char *version; /* the version of the handler that ran the entry */

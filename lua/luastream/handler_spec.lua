@@ -73,6 +73,27 @@ local function check_start(v)
     return "must be \"new\", \"beginning\" or a stream id such as \"1700000000000-0\", got \"" .. v .. "\""
   end
 end
+-- breaker = {failures = N, within = "1m", pause = "30s", max_pause = "5m"}:
+-- each part optional; without failures there is no rule, and max_pause still
+-- caps ls.pause.
+M.BREAKER_DEFAULTS = { within = 60000, pause = 30000, max_pause = 300000 }
+M.BREAKER_FAILURES_MAX = 1000
+local function check_breaker(v)
+  if type(v) ~= "table" then return "must be a table such as {failures = 5, within = \"1m\", pause = \"30s\"}" end
+  for k, x in pairs(v) do
+    if k == "failures" then
+      if type(x) ~= "number" or x < 1 or x ~= math.floor(x) or x > M.BREAKER_FAILURES_MAX then
+        return string.format("failures must be a whole number from 1 to %d", M.BREAKER_FAILURES_MAX)
+      end
+    elseif M.BREAKER_DEFAULTS[k] then
+      local ms, why = ls.duration(x)
+      if not ms then return k .. " " .. why end
+      if ms < 1 then return k .. " must be at least 1 ms" end
+    else
+      return string.format("has an unknown part '%s' (failures, within, pause, max_pause)", tostring(k))
+    end
+  end
+end
 -- rate: "200/s", "30/m", "1000/h", optionally "200/s burst 400" (the
 -- syntax of ls.rate.take; luastream.rate parses both).
 local function check_rate(v)
@@ -120,6 +141,7 @@ local FIELDS = {
   { "memory", check_bytes(M.MIN_MEMORY, M.MAX_MEMORY), default = M.DEFAULT_MEMORY },
   { "rate", check_rate },
   { "rate_per_key", check_rate },
+  { "breaker", check_breaker },
 }
 M.FIELDS = FIELDS
 local KNOWN = {}
@@ -228,6 +250,13 @@ function M.validate(value, path, source)
       local l = require("luastream.rate").parse(spec[name])
       spec[name] = { interval = l.interval, burst = l.burst }
     end
+  end
+  -- The host reads the breaker as four numbers (ms; failures nil: no rule).
+  local breaker = spec.breaker or {}
+  spec.breaker = nil
+  spec.breaker_failures = breaker.failures
+  for k, default in pairs(M.BREAKER_DEFAULTS) do
+    spec["breaker_" .. k] = breaker[k] and ls.duration(breaker[k]) or default
   end
   return spec
 end

@@ -28,12 +28,12 @@ local function describe(v)
 end
 
 -- The keys that each name an outcome: a table may hold one of them.
-local OUTCOME_KEYS = { "ack", "retry", "reply", "retry_after", "reject" }
+local OUTCOME_KEYS = { "ack", "retry", "reply", "retry_after", "reject", "pause" }
 
 -- of(result, ctx, spec, seq, reply_to) -> what the host applies, as codes (O:
 -- core.outcomes, R: core.reasons; read by host/runtime/jobs.c):
 --   O.ACK [writes] | O.REPLY writes | O.RETRY | O.RETRY_AFTER ms | O.REJECT reason
---   | O.ERROR R.<reason> message
+--   | O.PAUSE ms reason | O.ERROR R.<reason> message
 -- writes: { {cmd, arg, ...}, ... }: the handler's ctx:write commands and
 -- ctx:publish XADDs, and for O.REPLY the reply's XADD last; written together
 -- with the ack. ctx is nil for a handle that takes no ctx (see dispatcher).
@@ -98,6 +98,11 @@ function M.of(result, ctx, spec, seq, reply_to)
     return O.RETRY_AFTER, math.floor(ms)
   end
   if result.reject ~= nil then return O.REJECT, tostring(result.reject) end
+  if result.pause ~= nil then
+    local ms, why = ls.duration(result.pause)
+    if not ms then return O.ERROR, R.BAD_RETURN, "ls.pause: delay " .. why end
+    return O.PAUSE, math.floor(ms), tostring(result.reason)
+  end
   return O.ERROR, R.BAD_RETURN, "handle returned " .. describe(result) ..
     "; expected ls.ack(), ls.retry(), ls.reply(...) or nothing"
 end

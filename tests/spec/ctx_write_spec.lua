@@ -50,8 +50,8 @@ describe("ctx:write", function()
     local b = start({ hostname = "b", with = a })
     a:publish("payments", { id = "p1", account = "acme", amount = 250, stall = 1000 })
     assert.equal("a-ledger", a:pending("payments", "ledger")[1].consumer)
-    a:pause("25s") -- a stops (SIGSTOP) while its handler waits: its entry idles past min_idle
-    b:advance("1s") -- b claims it and finishes it; a resumes and finishes it too
+    a:stall("25s") -- a stops (SIGSTOP) while its handler waits: b claims its entry once idle
+    b:advance("1s") -- past min_idle and finishes it; a resumes and finishes it too
     local posted = {} -- the hosts of one broker share their log records
     for _, r in ipairs(a:records("posted")) do posted[#posted + 1] = r.consumer end
     table.sort(posted)

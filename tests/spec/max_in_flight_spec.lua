@@ -192,4 +192,26 @@ describe("max_in_flight", function()
     end
     assert.equal(3, handed, "b ran the three a handed back, uncounted")
   end)
+
+  it("a paused group starts nothing more, waiting entries go back uncounted, and resumes under the cap", function()
+    local a = app("max_in_flight_claiming", { version = "7.0.15", hostname = "a" })
+    for n = 1, 4 do a:publish("jobs", { n = n }) end
+    a:advance(100)
+    assert.equal(1, #assert(a:command("LRANGE", "started", 0, -1)), "one runs, three wait for the slot")
+    a:pause_group("jobs", "workers")
+    for _ = 1, 50 do a:advance(100) end -- 5 s: the running one ends, its slot comes free
+    assert.equal(1, #assert(a:command("LRANGE", "started", 0, -1)), "nothing starts while paused")
+    local back = 0
+    for _, p in ipairs(assert(a:command("XPENDING", "jobs", "workers", "-", "+", 10))) do
+      if tonumber(p[3]) > 1e9 then back = back + 1 end -- idle since the epoch: handed back
+    end
+    assert.equal(3, back, "the three waiting for the slot were handed back")
+    a:resume_group("jobs", "workers")
+    for _ = 1, 60 do a:advance(100) end
+    local started = assert(a:command("LRANGE", "started", 0, -1))
+    assert.equal(4, #started, "every entry ran once after the resume")
+    for i = 2, 4 do
+      assert.equal("0", started[i]:match("(%S+)$"), "handed back uncounted: " .. started[i])
+    end
+  end)
 end)

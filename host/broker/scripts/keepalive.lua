@@ -144,14 +144,49 @@ local function ride(at, key)
   return stamped, next_at, next_key
 end
 
+-- A pause section (pause.h), from ARGV[at]: 'p' prober probe_ms, its key the
+-- group's pause key (SCRIPT_PAUSE writes it; no lease key: a partition's
+-- lease is in another slot than its group's pause). Returns
+-- {state, reason, ms left (-1: until resumed, or while a probe runs
+-- elsewhere), kind, by, trips}, state 'run', 'pause', or 'probe': the
+-- breaker's pause is over and this prober holds the one probe (for probe_ms
+-- after its last look: a prober that stopped looking hands it on).
+local now_ms
+local function look(at, key)
+  local pkey, prober, probe_ms = KEYS[key], ARGV[at + 1], tonumber(ARGV[at + 2])
+  local h = redis.call('HMGET', pkey, 'kind', 'reason', 'until_ms', 'probe', 'probe_until_ms', 'by',
+                       'trips')
+  local kind, until_ms, probe = h[1], tonumber(h[3]), h[4]
+  if not kind then return {'run'} end
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local function answer(state, left) return {state, h[2] or '', left, kind, h[6] or '', h[7] or '0'} end
+  if until_ms == nil or now_ms < until_ms then return answer('pause', until_ms and until_ms - now_ms or -1) end
+  if kind ~= 'breaker' then return {'run'} end -- an operator's pause that ended (expiring)
+  if probe == nil or probe == prober or now_ms >= (tonumber(h[5]) or 0) then
+    redis.call('HSET', pkey, 'probe', prober, 'probe_until_ms', now_ms + probe_ms)
+    return answer('probe', 0)
+  end
+  return answer('pause', -1)
+end
+
 -- Each under pcall: one subscription's error (its group deleted, a command
 -- its user may not run) leaves the renewals and the other riders alone. (A
 -- key the user may not touch refuses the whole call before it runs: the
 -- host then sends the renewals and each rider apart, lease.c send_apart.)
 local riders, at, key = {}, 5, nleases + 1
 for r = 1, nriders do
-  local ok, out, next_at, next_key = pcall(ride, at, key)
-  if not ok then
+  local ok, out, next_at, next_key
+  if ARGV[at] == 'p' then
+    ok, out = pcall(look, at, key)
+    next_at, next_key = at + 3, key + 1
+    if not ok then out = type(out) == 'table' and (out.err or 'error') or tostring(out) end
+  else
+    ok, out, next_at, next_key = pcall(ride, at, key)
+  end
+  if not ok and ARGV[at] ~= 'p' then
     out = type(out) == 'table' and (out.err or 'error') or tostring(out)
     -- where the next one starts, without running it
     local nkeys = tonumber(ARGV[at + 3])
