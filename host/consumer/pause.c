@@ -243,6 +243,8 @@ void pause_probe_done(pause *p, bool ok, const char *why) {
     pause_trip(p, -1, why, strlen(why));
 }
 
+void pause_probe_dropped(pause *p) { p->probing = false; }
+
 void pause_trip(pause *p, int64_t delay_ms, const char *reason, size_t reason_len) {
   const char *nl = memchr(reason, '\n', reason_len); /* a traceback's first line */
   if (nl) reason_len = (size_t)(nl - reason);

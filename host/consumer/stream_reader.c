@@ -283,7 +283,7 @@ static void start_entry(stream_reader *s, struct entry *e) {
     sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
     if (s->probe == e) {
       s->probe = NULL;
-      pause_probe_done(s->pause, false, "out of memory");
+      pause_probe_dropped(s->pause);
     }
     if (s->key_slots) key_slots_done(s->key_slots, e);
     held_remove(&s->held, e);
@@ -887,7 +887,7 @@ static void give_back_queued(stream_reader *s, bool give_back) {
     lanes_done(&s->lanes, (int)(intptr_t)w->owner_data);
     if (s->probe == w) { /* it never ran: the probe goes to the next look */
       s->probe = NULL;
-      pause_probe_done(s->pause, false, "handed back before it started");
+      pause_probe_dropped(s->pause);
     }
     w->next = left;
     left = w;
