@@ -38,13 +38,7 @@ local function started_after(app, t)
   return n
 end
 
-local function publish(app, n, msg)
-  for i = 1, n do
-    local m = { n = i }
-    for k, v in pairs(msg or {}) do m[k] = v end
-    app:publish("jobs", m)
-  end
-end
+local function publish(app, n, msg) apps.publish_n(app, "jobs", n, msg) end
 
 local function step(app, ms)
   for _ = 1, ms / 100 do app:advance(100) end
