@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 16
+#define SCRIPT_COUNT 18
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -281,6 +281,25 @@ extern const char SCRIPT_HANDBACK_RETRY[];
  * Reply: per key, [lag_ms, oldest_pending_ms, next id, smallest pending id]
  * ("" for none), or [] when the key or the group does not exist. */
 extern const char SCRIPT_LAG[];
+
+/* SCRIPT_INFLIGHT is one stream reader's call to its subscription's
+ * fleet-wide semaphore (max_in_flight, consumer/inflight.h): slots released,
+ * slots renewed and slots wanted, in one step; lapsed slots (a host that died
+ * or stalled past the lease) are dropped first, free slots go to the readers
+ * that have waited longest, and a wanted slot already held (a call sent
+ * again after its answer was lost) is granted again, not counted twice.
+ *   KEYS: slots waiting   (flow_key "inflight" of the subscription's stream)
+ *   ARGV: max ttl_ms wait_ttl_ms waiter holder nrelease nrenew nwant member...
+ * Reply: [renewed per member (1, 2: lapsed and taken again, 0: lost),
+ *         granted per member (1 or 0), waiter ("" when not waiting)] */
+extern const char SCRIPT_INFLIGHT[];
+
+/* SCRIPT_INFLIGHT_KEYS is one stream reader's call to the per-key
+ * semaphores of max_in_flight_per_key (consumer/key_slots.h), one sorted set
+ * per partition key, as SCRIPT_INFLIGHT's without the queue of readers.
+ *   KEYS: a key's slots...   ARGV: max ttl_ms (nrelease nrenew nwant member...)-per-key
+ * Reply, per key: [renewed per member (1, 2, 0), granted per member (1, 0)] */
+extern const char SCRIPT_INFLIGHT_KEYS[];
 
 /* SCRIPT_RATE takes permits of rate limiters (GCRA on the server's TIME):
  * the handler fields rate (permits.h) and rate_per_key (key_rate.h) and

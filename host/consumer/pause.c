@@ -89,7 +89,7 @@ static void seen(pause *p, enum seen now) {
           NULL, NULL, NULL, NULL);
   else if (now == SEEN_RUN && was != SEEN_NONE)
     p_log(p, LOG_INFO, "subscription resumed", NULL, NULL, NULL, NULL, NULL, NULL);
-  if (now == SEEN_PAUSE && was != SEEN_PAUSE) p->changed(p->data, true);
+  if (now == SEEN_PAUSE) p->changed(p->data, true); /* was not paused: see above */
 }
 
 /* lease_rider_answered_fn: the look's answer (pause.h's keepalive section),
@@ -112,8 +112,10 @@ static void looked(void *data, const bk_reply *r, const char *err) {
       p_log(p, LOG_INFO, "the group's pause is read again", NULL, NULL, NULL, NULL, NULL, NULL);
     p->failing = p->denied = false;
     p->seen_ms = p->asked_ms;
+    enum seen was = p->seen;
     seen(p, now);
-    if (now != SEEN_PAUSE && p->waited) { /* what waited may start */
+    /* what waited may start, and reading go on */
+    if (now != SEEN_PAUSE && (p->waited || was == SEEN_PAUSE || was == SEEN_NONE)) {
       p->waited = false;
       p->changed(p->data, false);
     }
@@ -157,6 +159,8 @@ static void send(pause *p, bool trip, const char *reason, int64_t want_ms) {
   c->p = p;
   c->trip = trip;
   snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "");
+  char by[sizeof p->prober + 300]; /* the arguments point into it until sent */
+  snprintf(by, sizeof by, "breaker of %s (%s)", p->spec->name, p->prober);
   struct bk_args *a = &p->args;
   bk_args_reset(a);
   bk_args_str(a, "EVAL");
@@ -166,8 +170,6 @@ static void send(pause *p, bool trip, const char *reason, int64_t want_ms) {
   bk_args_str(a, trip ? "trip" : "close");
   bk_args_str(a, p->prober);
   if (trip) {
-    char by[sizeof p->prober + 300];
-    snprintf(by, sizeof by, "breaker of %s (%s)", p->spec->name, p->prober);
     bk_args_num(a, want_ms);
     bk_args_num(a, p->spec->breaker_max_pause_ms);
     bk_args_str(a, c->reason);
@@ -201,6 +203,8 @@ static void call_done(void *data, const bk_reply *r, const char *err) {
   } else if (!c->trip && r->type == BK_INTEGER && r->integer == 1) {
     p_log(p, LOG_INFO, "breaker closed: the probe succeeded, every host resumes", NULL, NULL, NULL,
           NULL, NULL, NULL);
+    seen(p, SEEN_RUN); /* not half-open here any more: no second probe */
+    p->changed(p->data, false);
   }
   free(c);
   if (p->looking) lease_rider_soon(&p->rider); /* see what it did now */
@@ -238,6 +242,8 @@ void pause_probe_done(pause *p, bool ok, const char *why) {
   else
     pause_trip(p, -1, why, strlen(why));
 }
+
+void pause_probe_dropped(pause *p) { p->probing = false; }
 
 void pause_trip(pause *p, int64_t delay_ms, const char *reason, size_t reason_len) {
   const char *nl = memchr(reason, '\n', reason_len); /* a traceback's first line */

@@ -83,6 +83,9 @@ bool pause_probing(const pause *p);
 /* The probe entry's outcome: ok closes the breaker for every host; a
  * failure (why) trips it again. */
 void pause_probe_done(pause *p, bool ok, const char *why);
+/* The probe entry never ran (handed back, out of memory): neither success
+ * nor failure; the next look may give the probe again. */
+void pause_probe_dropped(pause *p);
 /* Trips the breaker for delay_ms (capped at the handler's breaker max; < 0:
  * the breaker rule's pause) with reason: logged and counted once, by the
  * host whose call opened it. */

@@ -24,6 +24,7 @@
 #include "handback.h"
 #include "heartbeat.h"
 #include "held.h"
+#include "inflight.h"
 #include "lanes.h"
 #include "lease.h"
 #include "log.h"
@@ -33,6 +34,7 @@
 #include "permits.h"
 #include "key_gate.h"
 #include "key_rate.h"
+#include "key_slots.h"
 #include "prune.h"
 #include "read_log.h"
 #include "read_plan.h"
@@ -85,6 +87,7 @@ struct stream_reader {
   bool was_down;          /* the read connection went down since it was up */
   struct held held;       /* with min_idle: entries in a lane or a handler here */
   heartbeat *heartbeat;   /* ... whose claim it keeps (NULL without min_idle) */
+  inflight *inflight;     /* max_in_flight: entries start with a slot (NULL without) */
   struct entry *dropped;  /* shutdown deadline: entries whose handlers were abandoned */
   char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
   ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
@@ -119,10 +122,12 @@ struct stream_reader {
   pause *pause;
   struct breaker breaker;
   const struct entry *probe;
-  char denied[1100];  /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
-  permits *permits;   /* rate: reads wait for permits (NULL without) */
-  key_gate *gate;     /* rate_per_key: entries waiting for their key (NULL without) */
-  key_rate *key_rate; /* ... and what lets them through */
+  char denied[1100];    /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
+  permits *permits;     /* rate: reads wait for permits (NULL without) */
+  key_gate *gate;       /* rate_per_key: entries waiting for their key (NULL without) */
+  key_rate *key_rate;   /* ... and what lets them through */
+  key_gate *key_cap;    /* max_in_flight_per_key: entries waiting for their key's slot */
+  key_slots *key_slots; /* ... and what lets them through */
 
   /* The handler (one Lua state) is shared by a partitioned handler's
    * readers: the subscription releases it. */
@@ -147,7 +152,9 @@ static unsigned outstanding(const stream_reader *s) {
          group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
          (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
          (s->pause ? pause_pending(s->pause) : 0) + (s->permits ? permits_pending(s->permits) : 0) +
-         (s->key_rate ? key_rate_pending(s->key_rate) : 0);
+         (s->key_rate ? key_rate_pending(s->key_rate) : 0) +
+         (s->inflight ? inflight_pending(s->inflight) : 0) +
+         (s->key_slots ? key_slots_pending(s->key_slots) : 0);
 }
 
 static void maybe_drained(stream_reader *s);
@@ -267,6 +274,43 @@ static bool may_start(stream_reader *s, bool *probe) {
   return false;
 }
 
+/* Runs e, popped onto the lane in its owner_data. */
+static void start_entry(stream_reader *s, struct entry *e) {
+  int lane = (int)(intptr_t)e->owner_data;
+  e->started_ms = (uint32_t)clock_now(s->clock);
+  held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
+  if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
+    sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+    if (s->probe == e) {
+      s->probe = NULL;
+      pause_probe_dropped(s->pause);
+    }
+    if (s->key_slots) key_slots_done(s->key_slots, e);
+    held_remove(&s->held, e);
+    entry_free(e);
+    if (s->inflight) inflight_done(s->inflight);
+    lanes_done(&s->lanes, lane);
+  }
+}
+
+/* inflight_start_fn: a max_in_flight slot came for e, which waited on its
+ * lane; it starts only while the consumer name is known held and, unless it
+ * is the probe, the group known running (asked again: it may have waited). */
+static bool slot_granted(void *data, struct entry *e) {
+  stream_reader *s = data;
+  bool probe;
+  if (s->state != SR_READING || !name_held(s)) return false;
+  if (s->probe != e) {
+    if (!may_start(s, &probe)) return false;
+    if (probe) {
+      pause_probe_started(s->pause);
+      s->probe = e;
+    }
+  }
+  start_entry(s, e);
+  return true;
+}
+
 static void dispatch(stream_reader *s) {
   if (s->dispatching) return; /* re-entered from a job that finished at once */
   s->dispatching = true;
@@ -281,18 +325,10 @@ static void dispatch(stream_reader *s) {
       s->probe = e;
     }
     e->owner_data = (void *)(intptr_t)lane;
-    e->started_ms = (uint32_t)clock_now(s->clock);
-    held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
-    if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
-      sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-      if (s->probe == e) {
-        s->probe = NULL;
-        pause_probe_done(s->pause, false, "out of memory");
-      }
-      held_remove(&s->held, e);
-      entry_free(e);
-      lanes_done(&s->lanes, lane);
-    }
+    if (s->inflight)
+      inflight_admit(s->inflight, e); /* starts with a slot (slot_granted) */
+    else
+      start_entry(s, e);
     if (clock_fresh(s->clock) - began >= DISPATCH_SLICE_MS) {
       timer_start(s->dispatch_timer, 1);
       break;
@@ -371,13 +407,16 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   metrics_observe(s->metrics.duration, ran_ms / 1000.0);
   if (breaker_saw(s, e, res)) apply_finished(s->apply, e, res);
   retry_entry_done(s, e);
+  if (s->key_slots) key_slots_done(s->key_slots, e); /* its key's slot goes back */
   held_remove(&s->held, e);
   entry_free(e);
+  if (s->inflight) inflight_done(s->inflight); /* its slot goes back */
   lanes_done(&s->lanes, lane);
   progress(s);
 }
 
 static void to_lanes(stream_reader *s, struct entry *e);
+static void cap_key(stream_reader *s, struct entry *e);
 
 static void accept_entry(stream_reader *s, struct entry *e) {
   /* Every mode with a min_idle (a `new` one only by choice) keeps what it
@@ -407,6 +446,13 @@ static void accept_entry(stream_reader *s, struct entry *e) {
     return;
   }
   if (s->gate && gate_hold(s->gate, e)) return key_rate_kick(s->key_rate); /* off the lanes */
+  cap_key(s, e);
+}
+
+/* max_in_flight_per_key: a keyed entry waits off the lanes for its key's
+ * slot (key_slots.h). */
+static void cap_key(stream_reader *s, struct entry *e) {
+  if (s->key_cap && gate_hold(s->key_cap, e)) return key_slots_kick(s->key_slots);
   to_lanes(s, e);
 }
 
@@ -504,7 +550,8 @@ static void read_next(stream_reader *s) {
   if (s->state != SR_READING || s->read_pending || s->waiting) return;
   /* On lanes or running; and, counted on its own, finished with an outcome
    * not yet written (plain acks aside: one small XACK per loop turn). */
-  size_t in_flight = lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0);
+  size_t in_flight = lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0) +
+                     (s->key_cap ? gate_waiting(s->key_cap) : 0);
   size_t batch = (size_t)s->spec->batch;
   enum read_kind kind = plan_next(&s->plan);
   bool ahead = plan_reads_ahead(&s->plan, kind);
@@ -553,7 +600,11 @@ static void read_next(stream_reader *s) {
 }
 
 static void permitted(void *data) { progress(data); }
-static void gate_pass(void *data, struct entry *e) { to_lanes(data, e); }
+static void gate_pass(void *data, struct entry *e) { cap_key(data, e); }
+static void key_cap_pass(void *data, struct entry *e) { to_lanes(data, e); }
+
+/* inflight_answered_fn: the drain may have waited for it. */
+static void slots_answered(void *data) { progress(data); }
 
 static void reader_state(void *data, bk_conn *c, int up) {
   (void)c;
@@ -705,7 +756,8 @@ void sr_collect_metrics(stream_reader *s, bool add) {
     metric_set(s->metrics.lanes_busy, 0);
   }
   metric_add(s->metrics.in_flight,
-             (double)(lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0)));
+             (double)(lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0) +
+                      (s->key_cap ? gate_waiting(s->key_cap) : 0)));
   metric_add(s->metrics.lanes_busy, (double)s->lanes.running);
 }
 
@@ -756,6 +808,14 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool keyed = s->spec->rate_per_key.interval_us > 0;
   if (keyed && (s->gate = gate_new(gate_pass, s)) != NULL)
     s->key_rate = key_rate_new(b, cmd, clock, s->spec, s->gate, permitted, s);
+  bool capped = s->spec->max_in_flight > 0;
+  if (capped && s->retry_key)
+    s->inflight = inflight_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
+                               slot_granted, slots_answered, s);
+  bool key_capped = s->spec->max_in_flight_per_key > 0;
+  if (key_capped && (s->key_cap = gate_new(key_cap_pass, s)) != NULL)
+    s->key_slots = key_slots_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
+                                 s->key_cap, permitted, s);
   bool leased_ok = true;
   if (keepalive) {
     s->keepalive = keepalive;
@@ -768,7 +828,8 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   breaker_init(&s->breaker);
   if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
       !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
-      (limited && !s->permits) || (keyed && !s->key_rate) ||
+      (limited && !s->permits) || (keyed && !s->key_rate) || (capped && !s->inflight) ||
+      (key_capped && !s->key_slots) ||
       lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
     sr_free(s);
     return NULL;
@@ -821,7 +882,18 @@ static bool hand_back(stream_reader *s, const struct entry *list, bool started) 
  * the shutdown deadline abandons them). */
 static void give_back_queued(stream_reader *s, bool give_back) {
   struct entry *left = lanes_drain_queued(&s->lanes);
+  for (struct entry *w = s->inflight ? inflight_take_waiting(s->inflight) : NULL, *n; w; w = n) {
+    n = w->next; /* waiting for a slot on its lane: not started either */
+    lanes_done(&s->lanes, (int)(intptr_t)w->owner_data);
+    if (s->probe == w) { /* it never ran: the probe goes to the next look */
+      s->probe = NULL;
+      pause_probe_dropped(s->pause);
+    }
+    w->next = left;
+    left = w;
+  }
   if (s->gate) left = gate_drain(s->gate, left); /* waiting for their key: never started */
+  if (s->key_cap) left = gate_drain(s->key_cap, left);
   bool given = left && give_back && hand_back(s, left, false);
   size_t n = 0;
   while (left) {
@@ -859,6 +931,8 @@ void sr_stop(stream_reader *s, bool give_back) {
   if (s->pause) pause_stop(s->pause);
   if (s->permits) permits_stop(s->permits);
   if (s->key_rate) key_rate_stop(s->key_rate);
+  if (s->key_slots) key_slots_stop(s->key_slots);
+  if (s->inflight) inflight_stop(s->inflight);
   give_back_queued(s, give_back);
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
@@ -929,6 +1003,8 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   if (s->heartbeat) heartbeat_set_spec(s->heartbeat, s->spec);
   if (s->permits) permits_set_spec(s->permits, s->spec);
   if (s->key_rate) key_rate_set_spec(s->key_rate, s->spec);
+  if (s->inflight) inflight_set_spec(s->inflight, s->spec);
+  if (s->key_slots) key_slots_set_spec(s->key_slots, s->spec);
   apply_set_spec(s->apply, s->spec);
   trimmer_set_spec(s->trimmer, s->spec);
   group_set_spec(s->group, s->spec);
@@ -993,8 +1069,11 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
   }
   /* Work that keeps failing as long as a read may: not doing its job. */
   const struct fault *work[] = {writer_fault(s->w, WRITER_ACKS),
-                                writer_fault(s->w, WRITER_OUTCOMES), sweeper_fault(s->sweeper),
-                                &s->lease_fault, s->pruner ? prune_fault(s->pruner) : &no_prune};
+                                writer_fault(s->w, WRITER_OUTCOMES),
+                                sweeper_fault(s->sweeper),
+                                &s->lease_fault,
+                                s->pruner ? prune_fault(s->pruner) : &no_prune,
+                                s->inflight ? inflight_fault(s->inflight) : &no_prune};
   for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
     const struct fault *f = work[w];
     if (f->failing && now - f->since_ms > limit) {
@@ -1008,7 +1087,8 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
 
 bool sr_idle(const stream_reader *s) {
   return s->state == SR_READING && lanes_in_flight(&s->lanes) == 0 && writer_queued(s->w) == 0 &&
-         outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0);
+         outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0) &&
+         (s->key_cap == NULL || gate_waiting(s->key_cap) == 0);
 }
 
 const char *sr_last_read(const stream_reader *s) { return s->last_read; }
@@ -1028,7 +1108,10 @@ void sr_free(stream_reader *s) {
   permits_free(s->permits);
   key_rate_free(s->key_rate);
   gate_free(s->gate);
+  key_slots_free(s->key_slots);
+  gate_free(s->key_cap);
   heartbeat_free(s->heartbeat);
+  inflight_free(s->inflight);
   lease_free(s->lease);
   struct entry *left = s->lanes.job ? lanes_drain_queued(&s->lanes) : NULL;
   while (left) {

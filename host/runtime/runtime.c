@@ -123,6 +123,8 @@ static const struct spec_field {
     F(start, SPEC_STRING),
     {"start_at", SPEC_STRING, offsetof(struct handler_spec, start_at), true},
     F(workers, SPEC_INT),
+    F(max_in_flight, SPEC_CAP),
+    F(max_in_flight_per_key, SPEC_CAP),
     F(by_key, SPEC_BOOL),
     F(batch, SPEC_INT),
     F(claim_fallback, SPEC_BOOL),

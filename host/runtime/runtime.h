@@ -48,9 +48,16 @@ struct handler_spec {
   /* -1 when not set; else a held entry whose handler has run longer is
    * logged, counted and no longer kept claimed (heartbeat.h) */
   int64_t max_run_ms;
-  bool claim_fallback;     /* claiming on servers before 8.4 through a script */
-  int batch;               /* most entries one read asks for */
-  int workers;             /* lanes */
+  bool claim_fallback; /* claiming on servers before 8.4 through a script */
+  int batch;           /* most entries one read asks for */
+  int workers;         /* lanes */
+  /* 0: no cap; else the most handlers of this subscription running at once
+   * across every host and process reading the group (inflight.h) */
+  int max_in_flight;
+  /* 0: no cap; else the most handlers of one partition key running at once
+   * across the fleet; entries of a key at its cap wait off the lanes
+   * (key_slots.h) */
+  int max_in_flight_per_key;
   bool by_key;             /* per-key order on lanes */
   size_t max_body;         /* bytes; larger bodies are bad input */
   int max_deliveries;      /* 0: no cap; else dead-letter when deliveries reach it */

@@ -60,6 +60,7 @@
 #include "clock_virtual.h"
 #include "duration.h"
 #include "entry.h"
+#include "flow_keys.h"
 #include "host.h"
 #include "http.h"
 #include "http_curl.h"
@@ -73,6 +74,7 @@
 #include "pg_pool.h"
 #include "corelib.h"
 #include "runtime.h"
+#include "scripts.h"
 #include "servers.h"
 #include "subscription.h"
 #include "url.h"
@@ -1182,6 +1184,16 @@ static int core_app(lua_State *L) {
   return 1;
 }
 
+/* core.pause_key(stream, group): a group's pause key (pause.h), for
+ * app:pause_group. */
+static int core_pause_key(lua_State *L) {
+  char *k = flow_key("pause", luaL_checkstring(L, 1), luaL_checkstring(L, 2), NULL);
+  if (k == NULL) return luaL_error(L, "out of memory");
+  lua_pushstring(L, k);
+  free(k);
+  return 1;
+}
+
 int luaopen_luastream_testing(lua_State *L) {
   static const luaL_Reg methods[] = {{"settle", app_settle},
                                      {"advance", app_advance},
@@ -1217,6 +1229,10 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_setfield(L, -2, "duration");
   lua_pushcfunction(L, core_partition);
   lua_setfield(L, -2, "partition");
+  lua_pushcfunction(L, core_pause_key);
+  lua_setfield(L, -2, "pause_key");
+  lua_pushstring(L, SCRIPT_PAUSE); /* what `luastream pause` and `resume` send */
+  lua_setfield(L, -2, "pause_script");
   core_set_wire_names(L, -1); /* headers and reasons, for lua/luastream.lua */
   /* luastream.json's encoder in the spec's own state, as in a host's. */
   lua_getglobal(L, "package");

@@ -125,6 +125,8 @@ local FIELDS = {
   { "consumer", check_string },
   { "batch", check_count_upto(M.MAX_BATCH), default = 100 },
   { "workers", check_count_upto(M.MAX_WORKERS), default = 1 },
+  { "max_in_flight", check_count },
+  { "max_in_flight_per_key", check_count },
   { "by_key", check_boolean, default = false },
   { "reply_to", check_string },
   { "max_body", check_count, default = 1048576 },

@@ -257,6 +257,21 @@ function App:reload_soon() self.core:reload_soon() end
 -- true, or false and why: what GET /readyz would answer (docs/operations.md).
 function App:ready() return self.core:ready() end
 
+-- app:pause_group(stream, group [, {["for"] = "30s", reason = TEXT}]) pauses
+-- a group on every host of the broker as `luastream pause` does (until
+-- app:resume_group, or for the time given); app:resume_group(stream, group)
+-- as `luastream resume`: 1 when it was paused, else 0.
+function App:pause_group(stream, group, opts)
+  opts = opts or {}
+  local ms = opts["for"] ~= nil and duration(opts["for"]) or 0
+  return assert(self.core:command("EVAL", core.pause_script, "1", core.pause_key(stream, group),
+    "pause", tostring(ms), opts.reason or "paused by a spec", "spec"))
+end
+
+function App:resume_group(stream, group)
+  return assert(self.core:command("EVAL", core.pause_script, "1", core.pause_key(stream, group), "resume"))
+end
+
 -- A Redis command on the in-memory broker: the reply, or nil and the error.
 function App:command(...) return self.core:command(...) end
 

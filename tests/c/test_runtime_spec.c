@@ -38,6 +38,7 @@ TEST_IMPL(runtime_spec_defaults) {
   ASSERT_INT_EQ(s->min_idle_ms, -1);
   ASSERT_INT_EQ(s->batch, 100);
   ASSERT_INT_EQ(s->workers, 1);
+  ASSERT_INT_EQ(s->max_in_flight, 0); /* no cap */
   ASSERT(s->by_key == false);
   ASSERT_INT_EQ(s->max_body, 1048576);
   ASSERT(s->rate.interval_us == 0);     /* no rate limit */
@@ -56,7 +57,7 @@ TEST_IMPL(runtime_spec_values) {
                                 "return { stream = \"in\", group = \"grp\",\n"
                                 "  consumer = \"me\", start = \"beginning\", start_at = \"5-0\",\n"
                                 "  reply_to = \"out\", batch = 7, workers = 3, by_key = true,\n"
-                                "  max_body = 10, rate = \"200/s burst 400\",\n"
+                                "  max_body = 10, rate = \"200/s burst 400\", max_in_flight = 2,\n"
                                 "  handle = function() end }\n");
   ASSERT_OK(handler_load(path, NULL, &h, load_error, sizeof load_error));
   const struct handler_spec *s = handler_spec(h);
@@ -69,6 +70,7 @@ TEST_IMPL(runtime_spec_values) {
   ASSERT_STR_EQ(s->reply_to, "out");
   ASSERT_INT_EQ(s->batch, 7);
   ASSERT_INT_EQ(s->workers, 3);
+  ASSERT_INT_EQ(s->max_in_flight, 2);
   ASSERT(s->by_key == true);
   ASSERT_INT_EQ(s->max_body, 10);
   ASSERT(s->rate.interval_us == 5000 && s->rate.burst == 400);

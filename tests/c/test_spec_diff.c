@@ -53,6 +53,8 @@ TEST_IMPL(spec_diff_each_field) {
   EXPECT(b.consumer = "me", "consumer"); /* NULL on one side */
   EXPECT(b.start = "beginning", "start");
   EXPECT(b.workers = 4, "workers");
+  EXPECT(b.max_in_flight = 3, "max_in_flight"); /* the slots are made at start */
+  EXPECT(b.max_in_flight_per_key = 1, "max_in_flight_per_key");
   EXPECT(b.by_key = true, "by_key");
   EXPECT(b.batch = 10, "batch");
   EXPECT(b.claim_fallback = true, "claim_fallback");

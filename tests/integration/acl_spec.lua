@@ -138,6 +138,20 @@ return {
 }
 ]]
 
+-- max_in_flight: the semaphore's script on every start and finish.
+local CAPPED = [[
+local ls = require "luastream"
+
+return {
+  stream = "orders", group = "capped", start = "beginning", workers = 4, max_in_flight = 2,
+  handle = function(order)
+    ls.sleep(50)
+    ls.log.info("order capped", { id = order.id })
+    return ls.ack()
+  end,
+}
+]]
+
 local ACTIONS = { "ack", "retry", "delay", "reply", "publish", "reject" }
 
 local function publish_orders(srv)
@@ -382,6 +396,52 @@ return { stream = "payments", group = "ledger", start = "beginning",
     helper.wait_until(function() return #srv:pending_ids("orders", "rated") == 0 end, 20, "nothing pending")
     assert.equal(0, host:stop())
     assert_quiet(host)
+  end)
+
+  it("runs a max_in_flight handler under the documented run user with ~luastream:inflight:{S}:G*", function()
+    local srv = helper.redis_start()
+    local list = run_user("orders-host", { { stream = "orders", group = "capped" } })
+    list[#list + 1] = "~luastream:inflight:{orders}:capped*"
+    setuser(srv, list)
+    publish_orders(srv)
+    local host = start(srv, "orders-host", { ["capped.lua"] = CAPPED })
+    host:wait_log(READY, 20, { plain = true })
+    host:wait_records({ msg = "order capped" }, #ACTIONS, 20, "every order through the semaphore")
+    helper.wait_until(function() return #srv:pending_ids("orders", "capped") == 0 end, 20, "nothing pending")
+    assert.equal(0, host:stop())
+    assert_quiet(host)
+  end)
+
+  it("runs a max_in_flight_per_key handler under the documented run user with ~luastream:inflight:{S}:G*", function()
+    local srv = helper.redis_start()
+    local list = run_user("orders-host", { { stream = "orders", group = "capped" } })
+    list[#list + 1] = "~luastream:inflight:{orders}:capped*"
+    setuser(srv, list)
+    for i = 1, 6 do
+      srv:cli("XADD", "orders", "*", "data", string.format('{"id":%d}', i), "partition-key", "account-" .. (i % 2))
+    end
+    local per_key = CAPPED:gsub("max_in_flight = 2", "max_in_flight_per_key = 1")
+    local host = start(srv, "orders-host", { ["capped.lua"] = per_key })
+    host:wait_log(READY, 20, { plain = true })
+    host:wait_records({ msg = "order capped" }, 6, 20, "every order through its key's slots")
+    helper.wait_until(function() return #srv:pending_ids("orders", "capped") == 0 end, 20, "nothing pending")
+    assert.equal(0, host:stop())
+    assert_quiet(host)
+  end)
+
+  it("says which key a max_in_flight handler lacks when the run user has no ~luastream:inflight:*", function()
+    local srv = helper.redis_start()
+    setuser(srv, run_user("orders-host", { { stream = "orders", group = "capped" } }))
+    publish_orders(srv)
+    local host = start(srv, "orders-host", { ["capped.lua"] = CAPPED })
+    host:wait_log(READY, 20, { plain = true })
+    local rec = host:wait_records({ msg = "max_in_flight: the slots call failed, entries wait" }, 1, 20,
+      "the refusal logged")[1]
+    assert.equal("warn", rec.level)
+    assert.equal("luastream:inflight:{orders}:capped", rec.key)
+    assert.matches("no permissions", rec.error)
+    assert.equal(0, host:count({ msg = "order capped" }), "nothing starts without a slot")
+    host:stop()
   end)
 
   it("keeps the claim on held entries and gives back unstarted ones under the documented run user #slow", function()

@@ -123,7 +123,10 @@ describe("the heartbeat", function()
     local host = running_on_a_and_b(srv, 8000, { server = srv })
     local monitor = srv:monitor()
     -- the keepalive's calls: KEYS (leases, then per heartbeat its lease,
-    -- stream and retry stream), ARGV identity, time to live, leases, riders
+    -- stream and retry stream, per pause look the pause key), ARGV identity,
+    -- time to live, leases, riders, then each rider's section: a
+    -- heartbeat's "1" group consumer nkeys (count id...)-per-key, a pause
+    -- look's "p" prober probe_ms
     local function calls()
       local out = {}
       for _, c in ipairs(monitor:commands()) do
@@ -131,7 +134,17 @@ describe("the heartbeat", function()
         local nkeys = (a[1] == "EVALSHA" or a[1] == "EVAL") and c.client ~= "lua" and tonumber(a[3])
         if nkeys and (a[4 + nkeys] or ""):match("^%x+ %d+ ") and a[5 + nkeys] == "20000" then
           local k = { at = tonumber(c.line:match("^(%d+%.%d+)")), leases = tonumber(a[6 + nkeys]), streams = {} }
-          for r = 1, tonumber(a[7 + nkeys]) do k.streams[#k.streams + 1] = a[3 + k.leases + 3 * (r - 1) + 2] end
+          local key, at = 4 + k.leases, 8 + nkeys
+          for _ = 1, tonumber(a[7 + nkeys]) do
+            if a[at] == "p" then
+              key, at = key + 1, at + 3
+            else
+              local n = tonumber(a[at + 3])
+              k.streams[#k.streams + 1] = a[key + 1]
+              key, at = key + 1 + n, at + 4
+              for _ = 1, n do at = at + 1 + tonumber(a[at]) end
+            end
+          end
           table.sort(k.streams)
           out[#out + 1] = k
         end

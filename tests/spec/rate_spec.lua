@@ -18,13 +18,7 @@ local function permits(app, key)
   return n
 end
 
-local function publish(app, n, msg)
-  for i = 1, n do
-    local m = { n = i }
-    for k, v in pairs(msg or {}) do m[k] = v end
-    app:publish("calls", m)
-  end
-end
+local function publish(app, n, msg) apps.publish_n(app, "calls", n, msg) end
 
 describe("ls.rate.take", function()
   after_each(apps.stop_all)

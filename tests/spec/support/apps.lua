@@ -24,6 +24,15 @@ return function(fixtures)
     for i = #list, 1, -1 do list[i]:stop() end
   end
 
+  -- Publishes n messages to stream, {n = i} and the fields of msg each.
+  function apps.publish_n(app, stream, n, msg)
+    for i = 1, n do
+      local m = { n = i }
+      for k, v in pairs(msg or {}) do m[k] = v end
+      app:publish(stream, m)
+    end
+  end
+
   -- The newest log record with message msg, or nil.
   function apps.last(app, msg)
     local recs = app:records(msg)
