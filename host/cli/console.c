@@ -562,6 +562,8 @@ static void route(void *data, struct console_request *req) {
   if (is(req, true, "/api/dead-letters/replay")) return console_dl_replay(c, req);
   if (is(req, true, "/api/dead-letters/delete")) return console_dl_delete(c, req);
   if (is(req, true, "/api/reload")) return reload(c, req);
+  if (is(req, true, "/api/pause")) return console_pause(c, req);
+  if (is(req, true, "/api/resume")) return console_resume(c, req);
   if (api)
     return console_error(req, 404, "no such API: %s %s", req->post ? "POST" : "GET", req->path);
   if (req->post) return console_error(req, 405, "no such action");

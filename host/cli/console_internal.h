@@ -3,7 +3,8 @@
  * its connection. console.c serves pages, sessions, the overview and the
  * handlers; console_answer.c answering; console_redis.c the connection to
  * Redis; console_browse.c the pending entries and an entry;
- * console_dead_letters.c the dead letters, replaying and deleting them. */
+ * console_dead_letters.c the dead letters, replaying and deleting them;
+ * console_pause.c pausing and resuming a group. */
 #ifndef LUASTREAM_CONSOLE_INTERNAL_H
 #define LUASTREAM_CONSOLE_INTERNAL_H
 
@@ -107,5 +108,8 @@ void console_dead_letters(struct console *c, struct console_request *req);
 void console_dl_preview(struct console *c, struct console_request *req);
 void console_dl_replay(struct console *c, struct console_request *req);
 void console_dl_delete(struct console *c, struct console_request *req);
+/* console_pause.c's */
+void console_pause(struct console *c, struct console_request *req);
+void console_resume(struct console *c, struct console_request *req);
 
 #endif

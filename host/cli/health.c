@@ -315,6 +315,13 @@ void health_reply_text(health_request *req, int status, const char *line) {
   if (undefer(c)) answer(c, status, line);
 }
 
+static void answer_ready(struct hconn *c, const char *notes);
+
+void health_reply_ready(health_request *req, const char *notes) {
+  struct hconn *c = &req->c;
+  if (undefer(c)) answer_ready(c, notes);
+}
+
 void health_reply_page(health_request *req, char *page, size_t len) {
   struct hconn *c = &req->c;
   if (undefer(c))
@@ -328,8 +335,27 @@ void health_set_defer(health *hs, health_defer_fn *fn, void *data) {
   hs->defer_data = data;
 }
 
+/* "ready", and a line "note: ..." for each line of notes, as many whole
+ * lines as the response holds (then "note: more: see luastream status"). */
+static void answer_ready(struct hconn *c, const char *notes) {
+  char body[RESPONSE_MAX - 200]; /* what the headers leave */
+  const char *more = "\nnote: more: see luastream status";
+  size_t n = (size_t)snprintf(body, sizeof body, "ready");
+  while (*notes) {
+    size_t line = strcspn(notes, "\r\n");
+    if (line && n + 7 + line + strlen(more) >= sizeof body) {
+      snprintf(body + n, sizeof body - n, "%s", more);
+      break;
+    }
+    if (line) n += (size_t)snprintf(body + n, sizeof body - n, "\nnote: %.*s", (int)line, notes);
+    notes += line;
+    notes += strspn(notes, "\r\n");
+  }
+  answer(c, 200, body);
+}
+
 static void route(struct hconn *c, enum health_route r) {
-  char why[512];
+  char why[1536];
   switch (r) {
     case HEALTH_INCOMPLETE:
       if (c->len == sizeof c->buf->data) answer(c, 431, "request too large");
@@ -344,7 +370,7 @@ static void route(struct hconn *c, enum health_route r) {
     case HEALTH_READY:
       if (c->hs->defer) return defer(c, r);
       why[0] = '\0';
-      if (c->hs->ready(c->hs->ready_data, why, sizeof why)) return answer(c, 200, "ready");
+      if (c->hs->ready(c->hs->ready_data, why, sizeof why)) return answer_ready(c, why);
       /* One line, whatever the reason holds. */
       for (char *p = why; *p; p++)
         if (*p == '\r' || *p == '\n') *p = ' ';

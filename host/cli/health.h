@@ -4,7 +4,8 @@
  *
  *   GET /healthz   200 "ok" while the loop runs (liveness)
  *   GET /readyz    200 "ready", or 503 with one line saying why not (readiness,
- *                  asked of the caller through health_ready_fn on every request)
+ *                  asked of the caller through health_ready_fn on every request);
+ *                  a 200 may go on with lines "note: ..." (a paused group)
  *   GET /metrics   200, the metrics page (metrics.h), built from the host's
  *                  counters: nothing is asked of Redis
  *
@@ -56,7 +57,8 @@ int health_format_response(char *out, size_t cap, int status, const char *body);
 int health_parse_addr(const char *text, char *host, size_t hostlen, int *port, char *err,
                       size_t errlen);
 
-/* Asked on each GET /readyz: true when ready, else false with one line in why. */
+/* Asked on each GET /readyz: true when ready (with notes in why, one a line,
+ * or ""), else false with one line in why. */
 typedef bool health_ready_fn(void *data, char *why, size_t len);
 
 typedef struct health health;
@@ -86,6 +88,8 @@ typedef void health_defer_fn(void *data, enum health_route route, health_request
 void health_set_defer(health *hs, health_defer_fn *fn, void *data);
 /* status with one line of text as the body. */
 void health_reply_text(health_request *req, int status, const char *line);
+/* 200 "ready" with notes (one a line, "" for none), as a ready host answers. */
+void health_reply_ready(health_request *req, const char *notes);
 /* 200 with page (malloc'd, len bytes, Prometheus' text format) as the body,
  * taken; NULL answers 500. */
 void health_reply_page(health_request *req, char *page, size_t len);

@@ -18,6 +18,9 @@
  *                    [--json] [--watch] DIR | STREAM...                            (status.c)
  *   luastream console [--redis URL | --redis-file PATH] --console ADDR:PORT
  *                     --console-tokens PATH DIR | STREAM...                   (console_cmd.c)
+ *   luastream pause [--redis URL | --redis-file PATH] [--for DURATION] [--reason TEXT]
+ *                   STREAM GROUP                                             (pause_cmd.c)
+ *   luastream resume [--redis URL | --redis-file PATH] STREAM GROUP          (pause_cmd.c)
  *   luastream help [COMMAND]    the commands, or COMMAND's --help
  *   luastream --version
  *
@@ -31,6 +34,7 @@
 #include "check.h"
 #include "dead_letters.h"
 #include "options.h"
+#include "pause_cmd.h"
 #include "publish.h"
 #include "run.h"
 #include "console_cmd.h"
@@ -56,6 +60,8 @@ static const char usage_main[] =
     "                 what needs attention\n"
     "  console        the web console for operators, without running handlers\n"
     "                 (`run --console` serves it beside them)\n"
+    "  pause          pause a group on every host (until resumed, or --for)\n"
+    "  resume         end a group's pause\n"
     "  help           this text; `luastream help <command>` is that command's\n"
     "                 --help\n"
     "\n"
@@ -78,6 +84,8 @@ static int dispatch(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "dead-letters")) return cmd_dead_letters(argc, argv);
   if (!strcmp(cmd, "status")) return cmd_status(argc, argv);
   if (!strcmp(cmd, "console")) return cmd_console(argc, argv);
+  if (!strcmp(cmd, "pause")) return cmd_pause(argc, argv);
+  if (!strcmp(cmd, "resume")) return cmd_resume(argc, argv);
   return -1;
 }
 

@@ -141,11 +141,32 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                     "    read \"new\": nothing takes them again until their host restarts;\n"
                     "  - with --watch, a lag that grew at each of the last 3 refreshes;\n"
                     "  - dead letters on a handler's dead_letter stream; a stream or group a\n"
-                    "    handler reads that does not exist; a key that cannot be read.\n",
+                    "    handler reads that does not exist; a key that cannot be read;\n"
+                    "  - a group its breaker paused (open, or half-open while one entry probes).\n"
+                    "A group paused by `luastream pause` is listed under \"paused:\" (who,\n"
+                    "since when, until when, why) without needing attention; while paused its\n"
+                    "lag is not judged.\n",
                     "Exit status: 0 when nothing needs attention, 1 when something does (or the\n"
                     "server cannot be reached or read, said on stderr), 2 on a usage error.\n"
                     "--watch ends at SIGINT with the status of its last refresh.\n"
                     "docs/operations.md describes the table and the --json document.\n"},
+    [CLI_PAUSE] = {"pause", "STREAM GROUP", 2, 0,
+                   "Pauses GROUP of STREAM on every host: no handler of the group starts more\n"
+                   "than 1s after this command returns, handlers already running finish, and\n"
+                   "entries read and not started are handed back uncounted. The pause is kept\n"
+                   "in Redis (luastream:pause:{STREAM}:GROUP), so it holds across restarts,\n"
+                   "until `luastream resume` or the end of --for. It replaces a breaker's\n"
+                   "pause. For a partitioned handler name the base stream (without :{p}).\n"
+                   "Prints what it did; `status`, /readyz, /metrics and the console show it.\n",
+                   "Exit status: 0 when the group is paused, 1 when the server could not be\n"
+                   "reached or refused it (nothing changed), 2 on a usage error.\n"
+                   "docs/operations.md, \"Pause and resume\", says more.\n"},
+    [CLI_RESUME] = {"resume", "STREAM GROUP", 2, 0,
+                    "Ends the pause of GROUP of STREAM (an operator's or the breaker's) on every\n"
+                    "host, and says whether it was paused and by whom. Hosts start handlers\n"
+                    "again at their next look at the pause (within 0.4s while entries wait).\n",
+                    "Exit status: 0 when the group runs (whether or not it was paused), 1 when\n"
+                    "the server could not be reached or refused it, 2 on a usage error.\n"},
 };
 
 const char *cli_command_name(enum cli_command command) { return commands[command].name; }
@@ -270,9 +291,10 @@ static int check_wait(const char *who, const struct cli_value *v, char *err, siz
 /* The --tls-* options, in a command's synopsis. */
 #define TLS_SYNOPSIS "[--tls-...]"
 
-#define SERVER                                                                           \
-  (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) | \
-   CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS) | CLI_IN(CLI_CONSOLE))
+#define SERVER                                                                            \
+  (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) |  \
+   CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_PAUSE) | \
+   CLI_IN(CLI_RESUME))
 
 /* The commands that serve the web console. */
 #define CONSOLE (CLI_IN(CLI_RUN) | CLI_IN(CLI_CONSOLE))
@@ -669,7 +691,20 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                               .def = "5s",
                               .check = check_above_zero,
                               .help = "how often open pages refresh the overview; one read of "
-                                      "Redis per interval serves every page"}};
+                                      "Redis per interval serves every page"},
+    [OPT_FOR] = {.name = "for",
+                 .arg = "DURATION",
+                 .kind = CLI_DURATION,
+                 .commands = CLI_IN(CLI_PAUSE),
+                 .check = check_above_zero,
+                 .help = "end the pause by itself after DURATION (30s, 15m, 2h); without it the "
+                         "group stays paused until `luastream resume`"},
+    [OPT_PAUSE_REASON] = {.name = "reason",
+                          .arg = "TEXT",
+                          .kind = CLI_STRING,
+                          .commands = CLI_IN(CLI_PAUSE),
+                          .help = "why, for whoever looks (status, /readyz, the log, the "
+                                  "console); at most 200 bytes"}};
 
 static bool takes(enum cli_command command, int id) {
   return (cli_option_table[id].commands & CLI_IN(command)) != 0;

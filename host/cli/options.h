@@ -31,6 +31,8 @@ enum cli_command {
   CLI_DL_DELETE,
   CLI_STATUS,
   CLI_CONSOLE,
+  CLI_PAUSE,
+  CLI_RESUME,
   CLI_NCOMMANDS
 };
 
@@ -82,6 +84,8 @@ enum cli_option_id {
   OPT_CONSOLE_TOKENS,
   OPT_CONSOLE_ORIGIN,
   OPT_CONSOLE_INTERVAL,
+  OPT_FOR,
+  OPT_PAUSE_REASON, /* pause's --reason: free text (dead-letters delete's picks entries) */
   OPT_NOPTIONS
 };
 

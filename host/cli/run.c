@@ -248,7 +248,9 @@ static void console_each_running(void *data,
 }
 
 static bool run_ready(void *data, char *why, size_t len) {
-  return host_is_ready(((struct run *)data)->host, why, len);
+  if (!host_is_ready(((struct run *)data)->host, why, len)) return false;
+  host_ready_notes(((struct run *)data)->host, why, len); /* a pause: ready all the same */
+  return true;
 }
 
 /* Starts catching signum with cb; -1 when libuv refuses (reported). */

@@ -318,3 +318,38 @@ int scrape_get(struct uv_loop_s *loop, int port, const char *path, uint64_t time
     uv_timer_start(&s->timer, on_timeout, 0, 0); /* fails on the loop, not here */
   return 0;
 }
+
+/* ---- /readyz ---- */
+
+void scrape_ready_notes(const char *const *bodies, int n, char *out, size_t len) {
+  size_t used = 0;
+  if (len) out[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    for (const char *p = bodies[i]; p && *p;) {
+      size_t line = strcspn(p, "\r\n");
+      if (line > 6 && memcmp(p, "note: ", 6) == 0) {
+        const char *text = p + 6;
+        size_t tlen = line - 6;
+        /* "subscription NAME", up to the first ':' */
+        const char *colon = memchr(text, ':', tlen);
+        size_t klen = colon ? (size_t)(colon - text) : tlen;
+        bool seen = false;
+        for (const char *q = out; !seen && q < out + used;) {
+          size_t qlen = strcspn(q, "\n");
+          seen = qlen > klen && memcmp(q, text, klen) == 0 && q[klen] == ':';
+          q += qlen + (q[qlen] == '\n');
+        }
+        if (!seen && used < len) {
+          int w = snprintf(out + used, len - used, "%s%.*s (worker %d)", used ? "\n" : "",
+                           (int)tlen, text, i);
+          if (w > 0 && used + (size_t)w < len)
+            used += (size_t)w;
+          else
+            out[used] = '\0';
+        }
+      }
+      p += line;
+      p += strspn(p, "\r\n");
+    }
+  }
+}

@@ -34,4 +34,9 @@ int scrape_get(struct uv_loop_s *loop, int port, const char *path, uint64_t time
  * *len), NULL when out of memory. */
 char *scrape_merge(const char *const *pages, const unsigned *restarts, int n, size_t *len);
 
+/* The notes of n workers' /readyz bodies (their lines "note: ..." after
+ * "ready"; bodies[i] NULL: none), one a line into out: each subscription's
+ * once ("subscription NAME: ..."), the first worker's, with " (worker I)". */
+void scrape_ready_notes(const char *const *bodies, int n, char *out, size_t len);
+
 #endif

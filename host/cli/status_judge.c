@@ -100,8 +100,18 @@ void status_judge(const struct status_query *q, struct st_group *g) {
                           n, plural(n, "entry", "entries"), status_format_ms(oldest, b, sizeof b),
                           why_limit));
   }
+  /* Paused, entries wait unread on purpose: the pause says why, and a
+   * breaker's is worth a look (an operator's pause is shown, not judged). */
+  bool paused = g->pause.state != ST_RUNNING;
+  if (paused && strcmp(g->pause.kind, "breaker") == 0) {
+    char *text = status_pause_text(&g->pause);
+    status_query_attention(g, "breaker-open",
+                           status_query_text("%s (`luastream resume %s %s` ends it now)", text,
+                                             g->pause.stream, g->group));
+    free(text);
+  }
   long long w = waiting(&g->src) + waiting(&g->retry);
-  if (status_waiting_unread(w, freshest, limit)) {
+  if (!paused && status_waiting_unread(w, freshest, limit)) {
     char count[32];
     if (total_lag(g) >= 0)
       snprintf(count, sizeof count, "%lld %s", w, plural(w, "entry waits", "entries wait"));
@@ -116,7 +126,7 @@ void status_judge(const struct status_query *q, struct st_group *g) {
           status_query_text("%s and no consumer has read for %s (past %s)", count,
                             status_format_ms(freshest, b, sizeof b), why_limit));
   }
-  if (status_lag_growing(g->lags, g->nlags)) {
+  if (!paused && status_lag_growing(g->lags, g->nlags)) {
     char rise[160] = "";
     size_t n = 0;
     for (int i = g->nlags - STATUS_LAG_RISES - 1; i < g->nlags && n < sizeof rise; i++)

@@ -169,6 +169,18 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
     free(ct.cells);
   }
   putchar('\n');
+  bool any_paused = false;
+  for (size_t i = 0; i < q->ngroups; i++) {
+    const struct st_group *g = &q->groups[i];
+    char *text = status_pause_text(&g->pause);
+    if (text == NULL) continue;
+    if (!any_paused) printf("paused:\n");
+    any_paused = true;
+    char *where = cell(g->stream), *group = cell(g->group), *shown = cell(text);
+    printf("  %s %s: %s\n", where, group, shown);
+    free(where), free(group), free(shown), free(text);
+  }
+  if (any_paused) putchar('\n');
   if (!needs) {
     printf("nothing needs attention\n");
     return;
@@ -279,6 +291,8 @@ void status_print_json(FILE *out, const struct status_query *q, bool needs) {
     } else {
       fputs("null", out);
     }
+    fputs(",\"pause\":", out);
+    status_pause_json(out, &g->pause);
     fputs(",\"consumers\":[", out);
     for (size_t j = 0; j < g->nconsumers; j++) {
       const struct st_consumer *c = &g->consumers[j];

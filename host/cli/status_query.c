@@ -20,7 +20,8 @@ enum query_kind {
   Q_DEAD,
   Q_LEASE,
   Q_TIME,
-  Q_NEXT
+  Q_NEXT,
+  Q_PAUSE
 };
 
 /* A command sent and the row its reply fills. Each reply is handed the
@@ -93,6 +94,7 @@ static void group_free(struct st_group *g) {
   free(g->consumers);
   for (size_t i = 0; i < g->natt; i++) free(g->att[i].text);
   free(g->att);
+  status_pause_free(&g->pause);
 }
 
 static void groups_free(struct st_group *gs, size_t n) {
@@ -116,6 +118,7 @@ static struct st_group *group_add(struct st_group **gs, size_t *n, const char *s
   g->dead_letters = -1;
   key_init(&g->src, xstrdup(stream));
   key_init(&g->retry, group ? status_query_text("%s:retry:%s", stream, group) : NULL);
+  status_pause_init(&g->pause, spec && spec->pause.stream ? spec->pause.stream : stream, group);
   return g;
 }
 
@@ -139,7 +142,10 @@ static void take_one(void *data, const struct handler_spec *s);
  * share one (a `new` and a `reclaim` subscription); a partitioned handler
  * has a row per partition (its keys, partition.h). */
 void status_query_add_handler(void *data, const struct handler_spec *s) {
-  if (partition_each(s, take_one, data) != 0) {
+  ((struct status_query *)data)->adding_base = s->stream;
+  int rc = partition_each(s, take_one, data);
+  ((struct status_query *)data)->adding_base = NULL;
+  if (rc != 0) {
     fputs("luastream: out of memory\n", stderr);
     exit(1);
   }
@@ -149,7 +155,12 @@ void status_query_add_handler(void *data, const struct handler_spec *s) {
 static void take_one(void *data, const struct handler_spec *s) {
   struct status_query *q = data;
   struct st_group *g = status_query_group_find(q->specs, q->nspecs, s->stream, s->group);
-  if (g == NULL) g = group_add(&q->specs, &q->nspecs, s->stream, s->group, NULL);
+  if (g == NULL) {
+    g = group_add(&q->specs, &q->nspecs, s->stream, s->group, NULL);
+    /* a partition's group pauses as its handler's: the base stream's key */
+    status_pause_free(&g->pause);
+    status_pause_init(&g->pause, q->adding_base ? q->adding_base : s->stream, s->group);
+  }
   const char *file = handler_name_file(s->path);
   char *handlers = g->handlers ? status_query_text("%s, %s", g->handlers, file) : xstrdup(file);
   free(g->handlers);
@@ -337,6 +348,7 @@ static void finish(struct status_query *q) {
   for (size_t i = 0; i < q->ngroups; i++) {
     key_ages(&q->groups[i].src, q->server_ms);
     key_ages(&q->groups[i].retry, q->server_ms);
+    status_pause_settle(&q->groups[i].pause, q->server_ms);
   }
   q->done(q, false);
 }
@@ -483,6 +495,7 @@ static void phase_b(struct status_query *q) {
     }
     if (g->group == NULL || !g->src.exists) continue;
     const char *s = g->stream, *grp = g->group, *rk = g->retry.key;
+    ask(q, Q_PAUSE, i, false, (const char *[]){"HGETALL", g->pause.key}, 2);
     if (g->src.group_exists) {
       ask(q, Q_CONSUMERS, i, false, (const char *[]){"XINFO", "CONSUMERS", s, grp}, 4);
       ask(q, Q_PENDING, i, false, (const char *[]){"XPENDING", s, grp, "-", "+", "1"}, 6);
@@ -537,6 +550,11 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
       case Q_LEASE: take_lease(g, &g->consumers[cmd.consumer], r); break;
       case Q_TIME: take_time(q, r); break;
       case Q_NEXT: take_next(k, r); break;
+      case Q_PAUSE:
+        if (!status_pause_take(&g->pause, r) && g->side_error == NULL)
+          g->side_error = status_query_text("cannot read the pause %s: %s", g->pause.key,
+                                            r->type == BK_ERROR ? r->str : "unexpected reply");
+        break;
     }
   }
   if (q->answered < q->nsent) return;

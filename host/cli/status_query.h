@@ -4,7 +4,7 @@
  * details (its consumers, oldest pending entry, next entry to deliver,
  * retry stream, delay set and dead letters, and the server's TIME), then
  * the lease of each consumer (PTTL) and the next entry of each retry
- * stream. Under DIR, the
+ * stream. Phase 2 also reads each group's pause (HGETALL, status_pause.h). Under DIR, the
  * streams and groups are those its handlers read (status_query_add_handler),
  * else the streams named and all their groups.
  * Out of memory ends the program, as everywhere in this one-shot command. */
@@ -16,6 +16,7 @@
 
 #include "client.h"
 #include "runtime.h"
+#include "status_pause.h"
 #include "status_rules.h"
 
 #define STATUS_ID_MAX 48 /* "ms-seq", two 20-digit numbers */
@@ -73,6 +74,7 @@ struct st_group {
   int nlags;
   struct st_attention *att;
   size_t natt;
+  struct st_pause pause; /* the group's pause (of the handler's base stream when partitioned) */
 };
 
 /* A stream as XINFO STREAM tells of it, before its groups are known. */
@@ -101,7 +103,8 @@ struct status_query {
    * filled), or when the server could not answer (failed true, said on
    * stderr). */
   void (*done)(struct status_query *q, bool failed);
-  void *data; /* the caller's */
+  void *data;              /* the caller's */
+  const char *adding_base; /* status_query_add_handler's stream, for its partitions' rows */
 };
 
 /* host_check_each's callback (data: the query): one row per stream and

@@ -383,7 +383,13 @@ static void ask_answer(struct ask *a) {
       }
     }
     if (sv->stopping && !why[0]) snprintf(why, sizeof why, "stopping");
-    health_reply_text(a->req, why[0] ? 503 : 200, why[0] ? why : "ready");
+    if (why[0]) {
+      health_reply_text(a->req, 503, why);
+    } else { /* the workers' notes (a paused group), each once */
+      char notes[1024];
+      scrape_ready_notes((const char *const *)a->body, sv->n, notes, sizeof notes);
+      health_reply_ready(a->req, notes);
+    }
   } else {
     const char **pages = calloc((size_t)sv->n, sizeof *pages);
     unsigned *restarts = calloc((size_t)sv->n, sizeof *restarts);

@@ -926,6 +926,18 @@ bool host_is_ready(const host *h, char *why, size_t len) {
   return true;
 }
 
+void host_ready_notes(const host *h, char *out, size_t len) {
+  size_t n = 0;
+  char note[400];
+  if (len) out[0] = '\0';
+  for (size_t i = 0; i < h->slots.n && n < len; i++) {
+    const struct slot *sl = &h->slots.v[i];
+    if (sl->sub && sub_note(sl->sub, note, sizeof note))
+      n += (size_t)snprintf(out + n, len - n, "%ssubscription %s: %s", n ? "\n" : "",
+                            sub_spec(sl->sub)->name, note);
+  }
+}
+
 /* Running subscriptions first, then those a reload is stopping. */
 size_t host_subscriptions(const host *h) {
   if (!h->started) return h->slots.n;

@@ -102,6 +102,9 @@ void host_reload_soon(host *h);
  * (redis://127.0.0.1:6379)", "subscription post_payment: creating group" or
  * "no handlers running". */
 bool host_is_ready(const host *h, char *why, size_t len);
+/* What a ready host notes (sub_note), one line each ("subscription NAME:
+ * paused by ..."), into out ("" when nothing). Never unready. */
+void host_ready_notes(const host *h, char *out, size_t len);
 /* Subscriptions: the running ones by load order, then those a reload is
  * stopping; for tests and health. Before the host has started them, one per
  * handler file and host_subscription is NULL. */

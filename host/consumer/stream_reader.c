@@ -1011,6 +1011,10 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   plan_set_spec(&s->plan, s->spec);
 }
 
+bool sr_note(const stream_reader *s, char *why, size_t len) {
+  return s->pause && pause_seen(s->pause, why, len);
+}
+
 bool sr_healthy(const stream_reader *s, char *why, size_t len) {
   switch (s->state) {
     case SR_IDLE: snprintf(why, len, "not started"); return false;

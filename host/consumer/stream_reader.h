@@ -72,6 +72,8 @@ void sr_keep_cursor(stream_reader *r);
 void sr_swap_handler(stream_reader *r, handler *h);
 /* See sub_healthy: why it is not, without naming the partition. */
 bool sr_healthy(const stream_reader *r, char *why, size_t len);
+/* See sub_note: the group's pause as this reader last saw it. */
+bool sr_note(const stream_reader *r, char *why, size_t len);
 bool sr_idle(const stream_reader *r);
 const char *sr_last_read(const stream_reader *r);
 /* The spec it reads with (a partition's keys when partitioned). */

@@ -146,6 +146,12 @@ bool sub_healthy(const subscription *s, char *why, size_t len) {
   return true;
 }
 
+bool sub_note(const subscription *s, char *why, size_t len) {
+  for (size_t i = 0; i < s->nparts; i++) /* one pause for every partition */
+    if (sr_note(s->parts[i], why, len)) return true;
+  return false;
+}
+
 bool sub_idle(const subscription *s) {
   for (size_t i = 0; i < s->nparts; i++)
     if (!sr_idle(s->parts[i])) return false;

@@ -102,6 +102,9 @@ const char *sub_version(const subscription *s);
  * recovery wait for claiming and reclaim) and at least a second. Lanes full
  * of slow handlers are not stuck: reading pauses on purpose then. */
 bool sub_healthy(const subscription *s, char *why, size_t len);
+/* What readiness notes without being unready: true when the group was last
+ * seen paused (pause.h), with why ("paused by NAME until resumed: REASON"). */
+bool sub_note(const subscription *s, char *why, size_t len);
 /* Reading, with nothing queued, running or unwritten. */
 bool sub_idle(const subscription *s);
 /* The id of the newest new (never delivered) entry a read brought (of

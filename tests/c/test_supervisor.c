@@ -147,6 +147,28 @@ TEST_IMPL(supervisor_merge_no_worker_answered) {
   free(m);
 }
 
+/* /readyz notes of the workers: each subscription's once, the first
+ * worker's, lines other than notes left out. */
+TEST_IMPL(supervisor_ready_notes_once_each) {
+  const char *bodies[] = {
+      "ready\n",
+      "ready\nnote: subscription a: paused by x until resumed: r\n",
+      NULL,
+      "ready\nnote: subscription a: paused by x for 5 ms more: r\nnote: subscription b: breaker "
+      "half-open (y): one entry probes\n",
+  };
+  char out[512];
+  scrape_ready_notes(bodies, 4, out, sizeof out);
+  ASSERT_STR_EQ(out,
+                "subscription a: paused by x until resumed: r (worker 1)\n"
+                "subscription b: breaker half-open (y): one entry probes (worker 3)");
+  scrape_ready_notes(bodies, 1, out, sizeof out);
+  ASSERT_STR_EQ(out, "");
+  /* what does not fit is left out whole */
+  scrape_ready_notes(bodies, 4, out, 40);
+  ASSERT_STR_EQ(out, "");
+}
+
 /* ---- a scrape of a real health endpoint ---- */
 
 struct got {

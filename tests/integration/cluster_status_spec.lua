@@ -202,12 +202,21 @@ describe("luastream status on a Redis Cluster", function()
     for _ in pairs(lengths) do distinct = distinct + 1 end
     assert.is_true(distinct >= 3, "rows of different lengths, so that a mixed-up reply shows")
 
+    -- each group paused: its pause key in its stream's slot, the
+    -- partitions' in the base stream's
+    for _, sg in ipairs { { "orders", "count" }, { "{payments}", "ledger" } } do
+      local code, out, err = helper.luastream("pause", "--redis", c.url, sg[1], sg[2], "--reason", "cluster")
+      assert.equal(0, code, out .. err)
+    end
     for run = 1, 5 do
       local code, out, err = helper.luastream("status", "--redis", c.url, "--json", dir)
       assert.equal(1, code, "run " .. run .. ": the by-hand consumer and the lag need attention\n" .. out .. err)
       local ok, doc = pcall(cjson.decode, out)
       assert(ok, "not JSON: " .. out .. err)
       check_json(doc, wants)
+      for _, g in ipairs(doc.groups) do
+        assert.equal("cluster", type(g.pause) == "table" and g.pause.reason, g.stream .. " " .. g.group)
+      end
     end
     for _ = 1, 3 do
       local code, out, err = helper.luastream("status", "--redis", c.url, dir)

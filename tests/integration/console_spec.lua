@@ -510,6 +510,58 @@ describe("console reload", function()
   end)
 end)
 
+describe("console pause and resume", function()
+  after_each(helper.cleanup)
+
+  it("pauses and resumes a group it shows, logging who; the overview shows the pause; others are refused", function()
+    local srv = helper.redis_start()
+    srv:cli("XGROUP", "CREATE", "orders", "ship", "$", "MKSTREAM")
+    local dir = helper.handlers_dir({ ["ship.lua"] = VERSIONED:format("v1") })
+    local h = console.start({ command = "console", server = srv, dir = dir })
+    local c = console.client(h.port)
+    c:login(ALICE)
+    assert.equal(cjson.null, row(c:json("/api/overview"), "orders", "ship").pause)
+    local r = c:post_json("/api/pause", { { "stream", "orders" }, { "group", "ship" }, { "for", "10m" },
+      { "reason", "carrier down" } })
+    assert.is_true(r.paused)
+    assert.equal("carrier down", r.reason)
+    assert.equal("luastream console by alice", r.by)
+    assert.is_number(r.until_ms)
+    assert.equal("manual", srv:cli("HGET", "luastream:pause:{orders}:ship", "kind"))
+    local ttl = tonumber(srv:cli("PTTL", "luastream:pause:{orders}:ship"))
+    assert.truthy(ttl > 590000 and ttl <= 600000, ttl)
+    -- the next overview reads Redis again and shows it
+    local p = row(c:json("/api/overview"), "orders", "ship").pause
+    assert.equal("paused", p.state)
+    assert.equal("carrier down", p.reason)
+    local rec = h:wait_records({ msg = "console action", action = "pause" }, 1, 10)[1]
+    assert.equal("alice", rec.who)
+    assert.equal("orders", rec.stream)
+    assert.equal("ship", rec.group)
+    assert.equal("10m", rec["for"])
+    assert.equal("carrier down", rec.reason)
+    h:wait_records({ msg = "console action done", action = "pause" }, 1, 10)
+
+    r = c:post_json("/api/resume", { { "stream", "orders" }, { "group", "ship" } })
+    assert.is_true(r.was_paused)
+    assert.equal(0, tonumber(srv:cli("EXISTS", "luastream:pause:{orders}:ship")))
+    assert.equal(cjson.null, row(c:json("/api/overview"), "orders", "ship").pause)
+    assert.is_false(c:post_json("/api/resume", { { "stream", "orders" }, { "group", "ship" } }).was_paused)
+    assert.equal("alice", h:wait_records({ msg = "console action", action = "resume" }, 2, 10)[1].who)
+
+    -- a group the console does not show, a bad duration, no CSRF token
+    local res = c:post("/api/pause", { { "stream", "orders" }, { "group", "other" } })
+    assert.equal(404, res.status)
+    res = c:post("/api/pause", { { "stream", "orders" }, { "group", "ship" }, { "for", "soon" } })
+    assert.equal(400, res.status)
+    assert.truthy(res.json.error:find("soon", 1, true), res.body)
+    res = c:post("/api/pause", { { "stream", "orders" }, { "group", "ship" } }, { csrf = false })
+    assert.equal(403, res.status)
+    assert.equal(0, tonumber(srv:cli("EXISTS", "luastream:pause:{orders}:ship")))
+    assert.equal(0, h:stop())
+  end)
+end)
+
 describe("luastream console (standalone)", function()
   after_each(helper.cleanup)
 

@@ -528,6 +528,7 @@
     if (!hasGroup) groupCell.appendChild(el('span', { class: 'muted' }, 'no group'));
     else if (src.group_exists) groupCell.appendChild(el('a', { href: href('/group', { stream: g.stream, group: g.group }) }, g.group));
     else add(groupCell, [g.group, ' ', el('span', { class: 'badge badge-red' }, 'missing')]);
+    if (g.pause) add(groupCell, [' ', pauseBadge(g.pause)]);
     if (g.handlers) groupCell.appendChild(el('span', { class: 'cell-sub' }, g.handlers));
 
     let oldest = '-';
@@ -611,6 +612,53 @@
     return consumersTable((ov.groups || []).filter((g) => g.group !== null && g.group !== undefined), true);
   }
 
+  // ---------------------------------------------------------------- a group's pause
+
+  function pauseText(p) {
+    const why = p.reason ? p.reason : 'no reason given';
+    if (p.state === 'half-open') return 'breaker half-open after ' + plural(p.trips, 'trip') + ': one entry probes: ' + why;
+    const left = isNum(p.left_ms) ? fmtDuration(p.left_ms) + ' left' : 'until resumed';
+    if (p.kind === 'breaker') return 'breaker open (trip ' + p.trips + '), ' + left + ': ' + why;
+    return 'paused by ' + (p.by || '?') + (isNum(p.since_ms) ? ' since ' + fmtTime(p.since_ms) : '') + ', ' + left + ': ' + why;
+  }
+
+  function pauseBadge(p) {
+    return el('span', { class: 'badge badge-amber pause-badge', title: pauseText(p) }, p.state === 'half-open' ? 'half-open' : 'paused');
+  }
+
+  // The group page's pause: its state, Pause (for a duration, with a reason) and Resume.
+  // result: the last action's (kept when the section is drawn again).
+  function pauseSection(g, reload, result) {
+    const box = el('div', { id: 'pause', class: 'box ' + (g.pause ? 'box-amber' : '') });
+    result = result || el('div', { id: 'pause-result' });
+    const state = el('p', { id: 'pause-state' }, g.pause ? pauseText(g.pause) : 'Running: not paused.');
+    const dur = el('input', { id: 'pause-for', type: 'text', size: 8, placeholder: 'e.g. 15m', 'aria-label': 'for how long (empty: until resumed)' });
+    const reason = el('input', { id: 'pause-reason', type: 'text', size: 30, maxlength: 200, placeholder: 'reason', 'aria-label': 'reason' });
+    const pauseBtn = el('button', { id: 'pause-button', type: 'button', class: 'danger' }, 'Pause');
+    const resumeBtn = el('button', { id: 'resume-button', type: 'button', class: 'primary' }, 'Resume');
+    resumeBtn.disabled = !g.pause;
+    async function act(path, params, said) {
+      pauseBtn.disabled = resumeBtn.disabled = true;
+      try {
+        const r = await post(path, params);
+        showResult(result, 'ok', el('p', null, said(r)));
+        await reload();
+      } catch (e) {
+        showResult(result, 'failed', el('p', null, e.message));
+        pauseBtn.disabled = false;
+        resumeBtn.disabled = !g.pause;
+      }
+    }
+    on(pauseBtn, 'click', () => act('/api/pause', { stream: g.stream, group: g.group, for: dur.value.trim(), reason: reason.value }, (r) =>
+      'Paused ' + r.stream + ' ' + r.group + (isNum(r.until_ms) ? ' until ' + fmtTime(r.until_ms) : ' until resumed') +
+      ': no handler starts on any host from 1 s after now.'));
+    on(resumeBtn, 'click', () => act('/api/resume', { stream: g.stream, group: g.group }, (r) =>
+      r.was_paused ? 'Resumed ' + r.stream + ' ' + r.group + '.' : r.stream + ' ' + r.group + ' was not paused.'));
+    add(box, [el('h2', null, 'Pause'), state,
+      el('div', { class: 'confirm-buttons' }, el('label', null, 'for ', dur), reason, pauseBtn, resumeBtn), result]);
+    return box;
+  }
+
   // ---------------------------------------------------------------- group: consumers and pending entries
 
   async function viewGroup(main, params, alive) {
@@ -623,6 +671,13 @@
     if (!alive()) return;
     learnOverview(ov);
     const g = (ov.groups || []).find((x) => x.stream === stream && x.group === group);
+    // after Pause or Resume: the console reads Redis again for the next overview
+    async function reloadPause() {
+      const again = await api('/api/overview');
+      const now = (again.groups || []).find((x) => x.stream === stream && x.group === group);
+      const old = $('pause');
+      if (now && alive() && old) old.replaceWith(pauseSection(now, reloadPause, $('pause-result')));
+    }
     clear(summary);
     if (!g) {
       summary.appendChild(el('p', { class: 'muted' }, 'This stream and group are not in the overview.'));
@@ -636,6 +691,7 @@
           ' · last delivered ', el('code', null, src.last_delivered_id || '-'),
           g.handlers ? [' · handlers ', g.handlers] : null,
           g.dead_letter ? [' · ', el('a', { href: href('/dead-letters', { stream: g.dead_letter.stream }) }, 'dead letters (' + fmtNum(g.dead_letter.length) + ')')] : null),
+        pauseSection(g, reloadPause),
         el('h2', null, 'Consumers'),
         consumersTable([g], false),
       ]);
