@@ -511,6 +511,7 @@ void lease_rider_init(struct lease_rider *r) {
   bk_args_init(&r->args);
   r->section = "1";
   r->slot_key = NULL;
+  r->with_renewals = r->renewal = false;
   r->lease = NULL;
   r->pending = 0;
   r->call = NULL;
@@ -667,6 +668,16 @@ static bool rider_due(struct lease_rider *r, uint64_t now) {
   return r->add(r->data, r);
 }
 
+/* At a renewal, whether rider r (with_renewals) has a section for its call
+ * anyway. */
+static bool rider_renewing(struct lease_rider *r) {
+  if (!r->with_renewals || r->pending || r->lease->state != L_HELD) return false;
+  r->renewal = true;
+  bool has = r->add(r->data, r);
+  r->renewal = false;
+  return has;
+}
+
 /* One call per Redis Cluster slot (a script's keys must share one; one for
  * all on a single server) that has riders due, or every slot's when the
  * renewal is due: each renews the slot's held leases not being renewed
@@ -697,7 +708,7 @@ static void keepalive_fire(ltimer *t, void *data) {
    * is in a list) */
   for (size_t i = 0; i < ka->nr; i++) {
     struct lease_rider *r = ka->riders[i];
-    if (rider_due(r, now)) riding[nr++] = r;
+    if (rider_due(r, now) || (renew && rider_renewing(r))) riding[nr++] = r;
   }
   for (size_t j = 0; j < nr; j++) {
     const char *k = riding[j]->slot_key ? riding[j]->slot_key : riding[j]->lease->key;

@@ -126,6 +126,11 @@ struct lease_rider {
   /* "p": the one key of its section, which decides its slot (else its
    * lease's key does, and goes first in its keys) */
   const char *slot_key;
+  /* its add is also asked at each renewal of the leases (every
+   * LEASE_RENEW_MS), with renewal set: a section that rides the call that
+   * goes anyway */
+  bool with_renewals;
+  bool renewal;
   lease_rider_add_fn *add;
   lease_rider_answered_fn *answered;
   void *data;

@@ -51,10 +51,12 @@ static void p_log(pause *p, enum log_level level, const char *msg, const char *k
 static bool add_look(void *data, struct lease_rider *r) {
   pause *p = data;
   if (!p->looking) return false;
-  /* Running, and no entry asked to start lately (idle): no look is needed
-   * until one does, and then its wait is one look. */
+  /* Running, and no entry asked to start lately (idle): no look of its own
+   * is needed until one does, and then its wait is one look; it goes with
+   * the lease renewals (status, metrics and /readyz see a pause within
+   * LEASE_RENEW_MS). */
   uint64_t now = clock_fresh(p->clock);
-  if (p->seen == SEEN_RUN && now - p->wanted_ms > PAUSE_FRESH_MS) return false;
+  if (p->seen == SEEN_RUN && now - p->wanted_ms > PAUSE_FRESH_MS && !r->renewal) return false;
   bk_args_reset(&r->keys);
   bk_args_reset(&r->args);
   bk_args_str(&r->keys, p->key);
@@ -299,6 +301,7 @@ pause *pause_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_sp
   p->rider.data = p;
   p->key = flow_key("pause", spec->stream, spec->group, NULL);
   p->rider.slot_key = p->key;
+  p->rider.with_renewals = true;
   if (p->key == NULL) {
     pause_free(p);
     return NULL;

@@ -10,8 +10,9 @@
  * handler starts only while the last look that answered was sent at most
  * PAUSE_FRESH_MS ago and said the group runs: so no handler starts more
  * than PAUSE_FRESH_MS after a pause was written, on any host, even one whose
- * looks stopped being answered (fail closed). An idle subscription sends no
- * look; its next entry waits for one.
+ * looks stopped being answered (fail closed). An idle subscription's look
+ * goes only with its lease's renewal (every LEASE_RENEW_MS, a call that goes
+ * anyway); its next entry waits for a look of its own.
  * A look the ACL refuses is the exception: the subscription runs as if
  * never paused, and says so once (the ACL recipes allow the key).
  *

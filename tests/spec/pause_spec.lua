@@ -94,6 +94,23 @@ describe("luastream pause", function()
     assert.equal(0, app:resume_group("jobs", "work"), "nothing left to resume")
   end)
 
+  it("reaches an idle host within 5 s, riding its lease renewals", function()
+    local app = start("pause")
+    app:advance("10s")
+    local function evals()
+      local info = assert(app:command("INFO", "commandstats"))
+      return tonumber(info:match("cmdstat_eval:calls=(%d+)")) or 0
+    end
+    local before = evals()
+    app:advance("60s")
+    -- 12 renewals and one sweep a minute: the idle look sends nothing of its own
+    assert.equal(13, evals() - before)
+    app:pause_group("jobs", "work", { reason = "deploy" })
+    step(app, 5000)
+    assert.equal(1, app:metric("luastream_paused", { group = "work" }))
+    assert.equal(1, #app:records(PAUSED))
+  end)
+
   it("ends by itself after --for", function()
     local app = start("pause")
     app:pause_group("jobs", "work", { ["for"] = "3s" })
