@@ -30,7 +30,9 @@ local ls = require "luastream"
 local URL = HOOK_URL
 
 return {
-  stream = "events", group = "hooks", start = "beginning", workers = WORKERS,
+  -- batch = workers: neither host reads the whole backlog, so both have
+  -- entries to start, and both see the pause
+  stream = "events", group = "hooks", start = "beginning", workers = WORKERS, batch = WORKERS,
   max_deliveries = 5, dead_letter = "events.dead",
   BREAKER
   handle = function(event, ctx)
