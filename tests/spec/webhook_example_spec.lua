@@ -1,7 +1,8 @@
 -- The webhook example (handlers/webhook/notify_screened.lua) beside the
 -- payments example it listens to, with the webhook stubbed on the paused
 -- clock: one POST per screened payment with its idempotency key, the same
--- key when a failing receiver makes it send again, a refusal dead-lettered.
+-- key when a failing receiver makes it send again, a refusal dead-lettered,
+-- a receiver that is down (503) pausing the group until a probe gets through.
 local testing = require "luastream.testing"
 
 local ROOT = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") .. "/../.."
@@ -51,7 +52,7 @@ describe("the webhook example", function()
 
   it("sends again with the same key after the receiver failed, once its backoff passed", function()
     payments, webhook = apps()
-    webhook:http_stub("POST", HOOK, { status = 503 })
+    webhook:http_stub("POST", HOOK, { status = 500 })
     pay(payments, 3, 500)
     webhook:settle()
     assert.equal(1, #webhook:http_requests())
@@ -65,6 +66,34 @@ describe("the webhook example", function()
     assert.equal(reqs[1].headers["idempotency-key"], reqs[2].headers["idempotency-key"])
     assert.same({}, webhook:pending("payments.screened", "webhook"))
     assert.equal(0, webhook:command("ZCARD", "payments.screened:delayed:webhook"))
+  end)
+
+  it("pauses the group for the receiver's Retry-After when it is down, then one payment probes", function()
+    payments, webhook = apps()
+    webhook:http_stub("POST", HOOK, { status = 503, headers = { ["Retry-After"] = "20" } })
+    pay(payments, 5, 500)
+    pay(payments, 6, 500)
+    pay(payments, 7, 500)
+    webhook:settle()
+    local opened = webhook:records("breaker opened: the group pauses on every host")
+    assert.equal(1, #opened)
+    assert.equal("20000ms", opened[1].pause)
+    assert.equal("webhook answered 503", opened[1].reason)
+    local sent = #webhook:http_requests()
+
+    webhook:http_stub("POST", HOOK, { status = 204 })
+    for _ = 1, 190 do webhook:advance(100) end
+    assert.equal(sent, #webhook:http_requests(), "nothing sent while paused")
+    for _ = 1, 50 do webhook:advance(100) end
+    assert.equal(1, #webhook:records("breaker closed: the probe succeeded, every host resumes"))
+    assert.equal(sent + 3, #webhook:http_requests(), "each payment sent once more")
+    assert.same({}, webhook:pending("payments.screened", "webhook"))
+    assert.equal(0, webhook:command("XLEN", "payments.screened.dead"))
+    for _, got in ipairs(webhook:received("notify_screened")) do
+      if got.outcome == "ack" then
+        assert.equal("0", got.headers[require("luastream").DELIVERY_COUNT_HEADER] or "0", "the pause did not count")
+      end
+    end
   end)
 
   it("dead-letters a payment the receiver refuses", function()

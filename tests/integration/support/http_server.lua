@@ -4,7 +4,9 @@
 --
 -- What the server answers, by path (any method): /echo (200, the request as
 -- JSON, recorded), /status/NNN, /never (no answer), /close-mid-body,
--- /big?bytes=N[&chunked=1], /slow?ms=N, /stats, /requests; see http_server.py.
+-- /big?bytes=N[&chunked=1], /slow?ms=N, /outage?ms=N[&retry_after=V] (503
+-- for N ms from its first request, then like /echo), /stats, /requests; see
+-- http_server.py.
 local cjson = require "cjson"
 local sys = require "tests.integration.support.sys"
 local files = require "tests.integration.support.files"
@@ -112,7 +114,8 @@ end
 --[[ The server's counters: {connections = connections that carried a request
 other than /stats and /requests, accepted = every TCP connection accepted,
 requests = requests other than /stats and /requests, in_flight = those in
-progress now, max_concurrent = the most in progress at once}. ]]
+progress now, max_concurrent = the most in progress at once, refused = the
+503s /outage answered, outage_ms_left = what is left of its outage}. ]]
 function Server:stats() return self:_control("GET", "/stats") end
 
 --- The requests /echo saw, in arrival order: {method, path, query, headers =

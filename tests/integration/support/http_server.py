@@ -15,8 +15,12 @@ connection), optionally over TLS. Paths (any method unless said):
   /big?bytes=N[&chunked=1]
                     N bytes of 'x' in 64 KiB writes, Content-Length or chunked
   /slow?ms=N        200 {"slept_ms": N} after N ms
+  /outage?ms=N      a dependency's outage: for N ms from the first request to
+                    /outage, 503 (each ?retry_after=V adds "Retry-After: V"),
+                    counted in /stats as refused; then like /echo (200, recorded)
   /headers?lines=N  200 with N header lines "X-Fill: " + 100 'x' (one name, many lines)
-  /stats            JSON {connections, accepted, requests, in_flight, max_concurrent}
+  /stats            JSON {connections, accepted, requests, in_flight, max_concurrent,
+                    refused, outage_ms_left}
   /requests         GET: the recorded /echo requests in order; DELETE: clears them
   anything else     404 JSON
 
@@ -35,6 +39,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -56,6 +61,9 @@ class State:
         self.in_flight = 0
         self.max_concurrent = 0
         self.recorded = []
+        self.outage_start = None  # monotonic time of the first /outage request
+        self.outage_ms = 0
+        self.refused = 0          # 503s /outage answered
 
     def snapshot(self):
         with self.lock:
@@ -65,7 +73,15 @@ class State:
                 "requests": self.requests,
                 "in_flight": self.in_flight,
                 "max_concurrent": self.max_concurrent,
+                "refused": self.refused,
+                "outage_ms_left": self.outage_left_ms(),
             }
+
+    def outage_left_ms(self):
+        """What is left of /outage's outage (lock held): 0 once over or not begun."""
+        if self.outage_start is None:
+            return 0
+        return max(0, int(self.outage_ms - (time.monotonic() - self.outage_start) * 1000))
 
 
 class Server(ThreadingHTTPServer):
@@ -171,7 +187,19 @@ class Handler(BaseHTTPRequestHandler):
 
     def route(self, path, raw_query, query, body):
         state = self.server.state
-        if path == "/echo":
+        if path == "/outage":
+            with state.lock:
+                if state.outage_start is None:
+                    state.outage_start = time.monotonic()
+                    state.outage_ms = int(query.get("ms", "0"))
+                down = state.outage_left_ms() > 0
+                if down:
+                    state.refused += 1
+            if down:
+                extra = [("Retry-After", v) for v in parse_qs(raw_query).get("retry_after", [])]
+                self.send_json(503, {"status": 503}, extra)
+                return
+        if path in ("/echo", "/outage"):
             if "together" in query:
                 n = int(query["together"])
                 with state.lock:
