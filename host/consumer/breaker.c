@@ -26,14 +26,17 @@ static bool resize(struct breaker *b, int failures) {
   return true;
 }
 
+/* The reason's counts, or a slot for it: an empty one (never used, or
+ * emptied by a trip), else the one used longest ago. */
 static struct breaker_reason *find(struct breaker *b, const char *text, size_t len) {
-  struct breaker_reason *oldest = &b->r[0];
+  struct breaker_reason *free_slot = NULL, *oldest = &b->r[0];
   for (int i = 0; i < BREAKER_REASONS; i++) {
     struct breaker_reason *r = &b->r[i];
     if (r->n && strlen(r->text) == len && memcmp(r->text, text, len) == 0) return r;
-    if (r->n == 0 || r->used_ms < oldest->used_ms) oldest = r;
-    if (r->n == 0) break;
+    if (r->n == 0 && free_slot == NULL) free_slot = r;
+    if (r->used_ms < oldest->used_ms) oldest = r;
   }
+  if (free_slot) oldest = free_slot;
   oldest->n = oldest->next = 0;
   memcpy(oldest->text, text, len);
   oldest->text[len] = '\0';

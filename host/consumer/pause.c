@@ -21,6 +21,7 @@ struct pause {
   void *data;
   char *key;
   char prober[LEASE_IDENTITY_MAX + 16]; /* the identity, and the partition */
+  char host[128];                       /* "HOST pid N", for people */
   struct lease_rider rider;
   bool looking;        /* started, not stopped */
   bool denied;         /* the ACL refuses the look: runs as if never paused */
@@ -33,7 +34,7 @@ struct pause {
   bool waited;         /* the gate said wait since the last look: told when it may go */
   unsigned pending;    /* trip and close calls out */
   char reason[256];    /* the last look's, while paused */
-  char by[128];        /* who paused it */
+  char by[512];        /* who paused it */
   char kind[16];       /* "manual" or "breaker" */
   long long left_ms;   /* the last look's time left, -1: until resumed */
   struct bk_args args; /* trips and closes */
@@ -161,8 +162,8 @@ static void send(pause *p, bool trip, const char *reason, int64_t want_ms) {
   c->p = p;
   c->trip = trip;
   snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "");
-  char by[sizeof p->prober + 300]; /* the arguments point into it until sent */
-  snprintf(by, sizeof by, "breaker of %s (%s)", p->spec->name, p->prober);
+  char by[sizeof p->host + 300]; /* the arguments point into it until sent */
+  snprintf(by, sizeof by, "the breaker of %s on %s", p->spec->name, p->host);
   struct bk_args *a = &p->args;
   bk_args_reset(a);
   bk_args_str(a, "EVAL");
@@ -253,12 +254,13 @@ void pause_trip(pause *p, int64_t delay_ms, const char *reason, size_t reason_le
   char text[256];
   snprintf(text, sizeof text, "%.*s", (int)(reason_len < 255 ? reason_len : 255), reason);
   int64_t want = delay_ms >= 0 ? delay_ms : p->spec->breaker_pause_ms;
+  if (want > p->spec->breaker_max_pause_ms) want = p->spec->breaker_max_pause_ms;
   if (want < 1) want = 1;
   /* Seen paused from now: nothing else starts here before the next look,
    * and what waits here is given back. */
   p->probing = false;
   snprintf(p->reason, sizeof p->reason, "%s", text);
-  snprintf(p->by, sizeof p->by, "the breaker");
+  snprintf(p->by, sizeof p->by, "the breaker of %s on %s", p->spec->name, p->host);
   snprintf(p->kind, sizeof p->kind, "breaker");
   p->left_ms = want;
   send(p, true, text, want);
@@ -292,6 +294,7 @@ pause *pause_new(broker *b, bk_conn *cmd, lclock *clock, const struct handler_sp
   p->data = data;
   p->left_ms = -1;
   snprintf(p->prober, sizeof p->prober, "%s#%d", identity, partition);
+  lease_holder_text(identity, p->host, sizeof p->host);
   bk_args_init(&p->args);
   lease_rider_init(&p->rider);
   p->rider.every_ms = PAUSE_LOOK_MS;
