@@ -22,6 +22,8 @@ struct pause_cmd {
   long long for_ms; /* pause: 0 until resumed */
   const char *reason;
   char by[256];
+  bool partitioned; /* the stream is missing: its partition 0 was looked at */
+  char part0[600];
   /* resume: the pause as it was (HGETALL), for saying what ended */
   char was_kind[16], was_by[256], was_reason[256];
 };
@@ -46,12 +48,61 @@ static const char *utc(long long ms, char *out, size_t len) {
   return out;
 }
 
+static void field(const bk_reply *r, const char *name, char *out, size_t len);
+
 static void failed(struct client *c, const char *what, const bk_reply *r, const char *err) {
   struct pause_cmd *p = c->data;
   const char *why = client_error(r, err);
   fprintf(stderr, "luastream: %s %s %s: EVAL on %s (%s) failed: %s\n", what, p->stream, p->group,
           p->key, c->b->name, why ? why : "unexpected reply");
   client_done(c, 1);
+}
+
+static void check_names(struct client *c, const char *stream);
+
+/* XINFO GROUPS of the stream paused (or, when it is missing, of its
+ * partition 0, a partitioned handler's): a name mistyped pauses nothing
+ * that runs, so say so (the pause stands: it may be meant for a group still
+ * to be created). Refused (an ACL without XINFO) or failed: nothing said. */
+static void groups_read(void *data, const bk_reply *r, const char *err) {
+  struct client *c = data;
+  struct pause_cmd *p = c->data;
+  (void)err;
+  if (c->finished) return;
+  if (r && r->type == BK_ERROR && strstr(r->str, "no such key") && !p->partitioned) {
+    p->partitioned = true;
+    snprintf(p->part0, sizeof p->part0, "%s:{0}", p->stream);
+    return check_names(c, p->part0);
+  }
+  if (r && r->type == BK_ERROR && strstr(r->str, "no such key")) {
+    fprintf(stderr,
+            "luastream: warning: stream %s does not exist on %s: the pause holds for a group %s "
+            "created on it later; check the names (luastream status)\n",
+            p->stream, c->b->name, p->group);
+  } else if (r && r->type == BK_ARRAY) {
+    bool found = false;
+    for (size_t i = 0; i < r->elements && !found; i++) {
+      char name[512];
+      field(r->element[i], "name", name, sizeof name);
+      found = strcmp(name, p->group) == 0;
+    }
+    if (!found)
+      fprintf(stderr,
+              "luastream: warning: stream %s has no group %s on %s: the pause holds for a group of "
+              "that name created later; check the names (luastream status %s)\n",
+              p->stream, p->group, c->b->name, p->stream);
+  }
+  client_done(c, 0);
+}
+
+static void check_names(struct client *c, const char *stream) {
+  struct bk_args a;
+  bk_args_init(&a);
+  bk_args_str(&a, "XINFO");
+  bk_args_str(&a, "GROUPS");
+  bk_args_str(&a, stream);
+  client_send(c, &a, groups_read);
+  bk_args_free(&a);
 }
 
 /* SCRIPT_PAUSE "pause": {now_ms, until_ms or 0} */
@@ -76,7 +127,7 @@ static void paused(void *data, const bk_reply *r, const char *err) {
          utc(r->element[0]->integer, when, sizeof when), p->key, c->b->name);
   printf("no handler of the group starts on any host from 1s after now; running ones finish\n");
   fflush(stdout);
-  client_done(c, 0);
+  check_names(c, p->stream);
 }
 
 /* SCRIPT_PAUSE "resume": 1 when there was a pause */
@@ -174,6 +225,11 @@ static int run(enum cli_command command, int argc, char **argv) {
   if (!p.resume) {
     p.for_ms = cli_given(&o, OPT_FOR) ? cli_num(&o, OPT_FOR) : 0;
     p.reason = cli_text(&o, OPT_PAUSE_REASON) ? cli_text(&o, OPT_PAUSE_REASON) : "";
+    for (const char *ch = p.reason; *ch; ch++)
+      if ((unsigned char)*ch < 0x20 || *ch == 0x7f) {
+        fprintf(stderr, "luastream: --reason may not hold control characters (a newline, a tab)\n");
+        return 2;
+      }
     if (strlen(p.reason) > PAUSE_REASON_MAX) {
       fprintf(stderr, "luastream: --reason is %zu bytes long, at most %d are kept: shorten it\n",
               strlen(p.reason), PAUSE_REASON_MAX);
@@ -181,6 +237,12 @@ static int run(enum cli_command command, int argc, char **argv) {
     }
     pause_cmd_by(p.by, sizeof p.by);
   }
+  size_t n = strlen(p.stream);
+  if (n > 3 && p.stream[n - 1] == '}' && strstr(p.stream, ":{"))
+    fprintf(stderr,
+            "luastream: warning: %s looks like a partition's stream: a partitioned handler's pause "
+            "is its base stream's (name the stream without :{p})\n",
+            p.stream);
   p.key = flow_key("pause", p.stream, p.group, NULL);
   if (p.key == NULL) {
     fputs("luastream: out of memory\n", stderr);

@@ -160,6 +160,7 @@ describe("luastream pause and resume", function()
     for p = 0, 1 do srv:cli("XGROUP", "CREATE", "jobs:{" .. p .. "}", "work", "$", "MKSTREAM") end
     local code, _, err = pause(srv, "--reason", "both")
     assert.equal(0, code, err)
+    assert.equal("", err, "the group is on its partitions: no warning")
     local out
     code, out = helper.luastream("status", "--redis", srv.url, dir)
     assert.equal(0, code, out)
@@ -169,6 +170,25 @@ describe("luastream pause and resume", function()
     for _, g in ipairs(json.decode(js).groups) do
       assert.equal("luastream:pause:{jobs}:work", g.pause.key, g.stream)
     end
+  end)
+
+  it("warns when the stream or the group does not exist (a name mistyped pauses nothing that runs)", function()
+    local srv = helper.redis_start()
+    srv:cli("XGROUP", "CREATE", "jobs", "work", "$", "MKSTREAM")
+    local code, _, err = pause(srv)
+    assert.equal(0, code, err)
+    assert.equal("", err)
+    code, _, err = helper.luastream("pause", "--redis", srv.url, "jobs", "wrok")
+    assert.equal(0, code, err)
+    assert.truthy(err:find("warning: stream jobs has no group wrok", 1, true), err)
+    code, _, err = helper.luastream("pause", "--redis", srv.url, "jbos", "work")
+    assert.equal(0, code, err)
+    assert.truthy(err:find("warning: stream jbos does not exist", 1, true), err)
+    code, _, err = helper.luastream("pause", "--redis", srv.url, "jobs:{1}", "work")
+    assert.truthy(err:find("looks like a partition's stream", 1, true), err)
+    code, _, err = helper.luastream("pause", "--redis", srv.url, "--reason", "two\nlines", "jobs", "work")
+    assert.equal(2, code)
+    assert.truthy(err:find("control characters", 1, true), err)
   end)
 
   it("says which server refused it, and refuses a bad --for", function()
