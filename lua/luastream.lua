@@ -101,7 +101,8 @@ end
 -- delay may be an ls.http response's retry_after.
 -- A bad delay is reported as a bad return value, as for ls.retry_after.
 function ls.pause(delay, reason)
-  return { pause = delay, reason = reason == nil and "paused by the handler" or tostring(reason) }
+  -- outcome: a missing delay is still a pause, reported as such
+  return { pause = delay, outcome = "pause", reason = reason == nil and "paused by the handler" or tostring(reason) }
 end
 
 -- backoff{base = "1s", factor = 2, max = "5m", jitter = 0.2} -> function(ctx)

@@ -98,7 +98,7 @@ function M.of(result, ctx, spec, seq, reply_to)
     return O.RETRY_AFTER, math.floor(ms)
   end
   if result.reject ~= nil then return O.REJECT, tostring(result.reject) end
-  if result.pause ~= nil then
+  if result.pause ~= nil or result.outcome == "pause" then
     local ms, why = ls.duration(result.pause)
     if not ms then return O.ERROR, R.BAD_RETURN, "ls.pause: delay " .. why end
     return O.PAUSE, math.floor(ms), tostring(result.reason)

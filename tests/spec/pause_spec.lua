@@ -198,6 +198,17 @@ describe("the breaker", function()
     assert.equal("manual", app:command("HGET", "luastream:pause:{jobs}:work", "kind"))
   end)
 
+  it("reports ls.pause without a delay as a bad return naming ls.pause, and pauses nothing", function()
+    local app = start("pause", { handler_errors = "record" })
+    app:command("SET", "api:down", "soon") -- ls.pause(tonumber("soon")): no delay
+    publish(app, 1)
+    local got = app:received("jobs")
+    assert.equal("error", got[1].outcome)
+    assert.equal("bad-return", got[1].reason)
+    assert.matches("ls.pause: delay", got[1].error, 1, true)
+    assert.equal(0, #app:records(OPENED))
+  end)
+
   it("trips on its rule: 3 failures of one reason within 10 s pause the group", function()
     local app = start("pause_rule", { handler_errors = "record" })
     app:command("SET", "api:down", "1")
