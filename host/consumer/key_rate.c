@@ -165,8 +165,8 @@ static void ask(ltimer *t, void *data) {
     name_at[i] = at;
     name_len[i] = key_rate_name(kr->prefix, k->key, k->len, buf + at);
     at += name_len[i];
+    if (i == 0) kr->first_len = name_len[0];
   }
-  kr->first_len = name_len[0];
   struct bk_args *a = &kr->args;
   bk_args_reset(a);
   bk_args_str(a, "EVAL");
