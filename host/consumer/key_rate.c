@@ -24,12 +24,14 @@ struct key_rate {
   char interval[40], tolerance[40]; /* SCRIPT_RATE's ARGV, formatted once */
   uint64_t interval_ms;             /* between two permits of a key, rounded down */
   unsigned pending;
-  bool stopped, failing;
+  bool stopped;
+  struct fault fault; /* calls the server keeps refusing (readiness, the log) */
   ltimer *timer;
   uint64_t timer_at;       /* when the timer fires (UINT64_MAX: not armed) */
   int ids[KEY_RATE_BATCH]; /* the keys of the call out */
   int nids;
-  char *buf; /* the call's key names and numbers */
+  char *buf;        /* the call's key names and numbers */
+  size_t first_len; /* the call's first key name, at buf */
   size_t cap;
   struct bk_args args;
 };
@@ -74,6 +76,31 @@ static void next(key_rate *kr) {
   if (soonest != UINT64_MAX) arm(kr, soonest > now ? soonest - now : 0);
 }
 
+/* The call out was refused: the log and the fault name its one key, or the
+ * prefix of its several (Redis does not say which of them it refused). */
+static void log_failed(key_rate *kr, const bk_reply *r, const char *err) {
+  char why[256], name[400], detail[800], nkeys[NUM_MAX];
+  bk_reply_text(r, err, why, sizeof why);
+  snprintf(nkeys, sizeof nkeys, "%d", kr->nids);
+  bool one = kr->nids == 1;
+  if (one)
+    snprintf(name, sizeof name, "%.*s", (int)kr->first_len, kr->buf);
+  else
+    snprintf(name, sizeof name, "%s", kr->prefix);
+  enum log_level level = LOG_DEBUG; /* a lost connection: the read says so */
+  if (r) {
+    if (one)
+      snprintf(detail, sizeof detail, "EVAL (rate_per_key) on %s: %s", name, why);
+    else
+      snprintf(detail, sizeof detail, "EVAL (rate_per_key) on %s keys under %s: %s", nkeys, name,
+               why);
+    level = fault_failed(&kr->fault, clock_now(kr->clock), LOG_ERROR, detail);
+  }
+  log_line(level, kr->spec->name, "rate_per_key: taking permits failed, keys wait", "stream",
+           kr->spec->stream, "group", kr->spec->group, one ? "key" : "key_prefix", name,
+           LOG_NUMBER "keys", nkeys, "error", why, NULL);
+}
+
 static void answered(void *data, const bk_reply *r, const char *err) {
   key_rate *kr = data;
   kr->pending--;
@@ -81,18 +108,10 @@ static void answered(void *data, const bk_reply *r, const char *err) {
   uint64_t now = clock_now(kr->clock);
   bool ok = r && r->type == BK_ARRAY && r->elements == (size_t)kr->nids * 3;
   for (size_t i = 0; ok && i < r->elements; i++) ok = r->element[i]->type == BK_INTEGER;
-  if (!ok) {
-    const char *why = err ? err : r && r->type == BK_ERROR ? r->str : "unexpected reply";
-    if (!kr->failing)
-      log_line(LOG_ERROR, kr->spec->name, "rate_per_key: taking permits failed, keys wait",
-               "stream", kr->spec->stream, "group", kr->spec->group, "key", kr->prefix, "error",
-               why, NULL);
-    kr->failing = true;
-  } else if (kr->failing) {
-    log_line(LOG_INFO, kr->spec->name, "rate_per_key: taking permits works again", "stream",
-             kr->spec->stream, "group", kr->spec->group, NULL);
-    kr->failing = false;
-  }
+  if (!ok)
+    log_failed(kr, r, err);
+  else
+    fault_ok(&kr->fault, now, kr->spec);
   for (int i = 0; i < kr->nids; i++) {
     struct gate_key *k = gate_key_at(kr->g, kr->ids[i]);
     k->asking = false;
@@ -146,6 +165,7 @@ static void ask(ltimer *t, void *data) {
     name_at[i] = at;
     name_len[i] = key_rate_name(kr->prefix, k->key, k->len, buf + at);
     at += name_len[i];
+    if (i == 0) kr->first_len = name_len[0];
   }
   struct bk_args *a = &kr->args;
   bk_args_reset(a);
@@ -177,6 +197,7 @@ static void ask(ltimer *t, void *data) {
 }
 
 unsigned key_rate_pending(const key_rate *kr) { return kr->pending; }
+const struct fault *key_rate_fault(const key_rate *kr) { return &kr->fault; }
 void key_rate_set_spec(key_rate *kr, const struct handler_spec *spec) { kr->spec = spec; }
 
 void key_rate_stop(key_rate *kr) {
@@ -198,6 +219,7 @@ key_rate *key_rate_new(broker *b, bk_conn *cmd, lclock *clock, const struct hand
   kr->ready = ready;
   kr->data = data;
   kr->timer_at = UINT64_MAX;
+  kr->fault.name = "rate_per_key's permits";
   double interval = spec->rate_per_key.interval_us;
   snprintf(kr->interval, sizeof kr->interval, "%.3f", interval);
   kr->interval_ms = (uint64_t)(interval / 1000);

@@ -17,6 +17,7 @@
 
 #include "broker.h"
 #include "clock.h"
+#include "fault.h"
 #include "key_gate.h"
 #include "runtime.h"
 
@@ -36,6 +37,8 @@ key_rate *key_rate_new(broker *b, bk_conn *cmd, lclock *clock, const struct hand
 /* An entry came to wait: ask at the end of this loop turn. */
 void key_rate_kick(key_rate *kr);
 unsigned key_rate_pending(const key_rate *kr);
+/* Calls the server keeps refusing (readiness). */
+const struct fault *key_rate_fault(const key_rate *kr);
 void key_rate_set_spec(key_rate *kr, const struct handler_spec *spec);
 void key_rate_stop(key_rate *kr);
 void key_rate_free(key_rate *kr);

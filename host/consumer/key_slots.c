@@ -47,7 +47,8 @@ struct key_slots {
   struct key_table keys;
   struct krec *rec; /* by id, keys.cap of them */
   ltimer *timer;
-  bool pending, stopped, failing, lapsed_logged;
+  bool pending, stopped, lapsed_logged;
+  struct fault fault; /* calls the server keeps refusing (readiness, the log) */
   uint64_t sent_ms, renewed_ms, retry_ms;
   int ids[KEY_SLOTS_BATCH]; /* the records of the call out */
   int nids;
@@ -184,6 +185,32 @@ static bool flags(const bk_reply *r) {
   return true;
 }
 
+/* The call out was refused: the log and the fault name its one key, or the
+ * prefix of its several (Redis does not say which of them it refused). */
+static void log_failed(key_slots *ks, const bk_reply *r, const char *err) {
+  char why[256], name[400], detail[800], nkeys[24];
+  bk_reply_text(r, err, why, sizeof why);
+  snprintf(nkeys, sizeof nkeys, "%d", ks->nids);
+  bool one = ks->nids == 1;
+  if (one)
+    snprintf(name, sizeof name, "%.*s", (int)ks->rec[ks->ids[0]].name_len,
+             ks->rec[ks->ids[0]].name);
+  else
+    snprintf(name, sizeof name, "%s", ks->prefix);
+  enum log_level level = LOG_DEBUG; /* a lost connection: the read says so */
+  if (r) {
+    if (one)
+      snprintf(detail, sizeof detail, "EVAL (max_in_flight_per_key) on %s: %s", name, why);
+    else
+      snprintf(detail, sizeof detail, "EVAL (max_in_flight_per_key) on %s keys under %s: %s", nkeys,
+               name, why);
+    level = fault_failed(&ks->fault, clock_now(ks->clock), LOG_WARN, detail);
+  }
+  log_line(level, ks->spec->name, "max_in_flight_per_key: the slots call failed, keys wait",
+           "stream", ks->spec->stream, "group", ks->spec->group, one ? "key" : "key_prefix", name,
+           LOG_NUMBER "keys", nkeys, "error", why, NULL);
+}
+
 static void answered(void *data, const bk_reply *r, const char *err) {
   key_slots *ks = data;
   ks->pending = false;
@@ -195,18 +222,10 @@ static void answered(void *data, const bk_reply *r, const char *err) {
          k->element[1]->elements == (size_t)count(&ks->rec[ks->ids[i]], ks->nslots, K_ASKED);
   }
   if (!ok) {
-    char why[256];
-    bk_reply_text(r, err, why, sizeof why);
-    if (!ks->failing && r)
-      log_line(LOG_WARN, ks->spec->name, "max_in_flight_per_key: the slots call failed, keys wait",
-               "stream", ks->spec->stream, "group", ks->spec->group, "key", ks->prefix, "error",
-               why, NULL);
-    ks->failing = r != NULL;
+    log_failed(ks, r, err);
     ks->retry_ms = now + INFLIGHT_POLL_MS;
-  } else if (ks->failing) {
-    log_line(LOG_INFO, ks->spec->name, "max_in_flight_per_key: the slots call works again",
-             "stream", ks->spec->stream, "group", ks->spec->group, NULL);
-    ks->failing = false;
+  } else {
+    fault_ok(&ks->fault, now, ks->spec);
   }
   bool fresh = clock_fresh(ks->clock) - ks->sent_ms < INFLIGHT_GRANT_VALID_MS, lapsed = false;
   for (int i = 0; i < ks->nids; i++) {
@@ -381,6 +400,7 @@ key_slots *key_slots_new(broker *b, bk_conn *cmd, lclock *clock, const struct ha
       spec->workers < spec->max_in_flight_per_key ? spec->workers : spec->max_in_flight_per_key;
   if (ks->nslots < 1) ks->nslots = 1;
   ks->prefix = flow_key("inflight", base_stream, spec->group, NULL);
+  ks->fault.name = "the max_in_flight_per_key slots";
   static unsigned serial;
   char holder[512];
   snprintf(holder, sizeof holder, "%s/%d/%lx.%llx.k%u", spec->consumer ? spec->consumer : "",
@@ -418,6 +438,8 @@ void key_slots_done(key_slots *ks, const struct entry *e) {
   if (id < 0 || !move_one(&ks->rec[id], ks->nslots, K_RUNNING, K_RELEASE)) return;
   if (!ks->pending) schedule(ks, 0);
 }
+
+const struct fault *key_slots_fault(const key_slots *ks) { return &ks->fault; }
 
 unsigned key_slots_pending(const key_slots *ks) {
   if (ks->pending) return 1;

@@ -27,6 +27,7 @@
 #include "broker.h"
 #include "clock.h"
 #include "entry.h"
+#include "fault.h"
 #include "key_gate.h"
 #include "runtime.h"
 
@@ -48,6 +49,8 @@ void key_slots_kick(key_slots *ks);
 void key_slots_done(key_slots *ks, const struct entry *e);
 /* Calls out, or releases still to send. */
 unsigned key_slots_pending(const key_slots *ks);
+/* Calls the server keeps refusing (readiness). */
+const struct fault *key_slots_fault(const key_slots *ks);
 void key_slots_set_spec(key_slots *ks, const struct handler_spec *spec);
 /* Asks for nothing more; releases go out once, and lapse if that fails. */
 void key_slots_stop(key_slots *ks);

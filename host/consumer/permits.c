@@ -24,10 +24,10 @@ struct permits {
   unsigned pending; /* takes out */
   bool waiting;     /* the timer runs: no take before it fires */
   bool stopped;
-  bool failing; /* the last take failed: logged once until one succeeds */
-  bool woke;    /* the timer fired: the next take is one that waited */
-  bool asked;   /* the take out is one that waited */
-  bool lost;    /* a take that waited for the permits was refused: others took them */
+  struct fault fault; /* takes refused by the server (readiness, the log) */
+  bool woke;          /* the timer fired: the next take is one that waited */
+  bool asked;         /* the take out is one that waited */
+  bool lost;          /* a take that waited for the permits was refused: others took them */
   ltimer *timer;
   struct bk_args args;
 };
@@ -52,19 +52,19 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
   bool ok = r && r->type == BK_ARRAY && r->elements >= 2 && r->element[0]->type == BK_INTEGER &&
             r->element[1]->type == BK_INTEGER;
   if (!ok) {
-    const char *why = err ? err : r && r->type == BK_ERROR ? r->str : "unexpected reply";
-    if (!p->failing)
-      log_line(LOG_ERROR, p->spec->name, "rate limit: taking permits failed, reading waits",
-               "stream", p->spec->stream, "group", p->spec->group, "key", p->key, "error", why,
-               NULL);
-    p->failing = true;
+    char why[256], detail[400];
+    bk_reply_text(r, err, why, sizeof why);
+    enum log_level level = LOG_DEBUG; /* a lost connection: the read says so */
+    if (r) {
+      snprintf(detail, sizeof detail, "EVAL (rate) on %s: %s", p->key, why);
+      level = fault_failed(&p->fault, clock_now(p->clock), LOG_ERROR, detail);
+    }
+    log_line(level, p->spec->name, "rate limit: taking permits failed, reading waits", "stream",
+             p->spec->stream, "group", p->spec->group, "key", p->key, "error", why, NULL);
     wait_for(p, PERMITS_RETRY_MS);
     return;
   }
-  if (p->failing)
-    log_line(LOG_INFO, p->spec->name, "rate limit: taking permits works again", "stream",
-             p->spec->stream, "group", p->spec->group, "key", p->key, NULL);
-  p->failing = false;
+  fault_ok(&p->fault, clock_now(p->clock), p->spec);
   long long granted = r->element[0]->integer, wait = r->element[1]->integer;
   /* Hosts refused together ask again together when the permits are free,
    * and on the virtual clock always in the same order: one that waited and
@@ -125,6 +125,7 @@ void permits_spend(permits *p, size_t n) { p->held -= (double)n; }
 unsigned permits_pending(const permits *p) { return p->pending; }
 double permits_held(const permits *p) { return p->held; }
 const char *permits_key(const permits *p) { return p->key; }
+const struct fault *permits_fault(const permits *p) { return &p->fault; }
 
 void permits_set_spec(permits *p, const struct handler_spec *spec) { p->spec = spec; }
 
@@ -155,6 +156,7 @@ permits *permits_new(broker *b, bk_conn *cmd, lclock *clock, const struct handle
   if (chunk < 1) chunk = 1;
   p->chunk = (long long)chunk;
   p->valid_ms = PERMITS_VALID_MS;
+  p->fault.name = "the rate limit's permits";
   p->key = flow_key("rate", base_stream, spec->group, NULL);
   p->timer = timer_new(clock, fire, p);
   if (p->key == NULL || p->timer == NULL) {

@@ -25,6 +25,7 @@
 
 #include "broker.h"
 #include "clock.h"
+#include "fault.h"
 #include "runtime.h"
 
 #define PERMITS_VALID_MS 100
@@ -54,6 +55,8 @@ void permits_stop(permits *p);
 /* Held now (tests, metrics). */
 double permits_held(const permits *p);
 const char *permits_key(const permits *p);
+/* Takes the server keeps refusing (readiness). */
+const struct fault *permits_fault(const permits *p);
 void permits_free(permits *p);
 
 #endif

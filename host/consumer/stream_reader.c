@@ -1073,7 +1073,10 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
                                 sweeper_fault(s->sweeper),
                                 &s->lease_fault,
                                 s->pruner ? prune_fault(s->pruner) : &no_prune,
-                                s->inflight ? inflight_fault(s->inflight) : &no_prune};
+                                s->inflight ? inflight_fault(s->inflight) : &no_prune,
+                                s->permits ? permits_fault(s->permits) : &no_prune,
+                                s->key_rate ? key_rate_fault(s->key_rate) : &no_prune,
+                                s->key_slots ? key_slots_fault(s->key_slots) : &no_prune};
   for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
     const struct fault *f = work[w];
     if (f->failing && now - f->since_ms > limit) {

@@ -7,10 +7,12 @@
 -- spec: "200/s", "30/m", "1000/h", optionally "200/s burst 400", or
 -- {rate = "200/s", burst = 400}. The limiter is GCRA (the generic cell rate
 -- algorithm) in a script on the host's Redis, on Redis's own clock (TIME):
--- one key per limiter, luastream:rate:{NAME} (per key:
--- luastream:rate:{NAME}:KEY, the hash tag keeping a limiter's keys in one
--- cluster slot), holding the theoretical arrival time of the next permit in
--- microseconds and expiring once the limiter is idle again.
+-- one key per limiter, luastream:limit:{NAME} (per key:
+-- luastream:limit:{NAME}:KEY, the hash tag keeping a limiter's keys in one
+-- cluster slot; "limit", not the handler fields' "rate", so that no name
+-- and key meet a group's limiter, luastream:rate:{STREAM}:GROUP...),
+-- holding the theoretical arrival time of the next permit in microseconds
+-- and expiring once the limiter is idle again.
 --
 -- Permits are taken in chunks: one call asks for a 20th of a second's
 -- permits (at least 1, at most the burst; under load it waits until a whole
@@ -167,7 +169,7 @@ function M.take(name, spec, key, opts)
   end
   local l, why = limiter(spec)
   if not l then error("ls.rate.take: " .. why, 2) end
-  local rkey = "luastream:rate:{" .. name .. "}"
+  local rkey = "luastream:limit:{" .. name .. "}"
   if key ~= nil then
     local text
     text, why = key_text(key)

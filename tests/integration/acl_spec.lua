@@ -381,10 +381,11 @@ return { stream = "payments", group = "ledger", start = "beginning",
     assert.equal(0, host:stop())
   end)
 
-  it("takes ls.rate and rate field permits under the documented run user with ~luastream:rate:*", function()
+  it("takes ls.rate and rate field permits under the documented run user with the group's and the name's patterns", function()
     local srv = helper.redis_start()
     local list = run_user("orders-host", { { stream = "orders", group = "rated" } })
-    list[#list + 1] = "~luastream:rate:*"
+    list[#list + 1] = "~luastream:rate:{orders}:rated*" -- rate, and rate_per_key's keys
+    list[#list + 1] = "~luastream:limit:{orders-api}*" -- ls.rate.take's name, and its keys
     setuser(srv, list)
     publish_orders(srv)
     for i = 1, 2 do -- per key too
@@ -742,6 +743,54 @@ describe("/readyz and periodic work", function()
     srv:cli("ACL", "SETUSER", "orders-host", "~orders:delayed:post")
     helper.wait_until(function() return helper.http_get(port, "/readyz") == 200 end, 20, "/readyz 200 again")
     host:wait_log('msg="the delay-set sweep works again"', 10, { plain = true })
+    assert.equal(0, host:stop())
+  end)
+
+  it("is 503 while the group's rate limiters are refused, naming the key, and 200 with the documented pattern", function()
+    local srv = helper.redis_start()
+    setuser(srv, run_user("orders-host", { { stream = "orders", group = "rated" } }))
+    for i = 1, 3 do
+      srv:cli("XADD", "orders", "*", "data", '{"id":' .. i .. "}", "partition-key", "acme")
+    end
+    local host = helper.host_start({ "--http", "127.0.0.1:0" }, {
+      url = false, env = { REDIS_URL = url_of(srv, "orders-host") },
+      dir = helper.handlers_dir({ ["rated.lua"] = [[
+local ls = require "luastream"
+return { stream = "orders", group = "rated", start = "beginning", read = "claiming", claim_fallback = true,
+  min_idle = "1s", rate = "50/s", rate_per_key = "20/s",
+  handle = function(order) ls.log.info("order rated", { id = order.id }) end }
+]] }),
+    })
+    local port = tonumber(host:wait_records({ msg = "health endpoint listening" }, 1, 20)[1].port)
+    local function unready(work)
+      return helper.wait_until(function()
+        local code, b = helper.http_get(port, "/readyz")
+        return code == 503 and b and b:find(work, 1, true) and b
+      end, 20, "/readyz 503 naming " .. work)
+    end
+    -- without the group's limiter nothing is read
+    local body = unready("the rate limit's permits")
+    assert.matches("^subscription rated: stuck: the rate limit's permits failing for %d+ ms: "
+      .. "EVAL %(rate%) on luastream:rate:{orders}:rated: ", body)
+    assert.matches("NOPERM", body, 1, true)
+    local rec = host:wait_records({ msg = "rate limit: taking permits failed, reading waits" }, 1, 10)[1]
+    assert.equal("error", rec.level)
+    assert.equal("luastream:rate:{orders}:rated", rec.key)
+
+    -- the group's limiter alone, without the `*`: entries are read, and
+    -- wait for their key's limiter
+    srv:cli("ACL", "SETUSER", "orders-host", "~luastream:rate:{orders}:rated")
+    host:wait_records({ msg = "the rate limit's permits works again" }, 1, 10)
+    body = unready("rate_per_key's permits")
+    assert.matches("EVAL (rate_per_key) on luastream:rate:{orders}:rated:key:acme: ", body, 1, true)
+    rec = host:wait_records({ msg = "rate_per_key: taking permits failed, keys wait" }, 1, 10)[1]
+    assert.equal("luastream:rate:{orders}:rated:key:acme", rec.key)
+    assert.equal(0, host:count({ msg = "order rated" }))
+
+    -- the documented pattern
+    srv:cli("ACL", "SETUSER", "orders-host", "~luastream:rate:{orders}:rated*")
+    helper.wait_until(function() return helper.http_get(port, "/readyz") == 200 end, 20, "/readyz 200 again")
+    host:wait_records({ msg = "order rated" }, 3, 20, "every order once its key's limiter works")
     assert.equal(0, host:stop())
   end)
 end)

@@ -37,9 +37,9 @@ describe("ls.rate.take", function()
     assert.equal(50, #app:received("api"))
     assert.same({}, app:pending("calls", "api"))
     -- the limiter's state expires once it is idle again
-    assert.is_true(app:command("PTTL", "luastream:rate:{api}") <= 100)
+    assert.is_true(app:command("PTTL", "luastream:limit:{api}") <= 100)
     app:advance(101)
-    assert.equal(0, app:command("EXISTS", "luastream:rate:{api}"))
+    assert.equal(0, app:command("EXISTS", "luastream:limit:{api}"))
   end)
 
   it("lets a burst through at once, then the rate", function()
@@ -99,8 +99,39 @@ describe("ls.rate.take", function()
     assert.equal(10, permits(app, "a"))
     assert.equal(10, permits(app, "7"))
     assert.equal(30, permits(app))
-    assert.equal(1, app:command("EXISTS", "luastream:rate:{api}:a"))
-    assert.equal(1, app:command("EXISTS", "luastream:rate:{api}:7"))
+    assert.equal(1, app:command("EXISTS", "luastream:limit:{api}:a"))
+    assert.equal(1, app:command("EXISTS", "luastream:limit:{api}:7"))
+  end)
+
+  -- A limiter named like a stream, keyed like a group (or like a group's key
+  -- limiter), beside the group's handler fields: each keeps its own rate.
+  local function beside(fixture, key, publish_jobs)
+    local field = start(fixture)
+    local app = start("rate_wide", { with = field, hostname = "calls" })
+    publish_jobs(field)
+    publish(app, 20, { name = "jobs", key = key })
+    app:advance(999)
+    return field, app
+  end
+
+  it("shares no state with the rate field of a stream and group named like its name and key", function()
+    local field, app = beside("rate_field", "work", function(f) -- jobs/work, rate = "10/s"
+      for i = 1, 20 do f:publish("jobs", { n = i }) end
+    end)
+    assert.equal(10, permits(app, "work")) -- 10/s, burst 1: one each 100 ms
+    assert.equal(10, #field:received("jobs"))
+    assert.equal(1, app:command("EXISTS", "luastream:limit:{jobs}:work"))
+    assert.equal(1, app:command("EXISTS", "luastream:rate:{jobs}:work"))
+  end)
+
+  it("shares no state with rate_per_key's limiter of a key named like its key", function()
+    local field, app = beside("rate_per_key", "work:key:busy", function(f) -- jobs/work, 5/s per key
+      for i = 1, 20 do f:publish("jobs", { n = i }, { key = "busy" }) end
+    end)
+    assert.equal(10, permits(app, "work:key:busy"))
+    assert.equal(5, #field:received("jobs")) -- 5/s, burst 1: one each 200 ms
+    assert.equal(1, app:command("EXISTS", "luastream:limit:{jobs}:work:key:busy"))
+    assert.equal(1, app:command("EXISTS", "luastream:rate:{jobs}:work:key:busy"))
   end)
 
   it("gives up at once when no permit can come within the timeout", function()
