@@ -91,6 +91,7 @@ describe("max_in_flight", function()
   it("keeps the claim of entries waiting for a slot: they are not deliveries, nor taken by another host", function()
     local a = app("max_in_flight_claiming", { version = "7.0.15", hostname = "a" })
     local b = app("max_in_flight_claiming", { with = a, hostname = "b" })
+    local acked = a:metric("luastream_deliveries_total", { handler = "capped_claiming", outcome = "ack" }) or 0
     for n = 1, 8 do a:publish("jobs", { n = n }) end
     for _ = 1, 150 do b:advance(100) end -- 8 x 800 ms one at a time, entries waiting past min_idle (1 s)
     local seen, count = {}, 0
@@ -102,13 +103,15 @@ describe("max_in_flight", function()
       assert.equal("0", deliveries, "entry " .. n .. ": no earlier delivery")
     end
     assert.equal(8, count)
-    assert.equal(8, a:metric("luastream_deliveries_total", { handler = "capped_claiming", outcome = "ack" }))
+    assert.equal(8, a:metric("luastream_deliveries_total", { handler = "capped_claiming", outcome = "ack" }) - acked)
     assert.same({}, assert(a:command("XPENDING", "jobs", "workers", "-", "+", 10)))
   end)
 
   it("max_in_flight_per_key: never more than N of one key across two hosts, while other keys go on", function()
     local a = app("max_in_flight_per_key", { hostname = "a" })
     local b = app("max_in_flight_per_key", { with = a, hostname = "b" })
+    -- the registry is the process's: other specs' hosts of this handler count too
+    local acked = a:metric("luastream_deliveries_total", { handler = "per_key", outcome = "ack" }) or 0
     for n = 1, 8 do a:publish("jobs", { n = n, ms = 1000 }, { key = "hot" }) end
     a:publish("jobs", { n = 100, ms = 1000 }, { key = "cold" })
     a:publish("jobs", { n = 200, ms = 1000 }) -- no key: not limited by it
@@ -126,7 +129,7 @@ describe("max_in_flight", function()
     assert.equal(2, num(a, "most:hot"))
     b:advance(100)
     assert.equal(0, a:command("EXISTS", SLOTS .. ":key:hot", SLOTS .. ":key:cold"), "every key's slots given back")
-    assert.equal(10, a:metric("luastream_deliveries_total", { handler = "per_key", outcome = "ack" }),
+    assert.equal(10, a:metric("luastream_deliveries_total", { handler = "per_key", outcome = "ack" }) - acked,
       "entries that waited for their key counted once each")
   end)
 
