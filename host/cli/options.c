@@ -956,7 +956,9 @@ static int take_value(struct cli_options *o, const struct cli_option *opt, struc
         return 0;
       }
       size_t digits = strspn(text, "0123456789");
-      if (digits > 0 && text[digits] == '\0')
+      if (digits > 0 && text[digits] == '\0' && strspn(text, "0") == digits) /* 0s: no example */
+        fprintf(err, "luastream: %s %s: add a unit, e.g. 30s (or 500ms, 15m, 2h)\n", who, text);
+      else if (digits > 0 && text[digits] == '\0')
         fprintf(err, "luastream: %s %s: add a unit, e.g. %ss (or %sms, %sm, %sh)\n", who, text,
                 text, text, text, text);
       else

@@ -146,7 +146,7 @@ static void resumed(void *data, const bk_reply *r, const char *err) {
     if (p->was_kind[0])
       printf(" (it was paused by %s%s: %s)", p->was_by,
              strcmp(p->was_kind, "breaker") == 0 ? ", its breaker open" : "",
-             p->was_reason[0] ? p->was_reason : "no reason given");
+             p->was_reason[0] ? p->was_reason : "(none given)");
     printf("\nhosts start its handlers again at their next look (within 1s)\n");
   }
   fflush(stdout);

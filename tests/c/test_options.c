@@ -220,6 +220,8 @@ TEST_IMPL(options_bad_duration) {
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--shutdown-timeout", "30", "dir"), CLI_USAGE);
   ASSERT_STR_EQ(err_text,
                 "luastream: --shutdown-timeout 30: add a unit, e.g. 30s (or 30ms, 30m, 30h)\n");
+  ASSERT_INT_EQ(PARSE(CLI_PAUSE, "--for", "0", "s", "g"), CLI_USAGE); /* not "e.g. 0s" */
+  ASSERT_STR_EQ(err_text, "luastream: --for 0: add a unit, e.g. 30s (or 500ms, 15m, 2h)\n");
   ASSERT_INT_EQ(PARSE(CLI_RUN, "--shutdown-timeout", "off", "dir"), CLI_USAGE);
   ASSERT_CONTAINS(err_text, "luastream: --shutdown-timeout \"off\" must be a duration");
   ASSERT_INT_EQ(PARSE(CLI_CHECK, "--load-timeout", "0s", "dir"), CLI_USAGE);
