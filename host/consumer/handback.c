@@ -13,12 +13,15 @@
 #include "trace.h"
 
 struct request {
-  const struct handler_spec *spec;
+  /* the names logged with the answer, copied (buf): a reload may free the
+   * spec before Redis answers */
+  const char *name, *stream, *group, *consumer;
   bool retry;   /* through the retry stream (a `new` subscription) */
   bool started; /* abandoned at the deadline, not read and never started */
   size_t asked; /* entries sent */
   handback_answered_fn *answered;
   void *data;
+  char buf[];
 };
 
 /* The entries the script gave back: an integer (SCRIPT_HANDBACK_RETRY) or
@@ -36,26 +39,24 @@ static long long given_of(const struct request *q, const bk_reply *r) {
  * Those not given back were another consumer's by then, or deleted. */
 static void answered(void *data, const bk_reply *r, const char *err) {
   struct request *q = data;
-  const struct handler_spec *sp = q->spec;
   const char *which = q->started ? "abandoned at the shutdown deadline" : "read but not started";
   char asked[24], given[24];
   snprintf(asked, sizeof asked, "%zu", q->asked);
   long long n = given_of(q, r);
   if (n >= 0) {
     snprintf(given, sizeof given, "%lld", n);
-    log_line(LOG_INFO, sp->name,
+    log_line(LOG_INFO, q->name,
              q->started ? "entries abandoned at the shutdown deadline given back"
                         : "entries read but not started given back",
-             "stream", sp->stream, "group", sp->group, "consumer", sp->consumer,
-             LOG_NUMBER "entries", given, LOG_NUMBER "asked",
-             n == (long long)q->asked ? NULL : asked, NULL);
+             "stream", q->stream, "group", q->group, "consumer", q->consumer, LOG_NUMBER "entries",
+             given, LOG_NUMBER "asked", n == (long long)q->asked ? NULL : asked, NULL);
   } else {
     char why[256], msg[160];
     bk_reply_text(r, err, why, sizeof why);
     snprintf(msg, sizeof msg, "giving back entries %s failed: %s", which,
              q->retry ? "they stay pending for this consumer name" : "they wait min_idle");
-    log_line(LOG_WARN, sp->name, msg, "stream", sp->stream, "group", sp->group, "consumer",
-             sp->consumer, LOG_NUMBER "entries", asked, "error", why, NULL);
+    log_line(LOG_WARN, q->name, msg, "stream", q->stream, "group", q->group, "consumer",
+             q->consumer, LOG_NUMBER "entries", asked, "error", why, NULL);
   }
   q->answered(q->data);
   free(q);
@@ -110,11 +111,28 @@ bool handback_send(broker *b, bk_conn *cmd, const struct handler_spec *spec, con
                    const struct entry *list, bool started, handback_answered_fn *on_answered,
                    void *data) {
   if (list == NULL || cmd == NULL) return false;
-  struct request *q = malloc(sizeof *q);
+  const char *names[4] = {spec->name, spec->stream, spec->group, spec->consumer};
+  size_t len[4], total = 0;
+  for (int i = 0; i < 4; i++) {
+    if (names[i] == NULL) names[i] = "";
+    total += (len[i] = strlen(names[i])) + 1;
+  }
+  struct request *q = malloc(sizeof *q + total);
   if (q == NULL) return false;
   size_t n = 0;
   for (const struct entry *e = list; e; e = e->next) n++;
-  *q = (struct request){spec, spec->read == READ_NEW, started, n, on_answered, data};
+  *q = (struct request){.retry = spec->read == READ_NEW,
+                        .started = started,
+                        .asked = n,
+                        .answered = on_answered,
+                        .data = data};
+  const char **to[4] = {&q->name, &q->stream, &q->group, &q->consumer};
+  char *at = q->buf;
+  for (int i = 0; i < 4; i++) {
+    memcpy(at, names[i], len[i] + 1);
+    *to[i] = at;
+    at += len[i] + 1;
+  }
   struct bk_args a;
   bk_args_init(&a);
   bk_args_str(&a, "EVAL");

@@ -30,8 +30,8 @@ typedef void handback_answered_fn(void *data);
 
 /* Sends the hand-back of the entries of list (linked by next, read from
  * spec's stream, key 0, or retry_key, key 1) on cmd. list, spec and
- * retry_key are borrowed: list only for this call, spec and retry_key until
- * answered. Whether it went out; answered is then called once, when it is
+ * retry_key are borrowed for this call only (the names logged with the
+ * answer are copied: a reload may free spec first). Whether it went out; answered is then called once, when it is
  * answered (a failure is logged here). */
 bool handback_send(broker *b, bk_conn *cmd, const struct handler_spec *spec, const char *retry_key,
                    const struct entry *list, bool started, handback_answered_fn *answered,

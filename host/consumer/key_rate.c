@@ -114,6 +114,9 @@ static void answered(void *data, const bk_reply *r, const char *err) {
     fault_ok(&kr->fault, now, kr->spec);
   for (int i = 0; i < kr->nids; i++) {
     struct gate_key *k = gate_key_at(kr->g, kr->ids[i]);
+    /* Not asking: the gate was drained meanwhile (a pause, a stop) and the
+     * id may name another key now; the answer is not its. */
+    if (!k->asking) continue;
     k->asking = false;
     if (!ok) {
       k->next_at = now + KEY_RATE_RETRY_MS;

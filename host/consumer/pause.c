@@ -23,21 +23,22 @@ struct pause {
   char prober[LEASE_IDENTITY_MAX + 16]; /* the identity, and the partition */
   char host[128];                       /* "HOST pid N", for people */
   struct lease_rider rider;
-  bool looking;        /* started, not stopped */
-  bool denied;         /* the ACL refuses the look: runs as if never paused */
-  bool failing;        /* a look failed: logged once until one works */
-  enum seen seen;      /* what the last answered look said */
-  uint64_t asked_ms;   /* when the look out was made */
-  uint64_t seen_ms;    /* when the last answered look was made */
-  uint64_t wanted_ms;  /* when the gate was last asked: looks go while it is */
-  bool probing;        /* the probe entry runs here */
-  bool waited;         /* the gate said wait since the last look: told when it may go */
-  unsigned pending;    /* trip and close calls out */
-  char reason[256];    /* the last look's, while paused */
-  char by[512];        /* who paused it */
-  char kind[16];       /* "manual" or "breaker" */
-  long long left_ms;   /* the last look's time left, -1: until resumed */
-  struct bk_args args; /* trips and closes */
+  bool looking;           /* started, not stopped */
+  bool denied;            /* the ACL refuses the look: runs as if never paused */
+  bool failing;           /* a look failed: logged once until one works */
+  enum seen seen;         /* what the last answered look said */
+  uint64_t asked_ms;      /* when the look out was made */
+  uint64_t seen_ms;       /* when the last answered look was made */
+  uint64_t wanted_ms;     /* when the gate was last asked: looks go while it is */
+  bool probing;           /* the probe entry runs here */
+  bool waited;            /* the gate said wait since the last look: told when it may go */
+  uint64_t idle_until_ms; /* its probe read found nothing: it only looks until then */
+  unsigned pending;       /* trip and close calls out */
+  char reason[256];       /* the last look's, while paused */
+  char by[512];           /* who paused it */
+  char kind[16];          /* "manual" or "breaker" */
+  long long left_ms;      /* the last look's time left, -1: until resumed */
+  struct bk_args args;    /* trips and closes */
 };
 
 static void p_log(pause *p, enum log_level level, const char *msg, const char *k1, const char *v1,
@@ -61,7 +62,7 @@ static bool add_look(void *data, struct lease_rider *r) {
   bk_args_reset(&r->keys);
   bk_args_reset(&r->args);
   bk_args_str(&r->keys, p->key);
-  bk_args_str(&r->args, p->prober);
+  bk_args_str(&r->args, now < p->idle_until_ms ? "" : p->prober);
   bk_args_num(&r->args, PAUSE_PROBE_MS);
   /* A look says how things stood when Redis ran it, which is after now:
    * counting freshness from now is on the safe side. */
@@ -246,7 +247,15 @@ void pause_probe_done(pause *p, bool ok, const char *why) {
     pause_trip(p, -1, why, strlen(why));
 }
 
+bool pause_probe_fresh(pause *p) {
+  if (p->denied) return true;
+  return p->seen == SEEN_PROBE && p->pending == 0 &&
+         clock_fresh(p->clock) - p->seen_ms <= PAUSE_FRESH_MS;
+}
+
 void pause_probe_dropped(pause *p) { p->probing = false; }
+
+void pause_probe_idle(pause *p) { p->idle_until_ms = clock_fresh(p->clock) + 2 * PAUSE_PROBE_MS; }
 
 void pause_trip(pause *p, int64_t delay_ms, const char *reason, size_t reason_len) {
   const char *nl = memchr(reason, '\n', reason_len); /* a traceback's first line */

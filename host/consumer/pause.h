@@ -84,6 +84,14 @@ bool pause_probing(const pause *p);
 /* The probe entry's outcome: ok closes the breaker for every host; a
  * failure (why) trips it again. */
 void pause_probe_done(pause *p, bool ok, const char *why);
+/* Whether the probe admitted earlier (pause_probe_started) may still start
+ * now: still half-open and holding the probe by a look under
+ * PAUSE_FRESH_MS old (it may have waited for a max_in_flight slot). */
+bool pause_probe_fresh(pause *p);
+/* The read for the probe found nothing (this partition, or the whole group,
+ * is idle): the probe is left to other readers, which take it once this one
+ * stops renewing it (PAUSE_PROBE_MS); this one only looks for twice that. */
+void pause_probe_idle(pause *p);
 /* The probe entry never ran (handed back, out of memory): neither success
  * nor failure; the next look may give the probe again. */
 void pause_probe_dropped(pause *p);

@@ -122,6 +122,7 @@ struct stream_reader {
   pause *pause;
   struct breaker breaker;
   const struct entry *probe;
+  bool probe_read;      /* the read out is the probe's (one entry) */
   char denied[1100];    /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
   permits *permits;     /* rate: reads wait for permits (NULL without) */
   key_gate *gate;       /* rate_per_key: entries waiting for their key (NULL without) */
@@ -300,6 +301,10 @@ static bool slot_granted(void *data, struct entry *e) {
   stream_reader *s = data;
   bool probe;
   if (s->state != SR_READING || !name_held(s)) return false;
+  if (s->probe == e && !pause_probe_fresh(s->pause)) { /* the look is old now: not the probe */
+    s->probe = NULL;
+    pause_probe_dropped(s->pause);
+  }
   if (s->probe != e) {
     if (!may_start(s, &probe)) return false;
     if (probe) {
@@ -461,6 +466,7 @@ static void to_lanes(stream_reader *s, struct entry *e) {
   const char *key = s->spec->by_key ? entry_get(e, HDR_PARTITION_KEY, &klen) : NULL;
   if (lanes_push(&s->lanes, e, key, klen) != 0) {
     sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+    if (s->key_slots) key_slots_done(s->key_slots, e);
     held_remove(&s->held, e);
     entry_free(e);
   }
@@ -517,6 +523,8 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   if (s->permits) permits_spend(s->permits, count);
   read_log_deleted(s->spec, deleted);
   if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
+  if (s->probe_read && count == 0 && s->pause) pause_probe_idle(s->pause);
+  s->probe_read = false;
   size_t ncut = 0;
   for (const struct entry *e = list; e; e = e->next) ncut += e->entry_size != 0;
   plan_cut_seen(&s->plan, kind, ncut);
@@ -581,6 +589,7 @@ static void read_next(stream_reader *s) {
   struct bk_args *a = &s->args;
   bk_args_reset(a);
   long long count = probe ? 1 : (long long)(ahead ? batch : batch - in_flight);
+  s->probe_read = probe;
   if (s->permits) { /* rate: no more entries than permits (permits.h) */
     long long allowed = permits_count(s->permits, PLAN_NKEYS);
     if (allowed == 0) return; /* resumes from permitted */
@@ -882,9 +891,12 @@ static bool hand_back(stream_reader *s, const struct entry *list, bool started) 
  * the shutdown deadline abandons them). */
 static void give_back_queued(stream_reader *s, bool give_back) {
   struct entry *left = lanes_drain_queued(&s->lanes);
+  for (struct entry *e = left; e && s->key_slots; e = e->next)
+    key_slots_done(s->key_slots, e); /* past its key's cap: its slot goes back */
   for (struct entry *w = s->inflight ? inflight_take_waiting(s->inflight) : NULL, *n; w; w = n) {
     n = w->next; /* waiting for a slot on its lane: not started either */
     lanes_done(&s->lanes, (int)(intptr_t)w->owner_data);
+    if (s->key_slots) key_slots_done(s->key_slots, w);
     if (s->probe == w) { /* it never ran: the probe goes to the next look */
       s->probe = NULL;
       pause_probe_dropped(s->pause);

@@ -133,6 +133,20 @@ describe("max_in_flight", function()
       "entries that waited for their key counted once each")
   end)
 
+  it("max_in_flight_per_key: a pause gives back the key slots of the entries it hands back", function()
+    local a = app("max_in_flight_per_key", { hostname = "a" })
+    for n = 1, 2 do a:publish("jobs", { n = n, ms = 3000 }, { key = "hot" }) end
+    for n = 3, 4 do a:publish("jobs", { n = n, ms = 3000 }, { key = "cold" }) end
+    -- the 4 lanes are busy: warm's two pass their key's cap and wait on a lane
+    for n = 5, 6 do a:publish("jobs", { n = n, ms = 100 }, { key = "warm" }) end
+    a:advance(10)
+    a:pause_group("jobs", "workers")
+    for _ = 1, 40 do a:advance(100) end
+    a:resume_group("jobs", "workers")
+    for _ = 1, 100 do a:advance(100) end
+    assert.equal(6, #assert(a:command("LRANGE", "finished", 0, -1)), "warm ran after the pause")
+  end)
+
   it("max_in_flight_per_key: entries waiting for their key keep their claim and are not deliveries", function()
     local a = app("max_in_flight_per_key_claiming", { version = "7.0.15", hostname = "a" })
     local b = app("max_in_flight_per_key_claiming", { with = a, hostname = "b" })

@@ -189,6 +189,19 @@ describe("the breaker", function()
     counts_not_raised({ app })
   end)
 
+  it("closes on a partition with entries while another partition has none to probe with", function()
+    local app = start("pause_partitioned")
+    app:command("SET", "api:down", "1000")
+    for i = 1, 3 do app:publish("jobs:{1}", { n = i }) end
+    app:settle()
+    assert.equal(1, #app:records(OPENED))
+    app:command("DEL", "api:down")
+    step(app, 40000)
+    -- a partition whose probe read finds nothing leaves the probe to the others
+    assert.equal(1, #app:records(CLOSED))
+    each_once({ app }, 3)
+  end)
+
   it("an operator's pause is not replaced by a trip, and outlasts the breaker", function()
     local app = start("pause")
     app:pause_group("jobs", "work", { reason = "maintenance" })

@@ -150,7 +150,8 @@ end
 -- {state, reason, ms left (-1: until resumed, or while a probe runs
 -- elsewhere), kind, by, trips}, state 'run', 'pause', or 'probe': the
 -- breaker's pause is over and this prober holds the one probe (for probe_ms
--- after its last look: a prober that stopped looking hands it on).
+-- after its last look: a prober that stopped looking hands it on). An empty
+-- prober only looks: it never takes the probe.
 local now_ms
 local function look(at, key)
   local pkey, prober, probe_ms = KEYS[key], ARGV[at + 1], tonumber(ARGV[at + 2])
@@ -165,7 +166,7 @@ local function look(at, key)
   local function answer(state, left) return {state, h[2] or '', left, kind, h[6] or '', h[7] or '0'} end
   if until_ms == nil or now_ms < until_ms then return answer('pause', until_ms and until_ms - now_ms or -1) end
   if kind ~= 'breaker' then return {'run'} end -- an operator's pause that ended (expiring)
-  if probe == nil or probe == prober or now_ms >= (tonumber(h[5]) or 0) then
+  if prober ~= '' and (probe == nil or probe == prober or now_ms >= (tonumber(h[5]) or 0)) then
     redis.call('HSET', pkey, 'probe', prober, 'probe_until_ms', now_ms + probe_ms)
     return answer('probe', 0)
   end
