@@ -365,6 +365,7 @@ static void retry_entry_done(stream_reader *s, const struct entry *e) {
 }
 
 static bool hand_back(stream_reader *s, const struct entry *list, bool started);
+static void give_back_queued(stream_reader *s, bool give_back);
 static void pause_changed(void *data, bool paused);
 
 /* The breaker's part in a finished delivery (pause.h): ls.pause trips it
@@ -548,6 +549,10 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
     }
     accept_entry(s, e);
   }
+  /* A read that was out when the group was seen paused: what it brought
+   * goes back as at the pause, not to wait here for its end. */
+  if (count && s->pause && pause_read_gate(s->pause) == PAUSE_WAIT && !pause_probing(s->pause))
+    give_back_queued(s, true);
   /* Read ahead: the next read goes out, and leaves at once, before this
    * batch runs, so the server answers it while the handlers work. */
   if (plan_reads_ahead(&s->plan, kind)) read_next(s);

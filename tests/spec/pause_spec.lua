@@ -111,6 +111,22 @@ describe("luastream pause", function()
     assert.equal(1, #app:records(PAUSED))
   end)
 
+  it("gives back what a read already out brings once the pause is seen", function()
+    local app = start("pause")
+    app:advance("10s") -- idle: a blocking read is out
+    app:pause_group("jobs", "work")
+    step(app, 5000) -- seen with the lease's renewal
+    assert.equal(1, #app:records(PAUSED))
+    publish(app, 2) -- the read out brings them
+    step(app, 1000)
+    assert.equal(0, #starts(app))
+    assert.same({}, app:pending("jobs", "work"), "given back, not waiting here")
+    app:resume_group("jobs", "work")
+    step(app, 2000)
+    each_once({ app }, 2)
+    counts_not_raised({ app })
+  end)
+
   it("ends by itself after --for", function()
     local app = start("pause")
     app:pause_group("jobs", "work", { ["for"] = "3s" })
