@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <uv.h>
 
 #include "log.h"
@@ -81,6 +82,18 @@ int client_send_with(struct client *c, const struct bk_args *a, client_reply_fn 
   }
   c->inflight++;
   return 0;
+}
+
+const bk_reply *client_field(const bk_reply *r, const char *name) {
+  size_t len = strlen(name);
+  if (r == NULL || r->type != BK_ARRAY) return NULL;
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    const bk_reply *k = r->element[i];
+    if ((k->type == BK_STRING || k->type == BK_STATUS) && k->len == len &&
+        !memcmp(k->str, name, len))
+      return r->element[i + 1];
+  }
+  return NULL;
 }
 
 const char *client_error(const bk_reply *r, const char *err) {

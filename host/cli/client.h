@@ -78,6 +78,10 @@ typedef void client_reply_fn(struct client *c, void *arg, const bk_reply *r, con
  * with it). cb runs exactly once when this returns 0, as client_send's. */
 int client_send_with(struct client *c, const struct bk_args *a, client_reply_fn *cb, void *arg);
 
+/* The value of field name in a reply of [name, value, ...] pairs (HGETALL,
+ * an entry's fields, XINFO), or NULL: no such field, or r no array. */
+const bk_reply *client_field(const bk_reply *r, const char *name);
+
 /* The error text of a failed reply: the server's message, or why no reply
  * came. NULL when r is a reply of another type than an error. */
 const char *client_error(const bk_reply *r, const char *err);

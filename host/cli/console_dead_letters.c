@@ -107,9 +107,9 @@ static void send(struct dl_op *op, const char *const *argv, int argc, client_rep
 
 /* ---- the entries' fields ---- */
 
-/* dl_field's value when it is a string. */
+/* client_field's value when it is a string. */
 static const bk_reply *field(const bk_reply *fields, const char *name) {
-  const bk_reply *v = dl_field(fields, name);
+  const bk_reply *v = client_field(fields, name);
   return console_is_str(v) ? v : NULL;
 }
 

@@ -71,7 +71,7 @@ static bool iso_time(const char *s, size_t n, char *out, size_t outlen) {
 /* A dead letter of an entry read cut (too large to hold): says so under the
  * provenance. */
 static void print_cut(const bk_reply *fields) {
-  const bk_reply *v = dl_field(fields, HDR_DL_CUT);
+  const bk_reply *v = client_field(fields, HDR_DL_CUT);
   if (v == NULL || v->type != BK_STRING) return;
   char line[200];
   snprintf(line, sizeof line,
@@ -92,10 +92,10 @@ static void print_dead_letter(const bk_reply *e) {
   };
   const bk_reply *id = e->element[0], *fields = e->element[1];
   printf("dead letter %.*s\n", (int)id->len, id->str);
-  if (dl_field(fields, HDR_DL_STREAM) == NULL)
+  if (client_field(fields, HDR_DL_STREAM) == NULL)
     printf("  (no %s field: not a dead letter luastream wrote)\n", HDR_DL_STREAM);
   for (size_t p = 0; p < sizeof provenance / sizeof provenance[0]; p++) {
-    const bk_reply *v = dl_field(fields, provenance[p].field);
+    const bk_reply *v = client_field(fields, provenance[p].field);
     if (v == NULL || v->type != BK_STRING || v->len == 0) continue;
     char when[48];
     if (!strcmp(provenance[p].field, HDR_DL_TIME) && iso_time(v->str, v->len, when, sizeof when))

@@ -49,7 +49,7 @@ static void send_range(struct client *c, const char *cmd, const char *from, cons
 
 /* An entry's dead-letter-reason, printable, into out. */
 static void reason_of(const bk_reply *fields, char *out) {
-  const bk_reply *v = dl_field(fields, HDR_DL_REASON);
+  const bk_reply *v = client_field(fields, HDR_DL_REASON);
   size_t n = v ? v->len : 0;
   if (n >= REASON_MAX) n = REASON_MAX - 1;
   for (size_t i = 0; i < n; i++) {
@@ -179,7 +179,7 @@ static void batch(void *data, const bk_reply *r, const char *err) {
       continue;
     }
     reason_of(fields, reason);
-    const bk_reply *v = dl_field(fields, HDR_DL_REASON);
+    const bk_reply *v = client_field(fields, HDR_DL_REASON);
     if (d->reason &&
         !(v && v->len == strlen(d->reason) && memcmp(v->str, d->reason, v->len) == 0)) {
       d->others++;

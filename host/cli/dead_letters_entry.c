@@ -7,17 +7,9 @@
 
 #include "wire.h"
 
-const bk_reply *dl_field(const bk_reply *fields, const char *name) {
-  size_t len = strlen(name);
-  for (size_t i = 0; i + 1 < fields->elements; i += 2) {
-    const bk_reply *k = fields->element[i];
-    if (k->type == BK_STRING && k->len == len && memcmp(k->str, name, len) == 0)
-      return fields->element[i + 1];
-  }
-  return NULL;
+bool dl_has_provenance(const bk_reply *fields) {
+  return client_field(fields, HDR_DL_STREAM) != NULL;
 }
-
-bool dl_has_provenance(const bk_reply *fields) { return dl_field(fields, HDR_DL_STREAM) != NULL; }
 
 bool dl_is_range(const bk_reply *r) {
   if (r == NULL || r->type != BK_ARRAY) return false;

@@ -10,9 +10,6 @@
 
 #include "client.h"
 
-/* The value of field name in an entry's [field, value, ...], or NULL. */
-const bk_reply *dl_field(const bk_reply *fields, const char *name);
-
 /* Whether an entry's fields carry dead-letter provenance: a
  * dead-letter-stream field, which every dead letter luastream writes has and
  * no entry a producer adds through `luastream publish` can have. */

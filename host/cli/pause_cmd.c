@@ -173,14 +173,11 @@ static void send_op(struct client *c) {
   bk_args_free(&a);
 }
 
+/* The string field name of a [name, value, ...] reply into out ("" without). */
 static void field(const bk_reply *r, const char *name, char *out, size_t len) {
+  const bk_reply *v = client_field(r, name);
   out[0] = '\0';
-  for (size_t i = 0; r->type == BK_ARRAY && i + 1 < r->elements; i += 2) {
-    const bk_reply *k = r->element[i], *v = r->element[i + 1];
-    if (k->type == BK_STRING && k->len == strlen(name) && !memcmp(k->str, name, k->len) &&
-        v->type == BK_STRING)
-      snprintf(out, len, "%.*s", (int)v->len, v->str);
-  }
+  if (v && v->type == BK_STRING) snprintf(out, len, "%.*s", (int)v->len, v->str);
 }
 
 /* HGETALL of the pause before resume deletes it: what ended. Refused (an

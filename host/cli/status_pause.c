@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
 #include "console_json.h"
 #include "flow_keys.h"
 #include "status_rules.h"
@@ -48,14 +49,10 @@ void status_pause_free(struct st_pause *p) {
   free(p->probe);
 }
 
+/* A field of the pause hash, only as a string. */
 static const bk_reply *hfield(const bk_reply *r, const char *name) {
-  size_t len = strlen(name);
-  for (size_t i = 0; i + 1 < r->elements; i += 2) {
-    const bk_reply *k = r->element[i];
-    if (k->type == BK_STRING && k->len == len && !memcmp(k->str, name, len))
-      return r->element[i + 1]->type == BK_STRING ? r->element[i + 1] : NULL;
-  }
-  return NULL;
+  const bk_reply *v = client_field(r, name);
+  return v && v->type == BK_STRING ? v : NULL;
 }
 
 static char *hstr(const bk_reply *r, const char *name) {

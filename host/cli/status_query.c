@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
 #include "handler_name.h"
 #include "lease.h"
 #include "partition.h"
@@ -173,25 +174,13 @@ static void take_one(void *data, const struct handler_spec *s) {
 
 /* ---- replies ---- */
 
-static const bk_reply *kv(const bk_reply *r, const char *name) {
-  size_t len = strlen(name);
-  if (r == NULL || r->type != BK_ARRAY) return NULL;
-  for (size_t i = 0; i + 1 < r->elements; i += 2) {
-    const bk_reply *k = r->element[i];
-    if ((k->type == BK_STRING || k->type == BK_STATUS) && k->len == len &&
-        !memcmp(k->str, name, len))
-      return r->element[i + 1];
-  }
-  return NULL;
-}
-
 static long long kv_int(const bk_reply *r, const char *name, long long missing) {
-  const bk_reply *v = kv(r, name);
+  const bk_reply *v = client_field(r, name);
   return v && v->type == BK_INTEGER ? v->integer : missing;
 }
 
 static void kv_str(const bk_reply *r, const char *name, char *out, size_t len) {
-  const bk_reply *v = kv(r, name);
+  const bk_reply *v = client_field(r, name);
   if (v && v->type == BK_STRING)
     snprintf(out, len, "%.*s", (int)v->len, v->str);
   else
@@ -234,7 +223,7 @@ static void take_group_info(struct st_key *k, const bk_reply *info) {
 }
 
 static bool name_is(const bk_reply *info, const char *name) {
-  const bk_reply *v = kv(info, "name");
+  const bk_reply *v = client_field(info, "name");
   return v && v->type == BK_STRING && v->len == strlen(name) && !memcmp(v->str, name, v->len);
 }
 
@@ -244,7 +233,7 @@ static void take_groups(struct status_query *q, size_t si, const bk_reply *r) {
   if (r->type != BK_ARRAY) return; /* a missing key: XINFO STREAM said so */
   for (size_t i = 0; i < r->elements; i++) {
     const bk_reply *gi = r->element[i];
-    const bk_reply *name = kv(gi, "name");
+    const bk_reply *name = client_field(gi, "name");
     if (name == NULL || name->type != BK_STRING) continue;
     char *group = status_query_text("%.*s", (int)name->len, name->str);
     struct st_group *g = status_query_group_find(q->groups, q->ngroups, info->key, group);
@@ -261,7 +250,7 @@ static void take_consumers(struct st_group *g, struct st_key *k, const bk_reply 
   }
   for (size_t i = 0; r->type == BK_ARRAY && i < r->elements; i++) {
     const bk_reply *ci = r->element[i];
-    const bk_reply *name = kv(ci, "name");
+    const bk_reply *name = client_field(ci, "name");
     if (name == NULL || name->type != BK_STRING) continue;
     long long pending = kv_int(ci, "pending", 0), idle = kv_int(ci, "idle", -1);
     struct st_consumer *c = NULL;
