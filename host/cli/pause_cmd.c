@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -37,15 +36,6 @@ void pause_cmd_by(char *out, size_t len) {
   if (user == NULL) user = getenv("USER");
   if (user == NULL) user = "unknown-user";
   snprintf(out, len, "luastream pause by %s@%s", user, host);
-}
-
-/* Unix ms as "2026-12-07 22:30:00 UTC". */
-static const char *utc(long long ms, char *out, size_t len) {
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  strftime(out, len, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return out;
 }
 
 static void field(const bk_reply *r, const char *name, char *out, size_t len);
@@ -118,13 +108,13 @@ static void paused(void *data, const bk_reply *r, const char *err) {
   char when[64], left[32];
   printf("paused group %s of stream %s ", p->group, p->stream);
   if (r->element[1]->integer > 0)
-    printf("until %s (for %s)", utc(r->element[1]->integer, when, sizeof when),
+    printf("until %s (for %s)", status_format_utc(r->element[1]->integer, when, sizeof when),
            status_format_ms(p->for_ms, left, sizeof left));
   else
     printf("until resumed (luastream resume %s %s)", p->stream, p->group);
   printf("\n  reason: %s\n  by: %s\n  since: %s\n  key: %s on %s\n",
          p->reason[0] ? p->reason : "(none given)", p->by,
-         utc(r->element[0]->integer, when, sizeof when), p->key, c->b->name);
+         status_format_utc(r->element[0]->integer, when, sizeof when), p->key, c->b->name);
   printf("no handler of the group starts on any host from 1s after now; running ones finish\n");
   fflush(stdout);
   check_names(c, p->stream);

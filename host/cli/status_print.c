@@ -97,11 +97,8 @@ static void table_print(struct table *t) {
 
 void status_print_table(const struct status_query *q, int every_s, bool needs) {
   char when[64];
-  time_t now = time(NULL);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  printf("%s at %s", q->c->b->name, when);
+  printf("%s at %s", q->c->b->name,
+         status_format_utc((long long)time(NULL) * 1000, when, sizeof when));
   if (every_s > 0) printf(" (every %ds; Ctrl-C stops)", every_s);
   printf("\n\n");
   struct table t = {9,

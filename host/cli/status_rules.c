@@ -3,6 +3,7 @@
 #include "status_rules.h"
 
 #include <stdio.h>
+#include <time.h>
 
 const char *status_format_ms(long long ms, char *out, size_t len) {
   static const struct {
@@ -56,4 +57,12 @@ bool status_lag_growing(const long long *lags, int n) {
   for (int i = n - STATUS_LAG_RISES; i < n; i++)
     if (lags[i - 1] < 0 || lags[i] <= lags[i - 1]) return false;
   return true;
+}
+
+const char *status_format_utc(long long ms, char *out, size_t len) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, len, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return out;
 }

@@ -43,6 +43,8 @@
  * "2h", "5d" (below 10 of a unit, one decimal: "1.5m", "2.5h"). Negative:
  * "-". Returns out. */
 const char *status_format_ms(long long ms, char *out, size_t len);
+/* Unix ms as "2026-12-07 22:30:00 UTC". Returns out. */
+const char *status_format_utc(long long ms, char *out, size_t len);
 
 /* The stall limit for a handler's min_idle in ms (<= 0: not set). */
 long long status_stall_after(long long min_idle_ms);
