@@ -1227,6 +1227,10 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_setfield(L, -2, "json_decode");
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
+  lua_pushcfunction(L, core_cron_check);
+  lua_setfield(L, -2, "cron_check");
+  lua_pushcfunction(L, core_tz_check);
+  lua_setfield(L, -2, "tz_check");
   lua_pushcfunction(L, core_partition);
   lua_setfield(L, -2, "partition");
   lua_pushcfunction(L, core_pause_key);
