@@ -289,6 +289,8 @@ describe("scheduled handler fields", function()
       problems({ every = "10ms", tick = tick }))
     assert.matches("field 'catch_up' applies to scheduled handlers only",
       problems({ stream = "s", group = "g", handle = tick, catch_up = true }))
-    assert.matches("missing required field: one of handle, tick", problems({ stream = "s", group = "g" }))
+    assert.matches("missing required field 'handle'", problems({ stream = "s", group = "g" }))
+    assert.matches("fields handle and tick: give exactly one",
+      problems({ stream = "s", group = "g", handle = tick, tick = tick }))
   end)
 end)
