@@ -140,8 +140,9 @@ int cmd_status(int argc, char **argv) {
       status_query_free(&st.q);
       return 1;
     }
-    if (st.q.nspecs == 0) {
+    if (st.q.nspecs == 0 && st.q.nschedules == 0) {
       fprintf(stderr, "luastream: %s has no handler files\n", o.pos[0]);
+      status_query_free(&st.q);
       return 1;
     }
   } else {

@@ -128,7 +128,7 @@ static void print_schedules(const struct status_query *q) {
                     cell_utc(s->next_tick)};
     table_row(&t, row);
   }
-  putchar('\n');
+  if (q->ngroups) putchar('\n');
   table_print(&t);
   for (size_t i = 0; i < q->nschedules; i++) {
     const struct st_schedule *s = &q->schedules[i];
@@ -187,7 +187,10 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
       table_row(&t, retry);
     }
   }
-  table_print(&t);
+  if (q->ngroups || !q->nschedules) /* a directory of schedules only: their table alone */
+    table_print(&t);
+  else
+    free(t.cells);
   struct table ct = {6,
                      {"STREAM", "GROUP", "CONSUMER", "PENDING", "IDLE", "LEASE RENEWED"},
                      {false, false, false, true, true, true},

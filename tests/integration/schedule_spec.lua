@@ -1,0 +1,93 @@
+-- Scheduled handlers against a real redis-server and two real host
+-- processes: each tick runs on exactly one of them, a killed host's ticks
+-- go on on the other (its lease ends), and `luastream status` shows the
+-- schedule's last and next tick. Real time: every = "1s".
+local helper = require "tests.integration.helper"
+local cjson = require "cjson"
+
+local READY = 'msg="host ready"'
+
+-- Logs each tick with its id and the consumer that ran it, and writes it
+-- with the tick's done mark. Ticks of an odd second sleep 300 ms, so a kill
+-- may land while one runs.
+local TICKER = [[
+local ls = require "luastream"
+return {
+  every = "1s",
+  tick = function(ctx)
+    if (ctx.tick / 1000) % 2 == 1 then ls.sleep(300) end
+    ctx:write("RPUSH", "ticks", tostring(ctx.tick))
+    ls.log.info("ticked", { tick = ctx.tick, by = ctx.consumer })
+  end,
+}
+]]
+
+local function ticks(srv)
+  local out = {}
+  for _, v in ipairs(srv:call("LRANGE", "ticks", 0, -1)) do out[#out + 1] = tonumber(v) end
+  return out
+end
+
+-- Every tick in the list once, each a whole second after the one before.
+local function assert_each_once(list)
+  local seen = {}
+  for i, t in ipairs(list) do
+    assert.is_nil(seen[t], "tick " .. t .. " written twice")
+    seen[t] = true
+    assert.equal(0, t % 1000)
+    if i > 1 then assert.is_true(t > list[i - 1], "ticks out of order") end
+  end
+end
+
+describe("scheduled handlers on real hosts", function()
+  after_each(helper.cleanup)
+
+  it("run each tick on one of two hosts, go on when one is killed, and show in status #slow", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["ticker.lua"] = TICKER })
+    local a = helper.host_start({ "--instance", "1" }, { server = srv, dir = dir })
+    local b = helper.host_start({ "--instance", "2" }, { server = srv, dir = dir })
+    a:wait_log(READY, 20, { plain = true })
+    b:wait_log(READY, 20, { plain = true })
+    helper.wait_until(function() return #ticks(srv) >= 4 end, 20, "four ticks")
+    -- Each tick was logged by exactly one host.
+    local by_tick = {}
+    for _, host in ipairs({ a, b }) do
+      for _, r in ipairs(host:records({ msg = "ticked" })) do
+        assert.is_nil(by_tick[r.tick], "tick " .. r.tick .. " ran on both hosts")
+        by_tick[r.tick] = r.by
+      end
+    end
+    assert_each_once(ticks(srv))
+
+    -- Kill one host: the other goes on alone, each tick still once.
+    a.proc:kill("KILL")
+    a.proc:wait(10)
+    local before = #ticks(srv)
+    helper.wait_until(function() return #ticks(srv) >= before + 3 end, 20, "three ticks after the kill")
+    local list = ticks(srv)
+    assert_each_once(list)
+    local last = list[#list]
+    local newer = 0
+    for _, r in ipairs(b:records({ msg = "ticked" })) do
+      if tonumber(r.tick) == last then newer = newer + 1 end
+    end
+    assert.equal(1, newer, "the newest tick ran on the survivor")
+
+    -- status: the schedule, its last tick and its next one.
+    local code, out, err = helper.luastream("status", "--redis", srv.url, "--json", dir)
+    local ok, doc = pcall(cjson.decode, out)
+    assert(ok, "not JSON: " .. out .. err)
+    assert.equal(0, code, out .. err)
+    local s = assert(doc.schedules[1], "no schedule in " .. out)
+    assert.equal("ticker", s.name)
+    assert.equal("luastream:tick:{ticker}", s.key)
+    assert.equal("ok", s.last_outcome)
+    assert.is_true(s.last_tick_ms >= last)
+    assert.is_true(s.next_tick_ms > s.last_tick_ms)
+    local _, text = helper.luastream("status", "--redis", srv.url, dir)
+    assert.truthy(text:find("SCHEDULE", 1, true), text)
+    assert.truthy(text:find("every 1000ms", 1, true), text)
+    assert.equal(0, b:stop())
+  end)
+end)
