@@ -113,8 +113,8 @@ struct status_query {
    * filled), or when the server could not answer (failed true, said on
    * stderr). */
   void (*done)(struct status_query *q, bool failed);
-  void *data;              /* the caller's */
-  const char *adding_base; /* status_query_add_handler's stream, for its partitions' rows */
+  void *data;                    /* the caller's */
+  const char *adding_base;       /* status_query_add_handler's stream, for its partitions' rows */
   struct st_schedule *schedules; /* DIR's scheduled handlers, read at each refresh */
   size_t nschedules;
 };

@@ -43,13 +43,16 @@ struct schedule {
   sched_event_fn *on_event;
   void *data;
   enum sched_state state;
-  bool started, stopping, drained, dropped;
+  bool started, stopping, drained;
   bool renew_out;     /* a renewal's take is out (answered apart from the state) */
   bool ran_ok;        /* the tick whose done mark is out returned (else raised) */
   bool relook;        /* the timer is a look again at due_ms, another host's lease ended */
   int64_t next_ms;    /* the next tick after the last one looked at */
   int64_t due_ms;     /* the newest tick due at the last look */
   int64_t known_done; /* the newest tick done, as the server last said (0: none) */
+  /* The tick another host held the lease of when this one looked (its
+   * holder may have died running it): run first once the lease ends. */
+  int64_t orphan;
   int64_t queue[SCHED_CATCH_UP_MAX];
   size_t nqueue, qhead; /* ticks to run, queue[qhead .. nqueue-1] */
   struct entry *e;      /* the running tick's */
@@ -191,7 +194,7 @@ static void plan(schedule *s, int64_t done) {
     return;
   }
   size_t keep = n < SCHED_CATCH_UP_MAX ? n : SCHED_CATCH_UP_MAX;
-  if (n > keep) {
+  if (n > SCHED_CATCH_UP_MAX) {
     char missed[24];
     snprintf(missed, sizeof missed, "%zu", n - keep);
     log_line(LOG_WARN, s->spec->name, "catch_up: older missed ticks skipped", LOG_NUMBER "skipped",
@@ -241,6 +244,7 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
   }
   if (got < 0) { /* another host runs it: look again once its lease ends */
     s->state = ST_WAITING;
+    s->orphan = element_int(r, 3);
     int64_t now = (int64_t)clock_wall(s->clock);
     int64_t again = now + element_int(r, 2) + SCHED_BUSY_MARGIN_MS;
     int64_t next = after(s, s->due_ms);
@@ -253,7 +257,17 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
     s->qhead++;
     return run_next(s);
   }
-  if (s->nqueue == 0) plan(s, done); /* the first take of a look: what to run */
+  if (s->nqueue == 0) { /* the first take of a look: what to run */
+    plan(s, done);
+    /* A tick whose holder's lease ended undone (it died running it) runs
+     * first; with catch_up the plan has it already. */
+    if (!s->spec->catch_up && s->orphan > done && s->orphan < s->queue[0]) {
+      s->queue[1] = s->queue[0];
+      s->queue[0] = s->orphan;
+      s->nqueue = 2;
+    }
+    s->orphan = 0;
+  }
   start_job(s, s->queue[s->qhead]);
 }
 

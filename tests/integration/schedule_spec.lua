@@ -8,14 +8,14 @@ local cjson = require "cjson"
 local READY = 'msg="host ready"'
 
 -- Logs each tick with its id and the consumer that ran it, and writes it
--- with the tick's done mark. Ticks of an odd second sleep 300 ms, so a kill
--- may land while one runs.
+-- with the tick's done mark. Each tick runs 500 ms, so a host can be killed
+-- while it holds a tick's lease.
 local TICKER = [[
 local ls = require "luastream"
 return {
   every = "1s",
   tick = function(ctx)
-    if (ctx.tick / 1000) % 2 == 1 then ls.sleep(300) end
+    ls.sleep(500)
     ctx:write("RPUSH", "ticks", tostring(ctx.tick))
     ls.log.info("ticked", { tick = ctx.tick, by = ctx.consumer })
   end,
@@ -60,12 +60,38 @@ describe("scheduled handlers on real hosts", function()
     end
     assert_each_once(ticks(srv))
 
-    -- Kill one host: the other goes on alone, each tick still once.
+    -- Kill host 1 while it runs a tick: host 2 runs that tick once the
+    -- 5-second lease ends, and goes on alone, each tick still once.
+    local held
+    helper.wait_until(function()
+      local owner = srv:call("HGET", "luastream:tick:{ticker}", "owner")
+      if type(owner) == "string" and owner:find("-ticker-1 ", 1, true) then
+        local running = tonumber(srv:call("HGET", "luastream:tick:{ticker}", "running"))
+        local now = srv:call("TIME")
+        local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+        -- early in its 500 ms: it is still sleeping when the kill lands
+        if running and now_ms - running < 250 then held = running end
+      end
+      return held ~= nil
+    end, 20, "host 1 running a tick")
     a.proc:kill("KILL")
     a.proc:wait(10)
-    local before = #ticks(srv)
-    helper.wait_until(function() return #ticks(srv) >= before + 3 end, 20, "three ticks after the kill")
+    helper.wait_until(function()
+      return tonumber(srv:call("HGET", "luastream:tick:{ticker}", "done") or 0) >= held
+    end, 20, "the killed host's tick done by the other")
     local list = ticks(srv)
+    assert_each_once(list)
+    local found = 0
+    for _, t in ipairs(list) do if t == held then found = found + 1 end end
+    assert.equal(1, found, "the killed host's tick written once")
+    local rerun = 0
+    for _, r in ipairs(b:records({ msg = "ticked" })) do
+      if tonumber(r.tick) == held then rerun = rerun + 1 end
+    end
+    assert.equal(1, rerun, "host 2 ran the killed host's tick")
+    local before = #list
+    helper.wait_until(function() return #ticks(srv) >= before + 3 end, 20, "three ticks after the kill")
+    list = ticks(srv)
     assert_each_once(list)
     local last = list[#list]
     local newer = 0

@@ -7,8 +7,8 @@
 -- take TICK OWNER LEASE_MS [resume]: the lease for TICK (taken, or renewed
 -- when OWNER holds it) -> {1, done}; {0, done} when a tick at or after TICK
 -- is done, or with resume (a host starting) when no tick was ever done;
--- {-1, done, ms} when another owner holds the lease for ms more. done: the
--- newest tick done (0: none).
+-- {-1, done, ms, running} when another owner holds the lease for ms more,
+-- running the tick `running`. done: the newest tick done (0: none).
 --
 -- done TICK OWNER OUTCOME ERROR NEXT RELEASE LEASE_MS NCMDS [argc arg...]...:
 -- marks TICK done with its outcome ("ok" or "error", ERROR the message),
@@ -26,7 +26,9 @@ if op == 'take' then
   if tick <= done or (ARGV[5] == 'resume' and done == 0) then return {0, done} end
   local holder = redis.call('HGET', key, 'owner')
   local until_ms = tonumber(redis.call('HGET', key, 'until') or '0') or 0
-  if holder and holder ~= owner and until_ms > now then return {-1, done, until_ms - now} end
+  if holder and holder ~= owner and until_ms > now then
+    return {-1, done, until_ms - now, tonumber(redis.call('HGET', key, 'running') or '0') or 0}
+  end
   redis.call('HSET', key, 'owner', owner, 'until', now + tonumber(ARGV[4]), 'running', tick)
   return {1, done}
 end
