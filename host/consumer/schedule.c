@@ -56,6 +56,15 @@ struct schedule {
   int64_t queue[SCHED_CATCH_UP_MAX];
   size_t nqueue, qhead; /* ticks to run, queue[qhead .. nqueue-1] */
   struct entry *e;      /* the running tick's */
+  /* The done call of the tick just run, copied: sent again until answered
+   * (after a reconnect), as the writer does with outcomes; the script
+   * skips a tick already done. */
+  int held_argc;
+  const char **held_argv;
+  size_t *held_len;
+  char *held_buf;
+  bool resend;    /* the timer sends the held done call again */
+  bool abandoned; /* the shutdown deadline: nothing is sent again */
   struct bk_args args;
   char tick_text[24];
 };
@@ -207,6 +216,40 @@ static void plan(schedule *s, int64_t done) {
 
 static void job_done(void *data, struct entry *e, const struct rt_result *res);
 
+static void held_free(schedule *s) {
+  free(s->held_argv);
+  free(s->held_len);
+  free(s->held_buf);
+  s->held_argv = NULL;
+  s->held_len = NULL;
+  s->held_buf = NULL;
+  s->held_argc = 0;
+}
+
+/* s->args copied into held (one buffer for the bytes). 0, or -1 when out of
+ * memory. */
+static int hold_args(schedule *s) {
+  held_free(s);
+  size_t bytes = 0;
+  for (int i = 0; i < s->args.argc; i++) bytes += s->args.argvlen[i];
+  s->held_argv = malloc((size_t)s->args.argc * sizeof *s->held_argv);
+  s->held_len = malloc((size_t)s->args.argc * sizeof *s->held_len);
+  s->held_buf = malloc(bytes ? bytes : 1);
+  if (!s->held_argv || !s->held_len || !s->held_buf) {
+    held_free(s);
+    return -1;
+  }
+  char *at = s->held_buf;
+  for (int i = 0; i < s->args.argc; i++) {
+    if (s->args.argvlen[i]) memcpy(at, s->args.argv[i], s->args.argvlen[i]);
+    s->held_argv[i] = at;
+    s->held_len[i] = s->args.argvlen[i];
+    at += s->args.argvlen[i];
+  }
+  s->held_argc = s->args.argc;
+  return 0;
+}
+
 static void start_job(schedule *s, int64_t tick) {
   char id[40];
   int n = snprintf(id, sizeof id, "%" PRId64 "-0", tick);
@@ -291,9 +334,28 @@ static void run_next(schedule *s) {
   send_take(s, s->queue[s->qhead]);
 }
 
+static void mark_done(void *data, const bk_reply *r, const char *err);
+
+/* Sends the held done call; not connected: again after SCHED_RETRY_MS. */
+static void send_held(schedule *s) {
+  if (bk_command(s->b, s->cmd, s->held_argc, s->held_argv, s->held_len, mark_done, s) == 0) return;
+  s->resend = true;
+  arm(s, (int64_t)clock_wall(s->clock) + SCHED_RETRY_MS);
+}
+
 static void mark_done(void *data, const bk_reply *r, const char *err) {
   schedule *s = data;
   char why[512];
+  if (r == NULL && !s->abandoned && s->held_argc > 0) {
+    /* The connection went with the call unanswered: it may have run or
+     * not; the same call again says which (a tick done is not done twice). */
+    log_line(LOG_WARN, s->spec->name, "tick done mark unanswered: sending it again", "tick",
+             s->tick_text, "error", err ? err : "connection lost", NULL);
+    s->resend = true;
+    arm(s, (int64_t)clock_wall(s->clock) + SCHED_RETRY_MS);
+    return;
+  }
+  held_free(s);
   if (r == NULL || r->type != BK_ARRAY || r->elements < 2) {
     bk_reply_text(r, err, why, sizeof why);
     log_line(LOG_ERROR, s->spec->name, "tick done mark not written: the tick may run again", "tick",
@@ -355,7 +417,12 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
     for (size_t a = 0; a < w->argc; a++) bk_args_add(&s->args, w->argv[a], w->argvlen[a]);
   }
   s->state = ST_MARKING;
-  int sent = eval(s, mark_done);
+  if (hold_args(s) == 0) {
+    free(counts);
+    send_held(s);
+    return;
+  }
+  int sent = eval(s, mark_done); /* out of memory for the copy: sent once */
   free(counts);
   if (sent != 0) {
     log_line(LOG_ERROR, s->spec->name,
@@ -406,6 +473,11 @@ static void renew_fire(ltimer *t, void *data) {
 static void fire(ltimer *t, void *data) {
   (void)t;
   schedule *s = data;
+  if (s->resend) {
+    s->resend = false;
+    if (s->state == ST_MARKING && !s->abandoned) return send_held(s);
+    return;
+  }
   if (s->state != ST_WAITING || s->stopping) return;
   int64_t now = (int64_t)clock_wall(s->clock);
   int64_t due = s->due_ms;
@@ -502,7 +574,21 @@ static void dropped(void *data, struct entry *e) {
 }
 
 size_t sched_abandon(schedule *s) {
-  if (!s->stopping || s->state != ST_RUNNING) return 0;
+  if (!s->stopping) return 0;
+  s->abandoned = true;
+  if (s->state == ST_MARKING && s->resend) { /* waiting to send it again: given up */
+    s->resend = false;
+    timer_stop(s->timer);
+    log_line(LOG_ERROR, s->spec->name,
+             "shutdown deadline: tick done mark not written, the tick may run again", "tick",
+             s->tick_text, NULL);
+    count(s, "unwritten");
+    held_free(s);
+    s->state = ST_WAITING;
+    settle_stop(s);
+    return 0;
+  }
+  if (s->state != ST_RUNNING) return 0;
   size_t n = handler_abandon(s->h, dropped);
   timer_stop(s->renew);
   s->state = ST_WAITING;
@@ -524,6 +610,7 @@ void sched_free(schedule *s) {
   if (s->timer) timer_free(s->timer);
   if (s->renew) timer_free(s->renew);
   bk_args_free(&s->args);
+  held_free(s);
   tz_free(s->tz);
   free(s->key);
   free(s->owner);

@@ -218,6 +218,27 @@ return {
     assert.is_not_nil(other)
   end)
 
+  it("sends a tick's done mark again when the connection drops before its answer", function()
+    write(dir .. "/flaky.lua", ticker('every = "5m",', 'ls.sleep(1000)'))
+    local app = start()
+    app:advance("5m")
+    app:advance(500) -- the tick sleeps
+    app:server_down(nil, true)
+    app:advance("3s") -- its done mark fails, and is tried again every second
+    app:server_down(nil, false)
+    app:advance("3s")
+    local got = ticks(app)
+    assert.equal(1, #got)
+    assert.equal(tostring(got[1]), app:command("HGET", "luastream:tick:{flaky}", "done"))
+    assert.equal(1, app:metric("luastream_ticks_total", { handler = "flaky", outcome = "ok" }))
+    -- written after the outage: 500 ms into the tick, then 3 s down
+    local last_at = tonumber(app:command("HGET", "luastream:tick:{flaky}", "last_at"))
+    assert.is_true(last_at - got[1] >= 3500, "done mark written at +" .. (last_at - got[1]) .. " ms")
+    assert.is_nil(app:metric("luastream_ticks_total", { handler = "flaky", outcome = "unwritten" }))
+    app:advance("5m")
+    assert.equal(2, #ticks(app))
+  end)
+
   it("logs and counts a tick that raises, marks it done, and runs the next", function()
     write(dir .. "/boom.lua", [[
 return {
