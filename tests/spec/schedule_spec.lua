@@ -120,6 +120,36 @@ return {
     assert.equal(tostring(tick), app:command("HGET", "luastream:tick:{reports}", "done"))
   end)
 
+  it("lets a tick call Redis and HTTP and publish, as handlers do", function()
+    write(dir .. "/calls.lua", [[
+local ls = require "luastream"
+return {
+  every = "1m",
+  tick = function(ctx)
+    local n = ls.redis.call("INCR", "{calls}:count")
+    local res = ls.http.get("https://api.example.com/rates")
+    ctx:publish("{calls}:out", { n = n, status = res.status, tick = ctx.tick })
+  end,
+}
+]])
+    local app = start()
+    app:http_stub("GET", "https://api.example.com/rates", { status = 200, body = "{}" })
+    app:advance("3m")
+    local out = app:entries("{calls}:out")
+    assert.equal(3, #out)
+    assert.equal(3, out[3].message.n)
+    assert.equal(200, out[3].message.status)
+    assert.equal(3, #app:http_requests())
+  end)
+
+  it("refuses two files of one schedule name", function()
+    write(dir .. "/a.lua", ticker('every = "5m", name = "same",'))
+    write(dir .. "/b.lua", ticker('every = "1m", name = "same",'))
+    local ok, err = pcall(testing.app, dir)
+    assert.is_false(ok)
+    assert.matches("are both the schedule same", tostring(err))
+  end)
+
   it("runs a cron schedule in its time zone", function()
     write(dir .. "/cron.lua", ticker('cron = "*/15 * * * *", tz = "Europe/Berlin",'))
     local app = start()
