@@ -131,6 +131,12 @@ local function check_tz(v)
   if type(v) ~= "string" then return "must be the name of a time zone such as \"Europe/Berlin\", got " .. type(v) end
   return host_check("tz_check")(v)
 end
+-- name: the schedule's key is "luastream:tick:{NAME}", so NAME must keep
+-- the braces its hash tag.
+local function check_schedule_name(v)
+  if type(v) ~= "string" or v == "" then return "must be a non-empty string" end
+  if v:find("[{}%c]") then return "must not hold '{', '}' or control characters (it is the key's hash tag)" end
+end
 local function check_read(v)
   if v ~= "new" and v ~= "claiming" and v ~= "reclaim" then
     return "must be \"new\", \"claiming\" or \"reclaim\""
@@ -152,7 +158,7 @@ local FIELDS = {
   { "cron", check_cron, schedule = true },
   { "tz", check_tz, schedule = true },
   { "catch_up", check_boolean, schedule = true, default = false },
-  { "name", check_string, schedule = true },
+  { "name", check_schedule_name, schedule = true },
   { "read", check_read, default = "new" },
   { "min_idle", check_duration },
   { "max_run", check_duration },
@@ -338,6 +344,10 @@ function M.validate(value, path, source)
     -- The handler's name (host/base/handler_name.c): the file name without .lua.
     local base = tostring(path):match("[^/]*$")
     if #base > 4 and base:sub(-4) == ".lua" then base = base:sub(1, -5) end
+    if check_schedule_name(base) then
+      error(string.format("%s:%d: the file name %s is not a schedule name: %s; give the field 'name'",
+        path, line_of(source, nil), base, check_schedule_name(base)), 0)
+    end
     spec.name = base
   end
   spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil

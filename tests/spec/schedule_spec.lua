@@ -341,6 +341,7 @@ describe("scheduled handler fields", function()
     assert.matches("field 'catch_up' applies to scheduled handlers only",
       problems({ stream = "s", group = "g", handle = tick, catch_up = true }))
     assert.matches("missing required field 'handle'", problems({ stream = "s", group = "g" }))
+    assert.matches("field 'name' must not hold '{'", problems({ every = "5m", tick = tick, name = "a{b}" }))
     assert.matches("fields handle and tick: give exactly one",
       problems({ stream = "s", group = "g", handle = tick, tick = tick }))
   end)
