@@ -54,6 +54,7 @@ static void refresh_done(struct status_query *q, bool failed) {
     status_judge(q, &q->groups[i]);
     needs = needs || q->groups[i].natt > 0;
   }
+  for (size_t i = 0; i < q->nschedules; i++) needs |= status_judge_schedule(q, &q->schedules[i]);
   if (st->tty && st->watch) fputs("\033[H\033[2J", stdout);
   if (st->json)
     status_print_json(stdout, q, needs);

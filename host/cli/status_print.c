@@ -137,12 +137,6 @@ static void print_schedules(const struct status_query *q) {
       char *text = cell(s->error);
       printf("  schedule %s: cannot read %s: %s\n", name, s->key, text);
       free(text);
-    } else if (s->last_error && s->last_outcome && !strcmp(s->last_outcome, "error")) {
-      char *text = status_query_text("%.*s", (int)strcspn(s->last_error, "\n"), s->last_error);
-      char *shown = cell(text);
-      printf("  schedule %s: the last tick raised: %s\n", name, shown);
-      free(shown);
-      free(text);
     }
     free(name);
   }
@@ -240,6 +234,12 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
     return;
   }
   printf("needs attention:\n");
+  for (size_t i = 0; i < q->nschedules; i++) {
+    if (q->schedules[i].attention == NULL) continue;
+    char *text = cell(q->schedules[i].attention);
+    printf("  %s\n", text);
+    free(text);
+  }
   for (size_t i = 0; i < q->ngroups; i++) {
     const struct st_group *g = &q->groups[i];
     for (size_t j = 0; j < g->natt; j++) {
@@ -397,6 +397,8 @@ void status_print_json(FILE *out, const struct status_query *q, bool needs) {
     json_num(out, s->errors);
     fputs(",\"error\":", out);
     cj_str(out, s->error);
+    fputs(",\"attention\":", out);
+    cj_str(out, s->attention);
     fputc('}', out);
   }
   fprintf(out, "]}\n");

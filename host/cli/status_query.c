@@ -146,12 +146,14 @@ static void take_one(void *data, const struct handler_spec *s);
 static void schedule_free(struct st_schedule *t) {
   free(t->name), free(t->key), free(t->handlers), free(t->when);
   free(t->last_outcome), free(t->last_host), free(t->last_error), free(t->owner), free(t->error);
+  free(t->attention);
 }
 
 /* What the last refresh read of t, forgotten before the next. */
 static void schedule_reset(struct st_schedule *t) {
   free(t->last_outcome), free(t->last_host), free(t->last_error), free(t->owner), free(t->error);
-  t->last_outcome = t->last_host = t->last_error = t->owner = t->error = NULL;
+  free(t->attention);
+  t->last_outcome = t->last_host = t->last_error = t->owner = t->error = t->attention = NULL;
   t->read = t->exists = false;
   t->last_tick = t->next_tick = t->last_at = t->runs = t->errors = -1;
 }
@@ -546,7 +548,7 @@ static void phase_b(struct status_query *q) {
   }
   if (!q->dir_mode) order_groups(q);
   q->server_ms = -1;
-  if (q->ngroups) ask(q, Q_TIME, 0, false, (const char *[]){"TIME"}, 1);
+  if (q->ngroups || q->nschedules) ask(q, Q_TIME, 0, false, (const char *[]){"TIME"}, 1);
   for (size_t i = 0; i < q->ngroups && !q->c->finished; i++) {
     struct st_group *g = &q->groups[i];
     for (size_t j = 0; j < q->nstreams; j++) {

@@ -85,6 +85,7 @@ struct st_schedule {
   bool read, exists;
   long long last_tick, next_tick, last_at, runs, errors; /* Unix ms; -1: none */
   char *last_outcome, *last_host, *last_error, *owner, *error;
+  char *attention; /* what needs attention (status_judge_schedule), or NULL */
 };
 
 /* A stream as XINFO STREAM tells of it, before its groups are known. */

@@ -22,6 +22,11 @@ return {
 }
 ]]
 
+-- A schedule whose ticks raise: logged, counted, shown by status.
+local BOOM = [[
+return { every = "1s", tick = function(ctx) error("no luck at " .. ctx.tick) end }
+]]
+
 local function ticks(srv)
   local out = {}
   for _, v in ipairs(srv:call("LRANGE", "ticks", 0, -1)) do out[#out + 1] = tonumber(v) end
@@ -44,7 +49,7 @@ describe("scheduled handlers on real hosts", function()
 
   it("run each tick on one of two hosts, go on when one is killed, and show in status #slow", function()
     local srv = helper.redis_start()
-    local dir = helper.handlers_dir({ ["ticker.lua"] = TICKER })
+    local dir = helper.handlers_dir({ ["ticker.lua"] = TICKER, ["boom.lua"] = BOOM })
     local a = helper.host_start({ "--instance", "1" }, { server = srv, dir = dir })
     local b = helper.host_start({ "--instance", "2" }, { server = srv, dir = dir })
     a:wait_log(READY, 20, { plain = true })
@@ -104,8 +109,17 @@ describe("scheduled handlers on real hosts", function()
     local code, out, err = helper.luastream("status", "--redis", srv.url, "--json", dir)
     local ok, doc = pcall(cjson.decode, out)
     assert(ok, "not JSON: " .. out .. err)
-    assert.equal(0, code, out .. err)
-    local s = assert(doc.schedules[1], "no schedule in " .. out)
+    assert.equal(1, code, out .. err) -- boom's last tick raised
+    local s, boom
+    for _, x in ipairs(doc.schedules) do
+      if x.name == "ticker" then s = x end
+      if x.name == "boom" then boom = x end
+    end
+    assert(s and boom, "no schedules in " .. out)
+    assert.equal("error", boom.last_outcome)
+    assert.truthy(boom.last_error:find("no luck at", 1, true))
+    assert.truthy(boom.attention:find("schedule boom: its last tick", 1, true))
+    assert.equal(cjson.null, s.attention)
     assert.equal("ticker", s.name)
     assert.equal("luastream:tick:{ticker}", s.key)
     assert.equal("ok", s.last_outcome)
@@ -114,6 +128,8 @@ describe("scheduled handlers on real hosts", function()
     local _, text = helper.luastream("status", "--redis", srv.url, dir)
     assert.truthy(text:find("SCHEDULE", 1, true), text)
     assert.truthy(text:find("every 1000ms", 1, true), text)
+    assert.truthy(text:find("needs attention:\n  schedule boom: its last tick", 1, true), text)
+    assert.truthy(#b:records({ msg = "tick failed" }) >= 1)
     assert.equal(0, b:stop())
   end)
 end)
