@@ -229,7 +229,7 @@ function M.tick_metatable(spec, consumer)
     if type(self) ~= "table" or rawget(self, SEQ) == nil then
       error("ctx:pg_once: call it with a colon (ctx:pg_once(function(tx) ... end))", 2)
     end
-    return require("luastream.pg").once("luastream:tick", name, string.format("%d", rawget(self, "tick")), fn)
+    return require("luastream.pg").once("luastream:tick", name, string.format("%.0f", rawget(self, "tick")), fn)
   end
   return { __index = members }
 end

@@ -132,4 +132,22 @@ describe("scheduled handlers on real hosts", function()
     assert.truthy(#b:records({ msg = "tick failed" }) >= 1)
     assert.equal(0, b:stop())
   end)
+
+  it("luastream check names the file, line and field of a bad scheduled handler", function()
+    local dir = helper.handlers_dir({
+      ["bad.lua"] = 'return {\n  cron = "*/5 * * *",\n  tz = "Europe/Atlantis",\n  tick = function() end,\n}\n',
+      ["both.lua"] = 'return {\n  every = "5m",\n  cron = "* * * * *",\n  tick = function() end,\n}\n',
+      ["none.lua"] = 'return {\n  tick = function() end,\n}\n',
+      ["notick.lua"] = 'return {\n  every = "5m",\n  stream = "s",\n}\n',
+    })
+    local code, out, err = helper.luastream("check", dir)
+    local text = out .. err
+    assert.equal(1, code, text)
+    assert.truthy(text:find("bad.lua:2: field 'cron' \"*/5 * * *\": has 4 fields, needs 5", 1, true), text)
+    assert.truthy(text:find("bad.lua:3: field 'tz' unknown time zone \"Europe/Atlantis\"", 1, true), text)
+    assert.truthy(text:find("both.lua:3: fields 'every' and 'cron': give exactly one", 1, true), text)
+    assert.truthy(text:find("none.lua:1: missing required field: 'every' or 'cron'", 1, true), text)
+    assert.truthy(text:find("notick.lua:1: missing required field 'tick'", 1, true), text)
+    assert.truthy(text:find("notick.lua:3: field 'stream' does not apply to a scheduled handler", 1, true), text)
+  end)
 end)
