@@ -346,3 +346,58 @@ describe("scheduled handler fields", function()
       problems({ stream = "s", group = "g", handle = tick, tick = tick }))
   end)
 end)
+
+describe("scheduled handlers with PostgreSQL", function()
+  local PG = os.getenv("LUASTREAM_TEST_POSTGRES")
+  local server, dir
+  local apps = {}
+  setup(function()
+    if PG and PG ~= "" then return end
+    server = require("tests.integration.support.postgres").start()
+    PG = server.url
+  end)
+  teardown(function() if server then server:stop() end end)
+  after_each(function()
+    for i = #apps, 1, -1 do apps[i]:stop() end
+    apps = {}
+    if dir then os.execute("rm -rf '" .. dir .. "'") end
+  end)
+
+  -- psql without the sanitizer busted may run under (it would hang there)
+  local function psql(sql)
+    local cmd = "env -u LD_PRELOAD psql -X -q -A -t '" .. PG:gsub("'", "'\\''") .. "' -c \"" .. sql .. "\""
+    local f = assert(io.popen(cmd))
+    local out = f:read("*a")
+    f:close()
+    return out
+  end
+
+  it("ctx:pg_once runs a tick's transaction once, whichever hosts run the tick", function()
+    psql("SET client_min_messages = warning; DROP TABLE IF EXISTS sched_pg_rows, sched_pg_processed;"
+      .. " CREATE TABLE sched_pg_rows (tick text, by text)")
+    dir = tempdir()
+    write(dir .. "/pgtick.lua", [[
+local ls = require "luastream"
+return {
+  every = "5m",
+  tick = function(ctx)
+    ls.sleep(2000)
+    assert(ctx:pg_once(function(tx)
+      tx:exec("INSERT INTO sched_pg_rows VALUES ($1, $2)", string.format("%.0f", ctx.tick), ctx.consumer)
+    end) ~= nil)
+  end,
+}
+]])
+    local a = testing.app(dir, { postgres = PG, pg_once_table = "sched_pg_processed", instance = 1 })
+    apps[#apps + 1] = a
+    local b = testing.app(dir, { with = a, instance = 2 }) -- a's world: its PostgreSQL too
+    apps[#apps + 1] = b
+    a:advance("5m")
+    local holder = a:command("HGET", "luastream:tick:{pgtick}", "owner")
+    local stalled = holder:find("-2 ", 1, true) and b or a
+    stalled:stall("20s") -- the other runs the tick after the lease; the stalled one runs it late
+    a:settle()
+    assert.equal(1, a:metric("luastream_ticks_total", { handler = "pgtick", outcome = "duplicate" }))
+    assert.equal("1", (psql("SELECT count(*) FROM sched_pg_rows"):gsub("%s", "")))
+  end)
+end)
