@@ -285,6 +285,12 @@ static void take_done(void *data, const bk_reply *r, const char *err) {
     s->state = ST_WAITING;
     return settle_stop(s);
   }
+  if (got == -2) { /* early by the server's clock: the same tick once it is due there */
+    s->state = ST_WAITING;
+    s->relook = true;
+    arm(s, (int64_t)clock_wall(s->clock) + element_int(r, 2));
+    return;
+  }
   if (got < 0) { /* another host runs it: look again once its lease ends */
     s->state = ST_WAITING;
     s->orphan = element_int(r, 3);

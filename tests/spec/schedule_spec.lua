@@ -224,6 +224,11 @@ return {
     assert.same({ 0, "" }, a:command("EVAL", tick_script(), 1, "luastream:tick:{every5}", "done", done,
       "someone", "ok", "", "0", "1", "5000", "1", "3", "RPUSH", "ticks", "again"))
     assert.equal(1, #ticks(a))
+    -- A tick ahead of the server's clock (a host whose clock runs fast) is not taken yet.
+    local early = tonumber(done) + 10 * FIVE_MIN
+    local reply = a:command("EVAL", tick_script(), 1, "luastream:tick:{every5}", "take", early, "fast", "5000")
+    assert.equal(-2, reply[1])
+    assert.is_true(reply[3] > 5000)
     assert.is_not_nil(b)
   end)
 

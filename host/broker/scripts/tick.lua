@@ -8,7 +8,9 @@
 -- when OWNER holds it) -> {1, done}; {0, done} when a tick at or after TICK
 -- is done, or with resume (a host starting) when no tick was ever done;
 -- {-1, done, ms, running} when another owner holds the lease for ms more,
--- running the tick `running`. done: the newest tick done (0: none).
+-- running the tick `running`; {-2, done, ms} when TICK is more than a second
+-- ahead of the server's clock (the host's clock runs fast): not before ms.
+-- done: the newest tick done (0: none).
 --
 -- done TICK OWNER OUTCOME ERROR NEXT RELEASE LEASE_MS NCMDS [argc arg...]...:
 -- marks TICK done with its outcome ("ok" or "error", ERROR the message),
@@ -24,6 +26,7 @@ local done = tonumber(redis.call('HGET', key, 'done') or '0') or 0
 
 if op == 'take' then
   if tick <= done or (ARGV[5] == 'resume' and done == 0) then return {0, done} end
+  if tick > now + 1000 then return {-2, done, tick - now} end
   local holder = redis.call('HGET', key, 'owner')
   local until_ms = tonumber(redis.call('HGET', key, 'until') or '0') or 0
   if holder and holder ~= owner and until_ms > now then
