@@ -187,7 +187,7 @@ local FIELDS = {
 }
 M.FIELDS = FIELDS
 local KNOWN = {}
-for _, f in ipairs(FIELDS) do KNOWN[f[1]] = f end
+for _, f in ipairs(FIELDS) do KNOWN[f[1]] = true end
 -- What a handler file runs: exactly one of these functions. tick makes it a
 -- scheduled handler (with every or cron); the others read a stream.
 M.RUNS = { "handle", "tick" }
