@@ -25,6 +25,7 @@ struct rt_result;
 struct broker;
 struct trust;
 struct bk_conn;
+struct schema;
 
 /* The subscription fields of a handler file, validated and with defaults. */
 /* A rate limit (the field rate; GCRA, permits.h): one permit every
@@ -86,6 +87,13 @@ struct handler_spec {
   int breaker_failures;
   int64_t breaker_within_ms;
   int64_t breaker_pause_ms;
+  /* The message schemas (schema.h), compiled at load; NULL when not set.
+   * schema: entries whose JSON body does not match are bad input
+   * (REASON_INPUT_SCHEMA), never handed to handle; reply_schema: a reply
+   * that does not match fails the delivery. The Lua tables stay in the
+   * validated spec table as the file gave them. */
+  struct schema *schema;
+  struct schema *reply_schema;
 };
 
 /* What the host offers running handlers. The clock may be NULL when a handler

@@ -104,6 +104,26 @@ local function check_rate(v)
   local _, why = require("luastream.rate").parse(v)
   if why then return (why:gsub("^spec ", "", 1)) end
 end
+-- schema, reply_schema: a JSON Schema subset as a Lua table, checked by the
+-- host's compiler (host/runtime/schema.c, core.schema_check; outside a host
+-- the test harness module's). Returns why, and the keyword or property
+-- nearest the problem (its line is the one reported).
+local schema_check
+local function check_schema(v)
+  if type(v) ~= "table" then
+    return "must be a table in JSON Schema form, such as {type = \"object\", required = {\"id\"}}, got " .. type(v)
+  end
+  if not schema_check then
+    local ok, core = pcall(require, "luastream.core")
+    if not (ok and core.schema_check) then ok, core = pcall(require, "luastream_testing") end
+    if not (ok and core.schema_check) then
+      error("checking a schema needs the luastream host or its test harness module (luastream_testing.so)", 0)
+    end
+    schema_check = core.schema_check
+  end
+  local at, near, why = schema_check(v)
+  if at then return "at " .. at .. ": " .. why, near ~= "" and near or nil end
+end
 local function check_read(v)
   if v ~= "new" and v ~= "claiming" and v ~= "reclaim" then
     return "must be \"new\", \"claiming\" or \"reclaim\""
@@ -142,6 +162,8 @@ local FIELDS = {
   { "rate", check_rate },
   { "rate_per_key", check_rate },
   { "breaker", check_breaker },
+  { "schema", check_schema },
+  { "reply_schema", check_schema },
 }
 M.FIELDS = FIELDS
 local KNOWN = {}
@@ -165,14 +187,33 @@ local function line_of(source, name)
   return fallback
 end
 
+-- The line of `near =` (a schema's keyword or property) at or after line
+-- `from`, else anywhere in the file, else from.
+local function line_near(source, from, near)
+  local escaped = near:gsub("%p", "%%%0")
+  local bare = "%f[%w_$]" .. escaped .. "%s*="
+  local quoted = "%[%s*[\"']" .. escaped .. "[\"']%s*%]%s*="
+  local n, first = 0, nil
+  for line in (source .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if line:find(bare) or line:find(quoted) then
+      if n >= from then return n end
+      first = first or n
+    end
+  end
+  return first or from
+end
+
 -- validate(value, path, source) -> spec, or raises "path:line: message"
 -- lines. source is the file's text as the host loaded it (for the lines of
 -- problems; the file is not read again).
 function M.validate(value, path, source)
   source = source or ""
   local problems = {}
-  local function problem(field, msg)
-    problems[#problems + 1] = string.format("%s:%d: %s", path, line_of(source, field), msg)
+  local function problem(field, msg, near)
+    local line = line_of(source, field)
+    if near then line = line_near(source, line, near) end
+    problems[#problems + 1] = string.format("%s:%d: %s", path, line, msg)
   end
   if type(value) ~= "table" then
     problem(nil, "a handler file must return a table with stream, group and handle, got " .. type(value))
@@ -191,8 +232,8 @@ function M.validate(value, path, source)
       if f.required then problem(nil, string.format("missing required field '%s'", name)) end
       v = f.default
     else
-      local why = check(v)
-      if why then problem(name, string.format("field '%s' %s", name, why)) end
+      local why, near = check(v)
+      if why then problem(name, string.format("field '%s' %s", name, why), near) end
     end
     spec[name] = v
   end
@@ -215,6 +256,9 @@ function M.validate(value, path, source)
   if spec.reply_to ~= nil and spec.reply_to == spec.stream then
     problem("reply_to", "field 'reply_to' must name another stream than 'stream': " ..
       "the group would read its own replies")
+  end
+  if spec.reply_schema ~= nil and spec.reply_to == nil then
+    problem("reply_schema", "field 'reply_schema' describes the replies to reply_to, and there is no reply_to")
   end
   if spec.reply_max_len ~= nil and spec.reply_to == nil then
     problem("reply_max_len", "field 'reply_max_len' caps the reply_to stream, and there is no reply_to")
