@@ -12,6 +12,7 @@
 
 #include <lauxlib.h>
 #include <locale.h>
+#include <lua.h>
 #include <math.h>
 #include <regex.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "json_decode.h"
 
 /* ---- the tree ---- */
 

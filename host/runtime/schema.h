@@ -28,9 +28,9 @@
 
 #include <stddef.h>
 
-#include <lua.h>
-
-#include "json_decode.h"
+/* No Lua header: the cli layer checks bodies (`publish --check`) too. */
+struct lua_State;
+struct json_flat;
 
 /* How deep schemas may nest (properties, items, additionalProperties), and
  * how many names (properties and required ones together) one object may
@@ -57,7 +57,7 @@ struct schema_error {
 /* Compiles the Lua table at idx (which is left as it was). Returns the
  * schema, or NULL with *err filled in (also when out of memory). Raises only
  * memory errors of the Lua API.  [-0, +0] */
-schema *schema_compile(lua_State *L, int idx, struct schema_error *err);
+schema *schema_compile(struct lua_State *L, int idx, struct schema_error *err);
 void schema_free(schema *s);
 
 /* Room the checks reuse for decoded strings (grown as needed, kept between
