@@ -153,12 +153,12 @@ int main(int argc, char **argv) {
   }
   const char *scenario = argv[1];
   long n = atol(argv[2]);
-  const char *dir = !strcmp(scenario, "reply")   ? BENCH_DIR "/handlers/reply"
-                    : !strcmp(scenario, "write") ? BENCH_DIR "/handlers/write"
-                    : !strcmp(scenario, "get")   ? BENCH_DIR "/handlers/get"
-                    : !strcmp(scenario, "lanes") ? BENCH_DIR "/handlers/lanes"
+  const char *dir = !strcmp(scenario, "reply")    ? BENCH_DIR "/handlers/reply"
+                    : !strcmp(scenario, "write")  ? BENCH_DIR "/handlers/write"
+                    : !strcmp(scenario, "get")    ? BENCH_DIR "/handlers/get"
+                    : !strcmp(scenario, "lanes")  ? BENCH_DIR "/handlers/lanes"
                     : !strcmp(scenario, "schema") ? BENCH_DIR "/handlers/schema"
-                                                 : BENCH_DIR "/handlers";
+                                                  : BENCH_DIR "/handlers";
   bool cold = !strcmp(scenario, "cold");
   if (!cold && strcmp(scenario, "ack") && strcmp(scenario, "reply") && strcmp(scenario, "write") &&
       strcmp(scenario, "get") && strcmp(scenario, "lanes") && strcmp(scenario, "schema")) {

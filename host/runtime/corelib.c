@@ -539,8 +539,8 @@ static int core_schema_mismatch(lua_State *L) {
   const char *field = luaL_checkstring(L, 1);
   size_t len;
   const char *text = luaL_checklstring(L, 2, &len);
-  const struct schema *s = strcmp(field, "reply_schema") == 0 ? c->jobs->spec->reply_schema
-                                                              : c->jobs->spec->schema;
+  const struct schema *s =
+      strcmp(field, "reply_schema") == 0 ? c->jobs->spec->reply_schema : c->jobs->spec->schema;
   if (s == NULL) return 0;
   char why[300];
   int rc = schema_check_json(s, text, len, &c->scratch, why, sizeof why);

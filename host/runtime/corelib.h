@@ -15,9 +15,9 @@ struct jobs;
 
 /* What luastream.core of one handler state works on. */
 struct core {
-  struct jobs *jobs;   /* the running entries (their spec, version, clock) */
-  json_shapes *shapes; /* constructors for the body shapes seen (core.message) */
-  size_t flat_reads;   /* bodies read through luastream_flat (the FFI) */
+  struct jobs *jobs;             /* the running entries (their spec, version, clock) */
+  json_shapes *shapes;           /* constructors for the body shapes seen (core.message) */
+  size_t flat_reads;             /* bodies read through luastream_flat (the FFI) */
   struct schema_scratch scratch; /* for checking bodies against the spec's schemas */
 };
 

@@ -39,8 +39,8 @@ static const struct {
   const char *name, *article;
   unsigned bit;
 } type_names[] = {
-    {"object", "an ", TY_OBJECT},   {"array", "an ", TY_ARRAY},     {"string", "a ", TY_STRING},
-    {"number", "a ", TY_NUMBER},    {"integer", "an ", TY_INTEGER}, {"boolean", "a ", TY_BOOLEAN},
+    {"object", "an ", TY_OBJECT}, {"array", "an ", TY_ARRAY},     {"string", "a ", TY_STRING},
+    {"number", "a ", TY_NUMBER},  {"integer", "an ", TY_INTEGER}, {"boolean", "a ", TY_BOOLEAN},
     {"null", "", TY_NULL},
 };
 #define NTYPES (sizeof type_names / sizeof type_names[0])
@@ -122,10 +122,23 @@ void schema_scratch_free(struct schema_scratch *sc) {
 
 static const char *const annotations[] = {"title", "description", "examples", "$comment"};
 static const char *const keywords[] = {
-    "type",      "properties", "required",  "additionalProperties", "enum",
-    "const",     "minimum",    "maximum",   "exclusiveMinimum",     "exclusiveMaximum",
-    "minLength", "maxLength",  "pattern",   "format",               "items",
-    "minItems",  "maxItems",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "items",
+    "minItems",
+    "maxItems",
 };
 
 static int bad(struct schema_error *err, const char *at, const char *key, const char *fmt, ...) {
@@ -410,8 +423,8 @@ static int compile_pattern(lua_State *L, int v, const char *at, struct schema *s
   if (rc != 0) {
     char why[160];
     regerror(rc, &s->re, why, sizeof why);
-    return bad(err, at, "pattern",
-               "pattern /%s/ is not a POSIX extended regular expression: %s", p, why);
+    return bad(err, at, "pattern", "pattern /%s/ is not a POSIX extended regular expression: %s", p,
+               why);
   }
   s->has_pattern = true;
   s->pattern = strdup(p);
@@ -735,8 +748,8 @@ static bool is_date_time(const char *s, size_t n) {
     if (i == first) return false;
   }
   if (i < n && (s[i] | 0x20) == 'z') return i + 1 == n;
-  if (n - i != 6 || (s[i] != '+' && s[i] != '-') || !digits(s + i + 1, 2, &oh) ||
-      s[i + 3] != ':' || !digits(s + i + 4, 2, &om))
+  if (n - i != 6 || (s[i] != '+' && s[i] != '-') || !digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
+      !digits(s + i + 4, 2, &om))
     return false;
   return oh <= 23 && om <= 59;
 }
@@ -811,8 +824,10 @@ static int type_mismatch(struct ck *c, const struct schema *s, const struct val 
     if (!(s->types & type_names[t].bit)) continue;
     n++;
     at += (size_t)snprintf(want + at, sizeof want - at, "%s%s%s",
-                           n == 1 ? "" : n == total ? " or " : ", ", type_names[t].article,
-                           type_names[t].name);
+                           n == 1       ? ""
+                           : n == total ? " or "
+                                        : ", ",
+                           type_names[t].article, type_names[t].name);
   }
   return mismatch(c, "must be %s, got %s", want, type_of(v));
 }
@@ -873,8 +888,8 @@ static int check_scalar(struct ck *c, const struct schema *s, const struct val *
         if (b == NULL) return c->oom ? -1 : mismatch(c, "holds a bad escape");
         found = n == e->len && memcmp(b, e->s, n) == 0;
       } else {
-        found = e->type == TY_NULL || (e->type == TY_NUMBER ? num_cmp(v, e->num) == 0
-                                                            : e->num == v->num);
+        found = e->type == TY_NULL ||
+                (e->type == TY_NUMBER ? num_cmp(v, e->num) == 0 : e->num == v->num);
       }
     }
     if (!found) return enum_mismatch(c, s);
@@ -1181,7 +1196,8 @@ int schema_match_flat(const schema *s, const struct json_flat *rec, struct schem
         /* A JSON string's bytes follow its quote; an integer literal above
          * 2^53, typed a string by json_scan_flat, starts right after ':' or
          * whitespace. */
-        if (rec->str[k][-1] != '"' && read_number(&c, rec->str[k], rec->str[k] + rec->len[k], &v) == NULL)
+        if (rec->str[k][-1] != '"' &&
+            read_number(&c, rec->str[k], rec->str[k] + rec->len[k], &v) == NULL)
           return 0;
         break;
       case JSON_FLAT_TRUE: v = (struct val){.type = TY_BOOLEAN, .num = 1}; break;

@@ -38,9 +38,9 @@ struct json_flat;
 #define SCHEMA_MAX_DEPTH 32
 #define SCHEMA_MAX_NAMES 256
 /* The keywords a schema may use, for messages. */
-#define SCHEMA_KEYWORDS                                                                       \
-  "type, properties, required, additionalProperties, enum, const, minimum, maximum, "        \
-  "exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, format, items, "       \
+#define SCHEMA_KEYWORDS                                                                \
+  "type, properties, required, additionalProperties, enum, const, minimum, maximum, "  \
+  "exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, format, items, " \
   "minItems, maxItems; annotations: title, description, examples, $comment"
 
 typedef struct schema schema;

@@ -53,7 +53,8 @@ static void expect(const char *src, const char *body, const char *want) {
   struct json_flat rec;
   if (json_scan_flat(copy, n, &rec)) {
     int flat = schema_match_flat(s, &rec, &sc);
-    if (flat != (rc == 1)) TEST_FAIL_("%s against %s: flat record says %d, text %d", body, src, flat, rc);
+    if (flat != (rc == 1))
+      TEST_FAIL_("%s against %s: flat record says %d, text %d", body, src, flat, rc);
   }
   free(copy);
   schema_free(s);
@@ -107,16 +108,19 @@ TEST_IMPL(schema_objects) {
   expect(s, "{\"id\":1,\"account\":\"acme\",\"amount_cents\":500}", NULL);
   expect(s, "{\"id\":1,\"account\":\"acme\",\"amount_cents\":-1}", "$.amount_cents: must be >= 0");
   expect(s, "{\"id\":1,\"account\":\"acme\"}", "$.amount_cents: is required");
-  expect(s, "{\"id\":1,\"account\":7,\"amount_cents\":1}", "$.account: must be a string, got number");
+  expect(s, "{\"id\":1,\"account\":7,\"amount_cents\":1}",
+         "$.account: must be a string, got number");
   expect(s, "{\"id\":1,\"amount_cents\":1,\"extra\":{\"deep\":[1,2,{\"x\":\"}\"}]}}", NULL);
   /* escaped keys are matched decoded, and shown as written */
   expect(s, "{\"\\u0069d\":1,\"amount_cents\":1}", NULL);
-  expect(s, "{\"id\":1,\"amount_\\u0063ents\":\"x\"}", "$[\"amount_\\u0063ents\"]: must be an integer, got string");
+  expect(s, "{\"id\":1,\"amount_\\u0063ents\":\"x\"}",
+         "$[\"amount_\\u0063ents\"]: must be an integer, got string");
   /* every occurrence of a key is checked */
   expect(s, "{\"id\":\"x\",\"id\":1,\"amount_cents\":1}", "$.id: must be an integer, got string");
   const char *closed = "{properties = {a = {}}, additionalProperties = false}";
   expect(closed, "{\"a\":1}", NULL);
-  expect(closed, "{\"a\":1,\"b c\":2}", "$[\"b c\"]: is not allowed (additionalProperties is false)");
+  expect(closed, "{\"a\":1,\"b c\":2}",
+         "$[\"b c\"]: is not allowed (additionalProperties is false)");
   const char *typed = "{additionalProperties = {type = 'string'}}";
   expect(typed, "{\"a\":\"x\",\"b\":\"y\"}", NULL);
   expect(typed, "{\"a\":\"x\",\"b\":1}", "$.b: must be a string, got number");
@@ -132,12 +136,14 @@ TEST_IMPL(schema_arrays_and_paths) {
       " type = 'object', required = {'sku'}, properties = {sku = {type = 'string'},"
       " qty = {type = 'integer', exclusiveMinimum = 0}}}}}}";
   expect(s, "{\"items\":[{\"sku\":\"a\"},{\"sku\":\"b\",\"qty\":2}]}", NULL);
-  expect(s, "{\"items\":[{\"sku\":\"a\"},{\"sku\":\"b\"},{\"qty\":1}]}", "$.items[2].sku: is required");
+  expect(s, "{\"items\":[{\"sku\":\"a\"},{\"sku\":\"b\"},{\"qty\":1}]}",
+         "$.items[2].sku: is required");
   expect(s, "{\"items\":[{\"sku\":\"a\",\"qty\":0}]}", "$.items[0].qty: must be > 0");
   expect(s, "{\"items\":[]}", "$.items: must hold at least 1 items, got 0");
   expect(s, "{\"items\":[{\"sku\":\"a\"},{\"sku\":\"a\"},{\"sku\":\"a\"},{\"sku\":\"a\"}]}",
          "$.items: must hold at most 3 items, got 4");
-  expect("{items = {items = {type = 'null'}}}", "[[null],[null, 1]]", "$[1][1]: must be null, got number");
+  expect("{items = {items = {type = 'null'}}}", "[[null],[null, 1]]",
+         "$[1][1]: must be null, got number");
   done();
 }
 
@@ -159,7 +165,8 @@ TEST_IMPL(schema_numbers) {
 TEST_IMPL(schema_strings) {
   expect("{minLength = 2, maxLength = 3}", "\"ab\"", NULL);
   expect("{minLength = 2, maxLength = 3}", "\"a\"", "$: must be at least 2 characters long, got 1");
-  expect("{minLength = 2, maxLength = 3}", "\"abcd\"", "$: must be at most 3 characters long, got 4");
+  expect("{minLength = 2, maxLength = 3}", "\"abcd\"",
+         "$: must be at most 3 characters long, got 4");
   /* code points, not bytes: "né€😀" is 4 characters in 10 bytes */
   expect("{maxLength = 4}", "\"n\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"", NULL);
   expect("{maxLength = 3}", "\"n\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"",
@@ -199,11 +206,16 @@ TEST_IMPL(schema_formats) {
   expect(dt, "\"2026-12-08T01:45:00Z\"", NULL);
   expect(dt, "\"2026-12-08t01:45:00.123456z\"", NULL);
   expect(dt, "\"2024-02-29T23:59:60+05:30\"", NULL);
-  expect(dt, "\"2025-02-29T00:00:00Z\"", "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
-  expect(dt, "\"2026-12-08 01:45:00Z\"", "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
-  expect(dt, "\"2026-12-08T01:45:00\"", "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
-  expect(dt, "\"2026-12-08T24:00:00Z\"", "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
-  expect(dt, "\"2026-12-08T01:45:00.Z\"", "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"2025-02-29T00:00:00Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"2026-12-08 01:45:00Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"2026-12-08T01:45:00\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"2026-12-08T24:00:00Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"2026-12-08T01:45:00.Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
   const char *uuid = "{format = 'uuid'}";
   expect(uuid, "\"123e4567-e89b-12d3-a456-426614174000\"", NULL);
   expect(uuid, "\"123E4567-E89B-12D3-A456-426614174000\"", NULL);
@@ -215,9 +227,10 @@ TEST_IMPL(schema_formats) {
 }
 
 TEST_IMPL(schema_annotations) {
-  expect("{title = 'Payment', description = 'one payment', ['$comment'] = 'x', examples = {{id = 1}},"
-         " properties = {id = {description = 'the id', type = 'integer'}}}",
-         "{\"id\":1}", NULL);
+  expect(
+      "{title = 'Payment', description = 'one payment', ['$comment'] = 'x', examples = {{id = 1}},"
+      " properties = {id = {description = 'the id', type = 'integer'}}}",
+      "{\"id\":1}", NULL);
   done();
 }
 
@@ -230,24 +243,29 @@ TEST_IMPL(schema_refusals) {
   refused("{exclusiveMinimum = true}", "$", "exclusiveMinimum", "boolean form");
   refused("{minLength = 1.5}", "$", "minLength", "minLength must be a whole number from 0");
   refused("{maxItems = -1}", "$", "maxItems", "maxItems must be a whole number from 0");
-  refused("{pattern = '('}", "$", "pattern", "pattern /(/ is not a POSIX extended regular expression");
+  refused("{pattern = '('}", "$", "pattern",
+          "pattern /(/ is not a POSIX extended regular expression");
   refused("{pattern = '^\\\\d+$'}", "$", "pattern", "\\d (use [0-9] or [[:digit:]])");
   refused("{pattern = '(?=a)'}", "$", "pattern", "(?...) groups");
   refused("{pattern = 'a\\0b'}", "$", "pattern", "NUL");
-  refused("{format = 'email'}", "$", "format", "format 'email' is not supported (supported: date-time, uuid)");
+  refused("{format = 'email'}", "$", "format",
+          "format 'email' is not supported (supported: date-time, uuid)");
   refused("{type = 'float'}", "$", "type", "type 'float' is not a JSON Schema type");
   refused("{type = {}}", "$", "type", "type must be a type name or a list of them");
   refused("{enum = {}}", "$", "enum", "enum must be a non-empty list");
-  refused("{enum = {{}}}", "$", "enum", "enum values must be strings, numbers, booleans or json.null");
+  refused("{enum = {{}}}", "$", "enum",
+          "enum values must be strings, numbers, booleans or json.null");
   refused("{required = {1}}", "$", "required", "required must list property names");
   refused("{required = 'id'}", "$", "required", "required must be a list of property names");
   refused("{properties = {[1] = {}}}", "$", "properties", "properties must be keyed by names");
-  refused("{properties = {a = 'string'}}", "$.properties.a", "a", "a schema must be a table of keywords, got string");
+  refused("{properties = {a = 'string'}}", "$.properties.a", "a",
+          "a schema must be a table of keywords, got string");
   refused("{properties = {['a b'] = {type = 1}}}", "$.properties[\"a b\"]", "type", "type must be");
   refused("{items = {{type = 'string'}}}", "$.items", "", "not a list");
   refused("{additionalProperties = 'no'}", "$", "additionalProperties",
           "additionalProperties must be true, false or a schema");
-  refused("{additionalProperties = {minimum = 'x'}}", "$.additionalProperties", "minimum", "minimum must be a number");
+  refused("{additionalProperties = {minimum = 'x'}}", "$.additionalProperties", "minimum",
+          "minimum must be a number");
   refused("{title = 5}", "$", "title", "title must be a string");
   refused("'object'", "$", "", "a schema must be a table of keywords, got string");
   /* nesting */

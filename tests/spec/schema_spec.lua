@@ -93,7 +93,9 @@ describe("a handler's schema", function()
     local id = app:publish("payments", "not json at all", { headers = { ["content-type"] = "text/plain" } })
     local got = app:received("checked")
     assert.equal(id, got[1].id)
-    assert.equal("error", got[1].outcome) -- the handler ran: a string has no bad_reply field
+    -- the handler ran on the string: its reply has no id, which reply_schema wants
+    assert.equal("error", got[1].outcome)
+    assert.equal("ls.reply: the reply does not match reply_schema: $.id: is required", got[1].error)
   end)
 
   it("fails the delivery when the reply does not match reply_schema", function()
