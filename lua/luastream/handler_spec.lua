@@ -115,9 +115,10 @@ local function check_schema(v)
   end
   if not schema_check then
     local ok, core = pcall(require, "luastream.core")
+    local why = ok and "" or tostring(core)
     if not (ok and core.schema_check) then ok, core = pcall(require, "luastream_testing") end
     if not (ok and core.schema_check) then
-      error("checking a schema needs the luastream host or its test harness module (luastream_testing.so)", 0)
+      error("checking a schema needs the luastream host or its test harness module (luastream_testing.so): " .. why, 0)
     end
     schema_check = core.schema_check
   end
