@@ -293,8 +293,10 @@ static int compile_type(lua_State *L, int v, const char *at, struct schema *s,
 }
 
 static int find_name(const struct schema *s, const char *k, size_t n) {
-  for (int i = 0; i < s->nnames; i++)
-    if (s->names[i].len == n && memcmp(s->names[i].s, k, n) == 0) return i;
+  for (int i = 0; i < s->nnames; i++) {
+    const struct name *nm = &s->names[i];
+    if (nm->len == n && (n == 0 || (nm->s[0] == k[0] && memcmp(nm->s, k, n) == 0))) return i;
+  }
   return -1;
 }
 
@@ -862,6 +864,13 @@ static int bound_mismatch(struct ck *c, const char *op, double bound) {
   return mismatch(c, "must be %s %s", op, b);
 }
 
+/* No fractional part: every double of 2^52 or more is whole; below that a
+ * conversion tells (cheaper than floor, a libm call). */
+static bool integral(double d) {
+  if (!(d > -4503599627370496.0 && d < 4503599627370496.0)) return isfinite(d);
+  return (double)(long long)d == d;
+}
+
 static int num_cmp(const struct val *v, double bound) {
   if (v->big) return v->big_value < bound ? -1 : v->big_value > bound ? 1 : 0;
   return v->num < bound ? -1 : v->num > bound ? 1 : 0;
@@ -986,7 +995,7 @@ static const char *read_number(struct ck *c, const char *p, const char *end, str
     v->big = true;
     v->big_value = strtold(buf, NULL);
   }
-  v->integral = v->big || (isfinite(v->num) && v->num == floor(v->num));
+  v->integral = v->big || integral(v->num);
   return q;
 }
 
@@ -1167,7 +1176,15 @@ int schema_check_json(const schema *s, const char *text, size_t len, struct sche
 /* ---- the flat record ---- */
 
 int schema_match_flat(const schema *s, const struct json_flat *rec, struct schema_scratch *sc) {
-  struct ck c = {.sc = sc, .end = NULL};
+  /* Only what a check without messages reads: this runs on every body of
+   * the fast path, and the path alone is a kilobyte to clear. */
+  struct ck c;
+  c.sc = sc;
+  c.end = NULL;
+  c.err = NULL;
+  c.errlen = 0;
+  c.depth = 0;
+  c.oom = false;
   struct val obj = {.type = TY_OBJECT};
   if (check_scalar(&c, s, &obj) != 1) return 0;
   if (!s->object_rules) return 1;
@@ -1184,15 +1201,21 @@ int schema_match_flat(const schema *s, const struct json_flat *rec, struct schem
       sub = s->additional_schema;
     }
     if (sub == NULL) continue;
-    struct val v = {0};
+    struct val v; /* field by field: big_value is read only when big */
+    v.big = v.esc = v.integral = false;
+    v.num = 0;
+    v.s = NULL;
+    v.len = 0;
     switch (rec->type[k]) {
       case JSON_FLAT_NUMBER:
         v.type = TY_NUMBER;
         v.num = rec->num[k];
-        v.integral = v.num == floor(v.num);
+        v.integral = integral(v.num);
         break;
       case JSON_FLAT_STRING:
-        v = (struct val){.type = TY_STRING, .s = rec->str[k], .len = rec->len[k]};
+        v.type = TY_STRING;
+        v.s = rec->str[k];
+        v.len = rec->len[k];
         /* A JSON string's bytes follow its quote; an integer literal above
          * 2^53, typed a string by json_scan_flat, starts right after ':' or
          * whitespace. */
@@ -1200,8 +1223,11 @@ int schema_match_flat(const schema *s, const struct json_flat *rec, struct schem
             read_number(&c, rec->str[k], rec->str[k] + rec->len[k], &v) == NULL)
           return 0;
         break;
-      case JSON_FLAT_TRUE: v = (struct val){.type = TY_BOOLEAN, .num = 1}; break;
-      case JSON_FLAT_FALSE: v = (struct val){.type = TY_BOOLEAN, .num = 0}; break;
+      case JSON_FLAT_TRUE:
+        v.type = TY_BOOLEAN;
+        v.num = 1;
+        break;
+      case JSON_FLAT_FALSE: v.type = TY_BOOLEAN; break;
       default: v.type = TY_NULL;
     }
     if (check_scalar(&c, sub, &v) != 1) return 0;
