@@ -461,13 +461,15 @@ static int compile_keyword(lua_State *L, int v, const char *key, const char *at,
                    key);
       if (lua_type(L, v) != LUA_TNUMBER || !isfinite(lua_tonumber(L, v)))
         return bad(err, at, key, "%s must be a number, got %s", key, lua_kind(L, v));
-      *(double *)((char *)s + bounds[i].offset) = lua_tonumber(L, v);
+      double d = lua_tonumber(L, v);
+      memcpy((char *)s + bounds[i].offset, &d, sizeof d);
     } else {
       double c = count_at(L, v);
       if (c < 0)
         return bad(err, at, key, "%s must be a whole number from 0, got %s", key,
                    lua_type(L, v) == LUA_TNUMBER ? lua_tostring(L, v) : lua_kind(L, v));
-      *(size_t *)((char *)s + bounds[i].offset) = (size_t)c;
+      size_t z = (size_t)c;
+      memcpy((char *)s + bounds[i].offset, &z, sizeof z);
     }
     return 0;
   }
@@ -744,13 +746,14 @@ static bool is_date_time(const char *s, size_t n) {
       sec > 60)
     return false;
   size_t i = 19;
-  if (i < n && s[i] == '.') {
+  if (s[i] == '.') { /* n >= 20 */
     size_t first = ++i;
     while (i < n && s[i] >= '0' && s[i] <= '9') i++;
     if (i == first) return false;
   }
   if (i < n && (s[i] | 0x20) == 'z') return i + 1 == n;
-  if (n - i != 6 || (s[i] != '+' && s[i] != '-') || !digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
+  if (i + 6 != n) return false; /* +HH:MM */
+  if ((s[i] != '+' && s[i] != '-') || !digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
       !digits(s + i + 4, 2, &om))
     return false;
   return oh <= 23 && om <= 59;
@@ -1219,8 +1222,8 @@ int schema_match_flat(const schema *s, const struct json_flat *rec, struct schem
         /* A JSON string's bytes follow its quote; an integer literal above
          * 2^53, typed a string by json_scan_flat, starts right after ':' or
          * whitespace. */
-        if (rec->str[k][-1] != '"' &&
-            read_number(&c, rec->str[k], rec->str[k] + rec->len[k], &v) == NULL)
+        const char *before = rec->str[k] - 1; /* in the text: after '{' at least */
+        if (*before != '"' && read_number(&c, rec->str[k], rec->str[k] + rec->len[k], &v) == NULL)
           return 0;
         break;
       case JSON_FLAT_TRUE:

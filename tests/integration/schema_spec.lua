@@ -76,6 +76,7 @@ describe("message schemas", function()
     assert.equal("publish: refused: " .. dir .. "/screen.lua: $.amount_cents: must be >= 0", helper.trim(stderr))
     assert.equal(1, srv:xlen("payments"))
     -- a partitioned stream's partitions are checked against its base name
+    local _
     code, _, stderr = helper.luastream("publish", "--redis", srv.url, "--check", dir, "--key", "k",
       "--partitions", "4", "payments", '{"id":"x","amount_cents":1}')
     assert.equal(1, code)

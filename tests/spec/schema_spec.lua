@@ -28,7 +28,7 @@ describe("a handler's schema", function()
     local nested = app:publish("payments", { id = "p-1", amount_cents = 0, items = { { sku = "ABC-12" } } })
     local got = app:received("checked")
     assert.equal(6, #got)
-    for _, d in ipairs(got) do assert.equal("reply", d.outcome, d.error) end
+    for i, d in ipairs(got) do assert.equal("reply", d.outcome, d.error); assert.equal(ids[i] or nested, d.id) end
     assert.equal(6, #app:entries("payments.checked"))
     assert.is_nil(next(dead_letters(app)))
     assert.equal(nested, got[6].id)
