@@ -28,7 +28,6 @@ local M = {
 -- What runs an entry: only inside a host (they need luastream.core).
 local ctxlib, messages, outcome_of, SEQ, json
 if core then
-  json = require "luastream.json"
   ctxlib = require "luastream.ctx"
   messages = require "luastream.message"
   outcome_of = require("luastream.outcome").of
@@ -76,6 +75,7 @@ function M.dispatcher(spec, consumer)
       end
       -- its schema sees it as the handler does: an object of strings
       if spec.schema then
+        json = json or require "luastream.json" -- only here: a handler's state loads it on use
         local mismatch = core.schema_mismatch("schema", assert(json.encode(msg)))
         if mismatch then return O.INVALID, R.INPUT_SCHEMA, mismatch end
       end
