@@ -133,6 +133,40 @@ describe("a schema without a dead_letter stream", function()
   end)
 end)
 
+describe("a schema changed by a reload", function()
+  it("applies to the next entries without restarting the subscription", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p '" .. dir .. "'"))
+    local function write(minimum)
+      local f = assert(io.open(dir .. "/h.lua", "w"))
+      f:write(string.format([[
+return {
+  stream = "s", group = "g",
+  schema = { properties = { n = { minimum = %d } } },
+  handle = function() end,
+}
+]], minimum))
+      f:close()
+    end
+    write(0)
+    local app = testing.app(dir)
+    local before = app:publish("s", '{"n":5}')
+    write(10)
+    app:reload()
+    local after = app:publish("s", '{"n":5}')
+    local got = {}
+    for _, d in ipairs(app:received("h")) do got[d.id] = d end
+    assert.equal("ack", got[before].outcome)
+    assert.equal("invalid", got[after].outcome)
+    assert.equal("$.n: must be >= 10", got[after].error)
+    assert.equal(1, #app:records("handler reloaded")) -- swapped in place
+    assert.equal(0, #app:records("handler reloaded, restarting its subscription"))
+    app:stop()
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
 describe("validate", function()
   local function refused(schema, extra)
     local t = { stream = "s", group = "g", handle = function() end, schema = schema }
