@@ -188,8 +188,9 @@ const struct handler_spec *handler_spec(const handler *h);
 /* Names the fields of the handler file (Lua names, as luastream.handler
  * spells them) whose values differ between a and b, comma-separated into out
  * in a fixed order; "" when none. Only fields whose change alters a running
- * subscription are named: not `handle` (swapped in place) nor `start_at`
- * (applied once, when the host starts). A list longer than len ends at the
+ * subscription are named: not `handle`, `schema` nor `reply_schema` (swapped
+ * in place with the handler) nor `start_at` (applied once, when the host
+ * starts). A list longer than len ends at the
  * last name that fits. Returns out. */
 const char *handler_spec_diff(const struct handler_spec *a, const struct handler_spec *b, char *out,
                               size_t len);
