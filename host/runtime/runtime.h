@@ -50,6 +50,11 @@ struct handler_spec {
   int64_t max_run_ms;
   bool claim_fallback; /* claiming on servers before 8.4 through a script */
   int batch;           /* most entries one read asks for */
+  /* 0: the file sets handle (one entry per call). Else it sets handle_batch:
+   * at most batch_max (<= batch) entries per call, waiting at most
+   * batch_wait_ms for a call to fill (0: what is there now; batching.h). */
+  int batch_max;
+  int64_t batch_wait_ms;
   int workers;         /* lanes */
   /* 0: no cap; else the most handlers of this subscription running at once
    * across every host and process reading the group (inflight.h) */
@@ -87,6 +92,13 @@ struct handler_spec {
   int64_t breaker_within_ms;
   int64_t breaker_pause_ms;
 };
+
+/* The lanes a subscription's entries run on (lanes.h): workers; for
+ * handle_batch a lane per entry of each of the workers calls running and of
+ * the call forming meanwhile (batching.h). */
+static inline int handler_spec_lanes(const struct handler_spec *s) {
+  return s->batch_max > 0 ? (s->workers + 1) * s->batch_max : s->workers;
+}
 
 /* What the host offers running handlers. The clock may be NULL when a handler
  * is only loaded for validation (luastream check), and so may the broker. */
@@ -235,6 +247,9 @@ struct rt_result {
   size_t nwrites;     /* RT_ACK, RT_REPLY: commands written with the ack */
   const struct rt_write *writes;
   const char *version; /* the version of the handler that ran the entry */
+  /* A call of handle_batch: how many of its entries are reported after this
+   * one (0: the last, and always for a handle's entry). */
+  size_t batch_left;
 };
 
 /* Called once per job, when the coroutine has finished. The result and its
@@ -251,6 +266,14 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data);
  * partitioned handler: ctx.partition, ctx.partition_tag, ctx.stream and the
  * reply's stream are the partition's. p < 0: unpartitioned (handler_run). */
 int handler_run_partition(handler *h, struct entry *e, int p, rt_done_fn *done, void *data);
+
+/* handler_run_partition for a call of handle_batch (spec->batch_max > 0)
+ * on entries[0 .. n-1] (1 <= n <= batch_max, borrowed until each one's done;
+ * the array itself only during the call). done is called once per entry, in
+ * the array's order, batch_left counting down to 0 on the last; a raise
+ * fails every entry with the same error. Returns as handler_run. */
+int handler_run_batch(handler *h, struct entry *const *entries, size_t n, int p, rt_done_fn *done,
+                      void *data);
 
 /* Checks that text is one JSON value (used by `luastream publish`). */
 bool rt_json_valid(const char *text, size_t len, char *err, size_t errlen);

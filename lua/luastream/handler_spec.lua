@@ -18,6 +18,11 @@ local M = {}
 M.DEFAULT_MAX_DELIVERIES = 10
 M.MAX_WORKERS = 1024
 M.MAX_BATCH = 10000
+-- A batch handler's default batch_max: min(batch, DEFAULT_BATCH_MAX).
+M.DEFAULT_BATCH_MAX = 100
+-- The functions that say what a handler file does with its entries: a file
+-- sets exactly one of them. Another kind of handler adds its name here.
+M.HANDLE_FIELDS = { "handle", "handle_batch" }
 -- Partitions of a partitioned stream: each is a key with its own read
 -- connection in the host.
 M.MAX_PARTITIONS = 1024
@@ -116,7 +121,8 @@ end
 local FIELDS = {
   { "stream", check_string, required = true },
   { "group", check_string, required = true },
-  { "handle", check_function, required = true },
+  { "handle", check_function },
+  { "handle_batch", check_function },
   { "read", check_read, default = "new" },
   { "min_idle", check_duration },
   { "max_run", check_duration },
@@ -124,6 +130,8 @@ local FIELDS = {
   { "start_at", check_start },
   { "consumer", check_string },
   { "batch", check_count_upto(M.MAX_BATCH), default = 100 },
+  { "batch_max", check_count_upto(M.MAX_BATCH) },
+  { "batch_wait", check_duration, default = 0 },
   { "workers", check_count_upto(M.MAX_WORKERS), default = 1 },
   { "max_in_flight", check_count },
   { "max_in_flight_per_key", check_count },
@@ -196,6 +204,28 @@ function M.validate(value, path, source)
     end
     spec[name] = v
   end
+  -- Exactly one of the functions of HANDLE_FIELDS.
+  local set = {}
+  for _, name in ipairs(M.HANDLE_FIELDS) do
+    if value[name] ~= nil then set[#set + 1] = name end
+  end
+  if #set == 0 then
+    problem(nil, string.format("missing required field '%s' (a handler file sets exactly one of '%s')",
+      M.HANDLE_FIELDS[1], table.concat(M.HANDLE_FIELDS, "', '")))
+  elseif #set > 1 then
+    problem(set[2], string.format("fields '%s' set together: a handler file sets exactly one of '%s'",
+      table.concat(set, "' and '"), table.concat(M.HANDLE_FIELDS, "', '")))
+  end
+  if value.handle_batch == nil then
+    for _, name in ipairs({ "batch_max", "batch_wait" }) do
+      if value[name] ~= nil then
+        problem(name, string.format("field '%s' only applies to handle_batch", name))
+      end
+    end
+  elseif type(spec.batch) == "number" and type(spec.batch_max) == "number" and spec.batch_max > spec.batch then
+    problem("batch_max", string.format("field 'batch_max' must be at most batch (%d), got %d: " ..
+      "a call takes its entries from one read", spec.batch, spec.batch_max))
+  end
   if spec.min_idle ~= nil and check_duration(spec.min_idle) == nil and ls.duration(spec.min_idle) < 1 then
     problem("min_idle", "field 'min_idle' must be at least 1 ms: with 0 every read claims back " ..
       "what is still running")
@@ -243,6 +273,14 @@ function M.validate(value, path, source)
   if #problems > 0 then error(table.concat(problems, "\n"), 0) end
   spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
   spec.max_run = spec.max_run and ls.duration(spec.max_run) or nil
+  -- A batch handler always has batch_max (the host's sign of one); a handle
+  -- has none, and waits for nothing.
+  if spec.handle_batch then
+    spec.batch_max = spec.batch_max or math.min(spec.batch, M.DEFAULT_BATCH_MAX)
+    spec.batch_wait = ls.duration(spec.batch_wait)
+  else
+    spec.batch_wait = nil
+  end
   if spec.max_deliveries == false then spec.max_deliveries = nil end -- no cap
   -- what the host's limiters need (host/consumer/permits.c, key_rate.c)
   for _, name in ipairs({ "rate", "rate_per_key" }) do
