@@ -341,6 +341,19 @@ static bool slot_granted(void *data, struct entry *e) {
   return true;
 }
 
+/* handle_batch with by_key: the entries of the key of the one just popped
+ * onto lane that wait behind it join the same call, in stream order
+ * (lanes_pop_follow), while it has room. */
+static void follow_key(stream_reader *s, int lane) {
+  struct entry *e;
+  int next;
+  while (s->state == SR_READING && batching_room(s->batching) &&
+         (e = lanes_pop_follow(&s->lanes, lane, &next)) != NULL) {
+    e->owner_data = (void *)(intptr_t)next;
+    start_entry(s, e);
+  }
+}
+
 static void dispatch(stream_reader *s) {
   if (s->dispatching) return; /* re-entered from a job that finished at once */
   s->dispatching = true;
@@ -363,6 +376,9 @@ static void dispatch(stream_reader *s) {
         inflight_admit(s->inflight, e); /* starts with a slot (slot_granted) */
       else
         start_entry(s, e);
+      /* (not with max_in_flight: a slot that comes later would put the
+       * key's next entry in a call of its own, beside this one) */
+      if (s->batching && s->spec->by_key && !probe && !s->inflight) follow_key(s, lane);
       if (clock_fresh(s->clock) - began >= DISPATCH_SLICE_MS) {
         timer_start(s->dispatch_timer, 1);
         sliced = true;

@@ -177,6 +177,9 @@ describe("handle_batch", function()
     assert.same({ "1", "2", "3", "4", "5", "6" }, app:command("LRANGE", "order:a", 0, -1))
     assert.same({ "1", "2", "3", "4", "5", "6" }, app:command("LRANGE", "order:b", 0, -1))
     assert.equal(0, #app:pending("moves", "mover"))
+    local got = calls(app)
+    assert.same({ "a:1,a:2,a:3,a:4,a:5", "b:1,b:2,b:3,b:4,b:5", "a:6", "b:6" }, got,
+      "a key's waiting entries join its call, up to batch_max; the 6th waits for its key's call")
     local seen = { a = 0, b = 0 }
     for _, call in ipairs(calls(app)) do
       assert.is_true(#call > 0)
