@@ -71,8 +71,7 @@ int batching_go(batching *b) {
   if (b->launching) return 0;
   b->launching = true;
   int launched = 0;
-  while (b->n && b->calls < b->calls_max &&
-         (b->n == (size_t)b->max || b->wait_ms == 0 || b->due)) {
+  while (b->n && b->calls < b->calls_max && (b->n == (size_t)b->max || b->wait_ms == 0 || b->due)) {
     size_t n = b->n;
     b->n = 0;
     b->due = false;

@@ -890,12 +890,12 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   breaker_init(&s->breaker);
   bool batched = s->spec->batch_max > 0;
   if (batched)
-    s->batching = batching_new(clock, s->spec->batch_max, s->spec->batch_wait_ms,
-                               s->spec->workers, launch_call, s);
-  if ((batched && !s->batching) || !leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
-      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
-      (limited && !s->permits) || (keyed && !s->key_rate) || (capped && !s->inflight) ||
-      (key_capped && !s->key_slots) ||
+    s->batching = batching_new(clock, s->spec->batch_max, s->spec->batch_wait_ms, s->spec->workers,
+                               launch_call, s);
+  if ((batched && !s->batching) || !leased_ok || !s->retry_timer || !s->dispatch_timer ||
+      !s->retry_key || !s->w || !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) ||
+      (beats && !s->heartbeat) || (limited && !s->permits) || (keyed && !s->key_rate) ||
+      (capped && !s->inflight) || (key_capped && !s->key_slots) ||
       lanes_init(&s->lanes, handler_spec_lanes(s->spec), s->spec->by_key,
                  lanes_expected(s->spec)) != 0) {
     sr_free(s);

@@ -321,8 +321,9 @@ static void finish_batch(struct rt_job *job) {
     struct rt_result res;
     if (j->renewals != renewals) {
       res = (struct rt_result){.kind = RT_ERROR, .reason = REASON_MEMORY};
-      res.text = "the handler's Lua state went past its memory limit while this call's outcomes "
-                 "were applied";
+      res.text =
+          "the handler's Lua state went past its memory limit while this call's outcomes "
+          "were applied";
     } else if (!list) {
       res = bad_code("the batch dispatcher returned no list of outcomes");
     } else {

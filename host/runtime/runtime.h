@@ -55,7 +55,7 @@ struct handler_spec {
    * batch_wait_ms for a call to fill (0: what is there now; batching.h). */
   int batch_max;
   int64_t batch_wait_ms;
-  int workers;         /* lanes */
+  int workers; /* lanes */
   /* 0: no cap; else the most handlers of this subscription running at once
    * across every host and process reading the group (inflight.h) */
   int max_in_flight;

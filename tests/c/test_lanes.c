@@ -521,7 +521,7 @@ TEST_IMPL(lanes_follow_runs_a_key_beside_itself) {
   push(&l, 4, "a"); /* behind all three */
   int l1 = pop_expect(&l, 1, -1);
   ASSERT_NULL(lanes_pop_follow(&l, l1, &none)); /* b has none waiting */
-  pop_none(&l); /* no lane free, and a runs */
+  pop_none(&l);                                 /* no lane free, and a runs */
   lanes_done(&l, l3); /* the newest first: the key's bytes move to a running one */
   pop_none(&l);
   lanes_done(&l, l0);
