@@ -380,6 +380,7 @@ static void finish_failed(struct rt_job *job, const char *why) {
     job_unlink(job);
     report_each(job, &res);
     free(copy);
+    /* cppcheck-suppress knownConditionTrueFalse ; false positive: a done callback may renew the state */
     kept = j->renewals == renewals;
   } else {
     kept = finish_report(job, &res);

@@ -267,5 +267,4 @@ return { stream = "s", group = "g", handle = function() end,
     assert.equal(250, spec.batch_wait)
     assert.is_nil(handler.validate({ stream = "s", group = "g", handle = function() end }, "h.lua").batch_max)
   end)
-  _ = ls
 end)
