@@ -215,6 +215,40 @@ describe("handle_batch", function()
     end
   end)
 
+  it("gives a forming call's entries back at a pause, and runs them once resumed, uncounted", function()
+    local app = start("batch_wait_long", { hostname = "a" }) -- batch_wait 10 s
+    app:publish("events", { n = 1 })
+    app:publish("events", { n = 2 })
+    app:advance("1s")
+    app:pause_group("events", "collector")
+    app:advance("5s") -- the pause is seen within 5 s, at the latest
+    assert.same({}, calls(app), "the call never went")
+    assert.same({}, app:pending("events", "collector"), "what waited went back")
+    assert.equal(1, app:resume_group("events", "collector"))
+    app:advance("20s")
+    assert.same({ "1,2" }, calls(app))
+    for _, d in ipairs(app:received("collect")) do
+      assert.equal("0", d.headers[ls.DELIVERY_COUNT_HEADER] or "0", "not counted")
+    end
+    assert.same({}, app:pending("events", "collector"))
+  end)
+
+  it("keeps each entry of a running call claimed, and applies max_run to each", function()
+    local app = start("batch_max_run", { hostname = "a" })
+    add_all(app, "jobs", { { n = 1 }, { n = 2 }, { n = 3 } })
+    app:advance("2900ms")
+    for _, p in ipairs(app:pending("jobs", "workers")) do
+      assert.is_true(p.idle < 1000, "kept claimed: idle " .. p.idle)
+    end
+    local labels = { handler = "slow" }
+    assert.equal(0, app:metric("luastream_handler_overran_total", labels), "within max_run (3 s)")
+    app:advance("2s")
+    assert.equal(3, app:metric("luastream_handler_overran_total", labels), "each entry of the call")
+    app:advance("6s")
+    assert.equal(3, #app:received("slow"))
+    assert.same({}, app:pending("jobs", "workers"))
+  end)
+
   it("leaves a running call's entries to a reload, which starts the next with the new file", function()
     local app = start("batch", { handler_errors = "record" })
     add_all(app, "payments", { { id = "s", account = "x", stall = 3000 }, { id = "t", account = "x" } })
