@@ -95,9 +95,12 @@ struct handler_spec {
 
 /* The lanes a subscription's entries run on (lanes.h): workers; for
  * handle_batch a lane per entry of each of the workers calls running and of
- * the call forming meanwhile (batching.h). */
+ * the call forming meanwhile (batching.h), and no more than the 3 x batch
+ * entries reading ahead ever holds (stream_reader.c's read_next). */
 static inline int handler_spec_lanes(const struct handler_spec *s) {
-  return s->batch_max > 0 ? (s->workers + 1) * s->batch_max : s->workers;
+  if (s->batch_max <= 0) return s->workers;
+  long calls = ((long)s->workers + 1) * s->batch_max, held = 3L * s->batch;
+  return (int)(calls < held ? calls : held);
 }
 
 /* What the host offers running handlers. The clock may be NULL when a handler
