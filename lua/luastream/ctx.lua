@@ -210,42 +210,6 @@ function M.metatable(spec, consumer, partition)
   return Ctx, reply_to
 end
 
--- ctx:pg_once_batch(entries, fn) -> true, what fn returned | false (every
--- entry done before) | nil, err, sqlstate: fn(tx, fresh) in one PostgreSQL
--- transaction that first records every entry of entries (a handle_batch
--- call's list, or part of it) as ctx:pg_once does; fresh lists those not
--- recorded before, in their order (luastream/pg.lua).
-local function pg_once_batch(self, entries, fn)
-  if type(self) ~= "table" or getmetatable(self) == nil or rawget(self, "size") == nil then
-    error("ctx:pg_once_batch: call it with a colon on handle_batch's ctx " ..
-      "(ctx:pg_once_batch(entries, function(tx, fresh) ... end))", 2)
-  end
-  if type(entries) ~= "table" then error("ctx:pg_once_batch: entries must be a list, got " .. type(entries), 2) end
-  local ids = {}
-  for i, e in ipairs(entries) do
-    local seq = type(e) == "table" and type(e.ctx) == "table" and rawget(e.ctx, SEQ)
-    if not seq then
-      error("ctx:pg_once_batch: entry " .. i .. " is not one of handle_batch's entries", 2)
-    end
-    ids[i] = core.source_id(seq)
-  end
-  return require("luastream.pg").once_batch(self.stream, self.group, entries, ids, fn)
-end
-
--- call_metatable(spec, consumer [, partition]) -> the metatable of the ctx
--- handle_batch gets beside its entries: what the call's entries share
--- (stream, group, consumer, partition) and ctx:pg_once_batch; each entry's
--- own ctx is entries[i].ctx.
-function M.call_metatable(spec, consumer, partition)
-  local members = { stream = spec.stream, group = spec.group, consumer = consumer, partition_tag = "",
-                    pg_once_batch = pg_once_batch }
-  if partition ~= nil then
-    members.stream = partition_key(spec.stream, partition)
-    members.partition, members.partition_tag = partition, "{" .. partition .. "}"
-  end
-  return { __index = members }
-end
-
 -- For the outcome (luastream/outcome.lua): building a reply's XADD, and the
 -- writes ctx queued (nil: none).
 M.entry_fields = entry_fields
