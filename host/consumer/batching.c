@@ -5,6 +5,7 @@
  * goes as soon as a call may start. */
 #include "batching.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 #include "entry.h"
@@ -61,6 +62,7 @@ void batching_free(batching *b) {
 bool batching_room(const batching *b) { return b->n < (size_t)b->max; }
 
 void batching_add(batching *b, struct entry *e) {
+  assert(b->n < (size_t)b->max); /* the caller asks batching_room */
   if (b->n == 0 && b->timer) timer_start(b->timer, (uint64_t)b->wait_ms);
   b->forming[b->n++] = e;
 }

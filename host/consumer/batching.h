@@ -36,7 +36,9 @@ void batching_free(batching *b); /* entries still forming are the caller's */
 
 /* Whether the forming call has room for one more entry. */
 bool batching_room(const batching *b);
-/* Adds e, started on its lane, to the forming call (batching_room first). */
+/* Adds e, started on its lane, to the forming call, which must have room
+ * (batching_room; a caller that starts entries later, as max_in_flight's
+ * slots come, counts those waiting as taken). */
 void batching_add(batching *b, struct entry *e);
 /* A dispatch turn ended: launches the forming call if it may go now (full,
  * batch_wait 0 or passed) and a call may start. Returns the calls launched

@@ -341,13 +341,22 @@ static bool slot_granted(void *data, struct entry *e) {
   return true;
 }
 
+/* handle_batch: whether one more entry may be taken for the forming call.
+ * Those waiting for a max_in_flight slot count: each joins it when its slot
+ * comes (slot_granted), so the call never holds more than batch_max. */
+static bool call_room(const stream_reader *s) {
+  if (s->batching == NULL) return true;
+  size_t waiting = s->inflight ? inflight_waiting(s->inflight) : 0;
+  return batching_forming(s->batching) + waiting < (size_t)s->spec->batch_max;
+}
+
 /* handle_batch with by_key: the entries of the key of the one just popped
  * onto lane that wait behind it join the same call, in stream order
  * (lanes_pop_follow), while it has room. */
 static void follow_key(stream_reader *s, int lane) {
   struct entry *e;
   int next;
-  while (s->state == SR_READING && batching_room(s->batching) &&
+  while (s->state == SR_READING && call_room(s) &&
          (e = lanes_pop_follow(&s->lanes, lane, &next)) != NULL) {
     e->owner_data = (void *)(intptr_t)next;
     start_entry(s, e);
@@ -364,8 +373,7 @@ static void dispatch(stream_reader *s) {
   /* handle_batch: entries popped gather into the forming call; one that
    * goes may finish at once and leave room for more. */
   do {
-    while (s->state == SR_READING && s->lanes.queued &&
-           (s->batching == NULL || batching_room(s->batching)) && name_held(s) &&
+    while (s->state == SR_READING && s->lanes.queued && call_room(s) && name_held(s) &&
            may_start(s, &probe) && (e = lanes_pop(&s->lanes, &lane)) != NULL) {
       if (probe) {
         pause_probe_started(s->pause);

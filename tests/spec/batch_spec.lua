@@ -249,6 +249,23 @@ describe("handle_batch", function()
     assert.same({}, app:pending("jobs", "workers"))
   end)
 
+  it("under max_in_flight, takes an entry into a call only with its slot, and never more than batch_max", function()
+    local app = start("batch_inflight", { hostname = "a" })
+    local msgs = {}
+    for n = 1, 12 do msgs[n] = { n = n } end
+    add_all(app, "jobs", msgs)
+    for _ = 1, 20 do app:advance("500ms") end
+    local seen, most = 0, 0
+    for _, call in ipairs(calls(app)) do
+      local k = select(2, call:gsub("%d+", ""))
+      seen, most = seen + k, math.max(most, k)
+    end
+    assert.equal(12, seen)
+    assert.is_true(most <= 3, "a call of " .. most)
+    assert.equal(12, #app:received("capped"))
+    assert.same({}, app:pending("jobs", "workers"))
+  end)
+
   it("leaves a running call's entries to a reload, which starts the next with the new file", function()
     local app = start("batch", { handler_errors = "record" })
     add_all(app, "payments", { { id = "s", account = "x", stall = 3000 }, { id = "t", account = "x" } })
