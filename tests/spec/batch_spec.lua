@@ -266,6 +266,22 @@ describe("handle_batch", function()
     assert.same({}, app:pending("jobs", "workers"))
   end)
 
+  it("takes a partition's entries into calls of their own, with the partition's ctx", function()
+    local app = start("batch_partitioned")
+    local want = {}
+    for n = 1, 6 do
+      local _, p = app:publish("orders", { n = n }, { key = "k" .. n, partitions = 2 })
+      want[p] = (want[p] and want[p] .. "," or "") .. n
+    end
+    local got = {}
+    for _, call in ipairs(calls(app)) do
+      local stream, ns = call:match("^(.-)=(.*)$")
+      local p = tonumber(stream:match("^orders:{(%d)}$"))
+      got[p] = (got[p] and got[p] .. "," or "") .. ns
+    end
+    assert.same(want, got)
+  end)
+
   it("leaves a running call's entries to a reload, which starts the next with the new file", function()
     local app = start("batch", { handler_errors = "record" })
     add_all(app, "payments", { { id = "s", account = "x", stall = 3000 }, { id = "t", account = "x" } })
