@@ -5,7 +5,8 @@
 -- function each entry's coroutine runs: the message the host decoded
 -- (luastream/message.lua), ctx around it (luastream/ctx.lua), the user's
 -- handle, and its return value turned into an outcome the C side applies
--- (luastream/outcome.lua). Everything here is policy; the mechanism (reads,
+-- (luastream/outcome.lua); for a handle_batch file, luastream/batch.lua's
+-- runs a call's entries. Everything here is policy; the mechanism (reads,
 -- decoding, lanes, acks) is C. validate() needs no host, so specs can call
 -- it directly; dispatcher() runs only inside one.
 local handler_spec = require "luastream.handler_spec"
