@@ -282,6 +282,21 @@ describe("handle_batch", function()
     assert.same(want, got)
   end)
 
+  it("gives every entry of a call that returns ls.pause back uncounted, and pauses the group", function()
+    local app = start("batch_pause", { hostname = "a" })
+    add_all(app, "jobs", { { n = 1 }, { n = 2 }, { n = 3 } })
+    assert.same({ "1:0,2:0,3:0" }, calls(app))
+    app:advance("4s")
+    assert.same({ "1:0,2:0,3:0" }, calls(app), "paused")
+    app:advance("30s")
+    local got = calls(app)
+    local again = {}
+    for k = 2, #got do for n, d in got[k]:gmatch("(%d+):(%d+)") do again[#again + 1] = n .. ":" .. d end end
+    table.sort(again)
+    assert.same({ "1:0", "2:0", "3:0" }, again, "each once more, uncounted")
+    assert.same({}, app:pending("jobs", "workers"))
+  end)
+
   it("leaves a running call's entries to a reload, which starts the next with the new file", function()
     local app = start("batch", { handler_errors = "record" })
     add_all(app, "payments", { { id = "s", account = "x", stall = 3000 }, { id = "t", account = "x" } })
