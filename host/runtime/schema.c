@@ -255,11 +255,14 @@ static int compile_sub(lua_State *L, int idx, const char *at, int depth, struct 
     return bad(err, at, NULL, "a schema must be a table of keywords, got %s", lua_kind(L, idx));
   struct schema *s = calloc(1, sizeof *s);
   if (s == NULL) return bad(err, at, NULL, "out of memory");
+  /* Hung on its parent first: when the Lua API raises out of memory midway,
+   * schema_compile frees the tree from its root. */
+  *out = s;
   if (compile_node(L, idx, at, depth, s, err) != 0) {
     schema_free(s);
+    *out = NULL;
     return -1;
   }
-  *out = s;
   return 0;
 }
 
@@ -567,12 +570,33 @@ static int compile_node(lua_State *L, int idx, const char *at, int depth, struct
   return 0;
 }
 
+struct compile_call {
+  struct schema *root; /* what is built so far, whole (compile_sub) */
+  struct schema_error *err;
+  int rc;
+};
+
+/* [-2, +0] the schema table and the struct compile_call. */
+static int compile_protected(lua_State *L) {
+  struct compile_call *cc = lua_touserdata(L, 2);
+  cc->rc = compile_sub(L, 1, "$", 0, &cc->root, cc->err);
+  return 0;
+}
+
 schema *schema_compile(lua_State *L, int idx, struct schema_error *err) {
-  struct schema *s = NULL;
+  struct compile_call cc = {.root = NULL, .err = err, .rc = -1};
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   err->at[0] = err->key[0] = err->why[0] = '\0';
-  if (compile_sub(L, idx, "$", 0, &s, err) != 0) return NULL;
-  return s;
+  /* Under a protected call: the Lua API raises when memory runs out, and
+   * what was compiled by then is freed before the error goes on. */
+  lua_pushcfunction(L, compile_protected);
+  lua_pushvalue(L, idx);
+  lua_pushlightuserdata(L, &cc);
+  if (lua_pcall(L, 2, 0, 0) != 0) {
+    schema_free(cc.root);
+    lua_error(L);
+  }
+  return cc.rc == 0 ? cc.root : NULL;
 }
 
 /* ---- values ---- */

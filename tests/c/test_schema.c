@@ -292,3 +292,59 @@ TEST_IMPL(schema_not_json) {
   schema_free(s);
   done();
 }
+
+/* An allocator that refuses every growth once `left` allocations have been
+ * served (left < 0: never). */
+static int alloc_left = -1;
+static void *failing_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  (void)ud;
+  if (nsize == 0) {
+    free(ptr);
+    return NULL;
+  }
+  if (nsize > osize && alloc_left >= 0 && alloc_left-- == 0) return NULL;
+  return realloc(ptr, nsize);
+}
+
+static int compile_in_lua(lua_State *S) {
+  struct schema_error e;
+  schema *s = schema_compile(S, 1, &e);
+  lua_pushboolean(S, s != NULL);
+  schema_free(s);
+  return 1;
+}
+
+/* Out of memory in the Lua API midway through a schema: the error goes on,
+ * and what was compiled by then is freed (LeakSanitizer fails the test
+ * otherwise). minLength = 1.5 makes a string of 1.5 for its message, deep in
+ * the tree; the sweep runs out at every allocation of a larger schema. */
+TEST_IMPL(schema_compile_out_of_memory) {
+  const char *srcs[] = {
+      "return {properties = {a = {properties = {b = {minLength = 1.5}}}}}",
+      "return {type = 'object', required = {'id', 'at'}, properties = {id = {type = 'integer'},"
+      " at = {type = 'string', format = 'date-time', pattern = '^2'}, tags = {items = {enum ="
+      " {'x', 'y'}}, maxItems = 3}}, additionalProperties = {type = 'string', maxLength = 1.5}}",
+  };
+  for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+    int raised = 0;
+    for (int left = 0; left < 400; left++) {
+      lua_State *S = lua_newstate(failing_alloc, NULL);
+      ASSERT_NOT_NULL(S);
+      if (luaL_loadstring(S, srcs[i]) != 0 || lua_pcall(S, 0, 1, 0) != 0)
+        TEST_FAIL_("%s", lua_tostring(S, -1));
+      lua_pushcfunction(S, compile_in_lua);
+      lua_insert(S, -2);
+      lua_gc(S, LUA_GCCOLLECT, 0);
+      alloc_left = left;
+      int rc = lua_pcall(S, 1, 1, 0);
+      alloc_left = -1;
+      if (rc != 0) {
+        ASSERT_STR_EQ(lua_tostring(S, -1), "not enough memory");
+        raised++;
+      }
+      lua_close(S);
+      if (rc == 0 && left > 50) break;
+    }
+    ASSERT(raised > 0);
+  }
+}
