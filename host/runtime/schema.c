@@ -757,7 +757,8 @@ static bool digits(const char *s, int n, int *v) {
 
 /* RFC 3339's date-time: 2026-12-08T01:45:00Z, with an optional fraction of
  * a second and Z or an offset (+01:00); T and Z in either case; a leap
- * second (:60) allowed. */
+ * second (:60) only at 23:59 UTC, where leap seconds are inserted (RFC 3339
+ * 5.7: 15:59:60-08:00 is one, 23:59:60+01:00 is not). */
 static bool is_date_time(const char *s, size_t n) {
   int y, mo, d, h, mi, sec, oh, om;
   if (n < 20 || !digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
@@ -775,12 +776,17 @@ static bool is_date_time(const char *s, size_t n) {
     while (i < n && s[i] >= '0' && s[i] <= '9') i++;
     if (i == first) return false;
   }
-  if (i < n && (s[i] | 0x20) == 'z') return i + 1 == n;
-  if (i + 6 != n) return false; /* +HH:MM */
-  if ((s[i] != '+' && s[i] != '-') || !digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
-      !digits(s + i + 4, 2, &om))
-    return false;
-  return oh <= 23 && om <= 59;
+  int offset = 0; /* minutes east of UTC */
+  if (i < n && (s[i] | 0x20) == 'z') {
+    if (i + 1 != n) return false;
+  } else {
+    if (i + 6 != n) return false; /* +HH:MM */
+    if ((s[i] != '+' && s[i] != '-') || !digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
+        !digits(s + i + 4, 2, &om) || oh > 23 || om > 59)
+      return false;
+    offset = (s[i] == '-' ? -1 : 1) * (oh * 60 + om);
+  }
+  return sec < 60 || ((h * 60 + mi - offset) % 1440 + 1440) % 1440 == 23 * 60 + 59;
 }
 
 /* 8-4-4-4-12 hex digits, either case (RFC 9562's text form, any version). */

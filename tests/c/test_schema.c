@@ -205,7 +205,20 @@ TEST_IMPL(schema_formats) {
   const char *dt = "{format = 'date-time'}";
   expect(dt, "\"2026-12-08T01:45:00Z\"", NULL);
   expect(dt, "\"2026-12-08t01:45:00.123456z\"", NULL);
-  expect(dt, "\"2024-02-29T23:59:60+05:30\"", NULL);
+  expect(dt, "\"2024-02-29T05:29:60+05:30\"", NULL);
+  /* a leap second is 23:59:60 in UTC, and only that */
+  expect(dt, "\"1998-12-31T23:59:60Z\"", NULL);
+  expect(dt, "\"1998-12-31T15:59:60.123-08:00\"", NULL);
+  expect(dt, "\"1998-12-31T23:58:60Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"1998-12-31T22:59:60Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"1998-12-31T23:59:60+01:00\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"1998-12-31T23:59:61Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"2026-12-08T01:45:00+24:00\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
   expect(dt, "\"2025-02-29T00:00:00Z\"",
          "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
   expect(dt, "\"2026-12-08 01:45:00Z\"",
