@@ -819,9 +819,16 @@ static size_t put_path(const struct ck *c, char *out, size_t len) {
     const struct seg *g = &c->path[i];
     if (g->key == NULL) {
       at += (size_t)snprintf(out + at, len - at, "[%zu]", g->index);
-    } else if (g->esc) { /* already JSON text */
-      at += (size_t)snprintf(out + at, len - at, "[\"%.*s\"]", (int)(g->len > 200 ? 200 : g->len),
-                             g->key);
+    } else if (g->esc) { /* JSON text: named as decoded, as the schema names it */
+      char dec[256], one[256];
+      size_t n = g->len < sizeof dec ? unescape(g->key, g->len, dec) : (size_t)-1;
+      if (n != (size_t)-1) {
+        path_join(one, sizeof one, "", dec, n > 200 ? 200 : n);
+        at += (size_t)snprintf(out + at, len - at, "%s", one);
+      } else { /* too long to decode here: as written */
+        at += (size_t)snprintf(out + at, len - at, "[\"%.*s\"]", (int)(g->len > 200 ? 200 : g->len),
+                               g->key);
+      }
     } else {
       char one[256];
       path_join(one, sizeof one, "", g->key, g->len > 200 ? 200 : g->len);

@@ -111,10 +111,10 @@ TEST_IMPL(schema_objects) {
   expect(s, "{\"id\":1,\"account\":7,\"amount_cents\":1}",
          "$.account: must be a string, got number");
   expect(s, "{\"id\":1,\"amount_cents\":1,\"extra\":{\"deep\":[1,2,{\"x\":\"}\"}]}}", NULL);
-  /* escaped keys are matched decoded, and shown as written */
+  /* escaped keys are matched and named decoded */
   expect(s, "{\"\\u0069d\":1,\"amount_cents\":1}", NULL);
   expect(s, "{\"id\":1,\"amount_\\u0063ents\":\"x\"}",
-         "$[\"amount_\\u0063ents\"]: must be an integer, got string");
+         "$.amount_cents: must be an integer, got string");
   /* every occurrence of a key is checked */
   expect(s, "{\"id\":\"x\",\"id\":1,\"amount_cents\":1}", "$.id: must be an integer, got string");
   const char *closed = "{properties = {a = {}}, additionalProperties = false}";
@@ -144,6 +144,24 @@ TEST_IMPL(schema_arrays_and_paths) {
          "$.items: must hold at most 3 items, got 4");
   expect("{items = {items = {type = 'null'}}}", "[[null],[null, 1]]",
          "$[1][1]: must be null, got number");
+  done();
+}
+
+/* A key is the name it decodes to: matched and named as the schema names it,
+ * escaped or not. */
+TEST_IMPL(schema_escaped_keys) {
+  const char *s =
+      "{required = {'ab'}, properties = {ab = {minimum = 0}, ['a b'] = {type = 'string'},"
+      " ['a\"b'] = {type = 'string'}}}";
+  expect(s, "{\"a\\u0062\": 1}", NULL);
+  expect(s, "{\"a\\u0062\": -1}", "$.ab: must be >= 0");
+  expect(s, "{\"ab\": -1}", "$.ab: must be >= 0");
+  expect(s, "{\"ab\": 1, \"a\\u0020b\": 5}", "$[\"a b\"]: must be a string, got number");
+  expect(s, "{\"ab\": 1, \"a\\\"b\": 5}", "$[\"a\\\"b\"]: must be a string, got number");
+  expect("{additionalProperties = false}", "{\"\\u0078\": 1}",
+         "$.x: is not allowed (additionalProperties is false)");
+  expect("{additionalProperties = false}", "{\"\\n\": 1}",
+         "$[\"\\u000a\"]: is not allowed (additionalProperties is false)");
   done();
 }
 
