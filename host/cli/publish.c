@@ -122,7 +122,8 @@ struct schema_each {
 
 static void check_schema(void *data, const struct handler_spec *spec) {
   struct schema_each *c = data;
-  if (strcmp(spec->stream, c->stream) != 0 || spec->schema == NULL) return;
+  /* a scheduled handler reads no stream (its stream is NULL) */
+  if (spec->stream == NULL || strcmp(spec->stream, c->stream) != 0 || spec->schema == NULL) return;
   c->readers++;
   char why[300];
   int rc = schema_check_json(spec->schema, c->json, c->len, &c->scratch, why, sizeof why);

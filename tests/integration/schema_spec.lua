@@ -35,6 +35,11 @@ return {
 }
 ]]
 
+-- A scheduled handler: it reads no stream.
+local TICK = [[
+return { every = "5m", tick = function() end }
+]]
+
 local BAD = [[
 return {
   stream = "payments", group = "bad",
@@ -64,7 +69,7 @@ describe("message schemas", function()
 
   it("publish --check adds a matching body and refuses one a subscriber's schema refuses", function()
     local srv = helper.redis_start()
-    local dir = helper.handlers_dir({ ["screen.lua"] = SCREEN, ["orders.lua"] = ORDERS })
+    local dir = helper.handlers_dir({ ["screen.lua"] = SCREEN, ["orders.lua"] = ORDERS, ["tick.lua"] = TICK })
     local code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "--check", dir,
       "payments", '{"id":1,"amount_cents":500}')
     assert.equal(0, code, stderr)
