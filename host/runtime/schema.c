@@ -255,11 +255,14 @@ static int compile_sub(lua_State *L, int idx, const char *at, int depth, struct 
     return bad(err, at, NULL, "a schema must be a table of keywords, got %s", lua_kind(L, idx));
   struct schema *s = calloc(1, sizeof *s);
   if (s == NULL) return bad(err, at, NULL, "out of memory");
+  /* Hung on its parent first: when the Lua API raises out of memory midway,
+   * schema_compile frees the tree from its root. */
+  *out = s;
   if (compile_node(L, idx, at, depth, s, err) != 0) {
     schema_free(s);
+    *out = NULL;
     return -1;
   }
-  *out = s;
   return 0;
 }
 
@@ -567,12 +570,33 @@ static int compile_node(lua_State *L, int idx, const char *at, int depth, struct
   return 0;
 }
 
+struct compile_call {
+  struct schema *root; /* what is built so far, whole (compile_sub) */
+  struct schema_error *err;
+  int rc;
+};
+
+/* [-2, +0] the schema table and the struct compile_call. */
+static int compile_protected(lua_State *L) {
+  struct compile_call *cc = lua_touserdata(L, 2);
+  cc->rc = compile_sub(L, 1, "$", 0, &cc->root, cc->err);
+  return 0;
+}
+
 schema *schema_compile(lua_State *L, int idx, struct schema_error *err) {
-  struct schema *s = NULL;
+  struct compile_call cc = {.root = NULL, .err = err, .rc = -1};
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   err->at[0] = err->key[0] = err->why[0] = '\0';
-  if (compile_sub(L, idx, "$", 0, &s, err) != 0) return NULL;
-  return s;
+  /* Under a protected call: the Lua API raises when memory runs out, and
+   * what was compiled by then is freed before the error goes on. */
+  lua_pushcfunction(L, compile_protected);
+  lua_pushvalue(L, idx);
+  lua_pushlightuserdata(L, &cc);
+  if (lua_pcall(L, 2, 0, 0) != 0) {
+    schema_free(cc.root);
+    lua_error(L);
+  }
+  return cc.rc == 0 ? cc.root : NULL;
 }
 
 /* ---- values ---- */
@@ -733,7 +757,8 @@ static bool digits(const char *s, int n, int *v) {
 
 /* RFC 3339's date-time: 2026-12-08T01:45:00Z, with an optional fraction of
  * a second and Z or an offset (+01:00); T and Z in either case; a leap
- * second (:60) allowed. */
+ * second (:60) only at 23:59 UTC, where leap seconds are inserted (RFC 3339
+ * 5.7: 15:59:60-08:00 is one, 23:59:60+01:00 is not). */
 static bool is_date_time(const char *s, size_t n) {
   int y, mo, d, h, mi, sec, oh, om;
   if (n < 20 || !digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
@@ -751,12 +776,17 @@ static bool is_date_time(const char *s, size_t n) {
     while (i < n && s[i] >= '0' && s[i] <= '9') i++;
     if (i == first) return false;
   }
-  if (i < n && (s[i] | 0x20) == 'z') return i + 1 == n;
-  if (i + 6 != n) return false; /* +HH:MM */
-  if ((s[i] != '+' && s[i] != '-') || !digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
-      !digits(s + i + 4, 2, &om))
-    return false;
-  return oh <= 23 && om <= 59;
+  int offset = 0; /* minutes east of UTC */
+  if (i < n && (s[i] | 0x20) == 'z') {
+    if (i + 1 != n) return false;
+  } else {
+    if (i + 6 != n) return false; /* +HH:MM */
+    if ((s[i] != '+' && s[i] != '-') || !digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
+        !digits(s + i + 4, 2, &om) || oh > 23 || om > 59)
+      return false;
+    offset = (s[i] == '-' ? -1 : 1) * (oh * 60 + om);
+  }
+  return sec < 60 || ((h * 60 + mi - offset) % 1440 + 1440) % 1440 == 23 * 60 + 59;
 }
 
 /* 8-4-4-4-12 hex digits, either case (RFC 9562's text form, any version). */
@@ -789,9 +819,16 @@ static size_t put_path(const struct ck *c, char *out, size_t len) {
     const struct seg *g = &c->path[i];
     if (g->key == NULL) {
       at += (size_t)snprintf(out + at, len - at, "[%zu]", g->index);
-    } else if (g->esc) { /* already JSON text */
-      at += (size_t)snprintf(out + at, len - at, "[\"%.*s\"]", (int)(g->len > 200 ? 200 : g->len),
-                             g->key);
+    } else if (g->esc) { /* JSON text: named as decoded, as the schema names it */
+      char dec[256], one[256];
+      size_t n = g->len < sizeof dec ? unescape(g->key, g->len, dec) : (size_t)-1;
+      if (n != (size_t)-1) {
+        path_join(one, sizeof one, "", dec, n > 200 ? 200 : n);
+        at += (size_t)snprintf(out + at, len - at, "%s", one);
+      } else { /* too long to decode here: as written */
+        at += (size_t)snprintf(out + at, len - at, "[\"%.*s\"]", (int)(g->len > 200 ? 200 : g->len),
+                               g->key);
+      }
     } else {
       char one[256];
       path_join(one, sizeof one, "", g->key, g->len > 200 ? 200 : g->len);

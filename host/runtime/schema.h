@@ -56,7 +56,8 @@ struct schema_error {
 
 /* Compiles the Lua table at idx (which is left as it was). Returns the
  * schema, or NULL with *err filled in (also when out of memory). Raises only
- * memory errors of the Lua API.  [-0, +0] */
+ * memory errors of the Lua API, having freed what it had compiled.
+ * [-0, +0] */
 schema *schema_compile(struct lua_State *L, int idx, struct schema_error *err);
 void schema_free(schema *s);
 

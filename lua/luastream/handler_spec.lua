@@ -154,7 +154,7 @@ local function check_schema(v)
     return "must be a table in JSON Schema form, such as {type = \"object\", required = {\"id\"}}, got " .. type(v)
   end
   local at, near, why = host_check("schema_check")(v)
-  if at then return "at " .. at .. ": " .. why, near ~= "" and near or nil end
+  if at then return "at " .. at .. ": " .. why, { at = at, near = near } end
 end
 local function check_read(v)
   if v ~= "new" and v ~= "claiming" and v ~= "reclaim" then
@@ -249,8 +249,8 @@ local function line_of(source, name)
 end
 
 -- The line of `near =` (a schema's keyword or property) at or after line
--- `from`, else anywhere in the file, else from.
-local function line_near(source, from, near)
+-- `from`; with anywhere, else anywhere in the file; else nil.
+local function line_near(source, from, near, anywhere)
   local escaped = near:gsub("%p", "%%%0")
   local bare = "%f[%w_$]" .. escaped .. "%s*="
   local quoted = "%[%s*[\"']" .. escaped .. "[\"']%s*%]%s*="
@@ -262,7 +262,23 @@ local function line_near(source, from, near)
       first = first or n
     end
   end
-  return first or from
+  return anywhere and first or nil
+end
+
+-- The line of a problem in a schema whose field is on line `from`: the names
+-- of its path ("$.properties.tags.items": properties, then tags, then items)
+-- one after the other, then the keyword or property nearest to it.
+local function line_in_schema(source, from, at, near)
+  local line, i = from, 2 -- after "$"
+  while i <= #at do
+    local name, next_i = at:match("^%.([^.%[]+)()", i)
+    if not name then name, next_i = at:match('^%["(.-)"%]()', i) end
+    if not name then break end
+    line = line_near(source, line, name) or line
+    i = next_i
+  end
+  if near ~= "" then line = line_near(source, line, near, true) or line end
+  return line
 end
 
 -- validate(value, path, source) -> spec, or raises "path:line: message"
@@ -273,7 +289,7 @@ function M.validate(value, path, source)
   local problems = {}
   local function problem(field, msg, near)
     local line = line_of(source, field)
-    if near then line = line_near(source, line, near) end
+    if near then line = line_in_schema(source, line, near.at, near.near) end
     problems[#problems + 1] = string.format("%s:%d: %s", path, line, msg)
   end
   if type(value) ~= "table" then

@@ -111,10 +111,10 @@ TEST_IMPL(schema_objects) {
   expect(s, "{\"id\":1,\"account\":7,\"amount_cents\":1}",
          "$.account: must be a string, got number");
   expect(s, "{\"id\":1,\"amount_cents\":1,\"extra\":{\"deep\":[1,2,{\"x\":\"}\"}]}}", NULL);
-  /* escaped keys are matched decoded, and shown as written */
+  /* escaped keys are matched and named decoded */
   expect(s, "{\"\\u0069d\":1,\"amount_cents\":1}", NULL);
   expect(s, "{\"id\":1,\"amount_\\u0063ents\":\"x\"}",
-         "$[\"amount_\\u0063ents\"]: must be an integer, got string");
+         "$.amount_cents: must be an integer, got string");
   /* every occurrence of a key is checked */
   expect(s, "{\"id\":\"x\",\"id\":1,\"amount_cents\":1}", "$.id: must be an integer, got string");
   const char *closed = "{properties = {a = {}}, additionalProperties = false}";
@@ -144,6 +144,24 @@ TEST_IMPL(schema_arrays_and_paths) {
          "$.items: must hold at most 3 items, got 4");
   expect("{items = {items = {type = 'null'}}}", "[[null],[null, 1]]",
          "$[1][1]: must be null, got number");
+  done();
+}
+
+/* A key is the name it decodes to: matched and named as the schema names it,
+ * escaped or not. */
+TEST_IMPL(schema_escaped_keys) {
+  const char *s =
+      "{required = {'ab'}, properties = {ab = {minimum = 0}, ['a b'] = {type = 'string'},"
+      " ['a\"b'] = {type = 'string'}}}";
+  expect(s, "{\"a\\u0062\": 1}", NULL);
+  expect(s, "{\"a\\u0062\": -1}", "$.ab: must be >= 0");
+  expect(s, "{\"ab\": -1}", "$.ab: must be >= 0");
+  expect(s, "{\"ab\": 1, \"a\\u0020b\": 5}", "$[\"a b\"]: must be a string, got number");
+  expect(s, "{\"ab\": 1, \"a\\\"b\": 5}", "$[\"a\\\"b\"]: must be a string, got number");
+  expect("{additionalProperties = false}", "{\"\\u0078\": 1}",
+         "$.x: is not allowed (additionalProperties is false)");
+  expect("{additionalProperties = false}", "{\"\\n\": 1}",
+         "$[\"\\u000a\"]: is not allowed (additionalProperties is false)");
   done();
 }
 
@@ -205,7 +223,20 @@ TEST_IMPL(schema_formats) {
   const char *dt = "{format = 'date-time'}";
   expect(dt, "\"2026-12-08T01:45:00Z\"", NULL);
   expect(dt, "\"2026-12-08t01:45:00.123456z\"", NULL);
-  expect(dt, "\"2024-02-29T23:59:60+05:30\"", NULL);
+  expect(dt, "\"2024-02-29T05:29:60+05:30\"", NULL);
+  /* a leap second is 23:59:60 in UTC, and only that */
+  expect(dt, "\"1998-12-31T23:59:60Z\"", NULL);
+  expect(dt, "\"1998-12-31T15:59:60.123-08:00\"", NULL);
+  expect(dt, "\"1998-12-31T23:58:60Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"1998-12-31T22:59:60Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"1998-12-31T23:59:60+01:00\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"1998-12-31T23:59:61Z\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
+  expect(dt, "\"2026-12-08T01:45:00+24:00\"",
+         "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
   expect(dt, "\"2025-02-29T00:00:00Z\"",
          "$: must be a date-time (RFC 3339, such as 2026-12-08T01:45:00Z)");
   expect(dt, "\"2026-12-08 01:45:00Z\"",
@@ -291,4 +322,60 @@ TEST_IMPL(schema_not_json) {
   ASSERT_INT_EQ(schema_check_json(s, "{\"a\":\"x", 7, &sc, err, sizeof err), -1);
   schema_free(s);
   done();
+}
+
+/* An allocator that refuses every growth once `left` allocations have been
+ * served (left < 0: never). */
+static int alloc_left = -1;
+static void *failing_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  (void)ud;
+  if (nsize == 0) {
+    free(ptr);
+    return NULL;
+  }
+  if (nsize > osize && alloc_left >= 0 && alloc_left-- == 0) return NULL;
+  return realloc(ptr, nsize);
+}
+
+static int compile_in_lua(lua_State *S) {
+  struct schema_error e;
+  schema *s = schema_compile(S, 1, &e);
+  lua_pushboolean(S, s != NULL);
+  schema_free(s);
+  return 1;
+}
+
+/* Out of memory in the Lua API midway through a schema: the error goes on,
+ * and what was compiled by then is freed (LeakSanitizer fails the test
+ * otherwise). minLength = 1.5 makes a string of 1.5 for its message, deep in
+ * the tree; the sweep runs out at every allocation of a larger schema. */
+TEST_IMPL(schema_compile_out_of_memory) {
+  const char *srcs[] = {
+      "return {properties = {a = {properties = {b = {minLength = 1.5}}}}}",
+      "return {type = 'object', required = {'id', 'at'}, properties = {id = {type = 'integer'},"
+      " at = {type = 'string', format = 'date-time', pattern = '^2'}, tags = {items = {enum ="
+      " {'x', 'y'}}, maxItems = 3}}, additionalProperties = {type = 'string', maxLength = 1.5}}",
+  };
+  for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+    int raised = 0;
+    for (int left = 0; left < 400; left++) {
+      lua_State *S = lua_newstate(failing_alloc, NULL);
+      ASSERT_NOT_NULL(S);
+      if (luaL_loadstring(S, srcs[i]) != 0 || lua_pcall(S, 0, 1, 0) != 0)
+        TEST_FAIL_("%s", lua_tostring(S, -1));
+      lua_pushcfunction(S, compile_in_lua);
+      lua_insert(S, -2);
+      lua_gc(S, LUA_GCCOLLECT, 0);
+      alloc_left = left;
+      int rc = lua_pcall(S, 1, 1, 0);
+      alloc_left = -1;
+      if (rc != 0) {
+        ASSERT_STR_EQ(lua_tostring(S, -1), "not enough memory");
+        raised++;
+      }
+      lua_close(S);
+      if (rc == 0 && left > 50) break;
+    }
+    ASSERT(raised > 0);
+  }
 }

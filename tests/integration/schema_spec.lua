@@ -35,6 +35,11 @@ return {
 }
 ]]
 
+-- A scheduled handler: it reads no stream.
+local TICK = [[
+return { every = "5m", tick = function() end }
+]]
+
 local BAD = [[
 return {
   stream = "payments", group = "bad",
@@ -64,7 +69,7 @@ describe("message schemas", function()
 
   it("publish --check adds a matching body and refuses one a subscriber's schema refuses", function()
     local srv = helper.redis_start()
-    local dir = helper.handlers_dir({ ["screen.lua"] = SCREEN, ["orders.lua"] = ORDERS })
+    local dir = helper.handlers_dir({ ["screen.lua"] = SCREEN, ["orders.lua"] = ORDERS, ["tick.lua"] = TICK })
     local code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "--check", dir,
       "payments", '{"id":1,"amount_cents":500}')
     assert.equal(0, code, stderr)
@@ -81,13 +86,24 @@ describe("message schemas", function()
       "--partitions", "4", "payments", '{"id":"x","amount_cents":1}')
     assert.equal(1, code)
     assert.matches("$.id: must be an integer, got string", stderr, 1, true)
+    -- a body that is not JSON for the host (its content-type says so) is not checked, as run does not
+    code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "--check", dir,
+      "--header", "content-type=text/plain", "payments", '"-5"')
+    assert.equal(0, code, stderr)
+    assert.matches("^%d+%-%d+$", helper.trim(stdout))
+    assert.matches("content-type text/plain is not JSON", stderr, 1, true)
+    code, _, stderr = helper.luastream("publish", "--redis", srv.url, "--check", dir,
+      "--header", "content-type=application/json", "payments", '"-5"')
+    assert.equal(1, code)
+    assert.matches("$: must be an object, got string", stderr, 1, true)
+    assert.equal(2, srv:xlen("payments"))
     -- a directory with a bad handler file: nothing is added
     local bad = helper.handlers_dir({ ["bad.lua"] = BAD })
     code, _, stderr = helper.luastream("publish", "--redis", srv.url, "--check", bad,
       "payments", '{"id":3,"amount_cents":1}')
     assert.equal(2, code)
     assert.matches("1 handler file with problems: nothing was added", stderr, 1, true)
-    assert.equal(1, srv:xlen("payments"))
+    assert.equal(2, srv:xlen("payments"))
   end)
 
   it("run dead-letters an entry that does not match with reason schema, and runs the others", function()

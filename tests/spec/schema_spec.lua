@@ -190,6 +190,38 @@ describe("validate", function()
     assert.matches("^x%.lua:3: field 'schema' at %$%.properties%.amount: keyword 'oneOf' is not supported %(supported: type, ", err)
   end)
 
+  it("names the line of a nested problem, following the schema's path", function()
+    local source = table.concat({
+      "return {",                                    -- 1
+      "  stream = 's', group = 'g',",                -- 2
+      "  schema = {",                                -- 3
+      "    type = 'object',",                        -- 4
+      "    properties = {",                          -- 5
+      "      id = { type = 'integer' },",            -- 6
+      "      tags = {",                              -- 7
+      "        type = 'array',",                     -- 8
+      "        items = { type = 'float' },",         -- 9
+      "      },",                                    -- 10
+      "      ['a b'] = {",                           -- 11
+      "        minLength = -1,",                     -- 12
+      "      },",                                    -- 13
+      "    },",                                      -- 14
+      "  },",                                        -- 15
+      "}",                                           -- 16
+    }, "\n")
+    local function line(schema)
+      local ok, err = pcall(handler.validate, { stream = "s", group = "g", handle = function() end, schema = schema },
+        "x.lua", source)
+      assert.is_false(ok)
+      return err
+    end
+    assert.matches("^x%.lua:9: field 'schema' at %$%.properties%.tags%.items: type 'float'",
+      line({ type = "object", properties = { id = { type = "integer" }, tags = { type = "array", items = { type = "float" } } } }))
+    assert.matches('^x%.lua:12: field \'schema\' at %$%.properties%["a b"%]: minLength must be',
+      line({ type = "object", properties = { ["a b"] = { minLength = -1 } } }))
+    assert.matches("^x%.lua:4: field 'schema' at %$: type 'float'", line({ type = "float" }))
+  end)
+
   it("refuses bad values of supported keywords", function()
     assert.matches("at %$: minimum must be a number, got string", refused({ minimum = "0" }))
     assert.matches("at %$%.items: pattern /%[/ is not a POSIX extended regular expression", refused({ items = { pattern = "[" } }))
