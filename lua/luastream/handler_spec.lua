@@ -104,6 +104,11 @@ local function check_rate(v)
   local _, why = require("luastream.rate").parse(v)
   if why then return (why:gsub("^spec ", "", 1)) end
 end
+-- schema, reply_schema: JSON Schema as Lua tables (the document of
+-- `luastream asyncapi` carries them).
+local function check_schema(v)
+  if type(v) ~= "table" then return "must be a table (a JSON Schema such as {type = \"object\"})" end
+end
 local function check_read(v)
   if v ~= "new" and v ~= "claiming" and v ~= "reclaim" then
     return "must be \"new\", \"claiming\" or \"reclaim\""
@@ -142,6 +147,8 @@ local FIELDS = {
   { "rate", check_rate },
   { "rate_per_key", check_rate },
   { "breaker", check_breaker },
+  { "schema", check_schema },
+  { "reply_schema", check_schema },
 }
 M.FIELDS = FIELDS
 local KNOWN = {}
