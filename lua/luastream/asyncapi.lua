@@ -458,7 +458,7 @@ function M.document(handlers, opts)
         local reply_key = key_of(spec.reply_to, P)
         local reply_ch = channel(reply_key, P, string.format("Replies on %s.", spec.reply_to))
         local reply_ref = message(reply_ch, {
-          title = "A reply of " .. name,
+          title = "A reply on " .. spec.reply_to,
           contentType = "application/json",
           headers = headers_schema({
             [H.ORIGINAL_ID] = header("The id, on its source stream, of the entry answered."),
@@ -470,7 +470,7 @@ function M.document(handlers, opts)
               "valid one."),
           }, { H.ORIGINAL_ID }, "Written by luastream with each reply."),
           payload = spec.reply_schema and schema_of(spec.reply_schema)
-            or generic_payload("What " .. name .. " replies (ls.reply)."),
+            or generic_payload("What the handler replies (ls.reply)."),
         }, name)
         op.reply = { channel = ref("channels", reply_ch.id), messages = array({ reply_ref }) }
         op["x-luastream-reply-to"] = spec.reply_to
@@ -521,7 +521,7 @@ function M.document(handlers, opts)
         for i, r in ipairs(opts.reasons or {}) do reasons[i] = r end
         table.sort(reasons)
         local dl_ref = message(dl_ch, {
-          title = "A dead letter of " .. name,
+          title = "A dead letter on " .. spec.dead_letter,
           contentType = "application/json",
           headers = headers_schema({
             [H.DL_STREAM] = header("The stream (key) the entry was read from."),
