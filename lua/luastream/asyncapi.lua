@@ -92,7 +92,9 @@ local function number(x)
   if x ~= x or x == math.huge or x == -math.huge then
     error("a number that JSON cannot hold: " .. tostring(x), 0)
   end
-  if x == math.floor(x) and math.abs(x) < 2 ^ 63 then return string.format("%d", x) end
+  if x == math.floor(x) then
+    return string.format(math.abs(x) < 2 ^ 63 and "%d" or "%.0f", x)
+  end
   for prec = 15, 17 do
     local s = string.format("%." .. prec .. "g", x)
     if prec == 17 or tonumber(s) == x then return s end
