@@ -100,11 +100,12 @@ int cmd_asyncapi(int argc, char **argv) {
   }
   describe_server(&o.url, c);
   describe_dir(o.pos[0], c);
-  c->doc = (struct rt_asyncapi){.title = cli_given(&o, OPT_TITLE) ? cli_text(&o, OPT_TITLE) : c->title,
-                                .version = cli_text(&o, OPT_API_VERSION),
-                                .dir = c->dir,
-                                .server = &c->server,
-                                .yaml = cli_given(&o, OPT_YAML)};
+  c->doc =
+      (struct rt_asyncapi){.title = cli_given(&o, OPT_TITLE) ? cli_text(&o, OPT_TITLE) : c->title,
+                           .version = cli_text(&o, OPT_API_VERSION),
+                           .dir = c->dir,
+                           .server = &c->server,
+                           .yaml = cli_given(&o, OPT_YAML)};
   int problems = host_check_all(o.pos[0], (uint64_t)cli_num(&o, OPT_LOAD_TIMEOUT), &trust, stderr,
                                 write_document, c);
   free(c);

@@ -469,8 +469,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .arg = "USER",
          .kind = CLI_NAME,
          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
-                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) |
-                                      CLI_IN(CLI_ASYNCAPI),
+                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_ASYNCAPI),
          .repeat = TRUST_OWNERS_MAX,
          .help = "a user (e.g. the deploy user) who may own DIR, its parent folders and the "
                  "handler files, beside root and the user luastream runs as; repeatable. "
@@ -480,8 +479,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         {.name = "allow-writable-dir",
          .kind = CLI_FLAG,
          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
-                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) |
-                                      CLI_IN(CLI_ASYNCAPI),
+                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_ASYNCAPI),
          .help = "load handler code other users can change all the same, with a warning naming "
                  "each such file or folder: whoever can write it runs code as this user"},
     [OPT_WATCHDOG] =

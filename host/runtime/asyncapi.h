@@ -22,9 +22,9 @@ struct rt_asyncapi_server {
 };
 
 struct rt_asyncapi {
-  const char *title;   /* info.title */
-  const char *version; /* info.version */
-  const char *dir;     /* the handler directory, as given */
+  const char *title;                       /* info.title */
+  const char *version;                     /* info.version */
+  const char *dir;                         /* the handler directory, as given */
   const struct rt_asyncapi_server *server; /* NULL: no servers */
   bool yaml;                               /* YAML, else JSON */
 };
