@@ -32,13 +32,14 @@ static void set_bool(lua_State *L, const char *key, bool value) {
   lua_setfield(L, -2, key);
 }
 
-/* The handlers as luastream.asyncapi takes them: {file =, name =, spec =}
- * each.  [-0, +1] */
+/* The handlers as luastream.asyncapi takes them: {path =, file =, name =,
+ * spec =} each.  [-0, +1] */
 static void push_handlers(lua_State *L, const struct build *b) {
   lua_createtable(L, (int)b->n, 0);
   for (size_t i = 0; i < b->n; i++) {
     const struct handler_spec *s = handler_spec(b->hs[i]);
     lua_createtable(L, 0, 3);
+    set_string(L, "path", s->path);
     set_string(L, "file", handler_name_file(s->path));
     set_string(L, "name", s->name);
     if (handler_spec_push(b->hs[i], L) != 0)

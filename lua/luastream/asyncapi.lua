@@ -321,8 +321,9 @@ end
 
 -- document(handlers, opts) -> the document as a table (json() and yaml()
 -- write it).
---   handlers: list of {file = "post_payment.lua", name = "post_payment",
---             spec = validated spec}, in file order;
+--   handlers: list of {path = "handlers/post_payment.lua", file =
+--             "post_payment.lua", name = "post_payment", spec = validated
+--             spec}, in file order;
 --   opts: {title =, version =, headers = {NAME = "header-name", ...}
 --          (host/base/wire.h's, as luastream.core.headers), reasons = {...}
 --          (the dead-letter reasons), server = {...} (see server_of)}.
@@ -418,6 +419,13 @@ function M.document(handlers, opts)
   local scheduled = map()
   for _, h in ipairs(handlers) do
     local spec, name = h.spec, h.name
+    -- a schema the document cannot hold (NaN in an example) is the file's
+    for _, field in ipairs({ "schema", "reply_schema" }) do
+      local ok, why = pcall(M.json, schema_of(spec[field]))
+      if spec[field] ~= nil and not ok then
+        error(string.format("%s: field '%s': %s", h.path or h.file, field, why), 0)
+      end
+    end
     if type(spec.stream) ~= "string" then
       -- no stream (a scheduled handler): listed, with its fields
       scheduled[name] = extensions(spec, { ["x-luastream-handler"] = h.file })

@@ -77,6 +77,13 @@ describe("luastream.asyncapi", function()
       assert.are.equal("x_y", doc.channels.x_y_2.address)
     end)
 
+    it("names the file whose schema JSON cannot hold", function()
+      assert.has_error(function()
+        asyncapi.document({ { path = "dir/a.lua", file = "a.lua", name = "a",
+                              spec = spec({ stream = "s", group = "g", schema = { examples = { 0 / 0 } } }) } }, opts())
+      end, "dir/a.lua: field 'schema': a number that JSON cannot hold: nan")
+    end)
+
     it("describes the server without credentials", function()
       local doc = asyncapi.document({}, opts({ server = { host = "h:1", db = 0, tls = true,
                                                           password = true, client_cert = true } }))
