@@ -355,9 +355,9 @@ function M.document(handlers, opts)
       "producers of a partitioned stream add the entry to partition crc16(key) % partitions.")
     props[H.CONTENT_TYPE] = header("The body's media type; JSON when absent. A handler is " ..
       "given a body of another type as the raw string.")
-    props[H.TRACEPARENT] = header("W3C Trace Context (version 00): replies, copies and dead " ..
-      "letters get a child of it, and log lines its trace id.",
-      { pattern = "^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$" })
+    props[H.TRACEPARENT] = header("W3C Trace Context: a valid one of version 00 " ..
+      "(00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>) gives replies, copies and dead " ..
+      "letters a child of it, and log lines its trace id; any other value is data.")
     return props
   end
 
@@ -372,8 +372,7 @@ function M.document(handlers, opts)
   end
 
   local function generic_payload(what)
-    return { description = what .. " The entry's `data` field, JSON (any value); an entry " ..
-      "without `data` is handed to the handler as the table of its fields." }
+    return { description = what .. " The entry's `data` field: JSON, any value." }
   end
 
   -- The channel of a Redis key (a partitioned one's template), made once.
@@ -437,7 +436,8 @@ function M.document(handlers, opts)
           spec.stream, P, spec.stream, spec.stream, P - 1)
         or string.format("The stream %s.", spec.stream))
       local payload = spec.schema and schema_of(spec.schema)
-        or generic_payload("What producers add to " .. spec.stream .. ".")
+        or generic_payload("What producers add to " .. spec.stream .. " (an entry without " ..
+          "`data` is handed to the handler as the table of its fields).")
       local entry_ref = message(stream_ch, {
         title = "An entry of " .. spec.stream,
         contentType = "application/json",
@@ -547,7 +547,8 @@ function M.document(handlers, opts)
           }, { H.DL_STREAM, H.DL_GROUP, H.DL_ID, H.DL_DELIVERIES, H.DL_HANDLER, H.DL_REASON,
                H.DL_ERROR, H.DL_TIME },
             "The entry's own fields, and its provenance added by luastream."),
-          payload = generic_payload("The dead-lettered entry's body as it was, valid or not."),
+          payload = { description = "The dead-lettered entry's `data` field as it was, JSON " ..
+            "or not (bad input is dead-lettered too)." },
         }, name)
         operations[id_of(name) .. ".dead-letter"] = with_group({
           action = "send",
