@@ -232,6 +232,57 @@ local SCHEMA_ONE = { items = true, additionalProperties = true, ["not"] = true, 
                      propertyNames = true, ["if"] = true, ["then"] = true, ["else"] = true,
                      additionalItems = true }
 
+-- A handler's `pattern` is a POSIX extended regular expression (as
+-- `grep -E` reads it); JSON Schema's are ECMA-262. They agree but for
+-- bracket expressions: POSIX classes ([:digit:]) are spelt out, a backslash
+-- (literal in POSIX) and a leading "]" are escaped.
+local CLASSES = {
+  alnum = "A-Za-z0-9", alpha = "A-Za-z", digit = "0-9", lower = "a-z", upper = "A-Z",
+  xdigit = "0-9A-Fa-f", space = [[ \t\n\r\f\v]], blank = [[ \t]], cntrl = [[\x00-\x1f\x7f]],
+  print = [[\x20-\x7e]], graph = [[\x21-\x7e]], punct = [[!-\/:-@\[-`{-~]],
+}
+local function ecma_pattern(p)
+  local out, i, n = {}, 1, #p
+  while i <= n do
+    local c = p:sub(i, i)
+    if c == "\\" then
+      out[#out + 1] = p:sub(i, i + 1)
+      i = i + 2
+    elseif c ~= "[" then
+      out[#out + 1] = c
+      i = i + 1
+    else
+      out[#out + 1] = "["
+      i = i + 1
+      if p:sub(i, i) == "^" then
+        out[#out + 1] = "^"
+        i = i + 1
+      end
+      local first = true
+      while i <= n do
+        local d = p:sub(i, i)
+        local class = p:match("^%[:(%a+):%]", i)
+        if d == "]" and not first then break end
+        if class and CLASSES[class] then
+          out[#out + 1] = CLASSES[class]
+          i = i + #class + 4
+        elseif d == "\\" or d == "]" or d == "[" then
+          out[#out + 1] = "\\" .. d
+          i = i + 1
+        else
+          out[#out + 1] = d
+          i = i + 1
+        end
+        first = false
+      end
+      out[#out + 1] = "]"
+      i = i + 1
+    end
+  end
+  return table.concat(out)
+end
+M.ecma_pattern = ecma_pattern
+
 -- A JSON value as written: tables copied, arrays and objects told apart.
 local function value_of(v)
   if type(v) ~= "table" then return v end
@@ -254,7 +305,9 @@ function schema_of(s)
   for k, v in pairs(s) do
     if SCHEMA_MAPS[k] and type(v) == "table" then
       local m = map()
-      for name, x in pairs(v) do m[name] = schema_of(x) end
+      for name, x in pairs(v) do
+        m[k == "patternProperties" and type(name) == "string" and ecma_pattern(name) or name] = schema_of(x)
+      end
       out[k] = m
     elseif SCHEMA_LISTS[k] and type(v) == "table" then
       out[k] = schema_list(v)
@@ -262,6 +315,8 @@ function schema_of(s)
       out[k] = is_array(v) and schema_list(v) or schema_of(v)
     elseif VALUE_LISTS[k] and type(v) == "table" then
       out[k] = setmetatable(value_of(v), ARRAY)
+    elseif k == "pattern" and type(v) == "string" then
+      out[k] = ecma_pattern(v)
     else
       out[k] = value_of(v)
     end

@@ -147,6 +147,8 @@ describe("luastream asyncapi", function()
     local line = order.properties.lines.items
     assert.are.equal(1, order.properties.lines.minItems)
     assert.are.same({ "sku", "quantity", "amount_cents" }, line.required)
+    -- a POSIX bracket class, spelt out for JSON Schema's ECMA-262 patterns
+    assert.are.equal("^[A-Z]{3}-[0-9]+$", line.properties.sku.pattern)
     assert.are.equal(1, line.properties.quantity.minimum)
     assert.are.same({ { "gift", "rush" } }, order.properties.tags.examples)
     -- the headers luastream reads

@@ -144,6 +144,29 @@ describe("luastream.asyncapi", function()
     end)
   end)
 
+  describe("ecma_pattern", function()
+    it("spells out POSIX bracket classes and escapes what ECMA-262 reads otherwise", function()
+      local cases = {
+        ["^acct-[0-9]{4,12}$"] = "^acct-[0-9]{4,12}$",
+        ["^[[:digit:]]+$"] = "^[0-9]+$",
+        ["[[:alnum:]_]+"] = "[A-Za-z0-9_]+",
+        ["[^[:space:]]"] = "[^ \\t\\n\\r\\f\\v]",
+        ["[]a]"] = "[\\]a]",
+        ["[\\]"] = "[\\\\]",
+        ["a\\.b|c"] = "a\\.b|c",
+        ["[a-z[:digit:]-]"] = "[a-z0-9-]",
+      }
+      for posix, ecma in pairs(cases) do assert.are.equal(ecma, asyncapi.ecma_pattern(posix), posix) end
+    end)
+
+    it("is applied to a schema's patterns and pattern properties", function()
+      local s = asyncapi.schema({ properties = { a = { pattern = "[[:digit:]]" } },
+                                  patternProperties = { ["^[[:lower:]]+$"] = { type = "string" } } })
+      assert.are.equal("[0-9]", s.properties.a.pattern)
+      assert.are.same({ type = "string" }, s.patternProperties["^[a-z]+$"])
+    end)
+  end)
+
   describe("schema", function()
     it("keeps lists as lists and names as names", function()
       local s = asyncapi.schema({ type = "object", required = {}, properties = { type = { enum = {} } },
