@@ -334,7 +334,7 @@ local MODELLED = { stream = true, group = true, reply_to = true, dead_letter = t
                    partitions = true, schema = true, reply_schema = true, version = true,
                    read = true, min_idle = true, by_key = true, max_deliveries = true }
 local DURATIONS = { min_idle = true, max_run = true, breaker_within = true, breaker_pause = true,
-                    breaker_max_pause = true, batch_wait = true }
+                    breaker_max_pause = true, batch_wait = true, every = true }
 
 local function ext_name(field)
   return "x-luastream-" .. field:gsub("_", "-") .. (DURATIONS[field] and "-ms" or "")

@@ -63,7 +63,7 @@ describe("luastream.asyncapi", function()
       local doc = asyncapi.document({
         { file = "tick.lua", name = "tick", spec = { every = 300000, tick = function() end } },
       }, opts())
-      assert.are.same({ tick = { ["x-luastream-handler"] = "tick.lua", ["x-luastream-every"] = 300000 } },
+      assert.are.same({ tick = { ["x-luastream-handler"] = "tick.lua", ["x-luastream-every-ms"] = 300000 } },
         doc["x-luastream-scheduled"])
       assert.is_nil(next(doc.channels))
     end)
