@@ -470,6 +470,23 @@ function M.document(handlers, opts)
     return ref("channels", c.id, "messages", mid)
   end
 
+  -- What the readers of each stream declare: a reader without a schema
+  -- takes the one schema the others declare (the stream's contract), so a
+  -- stream carries one message, not a typed one and an untyped one.
+  local declared = {}
+  for _, h in ipairs(handlers) do
+    local spec = h.spec
+    if type(spec.stream) == "string" and type(spec.schema) == "table" then
+      local k = key_of(spec.stream, spec.partitions) .. "\0" .. (spec.partitions or 0)
+      local d = declared[k] or { n = 0, texts = {} }
+      declared[k] = d
+      local ok, text = pcall(M.json, schema_of(spec.schema))
+      if ok and not d.texts[text] then
+        d.texts[text], d.n, d.schema = true, d.n + 1, spec.schema
+      end
+    end
+  end
+
   local scheduled = map()
   for _, h in ipairs(handlers) do
     local spec, name = h.spec, h.name
@@ -490,7 +507,9 @@ function M.document(handlers, opts)
         and string.format("The stream %s, partitioned over %d keys %s:{0} ... %s:{%d}.",
           spec.stream, P, spec.stream, spec.stream, P - 1)
         or string.format("The stream %s.", spec.stream))
-      local payload = spec.schema and schema_of(spec.schema)
+      local d = declared[stream_key .. "\0" .. (P or 0)]
+      local schema = spec.schema or (d and d.n == 1 and d.schema)
+      local payload = schema and schema_of(schema)
         or generic_payload("What producers add to " .. spec.stream .. " (an entry without " ..
           "`data` is handed to the handler as the table of its fields).")
       local entry_ref = message(stream_ch, {

@@ -44,6 +44,27 @@ describe("luastream.asyncapi", function()
       assert.is_nil(doc.servers)
     end)
 
+    it("gives a reader without a schema the one its stream's other readers declare", function()
+      local schema = { type = "object", required = { "id" } }
+      local doc = asyncapi.document({
+        { file = "a.lua", name = "a", spec = spec({ stream = "s", group = "g1" }) },
+        { file = "b.lua", name = "b", spec = spec({ stream = "s", group = "g2", schema = schema }) },
+      }, opts())
+      assert.are.same(doc.operations["a.receive"].messages, doc.operations["b.receive"].messages)
+      assert.are.same({ "id" }, doc.components.messages.s.payload.required)
+      assert.are.same({ "id" }, doc.components.messages.s_retry_g1.payload.required)
+      -- two readers declaring two schemas: two messages, each its own
+      doc = asyncapi.document({
+        { file = "a.lua", name = "a", spec = spec({ stream = "s", group = "g1", schema = { type = "array" } }) },
+        { file = "b.lua", name = "b", spec = spec({ stream = "s", group = "g2", schema = schema }) },
+        { file = "c.lua", name = "c", spec = spec({ stream = "s", group = "g3" }) },
+      }, opts())
+      assert.are.equal("#/channels/s/messages/s", doc.operations["a.receive"].messages[1]["$ref"])
+      assert.are.equal("#/channels/s/messages/s.b", doc.operations["b.receive"].messages[1]["$ref"])
+      assert.are.equal("#/channels/s/messages/s.c", doc.operations["c.receive"].messages[1]["$ref"])
+      assert.is_nil(doc.components.messages["s.c"].payload.type)
+    end)
+
     it("says every other field as x-luastream-<field>, durations in ms", function()
       local doc = asyncapi.document({
         { file = "a.lua", name = "a", spec = spec({ stream = "s", group = "g", min_idle = 5000,
