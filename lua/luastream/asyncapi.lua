@@ -361,6 +361,22 @@ local function extensions(spec, out)
   return out
 end
 
+-- The fields a scheduled file has (luastream.handler_spec's FIELDS marked
+-- schedule or both): validate fills in the defaults of the others too. nil:
+-- FIELDS marks none, and every field is said.
+local function schedule_fields()
+  local ok, hs = pcall(require, "luastream.handler_spec")
+  if not ok then return nil end
+  local fields
+  for _, f in ipairs(hs.FIELDS) do
+    if f.schedule or f.both then
+      fields = fields or {}
+      fields[f[1]] = true
+    end
+  end
+  return fields
+end
+
 -- "<name>:{partition_tag}" for a partitioned handler's key, else name.
 local function key_of(name, partitions)
   return partitions and name .. ":{partition_tag}" or name
@@ -498,8 +514,13 @@ function M.document(handlers, opts)
       end
     end
     if type(spec.stream) ~= "string" then
-      -- no stream (a scheduled handler): listed, with its fields
-      scheduled[name] = extensions(spec, { ["x-luastream-handler"] = h.file })
+      -- no stream (a scheduled handler): listed, with its own fields
+      local own = schedule_fields()
+      local fields = {}
+      for k, v in pairs(spec) do
+        if not own or own[k] then fields[k] = v end
+      end
+      scheduled[name] = extensions(fields, { ["x-luastream-handler"] = h.file })
     else
       local P = spec.partitions
       local stream_key = key_of(spec.stream, P)

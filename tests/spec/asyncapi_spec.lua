@@ -89,6 +89,19 @@ describe("luastream.asyncapi", function()
       assert.is_nil(next(doc.channels))
     end)
 
+    it("says of a scheduled file only the fields scheduled files have", function()
+      local real = package.loaded["luastream.handler_spec"]
+      package.loaded["luastream.handler_spec"] = { FIELDS = {
+        { "stream" }, { "batch" }, { "every", schedule = true }, { "memory", both = true } } }
+      local ok, doc = pcall(asyncapi.document, {
+        { file = "tick.lua", name = "tick", spec = { every = 60000, batch = 100, memory = 1, breaker_pause = 3 } },
+      }, opts())
+      package.loaded["luastream.handler_spec"] = real
+      assert(ok, doc)
+      assert.are.same({ ["x-luastream-handler"] = "tick.lua", ["x-luastream-every-ms"] = 60000,
+                        ["x-luastream-memory"] = 1 }, doc["x-luastream-scheduled"].tick)
+    end)
+
     it("keeps ids apart when two keys clean up to the same name", function()
       local doc = asyncapi.document({
         { file = "a.lua", name = "a", spec = spec({ stream = "x:y", group = "g" }) },
