@@ -395,9 +395,10 @@ end
 --   handlers: list of {path = "handlers/post_payment.lua", file =
 --             "post_payment.lua", name = "post_payment", spec = validated
 --             spec}, in file order;
---   opts: {title =, version =, headers = {NAME = "header-name", ...}
---          (host/base/wire.h's, as luastream.core.headers), reasons = {...}
---          (the dead-letter reasons), server = {...} (see server_of)}.
+--   opts: {title =, version = (info's), dir = the directory as given,
+--          headers = {NAME = "header-name", ...} (host/base/wire.h's, as
+--          luastream.core.headers, and TRACEPARENT), reasons = {...} (the
+--          dead-letter reasons), server = {...} or nil (see M.server)}.
 function M.document(handlers, opts)
   local H = opts.headers
   local channels, operations, messages = map(), map(), map()
