@@ -76,12 +76,16 @@ const char SCRIPT_RATE[] = {
 #include "host/broker/scripts/rate.lua.inc"
 };
 
+const char SCRIPT_TICK[] = {
+#include "host/broker/scripts/tick.lua.inc"
+};
+
 static const char *const all[SCRIPT_COUNT] = {
-    SCRIPT_CLAIM,          SCRIPT_RECLAIM,      SCRIPT_OWN,       SCRIPT_READ,
-    SCRIPT_SWEEP,          SCRIPT_REPLAY,       SCRIPT_OUTCOME,   SCRIPT_LEASE,
-    SCRIPT_PRUNE,          SCRIPT_TRIM,         SCRIPT_KEEPALIVE, SCRIPT_HANDBACK,
-    SCRIPT_HANDBACK_RETRY, SCRIPT_LAG,          SCRIPT_PAUSE,     SCRIPT_RATE,
-    SCRIPT_INFLIGHT,       SCRIPT_INFLIGHT_KEYS};
+    SCRIPT_CLAIM,          SCRIPT_RECLAIM,       SCRIPT_OWN,       SCRIPT_READ,
+    SCRIPT_SWEEP,          SCRIPT_REPLAY,        SCRIPT_OUTCOME,   SCRIPT_LEASE,
+    SCRIPT_PRUNE,          SCRIPT_TRIM,          SCRIPT_KEEPALIVE, SCRIPT_HANDBACK,
+    SCRIPT_HANDBACK_RETRY, SCRIPT_LAG,           SCRIPT_PAUSE,     SCRIPT_RATE,
+    SCRIPT_INFLIGHT,       SCRIPT_INFLIGHT_KEYS, SCRIPT_TICK};
 
 int script_index(const char *s) {
   for (int i = 0; i < SCRIPT_COUNT; i++)

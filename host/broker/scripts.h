@@ -35,7 +35,7 @@
 
 /* The compiled-in scripts, numbered 0 .. SCRIPT_COUNT - 1, so that the
  * broker can send them by SHA (EVALSHA) rather than as text. */
-#define SCRIPT_COUNT 18
+#define SCRIPT_COUNT 19
 /* Which script s is: one of the SCRIPT_* arrays below (the same pointer,
  * not an equal text), else -1. */
 int script_index(const char *s);
@@ -310,5 +310,12 @@ extern const char SCRIPT_INFLIGHT_KEYS[];
  * least are free, then wait_ms until least are), and how many are still
  * free. */
 extern const char SCRIPT_RATE[];
+
+/* SCRIPT_TICK: a scheduled handler's ticks (schedule.h): the lease that
+ * makes one host of the fleet run a tick, on the server's TIME, and the
+ * tick's done mark written with its commands only while not done, so a
+ * tick's writes apply once (the script's header says its operations).
+ *   KEYS: luastream:tick:{NAME}   ARGV: take|done tick owner ... */
+extern const char SCRIPT_TICK[];
 
 #endif

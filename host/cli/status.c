@@ -54,6 +54,7 @@ static void refresh_done(struct status_query *q, bool failed) {
     status_judge(q, &q->groups[i]);
     needs = needs || q->groups[i].natt > 0;
   }
+  for (size_t i = 0; i < q->nschedules; i++) needs |= status_judge_schedule(q, &q->schedules[i]);
   if (st->tty && st->watch) fputs("\033[H\033[2J", stdout);
   if (st->json)
     status_print_json(stdout, q, needs);
@@ -140,8 +141,9 @@ int cmd_status(int argc, char **argv) {
       status_query_free(&st.q);
       return 1;
     }
-    if (st.q.nspecs == 0) {
+    if (st.q.nspecs == 0 && st.q.nschedules == 0) {
       fprintf(stderr, "luastream: %s has no handler files\n", o.pos[0]);
+      status_query_free(&st.q);
       return 1;
     }
   } else {

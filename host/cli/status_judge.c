@@ -156,3 +156,21 @@ void status_carry_lags(const struct status_query *q, struct st_group *g) {
   }
   g->lags[g->nlags++] = total_lag(g);
 }
+
+bool status_judge_schedule(const struct status_query *q, struct st_schedule *s) {
+  free(s->attention);
+  s->attention = NULL;
+  char when[64], ago[32];
+  if (s->next_tick > 0 && q->server_ms > 0 && q->server_ms - s->next_tick > STATUS_TICK_LATE_MS) {
+    s->attention = status_query_text(
+        "schedule %s: its next tick was due at %s (%s ago) and has not run: no host runs %s",
+        s->name, status_format_utc(s->next_tick, when, sizeof when),
+        status_format_ms(q->server_ms - s->next_tick, ago, sizeof ago), s->handlers);
+  } else if (s->last_outcome && !strcmp(s->last_outcome, "error")) {
+    size_t n = s->last_error ? strcspn(s->last_error, "\n") : 0;
+    s->attention = status_query_text("schedule %s: its last tick (%s) raised: %.*s", s->name,
+                                     status_format_utc(s->last_tick, when, sizeof when), (int)n,
+                                     s->last_error ? s->last_error : "");
+  }
+  return s->attention != NULL;
+}

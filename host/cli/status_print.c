@@ -95,6 +95,53 @@ static void table_print(struct table *t) {
   free(t->cells);
 }
 
+/* A Unix ms time as UTC text, "-" for none. */
+static char *cell_utc(long long ms) {
+  char buf[64];
+  return ms > 0 ? copy(status_format_utc(ms, buf, sizeof buf)) : copy("-");
+}
+
+/* The ticker's name without its lease identity ("<consumer> <token> <pid>
+ * <machine>": the consumer). */
+static char *cell_host(const char *owner) {
+  if (owner == NULL) return copy("-");
+  size_t n = strcspn(owner, " ");
+  return status_query_text("%.*s", (int)n, owner);
+}
+
+static void print_schedules(const struct status_query *q) {
+  if (q->nschedules == 0) return;
+  struct table t = {7,
+                    {"SCHEDULE", "HANDLERS", "WHEN", "LAST TICK", "OUTCOME", "RAN ON", "NEXT TICK"},
+                    {false, false, false, false, false, false, false},
+                    NULL,
+                    0,
+                    0};
+  for (size_t i = 0; i < q->nschedules; i++) {
+    const struct st_schedule *s = &q->schedules[i];
+    char *row[7] = {cell(s->name),
+                    cell(s->handlers),
+                    cell(s->when),
+                    !s->read ? copy("?") : cell_utc(s->last_tick),
+                    s->error ? copy("?") : cell(s->last_outcome ? s->last_outcome : "-"),
+                    cell_host(s->last_host),
+                    cell_utc(s->next_tick)};
+    table_row(&t, row);
+  }
+  if (q->ngroups) putchar('\n');
+  table_print(&t);
+  for (size_t i = 0; i < q->nschedules; i++) {
+    const struct st_schedule *s = &q->schedules[i];
+    char *name = cell(s->name);
+    if (s->error) {
+      char *text = cell(s->error);
+      printf("  schedule %s: cannot read %s: %s\n", name, s->key, text);
+      free(text);
+    }
+    free(name);
+  }
+}
+
 void status_print_table(const struct status_query *q, int every_s, bool needs) {
   char when[64];
   printf("%s at %s", q->c->b->name,
@@ -134,7 +181,10 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
       table_row(&t, retry);
     }
   }
-  table_print(&t);
+  if (q->ngroups || !q->nschedules) /* a directory of schedules only: their table alone */
+    table_print(&t);
+  else
+    free(t.cells);
   struct table ct = {6,
                      {"STREAM", "GROUP", "CONSUMER", "PENDING", "IDLE", "LEASE RENEWED"},
                      {false, false, false, true, true, true},
@@ -165,6 +215,7 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
   } else {
     free(ct.cells);
   }
+  print_schedules(q);
   putchar('\n');
   bool any_paused = false;
   for (size_t i = 0; i < q->ngroups; i++) {
@@ -183,6 +234,12 @@ void status_print_table(const struct status_query *q, int every_s, bool needs) {
     return;
   }
   printf("needs attention:\n");
+  for (size_t i = 0; i < q->nschedules; i++) {
+    if (q->schedules[i].attention == NULL) continue;
+    char *text = cell(q->schedules[i].attention);
+    printf("  %s\n", text);
+    free(text);
+  }
   for (size_t i = 0; i < q->ngroups; i++) {
     const struct st_group *g = &q->groups[i];
     for (size_t j = 0; j < g->natt; j++) {
@@ -310,6 +367,39 @@ void status_print_json(FILE *out, const struct status_query *q, bool needs) {
       fputc('}', out);
     }
     fputs("]}", out);
+  }
+  fputs("],\"schedules\":[", out);
+  for (size_t i = 0; i < q->nschedules; i++) {
+    const struct st_schedule *s = &q->schedules[i];
+    fprintf(out, "%s{\"name\":", i ? "," : "");
+    cj_str(out, s->name);
+    fputs(",\"key\":", out);
+    cj_str(out, s->key);
+    fputs(",\"handlers\":", out);
+    cj_str(out, s->handlers);
+    fputs(",\"when\":", out);
+    cj_str(out, s->when);
+    fputs(",\"last_tick_ms\":", out);
+    json_num(out, s->last_tick);
+    fputs(",\"last_run_at_ms\":", out);
+    json_num(out, s->last_at);
+    fputs(",\"last_outcome\":", out);
+    cj_str(out, s->last_outcome);
+    fputs(",\"last_host\":", out);
+    cj_str(out, s->last_host);
+    fputs(",\"last_error\":", out);
+    cj_str(out, s->last_error);
+    fputs(",\"next_tick_ms\":", out);
+    json_num(out, s->next_tick);
+    fputs(",\"runs\":", out);
+    json_num(out, s->runs);
+    fputs(",\"errors\":", out);
+    json_num(out, s->errors);
+    fputs(",\"error\":", out);
+    cj_str(out, s->error);
+    fputs(",\"attention\":", out);
+    cj_str(out, s->attention);
+    fputc('}', out);
   }
   fprintf(out, "]}\n");
 }

@@ -22,7 +22,8 @@ enum query_kind {
   Q_LEASE,
   Q_TIME,
   Q_NEXT,
-  Q_PAUSE
+  Q_PAUSE,
+  Q_TICK /* a schedule's hash (phase 1) */
 };
 
 /* A command sent and the row its reply fills. Each reply is handed the
@@ -142,7 +143,83 @@ static void take_one(void *data, const struct handler_spec *s);
 /* host_check_each: one row per stream and group, merging the handlers that
  * share one (a `new` and a `reclaim` subscription); a partitioned handler
  * has a row per partition (its keys, partition.h). */
+static void schedule_free(struct st_schedule *t) {
+  free(t->name), free(t->key), free(t->handlers), free(t->when);
+  free(t->last_outcome), free(t->last_host), free(t->last_error), free(t->owner), free(t->error);
+  free(t->attention);
+}
+
+/* What the last refresh read of t, forgotten before the next. */
+static void schedule_reset(struct st_schedule *t) {
+  free(t->last_outcome), free(t->last_host), free(t->last_error), free(t->owner), free(t->error);
+  free(t->attention);
+  t->last_outcome = t->last_host = t->last_error = t->owner = t->error = t->attention = NULL;
+  t->read = t->exists = false;
+  t->last_tick = t->next_tick = t->last_at = t->runs = t->errors = -1;
+}
+
+static void add_schedule(struct status_query *q, const struct handler_spec *s) {
+  const char *name = spec_schedule_name(s);
+  const char *file = handler_name_file(s->path);
+  for (size_t i = 0; i < q->nschedules; i++)
+    if (!strcmp(q->schedules[i].name, name)) {
+      char *h = status_query_text("%s, %s", q->schedules[i].handlers, file);
+      free(q->schedules[i].handlers);
+      q->schedules[i].handlers = h;
+      return;
+    }
+  q->schedules = xrealloc(q->schedules, (q->nschedules + 1) * sizeof *q->schedules);
+  struct st_schedule *t = &q->schedules[q->nschedules++];
+  memset(t, 0, sizeof *t);
+  t->name = xstrdup(name);
+  t->key = status_query_text("luastream:tick:{%s}", name);
+  t->handlers = xstrdup(file);
+  if (s->every_ms > 0)
+    t->when = status_query_text("every %lldms", (long long)s->every_ms);
+  else
+    t->when = status_query_text("cron %s%s%s", s->cron, s->tz ? " " : "", s->tz ? s->tz : "");
+  schedule_reset(t);
+}
+
+/* HGETALL of a schedule's hash: [field, value, ...]. */
+static void take_tick(struct st_schedule *t, const bk_reply *r) {
+  schedule_reset(t);
+  t->read = true;
+  if (r->type == BK_ERROR) {
+    t->error = status_query_text("%s", r->str);
+    return;
+  }
+  if (r->type != BK_ARRAY) return;
+  t->exists = r->elements > 0;
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    const bk_reply *k = r->element[i], *v = r->element[i + 1];
+    if (k->type != BK_STRING || v->type != BK_STRING) continue;
+    char *text = status_query_text("%.*s", (int)v->len, v->str);
+    long long n = strtoll(text, NULL, 10);
+    if (!strcmp(k->str, "last_tick"))
+      t->last_tick = n;
+    else if (!strcmp(k->str, "next"))
+      t->next_tick = n > 0 ? n : -1;
+    else if (!strcmp(k->str, "last_at"))
+      t->last_at = n;
+    else if (!strcmp(k->str, "runs"))
+      t->runs = n;
+    else if (!strcmp(k->str, "errors"))
+      t->errors = n;
+    else if (!strcmp(k->str, "last_outcome") && !t->last_outcome)
+      t->last_outcome = text, text = NULL;
+    else if (!strcmp(k->str, "last_host") && !t->last_host)
+      t->last_host = text, text = NULL;
+    else if (!strcmp(k->str, "last_error") && !t->last_error && v->len)
+      t->last_error = text, text = NULL;
+    else if (!strcmp(k->str, "owner") && !t->owner)
+      t->owner = text, text = NULL;
+    free(text);
+  }
+}
+
 void status_query_add_handler(void *data, const struct handler_spec *s) {
+  if (spec_scheduled(s)) return add_schedule(data, s);
   ((struct status_query *)data)->adding_base = s->stream;
   int rc = partition_each(s, take_one, data);
   ((struct status_query *)data)->adding_base = NULL;
@@ -471,7 +548,7 @@ static void phase_b(struct status_query *q) {
   }
   if (!q->dir_mode) order_groups(q);
   q->server_ms = -1;
-  if (q->ngroups) ask(q, Q_TIME, 0, false, (const char *[]){"TIME"}, 1);
+  if (q->ngroups || q->nschedules) ask(q, Q_TIME, 0, false, (const char *[]){"TIME"}, 1);
   for (size_t i = 0; i < q->ngroups && !q->c->finished; i++) {
     struct st_group *g = &q->groups[i];
     for (size_t j = 0; j < q->nstreams; j++) {
@@ -514,7 +591,9 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
   struct st_command cmd = q->sent[(uintptr_t)arg];
   q->answered++;
   if (q->phase == 1) {
-    if (cmd.kind == Q_STREAM)
+    if (cmd.kind == Q_TICK)
+      take_tick(&q->schedules[cmd.target], r);
+    else if (cmd.kind == Q_STREAM)
       take_stream(&q->streams[cmd.target].info, r);
     else
       take_groups(q, cmd.target, r);
@@ -539,6 +618,7 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
       case Q_LEASE: take_lease(g, &g->consumers[cmd.consumer], r); break;
       case Q_TIME: take_time(q, r); break;
       case Q_NEXT: take_next(k, r); break;
+      case Q_TICK: break;
       case Q_PAUSE:
         if (!status_pause_take(&g->pause, r) && g->side_error == NULL)
           g->side_error = status_query_text("cannot read the pause %s: %s", g->pause.key,
@@ -583,15 +663,26 @@ void status_query_refresh(struct status_query *q) {
     ask(q, Q_STREAM, i, false, (const char *[]){"XINFO", "STREAM", key}, 3);
     ask(q, Q_GROUPS, i, false, (const char *[]){"XINFO", "GROUPS", key}, 3);
   }
+  for (size_t i = 0; i < q->nschedules && !q->c->finished; i++)
+    ask(q, Q_TICK, i, false, (const char *[]){"HGETALL", q->schedules[i].key}, 2);
+}
+
+static void schedules_free(struct status_query *q) {
+  for (size_t i = 0; i < q->nschedules; i++) schedule_free(&q->schedules[i]);
+  free(q->schedules);
+  q->schedules = NULL;
+  q->nschedules = 0;
 }
 
 void status_query_clear_specs(struct status_query *q) {
+  schedules_free(q);
   groups_free(q->specs, q->nspecs);
   q->specs = NULL;
   q->nspecs = 0;
 }
 
 void status_query_free(struct status_query *q) {
+  schedules_free(q);
   groups_free(q->specs, q->nspecs);
   groups_free(q->groups, q->ngroups);
   groups_free(q->prev, q->nprev);

@@ -77,6 +77,17 @@ struct st_group {
   struct st_pause pause; /* the group's pause (of the handler's base stream when partitioned) */
 };
 
+/* A scheduled handler's schedule (DIR only), from its hash
+ * luastream:tick:{NAME} (SCRIPT_TICK). */
+struct st_schedule {
+  char *name, *key, *handlers;
+  char *when; /* "every 300000ms" or "cron ... [tz]" */
+  bool read, exists;
+  long long last_tick, next_tick, last_at, runs, errors; /* Unix ms; -1: none */
+  char *last_outcome, *last_host, *last_error, *owner, *error;
+  char *attention; /* what needs attention (status_judge_schedule), or NULL */
+};
+
 /* A stream as XINFO STREAM tells of it, before its groups are known. */
 struct st_stream {
   struct st_key info;
@@ -103,13 +114,16 @@ struct status_query {
    * filled), or when the server could not answer (failed true, said on
    * stderr). */
   void (*done)(struct status_query *q, bool failed);
-  void *data;              /* the caller's */
-  const char *adding_base; /* status_query_add_handler's stream, for its partitions' rows */
+  void *data;                    /* the caller's */
+  const char *adding_base;       /* status_query_add_handler's stream, for its partitions' rows */
+  struct st_schedule *schedules; /* DIR's scheduled handlers, read at each refresh */
+  size_t nschedules;
 };
 
 /* host_check_each's callback (data: the query): one row per stream and
  * group, merging the handlers that share one (a `new` and a `reclaim`
- * subscription); a partitioned handler has a row per partition. */
+ * subscription); a partitioned handler has a row per partition; a
+ * scheduled handler a row of schedules. */
 void status_query_add_handler(void *data, const struct handler_spec *s);
 
 /* Forgets the rows status_query_add_handler added (DIR is loaded again). */

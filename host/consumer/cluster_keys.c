@@ -24,7 +24,8 @@ static void tag_of(const char *name, char *out, size_t len) {
 }
 
 int cluster_keys_check(const struct handler_spec *s, char *why, size_t len) {
-  if (s->partitions > 0) { /* each partition's keys carry its tag {p} */
+  if (spec_scheduled(s)) return 0; /* one key, luastream:tick:{NAME} */
+  if (s->partitions > 0) {         /* each partition's keys carry its tag {p} */
     struct handler_spec part;
     if (partition_spec(s, 0, &part) != 0) {
       snprintf(why, len, "out of memory");

@@ -94,6 +94,17 @@ static bool shared_key(const struct handler_spec *a, const struct handler_spec *
 bool handler_dir_split_group(const struct handler_spec *a, const struct handler_spec *b, char *why,
                              size_t len) {
   char key[1100];
+  if (spec_scheduled(a) || spec_scheduled(b)) {
+    /* Two files of one schedule would take each other's ticks. */
+    if (!spec_scheduled(a) || !spec_scheduled(b) ||
+        strcmp(spec_schedule_name(a), spec_schedule_name(b)) != 0)
+      return false;
+    snprintf(why, len,
+             "%s and %s are both the schedule %s: each tick would run in one of them; give one "
+             "a `name` of its own",
+             a->path, b->path, spec_schedule_name(a));
+    return true;
+  }
   if (strcmp(a->group, b->group) != 0 || !shared_key(a, b, key, sizeof key)) return false;
   bool pair = (a->read == READ_NEW && b->read == READ_RECLAIM) ||
               (a->read == READ_RECLAIM && b->read == READ_NEW);

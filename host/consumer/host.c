@@ -181,6 +181,7 @@ static int bind_consumer(host *h, struct slot *sl, handler *hd, bool fresh) {
   for (size_t j = 0; j < h->slots.n; j++) {
     const struct handler_spec *o = slot_spec(&h->slots.v[j]);
     if (j == self || o == NULL || o->consumer == NULL || h->slots.v[j].removed) continue;
+    if (spec_scheduled(o) || spec_scheduled(s)) continue; /* no group: a name of its own */
     if (!strcmp(o->stream, s->stream) && !strcmp(o->group, s->group) &&
         !strcmp(o->consumer, name)) {
       size_t len = strlen(name);
@@ -564,6 +565,7 @@ static void number_round(host *h, int candidate) {
     const struct slot *sl = &h->slots.v[i];
     if (sl->loaded == NULL || sl->own_consumer) continue;
     const struct handler_spec *s = handler_spec(sl->loaded);
+    if (spec_scheduled(s)) continue; /* no consumer lease */
     char name[512];
     generated_name(h, s->name, candidate, name, sizeof name);
     struct handler_spec part;

@@ -4,13 +4,16 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
+#include "schedule.h"
 
 struct subscription {
   handler *h; /* shared by the readers; released with the subscription */
   stream_reader **parts;
-  size_t nparts; /* 1 when unpartitioned */
+  size_t nparts;   /* 1 when unpartitioned; 0 for a scheduled handler */
+  schedule *sched; /* a scheduled handler's ticks (schedule.h), instead of readers */
   sub_event_fn *on_event;
   void *data;
   bool drained_told; /* SUB_EV_DRAINED went to the host */
@@ -38,6 +41,35 @@ static void part_event(void *data, stream_reader *r, enum sub_event ev) {
   s->on_event(s->data, s, ev);
 }
 
+/* sched_event_fn: a schedule's events as a subscription's. */
+static void sched_event(void *data, schedule *sc, enum sched_event ev) {
+  (void)sc;
+  subscription *s = data;
+  if (ev == SCHED_EV_DRAINED) {
+    if (s->drained_told) return;
+    s->drained_told = true;
+  }
+  s->on_event(s->data, s, ev == SCHED_EV_DRAINED ? SUB_EV_DRAINED : SUB_EV_READING);
+}
+
+/* A scheduled handler: its schedule, the lease's owner this process's
+ * consumer name and lease identity (two processes never share it). */
+static subscription *sub_new_scheduled(subscription *s, handler *h, broker *b, bk_conn *cmd,
+                                       lclock *clock, lease_keepalive *keepalive) {
+  const struct handler_spec *spec = handler_spec(h);
+  const char *identity = keepalive ? lease_keepalive_identity(keepalive) : "";
+  size_t n = strlen(spec->consumer ? spec->consumer : spec->name) + strlen(identity) + 2;
+  char *owner = malloc(n);
+  if (owner) snprintf(owner, n, "%s %s", spec->consumer ? spec->consumer : spec->name, identity);
+  s->sched = owner ? sched_new(h, b, cmd, clock, owner, sched_event, s) : NULL;
+  free(owner);
+  if (s->sched == NULL) {
+    sub_free(s);
+    return NULL;
+  }
+  return s;
+}
+
 subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
                       lease_keepalive *keepalive, sub_event_fn *on_event, void *data) {
   int n = handler_spec(h)->partitions;
@@ -51,6 +83,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
   s->h = h;
   s->on_event = on_event;
   s->data = data;
+  if (spec_scheduled(handler_spec(h))) return sub_new_scheduled(s, h, b, cmd, clock, keepalive);
   for (int p = 0; p < (n > 0 ? n : 1); p++) {
     s->parts[p] = sr_new(h, n > 0 ? p : -1, b, cmd, clock, keepalive, part_event, s);
     if (s->parts[p] == NULL) {
@@ -63,6 +96,7 @@ subscription *sub_new(handler *h, broker *b, bk_conn *cmd, lclock *clock,
 }
 
 void sub_start(subscription *s, long server_version) {
+  if (s->sched) sched_start(s->sched);
   for (size_t i = 0; i < s->nparts; i++) sr_start(s->parts[i], server_version);
 }
 
@@ -76,12 +110,20 @@ static bool may_give_back(const subscription *s) {
 }
 
 void sub_stop(subscription *s) {
+  if (s->sched) sched_stop(s->sched);
   bool give_back = may_give_back(s);
   for (size_t i = 0; i < s->nparts; i++) sr_stop(s->parts[i], give_back);
 }
 
 size_t sub_abandon(subscription *s, size_t *unacked) {
   *unacked = 0;
+  if (s->sched) {
+    size_t n = sched_abandon(s->sched);
+    if (n)
+      log_line(LOG_WARN, handler_spec(s->h)->name,
+               "shutdown deadline: tick abandoned, its lease ends and another host runs it", NULL);
+    return n;
+  }
   /* Any partition still stopping: partition 0 may have drained long ago. */
   bool stopping = false;
   for (size_t i = 0; i < s->nparts; i++) stopping |= sr_stopping(s->parts[i]);
@@ -107,12 +149,14 @@ size_t sub_abandon(subscription *s, size_t *unacked) {
 }
 
 bool sub_reading(const subscription *s) {
+  if (s->sched) return sched_running(s->sched);
   for (size_t i = 0; i < s->nparts; i++)
     if (!sr_reading(s->parts[i])) return false;
   return true;
 }
 
 bool sub_drained(const subscription *s) {
+  if (s->sched) return sched_drained(s->sched);
   for (size_t i = 0; i < s->nparts; i++)
     if (!sr_drained(s->parts[i])) return false;
   return true;
@@ -127,12 +171,17 @@ void sub_keep_cursor(subscription *s) {
 void sub_swap_handler(subscription *s, handler *h) {
   handler_replace(s->h, h);
   s->h = h;
+  if (s->sched) sched_swap_handler(s->sched, h);
   for (size_t i = 0; i < s->nparts; i++) sr_swap_handler(s->parts[i], h);
 }
 
 const char *sub_version(const subscription *s) { return handler_version(s->h); }
 
 bool sub_healthy(const subscription *s, char *why, size_t len) {
+  if (s->sched && !sched_running(s->sched)) {
+    snprintf(why, len, "schedule stopped");
+    return false;
+  }
   for (size_t i = 0; i < s->nparts; i++) {
     const stream_reader *r = s->parts[i];
     if (sr_healthy(r, why, len)) continue;
@@ -153,12 +202,15 @@ bool sub_note(const subscription *s, char *why, size_t len) {
 }
 
 bool sub_idle(const subscription *s) {
+  if (s->sched) return sched_idle(s->sched);
   for (size_t i = 0; i < s->nparts; i++)
     if (!sr_idle(s->parts[i])) return false;
   return true;
 }
 
-const char *sub_last_read(const subscription *s) { return sr_last_read(s->parts[0]); }
+const char *sub_last_read(const subscription *s) {
+  return s->nparts ? sr_last_read(s->parts[0]) : "";
+}
 const struct handler_spec *sub_spec(const subscription *s) { return handler_spec(s->h); }
 size_t sub_parts(const subscription *s) { return s->nparts; }
 const struct handler_spec *sub_part_spec(const subscription *s, size_t i) {
@@ -172,6 +224,7 @@ void sub_collect_metrics(subscription *s, bool add) {
 void sub_free(subscription *s) {
   if (s == NULL) return;
   for (size_t i = 0; i < s->nparts; i++) sr_free(s->parts[i]);
+  sched_free(s->sched);
   free(s->parts);
   handler_release(s->h);
   free(s);

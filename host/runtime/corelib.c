@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "command_keys.h"
+#include "cron.h"
+#include "tz.h"
 #include "duration.h"
 #include "entry.h"
 #include "json_decode.h"
@@ -599,6 +601,25 @@ static int luastream_flat(struct core *c, double seq, struct json_flat *rec) {
   return 1;
 }
 
+int core_cron_check(lua_State *L) {
+  struct cron c;
+  char why[256];
+  if (cron_parse(luaL_checkstring(L, 1), &c, why, sizeof why) == 0) return 0;
+  lua_pushstring(L, why);
+  return 1;
+}
+
+int core_tz_check(lua_State *L) {
+  struct tz *z = NULL;
+  char why[600];
+  if (tz_load(luaL_checkstring(L, 1), &z, why, sizeof why) == 0) {
+    tz_free(z);
+    return 0;
+  }
+  lua_pushstring(L, why);
+  return 1;
+}
+
 int core_duration(lua_State *L) {
   char why[160];
   double ms = 0;
@@ -699,6 +720,10 @@ int core_open(lua_State *L, struct core *c) {
   core_pg_open(L, c);
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
+  lua_pushcfunction(L, core_cron_check);
+  lua_setfield(L, -2, "cron_check");
+  lua_pushcfunction(L, core_tz_check);
+  lua_setfield(L, -2, "tz_check");
   lua_pushcfunction(L, core_partition);
   lua_setfield(L, -2, "partition");
   lua_pushliteral(L, LUASTREAM_VERSION);

@@ -26,6 +26,11 @@ int core_open(lua_State *L, struct core *c);
 /* luastream.core.duration(v), also luastream_testing's duration(v): v as ms,
  * or nil and why (a phrase: "must be ..." / "needs a unit ..."). */
 int core_duration(lua_State *L);
+/* luastream.core.cron_check(expr) and tz_check(name), also luastream_testing's:
+ * nil when the cron expression (cron.h) or time zone (tz.h) is good, else
+ * why. For the fields cron and tz. */
+int core_cron_check(lua_State *L);
+int core_tz_check(lua_State *L);
 
 /* Sets t.headers (wire.h's header names as {NAME = "text"}), t.reasons
  * (its reasons as codes, {NAME = enum wire_reason}) and t.outcomes

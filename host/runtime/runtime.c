@@ -145,8 +145,14 @@ static const struct spec_field {
     {"breaker_within", SPEC_MS, offsetof(struct handler_spec, breaker_within_ms), true},
     {"breaker_pause", SPEC_MS, offsetof(struct handler_spec, breaker_pause_ms), true},
     {"breaker_max_pause", SPEC_MS, offsetof(struct handler_spec, breaker_max_pause_ms), true},
+    {"every", SPEC_MS, offsetof(struct handler_spec, every_ms), false},
+    F(cron, SPEC_STRING),
+    F(tz, SPEC_STRING),
+    F(catch_up, SPEC_BOOL),
+    {"name", SPEC_STRING, offsetof(struct handler_spec, tick_name), false},
 #undef F
     {"handle", SPEC_LUA, 0, false},
+    {"tick", SPEC_LUA, 0, false},
     /* JSON Schemas of the entries and replies: read from Lua (asyncapi.c) */
     {"schema", SPEC_LUA, 0, false},
     {"reply_schema", SPEC_LUA, 0, false},
@@ -306,7 +312,7 @@ static int read_spec(lua_State *L, int idx, struct handler *h, char *err, size_t
       return -1;
     }
   }
-  if (s->stream && s->group && s->start) return 0;
+  if (s->start && (spec_scheduled(s) || (s->stream && s->group))) return 0;
   snprintf(err, errlen, "%s: the validated spec lacks stream, group or start", s->path);
   return -1;
 }
@@ -673,6 +679,9 @@ static void spec_free(struct handler_spec *s) {
   free(s->start_at);
   free(s->reply_to);
   free(s->dead_letter);
+  free(s->cron);
+  free(s->tz);
+  free(s->tick_name);
 }
 
 static void handler_destroy(struct handler *h) {

@@ -86,7 +86,25 @@ struct handler_spec {
   int breaker_failures;
   int64_t breaker_within_ms;
   int64_t breaker_pause_ms;
+  /* A scheduled handler (`tick` with `every` or `cron`; schedule.h): it
+   * reads no stream, so stream and group are NULL and the fields above
+   * hold their defaults, unused. */
+  int64_t every_ms; /* -1 when not set: ticks at its multiples since the epoch */
+  char *cron;       /* NULL when not set: a cron expression (cron.h) */
+  char *tz;         /* NULL: UTC; the zone cron is read in (tz.h) */
+  bool catch_up;    /* missed ticks run each, in order (else only the last) */
+  char *tick_name;  /* the field `name`: NULL, the handler's name */
 };
+
+/* Whether s is a scheduled handler's (tick, every or cron). */
+static inline bool spec_scheduled(const struct handler_spec *s) {
+  return s->every_ms > 0 || s->cron != NULL;
+}
+/* The name a schedule is known by across the fleet: `name`, else the
+ * handler's (its file name without .lua). */
+static inline const char *spec_schedule_name(const struct handler_spec *s) {
+  return s->tick_name ? s->tick_name : s->name;
+}
 
 /* What the host offers running handlers. The clock may be NULL when a handler
  * is only loaded for validation (luastream check), and so may the broker. */

@@ -25,7 +25,7 @@
  *   app:reload([force])  app:reload_soon()   -- hot reload (host_reload, host_reload_soon)
  *   app:command_on(url, "GET", "k")  -> reply: on the server handlers reach
  *                                   with ls.redis.connect(url)
- *   app:server_down(url, down)      -- that in-memory server has an outage (or ends it)
+ *   app:server_down(url, down)      -- that in-memory server (nil: the host's) has an outage (or ends it)
  *   app:slow(command, ms [, url])   -- that command is answered ms late (0: none is)
  *
  * ls.redis.connect(url) in a handler reaches, per distinct URL (as redacted:
@@ -712,8 +712,9 @@ static int app_command_on(lua_State *L) {
 static int app_server_down(lua_State *L) {
   struct app *a = check_app(L);
   if (a->w->loop) return luaL_error(L, "server_down needs the in-memory broker");
-  struct world_server *ws = check_server(L, a);
-  broker_memory_set_down(ws->b, lua_toboolean(L, 3));
+  /* nil: the host's own server */
+  broker *b = lua_isnil(L, 2) ? a->w->b : check_server(L, a)->b;
+  broker_memory_set_down(b, lua_toboolean(L, 3));
   world_settle(a->w);
   raise_new_errors(L, a);
   return 0;
@@ -1227,6 +1228,10 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_setfield(L, -2, "json_decode");
   lua_pushcfunction(L, core_duration);
   lua_setfield(L, -2, "duration");
+  lua_pushcfunction(L, core_cron_check);
+  lua_setfield(L, -2, "cron_check");
+  lua_pushcfunction(L, core_tz_check);
+  lua_setfield(L, -2, "tz_check");
   lua_pushcfunction(L, core_partition);
   lua_setfield(L, -2, "partition");
   lua_pushcfunction(L, core_pause_key);

@@ -20,6 +20,9 @@ local M = {}
 -- Private ctx key: the job's sequence number (what core.entry asks the host for).
 local SEQ = {}
 M.SEQ = SEQ
+-- Private ctx member: the key whose Redis Cluster slot what is written with
+-- the outcome must share, when not ctx.stream (a tick's: its tick key).
+local SLOT = {}
 
 -- Encodes body and options into the flat field list of a new entry.
 local function entry_fields(body, opts, fields)
@@ -106,7 +109,7 @@ local function publish(self, stream, msg, opts)
   if #fields > core.command_args_max then
     error("ctx:publish: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have", 2)
   end
-  local other_slot = core.slot_check("ctx:publish", fields, self.stream)
+  local other_slot = core.slot_check("ctx:publish", fields, self[SLOT] or self.stream)
   if other_slot then error(other_slot, 2) end
   return queue(self, fields)
 end
@@ -117,7 +120,7 @@ end
 -- the handler rather than failing with the ack.
 local function write(self, ...)
   local command = core.command("ctx:write", ...)
-  local other_slot = core.slot_check("ctx:write", command, self.stream)
+  local other_slot = core.slot_check("ctx:write", command, self[SLOT] or self.stream)
   if other_slot then error(other_slot, 2) end
   return queue(self, command)
 end
@@ -208,6 +211,27 @@ function M.metatable(spec, consumer, partition)
     end,
   }
   return Ctx, reply_to
+end
+
+-- The key a schedule keeps its ticks in (host/consumer/schedule.c, the
+-- same text): "luastream:tick:{NAME}".
+function M.tick_key(name) return "luastream:tick:{" .. name .. "}" end
+
+-- tick_metatable(spec, consumer) -> the metatable of a tick's ctx: name,
+-- consumer, write, publish and pg_once (keyed on the schedule's name and
+-- the tick: once per tick); ctx.tick and ctx.id (the tick's scheduled time,
+-- Unix ms) are set on each ctx.
+function M.tick_metatable(spec, consumer)
+  local name = spec.name
+  local members = { name = name, consumer = consumer, publish = publish, write = write,
+                    [SLOT] = M.tick_key(name) }
+  members.pg_once = function(self, fn)
+    if type(self) ~= "table" or rawget(self, SEQ) == nil then
+      error("ctx:pg_once: call it with a colon (ctx:pg_once(function(tx) ... end))", 2)
+    end
+    return require("luastream.pg").once("luastream:tick", name, string.format("%.0f", rawget(self, "tick")), fn)
+  end
+  return { __index = members }
 end
 
 -- For the outcome (luastream/outcome.lua): building a reply's XADD, and the

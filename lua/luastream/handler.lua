@@ -45,8 +45,23 @@ end
 -- text for bad input.
 -- A handle declared without a ctx parameter (`function(msg)`) gets none:
 -- nothing could read it, so it is not built.
+-- A scheduled handler's dispatcher: each job is one tick, its entry's id
+-- "<tick>-0" (the tick's scheduled time, Unix ms). What tick returns is not
+-- looked at; its writes go with the tick's done mark (host/consumer/schedule.c).
+local function tick_dispatcher(spec, consumer)
+  local tick = spec.tick
+  local Ctx = ctxlib.tick_metatable(spec, consumer)
+  return function(seq)
+    local ms = tonumber(core.entry(seq):match("^(%d+)"))
+    local ctx = setmetatable({ [SEQ] = seq, tick = ms, id = ms }, Ctx)
+    tick(ctx)
+    return O.ACK, ctxlib.writes(ctx)
+  end
+end
+
 function M.dispatcher(spec, consumer)
   if not core then error("luastream.handler: dispatcher() runs only inside a luastream host", 2) end
+  if spec.tick then return tick_dispatcher(spec, consumer) end
   local handle = spec.handle
   local params = debug.getinfo(handle, "u")
   local wants_ctx = params.isvararg or params.nparams >= 2

@@ -109,6 +109,39 @@ end
 local function check_schema(v)
   if type(v) ~= "table" then return "must be a table (a JSON Schema such as {type = \"object\"})" end
 end
+-- every: ticks at the multiples of a period since the Unix epoch (UTC).
+M.MIN_EVERY = 1000
+local function check_every(v)
+  local ms, why = ls.duration(v)
+  if not ms then return why end
+  if ms < M.MIN_EVERY or ms ~= math.floor(ms) then
+    return string.format("must be a whole number of ms of at least %d (\"1s\")", M.MIN_EVERY)
+  end
+end
+-- cron and tz are read by the host's own parsers (host/base/cron.c, tz.c):
+-- luastream.core inside a host, the harness module in a busted spec.
+local function host_check(name)
+  local ok, core = pcall(require, "luastream.core")
+  if not ok then ok, core = pcall(require, "luastream_testing") end
+  local fn = ok and type(core) == "table" and core[name]
+  if not fn then error("luastream.handler: " .. name .. " needs the luastream host or its test harness module", 0) end
+  return fn
+end
+local function check_cron(v)
+  if type(v) ~= "string" then return "must be text such as \"*/5 * * * *\", got " .. type(v) end
+  local why = host_check("cron_check")(v)
+  if why then return "\"" .. v .. "\": " .. why end
+end
+local function check_tz(v)
+  if type(v) ~= "string" then return "must be the name of a time zone such as \"Europe/Berlin\", got " .. type(v) end
+  return host_check("tz_check")(v)
+end
+-- name: the schedule's key is "luastream:tick:{NAME}", so NAME must keep
+-- the braces its hash tag.
+local function check_schedule_name(v)
+  if type(v) ~= "string" or v == "" then return "must be a non-empty string" end
+  if v:find("[{}%c]") then return "must not hold '{', '}' or control characters (it is the key's hash tag)" end
+end
 local function check_read(v)
   if v ~= "new" and v ~= "claiming" and v ~= "reclaim" then
     return "must be \"new\", \"claiming\" or \"reclaim\""
@@ -118,10 +151,19 @@ end
 -- The fields a handler file may set, in the order problems are reported:
 -- { name, check, required = true | default = value }. A field without either
 -- is optional and absent (nil) when not set.
+-- required: required of a handler that reads a stream. schedule = true: a
+-- field of scheduled handlers (every/cron) only; both = true: of both kinds;
+-- any other field reads a stream and is refused in a scheduled file.
 local FIELDS = {
   { "stream", check_string, required = true },
   { "group", check_string, required = true },
-  { "handle", check_function, required = true },
+  { "handle", check_function },
+  { "tick", check_function, schedule = true },
+  { "every", check_every, schedule = true },
+  { "cron", check_cron, schedule = true },
+  { "tz", check_tz, schedule = true },
+  { "catch_up", check_boolean, schedule = true, default = false },
+  { "name", check_schedule_name, schedule = true },
   { "read", check_read, default = "new" },
   { "min_idle", check_duration },
   { "max_run", check_duration },
@@ -143,7 +185,7 @@ local FIELDS = {
   { "reply_max_len", check_count },
   { "dead_letter_max_len", check_count },
   { "partitions", check_count_upto(M.MAX_PARTITIONS) },
-  { "memory", check_bytes(M.MIN_MEMORY, M.MAX_MEMORY), default = M.DEFAULT_MEMORY },
+  { "memory", check_bytes(M.MIN_MEMORY, M.MAX_MEMORY), default = M.DEFAULT_MEMORY, both = true },
   { "rate", check_rate },
   { "rate_per_key", check_rate },
   { "breaker", check_breaker },
@@ -153,6 +195,22 @@ local FIELDS = {
 M.FIELDS = FIELDS
 local KNOWN = {}
 for _, f in ipairs(FIELDS) do KNOWN[f[1]] = true end
+-- What a handler file runs: exactly one of these functions. tick makes it a
+-- scheduled handler (with every or cron); the others read a stream.
+M.RUNS = { "handle", "tick" }
+-- The fields that make a file a scheduled handler.
+M.SCHEDULE_MARKS = { "tick", "every", "cron" }
+-- catch_up = true: at most this many missed ticks run, the newest ones.
+M.CATCH_UP_MAX = 100
+
+-- The fields a scheduled file may set, for messages.
+function M.schedule_fields()
+  local names = {}
+  for _, f in ipairs(FIELDS) do
+    if f.schedule or f.both then names[#names + 1] = f[1] end
+  end
+  return table.concat(names, ", ")
+end
 
 -- The line where `name =` or `["name"] =` first appears, else the line of the
 -- last `return`.
@@ -190,12 +248,52 @@ function M.validate(value, path, source)
       problem(type(k) == "string" and k or nil, string.format("unknown field '%s'", tostring(k)))
     end
   end
+  local scheduled = false
+  for _, name in ipairs(M.SCHEDULE_MARKS) do scheduled = scheduled or value[name] ~= nil end
+  local runs = {}
+  for _, name in ipairs(M.RUNS) do
+    if value[name] ~= nil then runs[#runs + 1] = name end
+  end
+  if #runs == 0 then
+    -- A scheduled file without tick is told below; a stream handler needs handle.
+    if not scheduled then problem(nil, "missing required field 'handle'") end
+  elseif #runs > 1 then
+    problem(runs[2], string.format("fields %s: give exactly one (the function the file runs)",
+      table.concat(runs, " and ")))
+  end
+  if scheduled then
+    for _, f in ipairs(FIELDS) do
+      local name = f[1]
+      if value[name] ~= nil and not f.schedule and not f.both then
+        problem(name, string.format("field '%s' does not apply to a scheduled handler (every or cron): " ..
+          "it reads no stream; a scheduled file has %s", name, M.schedule_fields()))
+      end
+    end
+    if value.tick == nil then
+      problem(nil, "missing required field 'tick': a scheduled handler (every or cron) runs tick(ctx)")
+    end
+    if value.every ~= nil and value.cron ~= nil then
+      problem("cron", "fields 'every' and 'cron': give exactly one (when the ticks are)")
+    elseif value.every == nil and value.cron == nil then
+      problem(nil, "missing required field: 'every' or 'cron' (when the ticks are), with 'tick'")
+    end
+    if value.tz ~= nil and value.every ~= nil then
+      problem("tz", "field 'tz' applies to cron only: every ticks at multiples of its period since " ..
+        "the Unix epoch, in UTC")
+    end
+  else
+    for _, f in ipairs(FIELDS) do
+      if f.schedule and value[f[1]] ~= nil then
+        problem(f[1], string.format("field '%s' applies to scheduled handlers only (every or cron with tick)", f[1]))
+      end
+    end
+  end
   local spec = {}
   for _, f in ipairs(FIELDS) do
     local name, check = f[1], f[2]
     local v = value[name]
     if v == nil then
-      if f.required then problem(nil, string.format("missing required field '%s'", name)) end
+      if f.required and not scheduled then problem(nil, string.format("missing required field '%s'", name)) end
       v = f.default
     else
       local why = check(v)
@@ -248,6 +346,17 @@ function M.validate(value, path, source)
     problem("claim_fallback", "field 'claim_fallback' only applies to read = \"claiming\"")
   end
   if #problems > 0 then error(table.concat(problems, "\n"), 0) end
+  spec.every = spec.every and ls.duration(spec.every) or nil
+  if scheduled and spec.name == nil then
+    -- The handler's name (host/base/handler_name.c): the file name without .lua.
+    local base = tostring(path):match("[^/]*$")
+    if #base > 4 and base:sub(-4) == ".lua" then base = base:sub(1, -5) end
+    if check_schedule_name(base) then
+      error(string.format("%s:%d: the file name %s is not a schedule name: %s; give the field 'name'",
+        path, line_of(source, nil), base, check_schedule_name(base)), 0)
+    end
+    spec.name = base
+  end
   spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
   spec.max_run = spec.max_run and ls.duration(spec.max_run) or nil
   if spec.max_deliveries == false then spec.max_deliveries = nil end -- no cap

@@ -282,7 +282,7 @@ function App:command(...) return self.core:command(...) end
 -- handler connects.
 function App:command_on(url, ...) return self.core:command_on(url, ...) end
 
--- An outage of the in-memory server at url (down = true) or its end (false):
+-- An outage of the in-memory server at url (nil: the host's own; down = true) or its end (false):
 -- its connections drop (calls in flight fail) and calls are refused until
 -- it ends; its data stays. Everything due settles.
 function App:server_down(url, down) self.core:server_down(url, down and true or false) end

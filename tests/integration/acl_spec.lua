@@ -399,6 +399,26 @@ return { stream = "payments", group = "ledger", start = "beginning",
     assert_quiet(host)
   end)
 
+  it("runs a scheduled handler under the documented run user with +hdel +hincrby ~luastream:tick:{NAME}", function()
+    local srv = helper.redis_start()
+    local list = run_user("ticker-host", {}) -- no stream: only the schedule's hash
+    for _, w in ipairs { "+hdel", "+hincrby", "+rpush", "~luastream:tick:{nightly}", "~ticks" } do
+      list[#list + 1] = w
+    end
+    setuser(srv, list)
+    local host = start(srv, "ticker-host", { ["nightly.lua"] = [[
+return {
+  every = "1s",
+  tick = function(ctx) ctx:write("RPUSH", "ticks", tostring(ctx.tick)) end,
+}
+]] })
+    host:wait_log(READY, 20, { plain = true })
+    helper.wait_until(function() return tonumber(srv:cli("LLEN", "ticks")) >= 2 end, 20, "two ticks")
+    assert.equal("ok", srv:cli("HGET", "luastream:tick:{nightly}", "last_outcome"))
+    assert.equal(0, host:stop())
+    assert_quiet(host)
+  end)
+
   it("runs a max_in_flight handler under the documented run user with ~luastream:inflight:{S}:G*", function()
     local srv = helper.redis_start()
     local list = run_user("orders-host", { { stream = "orders", group = "capped" } })

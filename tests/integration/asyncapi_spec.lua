@@ -4,7 +4,7 @@
 -- in JSON and YAML (the same document), on the payments example and on a
 -- broad fixture (tests/integration/fixtures/asyncapi: a shared schema module,
 -- a new + reclaim pair of one group, a partitioned claiming reader, replies,
--- dead letters, a reader of another handler's replies).
+-- dead letters, a reader of another handler's replies, a scheduled handler).
 local helper = require "tests.integration.helper"
 local cjson = require "cjson"
 
@@ -189,6 +189,13 @@ describe("luastream asyncapi", function()
     assert.are.equal("send", doc.operations["bill_order.dead-letter"].action)
     -- both readers write the same dead letters: one message
     assert.are.same({ "orders.dead" }, names(doc.channels["orders.dead"].messages))
+
+    -- a scheduled handler: no channel, listed with its schedule
+    assert.are.same({ ["x-luastream-handler"] = "nightly_report.lua", ["x-luastream-cron"] = "30 2 * * *",
+                      ["x-luastream-tz"] = "Europe/Berlin", ["x-luastream-catch-up"] = false,
+                      ["x-luastream-name"] = "nightly_report", ["x-luastream-memory"] = 268435456 },
+      doc["x-luastream-scheduled"].nightly_report)
+    assert.is_nil(doc.operations["nightly_report.receive"])
   end)
 
   it("writes the same text each time, keys in a fixed order", function()
