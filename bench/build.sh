@@ -23,8 +23,11 @@ if [ -n "${BENCH_REV:-}" ]; then
   if [ "$(cat "$src/.rev" 2>/dev/null)" != "$rev" ]; then
     rm -rf "$src"
     mkdir -p "$src"
+    # The files dated now (-m), not at their commit: objects built from
+    # another commit are newer than an older commit's files, and make would
+    # keep them.
     # shellcheck disable=SC2046 # cmake/ only in commits that have it
-    git archive "$rev" host lua CMakeLists.txt $(git ls-tree --name-only "$rev" cmake) | tar -x -C "$src"
+    git archive "$rev" host lua CMakeLists.txt $(git ls-tree --name-only "$rev" cmake) | tar -x -m -C "$src"
     echo "$rev" >"$src/.rev"
   fi
   # bench/ as it is now; the commit's CMakeLists.txt may predate it

@@ -1,14 +1,15 @@
 /* cost: the host in process on the in-memory broker and the virtual clock, for
  * counting instructions with callgrind (bench/instructions runs it).
  *
- *   cost SCENARIO N      SCENARIO: ack | reply | write | get | lanes | cold
+ *   cost SCENARIO N      SCENARIO: ack | schema | reply | write | get | lanes | cold
  *
  * Publishes N payments (payment.h) to stream `bench` with the group `bench`
  * created at 0, before any host runs; then, inside cost_measured() only:
  *   ack, reply, write, get, lanes: starts the host already loaded from
  *     bench/handlers, bench/handlers/reply, bench/handlers/write (one
  *     ctx:write per entry), bench/handlers/get (one ls.redis.call GET per
- *     entry on 64 lanes) or bench/handlers/lanes (host_start) and settles
+ *     entry on 64 lanes), bench/handlers/lanes or bench/handlers/schema (the
+ *     ack handler with the payments example's schema) (host_start) and settles
  *     the clock until all N are handled and their outcomes written;
  *   cold: the same with loading too (host_new: the Lua state, luastream's
  *     library, the handler file), for the cost of a first delivery.
@@ -147,19 +148,20 @@ static double now_ns(void) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: cost ack|reply|write|get|lanes|cold N\n");
+    fprintf(stderr, "usage: cost ack|schema|reply|write|get|lanes|cold N\n");
     return 2;
   }
   const char *scenario = argv[1];
   long n = atol(argv[2]);
-  const char *dir = !strcmp(scenario, "reply")   ? BENCH_DIR "/handlers/reply"
-                    : !strcmp(scenario, "write") ? BENCH_DIR "/handlers/write"
-                    : !strcmp(scenario, "get")   ? BENCH_DIR "/handlers/get"
-                    : !strcmp(scenario, "lanes") ? BENCH_DIR "/handlers/lanes"
-                                                 : BENCH_DIR "/handlers";
+  const char *dir = !strcmp(scenario, "reply")    ? BENCH_DIR "/handlers/reply"
+                    : !strcmp(scenario, "write")  ? BENCH_DIR "/handlers/write"
+                    : !strcmp(scenario, "get")    ? BENCH_DIR "/handlers/get"
+                    : !strcmp(scenario, "lanes")  ? BENCH_DIR "/handlers/lanes"
+                    : !strcmp(scenario, "schema") ? BENCH_DIR "/handlers/schema"
+                                                  : BENCH_DIR "/handlers";
   bool cold = !strcmp(scenario, "cold");
   if (!cold && strcmp(scenario, "ack") && strcmp(scenario, "reply") && strcmp(scenario, "write") &&
-      strcmp(scenario, "get") && strcmp(scenario, "lanes")) {
+      strcmp(scenario, "get") && strcmp(scenario, "lanes") && strcmp(scenario, "schema")) {
     fprintf(stderr, "cost: unknown scenario %s\n", scenario);
     return 2;
   }

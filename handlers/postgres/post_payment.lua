@@ -29,6 +29,19 @@ return {
   by_key = true,
   max_deliveries = 10,
   dead_letter = "payments.dead",
+  -- What a payment on the stream is (docs/handlers.md, "Message schemas").
+  -- amount_cents is any number here: a fraction is a payment the ledger
+  -- cannot post, rejected by valid() rather than left pending as bad
+  -- input.
+  schema = {
+    type = "object",
+    required = { "id", "amount_cents" },
+    properties = {
+      id = { type = { "integer", "string" }, description = "the producer's id of the payment" },
+      account = { type = "string", minLength = 1, description = "the paying account, also the partition key" },
+      amount_cents = { type = "number", description = "the amount in cents; negative for a refund" },
+    },
+  },
 
   handle = function(payment, ctx)
     if not valid(payment) then

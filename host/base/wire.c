@@ -40,6 +40,7 @@ const struct wire_name wire_reasons[] = {
     REASON(INPUT_NUMBER),
     REASON(INPUT_DUPLICATE),
     REASON(MEMORY),
+    REASON(INPUT_SCHEMA), /* the body against the handler's schema */
     [WIRE_REASONS] = {NULL, NULL},
 };
 

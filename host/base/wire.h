@@ -42,6 +42,7 @@
 #define REASON_INPUT_NO_FIELDS "no-fields"        /* no data field and nothing else */
 #define REASON_INPUT_NUMBER "number-out-of-range" /* a number no double holds */
 #define REASON_INPUT_DUPLICATE "duplicate-data"   /* two data fields */
+#define REASON_INPUT_SCHEMA "schema"              /* the body does not match the handler's schema */
 
 /* The same reasons as codes: what Lua and C pass each other (the
  * dispatcher returns core.reasons.BAD_RETURN, which is WIRE_BAD_RETURN;
@@ -59,8 +60,9 @@ enum wire_reason {
   WIRE_INPUT_NUMBER,
   WIRE_INPUT_DUPLICATE,
   WIRE_MEMORY,
+  WIRE_INPUT_SCHEMA,
 };
-#define WIRE_REASONS (WIRE_MEMORY + 1)
+#define WIRE_REASONS (WIRE_INPUT_SCHEMA + 1)
 
 /* The lists, for export and lookup: {lua name, text}, ended by {NULL, NULL}.
  * Lua names are the macro names without their prefix (PARTITION_KEY).

@@ -458,7 +458,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                           .kind = CLI_DURATION,
                           .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
                                       CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) |
-                                      CLI_IN(CLI_ASYNCAPI),
+                                      CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_ASYNCAPI),
                           .def = "5s",
                           .check = check_above_zero,
                           .help =
@@ -469,7 +469,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .arg = "USER",
          .kind = CLI_NAME,
          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
-                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_ASYNCAPI),
+                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_PUBLISH) |
+                     CLI_IN(CLI_ASYNCAPI),
          .repeat = TRUST_OWNERS_MAX,
          .help = "a user (e.g. the deploy user) who may own DIR, its parent folders and the "
                  "handler files, beside root and the user luastream runs as; repeatable. "
@@ -479,7 +480,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         {.name = "allow-writable-dir",
          .kind = CLI_FLAG,
          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
-                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_ASYNCAPI),
+                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_PUBLISH) |
+                     CLI_IN(CLI_ASYNCAPI),
          .help = "load handler code other users can change all the same, with a warning naming "
                  "each such file or folder: whoever can write it runs code as this user"},
     [OPT_WATCHDOG] =
@@ -662,6 +664,13 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                           "how many did; exit 3 (the id still printed: the entry was added) when "
                           "fewer than N did. It narrows, not closes, the window in which a "
                           "failover loses an acknowledged entry (docs/operations.md)"},
+    [OPT_PUBLISH_CHECK] = {.name = "check",
+                           .arg = "DIR",
+                           .kind = CLI_NAME,
+                           .commands = CLI_IN(CLI_PUBLISH),
+                           .help = "load the handler files of DIR (as `luastream check` does) and "
+                                   "check JSON against the schema of each one reading STREAM "
+                                   "first: a body one of them refuses is not added (exit 1)"},
     [OPT_JSON] = {.name = "json",
                   .kind = CLI_FLAG,
                   .commands = CLI_IN(CLI_STATUS),

@@ -78,6 +78,7 @@ enum cli_option_id {
   OPT_REASON,
   OPT_YES,
   OPT_WAIT,
+  OPT_PUBLISH_CHECK, /* publish's --check DIR: the subscribers' schemas */
   OPT_JSON,
   OPT_WATCH,
   OPT_CLUSTER,

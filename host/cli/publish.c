@@ -6,10 +6,13 @@
 #include <strings.h>
 
 #include "client.h"
+#include "host.h"
 #include "keyslot.h"
 #include "options.h"
 #include "partition.h"
 #include "runtime.h"
+#include "schema.h"
+#include "trust.h"
 #include "wire.h"
 
 struct publish {
@@ -108,6 +111,52 @@ static const char *reserved_header(const char *name, size_t len) {
   return NULL;
 }
 
+/* --check DIR: the body against the schema of each handler reading the
+ * stream (its base name, for a partitioned one). */
+struct schema_each {
+  const char *stream, *json;
+  size_t len;
+  struct schema_scratch scratch;
+  int readers, refused, failed;
+};
+
+static void check_schema(void *data, const struct handler_spec *spec) {
+  struct schema_each *c = data;
+  if (strcmp(spec->stream, c->stream) != 0 || spec->schema == NULL) return;
+  c->readers++;
+  char why[300];
+  int rc = schema_check_json(spec->schema, c->json, c->len, &c->scratch, why, sizeof why);
+  if (rc == 1) return;
+  if (rc == 0) {
+    fprintf(stderr, "publish: refused: %s: %s\n", spec->path, why);
+    c->refused++;
+  } else {
+    fprintf(stderr, "publish: %s: cannot check the body: %s\n", spec->path, why);
+    c->failed++;
+  }
+}
+
+/* Returns 0 when the body may be added, else the exit status. */
+static int check_body(const struct cli_options *o, const char *stream, const char *json) {
+  const char *dir = cli_text(o, OPT_PUBLISH_CHECK);
+  struct trust trust;
+  if (cli_trust(o, &trust, stderr) != 0) return 2;
+  struct schema_each each = {.stream = stream, .json = json, .len = strlen(json)};
+  int problems =
+      host_check_each(dir, (uint64_t)cli_num(o, OPT_LOAD_TIMEOUT), &trust, check_schema, &each);
+  schema_scratch_free(&each.scratch);
+  if (problems) {
+    fprintf(stderr, "publish: --check %s: %d handler file%s with problems: nothing was added\n",
+            dir, problems, problems == 1 ? "" : "s");
+    return 2;
+  }
+  if (each.refused || each.failed) return 1;
+  if (each.readers == 0)
+    fprintf(stderr, "publish: --check %s: no handler file there reads %s with a schema\n", dir,
+            stream);
+  return 0;
+}
+
 int cmd_publish(int argc, char **argv) {
   struct cli_options o;
   int rc = cli_parse(CLI_PUBLISH, argc, argv, &o, stdout, stderr);
@@ -128,6 +177,7 @@ int cmd_publish(int argc, char **argv) {
       return 2;
     }
   }
+  if (cli_given(&o, OPT_PUBLISH_CHECK) && (rc = check_body(&o, stream, json)) != 0) return rc;
   /* A partitioned stream: the partition is the key's, as every producer
    * computes it (partition.h), so without a key there is none to pick. */
   char part[1100];

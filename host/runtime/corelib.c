@@ -37,6 +37,7 @@
 #include "redis_reply.h"
 #include "scripts.h"
 #include "runtime.h"
+#include "schema.h"
 #include "url.h"
 #include "trace.h"
 #include "wire.h"
@@ -514,6 +515,57 @@ static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
   return false;
 }
 
+/* The decoded body on top, checked against the spec's schema on its text:
+ * returns 1 with it kept when it matches, else 3 results (nil, the reason,
+ * the first failing path and rule) with it popped. */
+static int schema_body(lua_State *L, struct core *c, const char *body, size_t body_len) {
+  const struct schema *s = c->jobs->spec->schema;
+  if (s == NULL) return 1;
+  char why[300];
+  int rc = schema_check_json(s, body, body_len, &c->scratch, why, sizeof why);
+  if (rc == 1) return 1;
+  if (rc < 0) return luaL_error(L, "checking the body against field 'schema': %s", why);
+  lua_pop(L, 1);
+  lua_pushnil(L);
+  lua_pushinteger(L, WIRE_INPUT_SCHEMA);
+  lua_pushstring(L, why);
+  return 3;
+}
+
+/* core.schema_mismatch(field, text) -> nil when the JSON text matches the
+ * handler's schema of that field ("schema" or "reply_schema"; none set:
+ * nil), else the first failing path and rule: for a reply, and for the
+ * field table of an entry without a `data` field (as JSON). */
+static int core_schema_mismatch(lua_State *L) {
+  struct core *c = self(L);
+  const char *field = luaL_checkstring(L, 1);
+  size_t len;
+  const char *text = luaL_checklstring(L, 2, &len);
+  const struct schema *s =
+      strcmp(field, "reply_schema") == 0 ? c->jobs->spec->reply_schema : c->jobs->spec->schema;
+  if (s == NULL) return 0;
+  char why[300];
+  int rc = schema_check_json(s, text, len, &c->scratch, why, sizeof why);
+  if (rc == 1) return 0;
+  if (rc < 0) return luaL_error(L, "checking against field '%s': %s", field, why);
+  lua_pushstring(L, why);
+  return 1;
+}
+
+int core_schema_check(lua_State *L) {
+  luaL_checkany(L, 1);
+  struct schema_error err;
+  schema *s = schema_compile(L, 1, &err);
+  if (s) {
+    schema_free(s);
+    return 0;
+  }
+  lua_pushstring(L, err.at);
+  lua_pushstring(L, err.key);
+  lua_pushstring(L, err.why);
+  return 3;
+}
+
 /* core.message(seq) -> the message of the entry job seq runs (read by
  * luastream/message.lua for dispatcher() in luastream/handler.lua): the decoded JSON body, or the text
  * of a body whose content-type is not JSON; nil for an entry without a `data`
@@ -561,7 +613,7 @@ static int core_message(lua_State *L) {
   }
   char err[160];
   int rc = json_decode_push(L, c->shapes, body, body_len, err, sizeof err);
-  if (rc == 0) return 1;
+  if (rc == 0) return schema_body(L, c, body, body_len);
   lua_pushnil(L);
   if (rc == JSON_DECODE_RANGE) {
     lua_pushinteger(L, WIRE_INPUT_NUMBER);
@@ -597,6 +649,9 @@ static int luastream_flat(struct core *c, double seq, struct json_flat *rec) {
     return 0;
   rec->slot = json_shapes_ready(c->shapes, rec->key, rec->n, &rec->gen);
   if (rec->slot < 0) return 0;
+  /* One that does not match goes to core.message, which says why. */
+  const struct schema *s = c->jobs->spec->schema;
+  if (s && !schema_match_flat(s, rec, &c->scratch)) return 0;
   c->flat_reads++;
   return 1;
 }
@@ -701,6 +756,7 @@ int core_open(lua_State *L, struct core *c) {
                                  {"entry", core_entry},
                                  {"field", core_field},
                                  {"message", core_message},
+                                 {"schema_mismatch", core_schema_mismatch},
                                  {"source_id", core_source_id},
                                  {"deliveries", core_deliveries},
                                  {"redis", core_redis},
@@ -726,6 +782,8 @@ int core_open(lua_State *L, struct core *c) {
   lua_setfield(L, -2, "tz_check");
   lua_pushcfunction(L, core_partition);
   lua_setfield(L, -2, "partition");
+  lua_pushcfunction(L, core_schema_check);
+  lua_setfield(L, -2, "schema_check");
   lua_pushliteral(L, LUASTREAM_VERSION);
   lua_setfield(L, -2, "version");
   lua_pushlightuserdata(L, (void *)(uintptr_t)luastream_flat);

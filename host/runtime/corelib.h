@@ -9,14 +9,16 @@
 #include <stddef.h>
 
 #include "json_shapes.h"
+#include "schema.h"
 
 struct jobs;
 
 /* What luastream.core of one handler state works on. */
 struct core {
-  struct jobs *jobs;   /* the running entries (their spec, version, clock) */
-  json_shapes *shapes; /* constructors for the body shapes seen (core.message) */
-  size_t flat_reads;   /* bodies read through luastream_flat (the FFI) */
+  struct jobs *jobs;             /* the running entries (their spec, version, clock) */
+  json_shapes *shapes;           /* constructors for the body shapes seen (core.message) */
+  size_t flat_reads;             /* bodies read through luastream_flat (the FFI) */
+  struct schema_scratch scratch; /* for checking bodies against the spec's schemas */
 };
 
 /* Opens luastream.core for c:  [-0, +1] pushes the module table. c must
@@ -31,6 +33,12 @@ int core_duration(lua_State *L);
  * why. For the fields cron and tz. */
 int core_cron_check(lua_State *L);
 int core_tz_check(lua_State *L);
+
+/* luastream.core.schema_check(t), also luastream_testing's: nil when t
+ * compiles as a message schema (schema.h), else where (the schema's path,
+ * "$.properties.amount"), the keyword or property nearest the problem ("" when
+ * none) and why. */
+int core_schema_check(lua_State *L);
 
 /* Sets t.headers (wire.h's header names as {NAME = "text"}), t.reasons
  * (its reasons as codes, {NAME = enum wire_reason}) and t.outcomes

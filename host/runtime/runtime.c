@@ -38,6 +38,7 @@
 #include "lmem.h"
 #include "log.h"
 #include "runtime.h"
+#include "schema.h"
 #include "watchdog.h"
 
 struct handler {
@@ -98,6 +99,7 @@ enum spec_kind {
   SPEC_MS,     /* int64_t: a number of ms, -1 when absent */
   SPEC_CAP,    /* int: a number, 0 when absent (no cap) */
   SPEC_RATE,   /* struct spec_rate: {interval = us, burst = n}, zeros when absent */
+  SPEC_SCHEMA, /* struct schema *: compiled from the table (schema.h), NULL when absent */
   SPEC_LUA,    /* stays in Lua (handle) */
 };
 
@@ -150,12 +152,12 @@ static const struct spec_field {
     F(tz, SPEC_STRING),
     F(catch_up, SPEC_BOOL),
     {"name", SPEC_STRING, offsetof(struct handler_spec, tick_name), false},
+    /* each handler's own, read as it runs an entry: a reload brings its own */
+    {"schema", SPEC_SCHEMA, offsetof(struct handler_spec, schema), true},
+    {"reply_schema", SPEC_SCHEMA, offsetof(struct handler_spec, reply_schema), true},
 #undef F
     {"handle", SPEC_LUA, 0, false},
     {"tick", SPEC_LUA, 0, false},
-    /* JSON Schemas of the entries and replies: read from Lua (asyncapi.c) */
-    {"schema", SPEC_LUA, 0, false},
-    {"reply_schema", SPEC_LUA, 0, false},
 };
 
 /* The Lua name of f (a duration's member holds ms: min_idle_ms). */
@@ -230,6 +232,15 @@ static int read_field(lua_State *L, int idx, const struct spec_field *f, struct 
       break;
     }
     case SPEC_RATE: rc = read_rate(L, t, at); break;
+    case SPEC_SCHEMA:
+      *(struct schema **)at = NULL;
+      if (t == LUA_TTABLE) {
+        struct schema_error why;
+        if ((*(struct schema **)at = schema_compile(L, -1, &why)) == NULL) rc = -1;
+      } else if (t != LUA_TNIL) {
+        rc = -1;
+      }
+      break;
     case SPEC_LUA: break;
   }
   lua_pop(L, 1);
@@ -257,6 +268,7 @@ static bool same_field(const struct spec_field *f, const struct handler_spec *a,
       const struct spec_rate *p = x, *q = y;
       return p->interval_us == q->interval_us && p->burst == q->burst;
     }
+    case SPEC_SCHEMA: /* never compared: no_restart */
     case SPEC_LUA: break;
   }
   return true;
@@ -682,6 +694,8 @@ static void spec_free(struct handler_spec *s) {
   free(s->cron);
   free(s->tz);
   free(s->tick_name);
+  schema_free(s->schema);
+  schema_free(s->reply_schema);
 }
 
 static void handler_destroy(struct handler *h) {
@@ -691,6 +705,7 @@ static void handler_destroy(struct handler *h) {
   if (h->L) jobs_free(&h->jobs);
   if (h->L) lmem_close(h->L);
   json_shapes_free(h->core.shapes); /* after the state that holds its constructors */
+  schema_scratch_free(&h->core.scratch);
   spec_free(&h->spec);
   free(h->source);
   free(h);

@@ -25,6 +25,7 @@ struct rt_result;
 struct broker;
 struct trust;
 struct bk_conn;
+struct schema;
 
 /* The subscription fields of a handler file, validated and with defaults. */
 /* A rate limit (the field rate; GCRA, permits.h): one permit every
@@ -94,6 +95,13 @@ struct handler_spec {
   char *tz;         /* NULL: UTC; the zone cron is read in (tz.h) */
   bool catch_up;    /* missed ticks run each, in order (else only the last) */
   char *tick_name;  /* the field `name`: NULL, the handler's name */
+  /* The message schemas (schema.h), compiled at load; NULL when not set.
+   * schema: entries whose JSON body does not match are bad input
+   * (REASON_INPUT_SCHEMA), never handed to handle; reply_schema: a reply
+   * that does not match fails the delivery. The Lua tables stay in the
+   * validated spec table as the file gave them. */
+  struct schema *schema;
+  struct schema *reply_schema;
 };
 
 /* Whether s is a scheduled handler's (tick, every or cron). */
@@ -198,8 +206,9 @@ const struct handler_spec *handler_spec(const handler *h);
 /* Names the fields of the handler file (Lua names, as luastream.handler
  * spells them) whose values differ between a and b, comma-separated into out
  * in a fixed order; "" when none. Only fields whose change alters a running
- * subscription are named: not `handle` (swapped in place) nor `start_at`
- * (applied once, when the host starts). A list longer than len ends at the
+ * subscription are named: not `handle`, `schema` nor `reply_schema` (swapped
+ * in place with the handler) nor `start_at` (applied once, when the host
+ * starts). A list longer than len ends at the
  * last name that fits. Returns out. */
 const char *handler_spec_diff(const struct handler_spec *a, const struct handler_spec *b, char *out,
                               size_t len);

@@ -1234,6 +1234,8 @@ int luaopen_luastream_testing(lua_State *L) {
   lua_setfield(L, -2, "tz_check");
   lua_pushcfunction(L, core_partition);
   lua_setfield(L, -2, "partition");
+  lua_pushcfunction(L, core_schema_check);
+  lua_setfield(L, -2, "schema_check");
   lua_pushcfunction(L, core_pause_key);
   lua_setfield(L, -2, "pause_key");
   lua_pushstring(L, SCRIPT_PAUSE); /* what `luastream pause` and `resume` send */

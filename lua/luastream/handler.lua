@@ -26,7 +26,7 @@ local M = {
 }
 
 -- What runs an entry: only inside a host (they need luastream.core).
-local ctxlib, messages, outcome_of, SEQ
+local ctxlib, messages, outcome_of, SEQ, json
 if core then
   ctxlib = require "luastream.ctx"
   messages = require "luastream.message"
@@ -87,6 +87,12 @@ function M.dispatcher(spec, consumer)
       msg = messages.from_fields(ctx)
       if msg == nil then
         return O.INVALID, R.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver"
+      end
+      -- its schema sees it as the handler does: an object of strings
+      if spec.schema then
+        json = json or require "luastream.json" -- only here: a handler's state loads it on use
+        local mismatch = core.schema_mismatch("schema", assert(json.encode(msg)))
+        if mismatch then return O.INVALID, R.INPUT_SCHEMA, mismatch end
       end
     end
     return outcome_of(handle(msg, ctx), ctx, spec, seq, v.reply_to)

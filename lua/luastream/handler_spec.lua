@@ -104,11 +104,6 @@ local function check_rate(v)
   local _, why = require("luastream.rate").parse(v)
   if why then return (why:gsub("^spec ", "", 1)) end
 end
--- schema, reply_schema: JSON Schema as Lua tables (the document of
--- `luastream asyncapi` carries them).
-local function check_schema(v)
-  if type(v) ~= "table" then return "must be a table (a JSON Schema such as {type = \"object\"})" end
-end
 -- every: ticks at the multiples of a period since the Unix epoch (UTC).
 M.MIN_EVERY = 1000
 local function check_every(v)
@@ -118,14 +113,21 @@ local function check_every(v)
     return string.format("must be a whole number of ms of at least %d (\"1s\")", M.MIN_EVERY)
   end
 end
--- cron and tz are read by the host's own parsers (host/base/cron.c, tz.c):
--- luastream.core inside a host, the harness module in a busted spec.
+-- cron, tz and schemas are read by the host's own parsers (host/base/cron.c,
+-- tz.c, host/runtime/schema.c): luastream.core inside a host, the harness
+-- module in a busted spec.
+local host_checks = {}
 local function host_check(name)
+  if host_checks[name] then return host_checks[name] end
   local ok, core = pcall(require, "luastream.core")
-  if not ok then ok, core = pcall(require, "luastream_testing") end
-  local fn = ok and type(core) == "table" and core[name]
-  if not fn then error("luastream.handler: " .. name .. " needs the luastream host or its test harness module", 0) end
-  return fn
+  local why = ok and "" or tostring(core)
+  if not (ok and core[name]) then ok, core = pcall(require, "luastream_testing") end
+  if not (ok and type(core) == "table" and core[name]) then
+    error("luastream.handler: " .. name .. " needs the luastream host or its test harness module " ..
+      "(luastream_testing.so): " .. why, 0)
+  end
+  host_checks[name] = core[name]
+  return core[name]
 end
 local function check_cron(v)
   if type(v) ~= "string" then return "must be text such as \"*/5 * * * *\", got " .. type(v) end
@@ -141,6 +143,16 @@ end
 local function check_schedule_name(v)
   if type(v) ~= "string" or v == "" then return "must be a non-empty string" end
   if v:find("[{}%c]") then return "must not hold '{', '}' or control characters (it is the key's hash tag)" end
+end
+-- schema, reply_schema: a JSON Schema subset as a Lua table, checked by the
+-- host's compiler. Returns why, and the keyword or
+-- property nearest the problem (its line is the one reported).
+local function check_schema(v)
+  if type(v) ~= "table" then
+    return "must be a table in JSON Schema form, such as {type = \"object\", required = {\"id\"}}, got " .. type(v)
+  end
+  local at, near, why = host_check("schema_check")(v)
+  if at then return "at " .. at .. ": " .. why, near ~= "" and near or nil end
 end
 local function check_read(v)
   if v ~= "new" and v ~= "claiming" and v ~= "reclaim" then
@@ -230,14 +242,33 @@ local function line_of(source, name)
   return fallback
 end
 
+-- The line of `near =` (a schema's keyword or property) at or after line
+-- `from`, else anywhere in the file, else from.
+local function line_near(source, from, near)
+  local escaped = near:gsub("%p", "%%%0")
+  local bare = "%f[%w_$]" .. escaped .. "%s*="
+  local quoted = "%[%s*[\"']" .. escaped .. "[\"']%s*%]%s*="
+  local n, first = 0, nil
+  for line in (source .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if line:find(bare) or line:find(quoted) then
+      if n >= from then return n end
+      first = first or n
+    end
+  end
+  return first or from
+end
+
 -- validate(value, path, source) -> spec, or raises "path:line: message"
 -- lines. source is the file's text as the host loaded it (for the lines of
 -- problems; the file is not read again).
 function M.validate(value, path, source)
   source = source or ""
   local problems = {}
-  local function problem(field, msg)
-    problems[#problems + 1] = string.format("%s:%d: %s", path, line_of(source, field), msg)
+  local function problem(field, msg, near)
+    local line = line_of(source, field)
+    if near then line = line_near(source, line, near) end
+    problems[#problems + 1] = string.format("%s:%d: %s", path, line, msg)
   end
   if type(value) ~= "table" then
     problem(nil, "a handler file must return a table with stream, group and handle, got " .. type(value))
@@ -296,8 +327,8 @@ function M.validate(value, path, source)
       if f.required and not scheduled then problem(nil, string.format("missing required field '%s'", name)) end
       v = f.default
     else
-      local why = check(v)
-      if why then problem(name, string.format("field '%s' %s", name, why)) end
+      local why, near = check(v)
+      if why then problem(name, string.format("field '%s' %s", name, why), near) end
     end
     spec[name] = v
   end
@@ -320,6 +351,9 @@ function M.validate(value, path, source)
   if spec.reply_to ~= nil and spec.reply_to == spec.stream then
     problem("reply_to", "field 'reply_to' must name another stream than 'stream': " ..
       "the group would read its own replies")
+  end
+  if spec.reply_schema ~= nil and spec.reply_to == nil then
+    problem("reply_schema", "field 'reply_schema' describes the replies to reply_to, and there is no reply_to")
   end
   if spec.reply_max_len ~= nil and spec.reply_to == nil then
     problem("reply_max_len", "field 'reply_max_len' caps the reply_to stream, and there is no reply_to")

@@ -69,8 +69,15 @@ function M.of(result, ctx, spec, seq, reply_to)
       fields[3], fields[4], fields[5] = "MAXLEN", tostring(spec.reply_max_len), "*"
     end
     local why
+    local data_at = #fields + 2 -- entry_fields adds "data", then the JSON body
     fields, why = entry_fields(result.reply, opts, fields)
     if not fields then return O.ERROR, R.BAD_RETURN, "ls.reply: " .. why end
+    if spec.reply_schema then
+      local mismatch = core.schema_mismatch("reply_schema", fields[data_at])
+      if mismatch then
+        return O.ERROR, R.BAD_RETURN, "ls.reply: the reply does not match reply_schema: " .. mismatch
+      end
+    end
     if #fields + 8 > core.command_args_max then
       return O.ERROR, R.BAD_RETURN, "ls.reply: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have"
     end

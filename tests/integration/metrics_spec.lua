@@ -231,7 +231,7 @@ return { stream = "orders", group = "ship", handle = function() end }
       assert.equal(0, value(page, "luastream_deliveries_total", with("outcome", o)), o)
     end
     for _, r in ipairs { "handler-error", "bad-return", "rejected", "max-deliveries", "decode-error",
-      "too-large", "no-fields", "number-out-of-range", "duplicate-data", "memory" } do
+      "too-large", "no-fields", "number-out-of-range", "duplicate-data", "memory", "schema" } do
       assert.equal(0, value(page, "luastream_dead_letters_total", with("reason", r)), r)
     end
     -- a handler without dead_letter writes none: no series
