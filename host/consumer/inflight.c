@@ -300,7 +300,8 @@ inflight *inflight_new(broker *b, bk_conn *cmd, lclock *clock, const struct hand
   f->answered = answered;
   f->data = data;
   f->fault.name = "the max_in_flight slots";
-  f->nslots = spec->workers < spec->max_in_flight ? spec->workers : spec->max_in_flight;
+  int lanes = handler_spec_lanes(spec);
+  f->nslots = lanes < spec->max_in_flight ? lanes : spec->max_in_flight;
   if (f->nslots < 1) f->nslots = 1;
   f->key = flow_key("inflight", base_stream, spec->group, NULL);
   f->wait_key = flow_key("inflight", base_stream, spec->group, "waiting");

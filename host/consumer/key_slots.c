@@ -396,8 +396,8 @@ key_slots *key_slots_new(broker *b, bk_conn *cmd, lclock *clock, const struct ha
   ks->g = g;
   ks->ready = ready;
   ks->data = data;
-  ks->nslots =
-      spec->workers < spec->max_in_flight_per_key ? spec->workers : spec->max_in_flight_per_key;
+  int lanes = handler_spec_lanes(spec);
+  ks->nslots = lanes < spec->max_in_flight_per_key ? lanes : spec->max_in_flight_per_key;
   if (ks->nslots < 1) ks->nslots = 1;
   ks->prefix = flow_key("inflight", base_stream, spec->group, NULL);
   ks->fault.name = "the max_in_flight_per_key slots";

@@ -143,10 +143,24 @@ int lanes_push(struct lanes *l, struct entry *e, const char *key, size_t keylen)
     k = key_table_add(&l->keys, key, keylen); /* room: ids are as many as jobs */
     assert(k >= 0);
     jb->key_id = k;
-    l->waiting[k] = (struct lane_key){-1, -1};
+    l->waiting[k] = (struct lane_key){-1, -1, 0};
   }
   list_append(l, &l->ready_head, &l->ready_tail, j);
   return 0;
+}
+
+/* Job j runs on the free lane i now. */
+static struct entry *run_on(struct lanes *l, int i, int j, int *lane_out) {
+  l->on_lane[i] = j;
+  l->queued--;
+  l->running++;
+  int k = l->job[j].key_id;
+  if (k >= 0) l->waiting[k].running++;
+  l->next_free = i + 1 == l->n ? 0 : i + 1;
+  if (lane_out) *lane_out = i;
+  struct entry *e = l->job[j].e;
+  e->next = NULL;
+  return e;
 }
 
 struct entry *lanes_pop(struct lanes *l, int *lane_out) {
@@ -159,14 +173,21 @@ struct entry *lanes_pop(struct lanes *l, int *lane_out) {
     if (i >= l->n) i -= l->n;
     if (l->on_lane[i] >= 0) continue;
     int j = list_take(l, &l->ready_head, &l->ready_tail);
-    l->on_lane[i] = j;
-    l->queued--;
-    l->running++;
-    l->next_free = i + 1 == l->n ? 0 : i + 1;
-    if (lane_out) *lane_out = i;
-    struct entry *e = l->job[j].e;
-    e->next = NULL;
-    return e;
+    return run_on(l, i, j, lane_out);
+  }
+  return NULL;
+}
+
+struct entry *lanes_pop_follow(struct lanes *l, int lane, int *lane_out) {
+  if (lane < 0 || lane >= l->n || l->on_lane[lane] < 0 || l->running >= (size_t)l->n) return NULL;
+  int k = l->job[l->on_lane[lane]].key_id;
+  if (k < 0 || l->waiting[k].head < 0) return NULL;
+  int start = l->next_free;
+  for (int d = 0; d < l->n; d++) {
+    int i = start + d;
+    if (i >= l->n) i -= l->n;
+    if (l->on_lane[i] >= 0) continue;
+    return run_on(l, i, list_take(l, &l->waiting[k].head, &l->waiting[k].tail), lane_out);
   }
   return NULL;
 }
@@ -180,6 +201,17 @@ void lanes_done(struct lanes *l, int lane) {
   l->on_lane[lane] = -1;
   l->running--;
   int k = l->job[j].key_id;
+  if (k >= 0 && --l->waiting[k].running > 0) {
+    /* Others of the key run beside it (lanes_pop_follow): the key waits for
+     * them, and its bytes must be a live entry's, a running one's. */
+    if (l->keys.rec[k].key == l->job[j].key)
+      for (int i = 0; i < l->n; i++)
+        if (l->on_lane[i] >= 0 && l->job[l->on_lane[i]].key_id == k) {
+          key_table_rebind(&l->keys, k, l->job[l->on_lane[i]].key);
+          break;
+        }
+    k = -1;
+  }
   if (k >= 0) {
     /* The key's next job may start now, on any lane; with none, the key is
      * done here (its bytes are not read: the entry may be freed already). */

@@ -26,9 +26,11 @@ struct lane_job {
   int next;   /* the list the job is in, or the free list; -1 ends it */
 };
 
-/* The entries of one key waiting for the one now ready or running. */
+/* The entries of one key waiting for the one now ready or running, and
+ * how many of its entries run (more than one only through lanes_pop_follow). */
 struct lane_key {
   int head, tail;
+  int running;
 };
 
 struct lanes {
@@ -63,6 +65,13 @@ int lanes_push(struct lanes *l, struct entry *e, const char *key, size_t keylen)
  * returns NULL when nothing can run. *lane_out receives the lane to pass to
  * lanes_done. */
 struct entry *lanes_pop(struct lanes *l, int *lane_out);
+
+/* With by_key, takes the next entry of the key of the entry running on
+ * `lane`, which then runs beside it (a call of handle_batch holding several
+ * entries of one key, in order), onto a free lane; NULL when the key has
+ * none waiting, the entry no key, or no lane is free. The key's next entry
+ * after these becomes ready only once all of them are done. */
+struct entry *lanes_pop_follow(struct lanes *l, int lane, int *lane_out);
 
 /* Reports that the entry popped for `lane` finished (the entry may already be
  * freed). Calling it for a lane that is not running is a caller bug (asserted;

@@ -16,6 +16,7 @@
 
 #include "apply.h"
 #include "backoff.h"
+#include "batching.h"
 #include "breaker.h"
 #include "delivery_metrics.h"
 #include "entry.h"
@@ -129,6 +130,7 @@ struct stream_reader {
   key_rate *key_rate;   /* ... and what lets them through */
   key_gate *key_cap;    /* max_in_flight_per_key: entries waiting for their key's slot */
   key_slots *key_slots; /* ... and what lets them through */
+  batching *batching;   /* handle_batch: entries started gather into calls (NULL: handle) */
 
   /* The handler (one Lua state) is shared by a partitioned handler's
    * readers: the subscription releases it. */
@@ -275,23 +277,46 @@ static bool may_start(stream_reader *s, bool *probe) {
   return false;
 }
 
-/* Runs e, popped onto the lane in its owner_data. */
-static void start_entry(stream_reader *s, struct entry *e) {
+/* An entry popped onto its lane that could not start (out of memory): it
+ * stays pending, and what it held goes back. */
+static void start_failed(stream_reader *s, struct entry *e) {
   int lane = (int)(intptr_t)e->owner_data;
+  sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
+  if (s->probe == e) {
+    s->probe = NULL;
+    pause_probe_dropped(s->pause);
+  }
+  if (s->key_slots) key_slots_done(s->key_slots, e);
+  held_remove(&s->held, e);
+  entry_free(e);
+  if (s->inflight) inflight_done(s->inflight);
+  lanes_done(&s->lanes, lane);
+}
+
+/* Runs e, popped onto the lane in its owner_data; for handle_batch, adds it
+ * to the forming call (batching.h), which runs from launch_call. */
+static void start_entry(stream_reader *s, struct entry *e) {
+  if (s->batching) {
+    batching_add(s->batching, e);
+    return;
+  }
   e->started_ms = (uint32_t)clock_now(s->clock);
   held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
-  if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) {
-    sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-    if (s->probe == e) {
-      s->probe = NULL;
-      pause_probe_dropped(s->pause);
-    }
-    if (s->key_slots) key_slots_done(s->key_slots, e);
-    held_remove(&s->held, e);
-    entry_free(e);
-    if (s->inflight) inflight_done(s->inflight);
-    lanes_done(&s->lanes, lane);
+  if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) start_failed(s, e);
+}
+
+/* batch_launch_fn: a call of handle_batch on entries, each on its lane;
+ * their max_run counts from here. */
+static void launch_call(void *data, struct entry *const *entries, size_t n) {
+  stream_reader *s = data;
+  uint64_t now = clock_now(s->clock);
+  for (size_t i = 0; i < n; i++) {
+    entries[i]->started_ms = (uint32_t)now;
+    held_started(&s->held, entries[i], now);
   }
+  if (handler_run_batch(s->h, entries, n, s->partition, job_done, s) == 0) return;
+  for (size_t i = 0; i < n; i++) start_failed(s, entries[i]);
+  batching_call_done(s->batching);
 }
 
 /* inflight_start_fn: a max_in_flight slot came for e, which waited on its
@@ -316,29 +341,59 @@ static bool slot_granted(void *data, struct entry *e) {
   return true;
 }
 
+/* handle_batch: whether one more entry may be taken for the forming call.
+ * Those waiting for a max_in_flight slot count: each joins it when its slot
+ * comes (slot_granted), so the call never holds more than batch_max. */
+static bool call_room(const stream_reader *s) {
+  if (s->batching == NULL) return true;
+  size_t waiting = s->inflight ? inflight_waiting(s->inflight) : 0;
+  return batching_forming(s->batching) + waiting < (size_t)s->spec->batch_max;
+}
+
+/* handle_batch with by_key: the entries of the key of the one just popped
+ * onto lane that wait behind it join the same call, in stream order
+ * (lanes_pop_follow), while it has room. */
+static void follow_key(stream_reader *s, int lane) {
+  struct entry *e;
+  int next;
+  while (s->state == SR_READING && call_room(s) &&
+         (e = lanes_pop_follow(&s->lanes, lane, &next)) != NULL) {
+    e->owner_data = (void *)(intptr_t)next;
+    start_entry(s, e);
+  }
+}
+
 static void dispatch(stream_reader *s) {
   if (s->dispatching) return; /* re-entered from a job that finished at once */
   s->dispatching = true;
   struct entry *e;
   int lane;
   uint64_t began = clock_fresh(s->clock);
-  bool probe;
-  while (s->state == SR_READING && s->lanes.queued && name_held(s) && may_start(s, &probe) &&
-         (e = lanes_pop(&s->lanes, &lane)) != NULL) {
-    if (probe) {
-      pause_probe_started(s->pause);
-      s->probe = e;
+  bool probe, sliced = false;
+  /* handle_batch: entries popped gather into the forming call; one that
+   * goes may finish at once and leave room for more. */
+  do {
+    while (s->state == SR_READING && s->lanes.queued && call_room(s) && name_held(s) &&
+           may_start(s, &probe) && (e = lanes_pop(&s->lanes, &lane)) != NULL) {
+      if (probe) {
+        pause_probe_started(s->pause);
+        s->probe = e;
+      }
+      e->owner_data = (void *)(intptr_t)lane;
+      if (s->inflight)
+        inflight_admit(s->inflight, e); /* starts with a slot (slot_granted) */
+      else
+        start_entry(s, e);
+      /* (not with max_in_flight: a slot that comes later would put the
+       * key's next entry in a call of its own, beside this one) */
+      if (s->batching && s->spec->by_key && !probe && !s->inflight) follow_key(s, lane);
+      if (clock_fresh(s->clock) - began >= DISPATCH_SLICE_MS) {
+        timer_start(s->dispatch_timer, 1);
+        sliced = true;
+        break;
+      }
     }
-    e->owner_data = (void *)(intptr_t)lane;
-    if (s->inflight)
-      inflight_admit(s->inflight, e); /* starts with a slot (slot_granted) */
-    else
-      start_entry(s, e);
-    if (clock_fresh(s->clock) - began >= DISPATCH_SLICE_MS) {
-      timer_start(s->dispatch_timer, 1);
-      break;
-    }
-  }
+  } while (s->batching && s->state == SR_READING && batching_go(s->batching) > 0 && !sliced);
   s->dispatching = false;
 }
 
@@ -418,6 +473,7 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   entry_free(e);
   if (s->inflight) inflight_done(s->inflight); /* its slot goes back */
   lanes_done(&s->lanes, lane);
+  if (s->batching && res->batch_left == 0) batching_call_done(s->batching); /* its call ended */
   progress(s);
 }
 
@@ -762,7 +818,7 @@ static void swept(void *data) { progress(data); }
  * goes out while at most one batch is held and asks for up to a batch from
  * each of the two streams. The lanes allocate for that many up front. */
 static size_t lanes_expected(const struct handler_spec *spec) {
-  return (size_t)spec->batch * 3 + (size_t)spec->workers;
+  return (size_t)spec->batch * 3 + (size_t)handler_spec_lanes(spec);
 }
 void sr_collect_metrics(stream_reader *s, bool add) {
   if (!add) {
@@ -840,11 +896,16 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
     leased_ok = s->pruner != NULL && s->pause != NULL;
   }
   breaker_init(&s->breaker);
-  if (!leased_ok || !s->retry_timer || !s->dispatch_timer || !s->retry_key || !s->w ||
-      !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) || (beats && !s->heartbeat) ||
-      (limited && !s->permits) || (keyed && !s->key_rate) || (capped && !s->inflight) ||
-      (key_capped && !s->key_slots) ||
-      lanes_init(&s->lanes, s->spec->workers, s->spec->by_key, lanes_expected(s->spec)) != 0) {
+  bool batched = s->spec->batch_max > 0;
+  if (batched)
+    s->batching = batching_new(clock, s->spec->batch_max, s->spec->batch_wait_ms, s->spec->workers,
+                               launch_call, s);
+  if ((batched && !s->batching) || !leased_ok || !s->retry_timer || !s->dispatch_timer ||
+      !s->retry_key || !s->w || !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) ||
+      (beats && !s->heartbeat) || (limited && !s->permits) || (keyed && !s->key_rate) ||
+      (capped && !s->inflight) || (key_capped && !s->key_slots) ||
+      lanes_init(&s->lanes, handler_spec_lanes(s->spec), s->spec->by_key,
+                 lanes_expected(s->spec)) != 0) {
     sr_free(s);
     return NULL;
   }
@@ -898,6 +959,22 @@ static void give_back_queued(stream_reader *s, bool give_back) {
   struct entry *left = lanes_drain_queued(&s->lanes);
   for (struct entry *e = left; e && s->key_slots; e = e->next)
     key_slots_done(s->key_slots, e); /* past its key's cap: its slot goes back */
+  /* handle_batch: the forming call's entries have their lanes and slots,
+   * and have not started. */
+  struct entry *forming = s->batching ? batching_take(s->batching) : NULL, *last = NULL;
+  for (struct entry *f = forming; f; last = f, f = f->next) {
+    lanes_done(&s->lanes, (int)(intptr_t)f->owner_data);
+    if (s->key_slots) key_slots_done(s->key_slots, f);
+    if (s->inflight) inflight_done(s->inflight);
+    if (s->probe == f) {
+      s->probe = NULL;
+      pause_probe_dropped(s->pause);
+    }
+  }
+  if (last) { /* read before the queued ones: first */
+    last->next = left;
+    left = forming;
+  }
   for (struct entry *w = s->inflight ? inflight_take_waiting(s->inflight) : NULL, *n; w; w = n) {
     n = w->next; /* waiting for a slot on its lane: not started either */
     lanes_done(&s->lanes, (int)(intptr_t)w->owner_data);
@@ -1139,6 +1216,11 @@ void sr_free(stream_reader *s) {
     left = e->next;
     entry_free(e);
   }
+  for (struct entry *f = s->batching ? batching_take(s->batching) : NULL, *n; f; f = n) {
+    n = f->next;
+    entry_free(f);
+  }
+  batching_free(s->batching);
   lanes_free(&s->lanes);
   apply_free(s->apply);
   trimmer_free(s->trimmer);

@@ -17,6 +17,9 @@ static const char handler_spec_lua[] = {
 static const char ctx_lua[] = {
 #include "lua/luastream/ctx.lua.inc"
 };
+static const char batch_lua[] = {
+#include "lua/luastream/batch.lua.inc"
+};
 static const char message_lua[] = {
 #include "lua/luastream/message.lua.inc"
 };
@@ -50,6 +53,7 @@ static const struct module modules[] = {
     MODULE("luastream", "luastream.lua", luastream_lua),
     MODULE("luastream.handler", "luastream/handler.lua", handler_lua),
     MODULE("luastream.handler_spec", "luastream/handler_spec.lua", handler_spec_lua),
+    MODULE("luastream.batch", "luastream/batch.lua", batch_lua),
     MODULE("luastream.ctx", "luastream/ctx.lua", ctx_lua),
     MODULE("luastream.message", "luastream/message.lua", message_lua),
     MODULE("luastream.outcome", "luastream/outcome.lua", outcome_lua),

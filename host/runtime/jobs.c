@@ -28,6 +28,7 @@ static void job_destroy(struct jobs *j, struct rt_job *job) {
   wait_session_end(job);
   luaL_unref(j->L, LUA_REGISTRYINDEX, job->co_ref); /* the coroutine is garbage now */
   if (job->timer) timer_free(job->timer);
+  free(job->batch);
   free(job);
 }
 
@@ -83,13 +84,18 @@ size_t jobs_abandon(struct jobs *j, rt_abandon_fn *abandoned) {
     struct rt_job *job = j->running;
     struct entry *e = job->e;
     void *data = job->data;
+    struct entry **batch = job->batch;
+    size_t nbatch = job->nbatch;
+    job->batch = NULL; /* kept for the calls below */
     job_unlink(job);
     /* Unanchored, the suspended coroutine is garbage; lua_close frees it at
      * the latest. Its timer goes now, so ls.sleep never resumes it. */
     job_destroy(j, job);
     j->count--;
     n++;
-    if (abandoned) abandoned(data, e);
+    if (nbatch == 0 && abandoned) abandoned(data, e);
+    for (size_t i = 0; i < nbatch && abandoned; i++) abandoned(data, batch[i]);
+    free(batch);
   }
   drain_if_done(j);
   return n;
@@ -125,6 +131,7 @@ static void job_end(struct rt_job *job, bool reusable) {
     wait_session_end(job);
     lua_settop(job->co, 0);
     job->e = NULL;
+    job->nbatch = 0;
     job->done = NULL;
     job->data = NULL;
     job->next = j->idle;
@@ -142,6 +149,22 @@ static void report(struct rt_job *job, const struct rt_result *res) {
   if (j->env && j->env->on_delivery)
     j->env->on_delivery(j->env->on_delivery_data, j->spec, job->e, &r);
   job->done(job->data, job->e, &r);
+}
+
+/* report, to each entry of a call of handle_batch alike (a raise, the
+ * memory limit), in order; the same as report for a handle's job. The
+ * text must not live in the state: a done callback may renew it. */
+static void report_each(struct rt_job *job, const struct rt_result *res) {
+  if (job->nbatch == 0) {
+    report(job, res);
+    return;
+  }
+  struct rt_result r = *res;
+  for (size_t i = 0, n = job->nbatch; i < n; i++) {
+    r.batch_left = n - 1 - i;
+    job->e = job->batch[i];
+    report(job, &r);
+  }
 }
 
 /* Reports a finished job. It leaves the running list first: the done
@@ -165,6 +188,7 @@ static bool finish_report(struct rt_job *job, const struct rt_result *res) {
 static void job_discard(struct rt_job *job) {
   job->pool->count--;
   if (job->timer) timer_free(job->timer);
+  free(job->batch);
   free(job);
 }
 
@@ -240,19 +264,18 @@ static struct rt_result bad_code(const char *text) {
       .kind = RT_ERROR, .reason = REASON_BAD_RETURN, .text = text, .text_len = strlen(text)};
 }
 
-/* The dispatcher returned; its results are on co's stack (see of() in
- * luastream/outcome.lua): an outcome code (core.outcomes, enum rt_outcome),
- * then what that outcome carries; for an error, a reason code
+/* An outcome the dispatcher gave, from index at of co's stack on (see of()
+ * in luastream/outcome.lua): an outcome code (core.outcomes, enum
+ * rt_outcome), then what that outcome carries; for an error, a reason code
  * (core.reasons, enum wire_reason) and the message. */
-static void finish_returned(struct rt_job *job) {
-  lua_State *co = job->co;
+static struct rt_result result_at(struct rt_job *job, lua_State *co, int at) {
   struct rt_result res = {.kind = RT_ACK};
-  long long kind = lua_isnoneornil(co, 1) ? RT_ACK : code_at(co, 1);
+  long long kind = lua_isnoneornil(co, at) ? RT_ACK : code_at(co, at);
   switch (kind) {
     case RT_ACK:
     case RT_REPLY:
       res.kind = (enum rt_outcome)kind;
-      if (read_writes(job->pool, co, 2, &res) != 0) {
+      if (read_writes(job->pool, co, at + 1, &res) != 0) {
         res = (struct rt_result){
             .kind = RT_ERROR, .reason = REASON_HANDLER_ERROR, .text = "out of memory"};
         res.text_len = strlen(res.text);
@@ -261,26 +284,76 @@ static void finish_returned(struct rt_job *job) {
     case RT_RETRY: res.kind = RT_RETRY; break;
     case RT_RETRY_AFTER:
       res.kind = RT_RETRY_AFTER;
-      res.delay_ms = (int64_t)lua_tonumber(co, 2);
+      res.delay_ms = (int64_t)lua_tonumber(co, at + 1);
       break;
     case RT_REJECT:
       res.kind = RT_REJECT;
-      res.text = lua_tolstring(co, 2, &res.text_len);
+      res.text = lua_tolstring(co, at + 1, &res.text_len);
       break;
     case RT_PAUSE:
       res.kind = RT_PAUSE;
-      res.delay_ms = (int64_t)lua_tonumber(co, 2);
-      res.text = lua_tolstring(co, 3, &res.text_len);
+      res.delay_ms = (int64_t)lua_tonumber(co, at + 1);
+      res.text = lua_tolstring(co, at + 2, &res.text_len);
       break;
     case RT_ERROR:
     case RT_INVALID:
       res.kind = (enum rt_outcome)kind;
-      res.reason = wire_reason_text(code_at(co, 2));
-      res.text = lua_tolstring(co, 3, &res.text_len);
+      res.reason = wire_reason_text(code_at(co, at + 1));
+      res.text = lua_tolstring(co, at + 2, &res.text_len);
       if (res.reason == NULL) res = bad_code("the dispatcher returned an error without a reason");
       break;
     default: res = bad_code("the dispatcher returned no outcome code"); break;
   }
+  return res;
+}
+
+/* A call of handle_batch returned: the dispatcher's one result is a list of
+ * each entry's outcome, {code, ...} as result_at reads them, reported in
+ * order (each done may start more work, even renew the state: the entries
+ * after that fail as the state's memory did). */
+static void finish_batch(struct rt_job *job) {
+  struct jobs *j = job->pool;
+  lua_State *co = job->co;
+  unsigned long renewals = j->renewals;
+  bool list = lua_istable(co, 1);
+  job_unlink(job);
+  for (size_t i = 0, n = job->nbatch; i < n; i++) {
+    struct rt_result res;
+    if (j->renewals != renewals) {
+      res = (struct rt_result){.kind = RT_ERROR, .reason = REASON_MEMORY};
+      res.text =
+          "the handler's Lua state went past its memory limit while this call's outcomes "
+          "were applied";
+    } else if (!list) {
+      res = bad_code("the batch dispatcher returned no list of outcomes");
+    } else {
+      lua_settop(co, 1);
+      lua_rawgeti(co, 1, (int)i + 1); /* 2: {code, ...} */
+      if (lua_istable(co, 2)) {
+        for (int k = 1; k <= 3; k++) lua_rawgeti(co, 2, k); /* 3, 4, 5 */
+        res = result_at(job, co, 3);
+      } else {
+        res = bad_code("the batch dispatcher returned no outcome for an entry");
+      }
+    }
+    if (res.text && !res.text_len) res.text_len = strlen(res.text);
+    res.batch_left = n - 1 - i;
+    job->e = job->batch[i];
+    report(job, &res);
+  }
+  if (j->renewals == renewals)
+    job_end(job, true);
+  else
+    job_forget(job);
+}
+
+/* The dispatcher returned; its results are on co's stack (result_at). */
+static void finish_returned(struct rt_job *job) {
+  if (job->nbatch) {
+    finish_batch(job);
+    return;
+  }
+  struct rt_result res = result_at(job, job->co, 1);
   if (finish_report(job, &res))
     job_end(job, true);
   else
@@ -296,7 +369,23 @@ static void finish_failed(struct rt_job *job, const char *why) {
   luaL_traceback(L, job->co, msg, 0);
   struct rt_result res = {.kind = RT_ERROR, .reason = REASON_HANDLER_ERROR};
   res.text = lua_tolstring(L, -1, &res.text_len);
-  if (!finish_report(job, &res)) {
+  bool kept;
+  if (job->nbatch) { /* the text is copied: a done may renew the state */
+    char *copy = malloc(res.text_len + 1);
+    if (copy) memcpy(copy, res.text, res.text_len + 1);
+    res.text = copy ? copy : "out of memory";
+    res.text_len = copy ? res.text_len : strlen(res.text);
+    struct jobs *j = job->pool;
+    unsigned long renewals = j->renewals;
+    job_unlink(job);
+    report_each(job, &res);
+    free(copy);
+    /* cppcheck-suppress knownConditionTrueFalse ; false positive: a done callback may renew the state */
+    kept = j->renewals == renewals;
+  } else {
+    kept = finish_report(job, &res);
+  }
+  if (!kept) {
     job_forget(job); /* L was closed with the message on it */
     return;
   }
@@ -351,7 +440,7 @@ static void fail_on_memory(struct jobs *j, const struct rt_job *culprit) {
     const char *text = job == culprit ? ran : beside;
     struct rt_result res = {
         .kind = RT_ERROR, .reason = REASON_MEMORY, .text = text, .text_len = strlen(text)};
-    report(job, &res);
+    report_each(job, &res);
     job_discard(job);
   }
   drain_if_done(j); /* may free the pool */
@@ -399,6 +488,46 @@ static void run(struct rt_job *job, int nargs) {
   }
 }
 
+int jobs_start_batch(struct jobs *j, struct entry *const *entries, size_t n, int p,
+                     rt_done_fn *done, void *data) {
+  if (n == 0) return -1;
+  struct rt_job *job = job_get(j);
+  if (job == NULL) return -1;
+  if (n > job->batch_cap) {
+    struct entry **b = realloc(job->batch, n * sizeof *b);
+    if (b == NULL) {
+      job->next = j->idle; /* back, unused */
+      j->idle = job;
+      return -1;
+    }
+    job->batch = b;
+    job->batch_cap = n;
+  }
+  memcpy(job->batch, entries, n * sizeof *entries);
+  job->nbatch = n;
+  job->e = entries[0];
+  job->done = done;
+  job->data = data;
+  /* Entry k is job number seq + k (jobs_entry). */
+  job->seq = j->last_seq + 1;
+  j->last_seq += (double)n;
+  j->count++;
+  job->next = j->running;
+  if (j->running) j->running->prev = job;
+  j->running = job;
+
+  lua_State *co = job->co;
+  lua_rawgeti(co, LUA_REGISTRYINDEX, j->dispatch_ref);
+  lua_pushnumber(co, job->seq);
+  if (p < 0)
+    lua_pushnil(co);
+  else
+    lua_pushinteger(co, p);
+  lua_pushinteger(co, (lua_Integer)n);
+  run(job, 3);
+  return 0;
+}
+
 int jobs_start(struct jobs *j, struct entry *e, int p, rt_done_fn *done, void *data) {
   struct rt_job *job = job_get(j);
   if (job == NULL) return -1;
@@ -430,7 +559,13 @@ struct rt_job *jobs_running_on(const struct jobs *j, const lua_State *co) {
 }
 
 struct entry *jobs_entry(const struct jobs *j, double seq) {
-  return j->current && j->current->seq == seq ? j->current->e : NULL;
+  const struct rt_job *c = j->current;
+  if (c == NULL) return NULL;
+  if (c->seq == seq && c->nbatch == 0) return c->e;
+  /* a call of handle_batch: entry k is number seq + k */
+  if (c->nbatch && seq >= c->seq && seq < c->seq + (double)c->nbatch)
+    return c->batch[(size_t)(seq - c->seq)];
+  return NULL;
 }
 
 /* ---- for the ways a job waits ---- */

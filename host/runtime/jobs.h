@@ -78,6 +78,10 @@ void jobs_on_memory(struct jobs *j, jobs_renew_fn *renew, void *data);
 /* Starts the dispatch function on entry e of partition p (< 0: none; see
  * handler_run_partition). */
 int jobs_start(struct jobs *j, struct entry *e, int p, rt_done_fn *done, void *data);
+/* Starts the dispatch function on a call of handle_batch: entries[0 .. n-1]
+ * of partition p (see handler_run_batch). */
+int jobs_start_batch(struct jobs *j, struct entry *const *entries, size_t n, int p,
+                     rt_done_fn *done, void *data);
 
 /* From now on a finished job is not kept; once no job runs, drained(data) is
  * called (at once when none runs now). The pool must not be used after. */

@@ -43,6 +43,11 @@ struct rt_job {
   int co_ref;      /* registry ref keeping co alive */
   double seq;      /* which delivery this is (core.entry checks it) */
   struct entry *e; /* borrowed from the caller until done */
+  /* A call of handle_batch (jobs_start_batch): its entries, borrowed, the
+   * k-th job number seq + k (e the first, else the one being reported);
+   * nbatch 0 for a handle's job. The array is kept for reuse. */
+  struct entry **batch;
+  size_t nbatch, batch_cap;
   rt_done_fn *done;
   void *data;
   enum job_op op;    /* what the coroutine waits for, OP_NONE while running */

@@ -129,6 +129,8 @@ static const struct spec_field {
     F(max_in_flight_per_key, SPEC_CAP),
     F(by_key, SPEC_BOOL),
     F(batch, SPEC_INT),
+    F(batch_max, SPEC_CAP),
+    {"batch_wait", SPEC_MS, offsetof(struct handler_spec, batch_wait_ms), false},
     F(claim_fallback, SPEC_BOOL),
     F(reply_to, SPEC_STRING),
     F(dead_letter, SPEC_STRING),
@@ -158,6 +160,7 @@ static const struct spec_field {
 #undef F
     {"handle", SPEC_LUA, 0, false},
     {"tick", SPEC_LUA, 0, false},
+    {"handle_batch", SPEC_LUA, 0, false},
 };
 
 /* The Lua name of f (a duration's member holds ms: min_idle_ms). */
@@ -913,6 +916,11 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data) {
 
 int handler_run_partition(handler *h, struct entry *e, int p, rt_done_fn *done, void *data) {
   return jobs_start(&h->jobs, e, p, done, data);
+}
+
+int handler_run_batch(handler *h, struct entry *const *entries, size_t n, int p, rt_done_fn *done,
+                      void *data) {
+  return jobs_start_batch(&h->jobs, entries, n, p, done, data);
 }
 
 /* ---- the validated spec, copied out ---- */

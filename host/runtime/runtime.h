@@ -51,7 +51,12 @@ struct handler_spec {
   int64_t max_run_ms;
   bool claim_fallback; /* claiming on servers before 8.4 through a script */
   int batch;           /* most entries one read asks for */
-  int workers;         /* lanes */
+  /* 0: the file sets handle (one entry per call). Else it sets handle_batch:
+   * at most batch_max (<= batch) entries per call, waiting at most
+   * batch_wait_ms for a call to fill (0: what is there now; batching.h). */
+  int batch_max;
+  int64_t batch_wait_ms;
+  int workers; /* lanes */
   /* 0: no cap; else the most handlers of this subscription running at once
    * across every host and process reading the group (inflight.h) */
   int max_in_flight;
@@ -112,6 +117,15 @@ static inline bool spec_scheduled(const struct handler_spec *s) {
  * handler's (its file name without .lua). */
 static inline const char *spec_schedule_name(const struct handler_spec *s) {
   return s->tick_name ? s->tick_name : s->name;
+}
+/* The lanes a subscription's entries run on (lanes.h): workers; for
+ * handle_batch a lane per entry of each of the workers calls running and of
+ * the call forming meanwhile (batching.h), and no more than the 3 x batch
+ * entries reading ahead ever holds (stream_reader.c's read_next). */
+static inline int handler_spec_lanes(const struct handler_spec *s) {
+  if (s->batch_max <= 0) return s->workers;
+  long calls = ((long)s->workers + 1) * s->batch_max, held = 3L * s->batch;
+  return (int)(calls < held ? calls : held);
 }
 
 /* What the host offers running handlers. The clock may be NULL when a handler
@@ -262,6 +276,9 @@ struct rt_result {
   size_t nwrites;     /* RT_ACK, RT_REPLY: commands written with the ack */
   const struct rt_write *writes;
   const char *version; /* the version of the handler that ran the entry */
+  /* A call of handle_batch: how many of its entries are reported after this
+   * one (0: the last, and always for a handle's entry). */
+  size_t batch_left;
 };
 
 /* Called once per job, when the coroutine has finished. The result and its
@@ -278,6 +295,14 @@ int handler_run(handler *h, struct entry *e, rt_done_fn *done, void *data);
  * partitioned handler: ctx.partition, ctx.partition_tag, ctx.stream and the
  * reply's stream are the partition's. p < 0: unpartitioned (handler_run). */
 int handler_run_partition(handler *h, struct entry *e, int p, rt_done_fn *done, void *data);
+
+/* handler_run_partition for a call of handle_batch (spec->batch_max > 0)
+ * on entries[0 .. n-1] (1 <= n <= batch_max, borrowed until each one's done;
+ * the array itself only during the call). done is called once per entry, in
+ * the array's order, batch_left counting down to 0 on the last; a raise
+ * fails every entry with the same error. Returns as handler_run. */
+int handler_run_batch(handler *h, struct entry *const *entries, size_t n, int p, rt_done_fn *done,
+                      void *data);
 
 struct lua_State;
 /* Pushes onto L a copy of the handler's validated spec table (what

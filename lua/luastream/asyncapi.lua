@@ -361,20 +361,36 @@ local function extensions(spec, out)
   return out
 end
 
--- The fields a scheduled file has (luastream.handler_spec's FIELDS marked
--- schedule or both): validate fills in the defaults of the others too. nil:
--- FIELDS marks none, and every field is said.
-local function schedule_fields()
+-- The fields of each kind of file (luastream.handler_spec's FIELDS: marked
+-- schedule, of scheduled files only; both, of either), since validate fills
+-- in the defaults of the other kind's too: {scheduled = the set of a
+-- scheduled file's, schedule_only = the set a stream handler leaves out},
+-- or nil when FIELDS marks none.
+local function kinds_of_fields()
   local ok, hs = pcall(require, "luastream.handler_spec")
   if not ok then return nil end
-  local fields
+  local out, marked = { scheduled = {}, schedule_only = {} }, false
   for _, f in ipairs(hs.FIELDS) do
-    if f.schedule or f.both then
-      fields = fields or {}
-      fields[f[1]] = true
+    marked = marked or f.schedule or f.both
+    if f.schedule or f.both then out.scheduled[f[1]] = true end
+    if f.schedule then out.schedule_only[f[1]] = true end
+  end
+  return marked and out or nil
+end
+
+-- spec without the fields of the other kind of file: a scheduled file's
+-- are only those FIELDS marks so (not breaker_* and the like, derived from
+-- a stream handler's fields).
+local function own_fields(spec, scheduled)
+  local kinds = kinds_of_fields()
+  if not kinds then return spec end
+  local out = {}
+  for k, v in pairs(spec) do
+    if scheduled and kinds.scheduled[k] or not scheduled and not kinds.schedule_only[k] then
+      out[k] = v
     end
   end
-  return fields
+  return out
 end
 
 -- "<name>:{partition_tag}" for a partitioned handler's key, else name.
@@ -516,12 +532,7 @@ function M.document(handlers, opts)
     end
     if type(spec.stream) ~= "string" then
       -- no stream (a scheduled handler): listed, with its own fields
-      local own = schedule_fields()
-      local fields = {}
-      for k, v in pairs(spec) do
-        if not own or own[k] then fields[k] = v end
-      end
-      scheduled[name] = extensions(fields, { ["x-luastream-handler"] = h.file })
+      scheduled[name] = extensions(own_fields(spec, true), { ["x-luastream-handler"] = h.file })
     else
       local P = spec.partitions
       local stream_key = key_of(spec.stream, P)
@@ -557,7 +568,7 @@ function M.document(handlers, opts)
       if spec.by_key or spec.rate_per_key or spec.max_in_flight_per_key then
         op["x-luastream-partition-key-header"] = H.PARTITION_KEY
       end
-      extensions(spec, op)
+      extensions(own_fields(spec, false), op)
 
       -- the reply: ls.reply(body) on reply_to, with the ack
       if spec.reply_to then

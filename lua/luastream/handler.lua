@@ -5,7 +5,8 @@
 -- function each entry's coroutine runs: the message the host decoded
 -- (luastream/message.lua), ctx around it (luastream/ctx.lua), the user's
 -- handle, and its return value turned into an outcome the C side applies
--- (luastream/outcome.lua). Everything here is policy; the mechanism (reads,
+-- (luastream/outcome.lua); for a handle_batch file, luastream/batch.lua's
+-- runs a call's entries. Everything here is policy; the mechanism (reads,
 -- decoding, lanes, acks) is C. validate() needs no host, so specs can call
 -- it directly; dispatcher() runs only inside one.
 local handler_spec = require "luastream.handler_spec"
@@ -62,6 +63,8 @@ end
 function M.dispatcher(spec, consumer)
   if not core then error("luastream.handler: dispatcher() runs only inside a luastream host", 2) end
   if spec.tick then return tick_dispatcher(spec, consumer) end
+  -- a handle_batch file's (luastream/batch.lua: loaded only for those)
+  if spec.handle_batch then return require("luastream.batch").dispatcher(spec, consumer) end
   local handle = spec.handle
   local params = debug.getinfo(handle, "u")
   local wants_ctx = params.isvararg or params.nparams >= 2

@@ -18,6 +18,8 @@ local M = {}
 M.DEFAULT_MAX_DELIVERIES = 10
 M.MAX_WORKERS = 1024
 M.MAX_BATCH = 10000
+-- A batch handler's default batch_max: min(batch, DEFAULT_BATCH_MAX).
+M.DEFAULT_BATCH_MAX = 100
 -- Partitions of a partitioned stream: each is a key with its own read
 -- connection in the host.
 M.MAX_PARTITIONS = 1024
@@ -170,6 +172,7 @@ local FIELDS = {
   { "stream", check_string, required = true },
   { "group", check_string, required = true },
   { "handle", check_function },
+  { "handle_batch", check_function },
   { "tick", check_function, schedule = true },
   { "every", check_every, schedule = true },
   { "cron", check_cron, schedule = true },
@@ -183,6 +186,8 @@ local FIELDS = {
   { "start_at", check_start },
   { "consumer", check_string },
   { "batch", check_count_upto(M.MAX_BATCH), default = 100 },
+  { "batch_max", check_count_upto(M.MAX_BATCH) },
+  { "batch_wait", check_duration, default = 0 },
   { "workers", check_count_upto(M.MAX_WORKERS), default = 1 },
   { "max_in_flight", check_count },
   { "max_in_flight_per_key", check_count },
@@ -208,8 +213,9 @@ M.FIELDS = FIELDS
 local KNOWN = {}
 for _, f in ipairs(FIELDS) do KNOWN[f[1]] = true end
 -- What a handler file runs: exactly one of these functions. tick makes it a
--- scheduled handler (with every or cron); the others read a stream.
-M.RUNS = { "handle", "tick" }
+-- scheduled handler (with every or cron); the others read a stream. Another
+-- kind of handler adds its name here.
+M.RUNS = { "handle", "handle_batch", "tick" }
 -- The fields that make a file a scheduled handler.
 M.SCHEDULE_MARKS = { "tick", "every", "cron" }
 -- catch_up = true: at most this many missed ticks run, the newest ones.
@@ -287,10 +293,13 @@ function M.validate(value, path, source)
   end
   if #runs == 0 then
     -- A scheduled file without tick is told below; a stream handler needs handle.
-    if not scheduled then problem(nil, "missing required field 'handle'") end
+    if not scheduled then
+      problem(nil, string.format("missing required field 'handle' (a handler file sets exactly one of '%s')",
+        table.concat(M.RUNS, "', '")))
+    end
   elseif #runs > 1 then
-    problem(runs[2], string.format("fields %s: give exactly one (the function the file runs)",
-      table.concat(runs, " and ")))
+    problem(runs[2], string.format("fields '%s' set together: a handler file sets exactly one of '%s'",
+      table.concat(runs, "' and '"), table.concat(M.RUNS, "', '")))
   end
   if scheduled then
     for _, f in ipairs(FIELDS) do
@@ -331,6 +340,16 @@ function M.validate(value, path, source)
       if why then problem(name, string.format("field '%s' %s", name, why), near) end
     end
     spec[name] = v
+  end
+  if value.handle_batch == nil then
+    for _, name in ipairs({ "batch_max", "batch_wait" }) do
+      if value[name] ~= nil then
+        problem(name, string.format("field '%s' only applies to handle_batch", name))
+      end
+    end
+  elseif type(spec.batch) == "number" and type(spec.batch_max) == "number" and spec.batch_max > spec.batch then
+    problem("batch_max", string.format("field 'batch_max' must be at most batch (%d), got %d: " ..
+      "a call takes its entries from one read", spec.batch, spec.batch_max))
   end
   if spec.min_idle ~= nil and check_duration(spec.min_idle) == nil and ls.duration(spec.min_idle) < 1 then
     problem("min_idle", "field 'min_idle' must be at least 1 ms: with 0 every read claims back " ..
@@ -393,6 +412,14 @@ function M.validate(value, path, source)
   end
   spec.min_idle = spec.min_idle and ls.duration(spec.min_idle) or nil
   spec.max_run = spec.max_run and ls.duration(spec.max_run) or nil
+  -- A batch handler always has batch_max (the host's sign of one); a handle
+  -- has none, and waits for nothing.
+  if spec.handle_batch then
+    spec.batch_max = spec.batch_max or math.min(spec.batch, M.DEFAULT_BATCH_MAX)
+    spec.batch_wait = ls.duration(spec.batch_wait)
+  else
+    spec.batch_wait = nil
+  end
   if spec.max_deliveries == false then spec.max_deliveries = nil end -- no cap
   -- what the host's limiters need (host/consumer/permits.c, key_rate.c)
   for _, name in ipairs({ "rate", "rate_per_key" }) do

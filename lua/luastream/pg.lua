@@ -179,4 +179,53 @@ function M.once(stream, group, id, fn)
   return unpack(res, 1, res.n)
 end
 
+-- A text[] literal of ids (each quoted: a source id is a header's text on
+-- a retry copy, whatever it holds).
+local function text_array(ids)
+  local quoted = {}
+  for i, id in ipairs(ids) do quoted[i] = '"' .. id:gsub('[\\"]', "\\%0") .. '"' end
+  return "{" .. table.concat(quoted, ",") .. "}"
+end
+
+local once_batch_name, once_batch_insert
+
+-- ctx:pg_once_batch(entries, fn): fn(tx, fresh) in one transaction that
+-- first records every entry (ids[i] the id of entries[i] on the source
+-- stream) in one INSERT; fresh lists the entries whose record it made (the
+-- first of two with one id), in order. Nothing fresh: false, fn not called.
+function M.once_batch(stream, group, entries, ids, fn)
+  if type(fn) ~= "function" then
+    error("ctx:pg_once_batch: expects a function(tx, fresh), got " .. type(fn), 3)
+  end
+  if #ids == 0 then return false end
+  local name, err, state = once_table()
+  if not name then return nil, err, state end
+  if name ~= once_batch_name then
+    once_batch_name = name
+    once_batch_insert = "INSERT INTO " .. name .. " (stream, grp, id) SELECT $1, $2, unnest($3::text[]) "
+      .. "ON CONFLICT DO NOTHING RETURNING id"
+  end
+  local insert = once_batch_insert
+  local res = pack(transaction("ctx:pg_once_batch", function(tx)
+    local rows, why, why_state = tx:query(insert, stream, group, text_array(ids))
+    if not rows then return nil, why, why_state end
+    if #rows == 0 then return SKIPPED end
+    local made = {}
+    for _, row in ipairs(rows) do made[row.id] = true end
+    local fresh = {}
+    for i, e in ipairs(entries) do
+      if made[ids[i]] then
+        fresh[#fresh + 1] = e
+        made[ids[i]] = nil -- a second entry of the same id is not fresh
+      end
+    end
+    local out = pack(fn(tx, fresh))
+    if out[1] == nil and out[2] ~= nil then return nil, out[2], out[3] end
+    return true, unpack(out, 1, out.n)
+  end))
+  if res[1] == nil then return nil, res[2], res[3] end
+  if res[1] == SKIPPED then return false end
+  return unpack(res, 1, res.n)
+end
+
 return M

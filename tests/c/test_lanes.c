@@ -495,3 +495,42 @@ TEST_IMPL(lanes_property_random) {
     property_run(ns[i], false, seed + 100 + i, 5000);
   }
 }
+
+/* lanes_pop_follow: a key's waiting entries run beside the one popped, in
+ * order, each on a lane of its own; the key's next entry becomes ready only
+ * once every one of them is done, whatever the order they finish in; the key
+ * is gone after. */
+TEST_IMPL(lanes_follow_runs_a_key_beside_itself) {
+  struct lanes l;
+  ASSERT_OK(lanes_init(&l, 4, true, 16));
+  push(&l, 0, "a");
+  push(&l, 1, "b");
+  push(&l, 2, "a");
+  push(&l, 3, "a");
+  int l0 = pop_expect(&l, 0, -1);
+  int l2 = -1, l3 = -1;
+  struct entry *e = lanes_pop_follow(&l, l0, &l2);
+  ASSERT(e == &ent[2]);
+  e = lanes_pop_follow(&l, l0, &l3);
+  ASSERT(e == &ent[3]);
+  ASSERT(l0 != l2 && l2 != l3 && l0 != l3);
+  int none = -7;
+  ASSERT_NULL(lanes_pop_follow(&l, l0, &none)); /* nothing of a waits */
+  ASSERT_INT_EQ(none, -7);
+  counters(&l, 1, 3);
+  push(&l, 4, "a"); /* behind all three */
+  int l1 = pop_expect(&l, 1, -1);
+  ASSERT_NULL(lanes_pop_follow(&l, l1, &none)); /* b has none waiting */
+  pop_none(&l);                                 /* no lane free, and a runs */
+  lanes_done(&l, l3); /* the newest first: the key's bytes move to a running one */
+  pop_none(&l);
+  lanes_done(&l, l0);
+  pop_none(&l);
+  lanes_done(&l, l2);
+  int l4 = pop_expect(&l, 4, -1);
+  lanes_done(&l, l4);
+  lanes_done(&l, l1);
+  counters(&l, 0, 0);
+  ASSERT_INT_EQ(l.keys.count, 0);
+  lanes_free(&l);
+}

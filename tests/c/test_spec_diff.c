@@ -57,6 +57,8 @@ TEST_IMPL(spec_diff_each_field) {
   EXPECT(b.max_in_flight_per_key = 1, "max_in_flight_per_key");
   EXPECT(b.by_key = true, "by_key");
   EXPECT(b.batch = 10, "batch");
+  EXPECT(b.batch_max = 10, "batch_max"); /* also handle to handle_batch */
+  EXPECT(b.batch_wait_ms = 500, "batch_wait");
   EXPECT(b.claim_fallback = true, "claim_fallback");
   EXPECT(b.reply_to = "out", "reply_to");
   EXPECT(b.dead_letter = "dead", "dead_letter");

@@ -4,7 +4,8 @@
 -- in JSON and YAML (the same document), on the payments example and on a
 -- broad fixture (tests/integration/fixtures/asyncapi: a shared schema module,
 -- a new + reclaim pair of one group, a partitioned claiming reader, replies,
--- dead letters, a reader of another handler's replies, a scheduled handler).
+-- dead letters, a reader of another handler's replies, a batch handler, a
+-- scheduled handler).
 local helper = require "tests.integration.helper"
 local cjson = require "cjson"
 
@@ -97,7 +98,7 @@ describe("luastream asyncapi", function()
     local doc, json = documents(FIXTURE)
     assert.are.same({ "events.audited_p", "events.dead_p", "events_p", "events_p_retry_audit",
                       "orders", "orders.billed", "orders.billed_retry_notify", "orders.dead",
-                      "orders_retry_billing" }, names(doc.channels))
+                      "orders_retry_billing", "rows", "rows_retry_import" }, names(doc.channels))
 
     -- the partitioned stream: one channel whose parameter is the hash tag
     local events = doc.channels.events_p
@@ -189,6 +190,13 @@ describe("luastream asyncapi", function()
     assert.are.equal("send", doc.operations["bill_order.dead-letter"].action)
     -- both readers write the same dead letters: one message
     assert.are.same({ "orders.dead" }, names(doc.channels["orders.dead"].messages))
+
+    -- a batch handler: its fields as extensions; none of a scheduled file's
+    local rows = doc.operations["import_rows.receive"]
+    assert.are.equal(50, rows["x-luastream-batch-max"])
+    assert.are.equal(200, rows["x-luastream-batch-wait-ms"])
+    assert.is_nil(rows["x-luastream-handle-batch"])
+    assert.is_nil(rows["x-luastream-catch-up"])
 
     -- a scheduled handler: no channel, listed with its schedule
     assert.are.same({ ["x-luastream-handler"] = "nightly_report.lua", ["x-luastream-cron"] = "30 2 * * *",

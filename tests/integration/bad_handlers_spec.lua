@@ -59,6 +59,22 @@ local CASES = {
     says = "must be a positive integer, or false for no cap",
     src = 'return {\n  stream = "payments", group = "bad",\n  max_deliveries = 0,\n  handle = function() end,\n}\n',
   },
+  {
+    what = "handle and handle_batch both set",
+    file = "both_handles.lua",
+    field = "handle_batch",
+    says = "set together: a handler file sets exactly one of 'handle', 'handle_batch', 'tick'",
+    src = 'return {\n  stream = "payments", group = "bad",\n  handle = function() end,\n' ..
+      '  handle_batch = function() end,\n}\n',
+  },
+  {
+    what = "calls larger than a read",
+    file = "big_calls.lua",
+    field = "batch_max",
+    says = "must be at most batch (10), got 50",
+    src = 'return {\n  stream = "payments", group = "bad", batch = 10,\n  batch_max = 50,\n' ..
+      '  handle_batch = function() end,\n}\n',
+  },
 }
 
 -- The stderr line that reports `case`: `<file>:<line>:` and its field name.
@@ -118,7 +134,7 @@ describe("bad handler files", function()
   end)
 
   it("check accepts the shipped examples", function()
-    for _, dir in ipairs { "handlers", "handlers/before-8.4" } do
+    for _, dir in ipairs { "handlers", "handlers/before-8.4", "handlers/postgres_batch" } do
       local code, stdout, stderr = helper.luastream("check", helper.repo_root .. "/" .. dir)
       assert.equal(0, code, dir .. ":\n" .. stdout .. stderr)
     end

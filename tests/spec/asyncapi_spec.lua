@@ -89,17 +89,25 @@ describe("luastream.asyncapi", function()
       assert.is_nil(next(doc.channels))
     end)
 
-    it("says of a scheduled file only the fields scheduled files have", function()
+    it("says of each kind of file only the fields that kind has", function()
       local real = package.loaded["luastream.handler_spec"]
       package.loaded["luastream.handler_spec"] = { FIELDS = {
-        { "stream" }, { "batch" }, { "every", schedule = true }, { "memory", both = true } } }
+        { "stream" }, { "batch" }, { "every", schedule = true }, { "catch_up", schedule = true },
+        { "memory", both = true } } }
       local ok, doc = pcall(asyncapi.document, {
-        { file = "tick.lua", name = "tick", spec = { every = 60000, batch = 100, memory = 1, breaker_pause = 3 } },
+        { file = "tick.lua", name = "tick", spec = { every = 60000, batch = 100, memory = 1, catch_up = false,
+                                                     breaker_pause = 30000 } },
+        { file = "a.lua", name = "a", spec = spec({ stream = "s", group = "g", memory = 2, catch_up = false }) },
       }, opts())
       package.loaded["luastream.handler_spec"] = real
       assert(ok, doc)
       assert.are.same({ ["x-luastream-handler"] = "tick.lua", ["x-luastream-every-ms"] = 60000,
-                        ["x-luastream-memory"] = 1 }, doc["x-luastream-scheduled"].tick)
+                        ["x-luastream-memory"] = 1, ["x-luastream-catch-up"] = false },
+        doc["x-luastream-scheduled"].tick)
+      -- and of a stream handler, not the fields of scheduled files
+      assert.are.equal(2, doc.operations["a.receive"]["x-luastream-memory"])
+      assert.are.equal(100, doc.operations["a.receive"]["x-luastream-batch"])
+      assert.is_nil(doc.operations["a.receive"]["x-luastream-catch-up"])
     end)
 
     it("keeps ids apart when two keys clean up to the same name", function()

@@ -347,7 +347,7 @@ describe("scheduled handler fields", function()
       problems({ stream = "s", group = "g", handle = tick, catch_up = true }))
     assert.matches("missing required field 'handle'", problems({ stream = "s", group = "g" }))
     assert.matches("field 'name' must not hold '{'", problems({ every = "5m", tick = tick, name = "a{b}" }))
-    assert.matches("fields handle and tick: give exactly one",
+    assert.matches("fields 'handle' and 'tick' set together",
       problems({ stream = "s", group = "g", handle = tick, tick = tick }))
   end)
 end)

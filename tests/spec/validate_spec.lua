@@ -86,7 +86,8 @@ return { stream = "in", group = "grp",
   end)
 
   it("points a missing field at the return", function()
-    assert.equal(at(2, "missing required field 'handle'"), problems([[
+    assert.equal(at(2, "missing required field 'handle' (a handler file sets exactly one of " ..
+      "'handle', 'handle_batch', 'tick')"), problems([[
 -- no handle
 return {
   stream = "s",
