@@ -21,6 +21,7 @@
  *   luastream pause [--redis URL | --redis-file PATH] [--for DURATION] [--reason TEXT]
  *                   STREAM GROUP                                             (pause_cmd.c)
  *   luastream resume [--redis URL | --redis-file PATH] STREAM GROUP          (pause_cmd.c)
+ *   luastream asyncapi [--yaml] [--redis URL | --redis-file PATH] DIR     (asyncapi_cmd.c)
  *   luastream help [COMMAND]    the commands, or COMMAND's --help
  *   luastream --version
  *
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "asyncapi_cmd.h"
 #include "check.h"
 #include "dead_letters.h"
 #include "options.h"
@@ -62,6 +64,8 @@ static const char usage_main[] =
     "                 (`run --console` serves it beside them)\n"
     "  pause          pause a group on every host (until resumed, or --for)\n"
     "  resume         end a group's pause\n"
+    "  asyncapi       the AsyncAPI document of a directory's handlers: streams,\n"
+    "                 groups, replies, retries, dead letters, headers, schemas\n"
     "  help           this text; `luastream help <command>` is that command's\n"
     "                 --help\n"
     "\n"
@@ -86,6 +90,7 @@ static int dispatch(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "console")) return cmd_console(argc, argv);
   if (!strcmp(cmd, "pause")) return cmd_pause(argc, argv);
   if (!strcmp(cmd, "resume")) return cmd_resume(argc, argv);
+  if (!strcmp(cmd, "asyncapi")) return cmd_asyncapi(argc, argv);
   return -1;
 }
 

@@ -167,6 +167,23 @@ static const struct cli_command_def commands[CLI_NCOMMANDS] = {
                     "again at their next look at the pause (within 0.4s while entries wait).\n",
                     "Exit status: 0 when the group runs (whether or not it was paused), 1 when\n"
                     "the server could not be reached or refused it, 2 on a usage error.\n"},
+    [CLI_ASYNCAPI] =
+        {"asyncapi", "DIR", 1, 0,
+         "Writes to stdout an AsyncAPI 3.0.0 document (JSON, or YAML with --yaml) of\n"
+         "the handlers of DIR: for each, its stream (a partitioned one as\n"
+         "STREAM:{partition_tag}), its group's retry stream STREAM:retry:GROUP, its\n"
+         "reply_to and dead_letter streams as channels; its reads, replies, retries\n"
+         "and dead letters as operations; the entries as messages (the `data` field\n"
+         "the payload, described by the handler's schema or reply_schema, the other\n"
+         "fields the headers luastream reads and writes); the group, read mode,\n"
+         "min_idle and the other fields as x-luastream-* extensions; the server of\n"
+         "--redis without its password. The same handlers give the same text (keys\n"
+         "sorted, handlers in file order): commit it and diff it. Does not connect.\n"
+         "Files without a stream (scheduled handlers) are listed under\n"
+         "x-luastream-scheduled. See docs/handlers.md, \"The contract\".\n",
+         "DIR is loaded as `luastream check` loads it: each file's top-level code runs\n"
+         "with the rights of this process. A file that does not load is named, as by\n"
+         "check, and nothing is written (exit 1).\n"},
 };
 
 const char *cli_command_name(enum cli_command command) { return commands[command].name; }
@@ -294,7 +311,7 @@ static int check_wait(const char *who, const struct cli_value *v, char *err, siz
 #define SERVER                                                                            \
   (CLI_IN(CLI_RUN) | CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_DL_LIST) | CLI_IN(CLI_DL_REPLAY) |  \
    CLI_IN(CLI_DL_DELETE) | CLI_IN(CLI_STATUS) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_PAUSE) | \
-   CLI_IN(CLI_RESUME))
+   CLI_IN(CLI_RESUME) | CLI_IN(CLI_ASYNCAPI))
 
 /* The commands that serve the web console. */
 #define CONSOLE (CLI_IN(CLI_RUN) | CLI_IN(CLI_CONSOLE))
@@ -441,7 +458,7 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                           .kind = CLI_DURATION,
                           .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
                                       CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) |
-                                      CLI_IN(CLI_PUBLISH),
+                                      CLI_IN(CLI_PUBLISH) | CLI_IN(CLI_ASYNCAPI),
                           .def = "5s",
                           .check = check_above_zero,
                           .help =
@@ -452,7 +469,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
          .arg = "USER",
          .kind = CLI_NAME,
          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
-                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_PUBLISH),
+                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_PUBLISH) |
+                     CLI_IN(CLI_ASYNCAPI),
          .repeat = TRUST_OWNERS_MAX,
          .help = "a user (e.g. the deploy user) who may own DIR, its parent folders and the "
                  "handler files, beside root and the user luastream runs as; repeatable. "
@@ -462,7 +480,8 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
         {.name = "allow-writable-dir",
          .kind = CLI_FLAG,
          .commands = CLI_IN(CLI_RUN) | CLI_IN(CLI_CHECK) | CLI_IN(CLI_STATUS) |
-                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_PUBLISH),
+                     CLI_IN(CLI_DL_REPLAY) | CLI_IN(CLI_CONSOLE) | CLI_IN(CLI_PUBLISH) |
+                     CLI_IN(CLI_ASYNCAPI),
          .help = "load handler code other users can change all the same, with a warning naming "
                  "each such file or folder: whoever can write it runs code as this user"},
     [OPT_WATCHDOG] =
@@ -712,7 +731,24 @@ const struct cli_option cli_option_table[OPT_NOPTIONS] = {
                           .kind = CLI_STRING,
                           .commands = CLI_IN(CLI_PAUSE),
                           .help = "why, for whoever looks (status, /readyz, the log, the "
-                                  "console); at most 200 bytes"}};
+                                  "console); at most 200 bytes"},
+    [OPT_YAML] = {.name = "yaml",
+                  .kind = CLI_FLAG,
+                  .commands = CLI_IN(CLI_ASYNCAPI),
+                  .help = "write YAML instead of JSON (the same document)"},
+    [OPT_TITLE] = {.name = "title",
+                   .arg = "TEXT",
+                   .kind = CLI_NAME,
+                   .commands = CLI_IN(CLI_ASYNCAPI),
+                   .help = "the document's info.title; without it \"luastream handlers in DIR\", "
+                           "DIR's last folder name"},
+    [OPT_API_VERSION] = {.name = "api-version",
+                         .arg = "TEXT",
+                         .kind = CLI_NAME,
+                         .commands = CLI_IN(CLI_ASYNCAPI),
+                         .def = "1.0.0",
+                         .help = "the document's info.version: the version of the contract, "
+                                 "yours to keep"}};
 
 static bool takes(enum cli_command command, int id) {
   return (cli_option_table[id].commands & CLI_IN(command)) != 0;

@@ -33,6 +33,7 @@ enum cli_command {
   CLI_CONSOLE,
   CLI_PAUSE,
   CLI_RESUME,
+  CLI_ASYNCAPI,
   CLI_NCOMMANDS
 };
 
@@ -87,6 +88,9 @@ enum cli_option_id {
   OPT_CONSOLE_INTERVAL,
   OPT_FOR,
   OPT_PAUSE_REASON, /* pause's --reason: free text (dead-letters delete's picks entries) */
+  OPT_YAML,
+  OPT_TITLE,
+  OPT_API_VERSION,
   OPT_NOPTIONS
 };
 

@@ -136,6 +136,18 @@ int host_check_report(const char *dir, uint64_t load_timeout_ms, const struct tr
   return problems;
 }
 
+int host_check_all(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
+                   FILE *report, host_handlers_fn *all, void *data) {
+  handler **hs = NULL;
+  size_t n = 0;
+  struct rt_env env = {.load_timeout_ms = load_timeout_ms, .trust = trust};
+  int problems = load_all(dir, &env, &hs, &n, report);
+  if (hs) problems += all(data, hs, n);
+  for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
+  free(hs);
+  return problems;
+}
+
 int host_check(const char *dir, uint64_t load_timeout_ms, const struct trust *trust) {
   return host_check_each(dir, load_timeout_ms, trust, NULL, NULL);
 }

@@ -160,5 +160,12 @@ int host_check_each(const char *dir, uint64_t load_timeout_ms, const struct trus
  * handlers page), each called for every file that loaded. */
 int host_check_report(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
                       FILE *report, host_spec_fn *each, void *data);
+/* host_check_report, then, when every file is valid, all(data, hs, n) once
+ * with the loaded handlers in file order (loaded, not bound; released after
+ * the call): what `luastream asyncapi` describes. all returns its own
+ * problems, added to the count returned. */
+typedef int host_handlers_fn(void *data, handler *const *hs, size_t n);
+int host_check_all(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
+                   FILE *report, host_handlers_fn *all, void *data);
 
 #endif

@@ -35,6 +35,9 @@ static const char pg_lua[] = {
 static const char rate_lua[] = {
 #include "lua/luastream/rate.lua.inc"
 };
+static const char asyncapi_lua[] = {
+#include "lua/luastream/asyncapi.lua.inc"
+};
 
 struct module {
   const char *name;  /* for require */
@@ -57,6 +60,7 @@ static const struct module modules[] = {
     MODULE("luastream.json", "luastream/json.lua", json_lua),
     MODULE("luastream.pg", "luastream/pg.lua", pg_lua),
     MODULE("luastream.rate", "luastream/rate.lua", rate_lua),
+    MODULE("luastream.asyncapi", "luastream/asyncapi.lua", asyncapi_lua),
 };
 #define NMODULES (sizeof modules / sizeof modules[0])
 

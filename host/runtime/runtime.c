@@ -923,6 +923,75 @@ int handler_run_batch(handler *h, struct entry *const *entries, size_t n, int p,
   return jobs_start_batch(&h->jobs, entries, n, p, done, data);
 }
 
+/* ---- the validated spec, copied out ---- */
+
+/* Tables nested deeper than this are refused (a table that holds itself). */
+#define COPY_DEPTH_MAX 64
+
+/* Whether the value at idx of L is one copy_value copies. */
+static bool copyable(lua_State *L, int idx) {
+  int t = lua_type(L, idx);
+  return t == LUA_TBOOLEAN || t == LUA_TNUMBER || t == LUA_TSTRING || t == LUA_TTABLE;
+}
+
+/* Pushes onto to a copy of the value at the top of from: booleans, numbers,
+ * strings and tables of them, keyed by strings and numbers; any other value
+ * (a function, userdata) is left out of its table, and is nil at the top.
+ * Raw access only: no code of the handler file runs. Returns 0, or -1 when
+ * tables nest deeper than COPY_DEPTH_MAX. Out of memory in to raises there.
+ * [-0, +1] on to, [-0, +0] on from */
+static int copy_value(lua_State *from, lua_State *to, int depth) {
+  switch (lua_type(from, -1)) {
+    case LUA_TBOOLEAN: lua_pushboolean(to, lua_toboolean(from, -1)); return 0;
+    case LUA_TNUMBER: lua_pushnumber(to, lua_tonumber(from, -1)); return 0;
+    case LUA_TSTRING: {
+      size_t n;
+      const char *s = lua_tolstring(from, -1, &n);
+      lua_pushlstring(to, s, n);
+      return 0;
+    }
+    case LUA_TTABLE: break;
+    default: lua_pushnil(to); return 0;
+  }
+  if (depth >= COPY_DEPTH_MAX || !lua_checkstack(from, 4)) {
+    lua_pushnil(to);
+    return -1;
+  }
+  luaL_checkstack(to, 4, "copying a handler's spec");
+  lua_newtable(to);
+  lua_pushnil(from);
+  while (lua_next(from, -2) != 0) { /* from: table key value */
+    int kt = lua_type(from, -2);
+    if ((kt == LUA_TSTRING || kt == LUA_TNUMBER) && copyable(from, -1)) {
+      lua_pushvalue(from, -2); /* a copy: lua_tolstring must not change lua_next's key */
+      copy_value(from, to, depth + 1);
+      lua_pop(from, 1);
+      if (copy_value(from, to, depth + 1) != 0) {
+        lua_pop(from, 2);
+        lua_pop(to, 2);
+        return -1;
+      }
+      lua_rawset(to, -3);
+    }
+    lua_pop(from, 1);
+  }
+  return 0;
+}
+
+int handler_spec_push(const handler *h, lua_State *L) {
+  lua_State *from = h->L;
+  int top = lua_gettop(from);
+  lua_pushlightuserdata(from, (void *)&spec_key);
+  lua_rawget(from, LUA_REGISTRYINDEX);
+  int rc = lua_istable(from, -1) ? copy_value(from, L, 0) : -1;
+  if (rc != 0) {
+    lua_settop(L, lua_gettop(L) - 1); /* the partial copy */
+    lua_pushnil(L);
+  }
+  lua_settop(from, top);
+  return rc;
+}
+
 /* ---- JSON check for the CLI ---- */
 
 struct json_check {
