@@ -161,7 +161,11 @@ bool status_judge_schedule(const struct status_query *q, struct st_schedule *s) 
   free(s->attention);
   s->attention = NULL;
   char when[64], ago[32];
-  if (s->next_tick > 0 && q->server_ms > 0 && q->server_ms - s->next_tick > STATUS_TICK_LATE_MS) {
+  /* A host holding the lease runs a tick now (one longer than the period
+   * holds the next back): the schedule is not late, it is busy. */
+  bool running = s->lease_until > 0 && q->server_ms > 0 && s->lease_until > q->server_ms;
+  if (s->next_tick > 0 && q->server_ms > 0 && q->server_ms - s->next_tick > STATUS_TICK_LATE_MS &&
+      !running) {
     s->attention = status_query_text(
         "schedule %s: its next tick was due at %s (%s ago) and has not run: no host runs %s",
         s->name, status_format_utc(s->next_tick, when, sizeof when),

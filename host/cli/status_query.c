@@ -156,6 +156,7 @@ static void schedule_reset(struct st_schedule *t) {
   t->last_outcome = t->last_host = t->last_error = t->owner = t->error = t->attention = NULL;
   t->read = t->exists = false;
   t->last_tick = t->next_tick = t->last_at = t->runs = t->errors = -1;
+  t->lease_until = t->running = -1;
 }
 
 static void add_schedule(struct status_query *q, const struct handler_spec *s) {
@@ -206,6 +207,10 @@ static void take_tick(struct st_schedule *t, const bk_reply *r) {
       t->runs = n;
     else if (!strcmp(k->str, "errors"))
       t->errors = n;
+    else if (!strcmp(k->str, "until"))
+      t->lease_until = n;
+    else if (!strcmp(k->str, "running"))
+      t->running = n;
     else if (!strcmp(k->str, "last_outcome") && !t->last_outcome)
       t->last_outcome = text, text = NULL;
     else if (!strcmp(k->str, "last_host") && !t->last_host)

@@ -84,6 +84,9 @@ struct st_schedule {
   char *when; /* "every 300000ms" or "cron ... [tz]" */
   bool read, exists;
   long long last_tick, next_tick, last_at, runs, errors; /* Unix ms; -1: none */
+  /* The lease of a tick running now: until when (server ms) and which tick;
+   * -1: none. */
+  long long lease_until, running;
   char *last_outcome, *last_host, *last_error, *owner, *error;
   char *attention; /* what needs attention (status_judge_schedule), or NULL */
 };
