@@ -362,12 +362,15 @@ static void mark_done(void *data, const bk_reply *r, const char *err) {
     return;
   }
   held_free(s);
+  /* Done already, by this host: the same call sent again after its answer
+   * was lost; the first one applied the writes. */
+  bool mine = element_int(r, 0) == 0 && element_int(r, 2) == 1;
   if (r == NULL || r->type != BK_ARRAY || r->elements < 2) {
     bk_reply_text(r, err, why, sizeof why);
     log_line(LOG_ERROR, s->spec->name, "tick done mark not written: the tick may run again", "tick",
              s->tick_text, "key", s->key, "error", why, NULL);
     count(s, "unwritten");
-  } else if (element_int(r, 0) == 0) {
+  } else if (element_int(r, 0) == 0 && !mine) {
     log_line(LOG_WARN, s->spec->name,
              "tick ran again after it was done (this host paused past its lease?): its writes "
              "were dropped",
@@ -376,7 +379,7 @@ static void mark_done(void *data, const bk_reply *r, const char *err) {
   } else {
     count(s, s->ran_ok ? "ok" : "error");
     const bk_reply *failed = r->element[1];
-    if (failed->type == BK_STRING && failed->len > 0)
+    if (!mine && failed->type == BK_STRING && failed->len > 0)
       log_line(LOG_ERROR, s->spec->name, "tick write failed", LOG_NUMBER "tick", s->tick_text,
                "error", failed->str, NULL);
     int64_t tick = strtoll(s->tick_text, NULL, 10);
