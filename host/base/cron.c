@@ -86,7 +86,7 @@ static int field(const struct field_def *f, const char *text, size_t len, uint64
           return -1;
         }
       } else if (*p == '/') {
-        hi = f->hi == 7 ? 6 : f->hi; /* N/step: from N to the last */
+        hi = f->hi; /* N/step: from N to the last (7 for days of week: 5/1 ends on Sunday) */
       }
     }
     if (*p == '/') {

@@ -90,6 +90,10 @@ TEST_IMPL(cron_names_and_days) {
   ASSERT_STR_EQ(next("0 0 * * 7", NULL, "2026-01-01T00:00"), "2026-01-04T00:00");
   ASSERT_STR_EQ(next("0 0 * * 0", NULL, "2026-01-01T00:00"), "2026-01-04T00:00");
   ASSERT_STR_EQ(next("0 0 * * 5-7", NULL, "2026-01-03T00:00"), "2026-01-04T00:00");
+  /* N/step runs to the field's end, 7 (Sunday) for days of week, as 5-7. */
+  ASSERT_STR_EQ(next("0 0 * * 5/1", NULL, "2026-01-03T00:00"), "2026-01-04T00:00");
+  ASSERT_STR_EQ(next("0 0 * * 7/1", NULL, "2026-01-01T00:00"), "2026-01-04T00:00");
+  ASSERT_STR_EQ(next("0 0 * * 5/2", NULL, "2026-01-02T00:00"), "2026-01-04T00:00");
   /* Both day fields restricted: either matches (Friday the 2nd comes first). */
   ASSERT_STR_EQ(next("0 0 13 * fri", NULL, "2026-01-01T00:00"), "2026-01-02T00:00");
   ASSERT_STR_EQ(next("0 0 13 * fri", NULL, "2026-01-10T00:00"), "2026-01-13T00:00");
