@@ -182,6 +182,24 @@ TEST_IMPL(tz_refuses_unknown_names) {
   ASSERT_INT_EQ(tz_load("/etc/passwd", &z, why, sizeof why), -1);
   ASSERT_INT_EQ(tz_load("", &z, why, sizeof why), -1);
   ASSERT_NULL(z);
+  /* A zone with leap seconds (right/...): refused, its times would be off. */
+  static const unsigned char leaps[44 + 6 + 4 + 8] = {'T',
+                                                      'Z',
+                                                      'i',
+                                                      'f',
+                                                      0,
+                                                      [20 + 11] = 1 /* leapcnt */,
+                                                      [20 + 19] = 1 /* typecnt */,
+                                                      [20 + 23] = 4 /* charcnt */,
+                                                      [50] = 'U',
+                                                      'T',
+                                                      'C',
+                                                      0,
+                                                      [54 + 3] = 27,
+                                                      [54 + 7] = 1};
+  ASSERT_INT_EQ(tz_parse(leaps, sizeof leaps, &z, why, sizeof why), -1);
+  ASSERT_CONTAINS(why, "a zone with leap seconds (right/...) is not supported");
+  ASSERT_NULL(z);
   static const unsigned char junk[] = "TZif2 not really a zone file at all, just some words";
   ASSERT_INT_EQ(tz_parse(junk, sizeof junk, &z, why, sizeof why), -1);
   ASSERT_NULL(z);
