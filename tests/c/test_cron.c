@@ -3,6 +3,8 @@
  * repeats in Europe/Berlin and America/New_York, the POSIX footer past the
  * TZif table). */
 #define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -211,4 +213,35 @@ TEST_IMPL(cron_every_aligned_to_epoch) {
   ASSERT_INT_EQ(cron_every_next(300000, 300000), 600000);
   ASSERT_STR_EQ(iso(cron_every_next(300000, at("2026-01-01T00:02"))), "2026-01-01T00:05");
   ASSERT_STR_EQ(iso(cron_every_next(3600000, at("2026-01-01T00:02"))), "2026-01-01T01:00");
+}
+
+/* Every prefix of a real zone file, and the file with each header count
+ * made huge: refused or read, never read past the bytes (ASan). */
+TEST_IMPL(tz_parse_truncated_and_bad_counts) {
+  FILE *f = fopen(TZ_DIR "/Europe/Berlin", "rb");
+  if (f == NULL) TEST_FAIL_("cannot open %s", TZ_DIR "/Europe/Berlin");
+  static unsigned char file[1 << 16];
+  size_t n = fread(file, 1, sizeof file, f);
+  fclose(f);
+  struct tz *z = NULL;
+  ASSERT_INT_EQ(tz_parse(file, n, &z, why, sizeof why), 0);
+  tz_free(z);
+  for (size_t cut = 0; cut < n; cut++) {
+    unsigned char *copy = malloc(cut ? cut : 1); /* exactly cut bytes: ASan sees any overread */
+    memcpy(copy, file, cut);
+    if (tz_parse(copy, cut, &z, why, sizeof why) == 0) {
+      tz_offset(z, 1800000000);
+      tz_next_change(z, 1800000000);
+      tz_free(z);
+    }
+    free(copy);
+  }
+  for (size_t field = 20; field < 44; field += 4) {
+    unsigned char *copy = malloc(n);
+    memcpy(copy, file, n);
+    memset(copy + field, 0xff, 4);
+    ASSERT_INT_EQ(tz_parse(copy, n, &z, why, sizeof why), -1);
+    ASSERT_NULL(z);
+    free(copy);
+  }
 }
