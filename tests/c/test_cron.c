@@ -110,6 +110,13 @@ TEST_IMPL(cron_leap_years) {
   ASSERT_STR_EQ(next("0 0 29 feb *", NULL, "2096-03-01T00:00"), "2104-02-29T00:00");
   ASSERT_STR_EQ(next("0 0 29 feb *", NULL, "1999-01-01T00:00"), "2000-02-29T00:00");
   ASSERT_STR_EQ(next("0 12 28 2 *", NULL, "2100-02-28T12:00"), "2101-02-28T12:00");
+  /* Both day fields, one starting with '*': a Sunday the 29th of February,
+   * 40 years apart around 2100. */
+  ASSERT_STR_EQ(next("0 0 29 2 */7", NULL, "2026-01-01T00:00"), "2032-02-29T00:00");
+  ASSERT_STR_EQ(next("0 0 29 2 */7", NULL, "2088-03-01T00:00"), "2128-02-29T00:00");
+  /* Never, in any 400-year cycle of the calendar: refused. */
+  ASSERT_CONTAINS(refused("0 0 31 4 */7"), "never matches");
+  ASSERT_CONTAINS(refused("0 0 30 2 */1"), "never matches");
 }
 
 TEST_IMPL(cron_daylight_saving_berlin) {
