@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "client.h"
+#include "cron.h"
 #include "handler_name.h"
+#include "tz.h"
 #include "lease.h"
 #include "partition.h"
 
@@ -147,6 +149,7 @@ static void schedule_free(struct st_schedule *t) {
   free(t->name), free(t->key), free(t->handlers), free(t->when);
   free(t->last_outcome), free(t->last_host), free(t->last_error), free(t->owner), free(t->error);
   free(t->attention);
+  tz_free(t->tz);
 }
 
 /* What the last refresh read of t, forgotten before the next. */
@@ -175,10 +178,15 @@ static void add_schedule(struct status_query *q, const struct handler_spec *s) {
   t->name = xstrdup(name);
   t->key = status_query_text("luastream:tick:{%s}", name);
   t->handlers = xstrdup(file);
-  if (s->every_ms > 0)
+  char why[600];
+  if (s->every_ms > 0) {
     t->when = status_query_text("every %lldms", (long long)s->every_ms);
-  else
+    t->every_ms = s->every_ms;
+  } else {
     t->when = status_query_text("cron %s%s%s", s->cron, s->tz ? " " : "", s->tz ? s->tz : "");
+    t->has_cron = cron_parse(s->cron, &t->cron, why, sizeof why) == 0 &&
+                  (s->tz == NULL || tz_load(s->tz, &t->tz, why, sizeof why) == 0);
+  }
   schedule_reset(t);
 }
 

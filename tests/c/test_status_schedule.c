@@ -51,3 +51,29 @@ TEST_IMPL(status_schedule_running_long_tick_is_not_late) {
   ASSERT_CONTAINS(s.attention, "has not run: no host runs nightly.lua");
   free(s.attention);
 }
+
+TEST_IMPL(status_schedule_next_after_a_change_to_a_rarer_schedule) {
+  /* The file went from hourly to daily: the hash's next is the hosts' old
+   * hourly one, two hours gone; by the file the next tick is tomorrow. */
+  struct status_query q;
+  memset(&q, 0, sizeof q);
+  long long day = 86400000;
+  long long last = 20000 * day; /* a midnight, UTC */
+  q.server_ms = last + 2 * 3600000 + 60000;
+  struct st_schedule s = schedule(last + 3600000);
+  s.last_tick = last;
+  s.every_ms = day;
+  ASSERT(!status_judge_schedule(&q, &s));
+  ASSERT_NULL(s.attention);
+  char why[128];
+  ASSERT_INT_EQ(cron_parse("0 0 * * *", &s.cron, why, sizeof why), 0);
+  s.every_ms = 0;
+  s.has_cron = true;
+  ASSERT(!status_judge_schedule(&q, &s));
+  ASSERT_NULL(s.attention);
+  /* A day and more later with nothing done: late by the file too. */
+  q.server_ms = last + day + 2 * 60000;
+  ASSERT(status_judge_schedule(&q, &s));
+  ASSERT_CONTAINS(s.attention, "its next tick was due at");
+  free(s.attention);
+}
