@@ -610,6 +610,8 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
       take_stream(&q->streams[cmd.target].info, r);
     else
       take_groups(q, cmd.target, r);
+  } else if (cmd.kind == Q_TIME) { /* asked with no group too (a DIR of schedules only) */
+    take_time(q, r);
   } else {
     struct st_group *g = &q->groups[cmd.target];
     struct st_key *k = cmd.retry ? &g->retry : &g->src;
@@ -629,7 +631,7 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
       }
       case Q_DEAD: take_count(g, &g->dead_letters, g->dead_letter, r); break;
       case Q_LEASE: take_lease(g, &g->consumers[cmd.consumer], r); break;
-      case Q_TIME: take_time(q, r); break;
+      case Q_TIME: break; /* above */
       case Q_NEXT: take_next(k, r); break;
       case Q_TICK: break;
       case Q_PAUSE:
