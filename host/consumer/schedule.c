@@ -114,20 +114,37 @@ static void count(const schedule *s, const char *outcome) {
   metric_add(metrics_series(f, values), 1);
 }
 
-static void gauge(const schedule *s, const char *name, const char *help, int64_t ms) {
+/* The last and next run gauges: rebuilt at each page from the schedules
+ * running (sched_metrics_clear, then sched_collect_metrics of each), so a
+ * removed schedule's leave with it. */
+static struct metric_family *times_family(bool last) {
   static const char *const labels[] = {"handler"};
-  struct metric_family *f = metrics_family(name, help, METRIC_GAUGE, 1, labels, NULL, 0);
+  return last
+             ? metrics_family(
+                   "luastream_tick_last_run_timestamp_seconds",
+                   "The scheduled time of the newest tick done, on any host, as this host last saw it",
+                   METRIC_GAUGE, 1, labels, NULL, 0)
+             : metrics_family("luastream_tick_next_run_timestamp_seconds",
+                              "When the next tick is due", METRIC_GAUGE, 1, labels, NULL, 0);
+}
+
+static void gauge(const schedule *s, bool last, int64_t ms) {
   const char *values[] = {s->spec->name};
-  metric_set(metrics_series(f, values), (double)ms / 1000.0);
+  metric_set(metrics_series(times_family(last), values), (double)ms / 1000.0);
 }
 
 static void show_times(const schedule *s) {
-  if (s->known_done > 0)
-    gauge(s, "luastream_tick_last_run_timestamp_seconds",
-          "The scheduled time of the newest tick done, on any host, as this host last saw it",
-          s->known_done);
-  if (s->next_ms > 0 && s->next_ms != INT64_MAX)
-    gauge(s, "luastream_tick_next_run_timestamp_seconds", "When the next tick is due", s->next_ms);
+  if (s->known_done > 0) gauge(s, true, s->known_done);
+  if (s->next_ms > 0 && s->next_ms != INT64_MAX) gauge(s, false, s->next_ms);
+}
+
+void sched_metrics_clear(void) {
+  metrics_clear(times_family(true));
+  metrics_clear(times_family(false));
+}
+
+void sched_collect_metrics(const schedule *s) {
+  if (s->started && !s->drained) show_times(s);
 }
 
 /* ---- the state machine ---- */

@@ -295,6 +295,24 @@ return {
       app:metric("luastream_tick_last_run_timestamp_seconds", { handler = "lost" }))
   end)
 
+  it("drops a removed schedule's last and next run from /metrics", function()
+    write(dir .. "/gone.lua", ticker('every = "5m",'))
+    write(dir .. "/kept.lua", ticker('every = "5m",'))
+    local app = start()
+    app:advance("5m")
+    assert.is_not_nil(app:metric("luastream_tick_next_run_timestamp_seconds", { handler = "gone" }))
+    assert.is_not_nil(app:metric("luastream_tick_last_run_timestamp_seconds", { handler = "gone" }))
+    os.remove(dir .. "/gone.lua")
+    app:reload()
+    app:advance("5m")
+    -- its next run would stay in the past: an alert on it would fire for a schedule no host has
+    assert.is_nil(app:metric("luastream_tick_next_run_timestamp_seconds", { handler = "gone" }))
+    assert.is_nil(app:metric("luastream_tick_last_run_timestamp_seconds", { handler = "gone" }))
+    assert.equal(2, app:metric("luastream_ticks_total", { handler = "kept", outcome = "ok" }))
+    assert.equal(app:metric("luastream_tick_last_run_timestamp_seconds", { handler = "kept" }) + 300,
+      app:metric("luastream_tick_next_run_timestamp_seconds", { handler = "kept" }))
+  end)
+
   it("logs and counts a tick that raises, marks it done, and runs the next", function()
     write(dir .. "/boom.lua", [[
 return {
