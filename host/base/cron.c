@@ -86,7 +86,7 @@ static int field(const struct field_def *f, const char *text, size_t len, uint64
           return -1;
         }
       } else if (*p == '/') {
-        hi = f->hi == 7 ? 6 : f->hi; /* N/step: from N to the last */
+        hi = f->hi; /* N/step: from N to the last (7 for days of week: 5/1 ends on Sunday) */
       }
     }
     if (*p == '/') {
@@ -112,6 +112,12 @@ static int field(const struct field_def *f, const char *text, size_t len, uint64
   }
   return 0;
 }
+
+/* The Gregorian calendar repeats every 400 years, 146097 days (whole weeks):
+ * a day that matches at all matches within any span of that many days. */
+#define CYCLE_DAYS 146097
+
+static bool day_matches(const struct cron *c, int64_t days, int m, int d);
 
 int cron_parse(const char *expr, struct cron *c, char *why, size_t whylen) {
   memset(c, 0, sizeof *c);
@@ -168,6 +174,20 @@ int cron_parse(const char *expr, struct cron *c, char *why, size_t whylen) {
       return -1;
     }
   }
+  /* Some date must match: when both day fields must (one starts with `*`),
+   * a day of month that is that day of week may come decades apart (a
+   * Sunday the 29th of February), or never. */
+  for (int64_t day = 0;; day++) {
+    if (day == CYCLE_DAYS) {
+      snprintf(why, whylen,
+               "never matches: no date has both the day of month and the day of week chosen");
+      return -1;
+    }
+    int64_t y;
+    int m, d;
+    tz_civil_from_days(day, &y, &m, &d);
+    if (day_matches(c, day, m, d)) break;
+  }
   return 0;
 }
 
@@ -202,7 +222,7 @@ int64_t cron_next(const struct cron *c, const struct tz *z, int64_t after_ms) {
   int64_t from = floor_div(local, 60) + 1; /* local minutes */
   int64_t day = floor_div(from, 1440);
   int minute_of_day = (int)(from - day * 1440);
-  for (int64_t i = 0; i < 366 * 9; i++, day++, minute_of_day = 0) {
+  for (int64_t i = 0; i <= CYCLE_DAYS; i++, day++, minute_of_day = 0) {
     int64_t y;
     int m, d;
     tz_civil_from_days(day, &y, &m, &d);

@@ -43,8 +43,8 @@ struct cron {
 int cron_parse(const char *expr, struct cron *c, char *why, size_t whylen);
 
 /* The first tick strictly after after_ms (Unix ms), in zone z (NULL: UTC);
- * -1 when none within nine years (cannot happen for what cron_parse
- * accepts). */
+ * -1 when none within 400 years, the calendar's cycle (cannot happen for
+ * what cron_parse accepts). */
 int64_t cron_next(const struct cron *c, const struct tz *z, int64_t after_ms);
 
 /* `every`: the first multiple of period_ms strictly after after_ms. */

@@ -224,6 +224,13 @@ int tz_parse(const unsigned char *buf, size_t len, struct tz **out, char *err, s
     uint64_t body = timecnt * (uint64_t)tsize + timecnt + typecnt * 6 + charcnt +
                     leapcnt * (uint64_t)(tsize + 4) + isstd + isut;
     if (len - at - 44 < body) return fail(err, errlen, "truncated TZif file");
+    /* A zone with leap seconds (right/...) counts them in its transition
+     * times and has no footer: its local times would be off by them, and by
+     * whole hours past its table. */
+    if (leapcnt > 0)
+      return fail(err, errlen,
+                  "a zone with leap seconds (right/...) is not supported: give the zone's name "
+                  "without right/");
     if (pass == 0 && version >= '2') { /* the 64-bit block follows */
       at += 44 + body;
       tsize = 8;

@@ -20,7 +20,8 @@ struct tz;
 /* The zone called name ("Europe/Berlin", "UTC"): 0 with *out (free with
  * tz_free), or -1 with why in err ("unknown time zone ..."). A name that is
  * absolute, holds "..", or is not made of letters, digits and "/_+-" is
- * refused before any file is opened. "UTC" needs no file. */
+ * refused before any file is opened; so is a file with leap seconds (the
+ * right/ zones). "UTC" needs no file. */
 int tz_load(const char *name, struct tz **out, char *err, size_t errlen);
 int tz_load_from(const char *dir, const char *name, struct tz **out, char *err, size_t errlen);
 /* The zone of a TZif file's bytes (tests, fuzzing). */

@@ -157,15 +157,33 @@ void status_carry_lags(const struct status_query *q, struct st_group *g) {
   g->lags[g->nlags++] = total_lag(g);
 }
 
+/* When the tick after the last one done is due: the later of the hash's
+ * next (its hosts' schedule) and DIR's file's (after a change to a rarer
+ * schedule, the hosts' old next passes with nothing due). -1: none. */
+static long long next_due(const struct st_schedule *s) {
+  long long due = s->next_tick;
+  if (s->last_tick <= 0) return due;
+  long long mine = -1;
+  if (s->every_ms > 0)
+    mine = cron_every_next(s->every_ms, s->last_tick);
+  else if (s->has_cron)
+    mine = cron_next(&s->cron, s->tz, s->last_tick);
+  return mine > due ? mine : due;
+}
+
 bool status_judge_schedule(const struct status_query *q, struct st_schedule *s) {
   free(s->attention);
   s->attention = NULL;
   char when[64], ago[32];
-  if (s->next_tick > 0 && q->server_ms > 0 && q->server_ms - s->next_tick > STATUS_TICK_LATE_MS) {
+  /* A host holding the lease runs a tick now (one longer than the period
+   * holds the next back): the schedule is not late, it is busy. */
+  bool running = s->lease_until > 0 && q->server_ms > 0 && s->lease_until > q->server_ms;
+  long long due = next_due(s);
+  if (due > 0 && q->server_ms > 0 && q->server_ms - due > STATUS_TICK_LATE_MS && !running) {
     s->attention = status_query_text(
         "schedule %s: its next tick was due at %s (%s ago) and has not run: no host runs %s",
-        s->name, status_format_utc(s->next_tick, when, sizeof when),
-        status_format_ms(q->server_ms - s->next_tick, ago, sizeof ago), s->handlers);
+        s->name, status_format_utc(due, when, sizeof when),
+        status_format_ms(q->server_ms - due, ago, sizeof ago), s->handlers);
   } else if (s->last_outcome && !strcmp(s->last_outcome, "error")) {
     size_t n = s->last_error ? strcspn(s->last_error, "\n") : 0;
     s->attention = status_query_text("schedule %s: its last tick (%s) raised: %.*s", s->name,

@@ -14,8 +14,9 @@ void status_carry_lags(const struct status_query *q, struct st_group *g);
 void status_judge(const struct status_query *q, struct st_group *g);
 
 /* A schedule's attention (its `attention`): its next tick overdue by more
- * than STATUS_TICK_LATE_MS on the server's clock (no host runs it), or its
- * last tick raised. True when it needs attention. */
+ * than STATUS_TICK_LATE_MS on the server's clock while no host holds its
+ * lease (no host runs it), or its last tick raised. True when it needs
+ * attention. */
 #define STATUS_TICK_LATE_MS 60000
 bool status_judge_schedule(const struct status_query *q, struct st_schedule *s);
 

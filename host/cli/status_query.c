@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "client.h"
+#include "cron.h"
 #include "handler_name.h"
+#include "tz.h"
 #include "lease.h"
 #include "partition.h"
 
@@ -147,6 +149,7 @@ static void schedule_free(struct st_schedule *t) {
   free(t->name), free(t->key), free(t->handlers), free(t->when);
   free(t->last_outcome), free(t->last_host), free(t->last_error), free(t->owner), free(t->error);
   free(t->attention);
+  tz_free(t->tz);
 }
 
 /* What the last refresh read of t, forgotten before the next. */
@@ -156,6 +159,7 @@ static void schedule_reset(struct st_schedule *t) {
   t->last_outcome = t->last_host = t->last_error = t->owner = t->error = t->attention = NULL;
   t->read = t->exists = false;
   t->last_tick = t->next_tick = t->last_at = t->runs = t->errors = -1;
+  t->lease_until = t->running = -1;
 }
 
 static void add_schedule(struct status_query *q, const struct handler_spec *s) {
@@ -174,10 +178,15 @@ static void add_schedule(struct status_query *q, const struct handler_spec *s) {
   t->name = xstrdup(name);
   t->key = status_query_text("luastream:tick:{%s}", name);
   t->handlers = xstrdup(file);
-  if (s->every_ms > 0)
+  char why[600];
+  if (s->every_ms > 0) {
     t->when = status_query_text("every %lldms", (long long)s->every_ms);
-  else
+    t->every_ms = s->every_ms;
+  } else {
     t->when = status_query_text("cron %s%s%s", s->cron, s->tz ? " " : "", s->tz ? s->tz : "");
+    t->has_cron = cron_parse(s->cron, &t->cron, why, sizeof why) == 0 &&
+                  (s->tz == NULL || tz_load(s->tz, &t->tz, why, sizeof why) == 0);
+  }
   schedule_reset(t);
 }
 
@@ -206,6 +215,10 @@ static void take_tick(struct st_schedule *t, const bk_reply *r) {
       t->runs = n;
     else if (!strcmp(k->str, "errors"))
       t->errors = n;
+    else if (!strcmp(k->str, "until"))
+      t->lease_until = n;
+    else if (!strcmp(k->str, "running"))
+      t->running = n;
     else if (!strcmp(k->str, "last_outcome") && !t->last_outcome)
       t->last_outcome = text, text = NULL;
     else if (!strcmp(k->str, "last_host") && !t->last_host)
@@ -597,6 +610,8 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
       take_stream(&q->streams[cmd.target].info, r);
     else
       take_groups(q, cmd.target, r);
+  } else if (cmd.kind == Q_TIME) { /* asked with no group too (a DIR of schedules only) */
+    take_time(q, r);
   } else {
     struct st_group *g = &q->groups[cmd.target];
     struct st_key *k = cmd.retry ? &g->retry : &g->src;
@@ -616,7 +631,7 @@ static void on_reply(struct client *c, void *arg, const bk_reply *r, const char 
       }
       case Q_DEAD: take_count(g, &g->dead_letters, g->dead_letter, r); break;
       case Q_LEASE: take_lease(g, &g->consumers[cmd.consumer], r); break;
-      case Q_TIME: take_time(q, r); break;
+      case Q_TIME: break; /* above */
       case Q_NEXT: take_next(k, r); break;
       case Q_TICK: break;
       case Q_PAUSE:

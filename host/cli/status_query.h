@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "client.h"
+#include "cron.h"
 #include "runtime.h"
 #include "status_pause.h"
 #include "status_rules.h"
@@ -84,6 +85,17 @@ struct st_schedule {
   char *when; /* "every 300000ms" or "cron ... [tz]" */
   bool read, exists;
   long long last_tick, next_tick, last_at, runs, errors; /* Unix ms; -1: none */
+  /* The lease of a tick running now: until when (server ms) and which tick;
+   * -1: none. */
+  long long lease_until, running;
+  /* The schedule as DIR's file says (every_ms > 0, or cron in tz, NULL:
+   * UTC; has_cron false when neither reads), for the tick due after the
+   * last: the hash's next is the one its hosts computed, from the file
+   * they ran before a change. */
+  long long every_ms;
+  bool has_cron;
+  struct cron cron;
+  struct tz *tz;
   char *last_outcome, *last_host, *last_error, *owner, *error;
   char *attention; /* what needs attention (status_judge_schedule), or NULL */
 };

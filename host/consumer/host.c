@@ -208,6 +208,7 @@ static void collect_handlers(void *data) {
                                            "The handler files running and their script versions",
                                            METRIC_GAUGE, 2, labels, NULL, 0);
   metrics_clear(f);
+  sub_metrics_clear();
   char name[256];
   for (size_t i = 0; i < h->slots.n; i++) {
     if (h->slots.v[i].sub) sub_collect_metrics(h->slots.v[i].sub, false);

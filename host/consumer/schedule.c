@@ -114,20 +114,37 @@ static void count(const schedule *s, const char *outcome) {
   metric_add(metrics_series(f, values), 1);
 }
 
-static void gauge(const schedule *s, const char *name, const char *help, int64_t ms) {
+/* The last and next run gauges: rebuilt at each page from the schedules
+ * running (sched_metrics_clear, then sched_collect_metrics of each), so a
+ * removed schedule's leave with it. */
+static struct metric_family *times_family(bool last) {
   static const char *const labels[] = {"handler"};
-  struct metric_family *f = metrics_family(name, help, METRIC_GAUGE, 1, labels, NULL, 0);
+  return last
+             ? metrics_family(
+                   "luastream_tick_last_run_timestamp_seconds",
+                   "The scheduled time of the newest tick done, on any host, as this host last saw it",
+                   METRIC_GAUGE, 1, labels, NULL, 0)
+             : metrics_family("luastream_tick_next_run_timestamp_seconds",
+                              "When the next tick is due", METRIC_GAUGE, 1, labels, NULL, 0);
+}
+
+static void gauge(const schedule *s, bool last, int64_t ms) {
   const char *values[] = {s->spec->name};
-  metric_set(metrics_series(f, values), (double)ms / 1000.0);
+  metric_set(metrics_series(times_family(last), values), (double)ms / 1000.0);
 }
 
 static void show_times(const schedule *s) {
-  if (s->known_done > 0)
-    gauge(s, "luastream_tick_last_run_timestamp_seconds",
-          "The scheduled time of the newest tick done, on any host, as this host last saw it",
-          s->known_done);
-  if (s->next_ms > 0 && s->next_ms != INT64_MAX)
-    gauge(s, "luastream_tick_next_run_timestamp_seconds", "When the next tick is due", s->next_ms);
+  if (s->known_done > 0) gauge(s, true, s->known_done);
+  if (s->next_ms > 0 && s->next_ms != INT64_MAX) gauge(s, false, s->next_ms);
+}
+
+void sched_metrics_clear(void) {
+  metrics_clear(times_family(true));
+  metrics_clear(times_family(false));
+}
+
+void sched_collect_metrics(const schedule *s) {
+  if (s->started && !s->drained) show_times(s);
 }
 
 /* ---- the state machine ---- */
@@ -362,12 +379,15 @@ static void mark_done(void *data, const bk_reply *r, const char *err) {
     return;
   }
   held_free(s);
+  /* Done already, by this host: the same call sent again after its answer
+   * was lost; the first one applied the writes. */
+  bool mine = element_int(r, 0) == 0 && element_int(r, 2) == 1;
   if (r == NULL || r->type != BK_ARRAY || r->elements < 2) {
     bk_reply_text(r, err, why, sizeof why);
     log_line(LOG_ERROR, s->spec->name, "tick done mark not written: the tick may run again", "tick",
              s->tick_text, "key", s->key, "error", why, NULL);
     count(s, "unwritten");
-  } else if (element_int(r, 0) == 0) {
+  } else if (element_int(r, 0) == 0 && !mine) {
     log_line(LOG_WARN, s->spec->name,
              "tick ran again after it was done (this host paused past its lease?): its writes "
              "were dropped",
@@ -376,7 +396,7 @@ static void mark_done(void *data, const bk_reply *r, const char *err) {
   } else {
     count(s, s->ran_ok ? "ok" : "error");
     const bk_reply *failed = r->element[1];
-    if (failed->type == BK_STRING && failed->len > 0)
+    if (!mine && failed->type == BK_STRING && failed->len > 0)
       log_line(LOG_ERROR, s->spec->name, "tick write failed", LOG_NUMBER "tick", s->tick_text,
                "error", failed->str, NULL);
     int64_t tick = strtoll(s->tick_text, NULL, 10);

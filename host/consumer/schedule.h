@@ -70,6 +70,12 @@ void sched_swap_handler(schedule *s, handler *h);
 int64_t sched_next(const schedule *s);
 void sched_free(schedule *s);
 
+/* The gauges of the last and next run (a metrics collector's, before each
+ * page): sched_metrics_clear forgets every schedule's, then
+ * sched_collect_metrics sets those of s, a schedule that runs. */
+void sched_metrics_clear(void);
+void sched_collect_metrics(const schedule *s);
+
 /* The key of schedule name (malloc'd), NULL when out of memory. */
 char *sched_key(const char *name);
 

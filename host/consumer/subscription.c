@@ -217,7 +217,10 @@ const struct handler_spec *sub_part_spec(const subscription *s, size_t i) {
   return sr_spec(s->parts[i]);
 }
 
+void sub_metrics_clear(void) { sched_metrics_clear(); }
+
 void sub_collect_metrics(subscription *s, bool add) {
+  if (s->sched) sched_collect_metrics(s->sched);
   for (size_t i = 0; i < s->nparts; i++) sr_collect_metrics(s->parts[i], add);
 }
 

@@ -125,5 +125,9 @@ void sub_free(subscription *s);
  * lanes, or adds to them (add: a subscription still draining shares its
  * successor's series): called when the metrics page is built. */
 void sub_collect_metrics(subscription *s, bool add);
+/* Before each page, ahead of the subscriptions' sub_collect_metrics: forgets
+ * the gauges only running subscriptions set (a schedule's last and next
+ * run), so a removed file's go with it. */
+void sub_metrics_clear(void);
 
 #endif

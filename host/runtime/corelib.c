@@ -295,11 +295,12 @@ static int core_command(lua_State *L) {
   return 1;
 }
 
-/* core.slot_check(name, command, stream) -> nil, or why command's keys
- * cannot be written with the ack of an entry of stream (the partition's key
- * for a partitioned handler): on Redis Cluster the outcome script runs on the
- * node of the stream's slot, and Redis refuses keys of another slot in it
- * (after the ack would have gone: so the handler hears it now). */
+/* core.slot_check(name, command, stream [, tag]) -> nil, or why command's
+ * keys cannot be written with the ack of an entry of stream (the partition's
+ * key for a partitioned handler): on Redis Cluster the outcome script runs on
+ * the node of the stream's slot, and Redis refuses keys of another slot in it
+ * (after the ack would have gone: so the handler hears it now). With tag
+ * ("{NAME}"), stream is a schedule's key, written with a tick's done mark. */
 static int core_slot_check(lua_State *L) {
   struct core *c = lua_touserdata(L, lua_upvalueindex(1));
   const struct rt_env *env = c->jobs ? c->jobs->env : NULL;
@@ -307,6 +308,7 @@ static int core_slot_check(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   const char *stream = luaL_checkstring(L, 3);
+  const char *tag = luaL_optstring(L, 4, NULL);
   int argc = (int)lua_objlen(L, 2);
   /* every argument may be a key (DEL k1 k2 ...): as many slots as arguments */
   const char **argv =
@@ -324,11 +326,19 @@ static int core_slot_check(lua_State *L) {
   for (int i = 0; i < n && i < argc; i++) {
     unsigned slot = keyslot_of(argv[keys[i]], argvlen[keys[i]]);
     if (slot == want) continue;
-    lua_pushfstring(L,
-                    "%s: key \"%s\" (hash slot %d) is not in the slot of stream \"%s\" (hash slot "
-                    "%d): on Redis Cluster what is written with the ack must share the stream's "
-                    "slot; give the key the stream's hash tag",
-                    name, argv[keys[i]], (int)slot, stream, (int)want);
+    if (tag)
+      lua_pushfstring(L,
+                      "%s: key \"%s\" (hash slot %d) is not in the slot of the schedule's key "
+                      "\"%s\" (hash slot %d): on Redis Cluster what a tick writes goes with its "
+                      "done mark and must share that slot; give the key the hash tag %s",
+                      name, argv[keys[i]], (int)slot, stream, (int)want, tag);
+    else
+      lua_pushfstring(
+          L,
+          "%s: key \"%s\" (hash slot %d) is not in the slot of stream \"%s\" (hash slot "
+          "%d): on Redis Cluster what is written with the ack must share the stream's "
+          "slot; give the key the stream's hash tag",
+          name, argv[keys[i]], (int)slot, stream, (int)want);
     return 1;
   }
   return 0;

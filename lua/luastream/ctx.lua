@@ -23,6 +23,8 @@ M.SEQ = SEQ
 -- Private ctx member: the key whose Redis Cluster slot what is written with
 -- the outcome must share, when not ctx.stream (a tick's: its tick key).
 local SLOT = {}
+-- Private ctx member: SLOT's hash tag ("{NAME}"), for the message when a key is not in it.
+local TAG = {}
 
 -- Encodes body and options into the flat field list of a new entry.
 local function entry_fields(body, opts, fields)
@@ -109,7 +111,7 @@ local function publish(self, stream, msg, opts)
   if #fields > core.command_args_max then
     error("ctx:publish: " .. #fields - 3 .. " fields and values, more than an entry written with the ack may have", 2)
   end
-  local other_slot = core.slot_check("ctx:publish", fields, self[SLOT] or self.stream)
+  local other_slot = core.slot_check("ctx:publish", fields, self[SLOT] or self.stream, self[TAG])
   if other_slot then error(other_slot, 2) end
   return queue(self, fields)
 end
@@ -120,7 +122,7 @@ end
 -- the handler rather than failing with the ack.
 local function write(self, ...)
   local command = core.command("ctx:write", ...)
-  local other_slot = core.slot_check("ctx:write", command, self[SLOT] or self.stream)
+  local other_slot = core.slot_check("ctx:write", command, self[SLOT] or self.stream, self[TAG])
   if other_slot then error(other_slot, 2) end
   return queue(self, command)
 end
@@ -224,7 +226,7 @@ function M.tick_key(name) return "luastream:tick:{" .. name .. "}" end
 function M.tick_metatable(spec, consumer)
   local name = spec.name
   local members = { name = name, consumer = consumer, publish = publish, write = write,
-                    [SLOT] = M.tick_key(name) }
+                    [SLOT] = M.tick_key(name), [TAG] = "{" .. name .. "}" }
   members.pg_once = function(self, fn)
     if type(self) ~= "table" or rawget(self, SEQ) == nil then
       error("ctx:pg_once: call it with a colon (ctx:pg_once(function(tx) ... end))", 2)

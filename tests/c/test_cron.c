@@ -3,6 +3,8 @@
  * repeats in Europe/Berlin and America/New_York, the POSIX footer past the
  * TZif table). */
 #define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -90,6 +92,10 @@ TEST_IMPL(cron_names_and_days) {
   ASSERT_STR_EQ(next("0 0 * * 7", NULL, "2026-01-01T00:00"), "2026-01-04T00:00");
   ASSERT_STR_EQ(next("0 0 * * 0", NULL, "2026-01-01T00:00"), "2026-01-04T00:00");
   ASSERT_STR_EQ(next("0 0 * * 5-7", NULL, "2026-01-03T00:00"), "2026-01-04T00:00");
+  /* N/step runs to the field's end, 7 (Sunday) for days of week, as 5-7. */
+  ASSERT_STR_EQ(next("0 0 * * 5/1", NULL, "2026-01-03T00:00"), "2026-01-04T00:00");
+  ASSERT_STR_EQ(next("0 0 * * 7/1", NULL, "2026-01-01T00:00"), "2026-01-04T00:00");
+  ASSERT_STR_EQ(next("0 0 * * 5/2", NULL, "2026-01-02T00:00"), "2026-01-04T00:00");
   /* Both day fields restricted: either matches (Friday the 2nd comes first). */
   ASSERT_STR_EQ(next("0 0 13 * fri", NULL, "2026-01-01T00:00"), "2026-01-02T00:00");
   ASSERT_STR_EQ(next("0 0 13 * fri", NULL, "2026-01-10T00:00"), "2026-01-13T00:00");
@@ -104,6 +110,13 @@ TEST_IMPL(cron_leap_years) {
   ASSERT_STR_EQ(next("0 0 29 feb *", NULL, "2096-03-01T00:00"), "2104-02-29T00:00");
   ASSERT_STR_EQ(next("0 0 29 feb *", NULL, "1999-01-01T00:00"), "2000-02-29T00:00");
   ASSERT_STR_EQ(next("0 12 28 2 *", NULL, "2100-02-28T12:00"), "2101-02-28T12:00");
+  /* Both day fields, one starting with '*': a Sunday the 29th of February,
+   * 40 years apart around 2100. */
+  ASSERT_STR_EQ(next("0 0 29 2 */7", NULL, "2026-01-01T00:00"), "2032-02-29T00:00");
+  ASSERT_STR_EQ(next("0 0 29 2 */7", NULL, "2088-03-01T00:00"), "2128-02-29T00:00");
+  /* Never, in any 400-year cycle of the calendar: refused. */
+  ASSERT_CONTAINS(refused("0 0 31 4 */7"), "never matches");
+  ASSERT_CONTAINS(refused("0 0 30 2 */1"), "never matches");
 }
 
 TEST_IMPL(cron_daylight_saving_berlin) {
@@ -178,6 +191,24 @@ TEST_IMPL(tz_refuses_unknown_names) {
   ASSERT_INT_EQ(tz_load("/etc/passwd", &z, why, sizeof why), -1);
   ASSERT_INT_EQ(tz_load("", &z, why, sizeof why), -1);
   ASSERT_NULL(z);
+  /* A zone with leap seconds (right/...): refused, its times would be off. */
+  static const unsigned char leaps[44 + 6 + 4 + 8] = {'T',
+                                                      'Z',
+                                                      'i',
+                                                      'f',
+                                                      0,
+                                                      [20 + 11] = 1 /* leapcnt */,
+                                                      [20 + 19] = 1 /* typecnt */,
+                                                      [20 + 23] = 4 /* charcnt */,
+                                                      [50] = 'U',
+                                                      'T',
+                                                      'C',
+                                                      0,
+                                                      [54 + 3] = 27,
+                                                      [54 + 7] = 1};
+  ASSERT_INT_EQ(tz_parse(leaps, sizeof leaps, &z, why, sizeof why), -1);
+  ASSERT_CONTAINS(why, "a zone with leap seconds (right/...) is not supported");
+  ASSERT_NULL(z);
   static const unsigned char junk[] = "TZif2 not really a zone file at all, just some words";
   ASSERT_INT_EQ(tz_parse(junk, sizeof junk, &z, why, sizeof why), -1);
   ASSERT_NULL(z);
@@ -189,4 +220,35 @@ TEST_IMPL(cron_every_aligned_to_epoch) {
   ASSERT_INT_EQ(cron_every_next(300000, 300000), 600000);
   ASSERT_STR_EQ(iso(cron_every_next(300000, at("2026-01-01T00:02"))), "2026-01-01T00:05");
   ASSERT_STR_EQ(iso(cron_every_next(3600000, at("2026-01-01T00:02"))), "2026-01-01T01:00");
+}
+
+/* Every prefix of a real zone file, and the file with each header count
+ * made huge: refused or read, never read past the bytes (ASan). */
+TEST_IMPL(tz_parse_truncated_and_bad_counts) {
+  FILE *f = fopen(TZ_DIR "/Europe/Berlin", "rb");
+  if (f == NULL) TEST_FAIL_("cannot open %s", TZ_DIR "/Europe/Berlin");
+  static unsigned char file[1 << 16];
+  size_t n = fread(file, 1, sizeof file, f);
+  fclose(f);
+  struct tz *z = NULL;
+  ASSERT_INT_EQ(tz_parse(file, n, &z, why, sizeof why), 0);
+  tz_free(z);
+  for (size_t cut = 0; cut < n; cut++) {
+    unsigned char *copy = malloc(cut ? cut : 1); /* exactly cut bytes: ASan sees any overread */
+    memcpy(copy, file, cut);
+    if (tz_parse(copy, cut, &z, why, sizeof why) == 0) {
+      tz_offset(z, 1800000000);
+      tz_next_change(z, 1800000000);
+      tz_free(z);
+    }
+    free(copy);
+  }
+  for (size_t field = 20; field < 44; field += 4) {
+    unsigned char *copy = malloc(n);
+    memcpy(copy, file, n);
+    memset(copy + field, 0xff, 4);
+    ASSERT_INT_EQ(tz_parse(copy, n, &z, why, sizeof why), -1);
+    ASSERT_NULL(z);
+    free(copy);
+  }
 }

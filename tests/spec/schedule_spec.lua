@@ -221,7 +221,7 @@ return {
     assert.equal("1", hash)
     -- Forge a second run of the same tick: the done mark refuses its writes.
     local done = a:command("HGET", "luastream:tick:{every5}", "done")
-    assert.same({ 0, "" }, a:command("EVAL", tick_script(), 1, "luastream:tick:{every5}", "done", done,
+    assert.same({ 0, "", 0 }, a:command("EVAL", tick_script(), 1, "luastream:tick:{every5}", "done", done,
       "someone", "ok", "", "0", "1", "5000", "1", "3", "RPUSH", "ticks", "again"))
     assert.equal(1, #ticks(a))
     -- A tick ahead of the server's clock (a host whose clock runs fast) is not taken yet.
@@ -272,6 +272,45 @@ return {
     assert.is_nil(app:metric("luastream_ticks_total", { handler = "flaky", outcome = "unwritten" }))
     app:advance("5m")
     assert.equal(2, #ticks(app))
+  end)
+
+  it("counts a done mark applied before its answer was lost once, as ok", function()
+    write(dir .. "/lost.lua", ticker('every = "5m",', 'ls.sleep(1000)'))
+    local app = start()
+    app:slow("EVAL", "2s") -- each script call runs at once, its answer comes 2 s later
+    app:advance("5m")
+    app:advance("3500ms") -- the take (answered at +2 s), the tick (1 s), the done mark sent
+    local done = app:command("HGET", "luastream:tick:{lost}", "done")
+    assert.is_not_nil(done, "the done mark ran on the server")
+    app:server_down(nil, true) -- its answer is lost with the connection
+    app:advance("1s")
+    app:server_down(nil, false)
+    app:slow()
+    app:advance("5s")
+    assert.equal(1, #ticks(app))
+    assert.equal(1, app:metric("luastream_ticks_total", { handler = "lost", outcome = "ok" }) or 0)
+    assert.is_nil(app:metric("luastream_ticks_total", { handler = "lost", outcome = "duplicate" }))
+    assert.equal(0, #grep(app, "ran again after it was done"))
+    assert.equal(tonumber(done) / 1000,
+      app:metric("luastream_tick_last_run_timestamp_seconds", { handler = "lost" }))
+  end)
+
+  it("drops a removed schedule's last and next run from /metrics", function()
+    write(dir .. "/gone.lua", ticker('every = "5m",'))
+    write(dir .. "/kept.lua", ticker('every = "5m",'))
+    local app = start()
+    app:advance("5m")
+    assert.is_not_nil(app:metric("luastream_tick_next_run_timestamp_seconds", { handler = "gone" }))
+    assert.is_not_nil(app:metric("luastream_tick_last_run_timestamp_seconds", { handler = "gone" }))
+    os.remove(dir .. "/gone.lua")
+    app:reload()
+    app:advance("5m")
+    -- its next run would stay in the past: an alert on it would fire for a schedule no host has
+    assert.is_nil(app:metric("luastream_tick_next_run_timestamp_seconds", { handler = "gone" }))
+    assert.is_nil(app:metric("luastream_tick_last_run_timestamp_seconds", { handler = "gone" }))
+    assert.equal(2, app:metric("luastream_ticks_total", { handler = "kept", outcome = "ok" }))
+    assert.equal(app:metric("luastream_tick_last_run_timestamp_seconds", { handler = "kept" }) + 300,
+      app:metric("luastream_tick_next_run_timestamp_seconds", { handler = "kept" }))
   end)
 
   it("logs and counts a tick that raises, marks it done, and runs the next", function()

@@ -15,7 +15,9 @@
 -- done TICK OWNER OUTCOME ERROR NEXT RELEASE LEASE_MS NCMDS [argc arg...]...:
 -- marks TICK done with its outcome ("ok" or "error", ERROR the message),
 -- writing the NCMDS commands first, unless a tick at or after TICK is done
--- -> {0, ""}. Else {1, ""}, or {1, "c why"} when command c failed (the ones
+-- -> {0, "", mine}: mine 1 when TICK is the newest done and OWNER marked it
+-- (this call sent again after its answer was lost: applied once, by the
+-- first). Else {1, ""}, or {1, "c why"} when command c failed (the ones
 -- after it are written still, as the outcome script does). NEXT (the next
 -- tick) is kept for `luastream status`. RELEASE 1 gives the lease back, else
 -- OWNER keeps it LEASE_MS more (the next tick of a catch-up).
@@ -37,7 +39,10 @@ if op == 'take' then
 end
 
 if op ~= 'done' then return redis.error_reply('ERR unknown operation ' .. tostring(op)) end
-if tick <= done then return {0, ''} end
+if tick <= done then
+  local mine = tick == done and redis.call('HGET', key, 'last_host') == owner
+  return {0, '', mine and 1 or 0}
+end
 local outcome, err, next_tick, release, lease = ARGV[4], ARGV[5], ARGV[6], ARGV[7] == '1', tonumber(ARGV[8])
 local ncmds, at, failed = tonumber(ARGV[9]), 10, ''
 for c = 1, ncmds do
