@@ -90,6 +90,16 @@ static void take_spec(void *data, const struct handler_spec *s) {
   cj_str(f, s->name);
   fputs(",\"version\":", f);
   cj_str(f, version[0] ? version : NULL);
+  if (spec_scheduled(s)) { /* no stream: when it ticks (status's words) */
+    char *when = status_query_when(s);
+    fputs(",\"schedule\":", f);
+    cj_str(f, when);
+    free(when);
+    fprintf(f, ",\"schedule_name\":");
+    cj_str(f, spec_schedule_name(s));
+    fputs("}", f);
+    return;
+  }
   fputs(",\"stream\":", f);
   cj_str(f, s->stream);
   fputs(",\"group\":", f);

@@ -61,6 +61,11 @@ static char *xstrdup(const char *s) {
   return strcpy(d, s);
 }
 
+char *status_query_when(const struct handler_spec *s) {
+  if (s->every_ms > 0) return status_query_text("every %lldms", (long long)s->every_ms);
+  return status_query_text("cron %s%s%s", s->cron, s->tz ? " " : "", s->tz ? s->tz : "");
+}
+
 char *status_query_text(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -179,11 +184,10 @@ static void add_schedule(struct status_query *q, const struct handler_spec *s) {
   t->key = status_query_text("luastream:tick:{%s}", name);
   t->handlers = xstrdup(file);
   char why[600];
+  t->when = status_query_when(s);
   if (s->every_ms > 0) {
-    t->when = status_query_text("every %lldms", (long long)s->every_ms);
     t->every_ms = s->every_ms;
   } else {
-    t->when = status_query_text("cron %s%s%s", s->cron, s->tz ? " " : "", s->tz ? s->tz : "");
     t->has_cron = cron_parse(s->cron, &t->cron, why, sizeof why) == 0 &&
                   (s->tz == NULL || tz_load(s->tz, &t->tz, why, sizeof why) == 0);
   }

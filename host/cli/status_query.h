@@ -153,6 +153,9 @@ void status_query_attention(struct st_group *g, const char *kind, char *text);
 
 /* printf into a new string; out of memory ends the program. */
 char *status_query_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* When a scheduled handler ticks, as status says it: "every 300000ms",
+ * "cron 0 3 * * * Europe/Berlin" (malloc'd). */
+char *status_query_when(const struct handler_spec *s);
 
 /* Frees what q holds (not q). */
 void status_query_free(struct status_query *q);

@@ -569,7 +569,10 @@ describe("luastream console (standalone)", function()
     local srv = helper.redis_start()
     srv:cli("XADD", "orders", "*", "data", "{}")
     srv:cli("XGROUP", "CREATE", "orders", "ship", "0")
-    local dir = helper.handlers_dir({ ["ship.lua"] = VERSIONED:format("v1") })
+    local dir = helper.handlers_dir({
+      ["ship.lua"] = VERSIONED:format("v1"),
+      ["nightly.lua"] = 'return { cron = "0 3 * * *", tz = "Europe/Berlin", name = "reports", tick = function() end }',
+    })
     local h = console.start({ command = "console", server = srv, dir = dir })
     local c = console.client(h.port, { bearer = ALICE })
     local session = c:json("/api/session")
@@ -581,7 +584,13 @@ describe("luastream console (standalone)", function()
     assert.equal(1, g.source.lag)
     local doc = c:json("/api/handlers")
     assert.equal(cjson.null, doc.running)
-    assert.equal("ship", doc.handlers[1].group)
+    local by_file = {}
+    for _, f in ipairs(doc.handlers) do by_file[f.file:match("[^/]+$")] = f end
+    assert.equal("ship", by_file["ship.lua"].group)
+    -- a scheduled file: when it ticks, under its schedule's name, and no stream
+    assert.equal("cron 0 3 * * * Europe/Berlin", by_file["nightly.lua"].schedule)
+    assert.equal("reports", by_file["nightly.lua"].schedule_name)
+    assert.is_nil(by_file["nightly.lua"].stream)
     local res = c:post("/api/reload", "")
     assert.equal(404, res.status)
     assert.is_string(res.json.error)

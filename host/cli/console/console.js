@@ -1191,7 +1191,7 @@
         el('td', null, h.file),
         el('td', null, h.name || ''),
         el('td', { class: 'id' }, h.version || '?'),
-        el('td', null, h.stream || ''),
+        el('td', null, h.stream || (h.schedule ? 'tick: ' + h.schedule : '')),
         el('td', null, h.group && h.stream ? el('a', { href: href('/group', { stream: h.stream, group: h.group }) }, h.group) : h.group || ''),
         el('td', null, h.read || ''),
         el('td', { class: 'num' }, fmtNum(h.lanes)),
