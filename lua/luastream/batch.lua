@@ -149,14 +149,11 @@ function M.dispatcher(spec, consumer)
       each, why = outcomes_of(#entries, out, exceptions)
     end
     if each then
+      -- A malformed outcome (a reply reply_schema refuses, ls.reply without
+      -- reply_to) fails its own entry only, with its detail, as for handle.
       for i, e in ipairs(entries) do
         local k = at[i]
-        local r = { outcome_of(each[i], e.ctx, spec, seq + k - 1, v.reply_to) }
-        if r[1] == O.ERROR then -- a malformed outcome: the return as a whole is
-          why = "entry " .. i .. ": " .. tostring(r[3])
-          break
-        end
-        results[k] = r
+        results[k] = { outcome_of(each[i], e.ctx, spec, seq + k - 1, v.reply_to) }
       end
     end
     if not ok or why then

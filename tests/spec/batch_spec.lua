@@ -311,6 +311,34 @@ describe("handle_batch", function()
   end)
 end)
 
+describe("handle_batch with a schema and a reply_schema", function()
+  local app
+  before_each(function() app = testing.app(HERE .. "/batch_schema", { handler_errors = "record" }) end)
+  after_each(function() app:stop() end)
+
+  it("fails only the entry whose outcome is malformed, applying the others' with their writes", function()
+    add_all(app, "payments", {
+      { id = 1, amount_cents = 1 }, { id = 2, amount_cents = 1, bad_reply = true },
+      { id = 3, amount_cents = 1, bad_return = true }, { id = 4, amount_cents = 1 },
+    })
+    assert.same({ "1,2,3,4" }, calls(app))
+    local got = app:received("batch_checked")
+    assert.equal(4, #got)
+    assert.same({ "reply", "error", "error", "reply" }, { got[1].outcome, got[2].outcome, got[3].outcome, got[4].outcome })
+    assert.equal("bad-return", got[2].reason)
+    assert.equal('ls.reply: the reply does not match reply_schema: $.status: must be one of "ok", "held"', got[2].error)
+    assert.equal("bad-return", got[3].reason)
+    assert.matches("handle returned number 42", got[3].error, 1, true)
+    local replies = {}
+    for _, e in ipairs(app:entries("payments.checked")) do replies[#replies + 1] = e.message.id end
+    assert.same({ 1, 4 }, replies)
+    assert.same({ "1", "4" }, app:command("LRANGE", "posted", 0, -1), "the failed entries' writes not applied")
+    local pending = app:pending("payments", "checked")
+    assert.same({ got[2].id, got[3].id }, { pending[1].id, pending[2].id }, "left pending, as a handle's error")
+    assert.equal(2, #pending)
+  end)
+end)
+
 describe("handle_batch in a handler file", function()
   local handler = require "luastream.handler"
   local function problems(src)
