@@ -8,6 +8,7 @@
 local core = require "luastream.core"
 local ctxlib = require "luastream.ctx"
 local messages = require "luastream.message"
+local json -- only for a field-only entry's schema check: loaded on use
 local outcome_of = require("luastream.outcome").of
 local R, O, SEQ = core.reasons, core.outcomes, ctxlib.SEQ
 
@@ -105,8 +106,9 @@ end
 
 -- dispatcher(spec, consumer) -> function(seq, partition, n) run in a
 -- call's coroutine: entries seq .. seq + n - 1. Each entry's message and
--- ctx are built as for handle; one whose body does not decode never reaches
--- handle_batch (its outcome is bad input, as for handle). Returns the list
+-- ctx are built as for handle; one whose body does not decode, or that its
+-- schema refuses, never reaches handle_batch (its outcome is bad input, as
+-- for handle). Returns the list
 -- of each entry's outcome as {code, ...} (host/runtime/jobs.c's
 -- finish_batch).
 function M.dispatcher(spec, consumer)
@@ -132,10 +134,18 @@ function M.dispatcher(spec, consumer)
         results[k] = { O.INVALID, reason, text }
       else
         local ctx = setmetatable({ [SEQ] = s }, v.Ctx)
-        if msg == nil then msg = messages.from_fields(ctx) end
+        local from_fields = msg == nil
+        if from_fields then msg = messages.from_fields(ctx) end
+        local mismatch
         if msg == nil then
           results[k] = { O.INVALID, R.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver" }
-        else
+        elseif from_fields and spec.schema then
+          -- its schema sees it as the handler would: an object of strings
+          json = json or require "luastream.json"
+          mismatch = core.schema_mismatch("schema", assert(json.encode(msg)))
+          if mismatch then results[k] = { O.INVALID, R.INPUT_SCHEMA, mismatch } end
+        end
+        if msg ~= nil and not mismatch then
           entries[#entries + 1] = { msg = msg, ctx = ctx }
           at[#entries] = k
         end

@@ -337,6 +337,28 @@ describe("handle_batch with a schema and a reply_schema", function()
     assert.same({ got[2].id, got[3].id }, { pending[1].id, pending[2].id }, "left pending, as a handle's error")
     assert.equal(2, #pending)
   end)
+
+  it("never hands an entry its schema refuses to the call, on either path, and dead-letters it alone", function()
+    assert(app:command("EVAL", [[
+redis.call("XADD", KEYS[1], "*", "data", '{"id":1,"amount_cents":1}')
+redis.call("XADD", KEYS[1], "*", "data", '{"id":2,"amount_cents":-1}')
+redis.call("XADD", KEYS[1], "*", "id", "3", "amount_cents", "100")
+redis.call("XADD", KEYS[1], "*", "data", '{"id":4,"amount_cents":1}')
+return 4]], 1, "payments"))
+    app:settle()
+    assert.same({ "1,4" }, calls(app))
+    local got = app:received("batch_checked")
+    assert.same({ "reply", "invalid", "invalid", "reply" }, { got[1].outcome, got[2].outcome, got[3].outcome, got[4].outcome })
+    assert.equal("$.amount_cents: must be >= 0", got[2].error)
+    assert.equal("$.amount_cents: must be an integer, got string", got[3].error)
+    local dead = {}
+    for _, e in ipairs(app:entries("payments.dead")) do
+      dead[#dead + 1] = e.headers["dead-letter-reason"]
+    end
+    assert.same({ "schema", "schema" }, dead)
+    assert.same({ "1", "4" }, app:command("LRANGE", "posted", 0, -1))
+    assert.same({}, app:pending("payments", "checked"))
+  end)
 end)
 
 describe("handle_batch in a handler file", function()
