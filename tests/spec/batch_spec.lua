@@ -402,3 +402,78 @@ return { stream = "s", group = "g", handle = function() end,
     assert.is_nil(handler.validate({ stream = "s", group = "g", handle = function() end }, "h.lua").batch_max)
   end)
 end)
+
+describe("handle_batch past its memory limit", function()
+  local dir, app
+  local function tempdir()
+    local path = os.tmpname()
+    os.remove(path)
+    assert(os.execute("mkdir -p '" .. path .. "'"))
+    return path
+  end
+  -- {grow = true} in a call fills a table the state keeps until allocation
+  -- fails; {nap = true} makes its call sleep a second first.
+  local function grower(workers)
+    return string.format([[
+local ls = require "luastream"
+local keep = {}
+return {
+  stream = "big", group = "g", workers = %d, batch_max = 2, memory = 8 * 1024 * 1024,
+  handle_batch = function(entries)
+    for _, e in ipairs(entries) do
+      if e.msg.grow then
+        pcall(function() while true do keep[#keep + 1] = string.rep("x", 200) .. #keep end end)
+        return
+      end
+    end
+    for _, e in ipairs(entries) do if e.msg.nap then ls.sleep(1000) break end end
+  end,
+}
+]], workers)
+  end
+  local function start(workers)
+    local f = assert(io.open(dir .. "/grow.lua", "w"))
+    f:write(grower(workers))
+    f:close()
+    app = testing.app(dir, { handler_errors = "record" })
+  end
+  local function outcomes_by_n()
+    local out = {}
+    for _, d in ipairs(app:received("grow")) do
+      local n = d.message.n
+      out[n] = (out[n] and out[n] .. "," or "") .. d.outcome .. (d.reason and "/" .. d.reason or "")
+    end
+    return out
+  end
+  before_each(function() dir = tempdir() end)
+  after_each(function()
+    if app then app:stop() end
+    app = nil
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("fails every entry of the calls running on the state, each once, and goes on in a fresh one", function()
+    start(2)
+    add_all(app, "big", { { nap = true, n = 1 }, { n = 2 } })
+    add_all(app, "big", { { grow = true, n = 3 }, { n = 4 } })
+    assert.same({ "error/memory", "error/memory", "error/memory", "error/memory" }, outcomes_by_n())
+    app:advance("2s") -- the first call's sleep would have ended: nothing resumes it
+    app:publish("big", { n = 5 })
+    local got = outcomes_by_n()
+    assert.equal(5, #got)
+    assert.equal("ack", got[5])
+    assert.equal("error/memory", got[1])
+    assert.equal(4, #app:pending("big", "g"), "the failed entries left pending, as any error")
+  end)
+
+  it("fails only the next call when it goes past the limit as the one before is applied", function()
+    start(1)
+    add_all(app, "big", { { nap = true, n = 1 }, { n = 2 }, { grow = true, n = 3 }, { n = 4 } })
+    assert.same({}, outcomes_by_n(), "the first call sleeps, the second waits for it")
+    app:advance("1s")
+    assert.same({ "ack", "ack", "error/memory", "error/memory" }, outcomes_by_n())
+    app:publish("big", { n = 5 })
+    assert.equal("ack", outcomes_by_n()[5])
+    assert.equal(2, #app:pending("big", "g"))
+  end)
+end)
