@@ -216,6 +216,24 @@ describe("handle_batch", function()
     end
   end)
 
+  it("runs no forming call on a host that stalled while another process took its name", function()
+    local first = start("batch_wait", { hostname = "box" })
+    local second = start("batch_wait", { hostname = "box", with = first }) -- the same consumer name: it waits
+    first:publish("events", { n = 1 })
+    first:publish("events", { n = 2 })
+    assert.same({}, calls(first), "waiting for batch_wait")
+    -- the first alone stops past its lease: its batch_wait fires late, and
+    -- the second has taken the name meanwhile
+    first:stall("25s")
+    second:advance("5s")
+    assert.equal(1, #second:records("consumer lease lost to another process: stopped reading"))
+    assert.equal(0, #first:received("batch_collect"), "nothing ran on the old holder")
+    second:advance("2s")
+    assert.same({ "1,2" }, calls(second), "once, on the new holder")
+    assert.equal(2, #second:received("batch_collect"))
+    assert.equal(0, #second:pending("events", "collector"))
+  end)
+
   it("gives a forming call's entries back at a pause, and runs them once resumed, uncounted", function()
     local app = start("batch_wait_long", { hostname = "a" }) -- batch_wait 10 s
     app:publish("events", { n = 1 })
