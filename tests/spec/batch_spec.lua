@@ -449,7 +449,7 @@ return {
 }
 ]], workers)
   end
-  local function start(workers)
+  local function start_grower(workers)
     local f = assert(io.open(dir .. "/grow.lua", "w"))
     f:write(grower(workers))
     f:close()
@@ -471,7 +471,7 @@ return {
   end)
 
   it("fails every entry of the calls running on the state, each once, and goes on in a fresh one", function()
-    start(2)
+    start_grower(2)
     add_all(app, "big", { { nap = true, n = 1 }, { n = 2 } })
     add_all(app, "big", { { grow = true, n = 3 }, { n = 4 } })
     assert.same({ "error/memory", "error/memory", "error/memory", "error/memory" }, outcomes_by_n())
@@ -485,7 +485,7 @@ return {
   end)
 
   it("fails only the next call when it goes past the limit as the one before is applied", function()
-    start(1)
+    start_grower(1)
     add_all(app, "big", { { nap = true, n = 1 }, { n = 2 }, { grow = true, n = 3 }, { n = 4 } })
     assert.same({}, outcomes_by_n(), "the first call sleeps, the second waits for it")
     app:advance("1s")
