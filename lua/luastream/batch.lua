@@ -153,7 +153,11 @@ function M.dispatcher(spec, consumer)
     end
     if #entries == 0 then return results end
     local call = setmetatable({ size = #entries }, v.call)
-    local ok, out, exceptions = xpcall(handle_batch, traced, entries, call)
+    -- The call gets a list of its own: one it sorts or shortens must not
+    -- move an outcome, or an entry's writes, to another entry's ack.
+    local handed = {}
+    for i = 1, #entries do handed[i] = entries[i] end
+    local ok, out, exceptions = xpcall(handle_batch, traced, handed, call)
     local each, why
     if ok then
       each, why = outcomes_of(#entries, out, exceptions)

@@ -138,6 +138,16 @@ describe("handle_batch", function()
     assert.same({ "a", "c" }, app:command("LRANGE", "posted:x", 0, -1))
   end)
 
+  it("applies outcomes in the order it handed the entries, each with its own writes, whatever the call did to the list", function()
+    local app = start("batch_sorted")
+    add_all(app, "sorted", { { n = 1 }, { n = 2 }, { n = 3 } })
+    local got = {}
+    for _, d in ipairs(app:received("batch_sorter")) do got[#got + 1] = d.message.n .. "=" .. d.outcome end
+    assert.same({ "1=retry", "2=ack", "3=ack", "1=ack" }, got)
+    assert.same({ "2", "3", "1" }, app:command("LRANGE", "posted", 0, -1), "each entry's write once, with its own ack")
+    assert.same({}, app:pending("sorted", "sorter"))
+  end)
+
   it("waits at most batch_wait to fill a call, on the virtual clock", function()
     local app = start("batch_wait")
     app:publish("events", { n = 1 })
