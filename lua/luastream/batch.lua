@@ -108,9 +108,8 @@ end
 -- call's coroutine: entries seq .. seq + n - 1. Each entry's message and
 -- ctx are built as for handle; one whose body does not decode, or that its
 -- schema refuses, never reaches handle_batch (its outcome is bad input, as
--- for handle). Returns the list
--- of each entry's outcome as {code, ...} (host/runtime/jobs.c's
--- finish_batch).
+-- for handle). Returns the list of each entry's outcome as {code, ...}
+-- (host/runtime/jobs.c's finish_batch).
 function M.dispatcher(spec, consumer)
   local handle_batch = spec.handle_batch
   local views = {}
