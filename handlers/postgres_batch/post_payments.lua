@@ -14,8 +14,13 @@ local ls = require "luastream"
 local MIN_IDLE = 30000 -- ms
 local backoff = ls.backoff { base = "1s", max = "1m", jitter = 0.2 }
 
+-- What PostgreSQL takes: whole numbers a bigint holds exactly, an account
+-- text can hold (no NUL). A payment it would refuse fails its whole call's
+-- transaction, and with it every other payment of the call: it is
+-- rejected here, alone.
 local function valid(p)
-  return type(p.id) == "number" and p.id % 1 == 0 and type(p.account) == "string" and type(p.amount_cents) == "number"
+  return type(p.id) == "number" and p.id % 1 == 0 and math.abs(p.id) <= 2^53 and type(p.account) == "string"
+    and not p.account:find("\0", 1, true) and type(p.amount_cents) == "number"
     and p.amount_cents % 1 == 0 and math.abs(p.amount_cents) <= 2^53
 end
 
@@ -88,7 +93,7 @@ return {
       if valid(e.msg) then
         good[#good + 1] = e
       else
-        outcomes[i] = ls.reject("a payment needs a whole id, an account and a whole amount_cents")
+        outcomes[i] = ls.reject("a payment needs a whole id, an account (text) and a whole amount_cents")
       end
     end
     local ran, claimed, sqlstate = ctx:pg_once_batch(good, post)

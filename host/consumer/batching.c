@@ -22,6 +22,7 @@ struct batching {
   bool due; /* batch_wait passed for the forming call */
   bool launching;
   batch_launch_fn *launch;
+  batch_may_fn *may;
   void *data;
 };
 
@@ -33,7 +34,7 @@ static void wait_over(ltimer *t, void *data) {
 }
 
 batching *batching_new(lclock *clock, int max, int64_t wait_ms, int calls_max,
-                       batch_launch_fn *launch, void *data) {
+                       batch_launch_fn *launch, batch_may_fn *may, void *data) {
   if (max < 1 || calls_max < 1) return NULL;
   batching *b = calloc(1, sizeof *b);
   if (b == NULL) return NULL;
@@ -42,6 +43,7 @@ batching *batching_new(lclock *clock, int max, int64_t wait_ms, int calls_max,
                          .wait_ms = wait_ms > 0 ? wait_ms : 0,
                          .calls_max = calls_max,
                          .launch = launch,
+                         .may = may,
                          .data = data};
   b->forming = malloc((size_t)max * sizeof *b->forming);
   if (b->wait_ms) b->timer = timer_new(clock, wait_over, b);
@@ -73,7 +75,8 @@ int batching_go(batching *b) {
   if (b->launching) return 0;
   b->launching = true;
   int launched = 0;
-  while (b->n && b->calls < b->calls_max && (b->n == (size_t)b->max || b->wait_ms == 0 || b->due)) {
+  while (b->n && b->calls < b->calls_max && (b->n == (size_t)b->max || b->wait_ms == 0 || b->due) &&
+         (b->may == NULL || b->may(b->data))) {
     size_t n = b->n;
     b->n = 0;
     b->due = false;

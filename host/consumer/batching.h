@@ -24,14 +24,18 @@ struct entry;
  * caller reports the call's end with batching_call_done (also when the
  * launch failed). */
 typedef void batch_launch_fn(void *data, struct entry *const *entries, size_t n);
+/* Whether a call may start now (the subscription reads, its consumer name
+ * known held): asked before each launch, also when batch_wait ends. A call
+ * refused waits for the next batching_go. */
+typedef bool batch_may_fn(void *data);
 
 typedef struct batching batching;
 
 /* max: batch_max (>= 1); wait_ms: batch_wait (0: a call takes what there is
- * when a dispatch turn ends); calls_max: calls running at once (>= 1).
- * NULL when out of memory. */
+ * when a dispatch turn ends); calls_max: calls running at once (>= 1);
+ * may: NULL, or what a launch waits for. NULL when out of memory. */
 batching *batching_new(lclock *clock, int max, int64_t wait_ms, int calls_max,
-                       batch_launch_fn *launch, void *data);
+                       batch_launch_fn *launch, batch_may_fn *may, void *data);
 void batching_free(batching *b); /* entries still forming are the caller's */
 
 /* Whether the forming call has room for one more entry. */
@@ -41,7 +45,8 @@ bool batching_room(const batching *b);
  * slots come, counts those waiting as taken). */
 void batching_add(batching *b, struct entry *e);
 /* A dispatch turn ended: launches the forming call if it may go now (full,
- * batch_wait 0 or passed) and a call may start. Returns the calls launched
+ * batch_wait 0 or passed) and a call may start (fewer than calls_max run,
+ * and may says so). Returns the calls launched
  * (0 also when called from inside a launch). */
 int batching_go(batching *b);
 /* A call launched earlier has reported its last entry (or failed to start). */

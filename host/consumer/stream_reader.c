@@ -319,6 +319,14 @@ static void launch_call(void *data, struct entry *const *entries, size_t n) {
   batching_call_done(s->batching);
 }
 
+/* batch_may_fn: a formed call starts only as an entry would: while reading
+ * and the consumer name is known held (after a stall, once a renewal has
+ * confirmed it; batch_wait's timer may fire first). */
+static bool call_may_go(void *data) {
+  stream_reader *s = data;
+  return s->state == SR_READING && name_held(s);
+}
+
 /* inflight_start_fn: a max_in_flight slot came for e, which waited on its
  * lane; it starts only while the consumer name is known held and, unless it
  * is the probe, the group known running (asked again: it may have waited). */
@@ -899,7 +907,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool batched = s->spec->batch_max > 0;
   if (batched)
     s->batching = batching_new(clock, s->spec->batch_max, s->spec->batch_wait_ms, s->spec->workers,
-                               launch_call, s);
+                               launch_call, call_may_go, s);
   if ((batched && !s->batching) || !leased_ok || !s->retry_timer || !s->dispatch_timer ||
       !s->retry_key || !s->w || !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) ||
       (beats && !s->heartbeat) || (limited && !s->permits) || (keyed && !s->key_rate) ||

@@ -8,6 +8,7 @@
 local core = require "luastream.core"
 local ctxlib = require "luastream.ctx"
 local messages = require "luastream.message"
+local json -- only for a field-only entry's schema check: loaded on use
 local outcome_of = require("luastream.outcome").of
 local R, O, SEQ = core.reasons, core.outcomes, ctxlib.SEQ
 
@@ -105,10 +106,10 @@ end
 
 -- dispatcher(spec, consumer) -> function(seq, partition, n) run in a
 -- call's coroutine: entries seq .. seq + n - 1. Each entry's message and
--- ctx are built as for handle; one whose body does not decode never reaches
--- handle_batch (its outcome is bad input, as for handle). Returns the list
--- of each entry's outcome as {code, ...} (host/runtime/jobs.c's
--- finish_batch).
+-- ctx are built as for handle; one whose body does not decode, or that its
+-- schema refuses, never reaches handle_batch (its outcome is bad input, as
+-- for handle). Returns the list of each entry's outcome as {code, ...}
+-- (host/runtime/jobs.c's finish_batch).
 function M.dispatcher(spec, consumer)
   local handle_batch = spec.handle_batch
   local views = {}
@@ -132,10 +133,18 @@ function M.dispatcher(spec, consumer)
         results[k] = { O.INVALID, reason, text }
       else
         local ctx = setmetatable({ [SEQ] = s }, v.Ctx)
-        if msg == nil then msg = messages.from_fields(ctx) end
+        local from_fields = msg == nil
+        if from_fields then msg = messages.from_fields(ctx) end
+        local mismatch
         if msg == nil then
           results[k] = { O.INVALID, R.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver" }
-        else
+        elseif from_fields and spec.schema then
+          -- its schema sees it as the handler would: an object of strings
+          json = json or require "luastream.json"
+          mismatch = core.schema_mismatch("schema", assert(json.encode(msg)))
+          if mismatch then results[k] = { O.INVALID, R.INPUT_SCHEMA, mismatch } end
+        end
+        if msg ~= nil and not mismatch then
           entries[#entries + 1] = { msg = msg, ctx = ctx }
           at[#entries] = k
         end
@@ -143,20 +152,21 @@ function M.dispatcher(spec, consumer)
     end
     if #entries == 0 then return results end
     local call = setmetatable({ size = #entries }, v.call)
-    local ok, out, exceptions = xpcall(handle_batch, traced, entries, call)
+    -- The call gets a list of its own: one it sorts or shortens must not
+    -- move an outcome, or an entry's writes, to another entry's ack.
+    local handed = {}
+    for i = 1, #entries do handed[i] = entries[i] end
+    local ok, out, exceptions = xpcall(handle_batch, traced, handed, call)
     local each, why
     if ok then
       each, why = outcomes_of(#entries, out, exceptions)
     end
     if each then
+      -- A malformed outcome (a reply reply_schema refuses, ls.reply without
+      -- reply_to) fails its own entry only, with its detail, as for handle.
       for i, e in ipairs(entries) do
         local k = at[i]
-        local r = { outcome_of(each[i], e.ctx, spec, seq + k - 1, v.reply_to) }
-        if r[1] == O.ERROR then -- a malformed outcome: the return as a whole is
-          why = "entry " .. i .. ": " .. tostring(r[3])
-          break
-        end
-        results[k] = r
+        results[k] = { outcome_of(each[i], e.ctx, spec, seq + k - 1, v.reply_to) }
       end
     end
     if not ok or why then

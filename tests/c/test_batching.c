@@ -31,7 +31,7 @@ static void launch(void *data, struct entry *const *entries, size_t n) {
 TEST_IMPL(batching_full_call_goes_at_once) {
   lclock *clk = clock_virtual_new(0);
   struct seen s = {0};
-  batching *b = batching_new(clk, 3, 1000, 1, launch, &s);
+  batching *b = batching_new(clk, 3, 1000, 1, launch, NULL, &s);
   ASSERT_NOT_NULL(b);
   for (int i = 0; i < 3; i++) {
     ASSERT(batching_room(b));
@@ -54,7 +54,7 @@ TEST_IMPL(batching_full_call_goes_at_once) {
 TEST_IMPL(batching_wait_zero_takes_what_is_there) {
   lclock *clk = clock_virtual_new(0);
   struct seen s = {0};
-  batching *b = batching_new(clk, 5, 0, 2, launch, &s);
+  batching *b = batching_new(clk, 5, 0, 2, launch, NULL, &s);
   batching_add(b, &ent[0]);
   batching_add(b, &ent[1]);
   ASSERT_INT_EQ(batching_go(b), 1);
@@ -76,7 +76,7 @@ TEST_IMPL(batching_wait_zero_takes_what_is_there) {
 TEST_IMPL(batching_wait_runs_from_the_first_entry) {
   lclock *clk = clock_virtual_new(0);
   struct seen s = {0};
-  batching *b = batching_new(clk, 4, 2000, 1, launch, &s);
+  batching *b = batching_new(clk, 4, 2000, 1, launch, NULL, &s);
   batching_add(b, &ent[0]);
   ASSERT_INT_EQ(batching_go(b), 0);
   clock_virtual_advance(clk, 1500);
@@ -98,10 +98,34 @@ TEST_IMPL(batching_wait_runs_from_the_first_entry) {
   clk->ops->free(clk);
 }
 
+static bool allowed;
+static bool may(void *data) {
+  (void)data;
+  return allowed;
+}
+
+TEST_IMPL(batching_launches_only_when_may_says) {
+  lclock *clk = clock_virtual_new(0);
+  struct seen s = {0};
+  allowed = false;
+  batching *b = batching_new(clk, 2, 1000, 1, launch, may, &s);
+  batching_add(b, &ent[0]);
+  clock_virtual_advance(clk, 1000); /* due, but refused */
+  ASSERT_INT_EQ(s.launched, 0);
+  batching_add(b, &ent[1]);
+  ASSERT_INT_EQ(batching_go(b), 0); /* full, still refused */
+  allowed = true;
+  ASSERT_INT_EQ(batching_go(b), 1);
+  ASSERT_STR_EQ(s.calls, "0,1");
+  batching_call_done(b);
+  batching_free(b);
+  clk->ops->free(clk);
+}
+
 TEST_IMPL(batching_take_gives_back_in_order) {
   lclock *clk = clock_virtual_new(0);
   struct seen s = {0};
-  batching *b = batching_new(clk, 4, 1000, 1, launch, &s);
+  batching *b = batching_new(clk, 4, 1000, 1, launch, NULL, &s);
   for (int i = 0; i < 3; i++) batching_add(b, &ent[i]);
   struct entry *e = batching_take(b);
   for (int i = 0; i < 3; i++, e = e->next) ASSERT(e == &ent[i]);
@@ -109,7 +133,7 @@ TEST_IMPL(batching_take_gives_back_in_order) {
   ASSERT_INT_EQ(batching_forming(b), 0);
   clock_virtual_advance(clk, 5000); /* its wait was stopped */
   ASSERT_INT_EQ(s.launched, 0);
-  ASSERT_NULL(batching_new(clk, 0, 0, 1, launch, &s));
+  ASSERT_NULL(batching_new(clk, 0, 0, 1, launch, NULL, &s));
   batching_free(b);
   clk->ops->free(clk);
 }

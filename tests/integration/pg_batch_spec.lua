@@ -77,6 +77,23 @@ describe("handle_batch with ctx:pg_once_batch", function()
     assert.equal(0, host:stop())
   end)
 
+  it("rejects a payment PostgreSQL would refuse alone, posting the others of its call", function()
+    local srv, pg = setup()
+    local dir = helper.handlers_dir({ ["post_payments.lua"] = helper.read_file(EXAMPLE) })
+    local host = helper.host_start({ "--consumer", "h1" }, { server = srv, dir = dir, env = { LUASTREAM_POSTGRES = pg.url } })
+    host:wait_log(READY, 20, { plain = true })
+    local cmds = xadds(1, 10)
+    -- an id past bigint, and an account text cannot hold, amid the others
+    table.insert(cmds, 4, { "XADD", "payments", "*", "data", '{"id":1e19,"account":"acct-1","amount_cents":5}' })
+    table.insert(cmds, 8, { "XADD", "payments", "*", "data", '{"id":900,"account":"acct\\u0000x","amount_cents":5}' })
+    srv:pipe(cmds)
+    local dead = host:wait_records({ msg = "entry dead-lettered" }, 2, 20, "the two refused payments rejected")
+    for _, d in ipairs(dead) do assert.equal("rejected", d.reason) end
+    assert_posted(srv, pg, 10)
+    assert.equal(0, host:count({ msg = "ledger write failed, retrying" }))
+    assert.equal(0, host:stop())
+  end)
+
   it("posts every payment once while a host is killed mid-way and started again #slow", function()
     local srv, pg = setup()
     -- min_idle 1 s: the killed host's entries come back within the test

@@ -138,6 +138,16 @@ describe("handle_batch", function()
     assert.same({ "a", "c" }, app:command("LRANGE", "posted:x", 0, -1))
   end)
 
+  it("applies outcomes in the order it handed the entries, each with its own writes, whatever the call did to the list", function()
+    local app = start("batch_sorted")
+    add_all(app, "sorted", { { n = 1 }, { n = 2 }, { n = 3 } })
+    local got = {}
+    for _, d in ipairs(app:received("batch_sorter")) do got[#got + 1] = d.message.n .. "=" .. d.outcome end
+    assert.same({ "1=retry", "2=ack", "3=ack", "1=ack" }, got)
+    assert.same({ "2", "3", "1" }, app:command("LRANGE", "posted", 0, -1), "each entry's write once, with its own ack")
+    assert.same({}, app:pending("sorted", "sorter"))
+  end)
+
   it("waits at most batch_wait to fill a call, on the virtual clock", function()
     local app = start("batch_wait")
     app:publish("events", { n = 1 })
@@ -214,6 +224,24 @@ describe("handle_batch", function()
     for _, d in ipairs(b:received("batch_collect")) do
       assert.equal("0", d.headers[ls.DELIVERY_COUNT_HEADER] or "0", "not counted")
     end
+  end)
+
+  it("runs no forming call on a host that stalled while another process took its name", function()
+    local first = start("batch_wait", { hostname = "box" })
+    local second = start("batch_wait", { hostname = "box", with = first }) -- the same consumer name: it waits
+    first:publish("events", { n = 1 })
+    first:publish("events", { n = 2 })
+    assert.same({}, calls(first), "waiting for batch_wait")
+    -- the first alone stops past its lease: its batch_wait fires late, and
+    -- the second has taken the name meanwhile
+    first:stall("25s")
+    second:advance("5s")
+    assert.equal(1, #second:records("consumer lease lost to another process: stopped reading"))
+    assert.equal(0, #first:received("batch_collect"), "nothing ran on the old holder")
+    second:advance("2s")
+    assert.same({ "1,2" }, calls(second), "once, on the new holder")
+    assert.equal(2, #second:received("batch_collect"))
+    assert.equal(0, #second:pending("events", "collector"))
   end)
 
   it("gives a forming call's entries back at a pause, and runs them once resumed, uncounted", function()
@@ -311,6 +339,56 @@ describe("handle_batch", function()
   end)
 end)
 
+describe("handle_batch with a schema and a reply_schema", function()
+  local app
+  before_each(function() app = testing.app(HERE .. "/batch_schema", { handler_errors = "record" }) end)
+  after_each(function() app:stop() end)
+
+  it("fails only the entry whose outcome is malformed, applying the others' with their writes", function()
+    add_all(app, "payments", {
+      { id = 1, amount_cents = 1 }, { id = 2, amount_cents = 1, bad_reply = true },
+      { id = 3, amount_cents = 1, bad_return = true }, { id = 4, amount_cents = 1 },
+    })
+    assert.same({ "1,2,3,4" }, calls(app))
+    local got = app:received("batch_checked")
+    assert.equal(4, #got)
+    assert.same({ "reply", "error", "error", "reply" }, { got[1].outcome, got[2].outcome, got[3].outcome, got[4].outcome })
+    assert.equal("bad-return", got[2].reason)
+    assert.equal('ls.reply: the reply does not match reply_schema: $.status: must be one of "ok", "held"', got[2].error)
+    assert.equal("bad-return", got[3].reason)
+    assert.matches("handle returned number 42", got[3].error, 1, true)
+    local replies = {}
+    for _, e in ipairs(app:entries("payments.checked")) do replies[#replies + 1] = e.message.id end
+    assert.same({ 1, 4 }, replies)
+    assert.same({ "1", "4" }, app:command("LRANGE", "posted", 0, -1), "the failed entries' writes not applied")
+    local pending = app:pending("payments", "checked")
+    assert.same({ got[2].id, got[3].id }, { pending[1].id, pending[2].id }, "left pending, as a handle's error")
+    assert.equal(2, #pending)
+  end)
+
+  it("never hands an entry its schema refuses to the call, on either path, and dead-letters it alone", function()
+    assert(app:command("EVAL", [[
+redis.call("XADD", KEYS[1], "*", "data", '{"id":1,"amount_cents":1}')
+redis.call("XADD", KEYS[1], "*", "data", '{"id":2,"amount_cents":-1}')
+redis.call("XADD", KEYS[1], "*", "id", "3", "amount_cents", "100")
+redis.call("XADD", KEYS[1], "*", "data", '{"id":4,"amount_cents":1}')
+return 4]], 1, "payments"))
+    app:settle()
+    assert.same({ "1,4" }, calls(app))
+    local got = app:received("batch_checked")
+    assert.same({ "reply", "invalid", "invalid", "reply" }, { got[1].outcome, got[2].outcome, got[3].outcome, got[4].outcome })
+    assert.equal("$.amount_cents: must be >= 0", got[2].error)
+    assert.equal("$.amount_cents: must be an integer, got string", got[3].error)
+    local dead = {}
+    for _, e in ipairs(app:entries("payments.dead")) do
+      dead[#dead + 1] = e.headers["dead-letter-reason"]
+    end
+    assert.same({ "schema", "schema" }, dead)
+    assert.same({ "1", "4" }, app:command("LRANGE", "posted", 0, -1))
+    assert.same({}, app:pending("payments", "checked"))
+  end)
+end)
+
 describe("handle_batch in a handler file", function()
   local handler = require "luastream.handler"
   local function problems(src)
@@ -350,5 +428,80 @@ return { stream = "s", group = "g", handle = function() end,
     assert.equal(100, spec.batch_max)
     assert.equal(250, spec.batch_wait)
     assert.is_nil(handler.validate({ stream = "s", group = "g", handle = function() end }, "h.lua").batch_max)
+  end)
+end)
+
+describe("handle_batch past its memory limit", function()
+  local dir, app
+  local function tempdir()
+    local path = os.tmpname()
+    os.remove(path)
+    assert(os.execute("mkdir -p '" .. path .. "'"))
+    return path
+  end
+  -- {grow = true} in a call fills a table the state keeps until allocation
+  -- fails; {nap = true} makes its call sleep a second first.
+  local function grower(workers)
+    return string.format([[
+local ls = require "luastream"
+local keep = {}
+return {
+  stream = "big", group = "g", workers = %d, batch_max = 2, memory = 8 * 1024 * 1024,
+  handle_batch = function(entries)
+    for _, e in ipairs(entries) do
+      if e.msg.grow then
+        pcall(function() while true do keep[#keep + 1] = string.rep("x", 200) .. #keep end end)
+        return
+      end
+    end
+    for _, e in ipairs(entries) do if e.msg.nap then ls.sleep(1000) break end end
+  end,
+}
+]], workers)
+  end
+  local function start_grower(workers)
+    local f = assert(io.open(dir .. "/grow.lua", "w"))
+    f:write(grower(workers))
+    f:close()
+    app = testing.app(dir, { handler_errors = "record" })
+  end
+  local function outcomes_by_n()
+    local out = {}
+    for _, d in ipairs(app:received("grow")) do
+      local n = d.message.n
+      out[n] = (out[n] and out[n] .. "," or "") .. d.outcome .. (d.reason and "/" .. d.reason or "")
+    end
+    return out
+  end
+  before_each(function() dir = tempdir() end)
+  after_each(function()
+    if app then app:stop() end
+    app = nil
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("fails every entry of the calls running on the state, each once, and goes on in a fresh one", function()
+    start_grower(2)
+    add_all(app, "big", { { nap = true, n = 1 }, { n = 2 } })
+    add_all(app, "big", { { grow = true, n = 3 }, { n = 4 } })
+    assert.same({ "error/memory", "error/memory", "error/memory", "error/memory" }, outcomes_by_n())
+    app:advance("2s") -- the first call's sleep would have ended: nothing resumes it
+    app:publish("big", { n = 5 })
+    local got = outcomes_by_n()
+    assert.equal(5, #got)
+    assert.equal("ack", got[5])
+    assert.equal("error/memory", got[1])
+    assert.equal(4, #app:pending("big", "g"), "the failed entries left pending, as any error")
+  end)
+
+  it("fails only the next call when it goes past the limit as the one before is applied", function()
+    start_grower(1)
+    add_all(app, "big", { { nap = true, n = 1 }, { n = 2 }, { grow = true, n = 3 }, { n = 4 } })
+    assert.same({}, outcomes_by_n(), "the first call sleeps, the second waits for it")
+    app:advance("1s")
+    assert.same({ "ack", "ack", "error/memory", "error/memory" }, outcomes_by_n())
+    app:publish("big", { n = 5 })
+    assert.equal("ack", outcomes_by_n()[5])
+    assert.equal(2, #app:pending("big", "g"))
   end)
 end)

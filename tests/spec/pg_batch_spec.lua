@@ -53,4 +53,23 @@ describe("ctx:pg_once_batch on the harness", function()
     assert.equal("5", psql("SELECT count(*) FROM pg_harness_batch_keys WHERE grp = 'ledger-batch'"))
     assert.same({}, app:pending("payments", "ledger-batch"))
   end)
+  it("in a call of entries recorded before and new ones, runs fn on the new ones only", function()
+    psql("SET client_min_messages = warning; DROP TABLE IF EXISTS pg_harness_partial, pg_harness_partial_keys; "
+      .. "CREATE TABLE pg_harness_partial (payment int PRIMARY KEY, amount int)")
+    local app = apps.start("pg_batch_partial", { postgres = PG, pg_once_table = "pg_harness_partial_keys" })
+    app:command("EVAL", "for i = 1, #ARGV do redis.call('XADD', KEYS[1], '*', 'data', ARGV[i]) end", 1, "payments",
+      '{"id":1,"amount":10,"again":true}', '{"id":2,"amount":20}', '{"id":3,"amount":30,"again":true}')
+    app:advance(2000) -- the first call: 1, 2, 3; the copies of 1 and 3 start the next
+    app:advance(500)
+    app:command("EVAL", "for i = 1, #ARGV do redis.call('XADD', KEYS[1], '*', 'data', ARGV[i]) end", 1, "payments",
+      '{"id":4,"amount":40}', '{"id":5,"amount":50}')
+    app:advance(2000)
+    local recs = app:records("posted")
+    assert.equal(2, #recs)
+    assert.same({ "true", "1,2,3", "3" }, { recs[1].ran, recs[1].fresh, recs[1].entries })
+    assert.same({ "true", "4,5", "4" }, { recs[2].ran, recs[2].fresh, recs[2].entries }, "1 and 3 recorded before")
+    assert.equal("5 150", psql("SELECT count(*) || ' ' || sum(amount) FROM pg_harness_partial"))
+    assert.equal("5", psql("SELECT count(*) FROM pg_harness_partial_keys WHERE grp = 'ledger-partial'"))
+    assert.same({}, app:pending("payments", "ledger-partial"))
+  end)
 end)
