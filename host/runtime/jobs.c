@@ -63,6 +63,15 @@ static void job_unlink(struct rt_job *job) {
   job->prev = job->next = NULL;
 }
 
+/* Puts job on its pool's list of running jobs, counted. */
+static void job_link(struct rt_job *job) {
+  struct jobs *j = job->pool;
+  j->count++;
+  job->next = j->running;
+  if (j->running) j->running->prev = job;
+  j->running = job;
+}
+
 /* Tells the owner of a released pool that no job runs any more. The pool may
  * be freed by the call: nothing may touch it after. */
 static void drain_if_done(struct jobs *j) {
@@ -511,10 +520,7 @@ int jobs_start_batch(struct jobs *j, struct entry *const *entries, size_t n, int
   /* Entry k is job number seq + k (jobs_entry). */
   job->seq = j->last_seq + 1;
   j->last_seq += (double)n;
-  j->count++;
-  job->next = j->running;
-  if (j->running) j->running->prev = job;
-  j->running = job;
+  job_link(job);
 
   lua_State *co = job->co;
   lua_rawgeti(co, LUA_REGISTRYINDEX, j->dispatch_ref);
@@ -535,10 +541,7 @@ int jobs_start(struct jobs *j, struct entry *e, int p, rt_done_fn *done, void *d
   job->done = done;
   job->data = data;
   job->seq = ++j->last_seq;
-  j->count++;
-  job->next = j->running;
-  if (j->running) j->running->prev = job;
-  j->running = job;
+  job_link(job);
 
   lua_State *co = job->co;
   lua_rawgeti(co, LUA_REGISTRYINDEX, j->dispatch_ref);

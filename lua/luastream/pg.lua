@@ -153,6 +153,24 @@ local function once_table()
 end
 
 local SKIPPED = {}
+
+-- fn(record(tx)) in one transaction named what: record makes the records
+-- and returns fn's arguments (tx first), SKIPPED when there is nothing to
+-- do (the transaction ends, false is returned) or nil and why. fn's own
+-- nil, why ends it the same way; else true and what fn returned.
+local function recorded(what, fn, record)
+  local res = pack(transaction(what, function(tx)
+    local args = pack(record(tx))
+    if args[1] == SKIPPED then return SKIPPED end
+    if args[1] == nil then return nil, args[2], args[3] end
+    local out = pack(fn(unpack(args, 1, args.n)))
+    if out[1] == nil and out[2] ~= nil then return nil, out[2], out[3] end
+    return true, unpack(out, 1, out.n)
+  end))
+  if res[1] == nil then return nil, res[2], res[3] end
+  if res[1] == SKIPPED then return false end
+  return unpack(res, 1, res.n)
+end
 local once_name, once_insert -- the key's INSERT, made once per table name
 
 -- ctx:pg_once(fn): fn(tx) in a transaction that first records the entry
@@ -166,17 +184,12 @@ function M.once(stream, group, id, fn)
     once_insert = "INSERT INTO " .. name .. " (stream, grp, id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
   end
   local insert = once_insert
-  local res = pack(transaction("ctx:pg_once", function(tx)
+  return recorded("ctx:pg_once", fn, function(tx)
     local rows, why, why_state = tx:query(insert, stream, group, id)
     if not rows then return nil, why, why_state end
     if rows.affected == 0 then return SKIPPED end
-    local out = pack(fn(tx))
-    if out[1] == nil and out[2] ~= nil then return nil, out[2], out[3] end
-    return true, unpack(out, 1, out.n)
-  end))
-  if res[1] == nil then return nil, res[2], res[3] end
-  if res[1] == SKIPPED then return false end
-  return unpack(res, 1, res.n)
+    return tx
+  end)
 end
 
 -- A text[] literal of ids (each quoted: a source id is a header's text on
@@ -206,7 +219,7 @@ function M.once_batch(stream, group, entries, ids, fn)
       .. "ON CONFLICT DO NOTHING RETURNING id"
   end
   local insert = once_batch_insert
-  local res = pack(transaction("ctx:pg_once_batch", function(tx)
+  return recorded("ctx:pg_once_batch", fn, function(tx)
     local rows, why, why_state = tx:query(insert, stream, group, text_array(ids))
     if not rows then return nil, why, why_state end
     if #rows == 0 then return SKIPPED end
@@ -219,13 +232,8 @@ function M.once_batch(stream, group, entries, ids, fn)
         made[ids[i]] = nil -- a second entry of the same id is not fresh
       end
     end
-    local out = pack(fn(tx, fresh))
-    if out[1] == nil and out[2] ~= nil then return nil, out[2], out[3] end
-    return true, unpack(out, 1, out.n)
-  end))
-  if res[1] == nil then return nil, res[2], res[3] end
-  if res[1] == SKIPPED then return false end
-  return unpack(res, 1, res.n)
+    return tx, fresh
+  end)
 end
 
 return M
