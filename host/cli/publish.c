@@ -1,7 +1,9 @@
 /* publish: `luastream publish` (publish.h). */
 #include "publish.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -120,10 +122,29 @@ struct schema_each {
   int readers, refused, failed;
 };
 
+/* Whether spec reads stream: its `stream` (the base name, for a partitioned
+ * one published to with --partitions), or one of its partitions' keys,
+ * "<stream>:{p}" for p below `partitions`, named as such. */
+static bool reads_stream(const struct handler_spec *spec, const char *stream) {
+  /* a scheduled handler reads no stream (its stream is NULL) */
+  if (spec->stream == NULL) return false;
+  if (strcmp(spec->stream, stream) == 0) return true;
+  size_t n = strlen(spec->stream);
+  if (spec->partitions <= 0 || strncmp(stream, spec->stream, n) != 0 ||
+      strncmp(stream + n, ":{", 2) != 0)
+    return false;
+  const char *digits = stream + n + 2;
+  if (*digits < '0' || *digits > '9') return false;
+  char *end;
+  long p = strtol(digits, &end, 10);
+  /* "{03}" is not partition 3's key (partition_key_into) */
+  if (digits[0] == '0' && end != digits + 1) return false;
+  return strcmp(end, "}") == 0 && p < spec->partitions;
+}
+
 static void check_schema(void *data, const struct handler_spec *spec) {
   struct schema_each *c = data;
-  /* a scheduled handler reads no stream (its stream is NULL) */
-  if (spec->stream == NULL || strcmp(spec->stream, c->stream) != 0 || spec->schema == NULL) return;
+  if (!reads_stream(spec, c->stream) || spec->schema == NULL) return;
   c->readers++;
   char why[300];
   int rc = schema_check_json(spec->schema, c->json, c->len, &c->scratch, why, sizeof why);

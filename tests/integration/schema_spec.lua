@@ -35,6 +35,15 @@ return {
 }
 ]]
 
+-- A partitioned handler: it reads pays:{0} ... pays:{3}.
+local PAYS = [[
+return {
+  stream = "pays", group = "ledger", partitions = 4,
+  schema = { type = "object", required = { "id" } },
+  handle = function() end,
+}
+]]
+
 -- A scheduled handler: it reads no stream.
 local TICK = [[
 return { every = "5m", tick = function() end }
@@ -104,6 +113,28 @@ describe("message schemas", function()
     assert.equal(2, code)
     assert.matches("1 handler file with problems: nothing was added", stderr, 1, true)
     assert.equal(2, srv:xlen("payments"))
+  end)
+
+  it("publish --check to a partition's key checks the body against the partitioned handler's schema", function()
+    local srv = helper.redis_start()
+    local dir = helper.handlers_dir({ ["pays.lua"] = PAYS })
+    local code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "--check", dir,
+      "pays:{2}", '{"amount_cents":1}')
+    assert.equal(1, code)
+    assert.equal("", helper.trim(stdout))
+    assert.equal("publish: refused: " .. dir .. "/pays.lua: $.id: is required", helper.trim(stderr))
+    assert.equal(0, srv:xlen("pays:{2}"))
+    code, stdout, stderr = helper.luastream("publish", "--redis", srv.url, "--check", dir,
+      "pays:{3}", '{"id":1}')
+    assert.equal(0, code, stderr)
+    assert.matches("^%d+%-%d+$", helper.trim(stdout))
+    assert.equal(1, srv:xlen("pays:{3}"))
+    -- keys no partition of the handler has: not its stream, said so, and added
+    for _, key in ipairs({ "pays:{4}", "pays:{02}", "pays:{x}", "pays:{1", "paysx:{1}" }) do
+      code, _, stderr = helper.luastream("publish", "--redis", srv.url, "--check", dir, key, '{"amount_cents":1}')
+      assert.equal(0, code, key .. ": " .. stderr)
+      assert.matches("no handler file there reads " .. key .. " with a schema", stderr, 1, true)
+    end
   end)
 
   it("run dead-letters an entry that does not match with reason schema, and runs the others", function()
