@@ -157,17 +157,22 @@ void status_carry_lags(const struct status_query *q, struct st_group *g) {
   g->lags[g->nlags++] = total_lag(g);
 }
 
-/* When the tick after the last one done is due: the later of the hash's
+/* The file in DIR's first tick strictly after t; -1 when its schedule
+ * could not be read. */
+static long long file_next(const struct st_schedule *s, long long t) {
+  if (s->every_ms > 0) return cron_every_next(s->every_ms, t);
+  if (s->has_cron) return cron_next(&s->cron, s->tz, t);
+  return -1;
+}
+
+/* When the next tick is due. After a tick done: the later of the hash's
  * next (its hosts' schedule) and DIR's file's (after a change to a rarer
- * schedule, the hosts' old next passes with nothing due). -1: none. */
-static long long next_due(const struct st_schedule *s) {
+ * schedule, the hosts' old next passes with nothing due). Before any: the
+ * file's first after now (a host starts with its next tick). -1: none. */
+static long long next_due(const struct status_query *q, const struct st_schedule *s) {
   long long due = s->next_tick;
-  if (s->last_tick <= 0) return due;
-  long long mine = -1;
-  if (s->every_ms > 0)
-    mine = cron_every_next(s->every_ms, s->last_tick);
-  else if (s->has_cron)
-    mine = cron_next(&s->cron, s->tz, s->last_tick);
+  if (s->last_tick <= 0) return due > 0 || q->server_ms <= 0 ? due : file_next(s, q->server_ms);
+  long long mine = file_next(s, s->last_tick);
   return mine > due ? mine : due;
 }
 
@@ -178,7 +183,8 @@ bool status_judge_schedule(const struct status_query *q, struct st_schedule *s) 
   /* A host holding the lease runs a tick now (one longer than the period
    * holds the next back): the schedule is not late, it is busy. */
   bool running = s->lease_until > 0 && q->server_ms > 0 && s->lease_until > q->server_ms;
-  long long due = next_due(s);
+  long long due = next_due(q, s);
+  s->next_tick = due; /* what status shows as the next tick */
   if (due > 0 && q->server_ms > 0 && q->server_ms - due > STATUS_TICK_LATE_MS && !running) {
     s->attention = status_query_text(
         "schedule %s: its next tick was due at %s (%s ago) and has not run: no host runs %s",

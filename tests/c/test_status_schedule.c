@@ -77,3 +77,32 @@ TEST_IMPL(status_schedule_next_after_a_change_to_a_rarer_schedule) {
   ASSERT_CONTAINS(s.attention, "its next tick was due at");
   free(s.attention);
 }
+
+TEST_IMPL(status_schedule_next_before_any_tick_is_the_files) {
+  /* No tick done yet (no hash, or one without next): the next tick is the
+   * file's first after the server's now, and nothing can be late. */
+  struct status_query q;
+  memset(&q, 0, sizeof q);
+  long long day = 86400000;
+  q.server_ms = 20000 * day + 3600000 + 5;
+  struct st_schedule s = schedule(-1);
+  s.exists = false;
+  s.last_tick = s.next_tick = -1;
+  s.every_ms = 300000;
+  ASSERT(!status_judge_schedule(&q, &s));
+  ASSERT_INT_EQ(s.next_tick, 20000 * day + 3600000 + 300000);
+  char why[128];
+  ASSERT_INT_EQ(cron_parse("0 3 * * *", &s.cron, why, sizeof why), 0);
+  s.every_ms = 0;
+  s.has_cron = true;
+  s.next_tick = -1;
+  ASSERT(!status_judge_schedule(&q, &s));
+  ASSERT_INT_EQ(s.next_tick, 20000 * day + 3 * 3600000);
+  /* After a change to a rarer schedule the shown next is the file's. */
+  s = schedule(20000 * day + 3600000);
+  s.last_tick = 20000 * day;
+  s.every_ms = day;
+  q.server_ms = 20000 * day + 2 * 3600000;
+  ASSERT(!status_judge_schedule(&q, &s));
+  ASSERT_INT_EQ(s.next_tick, 20001 * day);
+}
