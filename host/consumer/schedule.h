@@ -35,7 +35,7 @@
 #include "runtime.h"
 
 #define SCHED_LEASE_MS 5000
-#define SCHED_CATCH_UP_MAX 100 /* the same as luastream.handler's CATCH_UP_MAX */
+#define SCHED_CATCH_UP_MAX 100 /* docs/handlers.md, catch_up: "the newest 100" */
 /* The key a schedule keeps its ticks in: "luastream:tick:{NAME}". */
 #define SCHED_KEY_PREFIX "luastream:tick:"
 
