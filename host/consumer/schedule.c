@@ -69,7 +69,8 @@ struct schedule {
   char tick_text[24];
 };
 
-char *sched_key(const char *name) {
+/* The key of schedule name (malloc'd), NULL when out of memory. */
+static char *sched_key(const char *name) {
   size_t n = strlen(SCHED_KEY_PREFIX) + strlen(name) + 3;
   char *k = malloc(n);
   if (k) snprintf(k, n, SCHED_KEY_PREFIX "{%s}", name);

@@ -76,7 +76,4 @@ void sched_free(schedule *s);
 void sched_metrics_clear(void);
 void sched_collect_metrics(const schedule *s);
 
-/* The key of schedule name (malloc'd), NULL when out of memory. */
-char *sched_key(const char *name);
-
 #endif
