@@ -35,7 +35,7 @@
 #include "runtime.h"
 
 #define SCHED_LEASE_MS 5000
-#define SCHED_CATCH_UP_MAX 100 /* docs/handlers.md, catch_up: "the newest 100" */
+#define SCHED_CATCH_UP_MAX 100 /* the most missed ticks catch_up runs (docs/handlers.md) */
 /* The key a schedule keeps its ticks in: "luastream:tick:{NAME}". */
 #define SCHED_KEY_PREFIX "luastream:tick:"
 
