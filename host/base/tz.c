@@ -19,9 +19,8 @@ struct tz {
   size_t ntimes;
   int64_t *times;       /* transitions, ascending */
   unsigned char *index; /* the type in force from each transition */
-  size_t ntypes;
-  int32_t *offset; /* of each type */
-  int32_t first;   /* before the first transition */
+  int32_t *offset;      /* of each type */
+  int32_t first;        /* before the first transition */
   /* The footer: std_off alone when has_dst is false. */
   bool has_footer, has_dst;
   int32_t std_off, dst_off;
@@ -240,7 +239,6 @@ int tz_parse(const unsigned char *buf, size_t len, struct tz **out, char *err, s
     struct tz *z = calloc(1, sizeof *z);
     if (z == NULL) return fail(err, errlen, "out of memory");
     z->ntimes = timecnt;
-    z->ntypes = typecnt;
     z->times = malloc((timecnt ? timecnt : 1) * sizeof *z->times);
     z->index = malloc(timecnt ? timecnt : 1);
     z->offset = malloc(typecnt * sizeof *z->offset);

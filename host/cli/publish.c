@@ -3,7 +3,6 @@
 
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -130,16 +129,13 @@ static bool reads_stream(const struct handler_spec *spec, const char *stream) {
   if (spec->stream == NULL) return false;
   if (strcmp(spec->stream, stream) == 0) return true;
   size_t n = strlen(spec->stream);
-  if (spec->partitions <= 0 || strncmp(stream, spec->stream, n) != 0 ||
-      strncmp(stream + n, ":{", 2) != 0)
-    return false;
-  const char *digits = stream + n + 2;
-  if (*digits < '0' || *digits > '9') return false;
-  char *end;
-  long p = strtol(digits, &end, 10);
-  /* "{03}" is not partition 3's key (partition_key_into) */
-  if (digits[0] == '0' && end != digits + 1) return false;
-  return strcmp(end, "}") == 0 && p < spec->partitions;
+  if (strncmp(stream, spec->stream, n) != 0) return false;
+  char tail[24];
+  for (int p = 0; p < spec->partitions; p++) {
+    partition_key_into("", p, tail, sizeof tail); /* ":{p}", as the keys are named */
+    if (strcmp(stream + n, tail) == 0) return true;
+  }
+  return false;
 }
 
 static void check_schema(void *data, const struct handler_spec *spec) {

@@ -13,6 +13,7 @@
 #include "tz.h"
 #include "lease.h"
 #include "partition.h"
+#include "schedule.h"
 
 enum query_kind {
   Q_STREAM,
@@ -181,7 +182,7 @@ static void add_schedule(struct status_query *q, const struct handler_spec *s) {
   struct st_schedule *t = &q->schedules[q->nschedules++];
   memset(t, 0, sizeof *t);
   t->name = xstrdup(name);
-  t->key = status_query_text("luastream:tick:{%s}", name);
+  t->key = status_query_text(SCHED_KEY_PREFIX "{%s}", name);
   t->handlers = xstrdup(file);
   char why[600];
   t->when = status_query_when(s);

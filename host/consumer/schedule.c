@@ -69,7 +69,8 @@ struct schedule {
   char tick_text[24];
 };
 
-char *sched_key(const char *name) {
+/* The key of schedule name (malloc'd), NULL when out of memory. */
+static char *sched_key(const char *name) {
   size_t n = strlen(SCHED_KEY_PREFIX) + strlen(name) + 3;
   char *k = malloc(n);
   if (k) snprintf(k, n, SCHED_KEY_PREFIX "{%s}", name);
@@ -221,10 +222,11 @@ static void plan(schedule *s, int64_t done) {
   }
   size_t keep = n < SCHED_CATCH_UP_MAX ? n : SCHED_CATCH_UP_MAX;
   if (n > SCHED_CATCH_UP_MAX) {
-    char missed[24];
+    char missed[24], running[24];
     snprintf(missed, sizeof missed, "%zu", n - keep);
+    snprintf(running, sizeof running, "%zu", keep);
     log_line(LOG_WARN, s->spec->name, "catch_up: older missed ticks skipped", LOG_NUMBER "skipped",
-             missed, LOG_NUMBER "running", "100", NULL);
+             missed, LOG_NUMBER "running", running, NULL);
   }
   for (size_t i = n - keep; i < n; i++) s->queue[s->nqueue++] = ring[i % SCHED_CATCH_UP_MAX];
   if (s->queue[s->nqueue - 1] != s->due_ms && s->nqueue < SCHED_CATCH_UP_MAX)

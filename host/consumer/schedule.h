@@ -35,7 +35,7 @@
 #include "runtime.h"
 
 #define SCHED_LEASE_MS 5000
-#define SCHED_CATCH_UP_MAX 100 /* the same as luastream.handler's CATCH_UP_MAX */
+#define SCHED_CATCH_UP_MAX 100 /* the most missed ticks catch_up runs (docs/handlers.md) */
 /* The key a schedule keeps its ticks in: "luastream:tick:{NAME}". */
 #define SCHED_KEY_PREFIX "luastream:tick:"
 
@@ -75,8 +75,5 @@ void sched_free(schedule *s);
  * sched_collect_metrics sets those of s, a schedule that runs. */
 void sched_metrics_clear(void);
 void sched_collect_metrics(const schedule *s);
-
-/* The key of schedule name (malloc'd), NULL when out of memory. */
-char *sched_key(const char *name);
 
 #endif

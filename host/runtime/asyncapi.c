@@ -43,7 +43,8 @@ static void push_handlers(lua_State *L, const struct build *b) {
     set_string(L, "file", handler_name_file(s->path));
     set_string(L, "name", s->name);
     if (handler_spec_push(b->hs[i], L) != 0)
-      luaL_error(L, "%s: the table the file returns nests deeper than 64 levels (or holds itself)",
+      luaL_error(L,
+                 "%s: the table the file returns nests deeper than a valid spec (or holds itself)",
                  s->path);
     lua_setfield(L, -2, "spec");
     lua_rawseti(L, -2, (int)i + 1);

@@ -925,8 +925,11 @@ int handler_run_batch(handler *h, struct entry *const *entries, size_t n, int p,
 
 /* ---- the validated spec, copied out ---- */
 
-/* Tables nested deeper than this are refused (a table that holds itself). */
-#define COPY_DEPTH_MAX 64
+/* Tables nested deeper than any valid spec's are refused (a table that holds
+ * itself). The deepest: a schema SCHEMA_MAX_DEPTH properties deep, two tables
+ * a level (properties, the property's schema), under the spec and its schema,
+ * with a list (required, enum) at the bottom. */
+#define COPY_DEPTH_MAX (2 * SCHEMA_MAX_DEPTH + 4)
 
 /* Whether the value at idx of L is one copy_value copies. */
 static bool copyable(lua_State *L, int idx) {

@@ -308,8 +308,9 @@ struct lua_State;
 /* Pushes onto L a copy of the handler's validated spec table (what
  * luastream.handler_spec.validate returned: its schema tables included, its
  * functions left out), from load until the handler is bound. Returns 0, or
- * -1 with nil pushed when its tables nest deeper than 64 levels (a table
- * that holds itself). Out of memory in L raises there: call it protected. */
+ * -1 with nil pushed when its tables nest deeper than a valid spec's (a
+ * table that holds itself). Out of memory in L raises there: call it
+ * protected. */
 int handler_spec_push(const handler *h, struct lua_State *L);
 
 /* Checks that text is one JSON value (used by `luastream publish`). */

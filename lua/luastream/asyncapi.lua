@@ -222,15 +222,11 @@ end
 
 -- ---- JSON Schema -------------------------------------------------------------
 
--- Keywords whose value is a map of names to schemas, a list of schemas, or
--- a list of values.
-local SCHEMA_MAPS = { properties = true, patternProperties = true, definitions = true,
-                      ["$defs"] = true, dependentSchemas = true }
-local SCHEMA_LISTS = { allOf = true, anyOf = true, oneOf = true, prefixItems = true }
+-- The keywords of the subset a schema may use (host/runtime/schema.h,
+-- SCHEMA_KEYWORDS; luastream check refuses any other) whose value is a
+-- schema, or a list of values; properties maps names to schemas.
+local SCHEMA_ONE = { items = true, additionalProperties = true }
 local VALUE_LISTS = { required = true, enum = true, examples = true }
-local SCHEMA_ONE = { items = true, additionalProperties = true, ["not"] = true, contains = true,
-                     propertyNames = true, ["if"] = true, ["then"] = true, ["else"] = true,
-                     additionalItems = true }
 
 -- A handler's `pattern` is a POSIX extended regular expression (as
 -- `grep -E` reads it); JSON Schema's are ECMA-262. They agree but for
@@ -291,28 +287,17 @@ local function value_of(v)
   return out
 end
 
-local schema_of
-local function schema_list(v)
-  local out = array()
-  for i, x in ipairs(v) do out[i] = schema_of(x) end
-  return out
-end
-
 -- A handler's schema table (JSON Schema) as the document's Schema Object.
-function schema_of(s)
+local function schema_of(s)
   if type(s) ~= "table" then return s end -- true, false
   local out = {}
   for k, v in pairs(s) do
-    if SCHEMA_MAPS[k] and type(v) == "table" then
+    if k == "properties" and type(v) == "table" then
       local m = map()
-      for name, x in pairs(v) do
-        m[k == "patternProperties" and type(name) == "string" and ecma_pattern(name) or name] = schema_of(x)
-      end
+      for name, x in pairs(v) do m[name] = schema_of(x) end
       out[k] = m
-    elseif SCHEMA_LISTS[k] and type(v) == "table" then
-      out[k] = schema_list(v)
     elseif SCHEMA_ONE[k] and type(v) == "table" then
-      out[k] = is_array(v) and schema_list(v) or schema_of(v)
+      out[k] = schema_of(v)
     elseif VALUE_LISTS[k] and type(v) == "table" then
       out[k] = setmetatable(value_of(v), ARRAY)
     elseif k == "pattern" and type(v) == "string" then

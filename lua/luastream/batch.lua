@@ -8,7 +8,6 @@
 local core = require "luastream.core"
 local ctxlib = require "luastream.ctx"
 local messages = require "luastream.message"
-local json -- only for a field-only entry's schema check: loaded on use
 local outcome_of = require("luastream.outcome").of
 local R, O, SEQ = core.reasons, core.outcomes, ctxlib.SEQ
 
@@ -129,25 +128,16 @@ function M.dispatcher(spec, consumer)
     for k = 1, n do
       local s = seq + k - 1
       local msg, reason, text = message(s)
+      local ctx
+      if not reason then
+        ctx = setmetatable({ [SEQ] = s }, v.Ctx)
+        if msg == nil then msg, reason, text = messages.of_fields(ctx, spec) end
+      end
       if reason then
         results[k] = { O.INVALID, reason, text }
       else
-        local ctx = setmetatable({ [SEQ] = s }, v.Ctx)
-        local from_fields = msg == nil
-        if from_fields then msg = messages.from_fields(ctx) end
-        local mismatch
-        if msg == nil then
-          results[k] = { O.INVALID, R.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver" }
-        elseif from_fields and spec.schema then
-          -- its schema sees it as the handler would: an object of strings
-          json = json or require "luastream.json"
-          mismatch = core.schema_mismatch("schema", assert(json.encode(msg)))
-          if mismatch then results[k] = { O.INVALID, R.INPUT_SCHEMA, mismatch } end
-        end
-        if msg ~= nil and not mismatch then
-          entries[#entries + 1] = { msg = msg, ctx = ctx }
-          at[#entries] = k
-        end
+        entries[#entries + 1] = { msg = msg, ctx = ctx }
+        at[#entries] = k
       end
     end
     if #entries == 0 then return results end

@@ -215,9 +215,9 @@ function M.metatable(spec, consumer, partition)
   return Ctx, reply_to
 end
 
--- The key a schedule keeps its ticks in (host/consumer/schedule.c, the
--- same text): "luastream:tick:{NAME}".
-function M.tick_key(name) return "luastream:tick:{" .. name .. "}" end
+-- The key a schedule keeps its ticks in, as the host names it
+-- (SCHED_KEY_PREFIX, host/consumer/schedule.h): "luastream:tick:{NAME}".
+local function tick_key(name) return "luastream:tick:{" .. name .. "}" end
 
 -- tick_metatable(spec, consumer) -> the metatable of a tick's ctx: name,
 -- consumer, write, publish and pg_once (keyed on the schedule's name and
@@ -226,7 +226,7 @@ function M.tick_key(name) return "luastream:tick:{" .. name .. "}" end
 function M.tick_metatable(spec, consumer)
   local name = spec.name
   local members = { name = name, consumer = consumer, publish = publish, write = write,
-                    [SLOT] = M.tick_key(name), [TAG] = "{" .. name .. "}" }
+                    [SLOT] = tick_key(name), [TAG] = "{" .. name .. "}" }
   members.pg_once = function(self, fn)
     if type(self) ~= "table" or rawget(self, SEQ) == nil then
       error("ctx:pg_once: call it with a colon (ctx:pg_once(function(tx) ... end))", 2)

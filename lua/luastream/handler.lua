@@ -14,7 +14,6 @@ local handler_spec = require "luastream.handler_spec"
 -- luastream.core exists only inside a host.
 local has_core, core = pcall(require, "luastream.core")
 if not has_core then core = nil end
-local R = core and core.reasons or {}
 local O = core and core.outcomes or {}
 
 local M = {
@@ -27,7 +26,7 @@ local M = {
 }
 
 -- What runs an entry: only inside a host (they need luastream.core).
-local ctxlib, messages, outcome_of, SEQ, json
+local ctxlib, messages, outcome_of, SEQ
 if core then
   ctxlib = require "luastream.ctx"
   messages = require "luastream.message"
@@ -87,16 +86,8 @@ function M.dispatcher(spec, consumer)
     if msg ~= nil and not wants_ctx then return outcome_of(handle(msg), nil, spec, seq, v.reply_to) end
     local ctx = setmetatable({ [SEQ] = seq }, v.Ctx)
     if msg == nil then
-      msg = messages.from_fields(ctx)
-      if msg == nil then
-        return O.INVALID, R.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver"
-      end
-      -- its schema sees it as the handler does: an object of strings
-      if spec.schema then
-        json = json or require "luastream.json" -- only here: a handler's state loads it on use
-        local mismatch = core.schema_mismatch("schema", assert(json.encode(msg)))
-        if mismatch then return O.INVALID, R.INPUT_SCHEMA, mismatch end
-      end
+      msg, reason, text = messages.of_fields(ctx, spec)
+      if reason then return O.INVALID, reason, text end
     end
     return outcome_of(handle(msg, ctx), ctx, spec, seq, v.reply_to)
   end

@@ -218,8 +218,6 @@ for _, f in ipairs(FIELDS) do KNOWN[f[1]] = true end
 M.RUNS = { "handle", "handle_batch", "tick" }
 -- The fields that make a file a scheduled handler.
 M.SCHEDULE_MARKS = { "tick", "every", "cron" }
--- catch_up = true: at most this many missed ticks run, the newest ones.
-M.CATCH_UP_MAX = 100
 
 -- The fields a scheduled file may set, for messages.
 function M.schedule_fields()

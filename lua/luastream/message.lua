@@ -28,6 +28,21 @@ function M.from_fields(ctx)
   return any and msg or nil
 end
 
+-- of_fields(ctx, spec) -> from_fields's message, or nil, reason (a
+-- core.reasons code), text: the entry has nothing to deliver, or spec's
+-- schema refuses it (seeing it as the handler would: an object of strings).
+function M.of_fields(ctx, spec)
+  local msg = M.from_fields(ctx)
+  if msg == nil then
+    return nil, core.reasons.INPUT_NO_FIELDS, "entry has no data field and no other field to deliver"
+  end
+  if spec.schema then
+    local mismatch = core.schema_mismatch("schema", assert(json.encode(msg)))
+    if mismatch then return nil, core.reasons.INPUT_SCHEMA, mismatch end
+  end
+  return msg
+end
+
 -- The message of entry seq through the FFI, when the host has read its body
 -- as a flat object of a known shape (luastream_flat, host/runtime/corelib.c): built
 -- by a constructor compiled here per shape, so that LuaJIT runs the body's

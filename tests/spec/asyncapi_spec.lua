@@ -201,20 +201,20 @@ describe("luastream.asyncapi", function()
       for posix, ecma in pairs(cases) do assert.are.equal(ecma, asyncapi.ecma_pattern(posix), posix) end
     end)
 
-    it("is applied to a schema's patterns and pattern properties", function()
+    it("is applied to a schema's patterns, at any depth", function()
       local s = asyncapi.schema({ properties = { a = { pattern = "[[:digit:]]" } },
-                                  patternProperties = { ["^[[:lower:]]+$"] = { type = "string" } } })
+                                  items = { additionalProperties = { pattern = "^[[:lower:]]+$" } } })
       assert.are.equal("[0-9]", s.properties.a.pattern)
-      assert.are.same({ type = "string" }, s.patternProperties["^[a-z]+$"])
+      assert.are.equal("^[a-z]+$", s.items.additionalProperties.pattern)
     end)
   end)
 
   describe("schema", function()
     it("keeps lists as lists and names as names", function()
       local s = asyncapi.schema({ type = "object", required = {}, properties = { type = { enum = {} } },
-                                  items = { { type = "string" } } })
+                                  items = { type = "string" } })
       assert.are.equal('{\n  "type": "object",\n  "properties": {\n    "type": {\n      "enum": []\n    }\n  },\n' ..
-        '  "required": [],\n  "items": [\n    {\n      "type": "string"\n    }\n  ]\n}\n', asyncapi.json(s))
+        '  "required": [],\n  "items": {\n    "type": "string"\n  }\n}\n', asyncapi.json(s))
     end)
   end)
 end)

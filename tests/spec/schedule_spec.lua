@@ -194,6 +194,21 @@ return {
     for i = 2, #got do assert.equal(FIVE_MIN, got[i] - got[i - 1]) end
   end)
 
+  it("with catch_up runs the newest 100 missed ticks and logs how many it skipped", function()
+    write(dir .. "/every5.lua", ticker('every = "5m", catch_up = true,'))
+    local app = start()
+    app:advance("5m")
+    app:pause(130 * FIVE_MIN) -- 130 ticks fall due
+    app:settle()
+    local got = ticks(app)
+    assert.equal(101, #got)
+    assert.equal(31 * FIVE_MIN, got[2] - got[1], "the oldest 30 skipped")
+    for i = 3, #got do assert.equal(FIVE_MIN, got[i] - got[i - 1]) end
+    local rec = app:records("catch_up: older missed ticks skipped")
+    assert.equal(1, #rec)
+    assert.same({ "30", "100" }, { rec[1].skipped, rec[1].running })
+  end)
+
   it("with catch_up runs the ticks missed while no host ran", function()
     write(dir .. "/every5.lua", ticker('every = "5m", catch_up = true,'))
     local a = start()
