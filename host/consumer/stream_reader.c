@@ -40,7 +40,6 @@
 #include "read_log.h"
 #include "read_plan.h"
 #include "read_reply.h"
-#include "scripts.h"
 #include "trimmer.h"
 #include "stream_reader.h"
 #include "sweeper.h"
