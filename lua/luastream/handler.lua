@@ -6,7 +6,8 @@
 -- (luastream/message.lua), ctx around it (luastream/ctx.lua), the user's
 -- handle, and its return value turned into an outcome the C side applies
 -- (luastream/outcome.lua); for a handle_batch file, luastream/batch.lua's
--- runs a call's entries. Everything here is policy; the mechanism (reads,
+-- runs a call's entries; for a scheduled file, each job is a tick.
+-- Everything here is policy; the mechanism (reads,
 -- decoding, lanes, acks) is C. validate() needs no host, so specs can call
 -- it directly; dispatcher() runs only inside one.
 local handler_spec = require "luastream.handler_spec"
@@ -34,17 +35,6 @@ if core then
   SEQ = ctxlib.SEQ
 end
 
--- dispatcher(spec, consumer) -> function(seq [, partition]) run in each
--- entry's coroutine; seq names the job for core.message and core.entry,
--- partition (of a partitioned handler) the partition the entry was read
--- from: ctx.stream is then that partition's key, ctx.partition its number,
--- ctx.partition_tag "{p}", and a reply goes to the partition's reply_to.
--- core.message decodes
--- the body in C: the decoded JSON, the text of a body of another
--- content-type, nil for an entry without a `data` field, or nil, reason,
--- text for bad input.
--- A handle declared without a ctx parameter (`function(msg)`) gets none:
--- nothing could read it, so it is not built.
 -- A scheduled handler's dispatcher: each job is one tick, its entry's id
 -- "<tick>-0" (the tick's scheduled time, Unix ms). What tick returns is not
 -- looked at; its writes go with the tick's done mark (host/consumer/schedule.c).
@@ -59,6 +49,17 @@ local function tick_dispatcher(spec, consumer)
   end
 end
 
+-- dispatcher(spec, consumer) -> function(seq [, partition]) run in each
+-- entry's coroutine; seq names the job for core.message and core.entry,
+-- partition (of a partitioned handler) the partition the entry was read
+-- from: ctx.stream is then that partition's key, ctx.partition its number,
+-- ctx.partition_tag "{p}", and a reply goes to the partition's reply_to.
+-- core.message decodes
+-- the body in C: the decoded JSON, the text of a body of another
+-- content-type, nil for an entry without a `data` field, or nil, reason,
+-- text for bad input.
+-- A handle declared without a ctx parameter (`function(msg)`) gets none:
+-- nothing could read it, so it is not built.
 function M.dispatcher(spec, consumer)
   if not core then error("luastream.handler: dispatcher() runs only inside a luastream host", 2) end
   if spec.tick then return tick_dispatcher(spec, consumer) end
