@@ -14,6 +14,7 @@ describe("outcome tables", function()
       reply_and_reject = "which names 2 outcomes (reply, reject)",
       ack_and_retry_after = "which names 2 outcomes (ack, retry_after)",
       retry_after_and_reject = "which names 2 outcomes (reject, retry_after)",
+      retry_and_pause = "which names 2 outcomes (retry, pause)",
       reply_with_write = "which names 2 outcomes (ack, reply)",
     }
     local modes = {}
