@@ -42,100 +42,10 @@
 #include "read_reply.h"
 #include "trimmer.h"
 #include "stream_reader.h"
+#include "stream_reader_internal.h"
 #include "sweeper.h"
 #include "wire.h"
 #include "writer.h"
-
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
-#define ID_MAX PLAN_ID_MAX
-/* Readiness (sr_healthy): a read outstanding, or reads failing on a live
- * connection, for STUCK_FACTOR times the read's own wait
- * (plan_read_wait_ms) and at least STUCK_MIN_MS, means the reader is stuck. */
-#define STUCK_FACTOR 3
-#define STUCK_MIN_MS 1000
-/* The longest dispatch starts handlers in one go (measured on clock_fresh)
- * before it lets the loop turn (I/O, timers, the watchdog's beat) and goes
- * on 1 ms later: a large read of handlers that finish at once must not hold
- * the loop for as long as all of them take, past the watchdog's limit. */
-#define DISPATCH_SLICE_MS 50
-
-enum sr_state { SR_IDLE, SR_LEASING, SR_CREATING, SR_READING, SR_STOPPING, SR_DRAINED };
-
-struct stream_reader {
-  handler *h;
-  const struct handler_spec *spec;
-  broker *b;
-  bk_conn *cmd;    /* shared: outcomes and group commands */
-  bk_conn *reader; /* ours: blocking reads */
-  lclock *clock;
-  sr_event_fn *on_event;
-  void *data;
-
-  enum sr_state state;
-  struct lanes lanes;
-  bool read_pending;         /* an XREADGROUP is outstanding */
-  bool dispatching;          /* inside dispatch(): jobs finishing at once must not recurse */
-  bool waiting;              /* retry_timer runs (backoff or reclaim poll): do not read before */
-  bool read_failing;         /* the last read failed; failing_since_ms says since when */
-  uint64_t read_sent_ms;     /* when the outstanding read went out (read_pending) */
-  uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
-  bool started;              /* has read once: start_at is spent */
-  /* What the next read is. A `new` subscription's own pending list is read
-   * only with nothing in flight (read_next), so nothing runs twice. */
-  struct read_plan plan;
-  bool was_down;          /* the read connection went down since it was up */
-  struct held held;       /* with min_idle: entries in a lane or a handler here */
-  heartbeat *heartbeat;   /* ... whose claim it keeps (NULL without min_idle) */
-  inflight *inflight;     /* max_in_flight: entries start with a slot (NULL without) */
-  struct entry *dropped;  /* shutdown deadline: entries whose handlers were abandoned */
-  char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
-  ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
-  ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
-  uint64_t backoff_ms;    /* the last backoff wait, 0 after a success (backoff.h) */
-  /* Lease commands sent and not answered (the writer, the sweeper, the
-   * group setup and the pruner count theirs: see outstanding). */
-  unsigned writes_pending;
-  /* Writes outcomes and acks. Entries whose outcome is not written yet
-   * (writer_unwritten) count toward the entries held here, so reading
-   * waits for writing. */
-  writer *w;
-  sweeper *sweeper;                /* moves due entries of the delay set back */
-  struct bk_args args;             /* builds the reads, reused */
-  char *retry_key;                 /* the group's retry stream (outcome_retry_key) */
-  group_setup *group;              /* creates the group, moves its cursor */
-  applier *apply;                  /* carries out what the policy decides, counts retries */
-  struct delivery_metrics metrics; /* this subscription's series (metrics.h) */
-  trimmer *trimmer;                /* trim, trim_max_len: the stream's retention */
-  lease *lease;                    /* the consumer name, held while this runs; NULL without */
-  lease_keepalive *keepalive;      /* renews this process's leases; NULL: no lease */
-  /* Entries wait, read or not, until the lease is confirmed again (see
-   * name_held); logged once per wait. */
-  bool lease_unconfirmed;
-  bool lease_releasing;     /* drain: lease_release sent */
-  bool lease_released;      /* drain: lease_release answered */
-  bool name_lost;           /* another process holds the consumer name: its entries are its */
-  pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
-  struct fault lease_fault; /* the consumer lease failing (readiness) */
-  /* The group's pause as seen here, and the breaker (NULL without a lease:
-   * never paused); the probe entry while one runs here. */
-  pause *pause;
-  struct breaker breaker;
-  const struct entry *probe;
-  bool probe_read;      /* the read out is the probe's (one entry) */
-  char denied[1100];    /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
-  permits *permits;     /* rate: reads wait for permits (NULL without) */
-  key_gate *gate;       /* rate_per_key: entries waiting for their key (NULL without) */
-  key_rate *key_rate;   /* ... and what lets them through */
-  key_gate *key_cap;    /* max_in_flight_per_key: entries waiting for their key's slot */
-  key_slots *key_slots; /* ... and what lets them through */
-  batching *batching;   /* handle_batch: entries started gather into calls (NULL: handle) */
-
-  /* The handler (one Lua state) is shared by a partitioned handler's
-   * readers: the subscription releases it. */
-  int partition;                 /* -1: unpartitioned */
-  struct handler_spec part_spec; /* partitioned: spec is this (partition.h) */
-};
 
 /* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
  * ID_MAX) into dst: a plain copy, as this runs for every entry. */
@@ -146,72 +56,11 @@ static void copy_id(char dst[ID_MAX], const char *id) {
   dst[n] = '\0';
 }
 
-/* Commands sent and not answered: the reader's (the lease's), the
- * writer's, the sweeper's, the group setup's, the pruner's, the
- * heartbeat's. */
-static unsigned outstanding(const stream_reader *s) {
-  return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
-         group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
-         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
-         (s->pause ? pause_pending(s->pause) : 0) + (s->permits ? permits_pending(s->permits) : 0) +
-         (s->key_rate ? key_rate_pending(s->key_rate) : 0) +
-         (s->inflight ? inflight_pending(s->inflight) : 0) +
-         (s->key_slots ? key_slots_pending(s->key_slots) : 0);
-}
-
-static void maybe_drained(stream_reader *s);
 static void progress(stream_reader *s);
 static void job_done(void *data, struct entry *e, const struct rt_result *res);
 static void read_next(stream_reader *s);
 static void dispatch(stream_reader *s);
 static void ensure_group(stream_reader *s);
-
-/* ---- logging ---- */
-
-static void sr_log(stream_reader *s, enum log_level level, const char *msg, const char *k1,
-                   const char *v1, const char *k2, const char *v2) {
-  log_line(level, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
-           "consumer", s->spec->consumer, k1, v1, k2, v2, NULL);
-}
-
-/* The ACL refused what a reader that never read needs: waiting cannot
- * help, so the host is told (at start-up it stops, saying what to grant).
- * Returns whether it was such a refusal. */
-static bool denied(stream_reader *s, const char *command, const char *key, const char *why) {
-  if (s->started || !bk_error_is_denied(why)) return false;
-  snprintf(s->denied, sizeof s->denied, "%s on %s: %s", command, key, why);
-  s->on_event(s->data, s, SUB_EV_DENIED);
-  return true;
-}
-
-const char *sr_denied(const stream_reader *s) { return s->denied; }
-
-/* ---- drain bookkeeping ---- */
-
-static void lease_given_back(void *data) {
-  stream_reader *s = data;
-  s->writes_pending--;
-  s->lease_released = true;
-  maybe_drained(s);
-}
-
-/* Sends SUB_EV_DRAINED once a stopping reader has nothing left. */
-static void maybe_drained(stream_reader *s) {
-  if (s->state != SR_STOPPING) return;
-  if (s->lanes.running || writer_queued(s->w) || outstanding(s) || s->read_pending) return;
-  if (s->lease && !s->lease_released) { /* the name is free once all is written */
-    if (!s->lease_releasing) {
-      s->lease_releasing = true;
-      s->writes_pending++;
-      lease_release(s->lease, lease_given_back, s);
-    }
-    return;
-  }
-  s->state = SR_DRAINED;
-  if (s->heartbeat) heartbeat_stop(s->heartbeat); /* nothing is held any more */
-  sr_log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
-  s->on_event(s->data, s, SUB_EV_DRAINED);
-}
 
 /* ---- backoff ---- */
 
@@ -414,7 +263,7 @@ static void dispatch_fire(ltimer *t, void *data) {
 static void progress(stream_reader *s) {
   dispatch(s);
   read_next(s);
-  maybe_drained(s);
+  sr_maybe_drained(s);
 }
 
 /* ---- reading ---- */
@@ -540,7 +389,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   stream_reader *s = data;
   s->read_pending = false;
   if (s->state != SR_READING) {
-    maybe_drained(s);
+    sr_maybe_drained(s);
     return;
   }
   if (r == NULL || r->type == BK_ERROR) {
@@ -642,10 +491,10 @@ static void read_next(stream_reader *s) {
   if (in_flight > (ahead ? batch : batch / 2) || writer_unwritten(s->w) > batch) return;
   /* A read that claims waits until what finished here is written: an entry
    * handled in about min_idle would otherwise come back before its ack. */
-  if (s->spec->read != READ_NEW && (writer_queued(s->w) || outstanding(s))) return;
+  if (s->spec->read != READ_NEW && (writer_queued(s->w) || sr_outstanding(s))) return;
   /* The own pending list holds what runs here too: read it only once all
    * of that is finished and written. */
-  if (kind == READ_OWN && (in_flight || writer_queued(s->w) || outstanding(s))) return;
+  if (kind == READ_OWN && (in_flight || writer_queued(s->w) || sr_outstanding(s))) return;
   if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
   /* A read assigns entries to the name (and a claiming one takes them over). */
   if (!name_held(s)) return;
@@ -708,7 +557,7 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
       log_line(level, s->spec->name, "the consumer lease failed, retrying", "stream",
                s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
                "EVAL", "script", "the consumer lease", "key", key, "error", holder, NULL);
-      denied(s, "EVAL (the consumer lease)", key, holder);
+      sr_acl_refused(s, "EVAL (the consumer lease)", key, holder);
       return;
     }
     case LEASE_RENEWED: fault_ok(&s->lease_fault, clock_now(s->clock), s->spec); return;
@@ -779,11 +628,11 @@ static void start_reading(stream_reader *s) {
 /* group_event_fn: creating the group is done, failed, or goes on. */
 static void group_event(void *data, enum group_event ev, const char *key, const char *why) {
   stream_reader *s = data;
-  if (s->state != SR_CREATING) return maybe_drained(s);
+  if (s->state != SR_CREATING) return sr_maybe_drained(s);
   switch (ev) {
     case GROUP_ANSWERED: return;
     case GROUP_READY: return start_reading(s);
-    case GROUP_CREATE_REFUSED: denied(s, "XGROUP CREATE", key, why); break;
+    case GROUP_CREATE_REFUSED: sr_acl_refused(s, "XGROUP CREATE", key, why); break;
     case GROUP_FAILED: break;
   }
   backoff(s);
@@ -943,7 +792,7 @@ void sr_start(stream_reader *s, long server_version) {
 static void handed_back(void *data) {
   stream_reader *s = data;
   s->writes_pending--;
-  maybe_drained(s);
+  sr_maybe_drained(s);
 }
 
 /* Gives back the entries of list (handback.h), unless the consumer name
@@ -1041,7 +890,7 @@ void sr_stop(stream_reader *s, bool give_back) {
   }
   /* Acks still queued go out now rather than at the next turn. */
   writer_flush(s->w);
-  maybe_drained(s);
+  sr_maybe_drained(s);
 }
 
 /* rt_abandon_fn: an entry whose handler was dropped at the deadline. It was
@@ -1070,7 +919,7 @@ size_t sr_abandon(stream_reader *s) {
   return writer_abandon(s->w);
 }
 
-void sr_settle(stream_reader *s) { maybe_drained(s); }
+void sr_settle(stream_reader *s) { sr_maybe_drained(s); }
 
 bool sr_reading(const stream_reader *s) { return s->state == SR_READING; }
 bool sr_stopping(const stream_reader *s) { return s->state == SR_STOPPING; }
@@ -1191,7 +1040,7 @@ bool sr_healthy(const stream_reader *s, char *why, size_t len) {
 
 bool sr_idle(const stream_reader *s) {
   return s->state == SR_READING && lanes_in_flight(&s->lanes) == 0 && writer_queued(s->w) == 0 &&
-         outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0) &&
+         sr_outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0) &&
          (s->key_cap == NULL || gate_waiting(s->key_cap) == 0);
 }
 

@@ -1,0 +1,144 @@
+/* stream_reader_internal: what the files of a stream's reader share
+ * (stream_reader.h): the reader itself and the calls between its files.
+ * stream_reader.c holds its life cycle (create, start: the consumer lease
+ * and the group; stop, free); reader_drain.c what it has outstanding and
+ * when a stopping one has drained, and its log lines. */
+#ifndef LUASTREAM_STREAM_READER_INTERNAL_H
+#define LUASTREAM_STREAM_READER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "apply.h"
+#include "batching.h"
+#include "breaker.h"
+#include "delivery_metrics.h"
+#include "entry.h"
+#include "fault.h"
+#include "group_setup.h"
+#include "heartbeat.h"
+#include "held.h"
+#include "inflight.h"
+#include "key_gate.h"
+#include "key_rate.h"
+#include "key_slots.h"
+#include "lanes.h"
+#include "lease.h"
+#include "log.h"
+#include "pause.h"
+#include "permits.h"
+#include "prune.h"
+#include "read_plan.h"
+#include "stream_reader.h"
+#include "sweeper.h"
+#include "trimmer.h"
+#include "writer.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define ID_MAX PLAN_ID_MAX
+/* Readiness (sr_healthy): a read outstanding, or reads failing on a live
+ * connection, for STUCK_FACTOR times the read's own wait
+ * (plan_read_wait_ms) and at least STUCK_MIN_MS, means the reader is stuck. */
+#define STUCK_FACTOR 3
+#define STUCK_MIN_MS 1000
+/* The longest dispatch starts handlers in one go (measured on clock_fresh)
+ * before it lets the loop turn (I/O, timers, the watchdog's beat) and goes
+ * on 1 ms later: a large read of handlers that finish at once must not hold
+ * the loop for as long as all of them take, past the watchdog's limit. */
+#define DISPATCH_SLICE_MS 50
+
+enum sr_state { SR_IDLE, SR_LEASING, SR_CREATING, SR_READING, SR_STOPPING, SR_DRAINED };
+
+struct stream_reader {
+  handler *h;
+  const struct handler_spec *spec;
+  broker *b;
+  bk_conn *cmd;    /* shared: outcomes and group commands */
+  bk_conn *reader; /* ours: blocking reads */
+  lclock *clock;
+  sr_event_fn *on_event;
+  void *data;
+
+  enum sr_state state;
+  struct lanes lanes;
+  bool read_pending;         /* an XREADGROUP is outstanding */
+  bool dispatching;          /* inside dispatch(): jobs finishing at once must not recurse */
+  bool waiting;              /* retry_timer runs (backoff or reclaim poll): do not read before */
+  bool read_failing;         /* the last read failed; failing_since_ms says since when */
+  uint64_t read_sent_ms;     /* when the outstanding read went out (read_pending) */
+  uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
+  bool started;              /* has read once: start_at is spent */
+  /* What the next read is. A `new` subscription's own pending list is read
+   * only with nothing in flight (read_next), so nothing runs twice. */
+  struct read_plan plan;
+  bool was_down;          /* the read connection went down since it was up */
+  struct held held;       /* with min_idle: entries in a lane or a handler here */
+  heartbeat *heartbeat;   /* ... whose claim it keeps (NULL without min_idle) */
+  inflight *inflight;     /* max_in_flight: entries start with a slot (NULL without) */
+  struct entry *dropped;  /* shutdown deadline: entries whose handlers were abandoned */
+  char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
+  ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
+  ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
+  uint64_t backoff_ms;    /* the last backoff wait, 0 after a success (backoff.h) */
+  /* Lease commands sent and not answered (the writer, the sweeper, the
+   * group setup and the pruner count theirs: see outstanding). */
+  unsigned writes_pending;
+  /* Writes outcomes and acks. Entries whose outcome is not written yet
+   * (writer_unwritten) count toward the entries held here, so reading
+   * waits for writing. */
+  writer *w;
+  sweeper *sweeper;                /* moves due entries of the delay set back */
+  struct bk_args args;             /* builds the reads, reused */
+  char *retry_key;                 /* the group's retry stream (outcome_retry_key) */
+  group_setup *group;              /* creates the group, moves its cursor */
+  applier *apply;                  /* carries out what the policy decides, counts retries */
+  struct delivery_metrics metrics; /* this subscription's series (metrics.h) */
+  trimmer *trimmer;                /* trim, trim_max_len: the stream's retention */
+  lease *lease;                    /* the consumer name, held while this runs; NULL without */
+  lease_keepalive *keepalive;      /* renews this process's leases; NULL: no lease */
+  /* Entries wait, read or not, until the lease is confirmed again (see
+   * name_held); logged once per wait. */
+  bool lease_unconfirmed;
+  bool lease_releasing;     /* drain: lease_release sent */
+  bool lease_released;      /* drain: lease_release answered */
+  bool name_lost;           /* another process holds the consumer name: its entries are its */
+  pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
+  struct fault lease_fault; /* the consumer lease failing (readiness) */
+  /* The group's pause as seen here, and the breaker (NULL without a lease:
+   * never paused); the probe entry while one runs here. */
+  pause *pause;
+  struct breaker breaker;
+  const struct entry *probe;
+  bool probe_read;      /* the read out is the probe's (one entry) */
+  char denied[1100];    /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
+  permits *permits;     /* rate: reads wait for permits (NULL without) */
+  key_gate *gate;       /* rate_per_key: entries waiting for their key (NULL without) */
+  key_rate *key_rate;   /* ... and what lets them through */
+  key_gate *key_cap;    /* max_in_flight_per_key: entries waiting for their key's slot */
+  key_slots *key_slots; /* ... and what lets them through */
+  batching *batching;   /* handle_batch: entries started gather into calls (NULL: handle) */
+
+  /* The handler (one Lua state) is shared by a partitioned handler's
+   * readers: the subscription releases it. */
+  int partition;                 /* -1: unpartitioned */
+  struct handler_spec part_spec; /* partitioned: spec is this (partition.h) */
+};
+
+/* ---- reader_drain.c ---- */
+
+void sr_log(stream_reader *s, enum log_level level, const char *msg, const char *k1, const char *v1,
+            const char *k2, const char *v2);
+/* The ACL refused what a reader that never read needs: waiting cannot
+ * help, so the host is told (at start-up it stops, saying what to grant).
+ * Returns whether it was such a refusal. */
+bool sr_acl_refused(stream_reader *s, const char *command, const char *key, const char *why);
+/* Commands sent and not answered: the reader's (the lease's), the
+ * writer's, the sweeper's, the group setup's, the pruner's, the
+ * heartbeat's. */
+unsigned sr_outstanding(const stream_reader *s);
+/* Sends SUB_EV_DRAINED once a stopping reader has nothing left. */
+void sr_maybe_drained(stream_reader *s);
+
+#endif
