@@ -2,7 +2,8 @@
  * (stream_reader.h): the reader itself and the calls between its files.
  * stream_reader.c holds its life cycle (create, start: the consumer lease
  * and the group; stop, free); reader_drain.c what it has outstanding and
- * when a stopping one has drained, and its log lines. */
+ * when a stopping one has drained, and its log lines; reader_health.c what
+ * it says of itself (readiness, its gauges). */
 #ifndef LUASTREAM_STREAM_READER_INTERNAL_H
 #define LUASTREAM_STREAM_READER_INTERNAL_H
 
@@ -38,11 +39,6 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 #define ID_MAX PLAN_ID_MAX
-/* Readiness (sr_healthy): a read outstanding, or reads failing on a live
- * connection, for STUCK_FACTOR times the read's own wait
- * (plan_read_wait_ms) and at least STUCK_MIN_MS, means the reader is stuck. */
-#define STUCK_FACTOR 3
-#define STUCK_MIN_MS 1000
 /* The longest dispatch starts handlers in one go (measured on clock_fresh)
  * before it lets the loop turn (I/O, timers, the watchdog's beat) and goes
  * on 1 ms later: a large read of handlers that finish at once must not hold
