@@ -22,7 +22,6 @@
 #include "entry.h"
 #include "fault.h"
 #include "group_setup.h"
-#include "handback.h"
 #include "heartbeat.h"
 #include "held.h"
 #include "inflight.h"
@@ -275,8 +274,6 @@ static void retry_entry_done(stream_reader *s, const struct entry *e) {
   if (e->key == PLAN_KEY_RETRY) sweeper_soon(s->sweeper, SWEEP_MS);
 }
 
-static bool hand_back(stream_reader *s, const struct entry *list, bool started);
-static void give_back_queued(stream_reader *s, bool give_back);
 static void pause_changed(void *data, bool paused);
 
 /* The breaker's part in a finished delivery (pause.h): ls.pause trips it
@@ -296,7 +293,7 @@ static bool breaker_saw(stream_reader *s, const struct entry *e, const struct rt
   }
   if (res->kind == RT_PAUSE) {
     dm_count(&s->metrics, DM_PAUSE);
-    if (!hand_back(s, e, false))
+    if (!sr_hand_back(s, e, false))
       sr_log(s, LOG_WARN, "ls.pause: the entry stays pending (the consumer name is not known held)",
              "id", e->id, NULL, NULL);
     if (s->pause)
@@ -464,7 +461,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
   /* A read that was out when the group was seen paused: what it brought
    * goes back as at the pause, not to wait here for its end. */
   if (count && s->pause && pause_read_gate(s->pause) == PAUSE_WAIT && !pause_probing(s->pause))
-    give_back_queued(s, true);
+    sr_give_back_queued(s, true);
   /* Read ahead: the next read goes out, and leaves at once, before this
    * batch runs, so the server answers it while the handlers work. */
   if (plan_reads_ahead(&s->plan, kind)) read_next(s);
@@ -778,84 +775,12 @@ void sr_start(stream_reader *s, long server_version) {
   lease_take(s->lease);
 }
 
-/* A hand-back answered: the drain may have waited for it. */
-static void handed_back(void *data) {
-  stream_reader *s = data;
-  s->writes_pending--;
-  sr_maybe_drained(s);
-}
-
-/* Gives back the entries of list (handback.h), unless the consumer name
- * went to another process, or may have (the lease not confirmed lately: a
- * pause past it): they are its entries now, and it may be running them; the
- * script's owner check cannot tell, the name being the same. Whether it
- * went out. */
-static bool hand_back(stream_reader *s, const struct entry *list, bool started) {
-  if (s->name_lost || (s->lease && !lease_valid(s->lease))) return false;
-  bool sent = handback_send(s->b, s->cmd, s->spec, s->retry_key, list, started, handed_back, s);
-  if (sent) s->writes_pending++;
-  return sent;
-}
-
-/* Entries read but not started: given back at once (handback.h), for
- * another host's read to take now, uncounted. The heartbeat lets them go and
- * goes on for those running, which stay this host's until they finish (or
- * the shutdown deadline abandons them). */
-static void give_back_queued(stream_reader *s, bool give_back) {
-  struct entry *left = lanes_drain_queued(&s->lanes);
-  for (struct entry *e = left; e && s->key_slots; e = e->next)
-    key_slots_done(s->key_slots, e); /* past its key's cap: its slot goes back */
-  /* handle_batch: the forming call's entries have their lanes and slots,
-   * and have not started. */
-  struct entry *forming = s->batching ? batching_take(s->batching) : NULL, *last = NULL;
-  for (struct entry *f = forming; f; last = f, f = f->next) {
-    lanes_done(&s->lanes, (int)(intptr_t)f->owner_data);
-    if (s->key_slots) key_slots_done(s->key_slots, f);
-    if (s->inflight) inflight_done(s->inflight);
-    if (s->probe == f) {
-      s->probe = NULL;
-      pause_probe_dropped(s->pause);
-    }
-  }
-  if (last) { /* read before the queued ones: first */
-    last->next = left;
-    left = forming;
-  }
-  for (struct entry *w = s->inflight ? inflight_take_waiting(s->inflight) : NULL, *n; w; w = n) {
-    n = w->next; /* waiting for a slot on its lane: not started either */
-    lanes_done(&s->lanes, (int)(intptr_t)w->owner_data);
-    if (s->key_slots) key_slots_done(s->key_slots, w);
-    if (s->probe == w) { /* it never ran: the probe goes to the next look */
-      s->probe = NULL;
-      pause_probe_dropped(s->pause);
-    }
-    w->next = left;
-    left = w;
-  }
-  if (s->gate) left = gate_drain(s->gate, left); /* waiting for their key: never started */
-  if (s->key_cap) left = gate_drain(s->key_cap, left);
-  bool given = left && give_back && hand_back(s, left, false);
-  size_t n = 0;
-  while (left) {
-    struct entry *e = left;
-    left = e->next;
-    held_remove(&s->held, e);
-    entry_free(e);
-    n++;
-  }
-  if (n && !given) { /* else logged when Redis answers (handback.c) */
-    char count[24];
-    snprintf(count, sizeof count, "%zu", n);
-    sr_log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
-  }
-}
-
 /* pause_changed_fn: seen paused, what waits here goes back for the
  * pause's end (to whichever host reads it then); seen running, it goes on. */
 static void pause_changed(void *data, bool paused) {
   stream_reader *s = data;
   if (s->state != SR_READING) return;
-  if (paused) give_back_queued(s, true);
+  if (paused) sr_give_back_queued(s, true);
   progress(s);
 }
 
@@ -873,7 +798,7 @@ void sr_stop(stream_reader *s, bool give_back) {
   if (s->key_rate) key_rate_stop(s->key_rate);
   if (s->key_slots) key_slots_stop(s->key_slots);
   if (s->inflight) inflight_stop(s->inflight);
-  give_back_queued(s, give_back);
+  sr_give_back_queued(s, give_back);
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
     s->reader = NULL;
@@ -881,26 +806,6 @@ void sr_stop(stream_reader *s, bool give_back) {
   /* Acks still queued go out now rather than at the next turn. */
   writer_flush(s->w);
   sr_maybe_drained(s);
-}
-
-/* rt_abandon_fn: an entry whose handler was dropped at the deadline. It was
- * never acked: sr_give_back_dropped gives it back. */
-void sr_drop_job(void *data, struct entry *e) {
-  stream_reader *s = data;
-  int lane = (int)(intptr_t)e->owner_data;
-  e->next = s->dropped;
-  s->dropped = e;
-  lanes_done(&s->lanes, lane);
-}
-
-bool sr_give_back_dropped(stream_reader *s, bool give_back) {
-  bool given = s->dropped && give_back && hand_back(s, s->dropped, true);
-  while (s->dropped) {
-    struct entry *e = s->dropped;
-    s->dropped = e->next;
-    entry_free(e);
-  }
-  return given;
 }
 
 size_t sr_abandon(stream_reader *s) {

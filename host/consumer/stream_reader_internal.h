@@ -3,7 +3,8 @@
  * stream_reader.c holds its life cycle (create, start: the consumer lease
  * and the group; stop, free); reader_drain.c what it has outstanding and
  * when a stopping one has drained, and its log lines; reader_health.c what
- * it says of itself (readiness, its gauges). */
+ * it says of itself (readiness, its gauges); reader_handback.c what it
+ * gives back. */
 #ifndef LUASTREAM_STREAM_READER_INTERNAL_H
 #define LUASTREAM_STREAM_READER_INTERNAL_H
 
@@ -136,5 +137,13 @@ bool sr_acl_refused(stream_reader *s, const char *command, const char *key, cons
 unsigned sr_outstanding(const stream_reader *s);
 /* Sends SUB_EV_DRAINED once a stopping reader has nothing left. */
 void sr_maybe_drained(stream_reader *s);
+
+/* ---- reader_handback.c ---- */
+
+/* Gives back the entries of list (handback.h), unless the consumer name
+ * may be another process's. Whether it went out. */
+bool sr_hand_back(stream_reader *s, const struct entry *list, bool started);
+/* Entries read but not started: given back at once when give_back. */
+void sr_give_back_queued(stream_reader *s, bool give_back);
 
 #endif
