@@ -267,13 +267,6 @@ static void progress(stream_reader *s) {
 
 /* ---- reading ---- */
 
-/* An entry of the retry stream is done with (acked, most likely): the next
- * sweep trims what the group acknowledged there, soon rather than at its
- * idle pace. */
-static void retry_entry_done(stream_reader *s, const struct entry *e) {
-  if (e->key == PLAN_KEY_RETRY) sweeper_soon(s->sweeper, SWEEP_MS);
-}
-
 static void pause_changed(void *data, bool paused);
 
 /* The breaker's part in a finished delivery (pause.h): ls.pause trips it
@@ -320,7 +313,7 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
   metrics_observe(s->metrics.duration, ran_ms / 1000.0);
   if (breaker_saw(s, e, res)) apply_finished(s->apply, e, res);
-  retry_entry_done(s, e);
+  sr_retry_entry_done(s, e);
   if (s->key_slots) key_slots_done(s->key_slots, e); /* its key's slot goes back */
   held_remove(&s->held, e);
   entry_free(e);
@@ -328,58 +321,6 @@ static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   lanes_done(&s->lanes, lane);
   if (s->batching && res->batch_left == 0) batching_call_done(s->batching); /* its call ended */
   progress(s);
-}
-
-static void to_lanes(stream_reader *s, struct entry *e);
-static void cap_key(stream_reader *s, struct entry *e);
-
-static void accept_entry(stream_reader *s, struct entry *e) {
-  /* Every mode with a min_idle (a `new` one only by choice) keeps what it
-   * holds (heartbeat.h); a `new` read never brings back what is held. */
-  if (s->spec->min_idle_ms > 0) {
-    if (held_has(&s->held, e)) {
-      /* Claimed back while this host still holds it: it aged past min_idle
-       * waiting in a lane or running. It is not abandoned; it runs once. */
-      entry_free(e);
-      return;
-    }
-    if (!held_add(&s->held, e)) {
-      sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-      entry_free(e);
-      return;
-    }
-  }
-  /* A copy or delayed entry on the retry stream carries its earlier
-   * deliveries; a claimed read counts only those of this id: together they
-   * are the entry's count. On the shared stream luastream's header names are
-   * a producer's data and change nothing here (entry_carried_deliveries). */
-  if (e->deliveries >= 0) e->deliveries += entry_carried_deliveries(e);
-  if (!apply_admit(s->apply, e, handler_version(s->h))) {
-    retry_entry_done(s, e);
-    held_remove(&s->held, e);
-    entry_free(e);
-    return;
-  }
-  if (s->gate && gate_hold(s->gate, e)) return key_rate_kick(s->key_rate); /* off the lanes */
-  cap_key(s, e);
-}
-
-/* max_in_flight_per_key: a keyed entry waits off the lanes for its key's
- * slot (key_slots.h). */
-static void cap_key(stream_reader *s, struct entry *e) {
-  if (s->key_cap && gate_hold(s->key_cap, e)) return key_slots_kick(s->key_slots);
-  to_lanes(s, e);
-}
-
-static void to_lanes(stream_reader *s, struct entry *e) {
-  size_t klen = 0;
-  const char *key = s->spec->by_key ? entry_get(e, HDR_PARTITION_KEY, &klen) : NULL;
-  if (lanes_push(&s->lanes, e, key, klen) != 0) {
-    sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-    if (s->key_slots) key_slots_done(s->key_slots, e);
-    held_remove(&s->held, e);
-    entry_free(e);
-  }
 }
 
 static void read_done(void *data, const bk_reply *r, const char *err) {
@@ -456,7 +397,7 @@ static void read_done(void *data, const bk_reply *r, const char *err) {
       e->deliveries = 0;
       e->idle_ms = 0;
     }
-    accept_entry(s, e);
+    sr_accept_entry(s, e);
   }
   /* A read that was out when the group was seen paused: what it brought
    * goes back as at the pause, not to wait here for its end. */
@@ -523,8 +464,8 @@ static void read_next(stream_reader *s) {
 }
 
 static void permitted(void *data) { progress(data); }
-static void gate_pass(void *data, struct entry *e) { cap_key(data, e); }
-static void key_cap_pass(void *data, struct entry *e) { to_lanes(data, e); }
+static void gate_pass(void *data, struct entry *e) { sr_cap_key(data, e); }
+static void key_cap_pass(void *data, struct entry *e) { sr_to_lanes(data, e); }
 
 /* inflight_answered_fn: the drain may have waited for it. */
 static void slots_answered(void *data) { progress(data); }

@@ -4,7 +4,7 @@
  * and the group; stop, free); reader_drain.c what it has outstanding and
  * when a stopping one has drained, and its log lines; reader_health.c what
  * it says of itself (readiness, its gauges); reader_handback.c what it
- * gives back. */
+ * gives back; reader_admit.c an entry read on its way to its lane. */
 #ifndef LUASTREAM_STREAM_READER_INTERNAL_H
 #define LUASTREAM_STREAM_READER_INTERNAL_H
 
@@ -145,5 +145,15 @@ void sr_maybe_drained(stream_reader *s);
 bool sr_hand_back(stream_reader *s, const struct entry *list, bool started);
 /* Entries read but not started: given back at once when give_back. */
 void sr_give_back_queued(stream_reader *s, bool give_back);
+
+/* ---- reader_admit.c ---- */
+
+/* An entry of the retry stream is done with: the sweep comes soon. */
+void sr_retry_entry_done(stream_reader *s, const struct entry *e);
+/* An entry read: held, admitted, then to a key gate or its lane. */
+void sr_accept_entry(stream_reader *s, struct entry *e);
+/* max_in_flight_per_key's gate, then the lanes. */
+void sr_cap_key(stream_reader *s, struct entry *e);
+void sr_to_lanes(stream_reader *s, struct entry *e);
 
 #endif
