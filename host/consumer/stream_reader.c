@@ -110,20 +110,6 @@ static bool name_held(stream_reader *s) {
 
 /* ---- running entries on lanes ---- */
 
-/* Whether the next entry may start: not while the group is paused, or not
- * known to run (pause.h); half-open, the one entry that starts is the
- * probe (*probe). */
-static bool may_start(stream_reader *s, bool *probe) {
-  *probe = false;
-  if (s->pause == NULL) return true;
-  switch (pause_gate(s->pause)) {
-    case PAUSE_GO: return true;
-    case PAUSE_PROBE: *probe = true; return true;
-    case PAUSE_WAIT: break;
-  }
-  return false;
-}
-
 /* An entry popped onto its lane that could not start (out of memory): it
  * stays pending, and what it held goes back. */
 static void start_failed(stream_reader *s, struct entry *e) {
@@ -186,7 +172,7 @@ static bool slot_granted(void *data, struct entry *e) {
     pause_probe_dropped(s->pause);
   }
   if (s->probe != e) {
-    if (!may_start(s, &probe)) return false;
+    if (!sr_may_start(s, &probe)) return false;
     if (probe) {
       pause_probe_started(s->pause);
       s->probe = e;
@@ -229,7 +215,7 @@ static void dispatch(stream_reader *s) {
    * goes may finish at once and leave room for more. */
   do {
     while (s->state == SR_READING && s->lanes.queued && call_room(s) && name_held(s) &&
-           may_start(s, &probe) && (e = lanes_pop(&s->lanes, &lane)) != NULL) {
+           sr_may_start(s, &probe) && (e = lanes_pop(&s->lanes, &lane)) != NULL) {
       if (probe) {
         pause_probe_started(s->pause);
         s->probe = e;
@@ -269,50 +255,13 @@ static void progress(stream_reader *s) {
 
 static void pause_changed(void *data, bool paused);
 
-/* The breaker's part in a finished delivery (pause.h): ls.pause trips it
- * (the entry goes back uncounted: handed back as never started); a probe's
- * outcome closes it or trips it again; a failure counts toward the rule
- * (breaker.h). Whether the outcome is applied as usual (not for ls.pause). */
-static bool breaker_saw(stream_reader *s, const struct entry *e, const struct rt_result *res) {
-  bool failed = res->kind == RT_RETRY || res->kind == RT_RETRY_AFTER || res->kind == RT_ERROR;
-  const char *why = res->kind == RT_RETRY         ? "retry"
-                    : res->kind == RT_RETRY_AFTER ? "retry_after"
-                    : res->text                   ? res->text
-                                                  : "error";
-  size_t why_len = res->kind == RT_ERROR && res->text ? res->text_len : strlen(why);
-  if (s->probe == e) {
-    s->probe = NULL;
-    if (res->kind != RT_PAUSE) pause_probe_done(s->pause, !failed, why);
-  }
-  if (res->kind == RT_PAUSE) {
-    dm_count(&s->metrics, DM_PAUSE);
-    if (!sr_hand_back(s, e, false))
-      sr_log(s, LOG_WARN, "ls.pause: the entry stays pending (the consumer name is not known held)",
-             "id", e->id, NULL, NULL);
-    if (s->pause)
-      pause_trip(s->pause, res->delay_ms, res->text ? res->text : "",
-                 res->text ? res->text_len : 0);
-    return false;
-  }
-  if (failed && s->pause &&
-      breaker_failed(&s->breaker, s->spec->breaker_failures, s->spec->breaker_within_ms, why,
-                     why_len, clock_now(s->clock))) {
-    char reason[300];
-    int n = snprintf(reason, sizeof reason, "%d failures within %lld ms: %.*s",
-                     s->spec->breaker_failures, (long long)s->spec->breaker_within_ms,
-                     (int)(why_len < 200 ? why_len : 200), why);
-    pause_trip(s->pause, -1, reason, n > 0 ? (size_t)n : 0);
-  }
-  return true;
-}
-
 /* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
 static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   stream_reader *s = data;
   int lane = (int)(intptr_t)e->owner_data;
   uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
   metrics_observe(s->metrics.duration, ran_ms / 1000.0);
-  if (breaker_saw(s, e, res)) apply_finished(s->apply, e, res);
+  if (sr_breaker_saw(s, e, res)) apply_finished(s->apply, e, res);
   sr_retry_entry_done(s, e);
   if (s->key_slots) key_slots_done(s->key_slots, e); /* its key's slot goes back */
   held_remove(&s->held, e);

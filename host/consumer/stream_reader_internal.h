@@ -4,7 +4,9 @@
  * and the group; stop, free); reader_drain.c what it has outstanding and
  * when a stopping one has drained, and its log lines; reader_health.c what
  * it says of itself (readiness, its gauges); reader_handback.c what it
- * gives back; reader_admit.c an entry read on its way to its lane. */
+ * gives back; reader_admit.c an entry read on its way to its lane;
+ * reader_pause.c the group's pause and the breaker as the reader applies
+ * them. */
 #ifndef LUASTREAM_STREAM_READER_INTERNAL_H
 #define LUASTREAM_STREAM_READER_INTERNAL_H
 
@@ -155,5 +157,14 @@ void sr_accept_entry(stream_reader *s, struct entry *e);
 /* max_in_flight_per_key's gate, then the lanes. */
 void sr_cap_key(stream_reader *s, struct entry *e);
 void sr_to_lanes(stream_reader *s, struct entry *e);
+
+/* ---- reader_pause.c ---- */
+
+/* Whether the next entry may start (the group's pause); *probe: it is the
+ * half-open breaker's probe. */
+bool sr_may_start(stream_reader *s, bool *probe);
+/* The breaker's part in a finished delivery: whether its outcome is
+ * applied as usual (not for ls.pause). */
+bool sr_breaker_saw(stream_reader *s, const struct entry *e, const struct rt_result *res);
 
 #endif
