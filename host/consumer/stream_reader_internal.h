@@ -6,7 +6,8 @@
  * it says of itself (readiness, its gauges); reader_handback.c what it
  * gives back; reader_admit.c an entry read on its way to its lane;
  * reader_pause.c the group's pause and the breaker as the reader applies
- * them. */
+ * them; reader_loop.c the read loop, starting entries on the lanes and
+ * the job-done path. */
 #ifndef LUASTREAM_STREAM_READER_INTERNAL_H
 #define LUASTREAM_STREAM_READER_INTERNAL_H
 
@@ -39,14 +40,7 @@
 #include "trimmer.h"
 #include "writer.h"
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
 #define ID_MAX PLAN_ID_MAX
-/* The longest dispatch starts handlers in one go (measured on clock_fresh)
- * before it lets the loop turn (I/O, timers, the watchdog's beat) and goes
- * on 1 ms later: a large read of handlers that finish at once must not hold
- * the loop for as long as all of them take, past the watchdog's limit. */
-#define DISPATCH_SLICE_MS 50
 
 enum sr_state { SR_IDLE, SR_LEASING, SR_CREATING, SR_READING, SR_STOPPING, SR_DRAINED };
 
@@ -166,5 +160,24 @@ bool sr_may_start(stream_reader *s, bool *probe);
 /* The breaker's part in a finished delivery: whether its outcome is
  * applied as usual (not for ls.pause). */
 bool sr_breaker_saw(stream_reader *s, const struct entry *e, const struct rt_result *res);
+
+/* ---- reader_loop.c ---- */
+
+/* Runs what may run now and reads more when the lanes have room; then
+ * whether a stopping reader has drained. */
+void sr_progress(stream_reader *s);
+/* The next read, if one may go out now. */
+void sr_read_next(stream_reader *s);
+/* Backoff before re-creating the group or reading again (retry_timer). */
+void sr_backoff(stream_reader *s);
+/* The callbacks sr_new and sr_start give the parts: dispatch_timer's, the
+ * read connection's state (bk_state_cb), max_in_flight's slot
+ * (inflight_start_fn), handle_batch's calls (batch_launch_fn,
+ * batch_may_fn). */
+void sr_dispatch_fire(ltimer *t, void *data);
+void sr_reader_state(void *data, bk_conn *c, int up);
+bool sr_slot_granted(void *data, struct entry *e);
+void sr_launch_call(void *data, struct entry *const *entries, size_t n);
+bool sr_call_may_go(void *data);
 
 #endif
