@@ -212,6 +212,8 @@ void sr_progress(stream_reader *s) {
   sr_maybe_drained(s);
 }
 
+/* ---- a job done ---- */
+
 /* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
 static void job_done(void *data, struct entry *e, const struct rt_result *res) {
   stream_reader *s = data;

@@ -24,7 +24,7 @@
 
 static void ensure_group(stream_reader *s);
 
-/* ---- backoff ---- */
+/* ---- the retry timer (backoff, reclaim's poll) ---- */
 
 static void retry_fire(ltimer *t, void *data) {
   (void)t;

@@ -1,13 +1,14 @@
 /* stream_reader_internal: what the files of a stream's reader share
  * (stream_reader.h): the reader itself and the calls between its files.
- * stream_reader.c holds its life cycle (create, start: the consumer lease
- * and the group; stop, free); reader_drain.c what it has outstanding and
- * when a stopping one has drained, and its log lines; reader_health.c what
- * it says of itself (readiness, its gauges); reader_handback.c what it
- * gives back; reader_admit.c an entry read on its way to its lane;
- * reader_pause.c the group's pause and the breaker as the reader applies
- * them; reader_loop.c the read loop, starting entries on the lanes and
- * the job-done path. */
+ * stream_reader.c: its life cycle (create, start: the consumer lease and
+ * the group; stop, free); reader_loop.c: the read loop, starting entries
+ * on the lanes and the job-done path; reader_pause.c: the group's pause and
+ * the breaker as the reader applies them; reader_admit.c: an entry read on
+ * its way to its lane; reader_handback.c: what it gives back;
+ * reader_health.c: what it says of itself (readiness, its gauges);
+ * reader_drain.c: what it has outstanding, when a stopping one has
+ * drained, its log lines. Each calls only files after it in this list
+ * (no circle of calls: tests/check_layers.lua). */
 #ifndef LUASTREAM_STREAM_READER_INTERNAL_H
 #define LUASTREAM_STREAM_READER_INTERNAL_H
 
@@ -121,15 +122,13 @@ struct stream_reader {
 
 /* ---- reader_drain.c ---- */
 
+/* A log line naming the reader's stream, group and consumer. */
 void sr_log(stream_reader *s, enum log_level level, const char *msg, const char *k1, const char *v1,
             const char *k2, const char *v2);
-/* The ACL refused what a reader that never read needs: waiting cannot
- * help, so the host is told (at start-up it stops, saying what to grant).
- * Returns whether it was such a refusal. */
+/* Whether why is the ACL refusing a reader that never read what it needs
+ * (then SUB_EV_DENIED is sent; sr_denied says what). */
 bool sr_acl_refused(stream_reader *s, const char *command, const char *key, const char *why);
-/* Commands sent and not answered: the reader's (the lease's), the
- * writer's, the sweeper's, the group setup's, the pruner's, the
- * heartbeat's. */
+/* Commands sent and not answered, its parts' included. */
 unsigned sr_outstanding(const stream_reader *s);
 /* Sends SUB_EV_DRAINED once a stopping reader has nothing left. */
 void sr_maybe_drained(stream_reader *s);
