@@ -174,7 +174,7 @@ static void beaten(void *data) { sr_progress(data); }
 /* sweeper_swept_fn: a claiming read may have waited for the sweep. */
 static void swept(void *data) { sr_progress(data); }
 
-/* The most entries the lanes hold at once, as read_next bounds them: a read
+/* The most entries the lanes hold at once, as sr_read_next bounds them: a read
  * goes out while at most one batch is held and asks for up to a batch from
  * each of the two streams. The lanes allocate for that many up front. */
 static size_t lanes_expected(const struct handler_spec *spec) {

@@ -65,7 +65,7 @@ struct stream_reader {
   uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
   bool started;              /* has read once: start_at is spent */
   /* What the next read is. A `new` subscription's own pending list is read
-   * only with nothing in flight (read_next), so nothing runs twice. */
+   * only with nothing in flight (sr_read_next), so nothing runs twice. */
   struct read_plan plan;
   bool was_down;          /* the read connection went down since it was up */
   struct held held;       /* with min_idle: entries in a lane or a handler here */
@@ -77,7 +77,7 @@ struct stream_reader {
   ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
   uint64_t backoff_ms;    /* the last backoff wait, 0 after a success (backoff.h) */
   /* Lease commands sent and not answered (the writer, the sweeper, the
-   * group setup and the pruner count theirs: see outstanding). */
+   * group setup and the pruner count theirs: see sr_outstanding). */
   unsigned writes_pending;
   /* Writes outcomes and acks. Entries whose outcome is not written yet
    * (writer_unwritten) count toward the entries held here, so reading
