@@ -51,7 +51,7 @@ static inline bool entry_over(uint64_t max_body, uint64_t body, uint64_t size) {
   return body > max_body || size > entry_max_size(max_body);
 }
 
-/* A subscription reads two keys (stream_reader.c): key 0 is the
+/* A subscription reads two keys (reader_loop.c): key 0 is the
  * shared stream, key 1 the group's retry stream, which only luastream
  * writes. The entry's id on the source stream: its original-id header when
  * it came from the retry stream, else its own id. A producer's original-id

@@ -1,219 +1,30 @@
 /* stream_reader: one stream's consumer in its group (see stream_reader.h):
- * the read loops of the three modes, dispatching entries onto lanes, and
- * the life cycle. Which read comes next and its arguments are
- * read_plan.h's, what a failed read means read_log.h's, the entries held
- * here held.h's, creating the group group_setup.h's, carrying out what a
- * handler's delivery comes to apply.h's (the decision policy.h's, the
- * writing writer.h's), the delay set's sweep sweeper.h's.
+ * its life cycle. Creating it and its parts, starting (the consumer lease,
+ * then creating the group), stopping, the shutdown deadline, a handler's
+ * swap and freeing; the callbacks its parts answer on. The files it is made
+ * of share stream_reader_internal.h: the read loop, dispatching entries onto
+ * lanes and the job-done path are reader_loop.c's, an entry read on its way
+ * to its lane reader_admit.c's, the pause gate and the breaker
+ * reader_pause.c's, giving back reader_handback.c's, the drain
+ * reader_drain.c's, readiness reader_health.c's. Which read comes next and
+ * its arguments are read_plan.h's, what a failed read means read_log.h's,
+ * the entries held here held.h's, creating the group group_setup.h's,
+ * carrying out what a handler's delivery comes to apply.h's (the decision
+ * policy.h's, the writing writer.h's), the delay set's sweep sweeper.h's.
  *
  * Every broker callback carries the reader (or a small request struct) and
  * fires exactly once, also on teardown, so counting outstanding requests is
  * enough to know when a stopping reader has drained. */
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "apply.h"
-#include "backoff.h"
-#include "batching.h"
-#include "breaker.h"
-#include "delivery_metrics.h"
-#include "entry.h"
-#include "fault.h"
-#include "group_setup.h"
-#include "handback.h"
-#include "heartbeat.h"
-#include "held.h"
-#include "inflight.h"
-#include "lanes.h"
-#include "lease.h"
-#include "log.h"
 #include "outcome.h"
 #include "partition.h"
-#include "pause.h"
-#include "permits.h"
-#include "key_gate.h"
-#include "key_rate.h"
-#include "key_slots.h"
-#include "prune.h"
-#include "read_log.h"
-#include "read_plan.h"
-#include "read_reply.h"
-#include "trimmer.h"
-#include "stream_reader.h"
-#include "sweeper.h"
-#include "wire.h"
-#include "writer.h"
+#include "stream_reader_internal.h"
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
-#define ID_MAX PLAN_ID_MAX
-/* Readiness (sr_healthy): a read outstanding, or reads failing on a live
- * connection, for STUCK_FACTOR times the read's own wait
- * (plan_read_wait_ms) and at least STUCK_MIN_MS, means the reader is stuck. */
-#define STUCK_FACTOR 3
-#define STUCK_MIN_MS 1000
-/* The longest dispatch starts handlers in one go (measured on clock_fresh)
- * before it lets the loop turn (I/O, timers, the watchdog's beat) and goes
- * on 1 ms later: a large read of handlers that finish at once must not hold
- * the loop for as long as all of them take, past the watchdog's limit. */
-#define DISPATCH_SLICE_MS 50
-
-enum sr_state { SR_IDLE, SR_LEASING, SR_CREATING, SR_READING, SR_STOPPING, SR_DRAINED };
-
-struct stream_reader {
-  handler *h;
-  const struct handler_spec *spec;
-  broker *b;
-  bk_conn *cmd;    /* shared: outcomes and group commands */
-  bk_conn *reader; /* ours: blocking reads */
-  lclock *clock;
-  sr_event_fn *on_event;
-  void *data;
-
-  enum sr_state state;
-  struct lanes lanes;
-  bool read_pending;         /* an XREADGROUP is outstanding */
-  bool dispatching;          /* inside dispatch(): jobs finishing at once must not recurse */
-  bool waiting;              /* retry_timer runs (backoff or reclaim poll): do not read before */
-  bool read_failing;         /* the last read failed; failing_since_ms says since when */
-  uint64_t read_sent_ms;     /* when the outstanding read went out (read_pending) */
-  uint64_t failing_since_ms; /* first failure since the last good read or reconnect */
-  bool started;              /* has read once: start_at is spent */
-  /* What the next read is. A `new` subscription's own pending list is read
-   * only with nothing in flight (read_next), so nothing runs twice. */
-  struct read_plan plan;
-  bool was_down;          /* the read connection went down since it was up */
-  struct held held;       /* with min_idle: entries in a lane or a handler here */
-  heartbeat *heartbeat;   /* ... whose claim it keeps (NULL without min_idle) */
-  inflight *inflight;     /* max_in_flight: entries start with a slot (NULL without) */
-  struct entry *dropped;  /* shutdown deadline: entries whose handlers were abandoned */
-  char last_read[ID_MAX]; /* the newest id a read has brought from the stream, "" before any */
-  ltimer *retry_timer;    /* backoff before re-creating the group or reading again */
-  ltimer *dispatch_timer; /* dispatch goes on after a slice (DISPATCH_SLICE_MS) */
-  uint64_t backoff_ms;    /* the last backoff wait, 0 after a success (backoff.h) */
-  /* Lease commands sent and not answered (the writer, the sweeper, the
-   * group setup and the pruner count theirs: see outstanding). */
-  unsigned writes_pending;
-  /* Writes outcomes and acks. Entries whose outcome is not written yet
-   * (writer_unwritten) count toward the entries held here, so reading
-   * waits for writing. */
-  writer *w;
-  sweeper *sweeper;                /* moves due entries of the delay set back */
-  struct bk_args args;             /* builds the reads, reused */
-  char *retry_key;                 /* the group's retry stream (outcome_retry_key) */
-  group_setup *group;              /* creates the group, moves its cursor */
-  applier *apply;                  /* carries out what the policy decides, counts retries */
-  struct delivery_metrics metrics; /* this subscription's series (metrics.h) */
-  trimmer *trimmer;                /* trim, trim_max_len: the stream's retention */
-  lease *lease;                    /* the consumer name, held while this runs; NULL without */
-  lease_keepalive *keepalive;      /* renews this process's leases; NULL: no lease */
-  /* Entries wait, read or not, until the lease is confirmed again (see
-   * name_held); logged once per wait. */
-  bool lease_unconfirmed;
-  bool lease_releasing;     /* drain: lease_release sent */
-  bool lease_released;      /* drain: lease_release answered */
-  bool name_lost;           /* another process holds the consumer name: its entries are its */
-  pruner *pruner;           /* removes the group's idle consumers (with a lease only) */
-  struct fault lease_fault; /* the consumer lease failing (readiness) */
-  /* The group's pause as seen here, and the breaker (NULL without a lease:
-   * never paused); the probe entry while one runs here. */
-  pause *pause;
-  struct breaker breaker;
-  const struct entry *probe;
-  bool probe_read;      /* the read out is the probe's (one entry) */
-  char denied[1100];    /* SUB_EV_DENIED: what the ACL refused (sr_denied) */
-  permits *permits;     /* rate: reads wait for permits (NULL without) */
-  key_gate *gate;       /* rate_per_key: entries waiting for their key (NULL without) */
-  key_rate *key_rate;   /* ... and what lets them through */
-  key_gate *key_cap;    /* max_in_flight_per_key: entries waiting for their key's slot */
-  key_slots *key_slots; /* ... and what lets them through */
-  batching *batching;   /* handle_batch: entries started gather into calls (NULL: handle) */
-
-  /* The handler (one Lua state) is shared by a partitioned handler's
-   * readers: the subscription releases it. */
-  int partition;                 /* -1: unpartitioned */
-  struct handler_spec part_spec; /* partitioned: spec is this (partition.h) */
-};
-
-/* Copies an entry id (NUL-terminated, parsed as ms-seq so shorter than
- * ID_MAX) into dst: a plain copy, as this runs for every entry. */
-static void copy_id(char dst[ID_MAX], const char *id) {
-  size_t n = strlen(id);
-  if (n >= ID_MAX) n = ID_MAX - 1;
-  memcpy(dst, id, n);
-  dst[n] = '\0';
-}
-
-/* Commands sent and not answered: the reader's (the lease's), the
- * writer's, the sweeper's, the group setup's, the pruner's, the
- * heartbeat's. */
-static unsigned outstanding(const stream_reader *s) {
-  return s->writes_pending + writer_pending(s->w) + sweeper_pending(s->sweeper) +
-         group_pending(s->group) + (s->pruner ? prune_pending(s->pruner) : 0) +
-         (s->heartbeat ? heartbeat_pending(s->heartbeat) : 0) +
-         (s->pause ? pause_pending(s->pause) : 0) + (s->permits ? permits_pending(s->permits) : 0) +
-         (s->key_rate ? key_rate_pending(s->key_rate) : 0) +
-         (s->inflight ? inflight_pending(s->inflight) : 0) +
-         (s->key_slots ? key_slots_pending(s->key_slots) : 0);
-}
-
-static void maybe_drained(stream_reader *s);
-static void progress(stream_reader *s);
-static void job_done(void *data, struct entry *e, const struct rt_result *res);
-static void read_next(stream_reader *s);
-static void dispatch(stream_reader *s);
 static void ensure_group(stream_reader *s);
 
-/* ---- logging ---- */
-
-static void sr_log(stream_reader *s, enum log_level level, const char *msg, const char *k1,
-                   const char *v1, const char *k2, const char *v2) {
-  log_line(level, s->spec->name, msg, "stream", s->spec->stream, "group", s->spec->group,
-           "consumer", s->spec->consumer, k1, v1, k2, v2, NULL);
-}
-
-/* The ACL refused what a reader that never read needs: waiting cannot
- * help, so the host is told (at start-up it stops, saying what to grant).
- * Returns whether it was such a refusal. */
-static bool denied(stream_reader *s, const char *command, const char *key, const char *why) {
-  if (s->started || !bk_error_is_denied(why)) return false;
-  snprintf(s->denied, sizeof s->denied, "%s on %s: %s", command, key, why);
-  s->on_event(s->data, s, SUB_EV_DENIED);
-  return true;
-}
-
-const char *sr_denied(const stream_reader *s) { return s->denied; }
-
-/* ---- drain bookkeeping ---- */
-
-static void lease_given_back(void *data) {
-  stream_reader *s = data;
-  s->writes_pending--;
-  s->lease_released = true;
-  maybe_drained(s);
-}
-
-/* Sends SUB_EV_DRAINED once a stopping reader has nothing left. */
-static void maybe_drained(stream_reader *s) {
-  if (s->state != SR_STOPPING) return;
-  if (s->lanes.running || writer_queued(s->w) || outstanding(s) || s->read_pending) return;
-  if (s->lease && !s->lease_released) { /* the name is free once all is written */
-    if (!s->lease_releasing) {
-      s->lease_releasing = true;
-      s->writes_pending++;
-      lease_release(s->lease, lease_given_back, s);
-    }
-    return;
-  }
-  s->state = SR_DRAINED;
-  if (s->heartbeat) heartbeat_stop(s->heartbeat); /* nothing is held any more */
-  sr_log(s, LOG_INFO, "subscription stopped", NULL, NULL, NULL, NULL);
-  s->on_event(s->data, s, SUB_EV_DRAINED);
-}
-
-/* ---- backoff ---- */
+/* ---- the retry timer (backoff, reclaim's poll) ---- */
 
 static void retry_fire(ltimer *t, void *data) {
   (void)t;
@@ -222,477 +33,19 @@ static void retry_fire(ltimer *t, void *data) {
   if (s->state == SR_CREATING)
     ensure_group(s);
   else if (s->state == SR_READING)
-    read_next(s);
+    sr_read_next(s);
 }
 
-static void backoff(stream_reader *s) {
-  s->backoff_ms = backoff_next(s->backoff_ms, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
-  s->waiting = true;
-  timer_start(s->retry_timer, s->backoff_ms);
-}
+/* ---- the parts' callbacks ---- */
 
-/* reclaim: nothing idle long enough yet; look again in a while. */
-static void poll_later(stream_reader *s) {
-  s->waiting = true;
-  timer_start(s->retry_timer, plan_recovery_wait_ms(&s->plan));
-}
-
-/* ---- the consumer name: known to be ours ---- */
-
-/* Whether an entry may be handed to a handler, or a read go out, under the
- * consumer name now: only while the lease is known valid (lease_valid).
- * After a pause or a stalled loop longer than that, another process may
- * hold the name and run these same entries: they wait (pending in Redis),
- * a renewal goes out at once, and LEASE_CONFIRMED resumes; LEASE_LOST
- * stops the reader, leaving them to the new holder. */
-static bool name_held(stream_reader *s) {
-  if (s->lease == NULL || lease_valid(s->lease)) return true;
-  if (!s->lease_unconfirmed) {
-    s->lease_unconfirmed = true;
-    char limit[32];
-    snprintf(limit, sizeof limit, "%dms", LEASE_VALID_MS);
-    sr_log(s, LOG_WARN,
-           "consumer lease not confirmed recently (process paused or loop stalled): entries wait "
-           "until it is renewed",
-           "lease", lease_key_of(s->lease), "limit", limit);
-  }
-  lease_confirm(s->lease);
-  return false;
-}
-
-/* ---- running entries on lanes ---- */
-
-/* Whether the next entry may start: not while the group is paused, or not
- * known to run (pause.h); half-open, the one entry that starts is the
- * probe (*probe). */
-static bool may_start(stream_reader *s, bool *probe) {
-  *probe = false;
-  if (s->pause == NULL) return true;
-  switch (pause_gate(s->pause)) {
-    case PAUSE_GO: return true;
-    case PAUSE_PROBE: *probe = true; return true;
-    case PAUSE_WAIT: break;
-  }
-  return false;
-}
-
-/* An entry popped onto its lane that could not start (out of memory): it
- * stays pending, and what it held goes back. */
-static void start_failed(stream_reader *s, struct entry *e) {
-  int lane = (int)(intptr_t)e->owner_data;
-  sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-  if (s->probe == e) {
-    s->probe = NULL;
-    pause_probe_dropped(s->pause);
-  }
-  if (s->key_slots) key_slots_done(s->key_slots, e);
-  held_remove(&s->held, e);
-  entry_free(e);
-  if (s->inflight) inflight_done(s->inflight);
-  lanes_done(&s->lanes, lane);
-}
-
-/* Runs e, popped onto the lane in its owner_data; for handle_batch, adds it
- * to the forming call (batching.h), which runs from launch_call. */
-static void start_entry(stream_reader *s, struct entry *e) {
-  if (s->batching) {
-    batching_add(s->batching, e);
-    return;
-  }
-  e->started_ms = (uint32_t)clock_now(s->clock);
-  held_started(&s->held, e, clock_now(s->clock)); /* max_run counts from here (heartbeat.h) */
-  if (handler_run_partition(s->h, e, s->partition, job_done, s) != 0) start_failed(s, e);
-}
-
-/* batch_launch_fn: a call of handle_batch on entries, each on its lane;
- * their max_run counts from here. */
-static void launch_call(void *data, struct entry *const *entries, size_t n) {
-  stream_reader *s = data;
-  uint64_t now = clock_now(s->clock);
-  for (size_t i = 0; i < n; i++) {
-    entries[i]->started_ms = (uint32_t)now;
-    held_started(&s->held, entries[i], now);
-  }
-  if (handler_run_batch(s->h, entries, n, s->partition, job_done, s) == 0) return;
-  for (size_t i = 0; i < n; i++) start_failed(s, entries[i]);
-  batching_call_done(s->batching);
-}
-
-/* batch_may_fn: a formed call starts only as an entry would: while reading
- * and the consumer name is known held (after a stall, once a renewal has
- * confirmed it; batch_wait's timer may fire first). */
-static bool call_may_go(void *data) {
-  stream_reader *s = data;
-  return s->state == SR_READING && name_held(s);
-}
-
-/* inflight_start_fn: a max_in_flight slot came for e, which waited on its
- * lane; it starts only while the consumer name is known held and, unless it
- * is the probe, the group known running (asked again: it may have waited). */
-static bool slot_granted(void *data, struct entry *e) {
-  stream_reader *s = data;
-  bool probe;
-  if (s->state != SR_READING || !name_held(s)) return false;
-  if (s->probe == e && !pause_probe_fresh(s->pause)) { /* the look is old now: not the probe */
-    s->probe = NULL;
-    pause_probe_dropped(s->pause);
-  }
-  if (s->probe != e) {
-    if (!may_start(s, &probe)) return false;
-    if (probe) {
-      pause_probe_started(s->pause);
-      s->probe = e;
-    }
-  }
-  start_entry(s, e);
-  return true;
-}
-
-/* handle_batch: whether one more entry may be taken for the forming call.
- * Those waiting for a max_in_flight slot count: each joins it when its slot
- * comes (slot_granted), so the call never holds more than batch_max. */
-static bool call_room(const stream_reader *s) {
-  if (s->batching == NULL) return true;
-  size_t waiting = s->inflight ? inflight_waiting(s->inflight) : 0;
-  return batching_forming(s->batching) + waiting < (size_t)s->spec->batch_max;
-}
-
-/* handle_batch with by_key: the entries of the key of the one just popped
- * onto lane that wait behind it join the same call, in stream order
- * (lanes_pop_follow), while it has room. */
-static void follow_key(stream_reader *s, int lane) {
-  struct entry *e;
-  int next;
-  while (s->state == SR_READING && call_room(s) &&
-         (e = lanes_pop_follow(&s->lanes, lane, &next)) != NULL) {
-    e->owner_data = (void *)(intptr_t)next;
-    start_entry(s, e);
-  }
-}
-
-static void dispatch(stream_reader *s) {
-  if (s->dispatching) return; /* re-entered from a job that finished at once */
-  s->dispatching = true;
-  struct entry *e;
-  int lane;
-  uint64_t began = clock_fresh(s->clock);
-  bool probe, sliced = false;
-  /* handle_batch: entries popped gather into the forming call; one that
-   * goes may finish at once and leave room for more. */
-  do {
-    while (s->state == SR_READING && s->lanes.queued && call_room(s) && name_held(s) &&
-           may_start(s, &probe) && (e = lanes_pop(&s->lanes, &lane)) != NULL) {
-      if (probe) {
-        pause_probe_started(s->pause);
-        s->probe = e;
-      }
-      e->owner_data = (void *)(intptr_t)lane;
-      if (s->inflight)
-        inflight_admit(s->inflight, e); /* starts with a slot (slot_granted) */
-      else
-        start_entry(s, e);
-      /* (not with max_in_flight: a slot that comes later would put the
-       * key's next entry in a call of its own, beside this one) */
-      if (s->batching && s->spec->by_key && !probe && !s->inflight) follow_key(s, lane);
-      if (clock_fresh(s->clock) - began >= DISPATCH_SLICE_MS) {
-        timer_start(s->dispatch_timer, 1);
-        sliced = true;
-        break;
-      }
-    }
-  } while (s->batching && s->state == SR_READING && batching_go(s->batching) > 0 && !sliced);
-  s->dispatching = false;
-}
-
-static void dispatch_fire(ltimer *t, void *data) {
-  (void)t;
-  progress(data);
-}
-
-/* Runs what may run now and reads more when the lanes have room. Called
- * after every job (through the lanes), every read and every write. */
-static void progress(stream_reader *s) {
-  dispatch(s);
-  read_next(s);
-  maybe_drained(s);
-}
-
-/* ---- reading ---- */
-
-/* An entry of the retry stream is done with (acked, most likely): the next
- * sweep trims what the group acknowledged there, soon rather than at its
- * idle pace. */
-static void retry_entry_done(stream_reader *s, const struct entry *e) {
-  if (e->key == PLAN_KEY_RETRY) sweeper_soon(s->sweeper, SWEEP_MS);
-}
-
-static bool hand_back(stream_reader *s, const struct entry *list, bool started);
-static void give_back_queued(stream_reader *s, bool give_back);
 static void pause_changed(void *data, bool paused);
 
-/* The breaker's part in a finished delivery (pause.h): ls.pause trips it
- * (the entry goes back uncounted: handed back as never started); a probe's
- * outcome closes it or trips it again; a failure counts toward the rule
- * (breaker.h). Whether the outcome is applied as usual (not for ls.pause). */
-static bool breaker_saw(stream_reader *s, const struct entry *e, const struct rt_result *res) {
-  bool failed = res->kind == RT_RETRY || res->kind == RT_RETRY_AFTER || res->kind == RT_ERROR;
-  const char *why = res->kind == RT_RETRY         ? "retry"
-                    : res->kind == RT_RETRY_AFTER ? "retry_after"
-                    : res->text                   ? res->text
-                                                  : "error";
-  size_t why_len = res->kind == RT_ERROR && res->text ? res->text_len : strlen(why);
-  if (s->probe == e) {
-    s->probe = NULL;
-    if (res->kind != RT_PAUSE) pause_probe_done(s->pause, !failed, why);
-  }
-  if (res->kind == RT_PAUSE) {
-    dm_count(&s->metrics, DM_PAUSE);
-    if (!hand_back(s, e, false))
-      sr_log(s, LOG_WARN, "ls.pause: the entry stays pending (the consumer name is not known held)",
-             "id", e->id, NULL, NULL);
-    if (s->pause)
-      pause_trip(s->pause, res->delay_ms, res->text ? res->text : "",
-                 res->text ? res->text_len : 0);
-    return false;
-  }
-  if (failed && s->pause &&
-      breaker_failed(&s->breaker, s->spec->breaker_failures, s->spec->breaker_within_ms, why,
-                     why_len, clock_now(s->clock))) {
-    char reason[300];
-    int n = snprintf(reason, sizeof reason, "%d failures within %lld ms: %.*s",
-                     s->spec->breaker_failures, (long long)s->spec->breaker_within_ms,
-                     (int)(why_len < 200 ? why_len : 200), why);
-    pause_trip(s->pause, -1, reason, n > 0 ? (size_t)n : 0);
-  }
-  return true;
-}
-
-/* rt_done_fn of every job: carries out the outcome, frees e, frees its lane. */
-static void job_done(void *data, struct entry *e, const struct rt_result *res) {
-  stream_reader *s = data;
-  int lane = (int)(intptr_t)e->owner_data;
-  uint32_t ran_ms = (uint32_t)clock_now(s->clock) - e->started_ms;
-  metrics_observe(s->metrics.duration, ran_ms / 1000.0);
-  if (breaker_saw(s, e, res)) apply_finished(s->apply, e, res);
-  retry_entry_done(s, e);
-  if (s->key_slots) key_slots_done(s->key_slots, e); /* its key's slot goes back */
-  held_remove(&s->held, e);
-  entry_free(e);
-  if (s->inflight) inflight_done(s->inflight); /* its slot goes back */
-  lanes_done(&s->lanes, lane);
-  if (s->batching && res->batch_left == 0) batching_call_done(s->batching); /* its call ended */
-  progress(s);
-}
-
-static void to_lanes(stream_reader *s, struct entry *e);
-static void cap_key(stream_reader *s, struct entry *e);
-
-static void accept_entry(stream_reader *s, struct entry *e) {
-  /* Every mode with a min_idle (a `new` one only by choice) keeps what it
-   * holds (heartbeat.h); a `new` read never brings back what is held. */
-  if (s->spec->min_idle_ms > 0) {
-    if (held_has(&s->held, e)) {
-      /* Claimed back while this host still holds it: it aged past min_idle
-       * waiting in a lane or running. It is not abandoned; it runs once. */
-      entry_free(e);
-      return;
-    }
-    if (!held_add(&s->held, e)) {
-      sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-      entry_free(e);
-      return;
-    }
-  }
-  /* A copy or delayed entry on the retry stream carries its earlier
-   * deliveries; a claimed read counts only those of this id: together they
-   * are the entry's count. On the shared stream luastream's header names are
-   * a producer's data and change nothing here (entry_carried_deliveries). */
-  if (e->deliveries >= 0) e->deliveries += entry_carried_deliveries(e);
-  if (!apply_admit(s->apply, e, handler_version(s->h))) {
-    retry_entry_done(s, e);
-    held_remove(&s->held, e);
-    entry_free(e);
-    return;
-  }
-  if (s->gate && gate_hold(s->gate, e)) return key_rate_kick(s->key_rate); /* off the lanes */
-  cap_key(s, e);
-}
-
-/* max_in_flight_per_key: a keyed entry waits off the lanes for its key's
- * slot (key_slots.h). */
-static void cap_key(stream_reader *s, struct entry *e) {
-  if (s->key_cap && gate_hold(s->key_cap, e)) return key_slots_kick(s->key_slots);
-  to_lanes(s, e);
-}
-
-static void to_lanes(stream_reader *s, struct entry *e) {
-  size_t klen = 0;
-  const char *key = s->spec->by_key ? entry_get(e, HDR_PARTITION_KEY, &klen) : NULL;
-  if (lanes_push(&s->lanes, e, key, klen) != 0) {
-    sr_log(s, LOG_ERROR, "out of memory: entry left pending", "id", e->id, NULL, NULL);
-    if (s->key_slots) key_slots_done(s->key_slots, e);
-    held_remove(&s->held, e);
-    entry_free(e);
-  }
-}
-
-static void read_done(void *data, const bk_reply *r, const char *err) {
-  stream_reader *s = data;
-  s->read_pending = false;
-  if (s->state != SR_READING) {
-    maybe_drained(s);
-    return;
-  }
-  if (r == NULL || r->type == BK_ERROR) {
-    if (!s->read_failing) {
-      s->read_failing = true;
-      s->failing_since_ms = clock_now(s->clock);
-    }
-    if (r == NULL && bk_error_is_too_large(err)) {
-      /* Refused as it arrived: what it delivered is pending here, and is
-       * read again, cut where over max_body, once the reader is back. */
-      sr_log(s, LOG_WARN, "a read's reply was too large, reading its entries again cut", "error",
-             err, NULL, NULL);
-      plan_too_large(&s->plan);
-    } else if (read_log_failed(s->spec, s->retry_key, plan_next(&s->plan), r, err)) {
-      s->state = SR_CREATING;
-      sweeper_stop(s->sweeper); /* started again once reading */
-    }
-    backoff(s);
-    return;
-  }
-  char why[256];
-  enum read_kind kind = plan_next(&s->plan);
-  struct entry *list = NULL;
-  size_t count = 0;
-  const bk_reply *deleted = NULL;
-  char cursor[PLAN_NKEYS][PLAN_ID_MAX];
-  const char *keys[PLAN_NKEYS] = {s->spec->stream, s->retry_key};
-  int rc = plan_replies_claimed(kind)
-               ? read_reply_parse_claimed(r, keys, PLAN_NKEYS, s->spec->max_body, cursor[0],
-                                          PLAN_ID_MAX, &list, &count, &deleted, why, sizeof why)
-               : read_reply_parse_streams(r, keys, PLAN_NKEYS, s->spec->max_body, &list, &count,
-                                          NULL, why, sizeof why);
-  if (rc != 0) {
-    sr_log(s, LOG_ERROR, "unreadable reply to a read, retrying", "error", why, NULL, NULL);
-    backoff(s);
-    return;
-  }
-  s->backoff_ms = 0;
-  s->read_failing = false;
-  if (count) {
-    metric_add(s->metrics.reads, 1);
-    metric_add(s->metrics.entries_read, (double)count);
-  }
-  if (s->permits) permits_spend(s->permits, count);
-  read_log_deleted(s->spec, deleted);
-  if (plan_read_done(&s->plan, kind, count, cursor)) poll_later(s); /* nothing to reclaim yet */
-  if (s->probe_read && count == 0 && s->pause) pause_probe_idle(s->pause);
-  s->probe_read = false;
-  size_t ncut = 0;
-  for (const struct entry *e = list; e; e = e->next) ncut += e->entry_size != 0;
-  plan_cut_seen(&s->plan, kind, ncut);
-  if (kind == READ_OWN && count) {
-    char n[24];
-    snprintf(n, sizeof n, "%zu", count);
-    sr_log(s, LOG_INFO, "entries delivered here earlier and never acked, handled now", "entries", n,
-           NULL, NULL);
-  }
-  while (list) {
-    struct entry *e = list;
-    list = e->next;
-    e->next = NULL;
-    if (kind != READ_OWN && e->deliveries <= 0 && e->key == PLAN_KEY_STREAM)
-      copy_id(s->last_read, e->id);
-    if (plan_reads_new_only(&s->plan, kind)) {
-      /* A claiming subscription's blocking `>` read: new entries, which the
-       * claiming read reports as idle 0, delivered 0 times before. */
-      e->deliveries = 0;
-      e->idle_ms = 0;
-    }
-    accept_entry(s, e);
-  }
-  /* A read that was out when the group was seen paused: what it brought
-   * goes back as at the pause, not to wait here for its end. */
-  if (count && s->pause && pause_read_gate(s->pause) == PAUSE_WAIT && !pause_probing(s->pause))
-    give_back_queued(s, true);
-  /* Read ahead: the next read goes out, and leaves at once, before this
-   * batch runs, so the server answers it while the handlers work. */
-  if (plan_reads_ahead(&s->plan, kind)) read_next(s);
-  progress(s);
-}
-
-static void read_next(stream_reader *s) {
-  if (s->state != SR_READING || s->read_pending || s->waiting) return;
-  /* On lanes or running; and, counted on its own, finished with an outcome
-   * not yet written (plain acks aside: one small XACK per loop turn). */
-  size_t in_flight = lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0) +
-                     (s->key_cap ? gate_waiting(s->key_cap) : 0);
-  size_t batch = (size_t)s->spec->batch;
-  enum read_kind kind = plan_next(&s->plan);
-  bool ahead = plan_reads_ahead(&s->plan, kind);
-  /* Ahead: a batch more while at most one waits for the handlers and at
-   * most one for its outcomes to be written, so at most 3 x batch are held
-   * here; the outcomes of one batch are written while the next runs and the
-   * one after it is read, which keeps the server busy when outcomes cost it
-   * more than reads. Otherwise the lanes fill up to one batch and are read
-   * again once half empty. Resumes when the lanes or the writes catch up.
-   * COUNT is per key: a read that also finds entries on the retry stream
-   * may bring up to one batch more from there. */
-  if (in_flight > (ahead ? batch : batch / 2) || writer_unwritten(s->w) > batch) return;
-  /* A read that claims waits until what finished here is written: an entry
-   * handled in about min_idle would otherwise come back before its ack. */
-  if (s->spec->read != READ_NEW && (writer_queued(s->w) || outstanding(s))) return;
-  /* The own pending list holds what runs here too: read it only once all
-   * of that is finished and written. */
-  if (kind == READ_OWN && (in_flight || writer_queued(s->w) || outstanding(s))) return;
-  if (!bk_connected(s->b, s->reader)) return; /* resumes from reader_state */
-  /* A read assigns entries to the name (and a claiming one takes them over). */
-  if (!name_held(s)) return;
-  /* Paused, nothing is read (it would only wait here); half-open, one entry
-   * for the probe. */
-  enum pause_gate gate = s->pause ? pause_read_gate(s->pause) : PAUSE_GO;
-  bool probe = gate == PAUSE_PROBE;
-  if (gate == PAUSE_WAIT || (probe && in_flight)) return;
-  struct bk_args *a = &s->args;
-  bk_args_reset(a);
-  long long count = probe ? 1 : (long long)(ahead ? batch : batch - in_flight);
-  s->probe_read = probe;
-  if (s->permits) { /* rate: no more entries than permits (permits.h) */
-    long long allowed = permits_count(s->permits, PLAN_NKEYS);
-    if (allowed == 0) return; /* resumes from permitted */
-    if (count > allowed) count = allowed;
-  }
-  plan_add_args(&s->plan, a, kind, count);
-  size_t bulk_max, reply_max;
-  plan_reply_limits(&s->plan, kind, count, &bulk_max, &reply_max);
-  bk_conn_reply_limit(s->b, s->reader, bulk_max, reply_max);
-  if (bk_command(s->b, s->reader, a->argc, a->argv, a->argvlen, read_done, s) == 0) {
-    s->read_pending = true;
-    s->read_sent_ms = clock_now(s->clock);
-    /* hiredis writes only when the loop turns, which may be after a whole
-     * batch of handlers: the read leaves now instead. */
-    bk_flush(s->b, s->reader);
-  }
-}
-
-static void permitted(void *data) { progress(data); }
-static void gate_pass(void *data, struct entry *e) { cap_key(data, e); }
-static void key_cap_pass(void *data, struct entry *e) { to_lanes(data, e); }
+static void permitted(void *data) { sr_progress(data); }
+static void gate_pass(void *data, struct entry *e) { sr_cap_key(data, e); }
+static void key_cap_pass(void *data, struct entry *e) { sr_to_lanes(data, e); }
 
 /* inflight_answered_fn: the drain may have waited for it. */
-static void slots_answered(void *data) { progress(data); }
-
-static void reader_state(void *data, bk_conn *c, int up) {
-  (void)c;
-  stream_reader *s = data;
-  /* Reads that failed because the connection went are not the server
-   * refusing them: readiness starts counting afresh. */
-  if (up) s->read_failing = false;
-  if (up && s->was_down) plan_recover_own(&s->plan); /* a read reply may have been lost */
-  s->was_down = !up;
-  if (up) read_next(s);
-}
+static void slots_answered(void *data) { sr_progress(data); }
 
 /* ---- the consumer lease ---- */
 
@@ -708,7 +61,7 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
       log_line(level, s->spec->name, "the consumer lease failed, retrying", "stream",
                s->spec->stream, "group", s->spec->group, "consumer", s->spec->consumer, "command",
                "EVAL", "script", "the consumer lease", "key", key, "error", holder, NULL);
-      denied(s, "EVAL (the consumer lease)", key, holder);
+      sr_acl_refused(s, "EVAL (the consumer lease)", key, holder);
       return;
     }
     case LEASE_RENEWED: fault_ok(&s->lease_fault, clock_now(s->clock), s->spec); return;
@@ -730,7 +83,7 @@ static void on_lease(void *data, enum lease_event ev, const char *holder, long l
       if (s->lease_unconfirmed)
         sr_log(s, LOG_INFO, "consumer lease renewed: entries run again", "lease", key, NULL, NULL);
       s->lease_unconfirmed = false;
-      if (s->state == SR_READING) progress(s);
+      if (s->state == SR_READING) sr_progress(s);
       return;
     case LEASE_WAITING:
       snprintf(wait, sizeof wait, "%lldms", wait_ms);
@@ -773,20 +126,20 @@ static void start_reading(stream_reader *s) {
   if (s->pruner) prune_start(s->pruner);
   if (s->heartbeat) heartbeat_start(s->heartbeat, s->lease);
   if (s->pause) pause_start(s->pause, s->lease);
-  progress(s); /* entries read before the group was lost run now */
+  sr_progress(s); /* entries read before the group was lost run now */
 }
 
 /* group_event_fn: creating the group is done, failed, or goes on. */
 static void group_event(void *data, enum group_event ev, const char *key, const char *why) {
   stream_reader *s = data;
-  if (s->state != SR_CREATING) return maybe_drained(s);
+  if (s->state != SR_CREATING) return sr_maybe_drained(s);
   switch (ev) {
     case GROUP_ANSWERED: return;
     case GROUP_READY: return start_reading(s);
-    case GROUP_CREATE_REFUSED: denied(s, "XGROUP CREATE", key, why); break;
+    case GROUP_CREATE_REFUSED: sr_acl_refused(s, "XGROUP CREATE", key, why); break;
     case GROUP_FAILED: break;
   }
-  backoff(s);
+  sr_backoff(s);
 }
 
 /* Creates the group where missing (group_setup.h), then reads. */
@@ -794,7 +147,7 @@ static void ensure_group(stream_reader *s) {
   s->state = SR_CREATING;
   /* A group created again has a new pending list: scan it from the start. */
   plan_group_new(&s->plan);
-  if (group_create(s->group, s->started) != 0) backoff(s);
+  if (group_create(s->group, s->started) != 0) sr_backoff(s);
 }
 
 /* ---- life cycle ---- */
@@ -805,7 +158,7 @@ static void written(void *data, bool delays) {
   stream_reader *s = data;
   if (delays) sweeper_soon(s->sweeper, 0);
   trimmer_soon(s->trimmer); /* outcomes written: there may be more to trim */
-  progress(s);
+  sr_progress(s);
 }
 
 /* apply_reading_fn, prune_reading_fn. */
@@ -813,29 +166,19 @@ static bool still_reading(void *data) { return ((stream_reader *)data)->state ==
 
 /* prune_answered_fn: the prune may have been the last thing outstanding,
  * for a claiming read as for the drain. */
-static void pruned(void *data) { progress(data); }
+static void pruned(void *data) { sr_progress(data); }
 
 /* heartbeat_answered_fn: the drain may have waited for it. */
-static void beaten(void *data) { progress(data); }
+static void beaten(void *data) { sr_progress(data); }
 
 /* sweeper_swept_fn: a claiming read may have waited for the sweep. */
-static void swept(void *data) { progress(data); }
+static void swept(void *data) { sr_progress(data); }
 
-/* The most entries the lanes hold at once, as read_next bounds them: a read
+/* The most entries the lanes hold at once, as sr_read_next bounds them: a read
  * goes out while at most one batch is held and asks for up to a batch from
  * each of the two streams. The lanes allocate for that many up front. */
 static size_t lanes_expected(const struct handler_spec *spec) {
   return (size_t)spec->batch * 3 + (size_t)handler_spec_lanes(spec);
-}
-void sr_collect_metrics(stream_reader *s, bool add) {
-  if (!add) {
-    metric_set(s->metrics.in_flight, 0);
-    metric_set(s->metrics.lanes_busy, 0);
-  }
-  metric_add(s->metrics.in_flight,
-             (double)(lanes_in_flight(&s->lanes) + (s->gate ? gate_waiting(s->gate) : 0) +
-                      (s->key_cap ? gate_waiting(s->key_cap) : 0)));
-  metric_add(s->metrics.lanes_busy, (double)s->lanes.running);
 }
 
 stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock *clock,
@@ -859,7 +202,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   s->on_event = on_event;
   s->data = data;
   s->retry_timer = timer_new(clock, retry_fire, s);
-  s->dispatch_timer = timer_new(clock, dispatch_fire, s);
+  s->dispatch_timer = timer_new(clock, sr_dispatch_fire, s);
   s->lease_fault.name = "the consumer lease";
   s->retry_key = outcome_retry_key(s->spec);
   plan_init(&s->plan, s->spec, s->retry_key);
@@ -888,7 +231,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool capped = s->spec->max_in_flight > 0;
   if (capped && s->retry_key)
     s->inflight = inflight_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
-                               slot_granted, slots_answered, s);
+                               sr_slot_granted, slots_answered, s);
   bool key_capped = s->spec->max_in_flight_per_key > 0;
   if (key_capped && (s->key_cap = gate_new(key_cap_pass, s)) != NULL)
     s->key_slots = key_slots_new(b, cmd, clock, s->spec, handler_spec(h)->stream, partition,
@@ -906,7 +249,7 @@ stream_reader *sr_new(handler *h, int partition, broker *b, bk_conn *cmd, lclock
   bool batched = s->spec->batch_max > 0;
   if (batched)
     s->batching = batching_new(clock, s->spec->batch_max, s->spec->batch_wait_ms, s->spec->workers,
-                               launch_call, call_may_go, s);
+                               sr_launch_call, sr_call_may_go, s);
   if ((batched && !s->batching) || !leased_ok || !s->retry_timer || !s->dispatch_timer ||
       !s->retry_key || !s->w || !s->sweeper || !s->apply || !s->group || (trims && !s->trimmer) ||
       (beats && !s->heartbeat) || (limited && !s->permits) || (keyed && !s->key_rate) ||
@@ -926,7 +269,7 @@ void sr_start(stream_reader *s, long server_version) {
     snprintf(name, sizeof name, "%s/read/%d", s->spec->name, s->partition);
   else
     snprintf(name, sizeof name, "%s/read", s->spec->name);
-  s->reader = bk_conn_open(s->b, name, reader_state, s);
+  s->reader = bk_conn_open(s->b, name, sr_reader_state, s);
   if (s->keepalive == NULL) return ensure_group(s);
   s->lease =
       lease_new(s->keepalive, s->spec->stream, s->spec->group, s->spec->consumer, on_lease, s);
@@ -939,85 +282,13 @@ void sr_start(stream_reader *s, long server_version) {
   lease_take(s->lease);
 }
 
-/* A hand-back answered: the drain may have waited for it. */
-static void handed_back(void *data) {
-  stream_reader *s = data;
-  s->writes_pending--;
-  maybe_drained(s);
-}
-
-/* Gives back the entries of list (handback.h), unless the consumer name
- * went to another process, or may have (the lease not confirmed lately: a
- * pause past it): they are its entries now, and it may be running them; the
- * script's owner check cannot tell, the name being the same. Whether it
- * went out. */
-static bool hand_back(stream_reader *s, const struct entry *list, bool started) {
-  if (s->name_lost || (s->lease && !lease_valid(s->lease))) return false;
-  bool sent = handback_send(s->b, s->cmd, s->spec, s->retry_key, list, started, handed_back, s);
-  if (sent) s->writes_pending++;
-  return sent;
-}
-
-/* Entries read but not started: given back at once (handback.h), for
- * another host's read to take now, uncounted. The heartbeat lets them go and
- * goes on for those running, which stay this host's until they finish (or
- * the shutdown deadline abandons them). */
-static void give_back_queued(stream_reader *s, bool give_back) {
-  struct entry *left = lanes_drain_queued(&s->lanes);
-  for (struct entry *e = left; e && s->key_slots; e = e->next)
-    key_slots_done(s->key_slots, e); /* past its key's cap: its slot goes back */
-  /* handle_batch: the forming call's entries have their lanes and slots,
-   * and have not started. */
-  struct entry *forming = s->batching ? batching_take(s->batching) : NULL, *last = NULL;
-  for (struct entry *f = forming; f; last = f, f = f->next) {
-    lanes_done(&s->lanes, (int)(intptr_t)f->owner_data);
-    if (s->key_slots) key_slots_done(s->key_slots, f);
-    if (s->inflight) inflight_done(s->inflight);
-    if (s->probe == f) {
-      s->probe = NULL;
-      pause_probe_dropped(s->pause);
-    }
-  }
-  if (last) { /* read before the queued ones: first */
-    last->next = left;
-    left = forming;
-  }
-  for (struct entry *w = s->inflight ? inflight_take_waiting(s->inflight) : NULL, *n; w; w = n) {
-    n = w->next; /* waiting for a slot on its lane: not started either */
-    lanes_done(&s->lanes, (int)(intptr_t)w->owner_data);
-    if (s->key_slots) key_slots_done(s->key_slots, w);
-    if (s->probe == w) { /* it never ran: the probe goes to the next look */
-      s->probe = NULL;
-      pause_probe_dropped(s->pause);
-    }
-    w->next = left;
-    left = w;
-  }
-  if (s->gate) left = gate_drain(s->gate, left); /* waiting for their key: never started */
-  if (s->key_cap) left = gate_drain(s->key_cap, left);
-  bool given = left && give_back && hand_back(s, left, false);
-  size_t n = 0;
-  while (left) {
-    struct entry *e = left;
-    left = e->next;
-    held_remove(&s->held, e);
-    entry_free(e);
-    n++;
-  }
-  if (n && !given) { /* else logged when Redis answers (handback.c) */
-    char count[24];
-    snprintf(count, sizeof count, "%zu", n);
-    sr_log(s, LOG_INFO, "entries read but not started stay pending", "entries", count, NULL, NULL);
-  }
-}
-
 /* pause_changed_fn: seen paused, what waits here goes back for the
  * pause's end (to whichever host reads it then); seen running, it goes on. */
 static void pause_changed(void *data, bool paused) {
   stream_reader *s = data;
   if (s->state != SR_READING) return;
-  if (paused) give_back_queued(s, true);
-  progress(s);
+  if (paused) sr_give_back_queued(s, true);
+  sr_progress(s);
 }
 
 void sr_stop(stream_reader *s, bool give_back) {
@@ -1034,34 +305,14 @@ void sr_stop(stream_reader *s, bool give_back) {
   if (s->key_rate) key_rate_stop(s->key_rate);
   if (s->key_slots) key_slots_stop(s->key_slots);
   if (s->inflight) inflight_stop(s->inflight);
-  give_back_queued(s, give_back);
+  sr_give_back_queued(s, give_back);
   if (s->reader) {
     bk_conn_close(s->b, s->reader); /* a blocked read completes with an error */
     s->reader = NULL;
   }
   /* Acks still queued go out now rather than at the next turn. */
   writer_flush(s->w);
-  maybe_drained(s);
-}
-
-/* rt_abandon_fn: an entry whose handler was dropped at the deadline. It was
- * never acked: sr_give_back_dropped gives it back. */
-void sr_drop_job(void *data, struct entry *e) {
-  stream_reader *s = data;
-  int lane = (int)(intptr_t)e->owner_data;
-  e->next = s->dropped;
-  s->dropped = e;
-  lanes_done(&s->lanes, lane);
-}
-
-bool sr_give_back_dropped(stream_reader *s, bool give_back) {
-  bool given = s->dropped && give_back && hand_back(s, s->dropped, true);
-  while (s->dropped) {
-    struct entry *e = s->dropped;
-    s->dropped = e->next;
-    entry_free(e);
-  }
-  return given;
+  sr_maybe_drained(s);
 }
 
 size_t sr_abandon(stream_reader *s) {
@@ -1070,12 +321,8 @@ size_t sr_abandon(stream_reader *s) {
   return writer_abandon(s->w);
 }
 
-void sr_settle(stream_reader *s) { maybe_drained(s); }
+void sr_settle(stream_reader *s) { sr_maybe_drained(s); }
 
-bool sr_reading(const stream_reader *s) { return s->state == SR_READING; }
-bool sr_stopping(const stream_reader *s) { return s->state == SR_STOPPING; }
-bool sr_drained(const stream_reader *s) { return s->state == SR_DRAINED; }
-bool sr_name_lost(const stream_reader *s) { return s->name_lost; }
 void sr_keep_cursor(stream_reader *s) { s->started = true; }
 
 void sr_swap_handler(stream_reader *s, handler *h) {
@@ -1111,93 +358,6 @@ void sr_swap_handler(stream_reader *s, handler *h) {
   group_set_spec(s->group, s->spec);
   plan_set_spec(&s->plan, s->spec);
 }
-
-bool sr_note(const stream_reader *s, char *why, size_t len) {
-  return s->pause && pause_seen(s->pause, why, len);
-}
-
-bool sr_healthy(const stream_reader *s, char *why, size_t len) {
-  switch (s->state) {
-    case SR_IDLE: snprintf(why, len, "not started"); return false;
-    case SR_LEASING:
-      if (s->lease_fault.failing)
-        snprintf(why, len, "waiting for the consumer name's lease: %s failing: %s",
-                 s->lease_fault.name, s->lease_fault.detail);
-      else
-        snprintf(why, len, "waiting for the consumer name's lease");
-      return false;
-    case SR_CREATING:
-      if (group_fault(s->group)[0])
-        snprintf(why, len, "creating group: %s", group_fault(s->group));
-      else
-        snprintf(why, len, "creating group");
-      return false;
-    case SR_STOPPING:
-    case SR_DRAINED: snprintf(why, len, "stopping"); return false;
-    case SR_READING: break;
-  }
-  uint64_t now = clock_now(s->clock);
-  const struct fault *lf = &s->lease_fault;
-  static const struct fault no_prune; /* without a lease nothing is pruned */
-  if (s->lease_unconfirmed && !lease_valid(s->lease)) {
-    if (lf->failing) /* the renewal is refused, not late: say why */
-      snprintf(why, len, "stuck: %s failing for %llu ms: %s", lf->name,
-               (unsigned long long)(now - lf->since_ms), lf->detail);
-    else
-      snprintf(why, len,
-               "waiting for the consumer lease's renewal (process paused or loop stalled)");
-    return false;
-  }
-  if (s->reader == NULL || !bk_connected(s->b, s->reader)) {
-    char fault[256];
-    if (s->reader && bk_conn_fault(s->b, s->reader, fault, sizeof fault) == BK_FAULT_DENIED)
-      snprintf(why, len, "read connection down: redis %s", fault);
-    else
-      snprintf(why, len, "read connection down");
-    return false;
-  }
-  uint64_t limit = STUCK_FACTOR * plan_read_wait_ms(&s->plan);
-  if (limit < STUCK_MIN_MS) limit = STUCK_MIN_MS;
-  if (s->read_pending && now - s->read_sent_ms > limit) {
-    snprintf(why, len, "stuck: a read unanswered for %llu ms",
-             (unsigned long long)(now - s->read_sent_ms));
-    return false;
-  }
-  if (s->read_failing && now - s->failing_since_ms > limit) {
-    snprintf(why, len, "stuck: reads failing for %llu ms",
-             (unsigned long long)(now - s->failing_since_ms));
-    return false;
-  }
-  /* Work that keeps failing as long as a read may: not doing its job. */
-  const struct fault *work[] = {writer_fault(s->w, WRITER_ACKS),
-                                writer_fault(s->w, WRITER_OUTCOMES),
-                                sweeper_fault(s->sweeper),
-                                &s->lease_fault,
-                                s->pruner ? prune_fault(s->pruner) : &no_prune,
-                                s->inflight ? inflight_fault(s->inflight) : &no_prune,
-                                s->permits ? permits_fault(s->permits) : &no_prune,
-                                s->key_rate ? key_rate_fault(s->key_rate) : &no_prune,
-                                s->key_slots ? key_slots_fault(s->key_slots) : &no_prune};
-  for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
-    const struct fault *f = work[w];
-    if (f->failing && now - f->since_ms > limit) {
-      snprintf(why, len, "stuck: %s failing for %llu ms: %s", f->name,
-               (unsigned long long)(now - f->since_ms), f->detail);
-      return false;
-    }
-  }
-  return true;
-}
-
-bool sr_idle(const stream_reader *s) {
-  return s->state == SR_READING && lanes_in_flight(&s->lanes) == 0 && writer_queued(s->w) == 0 &&
-         outstanding(s) == 0 && (s->gate == NULL || gate_waiting(s->gate) == 0) &&
-         (s->key_cap == NULL || gate_waiting(s->key_cap) == 0);
-}
-
-const char *sr_last_read(const stream_reader *s) { return s->last_read; }
-const struct handler_spec *sr_spec(const stream_reader *s) { return s->spec; }
-int sr_partition(const stream_reader *s) { return s->partition; }
 
 void sr_free(stream_reader *s) {
   if (s == NULL) return;

@@ -121,7 +121,7 @@ static inline const char *spec_schedule_name(const struct handler_spec *s) {
 /* The lanes a subscription's entries run on (lanes.h): workers; for
  * handle_batch a lane per entry of each of the workers calls running and of
  * the call forming meanwhile (batching.h), and no more than the 3 x batch
- * entries reading ahead ever holds (stream_reader.c's read_next). */
+ * entries reading ahead ever holds (reader_loop.c's sr_read_next). */
 static inline int handler_spec_lanes(const struct handler_spec *s) {
   if (s->batch_max <= 0) return s->workers;
   long calls = ((long)s->workers + 1) * s->batch_max, held = 3L * s->batch;

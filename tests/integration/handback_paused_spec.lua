@@ -1,9 +1,10 @@
 -- The hand-back of a host whose consumer name went to another process while
 -- it was paused, before it could learn so: its lease not confirmed lately
--- (stream_reader.c hand_back, as dispatch and reads: name_held), it gives
--- nothing back at SIGTERM after the pause. The script's owner check could
--- not tell (the name is the same), and the new holder of the name, already
--- running those entries, would run the copies a second time.
+-- (reader_handback.c sr_hand_back, as dispatch and reads in reader_loop.c:
+-- name_held), it gives nothing back at SIGTERM after the pause. The
+-- script's owner check could not tell (the name is the same), and the new
+-- holder of the name, already running those entries, would run the copies a
+-- second time.
 local helper = require "tests.integration.helper"
 
 local READY = 'msg="host ready"'
