@@ -57,6 +57,11 @@ static int64_t floor_div(int64_t a, int64_t b) {
 
 static bool leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
 
+int tz_days_in_month(int64_t y, int m) {
+  static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return mdays[m - 1] + (m == 2 && leap(y));
+}
+
 /* ---- the POSIX TZ footer ---- */
 
 static const char *skip_name(const char *p) {
@@ -151,8 +156,7 @@ static int64_t rule_instant(const struct rule_date *r, int64_t y, int32_t off) {
     int64_t first = tz_days_from_civil(y, r->m, 1);
     int wday = (int)((first % 7 + 11) % 7); /* 1970-01-01 was a Thursday (4) */
     int64_t d = first + (r->d - wday + 7) % 7 + (int64_t)(r->w - 1) * 7;
-    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int len = mdays[r->m - 1] + (r->m == 2 && leap(y));
+    int len = tz_days_in_month(y, r->m);
     while (d >= first + len) d -= 7; /* week 5: the last */
     day = d;
   }

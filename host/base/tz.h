@@ -38,5 +38,7 @@ int64_t tz_next_change(const struct tz *z, int64_t t);
  * 1970-01-01 of a date (month 1-12), and back. */
 int64_t tz_days_from_civil(int64_t y, int m, int d);
 void tz_civil_from_days(int64_t days, int64_t *y, int *m, int *d);
+/* The days of month m (1-12) of year y. */
+int tz_days_in_month(int64_t y, int m);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include "json_decode.h"
 #include "schema_tree.h"
+#include "tz.h"
 
 void schema_scratch_free(struct schema_scratch *sc) {
   free(sc->buf);
@@ -195,10 +196,7 @@ static bool is_date_time(const char *s, size_t n) {
       !digits(s + 8, 2, &d) || (s[10] | 0x20) != 't' || !digits(s + 11, 2, &h) || s[13] != ':' ||
       !digits(s + 14, 2, &mi) || s[16] != ':' || !digits(s + 17, 2, &sec))
     return false;
-  static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-  if (mo < 1 || mo > 12 || d < 1 || d > days[mo - 1] + (mo == 2 && leap) || h > 23 || mi > 59 ||
-      sec > 60)
+  if (mo < 1 || mo > 12 || d < 1 || d > tz_days_in_month(y, mo) || h > 23 || mi > 59 || sec > 60)
     return false;
   size_t i = 19;
   if (s[i] == '.') { /* n >= 20 */
