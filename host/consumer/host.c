@@ -123,29 +123,35 @@ int host_check_each(const char *dir, uint64_t load_timeout_ms, const struct trus
   return host_check_report(dir, load_timeout_ms, trust, stderr, each, data);
 }
 
-int host_check_report(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
-                      FILE *report, host_spec_fn *each, void *data) {
-  handler **hs = NULL;
-  size_t n = 0;
-  /* no clock: nothing runs */
-  struct rt_env env = {.load_timeout_ms = load_timeout_ms, .trust = trust};
-  int problems = load_all(dir, &env, &hs, &n, report);
-  for (size_t i = 0; each && hs && i < n; i++) each(data, handler_spec(hs[i]));
-  for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
-  free(hs);
-  return problems;
-}
-
 int host_check_all(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
                    FILE *report, host_handlers_fn *all, void *data) {
   handler **hs = NULL;
   size_t n = 0;
+  /* no clock: nothing runs */
   struct rt_env env = {.load_timeout_ms = load_timeout_ms, .trust = trust};
   int problems = load_all(dir, &env, &hs, &n, report);
   if (hs) problems += all(data, hs, n);
   for (size_t i = 0; hs && i < n; i++) handler_release(hs[i]);
   free(hs);
   return problems;
+}
+
+struct each_spec {
+  host_spec_fn *each;
+  void *data;
+};
+
+/* host_handlers_fn: each(data, spec) of every handler, in order. */
+static int each_spec(void *data, handler *const *hs, size_t n) {
+  const struct each_spec *e = data;
+  for (size_t i = 0; e->each && i < n; i++) e->each(e->data, handler_spec(hs[i]));
+  return 0;
+}
+
+int host_check_report(const char *dir, uint64_t load_timeout_ms, const struct trust *trust,
+                      FILE *report, host_spec_fn *each, void *data) {
+  struct each_spec e = {each, data};
+  return host_check_all(dir, load_timeout_ms, trust, report, each_spec, &e);
 }
 
 int host_check(const char *dir, uint64_t load_timeout_ms, const struct trust *trust) {
