@@ -525,16 +525,23 @@ static bool contains(const char *s, size_t len, const char *word, size_t wlen) {
   return false;
 }
 
+/* Whether the JSON text matches s (field: its name, for an error): true, or
+ * false with the first failing path and rule in why. Raises when the text
+ * cannot be checked (not JSON, out of memory). */
+static bool schema_matches(lua_State *L, struct core *c, const struct schema *s, const char *field,
+                           const char *text, size_t len, char *why, size_t whylen) {
+  int rc = schema_check_json(s, text, len, &c->scratch, why, whylen);
+  if (rc < 0) luaL_error(L, "checking against field '%s': %s", field, why);
+  return rc == 1;
+}
+
 /* The decoded body on top, checked against the spec's schema on its text:
  * returns 1 with it kept when it matches, else 3 results (nil, the reason,
  * the first failing path and rule) with it popped. */
 static int schema_body(lua_State *L, struct core *c, const char *body, size_t body_len) {
   const struct schema *s = c->jobs->spec->schema;
-  if (s == NULL) return 1;
   char why[300];
-  int rc = schema_check_json(s, body, body_len, &c->scratch, why, sizeof why);
-  if (rc == 1) return 1;
-  if (rc < 0) return luaL_error(L, "checking the body against field 'schema': %s", why);
+  if (s == NULL || schema_matches(L, c, s, "schema", body, body_len, why, sizeof why)) return 1;
   lua_pop(L, 1);
   lua_pushnil(L);
   lua_pushinteger(L, WIRE_INPUT_SCHEMA);
@@ -553,11 +560,8 @@ static int core_schema_mismatch(lua_State *L) {
   const char *text = luaL_checklstring(L, 2, &len);
   const struct schema *s =
       strcmp(field, "reply_schema") == 0 ? c->jobs->spec->reply_schema : c->jobs->spec->schema;
-  if (s == NULL) return 0;
   char why[300];
-  int rc = schema_check_json(s, text, len, &c->scratch, why, sizeof why);
-  if (rc == 1) return 0;
-  if (rc < 0) return luaL_error(L, "checking against field '%s': %s", field, why);
+  if (s == NULL || schema_matches(L, c, s, field, text, len, why, sizeof why)) return 0;
   lua_pushstring(L, why);
   return 1;
 }
